@@ -1,0 +1,257 @@
+"""One dataclass tree for every run; YAML files plus dotted command-line overrides (``trainer.lr=1e-6``).
+
+Defaults are the papers' (EasyR1 / MM-UPT / CSRS Table 6) where a paper gives one; the tiny CPU configs in
+``configs/`` override sizes only.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+# The EasyR1 / MM-UPT reasoning instruction appended to each problem.
+R1V_SUFFIX = (
+    " You FIRST think about the reasoning process as an internal monologue and then provide the final answer. "
+    "The reasoning process MUST BE enclosed within <think> </think> tags. The final answer MUST BE put in \\boxed{}."
+)
+PROMPT_SUFFIXES = {"r1v": R1V_SUFFIX, "none": ""}
+
+
+@dataclass
+class ModelConfig:
+    path: str = "tiny"  # local checkpoint dir or hub id; "tiny" builds the embedded tiny Qwen2.5-VL in cache_dir
+    cache_dir: str = ".cache/mmevo"  # where embedded tiny models are built once and reused
+    dtype: str = "float32"  # parameter dtype: float32 | bfloat16 | float16
+    device: str = "cpu"  # torch device for the single-process path
+
+
+@dataclass
+class DataConfig:
+    train: str = "synthetic"  # "synthetic" (embedded generator) or a Geometry3K-schema file/dir (jsonl, json, parquet)
+    heldout: str = "synthetic"  # held-out set for evaluation, same forms; "" disables evaluation
+    n_train: int = 2000  # synthetic train problems
+    n_heldout: int = 200  # synthetic held-out problems
+    seed: int = 0  # synthetic data seed (train and held-out derive disjoint streams from it)
+    image_size: int = 56  # synthetic diagram side in pixels
+    mc_fraction: float = 0.5  # share of synthetic problems that are multiple choice
+    prompt_template: str = "r1v"  # instruction appended to each problem: r1v | none
+    system_prompt: str = ""  # optional system message ("" keeps the chat template's default)
+    max_prompt_length: int = 1024  # prompts longer than this are skipped and counted (CSRS Table 6: 1024)
+    skip_bad_rows: bool = False  # skip (and count) malformed rows instead of failing with the file/row/field
+    hide_labels: bool = False  # drop gold answers before training (label-free runs); eval still uses them
+
+
+@dataclass
+class RolloutConfig:
+    engine: str = "hf"  # hf | vllm
+    n: int = 8  # samples per prompt (GRPO group size G)
+    temperature: float = 1.0  # sampling temperature (EasyR1 default 1.0)
+    top_p: float = 1.0  # nucleus sampling
+    max_tokens: int = 1536  # max response length (CSRS Table 6: 1536)
+    max_batch_seqs: int = 64  # HF engine: sequences decoded together
+    eval_temperature: float = 0.0  # evaluation decoding (0 = greedy)
+
+
+@dataclass
+class RewardConfig:
+    heads: dict = field(default_factory=lambda: {"accuracy": 1.0})  # reward head name -> weight
+    # known heads: accuracy (needs gold), format, majority (MM-UPT, label-free)
+
+
+@dataclass
+class AlgoConfig:
+    adv_scale: str = "group"  # group | batch | none (group_advantages)
+    adv_eps: float = 1e-6  # added to the std in advantage normalisation
+    kl_coef: float = 0.01  # KL-loss coefficient beta (0 skips the reference model entirely)
+    kl_type: str = "low_var_kl"  # k1 | k2 | k3 | low_var_kl
+    clip_low: float = 0.2  # PPO clip below 1 (ratio >= 1 - clip_low)
+    clip_high: float = 0.2  # PPO clip above 1; > clip_low is DAPO's clip-higher
+    loss_agg: str = "token-mean"  # token-mean | seq-mean-token-mean | seq-mean-token-sum | seq-mean-token-sum-norm
+    entropy_coef: float = 0.0  # entropy bonus (CSRS Table 6: 0)
+    ppo_epochs: int = 1  # passes over each rollout batch
+
+
+@dataclass
+class TrainerConfig:
+    steps: int = 100  # GRPO steps (one rollout batch each)
+    prompts_per_step: int = 256  # prompts sampled per step (train batch size; CSRS: 256)
+    mini_batch_prompts: int = 64  # prompts per optimizer update (PPO mini batch; CSRS: 64)
+    micro_batch_seqs: int = 8  # sequences per forward/backward (gradient accumulation inside a mini batch)
+    lr: float = 1e-6  # AdamW learning rate (CSRS / EasyR1: 1e-6)
+    weight_decay: float = 0.01  # AdamW weight decay
+    betas: tuple = (0.9, 0.999)  # AdamW betas
+    warmup_steps: int = 0  # linear warm-up optimizer steps
+    lr_schedule: str = "constant"  # constant | cosine (after warm-up)
+    max_grad_norm: float = 1.0  # gradient clipping
+    seed: int = 1  # seeds data order, sampling and init
+    output_dir: str = "runs/grpo"  # metrics, checkpoints, plots, final model
+    save_every: int = 20  # checkpoint period in steps (CSRS: 20); 0 = only the final one
+    keep_checkpoints: int = 2  # newest checkpoints kept
+    eval_every: int = 0  # held-out evaluation period in steps; 0 = only before and after
+    eval_max_tokens: int = 0  # max tokens at evaluation (0 = rollout.max_tokens)
+    resume: bool = True  # continue from the newest checkpoint in output_dir when there is one
+    wandb_mode: str = "offline"  # offline | online | disabled
+    wandb_project: str = "mmevo"  # wandb project name
+    progress: bool = True  # show a progress bar
+    stop_on_nonfinite: bool = True  # stop with an error on a NaN/inf loss (the last good checkpoint is kept)
+
+
+@dataclass
+class SFTConfig:
+    epochs: float = 3.0  # passes over the SFT data (fractions allowed)
+    batch_size: int = 16  # sequences per optimizer step
+    lr: float = 1e-3  # learning rate (tiny models from scratch need a large one)
+    weight_decay: float = 0.0
+    warmup_steps: int = 20
+    max_grad_norm: float = 1.0
+    output_dir: str = "runs/sft"  # final HF model goes to output_dir/model
+
+
+@dataclass
+class Config:
+    model: ModelConfig = field(default_factory=ModelConfig)
+    data: DataConfig = field(default_factory=DataConfig)
+    rollout: RolloutConfig = field(default_factory=RolloutConfig)
+    reward: RewardConfig = field(default_factory=RewardConfig)
+    algo: AlgoConfig = field(default_factory=AlgoConfig)
+    trainer: TrainerConfig = field(default_factory=TrainerConfig)
+    sft: SFTConfig = field(default_factory=SFTConfig)
+
+
+class ConfigError(ValueError):
+    pass
+
+
+def _coerce(value: Any, typ: Any, where: str) -> Any:
+    """Convert a YAML / CLI value to the field's declared type, with an error naming the field."""
+    origin = typing.get_origin(typ)
+    if typ is Any or typ is dict or origin is dict:
+        if isinstance(value, str):
+            value = yaml.safe_load(value)
+        if not isinstance(value, dict):
+            raise ConfigError(f"{where}: expected a mapping, got {value!r}")
+        return value
+    if typ is tuple or origin is tuple:
+        if isinstance(value, str):
+            value = yaml.safe_load(value)
+        return tuple(value)
+    if origin in (typing.Union, types.UnionType):
+        return value
+    if typ is bool:
+        if isinstance(value, str):
+            low = value.lower()
+            if low in ("true", "1", "yes", "on"):
+                return True
+            if low in ("false", "0", "no", "off"):
+                return False
+            raise ConfigError(f"{where}: expected true/false, got {value!r}")
+        return bool(value)
+    try:
+        if typ is float:
+            return float(value)
+        if typ is int:
+            if isinstance(value, float) and not value.is_integer():
+                raise ValueError
+            return int(float(value)) if isinstance(value, str) else int(value)
+        if typ is str:
+            return str(value)
+    except (TypeError, ValueError):
+        raise ConfigError(f"{where}: expected {typ.__name__}, got {value!r}") from None
+    return value
+
+
+def _apply(obj: Any, data: dict, prefix: str) -> None:
+    hints = typing.get_type_hints(type(obj))
+    names = {f.name for f in dataclasses.fields(obj)}
+    for key, value in data.items():
+        where = f"{prefix}{key}"
+        if key not in names:
+            raise ConfigError(f"unknown config key {where!r}; valid keys here: {sorted(names)}")
+        current = getattr(obj, key)
+        if dataclasses.is_dataclass(current):
+            if not isinstance(value, dict):
+                raise ConfigError(f"{where}: expected a mapping of fields")
+            _apply(current, value, where + ".")
+        else:
+            setattr(obj, key, _coerce(value, hints[key], where))
+
+
+def set_dotted(cfg: Config, dotted: str, value: Any) -> None:
+    """Set ``a.b.c`` to value (type-coerced)."""
+    parts = dotted.split(".")
+    nested: dict = {}
+    cur = nested
+    for p in parts[:-1]:
+        cur = cur.setdefault(p, {})
+    cur[parts[-1]] = value
+    _apply(cfg, nested, "")
+
+
+def load_config(path: str | Path | None = None, overrides: list[str] | None = None) -> Config:
+    """Defaults <- YAML file <- ``key=value`` overrides."""
+    cfg = Config()
+    if path:
+        p = Path(path)
+        if not p.exists():
+            raise ConfigError(f"config file {p} not found")
+        data = yaml.safe_load(p.read_text()) or {}
+        if not isinstance(data, dict):
+            raise ConfigError(f"{p}: top level must be a mapping")
+        try:
+            _apply(cfg, data, "")
+        except ConfigError as e:
+            raise ConfigError(f"{p}: {e}") from None
+    for item in overrides or []:
+        if "=" not in item:
+            raise ConfigError(f"override {item!r} must look like section.key=value")
+        key, value = item.split("=", 1)
+        set_dotted(cfg, key.strip(), yaml.safe_load(value) if value.strip() else "")
+    validate(cfg)
+    return cfg
+
+
+def validate(cfg: Config) -> None:
+    """Cross-field checks with messages that say what to change."""
+    t, r = cfg.trainer, cfg.rollout
+    if t.prompts_per_step % t.mini_batch_prompts:
+        raise ConfigError(f"trainer.prompts_per_step={t.prompts_per_step} must be a multiple of "
+                          f"trainer.mini_batch_prompts={t.mini_batch_prompts}")
+    if r.n < 1:
+        raise ConfigError("rollout.n must be >= 1")
+    if cfg.algo.clip_low < 0 or cfg.algo.clip_high < 0:
+        raise ConfigError("algo.clip_low / clip_high must be >= 0")
+    if not cfg.reward.heads:
+        raise ConfigError("reward.heads is empty: give at least one head, e.g. {accuracy: 1.0}")
+    if cfg.data.prompt_template not in PROMPT_SUFFIXES:
+        raise ConfigError(f"data.prompt_template={cfg.data.prompt_template!r} not in {sorted(PROMPT_SUFFIXES)}")
+
+
+def to_dict(cfg: Config) -> dict:
+    return json.loads(json.dumps(dataclasses.asdict(cfg), default=list))
+
+
+def describe(cls: type = Config, prefix: str = "") -> list[str]:
+    """Lines ``key = default  # doc`` for --help, read from the field comments in this file."""
+    import inspect
+
+    lines = []
+    src = inspect.getsource(cls)
+    docs = {}
+    for line in src.splitlines():
+        s = line.strip()
+        if ":" in s and "#" in s and not s.startswith("#"):
+            docs[s.split(":", 1)[0].strip()] = s.split("#", 1)[1].strip()
+    for f in dataclasses.fields(cls):
+        default = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
+        if dataclasses.is_dataclass(default):
+            lines += describe(type(default), prefix + f.name + ".")
+        else:
+            lines.append(f"  {prefix}{f.name} = {default!r}  # {docs.get(f.name, '')}")
+    return lines

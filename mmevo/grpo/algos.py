@@ -1,0 +1,364 @@
+"""Core GRPO algorithm pieces: advantages, KL penalties, clipped policy loss.
+
+Every function here is a small, pure tensor function (no I/O, no state).
+Shape conventions used in the comments:
+
+    B  number of sequences (rollouts) in the batch
+    T  (padded) response length
+    V  vocabulary size
+
+``mask`` tensors are 1 on response tokens that contribute to the loss and 0 on
+padding / prompt tokens.
+"""
+
+from __future__ import annotations
+
+from typing import Dict, Optional, Tuple
+
+import torch
+from torch import Tensor
+
+__all__ = [
+    "ADV_SCALES",
+    "KL_KINDS",
+    "AGG_MODES",
+    "group_advantages",
+    "kl_penalty",
+    "masked_mean",
+    "agg_loss",
+    "policy_loss",
+    "entropy_from_logits",
+    "logprobs_from_logits",
+]
+
+ADV_SCALES = ("group", "batch", "none")
+KL_KINDS = ("k1", "k2", "k3", "low_var_kl")
+AGG_MODES = (
+    "token-mean",
+    "seq-mean-token-mean",
+    "seq-mean-token-sum",
+    "seq-mean-token-sum-norm",
+)
+
+_LOG_RATIO_CLAMP = 20.0
+_K3_DIFF_CLAMP = 20.0
+_K3_OUT_CLAMP = 10.0
+
+
+# --------------------------------------------------------------------------- #
+# Advantages
+# --------------------------------------------------------------------------- #
+def group_advantages(
+    rewards: Tensor,
+    group_ids: Tensor,
+    scale: str = "group",
+    eps: float = 1e-6,
+) -> Tensor:
+    r"""Group-relative (GRPO) outcome advantages.
+
+    For sample ``i`` belonging to group ``g = group_ids[i]`` with ``n_g``
+    members:
+
+    .. math::
+        \mu_g = \frac{1}{n_g}\sum_{j \in g} r_j,\qquad
+        \sigma_g = \sqrt{\frac{1}{n_g - 1}\sum_{j \in g}(r_j - \mu_g)^2}
+
+    and
+
+    * ``"group"``: :math:`A_i = (r_i - \mu_g) / (\sigma_g + \epsilon)`
+      (the original GRPO normalisation, unbiased / Bessel-corrected std);
+    * ``"batch"``: :math:`A_i = (r_i - \mu_g) / (\sigma_{all} + \epsilon)`
+      with :math:`\sigma_{all}` the unbiased std of all ``B`` rewards;
+    * ``"none"``: :math:`A_i = r_i - \mu_g` (Dr.GRPO, no std scaling).
+
+    A group with a single member has :math:`r_i - \mu_g = 0`, hence advantage
+    exactly 0 (its std is taken as 0, never NaN). Likewise a batch of size 1
+    has :math:`\sigma_{all} = 0`.
+
+    Args:
+        rewards: ``[B]`` scalar reward per sequence.
+        group_ids: ``[B]`` integer group id per sequence. Ids may be arbitrary
+            integers (non-contiguous, unsorted, negative).
+        scale: one of ``"group"``, ``"batch"``, ``"none"``.
+        eps: added to the std in the denominator.
+
+    Returns:
+        ``[B]`` float32 advantages.
+    """
+    if scale not in ADV_SCALES:
+        raise ValueError(
+            f"unknown advantage scale {scale!r}; valid choices: {', '.join(ADV_SCALES)}"
+        )
+    if rewards.dim() != 1 or group_ids.dim() != 1 or rewards.shape != group_ids.shape:
+        raise ValueError(
+            "rewards and group_ids must be 1-D tensors of the same shape, got "
+            f"{tuple(rewards.shape)} and {tuple(group_ids.shape)}"
+        )
+
+    r = rewards.detach().to(torch.float64)  # [B]
+    if r.numel() == 0:
+        return torch.zeros(0, dtype=torch.float32, device=rewards.device)
+
+    # Map arbitrary ids to contiguous 0..G-1.
+    _, inv = torch.unique(group_ids, return_inverse=True)  # inv: [B]
+    num_groups = int(inv.max().item()) + 1
+
+    count = torch.zeros(num_groups, dtype=torch.float64, device=r.device)  # [G]
+    count.index_add_(0, inv, torch.ones_like(r))
+    total = torch.zeros(num_groups, dtype=torch.float64, device=r.device)  # [G]
+    total.index_add_(0, inv, r)
+    mean_g = total / count  # [G], count >= 1 for every present group
+
+    centered = r - mean_g[inv]  # [B]
+
+    if scale == "none":
+        adv = centered
+    elif scale == "group":
+        sq = torch.zeros(num_groups, dtype=torch.float64, device=r.device)  # [G]
+        sq.index_add_(0, inv, centered * centered)
+        # Bessel correction; singleton groups have sq == 0 -> var == 0.
+        var_g = sq / (count - 1.0).clamp(min=1.0)  # [G]
+        std_g = var_g.sqrt()
+        adv = centered / (std_g[inv] + eps)
+    else:  # "batch"
+        n = r.numel()
+        if n > 1:
+            std_all = ((r - r.mean()) ** 2).sum().div(n - 1).sqrt()
+        else:
+            std_all = torch.zeros((), dtype=torch.float64, device=r.device)
+        adv = centered / (std_all + eps)
+
+    return adv.to(torch.float32)
+
+
+# --------------------------------------------------------------------------- #
+# KL penalty
+# --------------------------------------------------------------------------- #
+def kl_penalty(logp: Tensor, ref_logp: Tensor, kind: str) -> Tensor:
+    r"""Per-token KL estimator between the policy and the reference policy.
+
+    With :math:`\log\pi` = ``logp`` and :math:`\log\pi_{ref}` = ``ref_logp``
+    (samples drawn from :math:`\pi`), see Schulman, "Approximating KL
+    Divergence":
+
+    * ``"k1"``: :math:`\log\pi - \log\pi_{ref}`
+    * ``"k2"``: :math:`\tfrac12 (\log\pi - \log\pi_{ref})^2`
+    * ``"k3"`` / ``"low_var_kl"``: with
+      :math:`d = \mathrm{clamp}(\log\pi_{ref} - \log\pi, -20, 20)`,
+      :math:`\mathrm{clamp}(e^{d} - d - 1, -10, 10)`.
+
+    Args:
+        logp: ``[...]`` log-probs of the sampled tokens under the policy.
+        ref_logp: ``[...]`` log-probs under the reference model (same shape).
+        kind: one of ``"k1"``, ``"k2"``, ``"k3"``, ``"low_var_kl"``.
+
+    Returns:
+        ``[...]`` elementwise KL estimate.
+    """
+    if kind == "k1":
+        return logp - ref_logp
+    if kind == "k2":
+        return 0.5 * (logp - ref_logp).square()
+    if kind in ("k3", "low_var_kl"):
+        d = torch.clamp(ref_logp - logp, min=-_K3_DIFF_CLAMP, max=_K3_DIFF_CLAMP)
+        kl = torch.exp(d) - d - 1.0
+        return torch.clamp(kl, min=-_K3_OUT_CLAMP, max=_K3_OUT_CLAMP)
+    raise ValueError(f"unknown kl kind {kind!r}; valid choices: {', '.join(KL_KINDS)}")
+
+
+# --------------------------------------------------------------------------- #
+# Aggregation
+# --------------------------------------------------------------------------- #
+def masked_mean(x: Tensor, mask: Tensor, dim: Optional[int] = None) -> Tensor:
+    r"""Masked mean :math:`\sum x M / \max(\sum M, 1)`.
+
+    Args:
+        x: ``[...]`` values.
+        mask: same shape as ``x`` (0/1).
+        dim: reduce over this dimension; ``None`` reduces over all elements.
+
+    Returns:
+        Scalar if ``dim`` is None, else ``x`` reduced along ``dim``. Entries
+        with an all-zero mask give 0 (no NaN).
+    """
+    mask = mask.to(x.dtype)
+    if dim is None:
+        return (x * mask).sum() / mask.sum().clamp(min=1.0)
+    return (x * mask).sum(dim=dim) / mask.sum(dim=dim).clamp(min=1.0)
+
+
+def agg_loss(
+    loss_mat: Tensor,
+    mask: Tensor,
+    agg: str,
+    loss_scale_factor: Optional[float] = None,
+) -> Tensor:
+    r"""Aggregate a per-token loss matrix ``L[B, T]`` with mask ``M[B, T]``.
+
+    * ``"token-mean"``: :math:`\sum_{b,t} L M / \max(\sum_{b,t} M, 1)`
+    * ``"seq-mean-token-mean"``:
+      :math:`\frac1B \sum_b \sum_t L_{bt} M_{bt} / \max(\sum_t M_{bt}, 1)`
+    * ``"seq-mean-token-sum"``: :math:`\frac1B \sum_b \sum_t L_{bt} M_{bt}`
+    * ``"seq-mean-token-sum-norm"`` (Dr.GRPO, as in verl):
+      :math:`\sum_{b,t} L M / S` where ``S = loss_scale_factor`` and defaults
+      to ``T = M.shape[-1]`` (a constant "max response length" normaliser).
+      Note there is *no* division by ``B``: the value scales with batch size,
+      which is the intended behaviour of this mode.
+
+    Sequences whose mask is all zero contribute 0 to every numerator. In the
+    ``seq-mean-*`` modes they still count in ``B`` (the number of sequences);
+    they never produce NaN. ``loss_scale_factor`` is ignored by the other
+    modes.
+
+    Args:
+        loss_mat: ``[B, T]`` per-token loss.
+        mask: ``[B, T]`` 0/1 mask.
+        agg: aggregation mode, one of :data:`AGG_MODES`.
+        loss_scale_factor: normaliser for ``"seq-mean-token-sum-norm"``.
+
+    Returns:
+        Scalar loss.
+    """
+    mask = mask.to(loss_mat.dtype)
+    if agg == "token-mean":
+        return masked_mean(loss_mat, mask)
+    if agg == "seq-mean-token-mean":
+        seq = masked_mean(loss_mat, mask, dim=-1)  # [B]
+        return seq.mean()
+    if agg == "seq-mean-token-sum":
+        seq = (loss_mat * mask).sum(dim=-1)  # [B]
+        return seq.mean()
+    if agg == "seq-mean-token-sum-norm":
+        scale = float(mask.shape[-1]) if loss_scale_factor is None else float(loss_scale_factor)
+        return (loss_mat * mask).sum() / scale
+    raise ValueError(f"unknown loss agg mode {agg!r}; valid choices: {', '.join(AGG_MODES)}")
+
+
+# --------------------------------------------------------------------------- #
+# Policy loss
+# --------------------------------------------------------------------------- #
+def policy_loss(
+    logp: Tensor,
+    old_logp: Tensor,
+    advantages: Tensor,
+    mask: Tensor,
+    clip_low: float = 0.2,
+    clip_high: float = 0.2,
+    agg: str = "token-mean",
+    loss_scale_factor: Optional[float] = None,
+) -> Tuple[Tensor, Dict[str, float]]:
+    r"""PPO clipped surrogate with decoupled clip range (clip-higher, DAPO).
+
+    .. math::
+        \rho = \exp(\mathrm{clamp}(\log\pi - \log\pi_{old}, -20, 20))
+
+        L_{bt} = \max\big(-A_b \rho_{bt},\;
+                          -A_b\,\mathrm{clip}(\rho_{bt}, 1-\epsilon_{low}, 1+\epsilon_{high})\big)
+
+    aggregated with :func:`agg_loss` (``agg``, ``loss_scale_factor``).
+
+    Metrics (python floats, computed without grad, over masked tokens; 0 when
+    the mask is empty):
+
+    * ``clip_frac_low``: share of tokens with :math:`A<0` and
+      :math:`\rho < 1-\epsilon_{low}` (lower clip active);
+    * ``clip_frac_high``: share of tokens with :math:`A>0` and
+      :math:`\rho > 1+\epsilon_{high}` (upper clip active);
+    * ``clip_frac``: their sum;
+    * ``approx_kl``: masked mean of :math:`\log\pi_{old} - \log\pi`;
+    * ``ratio_mean``, ``ratio_max``: masked mean / max of :math:`\rho`.
+
+    Args:
+        logp: ``[B, T]`` current policy log-probs (with grad).
+        old_logp: ``[B, T]`` behaviour-policy log-probs.
+        advantages: ``[B]`` per-sequence advantage (broadcast over T);
+            ``[B, T]`` is also accepted.
+        mask: ``[B, T]`` response mask.
+        clip_low: :math:`\epsilon_{low}`.
+        clip_high: :math:`\epsilon_{high}`.
+        agg: see :func:`agg_loss`.
+        loss_scale_factor: see :func:`agg_loss`.
+
+    Returns:
+        ``(loss, metrics)`` with ``loss`` a scalar tensor.
+    """
+    if agg not in AGG_MODES:
+        raise ValueError(f"unknown loss agg mode {agg!r}; valid choices: {', '.join(AGG_MODES)}")
+
+    adv = advantages.to(logp.dtype)
+    if adv.dim() == logp.dim() - 1:
+        adv = adv.unsqueeze(-1)  # [B, 1]
+    mask_f = mask.to(logp.dtype)  # [B, T]
+
+    log_ratio = torch.clamp(logp - old_logp, min=-_LOG_RATIO_CLAMP, max=_LOG_RATIO_CLAMP)
+    ratio = torch.exp(log_ratio)  # [B, T]
+
+    pg_unclipped = -adv * ratio  # [B, T]
+    pg_clipped = -adv * torch.clamp(ratio, 1.0 - clip_low, 1.0 + clip_high)  # [B, T]
+    loss_mat = torch.maximum(pg_unclipped, pg_clipped)  # [B, T]
+
+    loss = agg_loss(loss_mat, mask_f, agg, loss_scale_factor=loss_scale_factor)
+
+    with torch.no_grad():
+        r = ratio.detach()
+        a = adv.detach().expand_as(r)
+        m = mask_f.detach() > 0
+        low = ((a < 0) & (r < 1.0 - clip_low)).to(r.dtype)
+        high = ((a > 0) & (r > 1.0 + clip_high)).to(r.dtype)
+        clip_frac_low = masked_mean(low, mask_f).item()
+        clip_frac_high = masked_mean(high, mask_f).item()
+        approx_kl = masked_mean(old_logp.detach() - logp.detach(), mask_f).item()
+        ratio_mean = masked_mean(r, mask_f).item()
+        ratio_max = r[m].max().item() if bool(m.any()) else 0.0
+
+    metrics = {
+        "clip_frac_low": float(clip_frac_low),
+        "clip_frac_high": float(clip_frac_high),
+        "clip_frac": float(clip_frac_low + clip_frac_high),
+        "approx_kl": float(approx_kl),
+        "ratio_mean": float(ratio_mean),
+        "ratio_max": float(ratio_max),
+    }
+    return loss, metrics
+
+
+# --------------------------------------------------------------------------- #
+# Logits helpers
+# --------------------------------------------------------------------------- #
+def entropy_from_logits(logits: Tensor) -> Tensor:
+    r"""Entropy of the categorical distribution given by ``logits``.
+
+    .. math::
+        H = \log\sum_v e^{z_v} - \sum_v \mathrm{softmax}(z)_v z_v
+
+    Args:
+        logits: ``[..., V]``.
+
+    Returns:
+        ``[...]`` entropy (computed in at least float32).
+    """
+    z = logits.float() if logits.dtype in (torch.float16, torch.bfloat16) else logits
+    lse = torch.logsumexp(z, dim=-1)  # [...]
+    p = torch.softmax(z, dim=-1)  # [..., V]
+    return lse - (p * z).sum(dim=-1)
+
+
+def logprobs_from_logits(logits: Tensor, labels: Tensor) -> Tensor:
+    r"""Log-probability of ``labels`` under ``logits``.
+
+    .. math::
+        \log p(y_t) = z_{t, y_t} - \log\sum_v e^{z_{t,v}}
+
+    Implemented as a gather of the label logit minus ``logsumexp`` (avoids
+    materialising a full ``log_softmax`` tensor).
+
+    Args:
+        logits: ``[B, T, V]``.
+        labels: ``[B, T]`` integer token ids.
+
+    Returns:
+        ``[B, T]`` float32 log-probs.
+    """
+    z = logits.float()  # [B, T, V]
+    label_logit = torch.gather(z, dim=-1, index=labels.long().unsqueeze(-1)).squeeze(-1)  # [B, T]
+    return label_logit - torch.logsumexp(z, dim=-1)

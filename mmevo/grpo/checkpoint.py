@@ -1,0 +1,92 @@
+"""Atomic checkpoints: everything needed to continue a run exactly (model, optimizer, scheduler, RNG, data, heads).
+
+Layout: ``<output_dir>/checkpoints/step_000020/{model/, trainer_state.pt}``. A checkpoint is written to a temp dir
+and renamed into place, so an interrupted save never leaves a half checkpoint that resume would pick up.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import re
+import shutil
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from mmevo.models.inputs import unwrap
+
+_STEP_RE = re.compile(r"^step_(\d+)$")
+
+
+def rng_state() -> dict:
+    return {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
+
+
+def set_rng_state(state: dict) -> None:
+    random.setstate(state["python"])
+    np.random.set_state(state["numpy"])
+    torch.set_rng_state(state["torch"])
+
+
+def list_checkpoints(output_dir: str | Path) -> list[Path]:
+    """Complete checkpoints, oldest first."""
+    root = Path(output_dir) / "checkpoints"
+    if not root.exists():
+        return []
+    found = [(int(m.group(1)), p) for p in root.iterdir() if (m := _STEP_RE.match(p.name)) and p.is_dir()]
+    return [p for _, p in sorted(found)]
+
+
+def latest_checkpoint(output_dir: str | Path) -> Path | None:
+    ckpts = list_checkpoints(output_dir)
+    return ckpts[-1] if ckpts else None
+
+
+def save_checkpoint(output_dir: str | Path, step: int, model, processor, trainer_state: dict, keep: int = 2) -> Path:
+    """Write ``step_<step>`` atomically; prune to the newest ``keep``."""
+    root = Path(output_dir) / "checkpoints"
+    root.mkdir(parents=True, exist_ok=True)
+    final = root / f"step_{step:06d}"
+    tmp = Path(tempfile.mkdtemp(prefix=f".step_{step:06d}.tmp", dir=root))
+    try:
+        save_model(tmp / "model", model, processor)
+        torch.save({**trainer_state, "rng": rng_state(), "step": step}, tmp / "trainer_state.pt")
+        if final.exists():
+            shutil.rmtree(final)
+        os.replace(tmp, final)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    for old in list_checkpoints(output_dir)[:-keep] if keep > 0 else []:
+        shutil.rmtree(old, ignore_errors=True)
+    return final
+
+
+def save_model(path: str | Path, model, processor) -> Path:
+    """HF-format export (config, safetensors, processor/tokenizer) loadable by transformers' Auto classes."""
+    path = Path(path)
+    path.mkdir(parents=True, exist_ok=True)
+    unwrap(model).save_pretrained(path, safe_serialization=True)
+    if processor is not None:
+        processor.save_pretrained(path)
+    return path
+
+
+def load_trainer_state(ckpt: str | Path) -> dict:
+    # our own file; it holds numpy RNG state and config dicts, so full unpickling is required
+    return torch.load(Path(ckpt) / "trainer_state.pt", map_location="cpu", weights_only=False)
+
+
+def load_model_weights(model, ckpt_model_dir: str | Path) -> None:
+    """Load checkpoint weights into an existing module, strictly (a silent partial load would be a wrong resume)."""
+    from transformers import AutoModelForCausalLM, AutoModelForImageTextToText
+
+    base = unwrap(model)
+    auto = AutoModelForImageTextToText if hasattr(base.config, "vision_config") else AutoModelForCausalLM
+    # from_pretrained maps the on-disk (legacy) key names to the module's; then copy state strictly
+    loaded = auto.from_pretrained(str(ckpt_model_dir), dtype=next(base.parameters()).dtype)
+    base.load_state_dict(loaded.state_dict(), strict=True)
+    del loaded

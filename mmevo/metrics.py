@@ -1,0 +1,114 @@
+"""Run logging: jsonl always, wandb (offline by default), matplotlib curves, stage timers."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import resource
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+import torch
+
+
+class StageTimer:
+    """Accumulates wall time per named stage (gen, reward, old, ref, update, sync)."""
+
+    def __init__(self):
+        self.times: dict[str, float] = {}
+
+    @contextmanager
+    def __call__(self, name: str):
+        t0 = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.times[name] = self.times.get(name, 0.0) + time.perf_counter() - t0
+
+    def metrics(self) -> dict[str, float]:
+        return {f"time/{k}": v for k, v in self.times.items()}
+
+
+def peak_memory_mb() -> dict[str, float]:
+    """Peak RSS of this process (and peak CUDA memory when on GPU)."""
+    out = {"memory/peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0}
+    if torch.cuda.is_available():
+        out["memory/peak_cuda_mb"] = torch.cuda.max_memory_allocated() / 2**20
+    return out
+
+
+class RunLogger:
+    """Writes one JSON object per step to ``metrics.jsonl``; mirrors to wandb when enabled."""
+
+    def __init__(self, output_dir: str | Path, config: dict | None = None, wandb_mode: str = "offline",
+                 project: str = "mmevo", enabled: bool = True, filename: str = "metrics.jsonl"):
+        self.dir = Path(output_dir)
+        self.enabled = enabled
+        self.path = self.dir / filename
+        self._wandb = None
+        if not enabled:
+            return
+        self.dir.mkdir(parents=True, exist_ok=True)
+        if wandb_mode != "disabled":
+            try:
+                import wandb
+
+                os.environ.setdefault("WANDB_SILENT", "true")
+                self._wandb = wandb.init(project=project, dir=str(self.dir), mode=wandb_mode, config=config or {},
+                                         reinit="finish_previous")
+            except Exception as e:  # logging must never kill a run
+                print(f"[mmevo] wandb disabled: {e}")
+
+    def log(self, step: int, metrics: dict) -> None:
+        if not self.enabled:
+            return
+        clean = {k: (float(v) if isinstance(v, (int, float)) and math.isfinite(float(v)) else v) for k, v in metrics.items()}
+        with self.path.open("a") as f:
+            f.write(json.dumps({"step": step, **clean}, default=str) + "\n")
+        if self._wandb is not None:
+            self._wandb.log({k: v for k, v in clean.items() if isinstance(v, (int, float))}, step=step)
+
+    def truncate_after(self, step: int) -> None:
+        """On resume, drop lines logged after the checkpoint so the curve has no duplicates."""
+        if not self.path.exists():
+            return
+        keep = [line for line in self.path.read_text().splitlines() if line and json.loads(line).get("step", 0) <= step]
+        self.path.write_text("".join(l + "\n" for l in keep))
+
+    def close(self) -> None:
+        if self._wandb is not None:
+            self._wandb.finish()
+            self._wandb = None
+
+
+def read_jsonl(path: str | Path) -> list[dict]:
+    p = Path(path)
+    return [json.loads(l) for l in p.read_text().splitlines() if l.strip()] if p.exists() else []
+
+
+def plot_curves(jsonl: str | Path, out_png: str | Path, keys: list[str], title: str = "") -> Path | None:
+    """One subplot per metric key present in the jsonl, x = step."""
+    rows = read_jsonl(jsonl)
+    keys = [k for k in keys if any(k in r for r in rows)]
+    if not rows or not keys:
+        return None
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(len(keys), 1, figsize=(6, 2.2 * len(keys)), squeeze=False)
+    for ax, k in zip(axes[:, 0], keys):
+        pts = [(r["step"], r[k]) for r in rows if k in r and isinstance(r[k], (int, float))]
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker=".")
+        ax.set_ylabel(k.split("/")[-2] + "/" + k.split("/")[-1] if "/" in k else k, fontsize=8)
+        ax.grid(alpha=0.3)
+    axes[-1, 0].set_xlabel("step")
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(out_png, dpi=90)
+    plt.close(fig)
+    return Path(out_png)

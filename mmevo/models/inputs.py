@@ -1,0 +1,178 @@
+"""Turn prompts (+ images) and responses into model inputs with correct padding and (m)rope positions.
+
+One place owns this because it is easy to get silently wrong: Qwen2.5-VL positions depend on the image grids and on
+``mm_token_type_ids``; when a prompt is continued (CSRS retrace) or scored with its response appended, the type ids
+must be extended with zeros (text) and positions recomputed over the whole sequence.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import torch
+from PIL import Image
+
+
+@dataclass
+class EncodedPrompt:
+    """A chat-templated prompt, tokenised with image placeholders already expanded."""
+
+    text: str  # chat-templated prompt text (what vLLM gets)
+    images: list[Image.Image]  # RGB images in placeholder order
+    input_ids: list[int]  # token ids incl. expanded <|image_pad|> runs
+    mm_token_type_ids: list[int]  # 0 text, 1 image, per token
+    pixel_values: torch.Tensor | None = None  # [n_patches, patch_dim] for all images of this prompt
+    image_grid_thw: torch.Tensor | None = None  # [n_images, 3]
+    meta: dict = field(default_factory=dict)
+
+
+def chat_messages(problem: str, system_prompt: str | None, n_images: int) -> list[dict]:
+    """Messages in the transformers chat format; ``<image>`` in the problem marks where the image goes."""
+    content: list[dict] = []
+    text = problem
+    if n_images:
+        parts = text.split("<image>")
+        if len(parts) - 1 != n_images:  # placeholders missing or miscounted: images first, like EasyR1
+            parts = [""] * n_images + [text.replace("<image>", "")]
+        for i, part in enumerate(parts):
+            if part:
+                content.append({"type": "text", "text": part})
+            if i < n_images:
+                content.append({"type": "image"})
+    else:
+        content.append({"type": "text", "text": text.replace("<image>", "")})
+    messages = []
+    if system_prompt:
+        messages.append({"role": "system", "content": system_prompt})
+    messages.append({"role": "user", "content": content})
+    return messages
+
+
+def encode_prompt(processor, is_vl: bool, problem: str, images: Sequence[Image.Image], system_prompt: str | None = None,
+                  prompt_suffix: str = "") -> EncodedPrompt:
+    """Apply the chat template and tokenise one prompt (images expanded to their placeholder tokens)."""
+    images = list(images) if is_vl else []
+    messages = chat_messages(problem + prompt_suffix, system_prompt, len(images))
+    tok = processor.tokenizer if is_vl else processor
+    text = tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+    if is_vl and images:
+        enc = processor(text=[text], images=images, return_tensors="pt")
+        ids = enc["input_ids"][0].tolist()
+        types = enc["mm_token_type_ids"][0].tolist() if "mm_token_type_ids" in enc else [
+            int(t == processor.image_token_id) for t in ids]
+        return EncodedPrompt(text, images, ids, types, enc["pixel_values"], enc["image_grid_thw"])
+    ids = tok(text, add_special_tokens=False)["input_ids"]
+    return EncodedPrompt(text, [], ids, [0] * len(ids))
+
+
+@dataclass
+class Batch:
+    """Left-padded token batch ready for a forward pass."""
+
+    input_ids: torch.Tensor  # [B, L]
+    attention_mask: torch.Tensor  # [B, L]
+    position_ids: torch.Tensor  # [3, B, L] (VL) or [B, L] (text)
+    pixel_values: torch.Tensor | None  # [sum patches, patch_dim]
+    image_grid_thw: torch.Tensor | None  # [n_images, 3]
+    next_position: torch.Tensor  # [B] text position of the token after the last one
+
+    def model_kwargs(self) -> dict:
+        kw = dict(input_ids=self.input_ids, attention_mask=self.attention_mask, position_ids=self.position_ids)
+        if self.pixel_values is not None:
+            kw.update(pixel_values=self.pixel_values, image_grid_thw=self.image_grid_thw)
+        return kw
+
+
+def unwrap(model: torch.nn.Module) -> torch.nn.Module:
+    """The transformers model inside a DeepSpeed / DDP wrapper."""
+    return getattr(model, "module", model)
+
+
+def compute_positions(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, mm_token_type_ids: torch.Tensor,
+                      image_grid_thw: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+    """(positions, next_position): mrope [3,B,L] for VL models with images, plain [B,L] cumsum otherwise."""
+    base = unwrap(model)
+    inner = getattr(base, "model", None)
+    if image_grid_thw is not None and hasattr(inner, "get_rope_index"):
+        pos, deltas = inner.get_rope_index(
+            input_ids, mm_token_type_ids=mm_token_type_ids, image_grid_thw=image_grid_thw, attention_mask=attention_mask
+        )
+        # rope delta = (max position + 1) - number of real tokens; the next text token sits at n_real + delta
+        next_pos = attention_mask.sum(-1) + deltas.view(-1)
+        return pos, next_pos
+    pos = (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
+    next_pos = attention_mask.sum(-1)
+    if hasattr(inner, "get_rope_index"):  # VL model on a text-only batch still takes 3 position rows
+        pos = pos.unsqueeze(0).expand(3, -1, -1)
+    return pos, next_pos
+
+
+def collate(model, prompts: Sequence[EncodedPrompt], continuations: Sequence[Sequence[int]] | None, pad_id: int,
+            device: str | torch.device = "cpu") -> Batch:
+    """Left-pad prompt + continuation ids into one batch (generation prefill: the continuation is a retrace prefix)."""
+    conts = continuations if continuations is not None else [[] for _ in prompts]
+    seqs = [list(p.input_ids) + list(c) for p, c in zip(prompts, conts)]
+    types = [list(p.mm_token_type_ids) + [0] * len(c) for p, c in zip(prompts, conts)]
+    L = max(len(s) for s in seqs)
+    B = len(seqs)
+    input_ids = torch.full((B, L), pad_id, dtype=torch.long)
+    mask = torch.zeros((B, L), dtype=torch.long)
+    mm_types = torch.zeros((B, L), dtype=torch.long)
+    for i, (s, t) in enumerate(zip(seqs, types)):
+        input_ids[i, L - len(s):] = torch.tensor(s)
+        mask[i, L - len(s):] = 1
+        mm_types[i, L - len(t):] = torch.tensor(t)
+    pixel_values, grids = _stack_images(prompts)
+    input_ids, mask, mm_types = input_ids.to(device), mask.to(device), mm_types.to(device)
+    if grids is not None:
+        grids = grids.to(device)
+        pixel_values = pixel_values.to(device)
+    pos, next_pos = compute_positions(model, input_ids, mask, mm_types, grids)
+    return Batch(input_ids, mask, pos, pixel_values, grids, next_pos)
+
+
+def _stack_images(prompts: Sequence[EncodedPrompt]) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+    pv = [p.pixel_values for p in prompts if p.pixel_values is not None]
+    if not pv:
+        return None, None
+    grids = [p.image_grid_thw for p in prompts if p.image_grid_thw is not None]
+    return torch.cat(pv, 0), torch.cat(grids, 0)
+
+
+@dataclass
+class TrainBatch:
+    """[left-padded prompt | right-padded response] sequences for log-prob computation."""
+
+    batch: Batch
+    response_ids: torch.Tensor  # [B, R]
+    response_mask: torch.Tensor  # [B, R] 1 on real response tokens
+    prompt_len: int  # P: width of the padded prompt block
+
+
+def collate_for_training(model, prompts: Sequence[EncodedPrompt], responses: Sequence[Sequence[int]], pad_id: int,
+                         device: str | torch.device = "cpu") -> TrainBatch:
+    """Prompts left-padded to P, responses right-padded to R; positions computed over the real tokens of both."""
+    P = max(len(p.input_ids) for p in prompts)
+    R = max(1, max(len(r) for r in responses))
+    B = len(prompts)
+    input_ids = torch.full((B, P + R), pad_id, dtype=torch.long)
+    mask = torch.zeros((B, P + R), dtype=torch.long)
+    mm_types = torch.zeros((B, P + R), dtype=torch.long)
+    resp_mask = torch.zeros((B, R), dtype=torch.long)
+    for i, (p, r) in enumerate(zip(prompts, responses)):
+        n = len(p.input_ids)
+        input_ids[i, P - n:P] = torch.tensor(p.input_ids)
+        mm_types[i, P - n:P] = torch.tensor(p.mm_token_type_ids)
+        mask[i, P - n:P] = 1
+        if len(r):
+            input_ids[i, P:P + len(r)] = torch.tensor(list(r))
+            mask[i, P:P + len(r)] = 1
+            resp_mask[i, :len(r)] = 1
+    pixel_values, grids = _stack_images(prompts)
+    input_ids, mask, mm_types = input_ids.to(device), mask.to(device), mm_types.to(device)
+    if grids is not None:
+        grids, pixel_values = grids.to(device), pixel_values.to(device)
+    pos, next_pos = compute_positions(model, input_ids, mask, mm_types, grids)
+    batch = Batch(input_ids, mask, pos, pixel_values, grids, next_pos)
+    return TrainBatch(batch, input_ids[:, P:], resp_mask.to(device), P)

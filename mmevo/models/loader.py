@@ -1,0 +1,90 @@
+"""Load a policy (Qwen2.5-VL or text-only Qwen2/Qwen3) and its processor by local path or hub id."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from mmevo.models.processor import register_cpu_processor
+
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+@dataclass
+class LoadedModel:
+    """A model with its processor (VL) or tokenizer (text); ``is_vl`` says which."""
+
+    model: torch.nn.Module
+    processor: object  # Qwen2_5_VLProcessor (VL) or a tokenizer (text-only)
+    tokenizer: object
+    is_vl: bool
+    path: str
+
+
+def resolve_dtype(name: str) -> torch.dtype:
+    if name not in DTYPES:
+        raise ValueError(f"model.dtype={name!r} is not one of {sorted(DTYPES)}")
+    return DTYPES[name]
+
+
+def _check_source(name_or_path: str) -> None:
+    """Fail early with a clear message when neither a local model dir nor a reachable hub id was given."""
+    p = Path(name_or_path)
+    if p.exists():
+        if not (p / "config.json").exists():
+            raise FileNotFoundError(f"model path {p} exists but has no config.json: not a transformers checkpoint")
+        return
+    looks_like_path = name_or_path.startswith((".", "/", "~")) or name_or_path.count("/") != 1
+    if looks_like_path:
+        raise FileNotFoundError(f"model path {name_or_path!r} does not exist")
+    if os.environ.get("HF_HUB_OFFLINE") == "1":
+        raise FileNotFoundError(
+            f"model {name_or_path!r} is not a local directory and HF_HUB_OFFLINE=1 forbids the hub; "
+            "pass a local path (e.g. the tiny model built by `mmevo demo`)"
+        )
+
+
+def load_model(name_or_path: str | Path, dtype: str = "float32", device: str = "cpu", attn_implementation: str | None = None) -> LoadedModel:
+    """Load model + processor. VL checkpoints go through AutoModelForImageTextToText, text ones AutoModelForCausalLM."""
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForImageTextToText, AutoProcessor, AutoTokenizer
+
+    name = str(name_or_path)
+    _check_source(name)
+    register_cpu_processor()
+    config = AutoConfig.from_pretrained(name)
+    is_vl = hasattr(config, "vision_config")
+    kwargs = {"dtype": resolve_dtype(dtype)}
+    if attn_implementation:
+        kwargs["attn_implementation"] = attn_implementation
+    if is_vl:
+        model = AutoModelForImageTextToText.from_pretrained(name, **kwargs)
+        processor = AutoProcessor.from_pretrained(name)
+        tokenizer = processor.tokenizer
+    else:
+        model = AutoModelForCausalLM.from_pretrained(name, **kwargs)
+        tokenizer = AutoTokenizer.from_pretrained(name, padding_side="left")
+        processor = tokenizer
+    if tokenizer.pad_token_id is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    model.to(device)
+    return LoadedModel(model=model, processor=processor, tokenizer=tokenizer, is_vl=is_vl, path=name)
+
+
+def stop_token_ids(tokenizer, model) -> list[int]:
+    """Token ids that end a response: the generation config's EOS ids plus <|im_end|> / <|endoftext|> when present."""
+    ids: set[int] = set()
+    eos = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
+    if isinstance(eos, int):
+        ids.add(eos)
+    elif eos:
+        ids.update(eos)
+    for tok in ("<|im_end|>", "<|endoftext|>"):
+        tid = tokenizer.convert_tokens_to_ids(tok)
+        if isinstance(tid, int) and tid != tokenizer.unk_token_id and tid is not None:
+            ids.add(tid)
+    if tokenizer.eos_token_id is not None:
+        ids.add(tokenizer.eos_token_id)
+    return sorted(ids)

@@ -1,0 +1,275 @@
+"""Build tiny Qwen2.5-VL and Qwen2 models locally (no hub access needed).
+
+The embedded default of mmevo is a real Qwen2.5-VL architecture at toy size: a byte-level BPE tokenizer trained here
+on a small corpus, with Qwen's special tokens and chat template, Qwen's image processor (PIL backend) and a model of a
+few million parameters. Everything is saved with ``save_pretrained`` and reloaded through the Auto classes, so the
+same loading code serves the tiny model and a real checkpoint.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Iterable
+
+import torch
+
+# Qwen2's special tokens, in Qwen's order. The vision tokens are what the processor and the model look for.
+QWEN_SPECIAL_TOKENS = [
+    "<|endoftext|>",
+    "<|im_start|>",
+    "<|im_end|>",
+    "<|object_ref_start|>",
+    "<|object_ref_end|>",
+    "<|box_start|>",
+    "<|box_end|>",
+    "<|quad_start|>",
+    "<|quad_end|>",
+    "<|vision_start|>",
+    "<|vision_end|>",
+    "<|vision_pad|>",
+    "<|image_pad|>",
+    "<|video_pad|>",
+]
+
+# A Qwen2.5-VL style chat template (system default, image/video placeholders inside user turns).
+QWEN_VL_CHAT_TEMPLATE = (
+    "{% set image_count = namespace(value=0) %}"
+    "{% for message in messages %}"
+    "{% if loop.first and message['role'] != 'system' %}"
+    "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n"
+    "{% endif %}"
+    "<|im_start|>{{ message['role'] }}\n"
+    "{% if message['content'] is string %}{{ message['content'] }}<|im_end|>\n"
+    "{% else %}"
+    "{% for content in message['content'] %}"
+    "{% if content['type'] == 'image' or 'image' in content or 'image_url' in content %}"
+    "{% set image_count.value = image_count.value + 1 %}"
+    "<|vision_start|><|image_pad|><|vision_end|>"
+    "{% elif content['type'] == 'text' %}{{ content['text'] }}"
+    "{% endif %}"
+    "{% endfor %}<|im_end|>\n"
+    "{% endif %}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+
+# Qwen2's pre-tokenisation: digits one by one (helps arithmetic), words with a leading space, punctuation runs.
+QWEN_PRETOKENIZE_PATTERN = (
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
+)
+
+
+@dataclass
+class TinyVLSpec:
+    """Sizes of the tiny Qwen2.5-VL; defaults give about 3 M parameters."""
+
+    vocab_size: int = 1024  # BPE vocabulary incl. special tokens
+    hidden_size: int = 128  # text hidden size
+    intermediate_size: int = 384  # text MLP size
+    num_hidden_layers: int = 4  # text layers
+    num_attention_heads: int = 4  # text heads (head_dim = 32)
+    num_key_value_heads: int = 2  # GQA like Qwen
+    vision_hidden_size: int = 64  # ViT width
+    vision_depth: int = 2  # ViT layers
+    vision_heads: int = 2  # ViT heads
+    image_pixels: int = 56 * 56  # images are resized to about this many pixels: 56x56 -> 4x4 patches -> 4 tokens
+    max_position_embeddings: int = 2048  # rope table length
+    seed: int = 0  # weight init seed
+
+
+def default_corpus() -> list[str]:
+    """Text the tokenizer is trained on: the synthetic geometry problems with solutions, plus generic prose."""
+    from mmevo.data.synthetic import generate_geometry
+
+    texts = []
+    for ex in generate_geometry(2000, seed=12345):
+        texts.append(ex.problem.replace("<image>", ""))
+        if ex.solution:
+            texts.append(ex.solution)
+    texts += [
+        "You are a helpful assistant.",
+        "Please reason step by step, and put your final answer within \\boxed{}.",
+        "You FIRST think about the reasoning process as an internal monologue and then provide the final answer. "
+        "The reasoning process MUST BE enclosed within <think> </think> tags. "
+        "The final answer MUST BE put in \\boxed{}.",
+        "Answer: The answer is (A) (B) (C) (D) (E). Choices: Hint: Question: Find x. Find y. Find the measure.",
+        "0 1 2 3 4 5 6 7 8 9 10 0.5 \\frac{1}{2} \\sqrt{2} \\pi ^\\circ degrees",
+    ]
+    return texts
+
+
+def train_tokenizer(corpus: Iterable[str], vocab_size: int):
+    """Train a byte-level BPE with Qwen's pre-tokeniser and special tokens; returns a transformers tokenizer."""
+    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.BPE(unk_token=None, byte_fallback=False))
+    tok.pre_tokenizer = pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Split(Regex(QWEN_PRETOKENIZE_PATTERN), behavior="isolated", invert=False),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+        ]
+    )
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=QWEN_SPECIAL_TOKENS,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        min_frequency=2,
+        show_progress=False,
+    )
+    tok.train_from_iterator(list(corpus), trainer=trainer)
+    special = {t: tok.token_to_id(t) for t in QWEN_SPECIAL_TOKENS}
+    # special tokens are never split and are skipped on decode (like Qwen's tokenizer.json)
+    from tokenizers import AddedToken
+
+    tok.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in QWEN_SPECIAL_TOKENS])
+    assert all(tok.token_to_id(t) == i for t, i in special.items())
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        eos_token="<|im_end|>",
+        pad_token="<|endoftext|>",
+        unk_token=None,
+        bos_token=None,
+        padding_side="left",  # must be a constructor argument to survive save/load
+        chat_template=QWEN_VL_CHAT_TEMPLATE,
+        model_max_length=32768,
+        extra_special_tokens={"image_token": "<|image_pad|>", "video_token": "<|video_pad|>",
+                              "vision_bos_token": "<|vision_start|>", "vision_eos_token": "<|vision_end|>"},
+    )
+
+
+def _atomic_save_dir(build, out_dir: Path) -> Path:
+    """Build into a temp dir next to ``out_dir`` and rename, so a crash never leaves a half-written model."""
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=out_dir.name + ".tmp", dir=out_dir.parent))
+    build(tmp)
+    if out_dir.exists():  # another process finished first
+        import shutil
+
+        shutil.rmtree(tmp, ignore_errors=True)
+        return out_dir
+    os.replace(tmp, out_dir)
+    return out_dir
+
+
+def build_tiny_qwen2_5_vl(out_dir: str | Path, spec: TinyVLSpec | None = None, corpus: Iterable[str] | None = None) -> Path:
+    """Create a tiny Qwen2.5-VL (tokenizer, image processor, processor, weights) in ``out_dir``; reuse it if present."""
+    from transformers import Qwen2_5_VLConfig, Qwen2_5_VLForConditionalGeneration
+    from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil
+
+    from mmevo.models.processor import ImageOnlyQwen2_5_VLProcessor
+
+    spec = spec or TinyVLSpec()
+    out_dir = Path(out_dir)
+    if (out_dir / "mmevo_tiny_spec.json").exists():
+        return out_dir
+
+    def build(tmp: Path) -> None:
+        tokenizer = train_tokenizer(corpus if corpus is not None else default_corpus(), spec.vocab_size)
+        ids = {t: tokenizer.convert_tokens_to_ids(t) for t in QWEN_SPECIAL_TOKENS}
+        head_dim = spec.hidden_size // spec.num_attention_heads
+        # mrope splits head_dim/2 rotary frequencies over (temporal, height, width); Qwen uses 16/24/24 of 64
+        half = head_dim // 2
+        mrope_section = [2 * (half // 8), 3 * (half // 8), half - 5 * (half // 8)]
+        assert sum(mrope_section) == head_dim // 2
+        config = Qwen2_5_VLConfig(
+            text_config=dict(
+                vocab_size=len(tokenizer),
+                hidden_size=spec.hidden_size,
+                intermediate_size=spec.intermediate_size,
+                num_hidden_layers=spec.num_hidden_layers,
+                num_attention_heads=spec.num_attention_heads,
+                num_key_value_heads=spec.num_key_value_heads,
+                max_position_embeddings=spec.max_position_embeddings,
+                rope_parameters={"rope_type": "default", "rope_theta": 10000.0, "mrope_section": mrope_section},
+                tie_word_embeddings=True,
+                bos_token_id=ids["<|endoftext|>"],
+                eos_token_id=ids["<|im_end|>"],
+                pad_token_id=ids["<|endoftext|>"],
+            ),
+            vision_config=dict(
+                depth=spec.vision_depth,
+                hidden_size=spec.vision_hidden_size,
+                intermediate_size=spec.vision_hidden_size * 2,
+                num_heads=spec.vision_heads,
+                out_hidden_size=spec.hidden_size,  # merger projects straight into the text width
+                patch_size=14,
+                spatial_merge_size=2,
+                temporal_patch_size=2,
+                window_size=56,
+                fullatt_block_indexes=list(range(spec.vision_depth)),
+            ),
+            image_token_id=ids["<|image_pad|>"],
+            video_token_id=ids["<|video_pad|>"],
+            vision_start_token_id=ids["<|vision_start|>"],
+            vision_end_token_id=ids["<|vision_end|>"],
+            tie_word_embeddings=True,
+        )
+        torch.manual_seed(spec.seed)
+        model = Qwen2_5_VLForConditionalGeneration(config)
+        model.generation_config.eos_token_id = [ids["<|im_end|>"], ids["<|endoftext|>"]]
+        model.generation_config.pad_token_id = ids["<|endoftext|>"]
+        image_processor = Qwen2VLImageProcessorPil(
+            min_pixels=spec.image_pixels, max_pixels=spec.image_pixels, patch_size=14, merge_size=2, temporal_patch_size=2
+        )
+        processor = ImageOnlyQwen2_5_VLProcessor(
+            image_processor=image_processor, tokenizer=tokenizer, chat_template=QWEN_VL_CHAT_TEMPLATE
+        )
+        model.save_pretrained(tmp)
+        processor.save_pretrained(tmp)
+        (tmp / "mmevo_tiny_spec.json").write_text(json.dumps(asdict(spec), indent=2))
+
+    return _atomic_save_dir(build, out_dir)
+
+
+@dataclass
+class TinyTextSpec:
+    """Sizes of the tiny text-only Qwen2 model."""
+
+    vocab_size: int = 1024
+    hidden_size: int = 128
+    intermediate_size: int = 384
+    num_hidden_layers: int = 4
+    num_attention_heads: int = 4
+    num_key_value_heads: int = 2
+    max_position_embeddings: int = 2048
+    seed: int = 0
+
+
+def build_tiny_qwen2(out_dir: str | Path, spec: TinyTextSpec | None = None, corpus: Iterable[str] | None = None) -> Path:
+    """Create a tiny text-only Qwen2 causal LM with the same tokenizer recipe; reuse it if present."""
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    spec = spec or TinyTextSpec()
+    out_dir = Path(out_dir)
+    if (out_dir / "mmevo_tiny_spec.json").exists():
+        return out_dir
+
+    def build(tmp: Path) -> None:
+        tokenizer = train_tokenizer(corpus if corpus is not None else default_corpus(), spec.vocab_size)
+        config = Qwen2Config(
+            vocab_size=len(tokenizer),
+            hidden_size=spec.hidden_size,
+            intermediate_size=spec.intermediate_size,
+            num_hidden_layers=spec.num_hidden_layers,
+            num_attention_heads=spec.num_attention_heads,
+            num_key_value_heads=spec.num_key_value_heads,
+            max_position_embeddings=spec.max_position_embeddings,
+            tie_word_embeddings=True,
+            bos_token_id=tokenizer.pad_token_id,
+            eos_token_id=tokenizer.eos_token_id,
+            pad_token_id=tokenizer.pad_token_id,
+        )
+        torch.manual_seed(spec.seed)
+        model = Qwen2ForCausalLM(config)
+        model.generation_config.eos_token_id = [tokenizer.eos_token_id, tokenizer.pad_token_id]
+        model.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+        (tmp / "mmevo_tiny_spec.json").write_text(json.dumps(asdict(spec), indent=2))
+
+    return _atomic_save_dir(build, out_dir)

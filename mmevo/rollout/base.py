@@ -1,0 +1,61 @@
+"""The rollout-engine protocol: what every engine (HF transformers, vLLM) takes and returns."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol, Sequence
+
+import torch
+
+from mmevo.models.inputs import EncodedPrompt
+
+
+@dataclass
+class SamplingParams:
+    """How to sample. temperature 0 means greedy."""
+
+    temperature: float = 1.0
+    top_p: float = 1.0
+    max_tokens: int = 256  # new tokens per completion (after any prefix)
+    seed: int | None = None  # seeds the sampler for reproducible rollouts
+
+
+@dataclass
+class RolloutRequest:
+    """Sample ``n`` completions of ``prompt``, each continuing ``prefix_ids`` in the same assistant turn."""
+
+    prompt: EncodedPrompt
+    n: int = 1
+    prefix_ids: Sequence[int] = ()
+    image_override: EncodedPrompt | None = None  # same prompt tokens with other pixels (CSRS perturbed image)
+
+
+@dataclass
+class Completion:
+    """One sampled continuation. ``token_ids`` / ``logprobs`` cover only the newly generated tokens."""
+
+    token_ids: list[int]
+    logprobs: list[float]  # log p of each sampled token under the temperature-scaled policy
+    finish_reason: str  # "stop" (a stop token was sampled, and is included) or "length"
+    prefix_ids: list[int] = field(default_factory=list)
+
+    @property
+    def full_ids(self) -> list[int]:
+        """Prefix + new tokens: the whole response in its assistant turn."""
+        return list(self.prefix_ids) + list(self.token_ids)
+
+
+class RolloutEngine(Protocol):
+    """Produces samples; knows nothing about who drives it."""
+
+    def generate(self, requests: Sequence[RolloutRequest], params: SamplingParams) -> list[list[Completion]]:
+        """One list of ``request.n`` completions per request, in order."""
+
+    def sync_weights(self, model: torch.nn.Module) -> None:
+        """Make the engine sample from ``model``'s current weights."""
+
+    def sleep(self) -> None:
+        """Free accelerator memory between rollout phases (no-op where unsupported)."""
+
+    def wake(self) -> None:
+        """Undo ``sleep``."""

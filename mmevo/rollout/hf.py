@@ -1,0 +1,143 @@
+"""Rollout engine on plain transformers models: our own batched decode loop over a KV cache.
+
+Why not ``model.generate``: we need (1) one prefill per distinct prompt(+prefix) shared by its n samples — HF's
+``num_return_sequences`` re-prefills every copy — (2) explicit mrope positions when continuing a retrace prefix,
+(3) per-token log-probs, and (4) finished rows dropped from the batch as they stop.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import torch
+from transformers import DynamicCache
+
+from mmevo.models.inputs import EncodedPrompt, collate, unwrap
+from mmevo.rollout.base import Completion, RolloutRequest, SamplingParams
+
+
+def sample_next(logits: torch.Tensor, params: SamplingParams, generator: torch.Generator | None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Pick the next token per row. logits [B, V] -> (tokens [B], logprobs [B] under softmax(logits / T))."""
+    logits = logits.float()
+    if params.temperature <= 0:
+        logp = torch.log_softmax(logits, -1)
+        tok = logits.argmax(-1)
+        return tok, logp.gather(-1, tok[:, None]).squeeze(-1)
+    scaled = logits / params.temperature
+    logp = torch.log_softmax(scaled, -1)
+    probs = logp.exp()
+    if params.top_p < 1.0:
+        sorted_p, idx = probs.sort(-1, descending=True)
+        keep = sorted_p.cumsum(-1) - sorted_p < params.top_p  # always keeps the most likely token
+        sorted_p = sorted_p * keep
+        probs = torch.zeros_like(probs).scatter(-1, idx, sorted_p)
+    tok = torch.multinomial(probs, 1, generator=generator).squeeze(-1)
+    return tok, logp.gather(-1, tok[:, None]).squeeze(-1)
+
+
+class HFEngine:
+    """Batched sampling with a transformers model (colocated with the trainer: it samples from the same module)."""
+
+    def __init__(self, model: torch.nn.Module, pad_id: int, stop_ids: Sequence[int], max_batch_seqs: int = 64,
+                 device: str | torch.device = "cpu"):
+        self.model = model
+        self.pad_id = pad_id
+        self.stop_ids = torch.tensor(sorted(set(stop_ids)), dtype=torch.long)
+        self.max_batch_seqs = max_batch_seqs  # sequences decoded together (prompts × n)
+        self.device = torch.device(device)
+        self.stats = {"prefill_tokens": 0, "generated_tokens": 0}
+
+    # -- protocol -------------------------------------------------------------------------------------------------
+    def sync_weights(self, model: torch.nn.Module) -> None:
+        """Colocated: sampling uses the trained module itself, so only a different module needs copying."""
+        if unwrap(model) is unwrap(self.model):
+            return
+        unwrap(self.model).load_state_dict(unwrap(model).state_dict(), strict=True)
+
+    def sleep(self) -> None:
+        pass
+
+    def wake(self) -> None:
+        pass
+
+    @torch.no_grad()
+    def generate(self, requests: Sequence[RolloutRequest], params: SamplingParams) -> list[list[Completion]]:
+        generator = None
+        if params.seed is not None:
+            generator = torch.Generator(device="cpu").manual_seed(params.seed)
+        results: list[list[Completion]] = [[] for _ in requests]
+        # pack requests into chunks of at most max_batch_seqs decoded rows
+        chunk: list[int] = []
+        rows = 0
+        for i, req in enumerate(requests):
+            if chunk and rows + req.n > self.max_batch_seqs:
+                self._generate_chunk(requests, chunk, params, generator, results)
+                chunk, rows = [], 0
+            chunk.append(i)
+            rows += req.n
+        if chunk:
+            self._generate_chunk(requests, chunk, params, generator, results)
+        return results
+
+    # -- internals ------------------------------------------------------------------------------------------------
+    def _generate_chunk(self, requests, idxs, params, generator, results) -> None:
+        model = unwrap(self.model)
+        was_training = model.training
+        model.eval()
+        try:
+            self._decode(model, [requests[i] for i in idxs], params, generator, [results[i] for i in idxs])
+        finally:
+            model.train(was_training)
+
+    def _decode(self, model, reqs: list[RolloutRequest], params: SamplingParams, generator, out_lists) -> None:
+        prompts: list[EncodedPrompt] = [r.image_override or r.prompt for r in reqs]
+        prefixes = [list(r.prefix_ids) for r in reqs]
+        batch = collate(model, prompts, prefixes, self.pad_id, self.device)
+        self.stats["prefill_tokens"] += int(batch.attention_mask.sum())
+        cache = DynamicCache(config=model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config)
+        out = model(**batch.model_kwargs(), past_key_values=cache, use_cache=True, logits_to_keep=1)
+        # share each prefill among its n samples: repeat rows of the cache instead of re-prefilling
+        reps = torch.tensor([r.n for r in reqs], device=self.device)
+        row_of = torch.repeat_interleave(torch.arange(len(reqs), device=self.device), reps)  # [N] request index
+        if bool((reps != 1).any()):
+            cache.batch_select_indices(row_of)
+        logits = out.logits[:, -1][row_of]
+        attn = batch.attention_mask[row_of]
+        next_pos = batch.next_position[row_of]
+        vl_positions = batch.position_ids.dim() == 3
+        N = row_of.numel()
+        tokens: list[list[int]] = [[] for _ in range(N)]
+        logps: list[list[float]] = [[] for _ in range(N)]
+        finish = ["length"] * N
+        active = torch.arange(N, device=self.device)  # original row index of each live row
+        stop_ids = self.stop_ids.to(self.device)
+        for step in range(params.max_tokens):
+            tok, lp = sample_next(logits, params, generator)
+            tok_l, lp_l, act_l = tok.tolist(), lp.tolist(), active.tolist()
+            for j, r in enumerate(act_l):
+                tokens[r].append(tok_l[j])
+                logps[r].append(lp_l[j])
+            done = torch.isin(tok, stop_ids)
+            for j in done.nonzero().flatten().tolist():
+                finish[act_l[j]] = "stop"
+            self.stats["generated_tokens"] += len(act_l)
+            if step == params.max_tokens - 1:
+                break
+            keep = (~done).nonzero().flatten()
+            if keep.numel() == 0:
+                break
+            if keep.numel() < active.numel():  # drop finished rows from every per-row state
+                cache.batch_select_indices(keep)
+                tok, attn, next_pos, active = tok[keep], attn[keep], next_pos[keep], active[keep]
+            attn = torch.cat([attn, attn.new_ones(attn.shape[0], 1)], dim=1)
+            pos = next_pos[:, None]
+            if vl_positions:
+                pos = pos[None].expand(3, -1, -1)
+            out = model(input_ids=tok[:, None], attention_mask=attn, position_ids=pos, past_key_values=cache,
+                        use_cache=True)
+            logits = out.logits[:, -1]
+            next_pos = next_pos + 1
+        row_list = row_of.tolist()
+        for r in range(N):
+            out_lists[row_list[r]].append(
+                Completion(tokens[r], logps[r], finish[r], prefix_ids=list(reqs[row_list[r]].prefix_ids)))

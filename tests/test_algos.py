@@ -1,0 +1,309 @@
+"""Hand-computed checks for mmevo.grpo.algos."""
+
+import math
+
+import pytest
+import torch
+
+from mmevo.grpo.algos import (
+    agg_loss,
+    entropy_from_logits,
+    group_advantages,
+    kl_penalty,
+    logprobs_from_logits,
+    masked_mean,
+    policy_loss,
+)
+
+ATOL = 1e-5
+
+
+def close(actual, expected, atol=ATOL):
+    actual = torch.as_tensor(actual, dtype=torch.float64)
+    expected = torch.as_tensor(expected, dtype=torch.float64)
+    assert actual.shape == expected.shape, (actual.shape, expected.shape)
+    assert torch.allclose(actual, expected, atol=atol, rtol=0), (actual, expected)
+
+
+# --------------------------------------------------------------------------- #
+# group_advantages
+# --------------------------------------------------------------------------- #
+# group 0 = [1, 0, 0, 1]: mean .5, deviations +-.5, sum sq = 1,
+#   unbiased var = 1/3, std = 0.5773503 -> adv = +-0.5/0.5773503 = +-0.8660254
+# group 1 = [0, 1, 2, 3]: mean 1.5, deviations -1.5,-.5,.5,1.5, sum sq = 5,
+#   unbiased var = 5/3, std = 1.2909944 -> adv = -1.1618950, -0.3872983, +...
+REWARDS = torch.tensor([1.0, 0.0, 0.0, 1.0, 0.0, 1.0, 2.0, 3.0])
+IDS = torch.tensor([0, 0, 0, 0, 1, 1, 1, 1])
+
+
+def test_group_adv_group_scale():
+    adv = group_advantages(REWARDS, IDS, scale="group")
+    assert adv.dtype == torch.float32
+    close(adv, [0.8660254, -0.8660254, -0.8660254, 0.8660254,
+                -1.1618950, -0.3872983, 0.3872983, 1.1618950])
+
+
+def test_group_adv_default_is_group():
+    close(group_advantages(REWARDS, IDS), group_advantages(REWARDS, IDS, scale="group"))
+
+
+def test_group_adv_batch_scale():
+    # whole batch: mean 8/8 = 1, deviations 0,-1,-1,0,-1,0,1,2 -> sum sq 8,
+    # unbiased var 8/7, std_all = 1.0690450.
+    # centred by group mean: .5,-.5,-.5,.5,-1.5,-.5,.5,1.5
+    # .5/1.0690450 = 0.4677072, 1.5/1.0690450 = 1.4031215
+    adv = group_advantages(REWARDS, IDS, scale="batch")
+    assert adv.dtype == torch.float32
+    close(adv, [0.4677072, -0.4677072, -0.4677072, 0.4677072,
+                -1.4031215, -0.4677072, 0.4677072, 1.4031215])
+
+
+def test_group_adv_none_scale():
+    adv = group_advantages(REWARDS, IDS, scale="none")
+    close(adv, [0.5, -0.5, -0.5, 0.5, -1.5, -0.5, 0.5, 1.5])
+
+
+def test_group_adv_singleton_group_is_zero():
+    # id 0 is a singleton -> exactly 0; group 1 = [1, 3]: mean 2, std sqrt(2)
+    # -> -1/1.4142136 = -0.7071068
+    for scale in ("group", "batch", "none"):
+        adv = group_advantages(torch.tensor([5.0, 1.0, 3.0]), torch.tensor([0, 1, 1]), scale=scale)
+        assert not torch.isnan(adv).any()
+        assert adv[0].item() == 0.0
+    adv = group_advantages(torch.tensor([5.0, 1.0, 3.0]), torch.tensor([0, 1, 1]))
+    close(adv, [0.0, -0.7071068, 0.7071068])
+
+
+def test_group_adv_batch_of_one():
+    for scale in ("group", "batch", "none"):
+        adv = group_advantages(torch.tensor([3.0]), torch.tensor([4]), scale=scale)
+        assert adv.tolist() == [0.0]
+
+
+def test_group_adv_identical_rewards_is_zero():
+    for scale in ("group", "batch", "none"):
+        adv = group_advantages(torch.tensor([2.0, 2.0, 2.0]), torch.tensor([1, 1, 1]), scale=scale)
+        assert not torch.isnan(adv).any()
+        close(adv, [0.0, 0.0, 0.0])
+
+
+def test_group_adv_noncontiguous_ids():
+    # ids 7 -> rewards [1, 3] (mean 2), ids 3 -> rewards [2, 6] (mean 4)
+    r = torch.tensor([1.0, 2.0, 3.0, 6.0])
+    ids = torch.tensor([7, 3, 7, 3])
+    close(group_advantages(r, ids, scale="none"), [-1.0, -2.0, 1.0, 2.0])
+    # std(7) = sqrt(2), std(3) = sqrt(8): every entry +-0.7071068
+    close(group_advantages(r, ids, scale="group"), [-0.7071068, -0.7071068, 0.7071068, 0.7071068])
+    # negative / large ids work too
+    close(group_advantages(r, torch.tensor([-5, 10**9, -5, 10**9]), scale="none"),
+          [-1.0, -2.0, 1.0, 2.0])
+
+
+def test_group_adv_float64_input_gives_float32():
+    adv = group_advantages(REWARDS.double(), IDS, scale="none")
+    assert adv.dtype == torch.float32
+
+
+def test_group_adv_bad_scale():
+    with pytest.raises(ValueError, match="group.*batch.*none"):
+        group_advantages(REWARDS, IDS, scale="zscore")
+
+
+# --------------------------------------------------------------------------- #
+# kl_penalty
+# --------------------------------------------------------------------------- #
+def test_kl_values():
+    logp = torch.tensor([-1.0, -2.0])
+    ref = torch.tensor([-2.0, -1.0])
+    close(kl_penalty(logp, ref, "k1"), [1.0, -1.0])
+    close(kl_penalty(logp, ref, "k2"), [0.5, 0.5])
+    # d = ref - logp = [-1, 1]: exp(-1) + 1 - 1 = 0.3678794; exp(1) - 1 - 1 = 0.7182818
+    close(kl_penalty(logp, ref, "k3"), [0.3678794, 0.7182818])
+    close(kl_penalty(logp, ref, "low_var_kl"), [0.3678794, 0.7182818])
+
+
+def test_kl_equal_is_zero():
+    x = torch.tensor([-0.3, -4.0])
+    for kind in ("k1", "k2", "k3", "low_var_kl"):
+        close(kl_penalty(x, x, kind), [0.0, 0.0])
+
+
+def test_k3_clamping():
+    # d = -100 -> clamp -20: exp(-20) + 20 - 1 = 19.000000002 -> clamp 10
+    # d = +100 -> clamp 20: exp(20) - 21 ~ 4.85e8 -> clamp 10
+    logp = torch.tensor([0.0, -100.0, -1e6])
+    ref = torch.tensor([-100.0, 0.0, 0.0])
+    out = kl_penalty(logp, ref, "k3")
+    assert torch.isfinite(out).all()
+    close(out, [10.0, 10.0, 10.0])
+
+
+def test_kl_bad_kind():
+    with pytest.raises(ValueError):
+        kl_penalty(torch.zeros(2), torch.zeros(2), "k4")
+
+
+# --------------------------------------------------------------------------- #
+# policy_loss
+# --------------------------------------------------------------------------- #
+# Batch: B=3, T=4, old_logp = 0, logp = log(ratio), clip_low=.2, clip_high=.28
+# row 0, A=+1,  ratios [1.0, 1.5, 0.5, 1.0], mask [1,1,1,0]
+#   t0: max(-1, -1)         = -1
+#   t1: max(-1.5, -1.28)    = -1.28   (upper clip active)
+#   t2: max(-0.5, -0.8)     = -0.5    (A>0, low ratio: not clipped)
+# row 1, A=-2,  ratios [0.5, 1.1, 2.0, 1.0], mask [1,1,0,0]
+#   t0: max(1.0, 1.6)       = 1.6     (lower clip active)
+#   t1: max(2.2, 2.2)       = 2.2
+#   t2: masked (would be 4.0)
+# row 2, A=+3,  ratios all 1, mask all 0
+# masked sums: row0 = -2.78, row1 = 3.8, row2 = 0, total = 1.02, tokens = 5
+RATIOS = torch.tensor([[1.0, 1.5, 0.5, 1.0],
+                       [0.5, 1.1, 2.0, 1.0],
+                       [1.0, 1.0, 1.0, 1.0]])
+MASK = torch.tensor([[1, 1, 1, 0],
+                     [1, 1, 0, 0],
+                     [0, 0, 0, 0]])
+ADV = torch.tensor([1.0, -2.0, 3.0])
+OLD = torch.zeros(3, 4)
+
+
+def _logp(requires_grad=False):
+    return RATIOS.log().clone().requires_grad_(requires_grad)
+
+
+@pytest.mark.parametrize(
+    "agg,expected",
+    [
+        ("token-mean", 1.02 / 5),  # 0.204
+        # (-2.78/3 + 3.8/2 + 0) / 3 = (-0.9266667 + 1.9) / 3 = 0.3244444
+        ("seq-mean-token-mean", 0.3244444),
+        ("seq-mean-token-sum", 1.02 / 3),  # 0.34
+        ("seq-mean-token-sum-norm", 1.02 / 4),  # T = 4 -> 0.255
+    ],
+)
+def test_policy_loss_agg_modes(agg, expected):
+    loss, _ = policy_loss(_logp(), OLD, ADV, MASK, clip_low=0.2, clip_high=0.28, agg=agg)
+    assert loss.dim() == 0
+    close(loss, expected)
+
+
+def test_policy_loss_sum_norm_custom_factor():
+    loss, _ = policy_loss(_logp(), OLD, ADV, MASK, 0.2, 0.28,
+                          agg="seq-mean-token-sum-norm", loss_scale_factor=2.0)
+    close(loss, 0.51)  # 1.02 / 2
+
+
+def test_policy_loss_clip_higher_differs_from_symmetric():
+    # symmetric 0.2/0.2: row0 t1 becomes max(-1.5, -1.2) = -1.2 -> total 1.10
+    sym, m_sym = policy_loss(_logp(), OLD, ADV, MASK, clip_low=0.2, clip_high=0.2)
+    asym, _ = policy_loss(_logp(), OLD, ADV, MASK, clip_low=0.2, clip_high=0.28)
+    close(sym, 1.10 / 5)  # 0.22
+    close(asym, 1.02 / 5)  # 0.204
+    # with clip_high=0.6 ratio 1.5 is no longer clipped: -1.5 -> total 0.8
+    wide, m_wide = policy_loss(_logp(), OLD, ADV, MASK, clip_low=0.2, clip_high=0.6)
+    close(wide, 0.8 / 5)
+    assert m_wide["clip_frac_high"] == 0.0
+    close(m_sym["clip_frac_high"], 0.2)
+
+
+def test_policy_loss_metrics():
+    _, m = policy_loss(_logp(), OLD, ADV, MASK, clip_low=0.2, clip_high=0.28)
+    assert set(m) == {"clip_frac_low", "clip_frac_high", "clip_frac",
+                      "approx_kl", "ratio_mean", "ratio_max"}
+    assert all(isinstance(v, float) for v in m.values())
+    close(m["clip_frac_low"], 1 / 5)   # row1 t0
+    close(m["clip_frac_high"], 1 / 5)  # row0 t1
+    close(m["clip_frac"], 2 / 5)
+    # approx_kl = mean(old - logp) = -(ln1 + ln1.5 + ln.5 + ln.5 + ln1.1)/5
+    #           = -(0 + 0.4054651 - 0.6931472 - 0.6931472 + 0.0953102)/5 = 0.1771038
+    close(m["approx_kl"], 0.1771038)
+    close(m["ratio_mean"], 4.6 / 5)  # (1 + 1.5 + .5 + .5 + 1.1)/5 = 0.92
+    close(m["ratio_max"], 1.5)       # masked-out ratio 2.0 ignored
+
+
+def test_policy_loss_gradient_token_mean():
+    logp = _logp(requires_grad=True)
+    loss, _ = policy_loss(logp, OLD, ADV, MASK, clip_low=0.2, clip_high=0.28)
+    loss.backward()
+    # unclipped: dL/dlogp = -A * ratio / 5; clipped or masked: 0
+    expected = torch.tensor([[-1 * 1.0 / 5, 0.0, -1 * 0.5 / 5, 0.0],
+                             [0.0, 2 * 1.1 / 5, 0.0, 0.0],
+                             [0.0, 0.0, 0.0, 0.0]])
+    close(logp.grad, expected)
+
+
+def test_policy_loss_zero_mask_no_nan():
+    zero = torch.zeros(3, 4)
+    for agg in ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum",
+                "seq-mean-token-sum-norm"):
+        logp = _logp(requires_grad=True)
+        loss, m = policy_loss(logp, OLD, ADV, zero, agg=agg)
+        loss.backward()
+        assert loss.item() == 0.0
+        assert torch.isfinite(logp.grad).all()
+        assert all(math.isfinite(v) for v in m.values())
+        assert m["ratio_max"] == 0.0 and m["clip_frac"] == 0.0
+
+
+def test_policy_loss_extreme_log_ratio_finite():
+    # log-ratio 1000 is clamped to 20 before exp
+    logp = torch.tensor([[1000.0, -1000.0]])
+    loss, m = policy_loss(logp, torch.zeros(1, 2), torch.tensor([-1.0]), torch.ones(1, 2))
+    assert torch.isfinite(loss)
+    close(m["ratio_max"], math.exp(20.0), atol=1e-3 * math.exp(20.0))
+
+
+def test_policy_loss_bad_agg():
+    with pytest.raises(ValueError, match="token-mean"):
+        policy_loss(_logp(), OLD, ADV, MASK, agg="mean")
+    with pytest.raises(ValueError, match="token-mean"):
+        agg_loss(torch.zeros(2, 2), torch.ones(2, 2), "sum")
+
+
+def test_masked_mean_and_agg_loss():
+    x = torch.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]])
+    mk = torch.tensor([[1, 1, 0], [0, 0, 0]])
+    close(masked_mean(x, mk), 1.5)           # (1+2)/2
+    close(masked_mean(x, mk, dim=-1), [1.5, 0.0])  # empty row -> 0
+    close(masked_mean(x, mk, dim=0), [1.0, 2.0, 0.0])
+    close(agg_loss(x, mk, "seq-mean-token-mean"), 0.75)   # (1.5 + 0)/2
+    close(agg_loss(x, mk, "seq-mean-token-sum"), 1.5)     # (3 + 0)/2
+    close(agg_loss(x, mk, "seq-mean-token-sum-norm"), 1.0)  # 3 / T=3
+
+
+# --------------------------------------------------------------------------- #
+# entropy / logprobs
+# --------------------------------------------------------------------------- #
+def test_entropy_uniform():
+    out = entropy_from_logits(torch.zeros(2, 3, 4))
+    assert out.shape == (2, 3)
+    close(out, torch.full((2, 3), 1.3862944))  # log 4
+
+
+def test_entropy_known_and_extreme():
+    # p = [.5, .25, .25]: H = .5 ln2 + 2 * .25 ln4 = 0.3465736 + 0.6931472 = 1.0397208
+    logits = torch.tensor([[-0.6931472, -1.3862944, -1.3862944],
+                           [1000.0, 0.0, -1000.0]])
+    out = entropy_from_logits(logits)
+    assert torch.isfinite(out).all()
+    close(out, [1.0397208, 0.0])
+
+
+def test_entropy_bf16_input():
+    out = entropy_from_logits(torch.zeros(1, 4, dtype=torch.bfloat16))
+    assert out.dtype == torch.float32
+    close(out, [1.3862944])
+
+
+def test_logprobs_from_logits():
+    # logits = log p + 3 with p = [.5, .25, .25] (shift does not matter)
+    row = [2.3068528, 1.6137056, 1.6137056]
+    logits = torch.tensor([[row, row], [[0.0, 0.0, 0.0]] * 2])  # [2, 2, 3]
+    labels = torch.tensor([[0, 2], [1, 0]])
+    out = logprobs_from_logits(logits, labels)
+    assert out.shape == (2, 2) and out.dtype == torch.float32
+    # ln .5 = -0.6931472, ln .25 = -1.3862944, ln(1/3) = -1.0986123
+    close(out, [[-0.6931472, -1.3862944], [-1.0986123, -1.0986123]])
+    out16 = logprobs_from_logits(logits.bfloat16(), labels)
+    assert out16.dtype == torch.float32
+    close(out16, out, atol=2e-2)
