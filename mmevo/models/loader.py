@@ -88,3 +88,13 @@ def stop_token_ids(tokenizer, model) -> list[int]:
     if tokenizer.eos_token_id is not None:
         ids.add(tokenizer.eos_token_id)
     return sorted(ids)
+
+
+def vision_token_ids(tokenizer) -> list[int]:
+    """Placeholder tokens a response must never contain (they would be taken for image slots)."""
+    ids = []
+    for tok in ("<|image_pad|>", "<|video_pad|>", "<|vision_start|>", "<|vision_end|>", "<|vision_pad|>"):
+        tid = tokenizer.convert_tokens_to_ids(tok)
+        if isinstance(tid, int) and tid != tokenizer.unk_token_id:
+            ids.append(tid)
+    return ids

@@ -16,9 +16,16 @@ from mmevo.models.inputs import EncodedPrompt, collate, unwrap
 from mmevo.rollout.base import Completion, RolloutRequest, SamplingParams
 
 
-def sample_next(logits: torch.Tensor, params: SamplingParams, generator: torch.Generator | None) -> tuple[torch.Tensor, torch.Tensor]:
-    """Pick the next token per row. logits [B, V] -> (tokens [B], logprobs [B] under softmax(logits / T))."""
+def sample_next(logits: torch.Tensor, params: SamplingParams, generator: torch.Generator | None,
+                banned_ids: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Pick the next token per row. logits [B, V] -> (tokens [B], logprobs [B] under softmax(logits / T)).
+
+    ``banned_ids`` (vision placeholders) are never sampled: one in a response would desynchronise image features and
+    placeholder tokens when the sequence is scored.
+    """
     logits = logits.float()
+    if banned_ids is not None and banned_ids.numel():
+        logits = logits.index_fill(-1, banned_ids, float("-inf"))
     if params.temperature <= 0:
         logp = torch.log_softmax(logits, -1)
         tok = logits.argmax(-1)
@@ -39,8 +46,9 @@ class HFEngine:
     """Batched sampling with a transformers model (colocated with the trainer: it samples from the same module)."""
 
     def __init__(self, model: torch.nn.Module, pad_id: int, stop_ids: Sequence[int], max_batch_seqs: int = 64,
-                 device: str | torch.device = "cpu"):
+                 device: str | torch.device = "cpu", banned_ids: Sequence[int] = ()):
         self.model = model
+        self.banned_ids = torch.tensor(sorted(set(banned_ids)), dtype=torch.long)
         self.pad_id = pad_id
         self.stop_ids = torch.tensor(sorted(set(stop_ids)), dtype=torch.long)
         self.max_batch_seqs = max_batch_seqs  # sequences decoded together (prompts × n)
@@ -111,8 +119,9 @@ class HFEngine:
         finish = ["length"] * N
         active = torch.arange(N, device=self.device)  # original row index of each live row
         stop_ids = self.stop_ids.to(self.device)
+        banned = self.banned_ids.to(self.device)
         for step in range(params.max_tokens):
-            tok, lp = sample_next(logits, params, generator)
+            tok, lp = sample_next(logits, params, generator, banned)
             tok_l, lp_l, act_l = tok.tolist(), lp.tolist(), active.tolist()
             for j, r in enumerate(act_l):
                 tokens[r].append(tok_l[j])

@@ -1,0 +1,76 @@
+"""SFT warm-up: cross-entropy on worked solutions ("first SFT, then RL").
+
+A randomly initialised tiny model never samples a correct, well-formatted answer, so GRPO would see only zero
+rewards. A short SFT pass teaches the format and some skill; GRPO then improves on it.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Sequence
+
+import torch
+
+from mmevo.config import Config
+from mmevo.data.schema import Example
+from mmevo.grpo.algos import masked_mean
+from mmevo.grpo.trainer import PromptCache, make_optimizer, make_scheduler, sequence_logprobs
+from mmevo.metrics import RunLogger
+from mmevo.models.loader import LoadedModel
+
+
+def sft_targets(tokenizer, examples: Sequence[Example]) -> list[list[int]]:
+    """Token ids of each example's solution followed by the end-of-turn token."""
+    out = []
+    for i, ex in enumerate(examples):
+        if not ex.solution:
+            raise ValueError(f"SFT example {ex.id!r} (index {i}) has no 'solution' field")
+        ids = tokenizer(ex.solution, add_special_tokens=False)["input_ids"]
+        out.append(ids + [tokenizer.convert_tokens_to_ids("<|im_end|>")])
+    return out
+
+
+def run_sft(cfg: Config, policy: LoadedModel, examples: list[Example], log: bool = True) -> list[dict]:
+    """Train ``policy.model`` in place on (prompt, solution) pairs; returns per-step metrics."""
+    s = cfg.sft
+    model = policy.model
+    device = torch.device(cfg.model.device)
+    prompts = PromptCache(policy.processor, policy.is_vl, cfg.data.prompt_template, cfg.data.system_prompt)
+    targets = sft_targets(policy.tokenizer, examples)
+    n_steps = max(1, math.ceil(len(examples) * s.epochs / s.batch_size))
+    opt = make_optimizer(model, s.lr, s.weight_decay)
+    sched = make_scheduler(opt, s.warmup_steps, n_steps, "cosine")
+    logger = RunLogger(s.output_dir, None, "disabled", enabled=log, filename="sft_metrics.jsonl")
+    gen = torch.Generator().manual_seed(cfg.trainer.seed)
+    order = torch.randperm(len(examples), generator=gen).tolist()
+    pos = 0
+    history = []
+    model.train()
+    from tqdm import tqdm
+
+    bar = tqdm(range(n_steps), desc="sft", dynamic_ncols=True, disable=not cfg.trainer.progress)
+    for step in bar:
+        idx = []
+        while len(idx) < s.batch_size:
+            if pos == len(order):
+                order, pos = torch.randperm(len(examples), generator=gen).tolist(), 0
+            idx.append(order[pos])
+            pos += 1
+        logp, _, mask = sequence_logprobs(model, [prompts(examples[i]) for i in idx], [targets[i] for i in idx],
+                                          policy.tokenizer.pad_token_id, 1.0, device)
+        loss = -masked_mean(logp, mask)
+        if not torch.isfinite(loss):
+            raise FloatingPointError(f"SFT loss became {float(loss)} at step {step}; lower sft.lr")
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), s.max_grad_norm)
+        opt.step()
+        sched.step()
+        m = {"sft/loss": loss.item(), "sft/lr": sched.get_last_lr()[0],
+             "sft/token_acc": float(((logp.detach() > math.log(0.5)).float() * mask).sum() / mask.sum())}
+        logger.log(step + 1, m)
+        history.append(m)
+        bar.set_postfix(loss=f"{m['sft/loss']:.3f}")
+    logger.close()
+    return history

@@ -1,0 +1,459 @@
+"""The GRPO loop. Read ``GRPOTrainer.step`` top to bottom: it is the whole algorithm.
+
+rollout -> reward heads -> group advantages -> (old log-probs) -> (reference log-probs) -> micro-batched policy
+loss with gradient accumulation -> AdamW step -> weight sync to the engine -> metrics. Strategies (plain groups,
+CSRS) decide what is sampled; everything after the rewards is shared.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+import torch
+
+from mmevo.config import PROMPT_SUFFIXES, Config, to_dict
+from mmevo.data.schema import Example
+from mmevo.grpo import algos
+from mmevo.grpo.checkpoint import (latest_checkpoint, load_model_weights, load_trainer_state, save_checkpoint,
+                                   save_model, set_rng_state)
+from mmevo.metrics import RunLogger, StageTimer, peak_memory_mb
+from mmevo.models.inputs import EncodedPrompt, collate_for_training, encode_prompt, unwrap
+from mmevo.models.loader import LoadedModel
+from mmevo.rewards.answers import extract_answer
+from mmevo.rewards.heads import RewardMixer, ScoredSample
+from mmevo.rollout.base import Completion, RolloutRequest, SamplingParams
+
+
+class TrainingDiverged(RuntimeError):
+    """Raised on a NaN/inf loss; the last good checkpoint is left untouched."""
+
+
+class EpochSampler:
+    """Seeded shuffled pass over ``n`` items, epoch after epoch; its position is part of the checkpoint."""
+
+    def __init__(self, n: int, seed: int):
+        if n <= 0:
+            raise ValueError("the training set is empty")
+        self.n, self.seed, self.epoch, self.pos = n, seed, 0, 0
+        self._perm = self._make_perm()
+
+    def _make_perm(self) -> list[int]:
+        return np.random.default_rng([self.seed, self.epoch]).permutation(self.n).tolist()
+
+    def take(self, k: int) -> list[int]:
+        out = []
+        while len(out) < k:
+            if self.pos == self.n:
+                self.epoch, self.pos = self.epoch + 1, 0
+                self._perm = self._make_perm()
+            out.append(self._perm[self.pos])
+            self.pos += 1
+        return out
+
+    def state_dict(self) -> dict:
+        return {"epoch": self.epoch, "pos": self.pos, "n": self.n, "seed": self.seed}
+
+    def load_state_dict(self, s: dict) -> None:
+        if s["n"] != self.n:
+            raise ValueError(f"checkpoint was made with {s['n']} training rows, this run has {self.n}")
+        self.epoch, self.pos = s["epoch"], s["pos"]
+        self._perm = self._make_perm()
+
+
+class PromptCache:
+    """Encodes each example's prompt once (chat template + image processing)."""
+
+    def __init__(self, processor, is_vl: bool, template: str, system_prompt: str = ""):
+        self.processor, self.is_vl = processor, is_vl
+        self.suffix = PROMPT_SUFFIXES[template]
+        self.system_prompt = system_prompt or None
+        self._cache: dict[str, EncodedPrompt] = {}
+
+    def __call__(self, ex: Example) -> EncodedPrompt:
+        if ex.id not in self._cache:
+            self._cache[ex.id] = encode_prompt(self.processor, self.is_vl, ex.problem, ex.images, self.system_prompt,
+                                               self.suffix)
+        return self._cache[ex.id]
+
+
+@dataclass
+class Rollout:
+    """One step's samples, flattened: sample i belongs to group ``group_ids[i]`` (its prompt)."""
+
+    prompts: list[EncodedPrompt]  # per sample
+    completions: list[Completion]  # per sample
+    texts: list[str]  # decoded responses
+    group_ids: torch.Tensor  # [B]
+    examples: list[Example]  # per sample
+    trainable: torch.Tensor | None = None  # [B] bool; None = all (CSRS: re-inferences only feed rewards)
+    extra_metrics: dict = field(default_factory=dict)
+
+
+def make_optimizer(model: torch.nn.Module, lr: float, weight_decay: float, betas=(0.9, 0.999)) -> torch.optim.Optimizer:
+    """AdamW with no weight decay on biases and norms (standard for transformers)."""
+    decay, no_decay = [], []
+    for name, p in model.named_parameters():
+        if p.requires_grad:
+            (no_decay if p.dim() < 2 else decay).append(p)
+    groups = [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+    return torch.optim.AdamW(groups, lr=lr, betas=tuple(betas))
+
+
+def make_scheduler(opt, warmup: int, total: int, kind: str) -> torch.optim.lr_scheduler.LambdaLR:
+    def factor(i: int) -> float:
+        if warmup and i < warmup:
+            return (i + 1) / warmup
+        if kind == "cosine":
+            prog = min(1.0, (i - warmup) / max(1, total - warmup))
+            return 0.5 * (1 + math.cos(math.pi * prog))
+        return 1.0
+
+    if kind not in ("constant", "cosine"):
+        raise ValueError(f"lr_schedule={kind!r} not in ['constant', 'cosine']")
+    return torch.optim.lr_scheduler.LambdaLR(opt, factor)
+
+
+def sequence_logprobs(model, prompts: Sequence[EncodedPrompt], responses: Sequence[Sequence[int]], pad_id: int,
+                      temperature: float, device, with_entropy: bool = False):
+    """Per-token log p(response | prompt) [B, R] (+ entropy [B, R]) and the response mask [B, R].
+
+    Only the hidden states at response positions go through the LM head (saves the [B, P, V] logits of the prompt).
+    """
+    tb = collate_for_training(model, prompts, responses, pad_id, device)
+    base = unwrap(model)
+    hidden = base.model(**tb.batch.model_kwargs(), use_cache=False).last_hidden_state
+    R = tb.response_ids.shape[1]
+    h = hidden[:, tb.prompt_len - 1: tb.prompt_len - 1 + R]  # the state before each response token predicts it
+    logits = base.lm_head(h).float()
+    if temperature and temperature > 0:
+        logits = logits / temperature
+    logp = algos.logprobs_from_logits(logits, tb.response_ids)
+    ent = algos.entropy_from_logits(logits) if with_entropy else None
+    return logp, ent, tb.response_mask.to(logp.dtype)
+
+
+class GRPOTrainer:
+    """Single-process GRPO trainer (the DeepSpeed path wraps the same step)."""
+
+    def __init__(self, cfg: Config, policy: LoadedModel, engine, train_set: list[Example],
+                 heldout: list[Example] | None = None, ref_model: torch.nn.Module | None = None,
+                 strategy=None, log: bool = True):
+        self.cfg = cfg
+        self.policy = policy
+        self.model = policy.model
+        self.engine = engine
+        self.train_set = train_set
+        self.heldout = heldout or []
+        self.ref_model = ref_model
+        if cfg.algo.kl_coef > 0 and ref_model is None:
+            raise ValueError("algo.kl_coef > 0 needs a reference model (pass ref_model, or set algo.kl_coef=0)")
+        self.device = torch.device(cfg.model.device)
+        self.pad_id = policy.tokenizer.pad_token_id
+        self.prompts = PromptCache(policy.processor, policy.is_vl, cfg.data.prompt_template, cfg.data.system_prompt)
+        self.sampler = EpochSampler(len(train_set), cfg.trainer.seed)
+        self.rewards = RewardMixer(cfg.reward.heads)
+        self.strategy = strategy  # callable(trainer, examples, step) -> Rollout; None = plain groups
+        t = cfg.trainer
+        self.optimizer = make_optimizer(self.model, t.lr, t.weight_decay, t.betas)
+        updates_per_step = (t.prompts_per_step // t.mini_batch_prompts) * cfg.algo.ppo_epochs
+        self.scheduler = make_scheduler(self.optimizer, t.warmup_steps, t.steps * updates_per_step, t.lr_schedule)
+        self.step_idx = 0
+        self.out = Path(t.output_dir)
+        self.logger = RunLogger(self.out, to_dict(cfg), t.wandb_mode, t.wandb_project, enabled=log)
+        self.skipped_prompts = 0
+
+    # -- the algorithm ------------------------------------------------------------------------------------------
+    def step(self) -> dict:
+        cfg, timer = self.cfg, StageTimer()
+        examples = [self.train_set[i] for i in self.sampler.take(cfg.trainer.prompts_per_step)]
+
+        with timer("gen"):
+            self.engine.wake()
+            rollout = (self.strategy or plain_groups)(self, examples, self.step_idx)
+            self.engine.sleep()
+
+        with timer("reward"):
+            samples = [ScoredSample(text, int(g), None if cfg.data.hide_labels else ex.answer, ex.choices,
+                                    c.finish_reason == "length")
+                       for text, g, ex, c in zip(rollout.texts, rollout.group_ids.tolist(), rollout.examples,
+                                                 rollout.completions)]
+            rewards, reward_metrics = self.rewards(samples)
+            advantages = algos.group_advantages(rewards, rollout.group_ids, cfg.algo.adv_scale, cfg.algo.adv_eps)
+
+        # only trainable samples (all, except CSRS re-inferences) reach the loss
+        keep = rollout.trainable if rollout.trainable is not None else torch.ones(len(samples), dtype=torch.bool)
+        idx = keep.nonzero().flatten().tolist()
+        prompts = [rollout.prompts[i] for i in idx]
+        responses = [rollout.completions[i].full_ids for i in idx]
+        adv = advantages[idx]
+        groups = rollout.group_ids[idx]
+
+        n_mini = cfg.trainer.prompts_per_step // cfg.trainer.mini_batch_prompts
+        need_old = n_mini > 1 or cfg.algo.ppo_epochs > 1  # else on-policy: old = current (detached), ratio = 1
+        old_logp = ref_logp = None
+        if need_old:
+            with timer("old"):
+                old_logp = self._logprobs_no_grad(self.model, prompts, responses)
+        if cfg.algo.kl_coef > 0:
+            with timer("ref"):
+                ref_logp = self._logprobs_no_grad(self.ref_model, prompts, responses)
+
+        with timer("update"):
+            update_metrics = self._update(prompts, responses, adv, groups, old_logp, ref_logp)
+
+        with timer("sync"):
+            self.engine.sync_weights(self.model)
+
+        self.step_idx += 1
+        metrics = {**reward_metrics, **update_metrics, **rollout.extra_metrics,
+                   **self._response_metrics(rollout, rewards, advantages), **timer.metrics(), **peak_memory_mb()}
+        total_time = sum(timer.times.values())
+        metrics["time/step"] = total_time
+        n_tok = sum(len(c.token_ids) for c in rollout.completions)
+        metrics["throughput/gen_tokens_per_s"] = n_tok / max(timer.times.get("gen", 0.0), 1e-9)
+        metrics["throughput/tokens_per_s"] = (n_tok + sum(len(p.input_ids) for p in rollout.prompts)) / max(total_time, 1e-9)
+        metrics["data/epoch"] = self.sampler.epoch
+        metrics["lr"] = self.scheduler.get_last_lr()[0]
+        return metrics
+
+    def _logprobs_no_grad(self, model, prompts, responses) -> list[torch.Tensor]:
+        """Per-micro-batch log-probs in the order ``_micro_batches`` will visit them (returned as a flat list)."""
+        out = []
+        with torch.no_grad():
+            mb = self.cfg.trainer.micro_batch_seqs
+            for s in range(0, len(prompts), mb):
+                logp, _, _ = sequence_logprobs(model, prompts[s:s + mb], responses[s:s + mb], self.pad_id,
+                                               self.cfg.rollout.temperature, self.device)
+                out.extend(list(logp))
+        return out
+
+    def _update(self, prompts, responses, adv, groups, old_logp, ref_logp) -> dict:
+        """PPO-style epochs over mini-batches (whole groups), micro-batches accumulate gradients."""
+        cfg, a = self.cfg, self.cfg.algo
+        model = self.model
+        model.train()
+        # mini-batches hold whole prompt groups, so group statistics never straddle two updates
+        uniq = torch.unique(groups).tolist()
+        per_mini = max(1, len(uniq) // max(1, cfg.trainer.prompts_per_step // cfg.trainer.mini_batch_prompts))
+        minis = [[i for i, g in enumerate(groups.tolist()) if g in set(uniq[s:s + per_mini])]
+                 for s in range(0, len(uniq), per_mini)]
+        agg_totals: dict[str, float] = {}
+        n_updates = 0
+        for _ in range(a.ppo_epochs):
+            for mini in minis:
+                if not mini:
+                    continue
+                self.optimizer.zero_grad(set_to_none=True)
+                mini_tokens = sum(max(1, len(responses[i])) for i in mini)
+                mb = cfg.trainer.micro_batch_seqs
+                for s in range(0, len(mini), mb):
+                    ids = mini[s:s + mb]
+                    logp, ent, mask = sequence_logprobs(model, [prompts[i] for i in ids], [responses[i] for i in ids],
+                                                        self.pad_id, cfg.rollout.temperature, self.device,
+                                                        with_entropy=True)
+                    R = logp.shape[1]
+                    old = logp.detach() if old_logp is None else _stack_padded([old_logp[i] for i in ids], R)
+                    scale_factor = None
+                    if a.loss_agg == "token-mean":
+                        weight = float(mask.sum()) / mini_tokens
+                    else:
+                        weight = len(ids) / len(mini)
+                        if a.loss_agg == "seq-mean-token-sum-norm":  # Dr.GRPO: constant length normaliser
+                            scale_factor = float(cfg.rollout.max_tokens) * len(ids)
+                    pg_loss, pg_m = algos.policy_loss(logp, old, adv[ids].to(logp), mask, a.clip_low, a.clip_high,
+                                                      a.loss_agg, loss_scale_factor=scale_factor)
+                    loss = pg_loss
+                    if ref_logp is not None:
+                        ref = _stack_padded([ref_logp[i] for i in ids], R)
+                        kl = algos.agg_loss(algos.kl_penalty(logp, ref, a.kl_type), mask, a.loss_agg, scale_factor)
+                        loss = loss + a.kl_coef * kl
+                        pg_m["kl"] = float(kl.detach())
+                    ent_mean = algos.agg_loss(ent, mask, a.loss_agg, scale_factor)
+                    if a.entropy_coef:
+                        loss = loss - a.entropy_coef * ent_mean
+                    pg_m["entropy"] = float(ent_mean.detach())
+                    pg_m["pg_loss"] = float(pg_loss.detach())
+                    pg_m["loss"] = float(loss.detach())
+                    if not torch.isfinite(loss):
+                        raise TrainingDiverged(
+                            f"non-finite loss ({float(loss)}) at step {self.step_idx}: stopping; the last good "
+                            f"checkpoint in {self.out / 'checkpoints'} is kept (lower trainer.lr or check the data)")
+                    (loss * weight).backward()
+                    for k, v in pg_m.items():
+                        agg_totals[k] = agg_totals.get(k, 0.0) + v * weight
+                grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.trainer.max_grad_norm)
+                if not torch.isfinite(grad_norm):
+                    raise TrainingDiverged(f"non-finite gradient norm at step {self.step_idx}: stopping; the last "
+                                           f"good checkpoint in {self.out / 'checkpoints'} is kept")
+                agg_totals["grad_norm"] = agg_totals.get("grad_norm", 0.0) + float(grad_norm)
+                self.optimizer.step()
+                self.scheduler.step()
+                n_updates += 1
+        return {f"actor/{k}": v / max(1, n_updates) for k, v in agg_totals.items()}
+
+    def _response_metrics(self, rollout: Rollout, rewards, advantages) -> dict:
+        lengths = torch.tensor([len(c.full_ids) for c in rollout.completions], dtype=torch.float32)
+        truncated = sum(c.finish_reason == "length" for c in rollout.completions)
+        no_answer = sum(extract_answer(t, ex.choices) is None for t, ex in zip(rollout.texts, rollout.examples))
+        # share of groups whose rewards are all equal: they give zero advantage (no learning signal)
+        g = rollout.group_ids
+        uniq = torch.unique(g)
+        zero_std = sum(bool((rewards[g == u].max() - rewards[g == u].min()).abs() < 1e-9) for u in uniq)
+        return {
+            "response/length_mean": lengths.mean().item(),
+            "response/length_max": lengths.max().item(),
+            "response/length_min": lengths.min().item(),
+            "response/truncated_frac": truncated / len(rollout.completions),
+            "response/no_answer_frac": no_answer / len(rollout.completions),
+            "frac_reward_zero_std": zero_std / len(uniq),
+            "advantage/mean": advantages.mean().item(),
+            "advantage/abs_mean": advantages.abs().mean().item(),
+        }
+
+    # -- running, checkpoints -----------------------------------------------------------------------------------
+    def trainer_state(self) -> dict:
+        return {"optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict(),
+                "sampler": self.sampler.state_dict(), "rewards": self.rewards.state_dict(),
+                "config": to_dict(self.cfg)}
+
+    def save(self) -> Path:
+        return save_checkpoint(self.out, self.step_idx, self.model, self.policy.processor, self.trainer_state(),
+                               keep=self.cfg.trainer.keep_checkpoints)
+
+    def maybe_resume(self) -> bool:
+        ckpt = latest_checkpoint(self.out) if self.cfg.trainer.resume else None
+        if ckpt is None:
+            return False
+        load_model_weights(self.model, ckpt / "model")
+        state = load_trainer_state(ckpt)
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.scheduler.load_state_dict(state["scheduler"])
+        self.sampler.load_state_dict(state["sampler"])
+        self.rewards.load_state_dict(state["rewards"])
+        set_rng_state(state["rng"])
+        self.step_idx = int(state["step"])
+        self.engine.sync_weights(self.model)
+        self.logger.truncate_after(self.step_idx)
+        print(f"[mmevo] resumed from {ckpt} (step {self.step_idx})")
+        return True
+
+    def train(self, steps: int | None = None, on_step=None) -> list[dict]:
+        """Run until ``trainer.steps`` (or ``steps`` more); returns the per-step metrics."""
+        t = self.cfg.trainer
+        self.maybe_resume()
+        target = t.steps if steps is None else self.step_idx + steps
+        history = []
+        bar = _progress(target, self.step_idx, enabled=t.progress)
+        try:
+            while self.step_idx < target:
+                metrics = self.step()
+                if t.eval_every and self.step_idx % t.eval_every == 0 and self.heldout:
+                    metrics.update({f"eval/{k}": v for k, v in self.evaluate().items() if not isinstance(v, dict)})
+                self.logger.log(self.step_idx, metrics)
+                history.append(metrics)
+                if on_step:
+                    on_step(self.step_idx, metrics)
+                if t.save_every and self.step_idx % t.save_every == 0:
+                    self.save()
+                if bar is not None:
+                    bar.update(1)
+                    bar.set_postfix(reward=f"{metrics['reward/total/mean']:.3f}",
+                                    len=f"{metrics['response/length_mean']:.0f}", s=f"{metrics['time/step']:.1f}")
+        finally:
+            if bar is not None:
+                bar.close()
+        return history
+
+    def export(self, path: str | Path) -> Path:
+        return save_model(path, self.model, self.policy.processor)
+
+    def evaluate(self, examples: Sequence[Example] | None = None, max_tokens: int | None = None) -> dict:
+        return evaluate(self.engine, self.prompts, list(examples or self.heldout), self.policy.tokenizer,
+                        max_tokens or self.cfg.trainer.eval_max_tokens or self.cfg.rollout.max_tokens,
+                        self.cfg.rollout.eval_temperature, seed=self.cfg.trainer.seed)
+
+
+def _stack_padded(rows: list[torch.Tensor], width: int) -> torch.Tensor:
+    out = torch.zeros(len(rows), width, dtype=rows[0].dtype, device=rows[0].device)
+    for i, r in enumerate(rows):
+        n = min(width, r.shape[0])
+        out[i, :n] = r[:n]
+    return out
+
+
+def _progress(total: int, initial: int, enabled: bool):
+    if not enabled:
+        return None
+    from tqdm import tqdm
+
+    return tqdm(total=total, initial=initial, desc="grpo", dynamic_ncols=True)
+
+
+def decode(tokenizer, ids: Sequence[int]) -> str:
+    return tokenizer.decode(list(ids), skip_special_tokens=True)
+
+
+def plain_groups(trainer: GRPOTrainer, examples: list[Example], step: int) -> Rollout:
+    """Standard GRPO sampling: n completions per prompt, all trainable."""
+    cfg = trainer.cfg
+    prompts, kept = [], []
+    for ex in examples:
+        p = trainer.prompts(ex)
+        if len(p.input_ids) > cfg.data.max_prompt_length:  # counted, like verl's filter_overlong_prompts
+            trainer.skipped_prompts += 1
+            continue
+        prompts.append(p)
+        kept.append(ex)
+    if not prompts:
+        raise ValueError(f"every prompt of step {step} is longer than data.max_prompt_length={cfg.data.max_prompt_length}")
+    params = SamplingParams(cfg.rollout.temperature, cfg.rollout.top_p, cfg.rollout.max_tokens,
+                            seed=_step_seed(cfg.trainer.seed, step))
+    outs = trainer.engine.generate([RolloutRequest(p, n=cfg.rollout.n) for p in prompts], params)
+    flat_p, flat_c, flat_e, gids = [], [], [], []
+    for gi, (p, ex, comps) in enumerate(zip(prompts, kept, outs)):
+        for c in comps:
+            flat_p.append(p)
+            flat_c.append(c)
+            flat_e.append(ex)
+            gids.append(gi)
+    texts = [decode(trainer.policy.tokenizer, c.full_ids) for c in flat_c]
+    return Rollout(flat_p, flat_c, texts, torch.tensor(gids), flat_e,
+                   extra_metrics={"data/skipped_overlong_prompts": trainer.skipped_prompts})
+
+
+def _step_seed(seed: int, step: int) -> int:
+    """Per-step sampling seed: reproducible and independent of how many steps ran in this process (resume)."""
+    return (seed * 1_000_003 + step * 7_919) % (2**31 - 1)
+
+
+def evaluate(engine, prompts: PromptCache, examples: list[Example], tokenizer, max_tokens: int, temperature: float = 0.0,
+             seed: int = 0) -> dict:
+    """Held-out accuracy (and format rate) with the given engine; per-kind breakdown when examples carry meta.kind."""
+    from mmevo.rewards.accuracy import accuracy_rewards
+    from mmevo.rewards.format import format_rewards
+
+    if not examples:
+        return {}
+    params = SamplingParams(temperature=temperature, top_p=1.0, max_tokens=max_tokens, seed=seed)
+    outs = engine.generate([RolloutRequest(prompts(ex), n=1) for ex in examples], params)
+    texts = [decode(tokenizer, o[0].full_ids) for o in outs]
+    acc = accuracy_rewards(texts, [ex.answer for ex in examples], [ex.choices for ex in examples])
+    fmt = format_rewards(texts)
+    by_kind: dict[str, list[float]] = {}
+    for ex, a in zip(examples, acc.tolist()):
+        by_kind.setdefault(ex.meta.get("kind", "all"), []).append(a)
+    return {"accuracy": acc.mean().item(), "format": fmt.mean().item(), "n": len(examples),
+            "by_kind": {k: sum(v) / len(v) for k, v in sorted(by_kind.items())},
+            "samples": [{"id": ex.id, "response": t, "gold": ex.answer, "correct": bool(a)}
+                        for ex, t, a in zip(examples[:20], texts[:20], acc.tolist()[:20])]}
+
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)

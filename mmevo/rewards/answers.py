@@ -1,0 +1,402 @@
+"""Answer extraction and equivalence for reward computation.
+
+Everything here is a pure function of strings. The comparison ladder runs from cheap to
+expensive (exact text, then numbers, then math-verify) because rewards are computed for
+every sample of every step, and the same few strings repeat across a group.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import re
+from collections.abc import Hashable, Sequence
+
+__all__ = [
+    "extract_boxed",
+    "extract_answer",
+    "normalize_choice",
+    "answers_equivalent",
+    "canonical_answer",
+    "group_answer_keys",
+]
+
+# ----------------------------------------------------------------------------- extraction
+
+_BOX_RE = re.compile(r"\\(?:boxed|fbox)\s*\{")
+_BOXED_ONLY_RE = re.compile(r"\\boxed\s*\{")
+
+
+def _braced_from(text: str, start: int) -> str | None:
+    """Content of the brace group opened just before `start`, or None if it never closes.
+
+    Escaped braces (``\\{``) are literal set braces, not grouping, so they are skipped.
+    """
+    depth = 1
+    i = start
+    n = len(text)
+    while i < n:
+        c = text[i]
+        if c == "\\":
+            i += 2  # skip the escaped character (covers \{ and \})
+            continue
+        if c == "{":
+            depth += 1
+        elif c == "}":
+            depth -= 1
+            if depth == 0:
+                return text[start:i]
+        i += 1
+    return None
+
+
+def _last_command_arg(text: str, pattern: re.Pattern) -> str | None:
+    last = None
+    for m in pattern.finditer(text):  # linear; keeps the last opening
+        last = m
+    if last is None:
+        return None
+    # Only the last box counts: a truncated final box must not fall back to an
+    # intermediate one, which would reward an answer the model moved away from.
+    return _braced_from(text, last.end())
+
+
+def extract_boxed(text: str) -> str | None:
+    """Content of the last ``\\boxed{...}`` / ``\\fbox{...}`` (nested braces allowed), else None."""
+    if not isinstance(text, str):
+        return None
+    return _last_command_arg(text, _BOX_RE)
+
+
+def _extract_boxed_strict(text: str) -> str | None:
+    """Like `extract_boxed` but only ``\\boxed``; the format reward asks for that command."""
+    return _last_command_arg(text, _BOXED_ONLY_RE)
+
+
+def _clean(s: str | None) -> str | None:
+    """Strip whitespace and math delimiters; empty becomes None (an empty box is no answer)."""
+    if s is None:
+        return None
+    s = s.strip()
+    for _ in range(3):
+        prev = s
+        s = s.strip("$").strip()
+        if s.startswith("\\(") and s.endswith("\\)"):
+            s = s[2:-2].strip()
+        if s.startswith("\\[") and s.endswith("\\]"):
+            s = s[2:-2].strip()
+        if s == prev:
+            break
+    return s or None
+
+
+def _answer_tag(text: str) -> str | None:
+    end = text.rfind("</answer>")
+    if end < 0:
+        return None
+    start = text.rfind("<answer>", 0, end)
+    if start < 0:
+        return None
+    return text[start + len("<answer>"):end]
+
+
+# "answer is (B)", "Answer: C", "the answer is option B" ... letter must be uppercase so
+# that ordinary words ("answer is a number") are not read as choice A.
+_LETTER_PHRASE_RE = re.compile(
+    r"(?i:answer)\s*(?:(?i:is)\s*)?[:：]?\s*(?:(?i:option|choice)\s*)?\(?\s*([A-Z])\s*\)?(?![A-Za-z0-9])"
+)
+_LETTER_ONLY_RE = re.compile(r"\s*\(?\s*([A-Z])\s*\)?\s*[.):]?\s*")
+
+
+def _letter_answer(text: str, n_choices: int) -> str | None:
+    tail = text
+    k = text.rfind("</think>")
+    if k >= 0:
+        tail = text[k + len("</think>"):]
+    for candidate in (tail, text):
+        m = _LETTER_ONLY_RE.fullmatch(candidate)
+        if m and ord(m.group(1)) - 65 < n_choices:
+            return m.group(1)
+    found = None
+    for m in _LETTER_PHRASE_RE.finditer(text):
+        if ord(m.group(1)) - 65 < n_choices:
+            found = m.group(1)
+    return found
+
+
+def extract_answer(text: str, choices: Sequence[str] | None = None) -> str | None:
+    """The model's final answer: last box, else last ``<answer>`` tag, else a choice letter.
+
+    Later occurrences win because models often revise; a source yielding an empty string
+    falls through to the next one.
+    """
+    if not isinstance(text, str) or not text:
+        return None
+    ans = _clean(extract_boxed(text))
+    if ans is not None:
+        return ans
+    ans = _clean(_answer_tag(text))
+    if ans is not None:
+        return ans
+    if choices:
+        return _letter_answer(text, min(len(choices), 26))
+    return None
+
+
+# ----------------------------------------------------------------------------- choices
+
+_CHOICE_LETTER_RE = re.compile(r"(?:(?:option|choice)\s*)?\(?\s*([A-Z])\s*\)?\s*[.):]?")
+_CHOICE_LETTER_CI_RE = re.compile(
+    r"(?:(?:option|choice)\s*\(?\s*([a-z])\s*\)?|\(\s*([a-z])\s*\))\s*[.):]?", re.IGNORECASE
+)
+_CHOICE_PREFIX_RE = re.compile(r"(?:\(\s*([A-Za-z])\s*\)|([A-Z])[.):])\s+\S.*", re.DOTALL)
+
+
+def _choice_text_key(s: str) -> str:
+    return re.sub(r"\s+", "", s.replace("$", "")).casefold()
+
+
+def normalize_choice(ans: str, choices: Sequence[str] | None) -> str:
+    """Map a choice letter ("B", "(B)", "B.", "option B", "(B) text") or a choice's text to
+    that choice's text, so letters and texts compare equal; anything else is returned as is."""
+    if not choices or not isinstance(ans, str):
+        return ans
+    s = ans.strip().strip("$").strip()
+    n = len(choices)
+
+    def pick(letter: str | None) -> str | None:
+        if letter:
+            idx = ord(letter.upper()) - 65
+            if 0 <= idx < n:
+                return str(choices[idx])
+        return None
+
+    m = _CHOICE_LETTER_RE.fullmatch(s)
+    if m and (hit := pick(m.group(1))) is not None:
+        return hit
+    m = _CHOICE_LETTER_CI_RE.fullmatch(s)
+    if m and (hit := pick(m.group(1) or m.group(2))) is not None:
+        return hit
+    key = _choice_text_key(s)
+    for c in choices:
+        if _choice_text_key(str(c)) == key:
+            return str(c)
+    m = _CHOICE_PREFIX_RE.fullmatch(s)
+    if m and (hit := pick(m.group(1) or m.group(2))) is not None:
+        return hit
+    return ans
+
+
+# ----------------------------------------------------------------------------- normalisation
+
+_TEXT_WRAP_RE = re.compile(r"\\(?:text|textbf|textit|mathrm|mathbf|mbox|operatorname)\s*\{([^{}]*)\}")
+_DEGREE_RE = re.compile(r"\^\s*\{\s*\\circ\s*\}|\^\s*\\circ|\\circ|°|\\degree\b|\bdegrees?\b", re.IGNORECASE)
+_SPACING_RE = re.compile(r"\\[,;:! ]|\\left\b|\\right\b")
+
+
+def _unwrap(s: str) -> str:
+    """Drop presentation-only markup (text wrappers, spacing, degree marks) but keep spaces."""
+    s = _clean(s) or ""
+    s = s.replace("\\dfrac", "\\frac").replace("\\tfrac", "\\frac")
+    s = _SPACING_RE.sub(" ", s)
+    s = _TEXT_WRAP_RE.sub(r"\1", s)
+    s = _DEGREE_RE.sub("", s)
+    return s.strip()
+
+
+@functools.lru_cache(maxsize=65536)
+def _light(s: str) -> str:
+    """Key for exact comparison: unwrapped, no whitespace, no trailing period, casefolded."""
+    s = re.sub(r"\s+", "", _unwrap(s))
+    s = s.rstrip(".")
+    return s.strip("$").casefold()
+
+
+_THOUSANDS_RE = re.compile(r"[+-]?\d{1,3}(?:,\d{3})+(?:\.\d+)?")
+_FLOAT_RE = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:e[+-]?\d+)?")
+_SLASH_RE = re.compile(r"([+-]?\d+(?:\.\d+)?)/([+-]?\d+(?:\.\d+)?)")
+_FRAC_RE = re.compile(r"([+-]?)\\frac\{([+-]?\d+(?:\.\d+)?)\}\{([+-]?\d+(?:\.\d+)?)\}")
+_FRAC_SHORT_RE = re.compile(r"([+-]?)\\frac(\d)(\d)")
+
+
+@functools.lru_cache(maxsize=65536)
+def _to_number(light: str) -> float | None:
+    """Float value of a plain number / simple fraction (input already `_light`), else None."""
+    if not light or len(light) > 64:
+        return None
+    s = light
+    if _THOUSANDS_RE.fullmatch(s):
+        s = s.replace(",", "")
+    val: float | None = None
+    if _FLOAT_RE.fullmatch(s):
+        val = float(s)
+    elif m := _SLASH_RE.fullmatch(s):
+        den = float(m.group(2))
+        val = float(m.group(1)) / den if den != 0 else None
+    elif m := (_FRAC_RE.fullmatch(s) or _FRAC_SHORT_RE.fullmatch(s)):
+        den = float(m.group(3))
+        if den != 0:
+            val = float(m.group(2)) / den
+            if m.group(1) == "-":
+                val = -val
+    if val is None or not math.isfinite(val):
+        return None
+    return val + 0.0  # folds -0.0 into 0.0
+
+
+def _numbers_close(a: float, b: float) -> bool:
+    return math.isclose(a, b, rel_tol=1e-4, abs_tol=1e-9)
+
+
+# ----------------------------------------------------------------------------- math-verify
+
+# math-verify is called with its timeouts disabled so it works off the main thread; these
+# static limits stand in for the timeout by refusing inputs that make sympy hang (towers
+# like 2^{2^{40}}, factorials of huge numbers) or parse slowly (very long strings).
+_MV_MAX_LEN = 200
+_BIG_INT_RE = re.compile(r"\d{6,}")
+_HEAVY_OPS = ("!", "\\binom", "\\choose", "\\prod", "\\sum", "\\Gamma", "**")
+_WORDY_RE = re.compile(r"[A-Za-z]{2,}")
+
+
+def _exponents(s: str):
+    i = s.find("^")
+    while i >= 0:
+        j = i + 1
+        while j < len(s) and s[j] == " ":
+            j += 1
+        if j < len(s) and s[j] == "{":
+            body = _braced_from(s, j + 1)
+            yield body if body is not None else s[j + 1:]
+        else:
+            yield s[j:j + 1]
+        i = s.find("^", i + 1)
+
+
+def _mv_safe(s: str) -> bool:
+    if len(s) > _MV_MAX_LEN:
+        return False
+    if any(op in s for op in _HEAVY_OPS) and _BIG_INT_RE.search(s):
+        return False
+    for exp in _exponents(s):
+        if "^" in exp or re.search(r"\d{7,}", exp):
+            return False
+    return True
+
+
+def _wordlike(s: str) -> bool:
+    """Plain words ("yes", "cat"): math-verify reads them as products of symbols, so "yes"
+    and "sey" would compare equal; such answers are compared as text only."""
+    return "\\" not in s and not any(ch.isdigit() for ch in s) and bool(_WORDY_RE.search(s))
+
+
+_MV = None
+
+
+def _mv():
+    global _MV
+    if _MV is None:
+        import math_verify
+
+        _MV = math_verify
+    return _MV
+
+
+@functools.lru_cache(maxsize=65536)
+def _mv_parse(s: str) -> tuple:
+    """math-verify parse of ``$s$``; wrapping in ``$`` is what makes it parse reliably."""
+    try:
+        return tuple(_mv().parse(f"${s}$", parsing_timeout=None))
+    except Exception:
+        return ()
+
+
+def _mv_equal(pred: str, gold: str) -> bool:
+    if not (_mv_safe(pred) and _mv_safe(gold)):
+        return False
+    g = _mv_parse(gold)
+    p = _mv_parse(pred)
+    if not g or not p:
+        return False
+    try:
+        return bool(_mv().verify(list(g), list(p), timeout_seconds=None))
+    except Exception:
+        return False
+
+
+# ----------------------------------------------------------------------------- equivalence
+
+
+@functools.lru_cache(maxsize=65536)
+def _equivalent(pred: str, gold: str) -> bool:
+    lp, lg = _light(pred), _light(gold)
+    if not lp or not lg:
+        return False
+    if lp == lg:
+        return True
+    np_, ng = _to_number(lp), _to_number(lg)
+    if np_ is not None and ng is not None:
+        return _numbers_close(np_, ng)
+    up, ug = _unwrap(pred), _unwrap(gold)
+    if _wordlike(up) or _wordlike(ug):
+        return False
+    return _mv_equal(up, ug)
+
+
+def answers_equivalent(pred: str | None, gold: str | None, choices: Sequence[str] | None = None) -> bool:
+    """True iff `pred` and `gold` denote the same answer; never raises (errors count as False)."""
+    try:
+        if pred is None or gold is None:
+            return False
+        p = normalize_choice(str(pred), choices)
+        g = normalize_choice(str(gold), choices)
+        return _equivalent(p, g)
+    except Exception:
+        return False
+
+
+def canonical_answer(ans: str | None, choices: Sequence[str] | None = None) -> Hashable | None:
+    """Cheap grouping key: equal for answers that differ only in spelling of a number,
+    choice letter vs text, or whitespace/markup. Empty answers map to None."""
+    if ans is None:
+        return None
+    try:
+        light = _light(normalize_choice(str(ans), choices))
+        if not light:
+            return None
+        num = _to_number(light)
+        if num is not None:
+            return ("num", round(num, 6) + 0.0)
+        return ("str", light)
+    except Exception:
+        return ("str", str(ans))
+
+
+def group_answer_keys(answers: Sequence[str | None], choices: Sequence[str] | None = None) -> list[Hashable | None]:
+    """Keys for one group where math-equivalent answers (``\\sqrt{8}`` / ``2\\sqrt{2}``) share
+    a key. Only one representative per distinct cheap key is compared, so the cost grows
+    with the number of distinct answers, not the group size. Merged classes take the key
+    of their earliest member."""
+    keys = [canonical_answer(a, choices) for a in answers]
+    reps: dict[Hashable, str] = {}
+    for a, k in zip(answers, keys):
+        if k is not None and k not in reps:
+            reps[k] = str(a)
+    distinct = list(reps)
+    parent = list(range(len(distinct)))
+
+    def find(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    for j in range(1, len(distinct)):
+        for i in range(j):
+            ri, rj = find(i), find(j)
+            if ri == rj:
+                continue
+            if answers_equivalent(reps[distinct[j]], reps[distinct[i]], choices):
+                parent[max(ri, rj)] = min(ri, rj)
+    remap = {k: distinct[find(i)] for i, k in enumerate(distinct)}
+    return [None if k is None else remap[k] for k in keys]

@@ -1,0 +1,136 @@
+"""Reward heads: named, weighted scorers of a rollout batch. Each may keep state that is checkpointed with the run."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+import torch
+
+from mmevo.rewards.accuracy import accuracy_rewards
+from mmevo.rewards.format import format_rewards
+from mmevo.rewards.majority import majority_vote_rewards
+
+
+@dataclass
+class ScoredSample:
+    """What a reward head sees of one sample."""
+
+    response: str  # decoded response text (the whole assistant turn)
+    group_id: int  # samples of one prompt share it
+    gold: str | None  # gold answer when known (None in label-free runs)
+    choices: Sequence[str] | None  # multiple-choice options, [] / None for free form
+    truncated: bool = False  # hit max_tokens without a stop token
+
+
+class RewardHead:
+    """Base class: ``score`` returns rewards [B] and metrics; ``state_dict`` / ``load_state_dict`` for resume."""
+
+    name = "base"
+
+    def score(self, samples: Sequence[ScoredSample]) -> tuple[torch.Tensor, dict]:
+        raise NotImplementedError
+
+    def state_dict(self) -> dict:
+        return {}
+
+    def load_state_dict(self, state: dict) -> None:
+        pass
+
+
+class AccuracyHead(RewardHead):
+    """Verifiable accuracy against the gold answer (1/0)."""
+
+    name = "accuracy"
+
+    def score(self, samples):
+        missing = sum(s.gold is None for s in samples)
+        if missing == len(samples):
+            raise ValueError("reward head 'accuracy' needs gold answers, but this batch has none "
+                             "(label-free run? use the 'majority' head)")
+        r = accuracy_rewards([s.response for s in samples], [s.gold for s in samples], [s.choices for s in samples])
+        return r, {"no_gold": missing}
+
+
+class FormatHead(RewardHead):
+    """``<think>…</think>`` then ``\\boxed{}`` (1/0)."""
+
+    name = "format"
+
+    def score(self, samples):
+        return format_rewards([s.response for s in samples]), {}
+
+
+class MajorityHead(RewardHead):
+    """MM-UPT majority vote: 1 iff the answer equals the group's modal answer; no answer -> 0. Label-free."""
+
+    name = "majority"
+
+    def __init__(self):
+        self.calls = 0  # state kept only to show that heads' state is checkpointed
+
+    def score(self, samples):
+        self.calls += 1
+        r, info = majority_vote_rewards([s.response for s in samples], [s.group_id for s in samples],
+                                        [s.choices for s in samples])
+        metrics = {k: float(v) for k, v in info.items() if isinstance(v, (int, float))}
+        golds = {s.group_id: s.gold for s in samples}
+        labels = info.get("pseudo_labels", {})
+        if labels and all(g is not None for g in golds.values()):  # logged only, never used for training
+            from mmevo.rewards.answers import answers_equivalent
+
+            chs = {s.group_id: s.choices for s in samples}
+            hits = [answers_equivalent(labels.get(g), golds[g], chs[g]) for g in golds]
+            metrics["pseudo_label_acc"] = sum(hits) / len(hits)
+        return r, metrics
+
+    def state_dict(self):
+        return {"calls": self.calls}
+
+    def load_state_dict(self, state):
+        self.calls = int(state.get("calls", 0))
+
+
+HEADS: dict[str, Callable[[], RewardHead]] = {"accuracy": AccuracyHead, "format": FormatHead, "majority": MajorityHead}
+
+
+def register_head(name: str, factory: Callable[[], RewardHead]) -> None:
+    """Plug-in point for other reward heads (SFR, MM-Zero roles, Prism, HONEST)."""
+    HEADS[name] = factory
+
+
+class RewardMixer:
+    """Weighted sum of heads; logs each head's mean/std and counts empty / unparseable responses."""
+
+    def __init__(self, weights: dict[str, float]):
+        unknown = [n for n in weights if n not in HEADS]
+        if unknown:
+            raise ValueError(f"unknown reward head(s) {unknown}; known: {sorted(HEADS)}")
+        self.weights = {n: float(w) for n, w in weights.items()}
+        self.heads = {n: HEADS[n]() for n in weights}
+
+    def __call__(self, samples: Sequence[ScoredSample]) -> tuple[torch.Tensor, dict]:
+        total = torch.zeros(len(samples), dtype=torch.float32)
+        metrics: dict[str, float] = {}
+        for name, head in self.heads.items():
+            r, m = head.score(samples)
+            r = r.float()
+            if not torch.isfinite(r).all():
+                raise FloatingPointError(f"reward head {name!r} returned non-finite rewards")
+            total += self.weights[name] * r
+            metrics[f"reward/{name}/mean"] = r.mean().item()
+            metrics[f"reward/{name}/std"] = r.std(unbiased=False).item()
+            for k, v in m.items():
+                metrics[f"reward/{name}/{k}"] = float(v)
+        metrics["reward/total/mean"] = total.mean().item()
+        metrics["reward/total/std"] = total.std(unbiased=False).item()
+        metrics["response/empty_frac"] = sum(not s.response.strip() for s in samples) / max(1, len(samples))
+        return total, metrics
+
+    def state_dict(self) -> dict:
+        return {n: h.state_dict() for n, h in self.heads.items()}
+
+    def load_state_dict(self, state: dict) -> None:
+        for n, s in state.items():
+            if n in self.heads:
+                self.heads[n].load_state_dict(s)
