@@ -112,6 +112,7 @@ class SFTConfig:
     warmup_steps: int = 20
     max_grad_norm: float = 1.0
     output_dir: str = "runs/sft"  # final HF model goes to output_dir/model
+    teacher_noise: float = 0.0  # synthetic data only: share of SFT solutions from a weak teacher using a wrong rule
 
 
 @dataclass

@@ -369,3 +369,23 @@ def test_missing_source_and_split(tmp_path):
     (tmp_path / "d").mkdir()
     with pytest.raises(FileNotFoundError, match="split 'train'"):
         load_geometry3k(tmp_path / "d", split="train")
+
+
+def test_teacher_noise_changes_only_solutions():
+    from mmevo.data.synthetic import generate_geometry, teacher_mistake, with_teacher_noise
+    from mmevo.rewards.answers import extract_boxed
+
+    clean = generate_geometry(400, seed=9)
+    noisy = with_teacher_noise(clean, 0.6, seed=9)
+    assert noisy == with_teacher_noise(clean, 0.6, seed=9)  # seeded
+    wrong = [n for n in noisy if n.meta.get("teacher_wrong")]
+    assert 0.5 < len(wrong) / len(clean) < 0.7
+    for c, n in zip(clean, noisy):
+        assert (c.id, c.problem, c.answer, c.choices) == (n.id, n.problem, n.answer, n.choices)
+        boxed = extract_boxed(n.solution)
+        if n.meta.get("teacher_wrong"):
+            assert boxed != n.answer  # every mistake rule gives a wrong value
+            assert boxed == str(teacher_mistake(n.meta["kind"], n.meta["params"])[1])
+        else:
+            assert n.solution == c.solution and boxed == c.answer
+    assert with_teacher_noise(clean, 0.0, seed=9) == clean

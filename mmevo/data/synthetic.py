@@ -21,6 +21,7 @@ alike.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import io
 import json
@@ -641,6 +642,59 @@ def generate_geometry(
         raise ValueError(f"n must be >= 0, got {n}")
     stream = iter_geometry(seed, image_size=image_size, mc_fraction=mc_fraction, id_prefix=id_prefix)
     return [next(stream) for _ in range(n)]
+
+
+def teacher_mistake(kind: str, params: dict[str, Any]) -> tuple[str, int]:
+    """A plausible wrong rule for a problem kind (a weak teacher's systematic error): (reasoning, wrong value)."""
+    a = params.get("a")
+    if kind == "vertical_angles":
+        return f"vertical angles add to 180, 180 - {a} = {180 - a}", 180 - a
+    if kind == "parallel_lines":
+        rel = params["relation"]
+        if rel == "co-interior":
+            return f"co-interior angles are equal, so {a}", a
+        name = "alternate interior" if rel == "alternate" else rel
+        return f"{name} angles add to 180, 180 - {a} = {180 - a}", 180 - a
+    if kind == "supplementary_angle":
+        return f"supplementary angles are equal, so {a}", a
+    if kind in ("complementary_angle", "right_triangle_angle", "triangle_angle"):
+        return f"180 - {a} = {180 - a}", 180 - a
+    if kind == "isosceles_base_angle":
+        return f"base angles equal the apex, so {params['apex']}", params["apex"]
+    if kind == "rectangle_perimeter":
+        w, h = params["w"], params["h"]
+        return f"{w} + {h} = {w + h}", w + h
+    if kind == "rectangle_area":
+        w, h = params["w"], params["h"]
+        return f"2 * ({w} + {h}) = {2 * (w + h)}", 2 * (w + h)
+    if kind == "circle_central_angle":
+        return f"central angles equal inscribed angles, so {a}", a
+    if kind == "circle_radius":
+        return f"2 * {params['d']} = {2 * params['d']}", 2 * params["d"]
+    if kind == "square_side":
+        return f"{params['p']} / 2 = {params['p'] // 2}", params["p"] // 2
+    raise ValueError(f"no teacher mistake defined for kind {kind!r}")
+
+
+def with_teacher_noise(examples: Sequence[Example], rate: float, seed: int) -> list[Example]:
+    """Copies of ``examples`` whose SFT ``solution`` applies a wrong rule for a seeded ``rate`` share of them.
+
+    Simulates SFT data from a weak teacher; gold ``answer`` fields are untouched, so a verifiable reward can later
+    correct what SFT taught. Problems, images and ids are unchanged.
+    """
+    if not 0.0 <= rate <= 1.0:
+        raise ValueError(f"teacher noise rate must be in [0, 1], got {rate}")
+    rng = random.Random(_derive_seed(seed, "teacher-noise"))
+    out = []
+    for ex in examples:
+        if rng.random() < rate and ex.meta.get("kind") in KINDS:
+            think, wrong = teacher_mistake(ex.meta["kind"], ex.meta["params"])
+            if str(wrong) == ex.answer:  # the wrong rule happens to give the right value (e.g. apex 60)
+                out.append(ex)
+                continue
+            ex = dataclasses.replace(ex, solution=_solution(think, str(wrong)), meta={**ex.meta, "teacher_wrong": True})
+        out.append(ex)
+    return out
 
 
 def _derive_seed(seed: int, tag: str) -> int:

@@ -166,6 +166,7 @@ class GRPOTrainer:
         self.out = Path(t.output_dir)
         self.logger = RunLogger(self.out, to_dict(cfg), t.wandb_mode, t.wandb_project, enabled=log)
         self.skipped_prompts = 0
+        self._started = False
 
     # -- the algorithm ------------------------------------------------------------------------------------------
     def step(self) -> dict:
@@ -345,13 +346,20 @@ class GRPOTrainer:
     def train(self, steps: int | None = None, on_step=None) -> list[dict]:
         """Run until ``trainer.steps`` (or ``steps`` more); returns the per-step metrics."""
         t = self.cfg.trainer
-        self.maybe_resume()
+        if not self._started:  # resume (or start a fresh curve) once per trainer, not on every train() call
+            if not self.maybe_resume():
+                self.logger.truncate_after(self.step_idx)  # a fresh run never appends to an old run's curve
+            self._started = True
         target = t.steps if steps is None else self.step_idx + steps
         history = []
         bar = _progress(target, self.step_idx, enabled=t.progress)
         try:
             while self.step_idx < target:
-                metrics = self.step()
+                try:
+                    metrics = self.step()
+                except FloatingPointError as e:
+                    raise TrainingDiverged(f"{e} at step {self.step_idx}: stopping; the last good checkpoint in "
+                                           f"{self.out / 'checkpoints'} is kept") from e
                 if t.eval_every and self.step_idx % t.eval_every == 0 and self.heldout:
                     metrics.update({f"eval/{k}": v for k, v in self.evaluate().items() if not isinstance(v, dict)})
                 self.logger.log(self.step_idx, metrics)

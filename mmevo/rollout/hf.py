@@ -21,23 +21,24 @@ def sample_next(logits: torch.Tensor, params: SamplingParams, generator: torch.G
     """Pick the next token per row. logits [B, V] -> (tokens [B], logprobs [B] under softmax(logits / T)).
 
     ``banned_ids`` (vision placeholders) are never sampled: one in a response would desynchronise image features and
-    placeholder tokens when the sequence is scored.
+    placeholder tokens when the sequence is scored. The returned log-probs are those of the unmodified policy (what
+    the trainer computes), not of the renormalised sampling distribution.
     """
     logits = logits.float()
-    if banned_ids is not None and banned_ids.numel():
-        logits = logits.index_fill(-1, banned_ids, float("-inf"))
-    if params.temperature <= 0:
-        logp = torch.log_softmax(logits, -1)
-        tok = logits.argmax(-1)
-        return tok, logp.gather(-1, tok[:, None]).squeeze(-1)
-    scaled = logits / params.temperature
+    if not torch.isfinite(logits).all():
+        raise FloatingPointError("the policy produced non-finite logits (NaN/inf weights?)")
+    scaled = logits / params.temperature if params.temperature > 0 else logits
     logp = torch.log_softmax(scaled, -1)
-    probs = logp.exp()
+    if banned_ids is not None and banned_ids.numel():
+        scaled = scaled.index_fill(-1, banned_ids, float("-inf"))
+    if params.temperature <= 0:
+        tok = scaled.argmax(-1)
+        return tok, logp.gather(-1, tok[:, None]).squeeze(-1)
+    probs = torch.softmax(scaled, -1)
     if params.top_p < 1.0:
         sorted_p, idx = probs.sort(-1, descending=True)
         keep = sorted_p.cumsum(-1) - sorted_p < params.top_p  # always keeps the most likely token
-        sorted_p = sorted_p * keep
-        probs = torch.zeros_like(probs).scatter(-1, idx, sorted_p)
+        probs = torch.zeros_like(probs).scatter(-1, idx, sorted_p * keep)
     tok = torch.multinomial(probs, 1, generator=generator).squeeze(-1)
     return tok, logp.gather(-1, tok[:, None]).squeeze(-1)
 

@@ -1,0 +1,141 @@
+"""Recipes: resolve a config into model, data and engine, then run SFT, GRPO or evaluation end to end."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import torch
+
+from mmevo.config import Config, to_dict
+from mmevo.data.schema import Example
+from mmevo.models.loader import LoadedModel, load_model
+
+TINY_ALIASES = {"tiny": "tiny-qwen2.5-vl", "tiny-text": "tiny-qwen2"}
+
+
+def resolve_model_path(cfg: Config) -> str:
+    """"tiny" / "tiny-text" build the embedded models once into ``model.cache_dir``; anything else is used as given."""
+    name = cfg.model.path
+    if name in TINY_ALIASES:
+        from mmevo.models.tiny import build_tiny_qwen2, build_tiny_qwen2_5_vl
+
+        out = Path(cfg.model.cache_dir) / TINY_ALIASES[name]
+        build = build_tiny_qwen2_5_vl if name == "tiny" else build_tiny_qwen2
+        return str(build(out))
+    return name
+
+
+def load_policy(cfg: Config, path: str | None = None) -> LoadedModel:
+    torch.manual_seed(cfg.trainer.seed)
+    return load_model(path or resolve_model_path(cfg), cfg.model.dtype, cfg.model.device)
+
+
+def load_examples(cfg: Config, which: str) -> tuple[list[Example], dict]:
+    """``which`` is "train" or "heldout"; synthetic sets come from disjoint seeded streams."""
+    source = cfg.data.train if which == "train" else cfg.data.heldout
+    if not source:
+        return [], {}
+    if source == "synthetic":
+        from mmevo.data.synthetic import split_train_heldout
+
+        d = cfg.data
+        train, held = split_train_heldout(d.n_train if which == "train" else 0,
+                                          d.n_heldout if which == "heldout" else 0, d.seed, d.image_size,
+                                          d.mc_fraction)
+        rows = train if which == "train" else held
+        return rows, {"rows": len(rows), "loaded": len(rows), "skipped": 0}
+    from mmevo.data.geometry3k import load_geometry3k
+
+    return load_geometry3k(source, skip_bad=cfg.data.skip_bad_rows)
+
+
+def _build_trainer(cfg: Config, policy: LoadedModel, train, heldout, log: bool = True):
+    from mmevo.grpo.trainer import GRPOTrainer
+    from mmevo.rollout.factory import build_engine
+
+    ref = None
+    if cfg.algo.kl_coef > 0:  # the reference is the run's starting model, also after a resume
+        ref = load_model(policy.path, cfg.model.dtype, cfg.model.device).model.eval().requires_grad_(False)
+    return GRPOTrainer(cfg, policy, build_engine(cfg, policy), train, heldout, ref_model=ref, log=log)
+
+
+def run_sft(cfg: Config) -> dict:
+    """SFT warm-up on the train set's worked solutions; exports ``sft.output_dir/model``."""
+    from mmevo.grpo.checkpoint import save_model
+    from mmevo.grpo.sft import run_sft as sft_loop
+
+    policy = load_policy(cfg)
+    train, stats = load_examples(cfg, "train")
+    if cfg.sft.teacher_noise > 0:
+        if cfg.data.train != "synthetic":
+            raise ValueError("sft.teacher_noise only applies to data.train=synthetic")
+        from mmevo.data.synthetic import with_teacher_noise
+
+        train = with_teacher_noise(train, cfg.sft.teacher_noise, cfg.data.seed)
+        stats["teacher_wrong"] = sum(bool(ex.meta.get("teacher_wrong")) for ex in train)
+    t0 = time.time()
+    history = sft_loop(cfg, policy, train)
+    out = save_model(Path(cfg.sft.output_dir) / "model", policy.model, policy.processor)
+    summary = {"model": str(out), "steps": len(history), "final_loss": history[-1]["sft/loss"] if history else None,
+               "seconds": time.time() - t0, "data": stats}
+    (Path(cfg.sft.output_dir) / "summary.json").write_text(json.dumps(summary, indent=2))
+    return summary
+
+
+def run_grpo(cfg: Config, evaluate_before_after: bool = True) -> dict:
+    """GRPO from ``model.path``; evaluates on the held-out set before and after, exports ``output_dir/final``."""
+    policy = load_policy(cfg)
+    train, train_stats = load_examples(cfg, "train")
+    heldout, _ = load_examples(cfg, "heldout")
+    trainer = _build_trainer(cfg, policy, train, heldout)
+    out = Path(cfg.trainer.output_dir)
+    summary: dict = {"config": to_dict(cfg), "data": train_stats}
+    resumed = latest_checkpoint_exists(out) and cfg.trainer.resume
+    if evaluate_before_after and heldout and not resumed:
+        summary["eval_before"] = _strip(trainer.evaluate())
+        print(f"[mmevo] held-out accuracy before GRPO: {summary['eval_before']['accuracy']:.3f}")
+    t0 = time.time()
+    trainer.train()
+    summary["train_seconds"] = time.time() - t0
+    if cfg.trainer.save_every:
+        trainer.save()
+    summary["final_model"] = str(trainer.export(out / "final"))
+    if evaluate_before_after and heldout:
+        summary["eval_after"] = _strip(trainer.evaluate())
+        print(f"[mmevo] held-out accuracy after GRPO: {summary['eval_after']['accuracy']:.3f}")
+    trainer.logger.close()
+    from mmevo.metrics import plot_curves
+
+    plot_curves(out / "metrics.jsonl", out / "curves.png",
+                ["reward/total/mean", "frac_reward_zero_std", "actor/entropy", "actor/kl", "response/length_mean",
+                 "time/step"], "GRPO")
+    (out / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
+    return summary
+
+
+def run_eval(cfg: Config) -> dict:
+    """Greedy held-out accuracy of ``model.path`` on ``data.heldout``."""
+    from mmevo.grpo.trainer import PromptCache, evaluate
+    from mmevo.rollout.factory import build_engine
+
+    policy = load_policy(cfg)
+    heldout, stats = load_examples(cfg, "heldout")
+    if not heldout:
+        raise ValueError("data.heldout is empty: give a Geometry3K-schema file or 'synthetic'")
+    prompts = PromptCache(policy.processor, policy.is_vl, cfg.data.prompt_template, cfg.data.system_prompt)
+    result = evaluate(build_engine(cfg, policy), prompts, heldout, policy.tokenizer,
+                      cfg.trainer.eval_max_tokens or cfg.rollout.max_tokens, cfg.rollout.eval_temperature,
+                      seed=cfg.trainer.seed)
+    return {**_strip(result), "data": stats}
+
+
+def latest_checkpoint_exists(out: Path) -> bool:
+    from mmevo.grpo.checkpoint import latest_checkpoint
+
+    return latest_checkpoint(out) is not None
+
+
+def _strip(ev: dict) -> dict:
+    return {k: v for k, v in ev.items() if k != "samples"} | {"samples": ev.get("samples", [])[:5]}

@@ -1,0 +1,165 @@
+"""Tiny model building/loading and the HF rollout engine (parity with transformers' generate, retrace, log-probs)."""
+
+import json
+
+import pytest
+import torch
+from PIL import Image
+
+from conftest import randomize
+from mmevo.grpo.trainer import sequence_logprobs
+from mmevo.models.inputs import encode_prompt
+from mmevo.models.loader import load_model, stop_token_ids, vision_token_ids
+from mmevo.models.processor import ImageOnlyQwen2_5_VLProcessor
+from mmevo.models.tiny import QWEN_SPECIAL_TOKENS
+from mmevo.rollout.base import RolloutRequest, SamplingParams
+from mmevo.rollout.hf import HFEngine
+
+
+@pytest.fixture(scope="module")
+def vl(tiny_vl_path):
+    lm = load_model(tiny_vl_path)
+    randomize(lm.model)
+    lm.model.eval()
+    return lm
+
+
+def _engine(lm, **kw):
+    return HFEngine(lm.model, lm.tokenizer.pad_token_id, stop_token_ids(lm.tokenizer, lm.model),
+                    banned_ids=vision_token_ids(lm.tokenizer), **kw)
+
+
+def _prompts(lm):
+    imgs = [Image.new("RGB", (56, 56), "white"), Image.new("RGB", (70, 42), (200, 30, 30))]
+    return [encode_prompt(lm.processor, True, "<image>Find angle C.", [imgs[0]]),
+            encode_prompt(lm.processor, True, "In triangle ABC, angle A = 50 and angle B = 60. <image> Find x.", [imgs[1]])]
+
+
+def test_tiny_vl_reloads_through_auto_classes(tiny_vl_path, vl):
+    assert isinstance(vl.processor, ImageOnlyQwen2_5_VLProcessor)
+    assert vl.is_vl
+    tok = vl.tokenizer
+    assert tok.padding_side == "left"  # survived save/load
+    # Qwen's special tokens keep their order and are single tokens
+    ids = [tok.convert_tokens_to_ids(t) for t in QWEN_SPECIAL_TOKENS]
+    assert ids == sorted(ids) and len(set(ids)) == len(ids)
+    cfg = vl.model.config
+    assert cfg.image_token_id == tok.convert_tokens_to_ids("<|image_pad|>")
+    assert cfg.vision_start_token_id == tok.convert_tokens_to_ids("<|vision_start|>")
+    assert cfg.vision_config.out_hidden_size == cfg.text_config.hidden_size
+    head_dim = cfg.text_config.hidden_size // cfg.text_config.num_attention_heads
+    assert sum(cfg.text_config.rope_parameters["mrope_section"]) == head_dim // 2
+    n = sum(p.numel() for p in vl.model.parameters())
+    assert 1e6 <= n <= 10e6
+    spec = json.loads((tiny_vl_path / "mmevo_tiny_spec.json").read_text())
+    assert spec["vocab_size"] == 1024
+
+
+def test_saved_weights_roundtrip(tiny_vl_path, tmp_path):
+    """save_pretrained writes legacy key names; loading back must restore every tensor (no silent partial load)."""
+    a = load_model(tiny_vl_path)
+    randomize(a.model, seed=3)
+    a.model.save_pretrained(tmp_path / "m")
+    a.processor.save_pretrained(tmp_path / "m")
+    b = load_model(tmp_path / "m")
+    sa, sb = a.model.state_dict(), b.model.state_dict()
+    assert sa.keys() == sb.keys()
+    for k in sa:
+        assert torch.equal(sa[k], sb[k]), k
+
+
+def test_prompt_encoding_expands_image_tokens(vl):
+    p = _prompts(vl)[0]
+    image_id = vl.model.config.image_token_id
+    n_img = sum(t == image_id for t in p.input_ids)
+    grid = p.image_grid_thw[0]
+    assert n_img == int(grid.prod()) // 4  # merge 2x2
+    assert [t for t, m in zip(p.input_ids, p.mm_token_type_ids) if m == 1] == [image_id] * n_img
+    assert p.text.endswith("<|im_start|>assistant\n")
+
+
+def test_greedy_matches_transformers_generate(vl):
+    prompts = _prompts(vl)
+    eng = _engine(vl)
+    out = eng.generate([RolloutRequest(p, n=2) for p in prompts], SamplingParams(temperature=0, max_tokens=10))
+    for p, comps in zip(prompts, out):
+        enc = vl.processor(text=[p.text], images=p.images, return_tensors="pt")
+        ref = vl.model.generate(**enc, max_new_tokens=10, do_sample=False)[0, enc["input_ids"].shape[1]:].tolist()
+        assert len(comps) == 2
+        for c in comps:
+            stop = stop_token_ids(vl.tokenizer, vl.model)
+            got = c.token_ids
+            assert got == ref[:len(got)]
+            assert c.finish_reason == ("stop" if got[-1] in stop else "length")
+
+
+def test_prefill_is_shared_between_samples(vl):
+    p = _prompts(vl)[0]
+    eng = _engine(vl)
+    eng.generate([RolloutRequest(p, n=5)], SamplingParams(temperature=1.0, max_tokens=3, seed=0))
+    assert eng.stats["prefill_tokens"] == len(p.input_ids)  # one prefill, not five
+
+
+def test_continuation_from_anchor_reproduces_greedy(vl):
+    """Retrace: continuing the same assistant turn from a prefix of a greedy response gives the same tokens."""
+    prompts = _prompts(vl)
+    eng = _engine(vl)
+    params = SamplingParams(temperature=0, max_tokens=12)
+    full = eng.generate([RolloutRequest(p) for p in prompts], params)
+    reqs = [RolloutRequest(p, n=2, prefix_ids=f[0].token_ids[:k]) for p, f, k in zip(prompts, full, (4, 7))]
+    cont = eng.generate(reqs, SamplingParams(temperature=0, max_tokens=12))
+    for f, c, k in zip(full, cont, (4, 7)):
+        for comp in c:
+            assert comp.prefix_ids == f[0].token_ids[:k]
+            n = len(f[0].token_ids)
+            assert comp.full_ids[:n] == f[0].token_ids
+
+
+def test_sampled_logprobs_match_trainer_logprobs(vl):
+    prompts = _prompts(vl)
+    eng = _engine(vl)
+    out = eng.generate([RolloutRequest(p, n=3) for p in prompts], SamplingParams(temperature=0.7, max_tokens=8, seed=1))
+    ps, rs, lps = [], [], []
+    for p, comps in zip(prompts, out):
+        for c in comps:
+            ps.append(p)
+            rs.append(c.full_ids)
+            lps.append(c.logprobs)
+    with torch.no_grad():
+        logp, _, mask = sequence_logprobs(vl.model, ps, rs, vl.tokenizer.pad_token_id, 0.7, "cpu")
+    for i, lp in enumerate(lps):
+        assert mask[i].sum() == len(lp)
+        assert torch.allclose(logp[i, :len(lp)], torch.tensor(lp), atol=2e-3)
+
+
+def test_sampling_is_seeded_and_never_emits_vision_tokens(vl):
+    prompts = _prompts(vl)
+    eng = _engine(vl)
+    params = SamplingParams(temperature=1.5, max_tokens=16, seed=7)
+    a = eng.generate([RolloutRequest(p, n=4) for p in prompts], params)
+    b = eng.generate([RolloutRequest(p, n=4) for p in prompts], params)
+    assert [[c.token_ids for c in r] for r in a] == [[c.token_ids for c in r] for r in b]
+    banned = set(vision_token_ids(vl.tokenizer))
+    assert all(not (set(c.token_ids) & banned) for r in a for c in r)
+    c = eng.generate([RolloutRequest(p, n=4) for p in prompts], SamplingParams(temperature=1.5, max_tokens=16, seed=8))
+    assert [[x.token_ids for x in r] for r in a] != [[x.token_ids for x in r] for r in c]
+
+
+def test_text_only_model(tiny_text_path):
+    lm = load_model(tiny_text_path)
+    assert not lm.is_vl
+    randomize(lm.model)
+    p = encode_prompt(lm.processor, False, "Find x.", [])
+    eng = _engine(lm)
+    out = eng.generate([RolloutRequest(p, n=2)], SamplingParams(temperature=0, max_tokens=6))
+    enc = lm.tokenizer(p.text, return_tensors="pt", add_special_tokens=False)
+    ref = lm.model.generate(**enc, max_new_tokens=6, do_sample=False)[0, enc["input_ids"].shape[1]:].tolist()
+    assert out[0][0].token_ids == ref[:len(out[0][0].token_ids)]
+
+
+def test_missing_model_path_is_a_clear_error(tmp_path):
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        load_model(tmp_path / "nope")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(FileNotFoundError, match="no config.json"):
+        load_model(tmp_path / "empty")
