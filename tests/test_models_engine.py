@@ -163,3 +163,26 @@ def test_missing_model_path_is_a_clear_error(tmp_path):
     (tmp_path / "empty").mkdir()
     with pytest.raises(FileNotFoundError, match="no config.json"):
         load_model(tmp_path / "empty")
+
+
+def test_shared_prefix_logprobs_and_gradients_match_full_sequences(tiny_vl_path):
+    """One prompt pass per group (expanded KV cache) gives the same log-probs and gradients as B full passes."""
+    lm = load_model(tiny_vl_path)
+    randomize(lm.model, std=0.2, seed=4)
+    prompts = _prompts(lm)
+    ps = [prompts[0]] * 3 + [prompts[1]] * 2  # two groups, as the trainer lays them out
+    rs = [[105, 106, 107], [108], [109, 110, 111, 112, 113], [114, 115], [116, 117, 118]]  # ordinary tokens
+    results = []
+    for share in (False, True):
+        lm.model.zero_grad()
+        logp, ent, mask = sequence_logprobs(lm.model, ps, rs, lm.tokenizer.pad_token_id, 0.9, "cpu",
+                                            with_entropy=True, share_prefix=share)
+        ((logp * mask).sum() + (ent * mask).sum()).backward()
+        grads = {n: p.grad.clone() for n, p in lm.model.named_parameters() if p.grad is not None}
+        results.append((logp * mask, ent * mask, mask, grads))
+    (l0, e0, m0, g0), (l1, e1, m1, g1) = results
+    assert torch.equal(m0, m1)
+    assert torch.allclose(l0, l1, atol=1e-4) and torch.allclose(e0, e1, atol=1e-4)
+    assert g0.keys() == g1.keys() and any("visual" in n for n in g1)  # gradients reach the vision tower too
+    for n in g0:
+        assert torch.allclose(g0[n], g1[n], atol=1e-4, rtol=1e-3), n

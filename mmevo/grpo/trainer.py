@@ -22,7 +22,7 @@ from mmevo.grpo import algos
 from mmevo.grpo.checkpoint import (latest_checkpoint, load_model_weights, load_trainer_state, save_checkpoint,
                                    save_model, set_rng_state)
 from mmevo.metrics import RunLogger, StageTimer, peak_memory_mb
-from mmevo.models.inputs import EncodedPrompt, collate_for_training, encode_prompt, unwrap
+from mmevo.models.inputs import EncodedPrompt, collate, collate_for_training, encode_prompt, unwrap
 from mmevo.models.loader import LoadedModel
 from mmevo.rewards.answers import extract_answer
 from mmevo.rewards.heads import RewardMixer, ScoredSample
@@ -119,22 +119,59 @@ def make_scheduler(opt, warmup: int, total: int, kind: str) -> torch.optim.lr_sc
 
 
 def sequence_logprobs(model, prompts: Sequence[EncodedPrompt], responses: Sequence[Sequence[int]], pad_id: int,
-                      temperature: float, device, with_entropy: bool = False):
+                      temperature: float, device, with_entropy: bool = False, share_prefix: bool = True):
     """Per-token log p(response | prompt) [B, R] (+ entropy [B, R]) and the response mask [B, R].
 
-    Only the hidden states at response positions go through the LM head (saves the [B, P, V] logits of the prompt).
+    Samples of one group share their prompt: with ``share_prefix`` the prompt is run once per distinct prompt and its
+    KV cache is expanded to the group's responses (gradients flow back through it), instead of running it B times.
+    Only hidden states at response positions go through the LM head (no [B, P, V] prompt logits).
     """
-    tb = collate_for_training(model, prompts, responses, pad_id, device)
     base = unwrap(model)
-    hidden = base.model(**tb.batch.model_kwargs(), use_cache=False).last_hidden_state
-    R = tb.response_ids.shape[1]
-    h = hidden[:, tb.prompt_len - 1: tb.prompt_len - 1 + R]  # the state before each response token predicts it
-    logits = base.lm_head(h).float()
+    owner: dict[int, int] = {}
+    for p in prompts:
+        owner.setdefault(id(p), len(owner))
+    if share_prefix and len(owner) < len(prompts):
+        hidden, response_ids, mask = _shared_prefix_hidden(base, prompts, responses, owner, pad_id, device)
+    else:
+        tb = collate_for_training(model, prompts, responses, pad_id, device)
+        out = base.model(**tb.batch.model_kwargs(), use_cache=False).last_hidden_state
+        R = tb.response_ids.shape[1]
+        hidden = out[:, tb.prompt_len - 1: tb.prompt_len - 1 + R]  # the state before each response token predicts it
+        response_ids, mask = tb.response_ids, tb.response_mask
+    logits = base.lm_head(hidden).float()
     if temperature and temperature > 0:
         logits = logits / temperature
-    logp = algos.logprobs_from_logits(logits, tb.response_ids)
+    logp = algos.logprobs_from_logits(logits, response_ids)
     ent = algos.entropy_from_logits(logits) if with_entropy else None
-    return logp, ent, tb.response_mask.to(logp.dtype)
+    return logp, ent, mask.to(logp.dtype)
+
+
+def _shared_prefix_hidden(base, prompts, responses, owner: dict[int, int], pad_id: int, device):
+    """Hidden states predicting each response token [B, R, H], computed with one prompt pass per distinct prompt."""
+    from transformers import DynamicCache
+
+    uniq = list({id(p): p for p in prompts}.values())
+    rows = torch.tensor([owner[id(p)] for p in prompts], device=device)  # [B] prompt index of each sample
+    pb = collate(base, uniq, None, pad_id, device)  # [U, P], left padded
+    cache = DynamicCache(config=base.config.get_text_config() if hasattr(base.config, "get_text_config") else base.config)
+    prompt_h = base.model(**pb.model_kwargs(), past_key_values=cache, use_cache=True).last_hidden_state
+    cache.batch_select_indices(rows)  # differentiable gather of the prompt KV: [U, ...] -> [B, ...]
+    B, R = len(responses), max(1, max(len(r) for r in responses))
+    response_ids = torch.full((B, R), pad_id, dtype=torch.long)
+    mask = torch.zeros((B, R), dtype=torch.long)
+    for i, r in enumerate(responses):
+        if len(r):
+            response_ids[i, :len(r)] = torch.tensor(list(r))
+            mask[i, :len(r)] = 1
+    response_ids, mask = response_ids.to(device), mask.to(device)
+    attn = torch.cat([pb.attention_mask[rows], mask], dim=1)
+    pos = pb.next_position[rows][:, None] + torch.arange(R, device=device)[None]  # text positions after the prompt
+    if pb.position_ids.dim() == 3:
+        pos = pos[None].expand(3, -1, -1)
+    resp_h = base.model(input_ids=response_ids, attention_mask=attn, position_ids=pos, past_key_values=cache,
+                        use_cache=True).last_hidden_state
+    hidden = torch.cat([prompt_h[rows, -1:], resp_h[:, :-1]], dim=1)  # state before token t predicts token t
+    return hidden, response_ids, mask
 
 
 class GRPOTrainer:
@@ -241,8 +278,10 @@ class GRPOTrainer:
         # mini-batches hold whole prompt groups, so group statistics never straddle two updates
         uniq = torch.unique(groups).tolist()
         per_mini = max(1, len(uniq) // max(1, cfg.trainer.prompts_per_step // cfg.trainer.mini_batch_prompts))
-        minis = [[i for i, g in enumerate(groups.tolist()) if g in set(uniq[s:s + per_mini])]
-                 for s in range(0, len(uniq), per_mini)]
+        mini_of_group = {g: k // per_mini for k, g in enumerate(uniq)}
+        minis: list[list[int]] = [[] for _ in range(math.ceil(len(uniq) / per_mini))]
+        for i, g in enumerate(groups.tolist()):
+            minis[mini_of_group[g]].append(i)
         agg_totals: dict[str, float] = {}
         n_updates = 0
         for _ in range(a.ppo_epochs):

@@ -1,0 +1,117 @@
+"""Retracing Re-inference Mechanism (RRM) of CSRS: where to cut a maternal response (Eq. 6).
+
+Each maternal response ``R_p = (y_1, ..., y_L)`` is cut at its retracing anchor point
+``floor(omega * L)`` and the prefix ``(y_1, ..., y_floor(omega L))`` is appended to the prompt; the
+model then re-generates ``m`` continuations from there. ``L`` is the length of the response's
+OWN tokens, never the padded width of a batch.
+
+``omega`` is fixed (paper default 0.7) or, for the random-anchor variant of Appendix A.5, drawn
+from ``U(0, 1)``.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Collection, Sequence
+from fractions import Fraction
+from numbers import Rational, Real
+
+__all__ = ["anchor_position", "sample_omegas", "anchor_prefixes"]
+
+
+def _as_fraction(omega: Real) -> Fraction:
+    """The rate as an exact rational, read from its shortest decimal spelling.
+
+    ``0.7`` becomes exactly 7/10 (not the binary double just below it), so that
+    ``floor(0.7 * 10)`` is 7 as written in the paper, not 6.
+    """
+    if isinstance(omega, bool):
+        raise ValueError(f"omega must be a number in [0, 1], got {omega!r}")
+    if isinstance(omega, Rational):
+        return Fraction(omega)
+    try:
+        w = float(omega)
+    except (TypeError, ValueError):
+        raise ValueError(f"omega must be a number in [0, 1], got {omega!r}") from None
+    if not math.isfinite(w):
+        raise ValueError(f"omega must be finite, got {omega!r}")
+    return Fraction(repr(w))
+
+
+def anchor_position(response_len: int, omega: float) -> int:
+    """``floor(omega * response_len)``: how many response tokens the re-inference prefix keeps.
+
+    Computed in exact rational arithmetic on the decimal value of ``omega`` (see
+    ``_as_fraction``). 0 for an empty response; ``response_len`` for ``omega == 1``.
+    """
+    if isinstance(response_len, bool) or not isinstance(response_len, int):
+        try:
+            as_int = int(response_len)
+        except (TypeError, ValueError):
+            raise ValueError(f"response_len must be a non-negative int, got {response_len!r}") from None
+        if as_int != response_len:
+            raise ValueError(f"response_len must be a non-negative int, got {response_len!r}")
+        response_len = as_int
+    if response_len < 0:
+        raise ValueError(f"response_len must be >= 0, got {response_len}")
+    w = _as_fraction(omega)
+    if not 0 <= w <= 1:
+        raise ValueError(f"omega must be in [0, 1], got {omega!r}")
+    return math.floor(w * response_len)
+
+
+def sample_omegas(n: int, omega: float, random_anchor: bool, rng: random.Random) -> list[float]:
+    """The retracing rate of each of ``n`` maternal responses.
+
+    Fixed anchors: ``n`` copies of ``omega``. Random anchors (Appendix A.5): ``n`` independent
+    draws from the open interval ``(0, 1)`` using ``rng`` (``omega`` is then only validated). The
+    paper says omega is drawn "at each step"; we draw one per maternal response, and a caller that
+    wants one rate shared by the whole step can use ``sample_omegas(1, ...) * n``.
+    """
+    if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+        raise ValueError(f"n must be a non-negative int, got {n!r}")
+    w = _as_fraction(omega)
+    if not 0 <= w <= 1:
+        raise ValueError(f"omega must be in [0, 1], got {omega!r}")
+    if not random_anchor:
+        return [float(omega)] * n
+    out = []
+    for _ in range(n):
+        x = rng.random()  # [0, 1)
+        while x == 0.0:
+            x = rng.random()
+        out.append(x)
+    return out
+
+
+def _token_list(resp) -> list[int]:
+    if hasattr(resp, "tolist"):  # torch tensor / numpy array
+        resp = resp.tolist()
+    return list(resp)
+
+
+def anchor_prefixes(
+    responses: Sequence[Sequence[int]],
+    omegas: Sequence[float],
+    strip_ids: Collection[int] = (),
+) -> list[list[int]]:
+    """Cut each response at its own anchor: ``resp[:anchor_position(len(resp), omega)]``.
+
+    ``responses`` must hold only each response's own tokens (no padding). Trailing tokens whose
+    id is in ``strip_ids`` (e.g. end-of-turn / EOS / pad ids) are removed first, so the length is
+    that of the content and an anchor never lands after the stop token. With the default empty
+    ``strip_ids`` a trailing stop token counts in the length (and is dropped by any cut with
+    ``omega < 1`` anyway unless the response is very short).
+    """
+    if len(responses) != len(omegas):
+        raise ValueError(f"length mismatch: {len(responses)} responses, {len(omegas)} omegas")
+    strip = set(strip_ids)
+    out = []
+    for resp, w in zip(responses, omegas):
+        toks = _token_list(resp)
+        end = len(toks)
+        while end > 0 and toks[end - 1] in strip:
+            end -= 1
+        out.append(toks[: anchor_position(end, w)])
+    return out

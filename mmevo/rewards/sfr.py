@@ -1,0 +1,100 @@
+"""Softened Frequency Reward (SFR) of CSRS, Eq. 7-8 of the CSRS paper.
+
+A group has ``n`` maternal trajectories (the normal rollouts of GRPO) and a set of
+re-inference trajectories (``m`` continuations from each maternal anchor point, ``m*n`` in
+all). Every maternal trajectory gets a continuous reward from how often its answer occurs:
+
+* Eq. 7: ``R_base(a) = f_base(a) = Count(a, A_all) / ((m + 1) n)`` where ``A_all`` is the union
+  (multiset) of maternal and re-inference answers;
+* Eq. 8: ``R_final = (gamma * tanh(beta * (f_r / (f_base + eps) - 1)) + 1) * R_base`` with
+  ``f_r = Count(a, A_m) / (m n)`` the answer's frequency among the re-inference answers.
+
+An answer whose share grows under re-inference (``f_r > f_base``) is boosted by at most a factor
+``1 + gamma``; one whose share shrinks is damped by at most ``1 - gamma``.
+
+Answers are given as canonical keys (equal keys = the same answer; see
+``mmevo.rewards.answers.group_answer_keys``). ``None`` means "no answer": it counts in the
+denominators (the trajectory exists) but never matches anything, not even another ``None``,
+and a maternal trajectory without an answer gets reward 0.
+
+The denominators are the actual set sizes, ``len(maternal) + len(reinference)`` and
+``len(reinference)``, which equal ``(m+1)n`` and ``mn`` when every anchor got its ``m``
+continuations. Algorithm 1 of the paper writes the base reward as ``A_n(a_i) / A_all``; we follow
+the text's Eq. 7 (count over ``A_all``), which is also what Eq. 8's ``f_base`` refers to.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Hashable, Iterable, Sequence
+
+import torch
+
+__all__ = ["frequency_counts", "softened_frequency_rewards"]
+
+
+def frequency_counts(keys: Iterable[Hashable | None]) -> Counter:
+    """Count answer keys, skipping ``None`` (no answer never forms a class of its own)."""
+    return Counter(k for k in keys if k is not None)
+
+
+def _check_param(name: str, value: float) -> float:
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a real number, got {value!r}") from None
+    if not math.isfinite(v) or v < 0:
+        raise ValueError(f"{name} must be finite and >= 0, got {value!r}")
+    return v
+
+
+def softened_frequency_rewards(
+    maternal: Sequence[Hashable | None],
+    reinference: Sequence[Hashable | None],
+    gamma: float = 0.2,
+    beta: float = 5.0,
+    eps: float = 1e-6,
+) -> torch.Tensor:
+    """SFR reward (Eq. 7-8 of the CSRS paper) of each maternal answer of one group.
+
+    Args:
+        maternal: answer keys of the ``n`` maternal trajectories (``None`` = no answer).
+        reinference: answer keys of all re-inference trajectories of the group (``m*n`` of them
+            normally; ``None`` = no answer).
+        gamma: modulation depth; the reward stays within ``[(1-gamma) R_base, (1+gamma) R_base]``.
+            The paper uses 0.2; values in ``[0, 1)`` keep the reward positive.
+        beta: tanh slope (paper: 5.0).
+        eps: stabiliser in ``f_r / (f_base + eps)``.
+
+    Returns:
+        float64 tensor of shape ``[len(maternal)]``. ``R = R_base`` when ``reinference`` is empty
+        (there is no re-inference frequency to calibrate with).
+    """
+    gamma = _check_param("gamma", gamma)
+    beta = _check_param("beta", beta)
+    eps = _check_param("eps", eps)
+
+    maternal = list(maternal)
+    reinference = list(reinference)
+    n = len(maternal)
+    if n == 0:
+        return torch.zeros(0, dtype=torch.float64)
+    n_re = len(reinference)
+    total = n + n_re
+
+    c_mat = frequency_counts(maternal)
+    c_re = frequency_counts(reinference)
+
+    rewards = []
+    for a in maternal:
+        if a is None:
+            rewards.append(0.0)
+            continue
+        r_base = (c_mat[a] + c_re[a]) / total  # >= 1/total > 0: a counts itself
+        if n_re == 0:
+            rewards.append(r_base)
+            continue
+        f_r = c_re[a] / n_re
+        rewards.append((gamma * math.tanh(beta * (f_r / (r_base + eps) - 1.0)) + 1.0) * r_base)
+    return torch.tensor(rewards, dtype=torch.float64)

@@ -1,0 +1,49 @@
+"""Smoke test of scripts/bench_grpo_step.py at toy sizes: both halves run one warm-up and one timed step."""
+
+import importlib.util
+import os
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "bench_grpo_step.py"
+TINY = ["--prompts", "2", "--group", "2", "--max-tokens", "4", "--micro-batch", "2", "--steps", "1"]
+
+
+@pytest.fixture(scope="module")
+def bench():
+    spec = importlib.util.spec_from_file_location("bench_grpo_step", SCRIPT)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.fixture()
+def cache_dir(tiny_vl_path, tmp_path):
+    """A cache dir whose tiny-qwen2.5-vl is the session's tiny model (no second build)."""
+    os.symlink(tiny_vl_path, tmp_path / "tiny-qwen2.5-vl")
+    return str(tmp_path)
+
+
+def test_args_validate_micro_batch(bench):
+    assert bench.parse_args(["--prompts", "2", "--group", "4", "--micro-batch", "16"]).micro_batch == 8  # clamped
+    with pytest.raises(SystemExit):
+        bench.parse_args(["--prompts", "2", "--group", "4", "--micro-batch", "3"])
+
+
+def test_mmevo_half_runs_full_length(bench, cache_dir):
+    res = bench.run_mmevo(bench.parse_args(TINY + ["--cache-dir", cache_dir]))
+    assert res["step_s_median"] > 0
+    assert res["completion_length_mean"] == 4  # stop_ids=[]: every completion runs to --max-tokens
+    assert res["gen_tokens"] == 2 * 2 * 4
+    assert {"gen", "reward", "update"} <= set(res["stages_s"])
+    assert res["peak_rss_mb"] > 0
+
+
+def test_trl_half_runs_full_length(bench, cache_dir):
+    pytest.importorskip("trl")
+    res = bench.run_trl(bench.parse_args(TINY + ["--cache-dir", cache_dir]))
+    assert "error" not in res, res
+    assert res["step_s_median"] > 0
+    assert res["completion_length_mean"] == 4  # min_new_tokens=T: EOS is never sampled
+    assert res["gen_tokens"] == 2 * 2 * 4

@@ -1,0 +1,53 @@
+"""The command line and the shipped configs, run for real on the tiny model."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from mmevo.cli import main
+from mmevo.config import load_config
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.mark.parametrize("cfg", sorted((ROOT / "configs").glob("*.yaml")), ids=lambda p: p.name)
+def test_shipped_configs_load(cfg):
+    c = load_config(cfg)
+    assert c.trainer.prompts_per_step % c.trainer.mini_batch_prompts == 0
+
+
+def test_help_lists_commands_and_keys(capsys):
+    assert main(["--help"]) == 0
+    assert "demo" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as e:
+        main(["train", "--help"])
+    assert e.value.code == 0
+    out = capsys.readouterr().out
+    assert "trainer.lr = 1e-06" in out and "algo.kl_type = 'low_var_kl'" in out
+
+
+def test_bad_override_is_a_clear_error(capsys):
+    assert main(["train", "trainer.nope=1"]) == 2
+    assert "trainer.nope" in capsys.readouterr().err
+
+
+def test_sft_then_train_then_eval(tmp_path, tiny_vl_path, capsys):
+    common = ["data.prompt_template=none", "data.n_train=16", "data.n_heldout=4", "trainer.progress=false",
+              "rollout.max_tokens=8", "trainer.wandb_mode=disabled"]
+    assert main(["sft", f"model.path={tiny_vl_path}", f"sft.output_dir={tmp_path}/sft", "sft.epochs=1",
+                 "sft.batch_size=8"] + common) == 0
+    sft_model = tmp_path / "sft" / "model"
+    assert (sft_model / "config.json").exists()
+    out = tmp_path / "grpo"
+    assert main(["train", f"model.path={sft_model}", f"trainer.output_dir={out}", "trainer.steps=2",
+                 "trainer.prompts_per_step=2", "trainer.mini_batch_prompts=2", "rollout.n=2", "trainer.save_every=1",
+                 "algo.kl_coef=0.01"] + common) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert 0.0 <= summary["eval_before"]["accuracy"] <= 1.0 and "eval_after" in summary
+    assert (out / "final" / "model.safetensors").exists() and (out / "curves.png").exists()
+    assert len((out / "metrics.jsonl").read_text().splitlines()) == 2
+    capsys.readouterr()
+    assert main(["eval", f"model.path={out / 'final'}"] + common) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["n"] == 4 and 0.0 <= result["accuracy"] <= 1.0
