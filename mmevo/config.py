@@ -62,7 +62,7 @@ class RolloutConfig:
 @dataclass
 class RewardConfig:
     heads: dict = field(default_factory=lambda: {"accuracy": 1.0})  # reward head name -> weight
-    # known heads: accuracy (needs gold), format, majority (MM-UPT, label-free)
+    # known heads: accuracy (needs gold), format, majority (MM-UPT, label-free), sfr (CSRS, label-free)
 
 
 @dataclass
@@ -116,6 +116,19 @@ class SFTConfig:
 
 
 @dataclass
+class CSRSConfig:
+    enabled: bool = False  # sample with CSRS: n maternal responses + m re-inferences per maternal anchor
+    m: int = 5  # re-inferences per maternal response (paper: 5)
+    omega: float = 0.7  # retracing rate: anchor = floor(omega * own length) of each maternal response (paper: 0.7)
+    random_anchor: bool = False  # Appendix A.5 variant: omega ~ U(0, 1) drawn per maternal response
+    retrace: bool = True  # RRM: re-infer from the anchor; false = re-infer from scratch (anchor 0)
+    perturb: bool = True  # VSP: re-inferences see a Gaussian-noised image (one per maternal response)
+    sigma: float = 20.0  # VSP noise std in 0-255 pixel units (the paper gives no value; see csrs/perturb.py)
+    gamma: float = 0.2  # SFR softening strength (Eq. 8; paper optimum 0.2)
+    beta: float = 5.0  # SFR tanh slope (Eq. 8; paper optimum 5.0)
+
+
+@dataclass
 class Config:
     model: ModelConfig = field(default_factory=ModelConfig)
     data: DataConfig = field(default_factory=DataConfig)
@@ -124,6 +137,7 @@ class Config:
     algo: AlgoConfig = field(default_factory=AlgoConfig)
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
     sft: SFTConfig = field(default_factory=SFTConfig)
+    csrs: CSRSConfig = field(default_factory=CSRSConfig)
 
 
 class ConfigError(ValueError):
@@ -230,6 +244,11 @@ def validate(cfg: Config) -> None:
         raise ConfigError("algo.clip_low / clip_high must be >= 0")
     if not cfg.reward.heads:
         raise ConfigError("reward.heads is empty: give at least one head, e.g. {accuracy: 1.0}")
+    c = cfg.csrs
+    if c.enabled and (c.m < 1 or not 0.0 <= c.omega <= 1.0 or c.sigma < 0):
+        raise ConfigError("csrs: need m >= 1, 0 <= omega <= 1 and sigma >= 0")
+    if "sfr" in cfg.reward.heads and not c.enabled:
+        raise ConfigError("reward head 'sfr' needs csrs.enabled=true (it scores maternal answers by re-inferences)")
     if cfg.data.prompt_template not in PROMPT_SUFFIXES:
         raise ConfigError(f"data.prompt_template={cfg.data.prompt_template!r} not in {sorted(PROMPT_SUFFIXES)}")
 

@@ -58,7 +58,12 @@ def _build_trainer(cfg: Config, policy: LoadedModel, train, heldout, log: bool =
     ref = None
     if cfg.algo.kl_coef > 0:  # the reference is the run's starting model, also after a resume
         ref = load_model(policy.path, cfg.model.dtype, cfg.model.device).model.eval().requires_grad_(False)
-    return GRPOTrainer(cfg, policy, build_engine(cfg, policy), train, heldout, ref_model=ref, log=log)
+    strategy = None
+    if cfg.csrs.enabled:
+        from mmevo.csrs.strategy import csrs_rollout
+
+        strategy = csrs_rollout
+    return GRPOTrainer(cfg, policy, build_engine(cfg, policy), train, heldout, ref_model=ref, strategy=strategy, log=log)
 
 
 def run_sft(cfg: Config) -> dict:

@@ -186,3 +186,15 @@ def test_shared_prefix_logprobs_and_gradients_match_full_sequences(tiny_vl_path)
     assert g0.keys() == g1.keys() and any("visual" in n for n in g1)  # gradients reach the vision tower too
     for n in g0:
         assert torch.allclose(g0[n], g1[n], atol=1e-4, rtol=1e-3), n
+
+
+def test_per_request_token_budget(vl):
+    prompts = _prompts(vl)
+    eng = _engine(vl, max_batch_seqs=64)
+    eng.stop_ids = torch.tensor([], dtype=torch.long)  # never stop early: lengths equal the budgets
+    reqs = [RolloutRequest(prompts[0], n=2, max_tokens=3), RolloutRequest(prompts[1], n=1),
+            RolloutRequest(prompts[1], n=2, prefix_ids=[105, 106], max_tokens=0)]
+    out = eng.generate(reqs, SamplingParams(temperature=1.0, max_tokens=6, seed=0))
+    assert [[len(c.token_ids) for c in r] for r in out] == [[3, 3], [6], [0, 0]]
+    assert all(c.finish_reason == "length" for r in out for c in r)
+    assert out[2][0].full_ids == [105, 106]

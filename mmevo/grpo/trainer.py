@@ -91,7 +91,11 @@ class Rollout:
     group_ids: torch.Tensor  # [B]
     examples: list[Example]  # per sample
     trainable: torch.Tensor | None = None  # [B] bool; None = all (CSRS: re-inferences only feed rewards)
+    parents: list[int] | None = None  # [B] CSRS: index of each re-inference's maternal sample, -1 for maternal ones
     extra_metrics: dict = field(default_factory=dict)
+
+    def trainable_mask(self) -> torch.Tensor:
+        return self.trainable if self.trainable is not None else torch.ones(len(self.completions), dtype=torch.bool)
 
 
 def make_optimizer(model: torch.nn.Module, lr: float, weight_decay: float, betas=(0.9, 0.999)) -> torch.optim.Optimizer:
@@ -193,7 +197,7 @@ class GRPOTrainer:
         self.pad_id = policy.tokenizer.pad_token_id
         self.prompts = PromptCache(policy.processor, policy.is_vl, cfg.data.prompt_template, cfg.data.system_prompt)
         self.sampler = EpochSampler(len(train_set), cfg.trainer.seed)
-        self.rewards = RewardMixer(cfg.reward.heads)
+        self.rewards = RewardMixer(cfg.reward.heads, {"sfr": {"gamma": cfg.csrs.gamma, "beta": cfg.csrs.beta}})
         self.strategy = strategy  # callable(trainer, examples, step) -> Rollout; None = plain groups
         t = cfg.trainer
         self.optimizer = make_optimizer(self.model, t.lr, t.weight_decay, t.betas)
@@ -215,21 +219,20 @@ class GRPOTrainer:
             rollout = (self.strategy or plain_groups)(self, examples, self.step_idx)
             self.engine.sleep()
 
-        with timer("reward"):
-            samples = [ScoredSample(text, int(g), None if cfg.data.hide_labels else ex.answer, ex.choices,
-                                    c.finish_reason == "length")
-                       for text, g, ex, c in zip(rollout.texts, rollout.group_ids.tolist(), rollout.examples,
-                                                 rollout.completions)]
-            rewards, reward_metrics = self.rewards(samples)
-            advantages = algos.group_advantages(rewards, rollout.group_ids, cfg.algo.adv_scale, cfg.algo.adv_eps)
-
-        # only trainable samples (all, except CSRS re-inferences) reach the loss
-        keep = rollout.trainable if rollout.trainable is not None else torch.ones(len(samples), dtype=torch.bool)
+        # only trainable samples (all, except CSRS re-inferences) reach advantages and the loss
+        keep = rollout.trainable_mask()
         idx = keep.nonzero().flatten().tolist()
+        with timer("reward"):
+            parents = rollout.parents or [-1] * len(rollout.completions)
+            samples = [ScoredSample(text, int(g), None if cfg.data.hide_labels else ex.answer, ex.choices,
+                                    c.finish_reason == "length", "maternal" if k else "reinference", par, ex.answer)
+                       for text, g, ex, c, k, par in zip(rollout.texts, rollout.group_ids.tolist(), rollout.examples,
+                                                         rollout.completions, keep.tolist(), parents)]
+            rewards, reward_metrics = self.rewards(samples)
+            groups = rollout.group_ids[idx]
+            adv = algos.group_advantages(rewards[idx], groups, cfg.algo.adv_scale, cfg.algo.adv_eps)
         prompts = [rollout.prompts[i] for i in idx]
         responses = [rollout.completions[i].full_ids for i in idx]
-        adv = advantages[idx]
-        groups = rollout.group_ids[idx]
 
         n_mini = cfg.trainer.prompts_per_step // cfg.trainer.mini_batch_prompts
         need_old = n_mini > 1 or cfg.algo.ppo_epochs > 1  # else on-policy: old = current (detached), ratio = 1
@@ -249,7 +252,7 @@ class GRPOTrainer:
 
         self.step_idx += 1
         metrics = {**reward_metrics, **update_metrics, **rollout.extra_metrics,
-                   **self._response_metrics(rollout, rewards, advantages), **timer.metrics(), **peak_memory_mb()}
+                   **self._response_metrics(rollout, rewards[idx], adv, idx), **timer.metrics(), **peak_memory_mb()}
         total_time = sum(timer.times.values())
         metrics["time/step"] = total_time
         n_tok = sum(len(c.token_ids) for c in rollout.completions)
@@ -336,20 +339,22 @@ class GRPOTrainer:
                 n_updates += 1
         return {f"actor/{k}": v / max(1, n_updates) for k, v in agg_totals.items()}
 
-    def _response_metrics(self, rollout: Rollout, rewards, advantages) -> dict:
-        lengths = torch.tensor([len(c.full_ids) for c in rollout.completions], dtype=torch.float32)
-        truncated = sum(c.finish_reason == "length" for c in rollout.completions)
-        no_answer = sum(extract_answer(t, ex.choices) is None for t, ex in zip(rollout.texts, rollout.examples))
+    def _response_metrics(self, rollout: Rollout, rewards, advantages, idx: list[int]) -> dict:
+        """Length / truncation / no-answer shares and zero-signal groups, over the trained (maternal) samples."""
+        comps = [rollout.completions[i] for i in idx]
+        lengths = torch.tensor([len(c.full_ids) for c in comps], dtype=torch.float32)
+        truncated = sum(c.finish_reason == "length" for c in comps)
+        no_answer = sum(extract_answer(rollout.texts[i], rollout.examples[i].choices) is None for i in idx)
         # share of groups whose rewards are all equal: they give zero advantage (no learning signal)
-        g = rollout.group_ids
+        g = rollout.group_ids[idx]
         uniq = torch.unique(g)
         zero_std = sum(bool((rewards[g == u].max() - rewards[g == u].min()).abs() < 1e-9) for u in uniq)
         return {
             "response/length_mean": lengths.mean().item(),
             "response/length_max": lengths.max().item(),
             "response/length_min": lengths.min().item(),
-            "response/truncated_frac": truncated / len(rollout.completions),
-            "response/no_answer_frac": no_answer / len(rollout.completions),
+            "response/truncated_frac": truncated / len(comps),
+            "response/no_answer_frac": no_answer / len(comps),
             "frac_reward_zero_std": zero_std / len(uniq),
             "advantage/mean": advantages.mean().item(),
             "advantage/abs_mean": advantages.abs().mean().item(),

@@ -21,6 +21,9 @@ class ScoredSample:
     gold: str | None  # gold answer when known (None in label-free runs)
     choices: Sequence[str] | None  # multiple-choice options, [] / None for free form
     truncated: bool = False  # hit max_tokens without a stop token
+    role: str = "maternal"  # "maternal" (trained on) or "reinference" (CSRS: only feeds rewards)
+    parent: int = -1  # reinference: index of its maternal sample in the batch
+    eval_gold: str | None = None  # gold kept for logged diagnostics only, also in label-free runs; never a reward
 
 
 class RewardHead:
@@ -74,7 +77,7 @@ class MajorityHead(RewardHead):
         r, info = majority_vote_rewards([s.response for s in samples], [s.group_id for s in samples],
                                         [s.choices for s in samples])
         metrics = {k: float(v) for k, v in info.items() if isinstance(v, (int, float))}
-        golds = {s.group_id: s.gold for s in samples}
+        golds = {s.group_id: s.eval_gold for s in samples}
         labels = info.get("pseudo_labels", {})
         if labels and all(g is not None for g in golds.values()):  # logged only, never used for training
             from mmevo.rewards.answers import answers_equivalent
@@ -91,7 +94,59 @@ class MajorityHead(RewardHead):
         self.calls = int(state.get("calls", 0))
 
 
-HEADS: dict[str, Callable[[], RewardHead]] = {"accuracy": AccuracyHead, "format": FormatHead, "majority": MajorityHead}
+class SFRHead(RewardHead):
+    """CSRS softened frequency reward (Eq. 7-8) for maternal samples; re-inferences get 0 (never trained on).
+
+    Also logs the collapse diagnostics of CSRS: modal-answer share and distinct answers per group (maternal),
+    the share of groups where SFR and majority vote pick different best responses, and pseudo-label accuracy
+    when gold labels exist (logged only).
+    """
+
+    name = "sfr"
+
+    def __init__(self, gamma: float = 0.2, beta: float = 5.0):
+        self.gamma, self.beta = gamma, beta
+
+    def score(self, samples):
+        from mmevo.rewards.answers import answers_equivalent, extract_answer, group_answer_keys
+        from mmevo.rewards.sfr import softened_frequency_rewards
+
+        rewards = torch.zeros(len(samples), dtype=torch.float32)
+        groups: dict[int, list[int]] = {}
+        for i, s in enumerate(samples):
+            groups.setdefault(s.group_id, []).append(i)
+        modal, distinct, disagree, label_hits, labelled = [], [], 0, 0, 0
+        for idx in groups.values():
+            choices = samples[idx[0]].choices
+            answers = [extract_answer(samples[i].response, choices) for i in idx]
+            keys = dict(zip(idx, group_answer_keys(answers, choices)))
+            mat = [i for i in idx if samples[i].role == "maternal"]
+            rein = [i for i in idx if samples[i].role != "maternal"]
+            r = softened_frequency_rewards([keys[i] for i in mat], [keys[i] for i in rein], self.gamma, self.beta)
+            rewards[mat] = r.float()
+            mkeys = [keys[i] for i in mat if keys[i] is not None]
+            counts = {k: mkeys.count(k) for k in mkeys}
+            modal.append(max(counts.values()) / len(mat) if counts else 0.0)
+            distinct.append(len(counts))
+            if counts:  # majority vote's best set vs SFR's best set among maternal responses
+                mode = max(counts, key=lambda k: (counts[k], -mkeys.index(k)))
+                mv_best = {i for i in mat if keys[i] == mode}
+                sfr_best = {i for i, v in zip(mat, r.tolist()) if v > 0 and v == r.max().item()}
+                disagree += mv_best != sfr_best
+            gold = samples[idx[0]].eval_gold
+            if gold is not None:
+                labelled += 1
+                best = int(r.argmax()) if r.numel() and r.max() > 0 else None
+                label_hits += best is not None and answers_equivalent(answers[idx.index(mat[best])], gold, choices)
+        metrics = {"modal_share": sum(modal) / len(modal), "distinct_answers": sum(distinct) / len(distinct),
+                   "sfr_mv_disagree_frac": disagree / len(groups)}
+        if labelled:
+            metrics["pseudo_label_acc"] = label_hits / labelled
+        return rewards, metrics
+
+
+HEADS: dict[str, Callable[[], RewardHead]] = {"accuracy": AccuracyHead, "format": FormatHead, "majority": MajorityHead,
+                                              "sfr": SFRHead}
 
 
 def register_head(name: str, factory: Callable[[], RewardHead]) -> None:
@@ -102,28 +157,31 @@ def register_head(name: str, factory: Callable[[], RewardHead]) -> None:
 class RewardMixer:
     """Weighted sum of heads; logs each head's mean/std and counts empty / unparseable responses."""
 
-    def __init__(self, weights: dict[str, float]):
+    def __init__(self, weights: dict[str, float], head_kwargs: dict[str, dict] | None = None):
         unknown = [n for n in weights if n not in HEADS]
         if unknown:
             raise ValueError(f"unknown reward head(s) {unknown}; known: {sorted(HEADS)}")
         self.weights = {n: float(w) for n, w in weights.items()}
-        self.heads = {n: HEADS[n]() for n in weights}
+        kw = head_kwargs or {}
+        self.heads = {n: HEADS[n](**kw.get(n, {})) for n in weights}
 
     def __call__(self, samples: Sequence[ScoredSample]) -> tuple[torch.Tensor, dict]:
+        """Weighted total [B]; metrics are over maternal samples (the ones trained on)."""
         total = torch.zeros(len(samples), dtype=torch.float32)
         metrics: dict[str, float] = {}
+        mat = torch.tensor([s.role == "maternal" for s in samples], dtype=torch.bool)
         for name, head in self.heads.items():
             r, m = head.score(samples)
             r = r.float()
             if not torch.isfinite(r).all():
                 raise FloatingPointError(f"reward head {name!r} returned non-finite rewards")
             total += self.weights[name] * r
-            metrics[f"reward/{name}/mean"] = r.mean().item()
-            metrics[f"reward/{name}/std"] = r.std(unbiased=False).item()
+            metrics[f"reward/{name}/mean"] = r[mat].mean().item()
+            metrics[f"reward/{name}/std"] = r[mat].std(unbiased=False).item()
             for k, v in m.items():
                 metrics[f"reward/{name}/{k}"] = float(v)
-        metrics["reward/total/mean"] = total.mean().item()
-        metrics["reward/total/std"] = total.std(unbiased=False).item()
+        metrics["reward/total/mean"] = total[mat].mean().item()
+        metrics["reward/total/std"] = total[mat].std(unbiased=False).item()
         metrics["response/empty_frac"] = sum(not s.response.strip() for s in samples) / max(1, len(samples))
         return total, metrics
 

@@ -28,6 +28,7 @@ class RolloutRequest:
     n: int = 1
     prefix_ids: Sequence[int] = ()
     image_override: EncodedPrompt | None = None  # same prompt tokens with other pixels (CSRS perturbed image)
+    max_tokens: int | None = None  # this request's new-token budget (None: the SamplingParams value)
 
 
 @dataclass

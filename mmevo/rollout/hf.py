@@ -121,7 +121,17 @@ class HFEngine:
         active = torch.arange(N, device=self.device)  # original row index of each live row
         stop_ids = self.stop_ids.to(self.device)
         banned = self.banned_ids.to(self.device)
-        for step in range(params.max_tokens):
+        # per-row token budget: a request's own max_tokens (e.g. what a retrace prefix leaves) or the call's
+        budget = torch.tensor([params.max_tokens if r.max_tokens is None else r.max_tokens for r in reqs],
+                              device=self.device)[row_of]
+        live = (budget > 0).nonzero().flatten()
+        if live.numel() < N:  # rows with no budget produce an empty completion
+            if live.numel() == 0:
+                self._emit(reqs, row_of, tokens, logps, finish, out_lists)
+                return
+            cache.batch_select_indices(live)
+            logits, attn, next_pos, active, budget = logits[live], attn[live], next_pos[live], active[live], budget[live]
+        for step in range(int(budget.max())):
             tok, lp = sample_next(logits, params, generator, banned)
             tok_l, lp_l, act_l = tok.tolist(), lp.tolist(), active.tolist()
             for j, r in enumerate(act_l):
@@ -131,14 +141,12 @@ class HFEngine:
             for j in done.nonzero().flatten().tolist():
                 finish[act_l[j]] = "stop"
             self.stats["generated_tokens"] += len(act_l)
-            if step == params.max_tokens - 1:
-                break
-            keep = (~done).nonzero().flatten()
+            keep = ((~done) & (budget > step + 1)).nonzero().flatten()
             if keep.numel() == 0:
                 break
             if keep.numel() < active.numel():  # drop finished rows from every per-row state
                 cache.batch_select_indices(keep)
-                tok, attn, next_pos, active = tok[keep], attn[keep], next_pos[keep], active[keep]
+                tok, attn, next_pos, active, budget = tok[keep], attn[keep], next_pos[keep], active[keep], budget[keep]
             attn = torch.cat([attn, attn.new_ones(attn.shape[0], 1)], dim=1)
             pos = next_pos[:, None]
             if vl_positions:
@@ -147,7 +155,11 @@ class HFEngine:
                         use_cache=True)
             logits = out.logits[:, -1]
             next_pos = next_pos + 1
+        self._emit(reqs, row_of, tokens, logps, finish, out_lists)
+
+    @staticmethod
+    def _emit(reqs, row_of, tokens, logps, finish, out_lists) -> None:
         row_list = row_of.tolist()
-        for r in range(N):
+        for r in range(len(row_list)):
             out_lists[row_list[r]].append(
                 Completion(tokens[r], logps[r], finish[r], prefix_ids=list(reqs[row_list[r]].prefix_ids)))

@@ -1,0 +1,82 @@
+"""CSRS rollout strategy (Algorithm 1): n maternal responses per prompt, then m re-inferences from each one's anchor.
+
+For maternal response R_j of a prompt: the anchor is floor(omega * len(R_j)) over its own tokens (RRM); the prefix
+prompt + R_j[:anchor] is continued in the same assistant turn m times (one shared prefill), on an image perturbed
+with Gaussian noise that is drawn once per maternal response and shared by its m re-inferences (VSP). Only maternal
+responses are trained on; re-inferences feed the reward (SFR, or the pooled majority vote).
+
+Ablations (Table 5): ``csrs.retrace=false`` re-infers from scratch (anchor 0); ``csrs.perturb=false`` keeps the
+clean image; with both off there are no re-inferences at all and the run is plain MM-UPT majority vote (or SFR with
+an empty re-inference set, i.e. the frequency reward R_base).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+
+import torch
+
+from mmevo.csrs.perturb import derive_seed, perturb_images
+from mmevo.csrs.retrace import anchor_prefixes, sample_omegas
+from mmevo.models.inputs import EncodedPrompt
+from mmevo.rollout.base import RolloutRequest, SamplingParams
+
+
+def perturbed_prompt(processor, prompt: EncodedPrompt, sigma: float, seed: int) -> EncodedPrompt:
+    """The same prompt tokens with Gaussian-noised images (new pixel values, same grid, so same placeholders)."""
+    if not prompt.images:
+        return prompt
+    images = perturb_images(prompt.images, sigma, seed)
+    enc = processor.image_processor(images=images, return_tensors="pt")
+    if not torch.equal(enc["image_grid_thw"], prompt.image_grid_thw):
+        raise RuntimeError("VSP changed the image grid; perturbation must keep the image size")
+    return dataclasses.replace(prompt, images=images, pixel_values=enc["pixel_values"])
+
+
+def csrs_rollout(trainer, examples, step: int):
+    """Maternal groups + re-inferences, flattened into one Rollout with a trainable mask and parent links."""
+    from mmevo.grpo.trainer import Rollout, _step_seed, decode, plain_groups
+
+    cfg, c = trainer.cfg, trainer.cfg.csrs
+    maternal = plain_groups(trainer, examples, step)
+    n_mat = len(maternal.completions)
+    if not (c.retrace or c.perturb):  # Table 5 "MajorityVote" / "+SFR" rows: no re-inference
+        maternal.extra_metrics.update({"csrs/reinference_frac": 0.0})
+        return maternal
+
+    seed = _step_seed(cfg.trainer.seed, step)
+    rng = random.Random(seed)
+    stop = set(trainer.engine.stop_ids.tolist()) if hasattr(trainer.engine, "stop_ids") else set()
+    omegas = sample_omegas(n_mat, c.omega, c.random_anchor, rng) if c.retrace else [0.0] * n_mat
+    prefixes = anchor_prefixes([comp.token_ids for comp in maternal.completions], omegas, strip_ids=stop)
+    requests = []
+    for j, (prompt, prefix) in enumerate(zip(maternal.prompts, prefixes)):
+        image = perturbed_prompt(trainer.policy.processor, prompt, c.sigma, derive_seed(seed, j)) if c.perturb else None
+        requests.append(RolloutRequest(prompt, n=c.m, prefix_ids=prefix, image_override=image,
+                                       max_tokens=cfg.rollout.max_tokens - len(prefix)))
+    params = SamplingParams(cfg.rollout.temperature, cfg.rollout.top_p, cfg.rollout.max_tokens, seed=seed + 1)
+    outs = trainer.engine.generate(requests, params)
+
+    prompts, comps, exs = list(maternal.prompts), list(maternal.completions), list(maternal.examples)
+    gids, parents = maternal.group_ids.tolist(), [-1] * n_mat
+    for j, group in enumerate(outs):
+        for comp in group:
+            prompts.append(maternal.prompts[j])
+            comps.append(comp)
+            exs.append(maternal.examples[j])
+            gids.append(gids[j])
+            parents.append(j)
+    texts = list(maternal.texts) + [decode(trainer.policy.tokenizer, comp.full_ids) for comp in comps[n_mat:]]
+    trainable = torch.zeros(len(comps), dtype=torch.bool)
+    trainable[:n_mat] = True
+    anchors = [len(p) for p in prefixes]
+    metrics = dict(maternal.extra_metrics)
+    metrics.update({
+        "csrs/anchor_mean": sum(anchors) / max(1, len(anchors)),
+        "csrs/anchor_zero_frac": sum(a == 0 for a in anchors) / max(1, len(anchors)),
+        "csrs/reinference_tokens": float(sum(len(x.token_ids) for x in comps[n_mat:])),
+        "csrs/reinference_frac": (len(comps) - n_mat) / len(comps),
+    })
+    return Rollout(prompts, comps, texts, torch.tensor(gids), exs, trainable=trainable, parents=parents,
+                   extra_metrics=metrics)

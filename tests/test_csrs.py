@@ -1,0 +1,130 @@
+"""CSRS end to end on the tiny model: retrace continuations, VSP pixels, SFR rewards, only maternal samples trained."""
+
+import pytest
+import torch
+
+from conftest import randomize
+from mmevo.config import ConfigError, load_config
+from mmevo.csrs.strategy import csrs_rollout, perturbed_prompt
+from mmevo.data.synthetic import split_train_heldout
+from mmevo.grpo.trainer import GRPOTrainer
+from mmevo.models.loader import load_model
+from mmevo.rewards.heads import SFRHead, ScoredSample
+from mmevo.rollout.factory import build_engine
+
+
+@pytest.fixture(scope="module")
+def lm(tiny_vl_path):
+    m = load_model(tiny_vl_path)
+    randomize(m.model, std=0.15, seed=2)
+    return m
+
+
+def _trainer(lm, tmp_path, **over):
+    base = {"data.prompt_template": "none", "rollout.n": 3, "rollout.max_tokens": 10,
+            "trainer.prompts_per_step": 2, "trainer.mini_batch_prompts": 2, "trainer.micro_batch_seqs": 16,
+            "trainer.output_dir": str(tmp_path), "trainer.wandb_mode": "disabled", "trainer.progress": False,
+            "trainer.save_every": 0, "algo.kl_coef": 0, "csrs.enabled": True, "csrs.m": 2,
+            "reward.heads": "{sfr: 1.0}", "data.hide_labels": True, "trainer.lr": 1e-3}
+    base.update(over)
+    cfg = load_config(None, [f"{k}={v}" for k, v in base.items()])
+    train, held = split_train_heldout(8, 0, seed=3)
+    return GRPOTrainer(cfg, lm, build_engine(cfg, lm), train, held, strategy=csrs_rollout, log=False)
+
+
+def test_rollout_layout_anchors_and_budgets(lm, tmp_path):
+    tr = _trainer(lm, tmp_path)
+    ex = tr.train_set[:2]
+    ro = csrs_rollout(tr, ex, step=0)
+    n_mat = 2 * 3
+    assert len(ro.completions) == n_mat + n_mat * 2
+    assert ro.trainable.tolist() == [True] * n_mat + [False] * (n_mat * 2)
+    stop = set(tr.engine.stop_ids.tolist())
+    for i in range(n_mat, len(ro.completions)):
+        j = ro.parents[i]
+        mat = ro.completions[j].token_ids
+        content = mat[:-1] if mat and mat[-1] in stop else mat
+        anchor = int(0.7 * 10 * len(content)) // 10  # floor(0.7 * own length), exact for these small ints
+        assert ro.completions[i].prefix_ids == content[:anchor]  # cut at the maternal response's own length
+        assert len(ro.completions[i].full_ids) <= 10  # prefix + continuation stay within max_tokens
+        assert ro.group_ids[i] == ro.group_ids[j]
+        assert ro.prompts[i] is ro.prompts[j]
+
+
+def test_greedy_reinference_without_noise_reproduces_the_maternal_response(lm, tmp_path):
+    tr = _trainer(lm, tmp_path, **{"rollout.temperature": 0, "csrs.perturb": False, "rollout.n": 2})
+    ro = csrs_rollout(tr, tr.train_set[:2], step=0)
+    for i in range(4, len(ro.completions)):
+        assert ro.completions[i].full_ids == ro.completions[ro.parents[i]].token_ids
+
+
+def test_vsp_changes_the_pixels_the_model_sees(lm, tmp_path):
+    tr = _trainer(lm, tmp_path, **{"rollout.temperature": 0, "csrs.retrace": False, "csrs.sigma": 60})
+    prompt = tr.prompts(tr.train_set[0])
+    noisy = perturbed_prompt(lm.processor, prompt, 60.0, seed=5)
+    assert noisy.input_ids == prompt.input_ids and torch.equal(noisy.image_grid_thw, prompt.image_grid_thw)
+    assert (noisy.pixel_values - prompt.pixel_values).abs().mean() > 0.1
+    assert torch.equal(perturbed_prompt(lm.processor, prompt, 60.0, seed=5).pixel_values, noisy.pixel_values)
+    # the perturbed pixels reach the model: the first-token distribution changes
+    from mmevo.models.inputs import collate
+
+    with torch.no_grad():
+        a = lm.model(**collate(lm.model, [prompt], None, lm.tokenizer.pad_token_id).model_kwargs()).logits[0, -1]
+        b = lm.model(**collate(lm.model, [noisy], None, lm.tokenizer.pad_token_id).model_kwargs()).logits[0, -1]
+    assert (a - b).abs().max() > 1e-4
+
+
+def test_only_maternal_responses_reach_the_loss(lm, tmp_path):
+    tr = _trainer(lm, tmp_path)
+    seen = {}
+    real_update = tr._update
+
+    def spy(prompts, responses, adv, groups, old, ref):
+        seen.update(n=len(responses), adv=adv.clone(), groups=groups.clone())
+        return real_update(prompts, responses, adv, groups, old, ref)
+
+    tr._update = spy
+    m = tr.step()
+    assert seen["n"] == 2 * 3  # prompts x n maternal, no re-inference
+    assert m["csrs/reinference_frac"] == pytest.approx(2 / 3)
+    # advantages are normalised over maternal samples only: each group's advantages sum to ~0
+    for g in seen["groups"].unique():
+        assert abs(float(seen["adv"][seen["groups"] == g].sum())) < 1e-4
+    for key in ["reward/sfr/modal_share", "reward/sfr/distinct_answers", "reward/sfr/sfr_mv_disagree_frac",
+                "reward/sfr/pseudo_label_acc", "actor/entropy"]:
+        assert key in m, key
+
+
+@pytest.mark.parametrize("reward", ["majority", "sfr"])
+@pytest.mark.parametrize("retrace,perturb", [(False, False), (True, False), (False, True), (True, True)])
+def test_table5_ablation_rows_run(lm, tmp_path, reward, retrace, perturb):
+    tr = _trainer(lm, tmp_path, **{"reward.heads": f"{{{reward}: 1.0}}", "csrs.retrace": retrace,
+                                   "csrs.perturb": perturb})
+    m = tr.step()
+    expect = 0.0 if not (retrace or perturb) else 2 / 3
+    assert m["csrs/reinference_frac"] == pytest.approx(expect)
+    assert m[f"reward/{reward}/mean"] == m[f"reward/{reward}/mean"]
+
+
+def test_sfr_head_scores_maternal_by_reinference_frequency():
+    def s(ans, g, role="maternal", gold="4"):
+        return ScoredSample(f"<think>x</think> \\boxed{{{ans}}}" if ans else "no answer", g, None, [], False, role,
+                            -1, gold)
+
+    # group 0: maternal answers 4, 4, 5; re-inferences 5, 5, 5, 4, none, 5
+    samples = [s("4", 0), s("4", 0), s("5", 0)] + [s(a, 0, "reinference") for a in ["5", "5", "5", "4", None, "5"]]
+    r, m = SFRHead().score(samples)
+    # hand computation: total 9. a=4: base 3/9, f_r 1/6; a=5: base 5/9, f_r 4/6
+    import math
+
+    r4 = (0.2 * math.tanh(5 * ((1 / 6) / (3 / 9 + 1e-6) - 1)) + 1) * 3 / 9
+    r5 = (0.2 * math.tanh(5 * ((4 / 6) / (5 / 9 + 1e-6) - 1)) + 1) * 5 / 9
+    assert r[:3].tolist() == pytest.approx([r4, r4, r5], rel=1e-5)
+    assert r[3:].abs().sum() == 0  # re-inferences are never rewarded
+    assert m["sfr_mv_disagree_frac"] == 1.0  # MV picks the maternal mode "4", SFR picks "5"
+    assert m["pseudo_label_acc"] == 0.0 and m["modal_share"] == pytest.approx(2 / 3)
+
+
+def test_sfr_needs_csrs():
+    with pytest.raises(ConfigError, match="csrs.enabled"):
+        load_config(None, ["reward.heads={sfr: 1.0}"])
