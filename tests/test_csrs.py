@@ -128,3 +128,16 @@ def test_sfr_head_scores_maternal_by_reinference_frequency():
 def test_sfr_needs_csrs():
     with pytest.raises(ConfigError, match="csrs.enabled"):
         load_config(None, ["reward.heads={sfr: 1.0}"])
+
+
+def test_all_none_group_and_empty_responses_are_zero_not_nan():
+    from mmevo.grpo import algos
+
+    samples = [ScoredSample("", 0, None, [], True, "maternal", -1, "4"),
+               ScoredSample("no box here", 0, None, [], False, "maternal", -1, "4"),
+               ScoredSample("", 0, None, [], False, "reinference", 0, "4")]
+    r, m = SFRHead().score(samples)
+    assert r.tolist() == [0.0, 0.0, 0.0]
+    assert m["modal_share"] == 0.0 and m["distinct_answers"] == 0 and m["pseudo_label_acc"] == 0.0
+    adv = algos.group_advantages(r[:2], torch.tensor([0, 0]))
+    assert torch.isfinite(adv).all() and adv.abs().sum() == 0

@@ -198,3 +198,19 @@ def test_per_request_token_budget(vl):
     assert [[len(c.token_ids) for c in r] for r in out] == [[3, 3], [6], [0, 0]]
     assert all(c.finish_reason == "length" for r in out for c in r)
     assert out[2][0].full_ids == [105, 106]
+
+
+def test_cpu_gqa_attention_matches_sdpa_with_padding(vl):
+    """The loader's CPU kernel (GQA without repeating K/V) gives transformers' sdpa results on real tokens."""
+    from mmevo.models.inputs import collate
+
+    assert vl.model.config.text_config.num_key_value_heads < vl.model.config.text_config.num_attention_heads
+    b = collate(vl.model, _prompts(vl), None, vl.tokenizer.pad_token_id)
+    real = b.attention_mask.bool()
+    outs = {}
+    for impl in ("sdpa_gqa", "sdpa"):
+        vl.model.set_attn_implementation(impl)
+        with torch.no_grad():
+            outs[impl] = vl.model(**b.model_kwargs()).logits[real]
+    vl.model.set_attn_implementation("sdpa_gqa")
+    assert torch.allclose(outs["sdpa_gqa"], outs["sdpa"], atol=1e-4)

@@ -144,7 +144,12 @@ def train_tokenizer(corpus: Iterable[str], vocab_size: int):
 
 
 def _atomic_save_dir(build, out_dir: Path) -> Path:
-    """Build into a temp dir next to ``out_dir`` and rename, so a crash never leaves a half-written model."""
+    """Build into a temp dir next to ``out_dir`` and rename, so a crash never leaves a half-written model.
+
+    A finished build (it has ``mmevo_tiny_spec.json``) is reused as is.
+    """
+    if (out_dir / "mmevo_tiny_spec.json").exists():
+        return out_dir
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=out_dir.name + ".tmp", dir=out_dir.parent))
     build(tmp)
@@ -165,9 +170,6 @@ def build_tiny_qwen2_5_vl(out_dir: str | Path, spec: TinyVLSpec | None = None, c
     from mmevo.models.processor import ImageOnlyQwen2_5_VLProcessor
 
     spec = spec or TinyVLSpec()
-    out_dir = Path(out_dir)
-    if (out_dir / "mmevo_tiny_spec.json").exists():
-        return out_dir
 
     def build(tmp: Path) -> None:
         tokenizer = train_tokenizer(corpus if corpus is not None else default_corpus(), spec.vocab_size)
@@ -224,7 +226,7 @@ def build_tiny_qwen2_5_vl(out_dir: str | Path, spec: TinyVLSpec | None = None, c
         processor.save_pretrained(tmp)
         (tmp / "mmevo_tiny_spec.json").write_text(json.dumps(asdict(spec), indent=2))
 
-    return _atomic_save_dir(build, out_dir)
+    return _atomic_save_dir(build, Path(out_dir))
 
 
 @dataclass
@@ -246,9 +248,6 @@ def build_tiny_qwen2(out_dir: str | Path, spec: TinyTextSpec | None = None, corp
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
     spec = spec or TinyTextSpec()
-    out_dir = Path(out_dir)
-    if (out_dir / "mmevo_tiny_spec.json").exists():
-        return out_dir
 
     def build(tmp: Path) -> None:
         tokenizer = train_tokenizer(corpus if corpus is not None else default_corpus(), spec.vocab_size)
@@ -272,4 +271,4 @@ def build_tiny_qwen2(out_dir: str | Path, spec: TinyTextSpec | None = None, corp
         tokenizer.save_pretrained(tmp)
         (tmp / "mmevo_tiny_spec.json").write_text(json.dumps(asdict(spec), indent=2))
 
-    return _atomic_save_dir(build, out_dir)
+    return _atomic_save_dir(build, Path(out_dir))

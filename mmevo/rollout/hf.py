@@ -10,9 +10,9 @@ from __future__ import annotations
 from typing import Sequence
 
 import torch
-from transformers import DynamicCache
 
 from mmevo.models.inputs import EncodedPrompt, collate, unwrap
+from mmevo.rollout.kv_cache import DecodeCache
 from mmevo.rollout.base import Completion, RolloutRequest, SamplingParams
 
 
@@ -103,7 +103,7 @@ class HFEngine:
         prefixes = [list(r.prefix_ids) for r in reqs]
         batch = collate(model, prompts, prefixes, self.pad_id, self.device)
         self.stats["prefill_tokens"] += int(batch.attention_mask.sum())
-        cache = DynamicCache(config=model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config)
+        cache = DecodeCache()
         out = model(**batch.model_kwargs(), past_key_values=cache, use_cache=True, logits_to_keep=1)
         # share each prefill among its n samples: repeat rows of the cache instead of re-prefilling
         reps = torch.tensor([r.n for r in reqs], device=self.device)
