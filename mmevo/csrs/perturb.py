@@ -19,11 +19,12 @@ noise, which is milder still).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 
 import numpy as np
 from PIL import Image
+
+from mmevo.rewards.sfr import nonnegative_real
 
 __all__ = ["DEFAULT_VSP_SIGMA", "derive_seed", "perturb_image", "perturb_images"]
 
@@ -37,13 +38,7 @@ def _check_seed(seed: int) -> int:
 
 
 def _check_sigma(sigma: float) -> float:
-    try:
-        s = float(sigma)
-    except (TypeError, ValueError):
-        raise ValueError(f"sigma must be a real number, got {sigma!r}") from None
-    if not math.isfinite(s) or s < 0:
-        raise ValueError(f"sigma must be finite and >= 0, got {sigma!r}")
-    return s
+    return nonnegative_real("sigma", sigma)
 
 
 def derive_seed(seed: int, index: int) -> int:

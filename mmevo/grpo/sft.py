@@ -7,7 +7,6 @@ rewards. A short SFT pass teaches the format and some skill; GRPO then improves 
 from __future__ import annotations
 
 import math
-from pathlib import Path
 from typing import Sequence
 
 import torch

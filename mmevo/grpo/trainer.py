@@ -263,7 +263,7 @@ class GRPOTrainer:
         return metrics
 
     def _logprobs_no_grad(self, model, prompts, responses) -> list[torch.Tensor]:
-        """Per-micro-batch log-probs in the order ``_micro_batches`` will visit them (returned as a flat list)."""
+        """Log-probs [R_i] of each sample (in sample order), computed in micro-batches without gradients."""
         out = []
         with torch.no_grad():
             mb = self.cfg.trainer.micro_batch_seqs

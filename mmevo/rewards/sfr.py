@@ -39,7 +39,8 @@ def frequency_counts(keys: Iterable[Hashable | None]) -> Counter:
     return Counter(k for k in keys if k is not None)
 
 
-def _check_param(name: str, value: float) -> float:
+def nonnegative_real(name: str, value: float) -> float:
+    """``value`` as a float, or a ValueError naming ``name`` when it is not a finite number >= 0."""
     try:
         v = float(value)
     except (TypeError, ValueError):
@@ -71,9 +72,9 @@ def softened_frequency_rewards(
         float64 tensor of shape ``[len(maternal)]``. ``R = R_base`` when ``reinference`` is empty
         (there is no re-inference frequency to calibrate with).
     """
-    gamma = _check_param("gamma", gamma)
-    beta = _check_param("beta", beta)
-    eps = _check_param("eps", eps)
+    gamma = nonnegative_real("gamma", gamma)
+    beta = nonnegative_real("beta", beta)
+    eps = nonnegative_real("eps", eps)
 
     maternal = list(maternal)
     reinference = list(reinference)
