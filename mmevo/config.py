@@ -57,6 +57,10 @@ class RolloutConfig:
     max_tokens: int = 1536  # max response length (CSRS Table 6: 1536)
     max_batch_seqs: int = 64  # HF engine: sequences decoded together
     eval_temperature: float = 0.0  # evaluation decoding (0 = greedy)
+    gpu_memory_utilization: float = 0.6  # vLLM: share of GPU memory for weights + KV cache
+    tensor_parallel_size: int = 1  # vLLM: GPUs per engine (1: in-process engine, weights streamed directly)
+    vllm_kv_cache_gb: int = 1  # vLLM on CPU: KV cache size in GiB
+    enable_sleep_mode: bool = False  # vLLM on GPU: offload weights / drop the KV cache while training (no-op on CPU)
 
 
 @dataclass

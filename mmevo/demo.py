@@ -87,7 +87,9 @@ Tiny Qwen2.5-VL ({r['base_model']}) on synthetic geometry, CPU.
 | after SFT | {r['heldout_accuracy_after_sft']:.3f} | {r['heldout_format_after_sft']:.3f} |
 | after GRPO | {r['heldout_accuracy_after_grpo']:.3f} | {r['heldout_format_after_grpo']:.3f} |
 
-Held-out problems: {cfg.data.n_heldout}; greedy decoding. SFT: {sft_summary.get('steps')} steps.
+Held-out problems: {cfg.data.n_heldout}; greedy decoding. SFT: {sft_summary.get('steps')} steps on
+{cfg.data.n_train} worked solutions, {cfg.sft.teacher_noise:.0%} of them from a simulated weak teacher that applies a
+plausible wrong rule (gold answers stay correct: the verifiable reward can correct what SFT taught).
 GRPO: {cfg.trainer.steps} steps x {cfg.trainer.prompts_per_step} prompts x {cfg.rollout.n} samples, lr {cfg.trainer.lr},
 reward heads {cfg.reward.heads}. Total time {r['total_seconds'] / 60:.1f} min.
 

@@ -15,14 +15,18 @@ from transformers.models.qwen2_5_vl.processing_qwen2_5_vl import Qwen2_5_VLProce
 
 
 def torchvision_available() -> bool:
-    """True when torchvision can be imported (it is absent or broken on CPU-only installs)."""
+    """True when torchvision imports with its compiled ops (it is absent or broken on CPU-only installs).
+
+    A CUDA-only torchvision next to CPU torch fails at import, or imports without its ops once the vLLM engine's
+    shim (``mmevo.torchvision_shim``) is in effect: both count as unavailable.
+    """
     if importlib.util.find_spec("torchvision") is None:
         return False
     try:
-        import torchvision  # noqa: F401
-    except Exception:  # a CUDA-only torchvision next to CPU torch fails at import
+        import torchvision.extension
+    except Exception:
         return False
-    return True
+    return bool(torchvision.extension._has_ops())
 
 
 class ImageOnlyQwen2_5_VLProcessor(Qwen2_5_VLProcessor):

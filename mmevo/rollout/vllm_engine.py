@@ -1,0 +1,471 @@
+"""Rollout engine on vLLM: fast batched sampling beside the trainer, whose weights are pushed in after each update.
+
+Semantics match ``mmevo.rollout.hf.HFEngine``: temperature 0 is greedy; each sampled token's log-prob is taken under
+softmax(logits / T) of the unmodified policy (before vision tokens are banned and before top-p); a sampled stop token
+ends the completion, is kept in ``token_ids`` and gives finish_reason "stop"; ``prefix_ids`` continue the same
+assistant turn and only new tokens come back.
+
+vLLM is imported lazily, so mmevo imports without it. The engine runs in-process (vLLM's uni executor, no engine-core
+subprocess): weights are streamed straight from the trainer's modules, and on CPU-only machines the torchvision shim
+(``mmevo.torchvision_shim``) stays in effect for vLLM's code too.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import random
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Iterator, Sequence
+
+import torch
+
+from mmevo import torchvision_shim
+from mmevo.models.inputs import EncodedPrompt, unwrap
+from mmevo.rollout.base import Completion, RolloutRequest, SamplingParams
+
+_EXTRA_KEY = "mmevo_policy"  # SamplingParams.extra_args key read by our logits processor
+
+
+# -- environment ------------------------------------------------------------------------------------------------------
+def _prepare_vllm() -> None:
+    """Environment vLLM must see before it is imported: in-process engine core, quiet logs, torchvision shim."""
+    # in-process engine core: weights are passed to the worker as Python objects, and the shim covers vLLM's code
+    os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
+    os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
+    if torchvision_shim.apply():
+        # vLLM inspects model classes in a fresh interpreter (to keep CUDA uninitialised there), where the shim is
+        # missing and torchvision's import fails; on a CPU-only install there is no CUDA to protect, so run it here.
+        import vllm.model_executor.models.registry as registry
+
+        if hasattr(registry, "_run_in_subprocess"):
+            registry._run_in_subprocess = lambda fn: fn()
+
+
+def _on_gpu() -> bool:
+    return torch.cuda.is_available()
+
+
+def _vllm_model_dir(model_path: str | Path) -> str:
+    """A directory vLLM can load ``model_path`` from.
+
+    vLLM builds the full Qwen2-VL processor, whose video half needs a ``video_preprocessor_config.json``; mmevo's tiny
+    checkpoints (saved with an image-only processor) have none. For those, a sibling view of the checkpoint is made
+    in a temp dir: links to every file plus a video config derived from the image processor's settings.
+    """
+    p = Path(model_path)
+    if not p.is_dir():
+        return str(model_path)  # a hub id: vLLM resolves it
+    cfg = json.loads((p / "config.json").read_text())
+    if cfg.get("model_type") not in ("qwen2_vl", "qwen2_5_vl") or (p / "video_preprocessor_config.json").exists():
+        return str(p)
+    image_cfg = None
+    if (p / "preprocessor_config.json").exists():
+        image_cfg = json.loads((p / "preprocessor_config.json").read_text())
+    elif (p / "processor_config.json").exists():
+        image_cfg = json.loads((p / "processor_config.json").read_text()).get("image_processor")
+    if image_cfg is None:
+        return str(p)
+    video_cfg = {k: v for k, v in image_cfg.items() if k != "image_processor_type"}
+    video_cfg["video_processor_type"] = "Qwen2VLVideoProcessor"
+    view = Path(tempfile.mkdtemp(prefix="mmevo-vllm-model-"))
+    atexit.register(shutil.rmtree, view, ignore_errors=True)
+    for f in p.iterdir():
+        (view / f.name).symlink_to(f.resolve())
+    (view / "video_preprocessor_config.json").write_text(json.dumps(video_cfg, indent=2))
+    return str(view)
+
+
+def _is_vl(model_dir: str) -> bool:
+    """Whether the checkpoint is a vision-language model (a hub id is assumed to be one)."""
+    cfg = Path(model_dir) / "config.json"
+    return not cfg.exists() or "vision_config" in json.loads(cfg.read_text())
+
+
+# -- prompts ----------------------------------------------------------------------------------------------------------
+def collapse_image_runs(input_ids: Sequence[int], image_token_id: int) -> list[int]:
+    """Token ids with each run of image placeholders reduced to one (vLLM expands them itself from the image)."""
+    out: list[int] = []
+    for t in input_ids:
+        if t == image_token_id and out and out[-1] == image_token_id:
+            continue
+        out.append(t)
+    return out
+
+
+# -- the policy log-prob / ban logits processor -----------------------------------------------------------------------
+_PROCESSOR_CLS = None
+
+
+def _policy_logits_processor():
+    """A vLLM logits processor (built on first use) for requests carrying ``extra_args[_EXTRA_KEY]``.
+
+    It replaces each row z by ``T' * log_softmax(z / T')`` (T' = T, or 1 when greedy) — a per-row shift, so sampling,
+    greedy choice and top-p are unchanged — and then sets the banned (vision) tokens to -inf. With the engine's
+    ``logprobs_mode="processed_logits"``, vLLM reports the sampled token's value after temperature and top-p, which
+    is then exactly log softmax(z / T) of the unmodified policy: the log-prob the trainer computes.
+    """
+    global _PROCESSOR_CLS
+    if _PROCESSOR_CLS is not None:
+        return _PROCESSOR_CLS
+    from vllm.v1.sample.logits_processor import LogitsProcessor
+
+    class PolicyLogprobProcessor(LogitsProcessor):
+        def __init__(self, vllm_config, device, is_pin_memory):
+            self.device = device
+            self.rows: dict[int, tuple[float, tuple[int, ...]]] = {}  # batch index -> (temperature, banned ids)
+            self.tensors = None  # (row index, temperature, banned row, banned column), rebuilt when rows change
+
+        def is_argmax_invariant(self) -> bool:
+            return False  # the ban changes the greedy choice
+
+        def update_state(self, batch_update) -> None:
+            if batch_update is None:
+                return
+            for index in batch_update.removed:
+                self.rows.pop(index, None)
+            for index, params, _, _ in batch_update.added:
+                extra = (params.extra_args or {}).get(_EXTRA_KEY)
+                if extra is None:
+                    self.rows.pop(index, None)
+                else:
+                    t = float(params.temperature)
+                    self.rows[index] = (t if t > 1e-5 else 1.0, tuple(extra.get("banned", ())))
+            for a, b, direction in batch_update.moved:
+                ra, rb = self.rows.pop(a, None), self.rows.pop(b, None)
+                if ra is not None:
+                    self.rows[b] = ra
+                if rb is not None and direction.name == "SWAP":
+                    self.rows[a] = rb
+            order = sorted(self.rows)
+            ban = [(j, t) for j, i in enumerate(order) for t in self.rows[i][1]]
+            r, c = zip(*ban) if ban else ((), ())
+            dev = self.device
+            self.tensors = (torch.tensor(order, dtype=torch.long, device=dev),
+                            torch.tensor([self.rows[i][0] for i in order], dtype=torch.float32, device=dev)[:, None],
+                            torch.tensor(r, dtype=torch.long, device=dev), torch.tensor(c, dtype=torch.long, device=dev))
+
+        def apply(self, logits: torch.Tensor) -> torch.Tensor:
+            if not self.rows:
+                return logits
+            idx, temps, ban_r, ban_c = self.tensors
+            shifted = torch.log_softmax(logits[idx] / temps, dim=-1) * temps
+            if ban_r.numel():
+                shifted[ban_r, ban_c] = float("-inf")
+            logits[idx] = shifted.to(logits.dtype)
+            return logits
+
+    _PROCESSOR_CLS = PolicyLogprobProcessor
+    return _PROCESSOR_CLS
+
+
+# -- weights ----------------------------------------------------------------------------------------------------------
+def vllm_weight_name(name: str) -> str:
+    """A transformers-5 ``state_dict`` name as the checkpoint (and vLLM's loader) spells it.
+
+    transformers 5 nests Qwen2-VL / Qwen2.5-VL as ``model.language_model.*`` / ``model.visual.*``; the checkpoint
+    layout that every vLLM version loads is ``model.*`` / ``visual.*`` (what ``save_pretrained`` writes).
+    Text-only models are unchanged.
+    """
+    if name.startswith("model.language_model."):
+        return "model." + name[len("model.language_model."):]
+    if name.startswith("model.visual."):
+        return "visual." + name[len("model.visual."):]
+    return name
+
+
+def iter_weights(model: torch.nn.Module, dtype: torch.dtype | None = None,
+                 bucket_bytes: int = 256 << 20) -> Iterator[tuple[str, torch.Tensor]]:
+    """(vLLM name, tensor) for every distinct tensor of ``model``, converted a bucket (<= bucket_bytes) at a time.
+
+    Tied tensors (lm_head sharing the embedding) are sent once, like ``save_pretrained`` does.
+    """
+    seen: set[int] = set()
+    bucket: list[tuple[str, torch.Tensor]] = []
+    size = 0
+    with torch.no_grad():
+        for name, t in unwrap(model).state_dict().items():
+            ptr = t.data_ptr()
+            if ptr in seen:
+                continue
+            seen.add(ptr)
+            bucket.append((vllm_weight_name(name), t))
+            size += t.numel() * (dtype.itemsize if dtype is not None else t.element_size())
+            if size >= bucket_bytes:
+                yield from _materialise(bucket, dtype)
+                bucket, size = [], 0
+        yield from _materialise(bucket, dtype)
+
+
+def _materialise(bucket, dtype):
+    converted = [(n, t.detach().to(dtype) if dtype is not None else t.detach()) for n, t in bucket]
+    bucket.clear()
+    while converted:
+        yield converted.pop(0)
+
+
+# -- the engine -------------------------------------------------------------------------------------------------------
+class VLLMEngine:
+    """Rollouts with an in-process vLLM ``LLM``; ``sync_weights`` pushes the trainer's weights in after each update."""
+
+    def __init__(self, model_path: str | Path, tokenizer, stop_ids: Sequence[int], banned_ids: Sequence[int] = (),
+                 dtype: str = "bfloat16", gpu_memory_utilization: float = 0.6, tensor_parallel_size: int = 1,
+                 seed: int = 0, max_model_len: int | None = None, kv_cache_gb: int = 1,
+                 enable_sleep_mode: bool = False, enable_prefix_caching: bool = True, **engine_kwargs):
+        _prepare_vllm()
+        from vllm import LLM
+
+        self.stop_ids = sorted(set(int(t) for t in stop_ids))
+        self.banned_ids = sorted(set(int(t) for t in banned_ids))
+        image_id = tokenizer.convert_tokens_to_ids("<|image_pad|>")
+        self.image_token_id = image_id if isinstance(image_id, int) and image_id != tokenizer.unk_token_id else None
+        self.dtype = dtype
+        self.on_gpu = _on_gpu()
+        self.sleep_enabled = bool(enable_sleep_mode) and self.on_gpu
+        self.tensor_parallel_size = tensor_parallel_size
+        self._asleep = False
+        self.stats = {"prefill_tokens": 0, "generated_tokens": 0}
+        self.model_dir = _vllm_model_dir(model_path)
+        kwargs = dict(
+            model=self.model_dir,
+            dtype=dtype,
+            seed=seed,
+            enforce_eager=True,
+            enable_prefix_caching=enable_prefix_caching,
+            logprobs_mode="processed_logits",  # with our processor: log softmax(z / T) of the sampled token
+            logits_processors=[_policy_logits_processor()],
+            tensor_parallel_size=tensor_parallel_size,
+            distributed_executor_backend="uni" if tensor_parallel_size == 1 else "mp",
+            disable_log_stats=True,
+        )
+        if max_model_len is not None:
+            kwargs["max_model_len"] = max_model_len
+        if _is_vl(self.model_dir):  # one image per prompt (engine_kwargs may raise it), never videos
+            kwargs["limit_mm_per_prompt"] = {"image": 1, "video": 0}
+        if self.on_gpu:
+            kwargs.update(gpu_memory_utilization=gpu_memory_utilization, enable_sleep_mode=self.sleep_enabled)
+        else:
+            # CPU: the KV cache gets an explicit size; block size 16 fails on the CPU attention backend
+            kwargs.update(kv_cache_memory_bytes=int(kv_cache_gb) << 30, block_size=32)
+        kwargs.update(engine_kwargs)
+        # vLLM reseeds the global RNGs and (on CPU) disables torch.set_num_threads process-wide while it starts:
+        # restore both so the trainer sharing this process is unaffected
+        set_threads = torch.set_num_threads
+        rng = (random.getstate(), torch.get_rng_state(), _np_state())
+        try:
+            self.llm = LLM(**kwargs)
+        finally:
+            torch.set_num_threads = set_threads
+            random.setstate(rng[0])
+            torch.set_rng_state(rng[1])
+            _np_restore(rng[2])
+
+    # -- protocol -------------------------------------------------------------------------------------------------
+    def generate(self, requests: Sequence[RolloutRequest], params: SamplingParams) -> list[list[Completion]]:
+        from vllm import SamplingParams as VSamplingParams
+
+        prompts, sps, slots = [], [], []
+        results: list[list[Completion]] = [[] for _ in requests]
+        seed_offset = 0
+        for i, req in enumerate(requests):
+            budget = params.max_tokens if req.max_tokens is None else req.max_tokens
+            if req.n <= 0:
+                continue
+            if budget <= 0:  # nothing to generate: empty completions, like the HF engine
+                results[i] = [Completion([], [], "length", prefix_ids=list(req.prefix_ids)) for _ in range(req.n)]
+                continue
+            prompts.append(self._prompt(req))
+            seed = None
+            if params.seed is not None:
+                seed = params.seed + seed_offset  # vLLM gives sample k of a request seed + k: keep them disjoint
+                seed_offset += req.n
+            sps.append(VSamplingParams(
+                n=req.n,
+                temperature=max(float(params.temperature), 0.0),
+                top_p=float(params.top_p) if params.temperature > 0 else 1.0,
+                max_tokens=int(budget),
+                seed=seed,
+                logprobs=0,
+                stop_token_ids=self.stop_ids,
+                ignore_eos=True,  # stops are exactly stop_ids (the model's EOS ids are among them)
+                detokenize=False,
+                skip_special_tokens=False,
+                extra_args={_EXTRA_KEY: {"banned": self.banned_ids}},
+            ))
+            slots.append(i)
+        if not prompts:
+            return results
+        outputs = self.llm.generate(prompts, sps, use_tqdm=False)
+        for i, out in zip(slots, outputs):
+            req = requests[i]
+            self.stats["prefill_tokens"] += len(out.prompt_token_ids or [])
+            for comp in sorted(out.outputs, key=lambda c: c.index):
+                ids = [int(t) for t in comp.token_ids]
+                lps = _sampled_logprobs(comp.logprobs, ids)
+                finish = "stop" if ids and ids[-1] in self.stop_ids else "length"
+                self.stats["generated_tokens"] += len(ids)
+                results[i].append(Completion(ids, lps, finish, prefix_ids=list(req.prefix_ids)))
+        return results
+
+    def sync_weights(self, model: torch.nn.Module) -> None:
+        """Stream ``model``'s weights into the engine (vLLM names, engine dtype), then drop caches made with the old."""
+        if self._asleep:
+            self.wake()
+        target = _DTYPES.get(self.dtype)
+        errors = []
+        for name, push in self._weight_paths():
+            try:
+                with _quiet_expected_reload_warnings():
+                    push(iter_weights(model, target))
+                break
+            except _MissingPath as e:
+                errors.append(f"{name}: {e}")
+        else:
+            raise RuntimeError("could not push weights into vLLM; tried " + "; ".join(errors))
+        self._refresh_tied_heads()
+        self.llm.reset_prefix_cache()
+        engine = self.llm.llm_engine
+        if hasattr(engine, "reset_encoder_cache"):  # else cached vision embeddings of the old weights are reused
+            engine.reset_encoder_cache()
+
+    def sleep(self) -> None:
+        """Free GPU memory (weights offloaded, KV cache dropped) between rollout phases; no-op on CPU."""
+        if self.sleep_enabled and not self._asleep:
+            self.llm.sleep(level=1)
+            self._asleep = True
+
+    def wake(self) -> None:
+        if self._asleep:
+            self.llm.wake_up()
+            self._asleep = False
+
+    # -- internals ------------------------------------------------------------------------------------------------
+    def _prompt(self, req: RolloutRequest) -> dict:
+        enc: EncodedPrompt = req.image_override or req.prompt
+        ids = list(enc.input_ids)
+        if self.image_token_id is not None and enc.images:
+            ids = collapse_image_runs(ids, self.image_token_id)
+        prompt: dict = {"prompt_token_ids": ids + [int(t) for t in req.prefix_ids]}
+        if enc.images:
+            prompt["multi_modal_data"] = {"image": list(enc.images)}
+        return prompt
+
+    def _refresh_tied_heads(self) -> None:
+        """Re-derive what vLLM precomputed from a tied LM head's weight.
+
+        With tied embeddings the checkpoint has no lm_head tensor, so the reload never touches the head layer, whose
+        weight is the (now updated) embedding. On CPU, though, the head multiplies with a packed copy made when it was
+        first loaded: without this the logits would keep coming from the old embedding.
+        """
+        try:
+            from vllm.model_executor.layers.vocab_parallel_embedding import UnquantizedEmbeddingMethod
+        except ImportError:
+            return
+
+        def refresh(model: torch.nn.Module) -> int:
+            owners: dict[int, list[torch.nn.Module]] = {}
+            for m in model.modules():
+                w = m.__dict__.get("_parameters", {}).get("weight")
+                if w is not None:
+                    owners.setdefault(id(w), []).append(m)
+            n = 0
+            for mods in owners.values():
+                if len(mods) < 2:
+                    continue
+                for m in mods:
+                    if isinstance(getattr(m, "quant_method", None), UnquantizedEmbeddingMethod) and m.weight.numel():
+                        m.quant_method.process_weights_after_loading(m)
+                        n += 1
+            return n
+
+        self.llm.apply_model(refresh)
+
+    def _weight_paths(self):
+        """Ways to reach the worker's weight reload, newest vLLM first."""
+        llm = self.llm
+
+        def reload_rpc(weights):
+            if self.tensor_parallel_size > 1:  # workers in other processes: send a picklable list
+                weights = [(n, t.cpu()) for n, t in weights]
+            try:
+                llm.collective_rpc("reload_weights", kwargs={"weights_iterator": weights})
+            except AttributeError as e:  # this vLLM's worker has no reload_weights
+                if "reload_weights" not in str(e):
+                    raise
+                raise _MissingPath(str(e)) from e
+
+        def direct_load(weights):
+            # older vLLM (GPU): load checkpoint-format weights straight into the model; CPU builds repack weights
+            # after loading, which this path does not redo
+            if not self.on_gpu:
+                raise _MissingPath("model.load_weights skips the CPU backend's weight repacking")
+            try:
+                runner = llm.llm_engine.model_executor.driver_worker.worker.model_runner
+            except AttributeError as e:
+                raise _MissingPath(str(e)) from e
+            runner.model.load_weights(weights)
+
+        return [("collective_rpc('reload_weights')", reload_rpc), ("driver_worker model.load_weights", direct_load)]
+
+
+# Layers a checkpoint never carries (computed buffers) and the tied LM head (refreshed after the reload): vLLM warns
+# "<layer>: Failed to load weights" for each of them on every reload.
+_NOT_IN_CHECKPOINT = {"RotaryEmbedding", "MRotaryEmbedding", "FusedMMInputNorm", "ParallelLMHead"}
+
+
+class _quiet_expected_reload_warnings:
+    """Drop vLLM's per-reload warnings about layers that are expected to receive no weights (others still show)."""
+
+    name = "vllm.model_executor.model_loader.reload.layerwise"
+
+    @staticmethod
+    def filter(record) -> bool:
+        return not (record.getMessage().endswith("Failed to load weights") and record.args
+                    and record.args[0] in _NOT_IN_CHECKPOINT)
+
+    def __enter__(self):
+        import logging
+
+        logging.getLogger(self.name).addFilter(self.filter)
+
+    def __exit__(self, *exc):
+        import logging
+
+        logging.getLogger(self.name).removeFilter(self.filter)
+
+
+class _MissingPath(Exception):
+    """This vLLM has no such weight-loading path."""
+
+
+_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16, "half": torch.float16}
+
+
+def _sampled_logprobs(logprobs, ids: list[int]) -> list[float]:
+    """The sampled token's log-prob at each position (vLLM returns a {token: Logprob} mapping per position)."""
+    if logprobs is None:
+        raise RuntimeError("vLLM returned no logprobs although logprobs=0 was requested")
+    out = []
+    for pos, tok in enumerate(ids):
+        entry = logprobs[pos]
+        lp = entry[tok]
+        out.append(float(getattr(lp, "logprob", lp)))
+    return out
+
+
+def _np_state():
+    try:
+        import numpy as np
+    except ImportError:
+        return None
+    return np.random.get_state()
+
+
+def _np_restore(state) -> None:
+    if state is not None:
+        import numpy as np
+
+        np.random.set_state(state)
