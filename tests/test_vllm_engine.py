@@ -113,7 +113,7 @@ def test_retrace_continuation_and_stop_tokens(engine, prompts):
     # a sampled stop token ends the completion and is kept; per-request max_tokens overrides the call's
     j = next(i for i in range(3, len(full)) if full[i] not in full[:i])
     saved = engine.stop_ids
-    engine.stop_ids = sorted(set(saved) | {full[j]})
+    engine.stop_ids = torch.cat([saved, torch.tensor([full[j]])])
     try:
         stopped, short = engine.generate([RolloutRequest(prompts[1]), RolloutRequest(prompts[1], max_tokens=2)], GREEDY)
     finally:

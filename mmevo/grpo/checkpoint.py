@@ -45,14 +45,15 @@ def latest_checkpoint(output_dir: str | Path) -> Path | None:
     return ckpts[-1] if ckpts else None
 
 
-def save_checkpoint(output_dir: str | Path, step: int, model, processor, trainer_state: dict, keep: int = 2) -> Path:
-    """Write ``step_<step>`` atomically; prune to the newest ``keep``."""
+def save_checkpoint(output_dir: str | Path, step: int, model, processor, trainer_state: dict, keep: int = 2,
+                    state_dict: dict | None = None) -> Path:
+    """Write ``step_<step>`` atomically; prune to the newest ``keep``. ``state_dict``: gathered weights (ZeRO-3)."""
     root = Path(output_dir) / "checkpoints"
     root.mkdir(parents=True, exist_ok=True)
     final = root / f"step_{step:06d}"
     tmp = Path(tempfile.mkdtemp(prefix=f".step_{step:06d}.tmp", dir=root))
     try:
-        save_model(tmp / "model", model, processor)
+        save_model(tmp / "model", model, processor, state_dict)
         torch.save({**trainer_state, "rng": rng_state(), "step": step}, tmp / "trainer_state.pt")
         if final.exists():
             shutil.rmtree(final)
@@ -65,11 +66,11 @@ def save_checkpoint(output_dir: str | Path, step: int, model, processor, trainer
     return final
 
 
-def save_model(path: str | Path, model, processor) -> Path:
+def save_model(path: str | Path, model, processor, state_dict: dict | None = None) -> Path:
     """HF-format export (config, safetensors, processor/tokenizer) loadable by transformers' Auto classes."""
     path = Path(path)
     path.mkdir(parents=True, exist_ok=True)
-    unwrap(model).save_pretrained(path, safe_serialization=True)
+    unwrap(model).save_pretrained(path, safe_serialization=True, state_dict=state_dict)
     if processor is not None:
         processor.save_pretrained(path)
     return path

@@ -178,6 +178,47 @@ def _shared_prefix_hidden(base, prompts, responses, owner: dict[int, int], pad_i
     return hidden, response_ids, mask
 
 
+class TorchBackend:
+    """Plain PyTorch: accumulate gradients over micro-batches, clip, AdamW step, scheduler step."""
+
+    def __init__(self, model, optimizer, scheduler, max_grad_norm: float):
+        self.model, self.optimizer, self.scheduler, self.max_grad_norm = model, optimizer, scheduler, max_grad_norm
+
+    def zero_grad(self) -> None:
+        self.optimizer.zero_grad(set_to_none=True)
+
+    def backward(self, loss: torch.Tensor, boundary: bool) -> None:
+        loss.backward()
+
+    def step(self) -> float:
+        norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.max_grad_norm)
+        if torch.isfinite(norm):
+            self.optimizer.step()
+            self.scheduler.step()
+        return float(norm)
+
+
+class DeepSpeedBackend:
+    """DeepSpeed ZeRO engine: mmevo marks the accumulation boundary; DeepSpeed reduces, clips and steps there."""
+
+    def __init__(self, engine):
+        self.engine = engine
+
+    def zero_grad(self) -> None:
+        pass  # the engine clears gradients after each optimizer step
+
+    def backward(self, loss: torch.Tensor, boundary: bool) -> None:
+        self.engine.set_gradient_accumulation_boundary(boundary)
+        self.engine.backward(loss)
+        if not boundary:
+            self.engine.step()  # bookkeeping only: no update before the boundary
+
+    def step(self) -> float:
+        self.engine.step()
+        norm = self.engine.get_global_grad_norm()
+        return float(norm) if norm is not None else float("nan")
+
+
 class GRPOTrainer:
     """Single-process GRPO trainer (the DeepSpeed path wraps the same step)."""
 
@@ -205,14 +246,34 @@ class GRPOTrainer:
         self.scheduler = make_scheduler(self.optimizer, t.warmup_steps, t.steps * updates_per_step, t.lr_schedule)
         self.step_idx = 0
         self.out = Path(t.output_dir)
-        self.logger = RunLogger(self.out, to_dict(cfg), t.wandb_mode, t.wandb_project, enabled=log)
+        self.ds_engine = None
+        if t.deepspeed:
+            from mmevo.grpo import distributed as D
+
+            D.init_distributed(cfg.model.device)
+            if t.prompts_per_step % D.world_size():
+                raise ValueError(f"trainer.prompts_per_step={t.prompts_per_step} must divide over "
+                                 f"{D.world_size()} ranks (whole prompt groups per rank)")
+            self.ds_engine = D.wrap_deepspeed(self.model, self.optimizer, self.scheduler,
+                                              D.load_ds_config(t.deepspeed, self.model, t.max_grad_norm))
+            self.backend = DeepSpeedBackend(self.ds_engine)
+        else:
+            self.backend = TorchBackend(self.model, self.optimizer, self.scheduler, t.max_grad_norm)
+        from mmevo.grpo.distributed import is_main
+
+        self.logger = RunLogger(self.out, to_dict(cfg), t.wandb_mode, t.wandb_project, enabled=log and is_main())
         self.skipped_prompts = 0
         self._started = False
 
     # -- the algorithm ------------------------------------------------------------------------------------------
     def step(self) -> dict:
+        from mmevo.grpo.distributed import rank, world_size
+
         cfg, timer = self.cfg, StageTimer()
         examples = [self.train_set[i] for i in self.sampler.take(cfg.trainer.prompts_per_step)]
+        if world_size() > 1:  # every rank draws the same global batch and keeps its own whole groups
+            k = len(examples) // world_size()
+            examples = examples[rank() * k:(rank() + 1) * k]
 
         with timer("gen"):
             self.engine.wake()
@@ -291,7 +352,7 @@ class GRPOTrainer:
             for mini in minis:
                 if not mini:
                     continue
-                self.optimizer.zero_grad(set_to_none=True)
+                self.backend.zero_grad()
                 mini_tokens = sum(max(1, len(responses[i])) for i in mini)
                 mb = cfg.trainer.micro_batch_seqs
                 for s in range(0, len(mini), mb):
@@ -326,16 +387,14 @@ class GRPOTrainer:
                         raise TrainingDiverged(
                             f"non-finite loss ({float(loss)}) at step {self.step_idx}: stopping; the last good "
                             f"checkpoint in {self.out / 'checkpoints'} is kept (lower trainer.lr or check the data)")
-                    (loss * weight).backward()
+                    self.backend.backward(loss * weight, boundary=s + mb >= len(mini))
                     for k, v in pg_m.items():
                         agg_totals[k] = agg_totals.get(k, 0.0) + v * weight
-                grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.trainer.max_grad_norm)
-                if not torch.isfinite(grad_norm):
+                grad_norm = self.backend.step()
+                if not math.isfinite(grad_norm):
                     raise TrainingDiverged(f"non-finite gradient norm at step {self.step_idx}: stopping; the last "
                                            f"good checkpoint in {self.out / 'checkpoints'} is kept")
-                agg_totals["grad_norm"] = agg_totals.get("grad_norm", 0.0) + float(grad_norm)
-                self.optimizer.step()
-                self.scheduler.step()
+                agg_totals["grad_norm"] = agg_totals.get("grad_norm", 0.0) + grad_norm
                 n_updates += 1
         return {f"actor/{k}": v / max(1, n_updates) for k, v in agg_totals.items()}
 
@@ -366,14 +425,29 @@ class GRPOTrainer:
                 "sampler": self.sampler.state_dict(), "rewards": self.rewards.state_dict(),
                 "config": to_dict(self.cfg)}
 
-    def save(self) -> Path:
-        return save_checkpoint(self.out, self.step_idx, self.model, self.policy.processor, self.trainer_state(),
-                               keep=self.cfg.trainer.keep_checkpoints)
+    def save(self) -> Path | None:
+        """Checkpoint (every rank must call it under DeepSpeed: ZeRO-3 weights are gathered; rank 0 writes)."""
+        if self.ds_engine is None:
+            return save_checkpoint(self.out, self.step_idx, self.model, self.policy.processor, self.trainer_state(),
+                                   keep=self.cfg.trainer.keep_checkpoints)
+        from mmevo.grpo.distributed import is_main
+        from mmevo.models.weights import full_state_items
+
+        weights = dict(full_state_items(self.model))
+        if not is_main():
+            return None
+        # ZeRO partitions the optimizer state across ranks: DeepSpeed checkpoints keep weights, data and RNG only
+        state = {k: v for k, v in self.trainer_state().items() if k not in ("optimizer", "scheduler")}
+        return save_checkpoint(self.out, self.step_idx, self.model, self.policy.processor, state,
+                               keep=self.cfg.trainer.keep_checkpoints, state_dict=weights)
 
     def maybe_resume(self) -> bool:
         ckpt = latest_checkpoint(self.out) if self.cfg.trainer.resume else None
         if ckpt is None:
             return False
+        if self.ds_engine is not None:
+            raise ValueError(f"{ckpt} exists, but resuming a DeepSpeed run is not supported yet: start from its "
+                             f"weights with model.path={ckpt / 'model'} trainer.resume=false (or another output_dir)")
         load_model_weights(self.model, ckpt / "model")
         state = load_trainer_state(ckpt)
         self.optimizer.load_state_dict(state["optimizer"])
@@ -401,6 +475,10 @@ class GRPOTrainer:
             while self.step_idx < target:
                 try:
                     metrics = self.step()
+                    if self.ds_engine is not None:
+                        from mmevo.grpo.distributed import all_reduce_mean
+
+                        metrics = all_reduce_mean(metrics)
                 except FloatingPointError as e:
                     raise TrainingDiverged(f"{e} at step {self.step_idx}: stopping; the last good checkpoint in "
                                            f"{self.out / 'checkpoints'} is kept") from e
@@ -422,7 +500,16 @@ class GRPOTrainer:
         return history
 
     def export(self, path: str | Path) -> Path:
-        return save_model(path, self.model, self.policy.processor)
+        """Final model in HF format (under DeepSpeed: gathered on every rank, written by rank 0)."""
+        if self.ds_engine is None:
+            return save_model(path, self.model, self.policy.processor)
+        from mmevo.grpo.distributed import is_main
+        from mmevo.models.weights import full_state_items
+
+        weights = dict(full_state_items(self.model))
+        if is_main():
+            save_model(path, self.model, self.policy.processor, weights)
+        return Path(path)
 
     def evaluate(self, examples: Sequence[Example] | None = None, max_tokens: int | None = None) -> dict:
         return evaluate(self.engine, self.prompts, list(examples or self.heldout), self.policy.tokenizer,
@@ -480,7 +567,9 @@ def plain_groups(trainer: GRPOTrainer, examples: list[Example], step: int) -> Ro
 
 def _step_seed(seed: int, step: int) -> int:
     """Per-step sampling seed: reproducible and independent of how many steps ran in this process (resume)."""
-    return (seed * 1_000_003 + step * 7_919) % (2**31 - 1)
+    from mmevo.grpo.distributed import rank
+
+    return (seed * 1_000_003 + step * 7_919 + rank() * 104_729) % (2**31 - 1)
 
 
 def evaluate(engine, prompts: PromptCache, examples: list[Example], tokenizer, max_tokens: int, temperature: float = 0.0,

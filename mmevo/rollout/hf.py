@@ -58,10 +58,25 @@ class HFEngine:
 
     # -- protocol -------------------------------------------------------------------------------------------------
     def sync_weights(self, model: torch.nn.Module) -> None:
-        """Colocated: sampling uses the trained module itself, so only a different module needs copying."""
+        """Colocated: sampling uses the trained module itself, so only a different module needs copying.
+
+        The source may be ZeRO-3 partitioned: its weights are gathered bucket by bucket (every rank must call this).
+        """
         if unwrap(model) is unwrap(self.model):
             return
-        unwrap(self.model).load_state_dict(unwrap(model).state_dict(), strict=True)
+        from mmevo.models.weights import full_state_items
+
+        target = unwrap(self.model).state_dict()  # tensors sharing storage with the engine's parameters
+        written = set()  # storages written (tied weights share one)
+        with torch.no_grad():
+            for name, tensor in full_state_items(model):
+                if name not in target:
+                    raise KeyError(f"weight sync: the engine model has no tensor named {name!r}")
+                target[name].copy_(tensor)
+                written.add(target[name].data_ptr())
+        missing = [n for n, t in target.items() if t.data_ptr() not in written]
+        if missing:
+            raise KeyError(f"weight sync: the source model lacks {sorted(missing)[:5]}")
 
     def sleep(self) -> None:
         pass

@@ -218,8 +218,9 @@ class VLLMEngine:
         _prepare_vllm()
         from vllm import LLM
 
-        self.stop_ids = sorted(set(int(t) for t in stop_ids))
-        self.banned_ids = sorted(set(int(t) for t in banned_ids))
+        # LongTensors, like HFEngine's (callers read engine.stop_ids)
+        self.stop_ids = torch.tensor(sorted(set(int(t) for t in stop_ids)), dtype=torch.long)
+        self.banned_ids = torch.tensor(sorted(set(int(t) for t in banned_ids)), dtype=torch.long)
         image_id = tokenizer.convert_tokens_to_ids("<|image_pad|>")
         self.image_token_id = image_id if isinstance(image_id, int) and image_id != tokenizer.unk_token_id else None
         self.dtype = dtype
@@ -267,6 +268,7 @@ class VLLMEngine:
     def generate(self, requests: Sequence[RolloutRequest], params: SamplingParams) -> list[list[Completion]]:
         from vllm import SamplingParams as VSamplingParams
 
+        stops, banned = self.stop_ids.tolist(), self.banned_ids.tolist()
         prompts, sps, slots = [], [], []
         results: list[list[Completion]] = [[] for _ in requests]
         seed_offset = 0
@@ -289,11 +291,11 @@ class VLLMEngine:
                 max_tokens=int(budget),
                 seed=seed,
                 logprobs=0,
-                stop_token_ids=self.stop_ids,
+                stop_token_ids=stops,
                 ignore_eos=True,  # stops are exactly stop_ids (the model's EOS ids are among them)
                 detokenize=False,
                 skip_special_tokens=False,
-                extra_args={_EXTRA_KEY: {"banned": self.banned_ids}},
+                extra_args={_EXTRA_KEY: {"banned": banned}},
             ))
             slots.append(i)
         if not prompts:
@@ -305,7 +307,7 @@ class VLLMEngine:
             for comp in sorted(out.outputs, key=lambda c: c.index):
                 ids = [int(t) for t in comp.token_ids]
                 lps = _sampled_logprobs(comp.logprobs, ids)
-                finish = "stop" if ids and ids[-1] in self.stop_ids else "length"
+                finish = "stop" if ids and ids[-1] in stops else "length"
                 self.stats["generated_tokens"] += len(ids)
                 results[i].append(Completion(ids, lps, finish, prefix_ids=list(req.prefix_ids)))
         return results
