@@ -75,7 +75,10 @@ def main(argv: list[str] | None = None) -> int:
             summary = recipes.run_sft(cfg)
         else:
             summary = recipes.run_eval(cfg)
-        print(json.dumps({k: v for k, v in summary.items() if k != "config"}, indent=2, default=str))
+        from mmevo.grpo.distributed import is_main
+
+        if is_main():  # under torchrun / deepspeed only rank 0 prints the summary
+            print(json.dumps({k: v for k, v in summary.items() if k != "config"}, indent=2, default=str))
         return 0
     except (ConfigError, FileNotFoundError, ValueError) as e:
         print(f"mmevo {cmd}: error: {e}", file=sys.stderr)

@@ -91,16 +91,25 @@ def run_sft(cfg: Config) -> dict:
 
 def run_grpo(cfg: Config, evaluate_before_after: bool = True) -> dict:
     """GRPO from ``model.path``; evaluates on the held-out set before and after, exports ``output_dir/final``."""
+    if cfg.trainer.deepspeed:
+        from mmevo.grpo.distributed import init_distributed
+
+        # before anything is loaded: each rank picks its GPU, and vLLM joins the existing process group
+        init_distributed(cfg.model.device)
     policy = load_policy(cfg)
     train, train_stats = load_examples(cfg, "train")
     heldout, _ = load_examples(cfg, "heldout")
     trainer = _build_trainer(cfg, policy, train, heldout)
+    from mmevo.grpo.distributed import is_main
+
+    main = is_main()  # under DeepSpeed every rank runs this; only rank 0 prints and writes files
     out = Path(cfg.trainer.output_dir)
     summary: dict = {"config": to_dict(cfg), "data": train_stats}
     resumed = latest_checkpoint_exists(out) and cfg.trainer.resume
     if evaluate_before_after and heldout and not resumed:
         summary["eval_before"] = _strip(trainer.evaluate())
-        print(f"[mmevo] held-out accuracy before GRPO: {summary['eval_before']['accuracy']:.3f}")
+        if main:
+            print(f"[mmevo] held-out accuracy before GRPO: {summary['eval_before']['accuracy']:.3f}")
     t0 = time.time()
     trainer.train()
     summary["train_seconds"] = time.time() - t0
@@ -109,8 +118,11 @@ def run_grpo(cfg: Config, evaluate_before_after: bool = True) -> dict:
     summary["final_model"] = str(trainer.export(out / "final"))
     if evaluate_before_after and heldout:
         summary["eval_after"] = _strip(trainer.evaluate())
-        print(f"[mmevo] held-out accuracy after GRPO: {summary['eval_after']['accuracy']:.3f}")
+        if main:
+            print(f"[mmevo] held-out accuracy after GRPO: {summary['eval_after']['accuracy']:.3f}")
     trainer.logger.close()
+    if not main:
+        return summary
     from mmevo.metrics import plot_curves
 
     plot_curves(out / "metrics.jsonl", out / "curves.png",

@@ -29,12 +29,24 @@ def is_main() -> bool:
     return rank() == 0
 
 
+def launched_world_size() -> int:
+    """Processes the launcher (torchrun / deepspeed) started, whether or not the group is joined yet."""
+    return int(os.environ.get("WORLD_SIZE", 1))
+
+
 def init_distributed(device: str) -> None:
-    """Join the process group the launcher prepared (gloo on CPU, nccl on GPU); a no-op in a single process."""
-    if int(os.environ.get("WORLD_SIZE", 1)) > 1 and not dist.is_initialized():
+    """Join the process group the launcher prepared (gloo on CPU, nccl on GPU); a no-op in a single process.
+
+    On GPU each rank first selects its own device (``LOCAL_RANK``), so that ``model.device=cuda`` means this rank's GPU
+    for everything loaded afterwards (policy, reference model, vLLM engine).
+    """
+    if launched_world_size() > 1 and not dist.is_initialized():
+        on_gpu = str(device).startswith("cuda")
+        if on_gpu:
+            torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", 0)))
         import deepspeed
 
-        deepspeed.init_distributed(dist_backend="nccl" if str(device).startswith("cuda") else "gloo")
+        deepspeed.init_distributed(dist_backend="nccl" if on_gpu else "gloo")
 
 
 def load_ds_config(path: str | Path, model: torch.nn.Module, max_grad_norm: float) -> dict:

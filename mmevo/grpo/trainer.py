@@ -247,6 +247,13 @@ class GRPOTrainer:
         self.step_idx = 0
         self.out = Path(t.output_dir)
         self.ds_engine = None
+        from mmevo.grpo.distributed import launched_world_size
+
+        # torchrun without DeepSpeed would run N unsynchronised copies writing one output_dir (a process that joined
+        # the group itself may still build a single-process trainer, as the ZeRO parity test does)
+        if launched_world_size() > 1 and not t.deepspeed and not torch.distributed.is_initialized():
+            raise ValueError(f"launched as {launched_world_size()} processes, but trainer.deepspeed is empty: give "
+                             f"trainer.deepspeed=configs/deepspeed/zero2.json (or zero3.json), or run one process")
         if t.deepspeed:
             from mmevo.grpo import distributed as D
 
@@ -420,10 +427,12 @@ class GRPOTrainer:
         }
 
     # -- running, checkpoints -----------------------------------------------------------------------------------
-    def trainer_state(self) -> dict:
-        return {"optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict(),
-                "sampler": self.sampler.state_dict(), "rewards": self.rewards.state_dict(),
-                "config": to_dict(self.cfg)}
+    def trainer_state(self, with_optimizer: bool = True) -> dict:
+        """What a checkpoint holds besides the weights (``with_optimizer=False``: no optimizer / scheduler state)."""
+        state = {"sampler": self.sampler.state_dict(), "rewards": self.rewards.state_dict(), "config": to_dict(self.cfg)}
+        if with_optimizer:
+            state.update(optimizer=self.optimizer.state_dict(), scheduler=self.scheduler.state_dict())
+        return state
 
     def save(self) -> Path | None:
         """Checkpoint (every rank must call it under DeepSpeed: ZeRO-3 weights are gathered; rank 0 writes)."""
@@ -436,8 +445,10 @@ class GRPOTrainer:
         weights = dict(full_state_items(self.model))
         if not is_main():
             return None
-        # ZeRO partitions the optimizer state across ranks: DeepSpeed checkpoints keep weights, data and RNG only
-        state = {k: v for k, v in self.trainer_state().items() if k not in ("optimizer", "scheduler")}
+        # ZeRO partitions the optimizer state across ranks (DeepSpeed has replaced the torch optimizer's parameter
+        # groups with its flat partitions, so its state_dict() cannot even be built): DeepSpeed checkpoints keep
+        # weights, data position, reward-head state and RNG only
+        state = self.trainer_state(with_optimizer=False)
         return save_checkpoint(self.out, self.step_idx, self.model, self.policy.processor, state,
                                keep=self.cfg.trainer.keep_checkpoints, state_dict=weights)
 
@@ -470,7 +481,9 @@ class GRPOTrainer:
             self._started = True
         target = t.steps if steps is None else self.step_idx + steps
         history = []
-        bar = _progress(target, self.step_idx, enabled=t.progress)
+        from mmevo.grpo.distributed import is_main
+
+        bar = _progress(target, self.step_idx, enabled=t.progress and is_main())
         try:
             while self.step_idx < target:
                 try:

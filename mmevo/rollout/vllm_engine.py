@@ -79,6 +79,20 @@ def _vllm_model_dir(model_path: str | Path) -> str:
     return str(view)
 
 
+def _executor_backend(tensor_parallel_size: int) -> str:
+    """How vLLM runs its worker: in this process ("uni"), one engine per rank of a torchrun / deepspeed job that
+    shares the trainer's process group ("external_launcher"; each rank samples its own prompt groups on its own
+    GPU), or worker processes for tensor parallelism in a single-process run ("mp")."""
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
+        if tensor_parallel_size != 1:
+            raise ValueError("rollout.tensor_parallel_size > 1 is not supported under DeepSpeed: every rank runs "
+                             "its own vLLM engine on its own GPU (tensor_parallel_size=1)")
+        return "external_launcher"
+    return "uni" if tensor_parallel_size == 1 else "mp"
+
+
 def _is_vl(model_dir: str) -> bool:
     """Whether the checkpoint is a vision-language model (a hub id is assumed to be one)."""
     cfg = Path(model_dir) / "config.json"
@@ -181,17 +195,26 @@ def iter_weights(model: torch.nn.Module, dtype: torch.dtype | None = None,
                  bucket_bytes: int = 256 << 20) -> Iterator[tuple[str, torch.Tensor]]:
     """(vLLM name, tensor) for every distinct tensor of ``model``, converted a bucket (<= bucket_bytes) at a time.
 
-    Tied tensors (lm_head sharing the embedding) are sent once, like ``save_pretrained`` does.
+    Tied tensors (lm_head sharing the embedding) are sent once, like ``save_pretrained`` does. A DeepSpeed ZeRO-3
+    model holds only its shard of each parameter: its full weights are gathered bucket by bucket
+    (``full_state_items``; every rank must consume this iterator, the gathers are collective).
     """
+    from mmevo.models.weights import full_state_items, is_zero3
+
+    base = unwrap(model)
+    # gathered ZeRO-3 tensors are fresh copies (their addresses may be reused once freed), and named_parameters()
+    # already lists a tied parameter once: dedupe by storage only for the model's own live tensors
+    dedupe = not is_zero3(base)
     seen: set[int] = set()
     bucket: list[tuple[str, torch.Tensor]] = []
     size = 0
     with torch.no_grad():
-        for name, t in unwrap(model).state_dict().items():
-            ptr = t.data_ptr()
-            if ptr in seen:
-                continue
-            seen.add(ptr)
+        for name, t in full_state_items(base, bucket_bytes):
+            if dedupe:
+                ptr = t.data_ptr()
+                if ptr in seen:
+                    continue
+                seen.add(ptr)
             bucket.append((vllm_weight_name(name), t))
             size += t.numel() * (dtype.itemsize if dtype is not None else t.element_size())
             if size >= bucket_bytes:
@@ -239,7 +262,7 @@ class VLLMEngine:
             logprobs_mode="processed_logits",  # with our processor: log softmax(z / T) of the sampled token
             logits_processors=[_policy_logits_processor()],
             tensor_parallel_size=tensor_parallel_size,
-            distributed_executor_backend="uni" if tensor_parallel_size == 1 else "mp",
+            distributed_executor_backend=_executor_backend(tensor_parallel_size),
             disable_log_stats=True,
         )
         if max_model_len is not None:

@@ -4,7 +4,6 @@ Writes rank 0's findings as JSON to argv[3]. argv: model_dir ds_config out_json 
 """
 
 import json
-import os
 import sys
 from pathlib import Path
 
