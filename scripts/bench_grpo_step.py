@@ -200,6 +200,8 @@ def run_trl(a: argparse.Namespace) -> dict:
     import torch
 
     torch.set_num_threads(a.threads)
+    import mmevo  # noqa: F401  (its torchvision shim must run before trl imports transformers' processors)
+
     try:
         import trl  # noqa: F401
     except ImportError as e:

@@ -146,3 +146,20 @@ def test_sync_weights_follows_the_trainer(engine, policy, prompts):
     assert after == expected
     engine.sync_weights(policy.model)  # and back: the engine follows whichever weights it is given
     assert [o[0].token_ids for o in engine.generate(reqs, GREEDY)] == before
+
+
+def test_seeded_batch_larger_than_one_prefill_step(engine, policy):
+    """A seeded batch whose prompts exceed one scheduler step's token budget (like a CSRS re-inference batch).
+
+    With chunked prefill vLLM rewinds a partially prefilled request's generator by set_offset(), which CPU generators
+    lack ("CPU Generator does not use offset"); the engine disables chunked prefill on CPU.
+    """
+    reqs = [RolloutRequest(encode_prompt(policy.processor, True, f"<image>Find angle {i}.", [_noise(100 + i)]), n=2)
+            for i in range(160)]
+    assert sum(len(r.prompt.input_ids) for r in reqs) > 8192  # more than one step's budget
+    params = SamplingParams(temperature=1.0, max_tokens=2, seed=3)
+    out = engine.generate(reqs, params)
+    assert [len(o) for o in out] == [2] * len(reqs)
+    assert all(len(c.token_ids) == 2 for o in out for c in o)
+    again = engine.generate(reqs, params)
+    assert [[c.token_ids for c in o] for o in again] == [[c.token_ids for c in o] for o in out]

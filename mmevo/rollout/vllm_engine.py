@@ -274,6 +274,11 @@ class VLLMEngine:
         else:
             # CPU: the KV cache gets an explicit size; block size 16 fails on the CPU attention backend
             kwargs.update(kv_cache_memory_bytes=int(kv_cache_gb) << 30, block_size=32)
+            if max_model_len is not None:
+                # no chunked prefill: after a partial prefill vLLM rewinds each seeded request's generator with
+                # set_offset(), which CPU generators lack ("CPU Generator does not use offset") -- any seeded batch
+                # whose prompts exceed one step's token budget (a CSRS re-inference batch) would fail
+                kwargs.update(enable_chunked_prefill=False, max_num_batched_tokens=max(8192, int(max_model_len)))
         kwargs.update(engine_kwargs)
         # vLLM reseeds the global RNGs and (on CPU) disables torch.set_num_threads process-wide while it starts:
         # restore both so the trainer sharing this process is unaffected
