@@ -20,7 +20,7 @@ $(VENV)/.installed: pyproject.toml
 	touch $@
 
 demo: setup
-	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-2} $(VENV)/bin/mmevo demo --out runs/demo
+	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-1} $(VENV)/bin/mmevo demo --out runs/demo
 
 test: setup
 	OMP_NUM_THREADS=1 $(PY) -m pytest -q
