@@ -63,7 +63,11 @@ def _build_trainer(cfg: Config, policy: LoadedModel, train, heldout, log: bool =
         from mmevo.csrs.strategy import csrs_rollout
 
         strategy = csrs_rollout
-    return GRPOTrainer(cfg, policy, build_engine(cfg, policy), train, heldout, ref_model=ref, strategy=strategy, log=log)
+    trainer = GRPOTrainer(cfg, policy, None, train, heldout, ref_model=ref, strategy=strategy, log=log)
+    # the engine starts after DeepSpeed has partitioned the policy (ZeRO-3): vLLM claims its share of the GPU
+    # (rollout.gpu_memory_utilization of the total) only while that much is free
+    trainer.engine = build_engine(cfg, policy)
+    return trainer
 
 
 def run_sft(cfg: Config) -> dict:

@@ -133,6 +133,13 @@ def check_grpo_step(args, path) -> dict:
     torch.manual_seed(0)
     lm = load_model(path, dtype, args.device)
     ref = load_model(path, dtype, args.device).model.eval().requires_grad_(False)
+    # nudge the policy away from the reference: the KL term then gives real gradients (the format reward of a
+    # random model is 0 everywhere, so advantages alone would leave the update a no-op)
+    g = torch.Generator().manual_seed(1)
+    with torch.no_grad():
+        for p in lm.model.parameters():
+            if p.dim() > 1:
+                p.add_((torch.randn(p.shape, generator=g) * 0.02).to(p))
     train, _ = split_train_heldout(64, 0, seed=3)
     with tempfile.TemporaryDirectory() as tmp:
         cfg.trainer.output_dir = tmp
