@@ -117,7 +117,7 @@ def run_grpo(cfg: Config, evaluate_before_after: bool = True) -> dict:
     t0 = time.time()
     trainer.train()
     summary["train_seconds"] = time.time() - t0
-    if cfg.trainer.save_every:
+    if cfg.trainer.save_every and trainer.step_idx % cfg.trainer.save_every:  # the last periodic save is kept as is
         trainer.save()
     summary["final_model"] = str(trainer.export(out / "final"))
     if evaluate_before_after and heldout:
