@@ -1,0 +1,274 @@
+"""RenderPool: a fixed set of pre-warmed fork-server workers (``render.worker``), one job at a time each.
+
+Workers are separate interpreters started with ``subprocess`` (never a fork of the caller, which may hold
+threads / CUDA state) and a minimal environment. A worker that dies or stops answering is killed and
+replaced; the job it held gets ``error_kind="crash"``. ``close()`` (or leaving the ``with`` block) ends
+every worker and waits for it.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import pickle
+import queue
+import select
+import shutil
+import signal
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import warnings
+from dataclasses import replace
+
+from .types import LANGUAGES, RenderJob, RenderLimits, RenderResult
+from .worker import LAYERS, WORKER_LAYERS, send_msg
+
+log = logging.getLogger(__name__)
+
+_PKG_PARENT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_BOOT = "import sys; sys.path.insert(0, sys.argv[1]); from render.worker import main; main()"
+_WORKER_ENV = {
+    "PATH": "/usr/bin:/bin",
+    "LANG": "C.UTF-8",
+    "OPENBLAS_NUM_THREADS": "1",
+    "OMP_NUM_THREADS": "1",
+    "MKL_NUM_THREADS": "1",
+    "MPLBACKEND": "Agg",
+    "PYTHONDONTWRITEBYTECODE": "1",
+}
+
+
+class RenderPoolError(RuntimeError):
+    pass
+
+
+class _Worker:
+    def __init__(self, disk_bytes: int, skip_layers: tuple = ()) -> None:
+        self.base = tempfile.mkdtemp(prefix="mmevo-render-")
+        os.chmod(self.base, 0o711)
+        env = dict(_WORKER_ENV)
+        if "HOME" in os.environ:  # matplotlib's font cache lives below it
+            env["HOME"] = os.environ["HOME"]
+        self.proc = subprocess.Popen(
+            [sys.executable, "-I", "-c", _BOOT, _PKG_PARENT, self.base, str(int(disk_bytes)),
+             ",".join(skip_layers)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, close_fds=True,
+            start_new_session=True,
+        )
+        self.isolation: dict = {}
+        self._buf = b""
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def wait_ready(self, timeout_s: float) -> dict:
+        msg = self.recv(timeout_s)
+        if not isinstance(msg, dict) or not msg.get("ready"):
+            raise RenderPoolError(f"render worker failed to start: {msg!r}")
+        self.isolation = msg["isolation"]
+        return self.isolation
+
+    def send(self, obj) -> None:
+        send_msg(self.proc.stdin.fileno(), obj)
+
+    def recv(self, timeout_s: float):
+        """Read one framed reply within ``timeout_s``; raises TimeoutError / EOFError."""
+        fd = self.proc.stdout.fileno()
+        deadline = time.monotonic() + timeout_s
+
+        def read_n(n: int) -> bytes:
+            while len(self._buf) < n:
+                left = deadline - time.monotonic()
+                if left <= 0 or not select.select([fd], [], [], left)[0]:
+                    raise TimeoutError("render worker did not answer")
+                chunk = os.read(fd, 1 << 20)
+                if not chunk:
+                    raise EOFError("render worker exited")
+                self._buf += chunk
+            out, self._buf = self._buf[:n], self._buf[n:]
+            return out
+
+        n = struct.unpack("<Q", read_n(8))[0]
+        return pickle.loads(read_n(n))  # the worker is trusted; job children never write here
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except OSError:
+                try:
+                    self.proc.kill()
+                except OSError:
+                    pass
+        self._reap(5.0)
+
+    def stop(self, timeout_s: float = 3.0) -> None:
+        if self.proc.poll() is None:
+            try:
+                self.proc.stdin.close()  # EOF -> the worker leaves its loop and cleans its temp dir
+            except OSError:
+                pass
+            try:
+                self.proc.wait(timeout_s)
+            except subprocess.TimeoutExpired:
+                pass
+        self.kill()
+
+    def _reap(self, timeout_s: float) -> None:
+        try:
+            self.proc.wait(timeout_s)
+        except subprocess.TimeoutExpired:  # pragma: no cover
+            pass
+        for f in (self.proc.stdin, self.proc.stdout):
+            try:
+                if f:
+                    f.close()
+            except OSError:
+                pass
+        shutil.rmtree(self.base, ignore_errors=True)
+
+
+def _missing_layers(iso: dict) -> list[str]:
+    return [k for k in LAYERS + WORKER_LAYERS if not iso.get(k)]
+
+
+class RenderPool:
+    """Sandboxed renderer for model-written matplotlib code and SVG.
+
+    ``RenderPool(workers=2)`` starts the workers and checks that every isolation layer (setsid, rlimits,
+    network namespace, uid drop, no_new_privs, Landlock, seccomp, size-capped job tmpfs) can be applied;
+    if one cannot, it logs loudly and raises unless ``allow_reduced_isolation=True``. Calls from several
+    threads are serialised.
+    """
+
+    def __init__(self, workers: int = 2, *, limits: RenderLimits | None = None,
+                 allow_reduced_isolation: bool = False, start_timeout_s: float = 120.0,
+                 reply_grace_s: float = 10.0, _skip_layers: tuple = ()) -> None:
+        if workers < 1:
+            raise ValueError("workers must be >= 1")
+        self.limits = limits or RenderLimits()
+        self.allow_reduced_isolation = allow_reduced_isolation
+        self.start_timeout_s = start_timeout_s
+        self.reply_grace_s = reply_grace_s  # extra wait for a worker's answer beyond the job timeout
+        self._skip_layers = tuple(_skip_layers)  # tests only: simulate a kernel lacking these layers
+        self._lock = threading.Lock()
+        self._workers: list[_Worker] = []
+        self.replaced = 0
+        self.closed = False
+        try:
+            self._workers = [_Worker(self.limits.disk_bytes, self._skip_layers) for _ in range(workers)]
+            for w in self._workers:
+                w.wait_ready(start_timeout_s)
+        except BaseException:
+            self.close()
+            raise
+        self.isolation = dict(self._workers[0].isolation)
+        missing = _missing_layers(self.isolation)
+        if missing:
+            text = (f"RENDER SANDBOX ISOLATION REDUCED: layers unavailable: {', '.join(missing)} "
+                    f"({'; '.join(self.isolation.get('errors', []))})")
+            log.error(text)
+            print(text, file=sys.stderr, flush=True)
+            if not allow_reduced_isolation:
+                self.close()
+                raise RenderPoolError(text + " -- pass allow_reduced_isolation=True to run anyway")
+            warnings.warn(text, RuntimeWarning, stacklevel=2)
+
+    # -- lifecycle --
+    def __enter__(self) -> RenderPool:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.closed = True
+        for w in self._workers:
+            w.stop()
+
+    def __del__(self) -> None:  # pragma: no cover - best effort
+        try:
+            if not self.closed:
+                self.close()
+        except Exception:
+            pass
+
+    def worker_pids(self) -> list[int]:
+        return [w.pid for w in self._workers]
+
+    # -- rendering --
+    def render(self, job: RenderJob, timeout_s: float = 10.0) -> RenderResult:
+        return self.render_many([job], timeout_s=timeout_s)[0]
+
+    def render_many(self, jobs: list[RenderJob], timeout_s: float = 10.0) -> list[RenderResult]:
+        if self.closed:
+            raise RenderPoolError("pool is closed")
+        if timeout_s <= 0:
+            raise ValueError("timeout_s must be > 0")
+        for j in jobs:
+            if j.language not in LANGUAGES:
+                raise ValueError(f"language must be one of {LANGUAGES}, got {j.language!r}")
+        with self._lock:
+            return self._render_many(jobs, timeout_s)
+
+    def _render_many(self, jobs: list[RenderJob], timeout_s: float) -> list[RenderResult]:
+        results: list[RenderResult | None] = [None] * len(jobs)
+        todo: queue.Queue = queue.Queue()
+        for i, j in enumerate(jobs):
+            todo.put((i, j))
+
+        def serve(slot: int) -> None:
+            while True:
+                try:
+                    i, j = todo.get_nowait()
+                except queue.Empty:
+                    return
+                results[i] = self._run_on(slot, j, timeout_s)
+
+        threads = [threading.Thread(target=serve, args=(s,), daemon=True)
+                   for s in range(min(len(self._workers), len(jobs)))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        return results  # type: ignore[return-value]
+
+    def _replace(self, slot: int) -> _Worker:
+        old = self._workers[slot]
+        old.kill()
+        new = _Worker(self.limits.disk_bytes, self._skip_layers)
+        new.wait_ready(self.start_timeout_s)
+        self._workers[slot] = new
+        self.replaced += 1
+        return new
+
+    def _run_on(self, slot: int, job: RenderJob, timeout_s: float) -> RenderResult:
+        t0 = time.monotonic()
+        w = self._workers[slot]
+        if not w.alive():
+            w = self._replace(slot)
+        msg = {"code": job.code, "language": job.language, "timeout_s": float(timeout_s),
+               "limits": replace(self.limits), "strict": not self.allow_reduced_isolation}
+        try:
+            w.send(msg)
+            reply = w.recv(timeout_s + self.reply_grace_s)
+        except (OSError, EOFError, TimeoutError, ValueError) as e:
+            log.warning("render worker %d failed (%s); replacing it", w.pid, e)
+            try:
+                self._replace(slot)
+            except Exception as e2:  # noqa: BLE001
+                log.error("could not replace render worker: %s", e2)
+            return RenderResult(ok=False, error_kind="crash", message=f"render worker failed: {e}",
+                                elapsed_s=time.monotonic() - t0)
+        return RenderResult(**reply)
+
+
+__all__ = ["RenderPool", "RenderPoolError", "RenderJob", "RenderResult", "RenderLimits"]
