@@ -15,6 +15,7 @@ commands:
   sft         supervised warm-up on worked solutions
   eval        held-out accuracy of a model:  mmevo eval [CONFIG] model.path=DIR data.heldout=FILE
   build-tiny  write the embedded tiny Qwen2.5-VL (or text model) to a directory:  mmevo build-tiny DIR [--text]
+  render      run matplotlib code or an SVG file in the sandbox:  mmevo render FILE -o out.png [--timeout S]
 
 Overrides use dotted keys, e.g. trainer.lr=1e-6 rollout.n=8 reward.heads='{majority: 1.0}'.
 Run `mmevo <command> --help` for the full list of config keys with their defaults.
@@ -56,6 +57,8 @@ def main(argv: list[str] | None = None) -> int:
             build = build_tiny_qwen2 if "--text" in rest else build_tiny_qwen2_5_vl
             print(build([a for a in rest if a != "--text"][0]))
             return 0
+        if cmd == "render":
+            return _render(rest)
         if cmd not in ("demo", "train", "sft", "eval"):
             print(f"unknown command {cmd!r}\n\n{USAGE}", file=sys.stderr)
             return 2
@@ -83,6 +86,32 @@ def main(argv: list[str] | None = None) -> int:
     except (ConfigError, FileNotFoundError, ValueError) as e:
         print(f"mmevo {cmd}: error: {e}", file=sys.stderr)
         return 2
+
+
+def _render(argv: list[str]) -> int:
+    """Sandboxed rendering of one file (".svg" is SVG, anything else matplotlib Python); 1 when it is refused."""
+    ap = argparse.ArgumentParser(prog="mmevo render")
+    ap.add_argument("file", help="Python (matplotlib) source or an .svg file")
+    ap.add_argument("-o", "--out", required=True, help="PNG to write")
+    ap.add_argument("--timeout", type=float, default=10.0, help="wall-clock limit in seconds")
+    args = ap.parse_args(argv)
+    from pathlib import Path
+
+    from render import RenderJob, RenderPool
+
+    src = Path(args.file)
+    if not src.exists():
+        print(f"mmevo render: error: {src} not found", file=sys.stderr)
+        return 2
+    language = "svg" if src.suffix.lower() == ".svg" else "python"
+    with RenderPool(workers=1) as pool:
+        result = pool.render(RenderJob(code=src.read_text(), language=language), timeout_s=args.timeout)
+    if not result.ok:
+        print(f"mmevo render: {result.error_kind}: {result.message}", file=sys.stderr)
+        return 1
+    Path(args.out).write_bytes(result.png)
+    print(f"{args.out} {result.width}x{result.height} ({result.elapsed_s * 1000:.0f} ms)")
+    return 0
 
 
 if __name__ == "__main__":

@@ -278,3 +278,23 @@ def test_missing_layer_refused_unless_allowed(capsys):
         assert r.ok and r.isolation["seccomp"] is False
     finally:
         p.close()
+
+
+def test_cli_renders_a_file_and_reports_refusals(tmp_path, capsys):
+    from PIL import Image
+
+    from mmevo.cli import main
+
+    good = tmp_path / "plot.py"
+    good.write_text("import matplotlib.pyplot as plt\nplt.figure(figsize=(2, 2))\nplt.fill([0, 1, 1, 0], [0, 0, 1, 1], 'r')\n"
+                    "plt.xlim(0, 1); plt.ylim(0, 1); plt.axis('off')\n")
+    out = tmp_path / "out.png"
+    assert main(["render", str(good), "-o", str(out)]) == 0
+    img = Image.open(out).convert("RGB")
+    r, g, b = img.getpixel((img.width // 2, img.height // 2))
+    assert r > 200 and g < 60 and b < 60
+    bad = tmp_path / "bad.py"
+    bad.write_text("open('/etc/shadow').read()\n")
+    assert main(["render", str(bad), "-o", str(tmp_path / "no.png")]) == 1
+    assert "forbidden" in capsys.readouterr().err
+    assert not (tmp_path / "no.png").exists()
