@@ -41,8 +41,8 @@ def load_examples(cfg: Config, which: str) -> tuple[list[Example], dict]:
         from mmevo.data.synthetic import split_train_heldout
 
         d = cfg.data
-        train, held = split_train_heldout(d.n_train if which == "train" else 0,
-                                          d.n_heldout if which == "heldout" else 0, d.seed, d.image_size,
+        # held-out problems are de-duplicated against the train set, so the train set is always generated too
+        train, held = split_train_heldout(d.n_train, d.n_heldout if which == "heldout" else 0, d.seed, d.image_size,
                                           d.mc_fraction)
         rows = train if which == "train" else held
         return rows, {"rows": len(rows), "loaded": len(rows), "skipped": 0}

@@ -51,3 +51,13 @@ def test_sft_then_train_then_eval(tmp_path, tiny_vl_path, capsys):
     assert main(["eval", f"model.path={out / 'final'}"] + common) == 0
     result = json.loads(capsys.readouterr().out)
     assert result["n"] == 4 and 0.0 <= result["accuracy"] <= 1.0
+
+
+def test_synthetic_heldout_never_repeats_a_train_problem():
+    from mmevo.recipes import load_examples
+
+    cfg = load_config(None, ["data.n_train=600", "data.n_heldout=150"])
+    train, _ = load_examples(cfg, "train")
+    held, _ = load_examples(cfg, "heldout")
+    assert len(train) == 600 and len(held) == 150
+    assert not {e.problem for e in train} & {e.problem for e in held}
