@@ -1,0 +1,355 @@
+"""Tests of the rule-based MATH-V and MathVista scorers against the real benchmark rows."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from mmevo.eval.scoring import (
+    edit_distance,
+    extract_mathvision_answer,
+    extract_mathvista_answer,
+    mathvision_is_equal,
+    normalize_mathvista_extraction,
+    score_mathvision,
+    score_mathvista,
+)
+
+DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+MATHV = DATA / "mathvision"
+MATHVISTA = DATA / "mathvista_testmini" / "testmini.json"
+
+# Rows whose own ground truth the official MATH-V rules cannot match: the answer is symbolic
+# (contains the variable d), so neither the string compare (the ground truth keeps its "$"
+# and spaces, the extraction does not) nor the numeric sympy compare can succeed.
+MATHV_SELF_FAILS = {"2866"}
+
+
+def _load_jsonl(path: Path) -> list[dict]:
+    with open(path, encoding="utf-8") as fh:
+        return [json.loads(line) for line in fh if line.strip()]
+
+
+@pytest.fixture(scope="module")
+def mathv_mini() -> dict[str, dict]:
+    path = MATHV / "testmini.jsonl"
+    if not path.exists():
+        pytest.skip(f"MATH-V data not found (expected {path.relative_to(DATA.parent)} beside the repo)")
+    return {r["id"]: r for r in _load_jsonl(path)}
+
+
+@pytest.fixture(scope="module")
+def mathv_test() -> list[dict]:
+    path = MATHV / "test.jsonl"
+    if not path.exists():
+        pytest.skip(f"MATH-V data not found (expected {path.relative_to(DATA.parent)} beside the repo)")
+    return _load_jsonl(path)
+
+
+@pytest.fixture(scope="module")
+def mathvista() -> dict[str, dict]:
+    if not MATHVISTA.exists():
+        pytest.skip(f"MathVista data not found (expected {MATHVISTA.relative_to(DATA.parent)} beside the repo)")
+    with open(MATHVISTA, encoding="utf-8") as fh:
+        return json.load(fh)
+
+
+GARBAGE = [
+    "",
+    " ",
+    "\n\n",
+    "\x00\ud800\uffff",
+    "🙂" * 5000,
+    "x" * 300_000,
+    "\\boxed{" * 2000,
+    "}" * 1000 + "{",
+    "((((((((((((((((((((",
+    "$" * 1000,
+    "\\boxed{}",
+    "\\boxed{9^{9^{9^{9}}}}",
+    "\\boxed{9^9^9}",
+    "\\boxed{10^{1000000}}",
+    "\\boxed{99999!}",
+    "\\boxed{(10^{99999})!}",
+    "\\boxed{\\prod_{k=1}^{99999} k}",
+    "\\boxed{\\frac{1}{0}}",
+    "\\boxed{nan}",
+    "\\boxed{\\frac{",
+    "The answer is",
+    "答案是",
+]
+
+
+# ----------------------------------------------------------------------------------------
+# MATH-V
+# ----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "response, ok",
+    [
+        ("The answer is (D)", True),
+        ("The answer is (D).", True),
+        ("\\boxed{D}", True),
+        ("Reasoning... \\boxed{A} wait, no: \\boxed{D}", True),  # last box wins
+        ("D", True),
+        ("d", True),
+        ("(D)\nBecause the digits ...", True),
+        ("so the answer is D.", True),
+        ("The correct answer is D. It follows from ...", True),
+        ("The answer is (B)", False),
+        ("\\boxed{B}", False),
+        ("B", False),
+        ("\\boxed{D} no wait \\boxed{B}", False),
+    ],
+)
+def test_mathv_letter_row(mathv_mini, response, ok):
+    row = mathv_mini["6"]  # multiple choice, options are the letters themselves, answer D
+    assert row["answer"] == "D" and row["options"]
+    assert score_mathvision(response, row) is ok
+
+
+@pytest.mark.parametrize(
+    "response, ok",
+    [
+        ("\\boxed{D}", True),
+        ("\\boxed{\\frac{1}{2}}", True),  # option text in latex
+        ("\\boxed{\\dfrac{1}{2}}", True),
+        ("$\\frac{1}{2}$", True),
+        ("\\boxed{0.5}", True),  # value of the option text
+        ("\\boxed{0.50}", True),
+        ("The answer is 1/2.", True),
+        ("so x = \\frac{1}{2}", True),
+        ("\\boxed{\\frac{1}{3}}", False),  # option A's text
+        ("\\boxed{A}", False),
+        ("\\boxed{0.51}", False),
+    ],
+)
+def test_mathv_option_text_fraction(mathv_mini, response, ok):
+    row = mathv_mini["206"]  # options $\frac{1}{3}$ ... ; answer D = $\frac{1}{2}$
+    assert row["answer"] == "D" and row["options"][3] == "$\\frac{1}{2}$"
+    assert score_mathvision(response, row) is ok
+
+
+def test_mathv_option_text_plain_and_degrees(mathv_mini):
+    row = mathv_mini["39"]  # options red / blue / ... ; answer A
+    assert row["answer"] == "A" and row["options"][0] == "red"
+    assert score_mathvision("The answer is red", row)
+    assert score_mathvision("\\boxed{Red}", row)
+    assert not score_mathvision("\\boxed{blue}", row)
+    row = mathv_mini["290"]  # answer C = $72^{\circ}$
+    assert row["answer"] == "C"
+    assert score_mathvision("\\boxed{72^{\\circ}}", row)
+    assert score_mathvision("\\boxed{72}", row)
+    assert not score_mathvision("\\boxed{75^\\circ}", row)
+
+
+@pytest.mark.parametrize(
+    "response, ok",
+    [
+        ("\\boxed{4.8}", True),
+        ("\\boxed{4.80}", True),
+        ("4.8", True),
+        ("The answer is 4.8.", True),
+        ("The final answer is 4.8", True),
+        ("\\boxed{\\frac{24}{5}}", True),
+        ("\\boxed{4.8 km}", True),  # "km", "units", "m^3" are stripped by the official rules
+        ("\\boxed{4.8\\text{ units}}", True),
+        ("\\boxed{4.801}", True),  # equal after rounding both to 2 decimals
+        ("\\boxed{4.9}", False),
+        ("\\boxed{48}", False),
+        ("The answer is 4.8 cm.", False),  # "cm" is not a stripped unit: symbolic, no match
+    ],
+)
+def test_mathv_free_form_decimal(mathv_mini, response, ok):
+    row = mathv_mini["250"]
+    assert row["answer"] == "4.8" and not row["options"]
+    assert score_mathvision(response, row) is ok
+
+
+def test_mathv_free_form_other_shapes(mathv_mini, mathv_test):
+    r = mathv_mini["203"]  # negative integer
+    assert r["answer"] == "-2"
+    assert score_mathvision("\\boxed{-2}", r) and score_mathvision("The answer is -2.", r)
+    assert not score_mathvision("\\boxed{2}", r)
+    r = mathv_mini["2955"]  # tuple
+    assert r["answer"] == "(3,-4)"
+    for s in ["\\boxed{(3,-4)}", "\\boxed{(3, -4)}", "(3,-4)", "\\boxed{(3.0,-4)}"]:
+        assert score_mathvision(s, r), s
+    assert not score_mathvision("\\boxed{(-4,3)}", r)
+    r = mathv_mini["59"]  # free form whose answer is a letter
+    assert r["answer"] == "C" and score_mathvision("\\boxed{C}", r) and not score_mathvision("\\boxed{B}", r)
+    r = mathv_mini["4"]  # integer
+    assert r["answer"] == "6"
+    assert score_mathvision("There are 6 digits, so the answer is \\boxed{6}.", r)
+    assert score_mathvision("\\boxed{6.00}", r) and score_mathvision("\\boxed{x = 6}", r)
+    assert not score_mathvision("\\boxed{7}", r)
+    # A latex ground truth from test.jsonl (rows outside testmini have no image, text is enough).
+    big = {row["id"]: row for row in mathv_test}["2822"]
+    assert big["answer"] == "$\\frac{3^{1008}-1}{3^{1009}}$"
+    assert score_mathvision("\\boxed{\\frac{3^{1008}-1}{3^{1009}}}", big)
+    assert not score_mathvision("\\boxed{\\frac{1}{4}}", big)
+
+
+def test_mathv_extraction_rules():
+    assert extract_mathvision_answer("blah \\boxed{\\frac12}") == "\\frac12"
+    assert extract_mathvision_answer("\\boxed{x=\\sqrt3}") == "\\sqrt{3}"
+    assert extract_mathvision_answer("The answer is 12.") == "12"
+    assert extract_mathvision_answer("Hence the answer is (C). Done") == "c"
+    assert extract_mathvision_answer("\\boxed{50\\%}") == "50"
+    assert mathvision_is_equal("0.5", "\\frac{1}{2}")
+    assert mathvision_is_equal("\\sqrt{2}", "1.414")
+    assert not mathvision_is_equal("", "")
+
+
+def test_mathv_self_consistency_all_rows(mathv_mini, mathv_test):
+    t0 = time.time()
+    rows = list(mathv_mini.values()) + mathv_test
+    assert len(rows) == 304 + 3040
+    fails = sorted({r["id"] for r in rows if not score_mathvision(r["answer"], r)}, key=int)
+    assert set(fails) == MATHV_SELF_FAILS, fails
+    # testmini: 304/304; test: 3039/3040
+    assert sum(score_mathvision(r["answer"], r) for r in mathv_test) == 3039
+    assert time.time() - t0 < 20
+
+
+@pytest.mark.parametrize("response", GARBAGE)
+def test_mathv_garbage_is_false(mathv_mini, response):
+    for rid in ("6", "206", "250", "2955"):
+        assert score_mathvision(response, mathv_mini[rid]) is False
+
+
+def test_mathv_bad_inputs_never_raise(mathv_mini):
+    row = mathv_mini["250"]
+    assert score_mathvision(None, row) is False  # type: ignore[arg-type]
+    assert score_mathvision(b"4.8", row) is False  # type: ignore[arg-type]
+    assert score_mathvision("4.8", {}) is False
+    assert score_mathvision("A", {"answer": "Z", "options": ["x"]}) is False
+
+
+# ----------------------------------------------------------------------------------------
+# MathVista
+# ----------------------------------------------------------------------------------------
+
+
+def test_edit_distance():
+    assert edit_distance("kitten", "sitting") == 3
+    assert edit_distance("", "abc") == 3
+    assert edit_distance("abc", "abc") == 0
+
+
+@pytest.mark.parametrize(
+    "response, ok",
+    [
+        ("145°", True),
+        ("The answer is 145°", True),
+        ("\\boxed{145°}", True),
+        ("\\boxed{C}", True),
+        ("C", True),
+        ("(C)", True),
+        ("Answer: C", True),
+        ("The correct option is (C) 145°.", True),
+        ("... so we get (C)", True),
+        ("Angle BOC equals 145° by the bisector theorem", True),
+        ("The answer is 145", True),  # nearest choice text by edit distance
+        ("\\boxed{B}", False),
+        ("The answer is 140°", False),
+        ("(A)", False),
+        ("I have no idea", False),  # unmarked, no letter, no choice text: no answer
+    ],
+)
+def test_mathvista_multi_choice(mathvista, response, ok):
+    item = mathvista["3"]  # choices 135°, 140°, 145°, 150°; answer 145°
+    assert item["answer"] == "145°"
+    assert score_mathvista(response, item) is ok
+
+
+def test_mathvista_choice_texts_shaped_like_letters(mathvista):
+    item = mathvista["168"]  # choices "(c)", "(a)", "(e)", "(d)", "(b)" (shuffled); answer "(b)"
+    assert item["answer"] == "(b)"
+    assert score_mathvista("(b)", item)
+    assert score_mathvista("\\boxed{E}", item)  # 5th option is "(b)"
+    assert not score_mathvista("\\boxed{B}", item)  # 2nd option is "(a)"
+
+
+@pytest.mark.parametrize(
+    "response, ok",
+    [
+        ("1000", True),
+        ("\\boxed{1000}", True),
+        ("The answer is 1,000 ml.", True),
+        ("The total volume is 1000 ml", True),  # last number
+        ("\\boxed{1000.0}", True),
+        ("\\boxed{1000.7}", True),  # official int(float(x)) truncates
+        ("\\boxed{999}", False),
+        ("The answer is 100", False),
+        ("no number here", False),
+    ],
+)
+def test_mathvista_integer(mathvista, response, ok):
+    item = mathvista["2"]
+    assert item["answer"] == "1000" and item["answer_type"] == "integer"
+    assert score_mathvista(response, item) is ok
+
+
+def test_mathvista_float(mathvista):
+    one = mathvista["1"]  # precision 1, answer 1.2
+    assert one["answer"] == "1.2" and one["precision"] == 1
+    for s in ["1.2", "\\boxed{1.2}", "The answer is 1.20", "W = 1.23 J", "1.24"]:
+        assert score_mathvista(s, one), s
+    for s in ["\\boxed{1.3}", "12", "1.26", ""]:
+        assert not score_mathvista(s, one), s
+    two = mathvista["108"]  # precision 2, answer 51.04
+    assert two["answer"] == "51.04" and two["precision"] == 2
+    assert score_mathvista("The average is 51.04.", two)
+    assert score_mathvista("\\boxed{51.041}", two)
+    assert not score_mathvista("\\boxed{51.0}", two)
+
+
+def test_mathvista_list(mathvista):
+    item = mathvista["506"]
+    assert item["answer"] == "[2014, 2016]"
+    for s in ["[2014, 2016]", "\\boxed{[2014, 2016]}", "The answer is [2014,2016].", "between 2014 and 2016"]:
+        assert score_mathvista(s, item), s
+    assert extract_mathvista_answer("between 2014 and 2016", item) == "[2014, 2016]"
+    for s in ["[2016, 2014]", "[2014]", "2014"]:
+        assert not score_mathvista(s, item), s
+    chain = mathvista["225"]
+    assert score_mathvista("The chain code is \\boxed{[0, 2, 0, 2, 1, 7, 1, 2, 0, 3, 0, 6]}", chain)
+    assert not score_mathvista("\\boxed{[0, 2, 0, 2, 1, 7, 1, 2, 0, 3, 0, 5]}", chain)
+
+
+def test_mathvista_normalisation_official_rules(mathvista):
+    item = mathvista["3"]
+    assert normalize_mathvista_extraction("(C) 145°", item) == "145°"  # "(C) text" -> C -> text
+    assert normalize_mathvista_extraction("B", item) == "140°"
+    assert normalize_mathvista_extraction("150", item) == "150°"  # nearest choice
+    assert normalize_mathvista_extraction("3.9", mathvista["2"]) == "3"
+    assert normalize_mathvista_extraction("x", mathvista["2"]) is None
+    assert normalize_mathvista_extraction("1.25", mathvista["1"]) == "1.2"  # round half even
+    assert normalize_mathvista_extraction("1.251", mathvista["1"]) == "1.3"
+
+
+def test_mathvista_self_consistency_all_rows(mathvista):
+    t0 = time.time()
+    assert len(mathvista) == 1000
+    fails = [pid for pid, item in mathvista.items() if not score_mathvista(str(item["answer"]), item)]
+    assert fails == []
+    assert time.time() - t0 < 10
+
+
+@pytest.mark.parametrize("response", GARBAGE)
+def test_mathvista_garbage_is_false(mathvista, response):
+    for pid in ("1", "2", "3", "506"):
+        assert score_mathvista(response, mathvista[pid]) is False
+
+
+def test_mathvista_bad_inputs_never_raise(mathvista):
+    assert score_mathvista(None, mathvista["3"]) is False  # type: ignore[arg-type]
+    assert score_mathvista("A", {}) is False
+    assert score_mathvista("A", {"question_type": "multi_choice", "choices": [], "answer": "x"}) is False
+    assert score_mathvista("1.5", {"question_type": "free_form", "answer_type": "float", "precision": None,
+                                   "answer": "1.5"}) is False
