@@ -104,7 +104,6 @@ class TrainerConfig:
     wandb_mode: str = "offline"  # offline | online | disabled
     wandb_project: str = "mmevo"  # wandb project name
     progress: bool = True  # show a progress bar
-    stop_on_nonfinite: bool = True  # stop with an error on a NaN/inf loss (the last good checkpoint is kept)
     deepspeed: str = ""  # DeepSpeed JSON config (configs/deepspeed/zero2.json, zero3.json); "" = plain PyTorch
 
 

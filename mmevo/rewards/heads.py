@@ -69,11 +69,7 @@ class MajorityHead(RewardHead):
 
     name = "majority"
 
-    def __init__(self):
-        self.calls = 0  # state kept only to show that heads' state is checkpointed
-
     def score(self, samples):
-        self.calls += 1
         r, info = majority_vote_rewards([s.response for s in samples], [s.group_id for s in samples],
                                         [s.choices for s in samples])
         metrics = {k: float(v) for k, v in info.items() if isinstance(v, (int, float))}
@@ -86,12 +82,6 @@ class MajorityHead(RewardHead):
             hits = [answers_equivalent(labels.get(g), golds[g], chs[g]) for g in golds]
             metrics["pseudo_label_acc"] = sum(hits) / len(hits)
         return r, metrics
-
-    def state_dict(self):
-        return {"calls": self.calls}
-
-    def load_state_dict(self, state):
-        self.calls = int(state.get("calls", 0))
 
 
 class SFRHead(RewardHead):
