@@ -13,7 +13,9 @@ commands:
   demo        build the tiny model, SFT warm-up, GRPO, held-out eval before/after, report (CPU, < 15 min)
   train       GRPO training (resumes from the newest checkpoint in trainer.output_dir)
   sft         supervised warm-up on worked solutions
-  eval        held-out accuracy of a model:  mmevo eval [CONFIG] model.path=DIR data.heldout=FILE
+  eval        benchmark a model:  mmevo eval --model DIR --benchmark mathvision_testmini [--data PATH] [--out DIR]
+              (mathvista_testmini | mathvision_testmini | mathvision_test | geometry3k_test; resumable);
+              without --benchmark: held-out accuracy on data.heldout
   build-tiny  write the embedded tiny Qwen2.5-VL (or text model) to a directory:  mmevo build-tiny DIR [--text]
   render      run matplotlib code or an SVG file in the sandbox:  mmevo render FILE -o out.png [--timeout S]
 
@@ -31,11 +33,31 @@ def _parse(argv: list[str], prog: str):
     ap.add_argument("overrides", nargs="*", help="section.key=value overrides")
     if prog == "demo":
         ap.add_argument("--out", default="runs/demo", help="output directory of the demo")
+    if prog == "eval":  # shorthands for config keys
+        for flag, key, what in EVAL_FLAGS:
+            ap.add_argument(flag, dest=key.replace(".", "__"), default=None, help=f"{what} (= {key})")
     args = ap.parse_args(argv)
     if args.config and "=" in args.config:  # no config file, only overrides
         args.overrides.insert(0, args.config)
         args.config = None
+    if prog == "eval":
+        for _, key, _ in EVAL_FLAGS:
+            value = getattr(args, key.replace(".", "__"))
+            if value is not None:
+                args.overrides.append(f"{key}={value}")
     return args
+
+
+EVAL_FLAGS = [
+    ("--model", "model.path", "checkpoint directory, hub id or 'tiny'"),
+    ("--benchmark", "eval.benchmark", "mathvista_testmini | mathvision_testmini | mathvision_test | geometry3k_test"),
+    ("--data", "eval.data", "local file or directory of the benchmark (default: its hub dataset)"),
+    ("--out", "eval.out_dir", "output directory (default runs/eval/<benchmark>)"),
+    ("--limit", "eval.limit", "evaluate the first N items only"),
+    ("--engine", "rollout.engine", "hf | vllm"),
+    ("--max-tokens", "eval.max_tokens", "response token budget"),
+    ("--template", "data.prompt_template", "r1v | none | a text containing {problem}"),
+]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -76,6 +98,11 @@ def main(argv: list[str] | None = None) -> int:
             summary = recipes.run_grpo(cfg)
         elif cmd == "sft":
             summary = recipes.run_sft(cfg)
+        elif cfg.eval.benchmark or cfg.eval.format:
+            from mmevo.eval.runner import run_benchmark
+
+            summary = run_benchmark(cfg)
+            summary.pop("by", None)  # the breakdown is in scores.json / report.md
         else:
             summary = recipes.run_eval(cfg)
         from mmevo.grpo.distributed import is_main

@@ -24,6 +24,16 @@ R1V_SUFFIX = (
 PROMPT_SUFFIXES = {"r1v": R1V_SUFFIX, "none": ""}
 
 
+def render_prompt(template: str, problem: str) -> str:
+    """The user text for ``problem``: a named suffix (r1v | none) or a custom template containing ``{problem}``."""
+    if template in PROMPT_SUFFIXES:
+        return problem + PROMPT_SUFFIXES[template]
+    if "{problem}" in template:
+        return template.replace("{problem}", problem)
+    raise ConfigError(f"prompt template {template!r} is neither one of {sorted(PROMPT_SUFFIXES)} "
+                      "nor a string containing {problem}")
+
+
 @dataclass
 class ModelConfig:
     path: str = "tiny"  # local checkpoint dir or hub id; "tiny" builds the embedded tiny Qwen2.5-VL in cache_dir
@@ -36,12 +46,14 @@ class ModelConfig:
 class DataConfig:
     train: str = "synthetic"  # "synthetic" (embedded generator) or a Geometry3K-schema file/dir (jsonl, json, parquet)
     heldout: str = "synthetic"  # held-out set for evaluation, same forms; "" disables evaluation
+    format: str = "geometry3k"  # layout of data files: geometry3k | intergps | geoqa | mathvision | mathvista | generic
+    fields: dict = field(default_factory=dict)  # generic format: {id, image, problem, answer, choices} -> column names
     n_train: int = 2000  # synthetic train problems
     n_heldout: int = 200  # synthetic held-out problems
     seed: int = 0  # synthetic data seed (train and held-out derive disjoint streams from it)
     image_size: int = 56  # synthetic diagram side in pixels
     mc_fraction: float = 0.5  # share of synthetic problems that are multiple choice
-    prompt_template: str = "r1v"  # instruction appended to each problem: r1v | none
+    prompt_template: str = "r1v"  # r1v (EasyR1 <think> + \boxed{} instruction) | none | a text containing {problem}
     system_prompt: str = ""  # optional system message ("" keeps the chat template's default)
     max_prompt_length: int = 1024  # prompts longer than this are skipped and counted (CSRS Table 6: 1024)
     skip_bad_rows: bool = False  # skip (and count) malformed rows instead of failing with the file/row/field
@@ -133,6 +145,21 @@ class CSRSConfig:
 
 
 @dataclass
+class EvalConfig:
+    benchmark: str = ""  # mathvista_testmini | mathvision_testmini | mathvision_test | geometry3k_test; "" = data.heldout
+    data: str = ""  # local file or directory of the benchmark ("" = its hub dataset)
+    format: str = ""  # adapter override: mathvision | mathvista | intergps | geometry3k | geoqa | generic
+    split: str = ""  # split override ("" = the benchmark's)
+    image_root: str = ""  # directory holding the images when they are not beside the data file
+    fields: dict = field(default_factory=dict)  # generic format: {id, image, problem, answer, choices} -> column names
+    out_dir: str = ""  # responses.jsonl, scores.json, report.md, report.png ("" = runs/eval/<benchmark>)
+    limit: int = 0  # evaluate only the first N items (0 = all)
+    batch_size: int = 16  # prompts per generation call (results are written after each batch)
+    max_tokens: int = 0  # response budget (0 = trainer.eval_max_tokens, else rollout.max_tokens)
+    overwrite: bool = False  # discard responses in out_dir instead of resuming (needed when model or prompt differ)
+
+
+@dataclass
 class Config:
     model: ModelConfig = field(default_factory=ModelConfig)
     data: DataConfig = field(default_factory=DataConfig)
@@ -142,6 +169,7 @@ class Config:
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
     sft: SFTConfig = field(default_factory=SFTConfig)
     csrs: CSRSConfig = field(default_factory=CSRSConfig)
+    eval: EvalConfig = field(default_factory=EvalConfig)
 
 
 class ConfigError(ValueError):
@@ -253,8 +281,14 @@ def validate(cfg: Config) -> None:
         raise ConfigError("csrs: need m >= 1, 0 <= omega <= 1 and sigma >= 0")
     if "sfr" in cfg.reward.heads and not c.enabled:
         raise ConfigError("reward head 'sfr' needs csrs.enabled=true (it scores maternal answers by re-inferences)")
-    if cfg.data.prompt_template not in PROMPT_SUFFIXES:
-        raise ConfigError(f"data.prompt_template={cfg.data.prompt_template!r} not in {sorted(PROMPT_SUFFIXES)}")
+    formats = ("geometry3k", "intergps", "geoqa", "mathvision", "mathvista", "generic")
+    for key, value in (("data.format", cfg.data.format), ("eval.format", cfg.eval.format)):
+        if value and value not in formats:
+            raise ConfigError(f"{key}={value!r} not in {list(formats)}")
+    try:
+        render_prompt(cfg.data.prompt_template, "")
+    except ConfigError as e:
+        raise ConfigError(f"data.prompt_template: {e}") from None
 
 
 def to_dict(cfg: Config) -> dict:

@@ -46,9 +46,14 @@ def load_examples(cfg: Config, which: str) -> tuple[list[Example], dict]:
                                           d.mc_fraction)
         rows = train if which == "train" else held
         return rows, {"rows": len(rows), "loaded": len(rows), "skipped": 0}
-    from mmevo.data.geometry3k import load_geometry3k
+    if cfg.data.format == "geometry3k" and not cfg.data.fields:
+        from mmevo.data.geometry3k import load_geometry3k
 
-    return load_geometry3k(source, skip_bad=cfg.data.skip_bad_rows)
+        return load_geometry3k(source, skip_bad=cfg.data.skip_bad_rows)
+    from mmevo.data.benchmarks import load_items
+
+    items, stats = load_items(cfg.data.format, source, fields=cfg.data.fields, skip_bad=cfg.data.skip_bad_rows)
+    return [it.to_example() for it in items], stats
 
 
 def _build_trainer(cfg: Config, policy: LoadedModel, train, heldout, log: bool = True):

@@ -16,7 +16,7 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from mmevo.config import PROMPT_SUFFIXES, Config, to_dict
+from mmevo.config import Config, render_prompt, to_dict
 from mmevo.data.schema import Example
 from mmevo.grpo import algos
 from mmevo.grpo.checkpoint import (latest_checkpoint, load_model_weights, load_trainer_state, save_checkpoint,
@@ -70,14 +70,14 @@ class PromptCache:
 
     def __init__(self, processor, is_vl: bool, template: str, system_prompt: str = ""):
         self.processor, self.is_vl = processor, is_vl
-        self.suffix = PROMPT_SUFFIXES[template]
+        self.template = template
         self.system_prompt = system_prompt or None
         self._cache: dict[str, EncodedPrompt] = {}
 
     def __call__(self, ex: Example) -> EncodedPrompt:
         if ex.id not in self._cache:
-            self._cache[ex.id] = encode_prompt(self.processor, self.is_vl, ex.problem, ex.images, self.system_prompt,
-                                               self.suffix)
+            self._cache[ex.id] = encode_prompt(self.processor, self.is_vl, render_prompt(self.template, ex.problem),
+                                               ex.images, self.system_prompt)
         return self._cache[ex.id]
 
 

@@ -1,0 +1,399 @@
+"""Adapters from benchmark / dataset layouts to :class:`BenchmarkItem` (evaluation) and :class:`Example` (training).
+
+Formats (``load_items(fmt, source, ...)``):
+
+* ``mathvision`` — MATH-Vision rows (``id, question, options, answer, image, subject, level``) from its jsonl
+  (``testmini.jsonl`` / ``test.jsonl`` + ``images/``) or the hub dataset ``MathLLMs/MathVision`` (``decoded_image``).
+* ``mathvista`` — MathVista rows (``pid, question, image, choices, unit, precision, answer, question_type,
+  answer_type, metadata``) from ``testmini.json`` (id -> row) + ``images/`` or the hub ``AI4Math/MathVista``.
+  The prompt is the official query: ``query.json`` beside the annotations, else the row's ``query``, else
+  :func:`mathvista_query` (which reproduces query.json exactly).
+* ``intergps`` — Geometry3K in InterGPS's raw layout: one folder per problem with ``data.json`` and
+  ``img_diagram.png``; the gold letter becomes the choice text.
+* ``geometry3k`` — the hub schema used by RL trainers (``images``, ``problem`` with ``<image>``, ``answer``,
+  optional ``choices``); see :mod:`mmevo.data.geometry3k`.
+* ``geoqa`` — R1-V style GeoQA (``image``, ``problem``, ``solution`` holding ``<answer>…</answer>``, or ``answer``).
+* ``generic`` — any jsonl / parquet / hub rows with a field mapping ``{"image": ..., "problem": ..., "answer": ...,
+  "choices": ..., "id": ...}``.
+
+Images are resolved (and checked to exist) while loading but decoded only by :meth:`BenchmarkItem.load_images`, so a
+benchmark of thousands of large images never sits decoded in memory.  A missing image raises a :class:`DataError`
+naming the row id; a malformed row names ``file:line`` (jsonl) or ``file row i``.  With ``skip_bad=True`` both are
+skipped and counted by reason.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from PIL import Image
+
+from .schema import IMAGE_PLACEHOLDER, DataError, Example
+from .sources import RowRef, iter_rows
+
+__all__ = ["BenchmarkItem", "FORMATS", "load_items", "mathvista_query", "mathvision_problem", "choices_text"]
+
+ImageRef = Path | bytes  # a file that exists, or encoded image bytes
+_LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+
+
+@dataclass
+class BenchmarkItem:
+    """One evaluation item: the prompt text, gold, lazily loaded images and the benchmark's own row."""
+
+    id: str
+    problem: str  # prompt text in the benchmark's form, one "<image>" per image where it belongs
+    answer: str  # gold as the benchmark states it (MATH-V: the letter for multiple choice; MathVista: choice text)
+    choices: list[str]
+    images: list[ImageRef]
+    row: dict  # the row as in the benchmark's file (image bytes dropped): what the official scorer reads
+    categories: dict[str, list[str]] = field(default_factory=dict)  # e.g. {"subject": ["algebra"], "level": ["3"]}
+    source: str = ""  # "file:line" / "file row i", for error messages
+
+    def load_images(self) -> list[Image.Image]:
+        """Decode the images (RGB); a missing or corrupt file raises a DataError naming this item."""
+        out = []
+        for k, ref in enumerate(self.images):
+            what = str(ref) if isinstance(ref, Path) else "embedded bytes"
+            try:
+                data = ref.read_bytes() if isinstance(ref, Path) else ref
+                with Image.open(io.BytesIO(data)) as im:
+                    im.load()
+                    out.append(im.convert("RGB"))
+            except (OSError, SyntaxError, ValueError, Image.DecompressionBombError) as e:
+                raise DataError(f"{self.source} (id {self.id!r}): field 'image': image {k} ({what}) cannot be "
+                                f"decoded: {e}", row_id=self.id, field="image", reason="image_corrupt") from e
+        return out
+
+    def to_example(self) -> Example:
+        """The trainer's Example (images decoded; gold letter mapped to the choice text)."""
+        answer = self.answer
+        if self.choices and answer not in self.choices and re.fullmatch(r"[A-Z]", answer):
+            j = ord(answer) - ord("A")
+            if j < len(self.choices):
+                answer = self.choices[j]
+        return Example(id=self.id, problem=self.problem, answer=answer, choices=list(self.choices),
+                       images=self.load_images(), meta={"categories": self.categories})
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Prompt builders
+# --------------------------------------------------------------------------------------------------------------
+
+_MATHVISTA_HINTS = {
+    "multi_choice": "Hint: Please answer the question and provide the correct option letter, e.g., A, B, C, D, "
+                    "at the end.",
+    "integer": "Hint: Please answer the question requiring an integer answer and provide the final value, "
+               "e.g., 1, 2, 3, at the end.",
+    "float1": "Hint: Please answer the question requiring a floating-point number with one decimal place and "
+              "provide the final value, e.g., 1.2, 1.3, 1.4, at the end.",
+    "float2": "Hint: Please answer the question requiring a floating-point number with two decimal places and "
+              "provide the final value, e.g., 1.23, 1.34, 1.45, at the end.",
+    "list": "Hint: Please answer the question requiring a Python list as an answer and provide the final list, "
+            "e.g., [1, 2, 3], [1.2, 1.3, 1.4], at the end.",
+}
+
+
+def mathvista_query(row: dict) -> str:
+    """MathVista's official zero-shot query (hint, question with unit, lettered choices), as in its query.json."""
+    if row.get("question_type") == "multi_choice":
+        hint = _MATHVISTA_HINTS["multi_choice"]
+    elif row.get("answer_type") == "float":
+        hint = _MATHVISTA_HINTS["float2" if str(row.get("precision")) in ("2", "2.0") else "float1"]
+    elif row.get("answer_type") == "list":
+        hint = _MATHVISTA_HINTS["list"]
+    else:
+        hint = _MATHVISTA_HINTS["integer"]
+    question = f"Question: {row['question']}"
+    if row.get("unit"):
+        question += f" (Unit: {row['unit']})"
+    parts = [hint, question]
+    if row.get("choices"):
+        parts.append("\n".join(["Choices:"] + [f"({_LETTERS[i]}) {c}" for i, c in enumerate(row["choices"])]))
+    return "\n".join(parts).strip()
+
+
+def choices_text(choices: list[str]) -> str:
+    """" Choices: A. x B. y" — the style the synthetic data and EasyR1's Geometry3K prompts use."""
+    return " Choices: " + " ".join(f"{_LETTERS[i]}. {c}" for i, c in enumerate(choices)) if choices else ""
+
+
+def mathvision_problem(row: dict, n_images: int) -> str:
+    """MATH-V question, then its lettered options.
+
+    A question whose only marker is ``<image1>`` gets the image there; otherwise (no marker, or markers such as
+    ``<image2>`` naming parts of the one composite image) the image goes first and the markers stay as literal text,
+    as in the official and lmms-eval prompts.
+    """
+    q = str(row["question"])
+    markers = re.findall(r"<image\d*>", q)
+    if n_images == 1 and markers == ["<image1>"]:
+        q = q.replace("<image1>", IMAGE_PLACEHOLDER)
+    else:
+        q = IMAGE_PLACEHOLDER * n_images + q
+    options = row.get("options") or []
+    if options:
+        q += "\nChoices:\n" + "\n".join(f"({_LETTERS[i]}) {o}" for i, o in enumerate(options))
+    return q
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Row helpers
+# --------------------------------------------------------------------------------------------------------------
+
+
+class _Row:
+    """One row being converted: error construction naming file:line / row and the row id."""
+
+    def __init__(self, ref: RowRef, image_root: Path | None) -> None:
+        self.ref, self.image_root, self.id = ref, image_root, None
+        self.where = f"{ref.label}:{ref.line}" if ref.line is not None else f"{ref.label} row {ref.index}"
+
+    def err(self, fld: str, detail: str, reason: str) -> DataError:
+        rid = f" (id {self.id!r})" if self.id is not None else ""
+        return DataError(f"{self.where}{rid}: field {fld!r}: {detail}", file=self.ref.label, row=self.ref.index,
+                         field=fld, reason=reason, row_id=self.id)
+
+    def get(self, row: dict, key: str, types: tuple = (str,), required: bool = True) -> Any:
+        if key not in row or row[key] is None:
+            if required:
+                raise self.err(key, "missing", f"missing_{key}")
+            return None
+        v = row[key]
+        if str in types and isinstance(v, (int, float)) and not isinstance(v, bool):
+            v = str(int(v)) if isinstance(v, float) and v.is_integer() else str(v)
+        if not isinstance(v, types):
+            raise self.err(key, f"expected {' or '.join(t.__name__ for t in types)}, got {type(v).__name__}",
+                           "bad_type")
+        return v
+
+    def image(self, value: Any, fld: str) -> ImageRef:
+        """A path (relative to image_root or the data file's directory; must exist) or embedded bytes."""
+        if isinstance(value, dict):
+            if value.get("bytes"):
+                return bytes(value["bytes"])
+            value = value.get("path")
+        if isinstance(value, (bytes, bytearray, memoryview)):
+            if not value:
+                raise self.err(fld, "empty image bytes", "image_missing")
+            return bytes(value)
+        if isinstance(value, Image.Image):
+            buf = io.BytesIO()
+            value.save(buf, format="PNG")
+            return buf.getvalue()
+        if not isinstance(value, str) or not value:
+            raise self.err(fld, f"no image (got {type(value).__name__})", "image_missing")
+        p = Path(value)
+        candidates = [p] if p.is_absolute() else [r / p for r in (self.image_root, self.ref.base) if r is not None]
+        if self.image_root is not None and not p.is_absolute():
+            candidates.append(self.image_root / p.name)  # image_root may point at the images/ folder itself
+        for c in candidates:
+            if c.is_file():
+                return c
+        raise self.err(fld, f"image file {value} not found (looked in {', '.join(str(c.parent) for c in candidates)})",
+                       "image_missing")
+
+
+def _clean_row(row: dict) -> dict:
+    """The row without image payloads, safe to store as JSON."""
+    out = {}
+    for k, v in row.items():
+        if isinstance(v, (bytes, bytearray, memoryview, Image.Image)):
+            continue
+        if isinstance(v, dict) and "bytes" in v:
+            continue
+        out[k] = v
+    return out
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Per-format converters: (row dict, _Row) -> BenchmarkItem
+# --------------------------------------------------------------------------------------------------------------
+
+
+def _mathvision(row: dict, r: _Row, extra: dict) -> BenchmarkItem:
+    r.id = str(r.get(row, "id"))
+    question = r.get(row, "question")
+    answer = r.get(row, "answer").strip()
+    options = r.get(row, "options", (list,), required=False) or []
+    if options and not (len(answer) == 1 and 0 <= ord(answer) - 65 < len(options)):
+        raise r.err("answer", f"{answer!r} is not a letter among the {len(options)} options", "bad_answer")
+    img = row.get("decoded_image") or row.get("image")
+    images = [r.image(img, "image")]
+    item_row = {k: v for k, v in _clean_row(row).items() if k != "decoded_image"}
+    level = row.get("level")
+    return BenchmarkItem(r.id, mathvision_problem({**row, "question": question}, len(images)), answer,
+                         [str(o) for o in options], images, item_row,
+                         {"subject": [str(row.get("subject") or "unknown")],
+                          "level": [str(level) if level is not None else "unknown"]})
+
+
+def _mathvista(row: dict, r: _Row, extra: dict) -> BenchmarkItem:
+    r.id = str(r.get(row, "pid"))
+    for key in ("question", "question_type", "answer_type"):
+        r.get(row, key)
+    answer = r.get(row, "answer")
+    choices = r.get(row, "choices", (list,), required=False) or []
+    if row["question_type"] == "multi_choice" and answer not in [str(c) for c in choices]:
+        raise r.err("answer", f"{answer!r} is not one of the choices", "bad_answer")
+    meta = row.get("metadata") or {}
+    if isinstance(meta, str):
+        try:
+            meta = json.loads(meta)
+        except json.JSONDecodeError as e:
+            raise r.err("metadata", f"invalid JSON string: {e.msg}", "bad_type") from e
+    img = row.get("decoded_image") or row.get("image")
+    images = [r.image(img, "image")]
+    query = extra.get("queries", {}).get(r.id) or row.get("query") or mathvista_query(row)
+    item_row = {k: v for k, v in _clean_row(row).items() if k != "decoded_image"}
+    item_row["metadata"] = meta
+    return BenchmarkItem(r.id, IMAGE_PLACEHOLDER + query, answer, [str(c) for c in choices], images, item_row,
+                         {"task": [str(meta.get("task", "unknown"))],
+                          "skills": [str(s) for s in meta.get("skills", [])] or ["unknown"],
+                          "question_type": [row["question_type"]]})
+
+
+def _intergps(row: dict, r: _Row, extra: dict) -> BenchmarkItem:
+    r.id = str(r.get(row, "id"))
+    text = r.get(row, "problem_text")
+    choices = [str(c) for c in r.get(row, "choices", (list,))]
+    letter = r.get(row, "answer").strip()
+    if not (len(letter) == 1 and 0 <= ord(letter) - 65 < len(choices)):
+        raise r.err("answer", f"{letter!r} is not a letter among the {len(choices)} choices", "bad_answer")
+    images = [r.image("img_diagram.png", "img_diagram.png")]
+    return BenchmarkItem(r.id, IMAGE_PLACEHOLDER + text + choices_text(choices), choices[ord(letter) - 65],
+                         choices, images, {"id": r.id, "answer": letter, "choices": choices},
+                         {"graph": [str(g) for g in row.get("problem_type_graph") or ["unknown"]],
+                          "goal": [str(g) for g in row.get("problem_type_goal") or ["unknown"]]})
+
+
+_ANSWER_TAG = re.compile(r"<answer>(.*?)</answer>", re.S)
+
+
+def _generic(row: dict, r: _Row, extra: dict) -> BenchmarkItem:
+    f = {"id": "id", "image": "images", "problem": "problem", "answer": "answer", "choices": "choices",
+         **extra.get("fields", {})}
+    rid = row.get(f["id"])
+    r.id = str(rid) if rid not in (None, "") else f"{Path(r.ref.label).stem}-{r.ref.index}"
+    problem = r.get(row, f["problem"])
+    answer = r.get(row, f["answer"], required=False)
+    if answer is None and isinstance(row.get("solution"), str):  # R1-V: solution = "<answer>...</answer>"
+        tags = _ANSWER_TAG.findall(row["solution"])
+        if not tags or not tags[-1].strip():
+            raise r.err("solution", "has no <answer>...</answer> and the row has no answer field", "missing_answer")
+        answer = tags[-1]
+    if answer is None or not str(answer).strip():
+        raise r.err(f["answer"], "missing", "missing_answer")
+    answer = str(answer).strip()
+    choices = [str(c) for c in (r.get(row, f["choices"], (list,), required=False) or [])]
+    if choices and answer not in choices and re.fullmatch(r"\(?[A-Za-z]\)?", answer):
+        j = ord(answer.strip("()").upper()) - 65
+        if j >= len(choices):
+            raise r.err(f["answer"], f"letter {answer!r} out of range for {len(choices)} choices", "bad_answer")
+        answer = choices[j]
+    raw = row.get(f["image"])
+    values = [] if raw is None else list(raw) if isinstance(raw, (list, tuple)) else [raw]
+    images = [r.image(v, f["image"]) for v in values]
+    n_ph = problem.count(IMAGE_PLACEHOLDER)
+    if images and n_ph == 0:
+        problem = IMAGE_PLACEHOLDER * len(images) + problem
+    elif n_ph != len(images):
+        raise r.err(f["problem"], f"{n_ph} {IMAGE_PLACEHOLDER} placeholder(s) but {len(images)} image(s)",
+                    "placeholder_mismatch")
+    return BenchmarkItem(r.id, problem, answer, choices, images, {"id": r.id, "answer": answer, "choices": choices})
+
+
+def _geoqa(row: dict, r: _Row, extra: dict) -> BenchmarkItem:
+    return _generic(row, r, {"fields": {"image": "image", **extra.get("fields", {})}})
+
+
+FORMATS: dict[str, Callable[[dict, _Row, dict], BenchmarkItem]] = {
+    "mathvision": _mathvision,
+    "mathvista": _mathvista,
+    "intergps": _intergps,
+    "geometry3k": _generic,
+    "geoqa": _geoqa,
+    "generic": _generic,
+}
+# files looked for first inside a directory source, per format ({split} is filled in)
+_DIR_FILES = {"mathvision": ("{split}.jsonl",), "mathvista": ("{split}.json", "annot_{split}.json")}
+
+
+def _intergps_rows(src: Path) -> Iterator[RowRef]:
+    """InterGPS raw layout: ``src/<id>/data.json`` (or a single problem folder)."""
+    folders = [src] if (src / "data.json").is_file() else sorted(
+        (d for d in src.iterdir() if (d / "data.json").is_file()),
+        key=lambda d: (0, int(d.name)) if d.name.isdigit() else (1, d.name))
+    if not folders:
+        raise FileNotFoundError(f"{src}: no <problem>/data.json folders (InterGPS Geometry3K layout)")
+    for i, d in enumerate(folders):
+        label = str(d / "data.json")
+        try:
+            row = json.loads((d / "data.json").read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+            row = DataError(f"{label}: invalid JSON: {e}", file=label, row=i, reason="invalid_json")
+        yield RowRef(label, d, i, None, row)
+
+
+def load_items(fmt: str, source: str | Path, split: str | None = None, *, image_root: str | Path | None = None,
+               fields: dict | None = None, skip_bad: bool = False,
+               limit: int | None = None) -> tuple[list[BenchmarkItem], dict]:
+    """Items of ``source`` in format ``fmt`` and ``stats = {rows, loaded, skipped, skipped_by_reason}``.
+
+    Without ``skip_bad`` the first bad row raises :class:`DataError`; duplicate ids always raise (results are keyed
+    by id).  ``limit`` keeps the first N good items.
+    """
+    if fmt not in FORMATS:
+        raise ValueError(f"unknown data format {fmt!r}; known: {sorted(FORMATS)}")
+    convert = FORMATS[fmt]
+    src = Path(source)
+    extra: dict = {"fields": dict(fields or {})}
+    if fmt == "intergps":
+        if not src.is_dir():
+            raise FileNotFoundError(f"{src}: the InterGPS layout is a directory of <id>/data.json folders")
+        rows = _intergps_rows(src)
+    else:
+        names = tuple(n.format(split=split) for n in _DIR_FILES.get(fmt, ())) if split else ()
+        rows = iter_rows(source, split, names)
+    if fmt == "mathvista":  # the official prompts, when shipped beside the annotations
+        qfile = (src if src.is_dir() else src.parent) / "query.json"
+        if src.exists() and qfile.is_file():
+            extra["queries"] = json.loads(qfile.read_text(encoding="utf-8"))
+    root = Path(image_root) if image_root else None
+
+    items: list[BenchmarkItem] = []
+    seen: dict[str, str] = {}
+    reasons: Counter[str] = Counter()
+    n_rows = 0
+    for ref in rows:
+        if limit is not None and len(items) >= limit:
+            break
+        n_rows += 1
+        r = _Row(ref, root)
+        try:
+            if isinstance(ref.row, DataError):
+                raise ref.row
+            if not isinstance(ref.row, dict):
+                raise r.err("<row>", f"expected an object, got {type(ref.row).__name__}", "bad_type")
+            item = convert(ref.row, r, extra)
+            item.source = r.where
+        except DataError as e:
+            if not skip_bad:
+                raise
+            reasons[e.reason or "other"] += 1
+            continue
+        if item.id in seen:
+            raise DataError(f"{r.where}: id {item.id!r} repeats {seen[item.id]}", file=ref.label, row=ref.index,
+                            field="id", reason="duplicate_id", row_id=item.id)
+        seen[item.id] = r.where
+        items.append(item)
+    stats = {"rows": n_rows, "loaded": len(items), "skipped": sum(reasons.values()),
+             "skipped_by_reason": dict(sorted(reasons.items()))}
+    return items, stats

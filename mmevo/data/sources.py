@@ -1,0 +1,123 @@
+"""Where rows come from: a local file, a local directory, a ``datasets`` folder or a hub dataset name.
+
+:func:`iter_rows` hides the storage layout from the adapters in :mod:`mmevo.data.benchmarks`: each yields
+``RowRef(label, base, index, line, row)`` where ``row`` is a plain dict (or a :class:`DataError` for a line that is
+not valid JSON), ``label`` names the file for error messages and ``base`` is the directory relative image paths are
+resolved against.  Local paths always work; a name that is not a local path is loaded with
+``datasets.load_dataset`` (which needs the hub, or its cache).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .geometry3k import _is_saved_dataset, _read_jsonl, _read_parquet, _read_saved_dataset, _resolve_files
+from .schema import DataError
+
+__all__ = ["RowRef", "iter_rows", "looks_like_hub_name"]
+
+
+@dataclass
+class RowRef:
+    label: str  # file (or dataset) name used in error messages
+    base: Path  # directory relative image paths are resolved against
+    index: int  # 0-based row index within ``label``
+    line: int | None  # 1-based line number for jsonl files
+    row: Any  # the row (a dict when well formed) or a DataError for an unparsable line
+
+
+def looks_like_hub_name(source: str) -> bool:
+    """``owner/name`` with no local file or directory of that name."""
+    parts = str(source).split("/")
+    return len(parts) == 2 and all(parts) and not Path(source).exists() and not str(source).startswith(".")
+
+
+def _read_json_rows(path: Path, label: str, split: str | None) -> Iterator[tuple[int, None, Any]]:
+    """A JSON list of rows, ``{split: [rows]}``, or a mapping ``id -> row`` (MathVista's testmini.json)."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as e:
+        raise DataError(f"{label}: cannot read: {e}", file=label, reason="unreadable_file") from e
+    except json.JSONDecodeError as e:
+        raise DataError(f"{label}:{e.lineno}: invalid JSON: {e.msg} at column {e.colno}", file=label,
+                        reason="invalid_json") from e
+    if isinstance(data, dict):
+        if split is not None and isinstance(data.get(split), list):
+            data = data[split]
+        elif isinstance(data.get("data"), list):
+            data = data["data"]
+        elif data and all(isinstance(v, dict) for v in data.values()):
+            # id -> row mapping; the key is the row id when the row has none
+            data = [{"pid": k, **v} if "pid" not in v and "id" not in v else v for k, v in data.items()]
+        else:
+            raise DataError(f"{label}: expected a list of rows, an object with a {split or 'data'!r} list, "
+                            f"or an id -> row object", file=label, reason="bad_type")
+    if not isinstance(data, list):
+        raise DataError(f"{label}: expected a JSON list of rows, got {type(data).__name__}", file=label,
+                        reason="bad_type")
+    for i, row in enumerate(data):
+        yield i, None, row
+
+
+def _read_file(path: Path, split: str | None) -> Iterator[RowRef]:
+    label = str(path)
+    suffix = path.suffix.lower()
+    if suffix == ".jsonl":
+        it = _read_jsonl(path, label)
+    elif suffix == ".json":
+        it = _read_json_rows(path, label, split)
+    elif suffix == ".parquet":
+        it = _read_parquet(path, label)
+    else:
+        raise DataError(f"{label}: unsupported file type {path.suffix!r} (expected .jsonl, .json or .parquet)",
+                        file=label, reason="unsupported_file")
+    for idx, line, row in it:
+        yield RowRef(label, path.parent, idx, line, row)
+
+
+def _read_hub(name: str, split: str | None) -> Iterator[RowRef]:
+    try:
+        import datasets
+
+        ds = datasets.load_dataset(name, split=split or "train")
+    except Exception as e:  # offline, unknown name, missing split: all mean "not loadable from the hub"
+        raise FileNotFoundError(
+            f"{name!r} is not a local file or directory, and loading it from the hub failed "
+            f"({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}); pass a local path instead") from e
+    label = f"{name}[{split or 'train'}]"
+    idx = 0
+    # arrow format keeps images as raw {"bytes", "path"} structs: decoding (and its errors) stays in the adapters
+    for table in ds.with_format("arrow").iter(batch_size=256):
+        for row in table.to_pylist():
+            yield RowRef(label, Path("."), idx, None, row)
+            idx += 1
+
+
+def iter_rows(source: str | Path, split: str | None = None, names: tuple[str, ...] = ()) -> Iterator[RowRef]:
+    """Rows of ``source``: a .jsonl / .json / .parquet file; a directory (``names`` are tried first, then
+    ``{split}.jsonl|parquet|json``, hub shards ``data/{split}-*.parquet``, ``data.*``); a ``save_to_disk``
+    folder; or a hub dataset name."""
+    src = Path(source)
+    if not src.exists():
+        if looks_like_hub_name(str(source)):
+            yield from _read_hub(str(source), split)
+            return
+        raise FileNotFoundError(f"{src}: no such file or directory")
+    if src.is_file():
+        yield from _read_file(src, split)
+        return
+    if _is_saved_dataset(src):
+        it, label = _read_saved_dataset(src, str(src), split)
+        for idx, line, row in it:
+            yield RowRef(label, src, idx, line, row)
+        return
+    for name in names:
+        if (src / name).is_file():
+            yield from _read_file(src / name, split)
+            return
+    for f in _resolve_files(src, split):
+        yield from _read_file(f, split)

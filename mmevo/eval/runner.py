@@ -1,0 +1,289 @@
+"""``mmevo eval --benchmark NAME``: generate (greedy by default) through a rollout engine, score with the benchmark's
+official rules, break down by category, write responses / scores / report.  Resumable: items already in
+``responses.jsonl`` are not generated again.
+
+Files in ``eval.out_dir``:
+
+* ``run.json`` — what produced the responses (model, benchmark, prompt template, budget, decoding); a resume with a
+  different model or prompt is refused unless ``eval.overwrite=true``.
+* ``responses.jsonl`` — one line per item: id, response, extracted answer, correct, gold, tokens, finish reason;
+  appended after every batch, so an interrupted run loses at most one batch.
+* ``scores.json`` — overall accuracy and per-category breakdowns; ``report.md`` + ``report.png``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from mmevo.config import Config, render_prompt
+from mmevo.data.benchmarks import BenchmarkItem, load_items
+from mmevo.data.schema import DataError
+
+
+@dataclass(frozen=True)
+class BenchmarkSpec:
+    format: str  # adapter in mmevo.data.benchmarks.FORMATS
+    split: str  # split name in the benchmark's files / hub dataset
+    hub: str  # hub dataset used when eval.data is empty
+    categories: tuple[str, ...]  # BenchmarkItem.categories keys reported as breakdowns
+
+
+BENCHMARKS: dict[str, BenchmarkSpec] = {
+    "mathvision_testmini": BenchmarkSpec("mathvision", "testmini", "MathLLMs/MathVision", ("subject", "level")),
+    "mathvision_test": BenchmarkSpec("mathvision", "test", "MathLLMs/MathVision", ("subject", "level")),
+    "mathvista_testmini": BenchmarkSpec("mathvista", "testmini", "AI4Math/MathVista",
+                                        ("task", "skills", "question_type")),
+    "geometry3k_test": BenchmarkSpec("geometry3k", "test", "hiyouga/geometry3k", ("graph", "goal")),
+}
+
+# (response, item) -> (extracted answer for the record, correct)
+Scorer = Callable[[str, BenchmarkItem], tuple[str | None, bool]]
+
+
+def _score_mathvision(response: str, item: BenchmarkItem) -> tuple[str | None, bool]:
+    from mmevo.eval.scoring import extract_mathvision_answer, score_mathvision
+
+    return extract_mathvision_answer(response), score_mathvision(response, item.row)
+
+
+def _score_mathvista(response: str, item: BenchmarkItem) -> tuple[str | None, bool]:
+    from mmevo.eval.scoring import extract_mathvista_answer, score_mathvista
+
+    return extract_mathvista_answer(response, item.row), score_mathvista(response, item.row)
+
+
+def _score_verifiable(response: str, item: BenchmarkItem) -> tuple[str | None, bool]:
+    """Geometry3K / GeoQA / generic: last box, <answer> tag or choice letter; math-verify equivalence."""
+    from mmevo.rewards.answers import answers_equivalent, extract_answer
+
+    pred = extract_answer(response, item.choices)
+    gold = item.answer
+    if item.choices and len(gold) == 1 and gold.isupper() and gold not in item.choices:
+        gold = item.choices[ord(gold) - 65] if ord(gold) - 65 < len(item.choices) else gold
+    return pred, answers_equivalent(pred, gold, item.choices)
+
+
+SCORERS: dict[str, Scorer] = {"mathvision": _score_mathvision, "mathvista": _score_mathvista}
+
+
+def scorer_for(fmt: str) -> Scorer:
+    return SCORERS.get(fmt, _score_verifiable)
+
+
+def resolve(cfg: Config) -> tuple[str, str, str, tuple[str, ...]]:
+    """(format, split, source, category keys) for ``cfg.eval``; a directory of ``<id>/data.json`` is InterGPS."""
+    e = cfg.eval
+    if e.benchmark not in BENCHMARKS and not (e.data and e.format):
+        raise ValueError(f"eval.benchmark={e.benchmark!r} is not one of {sorted(BENCHMARKS)}; for other data give "
+                         "eval.data=PATH and eval.format=mathvision|mathvista|intergps|geometry3k|geoqa|generic")
+    spec = BENCHMARKS.get(e.benchmark, BenchmarkSpec(e.format, e.split or "test", "", ()))
+    source = e.data or spec.hub
+    fmt = e.format or spec.format
+    if fmt == "geometry3k" and e.data and Path(e.data).is_dir() and any(Path(e.data).glob("*/data.json")):
+        fmt = "intergps"
+    cats = spec.categories if fmt == spec.format else ({"intergps": ("graph", "goal")}.get(fmt, ()))
+    return fmt, e.split or spec.split, source, cats
+
+
+def _read_records(path: Path) -> tuple[dict[str, dict], int]:
+    """Finished records by id; unparsable lines (a run killed mid-write) are dropped and counted."""
+    records: dict[str, dict] = {}
+    bad = 0
+    if not path.exists():
+        return records, 0
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+            records[str(rec["id"])] = rec
+        except (json.JSONDecodeError, KeyError, TypeError):
+            bad += 1
+    return records, bad
+
+
+def _prepare_out_dir(out: Path, identity: dict, overwrite: bool) -> tuple[dict[str, dict], int]:
+    """Check the run identity against an earlier run in ``out``; return its finished records."""
+    out.mkdir(parents=True, exist_ok=True)
+    run_file, resp_file = out / "run.json", out / "responses.jsonl"
+    if overwrite:
+        resp_file.unlink(missing_ok=True)
+    elif run_file.exists() and resp_file.exists():
+        before = json.loads(run_file.read_text())
+        diff = sorted(k for k in identity if before.get(k) != identity[k])
+        if diff:
+            changes = ", ".join(f"{k}: {before.get(k)!r} -> {identity[k]!r}" for k in diff)
+            raise ValueError(f"{out} holds responses of a different run ({changes}); "
+                             "use another eval.out_dir or eval.overwrite=true")
+    run_file.write_text(json.dumps(identity, indent=2))
+    records, bad = _read_records(resp_file)
+    if bad:  # rewrite without the broken lines, so appends start on a clean line
+        tmp = resp_file.with_suffix(".tmp")
+        tmp.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records.values()), encoding="utf-8")
+        os.replace(tmp, resp_file)
+    return records, bad
+
+
+def summarize(items: list[BenchmarkItem], records: dict[str, dict], categories: tuple[str, ...]) -> dict:
+    """Overall and per-category accuracy over ``items`` (all must have a record)."""
+    def acc(n: int, c: int) -> dict:
+        return {"n": n, "correct": c, "accuracy": c / n if n else 0.0}
+
+    correct = sum(bool(records[it.id]["correct"]) for it in items)
+    by: dict[str, dict] = {}
+    for key in categories:
+        groups: dict[str, list[int]] = {}
+        for it in items:
+            for value in it.categories.get(key, ["unknown"]):
+                g = groups.setdefault(value, [0, 0])
+                g[0] += 1
+                g[1] += bool(records[it.id]["correct"])
+        by[key] = {v: acc(*groups[v]) for v in sorted(groups, key=_natural)}
+    finish = [records[it.id].get("finish_reason") for it in items]
+    return {**acc(len(items), correct), "truncated": finish.count("length"),
+            "prompt_too_long": finish.count("prompt_too_long"), "by": by}
+
+
+def _natural(s: str):
+    return (0, int(s), "") if s.isdigit() else (1, 0, s)
+
+
+def write_report(out: Path, summary: dict, records: dict[str, dict], items: list[BenchmarkItem]) -> None:
+    """``report.md`` (tables + a few responses) and ``report.png`` (per-category accuracy bars)."""
+    lines = [f"# {summary['benchmark']} — {summary['model']}", "",
+             f"Accuracy **{summary['accuracy']:.4f}** ({summary['correct']}/{summary['n']}); "
+             f"prompt template `{summary['template']}`, max {summary['max_tokens']} new tokens, "
+             f"temperature {summary['temperature']}.",
+             f"Responses that hit the token budget: {summary['truncated']}; prompts over "
+             f"data.max_prompt_length (scored wrong): {summary['prompt_too_long']}; rows skipped while loading: "
+             f"{summary['data']['skipped']} {summary['data']['skipped_by_reason'] or ''}.", ""]
+    for key, groups in summary["by"].items():
+        lines += [f"## By {key}", "", "| " + key + " | n | correct | accuracy |", "|---|---:|---:|---:|"]
+        lines += [f"| {v} | {g['n']} | {g['correct']} | {g['accuracy']:.3f} |" for v, g in groups.items()]
+        lines.append("")
+    lines += ["## First responses", ""]
+    for it in items[:5]:
+        r = records[it.id]
+        resp = r["response"].replace("\n", " ")
+        lines.append(f"- id {it.id}: gold `{r['gold']}`, extracted `{r['extracted']}`, "
+                     f"{'correct' if r['correct'] else 'wrong'}: {resp[:300]}{'…' if len(resp) > 300 else ''}")
+    if summary["by"]:
+        lines += ["", "![per-category accuracy](report.png)"]
+        _plot(out / "report.png", summary)
+    (out / "report.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+def _plot(path: Path, summary: dict) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    keys = list(summary["by"])
+    heights = [max(1.5, 0.28 * len(summary["by"][k]) + 0.8) for k in keys]
+    fig, axes = plt.subplots(len(keys), 1, figsize=(7, sum(heights)), squeeze=False,
+                             gridspec_kw={"height_ratios": heights})
+    for ax, key in zip(axes[:, 0], keys):
+        groups = summary["by"][key]
+        names = list(groups)
+        ax.barh(range(len(names)), [groups[n]["accuracy"] for n in names], color="tab:blue")
+        ax.set_yticks(range(len(names)), [f"{n} ({groups[n]['n']})" for n in names], fontsize=7)
+        ax.invert_yaxis()
+        ax.axvline(summary["accuracy"], color="tab:red", lw=1, ls="--")
+        ax.set_xlim(0, 1)
+        ax.set_title(f"accuracy by {key} (dashed: overall {summary['accuracy']:.3f})", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+
+
+def run_benchmark(cfg: Config, policy=None, engine=None) -> dict:
+    """Evaluate ``model.path`` on ``eval.benchmark``; returns the summary written to scores.json.
+
+    ``policy`` / ``engine`` reuse an already loaded model and rollout engine (``policy.path`` names the model).
+    """
+    from tqdm import tqdm
+
+    from mmevo.grpo.trainer import decode
+    from mmevo.models.inputs import encode_prompt
+    from mmevo.recipes import load_policy, resolve_model_path
+    from mmevo.rollout.base import RolloutRequest, SamplingParams
+    from mmevo.rollout.factory import build_engine
+
+    e = cfg.eval
+    fmt, split, source, categories = resolve(cfg)
+    t0 = time.time()
+    items, stats = load_items(fmt, source, split, image_root=e.image_root or None, fields=e.fields,
+                              skip_bad=cfg.data.skip_bad_rows, limit=e.limit or None)
+    if not items:
+        raise ValueError(f"{source}: no usable items ({stats})")
+    name = e.benchmark or f"{fmt}:{Path(source).name}"
+    out = Path(e.out_dir or Path("runs/eval") / name.replace(":", "_"))
+    model_path = policy.path if policy is not None else resolve_model_path(cfg)
+    max_tokens = e.max_tokens or cfg.trainer.eval_max_tokens or cfg.rollout.max_tokens
+    identity = {"benchmark": name, "model": str(model_path), "format": fmt, "split": split,
+                "template": cfg.data.prompt_template, "system_prompt": cfg.data.system_prompt,
+                "max_tokens": max_tokens, "temperature": cfg.rollout.eval_temperature}
+    records, dropped = _prepare_out_dir(out, identity, e.overwrite)
+    pending = [it for it in items if it.id not in records]
+    resumed = len(items) - len(pending)
+    score = scorer_for(fmt)
+    print(f"[mmevo] {name}: {len(items)} items from {source} ({stats['skipped']} rows skipped), "
+          f"{resumed} already done in {out}, {len(pending)} to generate")
+
+    if pending:
+        cfg.rollout.max_tokens = max_tokens  # sizes vLLM's max_model_len
+        policy = policy or load_policy(cfg, str(model_path))
+        engine = engine or build_engine(cfg, policy)
+        params = SamplingParams(temperature=cfg.rollout.eval_temperature, top_p=1.0, max_tokens=max_tokens,
+                                seed=cfg.trainer.seed)
+        bar = tqdm(total=len(items), initial=resumed, desc=name, unit="item", disable=not cfg.trainer.progress)
+        with open(out / "responses.jsonl", "a", encoding="utf-8") as fh:
+            for start in range(0, len(pending), e.batch_size):
+                batch = pending[start:start + e.batch_size]
+                prompts, fresh = [], []
+                for it in batch:
+                    try:
+                        images = it.load_images() if policy.is_vl else []
+                    except DataError:
+                        if not cfg.data.skip_bad_rows:
+                            raise
+                        stats["skipped"] += 1
+                        stats["skipped_by_reason"]["image_corrupt"] = stats["skipped_by_reason"].get(
+                            "image_corrupt", 0) + 1
+                        continue
+                    p = encode_prompt(policy.processor, policy.is_vl, render_prompt(cfg.data.prompt_template,
+                                      it.problem), images, cfg.data.system_prompt or None)
+                    if len(p.input_ids) > cfg.data.max_prompt_length:
+                        records[it.id] = _record(it, "", None, False, 0, "prompt_too_long")
+                        fresh.append(records[it.id])
+                    else:
+                        prompts.append((it, p))
+                outs = engine.generate([RolloutRequest(p, n=1) for _, p in prompts], params) if prompts else []
+                for (it, _), (c,) in zip(prompts, outs):
+                    text = decode(policy.tokenizer, c.full_ids)
+                    extracted, correct = score(text, it)
+                    records[it.id] = _record(it, text, extracted, correct, len(c.token_ids), c.finish_reason)
+                    fresh.append(records[it.id])
+                fh.write("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in fresh))
+                fh.flush()
+                bar.update(len(batch))
+        bar.close()
+
+    done = [it for it in items if it.id in records]
+    summary = {**identity, **summarize(done, records, categories), "source": str(source), "data": stats,
+               "resumed_items": resumed, "generated_items": len(done) - resumed, "dropped_corrupt_lines": dropped,
+               "seconds": time.time() - t0, "out_dir": str(out)}
+    (out / "scores.json").write_text(json.dumps(summary, indent=2))
+    write_report(out, summary, records, done)
+    return summary
+
+
+def _record(it: BenchmarkItem, text: str, extracted, correct: bool, n_tokens: int, finish: str) -> dict:
+    return {"id": it.id, "response": text, "extracted": None if extracted is None else str(extracted),
+            "correct": bool(correct), "gold": it.answer, "n_tokens": n_tokens, "finish_reason": finish}

@@ -1,0 +1,221 @@
+"""Benchmark / dataset adapters on the real files in ../shared/data (every row), plus hub-schema and error cases."""
+
+import io
+import json
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from PIL import Image
+
+from mmevo.data.benchmarks import load_items, mathvista_query
+from mmevo.data.schema import DataError
+
+DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+MATHV = DATA / "mathvision"
+MATHVISTA = DATA / "mathvista_testmini"
+G3K = DATA / "geometry3k_samples"
+
+pytestmark = pytest.mark.skipif(not MATHV.is_dir(), reason="shared benchmark data not present")
+
+
+def _jsonl(path):
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def _stand_in_images(root: Path, names, size=(24, 16)) -> Path:
+    """Small distinct images under root/<name> (the real MathVista / MATH-V test images are not shipped)."""
+    for i, name in enumerate(names):
+        p = root / name
+        p.parent.mkdir(parents=True, exist_ok=True)
+        Image.new("RGB", size, ((i * 37) % 256, (i * 11) % 256, 90)).save(p)
+    return root
+
+
+def _png_bytes(color=(10, 200, 30), size=(20, 12)):
+    buf = io.BytesIO()
+    Image.new("RGB", size, color).save(buf, format="PNG")
+    return buf.getvalue()
+
+
+# ------------------------------------------------------------------------------------------------ MATH-Vision
+
+
+def test_mathvision_testmini_every_row():
+    rows = _jsonl(MATHV / "testmini.jsonl")
+    items, stats = load_items("mathvision", MATHV, "testmini")
+    assert stats == {"rows": 304, "loaded": 304, "skipped": 0, "skipped_by_reason": {}}
+    assert [it.id for it in items] == [str(r["id"]) for r in rows]
+    assert sum(bool(it.choices) for it in items) == 190
+    assert Counter(it.categories["subject"][0] for it in items) == Counter(r["subject"] for r in rows)
+    assert Counter(it.categories["level"][0] for it in items) == Counter(str(r["level"]) for r in rows)
+    for it, row in zip(items, rows):
+        assert it.problem.count("<image>") == 1
+        if row["question"].count("<image") == 1:  # the image goes where its only marker was
+            assert it.problem.startswith(row["question"].replace("<image1>", "<image>"))
+        else:  # several markers name parts of the one composite image: image first, markers kept
+            assert it.problem.startswith("<image>" + row["question"])
+        assert it.row == row  # the scorer sees the row exactly as in the file
+        assert it.answer == row["answer"] and it.images[0].is_file()
+        if row["options"]:
+            assert it.problem.endswith("\n".join(f"({'ABCDE'[i]}) {o}" for i, o in enumerate(row["options"])))
+    ex = items[2].to_example()  # id 6: multiple choice, gold letter D -> option text
+    assert ex.answer == "D" and ex.choices == ["A", "B", "C", "D", "E"] and ex.images[0].mode == "RGB"
+
+
+def test_mathvision_test_every_row_with_stand_in_images(tmp_path):
+    rows = _jsonl(MATHV / "test.jsonl")
+    root = _stand_in_images(tmp_path, {r["image"] for r in rows})
+    items, stats = load_items("mathvision", MATHV / "test.jsonl", "test", image_root=root)
+    assert stats["loaded"] == 3040 and stats["skipped"] == 0
+    assert sum(bool(it.choices) for it in items) == 1532
+    assert len(Counter(it.categories["subject"][0] for it in items)) == 16
+    assert items[100].load_images()[0].size == (24, 16)
+
+
+def test_mathvision_missing_image_names_the_id(tmp_path):
+    with pytest.raises(DataError) as e:
+        load_items("mathvision", MATHV / "test.jsonl", "test")
+    msg = str(e.value)
+    assert "test.jsonl:1 (id '1')" in msg and "images/1.jpg not found" in msg and e.value.row_id == "1"
+    items, stats = load_items("mathvision", MATHV / "test.jsonl", "test", skip_bad=True)
+    assert stats["loaded"] == 304 and stats["skipped_by_reason"] == {"image_missing": 2736}
+
+
+def test_mathvision_malformed_rows_name_file_and_line(tmp_path):
+    good = _jsonl(MATHV / "testmini.jsonl")[:2]
+    f = tmp_path / "testmini.jsonl"
+    (tmp_path / "images").symlink_to(MATHV / "images")
+    bad_answer = dict(good[1], answer="F", options=["1", "2", "3", "4", "5"])
+    f.write_text(json.dumps(good[0]) + "\n" + "{not json\n" + json.dumps(bad_answer) + "\n")
+    with pytest.raises(DataError, match=r"testmini.jsonl:2 \(row 1\): invalid JSON"):
+        load_items("mathvision", f)
+    items, stats = load_items("mathvision", f, skip_bad=True)
+    assert stats["loaded"] == 1 and stats["skipped_by_reason"] == {"bad_answer": 1, "invalid_json": 1}
+    lines = f.read_text().splitlines()
+    f.write_text("\n".join([lines[0], "", lines[2]]) + "\n")  # blank line 2 keeps the line numbers
+    with pytest.raises(DataError, match=r"testmini.jsonl:3 \(id '5'\): field 'answer': 'F' is not a letter"):
+        load_items("mathvision", f)
+    dup = tmp_path / "dup.jsonl"
+    dup.write_text(json.dumps(good[0]) + "\n" + json.dumps(good[0]) + "\n")
+    with pytest.raises(DataError, match=r"dup.jsonl:2: id '4' repeats .*dup.jsonl:1"):
+        load_items("mathvision", dup)
+
+
+def test_mathvision_hub_schema_saved_dataset(tmp_path):
+    datasets = pytest.importorskip("datasets")
+    rows = _jsonl(MATHV / "testmini.jsonl")[:3]
+    feats = datasets.Features({"id": datasets.Value("string"), "question": datasets.Value("string"),
+                               "options": datasets.Sequence(datasets.Value("string")),
+                               "image": datasets.Value("string"), "decoded_image": datasets.Image(),
+                               "answer": datasets.Value("string"), "solution": datasets.Value("string"),
+                               "level": datasets.Value("int64"), "subject": datasets.Value("string")})
+    ds = datasets.Dataset.from_list([dict(r, decoded_image={"bytes": _png_bytes((i, 0, 0)), "path": None})
+                                     for i, r in enumerate(rows)], features=feats)
+    datasets.DatasetDict({"testmini": ds}).save_to_disk(str(tmp_path / "hub"))
+    items, stats = load_items("mathvision", tmp_path / "hub", "testmini")
+    assert [it.id for it in items] == [r["id"] for r in rows]
+    assert isinstance(items[0].images[0], bytes) and "decoded_image" not in items[0].row
+    assert items[1].load_images()[0].getpixel((0, 0)) == (1, 0, 0)
+
+
+def test_unreachable_hub_name_is_a_clear_error(monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(FileNotFoundError, match="not a local file or directory, and loading it from the hub failed"):
+        load_items("mathvision", "NoSuchOwner/no-such-dataset-mmevo", "testmini")
+
+
+# ------------------------------------------------------------------------------------------------ MathVista
+
+
+def test_mathvista_query_builder_reproduces_every_official_query():
+    rows = json.loads((MATHVISTA / "testmini.json").read_text())
+    queries = json.loads((MATHVISTA / "query.json").read_text())
+    assert len(rows) == 1000
+    assert [pid for pid, row in rows.items() if mathvista_query(row) != queries[pid]] == []
+
+
+def test_mathvista_testmini_every_row_with_stand_in_images(tmp_path):
+    rows = json.loads((MATHVISTA / "testmini.json").read_text())
+    queries = json.loads((MATHVISTA / "query.json").read_text())
+    root = _stand_in_images(tmp_path, {r["image"] for r in rows.values()})
+    items, stats = load_items("mathvista", MATHVISTA, "testmini", image_root=root)
+    assert stats["loaded"] == 1000 and stats["skipped"] == 0
+    assert [it.id for it in items] == list(rows)
+    for it in items:
+        assert it.problem == "<image>" + queries[it.id]
+        assert it.row["answer"] == rows[it.id]["answer"] and it.row["metadata"] == rows[it.id]["metadata"]
+    assert Counter(it.categories["question_type"][0] for it in items) == {"multi_choice": 540, "free_form": 460}
+    assert Counter(it.categories["task"][0] for it in items)["geometry problem solving"] == 208
+    assert sum("statistical reasoning" in it.categories["skills"] for it in items) == 301
+    # images/<name> under image_root, or the images folder itself
+    items2, _ = load_items("mathvista", MATHVISTA / "testmini.json", image_root=root / "images", limit=5)
+    assert [it.images for it in items2] == [it.images for it in items[:5]]
+
+
+def test_mathvista_missing_image_names_the_id():
+    with pytest.raises(DataError, match=r"testmini.json row 0 \(id '1'\): field 'image': image file images/1.jpg "
+                                        r"not found"):
+        load_items("mathvista", MATHVISTA, "testmini")
+
+
+def test_mathvista_hub_schema_parquet(tmp_path):
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    rows = json.loads((MATHVISTA / "testmini.json").read_text())
+    picked = [rows["2"], rows["5"]]
+    table = pa.Table.from_pylist([dict(r, decoded_image={"bytes": _png_bytes(), "path": r["image"]},
+                                       query="CUSTOM " + r["pid"]) for r in picked])
+    (tmp_path / "data").mkdir()
+    pq.write_table(table, tmp_path / "data" / "testmini-00000-of-00001.parquet")
+    items, stats = load_items("mathvista", tmp_path, "testmini")
+    assert [it.problem for it in items] == ["<image>CUSTOM 2", "<image>CUSTOM 5"]  # the row's own query
+    assert items[1].choices == rows["5"]["choices"] and items[1].answer == rows["5"]["answer"]
+
+
+# ------------------------------------------------------------------------------------------------ Geometry3K
+
+
+def test_intergps_raw_layout_every_sample():
+    items, stats = load_items("intergps", G3K)
+    assert stats["loaded"] == 10 and [it.id for it in items] == [str(i) for i in range(11, 21)]
+    for it in items:
+        data = json.loads((G3K / it.id / "data.json").read_text())
+        assert it.answer == data["choices"]["ABCD".index(data["answer"])]
+        assert it.problem.startswith("<image>" + data["problem_text"]) and " Choices: A. " in it.problem
+        assert it.images == [G3K / it.id / "img_diagram.png"]
+        assert it.categories["graph"] == data["problem_type_graph"]
+    assert items[0].answer == "80"  # id 11: answer D of [30, 40, 60, 80]
+    ex = items[0].to_example()
+    assert ex.answer == "80" and ex.images[0].size == (250, 251)
+
+
+def test_geometry3k_hub_schema_and_generic_field_mapping(tmp_path):
+    img = tmp_path / "a.png"
+    img.write_bytes(_png_bytes())
+    (tmp_path / "test.jsonl").write_text(json.dumps({"images": ["a.png"], "problem": "<image>Find x.",
+                                                      "answer": "3"}) + "\n")
+    items, _ = load_items("geometry3k", tmp_path, "test")
+    assert items[0].problem == "<image>Find x." and items[0].answer == "3" and items[0].id == "test-0"
+    (tmp_path / "mine.jsonl").write_text(json.dumps({"qid": 7, "pic": "a.png", "q": "How many?", "gold": "B",
+                                                      "opts": ["1", "2"]}) + "\n")
+    fields = {"id": "qid", "image": "pic", "problem": "q", "answer": "gold", "choices": "opts"}
+    items, _ = load_items("generic", tmp_path / "mine.jsonl", fields=fields)
+    assert (items[0].id, items[0].problem, items[0].answer) == ("7", "<image>How many?", "2")
+    with pytest.raises(DataError, match=r"mine.jsonl:1 \(id '7'\): field 'question': missing"):
+        load_items("generic", tmp_path / "mine.jsonl", fields={**fields, "problem": "question"})
+
+
+def test_geoqa_r1v_rows(tmp_path):
+    (tmp_path / "img.png").write_bytes(_png_bytes())
+    rows = [{"image": "img.png", "problem": "As shown in the figure, find the angle. Choices: A:40° B:50°",
+             "solution": "<answer>40°</answer>"},
+            {"image": "img.png", "problem": "Find AB.", "solution": "no tag here"}]
+    f = tmp_path / "geoqa.jsonl"
+    f.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with pytest.raises(DataError, match=r"geoqa.jsonl:2 \(id 'geoqa-1'\): field 'solution': has no <answer>"):
+        load_items("geoqa", f)
+    items, stats = load_items("geoqa", f, skip_bad=True)
+    assert items[0].answer == "40°" and items[0].problem.startswith("<image>As shown")
+    assert stats["skipped_by_reason"] == {"missing_answer": 1}
+    assert items[0].to_example().images[0].size == (20, 12)
