@@ -163,3 +163,27 @@ def test_seeded_batch_larger_than_one_prefill_step(engine, policy):
     assert all(len(c.token_ids) == 2 for o in out for c in o)
     again = engine.generate(reqs, params)
     assert [[c.token_ids for c in o] for o in again] == [[c.token_ids for c in o] for o in out]
+
+
+def test_benchmark_eval_through_vllm_matches_hf(policy, engine, tmp_path):
+    """`mmevo eval --engine vllm` writes the same greedy responses and scores as the HF engine (real MATH-V rows)."""
+    import json
+    from pathlib import Path
+
+    from mmevo.config import load_config
+    from mmevo.eval.runner import run_benchmark
+
+    mathv = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "mathvision"
+    if not mathv.is_dir():
+        pytest.skip("shared benchmark data not present")
+    responses = {}
+    for name, eng in (("vllm", engine), ("hf", _hf(policy))):
+        cfg = load_config(None, [f"model.path={policy.path}", "eval.benchmark=mathvision_testmini", f"eval.data={mathv}",
+                                 "eval.limit=5", "eval.max_tokens=12", f"eval.out_dir={tmp_path / name}",
+                                 "data.max_prompt_length=256", "trainer.progress=false", f"rollout.engine={name}"])
+        summary = run_benchmark(cfg, policy=policy, engine=eng)
+        assert summary["n"] == 5 and summary["generated_items"] == 5
+        lines = (tmp_path / name / "responses.jsonl").read_text().splitlines()
+        responses[name] = [(r["id"], r["response"], r["correct"]) for r in map(json.loads, lines)]
+    assert responses["vllm"] == responses["hf"]
+    assert any(len(r[1]) > 0 for r in responses["hf"])
