@@ -26,167 +26,17 @@ import io
 import json
 import re
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from PIL import Image
 
 from .schema import IMAGE_PLACEHOLDER, DataError, Example
+from .sources import is_saved_dataset, iter_rows
 
 __all__ = ["load_geometry3k"]
 
 _LETTER_RE = re.compile(r"^\(?([A-Za-z])\)?[.):]?$")
-
-
-# --------------------------------------------------------------------------
-# Source resolution
-# --------------------------------------------------------------------------
-
-
-def _is_saved_dataset(d: Path) -> bool:
-    return (d / "dataset_dict.json").is_file() or (
-        (d / "state.json").is_file() and (d / "dataset_info.json").is_file()
-    )
-
-
-def _resolve_files(src: Path, split: str | None) -> list[Path]:
-    """Data files for a directory source (not a saved ``datasets`` folder)."""
-    tried: list[str] = []
-
-    def first(names: list[str]) -> list[Path]:
-        for name in names:
-            tried.append(name)
-            p = src / name
-            if p.is_file():
-                return [p]
-        return []
-
-    if split is not None:
-        found = first([f"{split}.jsonl", f"{split}.parquet", f"{split}.json"])
-        if found:
-            return found
-        for pattern in (f"data/{split}-*.parquet", f"{split}-*.parquet"):
-            tried.append(pattern)
-            shards = sorted(src.glob(pattern))
-            if shards:
-                return shards
-    found = first(["data.jsonl", "data.parquet", "data.json"])
-    if found and split is None:
-        return found
-    if found:
-        # A flat data.* file without split information; only accept it when
-        # the caller asked for no particular split.
-        tried.append("(data.* ignored because split was given)")
-    raise FileNotFoundError(f"{src}: no data file found for split {split!r} (tried: {', '.join(tried)})")
-
-
-# --------------------------------------------------------------------------
-# Row readers: each yields (row_index, line_number_or_None, row_or_DataError)
-# --------------------------------------------------------------------------
-
-_Row = tuple[int, "int | None", Any]
-
-
-def _read_jsonl(path: Path, label: str) -> Iterator[_Row]:
-    try:
-        fh = open(path, "rb")
-    except OSError as e:
-        raise DataError(f"{label}: cannot open: {e}", file=label, reason="unreadable_file") from e
-    idx = 0
-    with fh:
-        for lineno, raw in enumerate(fh, start=1):
-            if not raw.strip():
-                continue
-            row: Any
-            try:
-                row = json.loads(raw.decode("utf-8"))
-            except UnicodeDecodeError as e:
-                row = DataError(
-                    f"{label}:{lineno} (row {idx}): invalid UTF-8: {e.reason}",
-                    file=label, row=idx, reason="invalid_json",
-                )
-            except json.JSONDecodeError as e:
-                row = DataError(
-                    f"{label}:{lineno} (row {idx}): invalid JSON: {e.msg} at column {e.colno}",
-                    file=label, row=idx, reason="invalid_json",
-                )
-            yield idx, lineno, row
-            idx += 1
-
-
-def _read_json(path: Path, label: str, split: str | None) -> Iterator[_Row]:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as e:
-        raise DataError(f"{label}: cannot read: {e}", file=label, reason="unreadable_file") from e
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise DataError(
-            f"{label}:{e.lineno}: invalid JSON: {e.msg} at column {e.colno}",
-            file=label, reason="invalid_json",
-        ) from e
-    if isinstance(data, dict):
-        key = split if split is not None and split in data else ("data" if "data" in data else None)
-        if key is None or not isinstance(data[key], list):
-            raise DataError(
-                f"{label}: expected a JSON list of rows (or an object with a {split or 'data'!r} list), "
-                f"got an object with keys {sorted(data)[:8]}",
-                file=label, reason="bad_type",
-            )
-        data = data[key]
-    if not isinstance(data, list):
-        raise DataError(
-            f"{label}: expected a JSON list of rows, got {type(data).__name__}", file=label, reason="bad_type"
-        )
-    for i, row in enumerate(data):
-        yield i, None, row
-
-
-def _read_parquet(path: Path, label: str) -> Iterator[_Row]:
-    import pyarrow.parquet as pq
-
-    try:
-        pf = pq.ParquetFile(path)
-    except Exception as e:  # pyarrow raises several types for corrupt files
-        raise DataError(f"{label}: cannot read parquet: {e}", file=label, reason="unreadable_file") from e
-    idx = 0
-    for batch in pf.iter_batches(batch_size=256):
-        for row in batch.to_pylist():
-            yield idx, None, row
-            idx += 1
-
-
-def _read_saved_dataset(path: Path, label: str, split: str | None) -> tuple[Iterator[_Row], str]:
-    import datasets
-
-    ds = datasets.load_from_disk(str(path))
-    if isinstance(ds, datasets.DatasetDict):
-        if split is None:
-            if len(ds) == 1:
-                split = next(iter(ds))
-            elif "train" in ds:
-                split = "train"
-            else:
-                raise DataError(
-                    f"{label}: DatasetDict with splits {sorted(ds)}; pass split=", file=label, reason="bad_split"
-                )
-        if split not in ds:
-            raise DataError(f"{label}: no split {split!r} (have {sorted(ds)})", file=label, reason="bad_split")
-        ds = ds[split]
-        label = f"{label}[{split}]"
-
-    def rows() -> Iterator[_Row]:
-        # Arrow format: images stay as raw {"bytes", "path"} structs so that
-        # decoding (and its errors) happens in this module, row by row.
-        idx = 0
-        for table in ds.with_format("arrow").iter(batch_size=256):
-            for row in table.to_pylist():
-                yield idx, None, row
-                idx += 1
-
-    return rows(), label
 
 
 # --------------------------------------------------------------------------
@@ -385,60 +235,34 @@ def load_geometry3k(
     src = Path(source)
     if not src.exists():
         raise FileNotFoundError(f"{src}: no such file or directory")
-
-    sources: list[tuple[Iterator[_Row], str, Path]] = []
-    if src.is_dir() and _is_saved_dataset(src):
-        it, label = _read_saved_dataset(src, str(src), split)
-        sources.append((it, label, src))
-    elif src.is_dir():
-        if split is not None and (src / split).is_dir() and not any(
-            (src / n).is_file() for n in (f"{split}.jsonl", f"{split}.parquet", f"{split}.json")
-        ):
-            return load_geometry3k(
-                src / split, None, skip_bad, image_key, problem_key, answer_key, choices_key
-            )
-        files = _resolve_files(src, split)
-    else:
-        files = [src]
-
-    if not sources:
-        for f in files:
-            label = str(f)
-            suffix = f.suffix.lower()
-            if suffix == ".jsonl":
-                it = _read_jsonl(f, label)
-            elif suffix == ".json":
-                it = _read_json(f, label, split)
-            elif suffix == ".parquet":
-                it = _read_parquet(f, label)
-            else:
-                raise DataError(
-                    f"{label}: unsupported file type {f.suffix!r} (expected .jsonl, .json or .parquet)",
-                    file=label, reason="unsupported_file",
-                )
-            sources.append((it, label, f.parent))
+    if src.is_dir() and not is_saved_dataset(src) and split is not None and (src / split).is_dir() and not any(
+        (src / n).is_file() for n in (f"{split}.jsonl", f"{split}.parquet", f"{split}.json")
+    ):
+        return load_geometry3k(src / split, None, skip_bad, image_key, problem_key, answer_key, choices_key)
 
     examples: list[Example] = []
+    labels: list[str] = []
     n_rows = 0
     reasons: Counter[str] = Counter()
-    for it, label, base in sources:
-        for idx, line, row in it:
-            n_rows += 1
-            try:
-                if isinstance(row, DataError):
-                    raise row
-                ctx = _Ctx(label, base, idx, line, None)
-                examples.append(_row_to_example(row, ctx, image_key, problem_key, answer_key, choices_key))
-            except DataError as e:
-                if not skip_bad:
-                    raise
-                reasons[e.reason or "other"] += 1
+    for ref in iter_rows(src, split):
+        if not labels or labels[-1] != ref.label:
+            labels.append(ref.label)
+        n_rows += 1
+        try:
+            if isinstance(ref.row, DataError):
+                raise ref.row
+            ctx = _Ctx(ref.label, ref.base, ref.index, ref.line, None)
+            examples.append(_row_to_example(ref.row, ctx, image_key, problem_key, answer_key, choices_key))
+        except DataError as e:
+            if not skip_bad:
+                raise
+            reasons[e.reason or "other"] += 1
 
     stats = {
         "rows": n_rows,
         "loaded": len(examples),
         "skipped": sum(reasons.values()),
         "skipped_by_reason": dict(sorted(reasons.items())),
-        "files": [label for _, label, _ in sources],
+        "files": labels,
     }
     return examples, stats

@@ -15,10 +15,131 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .geometry3k import _is_saved_dataset, _read_jsonl, _read_parquet, _read_saved_dataset, _resolve_files
 from .schema import DataError
 
-__all__ = ["RowRef", "iter_rows", "looks_like_hub_name"]
+__all__ = ["RowRef", "iter_rows", "is_saved_dataset", "looks_like_hub_name"]
+
+
+# --------------------------------------------------------------------------
+# Layouts and readers: each reader yields (row_index, line_number_or_None, row_or_DataError)
+# --------------------------------------------------------------------------
+
+
+def is_saved_dataset(d: Path) -> bool:
+    return (d / "dataset_dict.json").is_file() or (
+        (d / "state.json").is_file() and (d / "dataset_info.json").is_file()
+    )
+
+
+def _resolve_files(src: Path, split: str | None) -> list[Path]:
+    """Data files for a directory source (not a saved ``datasets`` folder)."""
+    tried: list[str] = []
+
+    def first(names: list[str]) -> list[Path]:
+        for name in names:
+            tried.append(name)
+            p = src / name
+            if p.is_file():
+                return [p]
+        return []
+
+    if split is not None:
+        found = first([f"{split}.jsonl", f"{split}.parquet", f"{split}.json"])
+        if found:
+            return found
+        for pattern in (f"data/{split}-*.parquet", f"{split}-*.parquet"):
+            tried.append(pattern)
+            shards = sorted(src.glob(pattern))
+            if shards:
+                return shards
+    found = first(["data.jsonl", "data.parquet", "data.json"])
+    if found and split is None:
+        return found
+    if found:
+        # A flat data.* file without split information; only accept it when
+        # the caller asked for no particular split.
+        tried.append("(data.* ignored because split was given)")
+    raise FileNotFoundError(f"{src}: no data file found for split {split!r} (tried: {', '.join(tried)})")
+
+
+# --------------------------------------------------------------------------
+# Row readers: each yields (row_index, line_number_or_None, row_or_DataError)
+# --------------------------------------------------------------------------
+
+_Row = tuple[int, "int | None", Any]
+
+
+def _read_jsonl(path: Path, label: str) -> Iterator[_Row]:
+    try:
+        fh = open(path, "rb")
+    except OSError as e:
+        raise DataError(f"{label}: cannot open: {e}", file=label, reason="unreadable_file") from e
+    idx = 0
+    with fh:
+        for lineno, raw in enumerate(fh, start=1):
+            if not raw.strip():
+                continue
+            row: Any
+            try:
+                row = json.loads(raw.decode("utf-8"))
+            except UnicodeDecodeError as e:
+                row = DataError(
+                    f"{label}:{lineno} (row {idx}): invalid UTF-8: {e.reason}",
+                    file=label, row=idx, reason="invalid_json",
+                )
+            except json.JSONDecodeError as e:
+                row = DataError(
+                    f"{label}:{lineno} (row {idx}): invalid JSON: {e.msg} at column {e.colno}",
+                    file=label, row=idx, reason="invalid_json",
+                )
+            yield idx, lineno, row
+            idx += 1
+
+
+def _read_parquet(path: Path, label: str) -> Iterator[_Row]:
+    import pyarrow.parquet as pq
+
+    try:
+        pf = pq.ParquetFile(path)
+    except Exception as e:  # pyarrow raises several types for corrupt files
+        raise DataError(f"{label}: cannot read parquet: {e}", file=label, reason="unreadable_file") from e
+    idx = 0
+    for batch in pf.iter_batches(batch_size=256):
+        for row in batch.to_pylist():
+            yield idx, None, row
+            idx += 1
+
+
+def _read_saved_dataset(path: Path, label: str, split: str | None) -> tuple[Iterator[_Row], str]:
+    import datasets
+
+    ds = datasets.load_from_disk(str(path))
+    if isinstance(ds, datasets.DatasetDict):
+        if split is None:
+            if len(ds) == 1:
+                split = next(iter(ds))
+            elif "train" in ds:
+                split = "train"
+            else:
+                raise DataError(
+                    f"{label}: DatasetDict with splits {sorted(ds)}; pass split=", file=label, reason="bad_split"
+                )
+        if split not in ds:
+            raise DataError(f"{label}: no split {split!r} (have {sorted(ds)})", file=label, reason="bad_split")
+        ds = ds[split]
+        label = f"{label}[{split}]"
+
+    def rows() -> Iterator[_Row]:
+        # Arrow format: images stay as raw {"bytes", "path"} structs so that
+        # decoding (and its errors) happens in this module, row by row.
+        idx = 0
+        for table in ds.with_format("arrow").iter(batch_size=256):
+            for row in table.to_pylist():
+                yield idx, None, row
+                idx += 1
+
+    return rows(), label
+
 
 
 @dataclass
@@ -110,7 +231,7 @@ def iter_rows(source: str | Path, split: str | None = None, names: tuple[str, ..
     if src.is_file():
         yield from _read_file(src, split)
         return
-    if _is_saved_dataset(src):
+    if is_saved_dataset(src):
         it, label = _read_saved_dataset(src, str(src), split)
         for idx, line, row in it:
             yield RowRef(label, src, idx, line, row)
