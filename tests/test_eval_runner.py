@@ -134,3 +134,25 @@ def test_geometry3k_interGPS_layout_as_benchmark_and_as_heldout(tiny_vl_path, tm
     assert json.loads(printed[printed.index("{"):])["n"] == 10
     assert main(["eval", f"model.path={tiny_vl_path}", "data.format=nope"]) == 2
     assert "data.format='nope' not in" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("fmt", ["mathvision", "mathvista", "intergps"])
+def test_any_model_output_is_scored_never_a_crash(fmt, tmp_path):
+    if fmt == "mathvista":
+        rows = json.loads((MATHVISTA / "testmini.json").read_text())
+        for pid in list(rows)[:20]:
+            p = tmp_path / rows[pid]["image"]
+            p.parent.mkdir(parents=True, exist_ok=True)
+            Image.new("RGB", (8, 8)).save(p)
+        items, _ = load_items(fmt, MATHVISTA, "testmini", image_root=tmp_path, limit=20)
+    else:
+        items, _ = load_items(fmt, MATHV if fmt == "mathvision" else DATA / "geometry3k_samples", "testmini", limit=20)
+    from mmevo.eval.runner import scorer_for
+
+    score = scorer_for(fmt)
+    nasty = ["", "\\boxed{", "}}}{{{", "\\boxed{\\frac{1}{0}}", "\x00\ufffd" * 50, "9" * 5000, "\\boxed{10^{99999}}",
+             "The answer is (Z).", "<think></think>\\boxed{[1, 2, }", "\\boxed{\\sqrt{-1}}", "A" * 30000]
+    for it in items:
+        for resp in nasty:
+            extracted, ok = score(resp, it)
+            assert ok in (True, False)

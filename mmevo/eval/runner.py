@@ -72,7 +72,16 @@ SCORERS: dict[str, Scorer] = {"mathvision": _score_mathvision, "mathvista": _sco
 
 
 def scorer_for(fmt: str) -> Scorer:
-    return SCORERS.get(fmt, _score_verifiable)
+    """The format's scorer, wrapped so that no model output can crash an evaluation (a failure scores wrong)."""
+    score = SCORERS.get(fmt, _score_verifiable)
+
+    def safe(response: str, item: BenchmarkItem) -> tuple[str | None, bool]:
+        try:
+            return score(response, item)
+        except Exception as e:  # noqa: BLE001 - counted as wrong and visible in the record
+            return f"<scoring error: {type(e).__name__}>", False
+
+    return safe
 
 
 def resolve(cfg: Config) -> tuple[str, str, str, tuple[str, ...]]:
