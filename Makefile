@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 TORCH ?= torch==2.13.0
 EXTRAS ?= dev,cpu
 
-.PHONY: setup demo test bench clean
+.PHONY: setup parity-env demo test bench clean
 
 setup: $(VENV)/.installed
 
@@ -19,10 +19,27 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip uninstall -y -q torchaudio torchcodec 2>/dev/null || true
 	touch $@
 
+# A separate venv with lmms-eval's port of the official MATH-V scorer, the reference of
+# scripts/parity_mathvision.py and tests/test_parity_mathvision.py. It cannot share .venv: lmms-eval's
+# scorer imports latex2sympy2, which needs antlr4 4.7.2 while math-verify (in .venv) needs 4.13.
+# Everything pinned and installed --no-deps: only what lmms_eval/tasks/mathvision/{utils,eval_utils}.py
+# import (lmms-eval's own dependency list is huge and unused here).
+PARITY_VENV ?= .venv-parity
+PARITY_PKGS := lmms-eval==0.7.3 latex2sympy2==1.9.1 antlr4-python3-runtime==4.7.2 sympy==1.14.0 mpmath==1.3.0 \
+	loguru==0.7.3 tqdm==4.70.1
+
+parity-env: $(PARITY_VENV)/.installed
+
+$(PARITY_VENV)/.installed: Makefile
+	python3 -m venv $(PARITY_VENV)
+	$(PARITY_VENV)/bin/python -m pip install -q --no-deps $(PARITY_PKGS)
+	$(PARITY_VENV)/bin/python -c "import lmms_eval, latex2sympy2, loguru, tqdm"
+	touch $@
+
 demo: setup
 	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-1} $(VENV)/bin/mmevo demo --out runs/demo
 
-test: setup
+test: setup parity-env
 	OMP_NUM_THREADS=1 $(PY) -m pytest -q
 
 bench: setup

@@ -26,7 +26,7 @@ __all__ = [
     "edit_distance",
 ]
 
-# Responses longer than this are cut to their last characters before extraction: the
+# MathVista: responses longer than this are cut to their last characters before extraction: the
 # answer of a chain of thought is at its end, and this bounds the regex/parser work.
 _MAX_RESPONSE_CHARS = 20_000
 # Strings longer than this are never handed to the LaTeX/sympy parser.
@@ -61,24 +61,188 @@ def _too_costly_for_sympy(s: str) -> bool:
     return False
 
 
-def _latex_to_float(s: str) -> float | None:
-    """LaTeX -> sympy -> real float, or ``None``.
+# The names the official MATH-V ``utils.py`` evaluates printed sympy expressions with:
+# ``from math import *`` (plus Python's ``True`` / ``False``). Any other name raises NameError
+# there (``E``, ``I``, ``oo``, ``zoo``, ``Abs``, ``Max``, ``sec``, ``x``, ...).
+_MATH_NAMES: dict[str, Any] = {k: getattr(math, k) for k in dir(math) if not k.startswith("_")}
+_MATH_NAMES.update({"True": True, "False": False})
+# Bounds of the expression interpreter: an integer power / factorial beyond these is refused
+# (the official ``eval`` would compute it, for minutes or until memory runs out).
+_MAX_POW_BITS = 100_000
+_MAX_FACTORIAL = 5_000
 
-    The official script does ``eval(str(latex2sympy(s)))`` under ``from math import *``; a
-    result that is symbolic, complex, a set or an interval makes it raise. Here the sympy
-    expression is evaluated numerically instead of ``eval``-ing its string (no code
-    execution), with the same outcome for numeric expressions.
+
+def _py_eval(node: Any) -> Any:
+    """Python/``math`` semantics of a printed sympy expression, for a whitelisted AST subset.
+
+    Mirrors the official ``eval(str(expr))`` (under ``from math import *``) without executing
+    code: numbers, names of ``math``, + - * / // % **, unary +/-, calls of ``math`` functions
+    and tuples / lists (which make the official ``round`` raise). Raises on anything else,
+    like ``eval`` would for an unknown name.
+    """
+    import ast
+
+    if isinstance(node, ast.Expression):
+        return _py_eval(node.body)
+    if isinstance(node, ast.Constant) and type(node.value) in (int, float):
+        return node.value
+    if isinstance(node, ast.Name):
+        return _MATH_NAMES[node.id]  # KeyError <=> NameError
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+        v = _py_eval(node.operand)
+        return -v if isinstance(node.op, ast.USub) else +v
+    if isinstance(node, ast.BinOp):
+        a, b = _py_eval(node.left), _py_eval(node.right)
+        op = node.op
+        if isinstance(op, ast.Add):
+            return a + b
+        if isinstance(op, ast.Sub):
+            return a - b
+        if isinstance(op, ast.Mult):
+            return a * b
+        if isinstance(op, ast.Div):
+            return a / b
+        if isinstance(op, ast.FloorDiv):
+            return a // b
+        if isinstance(op, ast.Mod):
+            return a % b
+        if isinstance(op, ast.Pow):
+            if isinstance(a, int) and isinstance(b, int) and b > 0 and abs(a) > 1:
+                if b * abs(a).bit_length() > _MAX_POW_BITS:
+                    raise OverflowError("power too large")
+            return a**b
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and not node.keywords:
+        fn = _MATH_NAMES[node.func.id]
+        args = [_py_eval(a) for a in node.args]
+        if fn in (math.factorial, math.perm, math.comb) and any(abs(x) > _MAX_FACTORIAL for x in args):
+            raise OverflowError("factorial too large")
+        return fn(*args)
+    if isinstance(node, (ast.Tuple, ast.List)):
+        return tuple(_py_eval(e) for e in node.elts)
+    raise ValueError(f"unsupported expression node {type(node).__name__}")
+
+
+_L2S_CONFIGS: tuple | None = None
+
+
+def _l2s_configs() -> tuple:
+    # latex2sympy2_extended with its normalisation off: the original latex2sympy2 (which the
+    # official script uses) knows no \boxed / \text / unit stripping and no mixed fractions.
+    global _L2S_CONFIGS
+    if _L2S_CONFIGS is None:
+        from latex2sympy2_extended.latex2sympy2 import ConversionConfig, NormalizationConfig
+
+        _L2S_CONFIGS = (
+            NormalizationConfig(basic_latex=False, units=False, malformed_operators=False, nits=False,
+                                boxed="none", equations=False),
+            ConversionConfig(interpret_as_mixed_fractions=False, interpret_simple_eq_as_assignment=False,
+                             interpret_contains_as_eq=False, lowercase_symbols=False),
+        )
+    return _L2S_CONFIGS
+
+
+# Constructs the original latex2sympy2 grammar rejects but latex2sympy2_extended accepts.
+_L2S_REJECT = ("\\(", "\\)", "\\[", "\\]", "\\boxed", "\\fbox", "\\circ", "\\text", "\\mbox", "\\!", "=", '"', "{,}")
+# Commands whose next brace group(s) are arguments (not a plain grouping ``{...}``).
+_ARG_COMMAND = re.compile(r"\\([a-zA-Z]+)\s*$|\\sqrt\s*\[[^\[\]]*\]\s*$")
+_TWO_ARG_COMMANDS = ("frac", "dfrac", "tfrac", "cfrac", "binom", "dbinom", "tbinom")
+
+
+def _group_braces(s: str) -> str:
+    """A ``{...}`` that is not the argument of a command / ``^`` / ``_`` is a plain group in
+    latex2sympy2 (``{4}`` -> 4, ``{2}{3}`` -> 2*3): rewrite it ``(...)``, which
+    latex2sympy2_extended reads the same way (it reads a bare ``{4}`` as a set)."""
+    out: list[str] = []
+    stack: list[tuple[bool, int]] = []  # per open brace: (plain group?, argument groups owed after it)
+    expect = 0  # argument groups still owed at this point (after "\frac{a}": 1)
+    for ch in s:
+        if ch == "{":
+            prefix = "".join(out).rstrip()
+            m = _ARG_COMMAND.search(prefix)
+            if expect > 0:
+                stack.append((False, expect - 1))
+            elif m:
+                n_args = 2 if m.group(1) in _TWO_ARG_COMMANDS else 1
+                stack.append((False, n_args - 1))
+            elif prefix.endswith(("^", "_")):
+                stack.append((False, 0))
+            else:
+                stack.append((True, 0))
+            expect = 0
+            out.append("(" if stack[-1][0] else "{")
+        elif ch == "}":
+            plain, owed = stack.pop() if stack else (False, 0)
+            expect = owed
+            out.append(")" if plain else "}")
+        else:
+            if not ch.isspace():
+                expect = 0
+            out.append(ch)
+    return "".join(out)
+
+
+def _latex2sympy2_like(s: str) -> Any:
+    """Parse ``s`` as the official script's ``latex2sympy`` (latex2sympy2 1.9.1) would, using
+    latex2sympy2_extended plus rewrites for the differences that matter on MATH-V answers.
+    Raises where latex2sympy2 raises."""
+    from latex2sympy2_extended import latex2sympy
+
+    if (
+        any(t in s for t in _L2S_REJECT)
+        or not s.isascii()
+        or re.search(r"(?<!\\)%|\s\\%", s)  # "%" alone, or "\%" after a space
+    ):
+        raise ValueError("latex2sympy2 rejects this")
+    # latex2sympy2's top rule has no EOF: parsing stops at a "}" that closes nothing.
+    depth = 0
+    for k, ch in enumerate(s):
+        depth += (ch == "{") - (ch == "}")
+        if depth < 0:
+            s = s[:k]
+            break
+    s = s.replace("$", " ")  # "$" separates like a space: "$5$+1" -> 1+5, "5$3" -> 5*3
+    s = s.replace("\\displaystyle", " ").replace("\\left", "").replace("\\right", "")
+    s = s.strip().rstrip(".")  # "6." -> 6 ("." ends the parse)
+    # Its numbers take thousands separators, greedily: "100,100" -> 100100, and
+    # "1047,1047" -> the number 1047104 then the number 7, i.e. 1047104*7.
+    s = re.sub(
+        r"\d+(?:,\d{3})+",
+        lambda m: m.group(0).replace(",", "") + ("\\cdot " if m.string[m.end() : m.end() + 1].isdigit() else ""),
+        s,
+    )
+    # Its decimals are exact rationals: "4.0" is the integer 4 (printed "4", not "4.0", by the
+    # official eval_tuple); other decimals evaluate to the same float either way.
+    s = re.sub(r"(?<![\d.])(\d+)\.0+(?![\d.])", r"\1", s)
+    s = _group_braces(s)
+    # Juxtaposed numbers multiply: "1 010" -> 1*10, "12\frac{1}{2}" -> 12*1/2 (not 12.5).
+    s = re.sub(r"(\d)\s+(?=\d)", r"\1\\cdot ", s)
+    s = re.sub(r"(\d)\s*(?=\\[dt]?frac)", r"\1\\cdot ", s)
+    nc, cc = _l2s_configs()
+    return latex2sympy(s, normalization_config=nc, conversion_config=cc)
+
+
+def _latex_value(s: str) -> Any:
+    """The official ``eval(str(latex2sympy(s)))`` (MATH-V ``utils.py``, ``from math import *``),
+    or ``None`` where it raises.
+
+    Parsing emulates latex2sympy2 (:func:`_latex2sympy2_like`); the printed sympy expression
+    is then interpreted with Python/``math`` semantics by :func:`_py_eval` instead of being
+    ``eval``-ed: same value and type (``int`` / ``float``), no code execution. A result that is
+    symbolic (unknown name), complex, a tuple or that overflows is ``None``.
     """
     if not isinstance(s, str) or not s.strip() or _too_costly_for_sympy(s):
         return None
     try:
-        from latex2sympy2_extended import latex2sympy
+        import ast
 
-        expr = latex2sympy(s)
-        value = float(expr.evalf())
+        # latex2sympy2 evaluates exp(1) to E (a NameError for the official eval).
+        printed = re.sub(r"\bexp\(1\)", "E", str(_latex2sympy2_like(s)))
+        value = _py_eval(ast.parse(printed, mode="eval"))
     except Exception:
         return None
-    if math.isnan(value):
+    if isinstance(value, bool):
+        return int(value)
+    if not isinstance(value, (int, float)):
         return None
     return value
 
@@ -173,10 +337,11 @@ def _find_math_answer(s: str) -> str:
     """Official ``find_math_answer``: content of the last ``oxed{...}``, then cleaning."""
     s = s.lower()
     s = s.replace("{}", "")
-    # Greedy "oxed{(.*)}" over the whole text (DOTALL): from the first "oxed{" that
-    # leads to a match up to the LAST "}" of the text; findall()[-1] of that one match.
-    matches = re.findall(r"oxed{(.*)}", s, flags=re.S)
-    ans = matches[-1] if matches else s
+    # ``re.findall("oxed{(.*)}", s, re.S)[-1]``, in linear time: the greedy pattern matches
+    # once, from the first "oxed{" up to the LAST "}" of the text (if that "}" comes after it).
+    # (The regex itself backtracks quadratically on texts with many "oxed{" and no "}".)
+    start, last_close = s.find("oxed{"), s.rfind("}")
+    ans = s[start + 5 : last_close] if start != -1 and last_close >= start + 5 else s
     # A "}" before any "{" closes the box: cut there.
     close, open_ = ans.find("}"), ans.find("{")
     if close != -1 and (open_ == -1 or close < open_):
@@ -196,7 +361,9 @@ def _find_math_answer(s: str) -> str:
 
 def extract_mathvision_answer(response: str) -> str:
     """The model answer, extracted exactly in the order of the official ``evaluate()``."""
-    model_answer = str(response)[-_MAX_RESPONSE_CHARS:].strip()
+    # The whole response, however long (every step below is linear in its length): the
+    # official script reads a \\boxed{} anywhere in it.
+    model_answer = str(response).strip()
     # 1. A trailing " C." / " (C)." or a leading "C\n" / "(C)\n" / "(C) C\n" is the letter C.
     for c in "ABCDE":
         if (
@@ -232,34 +399,39 @@ def extract_mathvision_answer(response: str) -> str:
     return model_answer.rstrip(".").lstrip(":").strip()
 
 
-def _round2_str(sub: str) -> str:
-    # One tuple/list element of the official ``eval_tuple``: numeric value rounded to 2
-    # decimals. Interpretation: integral values print without ".0" (the official
-    # ``str(round(eval(...), 2))`` prints "3" for an sympy Integer but "3.0" for a Float).
-    value = _latex_to_float(sub)
-    if value is None or math.isinf(value):
-        raise ValueError(sub)
-    r = round(value, 2)
-    return str(int(r)) if r == int(r) else str(r)
+# A tuple with more elements than this is left unevaluated: it could only equal a ground
+# truth with as many elements (none has more than a few), so no verdict changes.
+_MAX_TUPLE_ELEMENTS = 64
 
 
 def _eval_tuple(s: str) -> str:
-    """Official ``eval_tuple``: evaluate each element of "(a,b,...)" / "[a,b,...]"."""
+    """Official ``eval_tuple``: "(a,b,...)" / "[a,b,...]" with each element replaced by
+    ``str(round(eval(str(latex2sympy(a))), 2))`` ("3" for an int, "3.0" for a float), except
+    elements containing "infty" and "a" / "-a"; the input unchanged if any element fails."""
     if len(s) < 2:
         return s
     sl = s[1:-1].split(",")
-    if len(sl) <= 1 or (s[0], s[-1]) not in (("(", ")"), ("[", "]")):
+    if len(sl) <= 1 or (s[0], s[-1]) not in (("(", ")"), ("[", "]")) or len(sl) > _MAX_TUPLE_ELEMENTS:
         return s
-    try:
-        parts = [sub if ("infty" in sub or sub in ("a", "-a")) else _round2_str(sub) for sub in sl]
-    except Exception:
-        return s
+    parts = []
+    for sub in sl:
+        if "infty" in sub or sub in ("a", "-a"):
+            parts.append(sub)
+            continue
+        value = _latex_value(sub)
+        if value is None:
+            return s
+        try:
+            parts.append(str(round(value, 2)))
+        except (OverflowError, ValueError):
+            return s
     return s[0] + ",".join(parts) + s[-1]
 
 
 def mathvision_is_equal(asw: str, gt_asw: str) -> bool:
-    """Official ``is_equal``: case-insensitive string match, tuple match, then sympy value
-    equality after rounding both sides to 2 decimals."""
+    """Official ``is_equal``: case-insensitive string match, tuple match, then equality of the
+    values (``eval(str(latex2sympy(.)))``, see :func:`_latex_value`) rounded to 2 decimals.
+    Infinity (``oo``) and anything symbolic has no value there: never equal."""
     try:
         asw, gt_asw = str(asw).lower(), str(gt_asw).lower()
         if not asw.replace(" ", "") or not gt_asw.replace(" ", ""):
@@ -269,12 +441,13 @@ def mathvision_is_equal(asw: str, gt_asw: str) -> bool:
         asw, gt_asw = _eval_tuple(asw), _eval_tuple(gt_asw)
         if gt_asw == asw:
             return True
-        a, g = _latex_to_float(asw), _latex_to_float(gt_asw)
-        if a is None or g is None:
+        g = _latex_value(gt_asw)
+        if g is None:
             return False
-        if math.isinf(a) or math.isinf(g):
-            return a == g
-        return round(g, 2) == round(a, 2)
+        a = _latex_value(asw)
+        if a is None:
+            return False
+        return bool(round(g, 2) == round(a, 2))
     except Exception:
         return False
 
