@@ -36,7 +36,7 @@ def _parse(argv: list[str], prog: str):
     if prog == "eval":  # shorthands for config keys
         for flag, key, what in EVAL_FLAGS:
             ap.add_argument(flag, dest=key.replace(".", "__"), default=None, help=f"{what} (= {key})")
-    args = ap.parse_args(argv)
+    args = ap.parse_intermixed_args(argv)  # overrides may come before, between or after the flags
     if args.config and "=" in args.config:  # no config file, only overrides
         args.overrides.insert(0, args.config)
         args.config = None
@@ -121,7 +121,7 @@ def _render(argv: list[str]) -> int:
     ap.add_argument("file", help="Python (matplotlib) source or an .svg file")
     ap.add_argument("-o", "--out", required=True, help="PNG to write")
     ap.add_argument("--timeout", type=float, default=10.0, help="wall-clock limit in seconds")
-    args = ap.parse_args(argv)
+    args = ap.parse_intermixed_args(argv)  # overrides may come before, between or after the flags
     from pathlib import Path
 
     from render import RenderJob, RenderPool

@@ -106,8 +106,10 @@ def test_mathvista_with_stand_in_images_reports_task_and_skills(tiny_vl_path, tm
 
 
 def test_cli_eval_benchmark_and_errors(tiny_vl_path, tmp_path, capsys):
-    rc = main(["eval", "--model", str(tiny_vl_path), "--benchmark", "mathvision_testmini", "--data", str(MATHV),
-               "--out", str(tmp_path / "ev"), "--limit", "2", "--max-tokens", "3", "trainer.progress=false"])
+    # overrides may sit between and after the flags
+    rc = main(["eval", "--model", str(tiny_vl_path), "eval.batch_size=1", "--benchmark", "mathvision_testmini",
+               "--data", str(MATHV), "--out", str(tmp_path / "ev"), "--limit", "2", "--max-tokens", "3",
+               "trainer.progress=false"])
     assert rc == 0
     printed = capsys.readouterr().out
     assert json.loads(printed[printed.index("{"):])["n"] == 2

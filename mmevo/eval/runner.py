@@ -170,7 +170,8 @@ def write_report(out: Path, summary: dict, records: dict[str, dict], items: list
              f"temperature {summary['temperature']}.",
              f"Responses that hit the token budget: {summary['truncated']}; prompts over "
              f"data.max_prompt_length (scored wrong): {summary['prompt_too_long']}; rows skipped while loading: "
-             f"{summary['data']['skipped']} {summary['data']['skipped_by_reason'] or ''}.", ""]
+             f"{summary['data']['skipped']}" + (f" {summary['data']['skipped_by_reason']}" if summary['data']['skipped'] else "")
+             + ".", ""]
     for key, groups in summary["by"].items():
         lines += [f"## By {key}", "", "| " + key + " | n | correct | accuracy |", "|---|---:|---:|---:|"]
         lines += [f"| {v} | {g['n']} | {g['correct']} | {g['accuracy']:.3f} |" for v, g in groups.items()]
