@@ -23,17 +23,19 @@ $(VENV)/.installed: pyproject.toml
 # scripts/parity_mathvision.py and tests/test_parity_mathvision.py. It cannot share .venv: lmms-eval's
 # scorer imports latex2sympy2, which needs antlr4 4.7.2 while math-verify (in .venv) needs 4.13.
 # Everything pinned and installed --no-deps: only what lmms_eval/tasks/mathvision/{utils,eval_utils}.py
-# import (lmms-eval's own dependency list is huge and unused here).
+# import (lmms-eval's own dependency list is huge and unused here). Levenshtein (+ its rapidfuzz) and
+# PyYAML are what lmms_eval/tasks/mathvista/mathvista_evals.py imports, the reference of
+# scripts/parity_mathvista.py; its other import, lmms_eval.llm_judge (the GPT judge), is stubbed there.
 PARITY_VENV ?= .venv-parity
 PARITY_PKGS := lmms-eval==0.7.3 latex2sympy2==1.9.1 antlr4-python3-runtime==4.7.2 sympy==1.14.0 mpmath==1.3.0 \
-	loguru==0.7.3 tqdm==4.70.1
+	loguru==0.7.3 tqdm==4.70.1 Levenshtein==0.27.1 rapidfuzz==3.13.0 PyYAML==6.0.2
 
 parity-env: $(PARITY_VENV)/.installed
 
 $(PARITY_VENV)/.installed: Makefile
 	python3 -m venv $(PARITY_VENV)
 	$(PARITY_VENV)/bin/python -m pip install -q --no-deps $(PARITY_PKGS)
-	$(PARITY_VENV)/bin/python -c "import lmms_eval, latex2sympy2, loguru, tqdm"
+	$(PARITY_VENV)/bin/python -c "import lmms_eval, latex2sympy2, loguru, tqdm, Levenshtein, yaml"
 	touch $@
 
 demo: setup

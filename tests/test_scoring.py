@@ -13,6 +13,7 @@ from mmevo.eval.scoring import (
     extract_mathvision_answer,
     extract_mathvista_answer,
     mathvision_is_equal,
+    mathvista_is_correct,
     normalize_mathvista_extraction,
     score_mathvision,
     score_mathvista,
@@ -423,3 +424,110 @@ def test_mathvista_bad_inputs_never_raise(mathvista):
     assert score_mathvista("A", {"question_type": "multi_choice", "choices": [], "answer": "x"}) is False
     assert score_mathvista("1.5", {"question_type": "free_form", "answer_type": "float", "precision": None,
                                    "answer": "1.5"}) is False
+
+
+# Regression tests from the parity run against lmms-eval's port of the official MathVista scoring
+# (scripts/parity_mathvista.py); each was a disagreement where ours was wrong.
+
+
+def test_edit_distance_matches_dynamic_programming():
+    import random
+
+    def dp(a: str, b: str) -> int:
+        prev = list(range(len(b) + 1))
+        for i, ca in enumerate(a, 1):
+            cur = [i]
+            for j, cb in enumerate(b, 1):
+                cur.append(min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (ca != cb)))
+            prev = cur
+        return prev[-1]
+
+    rng = random.Random(0)
+    for _ in range(2000):
+        a = "".join(rng.choice("ab c°") for _ in range(rng.randrange(0, 25)))
+        b = "".join(rng.choice("ab c°") for _ in range(rng.randrange(0, 80)))
+        assert edit_distance(a, b) == dp(a, b) == edit_distance(b, a)
+    t0 = time.time()
+    assert edit_distance("x" * 20000 + "145°", "145°") == 20000
+    assert time.time() - t0 < 0.5
+
+
+def test_mathvista_nearest_choice_reads_the_whole_extraction(mathvista):
+    # Was: the extraction cut to 1000 characters, "aaa..." equally far from every choice -> the 1st, "135°".
+    # Official get_most_similar compares the whole text: 1200 deletions to "145°", 1201 to the others.
+    item = mathvista["3"]
+    assert normalize_mathvista_extraction("a" * 1200 + "145°", item) == "145°"
+    assert mathvista_is_correct("a" * 1200 + "145°", item)
+
+
+@pytest.mark.parametrize(
+    "pid, response, extraction, ok",
+    [
+        # official fast paths: int(response) / float(response) / response in choices, before any rule
+        ("2", "1_000", "1000", True),  # int("1_000") == 1000 (was: the last number "000" -> 0)
+        ("2", " 1000\n", "1000", True),
+        ("2", "+1000", "1000", True),
+        ("1", "1.20", "1.2", True),  # str(float("1.20"))
+        ("1", "1_1.2", "11.2", False),
+        ("1", "inf", "inf", False),  # str(float("inf")); was ""
+        ("849", "(b)", "(b)", True),
+    ],
+)
+def test_mathvista_official_fast_paths(mathvista, pid, response, extraction, ok):
+    item = mathvista[pid]
+    assert extract_mathvista_answer(response, item) == extraction
+    assert score_mathvista(response, item) is ok
+
+
+@pytest.mark.parametrize(
+    "pid, response, extraction, ok",
+    [
+        # a quoted answer (the official quick-extract form) loses its quotes (was: '"C"' -> nearest choice)
+        ("3", 'The answer is "C".', "C", True),
+        ("3", 'The answer is "145°".', "145°", True),
+        ("3", "The answer is \u201c145°\u201d.", "145°", True),
+        ("2", 'The answer is "1000".', "1000", True),
+        # several answers on one line: the last one (was: the first, to the end of the line)
+        ("3", 'The answer is "135°". Wait, no. The answer is "145°".', "145°", True),
+        ("3", "The answer is A. Wait, no. The answer is C.", "C", True),
+        ("2", "The answer is 999. Wait, no. The answer is 1000.", "1000", True),
+        # ... unless the later marker is no answer of the item's type
+        ("2", "The answer is 1000. This answer is final.", "1000", True),
+        ("3", "The answer is C. This answer is correct.", "C", True),
+        # choice texts "(c)", "(d)", "(a)", "(b)", "(e)": "(D)" is option D = "(b)", "(d)" the choice text
+        # (was: "(D)" matched the text "(d)" case-insensitively)
+        ("849", "Reasoning.\nThe correct option is (D).", "D", True),
+        ("849", "Reasoning.\nThe correct option is (d).", "(d)", False),
+        ("168", "\\boxed{(b)}", "(b)", True),
+        ("168", "\\boxed{(B)}", "B", False),  # option B of pid 168 is "(a)"
+    ],
+)
+def test_mathvista_extraction_regressions(mathvista, pid, response, extraction, ok):
+    item = mathvista[pid]
+    assert extract_mathvista_answer(response, item) == extraction
+    assert score_mathvista(response, item) is ok
+
+
+def test_mathvista_is_correct_is_the_official_verdict(mathvista):
+    yes_no = mathvista["20"]  # choices Yes / No, answer No
+    assert yes_no["choices"] == ["Yes", "No"] and yes_no["answer"] == "No"
+    # official: "" -> the nearest choice, the shortest, "No" -> correct; an empty response is scored so too, but
+    # nothing read from a non-empty response is wrong (the official GPT extractor would have read something)
+    assert mathvista_is_correct("", yes_no) is True
+    assert score_mathvista("", yes_no) is True and score_mathvista("  \n", yes_no) is True
+    assert score_mathvista("The figure shows bars.", yes_no) is False
+    assert mathvista_is_correct(None, yes_no) is True  # str(None) == "None": 2 edits to "No", 4 to "Yes"
+    assert mathvista_is_correct("(B)", yes_no) and not mathvista_is_correct("A", yes_no)
+    # official safe_equal is ``==``: no stripping of a list extraction
+    lst = mathvista["506"]
+    assert mathvista_is_correct("[2014, 2016]", lst) and mathvista_is_correct([2014, 2016], lst)
+    assert not mathvista_is_correct(" [2014, 2016] ", lst)
+    assert not mathvista_is_correct("[2014,2016]", lst)
+    # integer: int(float(x)) truncates; float: round(float(x), precision), half to even on the binary float
+    assert mathvista_is_correct("1000.99", mathvista["2"]) and mathvista_is_correct(1000.0, mathvista["2"])
+    assert not mathvista_is_correct("1e400", mathvista["2"]) and not mathvista_is_correct(None, mathvista["2"])
+    assert mathvista_is_correct("1.15", mathvista["1"]) is False  # round(1.15, 1) == 1.1 (1.15 is 1.149999...)
+    assert mathvista_is_correct("1.25", mathvista["1"]) is True  # round(1.25, 1) == 1.2 (exact tie, to even)
+    # never raises on a malformed item
+    assert normalize_mathvista_extraction("A", None) is None  # type: ignore[arg-type]
+    assert mathvista_is_correct("A", None) is False  # type: ignore[arg-type]

@@ -22,6 +22,7 @@ __all__ = [
     "score_mathvision",
     "extract_mathvista_answer",
     "normalize_mathvista_extraction",
+    "mathvista_is_correct",
     "score_mathvista",
     "edit_distance",
 ]
@@ -29,6 +30,9 @@ __all__ = [
 # MathVista: responses longer than this are cut to their last characters before extraction: the
 # answer of a chain of thought is at its end, and this bounds the regex/parser work.
 _MAX_RESPONSE_CHARS = 20_000
+# MathVista: only the last this many "answer is" markers of a response are considered, each with
+# at most 2000 characters after it (a choice text has at most a few hundred).
+_MAX_ANSWER_MARKERS = 50
 # Strings longer than this are never handed to the LaTeX/sympy parser.
 _MAX_SYMPY_CHARS = 200
 
@@ -480,22 +484,45 @@ def score_mathvision(response: str, item: dict) -> bool:
 
 
 def edit_distance(a: str, b: str) -> int:
-    """Levenshtein distance (insert/delete/substitute, unit costs)."""
+    """Levenshtein distance (insert/delete/substitute, unit costs) over code points, as
+    ``Levenshtein.distance``.
+
+    Bit-parallel (Hyyro 2003, Myers' algorithm for the edit distance) with Python integers as
+    bit vectors of the shorter string's length: O(len(longer)) big-integer operations, so long
+    model outputs are compared in full (the official ``get_most_similar`` does not cut them).
+    """
+    if a == b:
+        return 0
     if len(a) < len(b):
         a, b = b, a
-    prev = list(range(len(b) + 1))
-    for i, ca in enumerate(a, 1):
-        cur = [i]
-        for j, cb in enumerate(b, 1):
-            cur.append(min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (ca != cb)))
-        prev = cur
-    return prev[-1]
+    m = len(b)
+    if m == 0:
+        return len(a)
+    peq: dict[str, int] = {}
+    for i, ch in enumerate(b):
+        peq[ch] = peq.get(ch, 0) | (1 << i)
+    full = (1 << m) - 1
+    top = 1 << (m - 1)
+    pv, mv, score = full, 0, m
+    for ch in a:
+        eq = peq.get(ch, 0)
+        xv = eq | mv
+        xh = ((((eq & pv) + pv) & full) ^ pv) | eq
+        ph = (mv | ~(xh | pv)) & full
+        mh = pv & xh
+        if ph & top:
+            score += 1
+        elif mh & top:
+            score -= 1
+        ph = ((ph << 1) | 1) & full
+        mh = (mh << 1) & full
+        pv = (mh | ~(xv | ph)) & full
+        mv = ph & xv
+    return score
 
 
 def _most_similar(prediction: str, choices: list[str]) -> str:
     # Official ``get_most_similar``: smallest edit distance, first choice on ties.
-    # The prediction is cut to 1000 characters to bound the O(n*m) cost.
-    prediction = prediction[:1000]
     distances = [edit_distance(prediction, c) for c in choices]
     return choices[distances.index(min(distances))]
 
@@ -526,7 +553,9 @@ def _last_boxed(text: str) -> str | None:
 
 _ANSWER_IS_RE = re.compile(
     r"(?:final\s+answer|correct\s+answer|answer|correct\s+option|correct\s+choice)"
-    r"\s*(?:is|should\s+be|would\s+be|will\s+be|=|:)\s*:?\s*([^\n]*)",
+    # The rest of the line is captured in a lookahead: a later marker on the same line ("The
+    # answer is A. Wait, no. The answer is B.") is found too.
+    r"\s*(?:is|should\s+be|would\s+be|will\s+be|=|:)\s*:?\s*(?=([^\n]{0,2000}))",
     re.I,
 )
 
@@ -536,7 +565,12 @@ def _clean_candidate(s: str) -> str:
     s = re.sub(r"^\$+|\$+$", "", s).strip()
     s = re.sub(r"\\text\{([^{}]*)\}", r"\1", s)
     s = s.strip().rstrip(".").strip()
-    return s.strip("*").strip()
+    s = s.strip("*").strip()
+    # A quoted answer, 'The answer is "B".' (the official quick-extract form): the quoted text.
+    m = re.fullmatch(r'"([^"]*)"|\u201c([^\u201c\u201d]*)\u201d', s)
+    if m:
+        s = (m.group(1) if m.group(1) is not None else m.group(2)).strip().rstrip(".").strip()
+    return s
 
 
 def _letter_of(text: str, n_options: int) -> str | None:
@@ -556,53 +590,97 @@ def _letter_of(text: str, n_options: int) -> str | None:
     return None
 
 
+def _resolve_choice(cand: str, choices: list[str]) -> str | None:
+    """A candidate that names a choice: the choice text written exactly, else a letter written
+    alone (returned as the letter, see :func:`_letter_of`), else the choice text up to case and
+    surrounding spaces. The exact text comes first and the letter before the case-insensitive
+    text: with choices "(c)", "(d)", "(a)", "(b)" (pid 849), "(d)" is a choice text and "(D)"
+    the 4th option, "(b)"."""
+    if cand in choices:
+        return cand
+    letter = _letter_of(cand, len(choices))
+    if letter:
+        return letter
+    lowered = {c.strip().lower(): c for c in choices}
+    return lowered.get(cand.lower())
+
+
+def _usable_candidate(cand: str, item: dict, choices: list[str]) -> bool:
+    """Whether a marked answer reads as an answer of the item's type."""
+    if item.get("question_type") == "multi_choice":
+        return _resolve_choice(cand, choices) is not None
+    if item.get("answer_type") in ("integer", "float", "list"):
+        return bool(_numbers(cand))
+    return True
+
+
 def extract_mathvista_answer(response: str, item: dict) -> str:
     """Rule-based stand-in for MathVista's GPT answer extractor.
 
-    Rules, first that applies:
+    First the official rule-based fast paths of ``extract_answer`` (extract_answer.py), on the
+    response as given: a multi_choice response that is exactly a choice text is returned as is;
+    an integer response that ``int()`` parses is returned as ``str(int(response))`` ("1_000" ->
+    "1000"); a float response that ``float()`` parses, as ``str(float(response))``.
+
+    Then (in place of the official GPT extractor) rules, first that applies:
       1. the content of the last ``\\boxed{...}``;
       2. else the text after the last "answer is / answer: / correct option is ..." (to the
-         end of that line);
+         end of that line; a quoted '"text"' -> text) that reads as an answer of the item's
+         type (names a choice / has a number), else after the last such marker;
       3. else the whole response.
     Then by item type:
-      * multi_choice: a choice text equal (case-insensitively) to the candidate; else a
-        letter written alone ("B", "(B)", "B.", "Option B", "(B) text") -> returned as the
-        letter; else, when the candidate is the whole response, the last "(X)" letter in
-        it, else the choice text occurring last in it; else the candidate itself (which the
-        official normaliser maps to the nearest choice text by edit distance);
+      * multi_choice: the choice text equal to the candidate; else a letter written alone
+        ("B", "(B)", "B.", "Option B", "(B) text") -> returned as the letter; else the choice
+        text equal to it up to case / spaces; else, when the candidate is the whole response,
+        the last "(X)" letter in it, else the choice text occurring last in it; else the
+        candidate itself (which the official normaliser maps to the nearest choice text by
+        edit distance);
       * integer / float: the last number in the candidate (thousands commas dropped);
       * list: the numbers of the last "[...]" in the candidate (else all its numbers),
         printed as a Python list "[a, b]".
     Returns "" when nothing is found.
     """
     try:
-        text = str(response)[-_MAX_RESPONSE_CHARS:].strip()
-        if not text:
-            return ""
+        response = str(response)
         qtype = item.get("question_type")
         atype = item.get("answer_type")
         choices = [str(c) for c in (item.get("choices") or [])]
+        # The official fast paths (before its GPT call), in its order.
+        if qtype == "multi_choice" and response in choices:
+            return response
+        if atype == "integer":
+            try:
+                return str(int(response))
+            except (ValueError, TypeError):
+                pass
+        if atype == "float":
+            try:
+                return str(float(response))
+            except (ValueError, TypeError, OverflowError):
+                pass
+
+        text = response[-_MAX_RESPONSE_CHARS:].strip()
+        if not text:
+            return ""
 
         boxed = _last_boxed(text)
         whole = False
         if boxed is not None:
-            cand = boxed
+            cand = _clean_candidate(boxed)
         else:
-            found = _ANSWER_IS_RE.findall(text)
-            found = [f for f in found if f.strip()]
+            found = [_clean_candidate(f) for f in _ANSWER_IS_RE.findall(text)[-_MAX_ANSWER_MARKERS:]]
+            found = [f for f in found if f]
             if found:
-                cand = found[-1]
+                # The last marked answer that reads as one ("The answer is 5. This answer is
+                # correct." -> "5. This answer ..."), else the last marked text.
+                cand = next((f for f in reversed(found) if _usable_candidate(f, item, choices)), found[-1])
             else:
-                cand, whole = text, True
-        cand = _clean_candidate(cand)
+                cand, whole = _clean_candidate(text), True
 
         if qtype == "multi_choice":
-            lowered = {c.strip().lower(): c for c in choices}
-            if cand.lower() in lowered:
-                return lowered[cand.lower()]
-            letter = _letter_of(cand, len(choices))
-            if letter:
-                return letter
+            resolved = _resolve_choice(cand, choices)
+            if resolved is not None:
+                return resolved
             if whole:
                 letters = "".join(chr(ord("A") + i) for i in range(len(choices)))
                 hits = re.findall(rf"\(([{letters}])\)", text) if letters else []
@@ -636,7 +714,16 @@ def extract_mathvista_answer(response: str, item: dict) -> str:
 
 
 def normalize_mathvista_extraction(extraction: Any, item: dict) -> str | None:
-    """Official ``normalize_extracted_answer`` (calculate_score.py)."""
+    """Official ``normalize_extracted_answer`` (calculate_score.py); ``None`` where it fails
+    (and for a malformed item). Checked against lmms-eval's copy of it by
+    ``scripts/parity_mathvista.py``; the one deliberate difference is the choice-text rule below."""
+    try:
+        return _normalize_mathvista(extraction, item)
+    except Exception:
+        return None
+
+
+def _normalize_mathvista(extraction: Any, item: dict) -> str | None:
     qtype = item.get("question_type")
     atype = item.get("answer_type")
     choices = [str(c) for c in (item.get("choices") or [])]
@@ -645,7 +732,9 @@ def normalize_mathvista_extraction(extraction: Any, item: dict) -> str | None:
         extraction = extraction.strip() if isinstance(extraction, str) else str(extraction)
         # Interpretation (not in the official script): an extraction that IS a choice text
         # is kept. Otherwise choices written "(a)".."(e)" in shuffled order (pids 168, 849)
-        # are misread by the letter rule below ("(b)" -> "B" -> the 2nd choice).
+        # are misread by the letter rule below ("(b)" -> "B" -> the 2nd choice): the official
+        # script scores even the exact gold text "(b)" wrong there. No other testmini row is
+        # affected (no other choice text holds a "(x)" letter).
         if extraction in choices:
             return extraction
         # "(A) text" -> "A" (first parenthesised letter).
@@ -665,6 +754,9 @@ def normalize_mathvista_extraction(extraction: Any, item: dict) -> str | None:
             return None
     if atype == "float":
         try:
+            # int(): a precision stored as a float (1.0, as in table copies of the data with a
+            # float column) would make the official round() raise and every answer score wrong;
+            # testmini.json holds ints, for which this is the official call.
             return str(round(float(extraction), int(precision)))
         except Exception:
             return None
@@ -676,19 +768,33 @@ def normalize_mathvista_extraction(extraction: Any, item: dict) -> str | None:
     return extraction
 
 
+def mathvista_is_correct(extraction: Any, item: dict) -> bool:
+    """Official verdict of an extracted answer: ``safe_equal(normalize_extracted_answer(...), answer)``
+    (calculate_score.py), i.e. the normalised extraction ``==`` ``item['answer']``. Never raises."""
+    try:
+        prediction = normalize_mathvista_extraction(extraction, item)
+        return bool(prediction is not None and prediction == item["answer"])
+    except Exception:
+        return False
+
+
 def score_mathvista(response: str, item: dict) -> bool:
     """True when ``response`` answers the MathVista item correctly.
 
     Rule-based extraction (:func:`extract_mathvista_answer`), the official normalisation,
     then exact equality with ``item['answer']`` (official ``safe_equal``).
+
+    An empty response is scored as the official pipeline scores it (its extraction is "",
+    which the normaliser maps to the nearest, i.e. shortest, choice). A non-empty response
+    from which no answer can be read scores wrong: there the official GPT extractor would
+    have returned some answer, and guessing the shortest choice for it would bias the score.
     """
     try:
         if not isinstance(response, str):
             return False
         extraction = extract_mathvista_answer(response, item)
-        if extraction == "":
+        if extraction == "" and response.strip():
             return False
-        prediction = normalize_mathvista_extraction(extraction, item)
-        return prediction is not None and prediction == item["answer"]
+        return mathvista_is_correct(extraction, item)
     except Exception:
         return False
