@@ -35,7 +35,8 @@ def _parse(argv: list[str], prog: str):
         ap.add_argument("--out", default="runs/demo", help="output directory of the demo")
     if prog == "eval":  # shorthands for config keys
         for flag, key, what in EVAL_FLAGS:
-            ap.add_argument(flag, dest=key.replace(".", "__"), default=None, help=f"{what} (= {key})")
+            ap.add_argument(flag, dest=key.replace(".", "__"), default=None, metavar=flag[2:].replace("-", "_").upper(),
+                            help=f"{what} (= {key})")
     args = ap.parse_intermixed_args(argv)  # overrides may come before, between or after the flags
     if args.config and "=" in args.config:  # no config file, only overrides
         args.overrides.insert(0, args.config)
