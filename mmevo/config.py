@@ -56,6 +56,8 @@ class DataConfig:
     prompt_template: str = "r1v"  # r1v (EasyR1 <think> + \boxed{} instruction) | none | a text containing {problem}
     system_prompt: str = ""  # optional system message ("" keeps the chat template's default)
     max_prompt_length: int = 1024  # prompts longer than this are skipped and counted (CSRS Table 6: 1024)
+    max_pixels: int = 4194304  # images above this many pixels are scaled down, aspect kept (EasyR1: 4194304); 0 = off
+    min_pixels: int = 0  # images below this many pixels are scaled up (EasyR1: 262144); 0 = off
     skip_bad_rows: bool = False  # skip (and count) malformed rows instead of failing with the file/row/field
     hide_labels: bool = False  # drop gold answers before training (label-free runs); eval still uses them
 
@@ -156,6 +158,7 @@ class EvalConfig:
     limit: int = 0  # evaluate only the first N items (0 = all)
     batch_size: int = 16  # prompts per generation call (results are written after each batch)
     max_tokens: int = 0  # response budget (0 = trainer.eval_max_tokens, else rollout.max_tokens)
+    max_prompt_length: int = 8192  # longer prompts (image tokens included) are scored wrong and counted
     overwrite: bool = False  # discard responses in out_dir instead of resuming (needed when model or prompt differ)
 
 

@@ -46,14 +46,20 @@ def load_examples(cfg: Config, which: str) -> tuple[list[Example], dict]:
                                           d.mc_fraction)
         rows = train if which == "train" else held
         return rows, {"rows": len(rows), "loaded": len(rows), "skipped": 0}
+    from mmevo.data.images import fit_pixels
+
     if cfg.data.format == "geometry3k" and not cfg.data.fields:
         from mmevo.data.geometry3k import load_geometry3k
 
-        return load_geometry3k(source, skip_bad=cfg.data.skip_bad_rows)
-    from mmevo.data.benchmarks import load_items
+        rows, stats = load_geometry3k(source, skip_bad=cfg.data.skip_bad_rows)
+    else:
+        from mmevo.data.benchmarks import load_items
 
-    items, stats = load_items(cfg.data.format, source, fields=cfg.data.fields, skip_bad=cfg.data.skip_bad_rows)
-    return [it.to_example() for it in items], stats
+        items, stats = load_items(cfg.data.format, source, fields=cfg.data.fields, skip_bad=cfg.data.skip_bad_rows)
+        rows = [it.to_example() for it in items]
+    for ex in rows:  # EasyR1's pixel bounds, applied once at load time
+        ex.images = [fit_pixels(im, cfg.data.min_pixels, cfg.data.max_pixels) for im in ex.images]
+    return rows, stats
 
 
 def _build_trainer(cfg: Config, policy: LoadedModel, train, heldout, log: bool = True):

@@ -389,3 +389,18 @@ def test_teacher_noise_changes_only_solutions():
         else:
             assert n.solution == c.solution and boxed == c.answer
     assert with_teacher_noise(clean, 0.0, seed=9) == clean
+
+
+def test_fit_pixels_bounds_area_and_keeps_aspect():
+    from PIL import Image
+
+    from mmevo.data.images import fit_pixels
+
+    big = Image.new("RGB", (4000, 1000))
+    out = fit_pixels(big, 0, 1_000_000)
+    assert out.width * out.height <= 1_000_000 and out.width * out.height > 0.99 * 1_000_000
+    assert abs(out.width / out.height - 4.0) < 0.01
+    small = Image.new("RGB", (56, 28))
+    up = fit_pixels(small, 262144, 4194304)
+    assert up.width * up.height >= 0.99 * 262144 and abs(up.width / up.height - 2.0) < 0.02
+    assert fit_pixels(small, 0, 4194304) is small and fit_pixels(big, 0, 0) is big  # inside bounds / bounds off

@@ -158,3 +158,10 @@ def test_any_model_output_is_scored_never_a_crash(fmt, tmp_path):
         for resp in nasty:
             extracted, ok = score(resp, it)
             assert ok in (True, False)
+
+
+def test_prompts_over_the_eval_limit_are_scored_wrong_and_counted(tiny_vl_path, tmp_path):
+    s = run_benchmark(_cfg(tiny_vl_path, tmp_path / "ev", **{"eval.limit": 3, "eval.max_prompt_length": 10}))
+    assert (s["n"], s["correct"], s["prompt_too_long"]) == (3, 0, 3)
+    assert {r["finish_reason"] for r in _lines(tmp_path / "ev")} == {"prompt_too_long"}
+    assert "eval.max_prompt_length (scored wrong): 3" in (tmp_path / "ev" / "report.md").read_text()

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from mmevo.config import Config, render_prompt
 from mmevo.data.benchmarks import BenchmarkItem, load_items
+from mmevo.data.images import fit_pixels
 from mmevo.data.schema import DataError
 
 
@@ -169,7 +170,7 @@ def write_report(out: Path, summary: dict, records: dict[str, dict], items: list
              f"prompt template `{summary['template']}`, max {summary['max_tokens']} new tokens, "
              f"temperature {summary['temperature']}.",
              f"Responses that hit the token budget: {summary['truncated']}; prompts over "
-             f"data.max_prompt_length (scored wrong): {summary['prompt_too_long']}; rows skipped while loading: "
+             f"eval.max_prompt_length (scored wrong): {summary['prompt_too_long']}; rows skipped while loading: "
              f"{summary['data']['skipped']}" + (f" {summary['data']['skipped_by_reason']}" if summary['data']['skipped'] else "")
              + ".", ""]
     for key, groups in summary["by"].items():
@@ -238,7 +239,8 @@ def run_benchmark(cfg: Config, policy=None, engine=None) -> dict:
     max_tokens = e.max_tokens or cfg.trainer.eval_max_tokens or cfg.rollout.max_tokens
     identity = {"benchmark": name, "model": str(model_path), "format": fmt, "split": split,
                 "template": cfg.data.prompt_template, "system_prompt": cfg.data.system_prompt,
-                "max_tokens": max_tokens, "temperature": cfg.rollout.eval_temperature}
+                "max_tokens": max_tokens, "temperature": cfg.rollout.eval_temperature,
+                "pixels": [cfg.data.min_pixels, cfg.data.max_pixels]}
     records, dropped = _prepare_out_dir(out, identity, e.overwrite)
     pending = [it for it in items if it.id not in records]
     resumed = len(items) - len(pending)
@@ -247,7 +249,8 @@ def run_benchmark(cfg: Config, policy=None, engine=None) -> dict:
           f"{resumed} already done in {out}, {len(pending)} to generate")
 
     if pending:
-        cfg.rollout.max_tokens = max_tokens  # sizes vLLM's max_model_len
+        cfg.rollout.max_tokens = max_tokens  # these two size vLLM's max_model_len
+        cfg.data.max_prompt_length = e.max_prompt_length
         policy = policy or load_policy(cfg, str(model_path))
         engine = engine or build_engine(cfg, policy)
         params = SamplingParams(temperature=cfg.rollout.eval_temperature, top_p=1.0, max_tokens=max_tokens,
@@ -259,7 +262,8 @@ def run_benchmark(cfg: Config, policy=None, engine=None) -> dict:
                 prompts, fresh = [], []
                 for it in batch:
                     try:
-                        images = it.load_images() if policy.is_vl else []
+                        images = [fit_pixels(im, cfg.data.min_pixels, cfg.data.max_pixels)
+                                  for im in it.load_images()] if policy.is_vl else []
                     except DataError:
                         if not cfg.data.skip_bad_rows:
                             raise
@@ -269,7 +273,7 @@ def run_benchmark(cfg: Config, policy=None, engine=None) -> dict:
                         continue
                     p = encode_prompt(policy.processor, policy.is_vl, render_prompt(cfg.data.prompt_template,
                                       it.problem), images, cfg.data.system_prompt or None)
-                    if len(p.input_ids) > cfg.data.max_prompt_length:
+                    if len(p.input_ids) > e.max_prompt_length:
                         records[it.id] = _record(it, "", None, False, 0, "prompt_too_long")
                         fresh.append(records[it.id])
                     else:
