@@ -44,8 +44,8 @@ def _parse(argv: list[str], prog: str):
     if prog == "eval":
         for _, key, _ in EVAL_FLAGS:
             value = getattr(args, key.replace(".", "__"))
-            if value is not None:
-                args.overrides.append(f"{key}={value}")
+            if value is not None:  # quoted: a flag's value is taken literally, never parsed as YAML
+                args.overrides.append(f"{key}={json.dumps(value)}")
     return args
 
 
@@ -122,7 +122,7 @@ def _render(argv: list[str]) -> int:
     ap.add_argument("file", help="Python (matplotlib) source or an .svg file")
     ap.add_argument("-o", "--out", required=True, help="PNG to write")
     ap.add_argument("--timeout", type=float, default=10.0, help="wall-clock limit in seconds")
-    args = ap.parse_intermixed_args(argv)  # overrides may come before, between or after the flags
+    args = ap.parse_args(argv)
     from pathlib import Path
 
     from render import RenderJob, RenderPool

@@ -251,7 +251,10 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
         p = Path(path)
         if not p.exists():
             raise ConfigError(f"config file {p} not found")
-        data = yaml.safe_load(p.read_text()) or {}
+        try:
+            data = yaml.safe_load(p.read_text()) or {}
+        except yaml.YAMLError as e:
+            raise ConfigError(f"{p}: invalid YAML: {e}") from None
         if not isinstance(data, dict):
             raise ConfigError(f"{p}: top level must be a mapping")
         try:
@@ -262,7 +265,12 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
         if "=" not in item:
             raise ConfigError(f"override {item!r} must look like section.key=value")
         key, value = item.split("=", 1)
-        set_dotted(cfg, key.strip(), yaml.safe_load(value) if value.strip() else "")
+        try:
+            parsed = yaml.safe_load(value) if value.strip() else ""
+        except yaml.YAMLError as e:
+            raise ConfigError(f"override {item!r}: not a YAML value ({str(e).splitlines()[0]}); "
+                              "quote it, e.g. key='\"text: with colon\"'") from None
+        set_dotted(cfg, key.strip(), parsed)
     validate(cfg)
     return cfg
 

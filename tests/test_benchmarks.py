@@ -44,7 +44,8 @@ def _png_bytes(color=(10, 200, 30), size=(20, 12)):
 def test_mathvision_testmini_every_row():
     rows = _jsonl(MATHV / "testmini.jsonl")
     items, stats = load_items("mathvision", MATHV, "testmini")
-    assert stats == {"rows": 304, "loaded": 304, "skipped": 0, "skipped_by_reason": {}}
+    assert stats == {"rows": 304, "loaded": 304, "skipped": 0, "skipped_by_reason": {},
+                     "files": [str(MATHV / "testmini.jsonl")]}
     assert [it.id for it in items] == [str(r["id"]) for r in rows]
     assert sum(bool(it.choices) for it in items) == 190
     assert Counter(it.categories["subject"][0] for it in items) == Counter(r["subject"] for r in rows)
@@ -77,7 +78,7 @@ def test_mathvision_missing_image_names_the_id(tmp_path):
     with pytest.raises(DataError) as e:
         load_items("mathvision", MATHV / "test.jsonl", "test")
     msg = str(e.value)
-    assert "test.jsonl:1 (id '1')" in msg and "images/1.jpg not found" in msg and e.value.row_id == "1"
+    assert "test.jsonl:1 (row 0, id '1'): field 'image'" in msg and "images/1.jpg not found" in msg and e.value.row_id == "1"
     items, stats = load_items("mathvision", MATHV / "test.jsonl", "test", skip_bad=True)
     assert stats["loaded"] == 304 and stats["skipped_by_reason"] == {"image_missing": 2736}
 
@@ -94,11 +95,11 @@ def test_mathvision_malformed_rows_name_file_and_line(tmp_path):
     assert stats["loaded"] == 1 and stats["skipped_by_reason"] == {"bad_answer": 1, "invalid_json": 1}
     lines = f.read_text().splitlines()
     f.write_text("\n".join([lines[0], "", lines[2]]) + "\n")  # blank line 2 keeps the line numbers
-    with pytest.raises(DataError, match=r"testmini.jsonl:3 \(id '5'\): field 'answer': 'F' is not a letter"):
+    with pytest.raises(DataError, match=r"testmini.jsonl:3 \(row 1, id '5'\): field 'answer': 'F' is not a letter"):
         load_items("mathvision", f)
     dup = tmp_path / "dup.jsonl"
     dup.write_text(json.dumps(good[0]) + "\n" + json.dumps(good[0]) + "\n")
-    with pytest.raises(DataError, match=r"dup.jsonl:2: id '4' repeats .*dup.jsonl:1"):
+    with pytest.raises(DataError, match=r"dup.jsonl:2 \(row 1, id '4'\): field 'id': '4' repeats .*dup.jsonl:1 \(row 0"):
         load_items("mathvision", dup)
 
 
@@ -202,7 +203,7 @@ def test_geometry3k_hub_schema_and_generic_field_mapping(tmp_path):
     fields = {"id": "qid", "image": "pic", "problem": "q", "answer": "gold", "choices": "opts"}
     items, _ = load_items("generic", tmp_path / "mine.jsonl", fields=fields)
     assert (items[0].id, items[0].problem, items[0].answer) == ("7", "<image>How many?", "2")
-    with pytest.raises(DataError, match=r"mine.jsonl:1 \(id '7'\): field 'question': missing"):
+    with pytest.raises(DataError, match=r"mine.jsonl:1 \(row 0, id '7'\): field 'question': missing"):
         load_items("generic", tmp_path / "mine.jsonl", fields={**fields, "problem": "question"})
 
 
@@ -213,9 +214,79 @@ def test_geoqa_r1v_rows(tmp_path):
             {"image": "img.png", "problem": "Find AB.", "solution": "no tag here"}]
     f = tmp_path / "geoqa.jsonl"
     f.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    with pytest.raises(DataError, match=r"geoqa.jsonl:2 \(id 'geoqa-1'\): field 'solution': has no <answer>"):
+    with pytest.raises(DataError, match=r"geoqa.jsonl:2 \(row 1\): field 'solution': has no <answer>"):
         load_items("geoqa", f)
     items, stats = load_items("geoqa", f, skip_bad=True)
     assert items[0].answer == "40°" and items[0].problem.startswith("<image>As shown")
     assert stats["skipped_by_reason"] == {"missing_answer": 1}
     assert items[0].to_example().images[0].size == (20, 12)
+
+
+def test_geometry3k_hub_parquet_reads_the_same_for_training_and_eval(tmp_path):
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    from mmevo.data.geometry3k import load_geometry3k
+
+    rows = [{"images": [{"bytes": _png_bytes(), "path": None}], "problem": "<image>Find x.", "answer": "B.",
+             "choices": [" 3", "4 "], "solution": "<think>x = 4</think> \\boxed{4}", "meta": '{"kind": "k"}'},
+            {"images": [{"bytes": None, "path": "a.png"}], "problem": "Find y.", "answer": "7", "choices": [],
+             "solution": None, "meta": None}]
+    (tmp_path / "a.png").write_bytes(_png_bytes((1, 2, 3)))
+    pq.write_table(pa.Table.from_pylist(rows), tmp_path / "test.parquet")
+    items, stats = load_items("geometry3k", tmp_path, "test")
+    examples, stats2 = load_geometry3k(tmp_path, "test")
+    assert stats["files"] == stats2["files"] == [str(tmp_path / "test.parquet")]
+    for it, ex in zip(items, examples):
+        assert (it.id, it.problem, it.answer, it.choices) == (ex.id, ex.problem, ex.answer, ex.choices)
+    assert (items[0].answer, items[0].choices) == ("4", ["3", "4"])  # letter gold -> stripped choice text
+    assert examples[0].solution.endswith("\\boxed{4}") and examples[0].meta == {"kind": "k"}
+    assert (items[1].problem, items[1].answer) == ("<image>Find y.", "7")
+    assert examples[1].images[0].getpixel((0, 0)) == (1, 2, 3)  # path-only image struct
+
+
+def test_empty_files_are_listed_and_json_objects_need_a_list(tmp_path):
+    (tmp_path / "empty.jsonl").write_text("")
+    items, stats = load_items("geometry3k", tmp_path / "empty.jsonl")
+    assert items == [] and stats["files"] == [str(tmp_path / "empty.jsonl")]
+    (tmp_path / "d.json").write_text(json.dumps({"7": {"problem": "p", "answer": "1"}}))
+    with pytest.raises(DataError, match=r"expected a JSON list of rows .* got an object with keys \['7'\]"):
+        load_items("geometry3k", tmp_path / "d.json")
+    (tmp_path / "s.json").write_text(json.dumps({"data": [{"problem": "p", "answer": "1"}], "test": "oops"}))
+    with pytest.raises(DataError, match="keys"):
+        load_items("geometry3k", tmp_path / "s.json", "test")
+
+
+def test_mathvista_bad_metadata_and_empty_decoded_image(tmp_path):
+    rows = json.loads((MATHVISTA / "testmini.json").read_text())
+    row = dict(rows["2"], metadata=["not", "an", "object"])
+    (tmp_path / "images").mkdir()
+    Image.new("RGB", (5, 5)).save(tmp_path / "images" / "2.jpg")
+    (tmp_path / "testmini.json").write_text(json.dumps({"2": row}))
+    with pytest.raises(DataError, match=r"row 0 \(id '2'\): field 'metadata': expected an object, got list"):
+        load_items("mathvista", tmp_path, "testmini")
+    # a hub row whose decoded_image struct is empty falls back to the image path
+    (tmp_path / "testmini.json").write_text(json.dumps({"2": dict(rows["2"], decoded_image={"bytes": None,
+                                                                                              "path": None})}))
+    items, _ = load_items("mathvista", tmp_path, "testmini")
+    assert items[0].images == [tmp_path / "images" / "2.jpg"]
+
+
+def test_mathvista_query_json_wins_over_the_rows_own_query(tmp_path):
+    rows = json.loads((MATHVISTA / "testmini.json").read_text())
+    (tmp_path / "images").mkdir()
+    Image.new("RGB", (5, 5)).save(tmp_path / "images" / "2.jpg")
+    (tmp_path / "testmini.json").write_text(json.dumps({"2": dict(rows["2"], query="ROW QUERY")}))
+    assert load_items("mathvista", tmp_path, "testmini")[0][0].problem == "<image>ROW QUERY"
+    (tmp_path / "query.json").write_text(json.dumps({"2": "FILE QUERY"}))
+    assert load_items("mathvista", tmp_path, "testmini")[0][0].problem == "<image>FILE QUERY"
+
+
+def test_intergps_split_folders(tmp_path):
+    for pid in ("11", "12"):
+        (tmp_path / "test").mkdir(exist_ok=True)
+        (tmp_path / "test" / pid).symlink_to(G3K / pid)
+    items, stats = load_items("intergps", tmp_path, "test")
+    assert [it.id for it in items] == ["11", "12"] and stats["files"] == [str(tmp_path / "test" / p / "data.json")
+                                                                          for p in ("11", "12")]
+    single, _ = load_items("intergps", G3K / "13")  # one problem folder
+    assert [it.id for it in single] == ["13"]

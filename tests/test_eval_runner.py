@@ -148,10 +148,11 @@ def test_any_model_output_is_scored_never_a_crash(fmt, tmp_path):
             Image.new("RGB", (8, 8)).save(p)
         items, _ = load_items(fmt, MATHVISTA, "testmini", image_root=tmp_path, limit=20)
     else:
-        items, _ = load_items(fmt, MATHV if fmt == "mathvision" else DATA / "geometry3k_samples", "testmini", limit=20)
-    from mmevo.eval.runner import scorer_for
+        items, _ = load_items(fmt, MATHV if fmt == "mathvision" else DATA / "geometry3k_samples",
+                              "testmini" if fmt == "mathvision" else None, limit=20)
+    from mmevo.eval.runner import SCORERS, _score_verifiable
 
-    score = scorer_for(fmt)
+    score = SCORERS.get(fmt, _score_verifiable)  # unwrapped: the scorer itself must not raise
     nasty = ["", "\\boxed{", "}}}{{{", "\\boxed{\\frac{1}{0}}", "\x00\ufffd" * 50, "9" * 5000, "\\boxed{10^{99999}}",
              "The answer is (Z).", "<think></think>\\boxed{[1, 2, }", "\\boxed{\\sqrt{-1}}", "A" * 30000]
     for it in items:
@@ -165,3 +166,52 @@ def test_prompts_over_the_eval_limit_are_scored_wrong_and_counted(tiny_vl_path, 
     assert (s["n"], s["correct"], s["prompt_too_long"]) == (3, 0, 3)
     assert {r["finish_reason"] for r in _lines(tmp_path / "ev")} == {"prompt_too_long"}
     assert "eval.max_prompt_length (scored wrong): 3" in (tmp_path / "ev" / "report.md").read_text()
+
+
+def test_resume_regenerates_too_long_prompts_and_changed_golds_and_rescores(tiny_vl_path, tmp_path):
+    out = tmp_path / "ev"
+    s = run_benchmark(_cfg(tiny_vl_path, out, **{"eval.limit": 3, "eval.max_prompt_length": 10}))
+    assert s["prompt_too_long"] == 3
+    s = run_benchmark(_cfg(tiny_vl_path, out, **{"eval.limit": 3}))  # limit raised: those three are generated now
+    assert (s["prompt_too_long"], s["generated_items"], s["resumed_items"]) == (0, 3, 0)
+    assert [r["id"] for r in _lines(out)] == ["4", "5", "6"]  # superseded lines dropped
+    # a stored verdict is not trusted: records are re-scored with the current rules on every run
+    recs = _lines(out)
+    recs[0].update(response="The answer is \\boxed{6}", correct=False, extracted="?")  # id 4: gold 6
+    recs[1]["gold"] = "not the gold any more"
+    (out / "responses.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
+    s = run_benchmark(_cfg(tiny_vl_path, out, **{"eval.limit": 3}))
+    assert (s["generated_items"], s["resumed_items"]) == (1, 2)  # id 5: its gold changed
+    after = {r["id"]: r for r in _lines(out)}
+    assert after["4"]["correct"] is True and after["4"]["extracted"] == "6" and s["correct"] >= 1
+    assert after["5"]["gold"] == "61"
+
+
+def test_corrupt_image_is_recorded_left_out_and_not_retried(tiny_vl_path, tmp_path):
+    rows = [json.loads(x) for x in (MATHV / "testmini.jsonl").read_text().splitlines()[:3]]
+    (tmp_path / "images").mkdir()
+    for r in rows:
+        (tmp_path / r["image"]).write_bytes((MATHV / r["image"]).read_bytes())
+    (tmp_path / rows[1]["image"]).write_bytes(b"not an image")
+    (tmp_path / "testmini.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    cfg = _cfg(tiny_vl_path, tmp_path / "ev", **{"eval.data": tmp_path})
+    with pytest.raises(Exception, match=r"testmini.jsonl:2 \(row 1, id '5'\): field 'image': image 0: cannot decode"):
+        run_benchmark(cfg)
+    cfg = _cfg(tiny_vl_path, tmp_path / "ev", **{"eval.data": tmp_path, "data.skip_bad_rows": "true"})
+    s = run_benchmark(cfg)
+    assert s["n"] == 2 and s["data"]["skipped_at_generation"] == {"image_corrupt": 1}
+    s = run_benchmark(cfg)
+    assert (s["generated_items"], s["n"]) == (0, 2)  # nothing to generate: the model is not even loaded
+    assert "left out at generation" in (tmp_path / "ev" / "report.md").read_text()
+
+
+def test_cli_flag_values_are_taken_literally(tiny_vl_path, tmp_path, capsys):
+    out = tmp_path / "007"
+    rc = main(["eval", "--model", str(tiny_vl_path), "--benchmark", "mathvision_testmini", "--data", str(MATHV),
+               "--out", str(out), "--limit", "1", "--max-tokens", "2", "--template", "Solve: {problem} Box it.",
+               "trainer.progress=false"])
+    assert rc == 0
+    run = json.loads((out / "run.json").read_text())
+    assert run["template"] == "Solve: {problem} Box it."
+    assert main(["eval", "--model", str(tiny_vl_path), "eval.out_dir=[unclosed"]) == 2
+    assert "not a YAML value" in capsys.readouterr().err

@@ -9,17 +9,16 @@ Formats (``load_items(fmt, source, ...)``):
   The prompt is the official query: ``query.json`` beside the annotations, else the row's ``query``, else
   :func:`mathvista_query` (which reproduces query.json exactly).
 * ``intergps`` — Geometry3K in InterGPS's raw layout: one folder per problem with ``data.json`` and
-  ``img_diagram.png``; the gold letter becomes the choice text.
+  ``img_diagram.png`` (``<split>/<id>/`` under the dataset root); the gold letter becomes the choice text.
 * ``geometry3k`` — the hub schema used by RL trainers (``images``, ``problem`` with ``<image>``, ``answer``,
-  optional ``choices``); see :mod:`mmevo.data.geometry3k`.
+  optional ``choices``, ``solution``, ``meta``); what :func:`mmevo.data.geometry3k.load_geometry3k` reads.
 * ``geoqa`` — R1-V style GeoQA (``image``, ``problem``, ``solution`` holding ``<answer>…</answer>``, or ``answer``).
-* ``generic`` — any jsonl / parquet / hub rows with a field mapping ``{"image": ..., "problem": ..., "answer": ...,
-  "choices": ..., "id": ...}``.
+* ``generic`` — the geometry3k rules with a field mapping ``{"id", "image", "problem", "answer", "choices"}``.
 
 Images are resolved (and checked to exist) while loading but decoded only by :meth:`BenchmarkItem.load_images`, so a
-benchmark of thousands of large images never sits decoded in memory.  A missing image raises a :class:`DataError`
-naming the row id; a malformed row names ``file:line`` (jsonl) or ``file row i``.  With ``skip_bad=True`` both are
-skipped and counted by reason.
+benchmark of thousands of large images never sits decoded in memory.  Every error names where the row is —
+``file:line (row i, id 'x')`` for jsonl, ``file row i (id 'x')`` otherwise — and the field; a missing image names the
+row id.  With ``skip_bad=True`` bad rows are skipped and counted by reason.
 """
 
 from __future__ import annotations
@@ -42,11 +41,19 @@ __all__ = ["BenchmarkItem", "FORMATS", "load_items", "mathvista_query", "mathvis
 
 ImageRef = Path | bytes  # a file that exists, or encoded image bytes
 _LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+_LETTER_RE = re.compile(r"^\(?([A-Za-z])\)?[.):]?$")  # a gold given as a choice letter: "B", "(B)", "B.", "b)"
+
+
+def _where(label: str, index: int, line: int | None, row_id: str | None) -> str:
+    """``file:line (row i, id 'x')`` (jsonl) or ``file row i (id 'x')``."""
+    if line is not None:
+        return f"{label}:{line} (row {index}" + (f", id {row_id!r})" if row_id is not None else ")")
+    return f"{label} row {index}" + (f" (id {row_id!r})" if row_id is not None else "")
 
 
 @dataclass
 class BenchmarkItem:
-    """One evaluation item: the prompt text, gold, lazily loaded images and the benchmark's own row."""
+    """One item: the prompt text, gold, lazily loaded images and the benchmark's own row."""
 
     id: str
     problem: str  # prompt text in the benchmark's form, one "<image>" per image where it belongs
@@ -55,32 +62,46 @@ class BenchmarkItem:
     images: list[ImageRef]
     row: dict  # the row as in the benchmark's file (image bytes dropped): what the official scorer reads
     categories: dict[str, list[str]] = field(default_factory=dict)  # e.g. {"subject": ["algebra"], "level": ["3"]}
-    source: str = ""  # "file:line" / "file row i", for error messages
+    solution: str | None = None  # worked solution (training data only)
+    meta: dict[str, Any] = field(default_factory=dict)  # free-form row metadata (training data only)
+    image_field: str = "image"  # the row field the images came from, for error messages
+    file: str = ""  # where the row is, for error messages
+    index: int = 0
+    line: int | None = None
+    row_id: str | None = None  # the id as written in the row (None when the id was made from the position)
+
+    @property
+    def source(self) -> str:
+        return _where(self.file, self.index, self.line, self.row_id)
 
     def load_images(self) -> list[Image.Image]:
         """Decode the images (RGB); a missing or corrupt file raises a DataError naming this item."""
         out = []
         for k, ref in enumerate(self.images):
-            what = str(ref) if isinstance(ref, Path) else "embedded bytes"
+            what = f" of file {ref}" if isinstance(ref, Path) else ""
             try:
                 data = ref.read_bytes() if isinstance(ref, Path) else ref
                 with Image.open(io.BytesIO(data)) as im:
                     im.load()
                     out.append(im.convert("RGB"))
             except (OSError, SyntaxError, ValueError, Image.DecompressionBombError) as e:
-                raise DataError(f"{self.source} (id {self.id!r}): field 'image': image {k} ({what}) cannot be "
-                                f"decoded: {e}", row_id=self.id, field="image", reason="image_corrupt") from e
+                raise DataError(f"{self.source}: field {self.image_field!r}: image {k}: cannot decode image "
+                                f"bytes{what}: {e}", file=self.file, row=self.index, field=self.image_field,
+                                reason="image_corrupt", row_id=self.row_id) from e
         return out
 
     def to_example(self) -> Example:
-        """The trainer's Example (images decoded; gold letter mapped to the choice text)."""
+        """The trainer's Example (images decoded; a gold letter mapped to the choice text)."""
         answer = self.answer
         if self.choices and answer not in self.choices and re.fullmatch(r"[A-Z]", answer):
             j = ord(answer) - ord("A")
             if j < len(self.choices):
                 answer = self.choices[j]
+        meta = dict(self.meta)
+        if self.categories:
+            meta.setdefault("categories", self.categories)
         return Example(id=self.id, problem=self.problem, answer=answer, choices=list(self.choices),
-                       images=self.load_images(), meta={"categories": self.categories})
+                       images=self.load_images(), solution=self.solution, meta=meta)
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -148,20 +169,25 @@ def mathvision_problem(row: dict, n_images: int) -> str:
 # Row helpers
 # --------------------------------------------------------------------------------------------------------------
 
+_TYPE_NAMES = {str: "a string", list: "a list", dict: "an object"}
+
 
 class _Row:
-    """One row being converted: error construction naming file:line / row and the row id."""
+    """One row being converted: checked field access and errors naming file:line / row and the row id."""
 
     def __init__(self, ref: RowRef, image_root: Path | None) -> None:
         self.ref, self.image_root, self.id = ref, image_root, None
-        self.where = f"{ref.label}:{ref.line}" if ref.line is not None else f"{ref.label} row {ref.index}"
+
+    @property
+    def where(self) -> str:
+        return _where(self.ref.label, self.ref.index, self.ref.line, self.id)
 
     def err(self, fld: str, detail: str, reason: str) -> DataError:
-        rid = f" (id {self.id!r})" if self.id is not None else ""
-        return DataError(f"{self.where}{rid}: field {fld!r}: {detail}", file=self.ref.label, row=self.ref.index,
+        return DataError(f"{self.where}: field {fld!r}: {detail}", file=self.ref.label, row=self.ref.index,
                          field=fld, reason=reason, row_id=self.id)
 
     def get(self, row: dict, key: str, types: tuple = (str,), required: bool = True) -> Any:
+        """``row[key]`` of one of ``types`` (numbers become strings where a string is wanted); None if optional."""
         if key not in row or row[key] is None:
             if required:
                 raise self.err(key, "missing", f"missing_{key}")
@@ -170,24 +196,31 @@ class _Row:
         if str in types and isinstance(v, (int, float)) and not isinstance(v, bool):
             v = str(int(v)) if isinstance(v, float) and v.is_integer() else str(v)
         if not isinstance(v, types):
-            raise self.err(key, f"expected {' or '.join(t.__name__ for t in types)}, got {type(v).__name__}",
-                           "bad_type")
+            expected = " or ".join(_TYPE_NAMES.get(t, t.__name__) for t in types)
+            raise self.err(key, f"expected {expected}, got {type(v).__name__}", "bad_type")
+        return v
+
+    def text(self, row: dict, key: str, required: bool = True) -> str | None:
+        """A non-empty stripped string field (numbers accepted)."""
+        v = self.get(row, key, (str,), required)
+        if v is None:
+            return None
+        v = v.strip()
+        if not v:
+            raise self.err(key, "empty", f"missing_{key}")
         return v
 
     def image(self, value: Any, fld: str) -> ImageRef:
         """A path (relative to image_root or the data file's directory; must exist) or embedded bytes."""
-        if isinstance(value, dict):
-            if value.get("bytes"):
-                return bytes(value["bytes"])
-            value = value.get("path")
+        if isinstance(value, dict):  # {"bytes", "path"} struct of parquet / datasets
+            if value.get("bytes") is not None:
+                value = value["bytes"]
+            else:
+                value = value.get("path")
         if isinstance(value, (bytes, bytearray, memoryview)):
             if not value:
-                raise self.err(fld, "empty image bytes", "image_missing")
+                raise self.err(fld, "empty image bytes", "image_corrupt")
             return bytes(value)
-        if isinstance(value, Image.Image):
-            buf = io.BytesIO()
-            value.save(buf, format="PNG")
-            return buf.getvalue()
         if not isinstance(value, str) or not value:
             raise self.err(fld, f"no image (got {type(value).__name__})", "image_missing")
         p = Path(value)
@@ -200,39 +233,53 @@ class _Row:
         raise self.err(fld, f"image file {value} not found (looked in {', '.join(str(c.parent) for c in candidates)})",
                        "image_missing")
 
+    def hub_image(self, row: dict) -> ImageRef:
+        """MathVista / MATH-V: the hub's ``decoded_image`` when it holds bytes or a path, else the ``image`` path."""
+        dec = row.get("decoded_image")
+        if isinstance(dec, dict) and (dec.get("bytes") is not None or dec.get("path")):
+            return self.image(dec, "decoded_image")
+        if isinstance(dec, (bytes, bytearray, memoryview)) and dec:
+            return bytes(dec)
+        return self.image(row.get("image"), "image")
+
+    def meta(self, row: dict, key: str) -> dict:
+        """An object field, or a JSON string of one (hub exports store nested metadata as text)."""
+        v = row.get(key)
+        if v is None:
+            return {}
+        if isinstance(v, str):
+            try:
+                v = json.loads(v) if v.strip() else {}
+            except json.JSONDecodeError as e:
+                raise self.err(key, f"invalid JSON string: {e.msg}", "bad_type") from e
+        if not isinstance(v, dict):
+            raise self.err(key, f"expected an object, got {type(v).__name__}", "bad_type")
+        return v
+
 
 def _clean_row(row: dict) -> dict:
     """The row without image payloads, safe to store as JSON."""
-    out = {}
-    for k, v in row.items():
-        if isinstance(v, (bytes, bytearray, memoryview, Image.Image)):
-            continue
-        if isinstance(v, dict) and "bytes" in v:
-            continue
-        out[k] = v
-    return out
+    return {k: v for k, v in row.items() if k != "decoded_image" and not isinstance(v, (bytes, bytearray, memoryview))
+            and not (isinstance(v, dict) and "bytes" in v)}
 
 
 # --------------------------------------------------------------------------------------------------------------
-# Per-format converters: (row dict, _Row) -> BenchmarkItem
+# Per-format converters: (row dict, _Row, extra) -> BenchmarkItem
 # --------------------------------------------------------------------------------------------------------------
 
 
 def _mathvision(row: dict, r: _Row, extra: dict) -> BenchmarkItem:
     r.id = str(r.get(row, "id"))
-    question = r.get(row, "question")
-    answer = r.get(row, "answer").strip()
+    r.get(row, "question")
+    answer = r.text(row, "answer")
     options = r.get(row, "options", (list,), required=False) or []
     if options and not (len(answer) == 1 and 0 <= ord(answer) - 65 < len(options)):
         raise r.err("answer", f"{answer!r} is not a letter among the {len(options)} options", "bad_answer")
-    img = row.get("decoded_image") or row.get("image")
-    images = [r.image(img, "image")]
-    item_row = {k: v for k, v in _clean_row(row).items() if k != "decoded_image"}
+    images = [r.hub_image(row)]
     level = row.get("level")
-    return BenchmarkItem(r.id, mathvision_problem({**row, "question": question}, len(images)), answer,
-                         [str(o) for o in options], images, item_row,
-                         {"subject": [str(row.get("subject") or "unknown")],
-                          "level": [str(level) if level is not None else "unknown"]})
+    return BenchmarkItem(r.id, mathvision_problem(row, len(images)), answer, [str(o) for o in options], images,
+                         _clean_row(row), {"subject": [str(row.get("subject") or "unknown")],
+                                           "level": [str(level) if level is not None else "unknown"]})
 
 
 def _mathvista(row: dict, r: _Row, extra: dict) -> BenchmarkItem:
@@ -243,31 +290,24 @@ def _mathvista(row: dict, r: _Row, extra: dict) -> BenchmarkItem:
     choices = r.get(row, "choices", (list,), required=False) or []
     if row["question_type"] == "multi_choice" and answer not in [str(c) for c in choices]:
         raise r.err("answer", f"{answer!r} is not one of the choices", "bad_answer")
-    meta = row.get("metadata") or {}
-    if isinstance(meta, str):
-        try:
-            meta = json.loads(meta)
-        except json.JSONDecodeError as e:
-            raise r.err("metadata", f"invalid JSON string: {e.msg}", "bad_type") from e
-    img = row.get("decoded_image") or row.get("image")
-    images = [r.image(img, "image")]
+    meta = r.meta(row, "metadata")
+    images = [r.hub_image(row)]
     query = extra.get("queries", {}).get(r.id) or row.get("query") or mathvista_query(row)
-    item_row = {k: v for k, v in _clean_row(row).items() if k != "decoded_image"}
-    item_row["metadata"] = meta
+    item_row = {**_clean_row(row), "metadata": meta}
     return BenchmarkItem(r.id, IMAGE_PLACEHOLDER + query, answer, [str(c) for c in choices], images, item_row,
                          {"task": [str(meta.get("task", "unknown"))],
-                          "skills": [str(s) for s in meta.get("skills", [])] or ["unknown"],
+                          "skills": [str(s) for s in meta.get("skills") or []] or ["unknown"],
                           "question_type": [row["question_type"]]})
 
 
 def _intergps(row: dict, r: _Row, extra: dict) -> BenchmarkItem:
     r.id = str(r.get(row, "id"))
-    text = r.get(row, "problem_text")
+    text = r.text(row, "problem_text")
     choices = [str(c) for c in r.get(row, "choices", (list,))]
-    letter = r.get(row, "answer").strip()
+    letter = r.text(row, "answer")
     if not (len(letter) == 1 and 0 <= ord(letter) - 65 < len(choices)):
         raise r.err("answer", f"{letter!r} is not a letter among the {len(choices)} choices", "bad_answer")
-    images = [r.image("img_diagram.png", "img_diagram.png")]
+    images = [r.image("img_diagram.png", "img_diagram.png")]  # beside data.json
     return BenchmarkItem(r.id, IMAGE_PLACEHOLDER + text + choices_text(choices), choices[ord(letter) - 65],
                          choices, images, {"id": r.id, "answer": letter, "choices": choices},
                          {"graph": [str(g) for g in row.get("problem_type_graph") or ["unknown"]],
@@ -278,23 +318,29 @@ _ANSWER_TAG = re.compile(r"<answer>(.*?)</answer>", re.S)
 
 
 def _generic(row: dict, r: _Row, extra: dict) -> BenchmarkItem:
+    """Geometry3K hub schema (and any layout through a field mapping): the rules training data is read with."""
     f = {"id": "id", "image": "images", "problem": "problem", "answer": "answer", "choices": "choices",
          **extra.get("fields", {})}
     rid = row.get(f["id"])
-    r.id = str(rid) if rid not in (None, "") else f"{Path(r.ref.label).stem}-{r.ref.index}"
-    problem = r.get(row, f["problem"])
-    answer = r.get(row, f["answer"], required=False)
-    if answer is None and isinstance(row.get("solution"), str):  # R1-V: solution = "<answer>...</answer>"
+    if isinstance(rid, float) and rid.is_integer():
+        rid = int(rid)
+    # a row without an id gets one from its position (not named in messages: the row index already is)
+    r.id = str(rid) if isinstance(rid, (str, int)) and not isinstance(rid, bool) and str(rid) else None
+    problem = r.text(row, f["problem"])
+    answer = r.text(row, f["answer"], required=not isinstance(row.get("solution"), str))
+    if answer is None:  # R1-V: solution = "<answer>...</answer>"
         tags = _ANSWER_TAG.findall(row["solution"])
         if not tags or not tags[-1].strip():
             raise r.err("solution", "has no <answer>...</answer> and the row has no answer field", "missing_answer")
-        answer = tags[-1]
-    if answer is None or not str(answer).strip():
-        raise r.err(f["answer"], "missing", "missing_answer")
-    answer = str(answer).strip()
-    choices = [str(c) for c in (r.get(row, f["choices"], (list,), required=False) or [])]
-    if choices and answer not in choices and re.fullmatch(r"\(?[A-Za-z]\)?", answer):
-        j = ord(answer.strip("()").upper()) - 65
+        answer = tags[-1].strip()
+    choices = []
+    for c in r.get(row, f["choices"], (list,), required=False) or []:
+        if isinstance(c, bool) or not isinstance(c, (str, int, float)):
+            raise r.err(f["choices"], f"choice of type {type(c).__name__}", "bad_type")
+        choices.append(str(c).strip())
+    m = _LETTER_RE.match(answer)
+    if choices and answer not in choices and m:  # gold given as a letter: the choice text (one convention)
+        j = ord(m.group(1).upper()) - ord("A")
         if j >= len(choices):
             raise r.err(f["answer"], f"letter {answer!r} out of range for {len(choices)} choices", "bad_answer")
         answer = choices[j]
@@ -305,9 +351,14 @@ def _generic(row: dict, r: _Row, extra: dict) -> BenchmarkItem:
     if images and n_ph == 0:
         problem = IMAGE_PLACEHOLDER * len(images) + problem
     elif n_ph != len(images):
-        raise r.err(f["problem"], f"{n_ph} {IMAGE_PLACEHOLDER} placeholder(s) but {len(images)} image(s)",
+        raise r.err(f["problem"] if images else f["image"],
+                    f"problem has {n_ph} {IMAGE_PLACEHOLDER} placeholder(s) but the row has {len(images)} image(s)",
                     "placeholder_mismatch")
-    return BenchmarkItem(r.id, problem, answer, choices, images, {"id": r.id, "answer": answer, "choices": choices})
+    solution = r.get(row, "solution", required=False)
+    meta = r.meta(row, "meta")
+    item_id = r.id if r.id is not None else f"{Path(r.ref.label).stem}-{r.ref.index}"
+    return BenchmarkItem(item_id, problem, answer, choices, images, {"id": item_id, "answer": answer,
+                         "choices": choices}, solution=solution, meta=meta, image_field=f["image"])
 
 
 def _geoqa(row: dict, r: _Row, extra: dict) -> BenchmarkItem:
@@ -322,8 +373,6 @@ FORMATS: dict[str, Callable[[dict, _Row, dict], BenchmarkItem]] = {
     "geoqa": _geoqa,
     "generic": _generic,
 }
-# files looked for first inside a directory source, per format ({split} is filled in)
-_DIR_FILES = {"mathvision": ("{split}.jsonl",), "mathvista": ("{split}.json", "annot_{split}.json")}
 
 
 def _intergps_rows(src: Path) -> Iterator[RowRef]:
@@ -338,30 +387,37 @@ def _intergps_rows(src: Path) -> Iterator[RowRef]:
         try:
             row = json.loads((d / "data.json").read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-            row = DataError(f"{label}: invalid JSON: {e}", file=label, row=i, reason="invalid_json")
-        yield RowRef(label, d, i, None, row)
+            row = DataError(f"{label}: invalid JSON: {e}", file=label, row=0, reason="invalid_json")
+        yield RowRef(label, d, 0, None, row)  # one row per file
 
 
 def load_items(fmt: str, source: str | Path, split: str | None = None, *, image_root: str | Path | None = None,
                fields: dict | None = None, skip_bad: bool = False,
                limit: int | None = None) -> tuple[list[BenchmarkItem], dict]:
-    """Items of ``source`` in format ``fmt`` and ``stats = {rows, loaded, skipped, skipped_by_reason}``.
+    """Items of ``source`` in format ``fmt`` and ``stats = {rows, loaded, skipped, skipped_by_reason, files}``.
 
-    Without ``skip_bad`` the first bad row raises :class:`DataError`; duplicate ids always raise (results are keyed
+    A directory with a ``<split>/`` sub-directory (and no ``<split>.*`` file) is read from there.  Without
+    ``skip_bad`` the first bad row raises :class:`DataError`; duplicate ids always raise (prompts and results are keyed
     by id).  ``limit`` keeps the first N good items.
     """
     if fmt not in FORMATS:
         raise ValueError(f"unknown data format {fmt!r}; known: {sorted(FORMATS)}")
     convert = FORMATS[fmt]
     src = Path(source)
+    if split and src.is_dir() and (src / split).is_dir() and not any(
+            (src / f"{split}{ext}").is_file() for ext in (".jsonl", ".json", ".parquet")):
+        src, split = src / split, None
     extra: dict = {"fields": dict(fields or {})}
+    files: list[str] = []
     if fmt == "intergps":
         if not src.is_dir():
             raise FileNotFoundError(f"{src}: the InterGPS layout is a directory of <id>/data.json folders")
         rows = _intergps_rows(src)
+        image_root = None  # every problem's image sits in its own folder
     else:
-        names = tuple(n.format(split=split) for n in _DIR_FILES.get(fmt, ())) if split else ()
-        rows = iter_rows(source, split, names)
+        rows = iter_rows(src if src.exists() else source, split,
+                         names=(f"{split}.json", f"annot_{split}.json") if fmt == "mathvista" and split else (),
+                         id_key="pid" if fmt == "mathvista" else None, opened=files)
     if fmt == "mathvista":  # the official prompts, when shipped beside the annotations
         qfile = (src if src.is_dir() else src.parent) / "query.json"
         if src.exists() and qfile.is_file():
@@ -383,17 +439,19 @@ def load_items(fmt: str, source: str | Path, split: str | None = None, *, image_
             if not isinstance(ref.row, dict):
                 raise r.err("<row>", f"expected an object, got {type(ref.row).__name__}", "bad_type")
             item = convert(ref.row, r, extra)
-            item.source = r.where
+            item.file, item.index, item.line, item.row_id = ref.label, ref.index, ref.line, r.id
         except DataError as e:
             if not skip_bad:
                 raise
             reasons[e.reason or "other"] += 1
             continue
         if item.id in seen:
-            raise DataError(f"{r.where}: id {item.id!r} repeats {seen[item.id]}", file=ref.label, row=ref.index,
+            raise DataError(f"{r.where}: field 'id': {item.id!r} repeats {seen[item.id]}", file=ref.label, row=ref.index,
                             field="id", reason="duplicate_id", row_id=item.id)
         seen[item.id] = r.where
         items.append(item)
+    if fmt == "intergps":
+        files = sorted({it.file for it in items})
     stats = {"rows": n_rows, "loaded": len(items), "skipped": sum(reasons.values()),
-             "skipped_by_reason": dict(sorted(reasons.items()))}
+             "skipped_by_reason": dict(sorted(reasons.items())), "files": files}
     return items, stats

@@ -21,7 +21,7 @@ __all__ = ["RowRef", "iter_rows", "is_saved_dataset", "looks_like_hub_name"]
 
 
 # --------------------------------------------------------------------------
-# Layouts and readers: each reader yields (row_index, line_number_or_None, row_or_DataError)
+# Layouts
 # --------------------------------------------------------------------------
 
 
@@ -63,7 +63,7 @@ def _resolve_files(src: Path, split: str | None) -> list[Path]:
 
 
 # --------------------------------------------------------------------------
-# Row readers: each yields (row_index, line_number_or_None, row_or_DataError)
+# Readers: each yields (row_index, line_number_or_None, row_or_DataError)
 # --------------------------------------------------------------------------
 
 _Row = tuple[int, "int | None", Any]
@@ -96,6 +96,32 @@ def _read_jsonl(path: Path, label: str) -> Iterator[_Row]:
             idx += 1
 
 
+def _read_json(path: Path, label: str, split: str | None, id_key: str | None) -> Iterator[_Row]:
+    """A JSON list of rows, ``{split: [rows]}`` / ``{"data": [rows]}``, or (with ``id_key``) a mapping
+    ``id -> row`` whose key becomes the row's ``id_key`` (MathVista's testmini.json)."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as e:
+        raise DataError(f"{label}: cannot read: {e}", file=label, reason="unreadable_file") from e
+    except json.JSONDecodeError as e:
+        raise DataError(f"{label}:{e.lineno}: invalid JSON: {e.msg} at column {e.colno}", file=label,
+                        reason="invalid_json") from e
+    if isinstance(data, dict):
+        key = split if split is not None and split in data else ("data" if "data" in data else None)
+        if key is not None and isinstance(data[key], list):
+            data = data[key]
+        elif key is None and id_key and data and all(isinstance(v, dict) for v in data.values()):
+            data = [{id_key: k, **v} if id_key not in v else v for k, v in data.items()]
+        else:
+            raise DataError(f"{label}: expected a JSON list of rows (or an object with a {split or 'data'!r} list), "
+                            f"got an object with keys {sorted(data)[:8]}", file=label, reason="bad_type")
+    if not isinstance(data, list):
+        raise DataError(f"{label}: expected a JSON list of rows, got {type(data).__name__}", file=label,
+                        reason="bad_type")
+    for i, row in enumerate(data):
+        yield i, None, row
+
+
 def _read_parquet(path: Path, label: str) -> Iterator[_Row]:
     import pyarrow.parquet as pq
 
@@ -106,6 +132,16 @@ def _read_parquet(path: Path, label: str) -> Iterator[_Row]:
     idx = 0
     for batch in pf.iter_batches(batch_size=256):
         for row in batch.to_pylist():
+            yield idx, None, row
+            idx += 1
+
+
+def _arrow_rows(ds) -> Iterator[_Row]:
+    # Arrow format keeps images as raw {"bytes", "path"} structs: decoding (and its errors) stays with the
+    # adapters, row by row.
+    idx = 0
+    for table in ds.with_format("arrow").iter(batch_size=256):
+        for row in table.to_pylist():
             yield idx, None, row
             idx += 1
 
@@ -128,18 +164,24 @@ def _read_saved_dataset(path: Path, label: str, split: str | None) -> tuple[Iter
             raise DataError(f"{label}: no split {split!r} (have {sorted(ds)})", file=label, reason="bad_split")
         ds = ds[split]
         label = f"{label}[{split}]"
+    return _arrow_rows(ds), label
 
-    def rows() -> Iterator[_Row]:
-        # Arrow format: images stay as raw {"bytes", "path"} structs so that
-        # decoding (and its errors) happens in this module, row by row.
-        idx = 0
-        for table in ds.with_format("arrow").iter(batch_size=256):
-            for row in table.to_pylist():
-                yield idx, None, row
-                idx += 1
 
-    return rows(), label
+def _read_hub(name: str, split: str | None) -> tuple[Iterator[_Row], str]:
+    try:
+        import datasets
 
+        ds = datasets.load_dataset(name, split=split or "train")
+    except Exception as e:  # offline, unknown name, missing split: all mean "not loadable from the hub"
+        raise FileNotFoundError(
+            f"{name!r} is not a local file or directory, and loading it from the hub failed "
+            f"({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}); pass a local path instead") from e
+    return _arrow_rows(ds), f"{name}[{split or 'train'}]"
+
+
+# --------------------------------------------------------------------------
+# Entry point
+# --------------------------------------------------------------------------
 
 
 @dataclass
@@ -157,88 +199,41 @@ def looks_like_hub_name(source: str) -> bool:
     return len(parts) == 2 and all(parts) and not Path(source).exists() and not str(source).startswith(".")
 
 
-def _read_json_rows(path: Path, label: str, split: str | None) -> Iterator[tuple[int, None, Any]]:
-    """A JSON list of rows, ``{split: [rows]}``, or a mapping ``id -> row`` (MathVista's testmini.json)."""
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as e:
-        raise DataError(f"{label}: cannot read: {e}", file=label, reason="unreadable_file") from e
-    except json.JSONDecodeError as e:
-        raise DataError(f"{label}:{e.lineno}: invalid JSON: {e.msg} at column {e.colno}", file=label,
-                        reason="invalid_json") from e
-    if isinstance(data, dict):
-        if split is not None and isinstance(data.get(split), list):
-            data = data[split]
-        elif isinstance(data.get("data"), list):
-            data = data["data"]
-        elif data and all(isinstance(v, dict) for v in data.values()):
-            # id -> row mapping; the key is the row id when the row has none
-            data = [{"pid": k, **v} if "pid" not in v and "id" not in v else v for k, v in data.items()]
-        else:
-            raise DataError(f"{label}: expected a list of rows, an object with a {split or 'data'!r} list, "
-                            f"or an id -> row object", file=label, reason="bad_type")
-    if not isinstance(data, list):
-        raise DataError(f"{label}: expected a JSON list of rows, got {type(data).__name__}", file=label,
-                        reason="bad_type")
-    for i, row in enumerate(data):
-        yield i, None, row
-
-
-def _read_file(path: Path, split: str | None) -> Iterator[RowRef]:
+def _file_rows(path: Path, split: str | None, id_key: str | None) -> Iterator[_Row]:
     label = str(path)
     suffix = path.suffix.lower()
     if suffix == ".jsonl":
-        it = _read_jsonl(path, label)
-    elif suffix == ".json":
-        it = _read_json_rows(path, label, split)
-    elif suffix == ".parquet":
-        it = _read_parquet(path, label)
-    else:
-        raise DataError(f"{label}: unsupported file type {path.suffix!r} (expected .jsonl, .json or .parquet)",
-                        file=label, reason="unsupported_file")
-    for idx, line, row in it:
-        yield RowRef(label, path.parent, idx, line, row)
+        return _read_jsonl(path, label)
+    if suffix == ".json":
+        return _read_json(path, label, split, id_key)
+    if suffix == ".parquet":
+        return _read_parquet(path, label)
+    raise DataError(f"{label}: unsupported file type {path.suffix!r} (expected .jsonl, .json or .parquet)",
+                    file=label, reason="unsupported_file")
 
 
-def _read_hub(name: str, split: str | None) -> Iterator[RowRef]:
-    try:
-        import datasets
-
-        ds = datasets.load_dataset(name, split=split or "train")
-    except Exception as e:  # offline, unknown name, missing split: all mean "not loadable from the hub"
-        raise FileNotFoundError(
-            f"{name!r} is not a local file or directory, and loading it from the hub failed "
-            f"({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}); pass a local path instead") from e
-    label = f"{name}[{split or 'train'}]"
-    idx = 0
-    # arrow format keeps images as raw {"bytes", "path"} structs: decoding (and its errors) stays in the adapters
-    for table in ds.with_format("arrow").iter(batch_size=256):
-        for row in table.to_pylist():
-            yield RowRef(label, Path("."), idx, None, row)
-            idx += 1
-
-
-def iter_rows(source: str | Path, split: str | None = None, names: tuple[str, ...] = ()) -> Iterator[RowRef]:
+def iter_rows(source: str | Path, split: str | None = None, names: tuple[str, ...] = (), id_key: str | None = None,
+              opened: list[str] | None = None) -> Iterator[RowRef]:
     """Rows of ``source``: a .jsonl / .json / .parquet file; a directory (``names`` are tried first, then
     ``{split}.jsonl|parquet|json``, hub shards ``data/{split}-*.parquet``, ``data.*``); a ``save_to_disk``
-    folder; or a hub dataset name."""
+    folder; or a hub dataset name.  Each file (or dataset) read is appended to ``opened`` when given."""
     src = Path(source)
+    sources: list[tuple[Iterator[_Row], str, Path]] = []
     if not src.exists():
-        if looks_like_hub_name(str(source)):
-            yield from _read_hub(str(source), split)
-            return
-        raise FileNotFoundError(f"{src}: no such file or directory")
-    if src.is_file():
-        yield from _read_file(src, split)
-        return
-    if is_saved_dataset(src):
+        if not looks_like_hub_name(str(source)):
+            raise FileNotFoundError(f"{src}: no such file or directory")
+        it, label = _read_hub(str(source), split)
+        sources.append((it, label, Path(".")))
+    elif src.is_file():
+        sources.append((_file_rows(src, split, id_key), str(src), src.parent))
+    elif is_saved_dataset(src):
         it, label = _read_saved_dataset(src, str(src), split)
+        sources.append((it, label, src))
+    else:
+        files = [src / n for n in names if (src / n).is_file()][:1] or _resolve_files(src, split)
+        sources += [(_file_rows(f, split, id_key), str(f), f.parent) for f in files]
+    for it, label, base in sources:
+        if opened is not None:
+            opened.append(label)
         for idx, line, row in it:
-            yield RowRef(label, src, idx, line, row)
-        return
-    for name in names:
-        if (src / name).is_file():
-            yield from _read_file(src / name, split)
-            return
-    for f in _resolve_files(src, split):
-        yield from _read_file(f, split)
+            yield RowRef(label, base, idx, line, row)

@@ -39,8 +39,9 @@ BENCHMARKS: dict[str, BenchmarkSpec] = {
     "mathvision_test": BenchmarkSpec("mathvision", "test", "MathLLMs/MathVision", ("subject", "level")),
     "mathvista_testmini": BenchmarkSpec("mathvista", "testmini", "AI4Math/MathVista",
                                         ("task", "skills", "question_type")),
-    "geometry3k_test": BenchmarkSpec("geometry3k", "test", "hiyouga/geometry3k", ("graph", "goal")),
+    "geometry3k_test": BenchmarkSpec("geometry3k", "test", "hiyouga/geometry3k", ()),
 }
+CATEGORIES = {"intergps": ("graph", "goal")}  # formats whose rows carry categories of their own
 
 # (response, item) -> (extracted answer for the record, correct)
 Scorer = Callable[[str, BenchmarkItem], tuple[str | None, bool]]
@@ -62,11 +63,8 @@ def _score_verifiable(response: str, item: BenchmarkItem) -> tuple[str | None, b
     """Geometry3K / GeoQA / generic: last box, <answer> tag or choice letter; math-verify equivalence."""
     from mmevo.rewards.answers import answers_equivalent, extract_answer
 
-    pred = extract_answer(response, item.choices)
-    gold = item.answer
-    if item.choices and len(gold) == 1 and gold.isupper() and gold not in item.choices:
-        gold = item.choices[ord(gold) - 65] if ord(gold) - 65 < len(item.choices) else gold
-    return pred, answers_equivalent(pred, gold, item.choices)
+    pred = extract_answer(response, item.choices)  # the adapters already turned a gold letter into the choice text
+    return pred, answers_equivalent(pred, item.answer, item.choices)
 
 
 SCORERS: dict[str, Scorer] = {"mathvision": _score_mathvision, "mathvista": _score_mathvista}
@@ -86,7 +84,8 @@ def scorer_for(fmt: str) -> Scorer:
 
 
 def resolve(cfg: Config) -> tuple[str, str, str, tuple[str, ...]]:
-    """(format, split, source, category keys) for ``cfg.eval``; a directory of ``<id>/data.json`` is InterGPS."""
+    """(format, split, source, category keys) for ``cfg.eval``; Geometry3K given as a directory of
+    ``[<split>/]<id>/data.json`` folders is InterGPS's layout."""
     e = cfg.eval
     if e.benchmark not in BENCHMARKS and not (e.data and e.format):
         raise ValueError(f"eval.benchmark={e.benchmark!r} is not one of {sorted(BENCHMARKS)}; for other data give "
@@ -94,10 +93,13 @@ def resolve(cfg: Config) -> tuple[str, str, str, tuple[str, ...]]:
     spec = BENCHMARKS.get(e.benchmark, BenchmarkSpec(e.format, e.split or "test", "", ()))
     source = e.data or spec.hub
     fmt = e.format or spec.format
-    if fmt == "geometry3k" and e.data and Path(e.data).is_dir() and any(Path(e.data).glob("*/data.json")):
-        fmt = "intergps"
-    cats = spec.categories if fmt == spec.format else ({"intergps": ("graph", "goal")}.get(fmt, ()))
-    return fmt, e.split or spec.split, source, cats
+    split = e.split or spec.split
+    if fmt == "geometry3k" and e.data and Path(e.data).is_dir():
+        root = Path(e.data)
+        if (root / "data.json").is_file() or any(root.glob("*/data.json")) or any(root.glob(f"{split}/*/data.json")):
+            fmt = "intergps"
+    cats = spec.categories if fmt == spec.format else CATEGORIES.get(fmt, ())
+    return fmt, split, source, cats
 
 
 def _read_records(path: Path) -> tuple[dict[str, dict], int]:
@@ -133,9 +135,7 @@ def _prepare_out_dir(out: Path, identity: dict, overwrite: bool) -> tuple[dict[s
     run_file.write_text(json.dumps(identity, indent=2))
     records, bad = _read_records(resp_file)
     if bad:  # rewrite without the broken lines, so appends start on a clean line
-        tmp = resp_file.with_suffix(".tmp")
-        tmp.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records.values()), encoding="utf-8")
-        os.replace(tmp, resp_file)
+        _write_records(resp_file, records)
     return records, bad
 
 
@@ -165,14 +165,17 @@ def _natural(s: str):
 
 def write_report(out: Path, summary: dict, records: dict[str, dict], items: list[BenchmarkItem]) -> None:
     """``report.md`` (tables + a few responses) and ``report.png`` (per-category accuracy bars)."""
+    data = summary["data"]
+    skipped = f"{data['skipped']}" + (f" {data['skipped_by_reason']}" if data["skipped"] else "")
+    if "skipped_at_generation" in data:
+        skipped += f"; left out at generation: {data['skipped_at_generation']}"
     lines = [f"# {summary['benchmark']} — {summary['model']}", "",
              f"Accuracy **{summary['accuracy']:.4f}** ({summary['correct']}/{summary['n']}); "
              f"prompt template `{summary['template']}`, max {summary['max_tokens']} new tokens, "
              f"temperature {summary['temperature']}.",
              f"Responses that hit the token budget: {summary['truncated']}; prompts over "
              f"eval.max_prompt_length (scored wrong): {summary['prompt_too_long']}; rows skipped while loading: "
-             f"{summary['data']['skipped']}" + (f" {summary['data']['skipped_by_reason']}" if summary['data']['skipped'] else "")
-             + ".", ""]
+             f"{skipped}.", ""]
     for key, groups in summary["by"].items():
         lines += [f"## By {key}", "", "| " + key + " | n | correct | accuracy |", "|---|---:|---:|---:|"]
         lines += [f"| {v} | {g['n']} | {g['correct']} | {g['accuracy']:.3f} |" for v, g in groups.items()]
@@ -242,12 +245,15 @@ def run_benchmark(cfg: Config, policy=None, engine=None) -> dict:
                 "max_tokens": max_tokens, "temperature": cfg.rollout.eval_temperature,
                 "pixels": [cfg.data.min_pixels, cfg.data.max_pixels]}
     records, dropped = _prepare_out_dir(out, identity, e.overwrite)
-    pending = [it for it in items if it.id not in records]
+    # a record is final unless its prompt was too long (the limit may have been raised) or its gold changed
+    pending = [it for it in items if it.id not in records or records[it.id]["finish_reason"] == "prompt_too_long"
+               or records[it.id].get("gold") != it.answer]
     resumed = len(items) - len(pending)
     score = scorer_for(fmt)
     print(f"[mmevo] {name}: {len(items)} items from {source} ({stats['skipped']} rows skipped), "
           f"{resumed} already done in {out}, {len(pending)} to generate")
 
+    rewrite = any(it.id in records for it in pending)  # superseded lines are dropped from the file at the end
     if pending:
         cfg.rollout.max_tokens = max_tokens  # these two size vLLM's max_model_len
         cfg.data.max_prompt_length = e.max_prompt_length
@@ -264,38 +270,57 @@ def run_benchmark(cfg: Config, policy=None, engine=None) -> dict:
                     try:
                         images = [fit_pixels(im, cfg.data.min_pixels, cfg.data.max_pixels)
                                   for im in it.load_images()] if policy.is_vl else []
-                    except DataError:
+                    except DataError as err:
                         if not cfg.data.skip_bad_rows:
                             raise
-                        stats["skipped"] += 1
-                        stats["skipped_by_reason"]["image_corrupt"] = stats["skipped_by_reason"].get(
-                            "image_corrupt", 0) + 1
+                        # recorded, so a resume does not load the model again for it; left out of the scores
+                        fresh.append(_record(it, str(err), None, False, 0, "image_corrupt"))
                         continue
                     p = encode_prompt(policy.processor, policy.is_vl, render_prompt(cfg.data.prompt_template,
                                       it.problem), images, cfg.data.system_prompt or None)
                     if len(p.input_ids) > e.max_prompt_length:
-                        records[it.id] = _record(it, "", None, False, 0, "prompt_too_long")
-                        fresh.append(records[it.id])
+                        fresh.append(_record(it, "", None, False, 0, "prompt_too_long"))
                     else:
                         prompts.append((it, p))
                 outs = engine.generate([RolloutRequest(p, n=1) for _, p in prompts], params) if prompts else []
-                for (it, _), (c,) in zip(prompts, outs):
+                for (it, _), (c,) in zip(prompts, outs, strict=True):
                     text = decode(policy.tokenizer, c.full_ids)
-                    extracted, correct = score(text, it)
-                    records[it.id] = _record(it, text, extracted, correct, len(c.token_ids), c.finish_reason)
-                    fresh.append(records[it.id])
+                    fresh.append(_record(it, text, *score(text, it), len(c.token_ids), c.finish_reason))
+                records.update((r["id"], r) for r in fresh)
                 fh.write("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in fresh))
                 fh.flush()
                 bar.update(len(batch))
         bar.close()
 
-    done = [it for it in items if it.id in records]
+    # re-score every kept response with the current rules (cheap; a scorer fix applies to old runs too)
+    for it in items:
+        rec = records.get(it.id)
+        if rec is not None and rec["finish_reason"] not in ("prompt_too_long", "image_corrupt"):
+            extracted, correct = score(rec["response"], it)
+            extracted = None if extracted is None else str(extracted)
+            if (extracted, correct) != (rec["extracted"], rec["correct"]):
+                rec.update(extracted=extracted, correct=correct)
+                rewrite = True
+    if rewrite:
+        _write_records(out / "responses.jsonl", records)
+
+    corrupt = [it for it in items if records[it.id]["finish_reason"] == "image_corrupt"]
+    if corrupt:
+        stats["skipped_at_generation"] = {"image_corrupt": len(corrupt)}
+    done = [it for it in items if records[it.id]["finish_reason"] != "image_corrupt"]
     summary = {**identity, **summarize(done, records, categories), "source": str(source), "data": stats,
-               "resumed_items": resumed, "generated_items": len(done) - resumed, "dropped_corrupt_lines": dropped,
+               "resumed_items": resumed, "generated_items": len(items) - resumed, "dropped_corrupt_lines": dropped,
                "seconds": time.time() - t0, "out_dir": str(out)}
     (out / "scores.json").write_text(json.dumps(summary, indent=2))
     write_report(out, summary, records, done)
     return summary
+
+
+def _write_records(path: Path, records: dict[str, dict]) -> None:
+    """Rewrite ``responses.jsonl`` atomically, one line per id."""
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records.values()), encoding="utf-8")
+    os.replace(tmp, path)
 
 
 def _record(it: BenchmarkItem, text: str, extracted, correct: bool, n_tokens: int, finish: str) -> dict:

@@ -49,11 +49,11 @@ def chat_messages(problem: str, system_prompt: str | None, n_images: int) -> lis
     return messages
 
 
-def encode_prompt(processor, is_vl: bool, problem: str, images: Sequence[Image.Image], system_prompt: str | None = None,
-                  prompt_suffix: str = "") -> EncodedPrompt:
+def encode_prompt(processor, is_vl: bool, problem: str, images: Sequence[Image.Image],
+                  system_prompt: str | None = None) -> EncodedPrompt:
     """Apply the chat template and tokenise one prompt (images expanded to their placeholder tokens)."""
     images = list(images) if is_vl else []
-    messages = chat_messages(problem + prompt_suffix, system_prompt, len(images))
+    messages = chat_messages(problem, system_prompt, len(images))
     tok = processor.tokenizer if is_vl else processor
     text = tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
     if is_vl and images:
