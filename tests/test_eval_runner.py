@@ -165,7 +165,7 @@ def test_prompts_over_the_eval_limit_are_scored_wrong_and_counted(tiny_vl_path, 
     s = run_benchmark(_cfg(tiny_vl_path, tmp_path / "ev", **{"eval.limit": 3, "eval.max_prompt_length": 10}))
     assert (s["n"], s["correct"], s["prompt_too_long"]) == (3, 0, 3)
     assert {r["finish_reason"] for r in _lines(tmp_path / "ev")} == {"prompt_too_long"}
-    assert "eval.max_prompt_length (scored wrong): 3" in (tmp_path / "ev" / "report.md").read_text()
+    assert "eval.max_prompt_length or the context window (scored wrong): 3" in (tmp_path / "ev" / "report.md").read_text()
 
 
 def test_resume_regenerates_too_long_prompts_and_changed_golds_and_rescores(tiny_vl_path, tmp_path):
@@ -215,3 +215,15 @@ def test_cli_flag_values_are_taken_literally(tiny_vl_path, tmp_path, capsys):
     assert run["template"] == "Solve: {problem} Box it."
     assert main(["eval", "--model", str(tiny_vl_path), "eval.out_dir=[unclosed"]) == 2
     assert "not a YAML value" in capsys.readouterr().err
+
+
+def test_prompt_limit_fits_the_context_window(tiny_vl_path):
+    from mmevo.eval.runner import _prompt_limit
+    from mmevo.models.loader import load_model
+
+    model = load_model(tiny_vl_path).model
+    context = model.config.text_config.max_position_embeddings
+    assert _prompt_limit(model, 8192, 256) == min(8192, context - 256)
+    assert _prompt_limit(model, 100, 256) == 100
+    with pytest.raises(ValueError, match="leaves no room for a prompt"):
+        _prompt_limit(model, 8192, context)

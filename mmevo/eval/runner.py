@@ -174,7 +174,7 @@ def write_report(out: Path, summary: dict, records: dict[str, dict], items: list
              f"prompt template `{summary['template']}`, max {summary['max_tokens']} new tokens, "
              f"temperature {summary['temperature']}.",
              f"Responses that hit the token budget: {summary['truncated']}; prompts over "
-             f"eval.max_prompt_length (scored wrong): {summary['prompt_too_long']}; rows skipped while loading: "
+             f"eval.max_prompt_length or the context window (scored wrong): {summary['prompt_too_long']}; rows skipped while loading: "
              f"{skipped}.", ""]
     for key, groups in summary["by"].items():
         lines += [f"## By {key}", "", "| " + key + " | n | correct | accuracy |", "|---|---:|---:|---:|"]
@@ -255,9 +255,10 @@ def run_benchmark(cfg: Config, policy=None, engine=None) -> dict:
 
     rewrite = any(it.id in records for it in pending)  # superseded lines are dropped from the file at the end
     if pending:
-        cfg.rollout.max_tokens = max_tokens  # these two size vLLM's max_model_len
-        cfg.data.max_prompt_length = e.max_prompt_length
         policy = policy or load_policy(cfg, str(model_path))
+        prompt_limit = _prompt_limit(policy.model, e.max_prompt_length, max_tokens)
+        cfg.rollout.max_tokens = max_tokens  # these two size vLLM's max_model_len
+        cfg.data.max_prompt_length = prompt_limit
         engine = engine or build_engine(cfg, policy)
         params = SamplingParams(temperature=cfg.rollout.eval_temperature, top_p=1.0, max_tokens=max_tokens,
                                 seed=cfg.trainer.seed)
@@ -278,7 +279,7 @@ def run_benchmark(cfg: Config, policy=None, engine=None) -> dict:
                         continue
                     p = encode_prompt(policy.processor, policy.is_vl, render_prompt(cfg.data.prompt_template,
                                       it.problem), images, cfg.data.system_prompt or None)
-                    if len(p.input_ids) > e.max_prompt_length:
+                    if len(p.input_ids) > prompt_limit:
                         fresh.append(_record(it, "", None, False, 0, "prompt_too_long"))
                     else:
                         prompts.append((it, p))
@@ -314,6 +315,19 @@ def run_benchmark(cfg: Config, policy=None, engine=None) -> dict:
     (out / "scores.json").write_text(json.dumps(summary, indent=2))
     write_report(out, summary, records, done)
     return summary
+
+
+def _prompt_limit(model, max_prompt_length: int, max_tokens: int) -> int:
+    """``eval.max_prompt_length``, lowered so that prompt + response fits the model's context window."""
+    config = getattr(model, "config", None)
+    text_config = getattr(config, "text_config", None) or config
+    context = getattr(text_config, "max_position_embeddings", None)
+    if not context:
+        return max_prompt_length
+    if max_tokens >= context:
+        raise ValueError(f"eval.max_tokens={max_tokens} leaves no room for a prompt in the model's context of "
+                         f"{context} tokens")
+    return min(max_prompt_length, context - max_tokens)
 
 
 def _write_records(path: Path, records: dict[str, dict]) -> None:
