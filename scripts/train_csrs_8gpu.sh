@@ -30,9 +30,8 @@
 # Arguments after the script name are passed on as config overrides, e.g. trainer.steps=10 trainer.save_every=5.
 #
 # The global batch (trainer.prompts_per_step=256) must divide by NNODES*NPROC_PER_NODE; per rank that is 32 prompts,
-# 32*8 maternal responses and 32*8*5 re-inferences per step. Resuming a DeepSpeed run is not supported yet: to go
-# on from a checkpoint, start a new run from its weights (MODEL_PATH=$OUTPUT_DIR/checkpoints/step_N/model
-# trainer.resume=false, another OUTPUT_DIR).
+# 32*8 maternal responses and 32*8*5 re-inferences per step. Rerunning with the same OUTPUT_DIR and as many ranks
+# resumes from the newest checkpoint (weights, ZeRO optimizer partitions, scheduler, data position, RNG).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

@@ -55,3 +55,28 @@ def test_zero3_weight_sync_into_vllm_engines(tiny_vl_path, tmp_path):
     assert r["executor"] == "ExecutorWithExternalLauncher"  # one engine per rank, in the trainer's group
     assert r["changed"]  # the update changed greedy decoding ...
     assert r["vllm_matches_hf"], (r["after"], r["expected"])  # ... and vLLM follows the gathered weights exactly
+
+
+@pytest.mark.parametrize("stage", ["zero2", "zero3"])
+def test_deepspeed_resume_continues_the_uninterrupted_run(tiny_vl_path, tmp_path, stage):
+    """3 steps in one go vs 2 steps, a checkpoint, and a new trainer that resumes: the same step 3 and weights."""
+    out = tmp_path / "result.json"
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
+    port = {"zero2": "29535", "zero3": "29536"}[stage]
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", port,
+           str(WORKER.parent / "zero_resume_worker.py"), str(tiny_vl_path),
+           str(ROOT / "configs" / "deepspeed" / f"{stage}.json"), str(out), str(tmp_path / "run")]
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-6000:]
+    r = json.loads(out.read_text())
+    assert r["world_size"] == 2 and r["step"] == 3 and r["resumed_steps"] == 1
+    for key, value in r["a3"].items():
+        assert r["c3"][key] == pytest.approx(value, rel=1e-5, abs=1e-7), key
+    assert r["a3"]["actor/grad_norm"] > 0 and min(r["lr_a"]) > 0  # step 3 really moved the weights
+    assert r["weights_max_abs_diff"] < 1e-7  # optimizer moments restored: the same update
+    assert r["lr_c"] == pytest.approx(r["lr_a"])  # the cosine schedule continued, not restarted
+    assert r["metric_steps"] == [1, 2, 3]
+    files = r["ckpt_files"]
+    assert "trainer_state.pt" in files and "rng_rank0.pt" in files and "rng_rank1.pt" in files
+    assert any(f.startswith("model/") and f.endswith(".safetensors") for f in files)
+    assert sum(f.startswith("deepspeed/zero/") and "optim_states" in f for f in files) == 2  # one partition per rank

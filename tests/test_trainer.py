@@ -142,3 +142,16 @@ def test_label_free_run_with_majority_vote(tiny_vl_path, tmp_path, data):
     cfg = _cfg(tmp_path / "acc", **{"data.hide_labels": True, "trainer.steps": 1, "algo.kl_coef": 0})
     with pytest.raises(ValueError, match="needs gold answers"):
         _trainer(cfg, tiny_vl_path, data).train()
+
+
+def test_a_deepspeed_checkpoint_is_not_resumed_without_deepspeed(tiny_vl_path, tmp_path, data):
+    cfg = _cfg(tmp_path / "run", **{"trainer.steps": 1})
+    tr = _trainer(cfg, tiny_vl_path, data)
+    tr.train()
+    ckpt = latest_checkpoint(tmp_path / "run")
+    state = torch.load(ckpt / "trainer_state.pt", weights_only=False)
+    for key in ("optimizer", "scheduler"):  # what a DeepSpeed checkpoint keeps in deepspeed/ instead
+        state.pop(key)
+    torch.save({**state, "world_size": 2}, ckpt / "trainer_state.pt")
+    with pytest.raises(ValueError, match="written by a DeepSpeed run: resume it with the same trainer.deepspeed"):
+        _trainer(_cfg(tmp_path / "run", **{"trainer.steps": 2}), tiny_vl_path, data).train()

@@ -1,7 +1,8 @@
 """Atomic checkpoints: everything needed to continue a run exactly (model, optimizer, scheduler, RNG, data, heads).
 
-Layout: ``<output_dir>/checkpoints/step_000020/{model/, trainer_state.pt}``. A checkpoint is written to a temp dir
-and renamed into place, so an interrupted save never leaves a half checkpoint that resume would pick up.
+Layout: ``<output_dir>/checkpoints/step_000020/{model/, trainer_state.pt}``; DeepSpeed runs add ``deepspeed/`` (ZeRO
+optimizer partitions, one file per rank) and ``rng_rank<r>.pt``. A checkpoint is written to a temp dir and renamed
+into place, so an interrupted save never leaves a half checkpoint that resume would pick up.
 """
 
 from __future__ import annotations
@@ -48,19 +49,34 @@ def latest_checkpoint(output_dir: str | Path) -> Path | None:
 def save_checkpoint(output_dir: str | Path, step: int, model, processor, trainer_state: dict, keep: int = 2,
                     state_dict: dict | None = None) -> Path:
     """Write ``step_<step>`` atomically; prune to the newest ``keep``. ``state_dict``: gathered weights (ZeRO-3)."""
-    root = Path(output_dir) / "checkpoints"
-    root.mkdir(parents=True, exist_ok=True)
-    final = root / f"step_{step:06d}"
-    tmp = Path(tempfile.mkdtemp(prefix=f".step_{step:06d}.tmp", dir=root))
+    tmp = Path(tempfile.mkdtemp(prefix=f".step_{step:06d}.tmp", dir=checkpoint_root(output_dir)))
     try:
-        save_model(tmp / "model", model, processor, state_dict)
-        torch.save({**trainer_state, "rng": rng_state(), "step": step}, tmp / "trainer_state.pt")
-        if final.exists():
-            shutil.rmtree(final)
-        os.replace(tmp, final)
+        write_checkpoint_files(tmp, step, model, processor, trainer_state, state_dict)
+        return commit_checkpoint(tmp, output_dir, step, keep)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+def checkpoint_root(output_dir: str | Path) -> Path:
+    root = Path(output_dir) / "checkpoints"
+    root.mkdir(parents=True, exist_ok=True)
+    return root
+
+
+def write_checkpoint_files(ckpt_dir: Path, step: int, model, processor, trainer_state: dict,
+                           state_dict: dict | None = None) -> None:
+    """The HF model and ``trainer_state.pt`` (with this process's RNG and the step) into ``ckpt_dir``."""
+    save_model(ckpt_dir / "model", model, processor, state_dict)
+    torch.save({**trainer_state, "rng": rng_state(), "step": step}, ckpt_dir / "trainer_state.pt")
+
+
+def commit_checkpoint(tmp: Path, output_dir: str | Path, step: int, keep: int) -> Path:
+    """Rename a fully written temp dir to ``step_<step>`` and prune to the newest ``keep`` checkpoints."""
+    final = checkpoint_root(output_dir) / f"step_{step:06d}"
+    if final.exists():
+        shutil.rmtree(final)
+    os.replace(tmp, final)
     for old in list_checkpoints(output_dir)[:-keep] if keep > 0 else []:
         shutil.rmtree(old, ignore_errors=True)
     return final

@@ -29,6 +29,11 @@ def is_main() -> bool:
     return rank() == 0
 
 
+def barrier() -> None:
+    if dist.is_available() and dist.is_initialized():
+        dist.barrier()
+
+
 def launched_world_size() -> int:
     """Processes the launcher (torchrun / deepspeed) started, whether or not the group is joined yet."""
     return int(os.environ.get("WORLD_SIZE", 1))

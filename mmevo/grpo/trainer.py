@@ -19,8 +19,9 @@ import torch
 from mmevo.config import Config, render_prompt, to_dict
 from mmevo.data.schema import Example
 from mmevo.grpo import algos
-from mmevo.grpo.checkpoint import (latest_checkpoint, load_model_weights, load_trainer_state, save_checkpoint,
-                                   save_model, set_rng_state)
+from mmevo.grpo.checkpoint import (checkpoint_root, commit_checkpoint, latest_checkpoint, load_model_weights,
+                                   load_trainer_state, rng_state, save_checkpoint, save_model, set_rng_state,
+                                   write_checkpoint_files)
 from mmevo.metrics import RunLogger, StageTimer, peak_memory_mb
 from mmevo.models.inputs import EncodedPrompt, collate, collate_for_training, encode_prompt, unwrap
 from mmevo.models.loader import LoadedModel
@@ -439,37 +440,71 @@ class GRPOTrainer:
         if self.ds_engine is None:
             return save_checkpoint(self.out, self.step_idx, self.model, self.policy.processor, self.trainer_state(),
                                    keep=self.cfg.trainer.keep_checkpoints)
-        from mmevo.grpo.distributed import is_main
+        return self._save_deepspeed()
+
+    def _save_deepspeed(self) -> Path | None:
+        """ZeRO partitions the optimizer state across ranks (its torch state_dict cannot even be built), so DeepSpeed
+        writes it, one file per rank, beside the gathered HF model; every rank also keeps its RNG state."""
+        import shutil
+
+        from mmevo.grpo import distributed as D
         from mmevo.models.weights import full_state_items
 
-        weights = dict(full_state_items(self.model))
-        if not is_main():
-            return None
-        # ZeRO partitions the optimizer state across ranks (DeepSpeed has replaced the torch optimizer's parameter
-        # groups with its flat partitions, so its state_dict() cannot even be built): DeepSpeed checkpoints keep
-        # weights, data position, reward-head state and RNG only
-        state = self.trainer_state(with_optimizer=False)
-        return save_checkpoint(self.out, self.step_idx, self.model, self.policy.processor, state,
-                               keep=self.cfg.trainer.keep_checkpoints, state_dict=weights)
+        weights = dict(full_state_items(self.model))  # collective under ZeRO-3
+        tmp = checkpoint_root(self.out) / f".step_{self.step_idx:06d}.tmp"  # one name on every rank
+        if D.is_main():
+            shutil.rmtree(tmp, ignore_errors=True)
+            tmp.mkdir()
+        D.barrier()
+        self.ds_engine.save_checkpoint(str(tmp / "deepspeed"), tag="zero", save_latest=False)
+        torch.save(rng_state(), tmp / f"rng_rank{D.rank()}.pt")
+        D.barrier()
+        final = None
+        if D.is_main():
+            state = {**self.trainer_state(with_optimizer=False), "world_size": D.world_size()}
+            write_checkpoint_files(tmp, self.step_idx, self.model, self.policy.processor, state, weights)
+            final = commit_checkpoint(tmp, self.out, self.step_idx, self.cfg.trainer.keep_checkpoints)
+        D.barrier()  # nobody reads or writes the next checkpoint before this one is in place
+        return final
 
     def maybe_resume(self) -> bool:
         ckpt = latest_checkpoint(self.out) if self.cfg.trainer.resume else None
         if ckpt is None:
             return False
-        if self.ds_engine is not None:
-            raise ValueError(f"{ckpt} exists, but resuming a DeepSpeed run is not supported yet: start from its "
-                             f"weights with model.path={ckpt / 'model'} trainer.resume=false (or another output_dir)")
-        load_model_weights(self.model, ckpt / "model")
         state = load_trainer_state(ckpt)
-        self.optimizer.load_state_dict(state["optimizer"])
-        self.scheduler.load_state_dict(state["scheduler"])
+        if self.ds_engine is None:
+            if "optimizer" not in state:
+                raise ValueError(f"{ckpt} was written by a DeepSpeed run: resume it with the same trainer.deepspeed "
+                                 f"config, or start from its weights with model.path={ckpt / 'model'} "
+                                 "trainer.resume=false")
+            load_model_weights(self.model, ckpt / "model")
+            self.optimizer.load_state_dict(state["optimizer"])
+            self.scheduler.load_state_dict(state["scheduler"])
+            set_rng_state(state["rng"])
+        else:
+            from mmevo.grpo import distributed as D
+
+            if not (ckpt / "deepspeed").is_dir():
+                raise ValueError(f"{ckpt} has no DeepSpeed optimizer state (written without trainer.deepspeed, or by "
+                                 f"an older mmevo): start from its weights with model.path={ckpt / 'model'} "
+                                 "trainer.resume=false (or another output_dir)")
+            if state.get("world_size") != D.world_size():
+                raise ValueError(f"{ckpt} was written by {state.get('world_size')} ranks and this run has "
+                                 f"{D.world_size()}: ZeRO optimizer partitions are per rank; resume with as many "
+                                 f"ranks, or start from model.path={ckpt / 'model'} trainer.resume=false")
+            # weights, optimizer partitions and scheduler (DeepSpeed owns the one it was given)
+            self.ds_engine.load_checkpoint(str(ckpt / "deepspeed"), tag="zero", load_optimizer_states=True,
+                                           load_lr_scheduler_states=True)
+            set_rng_state(torch.load(ckpt / f"rng_rank{D.rank()}.pt", weights_only=False))
         self.sampler.load_state_dict(state["sampler"])
         self.rewards.load_state_dict(state["rewards"])
-        set_rng_state(state["rng"])
         self.step_idx = int(state["step"])
         self.engine.sync_weights(self.model)
         self.logger.truncate_after(self.step_idx)
-        print(f"[mmevo] resumed from {ckpt} (step {self.step_idx})")
+        from mmevo.grpo.distributed import is_main
+
+        if is_main():
+            print(f"[mmevo] resumed from {ckpt} (step {self.step_idx})")
         return True
 
     def train(self, steps: int | None = None, on_step=None) -> list[dict]:
