@@ -172,6 +172,8 @@ def test_resume_regenerates_too_long_prompts_and_changed_golds_and_rescores(tiny
     out = tmp_path / "ev"
     s = run_benchmark(_cfg(tiny_vl_path, out, **{"eval.limit": 3, "eval.max_prompt_length": 10}))
     assert s["prompt_too_long"] == 3
+    s = run_benchmark(_cfg(tiny_vl_path, out, **{"eval.limit": 3, "eval.max_prompt_length": 10}))
+    assert (s["prompt_too_long"], s["generated_items"]) == (3, 0)  # same limit: nothing to redo
     s = run_benchmark(_cfg(tiny_vl_path, out, **{"eval.limit": 3}))  # limit raised: those three are generated now
     assert (s["prompt_too_long"], s["generated_items"], s["resumed_items"]) == (0, 3, 0)
     assert [r["id"] for r in _lines(out)] == ["4", "5", "6"]  # superseded lines dropped

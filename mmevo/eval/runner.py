@@ -245,9 +245,13 @@ def run_benchmark(cfg: Config, policy=None, engine=None) -> dict:
                 "max_tokens": max_tokens, "temperature": cfg.rollout.eval_temperature,
                 "pixels": [cfg.data.min_pixels, cfg.data.max_pixels]}
     records, dropped = _prepare_out_dir(out, identity, e.overwrite)
-    # a record is final unless its prompt was too long (the limit may have been raised) or its gold changed
-    pending = [it for it in items if it.id not in records or records[it.id]["finish_reason"] == "prompt_too_long"
-               or records[it.id].get("gold") != it.answer]
+    def final(rec: dict | None, it: BenchmarkItem) -> bool:
+        """A record stands unless its gold changed, or its prompt was too long under another limit."""
+        if rec is None or rec.get("gold") != it.answer:
+            return False
+        return rec["finish_reason"] != "prompt_too_long" or rec.get("max_prompt_length") == e.max_prompt_length
+
+    pending = [it for it in items if not final(records.get(it.id), it)]
     resumed = len(items) - len(pending)
     score = scorer_for(fmt)
     print(f"[mmevo] {name}: {len(items)} items from {source} ({stats['skipped']} rows skipped), "
@@ -280,7 +284,8 @@ def run_benchmark(cfg: Config, policy=None, engine=None) -> dict:
                     p = encode_prompt(policy.processor, policy.is_vl, render_prompt(cfg.data.prompt_template,
                                       it.problem), images, cfg.data.system_prompt or None)
                     if len(p.input_ids) > prompt_limit:
-                        fresh.append(_record(it, "", None, False, 0, "prompt_too_long"))
+                        fresh.append({**_record(it, "", None, False, 0, "prompt_too_long"),
+                                      "max_prompt_length": e.max_prompt_length})
                     else:
                         prompts.append((it, p))
                 outs = engine.generate([RolloutRequest(p, n=1) for _, p in prompts], params) if prompts else []
