@@ -71,8 +71,8 @@ class RunLogger:
             self._wandb.log({k: v for k, v in clean.items() if isinstance(v, (int, float))}, step=step)
 
     def truncate_after(self, step: int) -> None:
-        """On resume, drop lines logged after the checkpoint so the curve has no duplicates."""
-        if not self.path.exists():
+        """On resume, drop lines logged after the checkpoint so the curve has no duplicates (writing rank only)."""
+        if not self.enabled or not self.path.exists():
             return
         keep = [line for line in self.path.read_text().splitlines() if line and json.loads(line).get("step", 0) <= step]
         self.path.write_text("".join(l + "\n" for l in keep))

@@ -128,7 +128,12 @@ def run_grpo(cfg: Config, evaluate_before_after: bool = True) -> dict:
     t0 = time.time()
     trainer.train()
     summary["train_seconds"] = time.time() - t0
-    if cfg.trainer.save_every and trainer.step_idx % cfg.trainer.save_every:  # the last periodic save is kept as is
+    from mmevo.grpo.checkpoint import latest_checkpoint
+    from mmevo.grpo.distributed import broadcast_from_main
+
+    # the last periodic save (or a finished run's final one) is kept as is; rank 0 decides (the save is collective)
+    last = broadcast_from_main(latest_checkpoint(out))
+    if cfg.trainer.save_every and (last is None or last.name != f"step_{trainer.step_idx:06d}"):
         trainer.save()
     summary["final_model"] = str(trainer.export(out / "final"))
     if evaluate_before_after and heldout:

@@ -61,3 +61,26 @@ def test_synthetic_heldout_never_repeats_a_train_problem():
     held, _ = load_examples(cfg, "heldout")
     assert len(train) == 600 and len(held) == 150
     assert not {e.problem for e in train} & {e.problem for e in held}
+
+
+def test_checkpoints_of_an_abandoned_run_and_partial_saves_are_cleared(tmp_path, tiny_vl_path):
+    from mmevo.grpo.checkpoint import list_checkpoints
+
+    out = tmp_path / "grpo"
+    common = [f"model.path={tiny_vl_path}", f"trainer.output_dir={out}", "data.prompt_template=none",
+              "data.n_train=16", "data.heldout=", "trainer.progress=false", "rollout.max_tokens=4",
+              "trainer.wandb_mode=disabled", "trainer.prompts_per_step=2", "trainer.mini_batch_prompts=2",
+              "rollout.n=2", "algo.kl_coef=0", "trainer.save_every=2"]
+    assert main(["train", "trainer.steps=3"] + common) == 0
+    names = [p.name for p in list_checkpoints(out)]
+    assert names == ["step_000002", "step_000003"]  # the periodic save, then the final one
+    # rerunning the finished run resumes at step 3 and leaves its checkpoint untouched
+    mtime = (out / "checkpoints" / "step_000003" / "trainer_state.pt").stat().st_mtime_ns
+    assert main(["train", "trainer.steps=3"] + common) == 0
+    assert (out / "checkpoints" / "step_000003" / "trainer_state.pt").stat().st_mtime_ns == mtime
+    # a fresh run in the same directory: the old run's later checkpoints and a crashed save's temp dir go
+    (out / "checkpoints" / ".step_000009.tmpabc").mkdir()
+    assert main(["train", "trainer.steps=2", "trainer.resume=false"] + common) == 0
+    assert [p.name for p in list_checkpoints(out)] == ["step_000002"]
+    assert not list((out / "checkpoints").glob(".step_*"))
+    assert len((out / "metrics.jsonl").read_text().splitlines()) == 2

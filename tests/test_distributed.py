@@ -74,7 +74,9 @@ def test_deepspeed_resume_continues_the_uninterrupted_run(tiny_vl_path, tmp_path
         assert r["c3"][key] == pytest.approx(value, rel=1e-5, abs=1e-7), key
     assert r["a3"]["actor/grad_norm"] > 0 and min(r["lr_a"]) > 0  # step 3 really moved the weights
     assert r["weights_max_abs_diff"] < 1e-7  # optimizer moments restored: the same update
-    assert r["lr_c"] == pytest.approx(r["lr_a"])  # the cosine schedule continued, not restarted
+    assert r["lr_c"] == pytest.approx(r["lr_a"])  # the cosine schedule continued, not restarted ...
+    assert r["lr_a"][0] == pytest.approx(r["lr_expected"])  # ... stepped once per optimizer update
+    assert r["rng_restored"]  # every rank's global RNG is back where it was at the checkpoint
     assert r["metric_steps"] == [1, 2, 3]
     files = r["ckpt_files"]
     assert "trainer_state.pt" in files and "rng_rank0.pt" in files and "rng_rank1.pt" in files

@@ -72,14 +72,32 @@ def write_checkpoint_files(ckpt_dir: Path, step: int, model, processor, trainer_
 
 
 def commit_checkpoint(tmp: Path, output_dir: str | Path, step: int, keep: int) -> Path:
-    """Rename a fully written temp dir to ``step_<step>`` and prune to the newest ``keep`` checkpoints."""
+    """Rename a fully written temp dir to ``step_<step>`` and prune to the newest ``keep`` checkpoints.
+
+    Checkpoints of later steps belong to an abandoned run in the same output_dir (this one started afresh): they are
+    removed, so neither pruning nor a later resume can prefer them to this run's own.
+    """
     final = checkpoint_root(output_dir) / f"step_{step:06d}"
     if final.exists():
         shutil.rmtree(final)
     os.replace(tmp, final)
-    for old in list_checkpoints(output_dir)[:-keep] if keep > 0 else []:
+    ckpts = list_checkpoints(output_dir)
+    stale = [c for c in ckpts if _step_of(c) > step]
+    kept = [c for c in ckpts if _step_of(c) <= step]
+    for old in stale + (kept[:-keep] if keep > 0 else []):
         shutil.rmtree(old, ignore_errors=True)
     return final
+
+
+def _step_of(ckpt: Path) -> int:
+    return int(_STEP_RE.match(ckpt.name).group(1))
+
+
+def remove_partial_checkpoints(output_dir: str | Path) -> None:
+    """Temp dirs of saves that never completed (a crash mid-save); they can hold a whole optimizer state."""
+    root = Path(output_dir) / "checkpoints"
+    for tmp in root.glob(".step_*.tmp*") if root.exists() else []:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def save_model(path: str | Path, model, processor, state_dict: dict | None = None) -> Path:

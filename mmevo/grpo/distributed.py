@@ -29,6 +29,15 @@ def is_main() -> bool:
     return rank() == 0
 
 
+def broadcast_from_main(obj):
+    """Rank 0's ``obj`` on every rank (picklable objects; identity in a single process)."""
+    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
+        return obj
+    box = [obj]
+    dist.broadcast_object_list(box, src=0)
+    return box[0]
+
+
 def barrier() -> None:
     if dist.is_available() and dist.is_initialized():
         dist.barrier()

@@ -7,6 +7,7 @@ CSRS) decide what is sampled; everything after the rewards is shared.
 
 from __future__ import annotations
 
+import collections
 import math
 import random
 from dataclasses import dataclass, field
@@ -20,8 +21,8 @@ from mmevo.config import Config, render_prompt, to_dict
 from mmevo.data.schema import Example
 from mmevo.grpo import algos
 from mmevo.grpo.checkpoint import (checkpoint_root, commit_checkpoint, latest_checkpoint, load_model_weights,
-                                   load_trainer_state, rng_state, save_checkpoint, save_model, set_rng_state,
-                                   write_checkpoint_files)
+                                   load_trainer_state, remove_partial_checkpoints, rng_state, save_checkpoint,
+                                   save_model, set_rng_state, write_checkpoint_files)
 from mmevo.metrics import RunLogger, StageTimer, peak_memory_mb
 from mmevo.models.inputs import EncodedPrompt, collate, collate_for_training, encode_prompt, unwrap
 from mmevo.models.loader import LoadedModel
@@ -450,7 +451,8 @@ class GRPOTrainer:
         from mmevo.grpo import distributed as D
         from mmevo.models.weights import full_state_items
 
-        weights = dict(full_state_items(self.model))  # collective under ZeRO-3
+        gathered = full_state_items(self.model)  # collective under ZeRO-3: every rank takes part
+        weights = dict(gathered) if D.is_main() else collections.deque(gathered, maxlen=0)  # only rank 0 keeps it
         tmp = checkpoint_root(self.out) / f".step_{self.step_idx:06d}.tmp"  # one name on every rank
         if D.is_main():
             shutil.rmtree(tmp, ignore_errors=True)
@@ -468,7 +470,13 @@ class GRPOTrainer:
         return final
 
     def maybe_resume(self) -> bool:
+        from mmevo.grpo import distributed as D
+
+        if D.is_main():
+            remove_partial_checkpoints(self.out)
         ckpt = latest_checkpoint(self.out) if self.cfg.trainer.resume else None
+        if self.ds_engine is not None:  # rank 0 decides, so that every rank loads the same step
+            ckpt = D.broadcast_from_main(ckpt)
         if ckpt is None:
             return False
         state = load_trainer_state(ckpt)
@@ -482,8 +490,6 @@ class GRPOTrainer:
             self.scheduler.load_state_dict(state["scheduler"])
             set_rng_state(state["rng"])
         else:
-            from mmevo.grpo import distributed as D
-
             if not (ckpt / "deepspeed").is_dir():
                 raise ValueError(f"{ckpt} has no DeepSpeed optimizer state (written without trainer.deepspeed, or by "
                                  f"an older mmevo): start from its weights with model.path={ckpt / 'model'} "
@@ -501,9 +507,7 @@ class GRPOTrainer:
         self.step_idx = int(state["step"])
         self.engine.sync_weights(self.model)
         self.logger.truncate_after(self.step_idx)
-        from mmevo.grpo.distributed import is_main
-
-        if is_main():
+        if D.is_main():
             print(f"[mmevo] resumed from {ckpt} (step {self.step_idx})")
         return True
 

@@ -38,6 +38,18 @@ def make(out, steps):
     return GRPOTrainer(cfg, lm, build_engine(cfg, lm), train, [], log=True)
 
 
+def expected_lr(trainer, n_updates):
+    from mmevo.grpo.trainer import make_optimizer, make_scheduler
+
+    t = trainer.cfg.trainer
+    opt = make_optimizer(torch.nn.Linear(1, 1), t.lr, 0.0)
+    sched = make_scheduler(opt, t.warmup_steps, t.steps * 2, t.lr_schedule)
+    for _ in range(n_updates):
+        opt.step()
+        sched.step()
+    return sched.get_last_lr()[0]
+
+
 from mmevo.grpo import distributed as D  # noqa: E402
 from mmevo.models.weights import full_state_items  # noqa: E402
 
@@ -48,8 +60,11 @@ weights_a = dict(full_state_items(a.model))
 # interrupted after 2 steps (checkpoint at step 2), then a new trainer resumes in the same output_dir
 b = make(f"{workdir}/b", 4)
 b.train(steps=2)
+rng_b = torch.rand(4)  # the global RNG right after the step-2 checkpoint
 del b
-c = make(f"{workdir}/b", 4)
+c = make(f"{workdir}/b", 4)  # building it draws from the global RNG (weight init)
+c.train(steps=0)  # resume only
+rng_c = torch.rand(4)
 hist_c = c.train(steps=1)
 weights_c = dict(full_state_items(c.model))
 if D.rank() == 0:
@@ -60,6 +75,8 @@ if D.rank() == 0:
         "a3": {k: hist_a[2][k] for k in KEYS}, "c3": {k: hist_c[0][k] for k in KEYS},
         "weights_max_abs_diff": max(float((weights_a[k] - weights_c[k]).abs().max()) for k in weights_a),
         "lr_a": a.scheduler.get_last_lr(), "lr_c": c.scheduler.get_last_lr(),
+        "lr_expected": expected_lr(a, 6),  # 3 steps x 2 optimizer updates: stepped once per update
+        "rng_restored": bool(torch.equal(rng_b, rng_c)),
         "ckpt_files": sorted(str(p.relative_to(ckpt)) for p in ckpt.rglob("*") if p.is_file()),
         "metric_steps": [json.loads(line)["step"] for line in
                          (Path(workdir) / "b" / "metrics.jsonl").read_text().splitlines()],
