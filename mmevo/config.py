@@ -58,6 +58,7 @@ class DataConfig:
     max_prompt_length: int = 1024  # prompts longer than this are skipped and counted (CSRS Table 6: 1024)
     max_pixels: int = 4194304  # images above this many pixels are scaled down, aspect kept (EasyR1: 4194304); 0 = off
     min_pixels: int = 0  # images below this many pixels are scaled up (EasyR1: 262144); 0 = off
+    prompt_cache_mb: float = 2048  # encoded prompts (processed pixels) kept in memory; least recently used dropped
     skip_bad_rows: bool = False  # skip (and count) malformed rows instead of failing with the file/row/field
     hide_labels: bool = False  # drop gold answers before training (label-free runs); eval still uses them
 

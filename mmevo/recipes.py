@@ -161,7 +161,8 @@ def run_eval(cfg: Config) -> dict:
     heldout, stats = load_examples(cfg, "heldout")
     if not heldout:
         raise ValueError("data.heldout is empty: give a Geometry3K-schema file or 'synthetic'")
-    prompts = PromptCache(policy.processor, policy.is_vl, cfg.data.prompt_template, cfg.data.system_prompt)
+    prompts = PromptCache(policy.processor, policy.is_vl, cfg.data.prompt_template, cfg.data.system_prompt,
+                          cfg.data.prompt_cache_mb)
     result = evaluate(build_engine(cfg, policy), prompts, heldout, policy.tokenizer,
                       cfg.trainer.eval_max_tokens or cfg.rollout.max_tokens, cfg.rollout.eval_temperature,
                       seed=cfg.trainer.seed)

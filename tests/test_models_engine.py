@@ -214,3 +214,23 @@ def test_cpu_gqa_attention_matches_sdpa_with_padding(vl):
             outs[impl] = vl.model(**b.model_kwargs()).logits[real]
     vl.model.set_attn_implementation("sdpa_gqa")
     assert torch.allclose(outs["sdpa_gqa"], outs["sdpa"], atol=1e-4)
+
+
+def test_prompt_cache_keeps_a_byte_budget_and_re_encodes_identically(vl):
+    from PIL import Image
+
+    from mmevo.data.schema import Example
+    from mmevo.grpo.trainer import PromptCache, _prompt_bytes
+
+    exs = [Example(id=str(i), problem="<image>How many?", answer="1", choices=[],
+                   images=[Image.new("RGB", (56, 56), (i * 40, 0, 0))]) for i in range(5)]
+    one = _prompt_bytes(PromptCache(vl.processor, True, "none")(exs[0]))
+    cache = PromptCache(vl.processor, True, "none", max_mb=2.5 * one / 2**20)  # room for two prompts
+    first = cache(exs[0])
+    assert cache(exs[0]) is first  # a hit
+    for ex in exs[1:]:
+        cache(ex)
+    assert len(cache) == 2 and cache.nbytes <= cache.max_bytes
+    again = cache(exs[0])  # dropped, encoded again: the same tensors
+    assert again is not first and again.input_ids == first.input_ids
+    assert torch.equal(again.pixel_values, first.pixel_values)

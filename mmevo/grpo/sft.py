@@ -35,7 +35,8 @@ def run_sft(cfg: Config, policy: LoadedModel, examples: list[Example], log: bool
     s = cfg.sft
     model = policy.model
     device = torch.device(cfg.model.device)
-    prompts = PromptCache(policy.processor, policy.is_vl, cfg.data.prompt_template, cfg.data.system_prompt)
+    prompts = PromptCache(policy.processor, policy.is_vl, cfg.data.prompt_template, cfg.data.system_prompt,
+                          cfg.data.prompt_cache_mb)
     targets = sft_targets(policy.tokenizer, examples)
     n_steps = max(1, math.ceil(len(examples) * s.epochs / s.batch_size))
     opt = make_optimizer(model, s.lr, s.weight_decay)

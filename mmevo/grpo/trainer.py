@@ -68,19 +68,41 @@ class EpochSampler:
 
 
 class PromptCache:
-    """Encodes each example's prompt once (chat template + image processing)."""
+    """Encodes each example's prompt once (chat template + image processing).
 
-    def __init__(self, processor, is_vl: bool, template: str, system_prompt: str = ""):
+    Encoded prompts hold the processed pixels (tens of MB for a large image), so the cache keeps at most ``max_mb`` of
+    them and drops the least recently used beyond that; a dropped prompt is simply encoded again when next needed.
+    """
+
+    def __init__(self, processor, is_vl: bool, template: str, system_prompt: str = "", max_mb: float = 2048):
         self.processor, self.is_vl = processor, is_vl
         self.template = template
         self.system_prompt = system_prompt or None
-        self._cache: dict[str, EncodedPrompt] = {}
+        self.max_bytes = int(max_mb * 2**20)
+        self._cache: collections.OrderedDict[str, EncodedPrompt] = collections.OrderedDict()
+        self.nbytes = 0
 
     def __call__(self, ex: Example) -> EncodedPrompt:
-        if ex.id not in self._cache:
-            self._cache[ex.id] = encode_prompt(self.processor, self.is_vl, render_prompt(self.template, ex.problem),
-                                               ex.images, self.system_prompt)
-        return self._cache[ex.id]
+        enc = self._cache.get(ex.id)
+        if enc is not None:
+            self._cache.move_to_end(ex.id)
+            return enc
+        enc = encode_prompt(self.processor, self.is_vl, render_prompt(self.template, ex.problem), ex.images,
+                            self.system_prompt)
+        self._cache[ex.id] = enc
+        self.nbytes += _prompt_bytes(enc)
+        while self.nbytes > self.max_bytes and len(self._cache) > 1:
+            _, old = self._cache.popitem(last=False)
+            self.nbytes -= _prompt_bytes(old)
+        return enc
+
+    def __len__(self) -> int:
+        return len(self._cache)
+
+
+def _prompt_bytes(enc: EncodedPrompt) -> int:
+    pixels = enc.pixel_values
+    return (pixels.numel() * pixels.element_size() if pixels is not None else 0) + 16 * len(enc.input_ids)
 
 
 @dataclass
@@ -238,7 +260,8 @@ class GRPOTrainer:
             raise ValueError("algo.kl_coef > 0 needs a reference model (pass ref_model, or set algo.kl_coef=0)")
         self.device = torch.device(cfg.model.device)
         self.pad_id = policy.tokenizer.pad_token_id
-        self.prompts = PromptCache(policy.processor, policy.is_vl, cfg.data.prompt_template, cfg.data.system_prompt)
+        self.prompts = PromptCache(policy.processor, policy.is_vl, cfg.data.prompt_template, cfg.data.system_prompt,
+                                   cfg.data.prompt_cache_mb)
         self.sampler = EpochSampler(len(train_set), cfg.trainer.seed)
         self.rewards = RewardMixer(cfg.reward.heads, {"sfr": {"gamma": cfg.csrs.gamma, "beta": cfg.csrs.beta}})
         self.strategy = strategy  # callable(trainer, examples, step) -> Rollout; None = plain groups
