@@ -39,10 +39,10 @@ class Example:
 class DataError(ValueError):
     """A data file or one of its rows is unusable.
 
-    The message always names the file, the row (0-based index and, where
-    known, the row id) and the offending field, e.g.::
+    The message always names the file, the row (jsonl: ``file:line (row i,
+    id 'x')``, otherwise ``file row i (id 'x')``) and the offending field, e.g.::
 
-        data/train.jsonl row 17: field 'images': file images/x.png not found
+        data/train.jsonl:18 (row 17): field 'images': image file images/x.png not found
 
     The structured parts are also available as attributes so callers (for
     example the ``skip_bad`` statistics) do not have to parse the message.
@@ -64,33 +64,3 @@ class DataError(ValueError):
         self.field = field
         self.reason = reason
         self.row_id = row_id
-
-    @classmethod
-    def for_row(
-        cls,
-        file: str,
-        row: int,
-        field: str,
-        detail: str,
-        *,
-        reason: str,
-        row_id: str | None = None,
-        line: int | None = None,
-    ) -> "DataError":
-        """Build an error with the canonical ``"<file> row <i>: field '<f>': ..."`` message."""
-        where = f"{file} row {row}"
-        extras = []
-        if line is not None:
-            extras.append(f"line {line}")
-        if row_id is not None:
-            extras.append(f"id {row_id!r}")
-        if extras:
-            where += " (" + ", ".join(extras) + ")"
-        return cls(
-            f"{where}: field '{field}': {detail}",
-            file=file,
-            row=row,
-            field=field,
-            reason=reason,
-            row_id=row_id,
-        )

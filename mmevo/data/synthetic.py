@@ -37,6 +37,7 @@ from typing import Any
 
 from PIL import Image, ImageDraw, ImageFont
 
+from .benchmarks import choices_text
 from .schema import IMAGE_PLACEHOLDER, Example
 
 __all__ = [
@@ -611,7 +612,7 @@ def iter_geometry(
         if mc:
             vals, pos = _choices(rng, prob.answer, prob.distractors)
             choices = [str(v) for v in vals]
-            text += " Choices: " + " ".join(f"{_LETTERS[j]}. {c}" for j, c in enumerate(choices))
+            text += choices_text(choices)
             meta["answer_letter"] = _LETTERS[pos]
         yield Example(
             id=f"{prefix}-{i:06d}",

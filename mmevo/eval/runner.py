@@ -258,6 +258,7 @@ def run_benchmark(cfg: Config, policy=None, engine=None) -> dict:
           f"{resumed} already done in {out}, {len(pending)} to generate")
 
     rewrite = any(it.id in records for it in pending)  # superseded lines are dropped from the file at the end
+    generated: set[str] = set()  # ids scored just now
     if pending:
         policy = policy or load_policy(cfg, str(model_path))
         prompt_limit = _prompt_limit(policy.model, e.max_prompt_length, max_tokens)
@@ -293,15 +294,17 @@ def run_benchmark(cfg: Config, policy=None, engine=None) -> dict:
                     text = decode(policy.tokenizer, c.full_ids)
                     fresh.append(_record(it, text, *score(text, it), len(c.token_ids), c.finish_reason))
                 records.update((r["id"], r) for r in fresh)
+                generated.update(r["id"] for r in fresh)
                 fh.write("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in fresh))
                 fh.flush()
                 bar.update(len(batch))
         bar.close()
 
-    # re-score every kept response with the current rules (cheap; a scorer fix applies to old runs too)
+    # re-score every response kept from an earlier run with the current rules (a scorer fix applies to it too)
     for it in items:
         rec = records.get(it.id)
-        if rec is not None and rec["finish_reason"] not in ("prompt_too_long", "image_corrupt"):
+        if rec is not None and it.id not in generated and rec["finish_reason"] not in ("prompt_too_long",
+                                                                                         "image_corrupt"):
             extracted, correct = score(rec["response"], it)
             extracted = None if extracted is None else str(extracted)
             if (extracted, correct) != (rec["extracted"], rec["correct"]):
