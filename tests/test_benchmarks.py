@@ -1,4 +1,8 @@
-"""Benchmark / dataset adapters on the real files in ../shared/data (every row), plus hub-schema and error cases."""
+"""Benchmark / dataset adapters on real benchmark rows, plus hub-schema and error cases.
+
+Real rows come from the small fixtures in data/fixtures (always present); the every-row checks also run over the
+full files (``SHARED``: $MMEVO_SHARED_DATA or ../shared/data) and skip one by one when those are missing.
+"""
 
 import io
 import json
@@ -8,15 +12,18 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
+from datapaths import FIXTURES, SHARED, needs_shared
 from mmevo.data.benchmarks import load_items, mathvista_query
 from mmevo.data.schema import DataError
 
-DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
-MATHV = DATA / "mathvision"
-MATHVISTA = DATA / "mathvista_testmini"
-G3K = DATA / "geometry3k_samples"
+MATHV = FIXTURES / "mathvision"  # 17 testmini rows (+ their images), 9 test rows
+MATHVISTA = FIXTURES / "mathvista_testmini"  # 11 testmini rows + their query.json entries
+G3K = FIXTURES / "geometry3k_samples"  # InterGPS problems 11, 12, 13, 20
 
-pytestmark = pytest.mark.skipif(not MATHV.is_dir(), reason="shared benchmark data not present")
+FULL_MATHV_MINI = needs_shared("mathvision/testmini.jsonl", "MATH-V testmini (304 rows + images)")
+FULL_MATHV_TEST = needs_shared("mathvision/test.jsonl", "MATH-V test.jsonl (3,040 rows)")
+FULL_MATHVISTA = needs_shared("mathvista_testmini/testmini.json", "MathVista testmini (1,000 rows + query.json)")
+FULL_G3K = needs_shared("geometry3k_samples/20/data.json", "Geometry3K samples (InterGPS problems 11-20)")
 
 
 def _jsonl(path):
@@ -41,13 +48,17 @@ def _png_bytes(color=(10, 200, 30), size=(20, 12)):
 # ------------------------------------------------------------------------------------------------ MATH-Vision
 
 
-def test_mathvision_testmini_every_row():
-    rows = _jsonl(MATHV / "testmini.jsonl")
-    items, stats = load_items("mathvision", MATHV, "testmini")
-    assert stats == {"rows": 304, "loaded": 304, "skipped": 0, "skipped_by_reason": {},
-                     "files": [str(MATHV / "testmini.jsonl")]}
+@pytest.mark.parametrize("root, n_rows, n_choice", [
+    pytest.param(MATHV, 17, 4, id="fixture"),
+    pytest.param(SHARED / "mathvision", 304, 190, id="full", marks=FULL_MATHV_MINI),
+])
+def test_mathvision_testmini_every_row(root, n_rows, n_choice):
+    rows = _jsonl(root / "testmini.jsonl")
+    items, stats = load_items("mathvision", root, "testmini")
+    assert stats == {"rows": n_rows, "loaded": n_rows, "skipped": 0, "skipped_by_reason": {},
+                     "files": [str(root / "testmini.jsonl")]}
     assert [it.id for it in items] == [str(r["id"]) for r in rows]
-    assert sum(bool(it.choices) for it in items) == 190
+    assert sum(bool(it.choices) for it in items) == n_choice
     assert Counter(it.categories["subject"][0] for it in items) == Counter(r["subject"] for r in rows)
     assert Counter(it.categories["level"][0] for it in items) == Counter(str(r["level"]) for r in rows)
     for it, row in zip(items, rows):
@@ -64,23 +75,31 @@ def test_mathvision_testmini_every_row():
     assert ex.answer == "D" and ex.choices == ["A", "B", "C", "D", "E"] and ex.images[0].mode == "RGB"
 
 
-def test_mathvision_test_every_row_with_stand_in_images(tmp_path):
-    rows = _jsonl(MATHV / "test.jsonl")
-    root = _stand_in_images(tmp_path, {r["image"] for r in rows})
-    items, stats = load_items("mathvision", MATHV / "test.jsonl", "test", image_root=root)
-    assert stats["loaded"] == 3040 and stats["skipped"] == 0
-    assert sum(bool(it.choices) for it in items) == 1532
-    assert len(Counter(it.categories["subject"][0] for it in items)) == 16
-    assert items[100].load_images()[0].size == (24, 16)
+@pytest.mark.parametrize("root, n_rows, n_choice, n_subjects, pick", [
+    pytest.param(MATHV, 9, 3, 6, 7, id="fixture"),
+    pytest.param(SHARED / "mathvision", 3040, 1532, 16, 100, id="full", marks=FULL_MATHV_TEST),
+])
+def test_mathvision_test_every_row_with_stand_in_images(tmp_path, root, n_rows, n_choice, n_subjects, pick):
+    rows = _jsonl(root / "test.jsonl")
+    image_root = _stand_in_images(tmp_path, {r["image"] for r in rows})
+    items, stats = load_items("mathvision", root / "test.jsonl", "test", image_root=image_root)
+    assert stats["loaded"] == n_rows and stats["skipped"] == 0
+    assert sum(bool(it.choices) for it in items) == n_choice
+    assert len(Counter(it.categories["subject"][0] for it in items)) == n_subjects
+    assert items[pick].load_images()[0].size == (24, 16)
 
 
-def test_mathvision_missing_image_names_the_id(tmp_path):
+@pytest.mark.parametrize("root, n_with_image, n_without", [
+    pytest.param(MATHV, 3, 6, id="fixture"),  # test rows 4, 5, 6 are testmini rows: their images are there
+    pytest.param(SHARED / "mathvision", 304, 2736, id="full", marks=FULL_MATHV_TEST),
+])
+def test_mathvision_missing_image_names_the_id(tmp_path, root, n_with_image, n_without):
     with pytest.raises(DataError) as e:
-        load_items("mathvision", MATHV / "test.jsonl", "test")
+        load_items("mathvision", root / "test.jsonl", "test")
     msg = str(e.value)
     assert "test.jsonl:1 (row 0, id '1'): field 'image'" in msg and "images/1.jpg not found" in msg and e.value.row_id == "1"
-    items, stats = load_items("mathvision", MATHV / "test.jsonl", "test", skip_bad=True)
-    assert stats["loaded"] == 304 and stats["skipped_by_reason"] == {"image_missing": 2736}
+    items, stats = load_items("mathvision", root / "test.jsonl", "test", skip_bad=True)
+    assert stats["loaded"] == n_with_image and stats["skipped_by_reason"] == {"image_missing": n_without}
 
 
 def test_mathvision_malformed_rows_name_file_and_line(tmp_path):
@@ -129,28 +148,38 @@ def test_unreachable_hub_name_is_a_clear_error(monkeypatch):
 # ------------------------------------------------------------------------------------------------ MathVista
 
 
-def test_mathvista_query_builder_reproduces_every_official_query():
-    rows = json.loads((MATHVISTA / "testmini.json").read_text())
-    queries = json.loads((MATHVISTA / "query.json").read_text())
-    assert len(rows) == 1000
+@pytest.mark.parametrize("root, n_rows", [
+    pytest.param(MATHVISTA, 11, id="fixture"),  # every hint: multi choice, integer (with a unit), float 1 / 2, list
+    pytest.param(SHARED / "mathvista_testmini", 1000, id="full", marks=FULL_MATHVISTA),
+])
+def test_mathvista_query_builder_reproduces_every_official_query(root, n_rows):
+    rows = json.loads((root / "testmini.json").read_text())
+    queries = json.loads((root / "query.json").read_text())
+    assert len(rows) == n_rows
     assert [pid for pid, row in rows.items() if mathvista_query(row) != queries[pid]] == []
 
 
-def test_mathvista_testmini_every_row_with_stand_in_images(tmp_path):
-    rows = json.loads((MATHVISTA / "testmini.json").read_text())
-    queries = json.loads((MATHVISTA / "query.json").read_text())
+@pytest.mark.parametrize("data, n_rows, n_choice, n_geometry, n_statistical", [
+    pytest.param(MATHVISTA, 11, 5, 2, 3, id="fixture"),
+    pytest.param(SHARED / "mathvista_testmini", 1000, 540, 208, 301, id="full", marks=FULL_MATHVISTA),
+])
+def test_mathvista_testmini_every_row_with_stand_in_images(tmp_path, data, n_rows, n_choice, n_geometry,
+                                                           n_statistical):
+    rows = json.loads((data / "testmini.json").read_text())
+    queries = json.loads((data / "query.json").read_text())
     root = _stand_in_images(tmp_path, {r["image"] for r in rows.values()})
-    items, stats = load_items("mathvista", MATHVISTA, "testmini", image_root=root)
-    assert stats["loaded"] == 1000 and stats["skipped"] == 0
+    items, stats = load_items("mathvista", data, "testmini", image_root=root)
+    assert stats["loaded"] == n_rows and stats["skipped"] == 0
     assert [it.id for it in items] == list(rows)
     for it in items:
         assert it.problem == "<image>" + queries[it.id]
         assert it.row["answer"] == rows[it.id]["answer"] and it.row["metadata"] == rows[it.id]["metadata"]
-    assert Counter(it.categories["question_type"][0] for it in items) == {"multi_choice": 540, "free_form": 460}
-    assert Counter(it.categories["task"][0] for it in items)["geometry problem solving"] == 208
-    assert sum("statistical reasoning" in it.categories["skills"] for it in items) == 301
+    assert Counter(it.categories["question_type"][0] for it in items) == {"multi_choice": n_choice,
+                                                                            "free_form": n_rows - n_choice}
+    assert Counter(it.categories["task"][0] for it in items)["geometry problem solving"] == n_geometry
+    assert sum("statistical reasoning" in it.categories["skills"] for it in items) == n_statistical
     # images/<name> under image_root, or the images folder itself
-    items2, _ = load_items("mathvista", MATHVISTA / "testmini.json", image_root=root / "images", limit=5)
+    items2, _ = load_items("mathvista", data / "testmini.json", image_root=root / "images", limit=5)
     assert [it.images for it in items2] == [it.images for it in items[:5]]
 
 
@@ -177,14 +206,18 @@ def test_mathvista_hub_schema_parquet(tmp_path):
 # ------------------------------------------------------------------------------------------------ Geometry3K
 
 
-def test_intergps_raw_layout_every_sample():
-    items, stats = load_items("intergps", G3K)
-    assert stats["loaded"] == 10 and [it.id for it in items] == [str(i) for i in range(11, 21)]
+@pytest.mark.parametrize("root, ids", [
+    pytest.param(G3K, ["11", "12", "13", "20"], id="fixture"),
+    pytest.param(SHARED / "geometry3k_samples", [str(i) for i in range(11, 21)], id="full", marks=FULL_G3K),
+])
+def test_intergps_raw_layout_every_sample(root, ids):
+    items, stats = load_items("intergps", root)
+    assert stats["loaded"] == len(ids) and [it.id for it in items] == ids
     for it in items:
-        data = json.loads((G3K / it.id / "data.json").read_text())
+        data = json.loads((root / it.id / "data.json").read_text())
         assert it.answer == data["choices"]["ABCD".index(data["answer"])]
         assert it.problem.startswith("<image>" + data["problem_text"]) and " Choices: A. " in it.problem
-        assert it.images == [G3K / it.id / "img_diagram.png"]
+        assert it.images == [root / it.id / "img_diagram.png"]
         assert it.categories["graph"] == data["problem_type_graph"]
     assert items[0].answer == "80"  # id 11: answer D of [30, 40, 60, 80]
     ex = items[0].to_example()

@@ -1,7 +1,8 @@
 """Parity of the MathVista scorer with lmms-eval's port of the official MathVista scoring.
 
-Runs ``scripts/parity_mathvista.py`` on a deterministic subset of MathVista testmini (every 2nd row: 16
-extractions and 8 responses each) and asserts that
+Runs ``scripts/parity_mathvista.py`` on a deterministic subset of MathVista testmini (every 2nd row of the
+full testmini.json, skipped when that file is missing; and every row of the small fixture in data/fixtures:
+16 extractions and 8 responses each) and asserts that
 
 * normalisation + verdict (``normalize_mathvista_extraction`` / ``mathvista_is_correct`` vs lmms-eval's
   ``normalize_extracted_answer`` / ``safe_equal``) agree on every extraction, and
@@ -21,10 +22,21 @@ from pathlib import Path
 
 import pytest
 
+from datapaths import FIXTURES, SHARED, needs_shared
+
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "parity_mathvista.py"
 PARITY_PY = ROOT / ".venv-parity" / "bin" / "python"
-DATA = ROOT.parent / "shared" / "data" / "mathvista_testmini" / "testmini.json"
+
+# (data file, row stride, rows compared, more than this many pairs where the reference's rules fire / where it
+# needs GPT, so that neither comparison is vacuous): every 2nd row of the full testmini.json (1,000 rows), or every
+# row of the fixture (11 rows: every answer type, and pids 168 / 849 of the documented classes)
+SUBSETS = [
+    pytest.param((SHARED / "mathvista_testmini" / "testmini.json", 2, 500, 1000), id="full",
+                 marks=needs_shared("mathvista_testmini/testmini.json",
+                                    "MathVista testmini.json (1,000 rows; the parity subset is every 2nd row)")),
+    pytest.param((FIXTURES / "mathvista_testmini" / "testmini.json", 1, 11, 20), id="fixture"),
+]
 
 # Known disagreements, by class, and which side the official MathVista scripts (lupantech/MathVista
 # evaluation/calculate_score.py, extract_answer.py) side with.
@@ -48,19 +60,23 @@ ALLOWED_EXTRACTION = {
 }
 
 
+@pytest.fixture(scope="module", params=SUBSETS)
+def subset(request):
+    return request.param
+
+
 @pytest.fixture(scope="module")
-def report(tmp_path_factory):
+def report(tmp_path_factory, subset):
     if not PARITY_PY.exists():
         pytest.skip("the reference venv .venv-parity is missing: run `make parity-env`")
     probe = subprocess.run([str(PARITY_PY), "-c", "import lmms_eval, Levenshtein, yaml, loguru"],
                            capture_output=True, text=True)
     if probe.returncode != 0:
         pytest.skip("the reference venv .venv-parity lacks the MathVista deps: run `make parity-env`")
-    if not DATA.exists():
-        pytest.skip(f"MathVista data not found (expected {DATA.relative_to(ROOT.parent)} beside the repo)")
+    data, stride, _, _ = subset
     out = tmp_path_factory.mktemp("parity") / "parity_mathvista.json"
-    cmd = [sys.executable, str(SCRIPT), "--row-stride", "2", "--per-row", "16", "--responses-per-row", "8",
-           "--out", str(out)]
+    cmd = [sys.executable, str(SCRIPT), "--data", str(data), "--row-stride", str(stride), "--per-row", "16",
+           "--responses-per-row", "8", "--out", str(out)]
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300,
                           env={"OMP_NUM_THREADS": "1", "PATH": "/usr/bin:/bin"})
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -71,10 +87,11 @@ def _dump(ds: list[dict]) -> str:
     return json.dumps(ds[:10], indent=1, ensure_ascii=False)
 
 
-def test_normalisation_and_verdict_parity(report):
+def test_normalisation_and_verdict_parity(report, subset):
+    n_rows = subset[2]
     norm = report["normalisation"]
-    assert report["rows"] == 500
-    assert norm["pairs"] >= 500 * 15 and norm["reference_errors"] == 0
+    assert report["rows"] == n_rows
+    assert norm["pairs"] >= n_rows * 15 and norm["reference_errors"] == 0
     dis = report["normalisation_disagreements"]
     unexplained = [d for d in dis if d["class"] not in ALLOWED_NORMALISATION]
     assert not unexplained, _dump(unexplained)
@@ -89,10 +106,11 @@ def test_normalisation_and_verdict_parity(report):
     assert norm["agreement_pct_counting_documented"] == 100.0
 
 
-def test_rule_based_extraction_parity(report):
+def test_rule_based_extraction_parity(report, subset):
+    _, _, n_rows, least = subset
     ext = report["extraction"]
-    assert ext["pairs"] == 500 * 8
-    assert ext["reference_rules_fired"] > 1000  # the comparison is not vacuous
+    assert ext["pairs"] == n_rows * 8
+    assert ext["reference_rules_fired"] > least  # the comparison is not vacuous
     dis = report["extraction_disagreements"]
     unexplained = [d for d in dis if d["class"] not in ALLOWED_EXTRACTION]
     assert not unexplained, _dump(unexplained)
@@ -107,8 +125,8 @@ def test_rule_based_extraction_parity(report):
     assert ext["agree_where_rules_fired"] + len(dis) == ext["reference_rules_fired"]
 
 
-def test_ours_where_the_reference_needs_gpt(report):
+def test_ours_where_the_reference_needs_gpt(report, subset):
     # Where the official pipeline would call GPT, every response written to state the gold (a wrong)
     # answer is scored right (wrong) by our rule-based extractor.
     ok, total = (int(x) for x in report["extraction"]["ours_as_intended_where_reference_needs_gpt"].split("/"))
-    assert total > 1000 and ok == total
+    assert total > subset[3] and ok == total

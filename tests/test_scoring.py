@@ -1,4 +1,8 @@
-"""Tests of the rule-based MATH-V and MathVista scorers against the real benchmark rows."""
+"""Tests of the rule-based MATH-V and MathVista scorers against the real benchmark rows.
+
+The rows come from the small fixtures in data/fixtures (always present); the self-consistency checks also run
+over every row of the full files (``SHARED``) and skip one by one when those are missing.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from datapaths import FIXTURES, shared
 from mmevo.eval.scoring import (
     edit_distance,
     extract_mathvision_answer,
@@ -19,9 +24,8 @@ from mmevo.eval.scoring import (
     score_mathvista,
 )
 
-DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
-MATHV = DATA / "mathvision"
-MATHVISTA = DATA / "mathvista_testmini" / "testmini.json"
+MATHV = FIXTURES / "mathvision"  # 17 testmini rows; 9 test rows, 2804 and 2866 of MATHV_SELF_FAILS among them
+MATHVISTA = FIXTURES / "mathvista_testmini" / "testmini.json"  # 11 rows
 
 # Rows whose own ground truth the official MATH-V rules cannot match (checked against lmms-eval's
 # port of them, see scripts/parity_mathvision.py): the string compare fails (the ground truth keeps
@@ -38,25 +42,33 @@ def _load_jsonl(path: Path) -> list[dict]:
 
 @pytest.fixture(scope="module")
 def mathv_mini() -> dict[str, dict]:
-    path = MATHV / "testmini.jsonl"
-    if not path.exists():
-        pytest.skip(f"MATH-V data not found (expected {path.relative_to(DATA.parent)} beside the repo)")
-    return {r["id"]: r for r in _load_jsonl(path)}
+    return {r["id"]: r for r in _load_jsonl(MATHV / "testmini.jsonl")}
 
 
 @pytest.fixture(scope="module")
 def mathv_test() -> list[dict]:
-    path = MATHV / "test.jsonl"
-    if not path.exists():
-        pytest.skip(f"MATH-V data not found (expected {path.relative_to(DATA.parent)} beside the repo)")
-    return _load_jsonl(path)
+    return _load_jsonl(MATHV / "test.jsonl")
 
 
 @pytest.fixture(scope="module")
 def mathvista() -> dict[str, dict]:
-    if not MATHVISTA.exists():
-        pytest.skip(f"MathVista data not found (expected {MATHVISTA.relative_to(DATA.parent)} beside the repo)")
     with open(MATHVISTA, encoding="utf-8") as fh:
+        return json.load(fh)
+
+
+@pytest.fixture(scope="module")
+def mathv_mini_full() -> dict[str, dict]:
+    return {r["id"]: r for r in _load_jsonl(shared("mathvision/testmini.jsonl", "MATH-V testmini.jsonl (304 rows)"))}
+
+
+@pytest.fixture(scope="module")
+def mathv_test_full() -> list[dict]:
+    return _load_jsonl(shared("mathvision/test.jsonl", "MATH-V test.jsonl (3,040 rows)"))
+
+
+@pytest.fixture(scope="module")
+def mathvista_full() -> dict[str, dict]:
+    with open(shared("mathvista_testmini/testmini.json", "MathVista testmini.json (1,000 rows)"), encoding="utf-8") as fh:
         return json.load(fh)
 
 
@@ -211,14 +223,23 @@ def test_mathv_extraction_rules():
     assert not mathvision_is_equal("", "")
 
 
-def test_mathv_self_consistency_all_rows(mathv_mini, mathv_test):
-    t0 = time.time()
+def test_mathv_self_consistency_fixture_rows(mathv_mini, mathv_test):
     rows = list(mathv_mini.values()) + mathv_test
+    assert len(rows) == 17 + 9
+    fails = sorted({r["id"] for r in rows if not score_mathvision(r["answer"], r)}, key=int)
+    assert set(fails) == {"2804", "2866"}, fails  # the two of MATHV_SELF_FAILS among the fixture rows
+    # testmini: 17/17; test: 7/9
+    assert sum(score_mathvision(r["answer"], r) for r in mathv_test) == 7
+
+
+def test_mathv_self_consistency_all_rows(mathv_mini_full, mathv_test_full):
+    t0 = time.time()
+    rows = list(mathv_mini_full.values()) + mathv_test_full
     assert len(rows) == 304 + 3040
     fails = sorted({r["id"] for r in rows if not score_mathvision(r["answer"], r)}, key=int)
     assert set(fails) == MATHV_SELF_FAILS, fails
     # testmini: 304/304; test: 3034/3040
-    assert sum(score_mathvision(r["answer"], r) for r in mathv_test) == 3034
+    assert sum(score_mathvision(r["answer"], r) for r in mathv_test_full) == 3034
     assert time.time() - t0 < 20
 
 
@@ -404,10 +425,16 @@ def test_mathvista_normalisation_official_rules(mathvista):
     assert normalize_mathvista_extraction("1.251", mathvista["1"]) == "1.3"
 
 
-def test_mathvista_self_consistency_all_rows(mathvista):
-    t0 = time.time()
-    assert len(mathvista) == 1000
+def test_mathvista_self_consistency_fixture_rows(mathvista):
+    assert len(mathvista) == 11
     fails = [pid for pid, item in mathvista.items() if not score_mathvista(str(item["answer"]), item)]
+    assert fails == []
+
+
+def test_mathvista_self_consistency_all_rows(mathvista_full):
+    t0 = time.time()
+    assert len(mathvista_full) == 1000
+    fails = [pid for pid, item in mathvista_full.items() if not score_mathvista(str(item["answer"]), item)]
     assert fails == []
     assert time.time() - t0 < 10
 

@@ -168,14 +168,12 @@ def test_seeded_batch_larger_than_one_prefill_step(engine, policy):
 def test_benchmark_eval_through_vllm_matches_hf(policy, engine, tmp_path):
     """`mmevo eval --engine vllm` writes the same greedy responses and scores as the HF engine (real MATH-V rows)."""
     import json
-    from pathlib import Path
 
+    from datapaths import FIXTURES
     from mmevo.config import load_config
     from mmevo.eval.runner import run_benchmark
 
-    mathv = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "mathvision"
-    if not mathv.is_dir():
-        pytest.skip("shared benchmark data not present")
+    mathv = FIXTURES / "mathvision"  # real MATH-V testmini rows (data/fixtures)
     responses = {}
     for name, eng in (("vllm", engine), ("hf", _hf(policy))):
         cfg = load_config(None, [f"model.path={policy.path}", "eval.benchmark=mathvision_testmini", f"eval.data={mathv}",
