@@ -40,7 +40,13 @@ def peak_memory_mb() -> dict[str, float]:
 
 
 class RunLogger:
-    """Writes one JSON object per step to ``metrics.jsonl``; mirrors to wandb when enabled."""
+    """Writes one JSON object per step to ``metrics.jsonl``; mirrors to wandb when enabled.
+
+    Each logger owns its own wandb run (``reinit="create_new"``): several loggers may live in one
+    process (e.g. a self-play loop with one logger per phase), and starting or closing one never
+    ends another's run. Logging and finishing go through the logger's own run object, never the
+    global ``wandb.run``. If the run fails to start, the logger still writes ``metrics.jsonl``.
+    """
 
     def __init__(self, output_dir: str | Path, config: dict | None = None, wandb_mode: str = "offline",
                  project: str = "mmevo", enabled: bool = True, filename: str = "metrics.jsonl"):
@@ -57,7 +63,7 @@ class RunLogger:
 
                 os.environ.setdefault("WANDB_SILENT", "true")
                 self._wandb = wandb.init(project=project, dir=str(self.dir), mode=wandb_mode, config=config or {},
-                                         reinit="finish_previous")
+                                         reinit="create_new")
             except Exception as e:  # logging must never kill a run
                 print(f"[mmevo] wandb disabled: {e}")
 
@@ -78,9 +84,10 @@ class RunLogger:
         self.path.write_text("".join(l + "\n" for l in keep))
 
     def close(self) -> None:
-        if self._wandb is not None:
-            self._wandb.finish()
-            self._wandb = None
+        """Finish this logger's own wandb run (idempotent); metrics.jsonl needs no closing."""
+        run, self._wandb = self._wandb, None
+        if run is not None:
+            run.finish()
 
 
 def read_jsonl(path: str | Path) -> list[dict]:

@@ -208,11 +208,12 @@ def test_policy_loss_clip_higher_differs_from_symmetric():
 
 def test_policy_loss_metrics():
     _, m = policy_loss(_logp(), OLD, ADV, MASK, clip_low=0.2, clip_high=0.28)
-    assert set(m) == {"clip_frac_low", "clip_frac_high", "clip_frac",
+    assert set(m) == {"clip_frac_low", "clip_frac_high", "clip_frac", "clip_frac_dual",
                       "approx_kl", "ratio_mean", "ratio_max"}
     assert all(isinstance(v, float) for v in m.values())
     close(m["clip_frac_low"], 1 / 5)   # row1 t0
     close(m["clip_frac_high"], 1 / 5)  # row0 t1
+    assert m["clip_frac_dual"] == 0.0  # row1: -A*c = 6 > 2.2 (and the masked 4.0)
     close(m["clip_frac"], 2 / 5)
     # approx_kl = mean(old - logp) = -(ln1 + ln1.5 + ln.5 + ln.5 + ln1.1)/5
     #           = -(0 + 0.4054651 - 0.6931472 - 0.6931472 + 0.0953102)/5 = 0.1771038
@@ -307,3 +308,167 @@ def test_logprobs_from_logits():
     out16 = logprobs_from_logits(logits.bfloat16(), labels)
     assert out16.dtype == torch.float32
     close(out16, out, atol=2e-2)
+
+
+# --------------------------------------------------------------------------- #
+# policy_loss: dual clip (arXiv:1912.09729, verl's clip_ratio_c)
+# --------------------------------------------------------------------------- #
+def _one_token(adv, ratio, c, requires_grad=False):
+    logp = torch.tensor([[math.log(ratio)]], requires_grad=requires_grad)
+    loss, m = policy_loss(logp, torch.zeros(1, 1), torch.tensor([adv]), torch.ones(1, 1),
+                          clip_low=0.2, clip_high=0.2, clip_ratio_c=c)
+    return logp, loss, m
+
+
+def test_dual_clip_bounds_negative_advantage_token():
+    # A=-1, ratio 5: L_clip = max(-A*5, -A*clip(5, .8, 1.2)) = max(5, 1.2) = 5
+    # dual clip c=3: min(5, -A*c) = min(5, 3) = 3
+    _, loss, m = _one_token(-1.0, 5.0, 3.0)
+    close(loss, 3.0)
+    assert m["clip_frac_dual"] == 1.0
+    # disabled: 5
+    _, loss, m = _one_token(-1.0, 5.0, None)
+    close(loss, 5.0)
+    assert m["clip_frac_dual"] == 0.0
+    # the default is c=3 (verl's clip_ratio_c)
+    loss, _ = policy_loss(torch.tensor([[math.log(5.0)]]), torch.zeros(1, 1), torch.tensor([-1.0]),
+                          torch.ones(1, 1), clip_low=0.2, clip_high=0.2)
+    close(loss, 3.0)
+
+
+def test_dual_clip_leaves_positive_advantage_alone():
+    # A=+1, ratio 5: max(-5, -1*1.2) = -1.2 with or without the dual clip
+    # (applying the bound here would give min(-1.2, -3) = -3)
+    for c in (3.0, 1.5, None):
+        _, loss, m = _one_token(1.0, 5.0, c)
+        close(loss, -1.2)
+        assert m["clip_frac_dual"] == 0.0
+
+
+def test_dual_clip_inactive_below_c():
+    # A=-1, ratio 2: max(2, 1.2) = 2 < 3 -> 2 (dual bound not reached)
+    _, loss, m = _one_token(-1.0, 2.0, 3.0)
+    close(loss, 2.0)
+    assert m["clip_frac_dual"] == 0.0
+    # A=-2, ratio 2 with c=1.5: max(4, 2.4) = 4 > -A*c = 3 -> 3
+    _, loss, m = _one_token(-2.0, 2.0, 1.5)
+    close(loss, 3.0)
+    assert m["clip_frac_dual"] == 1.0
+
+
+def test_dual_clip_gradient_is_zero():
+    # dual-clipped token: the loss is the constant -A*c -> d/dlogp = 0
+    logp, loss, _ = _one_token(-1.0, 5.0, 3.0, requires_grad=True)
+    loss.backward()
+    assert logp.grad.item() == 0.0
+    # without it: d(-A*rho)/dlogp = -A*rho = 5
+    logp, loss, _ = _one_token(-1.0, 5.0, None, requires_grad=True)
+    loss.backward()
+    close(logp.grad, [[5.0]])
+
+
+# B=3, T=3, old_logp = 0, clip .2/.2, c = 3
+# row 0, A=-1, ratios [5, 2, 0.5], mask [1,1,1]
+#   t0: max(5, 1.2) = 5 -> min(5, 3) = 3  (dual active, grad 0)
+#   t1: max(2, 1.2) = 2 < 3 -> 2          (grad -A*rho = 2)
+#   t2: max(0.5, 0.8) = 0.8 < 3 -> 0.8    (lower clip, grad 0)
+# row 1, A=+2, ratios [5, 1, 4], mask [1,1,0]
+#   t0: max(-10, -2.4) = -2.4             (upper clip, grad 0)
+#   t1: max(-2, -2) = -2                  (grad -A*rho = -2)
+#   t2: masked
+# row 2, A=-0.5, ratios [10, 1, 1], mask [0,0,0]: t0 would be dual-clipped but is masked
+# masked sum with c=3: 3 + 2 + 0.8 - 2.4 - 2 = 1.4 over 5 tokens -> 0.28
+# without dual clip:   5 + 2 + 0.8 - 2.4 - 2 = 3.4 -> 0.68
+# with c=1.5: row0 t0 min(5, 1.5) = 1.5, t1 min(2, 1.5) = 1.5, t2 0.8:
+#   1.5 + 1.5 + 0.8 - 2.4 - 2 = -0.6 -> -0.12; dual active on 2 of 5 tokens
+D_RATIOS = torch.tensor([[5.0, 2.0, 0.5], [5.0, 1.0, 4.0], [10.0, 1.0, 1.0]])
+D_MASK = torch.tensor([[1, 1, 1], [1, 1, 0], [0, 0, 0]])
+D_ADV = torch.tensor([-1.0, 2.0, -0.5])
+
+
+def _d_loss(c, requires_grad=False, agg="token-mean"):
+    logp = D_RATIOS.log().clone().requires_grad_(requires_grad)
+    loss, m = policy_loss(logp, torch.zeros(3, 3), D_ADV, D_MASK, clip_low=0.2, clip_high=0.2,
+                          agg=agg, clip_ratio_c=c)
+    return logp, loss, m
+
+
+def test_dual_clip_batch_values_and_metrics():
+    _, loss, m = _d_loss(3.0)
+    close(loss, 0.28)
+    close(m["clip_frac_dual"], 1 / 5)   # row0 t0 only (row2 t0 is masked)
+    close(m["clip_frac_low"], 1 / 5)    # row0 t2
+    close(m["clip_frac_high"], 1 / 5)   # row1 t0 (row0 t0 has A<0)
+    _, loss, m = _d_loss(None)
+    close(loss, 0.68)
+    assert m["clip_frac_dual"] == 0.0
+    _, loss, m = _d_loss(1.5)
+    close(loss, -0.12)
+    close(m["clip_frac_dual"], 2 / 5)
+    # seq-mean-token-sum with c=3: row sums 3 + 2 + 0.8 = 5.8, -2.4 - 2 = -4.4, 0
+    #   -> (5.8 - 4.4 + 0)/3 = 1.4/3 = 0.4666667
+    _, loss, _ = _d_loss(3.0, agg="seq-mean-token-sum")
+    close(loss, 0.4666667)
+
+
+def test_dual_clip_batch_gradient():
+    logp, loss, _ = _d_loss(3.0, requires_grad=True)
+    loss.backward()
+    # token-mean over 5 tokens: d/dlogp = -A*rho/5 where unclipped, else 0
+    # row0 t1: 2/5 = 0.4; row1 t1: -2/5 = -0.4; everything else 0 (dual, clip or mask)
+    close(logp.grad, [[0.0, 0.4, 0.0], [0.0, -0.4, 0.0], [0.0, 0.0, 0.0]])
+    logp, loss, _ = _d_loss(None, requires_grad=True)
+    loss.backward()
+    # without dual clip row0 t0 gets -A*rho/5 = 5/5 = 1
+    close(logp.grad, [[1.0, 0.4, 0.0], [0.0, -0.4, 0.0], [0.0, 0.0, 0.0]])
+
+
+def test_dual_clip_per_token_advantages():
+    # [B, T] advantages: t0 A=-1 ratio 5 -> 3 (dual); t1 A=+1 ratio 5 -> -1.2
+    # token-mean: (3 - 1.2)/2 = 0.9
+    logp = torch.full((1, 2), math.log(5.0))
+    loss, m = policy_loss(logp, torch.zeros(1, 2), torch.tensor([[-1.0, 1.0]]), torch.ones(1, 2),
+                          clip_low=0.2, clip_high=0.2, clip_ratio_c=3.0)
+    close(loss, 0.9)
+    close(m["clip_frac_dual"], 0.5)
+
+
+def _pre_dual_clip_policy_loss(logp, old_logp, adv, mask, clip_low, clip_high, agg):
+    # Frozen copy of the body of policy_loss before the dual clip was added
+    # (regression reference for clip_ratio_c=None, not an oracle for the dual clip).
+    adv = adv.to(logp.dtype).unsqueeze(-1)
+    mask_f = mask.to(logp.dtype)
+    ratio = torch.exp(torch.clamp(logp - old_logp, min=-20.0, max=20.0))
+    loss_mat = torch.maximum(-adv * ratio, -adv * torch.clamp(ratio, 1.0 - clip_low, 1.0 + clip_high))
+    return agg_loss(loss_mat, mask_f, agg)
+
+
+@pytest.mark.parametrize("agg", ["token-mean", "seq-mean-token-mean", "seq-mean-token-sum",
+                                 "seq-mean-token-sum-norm"])
+def test_dual_clip_none_is_old_behaviour_bitwise(agg):
+    g = torch.Generator().manual_seed(1234)
+    B, T = 16, 24
+    old = -torch.rand(B, T, generator=g) * 3
+    logp = (old + torch.randn(B, T, generator=g) * 1.5).requires_grad_(True)
+    adv = torch.randn(B, generator=g)
+    mask = (torch.rand(B, T, generator=g) > 0.2).long()
+    loss, m = policy_loss(logp, old, adv, mask, clip_low=0.2, clip_high=0.28, agg=agg, clip_ratio_c=None)
+    (grad,) = torch.autograd.grad(loss, logp)
+    logp2 = logp.detach().clone().requires_grad_(True)
+    ref = _pre_dual_clip_policy_loss(logp2, old, adv, mask, 0.2, 0.28, agg)
+    (ref_grad,) = torch.autograd.grad(ref, logp2)
+    assert torch.equal(loss.detach(), ref.detach())
+    assert torch.equal(grad, ref_grad)
+    assert m["clip_frac_dual"] == 0.0
+    # the inputs do exercise the dual clip: with c=3 the loss differs and some tokens are bounded
+    loss3, m3 = policy_loss(logp, old, adv, mask, clip_low=0.2, clip_high=0.28, agg=agg, clip_ratio_c=3.0)
+    assert m3["clip_frac_dual"] > 0.0
+    assert loss3.item() < loss.item()
+    assert {k: v for k, v in m3.items() if k != "clip_frac_dual"} == \
+        {k: v for k, v in m.items() if k != "clip_frac_dual"}
+
+
+@pytest.mark.parametrize("bad", [1.0, 0.5, 0.0, -3.0, float("nan")])
+def test_dual_clip_bad_c_raises(bad):
+    with pytest.raises(ValueError, match="clip_ratio_c"):
+        policy_loss(_logp(), OLD, ADV, MASK, clip_ratio_c=bad)

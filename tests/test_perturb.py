@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from mmevo.config import CSRSConfig
 from mmevo.csrs.perturb import DEFAULT_VSP_SIGMA, derive_seed, perturb_image, perturb_images
 
 
@@ -93,5 +94,16 @@ def test_bad_args_raise(sigma, seed):
         perturb_image(grey((4, 4)), sigma, seed)
 
 
-def test_default_sigma_is_documented_pixel_value():
-    assert DEFAULT_VSP_SIGMA == 20.0
+def test_config_default_sigma_is_the_module_default_and_is_realised():
+    # the CSRS config and perturb_images' default must not drift apart
+    sigma = CSRSConfig().sigma
+    assert sigma == DEFAULT_VSP_SIGMA
+    img = grey((256, 256))
+    # perturb_images without a sigma and with the config's sigma give the same images ...
+    (default_out,) = perturb_images([img], seed=4)
+    (config_out,) = perturb_images([img], sigma, seed=4)
+    assert default_out.tobytes() == config_out.tobytes()
+    # ... whose realised noise std is that sigma (mid-grey: clipping is > 6 sigma away)
+    d = diff(config_out, img)
+    assert abs(d.std() - sigma) < 0.05 * sigma
+    assert abs(d.mean()) < 0.05 * sigma

@@ -246,16 +246,27 @@ def policy_loss(
     clip_high: float = 0.2,
     agg: str = "token-mean",
     loss_scale_factor: Optional[float] = None,
+    clip_ratio_c: Optional[float] = 3.0,
 ) -> Tuple[Tensor, Dict[str, float]]:
-    r"""PPO clipped surrogate with decoupled clip range (clip-higher, DAPO).
+    r"""PPO clipped surrogate with decoupled clip range (clip-higher, DAPO)
+    and dual clip (Ye et al. 2020, arXiv:1912.09729, as in verl).
 
     .. math::
         \rho = \exp(\mathrm{clamp}(\log\pi - \log\pi_{old}, -20, 20))
 
-        L_{bt} = \max\big(-A_b \rho_{bt},\;
+        L^{clip}_{bt} = \max\big(-A_b \rho_{bt},\;
                           -A_b\,\mathrm{clip}(\rho_{bt}, 1-\epsilon_{low}, 1+\epsilon_{high})\big)
 
-    aggregated with :func:`agg_loss` (``agg``, ``loss_scale_factor``).
+        L_{bt} = \begin{cases}
+                   \min\big(L^{clip}_{bt},\; -A_b\,c\big) & A_b < 0 \\
+                   L^{clip}_{bt} & A_b \ge 0
+                 \end{cases}
+
+    The dual clip bounds the loss of a token with negative advantage whose
+    ratio has grown far above 1 (a large off-policy step) by :math:`-A c`; such
+    a token then gets no gradient. ``clip_ratio_c=None`` disables it (exactly
+    :math:`L = L^{clip}`). The result is aggregated with :func:`agg_loss`
+    (``agg``, ``loss_scale_factor``).
 
     Metrics (python floats, computed without grad, over masked tokens; 0 when
     the mask is empty):
@@ -265,6 +276,8 @@ def policy_loss(
     * ``clip_frac_high``: share of tokens with :math:`A>0` and
       :math:`\rho > 1+\epsilon_{high}` (upper clip active);
     * ``clip_frac``: their sum;
+    * ``clip_frac_dual``: share of tokens with :math:`A<0` and
+      :math:`-A c < L^{clip}` (dual clip active; 0 when disabled);
     * ``approx_kl``: masked mean of :math:`\log\pi_{old} - \log\pi`;
     * ``ratio_mean``, ``ratio_max``: masked mean / max of :math:`\rho`.
 
@@ -278,12 +291,16 @@ def policy_loss(
         clip_high: :math:`\epsilon_{high}`.
         agg: see :func:`agg_loss`.
         loss_scale_factor: see :func:`agg_loss`.
+        clip_ratio_c: dual-clip constant :math:`c > 1` (verl's default 3.0);
+            ``None`` disables the dual clip.
 
     Returns:
         ``(loss, metrics)`` with ``loss`` a scalar tensor.
     """
     if agg not in AGG_MODES:
         raise ValueError(f"unknown loss agg mode {agg!r}; valid choices: {', '.join(AGG_MODES)}")
+    if clip_ratio_c is not None and not float(clip_ratio_c) > 1.0:
+        raise ValueError(f"clip_ratio_c must be > 1.0 (or None to disable the dual clip), got {clip_ratio_c!r}")
 
     adv = advantages.to(logp.dtype)
     if adv.dim() == logp.dim() - 1:
@@ -296,6 +313,11 @@ def policy_loss(
     pg_unclipped = -adv * ratio  # [B, T]
     pg_clipped = -adv * torch.clamp(ratio, 1.0 - clip_low, 1.0 + clip_high)  # [B, T]
     loss_mat = torch.maximum(pg_unclipped, pg_clipped)  # [B, T]
+    if clip_ratio_c is not None:
+        neg = (adv < 0).expand_as(loss_mat)  # [B, T]
+        pg_dual = -adv * float(clip_ratio_c)  # [B, 1] or [B, T]; constant in logp -> zero gradient
+        dual_active = neg & (pg_dual < loss_mat)  # [B, T]
+        loss_mat = torch.where(dual_active, pg_dual.expand_as(loss_mat), loss_mat)  # [B, T]
 
     loss = agg_loss(loss_mat, mask_f, agg, loss_scale_factor=loss_scale_factor)
 
@@ -307,6 +329,10 @@ def policy_loss(
         high = ((a > 0) & (r > 1.0 + clip_high)).to(r.dtype)
         clip_frac_low = masked_mean(low, mask_f).item()
         clip_frac_high = masked_mean(high, mask_f).item()
+        if clip_ratio_c is not None:
+            clip_frac_dual = masked_mean(dual_active.to(r.dtype), mask_f).item()
+        else:
+            clip_frac_dual = 0.0
         approx_kl = masked_mean(old_logp.detach() - logp.detach(), mask_f).item()
         ratio_mean = masked_mean(r, mask_f).item()
         ratio_max = r[m].max().item() if bool(m.any()) else 0.0
@@ -315,6 +341,7 @@ def policy_loss(
         "clip_frac_low": float(clip_frac_low),
         "clip_frac_high": float(clip_frac_high),
         "clip_frac": float(clip_frac_low + clip_frac_high),
+        "clip_frac_dual": float(clip_frac_dual),
         "approx_kl": float(approx_kl),
         "ratio_mean": float(ratio_mean),
         "ratio_max": float(ratio_max),

@@ -60,3 +60,10 @@ class RolloutEngine(Protocol):
 
     def wake(self) -> None:
         """Undo ``sleep``."""
+
+    def close(self) -> None:
+        """Release what the engine holds (its model reference, caches, accelerator memory) for good.
+
+        Idempotent. Afterwards ``generate`` and ``sync_weights`` raise RuntimeError; ``sleep`` / ``wake`` do
+        nothing. A loop that builds one engine after another closes each before building the next.
+        """

@@ -62,6 +62,7 @@ class HFEngine:
 
         The source may be ZeRO-3 partitioned: its weights are gathered bucket by bucket (every rank must call this).
         """
+        self._require_open()
         if unwrap(model) is unwrap(self.model):
             return
         from mmevo.models.weights import full_state_items
@@ -84,8 +85,16 @@ class HFEngine:
     def wake(self) -> None:
         pass
 
+    def close(self) -> None:
+        """Drop the engine's reference to the model (idempotent); the KV caches live only inside ``generate``.
+
+        The model is the trainer's module (colocated), so its memory is freed once the caller drops it too.
+        """
+        self.model = None
+
     @torch.no_grad()
     def generate(self, requests: Sequence[RolloutRequest], params: SamplingParams) -> list[list[Completion]]:
+        self._require_open()
         generator = None
         if params.seed is not None:
             generator = torch.Generator(device="cpu").manual_seed(params.seed)
@@ -104,6 +113,10 @@ class HFEngine:
         return results
 
     # -- internals ------------------------------------------------------------------------------------------------
+    def _require_open(self) -> None:
+        if self.model is None:
+            raise RuntimeError("this HFEngine is closed (close() was called); build a new engine to sample")
+
     def _generate_chunk(self, requests, idxs, params, generator, results) -> None:
         model = unwrap(self.model)
         was_training = model.training

