@@ -12,7 +12,7 @@ import types
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 import yaml
 
@@ -80,8 +80,9 @@ class RolloutConfig:
 
 @dataclass
 class RewardConfig:
-    heads: dict = field(default_factory=lambda: {"accuracy": 1.0})  # reward head name -> weight
-    # known heads: accuracy (needs gold), format, majority (MM-UPT, label-free), sfr (CSRS, label-free)
+    heads: dict = field(default_factory=lambda: {"accuracy": 1.0})  # reward head (name or pkg.module:Class) -> weight
+    head_args: dict = field(default_factory=dict)  # head -> keyword arguments, e.g. {sfr: {gamma: 0.2}}
+    # registered heads: accuracy (needs gold), format, majority (MM-UPT, label-free), sfr (CSRS, label-free)
 
 
 @dataclass
@@ -92,6 +93,7 @@ class AlgoConfig:
     kl_type: str = "low_var_kl"  # k1 | k2 | k3 | low_var_kl
     clip_low: float = 0.2  # PPO clip below 1 (ratio >= 1 - clip_low)
     clip_high: float = 0.2  # PPO clip above 1; > clip_low is DAPO's clip-higher
+    clip_ratio_c: Optional[float] = 3.0  # dual-clip bound c > 1 for negative advantages (verl: 3.0); null = off
     loss_agg: str = "token-mean"  # token-mean | seq-mean-token-mean | seq-mean-token-sum | seq-mean-token-sum-norm
     entropy_coef: float = 0.0  # entropy bonus (CSRS Table 6: 0)
     ppo_epochs: int = 1  # passes over each rollout batch
@@ -193,8 +195,11 @@ def _coerce(value: Any, typ: Any, where: str) -> Any:
         if isinstance(value, str):
             value = yaml.safe_load(value)
         return tuple(value)
-    if origin in (typing.Union, types.UnionType):
-        return value
+    if origin in (typing.Union, types.UnionType):  # Optional[X]: None (null) or an X
+        if value is None or (isinstance(value, str) and value.lower() in ("null", "none", "~")):
+            return None
+        inner = [a for a in typing.get_args(typ) if a is not type(None)]
+        return _coerce(value, inner[0], where) if len(inner) == 1 else value
     if typ is bool:
         if isinstance(value, str):
             low = value.lower()
@@ -286,6 +291,15 @@ def validate(cfg: Config) -> None:
         raise ConfigError("rollout.n must be >= 1")
     if cfg.algo.clip_low < 0 or cfg.algo.clip_high < 0:
         raise ConfigError("algo.clip_low / clip_high must be >= 0")
+    if cfg.algo.clip_ratio_c is not None and not cfg.algo.clip_ratio_c > 1.0:
+        raise ConfigError(f"algo.clip_ratio_c={cfg.algo.clip_ratio_c} must be > 1 (or null to turn dual-clip off)")
+    stray = [h for h in cfg.reward.head_args if h not in cfg.reward.heads]
+    if stray:
+        raise ConfigError(f"reward.head_args names {stray}, which are not in reward.heads {sorted(cfg.reward.heads)}")
+    bad = [h for h, kw in cfg.reward.head_args.items() if kw is not None and not isinstance(kw, dict)]
+    if bad:
+        raise ConfigError(f"reward.head_args[{bad[0]!r}] must be a mapping of keyword arguments, "
+                          f"got {cfg.reward.head_args[bad[0]]!r}")
     if not cfg.reward.heads:
         raise ConfigError("reward.heads is empty: give at least one head, e.g. {accuracy: 1.0}")
     c = cfg.csrs

@@ -62,19 +62,33 @@ def load_examples(cfg: Config, which: str) -> tuple[list[Example], dict]:
     return rows, stats
 
 
-def _build_trainer(cfg: Config, policy: LoadedModel, train, heldout, log: bool = True):
+def default_strategy(cfg: Config):
+    """The rollout strategy the config asks for: CSRS when ``csrs.enabled``, else plain GRPO groups."""
+    if cfg.csrs.enabled:
+        from mmevo.csrs.strategy import CSRSStrategy
+
+        return CSRSStrategy(cfg.csrs)
+    from mmevo.rollout.strategy import PlainGroups
+
+    return PlainGroups()
+
+
+def build_trainer(cfg: Config, policy: LoadedModel, train=(), heldout=None, strategy=None, prompt_source=None,
+                  log: bool = True):
+    """A ready GRPO trainer: reference model (when ``algo.kl_coef > 0``), strategy, prompt source, engine.
+
+    ``strategy`` defaults to the config's (CSRS or plain groups), ``prompt_source`` to seeded epochs over ``train``;
+    a loop passes its own and may call ``trainer.step(examples)``. Call ``trainer.close()`` when done with it.
+    """
     from mmevo.grpo.trainer import GRPOTrainer
     from mmevo.rollout.factory import build_engine
 
     ref = None
     if cfg.algo.kl_coef > 0:  # the reference is the run's starting model, also after a resume
         ref = load_model(policy.path, cfg.model.dtype, cfg.model.device).model.eval().requires_grad_(False)
-    strategy = None
-    if cfg.csrs.enabled:
-        from mmevo.csrs.strategy import csrs_rollout
-
-        strategy = csrs_rollout
-    trainer = GRPOTrainer(cfg, policy, None, train, heldout, ref_model=ref, strategy=strategy, log=log)
+    trainer = GRPOTrainer(cfg, policy, None, train, heldout, ref_model=ref,
+                          strategy=strategy if strategy is not None else default_strategy(cfg),
+                          prompt_source=prompt_source, log=log)
     # the engine starts after DeepSpeed has partitioned the policy (ZeRO-3): vLLM claims its share of the GPU
     # (rollout.gpu_memory_utilization of the total) only while that much is free
     trainer.engine = build_engine(cfg, policy)
@@ -114,7 +128,7 @@ def run_grpo(cfg: Config, evaluate_before_after: bool = True) -> dict:
     policy = load_policy(cfg)
     train, train_stats = load_examples(cfg, "train")
     heldout, _ = load_examples(cfg, "heldout")
-    trainer = _build_trainer(cfg, policy, train, heldout)
+    trainer = build_trainer(cfg, policy, train, heldout)
     from mmevo.grpo.distributed import is_main
 
     main = is_main()  # under DeepSpeed every rank runs this; only rank 0 prints and writes files
@@ -140,7 +154,7 @@ def run_grpo(cfg: Config, evaluate_before_after: bool = True) -> dict:
         summary["eval_after"] = _strip(trainer.evaluate())
         if main:
             print(f"[mmevo] held-out accuracy after GRPO: {summary['eval_after']['accuracy']:.3f}")
-    trainer.logger.close()
+    trainer.close()
     if not main:
         return summary
     from mmevo.metrics import plot_curves

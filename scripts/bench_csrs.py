@@ -39,9 +39,10 @@ def main() -> int:
 
     torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
     from mmevo.config import load_config
-    from mmevo.csrs.strategy import csrs_rollout
+    from mmevo.csrs.strategy import CSRSStrategy
     from mmevo.data.synthetic import generate_geometry
-    from mmevo.grpo.trainer import GRPOTrainer, plain_groups
+    from mmevo.grpo.trainer import GRPOTrainer
+    from mmevo.rollout.strategy import PlainGroups
     from mmevo.models.loader import load_model, vision_token_ids
     from mmevo.models.tiny import build_tiny_qwen2_5_vl
     from mmevo.rollout.hf import HFEngine
@@ -61,14 +62,14 @@ def main() -> int:
     examples = generate_geometry(args.prompts, seed=0)
     trainer = GRPOTrainer(cfg, lm, engine, examples, [], log=False)
 
-    def timed(fn) -> tuple[float, dict]:
+    def timed(strategy) -> tuple[float, dict]:
         engine.stats = {"prefill_tokens": 0, "generated_tokens": 0}
         t0 = time.perf_counter()
-        fn(trainer, examples, 0)
+        strategy.rollout(trainer.rollout_context(), examples)
         return time.perf_counter() - t0, dict(engine.stats)
 
     results = {}
-    for name, fn in (("majority_vote", plain_groups), ("csrs", csrs_rollout)):
+    for name, fn in (("majority_vote", PlainGroups()), ("csrs", CSRSStrategy(cfg.csrs))):
         timed(fn)  # warm-up
         runs = [timed(fn) for _ in range(args.repeats)]
         results[name] = {"rollout_s_median": statistics.median(r[0] for r in runs),

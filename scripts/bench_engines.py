@@ -6,8 +6,8 @@ exactly --max-tokens tokens and both sides do the same work. Reported per engine
 the whole engine start), the median wall time of --repeats generate() calls after one warm-up, and generated
 tokens/s. The HF engine is timed first: vLLM's CPU backend binds this process's threads when it starts.
 
-The CSRS part mirrors ``scripts/bench_csrs.py`` on the vLLM engine: a GRPOTrainer around the engine, ``plain_groups``
-(n samples per prompt, the majority-vote rollout) against ``csrs_rollout`` (n maternal + m re-inferences from each
+The CSRS part mirrors ``scripts/bench_csrs.py`` on the vLLM engine: a GRPOTrainer around the engine, ``PlainGroups``
+(n samples per prompt, the majority-vote rollout) against ``CSRSStrategy`` (n maternal + m re-inferences from each
 anchor at omega, VSP images). Decode-token bound of the ratio: (n + n*m*(1-omega)) / n = 2.5 for n=8, m=5,
 omega=0.7; target <= 2.6.
 
@@ -127,8 +127,9 @@ def time_generate(engine, requests, params, repeats: int, device="cpu") -> dict:
 def csrs_ratio(lm, engine, examples, args, device: str) -> dict:
     """Majority-vote (plain groups) vs CSRS rollout wall time on ``engine`` (median of --repeats after a warm-up)."""
     from mmevo.config import load_config
-    from mmevo.csrs.strategy import csrs_rollout
-    from mmevo.grpo.trainer import GRPOTrainer, plain_groups
+    from mmevo.csrs.strategy import CSRSStrategy
+    from mmevo.grpo.trainer import GRPOTrainer
+    from mmevo.rollout.strategy import PlainGroups
 
     cfg = load_config(None, [
         "data.prompt_template=none", f"rollout.n={args.n}", f"rollout.max_tokens={args.max_tokens}",
@@ -138,16 +139,16 @@ def csrs_ratio(lm, engine, examples, args, device: str) -> dict:
     ])
     trainer = GRPOTrainer(cfg, lm, engine, examples, [], log=False)
 
-    def timed(fn) -> tuple[float, dict]:
+    def timed(strategy) -> tuple[float, dict]:
         engine.stats = {"prefill_tokens": 0, "generated_tokens": 0}
         sync(device)
         t0 = time.perf_counter()
-        fn(trainer, examples, 0)
+        strategy.rollout(trainer.rollout_context(), examples)
         sync(device)
         return time.perf_counter() - t0, dict(engine.stats)
 
     res = {}
-    for name, fn in (("majority_vote", plain_groups), ("csrs", csrs_rollout)):
+    for name, fn in (("majority_vote", PlainGroups()), ("csrs", CSRSStrategy(cfg.csrs))):
         timed(fn)  # warm-up
         runs = [timed(fn) for _ in range(max(1, args.repeats))]
         res[name] = {"rollout_s_median": statistics.median(r[0] for r in runs), "rollout_s_all": [r[0] for r in runs],

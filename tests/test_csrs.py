@@ -1,11 +1,14 @@
 """CSRS end to end on the tiny model: retrace continuations, VSP pixels, SFR rewards, only maternal samples trained."""
 
+import math
+
+import numpy as np
 import pytest
 import torch
 
 from conftest import randomize
 from mmevo.config import ConfigError, load_config
-from mmevo.csrs.strategy import csrs_rollout, perturbed_prompt
+from mmevo.csrs.strategy import CSRSStrategy, perturbed_prompt
 from mmevo.data.synthetic import split_train_heldout
 from mmevo.grpo.trainer import GRPOTrainer
 from mmevo.models.loader import load_model
@@ -29,13 +32,31 @@ def _trainer(lm, tmp_path, **over):
     base.update(over)
     cfg = load_config(None, [f"{k}={v}" for k, v in base.items()])
     train, held = split_train_heldout(8, 0, seed=3)
-    return GRPOTrainer(cfg, lm, build_engine(cfg, lm), train, held, strategy=csrs_rollout, log=False)
+    return GRPOTrainer(cfg, lm, build_engine(cfg, lm), train, held, strategy=CSRSStrategy(cfg.csrs), log=False)
+
+
+def csrs_rollout(tr, examples):
+    return tr.strategy.rollout(tr.rollout_context(), examples)
+
+
+class SpyEngine:
+    """The real engine, recording every generate call's requests."""
+
+    def __init__(self, engine):
+        self.engine, self.calls = engine, []
+
+    def __getattr__(self, name):
+        return getattr(self.engine, name)
+
+    def generate(self, requests, params):
+        self.calls.append(list(requests))
+        return self.engine.generate(requests, params)
 
 
 def test_rollout_layout_anchors_and_budgets(lm, tmp_path):
     tr = _trainer(lm, tmp_path)
-    ex = tr.train_set[:2]
-    ro = csrs_rollout(tr, ex, step=0)
+    ex = tr.prompt_source.examples[:2]
+    ro = csrs_rollout(tr, ex)
     n_mat = 2 * 3
     assert len(ro.completions) == n_mat + n_mat * 2
     assert ro.trainable.tolist() == [True] * n_mat + [False] * (n_mat * 2)
@@ -53,14 +74,14 @@ def test_rollout_layout_anchors_and_budgets(lm, tmp_path):
 
 def test_greedy_reinference_without_noise_reproduces_the_maternal_response(lm, tmp_path):
     tr = _trainer(lm, tmp_path, **{"rollout.temperature": 0, "csrs.perturb": False, "rollout.n": 2})
-    ro = csrs_rollout(tr, tr.train_set[:2], step=0)
+    ro = csrs_rollout(tr, tr.prompt_source.examples[:2])
     for i in range(4, len(ro.completions)):
         assert ro.completions[i].full_ids == ro.completions[ro.parents[i]].token_ids
 
 
 def test_vsp_changes_the_pixels_the_model_sees(lm, tmp_path):
     tr = _trainer(lm, tmp_path, **{"rollout.temperature": 0, "csrs.retrace": False, "csrs.sigma": 60})
-    prompt = tr.prompts(tr.train_set[0])
+    prompt = tr.prompts(tr.prompt_source.examples[0])
     noisy = perturbed_prompt(lm.processor, prompt, 60.0, seed=5)
     assert noisy.input_ids == prompt.input_ids and torch.equal(noisy.image_grid_thw, prompt.image_grid_thw)
     assert (noisy.pixel_values - prompt.pixel_values).abs().mean() > 0.1
@@ -79,17 +100,19 @@ def test_only_maternal_responses_reach_the_loss(lm, tmp_path):
     seen = {}
     real_update = tr._update
 
-    def spy(prompts, responses, adv, groups, old, ref):
-        seen.update(n=len(responses), adv=adv.clone(), groups=groups.clone())
-        return real_update(prompts, responses, adv, groups, old, ref)
+    def spy(prompts, responses, adv, minis, plan, old, ref):
+        seen.update(n=len(responses), adv=adv.clone(), prompts=list(prompts))
+        return real_update(prompts, responses, adv, minis, plan, old, ref)
 
     tr._update = spy
     m = tr.step()
     assert seen["n"] == 2 * 3  # prompts x n maternal, no re-inference
     assert m["csrs/reinference_frac"] == pytest.approx(2 / 3)
-    # advantages are normalised over maternal samples only: each group's advantages sum to ~0
-    for g in seen["groups"].unique():
-        assert abs(float(seen["adv"][seen["groups"] == g].sum())) < 1e-4
+    # advantages are normalised over maternal samples only: each group's (prompt's) advantages sum to ~0
+    groups = torch.tensor([id(p) for p in seen["prompts"]])
+    assert len(groups.unique()) == 2
+    for g in groups.unique():
+        assert abs(float(seen["adv"][groups == g].sum())) < 1e-4
     for key in ["reward/sfr/modal_share", "reward/sfr/distinct_answers", "reward/sfr/sfr_mv_disagree_frac",
                 "reward/sfr/pseudo_label_acc", "actor/entropy"]:
         assert key in m, key
@@ -97,13 +120,44 @@ def test_only_maternal_responses_reach_the_loss(lm, tmp_path):
 
 @pytest.mark.parametrize("reward", ["majority", "sfr"])
 @pytest.mark.parametrize("retrace,perturb", [(False, False), (True, False), (False, True), (True, True)])
-def test_table5_ablation_rows_run(lm, tmp_path, reward, retrace, perturb):
+def test_table5_ablation_rows_do_what_they_say(lm, tmp_path, reward, retrace, perturb):
     tr = _trainer(lm, tmp_path, **{"reward.heads": f"{{{reward}: 1.0}}", "csrs.retrace": retrace,
-                                   "csrs.perturb": perturb})
+                                   "csrs.perturb": perturb, "csrs.sigma": 20.0})
+    tr.engine = spy = SpyEngine(tr.engine)
     m = tr.step()
-    expect = 0.0 if not (retrace or perturb) else 2 / 3
-    assert m["csrs/reinference_frac"] == pytest.approx(expect)
-    assert m[f"reward/{reward}/mean"] == m[f"reward/{reward}/mean"]
+    if not (retrace or perturb):  # plain MM-UPT / frequency reward: one generate call, no re-inference
+        assert len(spy.calls) == 1 and m["csrs/reinference_frac"] == 0.0
+    else:
+        maternal_reqs, rein_reqs = spy.calls
+        assert len(spy.calls) == 2 and m["csrs/reinference_frac"] == pytest.approx(2 / 3)
+        assert all(r.n == 2 for r in rein_reqs) and len(rein_reqs) == 2 * 3  # m re-inferences per maternal response
+        prefixes = [len(r.prefix_ids) for r in rein_reqs]
+        if retrace:  # RRM: continued from the anchor, floor(0.7 len) > 0 for responses of >= 2 tokens
+            assert sum(prefixes) > 0 and m["csrs/anchor_mean"] == pytest.approx(sum(prefixes) / 6)
+        else:  # re-inferred from scratch
+            assert prefixes == [0] * 6 and m["csrs/anchor_zero_frac"] == 1.0
+        for r in rein_reqs:
+            if perturb:  # VSP: the pixels the model sees are noisy, by about sigma (0-255 units) per pixel
+                noisy = np.asarray(r.image_override.images[0], dtype=np.float64)
+                clean = np.asarray(r.prompt.images[0], dtype=np.float64)
+                # E|N(0, 20)| = 16; about half of it is clipped away on the mostly white diagrams
+                assert 0.25 * 20 < np.abs(noisy - clean).mean() < 20
+                assert not torch.equal(r.image_override.pixel_values, r.prompt.pixel_values)
+            else:  # clean pixels: no override, the prompt's own image
+                assert r.image_override is None
+    assert math.isfinite(m[f"reward/{reward}/mean"]) and math.isfinite(m["actor/loss"])
+
+
+def test_majority_head_pools_maternal_and_reinference_votes():
+    from mmevo.rewards.heads import MajorityHead
+
+    def s(ans, role):
+        return ScoredSample(f"<think>x</think> \\boxed{{{ans}}}", 0, None, [], False, role, -1, None)
+
+    # maternal 4, 4, 5 alone would make 4 the mode; with re-inferences 5, 5, 5 the pooled mode is 5 (4 votes to 2)
+    samples = [s("4", "maternal"), s("4", "maternal"), s("5", "maternal")] + [s("5", "reinference")] * 3
+    r, _ = MajorityHead().score(samples)
+    assert r[:3].tolist() == [0.0, 0.0, 1.0]
 
 
 def test_sfr_head_scores_maternal_by_reinference_frequency():
@@ -114,12 +168,12 @@ def test_sfr_head_scores_maternal_by_reinference_frequency():
     # group 0: maternal answers 4, 4, 5; re-inferences 5, 5, 5, 4, none, 5
     samples = [s("4", 0), s("4", 0), s("5", 0)] + [s(a, 0, "reinference") for a in ["5", "5", "5", "4", None, "5"]]
     r, m = SFRHead().score(samples)
-    # hand computation: total 9. a=4: base 3/9, f_r 1/6; a=5: base 5/9, f_r 4/6
-    import math
-
-    r4 = (0.2 * math.tanh(5 * ((1 / 6) / (3 / 9 + 1e-6) - 1)) + 1) * 3 / 9
-    r5 = (0.2 * math.tanh(5 * ((4 / 6) / (5 / 9 + 1e-6) - 1)) + 1) * 5 / 9
-    assert r[:3].tolist() == pytest.approx([r4, r4, r5], rel=1e-5)
+    # by hand, 9 answers in all (3 maternal + 6 re-inference), gamma 0.2, beta 5, eps 1e-6:
+    # a=4: R_base = 3/9 = 0.333333, f_r = 1/6 = 0.166667, f_r/(R_base+eps) - 1 = -0.5000015, tanh(-2.5000075) = -0.986614
+    #      R = (1 + 0.2 * -0.986614) * 0.333333 = 0.267559
+    # a=5: R_base = 5/9 = 0.555556, f_r = 4/6 = 0.666667, f_r/(R_base+eps) - 1 = 0.1999978, tanh(0.999989) = 0.761590
+    #      R = (1 + 0.2 * 0.761590) * 0.555556 = 0.640177
+    assert r[:3].tolist() == pytest.approx([0.267559, 0.267559, 0.640177], abs=2e-6)
     assert r[3:].abs().sum() == 0  # re-inferences are never rewarded
     assert m["sfr_mv_disagree_frac"] == 1.0  # MV picks the maternal mode "4", SFR picks "5"
     assert m["pseudo_label_acc"] == 0.0 and m["modal_share"] == pytest.approx(2 / 3)

@@ -82,3 +82,29 @@ def test_deepspeed_resume_continues_the_uninterrupted_run(tiny_vl_path, tmp_path
     assert "trainer_state.pt" in files and "rng_rank0.pt" in files and "rng_rank1.pt" in files
     assert any(f.startswith("model/") and f.endswith(".safetensors") for f in files)
     assert sum(f.startswith("deepspeed/zero/") and "optim_states" in f for f in files) == 2  # one partition per rank
+
+
+@pytest.mark.parametrize("stage", ["zero2", "zero3"])
+def test_prompts_dropped_on_one_rank_give_every_rank_the_same_updates(tiny_vl_path, tmp_path, stage):
+    """Rank 1 loses one prompt, then all of its prompts, then every rank loses all: no hang, the configured updates."""
+    out = tmp_path / "result.json"
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
+    port = {"zero2": "29537", "zero3": "29538"}[stage]
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", port,
+           str(WORKER.parent / "zero_dropped_worker.py"), str(tiny_vl_path),
+           str(ROOT / "configs" / "deepspeed" / f"{stage}.json"), str(out), str(tmp_path / "run")]
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-6000:]
+    r = json.loads(out.read_text())
+    assert r["world_size"] == 2
+    # 2 prompts per rank, mini-batches of 1 prompt per rank: 2 updates, also where prompts were dropped; 0 when
+    # nothing is trainable anywhere; both ranks the same
+    assert [p["updates"] for p in r["per_rank"]] == [[2, 2, 0], [2, 2, 0]]
+    assert [p["last_epoch"] for p in r["per_rank"]] == [4, 4]
+    m = r["metrics"]
+    assert [x["data/skipped_overlong_prompts"] for x in m] == [1, 3, 7]  # summed over ranks, cumulative
+    assert [x["data/skipped_steps"] for x in m] == [0, 0, 1]
+    assert [x["data/samples"] for x in m] == [6, 4, 0]  # n = 2 samples per surviving prompt
+    assert [x["actor/updates"] for x in m[:2]] == [2, 2] and m[2]["actor/updates"] is None
+    assert r["finite_loss"][:2] == [True, True]
+    assert r["digests"][0] == r["digests"][1]  # the ranks' weights stayed identical

@@ -1,6 +1,7 @@
 """End-to-end GRPO on the tiny model: training steps, resume parity, divergence handling, SFT, config errors."""
 
 import json
+import math
 
 import pytest
 import torch
@@ -9,7 +10,9 @@ from conftest import randomize
 from mmevo.config import ConfigError, load_config
 from mmevo.data.synthetic import split_train_heldout
 from mmevo.grpo.checkpoint import latest_checkpoint, list_checkpoints
-from mmevo.grpo.trainer import EpochSampler, GRPOTrainer, TrainingDiverged
+from mmevo.data.prompts import EpochSampler
+from mmevo.grpo import algos
+from mmevo.grpo.trainer import GRPOTrainer, TrainingDiverged, sequence_logprobs
 from mmevo.models.loader import load_model
 from mmevo.rollout.factory import build_engine
 
@@ -53,9 +56,11 @@ def test_two_grpo_steps_update_the_model_and_log(tiny_vl_path, tmp_path, data):
                 "response/length_mean", "time/gen", "time/reward", "time/ref", "time/update", "time/sync", "time/old",
                 "throughput/tokens_per_s", "memory/peak_rss_mb", "response/no_answer_frac"]:
         assert key in m, key
-        assert m[key] == m[key]  # not NaN
-    # two mini-batches per step: the second is off-policy, so old log-probs were computed and ratios moved
-    assert m["actor/ratio_max"] >= 1.0
+        assert math.isfinite(m[key]), key
+    # two mini-batches per step: the second runs after the first update, against the old log-probs computed before
+    # it, so its ratios moved away from 1 (a trainer that took old = current would report exactly 1)
+    assert m["actor/updates"] == 2
+    assert m["actor/ratio_max"] > 1.0 + 1e-4
     after = tr.model.state_dict()
     assert any(not torch.equal(before[k], after[k]) for k in before)
     lines = (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()
@@ -109,14 +114,18 @@ def test_sft_teaches_the_format(tiny_vl_path, tmp_path):
 
 
 def test_epoch_sampler_state_roundtrip():
-    a = EpochSampler(5, seed=2)
+    items = list("abcde")
+    a = EpochSampler(items, seed=2)
     first = a.take(7)
-    assert sorted(first[:5]) == list(range(5))  # one full epoch, then the next begins
-    b = EpochSampler(5, seed=2)
+    assert sorted(first[:5]) == items and first[:5] != items  # one shuffled epoch, then the next begins
+    b = EpochSampler(items, seed=2)
     b.load_state_dict(a.state_dict())
     assert a.take(6) == b.take(6)
+    assert EpochSampler(items, seed=3).take(5) != EpochSampler(items, seed=2).take(5)
     with pytest.raises(ValueError, match="training rows"):
-        EpochSampler(6, seed=2).load_state_dict(a.state_dict())
+        EpochSampler(items + ["f"], seed=2).load_state_dict(a.state_dict())
+    with pytest.raises(ValueError, match="empty"):
+        EpochSampler([], seed=2)
 
 
 def test_config_errors_name_the_key(tmp_path):
@@ -155,3 +164,93 @@ def test_a_deepspeed_checkpoint_is_not_resumed_without_deepspeed(tiny_vl_path, t
     torch.save({**state, "world_size": 2}, ckpt / "trainer_state.pt")
     with pytest.raises(ValueError, match="written by a DeepSpeed run: resume it with the same trainer.deepspeed"):
         _trainer(_cfg(tmp_path / "run", **{"trainer.steps": 2}), tiny_vl_path, data).train()
+
+
+def _fixed_batch(tr, lengths=(3, 2, 1, 4, 2, 1)):
+    """Three prompts x two responses of different lengths, with advantages of both signs."""
+    exs = tr.prompt_source.examples[:3]
+    prompts = [tr.prompts(ex) for ex in exs for _ in range(2)]
+    g = torch.Generator().manual_seed(0)
+    responses = [torch.randint(100, 200, (n,), generator=g).tolist() for n in lengths]
+    adv = torch.tensor([1.0, -1.0, 0.5, -0.7, 0.8, -0.2])
+    return prompts, responses, adv
+
+
+@pytest.mark.parametrize("agg", ["token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm"])
+def test_micro_batch_accumulation_equals_one_full_batch_loss(tiny_vl_path, tmp_path, data, agg):
+    cfg = _cfg(tmp_path / "run", **{"algo.loss_agg": agg, "algo.kl_coef": 0, "trainer.micro_batch_seqs": 2,
+                                    "algo.clip_low": 0.05, "algo.clip_high": 0.05})
+    tr = _trainer(cfg, tiny_vl_path, data)
+    prompts, responses, adv = _fixed_batch(tr)
+    # off-policy old log-probs, so that some tokens are clipped and the ratio is not 1
+    old = [lp + 0.2 * torch.randn(lp.shape, generator=torch.Generator().manual_seed(i))
+           for i, lp in enumerate(tr._logprobs_no_grad(tr.model, prompts, responses))]
+    grads = {}
+
+    def capture():  # the optimizer step is replaced: look at the accumulated gradients instead
+        grads.update({n: p.grad.clone() for n, p in tr.model.named_parameters() if p.grad is not None})
+        return 0.0
+
+    tr.backend.step = capture
+    tr._update(prompts, responses, adv, [list(range(6))], [3], old, None)
+    # one full-batch forward and loss, the definition the accumulation must reproduce
+    tr.model.zero_grad(set_to_none=True)
+    logp, _, mask = sequence_logprobs(tr.model, prompts, responses, tr.pad_id, 1.0, "cpu")
+    R = logp.shape[1]
+    old_full = torch.stack([torch.cat([o, o.new_zeros(R - len(o))]) for o in old])
+    scale = cfg.rollout.max_tokens * 6 if agg == "seq-mean-token-sum-norm" else None
+    loss, m = algos.policy_loss(logp, old_full, adv, mask, 0.05, 0.05, agg, loss_scale_factor=scale)
+    assert m["clip_frac"] > 0  # the clipped branch is exercised
+    loss.backward()
+    ref = {n: p.grad for n, p in tr.model.named_parameters() if p.grad is not None}
+    assert set(ref) == set(grads)
+    norm = math.sqrt(sum(float((g ** 2).sum()) for g in ref.values()))
+    diff = math.sqrt(sum(float(((grads[n] - ref[n]) ** 2).sum()) for n in ref))
+    assert norm > 1e-4 and diff < 1e-5 * norm, (diff, norm)
+
+
+def _overlong(ex, words=400):
+    import dataclasses
+
+    return dataclasses.replace(ex, id=ex.id + "-long", problem=ex.problem + " padding" * words)
+
+
+def test_dropped_prompt_keeps_the_configured_mini_batch_size(tiny_vl_path, tmp_path, data):
+    # 8 prompts, mini-batches of 2 -> 4 updates; one prompt too long leaves 7 groups: still 4 updates (2+2+2+1),
+    # not 7 updates of one prompt each
+    cfg = _cfg(tmp_path / "run", **{"trainer.prompts_per_step": 8, "trainer.mini_batch_prompts": 2,
+                                    "data.max_prompt_length": 300, "algo.kl_coef": 0})
+    tr = _trainer(cfg, tiny_vl_path, data)
+    exs = list(data[0][:8])
+    exs[3] = _overlong(exs[3])
+    assert len(tr.prompts(exs[3]).input_ids) > 300 >= max(len(tr.prompts(e).input_ids) for e in exs if e is not exs[3])
+    sizes = []
+    real_update = tr._update
+
+    def spy(prompts, responses, adv, minis, plan, old, ref):
+        sizes.extend(len({id(prompts[i]) for i in mini}) for mini in minis)
+        return real_update(prompts, responses, adv, minis, plan, old, ref)
+
+    tr._update = spy
+    steps = []
+    real_step = tr.backend.step
+    tr.backend.step = lambda: steps.append(1) or real_step()
+    m = tr.step(exs)
+    assert sizes == [2, 2, 2, 1] and len(steps) == 4 and m["actor/updates"] == 4
+    assert m["data/skipped_overlong_prompts"] == 1 and m["data/skipped_steps"] == 0
+    assert tr.scheduler.last_epoch == 4  # the schedule advanced once per update
+
+
+def test_a_step_with_nothing_trainable_is_skipped_and_counted(tiny_vl_path, tmp_path, data):
+    cfg = _cfg(tmp_path / "run", **{"data.max_prompt_length": 8, "trainer.steps": 2, "algo.kl_coef": 0,
+                                    "trainer.save_every": 0})
+    tr = _trainer(cfg, tiny_vl_path, data)
+    before = {k: v.clone() for k, v in tr.model.state_dict().items()}
+    hist = tr.train()  # every prompt is longer than 8 tokens
+    assert [h["data/skipped_steps"] for h in hist] == [1, 2]
+    assert [h["data/skipped_overlong_prompts"] for h in hist] == [4, 8]
+    assert hist[-1]["data/samples"] == 0 and "actor/loss" not in hist[-1]
+    assert tr.step_idx == 2 and tr.scheduler.last_epoch == 0
+    assert all(torch.equal(before[k], v) for k, v in tr.model.state_dict().items())
+    lines = [json.loads(l) for l in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    assert [l["data/skipped_steps"] for l in lines] == [1, 2]

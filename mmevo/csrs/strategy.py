@@ -17,10 +17,13 @@ import random
 
 import torch
 
+from mmevo.config import CSRSConfig
 from mmevo.csrs.perturb import derive_seed, perturb_images
 from mmevo.csrs.retrace import anchor_prefixes, sample_omegas
+from mmevo.data.schema import Example
 from mmevo.models.inputs import EncodedPrompt
-from mmevo.rollout.base import RolloutRequest, SamplingParams
+from mmevo.rollout.base import RolloutRequest
+from mmevo.rollout.strategy import Rollout, RolloutContext, RolloutStrategy, sample_groups
 
 
 def perturbed_prompt(processor, prompt: EncodedPrompt, sigma: float, seed: int) -> EncodedPrompt:
@@ -34,49 +37,53 @@ def perturbed_prompt(processor, prompt: EncodedPrompt, sigma: float, seed: int) 
     return dataclasses.replace(prompt, images=images, pixel_values=enc["pixel_values"])
 
 
-def csrs_rollout(trainer, examples, step: int):
+class CSRSStrategy(RolloutStrategy):
     """Maternal groups + re-inferences, flattened into one Rollout with a trainable mask and parent links."""
-    from mmevo.grpo.trainer import Rollout, _step_seed, decode, plain_groups
 
-    cfg, c = trainer.cfg, trainer.cfg.csrs
-    maternal = plain_groups(trainer, examples, step)
-    n_mat = len(maternal.completions)
-    if not (c.retrace or c.perturb):  # Table 5 "MajorityVote" / "+SFR" rows: no re-inference
-        maternal.extra_metrics.update({"csrs/reinference_frac": 0.0})
-        return maternal
+    name = "csrs"
 
-    seed = _step_seed(cfg.trainer.seed, step)
-    rng = random.Random(seed)
-    stop = set(trainer.engine.stop_ids.tolist()) if hasattr(trainer.engine, "stop_ids") else set()
-    omegas = sample_omegas(n_mat, c.omega, c.random_anchor, rng) if c.retrace else [0.0] * n_mat
-    prefixes = anchor_prefixes([comp.token_ids for comp in maternal.completions], omegas, strip_ids=stop)
-    requests = []
-    for j, (prompt, prefix) in enumerate(zip(maternal.prompts, prefixes)):
-        image = perturbed_prompt(trainer.policy.processor, prompt, c.sigma, derive_seed(seed, j)) if c.perturb else None
-        requests.append(RolloutRequest(prompt, n=c.m, prefix_ids=prefix, image_override=image,
-                                       max_tokens=cfg.rollout.max_tokens - len(prefix)))
-    params = SamplingParams(cfg.rollout.temperature, cfg.rollout.top_p, cfg.rollout.max_tokens, seed=seed + 1)
-    outs = trainer.engine.generate(requests, params)
+    def __init__(self, csrs: CSRSConfig):
+        self.c = csrs
 
-    prompts, comps, exs = list(maternal.prompts), list(maternal.completions), list(maternal.examples)
-    gids, parents = maternal.group_ids.tolist(), [-1] * n_mat
-    for j, group in enumerate(outs):
-        for comp in group:
-            prompts.append(maternal.prompts[j])
-            comps.append(comp)
-            exs.append(maternal.examples[j])
-            gids.append(gids[j])
-            parents.append(j)
-    texts = list(maternal.texts) + [decode(trainer.policy.tokenizer, comp.full_ids) for comp in comps[n_mat:]]
-    trainable = torch.zeros(len(comps), dtype=torch.bool)
-    trainable[:n_mat] = True
-    anchors = [len(p) for p in prefixes]
-    metrics = dict(maternal.extra_metrics)
-    metrics.update({
-        "csrs/anchor_mean": sum(anchors) / max(1, len(anchors)),
-        "csrs/anchor_zero_frac": sum(a == 0 for a in anchors) / max(1, len(anchors)),
-        "csrs/reinference_tokens": float(sum(len(x.token_ids) for x in comps[n_mat:])),
-        "csrs/reinference_frac": (len(comps) - n_mat) / len(comps),
-    })
-    return Rollout(prompts, comps, texts, torch.tensor(gids), exs, trainable=trainable, parents=parents,
-                   extra_metrics=metrics)
+    def rollout(self, ctx: RolloutContext, examples: list[Example]) -> Rollout:
+        c = self.c
+        maternal = sample_groups(ctx, examples)
+        n_mat = len(maternal)
+        if n_mat == 0 or not (c.retrace or c.perturb):  # Table 5 "MajorityVote" / "+SFR" rows: no re-inference
+            maternal.extra_metrics.update({"csrs/reinference_frac": 0.0})
+            return maternal
+
+        rng = random.Random(ctx.seed)
+        omegas = sample_omegas(n_mat, c.omega, c.random_anchor, rng) if c.retrace else [0.0] * n_mat
+        prefixes = anchor_prefixes([comp.token_ids for comp in maternal.completions], omegas,
+                                   strip_ids=set(ctx.stop_ids))
+        requests = []
+        for j, (prompt, prefix) in enumerate(zip(maternal.prompts, prefixes)):
+            image = perturbed_prompt(ctx.processor, prompt, c.sigma, derive_seed(ctx.seed, j)) if c.perturb else None
+            requests.append(RolloutRequest(prompt, n=c.m, prefix_ids=prefix, image_override=image,
+                                           max_tokens=ctx.params.max_tokens - len(prefix)))
+        params = dataclasses.replace(ctx.params, seed=ctx.seed + 1)
+        outs = ctx.engine.generate(requests, params)
+
+        prompts, comps, exs = list(maternal.prompts), list(maternal.completions), list(maternal.examples)
+        gids, parents = maternal.group_ids.tolist(), [-1] * n_mat
+        for j, group in enumerate(outs):
+            for comp in group:
+                prompts.append(maternal.prompts[j])
+                comps.append(comp)
+                exs.append(maternal.examples[j])
+                gids.append(gids[j])
+                parents.append(j)
+        texts = list(maternal.texts) + [ctx.decode(comp.full_ids) for comp in comps[n_mat:]]
+        trainable = torch.zeros(len(comps), dtype=torch.bool)
+        trainable[:n_mat] = True
+        anchors = [len(p) for p in prefixes]
+        metrics = dict(maternal.extra_metrics)
+        metrics.update({
+            "csrs/anchor_mean": sum(anchors) / len(anchors),
+            "csrs/anchor_zero_frac": sum(a == 0 for a in anchors) / len(anchors),
+            "csrs/reinference_tokens": float(sum(len(x.token_ids) for x in comps[n_mat:])),
+            "csrs/reinference_frac": (len(comps) - n_mat) / len(comps),
+        })
+        return Rollout(prompts, comps, texts, torch.tensor(gids, dtype=torch.long), exs, trainable=trainable,
+                       parents=parents, skipped_prompts=maternal.skipped_prompts, extra_metrics=metrics)

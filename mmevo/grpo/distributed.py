@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+from contextlib import contextmanager
 from pathlib import Path
 
 import torch
@@ -88,12 +89,53 @@ def wrap_deepspeed(model: torch.nn.Module, optimizer, scheduler, ds_config: dict
     return engine
 
 
-def all_reduce_mean(metrics: dict) -> dict:
-    """Average numeric metrics over ranks (every rank logs the same keys)."""
+@contextmanager
+def zero3_full_weights(ds_engine):
+    """Full (gathered) weights on every rank with DeepSpeed's ZeRO-3 module hooks off, for sampling with the module.
+
+    With the hooks on, every forward is a collective (parameter all-gathers, and trace checks at the start of each
+    forward), so ranks that decode different numbers of steps, or have nothing to decode, would hang. Entering and
+    leaving are collective: every rank must enter. DeepSpeed's own ``unwrap_model_for_generation`` leaves the
+    start-of-forward hook on (its trace check is a collective), hence this version.
+    """
+    import deepspeed
+
+    opt = ds_engine.optimizer
+    offload = getattr(opt, "parameter_offload", None) or opt
+    with deepspeed.zero.GatheredParameters(list(ds_engine.module.parameters()), modifier_rank=None):
+        for hook in [*offload.forward_hooks, *offload.backward_hooks, offload.fwd_pre_hook]:
+            hook.remove()
+        offload.forward_hooks, offload.backward_hooks = [], []
+        try:
+            yield
+        finally:
+            offload._register_deepspeed_module(offload.module)  # also invalidates the recorded fetch trace
+            coordinator = offload.get_param_coordinator
+            offload.fwd_pre_hook = offload.module.register_forward_pre_hook(
+                lambda module, *args: coordinator().reset_step())
+
+
+def all_gather_objects(obj) -> list:
+    """Every rank's ``obj`` (picklable), in rank order; ``[obj]`` in a single process."""
+    if world_size() == 1 or not dist.is_initialized():
+        return [obj]
+    out = [None] * dist.get_world_size()
+    dist.all_gather_object(out, obj)
+    return out
+
+
+def all_reduce_mean(metrics: dict, sum_keys: tuple[str, ...] = ()) -> dict:
+    """Numeric metrics averaged over the ranks that logged them (``sum_keys``: summed, e.g. per-rank counts).
+
+    Ranks may log different keys (a rank whose prompts were all dropped has no reward metrics): each key is averaged
+    over the ranks that have it, and every rank returns the same dict.
+    """
     if world_size() == 1 or not dist.is_initialized():
         return metrics
-    keys = sorted(k for k, v in metrics.items() if isinstance(v, (int, float)))
-    t = torch.tensor([float(metrics[k]) for k in keys], dtype=torch.float64)
-    dist.all_reduce(t)
-    t /= world_size()
-    return {**metrics, **dict(zip(keys, t.tolist()))}
+    gathered = all_gather_objects({k: float(v) for k, v in metrics.items()
+                                   if isinstance(v, (int, float)) and not isinstance(v, bool)})
+    out = dict(metrics)
+    for k in sorted(set().union(*gathered)):
+        values = [g[k] for g in gathered if k in g]
+        out[k] = sum(values) if k in sum_keys else sum(values) / len(values)
+    return out

@@ -1,16 +1,19 @@
 """The GRPO loop. Read ``GRPOTrainer.step`` top to bottom: it is the whole algorithm.
 
-rollout -> reward heads -> group advantages -> (old log-probs) -> (reference log-probs) -> micro-batched policy
-loss with gradient accumulation -> AdamW step -> weight sync to the engine -> metrics. Strategies (plain groups,
-CSRS) decide what is sampled; everything after the rewards is shared.
+prompts (a prompt source, or the examples given to ``step``) -> rollout strategy -> reward heads -> group advantages
+-> (old log-probs) -> (reference log-probs) -> micro-batched policy loss with gradient accumulation -> AdamW step ->
+weight sync to the engine -> metrics. Strategies (plain groups, CSRS, self-play roles) decide what is sampled and get
+a ``RolloutContext``, never the trainer; everything after the rewards is shared.
 """
 
 from __future__ import annotations
 
 import collections
+import dataclasses
+import hashlib
 import math
 import random
-from dataclasses import dataclass, field
+import weakref
 from pathlib import Path
 from typing import Sequence
 
@@ -18,6 +21,7 @@ import numpy as np
 import torch
 
 from mmevo.config import Config, render_prompt, to_dict
+from mmevo.data.prompts import EpochSampler, PromptSource
 from mmevo.data.schema import Example
 from mmevo.grpo import algos
 from mmevo.grpo.checkpoint import (checkpoint_root, commit_checkpoint, latest_checkpoint, load_model_weights,
@@ -28,50 +32,21 @@ from mmevo.models.inputs import EncodedPrompt, collate, collate_for_training, en
 from mmevo.models.loader import LoadedModel
 from mmevo.rewards.answers import extract_answer
 from mmevo.rewards.heads import RewardMixer, ScoredSample
-from mmevo.rollout.base import Completion, RolloutRequest, SamplingParams
+from mmevo.rollout.base import RolloutRequest, SamplingParams
+from mmevo.rollout.strategy import PlainGroups, Rollout, RolloutContext, RolloutStrategy, decode, step_seed
 
 
 class TrainingDiverged(RuntimeError):
     """Raised on a NaN/inf loss; the last good checkpoint is left untouched."""
 
 
-class EpochSampler:
-    """Seeded shuffled pass over ``n`` items, epoch after epoch; its position is part of the checkpoint."""
-
-    def __init__(self, n: int, seed: int):
-        if n <= 0:
-            raise ValueError("the training set is empty")
-        self.n, self.seed, self.epoch, self.pos = n, seed, 0, 0
-        self._perm = self._make_perm()
-
-    def _make_perm(self) -> list[int]:
-        return np.random.default_rng([self.seed, self.epoch]).permutation(self.n).tolist()
-
-    def take(self, k: int) -> list[int]:
-        out = []
-        while len(out) < k:
-            if self.pos == self.n:
-                self.epoch, self.pos = self.epoch + 1, 0
-                self._perm = self._make_perm()
-            out.append(self._perm[self.pos])
-            self.pos += 1
-        return out
-
-    def state_dict(self) -> dict:
-        return {"epoch": self.epoch, "pos": self.pos, "n": self.n, "seed": self.seed}
-
-    def load_state_dict(self, s: dict) -> None:
-        if s["n"] != self.n:
-            raise ValueError(f"checkpoint was made with {s['n']} training rows, this run has {self.n}")
-        self.epoch, self.pos = s["epoch"], s["pos"]
-        self._perm = self._make_perm()
-
-
 class PromptCache:
     """Encodes each example's prompt once (chat template + image processing).
 
-    Encoded prompts hold the processed pixels (tens of MB for a large image), so the cache keeps at most ``max_mb`` of
-    them and drops the least recently used beyond that; a dropped prompt is simply encoded again when next needed.
+    Keyed on content (id, problem text, image pixels), not on the id alone: a loop that reuses an id for a new
+    problem or image (generated prompts) gets the new prompt, never a stale one. Encoded prompts hold the processed
+    pixels (tens of MB for a large image), so the cache keeps at most ``max_mb`` of them and drops the least recently
+    used beyond that; a dropped prompt is simply encoded again when next needed.
     """
 
     def __init__(self, processor, is_vl: bool, template: str, system_prompt: str = "", max_mb: float = 2048):
@@ -79,17 +54,32 @@ class PromptCache:
         self.template = template
         self.system_prompt = system_prompt or None
         self.max_bytes = int(max_mb * 2**20)
-        self._cache: collections.OrderedDict[str, EncodedPrompt] = collections.OrderedDict()
+        self._cache: collections.OrderedDict[tuple, EncodedPrompt] = collections.OrderedDict()
+        self._digests: dict[int, str] = {}  # id(image) -> pixel digest, dropped when the image is freed
         self.nbytes = 0
 
+    def key(self, ex: Example) -> tuple:
+        images = tuple(self._image_digest(im) for im in ex.images) if self.is_vl else ()
+        return ex.id, ex.problem, images
+
+    def _image_digest(self, im) -> str:
+        d = self._digests.get(id(im))
+        if d is None:
+            h = hashlib.blake2b(f"{im.mode}{im.size}".encode(), digest_size=16)
+            h.update(im.tobytes())
+            d = self._digests[id(im)] = h.hexdigest()
+            weakref.finalize(im, self._digests.pop, id(im), None)
+        return d
+
     def __call__(self, ex: Example) -> EncodedPrompt:
-        enc = self._cache.get(ex.id)
+        key = self.key(ex)
+        enc = self._cache.get(key)
         if enc is not None:
-            self._cache.move_to_end(ex.id)
+            self._cache.move_to_end(key)
             return enc
         enc = encode_prompt(self.processor, self.is_vl, render_prompt(self.template, ex.problem), ex.images,
                             self.system_prompt)
-        self._cache[ex.id] = enc
+        self._cache[key] = enc
         self.nbytes += _prompt_bytes(enc)
         while self.nbytes > self.max_bytes and len(self._cache) > 1:
             _, old = self._cache.popitem(last=False)
@@ -103,23 +93,6 @@ class PromptCache:
 def _prompt_bytes(enc: EncodedPrompt) -> int:
     pixels = enc.pixel_values
     return (pixels.numel() * pixels.element_size() if pixels is not None else 0) + 16 * len(enc.input_ids)
-
-
-@dataclass
-class Rollout:
-    """One step's samples, flattened: sample i belongs to group ``group_ids[i]`` (its prompt)."""
-
-    prompts: list[EncodedPrompt]  # per sample
-    completions: list[Completion]  # per sample
-    texts: list[str]  # decoded responses
-    group_ids: torch.Tensor  # [B]
-    examples: list[Example]  # per sample
-    trainable: torch.Tensor | None = None  # [B] bool; None = all (CSRS: re-inferences only feed rewards)
-    parents: list[int] | None = None  # [B] CSRS: index of each re-inference's maternal sample, -1 for maternal ones
-    extra_metrics: dict = field(default_factory=dict)
-
-    def trainable_mask(self) -> torch.Tensor:
-        return self.trainable if self.trainable is not None else torch.ones(len(self.completions), dtype=torch.bool)
 
 
 def make_optimizer(model: torch.nn.Module, lr: float, weight_decay: float, betas=(0.9, 0.999)) -> torch.optim.Optimizer:
@@ -244,27 +217,38 @@ class DeepSpeedBackend:
 
 
 class GRPOTrainer:
-    """Single-process GRPO trainer (the DeepSpeed path wraps the same step)."""
+    """GRPO trainer: one process, or one rank of a DeepSpeed data-parallel run (the same ``step``).
 
-    def __init__(self, cfg: Config, policy: LoadedModel, engine, train_set: list[Example],
+    Plug-ins: ``strategy`` (a ``RolloutStrategy``; default plain groups), ``prompt_source`` (``take(k)`` examples per
+    step; default an ``EpochSampler`` over ``train_set``), reward heads from ``cfg.reward``. A self-play loop may call
+    ``step(examples)`` with its own examples, and set ``seed_offset`` per iteration / role so that iterations draw
+    different samples.
+    """
+
+    def __init__(self, cfg: Config, policy: LoadedModel, engine, train_set: Sequence[Example] = (),
                  heldout: list[Example] | None = None, ref_model: torch.nn.Module | None = None,
-                 strategy=None, log: bool = True):
+                 strategy: RolloutStrategy | None = None, prompt_source: PromptSource | None = None,
+                 log: bool = True):
         self.cfg = cfg
         self.policy = policy
         self.model = policy.model
         self.engine = engine
-        self.train_set = train_set
         self.heldout = heldout or []
         self.ref_model = ref_model
         if cfg.algo.kl_coef > 0 and ref_model is None:
             raise ValueError("algo.kl_coef > 0 needs a reference model (pass ref_model, or set algo.kl_coef=0)")
+        if strategy is not None and not callable(getattr(strategy, "rollout", None)):
+            raise TypeError(f"strategy {strategy!r} has no rollout(ctx, examples) method (see "
+                            "mmevo.rollout.strategy.RolloutStrategy)")
         self.device = torch.device(cfg.model.device)
         self.pad_id = policy.tokenizer.pad_token_id
         self.prompts = PromptCache(policy.processor, policy.is_vl, cfg.data.prompt_template, cfg.data.system_prompt,
                                    cfg.data.prompt_cache_mb)
-        self.sampler = EpochSampler(len(train_set), cfg.trainer.seed)
-        self.rewards = RewardMixer(cfg.reward.heads, {"sfr": {"gamma": cfg.csrs.gamma, "beta": cfg.csrs.beta}})
-        self.strategy = strategy  # callable(trainer, examples, step) -> Rollout; None = plain groups
+        self.prompt_source = prompt_source if prompt_source is not None else (
+            EpochSampler(train_set, cfg.trainer.seed) if len(train_set) else None)
+        self.strategy = strategy if strategy is not None else PlainGroups()
+        self.rewards = RewardMixer(cfg.reward.heads, head_arguments(cfg))
+        self.seed_offset = 0  # added to the step seed (loops: a different offset per iteration / role)
         t = cfg.trainer
         self.optimizer = make_optimizer(self.model, t.lr, t.weight_decay, t.betas)
         updates_per_step = (t.prompts_per_step // t.mini_batch_prompts) * cfg.algo.ppo_epochs
@@ -283,9 +267,10 @@ class GRPOTrainer:
             from mmevo.grpo import distributed as D
 
             D.init_distributed(cfg.model.device)
-            if t.prompts_per_step % D.world_size():
-                raise ValueError(f"trainer.prompts_per_step={t.prompts_per_step} must divide over "
-                                 f"{D.world_size()} ranks (whole prompt groups per rank)")
+            for key in ("prompts_per_step", "mini_batch_prompts"):
+                if getattr(t, key) % D.world_size():
+                    raise ValueError(f"trainer.{key}={getattr(t, key)} must divide over {D.world_size()} ranks "
+                                     "(whole prompt groups per rank)")
             self.ds_engine = D.wrap_deepspeed(self.model, self.optimizer, self.scheduler,
                                               D.load_ds_config(t.deepspeed, self.model, t.max_grad_norm))
             self.backend = DeepSpeedBackend(self.ds_engine)
@@ -294,118 +279,232 @@ class GRPOTrainer:
         from mmevo.grpo.distributed import is_main
 
         self.logger = RunLogger(self.out, to_dict(cfg), t.wandb_mode, t.wandb_project, enabled=log and is_main())
-        self.skipped_prompts = 0
+        self.counters = {"skipped_prompts": 0, "skipped_steps": 0}  # cumulative, checkpointed
+        self._pad_sample: tuple[EncodedPrompt, list[int]] | None = None  # see _update
         self._started = False
 
     # -- the algorithm ------------------------------------------------------------------------------------------
-    def step(self) -> dict:
-        from mmevo.grpo.distributed import rank, world_size
-
+    def step(self, examples: Sequence[Example] | None = None) -> dict:
+        """One GRPO step on ``examples`` (the global batch), else on ``trainer.prompts_per_step`` from the source."""
         cfg, timer = self.cfg, StageTimer()
-        examples = [self.train_set[i] for i in self.sampler.take(cfg.trainer.prompts_per_step)]
-        if world_size() > 1:  # every rank draws the same global batch and keeps its own whole groups
-            k = len(examples) // world_size()
-            examples = examples[rank() * k:(rank() + 1) * k]
+        if examples is None:
+            if self.prompt_source is None:
+                raise ValueError("no prompts: the trainer has no train set or prompt source; pass step(examples)")
+            examples = self.prompt_source.take(cfg.trainer.prompts_per_step)
+        examples = self._local_share(list(examples))
 
-        with timer("gen"):
+        with timer("gen"), self._sampling_weights():
             self.engine.wake()
-            rollout = (self.strategy or plain_groups)(self, examples, self.step_idx)
+            rollout = self.strategy.rollout(self.rollout_context(), examples)
             self.engine.sleep()
+        self.counters["skipped_prompts"] += rollout.skipped_prompts
 
         # only trainable samples (all, except CSRS re-inferences) reach advantages and the loss
         keep = rollout.trainable_mask()
         idx = keep.nonzero().flatten().tolist()
-        with timer("reward"):
-            parents = rollout.parents or [-1] * len(rollout.completions)
-            samples = [ScoredSample(text, int(g), None if cfg.data.hide_labels else ex.answer, ex.choices,
-                                    c.finish_reason == "length", "maternal" if k else "reinference", par, ex.answer)
-                       for text, g, ex, c, k, par in zip(rollout.texts, rollout.group_ids.tolist(), rollout.examples,
-                                                         rollout.completions, keep.tolist(), parents)]
-            rewards, reward_metrics = self.rewards(samples)
-            groups = rollout.group_ids[idx]
-            adv = algos.group_advantages(rewards[idx], groups, cfg.algo.adv_scale, cfg.algo.adv_eps)
+        metrics: dict = dict(rollout.extra_metrics)
+        rewards = torch.zeros(len(rollout))
+        adv = torch.zeros(0)
+        if len(rollout):
+            with timer("reward"):
+                rewards, reward_metrics = self.rewards(self.scored_samples(rollout))
+                metrics.update(reward_metrics)
+                metrics.update(self.strategy.after_rewards(rollout, rewards) or {})
+                adv = algos.group_advantages(rewards[idx], rollout.group_ids[idx], cfg.algo.adv_scale,
+                                             cfg.algo.adv_eps)
+        groups = rollout.group_ids[idx]
         prompts = [rollout.prompts[i] for i in idx]
         responses = [rollout.completions[i].full_ids for i in idx]
+        if idx:
+            self._pad_sample = (prompts[0], responses[0])
+        elif self._pad_sample is None and examples:
+            self._pad_sample = (self.prompts(examples[0]), [self.pad_id])
 
-        n_mini = cfg.trainer.prompts_per_step // cfg.trainer.mini_batch_prompts
-        need_old = n_mini > 1 or cfg.algo.ppo_epochs > 1  # else on-policy: old = current (detached), ratio = 1
-        old_logp = ref_logp = None
-        if need_old:
-            with timer("old"):
-                old_logp = self._logprobs_no_grad(self.model, prompts, responses)
-        if cfg.algo.kl_coef > 0:
-            with timer("ref"):
-                ref_logp = self._logprobs_no_grad(self.ref_model, prompts, responses)
-
-        with timer("update"):
-            update_metrics = self._update(prompts, responses, adv, groups, old_logp, ref_logp)
-
-        with timer("sync"):
-            self.engine.sync_weights(self.model)
+        # every rank runs the same number of updates and micro-batches (ZeRO collectives): agree on the plan
+        minis = self._mini_batches(groups)
+        mb = cfg.trainer.micro_batch_seqs
+        old_micro, plan = self._agree([math.ceil(len(idx) / mb)], [math.ceil(len(m) / mb) for m in minis])
+        n_updates = sum(1 for k in plan if k) * cfg.algo.ppo_epochs
+        if n_updates == 0:  # nothing trainable on any rank (all prompts too long, or all filtered): skip, count
+            self.counters["skipped_steps"] += 1
+        else:
+            need_old = n_updates > 1  # else on-policy: old = current (detached), ratio = 1
+            old_logp = ref_logp = None
+            if need_old:
+                with timer("old"):
+                    old_logp = self._logprobs_no_grad(self.model, prompts, responses, old_micro[0])
+            if cfg.algo.kl_coef > 0:
+                with timer("ref"):
+                    ref_logp = self._logprobs_no_grad(self.ref_model, prompts, responses, old_micro[0])
+            with timer("update"):
+                metrics.update(self._update(prompts, responses, adv, minis, plan, old_logp, ref_logp))
+            with timer("sync"):
+                self.engine.sync_weights(self.model)
+        if idx:
+            metrics.update(self._response_metrics(rollout, rewards[idx], adv, idx))
 
         self.step_idx += 1
-        metrics = {**reward_metrics, **update_metrics, **rollout.extra_metrics,
-                   **self._response_metrics(rollout, rewards[idx], adv, idx), **timer.metrics(), **peak_memory_mb()}
+        metrics.update(timer.metrics())
+        metrics.update(peak_memory_mb())
         total_time = sum(timer.times.values())
         metrics["time/step"] = total_time
         n_tok = sum(len(c.token_ids) for c in rollout.completions)
         metrics["throughput/gen_tokens_per_s"] = n_tok / max(timer.times.get("gen", 0.0), 1e-9)
         metrics["throughput/tokens_per_s"] = (n_tok + sum(len(p.input_ids) for p in rollout.prompts)) / max(total_time, 1e-9)
-        metrics["data/epoch"] = self.sampler.epoch
+        metrics["data/skipped_overlong_prompts"] = self.counters["skipped_prompts"]
+        metrics["data/skipped_steps"] = self.counters["skipped_steps"]
+        metrics["data/samples"] = len(rollout)
+        if hasattr(self.prompt_source, "epoch"):
+            metrics["data/epoch"] = self.prompt_source.epoch
         metrics["lr"] = self.scheduler.get_last_lr()[0]
         return metrics
 
-    def _logprobs_no_grad(self, model, prompts, responses) -> list[torch.Tensor]:
-        """Log-probs [R_i] of each sample (in sample order), computed in micro-batches without gradients."""
-        out = []
-        with torch.no_grad():
-            mb = self.cfg.trainer.micro_batch_seqs
-            for s in range(0, len(prompts), mb):
-                logp, _, _ = sequence_logprobs(model, prompts[s:s + mb], responses[s:s + mb], self.pad_id,
-                                               self.cfg.rollout.temperature, self.device)
-                out.extend(list(logp))
-        return out
+    def _sampling_weights(self):
+        """Under ZeRO-3 an engine that samples from the trained module itself (HF) gets its full weights for the
+        whole rollout, with DeepSpeed's hooks off: otherwise every decoding forward would be a collective, and ranks
+        that decode different numbers of steps (or have no prompts) would hang. Every rank enters (a collective)."""
+        import contextlib
 
-    def _update(self, prompts, responses, adv, groups, old_logp, ref_logp) -> dict:
-        """PPO-style epochs over mini-batches (whole groups), micro-batches accumulate gradients."""
-        cfg, a = self.cfg, self.cfg.algo
-        model = self.model
-        model.train()
-        # mini-batches hold whole prompt groups, so group statistics never straddle two updates
+        engine_model = getattr(self.engine, "model", None)
+        if self.ds_engine is None or engine_model is None or unwrap(engine_model) is not unwrap(self.model):
+            return contextlib.nullcontext()
+        from mmevo.models.weights import is_zero3
+
+        if not is_zero3(self.model):
+            return contextlib.nullcontext()
+        from mmevo.grpo.distributed import zero3_full_weights
+
+        return zero3_full_weights(self.ds_engine)
+
+    def rollout_context(self) -> RolloutContext:
+        """What the strategy gets for this step: engine, processor, prompt encoder, seeded sampling parameters."""
+        from mmevo.grpo.distributed import rank
+
+        cfg = self.cfg
+        seed = step_seed(cfg.trainer.seed, self.step_idx, rank(), self.seed_offset)
+        params = SamplingParams(cfg.rollout.temperature, cfg.rollout.top_p, cfg.rollout.max_tokens, seed=seed)
+        stop = getattr(self.engine, "stop_ids", ())
+        stop = stop.tolist() if torch.is_tensor(stop) else list(stop)
+        return RolloutContext(self.engine, self.policy.processor, self.policy.tokenizer, self.prompts, params,
+                              cfg.rollout.n, cfg.data.max_prompt_length, self.step_idx, seed, stop)
+
+    def scored_samples(self, rollout: Rollout) -> list[ScoredSample]:
+        """What the reward heads see of each sample; in label-free runs no gold answer reaches them."""
+        hide = self.cfg.data.hide_labels
+        keep = rollout.trainable_mask().tolist()
+        parents = rollout.parents or [-1] * len(rollout)
+        shown: dict[int, Example] = {}
+        for ex in rollout.examples:  # one label-free copy per example, shared by its samples
+            if id(ex) not in shown:
+                shown[id(ex)] = dataclasses.replace(ex, answer=None, solution=None) if hide else ex
+        return [ScoredSample(text, int(g), None if hide else ex.answer, ex.choices, c.finish_reason == "length",
+                             "maternal" if k else "reinference", par, ex.answer, rollout.aux_of(i), shown[id(ex)])
+                for i, (text, g, ex, c, k, par) in enumerate(zip(rollout.texts, rollout.group_ids.tolist(),
+                                                                 rollout.examples, rollout.completions, keep, parents))]
+
+    def _local_share(self, examples: list[Example]) -> list[Example]:
+        """Every rank gets the same global batch and keeps its own contiguous share of whole prompts."""
+        from mmevo.grpo.distributed import rank, world_size
+
+        w = world_size()
+        if w == 1:
+            return examples
+        n = len(examples)
+        return examples[rank() * n // w:(rank() + 1) * n // w]
+
+    def _mini_batches(self, groups: torch.Tensor) -> list[list[int]]:
+        """Sample indices of each mini-batch: whole prompt groups, ``trainer.mini_batch_prompts`` (this rank's share)
+        per update, so a step that lost prompts makes fewer full-size updates, not more smaller ones."""
+        from mmevo.grpo.distributed import world_size
+
+        per_mini = max(1, self.cfg.trainer.mini_batch_prompts // world_size())
         uniq = torch.unique(groups).tolist()
-        per_mini = max(1, len(uniq) // max(1, cfg.trainer.prompts_per_step // cfg.trainer.mini_batch_prompts))
         mini_of_group = {g: k // per_mini for k, g in enumerate(uniq)}
         minis: list[list[int]] = [[] for _ in range(math.ceil(len(uniq) / per_mini))]
         for i, g in enumerate(groups.tolist()):
             minis[mini_of_group[g]].append(i)
+        return minis
+
+    def _agree(self, *counts: list[int]) -> list[list[int]]:
+        """Element-wise max over ranks of each list (shorter lists padded with 0); identity in one process."""
+        if self.ds_engine is None:
+            return [list(c) for c in counts]
+        from mmevo.grpo.distributed import all_gather_objects
+
+        out = []
+        for lists in zip(*all_gather_objects(counts)):
+            width = max(len(c) for c in lists)
+            out.append([max(c[i] if i < len(c) else 0 for c in lists) for i in range(width)])
+        return out
+
+    def _logprobs_no_grad(self, model, prompts, responses, n_micro: int | None = None) -> list[torch.Tensor]:
+        """Log-probs [R_i] of each sample (in sample order), computed in micro-batches without gradients.
+
+        ``n_micro``: micro-batches to run (the agreed count under ZeRO-3, where every forward is collective); the ones
+        beyond this rank's samples run the padding sample and are discarded."""
+        out = []
+        mb = self.cfg.trainer.micro_batch_seqs
+        n_micro = math.ceil(len(prompts) / mb) if n_micro is None else n_micro
+        with torch.no_grad():
+            for k in range(n_micro):
+                ps, rs = prompts[k * mb:(k + 1) * mb], responses[k * mb:(k + 1) * mb]
+                logp, _, _ = sequence_logprobs(model, ps or [self._padding()[0]], rs or [self._padding()[1]],
+                                               self.pad_id, self.cfg.rollout.temperature, self.device)
+                if ps:
+                    out.extend(list(logp))
+        return out
+
+    def _padding(self) -> tuple[EncodedPrompt, list[int]]:
+        if self._pad_sample is None:
+            from mmevo.grpo.distributed import rank
+
+            raise RuntimeError(f"rank {rank()} has no sample to pad its share of a collective update with (it got no "
+                               "prompts this step): give every rank at least one prompt")
+        return self._pad_sample
+
+    def _update(self, prompts, responses, adv, minis: list[list[int]], plan: list[int], old_logp, ref_logp) -> dict:
+        """PPO-style epochs over mini-batches (whole groups); micro-batches accumulate gradients.
+
+        ``plan[u]`` is the number of micro-batches of update u agreed by all ranks; where this rank has fewer samples
+        it runs the padding sample with weight 0, so every rank makes the same collective calls."""
+        cfg, a = self.cfg, self.cfg.algo
+        model = self.model
+        model.train()
         agg_totals: dict[str, float] = {}
-        n_updates = 0
+        n_updates = real_updates = 0
+        mb = cfg.trainer.micro_batch_seqs
         for _ in range(a.ppo_epochs):
-            for mini in minis:
-                if not mini:
+            for u, n_micro in enumerate(plan):
+                if n_micro == 0:
                     continue
+                mini = minis[u] if u < len(minis) else []
                 self.backend.zero_grad()
                 mini_tokens = sum(max(1, len(responses[i])) for i in mini)
-                mb = cfg.trainer.micro_batch_seqs
-                for s in range(0, len(mini), mb):
-                    ids = mini[s:s + mb]
-                    logp, ent, mask = sequence_logprobs(model, [prompts[i] for i in ids], [responses[i] for i in ids],
-                                                        self.pad_id, cfg.rollout.temperature, self.device,
-                                                        with_entropy=True)
+                totals: dict[str, float] = {}
+                for k in range(n_micro):
+                    ids = mini[k * mb:(k + 1) * mb]
+                    if ids:
+                        ps, rs = [prompts[i] for i in ids], [responses[i] for i in ids]
+                    else:  # padding for the collective calls: runs, contributes nothing
+                        ps, rs = [self._padding()[0]], [self._padding()[1]]
+                    logp, ent, mask = sequence_logprobs(model, ps, rs, self.pad_id, cfg.rollout.temperature,
+                                                        self.device, with_entropy=True)
                     R = logp.shape[1]
-                    old = logp.detach() if old_logp is None else _stack_padded([old_logp[i] for i in ids], R)
                     scale_factor = None
-                    if a.loss_agg == "token-mean":
-                        weight = float(mask.sum()) / mini_tokens
+                    if a.loss_agg == "seq-mean-token-sum-norm":  # Dr.GRPO: constant length normaliser
+                        scale_factor = float(cfg.rollout.max_tokens) * len(rs)
+                    if not ids:
+                        weight, old, ref, adv_mb = 0.0, logp.detach(), None, torch.zeros(1, dtype=logp.dtype)
                     else:
-                        weight = len(ids) / len(mini)
-                        if a.loss_agg == "seq-mean-token-sum-norm":  # Dr.GRPO: constant length normaliser
-                            scale_factor = float(cfg.rollout.max_tokens) * len(ids)
-                    pg_loss, pg_m = algos.policy_loss(logp, old, adv[ids].to(logp), mask, a.clip_low, a.clip_high,
-                                                      a.loss_agg, loss_scale_factor=scale_factor)
+                        weight = (float(mask.sum()) / mini_tokens if a.loss_agg == "token-mean"
+                                  else len(ids) / len(mini))
+                        old = logp.detach() if old_logp is None else _stack_padded([old_logp[i] for i in ids], R)
+                        ref = None if ref_logp is None else _stack_padded([ref_logp[i] for i in ids], R)
+                        adv_mb = adv[ids].to(logp)
+                    pg_loss, pg_m = algos.policy_loss(logp, old, adv_mb, mask, a.clip_low, a.clip_high, a.loss_agg,
+                                                      loss_scale_factor=scale_factor, clip_ratio_c=a.clip_ratio_c)
                     loss = pg_loss
-                    if ref_logp is not None:
-                        ref = _stack_padded([ref_logp[i] for i in ids], R)
+                    if ref is not None:
                         kl = algos.agg_loss(algos.kl_penalty(logp, ref, a.kl_type), mask, a.loss_agg, scale_factor)
                         loss = loss + a.kl_coef * kl
                         pg_m["kl"] = float(kl.detach())
@@ -419,16 +518,22 @@ class GRPOTrainer:
                         raise TrainingDiverged(
                             f"non-finite loss ({float(loss)}) at step {self.step_idx}: stopping; the last good "
                             f"checkpoint in {self.out / 'checkpoints'} is kept (lower trainer.lr or check the data)")
-                    self.backend.backward(loss * weight, boundary=s + mb >= len(mini))
-                    for k, v in pg_m.items():
-                        agg_totals[k] = agg_totals.get(k, 0.0) + v * weight
+                    self.backend.backward(loss * weight, boundary=k + 1 == n_micro)
+                    for key, v in pg_m.items():
+                        totals[key] = totals.get(key, 0.0) + v * weight
                 grad_norm = self.backend.step()
                 if not math.isfinite(grad_norm):
                     raise TrainingDiverged(f"non-finite gradient norm at step {self.step_idx}: stopping; the last "
                                            f"good checkpoint in {self.out / 'checkpoints'} is kept")
-                agg_totals["grad_norm"] = agg_totals.get("grad_norm", 0.0) + grad_norm
                 n_updates += 1
-        return {f"actor/{k}": v / max(1, n_updates) for k, v in agg_totals.items()}
+                if mini:  # padding-only updates of this rank are not part of its metrics
+                    real_updates += 1
+                    totals["grad_norm"] = grad_norm
+                    for key, v in totals.items():
+                        agg_totals[key] = agg_totals.get(key, 0.0) + v
+        metrics = {f"actor/{k}": v / max(1, real_updates) for k, v in agg_totals.items()}
+        metrics["actor/updates"] = n_updates
+        return metrics
 
     def _response_metrics(self, rollout: Rollout, rewards, advantages, idx: list[int]) -> dict:
         """Length / truncation / no-answer shares and zero-signal groups, over the trained (maternal) samples."""
@@ -452,9 +557,26 @@ class GRPOTrainer:
         }
 
     # -- running, checkpoints -----------------------------------------------------------------------------------
+    def plugin_state(self) -> dict:
+        """State of the plug-ins (prompt source, strategy, reward heads) and the run's counters."""
+        return {"prompt_source": self.prompt_source.state_dict() if self.prompt_source is not None else None,
+                "strategy": self.strategy.state_dict(), "rewards": self.rewards.state_dict(),
+                "counters": dict(self.counters)}
+
+    def load_plugin_state(self, state: dict) -> None:
+        source = state.get("prompt_source", state.get("sampler"))  # "sampler": checkpoints before prompt sources
+        if source is not None:
+            if self.prompt_source is None:
+                raise ValueError("the checkpoint has a prompt-source position, but this trainer has no prompt source "
+                                 "(pass the same train set or prompt source as the run that wrote it)")
+            self.prompt_source.load_state_dict(source)
+        self.strategy.load_state_dict(state.get("strategy") or {})
+        self.rewards.load_state_dict(state["rewards"])
+        self.counters.update(state.get("counters") or {})
+
     def trainer_state(self, with_optimizer: bool = True) -> dict:
         """What a checkpoint holds besides the weights (``with_optimizer=False``: no optimizer / scheduler state)."""
-        state = {"sampler": self.sampler.state_dict(), "rewards": self.rewards.state_dict(), "config": to_dict(self.cfg)}
+        state = {**self.plugin_state(), "config": to_dict(self.cfg)}
         if with_optimizer:
             state.update(optimizer=self.optimizer.state_dict(), scheduler=self.scheduler.state_dict())
         return state
@@ -483,6 +605,7 @@ class GRPOTrainer:
         D.barrier()
         self.ds_engine.save_checkpoint(str(tmp / "deepspeed"), tag="zero", save_latest=False)
         torch.save(rng_state(), tmp / f"rng_rank{D.rank()}.pt")
+        torch.save(self.plugin_state(), tmp / f"plugins_rank{D.rank()}.pt")  # a rank's replay / counts are its own
         D.barrier()
         final = None
         if D.is_main():
@@ -525,8 +648,10 @@ class GRPOTrainer:
             self.ds_engine.load_checkpoint(str(ckpt / "deepspeed"), tag="zero", load_optimizer_states=True,
                                            load_lr_scheduler_states=True)
             set_rng_state(torch.load(ckpt / f"rng_rank{D.rank()}.pt", weights_only=False))
-        self.sampler.load_state_dict(state["sampler"])
-        self.rewards.load_state_dict(state["rewards"])
+            own = ckpt / f"plugins_rank{D.rank()}.pt"
+            if own.exists():
+                state = {**state, **torch.load(own, weights_only=False)}
+        self.load_plugin_state(state)
         self.step_idx = int(state["step"])
         self.engine.sync_weights(self.model)
         self.logger.truncate_after(self.step_idx)
@@ -553,7 +678,7 @@ class GRPOTrainer:
                     if self.ds_engine is not None:
                         from mmevo.grpo.distributed import all_reduce_mean
 
-                        metrics = all_reduce_mean(metrics)
+                        metrics = all_reduce_mean(metrics, sum_keys=("data/skipped_overlong_prompts", "data/samples"))
                 except FloatingPointError as e:
                     raise TrainingDiverged(f"{e} at step {self.step_idx}: stopping; the last good checkpoint in "
                                            f"{self.out / 'checkpoints'} is kept") from e
@@ -567,8 +692,9 @@ class GRPOTrainer:
                     self.save()
                 if bar is not None:
                     bar.update(1)
-                    bar.set_postfix(reward=f"{metrics['reward/total/mean']:.3f}",
-                                    len=f"{metrics['response/length_mean']:.0f}", s=f"{metrics['time/step']:.1f}")
+                    bar.set_postfix(reward=f"{metrics.get('reward/total/mean', float('nan')):.3f}",
+                                    len=f"{metrics.get('response/length_mean', float('nan')):.0f}",
+                                    s=f"{metrics['time/step']:.1f}")
         finally:
             if bar is not None:
                 bar.close()
@@ -586,10 +712,26 @@ class GRPOTrainer:
             save_model(path, self.model, self.policy.processor, weights)
         return Path(path)
 
+    def close(self) -> None:
+        """End the run's logging and free the engine (a loop builds and drops several trainers)."""
+        self.logger.close()
+        close = getattr(self.engine, "close", None)
+        if close is not None:
+            close()
+
     def evaluate(self, examples: Sequence[Example] | None = None, max_tokens: int | None = None) -> dict:
-        return evaluate(self.engine, self.prompts, list(examples or self.heldout), self.policy.tokenizer,
-                        max_tokens or self.cfg.trainer.eval_max_tokens or self.cfg.rollout.max_tokens,
-                        self.cfg.rollout.eval_temperature, seed=self.cfg.trainer.seed)
+        with self._sampling_weights():
+            return evaluate(self.engine, self.prompts, list(examples or self.heldout), self.policy.tokenizer,
+                            max_tokens or self.cfg.trainer.eval_max_tokens or self.cfg.rollout.max_tokens,
+                            self.cfg.rollout.eval_temperature, seed=self.cfg.trainer.seed)
+
+
+def head_arguments(cfg: Config) -> dict[str, dict]:
+    """Keyword arguments of each reward head: ``reward.head_args``; SFR's default to ``csrs.gamma`` / ``csrs.beta``."""
+    args = {name: dict(kw or {}) for name, kw in cfg.reward.head_args.items()}
+    if "sfr" in cfg.reward.heads:
+        args["sfr"] = {"gamma": cfg.csrs.gamma, "beta": cfg.csrs.beta, **args.get("sfr", {})}
+    return args
 
 
 def _stack_padded(rows: list[torch.Tensor], width: int) -> torch.Tensor:
@@ -606,45 +748,6 @@ def _progress(total: int, initial: int, enabled: bool):
     from tqdm import tqdm
 
     return tqdm(total=total, initial=initial, desc="grpo", dynamic_ncols=True)
-
-
-def decode(tokenizer, ids: Sequence[int]) -> str:
-    return tokenizer.decode(list(ids), skip_special_tokens=True)
-
-
-def plain_groups(trainer: GRPOTrainer, examples: list[Example], step: int) -> Rollout:
-    """Standard GRPO sampling: n completions per prompt, all trainable."""
-    cfg = trainer.cfg
-    prompts, kept = [], []
-    for ex in examples:
-        p = trainer.prompts(ex)
-        if len(p.input_ids) > cfg.data.max_prompt_length:  # counted, like verl's filter_overlong_prompts
-            trainer.skipped_prompts += 1
-            continue
-        prompts.append(p)
-        kept.append(ex)
-    if not prompts:
-        raise ValueError(f"every prompt of step {step} is longer than data.max_prompt_length={cfg.data.max_prompt_length}")
-    params = SamplingParams(cfg.rollout.temperature, cfg.rollout.top_p, cfg.rollout.max_tokens,
-                            seed=_step_seed(cfg.trainer.seed, step))
-    outs = trainer.engine.generate([RolloutRequest(p, n=cfg.rollout.n) for p in prompts], params)
-    flat_p, flat_c, flat_e, gids = [], [], [], []
-    for gi, (p, ex, comps) in enumerate(zip(prompts, kept, outs)):
-        for c in comps:
-            flat_p.append(p)
-            flat_c.append(c)
-            flat_e.append(ex)
-            gids.append(gi)
-    texts = [decode(trainer.policy.tokenizer, c.full_ids) for c in flat_c]
-    return Rollout(flat_p, flat_c, texts, torch.tensor(gids), flat_e,
-                   extra_metrics={"data/skipped_overlong_prompts": trainer.skipped_prompts})
-
-
-def _step_seed(seed: int, step: int) -> int:
-    """Per-step sampling seed: reproducible and independent of how many steps ran in this process (resume)."""
-    from mmevo.grpo.distributed import rank
-
-    return (seed * 1_000_003 + step * 7_919 + rank() * 104_729) % (2**31 - 1)
 
 
 def evaluate(engine, prompts: PromptCache, examples: list[Example], tokenizer, max_tokens: int, temperature: float = 0.0,

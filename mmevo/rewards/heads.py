@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Callable, Sequence
+import importlib
+import inspect
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
 
 import torch
 
@@ -21,9 +23,11 @@ class ScoredSample:
     gold: str | None  # gold answer when known (None in label-free runs)
     choices: Sequence[str] | None  # multiple-choice options, [] / None for free form
     truncated: bool = False  # hit max_tokens without a stop token
-    role: str = "maternal"  # "maternal" (trained on) or "reinference" (CSRS: only feeds rewards)
+    role: str = "maternal"  # "maternal" (trained on) or "reinference" (only feeds rewards); not a loop's agent role
     parent: int = -1  # reinference: index of its maternal sample in the batch
     eval_gold: str | None = None  # gold kept for logged diagnostics only, also in label-free runs; never a reward
+    aux: dict = field(default_factory=dict)  # per-sample data from the rollout strategy (Rollout.aux)
+    example: Any = None  # the sample's Example (its meta); answer/solution blanked in label-free runs
 
 
 class RewardHead:
@@ -135,25 +139,69 @@ class SFRHead(RewardHead):
         return rewards, metrics
 
 
-HEADS: dict[str, Callable[[], RewardHead]] = {"accuracy": AccuracyHead, "format": FormatHead, "majority": MajorityHead,
-                                              "sfr": SFRHead}
+HEADS: dict[str, Callable[..., RewardHead]] = {"accuracy": AccuracyHead, "format": FormatHead,
+                                               "majority": MajorityHead, "sfr": SFRHead}
 
 
-def register_head(name: str, factory: Callable[[], RewardHead]) -> None:
-    """Plug-in point for other reward heads (SFR, MM-Zero roles, Prism, HONEST)."""
+def register_head(name: str, factory: Callable[..., RewardHead]) -> None:
+    """Plug-in point for other reward heads (MM-Zero roles, Prism, HONEST); or name one by import path."""
     HEADS[name] = factory
 
 
+def resolve_head(name: str) -> Callable[..., RewardHead]:
+    """A registered head name, or a dotted import path ``package.module:Class`` (``package.module.Class`` too)."""
+    if name in HEADS:
+        return HEADS[name]
+    if ":" in name or "." in name:
+        module, _, attr = name.partition(":") if ":" in name else name.rpartition(".")
+        try:
+            obj = importlib.import_module(module)
+        except ImportError as e:
+            raise ValueError(f"reward head {name!r}: cannot import module {module!r} ({e})") from None
+        for part in attr.split("."):
+            if not hasattr(obj, part):
+                raise ValueError(f"reward head {name!r}: module {module!r} has no attribute {attr!r}")
+            obj = getattr(obj, part)
+        if not callable(obj):
+            raise ValueError(f"reward head {name!r} is not a class or factory")
+        return obj
+    raise ValueError(f"unknown reward head {name!r}; known: {sorted(HEADS)}, or give an import path "
+                     "'package.module:Class'")
+
+
+def head_metric_name(name: str) -> str:
+    """Metric prefix of a head: its registered name, or the class part of an import path."""
+    return name.rpartition(":")[2].rpartition(".")[2] if name not in HEADS else name
+
+
 class RewardMixer:
-    """Weighted sum of heads; logs each head's mean/std and counts empty / unparseable responses."""
+    """Weighted sum of heads; logs each head's mean/std and counts empty / unparseable responses.
+
+    ``weights`` maps head names (registered, or import paths) to weights; ``head_kwargs`` maps the same names to the
+    keyword arguments each head is built with (``reward.head_args``).
+    """
 
     def __init__(self, weights: dict[str, float], head_kwargs: dict[str, dict] | None = None):
-        unknown = [n for n in weights if n not in HEADS]
-        if unknown:
-            raise ValueError(f"unknown reward head(s) {unknown}; known: {sorted(HEADS)}")
-        self.weights = {n: float(w) for n, w in weights.items()}
         kw = head_kwargs or {}
-        self.heads = {n: HEADS[n](**kw.get(n, {})) for n in weights}
+        stray = [n for n in kw if n not in weights]
+        if stray:
+            raise ValueError(f"reward.head_args has arguments for {stray}, which are not in reward.heads "
+                             f"{sorted(weights)}")
+        self.weights, self.heads, self.labels = {}, {}, {}
+        for name, w in weights.items():
+            factory = resolve_head(name)
+            args = dict(kw.get(name) or {})
+            try:
+                head = factory(**args)
+            except TypeError as e:
+                raise ValueError(f"reward head {name!r} rejected its arguments {args} ({e}); it takes "
+                                 f"{_signature(factory)}") from None
+            if not callable(getattr(head, "score", None)):
+                raise ValueError(f"reward head {name!r} has no score(samples) method")
+            label = head_metric_name(name)
+            if label in self.labels.values():
+                raise ValueError(f"two reward heads would log as {label!r}: {sorted(weights)}")
+            self.weights[name], self.heads[name], self.labels[name] = float(w), head, label
 
     def __call__(self, samples: Sequence[ScoredSample]) -> tuple[torch.Tensor, dict]:
         """Weighted total [B]; metrics are over maternal samples (the ones trained on)."""
@@ -163,22 +211,34 @@ class RewardMixer:
         for name, head in self.heads.items():
             r, m = head.score(samples)
             r = r.float()
+            if r.shape != total.shape:
+                raise ValueError(f"reward head {name!r} returned {tuple(r.shape)} rewards for {len(samples)} samples")
             if not torch.isfinite(r).all():
                 raise FloatingPointError(f"reward head {name!r} returned non-finite rewards")
             total += self.weights[name] * r
-            metrics[f"reward/{name}/mean"] = r[mat].mean().item()
-            metrics[f"reward/{name}/std"] = r[mat].std(unbiased=False).item()
+            label = self.labels[name]
+            if mat.any():
+                metrics[f"reward/{label}/mean"] = r[mat].mean().item()
+                metrics[f"reward/{label}/std"] = r[mat].std(unbiased=False).item()
             for k, v in m.items():
-                metrics[f"reward/{name}/{k}"] = float(v)
-        metrics["reward/total/mean"] = total[mat].mean().item()
-        metrics["reward/total/std"] = total[mat].std(unbiased=False).item()
+                metrics[f"reward/{label}/{k}"] = float(v)
+        if mat.any():
+            metrics["reward/total/mean"] = total[mat].mean().item()
+            metrics["reward/total/std"] = total[mat].std(unbiased=False).item()
         metrics["response/empty_frac"] = sum(not s.response.strip() for s in samples) / max(1, len(samples))
         return total, metrics
 
     def state_dict(self) -> dict:
-        return {n: h.state_dict() for n, h in self.heads.items()}
+        return {n: h.state_dict() for n, h in self.heads.items() if hasattr(h, "state_dict")}
 
     def load_state_dict(self, state: dict) -> None:
         for n, s in state.items():
-            if n in self.heads:
+            if n in self.heads and hasattr(self.heads[n], "load_state_dict"):
                 self.heads[n].load_state_dict(s)
+
+
+def _signature(factory) -> str:
+    try:
+        return str(inspect.signature(factory))
+    except (TypeError, ValueError):
+        return "(unknown signature)"
