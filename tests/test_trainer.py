@@ -254,3 +254,18 @@ def test_a_step_with_nothing_trainable_is_skipped_and_counted(tiny_vl_path, tmp_
     assert all(torch.equal(before[k], v) for k, v in tr.model.state_dict().items())
     lines = [json.loads(l) for l in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     assert [l["data/skipped_steps"] for l in lines] == [1, 2]
+
+
+@pytest.mark.parametrize("c", [1.05, None])
+def test_dual_clip_bound_comes_from_the_config(tiny_vl_path, tmp_path, data, c):
+    cfg = _cfg(tmp_path / "run", **{"algo.kl_coef": 0, "algo.clip_ratio_c": "null" if c is None else c})
+    assert cfg.algo.clip_ratio_c == c
+    tr = _trainer(cfg, tiny_vl_path, data)
+    prompts, responses, adv = _fixed_batch(tr)
+    # old log-probs 0.5 below the current ones: ratio e^0.5 = 1.65 > 1.05 on every token
+    old = [lp - 0.5 for lp in tr._logprobs_no_grad(tr.model, prompts, responses)]
+    m = tr._update(prompts, responses, adv, [list(range(6))], [2], old, None)
+    if c is None:
+        assert m["actor/clip_frac_dual"] == 0.0
+    else:  # the tokens of the three negative-advantage responses (lengths 2, 4, 1 of 13) are bounded by -A * c
+        assert m["actor/clip_frac_dual"] == pytest.approx(7 / 13, abs=1e-6)

@@ -185,3 +185,13 @@ def test_benchmark_eval_through_vllm_matches_hf(policy, engine, tmp_path):
         responses[name] = [(r["id"], r["response"], r["correct"]) for r in map(json.loads, lines)]
     assert responses["vllm"] == responses["hf"]
     assert any(len(r[1]) > 0 for r in responses["hf"])
+
+
+def test_greedy_with_several_samples_gives_identical_copies(policy, engine, prompts):
+    # vLLM itself refuses n > 1 at temperature 0; the engine decodes once and returns n copies, like the HF engine
+    reqs = [RolloutRequest(p, n=3) for p in prompts]
+    ref = _hf(policy).generate(reqs, GREEDY)
+    got = engine.generate(reqs, GREEDY)
+    for r, g in zip(ref, got):
+        assert len(g) == 3 and all(c.token_ids == r[0].token_ids for c in g)
+        assert g[0] is not g[1] and g[0].token_ids is not g[1].token_ids

@@ -304,6 +304,7 @@ class VLLMEngine:
 
         self._open_llm()
         stops, banned = self.stop_ids.tolist(), self.banned_ids.tolist()
+        greedy = params.temperature <= 0
         prompts, sps, slots = [], [], []
         results: list[list[Completion]] = [[] for _ in requests]
         seed_offset = 0
@@ -320,7 +321,7 @@ class VLLMEngine:
                 seed = params.seed + seed_offset  # vLLM gives sample k of a request seed + k: keep them disjoint
                 seed_offset += req.n
             sps.append(VSamplingParams(
-                n=req.n,
+                n=1 if greedy else req.n,  # vLLM refuses greedy n > 1: decode once, then copy
                 temperature=max(float(params.temperature), 0.0),
                 top_p=float(params.top_p) if params.temperature > 0 else 1.0,
                 max_tokens=int(budget),
@@ -345,6 +346,10 @@ class VLLMEngine:
                 finish = "stop" if ids and ids[-1] in stops else "length"
                 self.stats["generated_tokens"] += len(ids)
                 results[i].append(Completion(ids, lps, finish, prefix_ids=list(req.prefix_ids)))
+            if greedy and req.n > 1:
+                one = results[i][0]
+                results[i] = [Completion(list(one.token_ids), list(one.logprobs), one.finish_reason,
+                                         prefix_ids=list(req.prefix_ids)) for _ in range(req.n)]
         return results
 
     def sync_weights(self, model: torch.nn.Module) -> None:

@@ -89,6 +89,8 @@ def main():
             "world_size": D.world_size(), "per_rank": per_rank, "digests": digests,
             "metrics": [{k: h.get(k) for k in keys} for h in hist],
             "finite_loss": [h.get("actor/loss") is not None and h["actor/loss"] == h["actor/loss"] for h in hist]}))
+    D.barrier()  # a clean shutdown: no rank leaves while another still talks to it
+    torch.distributed.destroy_process_group()
 
 
 main()

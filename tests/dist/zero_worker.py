@@ -36,7 +36,7 @@ def make(cfg_over, model_seed=7):
 
 
 def fixed_batch(tr):
-    prompts = [tr.prompts(ex) for ex in tr.train_set[:3] for _ in range(2)]
+    prompts = [tr.prompts(ex) for ex in tr.prompt_source.examples[:3] for _ in range(2)]
     responses = [[105, 106, 107], [108, 109], [110], [111, 112, 113, 114], [115, 116], [117]]
     adv = torch.tensor([1.0, -1.0, 0.5, -0.5, 0.8, -0.8])
     groups = torch.tensor([0, 0, 1, 1, 2, 2])
