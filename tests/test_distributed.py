@@ -14,15 +14,20 @@ WORKER = Path(__file__).resolve().parent / "dist" / "zero_worker.py"
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def test_zero3_two_processes_match_single_process(tiny_vl_path, tmp_path):
+def _torchrun(worker: str, model, stage: str, tmp_path, port: str) -> dict:
+    """Run tests/dist/<worker> in 2 processes (gloo) with configs/deepspeed/<stage>.json; its rank 0's JSON."""
     out = tmp_path / "result.json"
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", "29533",
-           str(WORKER), str(tiny_vl_path), str(ROOT / "configs" / "deepspeed" / "zero3.json"), str(out),
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", port,
+           str(WORKER.parent / worker), str(model), str(ROOT / "configs" / "deepspeed" / f"{stage}.json"), str(out),
            str(tmp_path / "run")]
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-6000:]
-    r = json.loads(out.read_text())
+    return json.loads(out.read_text())
+
+
+def test_zero3_two_processes_match_single_process(tiny_vl_path, tmp_path):
+    r = _torchrun(WORKER.name, tiny_vl_path, "zero3", tmp_path, "29533")
     assert r["world_size"] == 2 and r["zero3"] is True  # parameters really are partitioned
     assert r["ds_loss"] == pytest.approx(r["sp_loss"], rel=1e-6, abs=1e-9)
     assert r["grads_max_abs_diff"] < 1e-4 * max(1.0, r["grad_norm"])  # gathered ZeRO-3 grads == single-process
@@ -43,14 +48,7 @@ def test_zero3_weight_sync_into_vllm_engines(tiny_vl_path, tmp_path):
     randomize(lm.model)
     lm.model.save_pretrained(policy)
     lm.processor.save_pretrained(policy)
-    out = tmp_path / "result.json"
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", "29534",
-           str(WORKER.parent / "zero_vllm_worker.py"), str(policy), str(ROOT / "configs" / "deepspeed" / "zero3.json"),
-           str(out), str(tmp_path / "run")]
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-6000:]
-    r = json.loads(out.read_text())
+    r = _torchrun("zero_vllm_worker.py", policy, "zero3", tmp_path, "29534")
     assert r["world_size"] == 2 and r["zero3"] is True
     assert r["executor"] == "ExecutorWithExternalLauncher"  # one engine per rank, in the trainer's group
     assert r["changed"]  # the update changed greedy decoding ...
@@ -60,15 +58,7 @@ def test_zero3_weight_sync_into_vllm_engines(tiny_vl_path, tmp_path):
 @pytest.mark.parametrize("stage", ["zero2", "zero3"])
 def test_deepspeed_resume_continues_the_uninterrupted_run(tiny_vl_path, tmp_path, stage):
     """3 steps in one go vs 2 steps, a checkpoint, and a new trainer that resumes: the same step 3 and weights."""
-    out = tmp_path / "result.json"
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
-    port = {"zero2": "29535", "zero3": "29536"}[stage]
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", port,
-           str(WORKER.parent / "zero_resume_worker.py"), str(tiny_vl_path),
-           str(ROOT / "configs" / "deepspeed" / f"{stage}.json"), str(out), str(tmp_path / "run")]
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-6000:]
-    r = json.loads(out.read_text())
+    r = _torchrun("zero_resume_worker.py", tiny_vl_path, stage, tmp_path, {"zero2": "29535", "zero3": "29536"}[stage])
     assert r["world_size"] == 2 and r["step"] == 3 and r["resumed_steps"] == 1
     for key, value in r["a3"].items():
         assert r["c3"][key] == pytest.approx(value, rel=1e-5, abs=1e-7), key
@@ -87,15 +77,7 @@ def test_deepspeed_resume_continues_the_uninterrupted_run(tiny_vl_path, tmp_path
 @pytest.mark.parametrize("stage", ["zero2", "zero3"])
 def test_prompts_dropped_on_one_rank_give_every_rank_the_same_updates(tiny_vl_path, tmp_path, stage):
     """Rank 1 loses one prompt, then all of its prompts, then every rank loses all: no hang, the configured updates."""
-    out = tmp_path / "result.json"
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
-    port = {"zero2": "29537", "zero3": "29538"}[stage]
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", port,
-           str(WORKER.parent / "zero_dropped_worker.py"), str(tiny_vl_path),
-           str(ROOT / "configs" / "deepspeed" / f"{stage}.json"), str(out), str(tmp_path / "run")]
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-6000:]
-    r = json.loads(out.read_text())
+    r = _torchrun("zero_dropped_worker.py", tiny_vl_path, stage, tmp_path, {"zero2": "29537", "zero3": "29538"}[stage])
     assert r["world_size"] == 2
     # 2 prompts per rank, mini-batches of 1 prompt per rank: 2 updates, also where prompts were dropped; 0 when
     # nothing is trainable anywhere; both ranks the same

@@ -37,16 +37,20 @@ def test_hf_engine_close_releases_model_and_refuses_to_generate(tiny_vl_path):
     model_ref = weakref.ref(lm.model)
     eng.close()
     eng.close()  # idempotent
-    with pytest.raises(RuntimeError, match="closed"):
-        eng.generate([req], GREEDY)
-    with pytest.raises(RuntimeError, match="closed"):
-        eng.sync_weights(lm.model)
-    eng.sleep()  # harmless after close
-    eng.wake()
+    _assert_closed(eng, req, lm.model)
 
     del lm
     gc.collect()
     assert model_ref() is None  # the closed engine keeps nothing alive
+
+
+def _assert_closed(eng, req, model):
+    with pytest.raises(RuntimeError, match="closed"):
+        eng.generate([req], GREEDY)
+    with pytest.raises(RuntimeError, match="closed"):
+        eng.sync_weights(model)
+    eng.sleep()  # harmless after close
+    eng.wake()
 
 
 def _rss_mb() -> float:
@@ -85,12 +89,7 @@ def _first_engine_then_close(cfg, lm, req):
     del leaked
     gc.collect()
     assert llm_ref() is None, "the LLM object survived close()"
-    with pytest.raises(RuntimeError, match="closed"):
-        eng.generate([req], GREEDY)
-    with pytest.raises(RuntimeError, match="closed"):
-        eng.sync_weights(lm.model)
-    eng.sleep()  # harmless after close
-    eng.wake()
+    _assert_closed(eng, req, lm.model)
     return first
 
 
