@@ -34,12 +34,27 @@ def render_prompt(template: str, problem: str) -> str:
                       "nor a string containing {problem}")
 
 
+LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")  # the LM's linears
+
+
+@dataclass
+class LoRAConfig:
+    rank: int = 0  # LoRA rank r (0 = full fine-tuning); adapters are merged for vLLM sync and export
+    alpha: float = 16.0  # LoRA scaling alpha (effective scale alpha / rank)
+    dropout: float = 0.0  # dropout on the LoRA input
+    target_modules: list = field(default_factory=lambda: list(LORA_TARGETS))  # module names that get adapters
+
+
 @dataclass
 class ModelConfig:
     path: str = "tiny"  # local checkpoint dir or hub id; "tiny" builds the embedded tiny Qwen2.5-VL in cache_dir
     cache_dir: str = ".cache/mmevo"  # where embedded tiny models are built once and reused
     dtype: str = "float32"  # parameter dtype: float32 | bfloat16 | float16
     device: str = "cpu"  # torch device for the single-process path
+    gradient_checkpointing: bool = False  # recompute activations in backward (exact; 7B configs: true)
+    ref_offload: bool = False  # keep the reference model in CPU memory, on the GPU only for its log-prob pass
+    freeze_vision_tower: bool = False  # train the language model (and merger) only; the ViT stays fixed
+    lora: LoRAConfig = field(default_factory=LoRAConfig)  # LoRA adapters instead of full fine-tuning
 
 
 @dataclass
@@ -76,6 +91,8 @@ class RolloutConfig:
     tensor_parallel_size: int = 1  # vLLM: GPUs per engine (1: in-process engine, weights streamed directly)
     vllm_kv_cache_gb: int = 1  # vLLM on CPU: KV cache size in GiB
     enable_sleep_mode: bool = False  # vLLM on GPU: offload weights / drop the KV cache while training (no-op on CPU)
+    sleep_level: int = 2  # vLLM sleep level: 2 drops weights too (they are re-synced before every rollout); 1 keeps a copy
+    enforce_eager: bool = False  # vLLM on GPU: true disables CUDA graphs (always eager on CPU)
 
 
 @dataclass
@@ -105,6 +122,8 @@ class TrainerConfig:
     prompts_per_step: int = 256  # prompts sampled per step (train batch size; CSRS: 256)
     mini_batch_prompts: int = 64  # prompts per optimizer update (PPO mini batch; CSRS: 64)
     micro_batch_seqs: int = 8  # sequences per forward/backward (gradient accumulation inside a mini batch)
+    max_tokens_per_micro_batch: int = 0  # also cap micro-batches at this many prompt+response tokens (0 = no cap)
+    logits_chunk_tokens: int = 1024  # log-probs / entropy over this many positions at a time (0 = all at once)
     lr: float = 1e-6  # AdamW learning rate (CSRS / EasyR1: 1e-6)
     weight_decay: float = 0.01  # AdamW weight decay
     betas: tuple = (0.9, 0.999)  # AdamW betas
