@@ -96,3 +96,12 @@ class CountingSource:
     def load_state_dict(self, state):
         self.rng.setstate(state["rng"])
         self.taken = state["taken"]
+
+
+class LengthHead(RewardHead):
+    """reward = characters in the response / 100: varies within every group, with no gold (a signal for tests)."""
+
+    name = "length_head"
+
+    def score(self, samples):
+        return torch.tensor([len(s.response) / 100 for s in samples], dtype=torch.float32), {}

@@ -176,12 +176,22 @@ def _fixed_batch(tr, lengths=(3, 2, 1, 4, 2, 1)):
     return prompts, responses, adv
 
 
+@pytest.mark.parametrize("split", ["seqs", "tokens"])
 @pytest.mark.parametrize("agg", ["token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm"])
-def test_micro_batch_accumulation_equals_one_full_batch_loss(tiny_vl_path, tmp_path, data, agg):
-    cfg = _cfg(tmp_path / "run", **{"algo.loss_agg": agg, "algo.kl_coef": 0, "trainer.micro_batch_seqs": 2,
-                                    "algo.clip_low": 0.05, "algo.clip_high": 0.05})
+def test_micro_batch_accumulation_equals_one_full_batch_loss(tiny_vl_path, tmp_path, data, agg, split):
+    over = {"algo.loss_agg": agg, "algo.kl_coef": 0, "trainer.micro_batch_seqs": 2, "algo.clip_low": 0.05,
+            "algo.clip_high": 0.05}
+    if split == "tokens":  # micro-batches cut by a token budget (uneven sizes), logits in chunks of 2 positions
+        over.update({"trainer.micro_batch_seqs": 6, "trainer.logits_chunk_tokens": 2})
+    cfg = _cfg(tmp_path / "run", **over)
     tr = _trainer(cfg, tiny_vl_path, data)
     prompts, responses, adv = _fixed_batch(tr)
+    if split == "tokens":
+        p_len = len(prompts[2].input_ids)  # responses 2 and 3 (lengths 1 and 4) share this prompt
+        tr.cfg.trainer.max_tokens_per_micro_batch = 2 * (p_len + 4) - 1  # so they cannot share a micro-batch
+        sizes = [len(m) for m in tr._micro_batches(list(range(6)), prompts, responses)]
+        assert sum(sizes) == 6 and max(sizes) <= 2 and 1 in sizes, sizes  # uneven micro-batches
+    n_micro = len(tr._micro_batches(list(range(6)), prompts, responses))
     # off-policy old log-probs, so that some tokens are clipped and the ratio is not 1
     old = [lp + 0.2 * torch.randn(lp.shape, generator=torch.Generator().manual_seed(i))
            for i, lp in enumerate(tr._logprobs_no_grad(tr.model, prompts, responses))]
@@ -192,7 +202,7 @@ def test_micro_batch_accumulation_equals_one_full_batch_loss(tiny_vl_path, tmp_p
         return 0.0
 
     tr.backend.step = capture
-    tr._update(prompts, responses, adv, [list(range(6))], [3], old, None)
+    tr._update(prompts, responses, adv, [list(range(6))], [n_micro], old, None)
     # one full-batch forward and loss, the definition the accumulation must reproduce
     tr.model.zero_grad(set_to_none=True)
     logp, _, mask = sequence_logprobs(tr.model, prompts, responses, tr.pad_id, 1.0, "cpu")
@@ -269,3 +279,24 @@ def test_dual_clip_bound_comes_from_the_config(tiny_vl_path, tmp_path, data, c):
         assert m["actor/clip_frac_dual"] == 0.0
     else:  # the tokens of the three negative-advantage responses (lengths 2, 4, 1 of 13) are bounded by -A * c
         assert m["actor/clip_frac_dual"] == pytest.approx(7 / 13, abs=1e-6)
+
+
+def test_gradient_checkpointing_and_token_budget_leave_training_unchanged(tiny_vl_path, tmp_path, data):
+    """Two steps with checkpointing, token-budget micro-batches and chunked logits = two plain steps (old and
+    reference log-probs run in eval mode, so their shared-prompt pass stays valid under checkpointing)."""
+    keys = ["actor/loss", "actor/pg_loss", "actor/kl", "actor/ratio_mean", "actor/grad_norm", "reward/total/mean",
+            "response/length_mean"]
+    runs = []
+    for over in ({}, {"model.gradient_checkpointing": True, "trainer.max_tokens_per_micro_batch": 150,
+                      "trainer.logits_chunk_tokens": 3}):
+        # a reward with signal in every group (the tiny model's answers are all wrong): with zero advantages Adam
+        # would turn float noise of 1e-6 into full-size, run-dependent updates
+        cfg = _cfg(tmp_path / str(len(runs)), **{"trainer.save_every": 0, "reward.heads": "{loop_plugins:LengthHead: 1.0}",
+                                                 **over})
+        tr = _trainer(cfg, tiny_vl_path, data)
+        runs.append(tr.train())
+        if over:
+            assert tr.model.is_gradient_checkpointing
+    for a, b in zip(*runs):
+        for k in keys:
+            assert b[k] == pytest.approx(a[k], rel=1e-4, abs=1e-5), (k, a[k], b[k])

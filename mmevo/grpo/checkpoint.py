@@ -102,8 +102,14 @@ def remove_partial_checkpoints(output_dir: str | Path) -> None:
 
 def save_model(path: str | Path, model, processor, state_dict: dict | None = None) -> Path:
     """HF-format export (config, safetensors, processor/tokenizer) loadable by transformers' Auto classes."""
+    from mmevo.models.adapters import has_lora
+
     path = Path(path)
     path.mkdir(parents=True, exist_ok=True)
+    if state_dict is None and has_lora(model):  # LoRA: the plain model with merged weights, loadable anywhere
+        from mmevo.models.weights import full_state_items
+
+        state_dict = dict(full_state_items(model, device="cpu"))
     unwrap(model).save_pretrained(path, safe_serialization=True, state_dict=state_dict)
     if processor is not None:
         processor.save_pretrained(path)

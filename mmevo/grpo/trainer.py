@@ -120,18 +120,23 @@ def make_scheduler(opt, warmup: int, total: int, kind: str) -> torch.optim.lr_sc
 
 
 def sequence_logprobs(model, prompts: Sequence[EncodedPrompt], responses: Sequence[Sequence[int]], pad_id: int,
-                      temperature: float, device, with_entropy: bool = False, share_prefix: bool = True):
+                      temperature: float, device, with_entropy: bool = False, share_prefix: bool = True,
+                      logits_chunk: int = 0, entropy_grad: bool = True):
     """Per-token log p(response | prompt) [B, R] (+ entropy [B, R]) and the response mask [B, R].
 
     Samples of one group share their prompt: with ``share_prefix`` the prompt is run once per distinct prompt and its
     KV cache is expanded to the group's responses (gradients flow back through it), instead of running it B times.
-    Only hidden states at response positions go through the LM head (no [B, P, V] prompt logits).
+    Under gradient checkpointing in training mode transformers drops a given KV cache (it would score responses
+    without their prompt), so the shared path is then replaced by the exact unshared forward.
+    Only hidden states at real response tokens go through the LM head, ``logits_chunk`` positions at a time
+    (see ``token_logprobs``); no [B, P, V] prompt logits and no fp32 [B, R, V] logits are materialised.
     """
     base = unwrap(model)
     owner: dict[int, int] = {}
     for p in prompts:
         owner.setdefault(id(p), len(owner))
-    if share_prefix and len(owner) < len(prompts):
+    checkpointing = base.training and getattr(base, "is_gradient_checkpointing", False)
+    if share_prefix and len(owner) < len(prompts) and not checkpointing:
         hidden, response_ids, mask = _shared_prefix_hidden(base, prompts, responses, owner, pad_id, device)
     else:
         tb = collate_for_training(model, prompts, responses, pad_id, device)
@@ -139,12 +144,56 @@ def sequence_logprobs(model, prompts: Sequence[EncodedPrompt], responses: Sequen
         R = tb.response_ids.shape[1]
         hidden = out[:, tb.prompt_len - 1: tb.prompt_len - 1 + R]  # the state before each response token predicts it
         response_ids, mask = tb.response_ids, tb.response_mask
-    logits = base.lm_head(hidden).float()
-    if temperature and temperature > 0:
-        logits = logits / temperature
-    logp = algos.logprobs_from_logits(logits, response_ids)
-    ent = algos.entropy_from_logits(logits) if with_entropy else None
+    logp, ent = token_logprobs(base.lm_head, hidden, response_ids, mask, temperature, logits_chunk, with_entropy,
+                               entropy_grad)
     return logp, ent, mask.to(logp.dtype)
+
+
+def token_logprobs(head, hidden, labels, mask, temperature: float, chunk: int = 0, with_entropy: bool = False,
+                   entropy_grad: bool = True):
+    """log p(label) [B, R] under softmax(head(hidden) / T), and the entropy [B, R] (zeros where ``mask`` is 0).
+
+    hidden [B, R, H], labels / mask [B, R]. Only masked-in positions go through the head (padding-free), ``chunk`` of
+    them at a time (0 = all); with gradients and several chunks each chunk is recomputed in backward (activation
+    checkpointing), so at most one chunk's fp32 logits [chunk, V] exist at a time. ``entropy_grad=False`` computes the
+    entropy without gradients (a metric only, when the entropy bonus is 0).
+    """
+    B, R = labels.shape
+    sel = mask.bool()
+    h, y = hidden[sel], labels[sel]  # [N, H], [N]
+    n = y.numel()
+    if n == 0:  # nothing to score: zeros that still belong to the graph
+        zero = hidden[..., 0].float() * 0
+        return zero, (zero.detach() if with_entropy else None)
+    T = temperature if temperature and temperature > 0 else 1.0
+
+    def scored(hc, yc):
+        logits = head(hc).float() / T  # [n_c, V]
+        lp = algos.logprobs_from_logits(logits, yc)
+        if not with_entropy:
+            return lp, lp.new_zeros(())
+        if entropy_grad:
+            return lp, algos.entropy_from_logits(logits)
+        with torch.no_grad():
+            return lp, algos.entropy_from_logits(logits.detach())
+
+    size = n if chunk <= 0 else chunk
+    recompute = torch.is_grad_enabled() and h.requires_grad and n > size
+    lps, ents = [], []
+    for s in range(0, n, size):
+        if recompute:
+            from torch.utils.checkpoint import checkpoint
+
+            lp, en = checkpoint(scored, h[s:s + size], y[s:s + size], use_reentrant=False)
+        else:
+            lp, en = scored(h[s:s + size], y[s:s + size])
+        lps.append(lp)
+        ents.append(en)
+    logp = hidden.new_zeros((B, R), dtype=torch.float32).masked_scatter(sel, torch.cat(lps))
+    ent = None
+    if with_entropy:
+        ent = hidden.new_zeros((B, R), dtype=torch.float32).masked_scatter(sel, torch.cat(ents))
+    return logp, ent
 
 
 def _shared_prefix_hidden(base, prompts, responses, owner: dict[int, int], pad_id: int, device):
@@ -241,6 +290,19 @@ class GRPOTrainer:
             raise TypeError(f"strategy {strategy!r} has no rollout(ctx, examples) method (see "
                             "mmevo.rollout.strategy.RolloutStrategy)")
         self.device = torch.device(cfg.model.device)
+        if cfg.model.lora.rank > 0:  # adapters on the language model's linears; everything else frozen
+            from mmevo.models.adapters import apply_lora
+
+            lo = cfg.model.lora
+            with torch.random.fork_rng(devices=[]):  # the adapters' initial A is drawn from the run's seed
+                torch.manual_seed(cfg.trainer.seed)
+                apply_lora(self.model, lo.rank, lo.alpha, lo.dropout, list(lo.target_modules))
+        elif cfg.model.freeze_vision_tower:
+            from mmevo.models.adapters import freeze_vision_tower
+
+            freeze_vision_tower(self.model)
+        if cfg.model.gradient_checkpointing:  # non-reentrant: exact, and inputs need not require grad
+            unwrap(self.model).gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         self.pad_id = policy.tokenizer.pad_token_id
         self.prompts = PromptCache(policy.processor, policy.is_vl, cfg.data.prompt_template, cfg.data.system_prompt,
                                    cfg.data.prompt_cache_mb)
@@ -322,8 +384,9 @@ class GRPOTrainer:
 
         # every rank runs the same number of updates and micro-batches (ZeRO collectives): agree on the plan
         minis = self._mini_batches(groups)
-        mb = cfg.trainer.micro_batch_seqs
-        old_micro, plan = self._agree([math.ceil(len(idx) / mb)], [math.ceil(len(m) / mb) for m in minis])
+        all_samples = list(range(len(idx)))
+        old_micro, plan = self._agree([len(self._micro_batches(all_samples, prompts, responses))],
+                                      [len(self._micro_batches(m, prompts, responses)) for m in minis])
         n_updates = sum(1 for k in plan if k) * cfg.algo.ppo_epochs
         if n_updates == 0:  # nothing trainable on any rank (all prompts too long, or all filtered): skip, count
             self.counters["skipped_steps"] += 1
@@ -335,7 +398,7 @@ class GRPOTrainer:
                     old_logp = self._logprobs_no_grad(self.model, prompts, responses, old_micro[0])
             if cfg.algo.kl_coef > 0:
                 with timer("ref"):
-                    ref_logp = self._logprobs_no_grad(self.ref_model, prompts, responses, old_micro[0])
+                    ref_logp = self._reference_logprobs(prompts, responses, old_micro[0])
             with timer("update"):
                 metrics.update(self._update(prompts, responses, adv, minis, plan, old_logp, ref_logp))
             with timer("sync"):
@@ -437,22 +500,65 @@ class GRPOTrainer:
             out.append([max(c[i] if i < len(c) else 0 for c in lists) for i in range(width)])
         return out
 
+    def _micro_batches(self, ids: list[int], prompts, responses) -> list[list[int]]:
+        """Split sample indices (in order) into micro-batches of at most ``trainer.micro_batch_seqs`` sequences and,
+        with ``trainer.max_tokens_per_micro_batch``, at most that many padded tokens (sequences x (longest prompt +
+        longest response)); a single longer sample still forms its own micro-batch."""
+        t = self.cfg.trainer
+        out: list[list[int]] = []
+        cur: list[int] = []
+        p_max = r_max = 0
+        for i in ids:
+            p, r = len(prompts[i].input_ids), max(1, len(responses[i]))
+            cost = (len(cur) + 1) * (max(p_max, p) + max(r_max, r))
+            if cur and (len(cur) >= t.micro_batch_seqs or (t.max_tokens_per_micro_batch and
+                                                            cost > t.max_tokens_per_micro_batch)):
+                out.append(cur)
+                cur, p_max, r_max = [], 0, 0
+            cur.append(i)
+            p_max, r_max = max(p_max, p), max(r_max, r)
+        if cur:
+            out.append(cur)
+        return out
+
     def _logprobs_no_grad(self, model, prompts, responses, n_micro: int | None = None) -> list[torch.Tensor]:
-        """Log-probs [R_i] of each sample (in sample order), computed in micro-batches without gradients.
+        """Log-probs [R_i] of each sample (in sample order), in micro-batches, without gradients, in eval mode (no
+        dropout, and no gradient checkpointing, which would disable the shared-prompt path).
 
         ``n_micro``: micro-batches to run (the agreed count under ZeRO-3, where every forward is collective); the ones
         beyond this rank's samples run the padding sample and are discarded."""
         out = []
-        mb = self.cfg.trainer.micro_batch_seqs
-        n_micro = math.ceil(len(prompts) / mb) if n_micro is None else n_micro
-        with torch.no_grad():
-            for k in range(n_micro):
-                ps, rs = prompts[k * mb:(k + 1) * mb], responses[k * mb:(k + 1) * mb]
-                logp, _, _ = sequence_logprobs(model, ps or [self._padding()[0]], rs or [self._padding()[1]],
-                                               self.pad_id, self.cfg.rollout.temperature, self.device)
-                if ps:
-                    out.extend(list(logp))
+        micro = self._micro_batches(list(range(len(prompts))), prompts, responses)
+        n_micro = len(micro) if n_micro is None else n_micro
+        base = unwrap(model)
+        was_training = base.training
+        base.eval()
+        try:
+            with torch.no_grad():
+                for k in range(n_micro):
+                    ids = micro[k] if k < len(micro) else []
+                    ps = [prompts[i] for i in ids] or [self._padding()[0]]
+                    rs = [responses[i] for i in ids] or [self._padding()[1]]
+                    logp, _, _ = sequence_logprobs(model, ps, rs, self.pad_id, self.cfg.rollout.temperature,
+                                                   self.device, logits_chunk=self.cfg.trainer.logits_chunk_tokens)
+                    if ids:
+                        out.extend(list(logp))
+        finally:
+            base.train(was_training)
         return out
+
+    def _reference_logprobs(self, prompts, responses, n_micro: int) -> list[torch.Tensor]:
+        """Reference log-probs; with ``model.ref_offload`` the reference lives in host memory and visits the device
+        only for this pass (a full 7B bf16 replica is 15 GiB of GPU memory otherwise)."""
+        if not self.cfg.model.ref_offload:
+            return self._logprobs_no_grad(self.ref_model, prompts, responses, n_micro)
+        self.ref_model.to(self.device)
+        try:
+            return self._logprobs_no_grad(self.ref_model, prompts, responses, n_micro)
+        finally:
+            self.ref_model.to("cpu")
+            if self.device.type == "cuda":
+                torch.cuda.empty_cache()
 
     def _padding(self) -> tuple[EncodedPrompt, list[int]]:
         if self._pad_sample is None:
@@ -472,23 +578,25 @@ class GRPOTrainer:
         model.train()
         agg_totals: dict[str, float] = {}
         n_updates = real_updates = 0
-        mb = cfg.trainer.micro_batch_seqs
         for _ in range(a.ppo_epochs):
             for u, n_micro in enumerate(plan):
                 if n_micro == 0:
                     continue
                 mini = minis[u] if u < len(minis) else []
+                micro = self._micro_batches(mini, prompts, responses)
                 self.backend.zero_grad()
                 mini_tokens = sum(max(1, len(responses[i])) for i in mini)
                 totals: dict[str, float] = {}
                 for k in range(n_micro):
-                    ids = mini[k * mb:(k + 1) * mb]
+                    ids = micro[k] if k < len(micro) else []
                     if ids:
                         ps, rs = [prompts[i] for i in ids], [responses[i] for i in ids]
                     else:  # padding for the collective calls: runs, contributes nothing
                         ps, rs = [self._padding()[0]], [self._padding()[1]]
                     logp, ent, mask = sequence_logprobs(model, ps, rs, self.pad_id, cfg.rollout.temperature,
-                                                        self.device, with_entropy=True)
+                                                        self.device, with_entropy=True,
+                                                        logits_chunk=cfg.trainer.logits_chunk_tokens,
+                                                        entropy_grad=bool(a.entropy_coef))
                     R = logp.shape[1]
                     scale_factor = None
                     if a.loss_agg == "seq-mean-token-sum-norm":  # Dr.GRPO: constant length normaliser
@@ -577,6 +685,10 @@ class GRPOTrainer:
     def trainer_state(self, with_optimizer: bool = True) -> dict:
         """What a checkpoint holds besides the weights (``with_optimizer=False``: no optimizer / scheduler state)."""
         state = {**self.plugin_state(), "config": to_dict(self.cfg)}
+        if self.cfg.model.lora.rank > 0 and self.ds_engine is None:  # model/ holds merged weights: keep the adapters
+            from mmevo.models.adapters import lora_state_dict
+
+            state["lora"] = lora_state_dict(self.model)
         if with_optimizer:
             state.update(optimizer=self.optimizer.state_dict(), scheduler=self.scheduler.state_dict())
         return state
@@ -596,7 +708,7 @@ class GRPOTrainer:
         from mmevo.grpo import distributed as D
         from mmevo.models.weights import full_state_items
 
-        gathered = full_state_items(self.model)  # collective under ZeRO-3: every rank takes part
+        gathered = full_state_items(self.model, device="cpu")  # collective under ZeRO-3: every rank takes part
         weights = dict(gathered) if D.is_main() else collections.deque(gathered, maxlen=0)  # only rank 0 keeps it
         tmp = checkpoint_root(self.out) / f".step_{self.step_idx:06d}.tmp"  # one name on every rank
         if D.is_main():
@@ -631,7 +743,14 @@ class GRPOTrainer:
                 raise ValueError(f"{ckpt} was written by a DeepSpeed run: resume it with the same trainer.deepspeed "
                                  f"config, or start from its weights with model.path={ckpt / 'model'} "
                                  "trainer.resume=false")
-            load_model_weights(self.model, ckpt / "model")
+            if self.cfg.model.lora.rank > 0:  # the base weights never change: load the adapters only
+                from mmevo.models.adapters import load_lora_state_dict
+
+                if "lora" not in state:
+                    raise ValueError(f"{ckpt} has no LoRA adapters: it was written with model.lora.rank=0")
+                load_lora_state_dict(self.model, state["lora"])
+            else:
+                load_model_weights(self.model, ckpt / "model")
             self.optimizer.load_state_dict(state["optimizer"])
             self.scheduler.load_state_dict(state["scheduler"])
             set_rng_state(state["rng"])
@@ -707,7 +826,8 @@ class GRPOTrainer:
         from mmevo.grpo.distributed import is_main
         from mmevo.models.weights import full_state_items
 
-        weights = dict(full_state_items(self.model))
+        gathered = full_state_items(self.model, device="cpu")  # collective: every rank takes part, rank 0 keeps it
+        weights = dict(gathered) if is_main() else collections.deque(gathered, maxlen=0)
         if is_main():
             save_model(path, self.model, self.policy.processor, weights)
         return Path(path)
@@ -720,10 +840,21 @@ class GRPOTrainer:
             close()
 
     def evaluate(self, examples: Sequence[Example] | None = None, max_tokens: int | None = None) -> dict:
+        """Held-out accuracy; under DeepSpeed every rank evaluates every world_size-th example and the records are
+        gathered, so each rank returns the summary over the whole set."""
+        from mmevo.grpo.distributed import all_gather_objects, rank, world_size
+
+        examples = list(examples or self.heldout)
+        split = self.ds_engine is not None and world_size() > 1
+        local = examples[rank()::world_size()] if split else examples
         with self._sampling_weights():
-            return evaluate(self.engine, self.prompts, list(examples or self.heldout), self.policy.tokenizer,
-                            max_tokens or self.cfg.trainer.eval_max_tokens or self.cfg.rollout.max_tokens,
-                            self.cfg.rollout.eval_temperature, seed=self.cfg.trainer.seed)
+            records = eval_records(self.engine, self.prompts, local, self.policy.tokenizer,
+                                   max_tokens or self.cfg.trainer.eval_max_tokens or self.cfg.rollout.max_tokens,
+                                   self.cfg.rollout.eval_temperature, seed=self.cfg.trainer.seed)
+        if split:  # back in the examples' order: rank r holds positions r, r + W, ...
+            parts = all_gather_objects(records)
+            records = [parts[i % len(parts)][i // len(parts)] for i in range(len(examples))]
+        return summarize_eval(records)
 
 
 def head_arguments(cfg: Config) -> dict[str, dict]:
@@ -753,23 +884,38 @@ def _progress(total: int, initial: int, enabled: bool):
 def evaluate(engine, prompts: PromptCache, examples: list[Example], tokenizer, max_tokens: int, temperature: float = 0.0,
              seed: int = 0) -> dict:
     """Held-out accuracy (and format rate) with the given engine; per-kind breakdown when examples carry meta.kind."""
+    return summarize_eval(eval_records(engine, prompts, examples, tokenizer, max_tokens, temperature, seed))
+
+
+def eval_records(engine, prompts: PromptCache, examples: list[Example], tokenizer, max_tokens: int,
+                 temperature: float = 0.0, seed: int = 0) -> list[dict]:
+    """One record per example: id, kind, response, gold, correct (0/1), format (0/1)."""
     from mmevo.rewards.accuracy import accuracy_rewards
     from mmevo.rewards.format import format_rewards
 
     if not examples:
-        return {}
+        return []
     params = SamplingParams(temperature=temperature, top_p=1.0, max_tokens=max_tokens, seed=seed)
     outs = engine.generate([RolloutRequest(prompts(ex), n=1) for ex in examples], params)
     texts = [decode(tokenizer, o[0].full_ids) for o in outs]
-    acc = accuracy_rewards(texts, [ex.answer for ex in examples], [ex.choices for ex in examples])
-    fmt = format_rewards(texts)
+    acc = accuracy_rewards(texts, [ex.answer for ex in examples], [ex.choices for ex in examples]).tolist()
+    fmt = format_rewards(texts).tolist()
+    return [{"id": ex.id, "kind": ex.meta.get("kind", "all"), "response": t, "gold": ex.answer, "correct": a,
+             "format": f} for ex, t, a, f in zip(examples, texts, acc, fmt)]
+
+
+def summarize_eval(records: list[dict]) -> dict:
+    """Accuracy, format rate, count, per-kind accuracy and the first samples, from ``eval_records`` output."""
+    if not records:
+        return {}
     by_kind: dict[str, list[float]] = {}
-    for ex, a in zip(examples, acc.tolist()):
-        by_kind.setdefault(ex.meta.get("kind", "all"), []).append(a)
-    return {"accuracy": acc.mean().item(), "format": fmt.mean().item(), "n": len(examples),
-            "by_kind": {k: sum(v) / len(v) for k, v in sorted(by_kind.items())},
-            "samples": [{"id": ex.id, "response": t, "gold": ex.answer, "correct": bool(a)}
-                        for ex, t, a in zip(examples[:20], texts[:20], acc.tolist()[:20])]}
+    for r in records:
+        by_kind.setdefault(r["kind"], []).append(r["correct"])
+    n = len(records)
+    return {"accuracy": sum(r["correct"] for r in records) / n, "format": sum(r["format"] for r in records) / n,
+            "n": n, "by_kind": {k: sum(v) / len(v) for k, v in sorted(by_kind.items())},
+            "samples": [{"id": r["id"], "response": r["response"], "gold": r["gold"], "correct": bool(r["correct"])}
+                        for r in records[:20]]}
 
 
 def seed_everything(seed: int) -> None:

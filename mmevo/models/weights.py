@@ -13,14 +13,28 @@ def is_zero3(model) -> bool:
     return any(hasattr(p, "ds_id") for p in model.parameters())
 
 
-def full_state_items(model: torch.nn.Module, bucket_bytes: int = 256 << 20) -> Iterator[tuple[str, torch.Tensor]]:
+def full_state_items(model: torch.nn.Module, bucket_bytes: int = 256 << 20,
+                     device: str | torch.device | None = None) -> Iterator[tuple[str, torch.Tensor]]:
+    """Like ``raw_state_items``; a LoRA-injected model yields its merged weights under the plain model's names."""
+    from mmevo.models.adapters import has_lora, lora_scalings, merge_lora_items
+
+    items = raw_state_items(model, bucket_bytes, device)
+    if has_lora(model):
+        items = merge_lora_items(items, lora_scalings(model))
+    yield from items
+
+
+def raw_state_items(model: torch.nn.Module, bucket_bytes: int = 256 << 20,
+                    device: str | torch.device | None = None) -> Iterator[tuple[str, torch.Tensor]]:
     """(name, full tensor) for every parameter and buffer; under ZeRO-3 gathered bucket by bucket, never all at once.
 
-    Names are those of ``state_dict()`` of the unwrapped transformers model.
+    Names are those of ``state_dict()`` of the unwrapped transformers model. ``device="cpu"``: every tensor is copied
+    to host memory as it is produced (saves and exports collect the whole model: never a second copy on the GPU).
     """
     base = unwrap(model)
     if not is_zero3(base):
-        yield from base.state_dict().items()
+        for name, t in base.state_dict().items():
+            yield name, (t.detach().to(device, copy=True) if device is not None else t)
         return
     import deepspeed
 
@@ -30,7 +44,7 @@ def full_state_items(model: torch.nn.Module, bucket_bytes: int = 256 << 20) -> I
     def flush():
         with deepspeed.zero.GatheredParameters([p for _, p in bucket], modifier_rank=None):
             for name, p in bucket:
-                yield name, p.data.detach().clone()
+                yield name, p.data.detach().to(device, copy=True) if device is not None else p.data.detach().clone()
 
     for name, p in base.named_parameters():
         bucket.append((name, p))
@@ -43,4 +57,4 @@ def full_state_items(model: torch.nn.Module, bucket_bytes: int = 256 << 20) -> I
     persistent = set(base.state_dict().keys())  # non-persistent buffers (rotary inv_freq) are not weights
     for name, b in base.named_buffers():
         if name in persistent:
-            yield name, b.detach().clone()
+            yield name, b.detach().to(device, copy=True) if device is not None else b.detach().clone()

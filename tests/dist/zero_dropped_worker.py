@@ -79,6 +79,13 @@ def main():
         updates.append(0)
         hist += tr.train(steps=1)
     per_rank = D.all_gather_objects({"updates": updates, "last_epoch": tr.scheduler.last_epoch})
+    # held-out evaluation split over ranks and gathered == every example evaluated on one rank
+    from mmevo.grpo.trainer import eval_records, summarize_eval
+
+    split_eval = tr.evaluate(ex[:5], max_tokens=6)
+    with tr._sampling_weights():
+        whole = summarize_eval(eval_records(tr.engine, tr.prompts, ex[:5], lm.tokenizer, 6, 0.0, seed=tr.cfg.trainer.seed))
+    same_eval = D.all_gather_objects(split_eval == whole and split_eval["n"] == 5)
     from mmevo.models.weights import full_state_items
 
     digest = float(sum(t.double().abs().sum() for _, t in full_state_items(tr.model)))
@@ -86,7 +93,7 @@ def main():
     if D.rank() == 0:
         keys = ["data/skipped_overlong_prompts", "data/skipped_steps", "data/samples", "actor/updates"]
         Path(out_json).write_text(json.dumps({
-            "world_size": D.world_size(), "per_rank": per_rank, "digests": digests,
+            "world_size": D.world_size(), "per_rank": per_rank, "digests": digests, "same_eval": same_eval,
             "metrics": [{k: h.get(k) for k in keys} for h in hist],
             "finite_loss": [h.get("actor/loss") is not None and h["actor/loss"] == h["actor/loss"] for h in hist]}))
     D.barrier()  # a clean shutdown: no rank leaves while another still talks to it

@@ -1,0 +1,115 @@
+"""What part of the policy trains: a frozen vision tower, or LoRA adapters (PEFT) on the language model's linears.
+
+With LoRA the trained module holds ``<module>.base_layer.weight`` plus ``lora_A`` / ``lora_B``; everything outside
+the trainer (vLLM weight sync, HF engine sync, checkpoints' ``model/``, the final export) sees plain merged weights
+under the original names: W' = W + (alpha / r) * B @ A, computed out of place (the base weights never change, so no
+merge/unmerge drift in bf16).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Iterable, Iterator
+
+import torch
+
+from mmevo.models.inputs import unwrap
+
+_LORA_PART = re.compile(r"^(?P<prefix>.+)\.(?:base_layer\.(?P<base>weight|bias)|lora_(?P<ab>[AB])\.(?P<name>[^.]+)\.weight)$")
+
+
+def freeze_vision_tower(model: torch.nn.Module) -> int:
+    """Stop gradients into the vision encoder (ViT blocks and its merger); returns the number of frozen tensors."""
+    frozen = 0
+    for name, p in unwrap(model).named_parameters():
+        if ".visual." in f".{name}":
+            p.requires_grad_(False)
+            frozen += 1
+    if frozen == 0:
+        raise ValueError("model.freeze_vision_tower=true, but the model has no vision tower (a text-only model?)")
+    return frozen
+
+
+def lora_target_pattern(module_names: Iterable[str]) -> str:
+    """Regex (PEFT full match) for the named linears of the language model only: the vision tower's MLP uses the
+    same names (gate_proj / up_proj / down_proj) and stays out."""
+    names = "|".join(re.escape(n) for n in module_names)
+    return rf"^(?!.*\bvisual\b).*\.({names})$"
+
+
+def apply_lora(model: torch.nn.Module, rank: int, alpha: float, dropout: float, target_modules: list[str]):
+    """Inject LoRA adapters in place (the module keeps its class); only the adapters require gradients afterwards."""
+    from peft import LoraConfig, inject_adapter_in_model
+
+    base = unwrap(model)
+    cfg = LoraConfig(r=rank, lora_alpha=alpha, lora_dropout=dropout, target_modules=lora_target_pattern(target_modules))
+    try:
+        inject_adapter_in_model(cfg, base)
+    except ValueError as e:
+        raise ValueError(f"model.lora.target_modules={target_modules} matched no module of the language model ({e})")
+    for name, p in base.named_parameters():
+        p.requires_grad_("lora_" in name)
+    return model
+
+
+def has_lora(model: torch.nn.Module) -> bool:
+    return any("lora_A" in n for n, _ in unwrap(model).named_parameters())
+
+
+def lora_scalings(model: torch.nn.Module) -> dict[str, float]:
+    """``<module name>`` -> alpha / r of its (single, "default") adapter."""
+    out = {}
+    for name, mod in unwrap(model).named_modules():
+        scaling = getattr(mod, "scaling", None)
+        if isinstance(scaling, dict) and "default" in scaling and hasattr(mod, "base_layer"):
+            out[name] = float(scaling["default"])
+    return out
+
+
+def merge_lora_items(items: Iterable[tuple[str, torch.Tensor]], scalings: dict[str, float]
+                     ) -> Iterator[tuple[str, torch.Tensor]]:
+    """Turn a (name, tensor) stream of a LoRA-injected model into the plain model's names and merged weights.
+
+    A module's base weight, bias and A / B may arrive in any order (ZeRO-3 gathers in buckets); each module is
+    emitted as soon as its parts are complete. W' = W + scaling * B @ A (computed in float32, cast back).
+    """
+    pending: dict[str, dict[str, torch.Tensor]] = {}
+    done: set[str] = set()
+    for name, t in items:
+        m = _LORA_PART.match(name)
+        if m is None or m.group("prefix") not in scalings:
+            yield name, t
+            continue
+        prefix, part = m.group("prefix"), m.group("base") or m.group("ab")
+        if prefix in done:  # only a bias can come after its module was emitted
+            yield f"{prefix}.{part}", t
+            continue
+        parts = pending.setdefault(prefix, {})
+        parts[part] = t
+        if {"weight", "A", "B"} <= parts.keys():
+            w, a, b = parts.pop("weight"), parts.pop("A"), parts.pop("B")
+            delta = (b.float() @ a.float()) * scalings[prefix]  # [out, r] @ [r, in]
+            yield f"{prefix}.weight", (w.float() + delta.to(w.device)).to(w.dtype)
+            if "bias" in parts:
+                yield f"{prefix}.bias", parts.pop("bias")
+            del pending[prefix]
+            done.add(prefix)
+    if pending:
+        prefix, parts = next(iter(pending.items()))
+        raise RuntimeError(f"LoRA merge: module {prefix} is missing {sorted({'weight', 'A', 'B'} - set(parts))}")
+
+
+def lora_state_dict(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """The adapters only (what a LoRA checkpoint needs besides the unchanged base model)."""
+    return {n: p.detach().cpu().clone() for n, p in unwrap(model).named_parameters() if "lora_" in n}
+
+
+def load_lora_state_dict(model: torch.nn.Module, state: dict[str, torch.Tensor]) -> None:
+    params = {n: p for n, p in unwrap(model).named_parameters() if "lora_" in n}
+    if params.keys() != state.keys():
+        missing, extra = sorted(params.keys() - state.keys())[:3], sorted(state.keys() - params.keys())[:3]
+        raise ValueError(f"LoRA checkpoint does not match this model's adapters (missing {missing}, extra {extra}): "
+                         "resume with the same model.lora settings")
+    with torch.no_grad():
+        for n, p in params.items():
+            p.copy_(state[n])

@@ -1,0 +1,145 @@
+"""Frozen vision tower and LoRA (PEFT): what trains, merged weights for sync / export / vLLM, checkpoints."""
+
+import pytest
+import torch
+
+from conftest import randomize
+from mmevo.config import load_config
+from mmevo.data.synthetic import split_train_heldout
+from mmevo.grpo.checkpoint import latest_checkpoint
+from mmevo.grpo.trainer import GRPOTrainer
+from mmevo.models.adapters import apply_lora, merge_lora_items
+from mmevo.models.inputs import collate
+from mmevo.models.loader import load_model
+from mmevo.models.weights import full_state_items
+from mmevo.rollout.factory import build_engine
+
+
+def _cfg(out, **over):
+    base = {"data.prompt_template": "none", "rollout.n": 3, "rollout.max_tokens": 8, "trainer.prompts_per_step": 2,
+            "trainer.mini_batch_prompts": 1, "trainer.micro_batch_seqs": 4, "trainer.lr": 1e-2, "trainer.steps": 2,
+            "trainer.output_dir": str(out), "trainer.wandb_mode": "disabled", "trainer.progress": False,
+            "trainer.save_every": 1, "algo.kl_coef": 0, "trainer.seed": 2,
+            "reward.heads": "{loop_plugins:LengthHead: 1.0}"}
+    base.update(over)
+    return load_config(None, [f"{k}={v}" for k, v in base.items()])
+
+
+def _trainer(cfg, path, train):
+    lm = load_model(path)
+    randomize(lm.model, std=0.15, seed=3)
+    return GRPOTrainer(cfg, lm, build_engine(cfg, lm), train, [], log=False)
+
+
+@pytest.fixture(scope="module")
+def train():
+    return split_train_heldout(8, 0, seed=1)[0]
+
+
+def _logits(model, lm, prompt):
+    with torch.no_grad():
+        return model(**collate(model, [prompt], None, lm.tokenizer.pad_token_id).model_kwargs()).logits[0, -1]
+
+
+def test_lora_adapts_only_the_language_model_and_merges_exactly(tiny_vl_path, train):
+    lm = load_model(tiny_vl_path)
+    randomize(lm.model, std=0.15, seed=3)
+    apply_lora(lm.model, 4, 8.0, 0.0, ["q_proj", "v_proj", "gate_proj"])
+    trainable = [n for n, p in lm.model.named_parameters() if p.requires_grad]
+    assert trainable and all("lora_" in n and "visual" not in n for n in trainable)
+    assert any("mlp.gate_proj.lora_A" in n for n in trainable)  # the LM's MLP, not the ViT's same-named one
+    with torch.no_grad():  # B starts at 0 (merged = base); give the adapters a real effect
+        for n, p in lm.model.named_parameters():
+            if "lora_B" in n:
+                p.normal_(0, 0.5)
+    merged = dict(full_state_items(lm.model))
+    plain = load_model(tiny_vl_path).model
+    assert merged.keys() == plain.state_dict().keys()  # the plain model's names, no lora_* / base_layer
+    plain.load_state_dict(merged, strict=True)
+    from mmevo.models.inputs import encode_prompt
+
+    prompt = encode_prompt(lm.processor, True, train[0].problem, train[0].images)
+    a, b = _logits(lm.model, lm, prompt), _logits(plain, lm, prompt)
+    base = load_model(tiny_vl_path).model
+    randomize(base, std=0.15, seed=3)
+    assert (a - _logits(base, lm, prompt)).abs().max() > 1e-2  # the adapters change the outputs ...
+    assert torch.allclose(a, b, atol=1e-4)  # ... and the merged plain model reproduces them
+
+
+def test_merge_accepts_any_order_and_reports_missing_parts():
+    W, A, B, bias = torch.ones(3, 2), torch.ones(1, 2), torch.full((3, 1), 2.0), torch.zeros(3)
+    items = [("m.lora_B.default.weight", B), ("x", torch.zeros(1)), ("m.base_layer.bias", bias),
+             ("m.lora_A.default.weight", A), ("m.base_layer.weight", W)]
+    out = dict(merge_lora_items(items, {"m": 0.5}))
+    assert set(out) == {"x", "m.weight", "m.bias"}
+    assert torch.equal(out["m.weight"], torch.full((3, 2), 2.0))  # 1 + 0.5 * (2 * 1)
+    with pytest.raises(RuntimeError, match="missing"):
+        list(merge_lora_items(items[:2], {"m": 0.5}))
+
+
+def test_grpo_with_lora_trains_adapters_exports_merged_and_resumes(tiny_vl_path, tmp_path, train):
+    over = {"model.lora.rank": 4, "model.lora.alpha": 8, "trainer.steps": 3}
+    a = _trainer(_cfg(tmp_path / "a", **over), tiny_vl_path, train)
+    base_before = {n: p.clone() for n, p in a.model.named_parameters() if not p.requires_grad}
+    hist_a = a.train()
+    assert all(torch.equal(p, base_before[n]) for n, p in a.model.named_parameters() if n in base_before)
+    assert any(float(p.abs().sum()) > 0 for n, p in a.model.named_parameters() if "lora_B" in n)  # adapters moved
+    assert sum(len(g["params"]) for g in a.optimizer.param_groups) == sum(
+        p.requires_grad for p in a.model.parameters())  # the optimizer holds the adapters only
+    out = a.export(tmp_path / "final")
+    exported = load_model(out).model.state_dict()
+    merged = dict(full_state_items(a.model))
+    assert all(torch.allclose(exported[k], merged[k]) for k in merged)
+    # 2 steps, then a new trainer resumes the adapters and optimizer from the checkpoint: step 3 as in run a
+    _trainer(_cfg(tmp_path / "b", **{**over, "trainer.steps": 2}), tiny_vl_path, train).train()
+    assert "lora" in torch.load(latest_checkpoint(tmp_path / "b") / "trainer_state.pt", weights_only=False)
+    hist_b = _trainer(_cfg(tmp_path / "b", **over), tiny_vl_path, train).train()
+    for key in ("actor/loss", "actor/grad_norm", "reward/total/mean"):
+        assert hist_b[0][key] == pytest.approx(hist_a[2][key], rel=1e-5, abs=1e-7), key
+
+
+def test_frozen_vision_tower_stays_fixed(tiny_vl_path, tmp_path, train):
+    tr = _trainer(_cfg(tmp_path, **{"model.freeze_vision_tower": True, "trainer.steps": 1}), tiny_vl_path, train)
+    before = {n: p.clone() for n, p in tr.model.named_parameters()}
+    tr.train()
+    after = dict(tr.model.named_parameters())
+    vis = [n for n in before if ".visual." in f".{n}"]
+    assert vis and all(torch.equal(before[n], after[n]) for n in vis)
+    assert any(not torch.equal(before[n], after[n]) for n in before if n not in vis)
+    with pytest.raises(ValueError, match="no vision tower"):
+        from mmevo.models.adapters import freeze_vision_tower
+
+        freeze_vision_tower(torch.nn.Linear(2, 2))
+
+
+def test_lora_merged_weights_reach_vllm(tiny_vl_path, tmp_path, train):
+    """The engine loads the base checkpoint; after a sync it samples like the LoRA-adapted HF model (greedy)."""
+    pytest.importorskip("vllm", reason="vLLM is not installed")
+    from mmevo.models.loader import stop_token_ids, vision_token_ids
+    from mmevo.rollout.base import RolloutRequest, SamplingParams
+    from mmevo.rollout.hf import HFEngine
+    from mmevo.models.inputs import encode_prompt
+
+    lm = load_model(tiny_vl_path)
+    randomize(lm.model, std=0.3, seed=5)
+    base_dir = tmp_path / "base"
+    lm.model.save_pretrained(base_dir)
+    lm.processor.save_pretrained(base_dir)
+    lm = load_model(base_dir)
+    cfg = _cfg(tmp_path, **{"rollout.engine": "vllm", "data.max_prompt_length": 256, "rollout.max_tokens": 12})
+    engine = build_engine(cfg, lm)
+    apply_lora(lm.model, 4, 16.0, 0.0, ["q_proj", "o_proj", "down_proj"])
+    with torch.no_grad():
+        for n, p in lm.model.named_parameters():
+            if "lora_B" in n:
+                p.normal_(0, 1.0)
+    hf = HFEngine(lm.model, lm.tokenizer.pad_token_id, stop_token_ids(lm.tokenizer, lm.model),
+                  banned_ids=vision_token_ids(lm.tokenizer))
+    reqs = [RolloutRequest(encode_prompt(lm.processor, True, ex.problem, ex.images)) for ex in train[:2]]
+    greedy = SamplingParams(temperature=0.0, max_tokens=12)
+    before = [o[0].token_ids for o in engine.generate(reqs, greedy)]
+    engine.sync_weights(lm.model)
+    after = [o[0].token_ids for o in engine.generate(reqs, greedy)]
+    expected = [o[0].token_ids for o in hf.generate(reqs, greedy)]
+    engine.close()
+    assert after == expected and after != before
