@@ -16,14 +16,35 @@ TINY_ALIASES = {"tiny": "tiny-qwen2.5-vl", "tiny-text": "tiny-qwen2"}
 
 
 def resolve_model_path(cfg: Config) -> str:
-    """"tiny" / "tiny-text" build the embedded models once into ``model.cache_dir``; anything else is used as given."""
+    """"tiny" / "tiny-text" build the embedded models once into ``model.cache_dir``; anything else is used as given.
+
+    In a multi-process run this is collective (every rank calls it): the first rank of each node (``LOCAL_RANK`` 0)
+    builds while the other ranks wait, then all use the same directory, and a failed build fails every rank. One
+    builder per node, not rank 0 alone, because nodes need not share ``cache_dir``; where they do share it, the node
+    builders race harmlessly (each builds into a temp dir, the first rename wins, see ``mmevo.models.tiny``; the builds
+    are seeded, so nodes with separate caches get the same model). Without a process group (single process, or ranks
+    that never join one) nothing is waited on: each process builds or reuses the model itself, safe for the same reason.
+    """
     name = cfg.model.path
     if name in TINY_ALIASES:
+        from mmevo.grpo import distributed as D
         from mmevo.models.tiny import build_tiny_qwen2, build_tiny_qwen2_5_vl
 
         out = Path(cfg.model.cache_dir) / TINY_ALIASES[name]
         build = build_tiny_qwen2_5_vl if name == "tiny" else build_tiny_qwen2
-        return str(build(out))
+        error = None
+        if D.local_rank() == 0:
+            try:
+                build(out)
+            except Exception as e:  # the waiting ranks must hear of it, not wait forever
+                error = e
+        failures = D.all_gather_objects(None if error is None else f"{type(error).__name__}: {error}")  # the wait
+        if error is not None:
+            raise error
+        for r, failure in enumerate(failures):
+            if failure:
+                raise RuntimeError(f"rank {r} could not build the tiny model in {out}: {failure}")
+        return str(build(out))  # the node's finished build (a node without a LOCAL_RANK 0 builds its own here)
     return name
 
 
@@ -85,7 +106,8 @@ def build_trainer(cfg: Config, policy: LoadedModel, train=(), heldout=None, stra
 
     ref = None
     if cfg.algo.kl_coef > 0:  # the reference is the run's starting model, also after a resume
-        ref = load_model(policy.path, cfg.model.dtype, cfg.model.device).model.eval().requires_grad_(False)
+        ref_device = "cpu" if cfg.model.ref_offload else cfg.model.device  # offloaded: visits the GPU per pass
+        ref = load_model(policy.path, cfg.model.dtype, ref_device).model.eval().requires_grad_(False)
     trainer = GRPOTrainer(cfg, policy, None, train, heldout, ref_model=ref,
                           strategy=strategy if strategy is not None else default_strategy(cfg),
                           prompt_source=prompt_source, log=log)
@@ -96,7 +118,18 @@ def build_trainer(cfg: Config, policy: LoadedModel, train=(), heldout=None, stra
 
 
 def run_sft(cfg: Config) -> dict:
-    """SFT warm-up on the train set's worked solutions; exports ``sft.output_dir/model``."""
+    """SFT warm-up on the train set's worked solutions; exports ``sft.output_dir/model``.
+
+    Holds ``sft.output_dir`` for the run (``mmevo.runlock``): a second live run on it fails at once.
+    """
+    from mmevo.runlock import exit_with_parent_if_launched, output_dir_lock
+
+    exit_with_parent_if_launched()  # under a launcher: end with it (SFT never joins a process group)
+    with output_dir_lock(cfg.sft.output_dir):
+        return _run_sft(cfg)
+
+
+def _run_sft(cfg: Config) -> dict:
     from mmevo.grpo.checkpoint import save_model
     from mmevo.grpo.sft import run_sft as sft_loop
 
@@ -119,12 +152,23 @@ def run_sft(cfg: Config) -> dict:
 
 
 def run_grpo(cfg: Config, evaluate_before_after: bool = True) -> dict:
-    """GRPO from ``model.path``; evaluates on the held-out set before and after, exports ``output_dir/final``."""
+    """GRPO from ``model.path``; evaluates on the held-out set before and after, exports ``output_dir/final``.
+
+    Holds ``trainer.output_dir`` for the whole run (``mmevo.runlock``): rank 0 locks it before anything is loaded or
+    written, and a second live run on it fails at once on every rank, naming the holder.
+    """
     if cfg.trainer.deepspeed:
         from mmevo.grpo.distributed import init_distributed
 
         # before anything is loaded: each rank picks its GPU, and vLLM joins the existing process group
         init_distributed(cfg.model.device)
+    from mmevo.runlock import output_dir_lock
+
+    with output_dir_lock(cfg.trainer.output_dir):  # after joining the group: rank 0's verdict is broadcast
+        return _run_grpo(cfg, evaluate_before_after)
+
+
+def _run_grpo(cfg: Config, evaluate_before_after: bool) -> dict:
     policy = load_policy(cfg)
     train, train_stats = load_examples(cfg, "train")
     heldout, _ = load_examples(cfg, "heldout")

@@ -44,6 +44,11 @@ def barrier() -> None:
         dist.barrier()
 
 
+def local_rank() -> int:
+    """This process's rank on its node: the launcher's ``LOCAL_RANK``; the global rank where none is set."""
+    return int(os.environ.get("LOCAL_RANK", rank()))
+
+
 def launched_world_size() -> int:
     """Processes the launcher (torchrun / deepspeed) started, whether or not the group is joined yet."""
     return int(os.environ.get("WORLD_SIZE", 1))
@@ -53,8 +58,13 @@ def init_distributed(device: str) -> None:
     """Join the process group the launcher prepared (gloo on CPU, nccl on GPU); a no-op in a single process.
 
     On GPU each rank first selects its own device (``LOCAL_RANK``), so that ``model.device=cuda`` means this rank's GPU
-    for everything loaded afterwards (policy, reference model, vLLM engine).
+    for everything loaded afterwards (policy, reference model, vLLM engine). A rank started by a launcher first arranges
+    to get SIGTERM when the launcher dies (``mmevo.runlock.exit_with_parent``), so that a killed ``torchrun`` leaves no
+    ranks behind.
     """
+    from mmevo.runlock import exit_with_parent_if_launched
+
+    exit_with_parent_if_launched()
     if launched_world_size() > 1 and not dist.is_initialized():
         on_gpu = str(device).startswith("cuda")
         if on_gpu:

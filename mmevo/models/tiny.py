@@ -143,22 +143,74 @@ def train_tokenizer(corpus: Iterable[str], vocab_size: int):
     )
 
 
-def _atomic_save_dir(build, out_dir: Path) -> Path:
-    """Build into a temp dir next to ``out_dir`` and rename, so a crash never leaves a half-written model.
+SPEC_FILE = "mmevo_tiny_spec.json"  # written last: its presence marks a finished build
+_WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin")
 
-    A finished build (it has ``mmevo_tiny_spec.json``) is reused as is.
+
+class IncompleteModelDir(FileNotFoundError):
+    """A cached tiny-model directory that a build did not finish (a FileNotFoundError: the CLI reports it plainly)."""
+
+
+def missing_parts(model_dir: str | Path) -> list[str]:
+    """What a finished tiny-model build has and ``model_dir`` lacks; empty when it is complete."""
+    d = Path(model_dir)
+    missing = [f for f in ("config.json", "tokenizer_config.json") if not (d / f).is_file()]
+    if not any((d / f).is_file() for f in _WEIGHT_FILES):
+        missing.append("weights (model.safetensors)")
+    if not (d / SPEC_FILE).is_file():
+        missing.append(SPEC_FILE)
+    return missing
+
+
+def _save_model(model, out: Path) -> None:
+    """``save_pretrained`` that writes on any rank.
+
+    Once torch.distributed is initialised, transformers writes model files on global rank 0 only; the tiny model is
+    built whole by the first rank of each node (see ``mmevo.recipes.resolve_model_path``), which may be any rank.
     """
-    if (out_dir / "mmevo_tiny_spec.json").exists():
-        return out_dir
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=out_dir.name + ".tmp", dir=out_dir.parent))
-    build(tmp)
-    if out_dir.exists():  # another process finished first
-        import shutil
+    if hasattr(model, "should_save_on_this_rank"):
+        model.should_save_on_this_rank = lambda is_main_process: is_main_process
+    model.save_pretrained(out)
 
-        shutil.rmtree(tmp, ignore_errors=True)
-        return out_dir
-    os.replace(tmp, out_dir)
+
+def _atomic_save_dir(build, out_dir: Path) -> Path:
+    """Build into a temp dir next to ``out_dir`` and rename, so that ``out_dir`` is either absent or complete.
+
+    A complete ``out_dir`` is reused as is. A non-empty but incomplete one (an interrupted build, or one by an older
+    mmevo under torchrun, whose non-zero ranks wrote no weights) is refused with a hint to delete it; an empty one is
+    replaced. Processes may build concurrently (nodes that share the cache): each builds into its own temp dir, the
+    first rename wins, and the others drop their build (the builds are seeded, hence identical) and use the winner's.
+    """
+    if out_dir.is_dir() and any(out_dir.iterdir()):
+        return _checked(out_dir)
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    tmp: Path | None = Path(tempfile.mkdtemp(prefix=out_dir.name + ".tmp", dir=out_dir.parent))
+    try:
+        build(tmp)
+        missing = missing_parts(tmp)
+        if missing:
+            raise RuntimeError(f"building {out_dir} wrote no {', '.join(missing)} (in {tmp})")
+        try:
+            os.rename(tmp, out_dir)  # atomic; replaces an empty dir, fails on a non-empty one
+            tmp = None
+        except OSError:
+            if not (out_dir.is_dir() and any(out_dir.iterdir())):
+                raise
+            # another process finished first: its build is used
+    finally:
+        if tmp is not None:
+            import shutil
+
+            shutil.rmtree(tmp, ignore_errors=True)
+    return _checked(out_dir)
+
+
+def _checked(out_dir: Path) -> Path:
+    missing = missing_parts(out_dir)
+    if missing:
+        raise IncompleteModelDir(
+            f"the cached tiny model {out_dir} is incomplete (no {', '.join(missing)}): a build that was interrupted, "
+            "or one from an older mmevo in a multi-process run. Delete that directory and run again; it is rebuilt.")
     return out_dir
 
 
@@ -222,9 +274,9 @@ def build_tiny_qwen2_5_vl(out_dir: str | Path, spec: TinyVLSpec | None = None, c
         processor = ImageOnlyQwen2_5_VLProcessor(
             image_processor=image_processor, tokenizer=tokenizer, chat_template=QWEN_VL_CHAT_TEMPLATE
         )
-        model.save_pretrained(tmp)
+        _save_model(model, tmp)
         processor.save_pretrained(tmp)
-        (tmp / "mmevo_tiny_spec.json").write_text(json.dumps(asdict(spec), indent=2))
+        (tmp / SPEC_FILE).write_text(json.dumps(asdict(spec), indent=2))
 
     return _atomic_save_dir(build, Path(out_dir))
 
@@ -267,8 +319,8 @@ def build_tiny_qwen2(out_dir: str | Path, spec: TinyTextSpec | None = None, corp
         torch.manual_seed(spec.seed)
         model = Qwen2ForCausalLM(config)
         model.generation_config.eos_token_id = [tokenizer.eos_token_id, tokenizer.pad_token_id]
-        model.save_pretrained(tmp)
+        _save_model(model, tmp)
         tokenizer.save_pretrained(tmp)
-        (tmp / "mmevo_tiny_spec.json").write_text(json.dumps(asdict(spec), indent=2))
+        (tmp / SPEC_FILE).write_text(json.dumps(asdict(spec), indent=2))
 
     return _atomic_save_dir(build, Path(out_dir))
