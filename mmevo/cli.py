@@ -18,6 +18,8 @@ commands:
               without --benchmark: held-out accuracy on data.heldout
   build-tiny  write the embedded tiny Qwen2.5-VL (or text model) to a directory:  mmevo build-tiny DIR [--text]
   render      run matplotlib code or an SVG file in the sandbox:  mmevo render FILE -o out.png [--timeout S]
+  plan-memory per-GPU memory plan of a run, one JSON object (phases, peak, fits):
+              mmevo plan-memory CONFIG [section.key=value ...] --gpus 8 --gpu-mem-gib 80
 
 Overrides use dotted keys, e.g. trainer.lr=1e-6 rollout.n=8 reward.heads='{majority: 1.0}'.
 Run `mmevo <command> --help` for the full list of config keys with their defaults.
@@ -82,6 +84,8 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if cmd == "render":
             return _render(rest)
+        if cmd == "plan-memory":
+            return _plan_memory(rest)
         if cmd not in ("demo", "train", "sft", "eval"):
             print(f"unknown command {cmd!r}\n\n{USAGE}", file=sys.stderr)
             return 2
@@ -114,6 +118,26 @@ def main(argv: list[str] | None = None) -> int:
     except (ConfigError, FileNotFoundError, ValueError) as e:
         print(f"mmevo {cmd}: error: {e}", file=sys.stderr)
         return 2
+
+
+def _plan_memory(argv: list[str]) -> int:
+    """``mmevo plan-memory CONFIG [key=value ...] --gpus N --gpu-mem-gib G``: print the plan as one JSON object."""
+    from mmevo.config import load_config
+    from mmevo.memory_plan import plan
+
+    ap = argparse.ArgumentParser(prog="mmevo plan-memory", description="Per-GPU memory plan (GiB) of a GRPO run: "
+                                 "rollout / logprob / update phases, the peak and whether it fits with 8% headroom.")
+    ap.add_argument("config", nargs="?", help="YAML config file (optional)")
+    ap.add_argument("overrides", nargs="*", help="section.key=value overrides")
+    ap.add_argument("--gpus", type=int, default=1, help="GPUs (data-parallel ranks) in the run")
+    ap.add_argument("--gpu-mem-gib", type=float, default=80.0, help="memory of one GPU in GiB")
+    args = ap.parse_intermixed_args(argv)
+    if args.config and "=" in args.config:  # no config file, only overrides
+        args.overrides.insert(0, args.config)
+        args.config = None
+    cfg = load_config(args.config, args.overrides)
+    print(json.dumps(plan(cfg, args.gpus, args.gpu_mem_gib, config_path=args.config), indent=2))
+    return 0
 
 
 def _render(argv: list[str]) -> int:

@@ -355,6 +355,11 @@ class GRPOTrainer:
             examples = self.prompt_source.take(cfg.trainer.prompts_per_step)
         examples = self._local_share(list(examples))
 
+        if getattr(self.engine, "weights_stale", False):  # vLLM slept at level 2 with no update since: reload
+            with timer("sync"):
+                self.engine.sync_weights(self.model)
+        if self.device.type == "cuda":  # the update's cached blocks go back before vLLM claims its share again
+            torch.cuda.empty_cache()
         with timer("gen"), self._sampling_weights():
             self.engine.wake()
             rollout = self.strategy.rollout(self.rollout_context(), examples)

@@ -13,6 +13,13 @@ def is_zero3(model) -> bool:
     return any(hasattr(p, "ds_id") for p in model.parameters())
 
 
+def partitioned(model) -> bool:
+    """Whether ZeRO-3 really split the weights: this rank holds only a shard of every parameter it does not keep
+    whole (persistence threshold); ``ds_id`` alone is set on every parameter, split or not."""
+    params = [p for p in model.parameters() if hasattr(p, "ds_tensor") and p.ds_numel > 1]
+    return bool(params) and all(p.ds_tensor.numel() < p.ds_numel for p in params)
+
+
 def full_state_items(model: torch.nn.Module, bucket_bytes: int = 256 << 20,
                      device: str | torch.device | None = None) -> Iterator[tuple[str, torch.Tensor]]:
     """Like ``raw_state_items``; a LoRA-injected model yields its merged weights under the plain model's names."""

@@ -22,7 +22,7 @@ from mmevo.grpo import algos  # noqa: E402
 from mmevo.grpo import distributed as D  # noqa: E402
 from mmevo.grpo.trainer import GRPOTrainer, sequence_logprobs  # noqa: E402
 from mmevo.models.loader import load_model, stop_token_ids, vision_token_ids  # noqa: E402
-from mmevo.models.weights import is_zero3  # noqa: E402
+from mmevo.models.weights import is_zero3, partitioned  # noqa: E402
 from mmevo.rollout.base import RolloutRequest, SamplingParams  # noqa: E402
 from mmevo.rollout.factory import build_engine  # noqa: E402
 from mmevo.rollout.hf import HFEngine  # noqa: E402
@@ -37,7 +37,7 @@ lm = load_model(model_dir)
 engine = build_engine(cfg, lm)
 train, _ = split_train_heldout(8, 0, seed=4)
 tr = GRPOTrainer(cfg, lm, engine, train, [], log=False)
-result = {"world_size": D.world_size(), "zero3": is_zero3(tr.model), "executor": type(
+result = {"world_size": D.world_size(), "zero3": is_zero3(tr.model) and partitioned(tr.model), "executor": type(
     engine.llm.llm_engine.model_executor).__name__}
 
 prompts = [tr.prompts(ex) for ex in train[:3]]

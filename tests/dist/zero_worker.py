@@ -45,10 +45,10 @@ def fixed_batch(tr):
 
 ds_tr, _ = make({"trainer.deepspeed": ds_config})
 from mmevo.grpo import distributed as D  # noqa: E402
-from mmevo.models.weights import full_state_items, is_zero3  # noqa: E402
+from mmevo.models.weights import full_state_items, is_zero3, partitioned  # noqa: E402
 
 rank = D.rank()
-result = {"world_size": D.world_size(), "zero3": is_zero3(ds_tr.model)}
+result = {"world_size": D.world_size(), "zero3": is_zero3(ds_tr.model) and partitioned(ds_tr.model)}
 # 1) the same fixed batch on every rank: loss and full gradients equal the single-process ones; then one update
 from deepspeed.utils import safe_get_full_grad  # noqa: E402
 

@@ -1,0 +1,636 @@
+"""Per-GPU memory plan of a GRPO run: ``mmevo plan-memory CONFIG [key=value ...] --gpus 8 --gpu-mem-gib 80``.
+
+Each item is a small pure function of the model's dimensions and the run's settings that returns bytes on ONE GPU;
+its docstring gives the formula and what it assumes. ``plan`` adds the items up for the three phases of a GRPO step
+and reports the largest:
+
+- ``rollout``: vLLM awake (its ``gpu_memory_utilization`` share of the GPU) + what the trainer keeps resident
+  (CUDA context, weights or their ZeRO-3 shard, fp32 master + Adam moments unless offloaded, ZeRO-3's gradient
+  partition, the reference unless offloaded) + one 256 MiB weight-sync bucket. With ``rollout.engine=hf`` the
+  policy generates itself: gathered weights, KV cache and prefill activations instead of vLLM.
+- ``logprob``: the no-grad old-policy and reference log-prob passes: vLLM asleep, resident state, the ZeRO-3
+  gathered working set, the reference's weights (brought onto the GPU for its pass with ``model.ref_offload``),
+  no-grad activations (KV of all layers + one layer's temporaries) and the logits of one chunk.
+- ``update``: vLLM asleep, resident state, gradients, ZeRO-3 gathered working set, activations and logits of one
+  training micro-batch.
+
+Byte counts are estimates for planning (right to about ten per cent), not measurements. The allocator's
+fragmentation and library workspaces (cuBLAS, flash-attention, NCCL buffers beyond the context) are what the 8 %
+headroom in ``fits`` is for. The planner assumes that the trainer returns its cached blocks
+(``torch.cuda.empty_cache()``) before vLLM wakes, so that the update's activations are not still reserved then.
+
+Shapes in comments use: h hidden, i MLP width, L layers, a heads, k KV heads, d head dim, V vocabulary, T tokens of a
+micro-batch, W world size (GPUs), b bytes per element of the model dtype.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Optional
+
+GiB = 1024 ** 3
+HEADROOM = 0.08  # fits = peak <= gpu_mem * (1 - HEADROOM)
+DTYPE_BYTES = {"float32": 4, "fp32": 4, "float": 4, "bfloat16": 2, "bf16": 2, "float16": 2, "fp16": 2, "half": 2}
+
+
+@dataclass(frozen=True)
+class VisionDims:
+    """A Qwen-VL vision tower (ViT + patch merger)."""
+
+    hidden: int  # ViT width (Qwen2.5-VL: 1280)
+    intermediate: int  # ViT MLP width (Qwen2.5-VL: 3420)
+    depth: int  # ViT blocks (Qwen2.5-VL: 32)
+    heads: int  # ViT heads (Qwen2.5-VL: 16)
+    out_hidden: int  # merger output = the LM's hidden size
+    patch: int = 14  # patch side in pixels
+    temporal_patch: int = 2  # frames per patch (images are repeated)
+    in_channels: int = 3
+    merge: int = 2  # spatial merge: merge**2 patches become one LM token
+    gated: bool = True  # Qwen2.5-VL: RMSNorm + SwiGLU MLP with biases; Qwen2-VL: LayerNorm + fc1/GELU/fc2
+
+
+@dataclass(frozen=True)
+class ModelDims:
+    """A Qwen2-style decoder (Qwen2, Qwen2.5-VL's language model, Qwen3), optionally with a vision tower."""
+
+    hidden: int  # h
+    intermediate: int  # i (SwiGLU: gate, up [h -> i], down [i -> h])
+    layers: int  # L
+    heads: int  # a
+    kv_heads: int  # k (GQA)
+    vocab: int  # V
+    head_dim: int = 0  # d; 0 = hidden // heads
+    tie_embeddings: bool = False  # lm_head shares the embedding matrix
+    qkv_bias: bool = True  # Qwen2: q/k/v projections have biases; Qwen3: none, but q/k RMSNorms
+    qk_norm: bool = False  # Qwen3
+    vision: Optional[VisionDims] = None
+    source: str = ""  # where the numbers came from
+
+    @property
+    def d(self) -> int:
+        return self.head_dim or self.hidden // self.heads
+
+    @property
+    def q_dim(self) -> int:  # a * d
+        return self.heads * self.d
+
+    @property
+    def kv_dim(self) -> int:  # k * d
+        return self.kv_heads * self.d
+
+
+# Built-in dimensions for hub ids (offline), from the model cards' config.json (hub repos Qwen/Qwen2.5-VL-*-Instruct:
+# text hidden_size / intermediate_size / num_hidden_layers / num_attention_heads / num_key_value_heads / vocab_size /
+# tie_word_embeddings, and vision_config depth 32, hidden_size 1280, intermediate_size 3420, num_heads 16,
+# patch_size 14, spatial_merge_size 2, temporal_patch_size 2, out_hidden_size = the LM's hidden size).
+# 7B: 8.29e9 parameters in all (LM 7.62e9 with an untied lm_head, vision tower + merger 0.68e9).
+_QWEN25_VIT = dict(hidden=1280, intermediate=3420, depth=32, heads=16)
+BUILTIN_MODELS: dict[str, ModelDims] = {
+    "Qwen/Qwen2.5-VL-3B-Instruct": ModelDims(2048, 11008, 36, 16, 2, 151936, tie_embeddings=True,
+                                             vision=VisionDims(out_hidden=2048, **_QWEN25_VIT)),
+    "Qwen/Qwen2.5-VL-7B-Instruct": ModelDims(3584, 18944, 28, 28, 4, 152064, tie_embeddings=False,
+                                             vision=VisionDims(out_hidden=3584, **_QWEN25_VIT)),
+    "Qwen/Qwen2.5-VL-32B-Instruct": ModelDims(5120, 27648, 64, 40, 8, 152064, tie_embeddings=False,
+                                              vision=VisionDims(out_hidden=5120, **_QWEN25_VIT)),
+    "Qwen/Qwen2.5-VL-72B-Instruct": ModelDims(8192, 29568, 80, 64, 8, 152064, tie_embeddings=False,
+                                              vision=VisionDims(out_hidden=8192, **_QWEN25_VIT)),
+}
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# model dimensions and parameter counts
+
+
+def dims_from_config(config: dict, source: str = "config.json") -> ModelDims:
+    """Dimensions from a transformers ``config.json`` (dict): Qwen2.5-VL / Qwen2-VL (``text_config`` or top-level
+    text keys, ``vision_config``), Qwen2 and Qwen3 text models."""
+    text = dict(config)
+    text.update(config.get("text_config") or {})  # newer Qwen2.5-VL files nest the LM's keys
+    try:
+        hidden, heads = int(text["hidden_size"]), int(text["num_attention_heads"])
+        model_type = str(text.get("model_type", config.get("model_type", "")))
+        is_qwen3 = model_type.startswith("qwen3")
+        dims = ModelDims(
+            hidden=hidden, intermediate=int(text["intermediate_size"]), layers=int(text["num_hidden_layers"]),
+            heads=heads, kv_heads=int(text.get("num_key_value_heads") or heads), vocab=int(text["vocab_size"]),
+            head_dim=int(text.get("head_dim") or 0),
+            tie_embeddings=bool(config.get("tie_word_embeddings", text.get("tie_word_embeddings", False))),
+            qkv_bias=bool(text.get("attention_bias", not is_qwen3)), qk_norm=is_qwen3, source=source)
+    except KeyError as e:
+        raise ValueError(f"{source}: no {e.args[0]!r}; not a Qwen2-style decoder config") from None
+    v = config.get("vision_config")
+    if v:
+        if "intermediate_size" in v and "depth" in v:  # Qwen2.5-VL
+            vision = VisionDims(hidden=int(v["hidden_size"]), intermediate=int(v["intermediate_size"]),
+                                depth=int(v["depth"]), heads=int(v["num_heads"]),
+                                out_hidden=int(v.get("out_hidden_size", hidden)), gated=True)
+        else:  # Qwen2-VL: embed_dim, mlp_ratio, hidden_size = merger output
+            width = int(v["embed_dim"])
+            vision = VisionDims(hidden=width, intermediate=int(width * float(v.get("mlp_ratio", 4))),
+                                depth=int(v["depth"]), heads=int(v["num_heads"]),
+                                out_hidden=int(v.get("hidden_size", hidden)), gated=False)
+        vision = replace(vision, patch=int(v.get("patch_size", 14)),
+                         temporal_patch=int(v.get("temporal_patch_size", 2)),
+                         in_channels=int(v.get("in_channels", v.get("in_chans", 3))),
+                         merge=int(v.get("spatial_merge_size", 2)))
+        dims = replace(dims, vision=vision)
+    return dims
+
+
+def model_dims(path: str) -> ModelDims:
+    """A local directory's ``config.json``, else the built-in dimensions of a known hub id; anything else is an
+    error (the planner never goes to the hub)."""
+    p = Path(path).expanduser()
+    if (p / "config.json").exists():
+        return dims_from_config(json.loads((p / "config.json").read_text()), str(p / "config.json"))
+    if path in BUILTIN_MODELS:
+        return replace(BUILTIN_MODELS[path], source=f"built-in dimensions of {path} (its model card's config.json)")
+    raise ValueError(f"model.path={path!r}: no local config.json there and no built-in dimensions for it "
+                     f"(known hub ids: {', '.join(BUILTIN_MODELS)}); pass a local checkpoint directory")
+
+
+def lm_layer_params(m: ModelDims) -> int:
+    """One decoder layer: q [h -> a*d] (+bias), k, v [h -> k*d] (+bias), o [a*d -> h], gate/up [h -> i],
+    down [i -> h], two RMSNorms (h each), Qwen3's q/k RMSNorms (d each)."""
+    attn = m.hidden * m.q_dim + 2 * m.hidden * m.kv_dim + m.q_dim * m.hidden
+    if m.qkv_bias:
+        attn += m.q_dim + 2 * m.kv_dim
+    if m.qk_norm:
+        attn += 2 * m.d
+    return attn + 3 * m.hidden * m.intermediate + 2 * m.hidden
+
+
+def lm_params(m: ModelDims) -> int:
+    """Language model: L layers + embedding [V, h] + lm_head [V, h] unless tied + final norm [h]."""
+    return m.layers * lm_layer_params(m) + m.vocab * m.hidden * (1 if m.tie_embeddings else 2) + m.hidden
+
+
+def vision_block_params(v: VisionDims) -> int:
+    """One ViT block: qkv [vh -> 3vh] + bias, proj [vh -> vh] + bias, MLP (Qwen2.5-VL: gate/up [vh -> vi] and down
+    [vi -> vh], all with biases; Qwen2-VL: fc1/fc2 with biases), two norms (RMSNorm vh; LayerNorm 2vh)."""
+    h, i = v.hidden, v.intermediate
+    attn = 3 * h * h + 3 * h + h * h + h
+    mlp = (3 * h * i + 2 * i + h) if v.gated else (2 * h * i + i + h)
+    return attn + mlp + 2 * h * (1 if v.gated else 2)
+
+
+def vision_merger_params(v: VisionDims) -> int:
+    """Patch merger: norm (vh, or 2vh for LayerNorm), Linear [vh*m^2 -> vh*m^2] + bias, GELU,
+    Linear [vh*m^2 -> out] + bias."""
+    wide = v.hidden * v.merge ** 2
+    return v.hidden * (1 if v.gated else 2) + wide * wide + wide + wide * v.out_hidden + v.out_hidden
+
+
+def vision_params(v: Optional[VisionDims]) -> int:
+    """Patch embedding (Conv3d without bias, [c * tp * p * p -> vh]) + depth blocks + merger."""
+    if v is None:
+        return 0
+    patch_embed = v.in_channels * v.temporal_patch * v.patch * v.patch * v.hidden
+    return patch_embed + v.depth * vision_block_params(v) + vision_merger_params(v)
+
+
+def total_params(m: ModelDims) -> int:
+    return lm_params(m) + vision_params(m.vision)
+
+
+def lora_params(m: ModelDims, rank: int, targets) -> int:
+    """LoRA adapters on the language model's linears named in ``targets``: A [r, in] + B [out, r] = r * (in + out)
+    per adapted linear per layer (the vision tower gets none)."""
+    shapes = {"q_proj": (m.hidden, m.q_dim), "k_proj": (m.hidden, m.kv_dim), "v_proj": (m.hidden, m.kv_dim),
+              "o_proj": (m.q_dim, m.hidden), "gate_proj": (m.hidden, m.intermediate),
+              "up_proj": (m.hidden, m.intermediate), "down_proj": (m.intermediate, m.hidden)}
+    per_layer = sum(rank * (shapes[t][0] + shapes[t][1]) for t in targets if t in shapes)
+    return m.layers * per_layer
+
+
+def trainable_params(m: ModelDims, lora_rank: int = 0, lora_targets=(), freeze_vision_tower: bool = False) -> int:
+    """Parameters that get gradients and optimizer state: the LoRA adapters only when ``lora_rank > 0``; otherwise
+    everything except the frozen ViT (patch embedding + blocks; the merger keeps training) with
+    ``freeze_vision_tower``."""
+    if lora_rank > 0:
+        return lora_params(m, lora_rank, lora_targets)
+    n = total_params(m)
+    if freeze_vision_tower and m.vision is not None:
+        n -= vision_params(m.vision) - vision_merger_params(m.vision)
+    return n
+
+
+def largest_gathered_params(m: ModelDims) -> int:
+    """The most parameters ZeRO-3 must gather at once: the embedding or lm_head [V, h], or one decoder layer."""
+    return max(m.vocab * m.hidden, lm_layer_params(m), vision_block_params(m.vision) if m.vision else 0)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# DeepSpeed settings
+
+
+@dataclass(frozen=True)
+class ZeroSettings:
+    """What the planner reads from a DeepSpeed JSON config (``enabled=False``: plain PyTorch, no DeepSpeed)."""
+
+    enabled: bool = False
+    stage: int = 0
+    offload_optimizer: str = "none"  # none | cpu | nvme
+    offload_param: str = "none"  # none | cpu | nvme (ZeRO-3 only)
+    grad_accum_dtype: str = ""  # "" = the model dtype (DeepSpeed's default)
+    overlap_comm: bool = False
+    reduce_bucket_size: int = 500_000_000  # DeepSpeed's default
+    prefetch_bucket_size: int = 50_000_000  # DeepSpeed's default (ZeRO-3)
+    force_ds_cpu_optimizer: bool = True  # DeepSpeed's default: a torch optimizer + CPU offload raises
+
+
+def read_deepspeed(path: str | Path) -> ZeroSettings:
+    """The memory-relevant keys of a DeepSpeed JSON config. "auto" / missing numbers keep DeepSpeed's defaults."""
+    cfg = json.loads(Path(path).read_text())
+    z = cfg.get("zero_optimization") or {}
+
+    def num(key: str, default: int) -> int:
+        value = z.get(key, default)
+        return int(float(value)) if isinstance(value, (int, float, str)) and str(value) != "auto" else default
+
+    def device(key: str) -> str:
+        return str((z.get(key) or {}).get("device") or "none").lower()
+
+    stage = int(z.get("stage", 0))
+    return ZeroSettings(
+        enabled=True, stage=stage, offload_optimizer=device("offload_optimizer"),
+        offload_param=device("offload_param") if stage == 3 else "none",
+        grad_accum_dtype=str((cfg.get("data_types") or {}).get("grad_accum_dtype") or ""),
+        overlap_comm=bool(z.get("overlap_comm", stage == 3)),  # DeepSpeed turns it on by default for ZeRO-3 only
+        reduce_bucket_size=num("reduce_bucket_size", 500_000_000),
+        prefetch_bucket_size=num("stage3_prefetch_bucket_size", num("prefetch_bucket_size", 50_000_000)),
+        force_ds_cpu_optimizer=bool(cfg.get("zero_force_ds_cpu_optimizer", True)))
+
+
+def _offloaded(device: str) -> bool:
+    return device in ("cpu", "nvme")
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# items, bytes per GPU
+
+
+def cuda_context_bytes(world: int) -> int:
+    """CUDA context, cuBLAS handles and kernels (~1 GiB) + NCCL communicators and their buffers (~0.5 GiB, only with
+    more than one GPU)."""
+    return int((1.0 + (0.5 if world > 1 else 0.0)) * GiB)
+
+
+def policy_weight_bytes(n_params: int, dtype_bytes: int, zero: ZeroSettings, world: int) -> int:
+    """Policy weights in the model dtype: P * b on every GPU (plain PyTorch, ZeRO-0/1/2), P * b / W under ZeRO-3
+    (its shard), 0 with ZeRO-3 ``offload_param`` (shards in host memory, fetched layer by layer: see
+    ``zero3_gathered_bytes``)."""
+    if zero.enabled and zero.stage == 3:
+        return 0 if _offloaded(zero.offload_param) else math.ceil(n_params * dtype_bytes / world)
+    return n_params * dtype_bytes
+
+
+def master_weight_bytes(n_trainable: int, dtype_bytes: int, zero: ZeroSettings, world: int) -> int:
+    """fp32 master weights of the trainable parameters, kept by DeepSpeed when the model runs in bf16/fp16:
+    4 * P_train, / W under ZeRO-1/2/3, 0 on the GPU with ``offload_optimizer`` (they live with the optimizer in host
+    memory). 0 for an fp32 model (its weights are the master) and without DeepSpeed (mmevo's torch AdamW then updates
+    the model-dtype weights in place)."""
+    if not zero.enabled or dtype_bytes == 4 or _offloaded(zero.offload_optimizer):
+        return 0
+    return math.ceil(4 * n_trainable / (world if zero.stage >= 1 else 1))
+
+
+def adam_moment_bytes(n_trainable: int, dtype_bytes: int, zero: ZeroSettings, world: int) -> int:
+    """AdamW's exp_avg and exp_avg_sq (allocated at the first step, kept from then on): under DeepSpeed 2 * 4 bytes
+    per trainable parameter (they follow the fp32 master), / W under ZeRO-1/2/3, 0 on the GPU when offloaded; plain
+    PyTorch 2 * b per trainable parameter (they follow the parameter's dtype)."""
+    if not zero.enabled:
+        return 2 * dtype_bytes * n_trainable
+    if _offloaded(zero.offload_optimizer):
+        return 0
+    return math.ceil(8 * n_trainable / (world if zero.stage >= 1 else 1))
+
+
+def grad_accum_bytes(dtype_bytes: int, zero: ZeroSettings) -> int:
+    """Bytes per element of DeepSpeed's gradient accumulation (``data_types.grad_accum_dtype``; model dtype if
+    unset)."""
+    return DTYPE_BYTES.get(zero.grad_accum_dtype.lower(), dtype_bytes) if zero.grad_accum_dtype else dtype_bytes
+
+
+def gradient_bytes(n_trainable: int, dtype_bytes: int, zero: ZeroSettings, world: int) -> int:
+    """Gradients during the update.
+
+    - plain PyTorch: ``.grad`` of every trainable parameter, P_train * b.
+    - ZeRO-0/1: the full ``.grad`` (P_train * b) plus, when the accumulation dtype differs (bf16 + fp32), a full
+      fp32 accumulation copy (P_train * 4: DeepSpeed's BF16_Optimizer / ``grad_accum`` attribute).
+    - ZeRO-2: this rank's reduced partition in the accumulation dtype, P_train * acc / W (on the GPU even with
+      ``offload_optimizer``; copied to the host at the boundary), plus the reduce buckets.
+    - ZeRO-3: the same partition (a flat buffer allocated at start-up, in host memory with ``offload_optimizer``),
+      plus the reduce buckets.
+    Reduce buckets: ``reduce_bucket_size`` * b, twice with ``overlap_comm`` (one reducing while the next fills).
+    """
+    acc = grad_accum_bytes(dtype_bytes, zero)
+    if not zero.enabled:
+        return n_trainable * dtype_bytes
+    if zero.stage <= 1:
+        return n_trainable * dtype_bytes + (n_trainable * acc if acc != dtype_bytes else 0)
+    buckets = zero.reduce_bucket_size * dtype_bytes * (2 if zero.overlap_comm else 1)
+    if zero.stage == 3 and _offloaded(zero.offload_optimizer):
+        return buckets
+    return math.ceil(n_trainable * acc / world) + buckets
+
+
+def gradient_resident_bytes(n_trainable: int, dtype_bytes: int, zero: ZeroSettings, world: int) -> int:
+    """Gradient memory held in every phase: ZeRO-3's flat partition buffer (P_train * acc / W, allocated at
+    start-up; 0 on the GPU with ``offload_optimizer``). Everything else is freed after each optimizer step."""
+    if zero.enabled and zero.stage == 3 and not _offloaded(zero.offload_optimizer):
+        return math.ceil(n_trainable * grad_accum_bytes(dtype_bytes, zero) / world)
+    return 0
+
+
+def zero3_gathered_bytes(m: ModelDims, dtype_bytes: int, zero: ZeroSettings) -> int:
+    """ZeRO-3's gathered working set in a forward/backward: the largest module gathered whole (embedding or lm_head
+    [V, h], or one layer) plus its full gradient before the reduce-scatter, plus the prefetch bucket:
+    (2 * largest + stage3_prefetch_bucket_size) * b. 0 without ZeRO-3 (the weights are already whole)."""
+    if not (zero.enabled and zero.stage == 3):
+        return 0
+    return (2 * largest_gathered_params(m) + zero.prefetch_bucket_size) * dtype_bytes
+
+
+def reference_bytes(n_params: int, dtype_bytes: int, kl_coef: float) -> int:
+    """The reference (KL) model: a full replica of the policy in the model dtype, P * b (mmevo does not wrap it with
+    DeepSpeed, so it is never ZeRO-sharded); absent when ``algo.kl_coef == 0``. Where it sits is the plan's business:
+    on the GPU in every phase, or with ``model.ref_offload`` in host memory and on the GPU for its log-prob pass
+    only."""
+    return n_params * dtype_bytes if kl_coef > 0 else 0
+
+
+def tokens_per_micro_batch(micro_batch_seqs: int, max_tokens_per_micro_batch: int, seq_len: int) -> int:
+    """Padded tokens of the largest micro-batch: ``micro_batch_seqs`` sequences of ``seq_len`` = max prompt + max
+    response tokens, capped by ``max_tokens_per_micro_batch`` when that is > 0 (a single longer sequence still forms
+    its own micro-batch, hence max(cap, seq_len))."""
+    tokens = micro_batch_seqs * seq_len
+    if max_tokens_per_micro_batch > 0:
+        tokens = min(tokens, max(max_tokens_per_micro_batch, seq_len))
+    return tokens
+
+
+def layer_activation_bytes(hidden: int, intermediate: int, kv_dim: int, dtype_bytes: int) -> int:
+    """Activation bytes kept for backward per token by one pre-norm transformer layer with RMSNorm, GQA attention
+    (flash / memory-efficient SDPA) and a SwiGLU MLP, without recomputation.
+
+    Korthikanti et al. 2022 ("Reducing Activation Recomputation in Large Transformer Models", Eq. 1) count
+    s*b*h*(34 + 5*a*s/h) bytes per layer for a 16-bit GPT layer (LayerNorm, 4h GeLU MLP, dropout). Flash attention
+    drops the 5*a*s/h term (no s x s scores are stored); Qwen has no dropout (no masks); the 4h GeLU MLP (19 h) becomes
+    a SwiGLU MLP of width i; K and V are k*d wide. Per token:
+
+      2 RMSNorms    2 * (4h fp32 input, kept by the fp32 upcast  + b*h normalised input of the weight multiply)
+      attention     b*h q/k/v input + b*h rotated Q + 2*b*(k*d) K and V + b*h attention output (o_proj input)
+      MLP           b*h gate/up input + 4*b*i (gate output for SiLU, SiLU output, up output, down_proj input)
+
+    = 8h + b * (6h + 2*(k*d) + 4i); bf16 = 20h + 4*(k*d) + 8i. Qwen2.5-VL-7B: 225,280 B/token/layer, 28 layers
+    = 6.3 MB per token (plain Korthikanti with a 4h MLP would give 34h = 0.12 MB per layer).
+    """
+    return 8 * hidden + dtype_bytes * (6 * hidden + 2 * kv_dim + 4 * intermediate)
+
+
+def lm_activation_bytes(m: ModelDims, tokens: int, dtype_bytes: int, checkpointing: bool) -> int:
+    """Language-model activations of one training micro-batch of ``tokens`` tokens.
+
+    Without checkpointing: every layer keeps ``layer_activation_bytes`` per token, L * act * T; with
+    ``model.gradient_checkpointing`` only each layer's input is kept, L * b*h * T, and one layer's activations are
+    recomputed at a time during backward. Both add the gradient workspace of the layer being back-propagated (about
+    one layer's activations, act * T) and the final norm's input and output ((4 + b) * h * T)."""
+    act = layer_activation_bytes(m.hidden, m.intermediate, m.kv_dim, dtype_bytes)
+    kept = m.layers * dtype_bytes * m.hidden + act if checkpointing else m.layers * act
+    return tokens * (kept + act + (4 + dtype_bytes) * m.hidden)
+
+
+def vision_activation_bytes(v: Optional[VisionDims], patches: int, dtype_bytes: int, checkpointing: bool,
+                            frozen: bool) -> int:
+    """ViT activations for ``patches`` patches, with the same per-token block formula (full multi-head attention,
+    k*d = vh) plus the merger (fp32 norm input 4*vh, norm output, GELU input/output and the second linear's input,
+    about 4*b*vh per patch). 0 when the tower is frozen (nothing upstream needs gradients, so autograd keeps
+    nothing)."""
+    if v is None or frozen or patches <= 0:
+        return 0
+    act = layer_activation_bytes(v.hidden, v.intermediate, v.hidden, dtype_bytes)
+    kept = v.depth * dtype_bytes * v.hidden + act if checkpointing else v.depth * act
+    return patches * (kept + act + 4 * v.hidden + 4 * dtype_bytes * v.hidden)
+
+
+def image_patches_per_micro_batch(v: Optional[VisionDims], tokens: int, prompt_len: int, seq_len: int) -> int:
+    """Worst case: every prompt token of the micro-batch is an image token (prompts up to ``data.max_prompt_length``
+    pass the filter) and each sequence runs its own image (the unshared forward used under gradient checkpointing):
+    merge^2 patches per image token, T * P / (P + R) image tokens."""
+    if v is None:
+        return 0
+    return v.merge ** 2 * (tokens * prompt_len // max(1, seq_len))
+
+
+def nograd_activation_bytes(m: ModelDims, tokens: int, dtype_bytes: int) -> int:
+    """A no-grad log-prob forward (eval mode): the KV cache of all layers for the micro-batch (the shared-prompt path
+    keeps it, 2 * L * (k*d) * b per token) plus one layer's temporaries at a time (bounded by
+    ``layer_activation_bytes`` per token)."""
+    return tokens * (2 * m.layers * m.kv_dim * dtype_bytes
+                     + layer_activation_bytes(m.hidden, m.intermediate, m.kv_dim, dtype_bytes))
+
+
+LOGITS_COPIES_TRAIN = 4.0  # fp32 logits, log-softmax kept for backward, softmax (entropy), the logits' gradient
+LOGITS_COPIES_NO_GRAD = 2.0  # fp32 logits and the log-softmax / softmax being formed
+
+
+def logits_bytes(positions: int, vocab: int, copies: float) -> int:
+    """fp32 logits [positions, V] * 4 bytes * ``copies`` (the bf16 head output and small temporaries are within the
+    factor's rounding). ``positions`` = ``trainer.logits_chunk_tokens`` when > 0 (one chunk alive at a time, recomputed
+    in backward), else every response token of the micro-batch (only response positions go through the head)."""
+    return int(positions * vocab * 4 * copies)
+
+
+VLLM_ASLEEP_BASE_GIB = 0.5  # what a sleeping vLLM keeps outside its pools (allocator leftovers, small buffers)
+VLLM_CUDA_GRAPHS_GIB = 1.0  # CUDA-graph pools (rollout.enforce_eager=false); not part of the sleep pools
+
+
+def vllm_bytes(awake: bool, gpu_memory_utilization: float, gpu_mem_bytes: int, enable_sleep_mode: bool,
+               sleep_level: int, enforce_eager: bool) -> int:
+    """A colocated vLLM engine on this GPU.
+
+    Awake: ``gpu_memory_utilization`` * GPU memory (weights, activation workspace, CUDA graphs and the KV cache are
+    all sized inside that budget). Asleep with ``rollout.enable_sleep_mode``: vLLM's CuMem pools are unmapped: level 1
+    copies the weights to pinned host memory first (see ``host`` in the plan) and drops the KV cache, level 2 drops
+    both, so either level frees both pools on the GPU (vLLM's ``CuMemAllocator.sleep``); what stays is the memory
+    outside the pools: ~0.5 GiB, + ~1 GiB of CUDA-graph pools unless ``enforce_eager``. Without sleep mode the engine
+    keeps its whole budget in every phase."""
+    budget = int(gpu_memory_utilization * gpu_mem_bytes)
+    if awake or not enable_sleep_mode:
+        return budget
+    return int((VLLM_ASLEEP_BASE_GIB + (0 if enforce_eager else VLLM_CUDA_GRAPHS_GIB)) * GiB)
+
+
+def hf_rollout_bytes(m: ModelDims, batch_seqs: int, prompt_len: int, response_len: int, dtype_bytes: int) -> int:
+    """Sampling with the HF engine (``rollout.engine=hf``): KV cache of ``rollout.max_batch_seqs`` sequences at full
+    length, 2 * L * (k*d) * b per token, + the prefill's per-layer temporaries for all prompt tokens at once
+    (``layer_activation_bytes`` per prompt token) + one decoding step's fp32 logits (2 copies of [batch, V])."""
+    kv = batch_seqs * (prompt_len + response_len) * 2 * m.layers * m.kv_dim * dtype_bytes
+    prefill = batch_seqs * prompt_len * layer_activation_bytes(m.hidden, m.intermediate, m.kv_dim, dtype_bytes)
+    return kv + prefill + logits_bytes(batch_seqs, m.vocab, 2)
+
+
+WEIGHT_SYNC_BUCKET = 256 * 1024 ** 2  # gathered ZeRO-3 weights are streamed into vLLM 256 MiB at a time
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# the plan
+
+
+def _resolve_file(path: str, config_path: str | Path | None) -> Path:
+    """A relative path as given (from the working directory), else from the repository the config file sits in
+    (configs/x.yaml -> its parent's parent), else from mmevo's source tree."""
+    p = Path(path).expanduser()
+    if p.is_absolute() or p.exists():
+        return p
+    roots = [Path(config_path).resolve().parent.parent] if config_path else []
+    roots.append(Path(__file__).resolve().parent.parent)
+    for root in roots:
+        if (root / p).exists():
+            return root / p
+    raise FileNotFoundError(f"trainer.deepspeed={path}: file not found")
+
+
+TINY_DIRS = {"tiny": "tiny-qwen2.5-vl", "tiny-text": "tiny-qwen2"}  # = mmevo.recipes.TINY_ALIASES (not imported:
+# recipes pulls in torch and DeepSpeed, whose import logs to stdout, where the plan's JSON goes)
+
+
+def _model_path(cfg) -> str:
+    """``tiny`` / ``tiny-text`` are built once into ``model.cache_dir`` (as for training); anything else as given."""
+    if cfg.model.path in TINY_DIRS:
+        out = Path(cfg.model.cache_dir) / TINY_DIRS[cfg.model.path]
+        if not (out / "config.json").exists():
+            import contextlib
+            import sys
+
+            with contextlib.redirect_stdout(sys.stderr):  # the build's imports log to stdout, where the JSON goes
+                from mmevo.models.tiny import build_tiny_qwen2, build_tiny_qwen2_5_vl
+
+                (build_tiny_qwen2_5_vl if cfg.model.path == "tiny" else build_tiny_qwen2)(out)
+        return str(out)
+    return cfg.model.path
+
+
+def _gib(x: float) -> float:
+    return round(x / GiB, 2)
+
+
+def plan(cfg, gpus: int = 1, gpu_mem_gib: float = 80.0, config_path: str | Path | None = None,
+         dims: ModelDims | None = None) -> dict[str, Any]:
+    """The per-GPU memory plan of ``cfg`` (an ``mmevo.config.Config``) on ``gpus`` GPUs of ``gpu_mem_gib`` GiB."""
+    if gpus < 1 or gpu_mem_gib <= 0:
+        raise ValueError("--gpus must be >= 1 and --gpu-mem-gib > 0")
+    m = dims or model_dims(_model_path(cfg))
+    b = DTYPE_BYTES.get(cfg.model.dtype)
+    if b is None:
+        raise ValueError(f"model.dtype={cfg.model.dtype!r} not in {sorted(DTYPE_BYTES)}")
+    zero = ZeroSettings()
+    if cfg.trainer.deepspeed:
+        zero = read_deepspeed(_resolve_file(cfg.trainer.deepspeed, config_path))
+    W = gpus
+    mem = int(gpu_mem_gib * GiB)
+    t, r = cfg.trainer, cfg.rollout
+    warnings = []
+    if W > 1 and not zero.enabled:
+        warnings.append("more than one GPU without trainer.deepspeed: every GPU is planned to hold everything")
+    if zero.enabled and _offloaded(zero.offload_optimizer) and zero.force_ds_cpu_optimizer:
+        warnings.append("offload_optimizer with mmevo's torch AdamW needs \"zero_force_ds_cpu_optimizer\": false in "
+                        "the DeepSpeed config, else deepspeed.initialize raises")
+
+    lora = cfg.model.lora
+    n_total = total_params(m) + (lora_params(m, lora.rank, lora.target_modules) if lora.rank > 0 else 0)
+    n_train = trainable_params(m, lora.rank, lora.target_modules, cfg.model.freeze_vision_tower)
+    P, R = cfg.data.max_prompt_length, r.max_tokens
+    S = P + R
+    T = tokens_per_micro_batch(t.micro_batch_seqs, t.max_tokens_per_micro_batch, S)
+    response_positions = T * R // S
+    positions = min(t.logits_chunk_tokens, response_positions) if t.logits_chunk_tokens > 0 else response_positions
+    patches = image_patches_per_micro_batch(m.vision, T, P, S)
+    ckpt = cfg.model.gradient_checkpointing
+    vision_frozen = cfg.model.freeze_vision_tower or lora.rank > 0
+
+    items = {
+        "cuda_context_nccl": cuda_context_bytes(W),
+        "policy_weights": policy_weight_bytes(n_total, b, zero, W),
+        "master_weights_fp32": master_weight_bytes(n_train, b, zero, W),
+        "adam_moments": adam_moment_bytes(n_train, b, zero, W),
+        "gradients": gradient_bytes(n_train, b, zero, W),
+        "gradients_resident": gradient_resident_bytes(n_train, b, zero, W),
+        "zero3_gathered_params": zero3_gathered_bytes(m, b, zero),
+        "reference": reference_bytes(total_params(m), b, cfg.algo.kl_coef),
+        "activations": lm_activation_bytes(m, T, b, ckpt),
+        "activations_vision": vision_activation_bytes(m.vision, patches, b, ckpt, vision_frozen),
+        "logits": logits_bytes(positions, m.vocab, LOGITS_COPIES_TRAIN),
+        "nograd_activations": nograd_activation_bytes(m, T, b),
+        "nograd_logits": logits_bytes(positions, m.vocab, LOGITS_COPIES_NO_GRAD),
+    }
+    vllm = r.engine == "vllm"
+    if vllm:
+        items["vllm_awake"] = vllm_bytes(True, r.gpu_memory_utilization, mem, r.enable_sleep_mode, r.sleep_level,
+                                         r.enforce_eager)
+        items["vllm_asleep"] = vllm_bytes(False, r.gpu_memory_utilization, mem, r.enable_sleep_mode, r.sleep_level,
+                                          r.enforce_eager)
+    else:
+        items["hf_rollout"] = hf_rollout_bytes(m, r.max_batch_seqs, P, R, b)
+        # ZeRO-3 HF sampling gathers the whole model on every rank (mmevo.grpo.distributed.zero3_full_weights)
+        items["hf_gathered_weights"] = n_total * b if zero.enabled and zero.stage == 3 else 0
+
+    ref_offload = cfg.model.ref_offload
+    resident = {k: items[k] for k in ("cuda_context_nccl", "policy_weights", "master_weights_fp32", "adam_moments")}
+    resident["gradients"] = items["gradients_resident"]
+    resident["reference"] = 0 if ref_offload else items["reference"]
+    asleep = {"vllm_asleep": items["vllm_asleep"]} if vllm else {}
+    phases = {
+        "rollout": {**resident, **({"vllm_awake": items["vllm_awake"], "weight_sync_bucket": WEIGHT_SYNC_BUCKET}
+                                   if vllm else {"hf_rollout": items["hf_rollout"],
+                                                 "hf_gathered_weights": items["hf_gathered_weights"]})},
+        "logprob": {**resident, **asleep, "reference": items["reference"] if ref_offload else resident["reference"],
+                    "zero3_gathered_params": items["zero3_gathered_params"],
+                    "nograd_activations": items["nograd_activations"], "nograd_logits": items["nograd_logits"]},
+        "update": {**resident, **asleep, "gradients": items["gradients"],
+                   "zero3_gathered_params": items["zero3_gathered_params"], "activations": items["activations"],
+                   "activations_vision": items["activations_vision"], "logits": items["logits"]},
+    }
+    totals = {name: sum(parts.values()) for name, parts in phases.items()}
+    peak_phase = max(totals, key=totals.get)
+    peak = totals[peak_phase]
+
+    host = {  # host memory per GPU (rank) that these settings imply, for the node's RAM
+        # fp32 master / optimizer params (4) + Adam moments (8) + the host-side fp32 (ZeRO-3: accumulation-dtype) grads
+        "optimizer_offload": math.ceil(n_train * (12 + (grad_accum_bytes(b, zero) if zero.stage == 3 else 4))
+                                       / (W if zero.stage >= 1 else 1))
+        if zero.enabled and _offloaded(zero.offload_optimizer) else 0,
+        "param_offload": math.ceil(n_total * b / W) if _offloaded(zero.offload_param) else 0,
+        "reference_offload": items["reference"] if ref_offload else 0,
+        "vllm_sleep_level1_weights": n_total * b if vllm and r.enable_sleep_mode and r.sleep_level == 1 else 0,
+    }
+    return {
+        "config": str(config_path) if config_path else None,
+        "model": {"path": cfg.model.path, "dims_from": m.source, "dtype": cfg.model.dtype,
+                  "params_b": round(n_total / 1e9, 3), "trainable_params_b": round(n_train / 1e9, 3),
+                  "vision_params_b": round(vision_params(m.vision) / 1e9, 3), "hidden": m.hidden, "layers": m.layers,
+                  "vocab": m.vocab},
+        "setup": {"gpus": W, "gpu_mem_gib": gpu_mem_gib,
+                  "deepspeed": cfg.trainer.deepspeed or None, "zero_stage": zero.stage if zero.enabled else None,
+                  "offload_optimizer": zero.offload_optimizer, "offload_param": zero.offload_param,
+                  "grad_accum_dtype": zero.grad_accum_dtype or (cfg.model.dtype if zero.enabled else None),
+                  "gradient_checkpointing": ckpt, "tokens_per_micro_batch": T, "logits_positions": positions,
+                  "image_patches_per_micro_batch": patches if not vision_frozen else 0,
+                  "ref_offload": ref_offload, "kl_coef": cfg.algo.kl_coef, "rollout_engine": r.engine,
+                  **({"gpu_memory_utilization": r.gpu_memory_utilization, "sleep_mode": r.enable_sleep_mode,
+                      "sleep_level": r.sleep_level, "cuda_graphs": not r.enforce_eager} if vllm else {})},
+        "per_gpu_gib": {k: _gib(v) for k, v in items.items()},
+        "phases_gib": {name: {**{k: _gib(v) for k, v in parts.items() if v}, "total": _gib(totals[name])}
+                       for name, parts in phases.items()},
+        "peak_phase": peak_phase,
+        "peak_gib": _gib(peak),
+        "limit_gib": round(gpu_mem_gib * (1 - HEADROOM), 2),
+        "headroom_frac": round(1 - peak / mem, 3),
+        "fits": peak <= mem * (1 - HEADROOM),
+        "host_gib_per_gpu": {k: _gib(v) for k, v in host.items() if v},
+        "warnings": warnings,
+    }

@@ -1,0 +1,212 @@
+"""The memory planner (mmevo.memory_plan, `mmevo plan-memory`): hand-computed items, monotonicity, config.json
+reading, the CLI, and the verdicts on HEAD's and the shipped 7B configs."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from mmevo import memory_plan as mp
+from mmevo.cli import main
+from mmevo.config import load_config
+
+ROOT = Path(__file__).resolve().parent.parent
+GiB = 1024 ** 3
+SHIPPED_7B = ["configs/csrs_qwen2_5_vl_7b_geometry3k.yaml", "configs/qwen2_5_vl_7b_geometry3k.yaml"]
+
+# h 8, i 16, L 2, a 2 heads of d 4, k 1 KV head (k*d = 4), V 10, untied lm_head, q/k/v biases, no vision tower
+SMALL = mp.ModelDims(hidden=8, intermediate=16, layers=2, heads=2, kv_heads=1, vocab=10)
+
+
+def _plan(cfg_path, *overrides, gpus=8, mem=80.0, dims=None):
+    return mp.plan(load_config(ROOT / cfg_path if cfg_path else None, list(overrides)), gpus, mem,
+                   config_path=ROOT / cfg_path if cfg_path else None, dims=dims)
+
+
+def test_small_parameter_counts_by_hand():
+    # q 8*8 + 8, k 8*4 + 4, v 8*4 + 4, o 8*8 = 208; MLP 3*8*16 = 384; norms 2*8 = 16 -> 608 per layer
+    assert mp.lm_layer_params(SMALL) == 608
+    # 2 layers 1216 + embedding 10*8 + lm_head 10*8 + final norm 8 = 1384
+    assert mp.lm_params(SMALL) == 1384
+    assert mp.total_params(SMALL) == 1384
+    # LoRA r=2 on q (8 -> 8) and down (16 -> 8): 2*(8+8) + 2*(16+8) = 80 per layer, 2 layers
+    assert mp.lora_params(SMALL, 2, ["q_proj", "down_proj"]) == 160
+    assert mp.trainable_params(SMALL, 2, ["q_proj", "down_proj"]) == 160
+    assert mp.largest_gathered_params(SMALL) == 608  # one layer > embedding 80
+
+
+def test_small_activations_and_logits_by_hand():
+    # per token per layer, bf16: 8h + 2*(6h + 2*(k*d) + 4i) = 64 + 2*(48 + 8 + 64) = 304 bytes
+    assert mp.layer_activation_bytes(8, 16, 4, 2) == 304
+    # no checkpointing, T = 10: 10 * (L*304 + 304 workspace + (4+2)*8 final norm) = 10 * (608 + 304 + 48) = 9600
+    assert mp.lm_activation_bytes(SMALL, 10, 2, checkpointing=False) == 9600
+    # checkpointing: 10 * (L*2*8 layer inputs + 304 recomputed layer + 304 workspace + 48) = 10 * 688 = 6880
+    assert mp.lm_activation_bytes(SMALL, 10, 2, checkpointing=True) == 6880
+    # no-grad pass: 10 * (KV 2*L*4*2 = 32 + one layer 304) = 3360
+    assert mp.nograd_activation_bytes(SMALL, 10, 2) == 3360
+    # fp32 logits: 5 positions * V 10 * 4 bytes * 4 copies = 800
+    assert mp.logits_bytes(5, 10, 4) == 800
+    # micro-batch tokens: 8 x 2560 = 20480; capped at 16384; a single 2560-token sequence beats a 1000 cap
+    assert mp.tokens_per_micro_batch(8, 0, 2560) == 20480
+    assert mp.tokens_per_micro_batch(8, 16384, 2560) == 16384
+    assert mp.tokens_per_micro_batch(8, 1000, 2560) == 2560
+
+
+def test_small_optimizer_state_by_hand():
+    z3 = mp.ZeroSettings(enabled=True, stage=3, grad_accum_dtype="fp32", overlap_comm=True, reduce_bucket_size=10,
+                         prefetch_bucket_size=6)
+    n, b, W = 1000, 2, 4
+    assert mp.policy_weight_bytes(n, b, z3, W) == 500  # 1000 * 2 / 4
+    assert mp.master_weight_bytes(n, b, z3, W) == 1000  # 4 * 1000 / 4
+    assert mp.adam_moment_bytes(n, b, z3, W) == 2000  # 8 * 1000 / 4
+    assert mp.gradient_bytes(n, b, z3, W) == 1040  # fp32 partition 4 * 1000 / 4 + 2 buckets * 10 * 2
+    assert mp.gradient_resident_bytes(n, b, z3, W) == 1000
+    assert mp.zero3_gathered_bytes(SMALL, b, z3) == (2 * 608 + 6) * 2  # largest module + its grad + prefetch
+    z2 = mp.ZeroSettings(enabled=True, stage=2, reduce_bucket_size=10)  # bf16 accumulation, one bucket
+    assert mp.policy_weight_bytes(n, b, z2, W) == 2000
+    assert mp.gradient_bytes(n, b, z2, W) == 520  # 2 * 1000 / 4 + 10 * 2
+    assert mp.gradient_resident_bytes(n, b, z2, W) == 0
+    off = mp.ZeroSettings(enabled=True, stage=3, offload_optimizer="cpu", offload_param="cpu", reduce_bucket_size=10)
+    assert mp.master_weight_bytes(n, b, off, W) == mp.adam_moment_bytes(n, b, off, W) == 0
+    assert mp.policy_weight_bytes(n, b, off, W) == 0 and mp.gradient_resident_bytes(n, b, off, W) == 0
+    plain = mp.ZeroSettings()  # torch AdamW on bf16 weights: no master, bf16 moments and grads
+    assert mp.master_weight_bytes(n, b, plain, 1) == 0
+    assert mp.adam_moment_bytes(n, b, plain, 1) == 4000 and mp.gradient_bytes(n, b, plain, 1) == 2000
+    assert mp.reference_bytes(n, b, 0.01) == 2000 and mp.reference_bytes(n, b, 0.0) == 0
+
+
+def test_vllm_phases():
+    mem = 80 * GiB
+    assert mp.vllm_bytes(True, 0.5, mem, True, 2, False) == 40 * GiB
+    assert mp.vllm_bytes(False, 0.5, mem, True, 2, False) == int(1.5 * GiB)  # pools freed, CUDA graphs kept
+    assert mp.vllm_bytes(False, 0.5, mem, True, 1, True) == int(0.5 * GiB)  # level 1 frees the GPU too (host copy)
+    assert mp.vllm_bytes(False, 0.5, mem, False, 2, False) == 40 * GiB  # no sleep mode: the whole share, always
+
+
+def test_qwen2_5_vl_7b_builtin_dimensions():
+    m = mp.model_dims("Qwen/Qwen2.5-VL-7B-Instruct")
+    assert (m.hidden, m.intermediate, m.layers, m.heads, m.kv_heads, m.vocab) == (3584, 18944, 28, 28, 4, 152064)
+    assert mp.total_params(m) == pytest.approx(8.29e9, rel=2e-3)  # the model card's 8.29B
+    assert mp.vision_params(m.vision) == pytest.approx(0.677e9, rel=2e-3)
+    # 7B activations without checkpointing: 20h + 4*512 + 8i = 225,280 B per token per layer, 6.3 MB over 28 layers
+    assert mp.layer_activation_bytes(3584, 18944, 512, 2) == 225_280
+    with pytest.raises(ValueError, match="no built-in dimensions"):
+        mp.model_dims("Someone/Unknown-Model-7B")
+
+
+def test_local_config_json_matches_the_real_model(tiny_vl_path, tiny_text_path):
+    from mmevo.models.loader import load_model
+
+    for path in (tiny_vl_path, tiny_text_path):
+        dims = mp.model_dims(str(path))
+        assert dims.source.endswith("config.json")
+        model = load_model(path).model
+        assert mp.total_params(dims) == sum(p.numel() for p in model.parameters())
+        visual = sum(p.numel() for n, p in model.named_parameters() if ".visual." in f".{n}")
+        assert mp.vision_params(dims.vision) == visual
+    assert mp.model_dims(str(tiny_vl_path)).vision is not None and mp.model_dims(str(tiny_text_path)).vision is None
+
+
+def test_tiny_alias_is_planned_from_the_built_model(tmp_path, capsys):
+    from mmevo.recipes import TINY_ALIASES
+
+    assert mp.TINY_DIRS == TINY_ALIASES
+    assert main(["plan-memory", "model.path=tiny", f"model.cache_dir={tmp_path}"]) == 0
+    out = json.loads(capsys.readouterr().out)  # stdout holds nothing but the JSON
+    assert out["model"]["dims_from"] == str(tmp_path / "tiny-qwen2.5-vl" / "config.json") and out["fits"] is True
+
+
+def test_qwen3_style_config():
+    cfg = {"model_type": "qwen3", "hidden_size": 8, "intermediate_size": 16, "num_hidden_layers": 1,
+           "num_attention_heads": 2, "num_key_value_heads": 1, "head_dim": 6, "vocab_size": 10,
+           "tie_word_embeddings": True}
+    m = mp.dims_from_config(cfg)
+    assert (m.d, m.q_dim, m.kv_dim, m.qkv_bias, m.qk_norm) == (6, 12, 6, False, True)
+    # q 8*12, k 8*6, v 8*6, o 12*8 = 288; q/k norms 2*6 = 12; MLP 384; norms 16 -> 700; + tied embedding 80 + norm 8
+    assert mp.lm_layer_params(m) == 700 and mp.lm_params(m) == 788
+
+
+def test_monotonic_in_the_memory_settings():
+    cfg = "configs/csrs_qwen2_5_vl_7b_geometry3k.yaml"
+    base = _plan(cfg)
+    no_ckpt = _plan(cfg, "model.gradient_checkpointing=false")
+    assert base["per_gpu_gib"]["activations"] < no_ckpt["per_gpu_gib"]["activations"] / 5
+    assert base["phases_gib"]["update"]["total"] < no_ckpt["phases_gib"]["update"]["total"]
+    ref_on_gpu = _plan(cfg, "model.ref_offload=false")
+    assert base["phases_gib"]["rollout"]["total"] < ref_on_gpu["phases_gib"]["rollout"]["total"]
+    opt_off = _plan(cfg, "trainer.deepspeed=configs/deepspeed/zero3_offload.json")
+    assert opt_off["phases_gib"]["rollout"]["total"] < base["phases_gib"]["rollout"]["total"]
+    assert opt_off["host_gib_per_gpu"]["optimizer_offload"] > 0 and not opt_off["warnings"]
+    more = _plan(cfg, gpus=16)
+    for item in ("policy_weights", "master_weights_fp32", "adam_moments", "gradients_resident"):
+        assert more["per_gpu_gib"][item] < base["per_gpu_gib"][item]
+    chunked = _plan(cfg, "trainer.logits_chunk_tokens=0")
+    assert base["per_gpu_gib"]["logits"] < chunked["per_gpu_gib"]["logits"]
+    frozen = _plan(cfg, "model.freeze_vision_tower=true")
+    assert frozen["model"]["trainable_params_b"] < base["model"]["trainable_params_b"]
+    assert frozen["per_gpu_gib"]["activations_vision"] == 0
+    no_kl = _plan(cfg, "algo.kl_coef=0", "model.ref_offload=false")
+    assert no_kl["per_gpu_gib"]["reference"] == 0
+
+
+def test_offload_without_the_deepspeed_flag_is_flagged(tmp_path):
+    ds = json.loads((ROOT / "configs/deepspeed/zero3_offload.json").read_text())
+    del ds["zero_force_ds_cpu_optimizer"]
+    (tmp_path / "ds.json").write_text(json.dumps(ds))
+    p = _plan("configs/csrs_qwen2_5_vl_7b_geometry3k.yaml", f"trainer.deepspeed={tmp_path / 'ds.json'}")
+    assert any("zero_force_ds_cpu_optimizer" in w for w in p["warnings"])
+
+
+# configs/csrs_qwen2_5_vl_7b_geometry3k.yaml and configs/deepspeed/zero3.json as they were before the memory work
+# (memory-relevant keys), run as scripts/train_csrs_8gpu.sh ran them: vLLM at 0.6, sleeping at level 1 (then
+# hard-wired), whole-micro-batch logits (chunking not wired then), no checkpointing, a resident reference replica.
+HEAD_CSRS_7B = """
+model: {path: Qwen/Qwen2.5-VL-7B-Instruct, dtype: bfloat16, device: cuda}
+data: {max_prompt_length: 1024, min_pixels: 262144, hide_labels: true}
+csrs: {enabled: true, m: 5}
+rollout: {engine: vllm, gpu_memory_utilization: 0.6, enable_sleep_mode: true, n: 8, max_tokens: 1536}
+reward: {heads: {sfr: 1.0}}
+algo: {kl_coef: 0.01, kl_type: low_var_kl}
+trainer: {prompts_per_step: 256, mini_batch_prompts: 64, micro_batch_seqs: 8, lr: 1.0e-6}
+"""
+HEAD_ZERO3 = {"bf16": {"enabled": "auto"}, "zero_optimization": {
+    "stage": 3, "overlap_comm": False, "contiguous_gradients": True, "reduce_bucket_size": 50000000,
+    "stage3_prefetch_bucket_size": 50000000, "stage3_param_persistence_threshold": 0,
+    "offload_optimizer": {"device": "none"}, "offload_param": {"device": "none"}}}
+
+
+def test_head_csrs_7b_settings_do_not_fit(tmp_path):
+    (tmp_path / "csrs.yaml").write_text(HEAD_CSRS_7B)
+    (tmp_path / "zero3.json").write_text(json.dumps(HEAD_ZERO3))
+    cfg = load_config(tmp_path / "csrs.yaml", [f"trainer.deepspeed={tmp_path / 'zero3.json'}",
+                                               "rollout.sleep_level=1", "trainer.logits_chunk_tokens=0"])
+    p = mp.plan(cfg, 8, 80.0)
+    assert p["fits"] is False and p["headroom_frac"] < 0
+    assert p["setup"]["tokens_per_micro_batch"] == 8 * (1024 + 1536)
+    # fp32 logits of 8 x 1536 positions: 8 * 1536 * 152064 * 4 bytes = 6.96 GiB a copy, 4 copies
+    assert p["per_gpu_gib"]["logits"] == pytest.approx(4 * 8 * 1536 * 152064 * 4 / GiB, abs=0.01)
+    assert p["phases_gib"]["update"]["total"] > 80  # ~6.3 MB per token of activations over 20480 tokens
+    # even the rollout phase alone is over the limit: 0.6 x 80 GiB of vLLM + 15.4 GiB reference + ZeRO-3 states
+    assert p["phases_gib"]["rollout"]["total"] > p["limit_gib"]
+    assert p["host_gib_per_gpu"]["vllm_sleep_level1_weights"] == pytest.approx(15.45, abs=0.01)
+
+
+@pytest.mark.parametrize("cfg", SHIPPED_7B)
+def test_shipped_7b_configs_fit_8x80gib(cfg):
+    p = _plan(cfg)
+    assert p["setup"]["zero_stage"] == 3 and p["setup"]["grad_accum_dtype"] == "fp32"
+    assert p["fits"] is True and p["headroom_frac"] >= 0.08, p["phases_gib"]
+    assert p["peak_gib"] == max(phase["total"] for phase in p["phases_gib"].values())
+    assert p["phases_gib"][p["peak_phase"]]["total"] == p["peak_gib"]
+    assert not p["warnings"]
+
+
+def test_cli_prints_one_json_object(capsys):
+    cfg = str(ROOT / SHIPPED_7B[0])
+    assert main(["plan-memory", cfg, "--gpus", "8", "--gpu-mem-gib", "80", "rollout.gpu_memory_utilization=0.5"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["setup"]["gpus"] == 8 and out["setup"]["gpu_memory_utilization"] == 0.5
+    assert isinstance(out["fits"], bool) and {"peak_gib", "headroom_frac", "phases_gib"} <= set(out)
+    assert set(out["phases_gib"]) == {"rollout", "logprob", "update"}
+    assert main(["plan-memory", cfg, "model.path=Someone/Unknown-Model", "--gpus", "8"]) == 2
+    assert "no built-in dimensions" in capsys.readouterr().err
