@@ -296,8 +296,14 @@ def check_vllm(args, path) -> dict:
             free0 = torch.cuda.mem_get_info()[0]
             engine.sleep()
             freed = torch.cuda.mem_get_info()[0] - free0
-            engine.wake()
-            res["sleep_wake"] = {"enabled": engine.sleep_enabled, "freed_gib": freed / 2**30,
+            stale = bool(getattr(engine, "weights_stale", False))
+            if stale:  # level 2 dropped the weights: the trainer reloads them (weights -> sync -> KV cache)
+                engine.sync_weights(lm.model)
+            else:
+                engine.wake()
+            res["sleep_wake"] = {"enabled": engine.sleep_enabled, "level": getattr(engine, "sleep_level", None),
+                                 "runner": getattr(engine, "model_runner", None), "freed_gib": freed / 2**30,
+                                 "weights_stale_after_sleep": stale,
                                  "same_outputs_after_wake": greedy_ids(engine) == before}
         except Exception as e:  # noqa: BLE001
             res["sleep_wake"] = be.error_record(e)

@@ -850,6 +850,8 @@ class GRPOTrainer:
         from mmevo.grpo.distributed import all_gather_objects, rank, world_size
 
         examples = list(examples or self.heldout)
+        if getattr(self.engine, "weights_stale", False):  # vLLM slept at level 2 and has not been synced since
+            self.engine.sync_weights(self.model)
         split = self.ds_engine is not None and world_size() > 1
         local = examples[rank()::world_size()] if split else examples
         with self._sampling_weights():

