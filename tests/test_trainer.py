@@ -300,3 +300,23 @@ def test_gradient_checkpointing_and_token_budget_leave_training_unchanged(tiny_v
     for a, b in zip(*runs):
         for k in keys:
             assert b[k] == pytest.approx(a[k], rel=1e-4, abs=1e-5), (k, a[k], b[k])
+
+
+def test_reference_offload_visits_the_device_only_for_its_pass(tiny_vl_path, tmp_path, data):
+    runs = []
+    for offload in (False, True):
+        cfg = _cfg(tmp_path / str(offload), **{"trainer.steps": 1, "trainer.save_every": 0,
+                                               "model.ref_offload": offload})
+        tr = _trainer(cfg, tiny_vl_path, data)
+        moves = []
+        real_to = tr.ref_model.to
+        tr.ref_model.to = lambda *a, **k: moves.append(str(a[0])) or real_to(*a, **k)
+        runs.append(tr.train()[0])
+        assert moves == (["cpu", "cpu"] if offload else [])  # to the trainer's device (cpu here), then back to host
+    for k in ("actor/kl", "actor/loss", "reward/total/mean"):
+        assert runs[1][k] == pytest.approx(runs[0][k], rel=1e-6, abs=1e-9), k
+    from mmevo.recipes import build_trainer
+
+    lm = load_model(tiny_vl_path)
+    tr = build_trainer(_cfg(tmp_path / "b", **{"model.ref_offload": True}), lm, data[0], log=False)
+    assert next(tr.ref_model.parameters()).device.type == "cpu"
