@@ -20,6 +20,7 @@ commands:
   render      run matplotlib code or an SVG file in the sandbox:  mmevo render FILE -o out.png [--timeout S]
   plan-memory per-GPU memory plan of a run, one JSON object (phases, peak, fits):
               mmevo plan-memory CONFIG [section.key=value ...] --gpus 8 --gpu-mem-gib 80
+  evolve      self-evolution loops:  mmevo evolve mmzero CONFIG [section.key=value ...]  (resumable; mmzero.*)
 
 Overrides use dotted keys, e.g. trainer.lr=1e-6 rollout.n=8 reward.heads='{majority: 1.0}'.
 Run `mmevo <command> --help` for the full list of config keys with their defaults.
@@ -86,6 +87,17 @@ def main(argv: list[str] | None = None) -> int:
             return _render(rest)
         if cmd == "plan-memory":
             return _plan_memory(rest)
+        if cmd == "evolve":
+            if not rest or rest[0] not in ("mmzero",):
+                print("usage: mmevo evolve mmzero CONFIG [section.key=value ...]", file=sys.stderr)
+                return 2
+            args = _parse(rest[1:], "evolve mmzero")
+            cfg = load_config(args.config, args.overrides)
+            from mmevo.evolve.mmzero import run_mmzero
+
+            summary = run_mmzero(cfg)
+            print(json.dumps({"iterations": summary["iterations"]}, indent=2, default=str))
+            return 0
         if cmd not in ("demo", "train", "sft", "eval"):
             print(f"unknown command {cmd!r}\n\n{USAGE}", file=sys.stderr)
             return 2

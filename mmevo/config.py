@@ -185,6 +185,30 @@ class EvalConfig:
 
 
 @dataclass
+class MMZeroConfig:
+    iterations: int = 3  # co-evolution iterations, each: proposer phase -> coder phase -> solver phase
+    output_dir: str = "runs/mmzero"  # iter_<t>/<role>/ (checkpoints, records, images, final/), gallery.html, curves
+    shared_model: bool = False  # one model plays all roles (each phase starts from the latest export of any role)
+    roles: dict = field(default_factory=dict)  # role -> {dotted config key: value} over this config (proposer/coder/solver)
+    phase_steps: int = 10  # GRPO steps per role per iteration
+    proposer_prompts: int = 32  # distinct proposer instructions (content-type hints x seeds)
+    code_samples: int = 4  # N: frozen-coder programs rendered per proposal (proposer reward)
+    solver_samples: int = 4  # m: frozen-solver answers per question (easy accuracy, hard consistency)
+    code_language: str = "svg"  # language the coder is asked for: svg | python (either fence is accepted)
+    render_workers: int = 2  # sandboxed render workers (one render.RenderPool per run)
+    render_timeout_s: float = 10.0  # per render job
+    coder_success_range: list = field(default_factory=lambda: [0.25, 0.75])  # proposals kept for the coder phase
+    solver_consistency_range: list = field(default_factory=lambda: [0.25, 0.75])  # (image, hard q) kept for the solver
+    diversity_strength: float = 0.5  # bound of the diversity adjustment
+    easy_hard_threshold: float = 0.15  # mean min(c, 1 - c) below this -> easy-hard penalty
+    easy_hard_penalty: float = 0.3  # size of that penalty
+    type_penalty: float = 0.15  # weight of the content-type imbalance penalty
+    embedder: str = ""  # text embedder for cluster shares: "" = packaged all-MiniLM-L6-v2, or a model directory
+    cluster_threshold: float = 0.8  # cosine similarity that joins a cluster
+    warmup_demos: int = 0  # > 0: SFT each role on this many embedded demonstrations before iteration 0 (tiny models)
+
+
+@dataclass
 class Config:
     model: ModelConfig = field(default_factory=ModelConfig)
     data: DataConfig = field(default_factory=DataConfig)
@@ -195,6 +219,7 @@ class Config:
     sft: SFTConfig = field(default_factory=SFTConfig)
     csrs: CSRSConfig = field(default_factory=CSRSConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
+    mmzero: MMZeroConfig = field(default_factory=MMZeroConfig)
 
 
 class ConfigError(ValueError):

@@ -139,8 +139,21 @@ class SFRHead(RewardHead):
         return rewards, metrics
 
 
+def _mmzero_proposer(**kw):
+    from mmevo.rewards.mmzero import ProposerHead
+
+    return ProposerHead(**kw)
+
+
+def _mmzero_coder(**kw):
+    from mmevo.rewards.mmzero import CoderHead
+
+    return CoderHead(**kw)
+
+
 HEADS: dict[str, Callable[..., RewardHead]] = {"accuracy": AccuracyHead, "format": FormatHead,
-                                               "majority": MajorityHead, "sfr": SFRHead}
+                                               "majority": MajorityHead, "sfr": SFRHead,
+                                               "mmzero_proposer": _mmzero_proposer, "mmzero_coder": _mmzero_coder}
 
 
 def register_head(name: str, factory: Callable[..., RewardHead]) -> None:

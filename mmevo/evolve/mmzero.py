@@ -1,0 +1,613 @@
+"""MM-Zero co-evolution (proposer -> coder -> sandboxed renderer -> solver) on the GRPO core.
+
+Each iteration trains three roles in turn, each by GRPO from its previous export, while the other two run frozen:
+
+1. proposer: writes ``<content_type> <caption> <easy_question> <easy_answer> <hard_question> <hard_answer>``; the
+   frozen coder writes N programs per valid proposal, the sandbox renders them, the frozen solver answers both
+   questions m times per image; ``mmzero_proposer`` scores it (``mmevo.rewards.mmzero.proposal_rewards``).
+2. coder: proposals whose render success was in ``coder_success_range``; each program it writes is rendered and
+   the frozen solver asked; ``mmzero_coder`` scores 1 + s + min(c, 1 - c) + the proposal's penalties, 0 if no image.
+3. solver: (image, hard question) pairs whose consistency was in ``solver_consistency_range``, the hard-question
+   majority as silver label; any core strategy / heads by config (default accuracy 0.9 + format 0.1).
+
+Everything a later phase needs is written as records (jsonl + PNG) under ``<out>/iter_<t>/<role>/``, so a finished
+phase is skipped on rerun and an unfinished one resumes from its checkpoints exactly (its steps are re-run with the
+same seeds and overwrite their records).
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import hashlib
+import html
+import io
+import json
+import re
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+import torch
+from PIL import Image
+
+from mmevo.config import Config, set_dotted, to_dict, validate
+from mmevo.data.prompts import EpochSampler
+from mmevo.data.schema import Example
+from mmevo.rewards.answers import answers_equivalent, extract_answer, group_answer_keys
+from mmevo.rewards.mmzero import modal_share
+from mmevo.rollout.base import RolloutRequest, SamplingParams
+from mmevo.rollout.strategy import RolloutStrategy, sample_groups
+
+ROLES = ("proposer", "coder", "solver")
+CONTENT_TYPES = ("data_chart", "diagram", "geometry", "timeline", "map", "table", "other")
+PROPOSAL_TAGS = ("content_type", "caption", "easy_question", "easy_answer", "hard_question", "hard_answer")
+MAX_FIELD_CHARS = 2000
+
+PROPOSER_INSTRUCTION = (
+    "Propose one image for a visual reasoning question. The image must be drawable by a short program. Use the "
+    "content type {hint}. Answer in exactly this format: <content_type>one of data_chart, diagram, geometry, "
+    "timeline, map, table, other</content_type> <caption>what the image shows</caption> <easy_question>a question "
+    "read directly off the image</easy_question> <easy_answer>its short answer</easy_answer> <hard_question>a "
+    "question that needs reasoning over the image</hard_question> <hard_answer>its short answer</hard_answer>")
+CODER_INSTRUCTION = (
+    "Write {language} code that draws this image: {caption} A reader must be able to answer: {easy} and {hard} "
+    "Reply with the code only, in one ```{language} fenced block.")
+SOLVER_INSTRUCTION = "<image>{question}"
+
+
+# -- parsing ---------------------------------------------------------------------------------------------------------
+@dataclass
+class Proposal:
+    content_type: str
+    caption: str
+    easy_question: str
+    easy_answer: str
+    hard_question: str
+    hard_answer: str
+
+
+def parse_proposal(text: str) -> tuple[Proposal | None, str]:
+    """Strict parser: each of the six tags exactly once, in order, non-empty, a known content type; nothing but
+    whitespace between and around them. Returns (proposal, "") or (None, reason)."""
+    pos, fields = 0, {}
+    for tag in PROPOSAL_TAGS:
+        m = re.compile(rf"\s*<{tag}>(.*?)</{tag}>", re.S).match(text, pos)
+        if m is None:
+            return None, f"missing or misplaced <{tag}>"
+        value = m.group(1).strip()
+        if not value or len(value) > MAX_FIELD_CHARS or "<" in value:
+            return None, f"bad <{tag}> value"
+        fields[tag] = value
+        pos = m.end()
+    if text[pos:].strip():
+        return None, "text after <hard_answer>"
+    if fields["content_type"] not in CONTENT_TYPES:
+        return None, f"unknown content type {fields['content_type']!r}"
+    return Proposal(**fields), ""
+
+
+_FENCE = re.compile(r"```[ \t]*([A-Za-z]*)[^\n]*\n(.*?)```", re.S)
+
+
+def extract_code(text: str) -> tuple[str, str] | None:
+    """(language, code) of the first fenced block (``svg``/``xml``/``html`` -> svg, ``python``/``py`` -> python,
+    unlabelled: svg if it holds ``<svg``, else python); a bare ``<svg>...</svg>`` also counts. None if no code."""
+    m = _FENCE.search(text)
+    if m:
+        label, code = m.group(1).lower(), m.group(2).strip()
+        if not code:
+            return None
+        if label in ("svg", "xml", "html"):
+            return "svg", code
+        if label in ("python", "py", "python3"):
+            return "python", code
+        return ("svg" if "<svg" in code else "python"), code
+    m = re.search(r"<svg\b.*?</svg>", text, re.S)
+    return ("svg", m.group(0)) if m else None
+
+
+def content_id(prefix: str, *parts: str) -> str:
+    return f"{prefix}-" + hashlib.sha1("\x1f".join(parts).encode()).hexdigest()[:16]
+
+
+# -- frozen roles, rendering, judging -------------------------------------------------------------------------------
+class FrozenRole:
+    """A role's latest export, sampling only (its own engine; ``close()`` frees it when the phase ends)."""
+
+    def __init__(self, cfg: Config, path: str):
+        from mmevo.grpo.trainer import PromptCache
+        from mmevo.models.loader import load_model
+        from mmevo.rollout.factory import build_engine
+
+        self.cfg = cfg
+        self.lm = load_model(path, cfg.model.dtype, cfg.model.device)
+        self.lm.model.eval().requires_grad_(False)
+        self.engine = build_engine(cfg, self.lm)
+        self.prompts = PromptCache(self.lm.processor, self.lm.is_vl, cfg.data.prompt_template, cfg.data.system_prompt,
+                                   cfg.data.prompt_cache_mb)
+
+    def sample(self, examples: Sequence[Example], n: int, seed: int) -> list[list[str]]:
+        """n decoded responses per example (prompts longer than data.max_prompt_length get none)."""
+        from mmevo.rollout.strategy import decode
+
+        keep = [i for i, ex in enumerate(examples) if len(self.prompts(ex).input_ids) <= self.cfg.data.max_prompt_length]
+        out: list[list[str]] = [[] for _ in examples]
+        if not keep:
+            return out
+        r = self.cfg.rollout
+        params = SamplingParams(r.temperature, r.top_p, r.max_tokens, seed=seed)
+        gens = self.engine.generate([RolloutRequest(self.prompts(examples[i]), n=n) for i in keep], params)
+        for i, comps in zip(keep, gens):
+            out[i] = [decode(self.lm.tokenizer, c.full_ids) for c in comps]
+        return out
+
+    def close(self) -> None:
+        close = getattr(self.engine, "close", None)
+        if close is not None:
+            close()
+        self.engine = self.lm = None
+
+
+@dataclass
+class RenderedImage:
+    """One program's render and what the frozen solver said about it."""
+
+    ok: bool
+    error_kind: str | None = None
+    message: str = ""
+    png: bytes | None = None
+    easy: float = 0.0  # share of solver answers equal to the easy answer
+    consistency: float = 0.0  # modal share of solver answers to the hard question
+    silver: str | None = None  # the modal hard answer
+    easy_answers: list = field(default_factory=list)
+    hard_answers: list = field(default_factory=list)
+
+
+class Judge:
+    """Renders programs in the sandbox and asks the frozen solver both questions about each image."""
+
+    def __init__(self, pool, solver: FrozenRole, m: int, timeout_s: float):
+        self.pool, self.solver, self.m, self.timeout_s = pool, solver, m, timeout_s
+
+    def __call__(self, programs: Sequence[str | None], proposals: Sequence[Proposal], seed: int) -> list[RenderedImage]:
+        from render import RenderJob
+
+        out = [RenderedImage(False, "no_code", "no fenced code in the coder output") for _ in programs]
+        jobs, where = [], []
+        for i, text in enumerate(programs):
+            code = extract_code(text) if text else None
+            if code is not None:
+                jobs.append(RenderJob(code=code[1], language=code[0]))
+                where.append(i)
+        results = self.pool.render_many(jobs, timeout_s=self.timeout_s) if jobs else []
+        images, questions = [], []
+        for i, res in zip(where, results):
+            out[i] = RenderedImage(bool(res.ok), res.error_kind, res.message[:500], res.png if res.ok else None)
+            if res.ok:
+                img = Image.open(io.BytesIO(res.png)).convert("RGB")
+                images.append(i)
+                questions += [(img, proposals[i].easy_question), (img, proposals[i].hard_question)]
+        if not images:
+            return out
+        exs = [Example(content_id("q", q, str(k)), SOLVER_INSTRUCTION.format(question=q), "", [], [img])
+               for k, (img, q) in enumerate(questions)]
+        answers = self.solver.sample(exs, self.m, seed)
+        for j, i in enumerate(images):
+            easy_raw = [extract_answer(t) for t in answers[2 * j]]
+            hard_raw = [extract_answer(t) for t in answers[2 * j + 1]]
+            keys = group_answer_keys(hard_raw)
+            mode, share = modal_share(keys)
+            r = out[i]
+            r.easy = sum(answers_equivalent(a, proposals[i].easy_answer) for a in easy_raw) / max(1, len(easy_raw))
+            r.consistency = share
+            r.silver = next((a for a, k in zip(hard_raw, keys) if mode is not None and k == mode), None)
+            r.easy_answers, r.hard_answers = easy_raw, hard_raw
+        return out
+
+
+# -- records -----------------------------------------------------------------------------------------------------------
+class Recorder:
+    """Per-step records of a phase: ``records/step_<k>.jsonl`` (rewritten when a step is re-run) and PNGs."""
+
+    def __init__(self, phase_dir: Path):
+        self.dir = phase_dir
+        (phase_dir / "records").mkdir(parents=True, exist_ok=True)
+        (phase_dir / "images").mkdir(parents=True, exist_ok=True)
+
+    def write(self, step: int, rows: list[dict]) -> None:
+        path = self.dir / "records" / f"step_{step:04d}.jsonl"
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text("".join(json.dumps(r) + "\n" for r in rows))
+        tmp.replace(path)
+
+    def image(self, key: str, png: bytes) -> str:
+        name = f"images/{key}.png"
+        (self.dir / name).write_bytes(png)
+        return name
+
+    @staticmethod
+    def read(phase_dir: Path, last_step: int | None = None) -> list[dict]:
+        rows = []
+        for p in sorted((phase_dir / "records").glob("step_*.jsonl")):
+            if last_step is not None and int(p.stem.split("_")[1]) >= last_step:
+                continue
+            rows += [json.loads(line) for line in p.read_text().splitlines() if line.strip()]
+        return rows
+
+
+def _render_rows(recorder: Recorder, prefix: str, proposal: Proposal, renders: list[RenderedImage],
+                 programs: Sequence[str | None]) -> list[dict]:
+    rows = []
+    for k, (r, prog) in enumerate(zip(renders, programs)):
+        key = content_id(prefix, str(k), prog or "")
+        rows.append({"ok": r.ok, "error_kind": r.error_kind, "message": r.message, "code": (prog or "")[:4000],
+                     "image": recorder.image(key, r.png) if r.ok else None, "easy": r.easy,
+                     "consistency": r.consistency, "silver": r.silver, "easy_answers": r.easy_answers,
+                     "hard_answers": r.hard_answers})
+    return rows
+
+
+# -- strategies ---------------------------------------------------------------------------------------------------------
+class ProposerStrategy(RolloutStrategy):
+    """Proposals -> strict parse -> frozen coder (N programs each) -> sandbox -> frozen solver -> aux."""
+
+    name = "mmzero_proposer"
+
+    def __init__(self, coder: FrozenRole, judge: Judge, n_code: int, recorder: Recorder, language: str):
+        self.coder, self.judge, self.n_code, self.recorder, self.language = coder, judge, n_code, recorder, language
+
+    def rollout(self, ctx, examples):
+        ro = sample_groups(ctx, examples)
+        parsed = [parse_proposal(t) for t in ro.texts]
+        valid = [i for i, (p, _) in enumerate(parsed) if p is not None]
+        proposals = [parsed[i][0] for i in valid]
+        coder_exs = [coder_example(p, self.language) for p in proposals]
+        programs = self.coder.sample(coder_exs, self.n_code, ctx.seed + 11) if proposals else []
+        flat_prog = [t for progs in programs for t in (progs or [None] * self.n_code)]
+        flat_prop = [p for p in proposals for _ in range(self.n_code)]
+        renders = self.judge(flat_prog, flat_prop, ctx.seed + 23) if flat_prog else []
+        ro.aux, rows = [], []
+        for i, (p, why) in enumerate(parsed):
+            if p is None:
+                ro.aux.append({"valid": False, "reason": why})
+                rows.append({"valid": False, "reason": why, "text": ro.texts[i][:2000]})
+                continue
+            k = valid.index(i)
+            rs = renders[k * self.n_code:(k + 1) * self.n_code]
+            ro.aux.append({"valid": True, **dataclasses.asdict(p), "executed": [r.ok for r in rs],
+                           "easy": [r.easy for r in rs], "consistency": [r.consistency for r in rs]})
+            rows.append({"valid": True, "proposal": dataclasses.asdict(p), "text": ro.texts[i][:2000],
+                         "renders": _render_rows(self.recorder, content_id("p", ro.texts[i], str(ctx.step)), p, rs,
+                                                 flat_prog[k * self.n_code:(k + 1) * self.n_code])})
+        self._rows = rows
+        n_render = max(1, len(renders))
+        ro.extra_metrics.update({
+            "mmzero/valid_frac": len(valid) / max(1, len(ro)),
+            "mmzero/render_success": sum(r.ok for r in renders) / n_render,
+            "mmzero/easy_accuracy": sum(r.easy for r in renders if r.ok) / max(1, sum(r.ok for r in renders)),
+            "mmzero/consistency": sum(r.consistency for r in renders if r.ok) / max(1, sum(r.ok for r in renders)),
+        })
+        for kind in sorted({r.error_kind for r in renders if not r.ok}):
+            ro.extra_metrics[f"mmzero/render_error/{kind}"] = sum(r.error_kind == kind for r in renders)
+        self._step = ctx.step
+        return ro
+
+    def after_rewards(self, rollout, rewards):
+        for row, r in zip(self._rows, rewards.tolist()):
+            row["reward"] = r
+        self.recorder.write(self._step, self._rows)
+        return None
+
+
+class CoderStrategy(RolloutStrategy):
+    """The coder's programs for kept proposals -> sandbox -> frozen solver -> aux (rendered, s, c, penalties)."""
+
+    name = "mmzero_coder"
+
+    def __init__(self, judge: Judge, recorder: Recorder):
+        self.judge, self.recorder = judge, recorder
+
+    def rollout(self, ctx, examples):
+        ro = sample_groups(ctx, examples)
+        proposals = [Proposal(**ex.meta["proposal"]) for ex in ro.examples]
+        renders = self.judge(ro.texts, proposals, ctx.seed + 23) if len(ro) else []
+        ro.aux = [{"rendered": r.ok, "easy": r.easy, "consistency": r.consistency,
+                   "penalties": float(ex.meta.get("penalties", 0.0))} for r, ex in zip(renders, ro.examples)]
+        self._rows = []
+        for g in sorted(set(ro.group_ids.tolist())):
+            idx = [i for i, x in enumerate(ro.group_ids.tolist()) if x == g]
+            p = proposals[idx[0]]
+            self._rows.append({"proposal": dataclasses.asdict(p), "renders": _render_rows(
+                self.recorder, content_id("c", ro.examples[idx[0]].id, str(ctx.step)), p, [renders[i] for i in idx],
+                [ro.texts[i] for i in idx])})
+        self._step = ctx.step
+        ro.extra_metrics.update({"mmzero/render_success": sum(r.ok for r in renders) / max(1, len(renders))})
+        return ro
+
+    def after_rewards(self, rollout, rewards):
+        self.recorder.write(self._step, self._rows)
+        return None
+
+
+def coder_example(p: Proposal, language: str) -> Example:
+    text = CODER_INSTRUCTION.format(language=language, caption=p.caption, easy=p.easy_question, hard=p.hard_question)
+    return Example(content_id("coder", text), text, "", [], [], meta={"proposal": dataclasses.asdict(p)})
+
+
+def proposer_examples(n: int, seed: int) -> list[Example]:
+    exs = []
+    for k in range(n):
+        hint = CONTENT_TYPES[k % len(CONTENT_TYPES)]
+        text = PROPOSER_INSTRUCTION.format(hint=hint) + f" Variant {k // len(CONTENT_TYPES) + seed * 1000}."
+        exs.append(Example(content_id("proposer", text), text, "", [], [], meta={"hint": hint}))
+    return exs
+
+
+# -- phase data ---------------------------------------------------------------------------------------------------------
+def coder_train_set(rows: list[dict], lo: float, hi: float, language: str, penalties: dict) -> list[Example]:
+    """Proposals whose render success over their N attempts was in [lo, hi] (one example per distinct proposal)."""
+    seen, out = set(), []
+    for row in rows:
+        if not row.get("valid"):
+            continue
+        renders = row["renders"]
+        success = sum(r["ok"] for r in renders) / max(1, len(renders))
+        p = Proposal(**row["proposal"])
+        ex = coder_example(p, language)
+        if lo <= success <= hi and ex.id not in seen:
+            seen.add(ex.id)
+            ex.meta["penalties"] = penalties.get(ex.id, 0.0)
+            out.append(ex)
+    return out
+
+
+def solver_train_set(phase_dirs: Sequence[Path], lo: float, hi: float) -> list[Example]:
+    """(image, hard question) pairs whose consistency was in [lo, hi], the hard-question majority as silver label."""
+    seen, out = set(), []
+    for d in phase_dirs:
+        for row in Recorder.read(d):
+            if row.get("valid") is False:
+                continue
+            for r in row["renders"]:
+                if not r["ok"] or r["silver"] is None or not lo <= r["consistency"] <= hi:
+                    continue
+                q = row["proposal"]["hard_question"]
+                ex_id = content_id("solver", r["image"], q)
+                if ex_id in seen:
+                    continue
+                seen.add(ex_id)
+                img = Image.open(d / r["image"]).convert("RGB")
+                out.append(Example(ex_id, SOLVER_INSTRUCTION.format(question=q), r["silver"], [], [img],
+                                   meta={"kind": row["proposal"]["content_type"], "consistency": r["consistency"]}))
+    return out
+
+
+# -- the loop -----------------------------------------------------------------------------------------------------------
+def role_config(cfg: Config, role: str, phase_dir: Path, model_path: str) -> Config:
+    """The base config with the role's defaults and ``mmzero.roles.<role>`` overrides (dotted keys) applied."""
+    rc = copy.deepcopy(cfg)
+    m = cfg.mmzero
+    defaults = {
+        "proposer": {"reward.heads": {"mmzero_proposer": 1.0}, "data.hide_labels": False,
+                     "reward.head_args": {"mmzero_proposer": {
+                         "strength": m.diversity_strength, "threshold": m.easy_hard_threshold,
+                         "penalty": m.easy_hard_penalty, "type_weight": m.type_penalty, "embedder": m.embedder,
+                         "cluster_threshold": m.cluster_threshold}}},
+        "coder": {"reward.heads": {"mmzero_coder": 1.0}, "data.hide_labels": False, "reward.head_args": {}},
+        "solver": {"reward.heads": {"accuracy": 0.9, "format": 0.1}, "reward.head_args": {}},
+    }[role]
+    rc.csrs.enabled = False
+    for key, value in {**defaults, **(m.roles.get(role) or {})}.items():
+        set_dotted(rc, key, value)
+    rc.model.path = model_path
+    rc.trainer.output_dir = str(phase_dir)
+    rc.trainer.steps = m.phase_steps
+    if role != "solver" and rc.csrs.enabled:
+        raise ValueError(f"mmzero.roles.{role}: CSRS applies to the solver only")
+    validate(rc)
+    return rc
+
+
+def run_mmzero(cfg: Config) -> dict:
+    """``mmevo evolve mmzero``: ``mmzero.iterations`` x (proposer, coder, solver) phases; returns the summary."""
+    from render import RenderPool
+
+    from mmevo.recipes import resolve_model_path
+
+    m = cfg.mmzero
+    out = Path(m.output_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    base = resolve_model_path(cfg)
+    paths = {role: base for role in ROLES}
+    if m.warmup_demos > 0:
+        paths = warm_up(cfg, paths, out / "warmup")
+    summary: dict = {"config": to_dict(cfg), "iterations": []}
+    with RenderPool(workers=m.render_workers) as pool:
+        for t in range(m.iterations):
+            it = {"iteration": t}
+            for role_index, role in enumerate(ROLES):
+                phase_dir = out / f"iter_{t}" / role
+                done = phase_dir / "done.json"
+                if done.exists():
+                    result = json.loads(done.read_text())
+                else:
+                    result = run_phase(cfg, role, t, role_index, phase_dir, paths, pool, out)
+                    done.write_text(json.dumps(result, indent=2))
+                it[role] = result
+                if result.get("model"):
+                    if m.shared_model:
+                        paths = {r: result["model"] for r in ROLES}
+                    else:
+                        paths[role] = result["model"]
+            write_gallery(out / f"iter_{t}")
+            summary["iterations"].append(it)
+    plot_iterations(summary, out / "curves.png")
+    (out / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
+    return summary
+
+
+def run_phase(cfg: Config, role: str, t: int, role_index: int, phase_dir: Path, paths: dict, pool,
+              out: Path) -> dict:
+    """One role's GRPO phase (resumable); returns {model, steps, data counts, metrics means} or a skip reason."""
+    from mmevo.recipes import build_trainer, load_policy
+
+    m = cfg.mmzero
+    rc = role_config(cfg, role, phase_dir, paths[role])
+    recorder = Recorder(phase_dir)
+    frozen: list[FrozenRole] = []
+    t0 = time.time()
+    try:
+        if role == "proposer":
+            examples = proposer_examples(m.proposer_prompts, seed=t)
+            coder = FrozenRole(role_config(cfg, "coder", phase_dir, paths["coder"]), paths["coder"])
+            solver = FrozenRole(role_config(cfg, "solver", phase_dir, paths["solver"]), paths["solver"])
+            frozen += [coder, solver]
+            strategy = ProposerStrategy(coder, Judge(pool, solver, m.solver_samples, m.render_timeout_s), m.code_samples,
+                                        recorder, m.code_language)
+        elif role == "coder":
+            prop_dir = out / f"iter_{t}" / "proposer"
+            rows = Recorder.read(prop_dir)
+            examples = coder_train_set(rows, *m.coder_success_range, m.code_language, penalties_by_proposal(rows, cfg))
+            if not examples:
+                return {"skipped": "no proposal with render success in the coder range", "model": None}
+            solver = FrozenRole(role_config(cfg, "solver", phase_dir, paths["solver"]), paths["solver"])
+            frozen.append(solver)
+            strategy = CoderStrategy(Judge(pool, solver, m.solver_samples, m.render_timeout_s), recorder)
+        else:
+            examples = solver_train_set([out / f"iter_{t}" / "proposer", out / f"iter_{t}" / "coder"],
+                                        *m.solver_consistency_range)
+            if not examples:
+                return {"skipped": "no image with hard-question consistency in the solver range", "model": None}
+            strategy = None  # the role config's (plain groups, or CSRS)
+        policy = load_policy(rc)
+        trainer = build_trainer(rc, policy, examples, strategy=strategy, prompt_source=EpochSampler(examples, t))
+        trainer.seed_offset = 3 * t + role_index  # iterations and roles draw different samples
+        history = trainer.train()
+        final = trainer.export(phase_dir / "final")
+        trainer.close()
+    finally:
+        for f in frozen:
+            f.close()
+    keys = sorted({k for h in history for k in h if k.startswith(("mmzero/", "reward/"))})
+    means = {k: sum(h[k] for h in history if k in h) / max(1, sum(k in h for h in history)) for k in keys}
+    return {"model": str(final), "steps": len(history), "examples": len(examples), "seconds": time.time() - t0,
+            "metrics": means}
+
+
+def penalties_by_proposal(rows: list[dict], cfg: Config) -> dict[str, float]:
+    """Easy-hard + type penalty of each proposal of a proposer phase, keyed by its coder example id."""
+    from mmevo.rewards.mmzero import easy_hard_penalty, type_penalties
+
+    m = cfg.mmzero
+    valid = [r for r in rows if r.get("valid")]
+    types = type_penalties([r["proposal"]["content_type"] for r in valid], m.type_penalty)
+    out = {}
+    for row, tp in zip(valid, types):
+        cs = [x["consistency"] for x in row["renders"] if x["ok"]]
+        p = Proposal(**row["proposal"])
+        out[coder_example(p, m.code_language).id] = easy_hard_penalty(cs, m.easy_hard_threshold, m.easy_hard_penalty) + tp
+    return out
+
+
+def warm_up(cfg: Config, paths: dict, out: Path) -> dict:
+    """SFT each role on embedded demonstrations (tiny models only learn the formats this way); cached in ``out``."""
+    from mmevo.evolve.mmzero_demos import demos
+    from mmevo.grpo.checkpoint import save_model
+    from mmevo.grpo.sft import run_sft
+    from mmevo.recipes import load_policy
+
+    ds = demos(cfg.mmzero.warmup_demos, seed=cfg.trainer.seed)
+    new = {}
+    for role in ROLES:
+        target = out / role / "model"
+        if not (target / "config.json").exists():
+            rc = role_config(cfg, role, out / role, paths[role])
+            rc.sft.output_dir = str(out / role)
+            if role == "proposer":
+                hints = proposer_examples(len(ds), seed=0)
+                exs = [dataclasses.replace(h, solution=d.proposal_text()) for h, d in zip(hints, ds)]
+            elif role == "coder":
+                lang = cfg.mmzero.code_language
+                exs = [dataclasses.replace(coder_example(Proposal(d.content_type, d.caption, d.easy_question,
+                                                                  d.easy_answer, d.hard_question, d.hard_answer),
+                                                         lang), solution=d.code_text(lang)) for d in ds]
+            else:
+                exs = []
+                for d in ds:
+                    img = _rasterise(d.svg)
+                    for q, a in ((d.easy_question, d.easy_answer), (d.hard_question, d.hard_answer)):
+                        exs.append(Example(content_id("demo", d.svg, q), SOLVER_INSTRUCTION.format(question=q), a, [],
+                                           [img], solution=f"<think>I read the image.</think> \\boxed{{{a}}}"))
+            policy = load_policy(rc)
+            run_sft(rc, policy, exs, log=False)
+            save_model(target, policy.model, policy.processor)
+        new[role] = str(target)
+    return new
+
+
+def _rasterise(svg: str) -> Image.Image:
+    import cairosvg
+
+    return Image.open(io.BytesIO(cairosvg.svg2png(bytestring=svg.encode()))).convert("RGB")
+
+
+# -- reports ------------------------------------------------------------------------------------------------------------
+def write_gallery(iter_dir: Path) -> Path:
+    """``gallery.html``: every render of the iteration with its proposal, the solver's answers, consistency and
+    failures (proposer and coder phases)."""
+    parts = [f"<html><head><meta charset='utf-8'><title>MM-Zero {html.escape(iter_dir.name)}</title><style>"
+             "td{vertical-align:top;border-bottom:1px solid #ccc;padding:4px;font:12px sans-serif}"
+             "img{max-width:240px;image-rendering:pixelated}</style></head><body>"
+             f"<h1>MM-Zero {html.escape(iter_dir.name)}</h1>"]
+    for role in ("proposer", "coder"):
+        d = iter_dir / role
+        rows = Recorder.read(d) if (d / "records").exists() else []
+        invalid = sum(1 for r in rows if r.get("valid") is False)
+        parts.append(f"<h2>{role} phase: {len(rows)} records, {invalid} invalid proposals</h2><table>")
+        for row in rows:
+            if row.get("valid") is False:
+                continue
+            p = row["proposal"]
+            for r in row["renders"]:
+                cell = (f"<img src='{role}/{html.escape(r['image'])}'>" if r["ok"] else
+                        f"<b>render failed: {html.escape(str(r['error_kind']))}</b><br>{html.escape(r['message'])}")
+                reward = f"<br>proposal reward {row['reward']:.3f}" if "reward" in row else ""
+                parts.append(
+                    f"<tr><td>{cell}</td><td><b>{html.escape(p['content_type'])}</b>: {html.escape(p['caption'])}<br>"
+                    f"easy: {html.escape(p['easy_question'])} [{html.escape(p['easy_answer'])}] solver: "
+                    f"{html.escape(str(r['easy_answers']))} (acc {r['easy']:.2f})<br>hard: "
+                    f"{html.escape(p['hard_question'])} [{html.escape(p['hard_answer'])}] solver: "
+                    f"{html.escape(str(r['hard_answers']))} (consistency {r['consistency']:.2f}){reward}</td></tr>")
+        parts.append("</table>")
+    parts.append("</body></html>")
+    path = iter_dir / "gallery.html"
+    iter_dir.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(parts))
+    return path
+
+
+def plot_iterations(summary: dict, out_png: Path) -> Path | None:
+    """Per-iteration curves: render success, easy accuracy, consistency (proposer phase), valid share, rewards."""
+    its = summary["iterations"]
+    keys = ["mmzero/render_success", "mmzero/easy_accuracy", "mmzero/consistency", "mmzero/valid_frac"]
+    series = {k: [it["proposer"].get("metrics", {}).get(k) for it in its] for k in keys}
+    series = {k: v for k, v in series.items() if any(x is not None for x in v)}
+    if not series:
+        return None
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    for k, v in series.items():
+        ax.plot(range(len(v)), [float("nan") if x is None else x for x in v], marker="o", label=k.split("/")[-1])
+    ax.set_xlabel("iteration")
+    ax.legend(fontsize=7)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(out_png, dpi=90)
+    plt.close(fig)
+    return out_png

@@ -1,0 +1,81 @@
+"""Embedded MM-Zero demonstrations: proposals, the SVG that draws them, and solver answers, generated from a seed.
+
+Only for warming up tiny models (``mmzero.warmup_demos``): a randomly initialised model never writes a parsable
+proposal or a renderable program, so the loop would see only -1 / 0 rewards. A real run starts from an instruct
+model and needs none of this.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+COLORS = ("steelblue", "darkorange", "seagreen", "crimson")
+
+
+@dataclass
+class Demo:
+    content_type: str
+    caption: str
+    easy_question: str
+    easy_answer: str
+    hard_question: str
+    hard_answer: str
+    svg: str
+    python: str  # the same picture as a few lines of matplotlib (far fewer tokens: what tiny coders can learn)
+
+    def proposal_text(self) -> str:
+        return (f"<content_type>{self.content_type}</content_type>\n<caption>{self.caption}</caption>\n"
+                f"<easy_question>{self.easy_question}</easy_question>\n<easy_answer>{self.easy_answer}</easy_answer>\n"
+                f"<hard_question>{self.hard_question}</hard_question>\n<hard_answer>{self.hard_answer}</hard_answer>")
+
+    def code_text(self, language: str = "svg") -> str:
+        return f"```{language}\n{self.svg if language == 'svg' else self.python}\n```"
+
+
+_PLT = "import matplotlib.pyplot as plt\nplt.figure(figsize=(1,1),dpi=64)\n"
+
+
+def _svg(w: int, h: int, body: str) -> str:
+    return f'<svg width="{w}" height="{h}"><rect width="{w}" height="{h}" fill="#fff"/>{body}</svg>'
+
+
+def _bar_chart(rng: random.Random) -> Demo:
+    names = rng.sample("ABCD", rng.randint(2, 4))
+    values = [rng.randint(1, 9) for _ in names]
+    bars = "".join(f'<rect x="{4 + 15 * i}" y="{56 - 5 * v}" width="9" height="{5 * v}" fill="{COLORS[i]}"/>'
+                   f'<text x="{4 + 15 * i}" y="64" font-size="8">{n}{v}</text>' for i, (n, v) in enumerate(zip(names, values)))
+    if rng.random() < 0.5:
+        hard_q, hard_a = f"What is bar {names[0]} plus bar {names[-1]}?", str(values[0] + values[-1])
+    else:
+        hard_q, hard_a = "Which bar is the tallest?", names[values.index(max(values))]
+    caption = f"A bar chart with bars {', '.join(f'{n}={v}' for n, v in zip(names, values))}."
+    py = f"{_PLT}plt.bar({''.join(names)!r},{values})"
+    return Demo("data_chart", caption, "How many bars are there?", str(len(names)), hard_q, hard_a, _svg(64, 66, bars),
+                py)
+
+
+def _table(rng: random.Random) -> Demo:
+    a, b, c = (rng.randint(1, 20) for _ in range(3))
+    cells = "".join(f'<text x="4" y="{14 + 16 * i}" font-size="10">{k}={v}</text>'
+                    for i, (k, v) in enumerate((("x", a), ("y", b), ("z", c))))
+    py = f"{_PLT}plt.axis('off')\nplt.text(0,0.3,'x={a}\\ny={b}\\nz={c}')"
+    return Demo("table", f"A table with rows x={a}, y={b}, z={c}.", "What is the value of x?", str(a),
+                "What is x plus y plus z?", str(a + b + c), _svg(48, 52, cells), py)
+
+
+def _rectangle(rng: random.Random) -> Demo:
+    w, h = rng.randint(2, 9), rng.randint(2, 9)
+    body = (f'<rect x="12" y="12" width="{5 * w}" height="{5 * h}" fill="none" stroke="#000"/>'
+            f'<text x="20" y="10" font-size="8">{w}</text><text x="2" y="24" font-size="8">{h}</text>')
+    py = f"{_PLT}plt.gca().add_patch(plt.Rectangle((0,0),{w},{h},fill=False))\nplt.axis([-1,10,-1,10])"
+    return Demo("geometry", f"A rectangle with width {w} and height {h}.", "What is the width of the rectangle?", str(w),
+                "What is the area of the rectangle?", str(w * h), _svg(64, 64, body), py)
+
+
+KINDS = (_bar_chart, _table, _rectangle)
+
+
+def demos(n: int, seed: int = 0) -> list[Demo]:
+    rng = random.Random(seed)
+    return [KINDS[i % len(KINDS)](rng) for i in range(n)]

@@ -1,0 +1,179 @@
+"""MM-Zero rewards (MM-Zero, Section 2.4, Eqs. 4-10): proposer feedback gated by rendering, coder and solver rewards.
+
+    r = 1/N · sum_j e_j · [min(s_j, 0.5) + min(c_j, 1 - c_j)] + sum_k a_k
+
+e_j: render attempt j executed; s_j: easy-question accuracy of the frozen solver on that render; c_j: the modal
+share of its answers to the hard question; a_k: the easy-hard penalty, the type penalty and the diversity adjustment.
+A failed render adds 0 but stays in the denominator (averaging only successes would hide coder failures); an invalid
+proposal format scores -1 whatever else holds.
+
+The two seed functions (``diversity_adjustment``, ``proposal_rewards``) are pure tensor functions with the seed's
+exact contracts; the pieces the seed calls "supplied upstream" (easy accuracy, consistency, the penalties, cluster
+shares) are the small functions below, as in MM-Zero's released code (see DESIGN.md).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Hashable, Sequence
+
+import torch
+from torch import Tensor
+
+DIVERSITY_WEIGHTS = (0.45, 0.20, 0.35)  # caption / easy question / hard question cluster shares
+
+
+def diversity_adjustment(shares: Tensor, valid_count: int, strength: float = .5) -> Tensor:
+    """Float [B,3] caption/easy/hard cluster shares, valid_count>=1, strength>=0.
+    Return detached [B]: -clip(dot(shares-1/M,[.45,.20,.35])*M*strength,
+    -strength,+strength). M=valid_count is supplied, not necessarily B."""
+    if not torch.is_tensor(shares) or not shares.is_floating_point() or shares.dim() != 2 or shares.shape[1] != 3:
+        raise ValueError(f"shares must be a float [B, 3] tensor, got {getattr(shares, 'shape', type(shares))}")
+    if isinstance(valid_count, bool) or int(valid_count) != valid_count or valid_count < 1:
+        raise ValueError(f"valid_count must be an integer >= 1, got {valid_count!r}")
+    if not strength >= 0:
+        raise ValueError(f"strength must be >= 0, got {strength!r}")
+    M = float(valid_count)
+    s = shares.detach()
+    w = torch.tensor(DIVERSITY_WEIGHTS, dtype=s.dtype, device=s.device)  # [3]
+    excess = ((s - 1.0 / M) * w).sum(dim=1) * M * strength  # [B]: > 0 for crowded clusters
+    return -excess.clamp(-strength, strength)
+
+
+def proposal_rewards(executed: Tensor, easy_accuracy: Tensor, consistency: Tensor, adjustments: Tensor,
+                     valid: Tensor) -> Tensor:
+    """bool executed [B,N], float easy_accuracy/consistency [B,N] in [0,1],
+    float adjustments [B,3] = easy-hard penalty, type penalty, diversity adjustment,
+    bool format valid [B]. B,N>=1. Return detached same-dtype [B].
+    Mean over ALL N render attempts of executed*(min(easy,.5)+min(c,1-c)),
+    then add all three adjustments. Failed renders contribute zero but remain
+    in the denominator. Invalid format overrides the ENTIRE result with -1."""
+    if executed.dim() != 2 or executed.dtype != torch.bool:
+        raise ValueError(f"executed must be a bool [B, N] tensor, got {executed.dtype} {tuple(executed.shape)}")
+    B, N = executed.shape
+    if B < 1 or N < 1:
+        raise ValueError(f"need B, N >= 1, got {B}, {N}")
+    if easy_accuracy.shape != (B, N) or consistency.shape != (B, N):
+        raise ValueError(f"easy_accuracy / consistency must be [{B}, {N}], got {tuple(easy_accuracy.shape)}, "
+                         f"{tuple(consistency.shape)}")
+    if adjustments.shape != (B, 3) or valid.shape != (B,) or valid.dtype != torch.bool:
+        raise ValueError(f"adjustments must be float [{B}, 3] and valid bool [{B}], got {tuple(adjustments.shape)}, "
+                         f"{valid.dtype} {tuple(valid.shape)}")
+    dtype = easy_accuracy.dtype
+    if not dtype.is_floating_point:
+        raise ValueError(f"easy_accuracy must be floating point, got {dtype}")
+    s = easy_accuracy.detach()
+    c = consistency.detach().to(dtype)
+    per_attempt = executed.to(dtype) * (s.clamp(max=0.5) + torch.minimum(c, 1.0 - c))  # [B, N]
+    reward = per_attempt.sum(dim=1) / N + adjustments.detach().to(dtype).sum(dim=1)  # [B]
+    return torch.where(valid, reward, torch.full_like(reward, -1.0))
+
+
+# -- pieces supplied upstream (MM-Zero's released code) ------------------------------------------------------------
+def easy_accuracy(answers: Sequence[Hashable | None], easy_answer: Hashable) -> float:
+    """Share of the frozen solver's answers (canonical keys) equal to the proposal's easy answer; None never matches."""
+    return sum(a is not None and a == easy_answer for a in answers) / len(answers) if answers else 0.0
+
+
+def modal_share(answers: Sequence[Hashable | None]) -> tuple[Hashable | None, float]:
+    """(modal answer, its share of all answers) on the hard question; answerless outputs count in the denominator
+    but never form the mode. Ties go to the answer seen first. (None, 0.0) when nobody answered."""
+    counts = Counter(a for a in answers if a is not None)
+    if not counts:
+        return None, 0.0
+    best = max(counts.values())
+    mode = next(a for a in answers if a is not None and counts[a] == best)
+    return mode, best / len(answers)
+
+
+def easy_hard_penalty(consistencies: Sequence[float], threshold: float = 0.15, penalty: float = 0.3) -> float:
+    """-penalty when the proposal's hard question is too easy or too hard for the solver: mean min(c, 1 - c) over
+    its executed renders below ``threshold`` (no executed render: no penalty, the render gate already scores 0)."""
+    if not consistencies:
+        return 0.0
+    balance = sum(min(c, 1.0 - c) for c in consistencies) / len(consistencies)
+    return -penalty if balance < threshold else 0.0
+
+
+def type_penalties(types: Sequence[str], weight: float = 0.15) -> list[float]:
+    """Per proposal: -weight · max(0, f_type - 0.5) / 0.5, f_type = share of its content type among the step's valid
+    proposals; 0 for every proposal when only one type is present."""
+    if len(set(types)) <= 1:
+        return [0.0] * len(types)
+    counts = Counter(types)
+    n = len(types)
+    return [-weight * max(0.0, counts[t] / n - 0.5) / 0.5 for t in types]
+
+
+def cluster_shares(labels: Sequence[int]) -> list[float]:
+    """Share of the population in each item's cluster (labels from ``mmevo.models.embedder.cluster``)."""
+    counts = Counter(labels)
+    return [counts[label] / len(labels) for label in labels]
+
+
+def coder_reward(rendered: bool, easy: float, consistency: float, penalties: float) -> float:
+    """A rendered sample: 1 + s + min(c, 1 - c) + the proposal's penalties (easy-hard, type); a failed one: 0."""
+    if not rendered:
+        return 0.0
+    return 1.0 + easy + min(consistency, 1.0 - consistency) + penalties
+
+
+# -- reward heads (registered as mmzero_proposer / mmzero_coder; they read the strategies' per-sample aux) -----------
+class ProposerHead:
+    """Proposal reward of every proposer sample from its ``aux`` (valid, texts, executed / easy / consistency per
+    render attempt): penalties, cluster shares over the step's M valid proposals, ``proposal_rewards``."""
+
+    name = "mmzero_proposer"
+
+    def __init__(self, strength: float = 0.5, threshold: float = 0.15, penalty: float = 0.3, type_weight: float = 0.15,
+                 embedder: str = "", cluster_threshold: float = 0.8):
+        self.strength, self.threshold, self.penalty, self.type_weight = strength, threshold, penalty, type_weight
+        self.embedder_name, self.cluster_threshold = embedder, cluster_threshold
+
+    def score(self, samples):
+        from mmevo.models.embedder import cluster, get_embedder
+
+        B = len(samples)
+        aux = [s.aux for s in samples]
+        valid_idx = [i for i, a in enumerate(aux) if a.get("valid")]
+        N = max((len(a["executed"]) for a in aux if a.get("valid")), default=1)
+        executed = torch.zeros(B, N, dtype=torch.bool)
+        easy = torch.zeros(B, N, dtype=torch.float64)
+        cons = torch.zeros(B, N, dtype=torch.float64)
+        adjustments = torch.zeros(B, 3, dtype=torch.float64)
+        shares = torch.zeros(B, 3, dtype=torch.float64)
+        metrics: dict = {"valid": len(valid_idx)}
+        if valid_idx:
+            types = type_penalties([aux[i]["content_type"] for i in valid_idx], self.type_weight)
+            emb = get_embedder(self.embedder_name)
+            for col, key in enumerate(("caption", "easy_question", "hard_question")):
+                labels = cluster(emb.embed([aux[i][key] for i in valid_idx]), self.cluster_threshold)
+                shares[valid_idx, col] = torch.tensor(cluster_shares(labels), dtype=torch.float64)
+                metrics[f"clusters_{key}"] = len(set(labels))
+            for j, i in enumerate(valid_idx):
+                a = aux[i]
+                n = len(a["executed"])
+                executed[i, :n] = torch.tensor(a["executed"], dtype=torch.bool)
+                easy[i, :n] = torch.tensor(a["easy"], dtype=torch.float64)
+                cons[i, :n] = torch.tensor(a["consistency"], dtype=torch.float64)
+                ok_c = [c for c, e in zip(a["consistency"], a["executed"]) if e]
+                adjustments[i, 0] = easy_hard_penalty(ok_c, self.threshold, self.penalty)
+                adjustments[i, 1] = types[j]
+            adjustments[valid_idx, 2] = diversity_adjustment(shares[valid_idx], len(valid_idx), self.strength)
+            metrics["diversity_adjustment"] = float(adjustments[valid_idx, 2].mean())
+            metrics["easy_hard_penalized"] = float((adjustments[valid_idx, 0] < 0).double().mean())
+            for t in sorted({aux[i]["content_type"] for i in valid_idx}):
+                metrics[f"type_share/{t}"] = sum(aux[i]["content_type"] == t for i in valid_idx) / len(valid_idx)
+        valid = torch.tensor([bool(a.get("valid")) for a in aux], dtype=torch.bool)
+        return proposal_rewards(executed, easy, cons, adjustments, valid).float(), metrics
+
+
+class CoderHead:
+    """``coder_reward`` of each coder sample from its ``aux`` (rendered, easy, consistency, the proposal's penalties)."""
+
+    name = "mmzero_coder"
+
+    def score(self, samples):
+        r = [coder_reward(s.aux["rendered"], s.aux["easy"], s.aux["consistency"], s.aux.get("penalties", 0.0))
+             for s in samples]
+        return torch.tensor(r, dtype=torch.float32), {"rendered": sum(s.aux["rendered"] for s in samples) / len(samples)}
