@@ -1,16 +1,26 @@
-"""One-shot accelerator check of mmevo on the embedded tiny Qwen2.5-VL; prints ONE JSON object on stdout.
+"""One-shot accelerator check of mmevo on one GPU, without hub access; prints ONE JSON object on stdout.
 
-Checks, each in its own try/except (a failure is recorded as {"error": ...} and the others still run):
+Checks, each in its own try/except (a failure is recorded as {"error": ...} and the others still run), in this order:
   env              torch / transformers / deepspeed / vllm versions, the device
   hf_rollout       HF-engine rollout tokens/s in float32 and bfloat16 (forced length: no stop token)
   grpo_step        GRPO step time in one process (model.device=DEVICE, reference model + KL, format reward)
   deepspeed_zero2  `python -m mmevo.cli train ... trainer.deepspeed=configs/deepspeed/zero2.json` as 1 process
                    under torchrun (nccl on GPU, gloo on CPU): exit code and step time (skipped without deepspeed)
-  vllm             vLLM engine (skipped without vllm): start time, tokens/s, greedy parity with the HF engine in
-                   float32 on the first K tokens (token ids and log-probs), weight sync (the engine follows a changed
-                   model and back), sleep/wake on GPU
+  zero3_vllm       the same CLI with configs/deepspeed/zero3.json and rollout.engine=vllm (sleep mode level 2,
+                   gradient checkpointing, reference offloaded): 2 steps with a checkpoint at step 2, then a second
+                   run on the same output_dir with trainer.steps=3 that must resume and log step 3; its metrics lines
+  rehearsal_7b     scripts/rehearse_7b.py in its own process: Qwen2.5-VL-7B shapes with random weights made on the
+                   GPU, vLLM with load_format="dummy" built by mmevo's build_engine, one micro-batch forward/backward
+                   with gradient checkpointing at the 7B config's token budget, a 7B weight sync; measured peak memory
+                   per phase beside mmevo.memory_plan's estimate (toy shapes with --quick or on CPU)
+  vllm             vLLM engine (skipped without vllm) on the tiny model: the model runner the build picked ("v1" /
+                   "v2"), start time, tokens/s, greedy parity with the HF engine in float32 on the first K tokens
+                   (token ids and log-probs), weight sync (the engine follows a changed model and back), sleep/wake on
+                   GPU, and sleep -> one AdamW step -> (level 2: weights_stale, wake() refused) -> sync_weights ->
+                   generate, which must follow the trained weights
 
-The tiny model is built locally (no hub). `--device cpu --quick` runs every check on CPU at toy sizes.
+The tiny model is built locally (no hub). `--device cpu --quick` runs every check on CPU at toy sizes. Time on one
+GPU: see scripts/gpu_check.sh.
 
     python scripts/gpu_check.py --device cuda           # what scripts/gpu_check.sh runs on the GPU machine
     OMP_NUM_THREADS=1 python scripts/gpu_check.py --device cpu --quick
@@ -19,9 +29,11 @@ The tiny model is built locally (no hub). `--device cpu --quick` runs every chec
 from __future__ import annotations
 
 import argparse
+import atexit
 import copy
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -41,6 +53,11 @@ sys.path.insert(0, str(ROOT))
 import bench_engines as be  # noqa: E402  (shared timing helpers)
 
 
+# in running order: the subprocess checks before vLLM in this process (it binds this process's threads on CPU and
+# takes GPU memory), the 7B rehearsal before it too (it needs most of the GPU)
+CHECKS = ("hf_rollout", "grpo_step", "deepspeed_zero2", "zero3_vllm", "rehearsal_7b", "vllm")
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--device", default="cuda", help="cuda | cpu")
@@ -48,7 +65,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--cache-dir", default=".cache/mmevo", help="where the tiny model is built")
     ap.add_argument("--parity-tokens", type=int, default=32, help="K: greedy tokens compared between the engines")
     ap.add_argument("--gpu-memory-utilization", type=float, default=0.3, help="vLLM's share of the GPU")
-    ap.add_argument("--skip", default="", help="comma-separated checks to skip (hf_rollout,grpo_step,...)")
+    ap.add_argument("--train-lr", type=float, default=0.02, help="AdamW step of the sleep -> train -> sync check")
+    ap.add_argument("--train-timeout", type=float, default=200, help="seconds per `mmevo train` subprocess")
+    ap.add_argument("--zero3-cuda-graphs", action="store_true", help="zero3_vllm: vLLM with CUDA graphs")
+    ap.add_argument("--rehearsal-scale", default="", help="7b | tiny (default: 7b on cuda, tiny with --quick/cpu)")
+    ap.add_argument("--rehearsal-gpu-memory-utilization", type=float, default=0.0,
+                    help="vLLM's share in the 7B rehearsal (default: the 7B config's, 0.6)")
+    ap.add_argument("--rehearsal-timeout", type=float, default=300, help="seconds for scripts/rehearse_7b.py")
+    ap.add_argument("--skip", default="", help="comma-separated checks to skip (" + ",".join(CHECKS) + ")")
     ap.add_argument("--out", default="", help="also write the JSON here")
     args = ap.parse_args(argv)
     q = args.quick
@@ -164,6 +188,40 @@ def check_grpo_step(args, path) -> dict:
     return out
 
 
+def _train_command(args, path, output_dir, overrides: list[str]) -> list[str]:
+    """``python -m torch.distributed.run --nproc_per_node 1 -m mmevo.cli train configs/grpo_tiny.yaml ...``: the real
+    CLI as one process (nccl on GPU, gloo on CPU) on the tiny model at ``path``."""
+    return [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "1", "--master_port",
+            str(29500 + os.getpid() % 2000), "-m", "mmevo.cli", "train", str(ROOT / "configs" / "grpo_tiny.yaml"),
+            f"model.path={path}", f"model.device={args.device}",
+            f"model.dtype={'bfloat16' if args.device.startswith('cuda') else 'float32'}",
+            "reward.heads={format: 1.0}", "trainer.wandb_mode=disabled", "trainer.progress=false",
+            f"trainer.output_dir={output_dir}", *overrides]
+
+
+def _run_train(cmd: list[str], timeout: float) -> tuple[subprocess.CompletedProcess | None, float, str]:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(
+        os.pathsep)}
+    t0 = time.perf_counter()
+    try:
+        proc = subprocess.run(cmd, env=env, cwd=str(ROOT), capture_output=True, text=True, timeout=timeout)
+        return proc, time.perf_counter() - t0, ""
+    except subprocess.TimeoutExpired as e:
+        tail = (e.stderr or b"")[-3000:]
+        return None, time.perf_counter() - t0, tail.decode(errors="replace") if isinstance(tail, bytes) else tail
+
+
+def _metrics_rows(output_dir: Path) -> list[dict]:
+    metrics = output_dir / "metrics.jsonl"
+    if not metrics.exists():
+        return []
+    return [json.loads(line) for line in metrics.read_text().splitlines() if line.strip()]
+
+
+METRIC_KEYS = ("step", "time/step", "actor/loss", "actor/grad_norm", "actor/kl", "reward/total/mean",
+               "response/length_mean", "throughput/gen_tokens_per_s")
+
+
 def check_deepspeed(args, path) -> dict:
     try:
         import deepspeed  # noqa: F401
@@ -172,35 +230,118 @@ def check_deepspeed(args, path) -> dict:
     prompts = 2 if args.quick else 8
     steps = 2
     with tempfile.TemporaryDirectory() as tmp:
-        cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "1", "--master_port",
-               str(29500 + os.getpid() % 2000), "-m", "mmevo.cli", "train", str(ROOT / "configs" / "grpo_tiny.yaml"),
-               f"model.path={path}", f"model.device={args.device}",
-               f"model.dtype={'bfloat16' if args.device.startswith('cuda') else 'float32'}",
-               f"trainer.deepspeed={ROOT / 'configs' / 'deepspeed' / 'zero2.json'}", f"trainer.steps={steps}",
-               f"trainer.prompts_per_step={prompts}", f"trainer.mini_batch_prompts={prompts}",
-               f"rollout.n={args.n}", f"rollout.max_tokens={args.max_tokens}", "data.n_train=32", "data.heldout=",
-               "reward.heads={format: 1.0}", "trainer.save_every=0", "trainer.wandb_mode=disabled",
-               "trainer.progress=false", f"trainer.output_dir={tmp}"]
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(
-            os.pathsep)}
-        t0 = time.perf_counter()
-        proc = subprocess.run(cmd, env=env, cwd=str(ROOT), capture_output=True, text=True, timeout=540)
-        wall = time.perf_counter() - t0
-        out = {"rc": proc.returncode, "wall_s": wall, "backend": "nccl" if args.device.startswith("cuda") else "gloo",
+        cmd = _train_command(args, path, tmp, [
+            f"trainer.deepspeed={ROOT / 'configs' / 'deepspeed' / 'zero2.json'}", f"trainer.steps={steps}",
+            f"trainer.prompts_per_step={prompts}", f"trainer.mini_batch_prompts={prompts}", f"rollout.n={args.n}",
+            f"rollout.max_tokens={args.max_tokens}", "data.n_train=32", "data.heldout=", "trainer.save_every=0"])
+        proc, wall, timeout_tail = _run_train(cmd, args.train_timeout)
+        out = {"rc": None if proc is None else proc.returncode, "wall_s": wall,
+               "backend": "nccl" if args.device.startswith("cuda") else "gloo",
                "config": "configs/deepspeed/zero2.json", "processes": 1}
-        metrics = Path(tmp) / "metrics.jsonl"
-        if metrics.exists():
-            rows = [json.loads(line) for line in metrics.read_text().splitlines() if line.strip()]
-            out["steps_logged"] = len(rows)
-            if rows:
-                out["step_s_last"] = rows[-1].get("time/step")
-                out["stages_s_last"] = {k[5:]: v for k, v in rows[-1].items()
-                                        if k.startswith("time/") and k != "time/step"}
-                out["grad_norm_last"] = rows[-1].get("actor/grad_norm")
+        rows = _metrics_rows(Path(tmp))
+        out["steps_logged"] = len(rows)
+        if rows:
+            out["step_s_last"] = rows[-1].get("time/step")
+            out["stages_s_last"] = {k[5:]: v for k, v in rows[-1].items()
+                                    if k.startswith("time/") and k != "time/step"}
+            out["grad_norm_last"] = rows[-1].get("actor/grad_norm")
         out["exported"] = (Path(tmp) / "final" / "config.json").exists()
-        if proc.returncode != 0:
+        if proc is None:
+            out.update(error=f"timed out after {args.train_timeout:.0f}s", stderr_tail=timeout_tail)
+        elif proc.returncode != 0:
             out["error"] = f"exit code {proc.returncode}"
             out["stderr_tail"] = proc.stderr[-3000:]
+    return out
+
+
+def check_zero3_vllm(args, path) -> dict:
+    """ZeRO-3 in ONE torchrun process with ``rollout.engine=vllm`` through the real CLI: 2 GRPO steps (checkpoint at
+    step 2), then a second run on the same output_dir with ``trainer.steps=3`` that must resume from step 2 and log
+    step 3. The vLLM engine runs as the 7B config runs it (sleep mode level 2 on GPU, gradient checkpointing, the
+    reference offloaded), eager by default (``--zero3-cuda-graphs`` for CUDA graphs: ~+30 s per run for compile and
+    capture)."""
+    try:
+        import deepspeed  # noqa: F401
+        import vllm  # noqa: F401
+    except Exception as e:  # noqa: BLE001
+        return {"skipped": f"deepspeed / vllm not importable: {type(e).__name__}: {e}"}
+    on_gpu = args.device.startswith("cuda")
+    prompts = 2 if args.quick else 4
+    n = 2 if args.quick else 4
+    max_tokens = 16 if args.quick else 64
+    common = [f"trainer.deepspeed={ROOT / 'configs' / 'deepspeed' / 'zero3.json'}", "rollout.engine=vllm",
+              f"rollout.gpu_memory_utilization={args.gpu_memory_utilization}", "rollout.enable_sleep_mode=true",
+              "rollout.sleep_level=2", f"rollout.enforce_eager={'false' if args.zero3_cuda_graphs else 'true'}",
+              "model.gradient_checkpointing=true", "algo.kl_coef=0.01", "model.ref_offload=true",
+              "data.train=synthetic", "data.n_train=32", "data.heldout=", f"trainer.prompts_per_step={prompts}",
+              f"trainer.mini_batch_prompts={prompts}", f"rollout.n={n}", f"rollout.max_tokens={max_tokens}",
+              f"rollout.max_batch_seqs={prompts * n}", "trainer.save_every=2"]
+    out: dict = {"config": "configs/deepspeed/zero3.json", "processes": 1, "engine": "vllm",
+                 "backend": "nccl" if on_gpu else "gloo", "sleep_level": 2 if on_gpu else None,
+                 "cuda_graphs": bool(args.zero3_cuda_graphs and on_gpu), "prompts": prompts, "n": n,
+                 "max_tokens": max_tokens, "runs": []}
+    with tempfile.TemporaryDirectory() as tmp:
+        for steps in (2, 3):  # the second run resumes the first's step-2 checkpoint
+            proc, wall, timeout_tail = _run_train(_train_command(args, path, tmp, common + [f"trainer.steps={steps}"]),
+                                                  args.train_timeout)
+            run = {"steps": steps, "rc": None if proc is None else proc.returncode, "wall_s": wall}
+            if proc is None:
+                run.update(error=f"timed out after {args.train_timeout:.0f}s", stderr_tail=timeout_tail)
+            else:
+                resumed = [line for line in proc.stdout.splitlines() if line.startswith("[mmevo] resumed from")]
+                run["resumed"] = resumed[-1].rsplit("(step ", 1)[-1].rstrip(")") if resumed else None
+                if proc.returncode != 0:
+                    run.update(error=f"exit code {proc.returncode}", stderr_tail=proc.stderr[-3000:])
+            rows = _metrics_rows(Path(tmp))
+            run["steps_logged"] = [r.get("step") for r in rows]
+            run["checkpoints"] = sorted(p.name for p in (Path(tmp) / "checkpoints").glob("step_*"))
+            out["runs"].append(run)
+            if "error" in run:
+                break
+        rows = _metrics_rows(Path(tmp))
+        out["metrics"] = [{k: r.get(k) for k in METRIC_KEYS if k in r} for r in rows]
+        out["exported"] = (Path(tmp) / "final" / "config.json").exists()
+    runs = out["runs"]
+    out["resumed_at_step_3"] = (len(runs) == 2 and runs[1].get("resumed") == "2"
+                                and runs[1]["steps_logged"] == [1, 2, 3])
+    failed = [r for r in runs if "error" in r]
+    if failed:
+        out["error"] = f"the run with trainer.steps={failed[0]['steps']} failed: {failed[0]['error']}"
+    elif not out["resumed_at_step_3"]:
+        out["error"] = "the second run did not continue at step 3 from the step-2 checkpoint"
+    return out
+
+
+def check_rehearsal(args, path) -> dict:
+    """``scripts/rehearse_7b.py`` in its own process (a clean GPU for its memory figures): 7B shapes on a GPU,
+    ``--scale tiny`` with ``--quick`` or on CPU."""
+    scale = args.rehearsal_scale or ("tiny" if args.quick or not args.device.startswith("cuda") else "7b")
+    cmd = [sys.executable, str(ROOT / "scripts" / "rehearse_7b.py"), "--device", args.device, "--scale", scale,
+           "--cache-dir", args.cache_dir]
+    if scale == "7b" and args.rehearsal_gpu_memory_utilization:
+        cmd += ["--gpu-memory-utilization", str(args.rehearsal_gpu_memory_utilization)]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(
+        os.pathsep)}
+    t0 = time.perf_counter()
+    try:
+        proc = subprocess.run(cmd, env=env, cwd=str(ROOT), capture_output=True, text=True,
+                              timeout=args.rehearsal_timeout)
+    except subprocess.TimeoutExpired as e:
+        tail = e.stderr or b""
+        return {"scale": scale, "error": f"timed out after {args.rehearsal_timeout:.0f}s",
+                "stderr_tail": (tail.decode(errors="replace") if isinstance(tail, bytes) else tail)[-3000:]}
+    try:
+        out = json.loads(proc.stdout)
+    except json.JSONDecodeError:
+        return {"scale": scale, "rc": proc.returncode, "error": "no JSON on stdout",
+                "stderr_tail": proc.stderr[-3000:]}
+    out.pop("args", None)
+    out["rc"], out["wall_s"] = proc.returncode, time.perf_counter() - t0
+    if proc.returncode != 0 and "error" not in out:
+        out["error"] = f"exit code {proc.returncode}"
+    for name, phase in out.get("phases", {}).items():  # keep the JSON readable: tracebacks only where they matter
+        if "traceback" in phase:
+            phase["traceback"] = phase["traceback"][-1500:]
     return out
 
 
@@ -210,14 +351,12 @@ def check_vllm(args, path) -> dict:
         import vllm
     except Exception as e:  # noqa: BLE001
         return {"skipped": f"vllm not importable: {type(e).__name__}: {e}"}
-    import torch
-
     from mmevo.models.loader import load_model
-    from mmevo.rollout.base import RolloutRequest, SamplingParams
 
     res: dict = {"version": vllm.__version__}
     on_gpu = args.device.startswith("cuda")
     tmp = tempfile.mkdtemp(prefix="mmevo-gpu-check-")
+    atexit.register(shutil.rmtree, tmp, ignore_errors=True)
     # a randomised float32 policy, saved: vLLM starts from this checkpoint
     lm = load_model(path, "float32", args.device)
     randomize(lm.model)
@@ -241,6 +380,23 @@ def check_vllm(args, path) -> dict:
     if engine is None:
         res["error"] = "the vLLM engine did not start"
         return res
+    # which model runner this build picked by default (GPU 0.33: "v2" when Triton is present; CPU: "v1")
+    res.update(model_runner=engine.model_runner, v2_runner_env=os.environ.get("VLLM_USE_V2_MODEL_RUNNER"),
+               cuda_graphs=on_gpu)
+    try:
+        return _vllm_checks(args, res, engine, lm, hf, requests, tmp, on_gpu)
+    finally:
+        try:
+            engine.close()
+        except Exception as e:  # noqa: BLE001
+            res["close"] = be.error_record(e)
+
+
+def _vllm_checks(args, res, engine, lm, hf, requests, tmp, on_gpu) -> dict:
+    import torch
+
+    from mmevo.rollout.base import RolloutRequest, SamplingParams
+
     exact = res["dtype"] == "float32"
 
     try:
@@ -307,7 +463,65 @@ def check_vllm(args, path) -> dict:
                                  "same_outputs_after_wake": greedy_ids(engine) == before}
         except Exception as e:  # noqa: BLE001
             res["sleep_wake"] = be.error_record(e)
+
+    try:
+        res["sleep_train_sync"] = sleep_train_sync(args, engine, lm, single, greedy_ids, exact, on_gpu)
+    except Exception as e:  # noqa: BLE001
+        res["sleep_train_sync"] = be.error_record(e)
     return res
+
+
+def sleep_train_sync(args, engine, lm, single, greedy_ids, exact: bool, on_gpu: bool) -> dict:
+    """The trainer's cycle around an update: sleep -> one optimizer step while vLLM sleeps -> (level 2:
+    ``weights_stale``, ``wake()`` refused) -> ``sync_weights`` (weights woken, loaded, then the KV cache) -> generate,
+    which must follow the trained weights; then the original weights are synced back. On CPU sleep is a no-op and the
+    rest runs as on GPU."""
+    import torch
+
+    from mmevo.grpo import algos
+    from mmevo.grpo.trainer import sequence_logprobs
+
+    before = greedy_ids(engine)
+    free0 = torch.cuda.mem_get_info()[0] if on_gpu else 0
+    engine.sleep()
+    freed = (torch.cuda.mem_get_info()[0] - free0) if on_gpu else 0
+    stale = bool(engine.weights_stale)
+    wake_refused = None
+    if stale:
+        try:
+            engine.wake()
+            wake_refused = False
+        except RuntimeError:
+            wake_refused = True
+    # one training step while vLLM sleeps: push the greedy outputs down (advantage -1), AdamW
+    trained = copy.deepcopy(lm.model).train()
+    opt = torch.optim.AdamW(trained.parameters(), lr=args.train_lr)
+    logp, _, mask = sequence_logprobs(trained, [r.prompt for r in single], before, lm.tokenizer.pad_token_id, 1.0,
+                                      args.device)
+    adv = -torch.ones(len(single)).to(logp)
+    loss, _ = algos.policy_loss(logp, logp.detach(), adv, mask)
+    loss.backward()
+    opt.step()
+    trained.eval()
+    del opt
+    _free(args.device)
+    expected = greedy_ids(be.hf_engine(type(lm)(trained, lm.processor, lm.tokenizer, True, ""), args.device,
+                                       max_batch_seqs=args.prompts))
+    be.sync(args.device)
+    t0 = time.perf_counter()
+    engine.sync_weights(trained)
+    be.sync(args.device)
+    sync_s = time.perf_counter() - t0
+    after = greedy_ids(engine)
+    engine.sync_weights(lm.model)
+    restored = greedy_ids(engine) == before
+    del trained
+    return {"sleep_enabled": engine.sleep_enabled, "level": engine.sleep_level, "freed_gib": freed / 2**30,
+            "weights_stale_after_sleep": stale, "wake_refused_while_stale": wake_refused,
+            "train_loss": float(loss.detach()), "sync_s": sync_s, "outputs_changed_by_training": expected != before,
+            "follows_trained_weights": after == expected if exact else
+            sum(map(_common_prefix, after, expected)) / max(1, sum(map(len, expected))),
+            "restored": restored}
 
 
 # -- helpers ----------------------------------------------------------------------------------------------------------
@@ -345,7 +559,6 @@ def _free(device) -> None:
         torch.cuda.empty_cache()
 
 
-CHECKS = ("hf_rollout", "grpo_step", "deepspeed_zero2", "vllm")
 
 
 def run(args) -> dict:
@@ -354,7 +567,8 @@ def run(args) -> dict:
     torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
     t_start = time.perf_counter()
     out: dict = {"args": {"device": args.device, "quick": args.quick, "prompts": args.prompts, "n": args.n,
-                          "max_tokens": args.max_tokens, "repeats": args.repeats}}
+                          "max_tokens": args.max_tokens, "repeats": args.repeats, "skip": args.skip,
+                          "rehearsal_scale": args.rehearsal_scale or None}}
     try:
         out["env"] = check_env(args)
     except Exception as e:  # noqa: BLE001
@@ -370,8 +584,8 @@ def run(args) -> dict:
         return out
     skip = {s.strip() for s in args.skip.split(",") if s.strip()}
     funcs = {"hf_rollout": check_hf_rollout, "grpo_step": check_grpo_step, "deepspeed_zero2": check_deepspeed,
-             "vllm": check_vllm}
-    for name in CHECKS:  # vLLM last: it binds this process's threads on CPU and takes GPU memory
+             "zero3_vllm": check_zero3_vllm, "rehearsal_7b": check_rehearsal, "vllm": check_vllm}
+    for name in CHECKS:
         if name in skip:
             out[name] = {"skipped": "--skip"}
             continue

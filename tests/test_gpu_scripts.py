@@ -1,0 +1,197 @@
+"""The one-GPU check scripts on CPU: scripts/rehearse_7b.py at toy shapes (the same code path as the 7B rehearsal)
+and as a 7B dry run, and the CPU-safe parts of scripts/gpu_check.py (ZeRO-3 + vLLM through the CLI with resume, the
+vLLM sleep -> train -> sync cycle, per-check error isolation). The GPU runs themselves are not covered here."""
+
+import importlib.util
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPTS = ROOT / "scripts"
+
+
+HAS_VLLM = importlib.util.find_spec("vllm") is not None  # not imported here: the scripts import it themselves
+HAS_DEEPSPEED = importlib.util.find_spec("deepspeed") is not None
+
+
+@pytest.fixture()
+def cache_dir(tiny_vl_path, tmp_path):
+    """A cache dir whose tiny-qwen2.5-vl is the session's tiny model (no second build)."""
+    d = tmp_path / "cache"
+    d.mkdir()
+    os.symlink(tiny_vl_path, d / "tiny-qwen2.5-vl")
+    return str(d)
+
+
+def _run(script: str, *args: str, timeout: float = 600) -> tuple[int, dict, str]:
+    env = {**os.environ, "OMP_NUM_THREADS": "2", "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run([sys.executable, str(SCRIPTS / script), *args], env=env, cwd=str(ROOT),
+                          capture_output=True, text=True, timeout=timeout)
+    try:
+        out = json.loads(proc.stdout)  # stdout is the JSON object only
+    except json.JSONDecodeError:
+        raise AssertionError(f"no JSON on stdout (rc {proc.returncode}):\n{proc.stdout[-2000:]}\n"
+                             f"{proc.stderr[-4000:]}") from None
+    return proc.returncode, out, proc.stderr
+
+
+def _finite(x) -> bool:
+    return isinstance(x, (int, float)) and math.isfinite(x)
+
+
+# -- scripts/rehearse_7b.py ------------------------------------------------------------------------------------------
+def test_rehearsal_tiny_scale_runs_every_phase_on_cpu(cache_dir):
+    args = ["--device", "cpu", "--scale", "tiny", "--cache-dir", cache_dir]
+    if not HAS_VLLM:
+        args += ["--skip", "vllm"]
+    rc, out, err = _run("rehearse_7b.py", *args)
+    assert rc == 0 and "error" not in out, err[-4000:]
+    assert out["failed"] == [], {k: v.get("error") for k, v in out["phases"].items()}
+    ph, shapes = out["phases"], out["shapes"]
+
+    # the model is built at the requested dimensions; the planner's parameter formula counts exactly those
+    assert ph["build"]["params"] == ph["build"]["params_planner"] > 0
+    assert ph["build"]["vocab"] == out["setup"]["dims"]["vocab"] > ph["build"]["tokenizer_ids"]
+    assert "config.json" in ph["build"]["files"] and not any(f.endswith(".safetensors") for f in ph["build"]["files"])
+
+    # the trainer's packing under the token budget: 6 of the 8 samples of the group (as 16384 // 2560 for 7B)
+    assert shapes["group_samples"] == 8 and shapes["micro_batch_seqs"] == 6
+    assert shapes["padded_tokens"] <= shapes["max_tokens_per_micro_batch"]
+    assert shapes["prompt_tokens"] <= 256 and shapes["response_tokens"] == 384 and shapes["image_tokens"] > 0
+
+    # one checkpointed micro-batch through sequence_logprobs (chunked) + policy_loss
+    upd = ph["update"]
+    assert upd["checkpointing"] is True and upd["chunks"] > 1
+    assert _finite(upd["loss"]) and _finite(upd["grad_norm"]) and upd["grad_norm"] > 0
+    assert upd["tokens"] == shapes["micro_batch_seqs"] * shapes["response_tokens"]
+    # the no-grad eval-mode pass (shared prompt) and the checkpointed train-mode pass (unshared) agree (float32)
+    assert upd["max_abs_logp_diff_vs_logprob_pass"] < 1e-4
+
+    cmp = out["comparison"]
+    assert cmp["policy_weights"]["measured_over_planner"] == pytest.approx(1.0, abs=1e-3)
+    assert cmp["gradients"]["measured_over_planner"] == pytest.approx(1.0, abs=1e-3)
+    for row in ("update_working_set", "logprob_working_set", "update_phase_peak"):
+        assert cmp[row]["planner_gib"] > 0 and cmp[row]["measured_gib"] is None  # no allocator statistics on CPU
+    assert {"per_gpu_gib", "phases_gib", "peak_gib", "fits"} <= set(out["planner"])
+    assert out["planner"]["setup"]["gradient_checkpointing"] is True
+    assert out["planner"]["setup"]["tokens_per_micro_batch"] == shapes["padded_tokens"]
+
+    if HAS_VLLM:
+        start = ph["vllm_start"]
+        assert start["load_format"] == "dummy" and start["model_runner"] in ("v1", "v2")
+        assert start["image_norm_modules_restored"] >= 0
+        assert ph["rollout"]["tokens"] == ph["generate"]["tokens"] == 2 * 8
+        assert ph["rollout"]["logprobs_finite"] and ph["generate"]["logprobs_finite"]
+        # vLLM samples from its dummy weights before the sync and from the policy's afterwards
+        assert ph["generate"]["logprob_max_abs_gap_vs_policy"] < 1e-3
+        assert ph["rollout"]["logprob_max_abs_gap_vs_policy"] > 100 * ph["generate"]["logprob_max_abs_gap_vs_policy"]
+        assert ph["sleep"]["sleep_enabled"] is False  # no sleep mode on CPU: a no-op there
+        assert ph["weight_sync"]["weights_stale_after"] is False and ph["weight_sync"]["sync_s"] > 0
+
+
+def test_rehearsal_7b_dry_run_has_the_7b_shapes(cache_dir):
+    """The 7B config itself (no weights: the model lives on the meta device), the 7B batch and the planner."""
+    rc, out, err = _run("rehearse_7b.py", "--device", "cpu", "--scale", "7b", "--dry-run", "--cache-dir", cache_dir)
+    assert rc == 0 and "error" not in out and out["dry_run"] is True, err[-4000:]
+    b, shapes = out["phases"]["build"], out["shapes"]
+    assert b["params"] == b["params_planner"] == 8_292_166_656  # Qwen2.5-VL-7B-Instruct: 8.29e9
+    assert b["vocab"] == 152064 and out["setup"]["dims"]["layers"] == 28 and out["setup"]["dims"]["hidden"] == 3584
+    assert out["setup"]["dtype"] == "bfloat16"
+    assert shapes["micro_batch_seqs"] == 6 and shapes["response_tokens"] == 1536
+    assert 900 <= shapes["prompt_tokens"] <= 1024 and shapes["image_tokens"] > 500
+    assert shapes["padded_tokens"] <= 16384 and shapes["logits_chunk_tokens"] == 1024
+    assert shapes["max_model_len"] == 2560
+    cmp = out["comparison"]
+    assert cmp["policy_weights"]["planner_gib"] == pytest.approx(15.45, abs=0.01)
+    assert 20 < cmp["update_working_set"]["planner_gib"] < 60  # grads 15.4 + activations + ViT + logits
+    assert cmp["update_phase_peak"]["planner_gib"] < 80  # fits one 80 GiB GPU with vLLM asleep, no Adam state
+
+
+def test_rehearsal_refuses_cuda_without_a_gpu(cache_dir):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is present")
+    rc, out, _ = _run("rehearse_7b.py", "--device", "cuda", "--cache-dir", cache_dir, timeout=120)
+    assert rc == 1 and "torch sees no GPU" in out["error"]
+
+
+# -- scripts/gpu_check.py --------------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def gpu_check():
+    sys.path.insert(0, str(SCRIPTS))
+    spec = importlib.util.spec_from_file_location("gpu_check", SCRIPTS / "gpu_check.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_gpu_check_sh_is_valid_bash():
+    assert subprocess.run(["bash", "-n", str(SCRIPTS / "gpu_check.sh")]).returncode == 0
+
+
+def test_gpu_check_each_check_keeps_its_own_error(gpu_check, cache_dir, monkeypatch):
+    """A check that raises, and a CLI run that fails, are recorded; every other check still runs."""
+    def boom(args, path):
+        raise RuntimeError("boom")
+
+    calls = []
+    for name in ("hf_rollout", "grpo_step", "deepspeed_zero2", "vllm"):
+        fn = {"hf_rollout": "check_hf_rollout", "grpo_step": "check_grpo_step", "deepspeed_zero2": "check_deepspeed",
+              "vllm": "check_vllm"}[name]
+        monkeypatch.setattr(gpu_check, fn, lambda args, path, _n=name: calls.append(_n) or {"ok": True})
+    monkeypatch.setattr(gpu_check, "check_rehearsal", boom)
+
+    class Failed:
+        returncode, stdout, stderr = 1, "", "Traceback: simulated failure"
+
+    monkeypatch.setattr(gpu_check, "_run_train", lambda cmd, timeout: (Failed(), 0.1, ""))
+    out = gpu_check.run(gpu_check.parse_args(["--device", "cpu", "--quick", "--cache-dir", cache_dir]))
+    assert calls == ["hf_rollout", "grpo_step", "deepspeed_zero2", "vllm"]
+    assert out["rehearsal_7b"]["error"] == "RuntimeError: boom"
+    if HAS_DEEPSPEED and HAS_VLLM:
+        z3 = out["zero3_vllm"]
+        assert z3["runs"][0]["rc"] == 1 and "simulated failure" in z3["runs"][0]["stderr_tail"]
+        assert len(z3["runs"]) == 1 and z3["resumed_at_step_3"] is False and "error" in z3
+        assert out["failed"] == ["zero3_vllm", "rehearsal_7b"]
+    else:
+        assert out["failed"] == ["rehearsal_7b"]
+    assert out["total_s"] > 0
+
+
+def test_gpu_check_zero3_vllm_resume_and_sleep_train_sync_on_cpu(cache_dir, tmp_path):
+    """The CPU variant of the one-GPU check, minus the parts other tests cover: ZeRO-3 + vLLM through the CLI in one
+    torchrun process (2 steps, then a resumed run to step 3), and the vLLM engine's checks incl. the model runner and
+    sleep -> train -> sync -> generate."""
+    if not (HAS_VLLM and HAS_DEEPSPEED):
+        pytest.skip("needs vllm and deepspeed")
+    rc, out, err = _run("gpu_check.py", "--device", "cpu", "--quick", "--cache-dir", cache_dir,
+                        "--skip", "hf_rollout,grpo_step,deepspeed_zero2,rehearsal_7b", "--out",
+                        str(tmp_path / "gpu_check.json"), timeout=900)
+    assert rc == 0 and out["failed"] == [], json.dumps(out, indent=1, default=str)[-6000:]
+    assert json.loads((tmp_path / "gpu_check.json").read_text())["failed"] == []
+    for name in ("hf_rollout", "grpo_step", "deepspeed_zero2", "rehearsal_7b"):
+        assert out[name]["skipped"] == "--skip"
+
+    z3 = out["zero3_vllm"]
+    assert z3["resumed_at_step_3"] is True and z3["exported"] is True
+    first, second = z3["runs"]
+    assert first["rc"] == second["rc"] == 0
+    assert first["resumed"] is None and first["steps_logged"] == [1, 2] and first["checkpoints"] == ["step_000002"]
+    assert second["resumed"] == "2" and second["steps_logged"] == [1, 2, 3]
+    assert [m["step"] for m in z3["metrics"]] == [1, 2, 3]
+    assert all(_finite(m["actor/grad_norm"]) and _finite(m["time/step"]) for m in z3["metrics"])
+
+    v = out["vllm"]
+    assert v["model_runner"] == "v1"  # the CPU build always runs V1 (V2 needs Triton)
+    assert v["greedy_parity"]["all_match"] is True
+    sts = v["sleep_train_sync"]
+    assert sts["sleep_enabled"] is False and sts["weights_stale_after_sleep"] is False  # CPU: sleep is a no-op
+    assert sts["outputs_changed_by_training"] is True
+    assert sts["follows_trained_weights"] is True and sts["restored"] is True
