@@ -121,10 +121,13 @@ class FrozenRole:
         from mmevo.models.loader import load_model
         from mmevo.rollout.factory import build_engine
 
+        cfg = copy.deepcopy(cfg)
+        cfg.rollout.sleep_level = 1  # asleep between uses with its weights kept on the host (never re-synced)
         self.cfg = cfg
         self.lm = load_model(path, cfg.model.dtype, cfg.model.device)
         self.lm.model.eval().requires_grad_(False)
         self.engine = build_engine(cfg, self.lm)
+        self.engine.sleep()  # GPU memory goes back to the trainer until the first rollout
         self.prompts = PromptCache(self.lm.processor, self.lm.is_vl, cfg.data.prompt_template, cfg.data.system_prompt,
                                    cfg.data.prompt_cache_mb)
 
@@ -138,7 +141,11 @@ class FrozenRole:
             return out
         r = self.cfg.rollout
         params = SamplingParams(r.temperature, r.top_p, r.max_tokens, seed=seed)
-        gens = self.engine.generate([RolloutRequest(self.prompts(examples[i]), n=n) for i in keep], params)
+        self.engine.wake()
+        try:
+            gens = self.engine.generate([RolloutRequest(self.prompts(examples[i]), n=n) for i in keep], params)
+        finally:
+            self.engine.sleep()
         for i, comps in zip(keep, gens):
             out[i] = [decode(self.lm.tokenizer, c.full_ids) for c in comps]
         return out
@@ -217,7 +224,10 @@ class Recorder:
         (phase_dir / "images").mkdir(parents=True, exist_ok=True)
 
     def write(self, step: int, rows: list[dict]) -> None:
-        path = self.dir / "records" / f"step_{step:04d}.jsonl"
+        from mmevo.grpo.distributed import rank, world_size
+
+        suffix = f"_rank{rank()}" if world_size() > 1 else ""  # data-parallel: each rank records its own share
+        path = self.dir / "records" / f"step_{step:04d}{suffix}.jsonl"
         tmp = path.with_suffix(".tmp")
         tmp.write_text("".join(json.dumps(r) + "\n" for r in rows))
         tmp.replace(path)
@@ -231,7 +241,7 @@ class Recorder:
     def read(phase_dir: Path, last_step: int | None = None) -> list[dict]:
         rows = []
         for p in sorted((phase_dir / "records").glob("step_*.jsonl")):
-            if last_step is not None and int(p.stem.split("_")[1]) >= last_step:
+            if last_step is not None and int(p.stem.split("_")[1][:4]) >= last_step:
                 continue
             rows += [json.loads(line) for line in p.read_text().splitlines() if line.strip()]
         return rows
@@ -414,8 +424,11 @@ def run_mmzero(cfg: Config) -> dict:
     """``mmevo evolve mmzero``: ``mmzero.iterations`` x (proposer, coder, solver) phases; returns the summary."""
     from render import RenderPool
 
+    from mmevo.grpo.distributed import barrier, init_distributed, is_main
     from mmevo.recipes import resolve_model_path
 
+    if cfg.trainer.deepspeed:  # every rank runs the loop; each samples, renders and judges its own share
+        init_distributed(cfg.model.device)
     m = cfg.mmzero
     out = Path(m.output_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -434,17 +447,21 @@ def run_mmzero(cfg: Config) -> dict:
                     result = json.loads(done.read_text())
                 else:
                     result = run_phase(cfg, role, t, role_index, phase_dir, paths, pool, out)
-                    done.write_text(json.dumps(result, indent=2))
+                    if is_main():
+                        done.write_text(json.dumps(result, indent=2))
+                    barrier()  # every rank reads the phase's records (a filesystem all ranks share) next
                 it[role] = result
                 if result.get("model"):
                     if m.shared_model:
                         paths = {r: result["model"] for r in ROLES}
                     else:
                         paths[role] = result["model"]
-            write_gallery(out / f"iter_{t}")
+            if is_main():
+                write_gallery(out / f"iter_{t}")
             summary["iterations"].append(it)
-    plot_iterations(summary, out / "curves.png")
-    (out / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
+    if is_main():
+        plot_iterations(summary, out / "curves.png")
+        (out / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
     return summary
 
 
