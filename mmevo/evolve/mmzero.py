@@ -606,24 +606,30 @@ def write_gallery(iter_dir: Path) -> Path:
 
 
 def plot_iterations(summary: dict, out_png: Path) -> Path | None:
-    """Per-iteration curves: render success, easy accuracy, consistency (proposer phase), valid share, rewards."""
+    """Per-iteration curves of the proposer phase: render success, easy accuracy, consistency, valid share (left);
+    content-type mix and diversity (cluster counts, mean diversity adjustment) (right)."""
     its = summary["iterations"]
-    keys = ["mmzero/render_success", "mmzero/easy_accuracy", "mmzero/consistency", "mmzero/valid_frac"]
-    series = {k: [it["proposer"].get("metrics", {}).get(k) for it in its] for k in keys}
-    series = {k: v for k, v in series.items() if any(x is not None for x in v)}
-    if not series:
+    metrics = [it["proposer"].get("metrics", {}) for it in its]
+    left = ["mmzero/render_success", "mmzero/easy_accuracy", "mmzero/consistency", "mmzero/valid_frac"]
+    right = sorted({k for m in metrics for k in m if "/type_share/" in k or "/clusters_" in k
+                    or k.endswith("/diversity_adjustment")})
+    if not any(k in m for m in metrics for k in left + right):
         return None
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(6, 3.5))
-    for k, v in series.items():
-        ax.plot(range(len(v)), [float("nan") if x is None else x for x in v], marker="o", label=k.split("/")[-1])
-    ax.set_xlabel("iteration")
-    ax.legend(fontsize=7)
-    ax.grid(alpha=0.3)
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.5))
+    for ax, keys in zip(axes, (left, right)):
+        for k in keys:
+            ys = [m.get(k, float("nan")) for m in metrics]
+            ax.plot(range(len(ys)), ys, marker="o", label=k.split("/", 2)[-1])
+        ax.set_xlabel("iteration")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    axes[0].set_title("rendering and solving", fontsize=9)
+    axes[1].set_title("type mix and diversity", fontsize=9)
     fig.tight_layout()
     fig.savefig(out_png, dpi=90)
     plt.close(fig)
