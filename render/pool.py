@@ -1,9 +1,9 @@
-"""RenderPool: a fixed set of pre-warmed fork-server workers (``render.worker``), one job at a time each.
+"""RenderPool: a fixed set of render workers (``render.worker``), one job at a time each.
 
 Workers are separate interpreters started with ``subprocess`` (never a fork of the caller, which may hold
-threads / CUDA state) and a minimal environment. A worker that dies or stops answering is killed and
-replaced; the job it held gets ``error_kind="crash"``. ``close()`` (or leaving the ``with`` block) ends
-every worker and waits for it.
+threads / CUDA state) and a minimal environment; each is a supervisor plus a pre-warmed zygote that forks
+one sandboxed child per job. A worker that dies or stops answering is killed and replaced; the job it held
+gets ``error_kind="crash"``. ``close()`` (or leaving the ``with`` block) ends every worker and waits for it.
 """
 
 from __future__ import annotations
@@ -60,6 +60,7 @@ class _Worker:
             start_new_session=True,
         )
         self.isolation: dict = {}
+        self.zygote_pid = 0
         self._buf = b""
 
     @property
@@ -71,6 +72,7 @@ class _Worker:
         if not isinstance(msg, dict) or not msg.get("ready"):
             raise RenderPoolError(f"render worker failed to start: {msg!r}")
         self.isolation = msg["isolation"]
+        self.zygote_pid = int(msg.get("zygote_pid", 0))
         return self.isolation
 
     def send(self, obj) -> None:
@@ -143,10 +145,11 @@ def _missing_layers(iso: dict) -> list[str]:
 class RenderPool:
     """Sandboxed renderer for model-written matplotlib code and SVG.
 
-    ``RenderPool(workers=2)`` starts the workers and checks that every isolation layer (setsid, rlimits,
-    network namespace, uid drop, no_new_privs, Landlock, seccomp, size-capped job tmpfs) can be applied;
-    if one cannot, it logs loudly and raises unless ``allow_reduced_isolation=True``. Calls from several
-    threads are serialised.
+    ``RenderPool(workers=2)`` starts the workers and checks that every isolation layer (``worker.LAYERS``:
+    setsid, pid / mount / network / IPC / UTS / cgroup namespaces, the minimal read-only root, a fresh
+    procfs, uid drop, no_new_privs, Landlock, seccomp, rlimits; and the per-job tmpfs) can be applied; if
+    one cannot, ``isolation`` names it, the pool logs loudly and raises unless ``allow_reduced_isolation=True``.
+    Calls from several threads are serialised.
     """
 
     def __init__(self, workers: int = 2, *, limits: RenderLimits | None = None,

@@ -1,17 +1,21 @@
-"""Isolation layers applied inside a forked job child (Linux only, ctypes, no third-party code).
+"""Isolation layers for the render sandbox (Linux only, ctypes, no third-party code).
 
-Order used by the worker (see ``worker._child_main``): ``setsid`` -> rlimits -> network namespace ->
-chdir into the job dir -> drop to an unprivileged uid/gid -> ``PR_SET_NO_NEW_PRIVS`` -> Landlock -> seccomp.
+Worker side (once per worker, ``build_root``): a private mount namespace holding a minimal root tree, a
+read-only tmpfs skeleton with read-only bind mounts of only the interpreter's stdlib, its site-packages,
+shared libraries, fonts, a few ``/etc`` files and ``/dev/{null,zero,random,urandom}``; a fresh
+size-capped tmpfs is mounted on its ``/job`` for every job (``mount_job_tmpfs``) and unmounted afterwards.
 
-* ``unshare_net``: a fresh, empty network namespace (only a down loopback): no route anywhere.
-* ``drop_privileges``: setgroups([]) / setgid / setuid to ``nobody`` (65534); with it all capabilities go.
-* ``apply_landlock``: file system read-only (read + execute) below a short list of system / Python paths,
-  read-write only below the job dir; when the kernel ABI allows it also denies every TCP bind/connect (ABI 4)
-  and scopes abstract unix sockets and signals to the sandbox (ABI 6).
+Job side (in the forked job child, see ``worker._child_main``): new mount / network / IPC / UTS / cgroup
+namespaces (``unshare``), ``enter_root`` (``pivot_root`` into the tree, the host tree detached), a fresh
+procfs of the job's own pid namespace (``mount_proc``), uid drop, ``no_new_privs``, Landlock, seccomp.
+
+* ``apply_landlock``: read + execute below ``read_paths``, read-write below ``write_paths``; with the kernel
+  ABI's help also denies every TCP bind/connect (ABI 4) and scopes abstract unix sockets / signals (ABI 6).
 * ``apply_seccomp``: a BPF filter that kills the process (SIGSYS) on process creation / exec / ptrace /
-  mount / namespace / bpf / io_uring / keyring / module / kexec / reboot system calls, answers EPERM to every
-  ``socket``/``socketpair``, and ENOSYS to ``clone3`` (so glibc falls back to ``clone``, which is allowed only
-  with ``CLONE_THREAD``, i.e. threads but no processes).
+  mount / namespace / bpf / io_uring / keyring / module / kexec / reboot system calls, answers EPERM to
+  sockets, SysV IPC and POSIX message queues, inotify / fanotify, ``memfd_create`` / ``memfd_secret``
+  (their pages would escape ``RLIMIT_AS``), ``kill`` and ``syslog``, and ENOSYS to ``clone3`` (so glibc
+  falls back to ``clone``, which is allowed only with ``CLONE_THREAD``: threads but no processes).
 """
 
 from __future__ import annotations
@@ -42,6 +46,11 @@ if MACHINE == "x86_64":
         swapoff=168, open_by_handle_at=304, name_to_handle_at=303, open_tree=428, move_mount=429, fsopen=430,
         fsconfig=431, fsmount=432, fspick=433, mount_setattr=442, seccomp=317,
         landlock_create_ruleset=444, landlock_add_rule=445, landlock_restrict_self=446,
+        shmget=29, shmat=30, shmctl=31, shmdt=67, msgget=68, msgsnd=69, msgrcv=70, msgctl=71, semget=64,
+        semop=65, semctl=66, semtimedop=220, mq_open=240, mq_unlink=241, mq_timedsend=242,
+        mq_timedreceive=243, mq_notify=244, mq_getsetattr=245, inotify_init=253, inotify_add_watch=254,
+        inotify_rm_watch=255, inotify_init1=294, fanotify_init=300, fanotify_mark=301, memfd_create=319,
+        memfd_secret=447, kill=62, syslog=103,
     )
     X32_BIT = 0x40000000
 elif MACHINE == "aarch64":
@@ -55,6 +64,11 @@ elif MACHINE == "aarch64":
         swapoff=225, open_by_handle_at=265, name_to_handle_at=264, open_tree=428, move_mount=429, fsopen=430,
         fsconfig=431, fsmount=432, fspick=433, mount_setattr=442, seccomp=277,
         landlock_create_ruleset=444, landlock_add_rule=445, landlock_restrict_self=446,
+        shmget=194, shmat=196, shmctl=195, shmdt=197, msgget=186, msgsnd=189, msgrcv=188, msgctl=187,
+        semget=190, semop=193, semctl=191, semtimedop=192, mq_open=180, mq_unlink=181, mq_timedsend=182,
+        mq_timedreceive=183, mq_notify=184, mq_getsetattr=185, inotify_add_watch=27, inotify_rm_watch=28,
+        inotify_init1=26, fanotify_init=262, fanotify_mark=263, memfd_create=279, memfd_secret=447, kill=129,
+        syslog=116,
     )
     X32_BIT = None
 else:  # pragma: no cover - other architectures get no seccomp/landlock (reduced isolation)
@@ -70,9 +84,25 @@ KILLED = (
     "open_by_handle_at", "name_to_handle_at", "open_tree", "move_mount", "fsopen", "fsconfig", "fsmount",
     "fspick", "mount_setattr",
 )
-EPERM_CALLS = ("socket", "socketpair")
+EPERM_CALLS = (
+    "socket", "socketpair",
+    # SysV IPC and POSIX message queues (the job also gets its own IPC namespace)
+    "shmget", "shmat", "shmctl", "shmdt", "msgget", "msgsnd", "msgrcv", "msgctl", "semget", "semop", "semctl",
+    "semtimedop", "mq_open", "mq_unlink", "mq_timedsend", "mq_timedreceive", "mq_notify", "mq_getsetattr",
+    # file-system watches (bind-mounted host dirs would report host activity)
+    "inotify_init", "inotify_init1", "inotify_add_watch", "inotify_rm_watch", "fanotify_init", "fanotify_mark",
+    # memory outside RLIMIT_AS
+    "memfd_create", "memfd_secret",
+    # signals to other processes (the job is alone in its pid namespace; Landlock scopes signals too)
+    "kill", "syslog",
+)
 
 CLONE_THREAD = 0x00010000
+CLONE_NEWNS = 0x00020000
+CLONE_NEWCGROUP = 0x02000000
+CLONE_NEWUTS = 0x04000000
+CLONE_NEWIPC = 0x08000000
+CLONE_NEWPID = 0x20000000
 CLONE_NEWNET = 0x40000000
 PR_SET_NO_NEW_PRIVS = 38
 PR_SET_PDEATHSIG = 1
@@ -115,8 +145,21 @@ def set_rlimits(*, address_space: int, cpu_s: int, fsize: int, nofile: int = 64,
     resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
 
 
-def unshare_net() -> None:
-    _check(_libc.unshare(CLONE_NEWNET), "unshare(CLONE_NEWNET)")
+_NS_NAMES = {CLONE_NEWNS: "mnt", CLONE_NEWNET: "net", CLONE_NEWIPC: "ipc", CLONE_NEWUTS: "uts",
+             CLONE_NEWCGROUP: "cgroup", CLONE_NEWPID: "pid"}
+
+
+def unshare(flag: int) -> None:
+    """A new namespace of one kind for the caller (CLONE_NEWPID: for the caller's next children)."""
+    _check(_libc.unshare(flag), f"unshare({_NS_NAMES.get(flag, hex(flag))})")
+
+
+def setns(fd: int, flag: int) -> None:
+    _check(_libc.setns(fd, flag), f"setns({_NS_NAMES.get(flag, hex(flag))})")
+
+
+def sethostname(name: bytes) -> None:
+    _check(_libc.sethostname(name, ctypes.c_size_t(len(name))), "sethostname")
 
 
 def set_pdeathsig(sig: int) -> None:
@@ -134,6 +177,11 @@ def drop_privileges(uid: int = 65534, gid: int = 65534) -> None:
 
 def no_new_privs() -> None:
     _check(_libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(PR_SET_NO_NEW_PRIVS)")
+
+
+def set_dumpable(flag: bool) -> None:
+    """Not dumpable: the job's /proc/self files (environ, mem, ...) belong to root, not to the job uid."""
+    _check(_libc.prctl(PR_SET_DUMPABLE, int(bool(flag)), 0, 0, 0), "prctl(PR_SET_DUMPABLE)")
 
 
 # --- seccomp --------------------------------------------------------------------------------------------
@@ -156,7 +204,8 @@ def build_seccomp_program() -> bytes:
         if name in NR:
             ins(_BPF_JEQ_K, NR[name], "kill", 0)
     for name in EPERM_CALLS:
-        ins(_BPF_JEQ_K, NR[name], "eperm", 0)
+        if name in NR:
+            ins(_BPF_JEQ_K, NR[name], "eperm", 0)
     ins(_BPF_JEQ_K, NR["clone3"], "enosys", 0)
     ins(_BPF_JEQ_K, NR["clone"], "clone", 0)
     ins(_BPF_RET_K, SECCOMP_RET_ALLOW)
@@ -183,8 +232,14 @@ def build_seccomp_program() -> bytes:
     return bytes(out)
 
 
+_PROGRAM: bytes | None = None
+
+
 def apply_seccomp() -> None:
-    prog = build_seccomp_program()
+    global _PROGRAM
+    if _PROGRAM is None:  # built once (in the zygote's warm-up), reused by every job child
+        _PROGRAM = build_seccomp_program()
+    prog = _PROGRAM
     buf = ctypes.create_string_buffer(prog, len(prog))
 
     class SockFprog(ctypes.Structure):
@@ -266,24 +321,112 @@ def apply_landlock(read_paths, write_paths) -> int:
     return abi
 
 
-# --- job file system (worker side) ----------------------------------------------------------------------
-CLONE_NEWNS = 0x00020000
-MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REC, MS_PRIVATE = 2, 4, 8, 16384, 1 << 18
+# --- mounts ---------------------------------------------------------------------------------------------
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
+MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 32, 4096, 16384, 1 << 18
 MNT_DETACH = 2
+MOUNT_ATTR_RDONLY, MOUNT_ATTR_NOSUID, MOUNT_ATTR_NODEV, MOUNT_ATTR_NOEXEC = 1, 2, 4, 8
+AT_FDCWD = -100
+AT_RECURSIVE = 0x8000
 _libc.mount.restype = ctypes.c_int
 _libc.umount2.restype = ctypes.c_int
 
 
-def mount_job_tmpfs(path: str, size_bytes: int, nr_inodes: int = 4096) -> None:
-    """In a private mount namespace of the calling (worker) process, mount a size- and inode-capped
-    ``nosuid,nodev,noexec`` tmpfs on ``path``: the job dirs live there, so a job cannot fill the host's
-    disk or map code it wrote. Job children inherit the namespace; the host never sees the mount."""
-    _check(_libc.unshare(CLONE_NEWNS), "unshare(CLONE_NEWNS)")
-    _check(_libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None), "mount(MS_PRIVATE)")
-    opts = f"size={int(size_bytes)},nr_inodes={int(nr_inodes)},mode=0711".encode()
-    _check(_libc.mount(b"tmpfs", os.fsencode(path), b"tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, opts),
-           "mount(tmpfs)")
+def mount(source, target: str, fstype, flags: int, data=None) -> None:
+    enc = lambda x: None if x is None else (x if isinstance(x, bytes) else os.fsencode(x))  # noqa: E731
+    _check(_libc.mount(enc(source), enc(target), enc(fstype), ctypes.c_ulong(flags), enc(data)),
+           f"mount({target})")
 
 
 def umount(path: str) -> None:
     _check(_libc.umount2(os.fsencode(path), MNT_DETACH), "umount2")
+
+
+def make_private_mount_ns() -> None:
+    """A private mount namespace for the caller: nothing mounted here reaches the host, and back."""
+    unshare(CLONE_NEWNS)
+    mount("none", "/", None, MS_REC | MS_PRIVATE)
+
+
+def _readonly(path: str, attrs: int) -> None:
+    """Set mount attributes on ``path`` and every mount below it (falls back to the top mount only)."""
+    if "mount_setattr" in NR:
+        buf = ctypes.create_string_buffer(struct.pack("<QQQQ", attrs, 0, 0, 0), 32)
+        rc = _libc.syscall(NR["mount_setattr"], AT_FDCWD, os.fsencode(path), AT_RECURSIVE, buf,
+                           ctypes.c_size_t(32))
+        if rc == 0:
+            return
+    flags = MS_REMOUNT | MS_BIND | (MS_RDONLY if attrs & MOUNT_ATTR_RDONLY else 0) \
+        | (MS_NOSUID if attrs & MOUNT_ATTR_NOSUID else 0) | (MS_NODEV if attrs & MOUNT_ATTR_NODEV else 0) \
+        | (MS_NOEXEC if attrs & MOUNT_ATTR_NOEXEC else 0)
+    mount(None, path, None, flags)
+
+
+def _mkdirs(path: str, mode: int = 0o711) -> None:
+    """mkdir -p with an explicit mode on every level it creates (traversable, not listable)."""
+    missing = []
+    p = path
+    while not os.path.lexists(p):
+        missing.append(p)
+        p = os.path.dirname(p)
+    for d in reversed(missing):
+        os.mkdir(d)
+        os.chmod(d, mode)
+
+
+def build_root(root: str, sources, devices=()) -> list[str]:
+    """Build the jobs' root tree at ``root`` (call inside a private mount namespace, as root).
+
+    ``root`` becomes a small tmpfs whose directories are mode 0711 (traversable, not listable); every path
+    of ``sources`` (directories or files) is bind-mounted read-only, nosuid, nodev at the same path inside it,
+    ``devices`` the same without nodev; ``/proc``, ``/job`` and ``/tmp`` are empty mount points. The
+    skeleton is then made read-only. Returns the paths bound. Sources that do not exist are skipped."""
+    os.makedirs(root, exist_ok=True)
+    mount("tmpfs", root, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=1m,nr_inodes=2048,mode=0711")
+    bound: list[str] = []
+    for src, is_dev in [(p, False) for p in sources] + [(p, True) for p in devices]:
+        if not src or not os.path.isabs(src) or not os.path.exists(src):
+            continue
+        real = os.path.realpath(src)
+        for target in dict.fromkeys((src, real)):  # the path as given and the path it resolves to
+            if any(target == b or target.startswith(b.rstrip("/") + "/") for b in bound):
+                continue  # already visible through an enclosing bind
+            dst = root + target
+            if os.path.isdir(real):
+                _mkdirs(dst)
+            else:
+                _mkdirs(os.path.dirname(dst))
+                if not os.path.lexists(dst):
+                    os.close(os.open(dst, os.O_CREAT | os.O_WRONLY | os.O_CLOEXEC, 0o644))
+            mount(real, dst, None, MS_BIND | MS_REC)
+            _readonly(dst, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | (0 if is_dev else MOUNT_ATTR_NODEV))
+            bound.append(target)
+    for d in ("/proc", "/job", "/tmp"):
+        _mkdirs(root + d)
+    mount(None, root, None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC)
+    return bound
+
+
+def mount_job_tmpfs(path: str, size_bytes: int, nr_inodes: int = 4096, uid: int = 65534, gid: int = 65534) -> None:
+    """A fresh size- and inode-capped ``nosuid,nodev,noexec`` tmpfs owned by the job uid, mode 0700, on
+    ``path``; removing it is one ``umount`` (no directory walk, whatever the job left in it)."""
+    opts = f"size={int(size_bytes)},nr_inodes={int(nr_inodes)},mode=0700,uid={int(uid)},gid={int(gid)}"
+    mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, opts)
+
+
+def enter_root(root: str) -> None:
+    """In the job's own mount namespace: make ``root`` the root directory and detach the whole host tree."""
+    mount("none", "/", None, MS_REC | MS_PRIVATE)
+    os.chdir(root)
+    _check(_libc.syscall(NR["pivot_root"], b".", b"."), "pivot_root")
+    _check(_libc.umount2(b".", MNT_DETACH), "umount2(old root)")
+    os.chdir("/")
+
+
+def mount_proc(path: str = "/proc") -> None:
+    """A fresh, read-only procfs of the caller's pid namespace showing only its processes' directories."""
+    flags = MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC
+    try:
+        mount("proc", path, "proc", flags, "hidepid=invisible,subset=pid")
+    except SandboxError:  # kernels before 5.8: no subset=pid
+        mount("proc", path, "proc", flags, "hidepid=2")

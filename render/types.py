@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 ERROR_KINDS = (
-    "timeout", "memory", "forbidden", "crash", "syntax", "no_output", "invalid_image", "too_large",
+    "timeout", "memory", "forbidden", "crash", "syntax", "no_output", "invalid_image", "too_large", "protocol",
 )
 LANGUAGES = ("python", "svg")
 
@@ -26,6 +26,7 @@ class RenderLimits:
     min_side: int = 4
     max_aspect: float = 20.0
     max_code_chars: int = 200_000
+    max_svg_bytes: int = 1 << 20  # UTF-8 size of an SVG, checked before it is parsed
     nofile: int = 64
     nproc: int = 256  # tasks of the job uid (threads; processes are blocked by seccomp)
 

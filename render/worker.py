@@ -1,56 +1,71 @@
-"""Fork-server render worker.
+"""Render worker: a supervisor, a zygote, and one fresh sandboxed child per job.
 
-Started by ``RenderPool`` as ``python -I -c "...; from render.worker import main; main()"`` with a small
-environment. It imports matplotlib (Agg), numpy, cairosvg and a set of common modules once, draws a
-warm-up figure (which builds / loads the font cache), then serves requests over its stdin / a private
-copy of its stdout: length-prefixed pickles from the trusted pool. For every job it forks a child which
-sandboxes itself (see ``render.sandbox``) and runs the job; the worker enforces the wall-clock timeout,
-classifies the exit, validates the PNG and removes the job dir. Nothing a job writes is ever unpickled.
+``RenderPool`` starts the **supervisor** as ``python -I -c "...; from render.worker import main; main()"``
+with a small environment. The supervisor (root, never runs or parses job code):
+
+1. enters a private mount namespace and builds the jobs' root tree there (``sandbox.build_root``);
+2. forks the **zygote** before it has seen any job. The zygote imports matplotlib / numpy / cairosvg and
+   common modules, draws a warm-up figure, and then only ever receives ``spawn`` commands carrying three
+   pipe ends (never job data): it forks a child into a new pid namespace, hands the supervisor a pidfd,
+   waits for the child and reports its wait status and CPU time. Every job therefore starts from the same
+   clean image: no earlier job's code, strings or PNG are in its memory;
+3. serves the pool's requests (length-prefixed pickles over stdin / a private copy of stdout): per job it
+   mounts a fresh size-capped tmpfs as the job dir, asks the zygote for a child, reads the child's setup
+   report (written and closed before the child has received its job), checks it against ``/proc/<pid>``,
+   sets the rlimits with ``prlimit``, sends the job, enforces the wall-clock timeout (pidfd + SIGKILL), reads
+   the job's one result frame (at most ``FRAME_MAX`` bytes of ``kind\\nmessage``: anything else is
+   ``protocol``), validates ``out.png`` (full decode) and unmounts the job dir.
+
+The **job child** (pid 1 of its own pid namespace) sandboxes itself before it reads the job: ``setsid``,
+new mount / net / IPC / UTS / cgroup namespaces, ``pivot_root`` into the read-only tree, a fresh procfs,
+uid/gid 65534, not dumpable, ``PR_SET_PDEATHSIG``, ``no_new_privs``, Landlock, seccomp. Its only channels
+afterwards are fd 3 (the result frame, whose contents are the job's word) and the job dir.
 
 Image choice for python jobs: if the code writes ``out.png`` into its working directory (the job dir),
 that file wins; otherwise the current matplotlib figure (``plt.gcf()``, when any figure exists) is saved
-at the figure's own dpi.
+at the figure's own dpi. SVG jobs are screened (``render.svg``) inside the sandbox, then rasterised.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import json
 import math
 import os
 import pickle
+import re
 import select
-import shutil
 import signal
+import socket
 import stat
 import struct
 import sys
-import tempfile
 import time
 
-from .sandbox import (
-    apply_landlock,
-    apply_seccomp,
-    drop_privileges,
-    no_new_privs,
-    set_pdeathsig,
-    mount_job_tmpfs,
-    set_rlimits,
-    umount,
-    unshare_net,
-)
-from .svg import screen_svg
-from .types import ERROR_KINDS, LANGUAGES, RenderLimits
+from . import sandbox as sb
+from .svg import check_svg
+from .types import LANGUAGES, RenderLimits
 
 JOB_UID = JOB_GID = 65534
 OUT_NAME = "out.png"
+JOB_DIR = "/job"  # the job dir inside the job's root tree
 SETUP_FAILED_EXIT = 121
-_STATUS_MAX = 8192
+FRAME_MAX = 16384  # bytes of the job's result frame
+MESSAGE_MAX = 1000  # characters of a job's message that are kept
+JOB_MESSAGE_PREFIX = "job: "  # marks text that comes from the job (untrusted once job code ran)
+SETUP_TIMEOUT_S = 10.0
+STATUS_FD, CTL_FD, JOB_FD = 3, 4, 5
 _PNG_SIG = b"\x89PNG\r\n\x1a\n"
-LAYERS = ("setsid", "rlimits", "netns", "uid_drop", "no_new_privs", "landlock", "seccomp")  # per job child
-WORKER_LAYERS = ("job_tmpfs",)  # set up once by the worker
+# per job child, recorded and checked by the supervisor
+LAYERS = ("setsid", "pidns", "mntns", "minimal_root", "procfs", "netns", "ipcns", "utsns", "cgroupns",
+          "uid_drop", "no_new_privs", "landlock", "seccomp", "rlimits")
+WORKER_LAYERS = ("job_tmpfs",)  # set up by the supervisor
+JOB_KINDS = ("ok", "memory", "forbidden", "crash", "syntax", "no_output", "too_large")  # a job may report
 _FORBIDDEN_ERRNOS = {errno.EPERM, errno.EACCES, errno.EROFS, errno.ENETUNREACH, errno.ENETDOWN,
                      errno.EXDEV, errno.ELOOP}
+_NS = (("mnt", "mntns"), ("net", "netns"), ("ipc", "ipcns"), ("uts", "utsns"), ("cgroup", "cgroupns"),
+       ("pid", "pidns"))
 
 _PREIMPORT = (
     "math", "random", "json", "collections", "itertools", "functools", "re", "string", "datetime",
@@ -66,11 +81,13 @@ _PREIMPORT = (
     "matplotlib.sankey", "matplotlib.mathtext", "mpl_toolkits.mplot3d", "mpl_toolkits.axes_grid1",
     "PIL.Image", "PIL.PngImagePlugin", "cairosvg", "threading", "time", "warnings", "traceback", "pathlib",
     "csv", "hashlib", "zlib", "secrets", "inspect", "encodings.idna", "encodings.ascii", "encodings.latin_1",
-    "encodings.utf_16", "encodings.unicode_escape", "socket", "xml.etree.ElementTree",
+    "encodings.utf_16", "encodings.unicode_escape", "socket", "xml.etree.ElementTree", "xml.parsers.expat",
+    "tempfile", "fcntl",
 )
 
 
-# --- framing --------------------------------------------------------------------------------------------
+
+# --- framing (pool <-> supervisor; both trusted) ---------------------------------------------------------
 def _read_exact(fd: int, n: int) -> bytes | None:
     buf = bytearray()
     while len(buf) < n:
@@ -98,7 +115,23 @@ def recv_msg(fd: int):
     return None if body is None else pickle.loads(body)
 
 
-# --- warm-up --------------------------------------------------------------------------------------------
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def _read_to_eof(fd: int, limit: int) -> bytes:
+    buf = bytearray()
+    while len(buf) <= limit:
+        chunk = os.read(fd, 1 << 20)
+        if not chunk:
+            break
+        buf += chunk
+    return bytes(buf)
+
+
+# --- warm-up (zygote) ------------------------------------------------------------------------------------
 def warm_up() -> None:
     import importlib
     import io
@@ -144,9 +177,9 @@ def warm_up() -> None:
         gc.freeze()
 
 
-def _vm_size() -> int:
+def _vm_size(pid: int | str = "self") -> int:
     try:
-        with open("/proc/self/status") as f:
+        with open(f"/proc/{pid}/status") as f:
             for line in f:
                 if line.startswith("VmSize:"):
                     return int(line.split()[1]) * 1024
@@ -156,6 +189,7 @@ def _vm_size() -> int:
 
 
 def _read_paths(mpl_data: str) -> list[str]:
+    """Landlock read-only paths for the fallback without a root tree (host paths)."""
     paths = ["/usr", "/lib", "/lib64", "/lib32", "/bin", "/etc/fonts", "/etc/ld.so.cache", "/etc/localtime",
              "/etc/matplotlibrc", "/dev/null", "/dev/urandom", "/dev/zero", sys.prefix, sys.base_prefix,
              sys.exec_prefix, mpl_data]
@@ -166,18 +200,55 @@ def _read_paths(mpl_data: str) -> list[str]:
     return out
 
 
-# --- the job child --------------------------------------------------------------------------------------
-def _write_status(fd: int, status: dict) -> None:
-    try:
-        data = json.dumps(status)[:_STATUS_MAX].encode()
-        while data:
-            data = data[os.write(fd, data):]
-    except Exception:
-        pass
+def _tree_sources() -> tuple[list[str], list[str]]:
+    """What the jobs' root tree shows: the interpreter's stdlib and site-packages (never the repository),
+    shared libraries, fonts and a few /etc files; and the device nodes."""
+    import importlib.util
+    import sysconfig
+
+    paths = sysconfig.get_paths()
+    src = [paths.get(k) for k in ("stdlib", "platstdlib", "purelib", "platlib")]
+    src += [p for p in sys.path if p.endswith("lib-dynload")]
+    for name in ("matplotlib", "mpl_toolkits", "numpy", "PIL", "cairosvg", "cairocffi", "cffi", "tinycss2",
+                 "cssselect2", "defusedxml", "webencodings", "fontTools", "kiwisolver", "pyparsing", "cycler",
+                 "dateutil", "packaging", "contourpy"):
+        try:
+            spec = importlib.util.find_spec(name)
+        except (ImportError, ValueError):
+            continue
+        if spec is not None:
+            src += list(spec.submodule_search_locations or [os.path.dirname(spec.origin or "")])
+    src += ["/usr/lib", "/usr/lib64", "/usr/lib32", "/lib", "/lib64", "/lib32", "/usr/share/fonts",
+            "/usr/local/share/fonts", "/usr/share/fontconfig", "/usr/share/zoneinfo", "/etc/fonts",
+            "/etc/ld.so.cache", "/etc/localtime", "/etc/matplotlibrc", "/var/cache/fontconfig"]
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    out = []
+    for p in src:
+        if not p or not os.path.isabs(p) or p in out:
+            continue
+        if os.path.realpath(p) == os.path.realpath(repo):
+            continue  # the repository's own source tree is never shown to jobs
+        out.append(os.path.normpath(p))
+    out.sort(key=len)
+    return out, ["/dev/null", "/dev/zero", "/dev/random", "/dev/urandom"]
+
+
+# --- the job child -----------------------------------------------------------------------------------------
+_JOBDIR = JOB_DIR
 
 
 def _exc_text(e: BaseException) -> str:
     return f"{type(e).__name__}: {e}"[:2000]
+
+
+def _outside_jobdir(filename) -> bool:
+    if not isinstance(filename, (str, bytes)):
+        return False
+    try:
+        p = os.path.realpath(os.fsdecode(filename))
+    except (OSError, ValueError):
+        return False
+    return not (p == _JOBDIR or p.startswith(_JOBDIR.rstrip("/") + "/"))
 
 
 def _classify_exception(e: BaseException) -> str:
@@ -185,6 +256,8 @@ def _classify_exception(e: BaseException) -> str:
         return "memory"
     if isinstance(e, PermissionError):
         return "forbidden"
+    if isinstance(e, FileNotFoundError) and (_outside_jobdir(e.filename) or _outside_jobdir(e.filename2)):
+        return "forbidden"  # a path outside the job dir: it does not exist in the sandbox
     if isinstance(e, OSError):
         if e.errno in _FORBIDDEN_ERRNOS:
             return "forbidden"
@@ -202,15 +275,47 @@ def _classify_exception(e: BaseException) -> str:
     return "crash"
 
 
-def _child_sandbox(status_fd: int, jobdir: str, job: dict, env: dict) -> dict:
-    """Apply every layer; returns {layer: True/False or detail}. Runs as root until ``uid_drop``."""
+def _place_fds(fds) -> None:
+    """0/1/2 -> /dev/null, ``fds`` -> 3, 4, 5; every other descriptor closed."""
+    import fcntl
+
+    high = [fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 64) for fd in fds]
+    devnull = os.open("/dev/null", os.O_RDWR | os.O_CLOEXEC)
+    dn = fcntl.fcntl(devnull, fcntl.F_DUPFD_CLOEXEC, 64)
+    for target in (0, 1, 2):
+        os.dup2(dn, target)
+    for target, fd in zip((STATUS_FD, CTL_FD, JOB_FD), high):
+        os.dup2(fd, target, inheritable=False)
+    os.closerange(JOB_FD + 1, 1 << 20)
+
+
+def _read_n(fd: int, n: int) -> bytes:
+    buf = b""
+    while len(buf) < n:
+        chunk = os.read(fd, n - len(buf))
+        if not chunk:
+            break
+        buf += chunk
+    return buf
+
+
+def _child_sandbox(env: dict, pidns_err: str | None) -> tuple[dict, list[str], str]:
+    """Apply every layer (as root until ``uid_drop``); returns (layers, errors, job dir)."""
+    # the limits message (length-prefixed, from the supervisor, before the job)
+    rl = json.loads(_read_n(JOB_FD, struct.unpack("<I", _read_n(JOB_FD, 4))[0]))
     layers: dict = {}
     errors: list[str] = []
+    skip = env.get("skip", ())
 
-    def step(name, fn):
-        if name in env.get("skip_layers", ()):  # test hook: simulate a kernel without this layer
+    def step(name, fn, *, needs=()):
+        if name in skip:  # test hook: simulate a kernel without this layer
             layers[name] = False
             errors.append(f"{name}: skipped on request")
+            return
+        missing = [n for n in needs if not layers.get(n)]
+        if missing:
+            layers[name] = False
+            errors.append(f"{name}: needs {', '.join(missing)}")
             return
         try:
             r = fn()
@@ -219,66 +324,86 @@ def _child_sandbox(status_fd: int, jobdir: str, job: dict, env: dict) -> dict:
             layers[name] = False
             errors.append(f"{name}: {e}")
 
+    if pidns_err is None:
+        layers["pidns"] = os.getpid() == 1
+        if not layers["pidns"]:
+            errors.append("pidns: the job is not pid 1 of a new pid namespace")
+    else:
+        layers["pidns"] = False
+        errors.append(f"pidns: {pidns_err}")
     step("setsid", os.setsid)
-    limits: RenderLimits = job["limits"]
-    step("rlimits", lambda: set_rlimits(
-        address_space=env["vm_base"] + limits.memory_bytes,
-        cpu_s=int(math.ceil(job["timeout_s"])) + 1,
-        fsize=limits.max_file_bytes,
-        nofile=limits.nofile,
-        nproc=limits.nproc,
-    ))
-    step("netns", unshare_net)
+    step("rlimits", lambda: sb.set_rlimits(address_space=_vm_size() + int(rl["memory_bytes"]),
+                                           cpu_s=int(rl["cpu_s"]), fsize=int(rl["fsize"]),
+                                           nofile=int(rl["nofile"]), nproc=int(rl["nproc"])))
+    step("mntns", lambda: sb.unshare(sb.CLONE_NEWNS))
+    step("netns", lambda: sb.unshare(sb.CLONE_NEWNET))
+    step("ipcns", lambda: sb.unshare(sb.CLONE_NEWIPC))
+    step("utsns", lambda: (sb.unshare(sb.CLONE_NEWUTS), sb.sethostname(b"render"))[-1])
+    step("cgroupns", lambda: sb.unshare(sb.CLONE_NEWCGROUP))
+    if env.get("root"):
+        step("minimal_root", lambda: sb.enter_root(env["root"]), needs=("mntns",))
+    else:
+        layers["minimal_root"] = False
+        errors.append("minimal_root: no root tree (see the worker's errors)")
+    step("procfs", lambda: sb.mount_proc("/proc"), needs=("minimal_root", "pidns"))
+    jobdir = JOB_DIR if layers.get("minimal_root") else env["jobdir_host"]
     os.chdir(jobdir)
-    step("uid_drop", lambda: drop_privileges(JOB_UID, JOB_GID))
+    step("uid_drop", lambda: sb.drop_privileges(JOB_UID, JOB_GID))
     try:
-        set_pdeathsig(signal.SIGKILL)  # cleared by the uid change, so set it afterwards
-    except Exception:
+        sb.set_pdeathsig(signal.SIGKILL)  # cleared by the uid change, so set it afterwards
+        sb.set_dumpable(False)
+    except Exception:  # noqa: BLE001 - both are belt and braces; the supervisor checks what matters
         pass
-    step("no_new_privs", no_new_privs)
-    step("landlock", lambda: apply_landlock(env["read_paths"], [jobdir]))
-    step("seccomp", apply_seccomp)
-    layers["errors"] = errors
-    return layers
+    step("no_new_privs", sb.no_new_privs)
+    if layers.get("minimal_root"):
+        step("landlock", lambda: sb.apply_landlock(["/"], [JOB_DIR]))
+    else:
+        step("landlock", lambda: sb.apply_landlock(env["read_paths"], [jobdir]))
+    step("seccomp", sb.apply_seccomp)
+    return layers, errors, jobdir
 
 
-def _child_main(status_fd: int, jobdir: str, job: dict, env: dict) -> None:
-    # file descriptors: 0/1/2 -> /dev/null, status pipe -> 3, nothing else survives
-    devnull = os.open("/dev/null", os.O_RDWR)
-    for fd in (0, 1, 2):
-        os.dup2(devnull, fd)
-    if status_fd != 3:
-        os.dup2(status_fd, 3, inheritable=False)
-        os.close(status_fd)
-    status_fd = 3
-    os.closerange(4, 1 << 16)  # also closes the worker's protocol fds and the /dev/null fd
-
+def _child_main(fds, env: dict, pidns_err: str | None) -> None:
+    global _JOBDIR
+    _place_fds(fds)
     os.environ.clear()
+    layers, errors, jobdir = _child_sandbox(env, pidns_err)
+    _JOBDIR = jobdir
     os.environ.update({"PATH": "/usr/bin:/bin", "HOME": jobdir, "TMPDIR": jobdir, "MPLCONFIGDIR": jobdir,
                        "LANG": "C.UTF-8", "MPLBACKEND": "Agg"})
+    import tempfile
+
     tempfile.tempdir = jobdir
-
-    layers = _child_sandbox(status_fd, jobdir, job, env)
-    failed = [k for k in LAYERS if not layers.get(k)]
-    if failed and job["strict"]:
-        _write_status(status_fd, {"kind": "crash", "msg": "sandbox setup failed: " + "; ".join(layers["errors"]),
-                                  "layers": layers})
-        os._exit(SETUP_FAILED_EXIT)
-
-    status = {"kind": "ok", "msg": "", "layers": layers}
-    limits: RenderLimits = job["limits"]
+    sys.argv = ["render"]
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    sys.path[:] = [p for p in sys.path if p and os.path.abspath(p) != repo]
+    # The setup report goes out and its pipe is closed before this process has even received the job.
+    try:
+        _write_all(CTL_FD, json.dumps({"layers": layers, "errors": errors}).encode())
+    finally:
+        os.close(CTL_FD)
+    raw = _read_to_eof(JOB_FD, 64 << 20)
+    os.close(JOB_FD)
+    if not raw:  # the supervisor refused to run a job in this sandbox
+        os._exit(0)
+    job = json.loads(raw)
+    del raw
+    limits = RenderLimits(**job["limits"])
     try:
         if job["language"] == "python":
-            status.update(_run_python(job["code"], limits))
+            kind, msg = _run_python(job["code"], limits)
         else:
-            status.update(_run_svg(job["code"]))
+            kind, msg = _run_svg(job["code"], limits)
     except BaseException as e:  # noqa: BLE001 - classified, never re-raised
-        status.update(kind=_classify_exception(e), msg=_exc_text(e))
-    _write_status(status_fd, status)
+        kind, msg = _classify_exception(e), _exc_text(e)
+    try:
+        _write_all(STATUS_FD, (kind + "\n" + str(msg)[:MESSAGE_MAX]).encode("utf-8", "replace"))
+    except Exception:  # noqa: BLE001
+        pass
     os._exit(0)
 
 
-def _run_python(code: str, limits: RenderLimits) -> dict:
+def _run_python(code: str, limits: RenderLimits) -> tuple[str, str]:
     import builtins
 
     import matplotlib.pyplot as plt
@@ -286,40 +411,108 @@ def _run_python(code: str, limits: RenderLimits) -> dict:
     try:
         compiled = compile(code, "<render>", "exec")
     except (SyntaxError, ValueError) as e:
-        return {"kind": "syntax", "msg": _exc_text(e)}
+        return "syntax", _exc_text(e)
     except (MemoryError, RecursionError) as e:
-        return {"kind": "syntax", "msg": "source too complex to compile: " + _exc_text(e)}
+        return "syntax", "source too complex to compile: " + _exc_text(e)
     g = {"__name__": "__main__", "__builtins__": builtins}
     try:
         exec(compiled, g)
     except SystemExit:
         pass
     if os.path.lexists(OUT_NAME):
-        return {"kind": "ok", "msg": "out.png written by the code"}
+        return "ok", "out.png written by the code"
     if not plt.get_fignums():
-        return {"kind": "no_output", "msg": "the code drew no figure and wrote no out.png"}
+        return "no_output", "the code drew no figure and wrote no out.png"
     fig = plt.gcf()
     w_in, h_in = fig.get_size_inches()
     w, h = w_in * fig.dpi, h_in * fig.dpi
     if not (w <= limits.max_side and h <= limits.max_side):
-        return {"kind": "too_large", "msg": f"figure of {w:.0f}x{h:.0f} px exceeds {limits.max_side} px"}
+        return "too_large", f"figure of {w:.0f}x{h:.0f} px exceeds {limits.max_side} px"
     fig.savefig(OUT_NAME, format="png")
-    return {"kind": "ok", "msg": "current figure"}
+    return "ok", "current figure"
 
 
-def _run_svg(text: str) -> dict:
+def _run_svg(text: str, limits: RenderLimits) -> tuple[str, str]:
+    data = text.encode("utf-8", "replace")
+    refused = check_svg(data, limits.max_svg_bytes)  # inside the sandbox, before cairosvg sees it
+    if refused:
+        return refused
     import cairosvg
 
     try:
-        cairosvg.svg2png(bytestring=text.encode("utf-8"), write_to=OUT_NAME, unsafe=False)
+        cairosvg.svg2png(bytestring=data, write_to=OUT_NAME, unsafe=False)
     except Exception as e:  # noqa: BLE001
         if type(e).__name__ in ("ParseError", "ExpatError"):
-            return {"kind": "syntax", "msg": _exc_text(e)}
+            return "syntax", _exc_text(e)
         raise
-    return {"kind": "ok", "msg": "svg"}
+    return "ok", "svg"
 
 
-# --- the worker side of one job -------------------------------------------------------------------------
+# --- the zygote --------------------------------------------------------------------------------------------
+def _zygote_main(sock: socket.socket, env: dict, parent: int) -> None:
+    """Never returns. Receives only ``spawn`` commands with three descriptors; never reads job data."""
+    try:
+        sb.set_pdeathsig(signal.SIGKILL)  # the supervisor is single-threaded
+    except OSError:
+        pass
+    if os.getppid() != parent:
+        os._exit(1)
+    warm_up()
+    import matplotlib
+
+    try:
+        sb._PROGRAM = sb.build_seccomp_program()
+    except OSError:
+        pass  # reported per job by the seccomp layer
+    env["read_paths"] = _read_paths(matplotlib.get_data_path())
+    own_pidns = os.open("/proc/self/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
+    sock.send(json.dumps({"ready": True, "pid": os.getpid()}).encode())
+    while True:
+        try:
+            msg, fds, _, _ = socket.recv_fds(sock, 64, 4)
+        except OSError:
+            os._exit(1)
+        if not msg:
+            os._exit(0)
+        if msg != b"spawn" or len(fds) != 3:
+            for fd in fds:
+                os.close(fd)
+            continue
+        pidns_err = None
+        if "pidns" in env.get("skip", ()):
+            pidns_err = "skipped on request"
+        else:
+            try:
+                sb.unshare(sb.CLONE_NEWPID)
+            except OSError as e:
+                pidns_err = str(e)
+        try:
+            pid = os.fork()
+        except OSError as e:
+            pid, fork_err = -1, e
+        if pid == 0:  # pragma: no cover - the job child
+            try:
+                _child_main(fds, env, pidns_err)
+            finally:
+                os._exit(SETUP_FAILED_EXIT + 1)
+        if pidns_err is None:
+            try:  # back to our own pid namespace for the next child
+                sb.setns(own_pidns, sb.CLONE_NEWPID)
+            except OSError:
+                os._exit(1)
+        for fd in fds:
+            os.close(fd)
+        if pid < 0:
+            sock.send(json.dumps({"error": f"fork: {fork_err}"}).encode())
+            continue
+        pidfd = os.pidfd_open(pid)
+        socket.send_fds(sock, [b"%d" % pid], [pidfd])
+        os.close(pidfd)
+        _, wstatus, ru = os.wait4(pid, 0)
+        sock.send(json.dumps({"pid": pid, "status": wstatus, "cpu_s": ru.ru_utime + ru.ru_stime}).encode())
+
+
+# --- the supervisor ------------------------------------------------------------------------------------------
 def _png_size(data: bytes) -> tuple[int, int] | None:
     if len(data) < 24 or not data.startswith(_PNG_SIG) or data[12:16] != b"IHDR":
         return None
@@ -355,6 +548,7 @@ def _read_output(jobdir: str, limits: RenderLimits) -> tuple[bytes | None, str |
 
 
 def validate_png(data: bytes, limits: RenderLimits) -> tuple[int, int, str | None, str]:
+    """Header, size limits, then every chunk's CRC (``verify``) and a full decode (``load``)."""
     size = _png_size(data)
     if size is None:
         return 0, 0, "invalid_image", "not a PNG file"
@@ -368,10 +562,15 @@ def validate_png(data: bytes, limits: RenderLimits) -> tuple[int, int, str | Non
     try:
         import io
 
-        from PIL import Image
+        from PIL import Image, ImageFile
 
-        with Image.open(io.BytesIO(data)) as im:
+        ImageFile.LOAD_TRUNCATED_IMAGES = False
+        with Image.open(io.BytesIO(data), formats=["PNG"]) as im:
             im.verify()
+        with Image.open(io.BytesIO(data), formats=["PNG"]) as im:
+            if im.size != (w, h):
+                raise ValueError(f"decoded size {im.size} differs from the header")
+            im.load()
     except Exception as e:  # noqa: BLE001
         return w, h, "invalid_image", f"PNG does not decode: {_exc_text(e)}"
     return w, h, None, ""
@@ -382,135 +581,463 @@ def _result(ok=False, png=None, width=0, height=0, kind=None, msg="", t0=0.0, la
                 elapsed_s=time.monotonic() - t0, isolation=layers or {})
 
 
-def run_job(job: dict, env: dict) -> dict:
-    t0 = time.monotonic()
-    limits: RenderLimits = job["limits"]
-    code = job["code"]
-    if job["language"] not in LANGUAGES:
-        return _result(kind="crash", msg=f"unknown language {job['language']!r}", t0=t0)
-    if not isinstance(code, str) or len(code) > limits.max_code_chars:
-        return _result(kind="too_large", msg="source missing or too long", t0=t0)
-    if job["language"] == "svg":
-        reason = screen_svg(code)
-        if reason:
-            return _result(kind="forbidden", msg=reason, t0=t0)
-
-    jobdir = tempfile.mkdtemp(prefix="job-", dir=env["base"])
-    os.chown(jobdir, JOB_UID, JOB_GID)
-    os.chmod(jobdir, 0o700)
-    rfd, wfd = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - runs in the child
-        try:
-            os.close(rfd)
-            _child_main(wfd, jobdir, job, env)
-        finally:
-            os._exit(SETUP_FAILED_EXIT + 1)
-    os.close(wfd)
-    timed_out = False
+def _parse_frame(raw: bytes) -> tuple[str, str] | None:
+    """The job's result frame: ``kind`` (one of JOB_KINDS), a newline, a UTF-8 message. None if malformed."""
     try:
-        pidfd = os.pidfd_open(pid)
-        try:
-            ready, _, _ = select.select([pidfd], [], [], job["timeout_s"])
-        finally:
-            os.close(pidfd)
-        if not ready:
-            timed_out = True
-    except OSError:  # no pidfd support: poll without reaping
-        deadline = t0 + job["timeout_s"]
-        while os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is None:
-            if time.monotonic() > deadline:
-                timed_out = True
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    kind, sep, msg = text.partition("\n")
+    if not sep or kind not in JOB_KINDS:
+        return None
+    return kind, msg[:MESSAGE_MAX]
+
+
+def _remove_tree(path: str) -> None:
+    """Remove a directory tree iteratively (no recursion, one descriptor at a time, no symlink followed)."""
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+    try:
+        cur = os.open(path, flags)
+    except FileNotFoundError:
+        return
+    except OSError:
+        os.unlink(path)
+        return
+    names: list[str] = []
+    try:
+        while True:
+            sub = None
+            with os.scandir(cur) as it:
+                for entry in it:
+                    if entry.is_dir(follow_symlinks=False):
+                        sub = sub or entry.name
+                    else:
+                        os.unlink(entry.name, dir_fd=cur)
+            if sub is not None:
+                nxt = os.open(sub, flags, dir_fd=cur)
+                os.close(cur)
+                cur, _ = nxt, names.append(sub)
+                continue
+            if not names:
                 break
-            time.sleep(0.002)
-    if timed_out:
-        for kill in (os.killpg, os.kill):
+            parent = os.open("..", flags, dir_fd=cur)
+            os.close(cur)
+            cur = parent
+            os.rmdir(names.pop(), dir_fd=cur)
+    finally:
+        os.close(cur)
+    os.rmdir(path)
+
+
+class _ZygoteGone(RuntimeError):
+    pass
+
+
+def _kill(pidfd: int) -> None:
+    try:
+        signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+    except ProcessLookupError:  # already gone
+        pass
+
+
+class Supervisor:
+    def __init__(self, base: str, disk_bytes: int, skip: tuple = ()) -> None:
+        self.base, self.disk_bytes, self.skip = base, disk_bytes, tuple(skip)
+        self.errors: list[str] = []
+        self.root: str | None = None
+        self.private_ns = False
+        self.tmpfs_ok = False
+        self.zygote_pid = 0
+        self.zsock: socket.socket | None = None
+        self.root_id: tuple | None = None
+        self.own_ns: dict = {}
+        self.isolation: dict = {}
+        self.broken = False  # the zygote channel is out of step: answer, then let the pool replace us
+
+    # -- start-up --
+    def start(self, close_in_zygote=()) -> None:
+        root = os.path.join(self.base, "root")
+        try:
+            sb.make_private_mount_ns()
+            self.private_ns = True
+        except OSError as e:
+            self.errors.append(f"minimal_root: private mount namespace: {e}")
+        if self.private_ns and "minimal_root" not in self.skip:
             try:
-                kill(pid, signal.SIGKILL)
+                sources, devices = _tree_sources()
+                sb.build_root(root, sources, devices)
+                self.root = root
+                st = os.stat(root)
+                self.root_id = (st.st_dev, st.st_ino)
+            except OSError as e:
+                self.errors.append(f"minimal_root: {e}")
+        self.jobdir = os.path.join(self.root, "job") if self.root else os.path.join(self.base, "job")
+        if self.private_ns and "job_tmpfs" not in self.skip:
+            try:
+                os.makedirs(self.jobdir, exist_ok=True)
+                sb.mount_job_tmpfs(self.jobdir, self.disk_bytes)
+                sb.umount(self.jobdir)
+                self.tmpfs_ok = True
+            except OSError as e:
+                self.errors.append(f"job_tmpfs: {e}")
+        for ns, _ in _NS:
+            try:
+                self.own_ns[ns] = os.stat(f"/proc/self/ns/{ns}").st_ino
             except OSError:
                 pass
-    _, wstatus, rusage = os.wait4(pid, 0)
-    try:  # the child cannot fork (seccomp), but make sure nothing of its group survives
-        os.killpg(pid, signal.SIGKILL)
-    except OSError:
-        pass
-    os.set_blocking(rfd, False)
-    raw = b""
-    try:
-        while len(raw) < _STATUS_MAX * 2:
-            chunk = os.read(rfd, 65536)
+        env = {"root": self.root, "jobdir_host": self.jobdir, "skip": self.skip, "read_paths": []}
+        a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        me = os.getpid()
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - the zygote
+            try:
+                a.close()
+                devnull = os.open("/dev/null", os.O_RDONLY)
+                os.dup2(devnull, 0)
+                os.close(devnull)
+                for fd in close_in_zygote:
+                    os.close(fd)
+                _zygote_main(b, env, me)
+            finally:
+                os._exit(1)
+        b.close()
+        self.zygote_pid, self.zsock = pid, a
+        from PIL import Image, PngImagePlugin  # noqa: F401 - for validate_png, loaded once here
+        ready = self._zrecv(None)
+        if not ready.get("ready"):
+            raise RuntimeError(f"zygote failed to start: {ready!r}")
+        self.isolation = self.probe()
+
+    def probe(self) -> dict:
+        """Run an empty job without strict mode and record which layers could be applied."""
+        job = {"code": "pass", "language": "python", "timeout_s": 20.0, "limits": RenderLimits(), "strict": False}
+        res = self.run(job)
+        iso = dict(res["isolation"])
+        errors = list(iso.pop("errors", []))
+        out = {k: iso.get(k, False) for k in LAYERS + WORKER_LAYERS}
+        out["errors"] = self.errors + errors + ([] if res["isolation"] else [res["message"]])
+        return out
+
+    def close(self) -> None:
+        if self.zsock is not None:
+            self.zsock.close()
+            self.zsock = None
+        if self.zygote_pid:
+            try:
+                os.kill(self.zygote_pid, signal.SIGKILL)
+                os.waitpid(self.zygote_pid, 0)
+            except OSError:
+                pass
+            self.zygote_pid = 0
+
+    # -- zygote channel --
+    def _zrecv(self, timeout: float | None, with_fd: bool = False):
+        self.zsock.settimeout(timeout)
+        try:
+            msg, fds, _, _ = socket.recv_fds(self.zsock, 4096, 1)
+        except (socket.timeout, OSError) as e:
+            raise _ZygoteGone(f"zygote did not answer: {e}") from e
+        if not msg:
+            raise _ZygoteGone("zygote exited")
+        if with_fd:
+            if len(fds) != 1:
+                for fd in fds:
+                    os.close(fd)
+                raise _ZygoteGone(f"zygote could not start a job: {msg[:200]!r}")
+            return int(msg), fds[0]
+        for fd in fds:
+            os.close(fd)
+        return json.loads(msg)
+
+    # -- one job --
+    def run(self, job: dict) -> dict:
+        t0 = time.monotonic()
+        try:
+            return self._run(job, t0)
+        except _ZygoteGone:
+            raise
+        except Exception as e:  # noqa: BLE001 - a job never takes its worker down
+            print(f"render worker: internal error: {e!r}", file=sys.stderr, flush=True)
+            return _result(kind="crash", msg=f"render worker error: {_exc_text(e)}"[:500], t0=t0)
+
+    def _new_jobdir(self) -> None:
+        if self.tmpfs_ok:
+            sb.mount_job_tmpfs(self.jobdir, self.disk_bytes)
+        else:
+            _remove_tree(self.jobdir)
+            os.mkdir(self.jobdir, 0o700)
+            os.chown(self.jobdir, JOB_UID, JOB_GID)
+
+    def _drop_jobdir(self) -> None:
+        if self.tmpfs_ok:
+            try:
+                sb.umount(self.jobdir)  # one call, however deep the job's tree
+            except OSError:
+                pass
+        else:
+            _remove_tree(self.jobdir)
+
+    def _verify(self, pid: int, layers: dict, errors: list[str]) -> int:
+        """Check the child's own report against what /proc shows; returns its VmSize."""
+        facts: dict = {}
+        with open(f"/proc/{pid}/status") as f:
+            fields = dict(line.split(":", 1) for line in f.read().splitlines() if ":" in line)
+        ids = fields.get("Uid", "").split() + fields.get("Gid", "").split()
+        facts["uid_drop"] = len(ids) == 8 and all(x == str(JOB_UID) for x in ids) \
+            and fields.get("Groups", "").strip() == ""
+        facts["no_new_privs"] = fields.get("NoNewPrivs", "").strip() == "1"
+        facts["seccomp"] = fields.get("Seccomp", "").strip() == "2"
+        nspid = fields.get("NSpid", "").split()
+        facts["pidns"] = len(nspid) >= 2 and nspid[-1] == "1"
+        for ns, layer in _NS:
+            try:
+                theirs = os.stat(f"/proc/{pid}/ns/{ns}").st_ino
+                facts[layer] = facts.get(layer, True) and ns in self.own_ns and theirs != self.own_ns[ns]
+            except OSError:
+                facts[layer] = False
+        with open(f"/proc/{pid}/stat") as f:
+            after = f.read().rpartition(")")[2].split()
+        facts["setsid"] = len(after) > 4 and after[3] == str(pid)
+        if self.root_id is not None:
+            st = os.stat(f"/proc/{pid}/root")
+            facts["minimal_root"] = (st.st_dev, st.st_ino) == self.root_id
+        for k, ok in facts.items():
+            if layers.get(k) and not ok:
+                layers[k] = False
+                errors.append(f"{k}: not confirmed by /proc/<pid>")
+        return int(fields.get("VmSize", "0 kB").split()[0]) * 1024
+
+    @staticmethod
+    def _limits_msg(limits: RenderLimits, timeout_s: float) -> bytes:
+        data = json.dumps({"memory_bytes": limits.memory_bytes, "cpu_s": int(math.ceil(timeout_s)) + 1,
+                           "fsize": limits.max_file_bytes, "nofile": limits.nofile, "nproc": limits.nproc}).encode()
+        return struct.pack("<I", len(data)) + data
+
+    @staticmethod
+    def _check_limits(pid: int, vm: int, limits: RenderLimits, timeout_s: float) -> str | None:
+        """None when /proc/<pid>/limits shows (at most) the limits asked for, else what is wrong."""
+        cpu = int(math.ceil(timeout_s)) + 1
+        want = {"Max cpu time": (cpu, cpu + 1), "Max file size": (limits.max_file_bytes,) * 2,
+                "Max open files": (limits.nofile,) * 2, "Max processes": (limits.nproc,) * 2,
+                "Max core file size": (0, 0), "Max address space": (vm + limits.memory_bytes,) * 2}
+        with open(f"/proc/{pid}/limits") as f:
+            rows = [re.split(r"\s{2,}", line.strip()) for line in f.read().splitlines()[1:]]
+        have = {r[0]: r[1:3] for r in rows if len(r) >= 3}
+        for name, (soft, hard) in want.items():
+            got = have.get(name)
+            if not got or "unlimited" in got or int(got[0]) > soft or int(got[1]) > hard:
+                return f"{name}: {got} (wanted at most {soft} / {hard})"
+        return None
+
+    def _run(self, job: dict, t0: float) -> dict:
+        limits: RenderLimits = job["limits"]
+        code, language = job["code"], job["language"]
+        if language not in LANGUAGES:
+            return _result(kind="crash", msg=f"unknown language {language!r}", t0=t0)
+        if not isinstance(code, str) or len(code) > limits.max_code_chars:
+            return _result(kind="too_large", msg="source missing or too long", t0=t0)
+        timeout_s = float(job["timeout_s"])
+        payload = json.dumps({"code": code, "language": language, "limits": dataclasses.asdict(limits)}).encode()
+        pid = pidfd = -1
+        exit_info = None
+        own: list[int] = []
+        mounted = False
+        try:
+            self._new_jobdir()
+            mounted = True
+            st_r, st_w = os.pipe2(os.O_CLOEXEC)
+            own += [st_r, st_w]
+            ctl_r, ctl_w = os.pipe2(os.O_CLOEXEC)
+            own += [ctl_r, ctl_w]
+            job_r, job_w = os.pipe2(os.O_CLOEXEC)
+            own += [job_r, job_w]
+            try:
+                socket.send_fds(self.zsock, [b"spawn"], [st_w, ctl_w, job_r])
+            finally:
+                for fd in (st_w, ctl_w, job_r):  # the child's ends: only the child keeps them
+                    own.remove(fd)
+                    os.close(fd)
+            pid, pidfd = self._zrecv(SETUP_TIMEOUT_S, with_fd=True)
+            own.append(pidfd)
+            _write_all(job_w, self._limits_msg(limits, timeout_s))  # small: fits the pipe
+
+            # 1. the child's setup report, written before it has the job; checked against /proc
+            layers: dict = {}
+            errors: list[str] = []
+            report = self._read_report(ctl_r, pidfd)
+            if report is None:
+                errors.append("sandbox setup: no report from the job child")
+            else:
+                layers.update({k: report["layers"].get(k, False) for k in LAYERS})
+                errors.extend(str(x)[:300] for x in report.get("errors", [])[:50])
+                try:
+                    vm = self._verify(pid, layers, errors)
+                    bad = self._check_limits(pid, vm, limits, timeout_s)
+                except (OSError, ValueError) as e:
+                    bad = f"cannot read /proc/{pid}: {e}"
+                    for k in ("uid_drop", "no_new_privs", "seccomp", "pidns", "setsid"):
+                        layers[k] = False
+                if bad and layers.get("rlimits"):
+                    layers["rlimits"] = False
+                    errors.append(f"rlimits: {bad}")
+            layers["job_tmpfs"] = self.tmpfs_ok
+            layers["errors"] = errors
+            missing = [k for k in LAYERS + WORKER_LAYERS if not layers.get(k)]
+            if report is None or (missing and job.get("strict", True)):
+                _kill(pidfd)
+                exit_info = self._zrecv(SETUP_TIMEOUT_S)
+                return _result(kind="crash", msg="sandbox setup failed: " + "; ".join(errors)[:1500],
+                               t0=t0, layers=layers)
+
+            # 2. the job
+            own.remove(job_w)
+            self._send_job(job_w, payload)
+            timed_out, frame, overflow = self._wait(pidfd, st_r, timeout_s)
+            exit_info = self._zrecv(SETUP_TIMEOUT_S)
+            return self._classify(exit_info, timed_out, frame, overflow, limits, timeout_s, t0, layers)
+        finally:
+            if pidfd >= 0 and exit_info is None:  # something went wrong half-way: end the child
+                try:
+                    _kill(pidfd)
+                    self._zrecv(SETUP_TIMEOUT_S)  # its exit report, so the channel stays in step
+                except (OSError, _ZygoteGone, ValueError):
+                    self.broken = True
+            for fd in own:
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+            if mounted:
+                self._drop_jobdir()
+
+    @staticmethod
+    def _read_report(ctl_r: int, pidfd: int) -> dict | None:
+        deadline = time.monotonic() + SETUP_TIMEOUT_S
+        buf = b""
+        while len(buf) <= 65536:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([ctl_r], [], [], left)[0]:
+                return None
+            chunk = os.read(ctl_r, 65536)
             if not chunk:
                 break
-            raw += chunk
-    except BlockingIOError:
-        pass
-    os.close(rfd)
-    try:
-        status = json.loads(raw.decode("utf-8", "replace")) if raw else None
-        if not isinstance(status, dict):
-            status = None
-    except ValueError:
-        status = None
-    layers = status.get("layers") if status and isinstance(status.get("layers"), dict) else {}
-    try:
-        return _classify(job, jobdir, wstatus, rusage, timed_out, status, layers, t0)
-    finally:
-        shutil.rmtree(jobdir, ignore_errors=True)
+            buf += chunk
+        try:
+            report = json.loads(buf)
+        except ValueError:
+            return None
+        if not isinstance(report, dict) or not isinstance(report.get("layers"), dict):
+            return None
+        return report
 
+    @staticmethod
+    def _send_job(job_w: int, payload: bytes) -> None:
+        os.set_blocking(job_w, False)
+        view = memoryview(payload)
+        deadline = time.monotonic() + SETUP_TIMEOUT_S
+        try:
+            while view:
+                left = deadline - time.monotonic()
+                if left <= 0 or not select.select([], [job_w], [], left)[1]:
+                    break
+                try:
+                    view = view[os.write(job_w, view):]
+                except BlockingIOError:
+                    continue
+        except BrokenPipeError:
+            pass
+        finally:
+            os.close(job_w)
 
-def _classify(job, jobdir, wstatus, rusage, timed_out, status, layers, t0) -> dict:
-    limits: RenderLimits = job["limits"]
-    if timed_out:
-        return _result(kind="timeout", msg=f"wall-clock timeout after {job['timeout_s']} s", t0=t0, layers=layers)
-    if os.WIFSIGNALED(wstatus):
-        sig = os.WTERMSIG(wstatus)
-        name = signal.Signals(sig).name if sig in signal.Signals._value2member_map_ else str(sig)
-        if sig == signal.SIGSYS:
-            return _result(kind="forbidden", msg="blocked system call (seccomp)", t0=t0, layers=layers)
-        if sig == signal.SIGXCPU:
-            return _result(kind="timeout", msg="CPU time limit", t0=t0, layers=layers)
-        if sig == signal.SIGXFSZ:
-            return _result(kind="too_large", msg="file size limit", t0=t0, layers=layers)
-        if sig == signal.SIGKILL:
-            cpu = rusage.ru_utime + rusage.ru_stime
-            if cpu >= math.ceil(job["timeout_s"]) + 1:
-                return _result(kind="timeout", msg="CPU time limit (SIGKILL)", t0=t0, layers=layers)
-            return _result(kind="memory", msg="killed (out of memory?)", t0=t0, layers=layers)
-        return _result(kind="crash", msg=f"job killed by {name}", t0=t0, layers=layers)
-    code = os.WEXITSTATUS(wstatus)
-    if status is None:
-        if code == 0 and os.path.lexists(os.path.join(jobdir, OUT_NAME)):
-            status = {"kind": "ok", "msg": ""}
-        elif code == 0:
-            return _result(kind="no_output", msg="job exited without output", t0=t0, layers=layers)
-        else:
-            return _result(kind="crash", msg=f"job exited with code {code} without a report", t0=t0, layers=layers)
-    kind, msg = status.get("kind"), str(status.get("msg", ""))[:2000]
-    if kind != "ok":
-        if kind not in ERROR_KINDS:
-            kind = "crash"
-        return _result(kind=kind, msg=msg, t0=t0, layers=layers)
-    data, err, emsg = _read_output(jobdir, limits)
-    if err:
-        return _result(kind=err, msg=emsg, t0=t0, layers=layers)
-    w, h, err, emsg = validate_png(data, limits)
-    if err:
-        return _result(kind=err, msg=emsg, width=w, height=h, t0=t0, layers=layers)
-    return _result(ok=True, png=data, width=w, height=h, msg=msg, t0=t0, layers=layers)
+    @staticmethod
+    def _wait(pidfd: int, st_r: int, timeout_s: float) -> tuple[bool, bytes, bool]:
+        """Wait for the child's exit or the deadline, reading its result frame meanwhile (capped)."""
+        deadline = time.monotonic() + timeout_s
+        frame = bytearray()
+        overflow = False
+        reading = True
+        timed_out = False
+        exited = False
+        while not exited:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                timed_out = True
+                break
+            ready = select.select([pidfd] + ([st_r] if reading else []), [], [], left)[0]
+            if st_r in ready and reading:
+                chunk = os.read(st_r, 65536)
+                if not chunk:
+                    reading = False
+                elif overflow or len(frame) + len(chunk) > FRAME_MAX:
+                    overflow, frame = True, bytearray()  # keep draining, keep nothing
+                else:
+                    frame += chunk
+            exited = pidfd in ready
+        if timed_out:
+            _kill(pidfd)
+            select.select([pidfd], [], [], SETUP_TIMEOUT_S)
+        if reading:  # the child is gone: what is left in the pipe, up to the cap
+            os.set_blocking(st_r, False)
+            try:
+                while True:
+                    chunk = os.read(st_r, 65536)
+                    if not chunk:
+                        break
+                    if overflow or len(frame) + len(chunk) > FRAME_MAX:
+                        overflow, frame = True, bytearray()
+                        break
+                    frame += chunk
+            except BlockingIOError:
+                pass
+        return timed_out, bytes(frame), overflow
+
+    def _classify(self, exit_info, timed_out, frame, overflow, limits, timeout_s, t0, layers) -> dict:
+        wstatus, cpu = int(exit_info.get("status", 0)), float(exit_info.get("cpu_s", 0.0))
+        if timed_out:
+            return _result(kind="timeout", msg=f"wall-clock timeout after {timeout_s} s", t0=t0, layers=layers)
+        if os.WIFSIGNALED(wstatus):
+            sig = os.WTERMSIG(wstatus)
+            name = signal.Signals(sig).name if sig in signal.Signals._value2member_map_ else str(sig)
+            if sig == signal.SIGSYS:
+                return _result(kind="forbidden", msg="blocked system call (seccomp)", t0=t0, layers=layers)
+            if sig == signal.SIGXCPU:
+                return _result(kind="timeout", msg="CPU time limit", t0=t0, layers=layers)
+            if sig == signal.SIGXFSZ:
+                return _result(kind="too_large", msg="file size limit", t0=t0, layers=layers)
+            if sig == signal.SIGKILL:
+                if cpu >= math.ceil(timeout_s) + 1:
+                    return _result(kind="timeout", msg="CPU time limit (SIGKILL)", t0=t0, layers=layers)
+                return _result(kind="memory", msg="killed (out of memory?)", t0=t0, layers=layers)
+            return _result(kind="crash", msg=f"job killed by {name}", t0=t0, layers=layers)
+        code = os.WEXITSTATUS(wstatus)
+        if overflow:
+            return _result(kind="protocol", msg=f"job result frame larger than {FRAME_MAX} bytes", t0=t0,
+                           layers=layers)
+        parsed = _parse_frame(frame) if frame else None
+        if frame and parsed is None:
+            return _result(kind="protocol", msg=f"malformed job result frame ({len(frame)} bytes)", t0=t0,
+                           layers=layers)
+        if code != 0:
+            extra = f": {JOB_MESSAGE_PREFIX}{parsed[1]}" if parsed else " without a report"
+            return _result(kind="crash", msg=f"job exited with code {code}{extra}", t0=t0, layers=layers)
+        if parsed is None:
+            if not os.path.lexists(os.path.join(self.jobdir, OUT_NAME)):
+                return _result(kind="no_output", msg="job exited without output", t0=t0, layers=layers)
+            parsed = ("ok", "")
+        kind, jmsg = parsed
+        msg = JOB_MESSAGE_PREFIX + jmsg if jmsg else ""
+        if kind != "ok":
+            return _result(kind=kind, msg=msg, t0=t0, layers=layers)
+        data, err, emsg = _read_output(self.jobdir, limits)
+        if err:
+            return _result(kind=err, msg=emsg, t0=t0, layers=layers)
+        w, h, err, emsg = validate_png(data, limits)
+        if err:
+            return _result(kind=err, msg=emsg, width=w, height=h, t0=t0, layers=layers)
+        return _result(ok=True, png=data, width=w, height=h, msg=msg, t0=t0, layers=layers)
 
 
 # --- main loop ------------------------------------------------------------------------------------------
-def probe_isolation(env: dict) -> dict:
-    """Run an empty job without strict mode and report which layers could be applied."""
-    job = {"code": "pass", "language": "python", "timeout_s": 20.0, "limits": RenderLimits(), "strict": False}
-    res = run_job(job, env)
-    layers = dict(res["isolation"])
-    layers.pop("errors", None)
-    out = {k: layers.get(k, False) for k in LAYERS}
-    out["errors"] = res["isolation"].get("errors", []) or ([] if layers else [res["message"]])
-    return out
-
-
 def main() -> None:
     """argv: [pkg_parent, base_dir, disk_bytes, skip_layers]; ``base_dir`` is made and removed by the pool;
     ``skip_layers`` (comma list, normally empty) exists only so tests can simulate a missing layer."""
@@ -520,34 +1047,27 @@ def main() -> None:
     # No PR_SET_PDEATHSIG here: it fires when the *thread* that spawned us exits, and the pool may spawn
     # replacements from short-lived threads. A dead pool closes our stdin instead: EOF ends the loop.
     base, disk_bytes = sys.argv[2], int(sys.argv[3])
-    skip_layers = tuple(x for x in (sys.argv[4] if len(sys.argv) > 4 else "").split(",") if x)
-    worker_layers, errors = {"job_tmpfs": False}, []
+    skip = tuple(x for x in (sys.argv[4] if len(sys.argv) > 4 else "").split(",") if x)
+    sup = Supervisor(base, disk_bytes, skip)
     try:
-        mount_job_tmpfs(base, disk_bytes)
-        worker_layers["job_tmpfs"] = True
-    except OSError as e:
-        errors.append(f"job_tmpfs: {e}")
-    try:
-        warm_up()
-        import matplotlib
-
-        env = {"base": base, "vm_base": _vm_size(), "read_paths": _read_paths(matplotlib.get_data_path()),
-               "skip_layers": skip_layers}
-        iso = probe_isolation(env)
-        iso.update(worker_layers)
-        iso["errors"] = errors + iso["errors"]
-        send_msg(out_fd, {"ready": True, "pid": os.getpid(), "isolation": iso})
+        sup.start(close_in_zygote=(out_fd,))
+        send_msg(out_fd, {"ready": True, "pid": os.getpid(), "zygote_pid": sup.zygote_pid,
+                          "isolation": sup.isolation})
         while True:
             msg = recv_msg(in_fd)
             if msg is None or msg.get("op") == "exit":
                 break
-            send_msg(out_fd, run_job(msg, env))
-    finally:
-        if worker_layers["job_tmpfs"]:
+            t0 = time.monotonic()
             try:
-                umount(base)
-            except OSError:
-                pass
+                reply = sup.run(msg)
+            except _ZygoteGone as e:  # answer, then end: the pool replaces this worker
+                send_msg(out_fd, _result(kind="crash", msg=f"render worker failed: {e}", t0=t0))
+                break
+            send_msg(out_fd, reply)
+            if sup.broken:
+                break
+    finally:
+        sup.close()
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -14,6 +14,7 @@ pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="re
 
 from render import RenderJob, RenderLimits, RenderPool, RenderPoolError  # noqa: E402
 from render.pool import _missing_layers  # noqa: E402
+from render.worker import LAYERS, WORKER_LAYERS  # noqa: E402
 from render.sandbox import build_seccomp_program  # noqa: E402
 from render.svg import screen_svg  # noqa: E402
 
@@ -62,6 +63,12 @@ def _children_of(pids):
         if int(fields["PPid"].strip()) in pids:
             found.append(int(d))
     return found
+
+
+def _job_processes(pool):
+    """Live processes started for jobs: children of the workers or of their zygotes, other than the zygotes."""
+    zygotes = {w.zygote_pid for w in pool._workers}
+    return [p for p in _children_of(set(pool.worker_pids()) | zygotes) if p not in zygotes]
 
 
 def _tmp_marker():
@@ -188,7 +195,7 @@ def test_hostile(pool, name, code, kinds):
     assert r.error_kind in kinds, (r.error_kind, r.message)
     assert time.monotonic() - t0 < 8
     assert not os.path.exists(marker), "the job left a file outside its dir / spawned a process"
-    assert _children_of(set(pool.worker_pids())) == []
+    assert _job_processes(pool) == []
 
 
 def test_loopback_connect_refused(pool):
@@ -222,7 +229,7 @@ def test_background_thread_does_not_survive(pool):
             "plt.plot([1, 2])\n")
     r = pool.render(RenderJob(code), timeout_s=5)
     assert r.ok, r  # non-daemon threads do not keep the job alive
-    assert _children_of(set(pool.worker_pids())) == []
+    assert _job_processes(pool) == []
 
 
 # --- pool lifecycle -------------------------------------------------------------------------------------
@@ -258,10 +265,11 @@ def test_dead_and_hung_workers_are_replaced_and_close_cleans_up(monkeypatch):
 
 
 def test_missing_layer_detection():
-    full = {"setsid": True, "rlimits": True, "netns": True, "uid_drop": True, "no_new_privs": True,
-            "landlock": 7, "seccomp": True, "job_tmpfs": True}
+    full = {**{k: True for k in LAYERS + WORKER_LAYERS}, "landlock": 7}
+    assert {"pidns", "mntns", "minimal_root", "procfs", "ipcns", "utsns", "seccomp", "rlimits"} <= set(full)
     assert _missing_layers(full) == []
     assert _missing_layers({**full, "landlock": 0, "seccomp": False}) == ["landlock", "seccomp"]
+    assert _missing_layers({**full, "ipcns": False, "minimal_root": False}) == ["minimal_root", "ipcns"]
 
 
 def test_missing_layer_refused_unless_allowed(capsys):
