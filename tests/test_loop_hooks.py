@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from conftest import randomize
-from loop_plugins import AuxHead, CountingSource, TaggingStrategy
+from loop_plugins import CountingSource, TaggingStrategy
 from mmevo.config import ConfigError, load_config
 from mmevo.data.synthetic import split_train_heldout
 from mmevo.models.loader import load_model

@@ -4,7 +4,6 @@ the real sandbox and a real (tiny) solver, and the whole co-evolution on the tin
 import json
 
 import pytest
-import torch
 
 from mmevo.evolve.mmzero import (Proposal, coder_train_set, extract_code, parse_proposal, role_config,
                                  solver_train_set)

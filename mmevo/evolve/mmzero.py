@@ -29,7 +29,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
-import torch
 from PIL import Image
 
 from mmevo.config import Config, set_dotted, to_dict, validate
