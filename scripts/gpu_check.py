@@ -428,16 +428,7 @@ def _vllm_checks(args, res, engine, lm, hf, requests, tmp, on_gpu) -> dict:
         before = greedy_ids(engine)
         trained = copy.deepcopy(lm.model)
         randomize(trained, seed=11)  # stands in for an optimizer update (vision tower included)
-        expected = greedy_ids(be.hf_engine(type(lm)(trained, lm.processor, lm.tokenizer, True, ""), args.device,
-                                           max_batch_seqs=args.prompts))
-        be.sync(args.device)
-        t0 = time.perf_counter()
-        engine.sync_weights(trained)
-        be.sync(args.device)
-        sync_s = time.perf_counter() - t0
-        after = greedy_ids(engine)
-        engine.sync_weights(lm.model)
-        back = greedy_ids(engine)
+        expected, after, back, sync_s = _sync_round_trip(engine, lm, trained, greedy_ids, args)
         res["weight_sync"] = {"sync_s": sync_s, "outputs_changed": expected != before,
                               "follows_new_weights": after == expected if exact else
                               sum(map(_common_prefix, after, expected)) / max(1, sum(map(len, expected))),
@@ -505,16 +496,8 @@ def sleep_train_sync(args, engine, lm, single, greedy_ids, exact: bool, on_gpu: 
     trained.eval()
     del opt
     _free(args.device)
-    expected = greedy_ids(be.hf_engine(type(lm)(trained, lm.processor, lm.tokenizer, True, ""), args.device,
-                                       max_batch_seqs=args.prompts))
-    be.sync(args.device)
-    t0 = time.perf_counter()
-    engine.sync_weights(trained)
-    be.sync(args.device)
-    sync_s = time.perf_counter() - t0
-    after = greedy_ids(engine)
-    engine.sync_weights(lm.model)
-    restored = greedy_ids(engine) == before
+    expected, after, back, sync_s = _sync_round_trip(engine, lm, trained, greedy_ids, args)
+    restored = back == before
     del trained
     return {"sleep_enabled": engine.sleep_enabled, "level": engine.sleep_level, "freed_gib": freed / 2**30,
             "weights_stale_after_sleep": stale, "wake_refused_while_stale": wake_refused,
@@ -525,6 +508,21 @@ def sleep_train_sync(args, engine, lm, single, greedy_ids, exact: bool, on_gpu: 
 
 
 # -- helpers ----------------------------------------------------------------------------------------------------------
+def _sync_round_trip(engine, lm, trained, greedy_ids, args):
+    """Greedy ids the HF engine gives with ``trained``; the vLLM engine's after syncing ``trained`` (timed) and after
+    syncing the original weights back: (expected, after, back, sync_s)."""
+    expected = greedy_ids(be.hf_engine(type(lm)(trained, lm.processor, lm.tokenizer, True, ""), args.device,
+                                       max_batch_seqs=args.prompts))
+    be.sync(args.device)
+    t0 = time.perf_counter()
+    engine.sync_weights(trained)
+    be.sync(args.device)
+    sync_s = time.perf_counter() - t0
+    after = greedy_ids(engine)
+    engine.sync_weights(lm.model)
+    return expected, after, greedy_ids(engine), sync_s
+
+
 def _common_prefix(a, b) -> int:
     k = 0
     for x, y in zip(a, b):

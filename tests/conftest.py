@@ -35,3 +35,20 @@ def randomize(model, std=0.3, seed=0):
             if p.dim() > 1:
                 p.copy_(torch.randn(p.shape, generator=g) * std)
     return model
+
+
+def start_render_pool(**kw):
+    """A render.RenderPool, or a skip where the full sandbox cannot start (no root / no Landlock in a container)."""
+    from render import RenderPool, RenderPoolError
+
+    try:
+        return RenderPool(**kw)
+    except RenderPoolError as e:
+        pytest.skip(f"full sandbox unavailable here: {e}")
+
+
+@pytest.fixture(scope="module")
+def render_pool():
+    p = start_render_pool(workers=2)
+    yield p
+    p.close()

@@ -127,8 +127,8 @@ def test_demos_render_in_the_sandbox():
     ds = demos(6, seed=1)
     with RenderPool(workers=1) as pool:
         results = pool.render_many([RenderJob(extract_code(d.code_text())[1], "svg") for d in ds], timeout_s=10)
-    assert all(r.ok for r in results) and {d.content_type for d in ds} == {"data_chart", "table", "geometry"}
-    assert all(parse_proposal(d.proposal_text())[0] is not None for d in ds)
+    assert all(r.ok for r in results) and {d.proposal.content_type for d in ds} == {"data_chart", "table", "geometry"}
+    assert all(parse_proposal(d.proposal.text())[0] == d.proposal for d in ds)  # the format round-trips
 
 
 def test_tiny_coevolution_iteration_end_to_end_and_resume(tiny_vl_path, tmp_path):

@@ -10,6 +10,8 @@ import uuid
 
 import pytest
 
+from conftest import start_render_pool
+
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="render sandbox is Linux-only")
 
 from render import RenderJob, RenderLimits, RenderPool, RenderPoolError  # noqa: E402
@@ -28,18 +30,9 @@ BLUE_SVG = ('<svg xmlns="http://www.w3.org/2000/svg" width="40" height="30">'
             '<rect x="0" y="0" width="40" height="30" fill="#0000ff"/></svg>')
 
 
-def _start(**kw):
-    try:
-        return RenderPool(**kw)
-    except RenderPoolError as e:  # e.g. no root / no Landlock in a container
-        pytest.skip(f"full sandbox unavailable here: {e}")
-
-
 @pytest.fixture(scope="module")
-def pool():
-    p = _start(workers=2)
-    yield p
-    p.close()
+def pool(render_pool):
+    return render_pool
 
 
 def _pixel(png: bytes, xy):
@@ -235,7 +228,7 @@ def test_background_thread_does_not_survive(pool):
 # --- pool lifecycle -------------------------------------------------------------------------------------
 def test_dead_and_hung_workers_are_replaced_and_close_cleans_up(monkeypatch):
     monkeypatch.setenv("MMEVO_RENDER_TEST_SECRET", "hunter2")
-    p = _start(workers=1, reply_grace_s=1.0, limits=RenderLimits())
+    p = start_render_pool(workers=1, reply_grace_s=1.0, limits=RenderLimits())
     try:
         leak = ("import os, matplotlib.pyplot as plt\n"
                 "if any('SECRET' in k or 'hunter2' in v for k, v in os.environ.items()):\n"

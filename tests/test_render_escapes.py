@@ -13,6 +13,8 @@ import uuid
 
 import pytest
 
+from conftest import start_render_pool
+
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="render sandbox is Linux-only")
 
 from render import RenderJob, RenderPool, RenderPoolError  # noqa: E402
@@ -22,24 +24,15 @@ PLOT = "import matplotlib.pyplot as plt\nplt.figure(figsize=(1, 1), dpi=40)\nplt
 GREEN_PNG = "from PIL import Image\nImage.new('RGB', (20, 20), (0, 255, 0)).save('out.png')\n"
 
 
-def _start(**kw):
-    try:
-        return RenderPool(**kw)
-    except RenderPoolError as e:
-        pytest.skip(f"full sandbox unavailable here: {e}")
-
-
 @pytest.fixture(scope="module")
-def pool():
-    p = _start(workers=2)
-    yield p
-    p.close()
+def pool(render_pool):
+    return render_pool
 
 
 @pytest.fixture(scope="module")
 def no_seccomp_pool():
     """Seccomp off: shows what the namespaces / root tree alone hold."""
-    p = _start(workers=1, allow_reduced_isolation=True, _skip_layers=("seccomp",))
+    p = start_render_pool(workers=1, allow_reduced_isolation=True, _skip_layers=("seccomp",))
     yield p
     p.close()
 

@@ -66,6 +66,10 @@ class Proposal:
     hard_question: str
     hard_answer: str
 
+    def text(self) -> str:
+        """The proposer's output format (what ``parse_proposal`` reads back)."""
+        return "\n".join(f"<{tag}>{getattr(self, tag)}</{tag}>" for tag in PROPOSAL_TAGS)
+
 
 def parse_proposal(text: str) -> tuple[Proposal | None, str]:
     """Strict parser: each of the six tags exactly once, in order, non-empty, a known content type; nothing but
@@ -543,17 +547,16 @@ def warm_up(cfg: Config, paths: dict, out: Path) -> dict:
             rc.sft.output_dir = str(out / role)
             if role == "proposer":
                 hints = proposer_examples(len(ds), seed=0)
-                exs = [dataclasses.replace(h, solution=d.proposal_text()) for h, d in zip(hints, ds)]
+                exs = [dataclasses.replace(h, solution=d.proposal.text()) for h, d in zip(hints, ds)]
             elif role == "coder":
                 lang = cfg.mmzero.code_language
-                exs = [dataclasses.replace(coder_example(Proposal(d.content_type, d.caption, d.easy_question,
-                                                                  d.easy_answer, d.hard_question, d.hard_answer),
-                                                         lang), solution=d.code_text(lang)) for d in ds]
+                exs = [dataclasses.replace(coder_example(d.proposal, lang), solution=d.code_text(lang)) for d in ds]
             else:
                 exs = []
                 for d in ds:
                     img = _rasterise(d.svg)
-                    for q, a in ((d.easy_question, d.easy_answer), (d.hard_question, d.hard_answer)):
+                    p = d.proposal
+                    for q, a in ((p.easy_question, p.easy_answer), (p.hard_question, p.hard_answer)):
                         exs.append(Example(content_id("demo", d.svg, q), SOLVER_INSTRUCTION.format(question=q), a, [],
                                            [img], solution=f"<think>I read the image.</think> \\boxed{{{a}}}"))
             policy = load_policy(rc)

@@ -10,24 +10,16 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
+from mmevo.evolve.mmzero import Proposal
+
 COLORS = ("steelblue", "darkorange", "seagreen", "crimson")
 
 
 @dataclass
 class Demo:
-    content_type: str
-    caption: str
-    easy_question: str
-    easy_answer: str
-    hard_question: str
-    hard_answer: str
+    proposal: Proposal
     svg: str
     python: str  # the same picture as a few lines of matplotlib (far fewer tokens: what tiny coders can learn)
-
-    def proposal_text(self) -> str:
-        return (f"<content_type>{self.content_type}</content_type>\n<caption>{self.caption}</caption>\n"
-                f"<easy_question>{self.easy_question}</easy_question>\n<easy_answer>{self.easy_answer}</easy_answer>\n"
-                f"<hard_question>{self.hard_question}</hard_question>\n<hard_answer>{self.hard_answer}</hard_answer>")
 
     def code_text(self, language: str = "svg") -> str:
         return f"```{language}\n{self.svg if language == 'svg' else self.python}\n```"
@@ -51,8 +43,8 @@ def _bar_chart(rng: random.Random) -> Demo:
         hard_q, hard_a = "Which bar is the tallest?", names[values.index(max(values))]
     caption = f"A bar chart with bars {', '.join(f'{n}={v}' for n, v in zip(names, values))}."
     py = f"{_PLT}plt.bar({''.join(names)!r},{values})"
-    return Demo("data_chart", caption, "How many bars are there?", str(len(names)), hard_q, hard_a, _svg(64, 66, bars),
-                py)
+    return Demo(Proposal("data_chart", caption, "How many bars are there?", str(len(names)), hard_q, hard_a),
+                _svg(64, 66, bars), py)
 
 
 def _table(rng: random.Random) -> Demo:
@@ -60,8 +52,8 @@ def _table(rng: random.Random) -> Demo:
     cells = "".join(f'<text x="4" y="{14 + 16 * i}" font-size="10">{k}={v}</text>'
                     for i, (k, v) in enumerate((("x", a), ("y", b), ("z", c))))
     py = f"{_PLT}plt.axis('off')\nplt.text(0,0.3,'x={a}\\ny={b}\\nz={c}')"
-    return Demo("table", f"A table with rows x={a}, y={b}, z={c}.", "What is the value of x?", str(a),
-                "What is x plus y plus z?", str(a + b + c), _svg(48, 52, cells), py)
+    return Demo(Proposal("table", f"A table with rows x={a}, y={b}, z={c}.", "What is the value of x?", str(a),
+                         "What is x plus y plus z?", str(a + b + c)), _svg(48, 52, cells), py)
 
 
 def _rectangle(rng: random.Random) -> Demo:
@@ -69,8 +61,9 @@ def _rectangle(rng: random.Random) -> Demo:
     body = (f'<rect x="12" y="12" width="{5 * w}" height="{5 * h}" fill="none" stroke="#000"/>'
             f'<text x="20" y="10" font-size="8">{w}</text><text x="2" y="24" font-size="8">{h}</text>')
     py = f"{_PLT}plt.gca().add_patch(plt.Rectangle((0,0),{w},{h},fill=False))\nplt.axis([-1,10,-1,10])"
-    return Demo("geometry", f"A rectangle with width {w} and height {h}.", "What is the width of the rectangle?", str(w),
-                "What is the area of the rectangle?", str(w * h), _svg(64, 64, body), py)
+    return Demo(Proposal("geometry", f"A rectangle with width {w} and height {h}.",
+                         "What is the width of the rectangle?", str(w), "What is the area of the rectangle?", str(w * h)),
+                _svg(64, 64, body), py)
 
 
 KINDS = (_bar_chart, _table, _rectangle)
