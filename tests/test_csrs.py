@@ -100,9 +100,9 @@ def test_only_maternal_responses_reach_the_loss(lm, tmp_path):
     seen = {}
     real_update = tr._update
 
-    def spy(prompts, responses, adv, minis, plan, old, ref):
+    def spy(prompts, responses, adv, micros, plan, old, ref):
         seen.update(n=len(responses), adv=adv.clone(), prompts=list(prompts))
-        return real_update(prompts, responses, adv, minis, plan, old, ref)
+        return real_update(prompts, responses, adv, micros, plan, old, ref)
 
     tr._update = spy
     m = tr.step()

@@ -202,7 +202,7 @@ def test_micro_batch_accumulation_equals_one_full_batch_loss(tiny_vl_path, tmp_p
         return 0.0
 
     tr.backend.step = capture
-    tr._update(prompts, responses, adv, [list(range(6))], [n_micro], old, None)
+    tr._update(prompts, responses, adv, [tr._micro_batches(list(range(6)), prompts, responses)], [n_micro], old, None)
     # one full-batch forward and loss, the definition the accumulation must reproduce
     tr.model.zero_grad(set_to_none=True)
     logp, _, mask = sequence_logprobs(tr.model, prompts, responses, tr.pad_id, 1.0, "cpu")
@@ -237,9 +237,9 @@ def test_dropped_prompt_keeps_the_configured_mini_batch_size(tiny_vl_path, tmp_p
     sizes = []
     real_update = tr._update
 
-    def spy(prompts, responses, adv, minis, plan, old, ref):
-        sizes.extend(len({id(prompts[i]) for i in mini}) for mini in minis)
-        return real_update(prompts, responses, adv, minis, plan, old, ref)
+    def spy(prompts, responses, adv, micros, plan, old, ref):
+        sizes.extend(len({id(prompts[i]) for ids in micro for i in ids}) for micro in micros)
+        return real_update(prompts, responses, adv, micros, plan, old, ref)
 
     tr._update = spy
     steps = []
@@ -274,7 +274,7 @@ def test_dual_clip_bound_comes_from_the_config(tiny_vl_path, tmp_path, data, c):
     prompts, responses, adv = _fixed_batch(tr)
     # old log-probs 0.5 below the current ones: ratio e^0.5 = 1.65 > 1.05 on every token
     old = [lp - 0.5 for lp in tr._logprobs_no_grad(tr.model, prompts, responses)]
-    m = tr._update(prompts, responses, adv, [list(range(6))], [2], old, None)
+    m = tr._update(prompts, responses, adv, [tr._micro_batches(list(range(6)), prompts, responses)], [2], old, None)
     if c is None:
         assert m["actor/clip_frac_dual"] == 0.0
     else:  # the tokens of the three negative-advantage responses (lengths 2, 4, 1 of 13) are bounded by -A * c

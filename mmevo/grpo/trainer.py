@@ -388,10 +388,9 @@ class GRPOTrainer:
             self._pad_sample = (self.prompts(examples[0]), [self.pad_id])
 
         # every rank runs the same number of updates and micro-batches (ZeRO collectives): agree on the plan
-        minis = self._mini_batches(groups)
-        all_samples = list(range(len(idx)))
-        old_micro, plan = self._agree([len(self._micro_batches(all_samples, prompts, responses))],
-                                      [len(self._micro_batches(m, prompts, responses)) for m in minis])
+        micros = [self._micro_batches(m, prompts, responses) for m in self._mini_batches(groups)]
+        all_micro = self._micro_batches(list(range(len(idx))), prompts, responses)  # old / reference passes
+        (n_old,), plan = self._agree([len(all_micro)], [len(m) for m in micros])
         n_updates = sum(1 for k in plan if k) * cfg.algo.ppo_epochs
         if n_updates == 0:  # nothing trainable on any rank (all prompts too long, or all filtered): skip, count
             self.counters["skipped_steps"] += 1
@@ -400,12 +399,12 @@ class GRPOTrainer:
             old_logp = ref_logp = None
             if need_old:
                 with timer("old"):
-                    old_logp = self._logprobs_no_grad(self.model, prompts, responses, old_micro[0])
+                    old_logp = self._logprobs_no_grad(self.model, prompts, responses, all_micro, n_old)
             if cfg.algo.kl_coef > 0:
                 with timer("ref"):
-                    ref_logp = self._reference_logprobs(prompts, responses, old_micro[0])
+                    ref_logp = self._reference_logprobs(prompts, responses, all_micro, n_old)
             with timer("update"):
-                metrics.update(self._update(prompts, responses, adv, minis, plan, old_logp, ref_logp))
+                metrics.update(self._update(prompts, responses, adv, micros, plan, old_logp, ref_logp))
             with timer("sync"):
                 self.engine.sync_weights(self.model)
         if idx:
@@ -526,14 +525,17 @@ class GRPOTrainer:
             out.append(cur)
         return out
 
-    def _logprobs_no_grad(self, model, prompts, responses, n_micro: int | None = None) -> list[torch.Tensor]:
-        """Log-probs [R_i] of each sample (in sample order), in micro-batches, without gradients, in eval mode (no
-        dropout, and no gradient checkpointing, which would disable the shared-prompt path).
+    def _logprobs_no_grad(self, model, prompts, responses, micro: list[list[int]] | None = None,
+                          n_micro: int | None = None) -> list[torch.Tensor]:
+        """Log-probs [R_i] of each sample (in sample order), in micro-batches (``micro``: sample indices, in order;
+        default ``_micro_batches`` of all), without gradients, in eval mode (no dropout, and no gradient
+        checkpointing, which would disable the shared-prompt path).
 
         ``n_micro``: micro-batches to run (the agreed count under ZeRO-3, where every forward is collective); the ones
         beyond this rank's samples run the padding sample and are discarded."""
         out = []
-        micro = self._micro_batches(list(range(len(prompts))), prompts, responses)
+        if micro is None:
+            micro = self._micro_batches(list(range(len(prompts))), prompts, responses)
         n_micro = len(micro) if n_micro is None else n_micro
         base = unwrap(model)
         was_training = base.training
@@ -552,14 +554,14 @@ class GRPOTrainer:
             base.train(was_training)
         return out
 
-    def _reference_logprobs(self, prompts, responses, n_micro: int) -> list[torch.Tensor]:
+    def _reference_logprobs(self, prompts, responses, micro, n_micro: int) -> list[torch.Tensor]:
         """Reference log-probs; with ``model.ref_offload`` the reference lives in host memory and visits the device
         only for this pass (a full 7B bf16 replica is 15 GiB of GPU memory otherwise)."""
         if not self.cfg.model.ref_offload:
-            return self._logprobs_no_grad(self.ref_model, prompts, responses, n_micro)
+            return self._logprobs_no_grad(self.ref_model, prompts, responses, micro, n_micro)
         self.ref_model.to(self.device)
         try:
-            return self._logprobs_no_grad(self.ref_model, prompts, responses, n_micro)
+            return self._logprobs_no_grad(self.ref_model, prompts, responses, micro, n_micro)
         finally:
             self.ref_model.to("cpu")
             if self.device.type == "cuda":
@@ -573,11 +575,13 @@ class GRPOTrainer:
                                "prompts this step): give every rank at least one prompt")
         return self._pad_sample
 
-    def _update(self, prompts, responses, adv, minis: list[list[int]], plan: list[int], old_logp, ref_logp) -> dict:
+    def _update(self, prompts, responses, adv, micros: list[list[list[int]]], plan: list[int], old_logp,
+                ref_logp) -> dict:
         """PPO-style epochs over mini-batches (whole groups); micro-batches accumulate gradients.
 
-        ``plan[u]`` is the number of micro-batches of update u agreed by all ranks; where this rank has fewer samples
-        it runs the padding sample with weight 0, so every rank makes the same collective calls."""
+        ``micros[u]``: this rank's micro-batches (sample indices) of update u; ``plan[u]``: the number of micro-batches
+        of update u agreed by all ranks. Where this rank has fewer it runs the padding sample with weight 0, so every
+        rank makes the same collective calls."""
         cfg, a = self.cfg, self.cfg.algo
         model = self.model
         model.train()
@@ -587,8 +591,8 @@ class GRPOTrainer:
             for u, n_micro in enumerate(plan):
                 if n_micro == 0:
                     continue
-                mini = minis[u] if u < len(minis) else []
-                micro = self._micro_batches(mini, prompts, responses)
+                micro = micros[u] if u < len(micros) else []
+                mini = [i for ids in micro for i in ids]
                 self.backend.zero_grad()
                 mini_tokens = sum(max(1, len(responses[i])) for i in mini)
                 totals: dict[str, float] = {}
