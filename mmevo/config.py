@@ -53,7 +53,7 @@ class ModelConfig:
     device: str = "cpu"  # torch device for the single-process path
     gradient_checkpointing: bool = False  # recompute activations in backward (exact; 7B configs: true)
     ref_offload: bool = False  # keep the reference model in CPU memory, on the GPU only for its log-prob pass
-    freeze_vision_tower: bool = False  # train the language model (and merger) only; the ViT stays fixed
+    freeze_vision_tower: bool = False  # the vision encoder (ViT and its merger) stays fixed; the language model trains
     lora: LoRAConfig = field(default_factory=LoRAConfig)  # LoRA adapters instead of full fine-tuning
 
 
