@@ -67,6 +67,13 @@ def load_examples(cfg: Config, which: str) -> tuple[list[Example], dict]:
                                           d.mc_fraction)
         rows = train if which == "train" else held
         return rows, {"rows": len(rows), "loaded": len(rows), "skipped": 0}
+    if source == "figures":
+        from mmevo.data.figures import split_figures
+
+        d = cfg.data
+        train, held = split_figures(d.n_train, d.n_heldout if which == "heldout" else 0, d.seed, d.image_size)
+        rows = train if which == "train" else held
+        return rows, {"rows": len(rows), "loaded": len(rows), "skipped": 0}
     from mmevo.data.images import fit_pixels
 
     if cfg.data.format == "geometry3k" and not cfg.data.fields:
@@ -83,17 +90,6 @@ def load_examples(cfg: Config, which: str) -> tuple[list[Example], dict]:
     return rows, stats
 
 
-def default_strategy(cfg: Config):
-    """The rollout strategy the config asks for: CSRS when ``csrs.enabled``, else plain GRPO groups."""
-    if cfg.csrs.enabled:
-        from mmevo.csrs.strategy import CSRSStrategy
-
-        return CSRSStrategy(cfg.csrs)
-    from mmevo.rollout.strategy import PlainGroups
-
-    return PlainGroups()
-
-
 def build_trainer(cfg: Config, policy: LoadedModel, train=(), heldout=None, strategy=None, prompt_source=None,
                   log: bool = True):
     """A ready GRPO trainer: reference model (when ``algo.kl_coef > 0``), strategy, prompt source, engine.
@@ -108,8 +104,7 @@ def build_trainer(cfg: Config, policy: LoadedModel, train=(), heldout=None, stra
     if cfg.algo.kl_coef > 0:  # the reference is the run's starting model, also after a resume
         ref_device = "cpu" if cfg.model.ref_offload else cfg.model.device  # offloaded: visits the GPU per pass
         ref = load_model(policy.path, cfg.model.dtype, ref_device).model.eval().requires_grad_(False)
-    trainer = GRPOTrainer(cfg, policy, None, train, heldout, ref_model=ref,
-                          strategy=strategy if strategy is not None else default_strategy(cfg),
+    trainer = GRPOTrainer(cfg, policy, None, train, heldout, ref_model=ref, strategy=strategy,
                           prompt_source=prompt_source, log=log)
     # the engine starts after DeepSpeed has partitioned the policy (ZeRO-3): vLLM claims its share of the GPU
     # (rollout.gpu_memory_utilization of the total) only while that much is free

@@ -50,9 +50,11 @@ def test_coder_filter_keeps_proposals_with_render_success_in_range():
     p3 = Proposal("geometry", "Third.", "Q?", "1", "H?", "2")
     rows = [_row(p1, [True, False]), _row(p2, [True, True]), _row(p3, [False, False]), {"valid": False},
             _row(p1, [True, False])]  # p1 again: one example per distinct proposal
-    kept = coder_train_set(rows, 0.25, 0.75, "svg", {})
+    rows[0]["penalties"] = -0.3  # what the proposer head gave it: the coder reward adds it
+    kept = coder_train_set(rows, 0.25, 0.75, "svg")
     assert [ex.meta["proposal"]["caption"] for ex in kept] == ["A table with x=3."]
-    assert len(coder_train_set(rows, 0.0, 1.0, "svg", {})) == 3
+    assert kept[0].meta["penalties"] == -0.3
+    assert len(coder_train_set(rows, 0.0, 1.0, "svg")) == 3
 
 
 def test_solver_filter_uses_consistency_range_and_the_silver_label(tmp_path):
@@ -156,6 +158,7 @@ def test_tiny_coevolution_iteration_end_to_end_and_resume(tiny_vl_path, tmp_path
                for line in p.read_text().splitlines()]
     assert records and all("reward" in r for r in records)
     assert all(r["reward"] == -1.0 for r in records if not r["valid"])
+    assert all(isinstance(r["penalties"], float) for r in records if r["valid"])  # kept for the coder phase
     # interrupt the solver phase after its first step, then rerun: it resumes, the other phases are skipped
     b = tmp_path / "b"
     shutil.copytree(out, b)

@@ -35,7 +35,7 @@ from mmevo.config import Config, set_dotted, to_dict, validate
 from mmevo.data.prompts import EpochSampler
 from mmevo.data.schema import Example
 from mmevo.rewards.answers import answers_equivalent, extract_answer, group_answer_keys
-from mmevo.rewards.mmzero import modal_share
+from mmevo.rewards.mmzero import modal_share, proposal_penalties
 from mmevo.rollout.base import RolloutRequest, SamplingParams
 from mmevo.rollout.strategy import RolloutStrategy, sample_groups
 
@@ -241,16 +241,14 @@ class Recorder:
         return name
 
     @staticmethod
-    def read(phase_dir: Path, last_step: int | None = None) -> list[dict]:
+    def read(phase_dir: Path) -> list[dict]:
         rows = []
         for p in sorted((phase_dir / "records").glob("step_*.jsonl")):
-            if last_step is not None and int(p.stem.split("_")[1][:4]) >= last_step:
-                continue
             rows += [json.loads(line) for line in p.read_text().splitlines() if line.strip()]
         return rows
 
 
-def _render_rows(recorder: Recorder, prefix: str, proposal: Proposal, renders: list[RenderedImage],
+def _render_rows(recorder: Recorder, prefix: str, renders: list[RenderedImage],
                  programs: Sequence[str | None]) -> list[dict]:
     rows = []
     for k, (r, prog) in enumerate(zip(renders, programs)):
@@ -268,8 +266,10 @@ class ProposerStrategy(RolloutStrategy):
 
     name = "mmzero_proposer"
 
-    def __init__(self, coder: FrozenRole, judge: Judge, n_code: int, recorder: Recorder, language: str):
+    def __init__(self, coder: FrozenRole, judge: Judge, n_code: int, recorder: Recorder, language: str,
+                 penalty_args: dict):
         self.coder, self.judge, self.n_code, self.recorder, self.language = coder, judge, n_code, recorder, language
+        self.penalty_args = penalty_args  # threshold / penalty / type_weight, as the proposer head gets them
 
     def rollout(self, ctx, examples):
         ro = sample_groups(ctx, examples)
@@ -282,17 +282,18 @@ class ProposerStrategy(RolloutStrategy):
         flat_prop = [p for p in proposals for _ in range(self.n_code)]
         renders = self.judge(flat_prog, flat_prop, ctx.seed + 23) if flat_prog else []
         ro.aux, rows = [], []
+        slot = {i: k for k, i in enumerate(valid)}
         for i, (p, why) in enumerate(parsed):
             if p is None:
                 ro.aux.append({"valid": False, "reason": why})
                 rows.append({"valid": False, "reason": why, "text": ro.texts[i][:2000]})
                 continue
-            k = valid.index(i)
+            k = slot[i]
             rs = renders[k * self.n_code:(k + 1) * self.n_code]
             ro.aux.append({"valid": True, **dataclasses.asdict(p), "executed": [r.ok for r in rs],
                            "easy": [r.easy for r in rs], "consistency": [r.consistency for r in rs]})
             rows.append({"valid": True, "proposal": dataclasses.asdict(p), "text": ro.texts[i][:2000],
-                         "renders": _render_rows(self.recorder, content_id("p", ro.texts[i], str(ctx.step)), p, rs,
+                         "renders": _render_rows(self.recorder, content_id("p", ro.texts[i], str(ctx.step)), rs,
                                                  flat_prog[k * self.n_code:(k + 1) * self.n_code])})
         self._rows = rows
         n_render = max(1, len(renders))
@@ -308,8 +309,12 @@ class ProposerStrategy(RolloutStrategy):
         return ro
 
     def after_rewards(self, rollout, rewards):
-        for row, r in zip(self._rows, rewards.tolist()):
+        # the penalties the head added, kept for the coder phase (its reward adds the proposal's penalties)
+        penalties = proposal_penalties(rollout.aux, **self.penalty_args)
+        for row, r, pen in zip(self._rows, rewards.tolist(), penalties):
             row["reward"] = r
+            if row["valid"]:
+                row["penalties"] = sum(pen)
         self.recorder.write(self._step, self._rows)
         return None
 
@@ -333,7 +338,7 @@ class CoderStrategy(RolloutStrategy):
             idx = [i for i, x in enumerate(ro.group_ids.tolist()) if x == g]
             p = proposals[idx[0]]
             self._rows.append({"proposal": dataclasses.asdict(p), "renders": _render_rows(
-                self.recorder, content_id("c", ro.examples[idx[0]].id, str(ctx.step)), p, [renders[i] for i in idx],
+                self.recorder, content_id("c", ro.examples[idx[0]].id, str(ctx.step)), [renders[i] for i in idx],
                 [ro.texts[i] for i in idx])})
         self._step = ctx.step
         ro.extra_metrics.update({"mmzero/render_success": sum(r.ok for r in renders) / max(1, len(renders))})
@@ -359,8 +364,9 @@ def proposer_examples(n: int, seed: int) -> list[Example]:
 
 
 # -- phase data ---------------------------------------------------------------------------------------------------------
-def coder_train_set(rows: list[dict], lo: float, hi: float, language: str, penalties: dict) -> list[Example]:
-    """Proposals whose render success over their N attempts was in [lo, hi] (one example per distinct proposal)."""
+def coder_train_set(rows: list[dict], lo: float, hi: float, language: str) -> list[Example]:
+    """Proposals whose render success over their N attempts was in [lo, hi] (one example per distinct proposal),
+    with the penalties the proposer head gave them."""
     seen, out = set(), []
     for row in rows:
         if not row.get("valid"):
@@ -371,7 +377,7 @@ def coder_train_set(rows: list[dict], lo: float, hi: float, language: str, penal
         ex = coder_example(p, language)
         if lo <= success <= hi and ex.id not in seen:
             seen.add(ex.id)
-            ex.meta["penalties"] = penalties.get(ex.id, 0.0)
+            ex.meta["penalties"] = row.get("penalties", 0.0)
             out.append(ex)
     return out
 
@@ -485,11 +491,13 @@ def run_phase(cfg: Config, role: str, t: int, role_index: int, phase_dir: Path, 
             solver = FrozenRole(role_config(cfg, "solver", phase_dir, paths["solver"]), paths["solver"])
             frozen += [coder, solver]
             strategy = ProposerStrategy(coder, Judge(pool, solver, m.solver_samples, m.render_timeout_s), m.code_samples,
-                                        recorder, m.code_language)
+                                        recorder, m.code_language, {"threshold": m.easy_hard_threshold,
+                                                                    "penalty": m.easy_hard_penalty,
+                                                                    "type_weight": m.type_penalty})
         elif role == "coder":
             prop_dir = out / f"iter_{t}" / "proposer"
             rows = Recorder.read(prop_dir)
-            examples = coder_train_set(rows, *m.coder_success_range, m.code_language, penalties_by_proposal(rows, cfg))
+            examples = coder_train_set(rows, *m.coder_success_range, m.code_language)
             if not examples:
                 return {"skipped": "no proposal with render success in the coder range", "model": None}
             solver = FrozenRole(role_config(cfg, "solver", phase_dir, paths["solver"]), paths["solver"])
@@ -514,21 +522,6 @@ def run_phase(cfg: Config, role: str, t: int, role_index: int, phase_dir: Path, 
     means = {k: sum(h[k] for h in history if k in h) / max(1, sum(k in h for h in history)) for k in keys}
     return {"model": str(final), "steps": len(history), "examples": len(examples), "seconds": time.time() - t0,
             "metrics": means}
-
-
-def penalties_by_proposal(rows: list[dict], cfg: Config) -> dict[str, float]:
-    """Easy-hard + type penalty of each proposal of a proposer phase, keyed by its coder example id."""
-    from mmevo.rewards.mmzero import easy_hard_penalty, type_penalties
-
-    m = cfg.mmzero
-    valid = [r for r in rows if r.get("valid")]
-    types = type_penalties([r["proposal"]["content_type"] for r in valid], m.type_penalty)
-    out = {}
-    for row, tp in zip(valid, types):
-        cs = [x["consistency"] for x in row["renders"] if x["ok"]]
-        p = Proposal(**row["proposal"])
-        out[coder_example(p, m.code_language).id] = easy_hard_penalty(cs, m.easy_hard_threshold, m.easy_hard_penalty) + tp
-    return out
 
 
 def warm_up(cfg: Config, paths: dict, out: Path) -> dict:

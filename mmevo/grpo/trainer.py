@@ -268,7 +268,7 @@ class DeepSpeedBackend:
 class GRPOTrainer:
     """GRPO trainer: one process, or one rank of a DeepSpeed data-parallel run (the same ``step``).
 
-    Plug-ins: ``strategy`` (a ``RolloutStrategy``; default plain groups), ``prompt_source`` (``take(k)`` examples per
+    Plug-ins: ``strategy`` (a ``RolloutStrategy``; default the config's: CSRS or plain groups), ``prompt_source`` (``take(k)`` examples per
     step; default an ``EpochSampler`` over ``train_set``), reward heads from ``cfg.reward``. A self-play loop may call
     ``step(examples)`` with its own examples, and set ``seed_offset`` per iteration / role so that iterations draw
     different samples.
@@ -308,7 +308,7 @@ class GRPOTrainer:
                                    cfg.data.prompt_cache_mb)
         self.prompt_source = prompt_source if prompt_source is not None else (
             EpochSampler(train_set, cfg.trainer.seed) if len(train_set) else None)
-        self.strategy = strategy if strategy is not None else PlainGroups()
+        self.strategy = strategy if strategy is not None else default_strategy(cfg)
         self.rewards = RewardMixer(cfg.reward.heads, head_arguments(cfg))
         self.seed_offset = 0  # added to the step seed (loops: a different offset per iteration / role)
         t = cfg.trainer
@@ -866,6 +866,15 @@ class GRPOTrainer:
             parts = all_gather_objects(records)
             records = [parts[i % len(parts)][i // len(parts)] for i in range(len(examples))]
         return summarize_eval(records)
+
+
+def default_strategy(cfg: Config) -> RolloutStrategy:
+    """The rollout strategy the config asks for: CSRS when ``csrs.enabled``, else plain GRPO groups."""
+    if cfg.csrs.enabled:
+        from mmevo.csrs.strategy import CSRSStrategy
+
+        return CSRSStrategy(cfg.csrs)
+    return PlainGroups()
 
 
 def head_arguments(cfg: Config) -> dict[str, dict]:

@@ -53,7 +53,7 @@ def apply_lora(model: torch.nn.Module, rank: int, alpha: float, dropout: float, 
 
 
 def has_lora(model: torch.nn.Module) -> bool:
-    return any("lora_A" in n for n, _ in unwrap(model).named_parameters())
+    return bool(lora_scalings(model))
 
 
 def lora_scalings(model: torch.nn.Module) -> dict[str, float]:

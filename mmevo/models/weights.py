@@ -23,12 +23,11 @@ def partitioned(model) -> bool:
 def full_state_items(model: torch.nn.Module, bucket_bytes: int = 256 << 20,
                      device: str | torch.device | None = None) -> Iterator[tuple[str, torch.Tensor]]:
     """Like ``raw_state_items``; a LoRA-injected model yields its merged weights under the plain model's names."""
-    from mmevo.models.adapters import has_lora, lora_scalings, merge_lora_items
+    from mmevo.models.adapters import lora_scalings, merge_lora_items
 
     items = raw_state_items(model, bucket_bytes, device)
-    if has_lora(model):
-        items = merge_lora_items(items, lora_scalings(model))
-    yield from items
+    scalings = lora_scalings(model)  # empty without LoRA
+    yield from merge_lora_items(items, scalings) if scalings else items
 
 
 def raw_state_items(model: torch.nn.Module, bucket_bytes: int = 256 << 20,

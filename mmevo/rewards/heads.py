@@ -12,6 +12,7 @@ import torch
 from mmevo.rewards.accuracy import accuracy_rewards
 from mmevo.rewards.format import format_rewards
 from mmevo.rewards.majority import majority_vote_rewards
+from mmevo.rewards.mmzero import CoderHead, ProposerHead
 
 
 @dataclass
@@ -139,21 +140,9 @@ class SFRHead(RewardHead):
         return rewards, metrics
 
 
-def _mmzero_proposer(**kw):
-    from mmevo.rewards.mmzero import ProposerHead
-
-    return ProposerHead(**kw)
-
-
-def _mmzero_coder(**kw):
-    from mmevo.rewards.mmzero import CoderHead
-
-    return CoderHead(**kw)
-
-
 HEADS: dict[str, Callable[..., RewardHead]] = {"accuracy": AccuracyHead, "format": FormatHead,
                                                "majority": MajorityHead, "sfr": SFRHead,
-                                               "mmzero_proposer": _mmzero_proposer, "mmzero_coder": _mmzero_coder}
+                                               "mmzero_proposer": ProposerHead, "mmzero_coder": CoderHead}
 
 
 def register_head(name: str, factory: Callable[..., RewardHead]) -> None:

@@ -105,6 +105,22 @@ def type_penalties(types: Sequence[str], weight: float = 0.15) -> list[float]:
     return [-weight * max(0.0, counts[t] / n - 0.5) / 0.5 for t in types]
 
 
+def proposal_penalties(aux: Sequence[dict], threshold: float = 0.15, penalty: float = 0.3,
+                       type_weight: float = 0.15) -> list[tuple[float, float]]:
+    """(easy-hard penalty, type penalty) of each proposer sample from its ``aux``; (0, 0) for invalid ones. Type
+    shares are over the valid proposals given (one step's population)."""
+    valid = [a for a in aux if a.get("valid")]
+    types = iter(type_penalties([a["content_type"] for a in valid], type_weight))
+    out = []
+    for a in aux:
+        if not a.get("valid"):
+            out.append((0.0, 0.0))
+            continue
+        ok_c = [c for c, e in zip(a["consistency"], a["executed"]) if e]
+        out.append((easy_hard_penalty(ok_c, threshold, penalty), next(types)))
+    return out
+
+
 def cluster_shares(labels: Sequence[int]) -> list[float]:
     """Share of the population in each item's cluster (labels from ``mmevo.models.embedder.cluster``)."""
     counts = Counter(labels)
@@ -144,21 +160,19 @@ class ProposerHead:
         shares = torch.zeros(B, 3, dtype=torch.float64)
         metrics: dict = {"valid": len(valid_idx)}
         if valid_idx:
-            types = type_penalties([aux[i]["content_type"] for i in valid_idx], self.type_weight)
+            penalties = proposal_penalties(aux, self.threshold, self.penalty, self.type_weight)
             emb = get_embedder(self.embedder_name)
             for col, key in enumerate(("caption", "easy_question", "hard_question")):
                 labels = cluster(emb.embed([aux[i][key] for i in valid_idx]), self.cluster_threshold)
                 shares[valid_idx, col] = torch.tensor(cluster_shares(labels), dtype=torch.float64)
                 metrics[f"clusters_{key}"] = len(set(labels))
-            for j, i in enumerate(valid_idx):
+            for i in valid_idx:
                 a = aux[i]
                 n = len(a["executed"])
                 executed[i, :n] = torch.tensor(a["executed"], dtype=torch.bool)
                 easy[i, :n] = torch.tensor(a["easy"], dtype=torch.float64)
                 cons[i, :n] = torch.tensor(a["consistency"], dtype=torch.float64)
-                ok_c = [c for c, e in zip(a["consistency"], a["executed"]) if e]
-                adjustments[i, 0] = easy_hard_penalty(ok_c, self.threshold, self.penalty)
-                adjustments[i, 1] = types[j]
+                adjustments[i, :2] = torch.tensor(penalties[i], dtype=torch.float64)
             adjustments[valid_idx, 2] = diversity_adjustment(shares[valid_idx], len(valid_idx), self.strength)
             metrics["diversity_adjustment"] = float(adjustments[valid_idx, 2].mean())
             metrics["easy_hard_penalized"] = float((adjustments[valid_idx, 0] < 0).double().mean())
