@@ -519,15 +519,74 @@ def _gib(x: float) -> float:
     return round(x / GiB, 2)
 
 
+def _dtype_bytes(dtype: str) -> int:
+    b = DTYPE_BYTES.get(dtype)
+    if b is None:
+        raise ValueError(f"model.dtype={dtype!r} not in {sorted(DTYPE_BYTES)}")
+    return b
+
+
+def _vision_frozen(cfg) -> bool:
+    """The ViT gets no gradients: ``model.freeze_vision_tower``, or LoRA (adapters on the language model only)."""
+    return cfg.model.freeze_vision_tower or cfg.model.lora.rank > 0
+
+
+def param_counts(cfg, m: ModelDims) -> tuple[int, int]:
+    """(all parameters, LoRA adapters included; trainable parameters) of ``cfg``'s model with dimensions ``m``."""
+    lora = cfg.model.lora
+    n_total = total_params(m) + (lora_params(m, lora.rank, lora.target_modules) if lora.rank > 0 else 0)
+    return n_total, trainable_params(m, lora.rank, lora.target_modules, cfg.model.freeze_vision_tower)
+
+
+def logits_positions(chunk_tokens: int, response_positions: int) -> int:
+    """Positions whose logits are alive at once: one ``trainer.logits_chunk_tokens`` chunk when > 0, else every
+    response position of the micro-batch."""
+    return min(chunk_tokens, response_positions) if chunk_tokens > 0 else response_positions
+
+
+def item_bytes(cfg, m: ModelDims, zero: ZeroSettings, world: int, gpu_mem_bytes: int, tokens: int,
+               response_positions: int, patches: int) -> dict[str, int]:
+    """Every item of the plan, in bytes on one GPU, for training micro-batches of ``tokens`` padded tokens with
+    ``response_positions`` response positions and ``patches`` image patches: ``plan`` passes the worst case that the
+    settings allow, scripts/rehearse_7b.py the micro-batch it ran."""
+    b = _dtype_bytes(cfg.model.dtype)
+    n_total, n_train = param_counts(cfg, m)
+    ckpt = cfg.model.gradient_checkpointing
+    positions = logits_positions(cfg.trainer.logits_chunk_tokens, response_positions)
+    items = {
+        "cuda_context_nccl": cuda_context_bytes(world),
+        "policy_weights": policy_weight_bytes(n_total, b, zero, world),
+        "master_weights_fp32": master_weight_bytes(n_train, b, zero, world),
+        "adam_moments": adam_moment_bytes(n_train, b, zero, world),
+        "gradients": gradient_bytes(n_train, b, zero, world),
+        "gradients_resident": gradient_resident_bytes(n_train, b, zero, world),
+        "zero3_gathered_params": zero3_gathered_bytes(m, b, zero),
+        "reference": reference_bytes(total_params(m), b, cfg.algo.kl_coef),
+        "activations": lm_activation_bytes(m, tokens, b, ckpt),
+        "activations_vision": vision_activation_bytes(m.vision, patches, b, ckpt, _vision_frozen(cfg)),
+        "logits": logits_bytes(positions, m.vocab, LOGITS_COPIES_TRAIN),
+        "nograd_activations": nograd_activation_bytes(m, tokens, b),
+        "nograd_logits": logits_bytes(positions, m.vocab, LOGITS_COPIES_NO_GRAD),
+    }
+    r = cfg.rollout
+    if r.engine == "vllm":
+        for key, awake in (("vllm_awake", True), ("vllm_asleep", False)):
+            items[key] = vllm_bytes(awake, r.gpu_memory_utilization, gpu_mem_bytes, r.enable_sleep_mode,
+                                    r.sleep_level, r.enforce_eager)
+    else:
+        items["hf_rollout"] = hf_rollout_bytes(m, r.max_batch_seqs, cfg.data.max_prompt_length, r.max_tokens, b)
+        # ZeRO-3 HF sampling gathers the whole model on every rank (mmevo.grpo.distributed.zero3_full_weights)
+        items["hf_gathered_weights"] = n_total * b if zero.enabled and zero.stage == 3 else 0
+    return items
+
+
 def plan(cfg, gpus: int = 1, gpu_mem_gib: float = 80.0, config_path: str | Path | None = None,
          dims: ModelDims | None = None) -> dict[str, Any]:
     """The per-GPU memory plan of ``cfg`` (an ``mmevo.config.Config``) on ``gpus`` GPUs of ``gpu_mem_gib`` GiB."""
     if gpus < 1 or gpu_mem_gib <= 0:
         raise ValueError("--gpus must be >= 1 and --gpu-mem-gib > 0")
     m = dims or model_dims(_model_path(cfg))
-    b = DTYPE_BYTES.get(cfg.model.dtype)
-    if b is None:
-        raise ValueError(f"model.dtype={cfg.model.dtype!r} not in {sorted(DTYPE_BYTES)}")
+    b = _dtype_bytes(cfg.model.dtype)
     zero = ZeroSettings()
     if cfg.trainer.deepspeed:
         zero = read_deepspeed(_resolve_file(cfg.trainer.deepspeed, config_path))
@@ -541,43 +600,14 @@ def plan(cfg, gpus: int = 1, gpu_mem_gib: float = 80.0, config_path: str | Path 
         warnings.append("offload_optimizer with mmevo's torch AdamW needs \"zero_force_ds_cpu_optimizer\": false in "
                         "the DeepSpeed config, else deepspeed.initialize raises")
 
-    lora = cfg.model.lora
-    n_total = total_params(m) + (lora_params(m, lora.rank, lora.target_modules) if lora.rank > 0 else 0)
-    n_train = trainable_params(m, lora.rank, lora.target_modules, cfg.model.freeze_vision_tower)
+    n_total, n_train = param_counts(cfg, m)
     P, R = cfg.data.max_prompt_length, r.max_tokens
     S = P + R
     T = tokens_per_micro_batch(t.micro_batch_seqs, t.max_tokens_per_micro_batch, S)
     response_positions = T * R // S
-    positions = min(t.logits_chunk_tokens, response_positions) if t.logits_chunk_tokens > 0 else response_positions
     patches = image_patches_per_micro_batch(m.vision, T, P, S)
-    ckpt = cfg.model.gradient_checkpointing
-    vision_frozen = cfg.model.freeze_vision_tower or lora.rank > 0
-
-    items = {
-        "cuda_context_nccl": cuda_context_bytes(W),
-        "policy_weights": policy_weight_bytes(n_total, b, zero, W),
-        "master_weights_fp32": master_weight_bytes(n_train, b, zero, W),
-        "adam_moments": adam_moment_bytes(n_train, b, zero, W),
-        "gradients": gradient_bytes(n_train, b, zero, W),
-        "gradients_resident": gradient_resident_bytes(n_train, b, zero, W),
-        "zero3_gathered_params": zero3_gathered_bytes(m, b, zero),
-        "reference": reference_bytes(total_params(m), b, cfg.algo.kl_coef),
-        "activations": lm_activation_bytes(m, T, b, ckpt),
-        "activations_vision": vision_activation_bytes(m.vision, patches, b, ckpt, vision_frozen),
-        "logits": logits_bytes(positions, m.vocab, LOGITS_COPIES_TRAIN),
-        "nograd_activations": nograd_activation_bytes(m, T, b),
-        "nograd_logits": logits_bytes(positions, m.vocab, LOGITS_COPIES_NO_GRAD),
-    }
+    items = item_bytes(cfg, m, zero, W, mem, T, response_positions, patches)
     vllm = r.engine == "vllm"
-    if vllm:
-        items["vllm_awake"] = vllm_bytes(True, r.gpu_memory_utilization, mem, r.enable_sleep_mode, r.sleep_level,
-                                         r.enforce_eager)
-        items["vllm_asleep"] = vllm_bytes(False, r.gpu_memory_utilization, mem, r.enable_sleep_mode, r.sleep_level,
-                                          r.enforce_eager)
-    else:
-        items["hf_rollout"] = hf_rollout_bytes(m, r.max_batch_seqs, P, R, b)
-        # ZeRO-3 HF sampling gathers the whole model on every rank (mmevo.grpo.distributed.zero3_full_weights)
-        items["hf_gathered_weights"] = n_total * b if zero.enabled and zero.stage == 3 else 0
 
     ref_offload = cfg.model.ref_offload
     resident = {k: items[k] for k in ("cuda_context_nccl", "policy_weights", "master_weights_fp32", "adam_moments")}
@@ -618,8 +648,9 @@ def plan(cfg, gpus: int = 1, gpu_mem_gib: float = 80.0, config_path: str | Path 
                   "deepspeed": cfg.trainer.deepspeed or None, "zero_stage": zero.stage if zero.enabled else None,
                   "offload_optimizer": zero.offload_optimizer, "offload_param": zero.offload_param,
                   "grad_accum_dtype": zero.grad_accum_dtype or (cfg.model.dtype if zero.enabled else None),
-                  "gradient_checkpointing": ckpt, "tokens_per_micro_batch": T, "logits_positions": positions,
-                  "image_patches_per_micro_batch": patches if not vision_frozen else 0,
+                  "gradient_checkpointing": cfg.model.gradient_checkpointing, "tokens_per_micro_batch": T,
+                  "logits_positions": logits_positions(t.logits_chunk_tokens, response_positions),
+                  "image_patches_per_micro_batch": patches if not _vision_frozen(cfg) else 0,
                   "ref_offload": ref_offload, "kl_coef": cfg.algo.kl_coef, "rollout_engine": r.engine,
                   **({"gpu_memory_utilization": r.gpu_memory_utilization, "sleep_mode": r.enable_sleep_mode,
                       "sleep_level": r.sleep_level, "cuda_graphs": not r.enforce_eager} if vllm else {})},

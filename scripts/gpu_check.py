@@ -200,6 +200,8 @@ def _train_command(args, path, output_dir, overrides: list[str]) -> list[str]:
 
 
 def _run_train(cmd: list[str], timeout: float) -> tuple[subprocess.CompletedProcess | None, float, str]:
+    """Run ``cmd`` (an ``mmevo train`` run, or the rehearsal script) from the checkout: (the finished process or None
+    on a timeout, wall seconds, the stderr tail of a timed-out run)."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(
         os.pathsep)}
     t0 = time.perf_counter()
@@ -320,23 +322,16 @@ def check_rehearsal(args, path) -> dict:
            "--cache-dir", args.cache_dir]
     if scale == "7b" and args.rehearsal_gpu_memory_utilization:
         cmd += ["--gpu-memory-utilization", str(args.rehearsal_gpu_memory_utilization)]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(
-        os.pathsep)}
-    t0 = time.perf_counter()
-    try:
-        proc = subprocess.run(cmd, env=env, cwd=str(ROOT), capture_output=True, text=True,
-                              timeout=args.rehearsal_timeout)
-    except subprocess.TimeoutExpired as e:
-        tail = e.stderr or b""
-        return {"scale": scale, "error": f"timed out after {args.rehearsal_timeout:.0f}s",
-                "stderr_tail": (tail.decode(errors="replace") if isinstance(tail, bytes) else tail)[-3000:]}
+    proc, wall, timeout_tail = _run_train(cmd, args.rehearsal_timeout)
+    if proc is None:
+        return {"scale": scale, "error": f"timed out after {args.rehearsal_timeout:.0f}s", "stderr_tail": timeout_tail}
     try:
         out = json.loads(proc.stdout)
     except json.JSONDecodeError:
         return {"scale": scale, "rc": proc.returncode, "error": "no JSON on stdout",
                 "stderr_tail": proc.stderr[-3000:]}
     out.pop("args", None)
-    out["rc"], out["wall_s"] = proc.returncode, time.perf_counter() - t0
+    out["rc"], out["wall_s"] = proc.returncode, wall
     if proc.returncode != 0 and "error" not in out:
         out["error"] = f"exit code {proc.returncode}"
     for name, phase in out.get("phases", {}).items():  # keep the JSON readable: tracebacks only where they matter
@@ -384,7 +379,7 @@ def check_vllm(args, path) -> dict:
     res.update(model_runner=engine.model_runner, v2_runner_env=os.environ.get("VLLM_USE_V2_MODEL_RUNNER"),
                cuda_graphs=on_gpu)
     try:
-        return _vllm_checks(args, res, engine, lm, hf, requests, tmp, on_gpu)
+        return _vllm_checks(args, res, engine, lm, hf, requests, on_gpu)
     finally:
         try:
             engine.close()
@@ -392,7 +387,7 @@ def check_vllm(args, path) -> dict:
             res["close"] = be.error_record(e)
 
 
-def _vllm_checks(args, res, engine, lm, hf, requests, tmp, on_gpu) -> dict:
+def _vllm_checks(args, res, engine, lm, hf, requests, on_gpu) -> dict:
     import torch
 
     from mmevo.rollout.base import RolloutRequest, SamplingParams
@@ -430,9 +425,7 @@ def _vllm_checks(args, res, engine, lm, hf, requests, tmp, on_gpu) -> dict:
         randomize(trained, seed=11)  # stands in for an optimizer update (vision tower included)
         expected, after, back, sync_s = _sync_round_trip(engine, lm, trained, greedy_ids, args)
         res["weight_sync"] = {"sync_s": sync_s, "outputs_changed": expected != before,
-                              "follows_new_weights": after == expected if exact else
-                              sum(map(_common_prefix, after, expected)) / max(1, sum(map(len, expected))),
-                              "restored": back == before}
+                              "follows_new_weights": _follows(after, expected, exact), "restored": back == before}
         del trained
     except Exception as e:  # noqa: BLE001
         res["weight_sync"] = be.error_record(e)
@@ -443,13 +436,13 @@ def _vllm_checks(args, res, engine, lm, hf, requests, tmp, on_gpu) -> dict:
             free0 = torch.cuda.mem_get_info()[0]
             engine.sleep()
             freed = torch.cuda.mem_get_info()[0] - free0
-            stale = bool(getattr(engine, "weights_stale", False))
+            stale = engine.weights_stale
             if stale:  # level 2 dropped the weights: the trainer reloads them (weights -> sync -> KV cache)
                 engine.sync_weights(lm.model)
             else:
                 engine.wake()
-            res["sleep_wake"] = {"enabled": engine.sleep_enabled, "level": getattr(engine, "sleep_level", None),
-                                 "runner": getattr(engine, "model_runner", None), "freed_gib": freed / 2**30,
+            res["sleep_wake"] = {"enabled": engine.sleep_enabled, "level": engine.sleep_level,
+                                 "runner": engine.model_runner, "freed_gib": freed / 2**30,
                                  "weights_stale_after_sleep": stale,
                                  "same_outputs_after_wake": greedy_ids(engine) == before}
         except Exception as e:  # noqa: BLE001
@@ -502,9 +495,7 @@ def sleep_train_sync(args, engine, lm, single, greedy_ids, exact: bool, on_gpu: 
     return {"sleep_enabled": engine.sleep_enabled, "level": engine.sleep_level, "freed_gib": freed / 2**30,
             "weights_stale_after_sleep": stale, "wake_refused_while_stale": wake_refused,
             "train_loss": float(loss.detach()), "sync_s": sync_s, "outputs_changed_by_training": expected != before,
-            "follows_trained_weights": after == expected if exact else
-            sum(map(_common_prefix, after, expected)) / max(1, sum(map(len, expected))),
-            "restored": restored}
+            "follows_trained_weights": _follows(after, expected, exact), "restored": restored}
 
 
 # -- helpers ----------------------------------------------------------------------------------------------------------
@@ -521,6 +512,14 @@ def _sync_round_trip(engine, lm, trained, greedy_ids, args):
     after = greedy_ids(engine)
     engine.sync_weights(lm.model)
     return expected, after, greedy_ids(engine), sync_s
+
+
+def _follows(after, expected, exact: bool):
+    """Whether the engine's greedy ids equal the expected ones (float32: exactly), else the share of expected tokens
+    on the common prefixes (bf16 drifts)."""
+    if exact:
+        return after == expected
+    return sum(map(_common_prefix, after, expected)) / max(1, sum(map(len, expected)))
 
 
 def _common_prefix(a, b) -> int:
@@ -555,8 +554,6 @@ def _free(device) -> None:
     gc.collect()
     if str(device).startswith("cuda") and torch.cuda.is_available():
         torch.cuda.empty_cache()
-
-
 
 
 def run(args) -> dict:

