@@ -10,7 +10,8 @@ import sys
 USAGE = """mmevo <command> [CONFIG.yaml] [section.key=value ...]
 
 commands:
-  demo        build the tiny model, SFT warm-up, GRPO, held-out eval before/after, report (CPU, < 15 min)
+  demo        tiny model, SFT warm-up, label-free CSRS beside majority vote (--method grpo: verifiable reward),
+              pass@1 / maj@8 before and after with intervals, report (CPU, < 15 min)
   train       GRPO training (resumes from the newest checkpoint in trainer.output_dir)
   sft         supervised warm-up on worked solutions
   eval        benchmark a model:  mmevo eval --model DIR --benchmark mathvision_testmini [--data PATH] [--out DIR]
@@ -36,6 +37,8 @@ def _parse(argv: list[str], prog: str):
     ap.add_argument("overrides", nargs="*", help="section.key=value overrides")
     if prog == "demo":
         ap.add_argument("--out", default="runs/demo", help="output directory of the demo")
+        ap.add_argument("--method", default="csrs", choices=["csrs", "grpo"],
+                        help="csrs: label-free CSRS beside majority vote (default); grpo: the verifiable reward")
     if prog == "eval":  # shorthands for config keys
         for flag, key, what in EVAL_FLAGS:
             ap.add_argument(flag, dest=key.replace(".", "__"), default=None, metavar=flag[2:].replace("-", "_").upper(),
@@ -106,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
             from mmevo.demo import demo_config, run_demo
 
             cfg = demo_config(args.overrides, args.out, args.config)
-            run_demo(cfg, args.out)
+            run_demo(cfg, args.out, args.method)
             return 0
         cfg = load_config(args.config, args.overrides)
         from mmevo import recipes

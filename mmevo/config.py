@@ -59,7 +59,7 @@ class ModelConfig:
 
 @dataclass
 class DataConfig:
-    train: str = "synthetic"  # "synthetic" (embedded generator) or a Geometry3K-schema file/dir (jsonl, json, parquet)
+    train: str = "synthetic"  # "synthetic" (geometry, numbers in the text), "figures" (values only in the image) or a Geometry3K-schema file/dir (jsonl, json, parquet)
     heldout: str = "synthetic"  # held-out set for evaluation, same forms; "" disables evaluation
     format: str = "geometry3k"  # layout of data files: geometry3k | intergps | geoqa | mathvision | mathvista | generic
     fields: dict = field(default_factory=dict)  # generic format: {id, image, problem, answer, choices} -> column names
@@ -119,6 +119,7 @@ class AlgoConfig:
 @dataclass
 class TrainerConfig:
     steps: int = 100  # GRPO steps (one rollout batch each)
+    threads: int = 0  # CPU cores the demo may use (fewer on the machine: it says so and uses those); 0 = all
     prompts_per_step: int = 256  # prompts sampled per step (train batch size; CSRS: 256)
     mini_batch_prompts: int = 64  # prompts per optimizer update (PPO mini batch; CSRS: 64)
     micro_batch_seqs: int = 8  # sequences per forward/backward (gradient accumulation inside a mini batch)
@@ -152,6 +153,7 @@ class SFTConfig:
     warmup_steps: int = 20
     max_grad_norm: float = 1.0
     output_dir: str = "runs/sft"  # final HF model goes to output_dir/model
+    save_every: int = 50  # steps between resumable states (output_dir/sft_state.pt); 0 = never (a rerun restarts)
     teacher_noise: float = 0.0  # synthetic data only: share of SFT solutions from a weak teacher using a wrong rule
 
 

@@ -7,6 +7,8 @@ rewards. A short SFT pass teaches the format and some skill; GRPO then improves 
 from __future__ import annotations
 
 import math
+import os
+from pathlib import Path
 from typing import Sequence
 
 import torch
@@ -44,12 +46,28 @@ def run_sft(cfg: Config, policy: LoadedModel, examples: list[Example], log: bool
     logger = RunLogger(s.output_dir, None, "disabled", enabled=log, filename="sft_metrics.jsonl")
     gen = torch.Generator().manual_seed(cfg.trainer.seed)
     order = torch.randperm(len(examples), generator=gen).tolist()
-    pos = 0
-    history = []
+    pos, start = 0, 0
+    history: list[dict] = []
+    state_path = Path(s.output_dir) / STATE_FILE
+    if s.save_every > 0 and state_path.exists():  # an interrupted run: continue where its last state left off
+        state = torch.load(state_path, map_location="cpu", weights_only=False)
+        if state["n_steps"] != n_steps or state["n_examples"] != len(examples):
+            raise ValueError(f"{state_path} is from another SFT run ({state['n_steps']} steps over "
+                             f"{state['n_examples']} examples, this one: {n_steps} over {len(examples)}); delete it "
+                             "or use another sft.output_dir")
+        model.load_state_dict(state["model"])
+        opt.load_state_dict(state["optimizer"])
+        sched.load_state_dict(state["scheduler"])
+        gen.set_state(state["generator"])
+        order, pos, start, history = state["order"], state["pos"], state["step"], state["history"]
+        if log:
+            print(f"[mmevo sft] resuming at step {start}/{n_steps} from {state_path}")
+    logger.truncate_after(start)
     model.train()
     from tqdm import tqdm
 
-    bar = tqdm(range(n_steps), desc="sft", dynamic_ncols=True, disable=not cfg.trainer.progress)
+    bar = tqdm(range(start, n_steps), desc="sft", dynamic_ncols=True, disable=not cfg.trainer.progress,
+               initial=start, total=n_steps)
     for step in bar:
         idx = []
         while len(idx) < s.batch_size:
@@ -72,5 +90,21 @@ def run_sft(cfg: Config, policy: LoadedModel, examples: list[Example], log: bool
         logger.log(step + 1, m)
         history.append(m)
         bar.set_postfix(loss=f"{m['sft/loss']:.3f}")
+        if s.save_every > 0 and (step + 1) % s.save_every == 0 and step + 1 < n_steps:
+            _save_state(state_path, {"model": model.state_dict(), "optimizer": opt.state_dict(),
+                                     "scheduler": sched.state_dict(), "generator": gen.get_state(), "order": order,
+                                     "pos": pos, "step": step + 1, "history": history, "n_steps": n_steps,
+                                     "n_examples": len(examples)})
     logger.close()
     return history
+
+
+STATE_FILE = "sft_state.pt"
+
+
+def _save_state(path: Path, state: dict) -> None:
+    """Write atomically: an interruption during the write leaves the previous state intact."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    torch.save(state, tmp)
+    os.replace(tmp, path)

@@ -1,0 +1,323 @@
+"""Synthetic problems whose values are only in the figure (``data.train=figures``).
+
+The geometry generator (``synthetic.py``) writes every number into the problem text, so a model can ignore the image
+and visual perturbation (VSP) has nothing to act on. Here the text holds no digit at all: it speaks of "the red
+number" and "the blue number" (or red and blue dots), and the values are drawn in the image only, as seven-segment
+digits or as counts of dots, each colour in a random quadrant. A model that cannot see the image is at chance
+(``text_only_chance``); ``read_figure`` decodes the values back from the pixels, which is how the tests prove that the
+figure carries them.
+
+Why colours and random quadrants: Qwen2.5-VL's vision tokens carry no absolute position (rotary positions only), so
+"the top left cell" asks a tiny model to learn position-selective attention, which it does not in a CPU budget (a
+2 x 2 digit table stayed at chance after 12,000 SFT examples); picking a token by its colour is attention by content.
+
+Layouts are drawn on a 56 x 56 grid (the tiny Qwen2.5-VL sees 4 x 4 patches of 14 pixels, merged to 2 x 2 tokens:
+one token per quadrant) and scaled to ``image_size``. Everything is seeded by ``random.Random``; rows follow the
+Geometry3K hub schema like the geometry generator's, and the held-out set is de-duplicated against the train set on
+(problem text, marks): the texts alone repeat by design.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from PIL import Image, ImageDraw
+
+from .schema import IMAGE_PLACEHOLDER, Example
+from .synthetic import _derive_seed, _solution
+
+__all__ = ["FIGURE_KINDS", "iter_figures", "generate_figures", "split_figures", "draw_figure", "read_figure",
+           "text_only_chance", "blank_images", "shuffled_images"]
+
+GRID = 56  # layout units: the figure is drawn on a 56 x 56 grid, then scaled to the requested size
+CELL = 28  # one quadrant = one merged vision token of the tiny model
+MAX_VALUE = 9  # digits and dot counts are 1..9
+SEGMENT_WIDTH = 6  # thick strokes: a mark must change a large share of its quadrant's pixels (see draw_figure)
+COLORS = {"red": (220, 0, 0), "blue": (0, 0, 220)}
+
+# seven-segment digits: segment -> ((x0, y0), (x1, y1)) inside a 28 x 28 cell, and the segments of each digit
+_SEGMENTS = {"a": ((7, 4), (21, 4)), "b": ((21, 4), (21, 14)), "c": ((21, 14), (21, 24)), "d": ((7, 24), (21, 24)),
+             "e": ((7, 14), (7, 24)), "f": ((7, 4), (7, 14)), "g": ((7, 14), (21, 14))}
+_DIGIT_SEGMENTS = {0: "abcdef", 1: "bc", 2: "abged", 3: "abgcd", 4: "fgbc", 5: "afgcd", 6: "afgedc", 7: "abc",
+                   8: "abcdefg", 9: "abcdfg"}
+_SEGMENT_DIGIT = {frozenset(s): d for d, s in _DIGIT_SEGMENTS.items()}
+# dots: up to 9 on a 3 x 3 grid of a cell, filled in reading order (each count has its own pattern)
+_DOT_CENTRES = [(7 + 7 * (k % 3), 7 + 7 * (k // 3)) for k in range(9)]
+_DOT_RADIUS = 3.4
+BAR_UNIT = 3  # grid units of bar height per unit of value (9 units fill the quadrant)
+
+
+def _cell_origin(cell: int) -> tuple[int, int]:
+    return CELL * (cell % 2), CELL * (cell // 2)
+
+
+def draw_figure(style: str, marks: dict[str, tuple[int, int]], size: int = GRID) -> Image.Image:
+    """A white figure with light quadrant lines and, per colour in ``marks`` ({colour: (quadrant, value)}), the value
+    drawn in that colour in that quadrant: a seven-segment digit (``style="digits"``) or that many dots (``"dots"``)."""
+    img = Image.new("RGB", (size, size), (255, 255, 255))
+    d = ImageDraw.Draw(img)
+    k = size / GRID
+    for v in (0.5, CELL, GRID - 1.5):
+        d.line([(k * v, 0), (k * v, size)], fill=(190, 190, 190), width=1)
+        d.line([(0, k * v), (size, k * v)], fill=(190, 190, 190), width=1)
+    width = max(1, round(k * SEGMENT_WIDTH))
+    for colour, (cell, value) in marks.items():
+        ox, oy = _cell_origin(cell)
+        fill = COLORS[colour]
+        if style == "digits":
+            for seg in _DIGIT_SEGMENTS[value]:
+                (x0, y0), (x1, y1) = _SEGMENTS[seg]
+                d.line([(k * (ox + x0), k * (oy + y0)), (k * (ox + x1), k * (oy + y1))], fill=fill, width=width)
+        elif style == "bars":  # a bar standing on the quadrant's floor, BAR_UNIT grid units per unit of value
+            d.rectangle([k * (ox + 3), k * (oy + CELL - 1 - BAR_UNIT * value), k * (ox + CELL - 3), k * (oy + CELL - 1)],
+                        fill=fill)
+        elif style == "dots":
+            r = k * _DOT_RADIUS
+            for cx, cy in _DOT_CENTRES[:value]:
+                x, y = k * (ox + cx), k * (oy + cy)
+                d.ellipse([x - r, y - r, x + r, y + r], fill=fill)
+        else:
+            raise ValueError(f"unknown figure style {style!r}")
+    return img
+
+
+def _colour_at(img: Image.Image, x: float, y: float) -> str | None:
+    r, g, b = img.getpixel((min(img.width - 1, int(x)), min(img.height - 1, int(y))))[:3]
+    if r > 150 and g < 100 and b < 100:
+        return "red"
+    if b > 150 and r < 100 and g < 100:
+        return "blue"
+    return None
+
+
+def read_figure(img: Image.Image, style: str) -> dict[str, tuple[int, int]]:
+    """The marks of a ``draw_figure`` image read back from its pixels: {colour: (quadrant, value)}."""
+    k = img.width / GRID
+    img = img.convert("RGB")
+    found: dict[str, tuple[int, int]] = {}
+    for cell in range(4):
+        ox, oy = _cell_origin(cell)
+        if style == "digits":
+            lit = {seg: _colour_at(img, k * (ox + (x0 + x1) / 2), k * (oy + (y0 + y1) / 2))
+                   for seg, ((x0, y0), (x1, y1)) in _SEGMENTS.items()}
+            colours = {c for c in lit.values() if c}
+            if len(colours) == 1:
+                (colour,) = colours
+                value = _SEGMENT_DIGIT.get(frozenset(s for s, c in lit.items() if c))
+                if value is not None:
+                    found[colour] = (cell, value)
+        elif style == "bars":
+            colour = _colour_at(img, k * (ox + CELL / 2), k * (oy + CELL - 2))
+            if colour:
+                value = sum(_colour_at(img, k * (ox + CELL / 2), k * (oy + CELL - 1 - BAR_UNIT * (u - 0.5))) == colour
+                            for u in range(1, MAX_VALUE + 1))
+                found[colour] = (cell, value)
+        else:
+            dots = [_colour_at(img, k * (ox + cx), k * (oy + cy)) for cx, cy in _DOT_CENTRES]
+            colours = {c for c in dots if c}
+            if len(colours) == 1:
+                (colour,) = colours
+                found[colour] = (cell, sum(c is not None for c in dots))
+    return found
+
+
+@dataclass
+class _Problem:
+    style: str  # "digits" | "dots"
+    red: int
+    blue: int
+    text: str
+    think: str
+    answer: int
+
+
+def _values(rng: random.Random) -> tuple[int, int]:
+    return rng.randint(1, MAX_VALUE), rng.randint(1, MAX_VALUE)
+
+
+_DIGITS = "The figure shows a red number and a blue number. "
+_DOTS = "The figure shows a group of red dots and a group of blue dots. "
+
+
+def _digit_read(rng: random.Random) -> _Problem:
+    r, b = _values(rng)
+    colour = rng.choice(("red", "blue"))
+    v = r if colour == "red" else b
+    return _Problem("digits", r, b, _DIGITS + f"What is the {colour} number?", f"The {colour} number is {v}.", v)
+
+
+def _digit_sum(rng: random.Random) -> _Problem:
+    r, b = _values(rng)
+    return _Problem("digits", r, b, _DIGITS + "What is the red number plus the blue number?",
+                    f"The red number is {r} and the blue number is {b}. {r} + {b} = {r + b}", r + b)
+
+
+def _digit_diff(rng: random.Random) -> _Problem:
+    r, b = _values(rng)
+    hi, lo = max(r, b), min(r, b)
+    return _Problem("digits", r, b, _DIGITS + "What is the larger number minus the smaller one?",
+                    f"The red number is {r} and the blue number is {b}. {hi} - {lo} = {hi - lo}", hi - lo)
+
+
+def _rectangle_area(rng: random.Random) -> _Problem:
+    r, b = _values(rng)
+    return _Problem("digits", r, b, _DIGITS + "A rectangle has the red number as its width and the blue number as "
+                    "its height. What is its area?",
+                    f"The width is {r} and the height is {b}. {r} * {b} = {r * b}", r * b)
+
+
+def _dots_read(rng: random.Random) -> _Problem:
+    r, b = _values(rng)
+    colour = rng.choice(("red", "blue"))
+    v = r if colour == "red" else b
+    return _Problem("dots", r, b, _DOTS + f"How many {colour} dots are there?", f"There are {v} {colour} dots.", v)
+
+
+def _dots_total(rng: random.Random) -> _Problem:
+    r, b = _values(rng)
+    return _Problem("dots", r, b, _DOTS + "How many dots are there in all?",
+                    f"There are {r} red dots and {b} blue dots. {r} + {b} = {r + b}", r + b)
+
+
+_BARS = "The figure shows a red bar and a blue bar on a grid. "
+
+
+def _bar_read(rng: random.Random) -> _Problem:
+    r, b = _values(rng)
+    colour = rng.choice(("red", "blue"))
+    v = r if colour == "red" else b
+    return _Problem("bars", r, b, _BARS + f"How tall is the {colour} bar?", f"The {colour} bar is {v} tall.", v)
+
+
+def _bar_sum(rng: random.Random) -> _Problem:
+    r, b = _values(rng)
+    return _Problem("bars", r, b, _BARS + "What is the total height of the two bars?",
+                    f"The red bar is {r} and the blue bar is {b}. {r} + {b} = {r + b}", r + b)
+
+
+def _bar_diff(rng: random.Random) -> _Problem:
+    r, b = _values(rng)
+    hi, lo = max(r, b), min(r, b)
+    return _Problem("bars", r, b, _BARS + "How much taller is the taller bar than the shorter one?",
+                    f"The red bar is {r} and the blue bar is {b}. {hi} - {lo} = {hi - lo}", hi - lo)
+
+
+_KIND_FUNCS: dict[str, Callable[[random.Random], _Problem]] = {
+    "digit_read": _digit_read,
+    "digit_sum": _digit_sum,
+    "digit_diff": _digit_diff,
+    "rectangle_area": _rectangle_area,
+    "dots_read": _dots_read,
+    "dots_total": _dots_total,
+    "bar_read": _bar_read,
+    "bar_sum": _bar_sum,
+    "bar_diff": _bar_diff,
+}
+FIGURE_KINDS: tuple[str, ...] = tuple(_KIND_FUNCS)
+
+
+def iter_figures(seed: int, image_size: int = GRID, id_prefix: str | None = None) -> Iterator[Example]:
+    """Endless deterministic stream of figure problems (kinds drawn uniformly); open answers, no choices."""
+    if image_size < 28:
+        raise ValueError(f"image_size must be >= 28 for the figure tasks (digits need 2 pixels per segment), "
+                         f"got {image_size}")
+    rng = random.Random(seed)
+    prefix = id_prefix if id_prefix is not None else f"fig-s{seed}"
+    i = 0
+    while True:
+        kind = FIGURE_KINDS[rng.randrange(len(FIGURE_KINDS))]
+        p = _KIND_FUNCS[kind](rng)
+        red_cell, blue_cell = rng.sample(range(4), 2)  # where each colour sits: found by colour, not by position
+        marks = {"red": (red_cell, p.red), "blue": (blue_cell, p.blue)}
+        yield Example(id=f"{prefix}-{i:06d}", problem=IMAGE_PLACEHOLDER + p.text, answer=str(p.answer), choices=[],
+                      images=[draw_figure(p.style, marks, image_size)], solution=_solution(p.think, str(p.answer)),
+                      meta={"kind": kind, "style": p.style, "mc": False,
+                            "params": {"red": list(marks["red"]), "blue": list(marks["blue"])}})
+        i += 1
+
+
+def generate_figures(n: int, seed: int, image_size: int = GRID, *, id_prefix: str | None = None) -> list[Example]:
+    """``n`` deterministic figure problems; a prefix of any longer list with the same seed."""
+    if n < 0:
+        raise ValueError(f"n must be >= 0, got {n}")
+    stream = iter_figures(seed, image_size, id_prefix)
+    return [next(stream) for _ in range(n)]
+
+
+def _key(ex: Example) -> tuple:
+    return ex.problem, tuple(ex.meta["params"]["red"]), tuple(ex.meta["params"]["blue"])
+
+
+def split_figures(n_train: int, n_heldout: int, seed: int, image_size: int = GRID) -> tuple[list[Example],
+                                                                                          list[Example]]:
+    """A train set and a held-out set that share no (problem text, figure values) pair; ids ``train-NNNNNN`` and
+    ``heldout-NNNNNN``, from streams seeded apart from the geometry generator's."""
+    if n_train < 0 or n_heldout < 0:
+        raise ValueError("n_train and n_heldout must be >= 0")
+    train = generate_figures(n_train, _derive_seed(seed, "figures-train"), image_size, id_prefix="train")
+    seen = {_key(ex) for ex in train}
+    stream = iter_figures(_derive_seed(seed, "figures-heldout"), image_size, id_prefix="heldout-raw")
+    heldout: list[Example] = []
+    for tries in range(200 * max(n_heldout, 1) + 10_000):
+        if len(heldout) == n_heldout:
+            break
+        ex = next(stream)
+        if _key(ex) in seen:
+            continue
+        seen.add(_key(ex))  # no duplicates inside the held-out set either
+        ex.id = f"heldout-{len(heldout):06d}"
+        heldout.append(ex)
+    if len(heldout) < n_heldout:
+        raise ValueError(f"could not find {n_heldout} held-out figure problems unseen in {n_train} train problems")
+    return train, heldout
+
+
+def text_only_chance(train: Sequence[Example], heldout: Sequence[Example]) -> dict[str, Any]:
+    """Accuracy on ``heldout`` of the best guess that sees only the problem text: the train set's most frequent
+    answer for the same text (the overall most frequent answer for a text never seen). Overall and per kind."""
+    by_text: dict[str, Counter] = {}
+    overall: Counter = Counter()
+    for ex in train:
+        by_text.setdefault(ex.problem, Counter())[ex.answer] += 1
+        overall[ex.answer] += 1
+    fallback = overall.most_common(1)[0][0] if overall else None
+    hits: dict[str, list[int]] = {}
+    for ex in heldout:
+        c = by_text.get(ex.problem)
+        guess = c.most_common(1)[0][0] if c else fallback
+        hits.setdefault(ex.meta.get("kind", "all"), []).append(int(guess == ex.answer))
+    flat = [h for v in hits.values() for h in v]
+    return {"accuracy": sum(flat) / len(flat) if flat else 0.0,
+            "by_kind": {k: sum(v) / len(v) for k, v in sorted(hits.items())}}
+
+
+def blank_images(examples: Sequence[Example]) -> list[Example]:
+    """Copies of ``examples`` with every image replaced by a white one of the same size (the image-ablation
+    control)."""
+    from dataclasses import replace
+
+    return [replace(ex, images=[Image.new("RGB", im.size, (255, 255, 255)) for im in ex.images]) for ex in examples]
+
+
+def shuffled_images(examples: Sequence[Example], seed: int = 0) -> list[Example]:
+    """Copies of ``examples`` whose images are permuted among examples of the same figure style, no example keeping
+    its own (a derangement inside each style: the image is valid but belongs to another problem)."""
+    from dataclasses import replace
+
+    rng = random.Random(seed)
+    out = list(examples)
+    by_style: dict[str, list[int]] = {}
+    for i, ex in enumerate(examples):
+        by_style.setdefault(ex.meta.get("style", "all"), []).append(i)
+    for idx in by_style.values():
+        if len(idx) < 2:
+            continue
+        order = idx[:]
+        rng.shuffle(order)
+        for a, b in zip(order, order[1:] + order[:1]):  # each takes the next one's image in a shuffled cycle
+            out[a] = replace(examples[a], images=list(examples[b].images))
+    return out
