@@ -1,125 +1,417 @@
-"""The main job on the embedded default: tiny Qwen2.5-VL + synthetic geometry, SFT warm-up, then GRPO, on CPU.
+"""The main job on the embedded default: tiny Qwen2.5-VL on figure tasks whose values are only in the image, on CPU.
 
-Writes ``<out>/report.md`` with held-out accuracy after SFT and after GRPO, plus plots.
+``mmevo demo`` (= ``--method csrs``): SFT warm-up on worked solutions, then two label-free runs from the same SFT
+checkpoint, side by side: CSRS (retrace re-inference, visual perturbation, softened frequency reward) and majority
+vote (MM-UPT). No gold answer reaches either reward; gold answers are used only to score the held-out set and for the
+logged pseudo-label accuracy. ``--method grpo`` runs GRPO with the verifiable accuracy reward instead.
+
+Held-out pass@1 (mean correctness of 8 samples at temperature 1) and maj@8 are measured before and after, with 95%
+bootstrap intervals; the image-ablation controls (blank and shuffled images) and the text-only chance level show that
+the model reads the figure. Everything resumes: a rerun skips finished phases and continues SFT and each run from
+their last saved state. Writes ``<out>/result.json`` and ``<out>/report.md`` with the plots beside it.
 """
 
 from __future__ import annotations
 
 import copy
 import json
+import multiprocessing
+import os
 import time
 from pathlib import Path
 
-from mmevo.config import Config, load_config
+from mmevo.config import Config, load_config, set_dotted
 
 DEMO_CONFIG = Path(__file__).resolve().parent.parent / "configs" / "demo_tiny.yaml"
+METHODS = {"csrs": ("csrs", "mv"), "grpo": ("grpo",)}  # --method -> the runs it trains from the SFT checkpoint
+# what each run changes in the demo config: label-free runs hide the gold answers from everything but the evaluation
+RUNS: dict[str, dict] = {
+    "csrs": {"csrs.enabled": True, "reward.heads": {"sfr": 1.0}, "data.hide_labels": True},
+    "mv": {"csrs.enabled": False, "reward.heads": {"majority": 1.0}, "data.hide_labels": True},
+    "grpo": {"csrs.enabled": False, "reward.heads": {"accuracy": 0.9, "format": 0.1}, "data.hide_labels": False},
+}
+LABELS = {"sft": "SFT (start)", "csrs": "CSRS (label-free)", "mv": "majority vote (label-free)",
+          "grpo": "GRPO (verifiable reward)"}
+EVAL_SAMPLES = 8  # samples per held-out problem: pass@1 is their mean correctness, maj@8 their modal answer's
 
 
 def demo_config(overrides: list[str] | None = None, out_dir: str = "runs/demo", config_path: str | None = None) -> Config:
     """The demo's config: ``configs/demo_tiny.yaml`` (or ``config_path``), outputs under ``out_dir``, then overrides."""
-    base = [f"trainer.output_dir={out_dir}/grpo", f"sft.output_dir={out_dir}/sft"]
+    base = [f"trainer.output_dir={out_dir}/run", f"sft.output_dir={out_dir}/sft"]
     return load_config(config_path or DEMO_CONFIG, base + list(overrides or []))
 
 
-def run_demo(cfg: Config, out_dir: str = "runs/demo") -> dict:
-    from mmevo.recipes import resolve_model_path, run_grpo, run_sft
+def plan_threads(configured: int, available: int | None = None) -> dict:
+    """How the demo uses the machine: ``configured`` cores (``trainer.threads``; 0 = all there are) capped at the
+    ``available`` ones; with two or more the two label-free runs train at once, one half of the threads each."""
+    available = available or len(os.sched_getaffinity(0))
+    use = min(configured or available, available)
+    note = None
+    if configured and available < configured:
+        note = (f"this machine has {available} core(s), the config asks for {configured} (trainer.threads): "
+                f"using {use}" + ("; the runs go one after the other" if use < 2 else ""))
+    return {"configured": configured, "available": available, "threads": use, "parallel": use >= 2,
+            "threads_per_run": max(1, use // 2) if use >= 2 else use, "note": note}
 
+
+def run_config(cfg: Config, name: str, out: Path, sft_model: Path) -> Config:
+    """The config of one run (``RUNS[name]``) from the SFT checkpoint, writing to ``out/name``."""
+    c = copy.deepcopy(cfg)
+    for key, value in {**RUNS[name], "model.path": str(sft_model), "trainer.output_dir": str(out / name)}.items():
+        set_dotted(c, key, value)
+    return c
+
+
+def run_demo(cfg: Config, out_dir: str = "runs/demo", method: str = "csrs") -> dict:
+    import torch
+
+    from mmevo.recipes import load_examples, resolve_model_path, run_sft
+
+    if method not in METHODS:
+        raise ValueError(f"--method {method!r} not in {sorted(METHODS)}")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.time()
+    threads = plan_threads(cfg.trainer.threads)
+    if threads["note"]:
+        print(f"[mmevo demo] {threads['note']}")
+    torch.set_num_threads(threads["threads"])
     print(f"[mmevo demo] building the tiny model in {cfg.model.cache_dir}")
     base_model = resolve_model_path(cfg)
 
-    sft_model = Path(cfg.sft.output_dir) / "model"
-    if not (sft_model / "config.json").exists():
-        print("[mmevo demo] SFT warm-up on synthetic worked solutions")
-        sft_summary = run_sft(cfg)
+    sft_dir = Path(cfg.sft.output_dir)
+    if (sft_dir / "summary.json").exists():
+        print(f"[mmevo demo] reusing the SFT model in {sft_dir / 'model'}")
+        sft_summary = json.loads((sft_dir / "summary.json").read_text())
     else:
-        print(f"[mmevo demo] reusing SFT model {sft_model}")
-        sft_summary = json.loads((Path(cfg.sft.output_dir) / "summary.json").read_text())
+        print(f"[mmevo demo] SFT warm-up on {cfg.data.n_train} worked solutions ({cfg.data.train} tasks)")
+        sft_summary = run_sft(cfg)
+    sft_model = sft_dir / "model"
     t_sft = time.time() - t0
 
-    print("[mmevo demo] GRPO with the verifiable accuracy reward")
-    grpo_cfg = copy.deepcopy(cfg)
-    grpo_cfg.model.path = str(sft_model)
-    grpo = run_grpo(grpo_cfg)
+    train, _ = load_examples(cfg, "train")
+    heldout, _ = load_examples(cfg, "heldout")
+    evals = {"sft": cached_eval(out / "evals" / "sft.json", cfg, sft_model, heldout, controls=True)}
+    _print_eval("sft", evals["sft"])
+
+    names = METHODS[method]
+    configs = {n: run_config(cfg, n, out, sft_model) for n in names}
+    t_runs = time.time()
+    _train_runs(configs, out, threads)
+    for n in names:
+        evals[n] = cached_eval(out / "evals" / f"{n}.json", configs[n], out / n / "final", heldout, controls=True)
+        _print_eval(n, evals[n])
     total = time.time() - t0
 
-    before, after = grpo.get("eval_before", {}), grpo.get("eval_after", {})
-    result = {
-        "base_model": base_model,
-        "sft_model": str(sft_model),
-        "grpo_model": grpo["final_model"],
-        "heldout_accuracy_after_sft": before.get("accuracy"),
-        "heldout_accuracy_after_grpo": after.get("accuracy"),
-        "heldout_format_after_sft": before.get("format"),
-        "heldout_format_after_grpo": after.get("format"),
-        "by_kind_after_sft": before.get("by_kind"),
-        "by_kind_after_grpo": after.get("by_kind"),
-        "sft_seconds": t_sft,
-        "total_seconds": total,
-    }
+    result = build_result(evals, names, train, heldout)
+    result.update(method=method, base_model=base_model, sft_model=str(sft_model), sft_seconds=t_sft,
+                  runs_seconds=time.time() - t_runs, total_seconds=total, threads=threads,
+                  sft_steps=sft_summary.get("steps"))
     (out / "result.json").write_text(json.dumps(result, indent=2))
-    _write_report(out, cfg, result, sft_summary)
-    print(f"[mmevo demo] held-out accuracy: after SFT {result['heldout_accuracy_after_sft']:.3f} -> "
-          f"after GRPO {result['heldout_accuracy_after_grpo']:.3f}  ({total / 60:.1f} min); report: {out / 'report.md'}")
+    write_report(out, cfg, configs, result, evals)
+    print(f"[mmevo demo] done in {total / 60:.1f} min; report: {out / 'report.md'}")
     return result
 
 
-def _write_report(out: Path, cfg: Config, r: dict, sft_summary: dict) -> None:
-    from mmevo.metrics import plot_curves
+# -- evaluation ---------------------------------------------------------------------------------------------------
+def sampled_eval(cfg: Config, model_path: Path, examples, controls: bool = False) -> dict:
+    """pass@1 / maj@8 of ``model_path`` on ``examples`` (HF engine, temperature 1); with ``controls`` also on blank
+    and on shuffled images. Per-problem values are kept for paired intervals."""
+    from mmevo.data.figures import blank_images, shuffled_images
+    from mmevo.eval.sampled import sampled_records, summarize_sampled
+    from mmevo.grpo.trainer import PromptCache
+    from mmevo.models.loader import load_model
+    from mmevo.rollout.factory import build_engine
 
-    grpo_dir = Path(cfg.trainer.output_dir)
-    plot_curves(Path(cfg.sft.output_dir) / "sft_metrics.jsonl", out / "sft_loss.png", ["sft/loss", "sft/token_acc"],
-                "SFT warm-up")
-    plot_curves(grpo_dir / "metrics.jsonl", out / "grpo_curves.png",
-                ["reward/total/mean", "frac_reward_zero_std", "actor/entropy", "response/length_mean"], "GRPO")
-    _plot_accuracy(out / "accuracy.png", r)
-    kinds = sorted(set(r.get("by_kind_after_sft") or {}) | set(r.get("by_kind_after_grpo") or {}))
-    rows = "\n".join(f"| {k} | {r['by_kind_after_sft'].get(k, 0):.3f} | {r['by_kind_after_grpo'].get(k, 0):.3f} |"
-                     for k in kinds)
+    c = copy.deepcopy(cfg)
+    c.rollout.engine = "hf"
+    policy = load_model(str(model_path), c.model.dtype, c.model.device)
+    policy.model.eval()
+    engine = build_engine(c, policy)
+    prompts = PromptCache(policy.processor, policy.is_vl, c.data.prompt_template, c.data.system_prompt,
+                          c.data.prompt_cache_mb)
+    max_tokens = c.trainer.eval_max_tokens or c.rollout.max_tokens
+    sets = {"real": list(examples)}
+    if controls:
+        sets.update(blank=blank_images(examples), shuffled=shuffled_images(examples, seed=c.data.seed))
+    res = {}
+    for name, exs in sets.items():
+        recs = sampled_records(engine, prompts, exs, policy.tokenizer, EVAL_SAMPLES, max_tokens,
+                               temperature=1.0, seed=c.trainer.seed)
+        res[name] = summarize_sampled(recs, seed=c.trainer.seed)
+        if name == "real":
+            res["per_problem"] = {"pass1": [r["pass1"] for r in recs], "maj": [r["maj"] for r in recs]}
+            res["samples"] = [{"id": r["id"], "gold": r["gold"], "response": r["sample"]} for r in recs[:5]]
+    return res
+
+
+def cached_eval(path: Path, cfg: Config, model_path: Path, examples, controls: bool = False) -> dict:
+    """``sampled_eval``, written to ``path`` and read back on a rerun (the model it scored is recorded)."""
+    if path.exists():
+        cached = json.loads(path.read_text())
+        if cached.get("model") == str(model_path) and cached.get("n") == len(examples):
+            return cached
+    res = {"model": str(model_path), "n": len(examples), **sampled_eval(cfg, model_path, examples, controls)}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(res))
+    return res
+
+
+def _print_eval(name: str, ev: dict) -> None:
+    r = ev["real"]
+    line = (f"[mmevo demo] {LABELS[name]}: pass@1 {r['pass1']:.3f} [{r['pass1_ci'][0]:.3f}, {r['pass1_ci'][1]:.3f}]"
+            f"  maj@8 {r['maj']:.3f} [{r['maj_ci'][0]:.3f}, {r['maj_ci'][1]:.3f}]")
+    if "blank" in ev:
+        line += f"  (blank image {ev['blank']['pass1']:.3f}, shuffled {ev['shuffled']['pass1']:.3f})"
+    print(line, flush=True)
+
+
+def build_result(evals: dict, names, train, heldout) -> dict:
+    """The numbers of the report: pass@1 / maj@8 with intervals per model, paired lifts, controls, chance."""
+    from mmevo.data.figures import text_only_chance
+    from mmevo.eval.sampled import paired_diff_ci
+
+    before = evals["sft"]
+    res: dict = {"heldout_problems": len(heldout), "samples_per_problem": EVAL_SAMPLES,
+                 "text_only_chance": text_only_chance(train, heldout)["accuracy"] if train and "style" in
+                 heldout[0].meta else None,
+                 "pass1_before": before["real"]["pass1"], "pass1_before_ci": before["real"]["pass1_ci"],
+                 "maj8_before": before["real"]["maj"], "maj8_before_ci": before["real"]["maj_ci"]}
+    for n in names:
+        ev = evals[n]
+        res[f"pass1_after_{n}"] = ev["real"]["pass1"]
+        res[f"pass1_after_{n}_ci"] = ev["real"]["pass1_ci"]
+        res[f"maj8_after_{n}"] = ev["real"]["maj"]
+        res[f"maj8_after_{n}_ci"] = ev["real"]["maj_ci"]
+        lift = paired_diff_ci(ev["per_problem"]["pass1"], before["per_problem"]["pass1"])
+        res[f"pass1_lift_{n}"] = lift["mean"]
+        res[f"pass1_lift_{n}_ci"] = lift["ci"]
+        # "beyond the interval": the run's pass@1 is above the upper end of the start's interval
+        res[f"{n}_beyond_interval"] = ev["real"]["pass1"] > before["real"]["pass1_ci"][1]
+    for n, ev in evals.items():
+        if "blank" in ev:
+            res[f"pass1_blank_image_{n}"] = ev["blank"]["pass1"]
+            res[f"pass1_shuffled_image_{n}"] = ev["shuffled"]["pass1"]
+    if "csrs" in names and "mv" in names:
+        d = paired_diff_ci(evals["csrs"]["per_problem"]["pass1"], evals["mv"]["per_problem"]["pass1"])
+        res["pass1_csrs_minus_mv"], res["pass1_csrs_minus_mv_ci"] = d["mean"], d["ci"]
+    return res
+
+
+# -- the training runs --------------------------------------------------------------------------------------------
+def _train_child(cfg: Config, threads: int, log_path: str) -> None:
+    """One run in its own process (spawned): its output goes to ``log_path``."""
+    import sys
+
+    import torch
+
+    with open(log_path, "a", buffering=1) as log:
+        sys.stdout = sys.stderr = log
+        torch.set_num_threads(threads)
+        from mmevo.recipes import run_grpo
+
+        run_grpo(cfg, evaluate_before_after=False)
+
+
+def _finished(out: Path, name: str) -> bool:
+    return (out / name / "final" / "config.json").exists() and (out / name / "summary.json").exists()
+
+
+def _train_runs(configs: dict[str, Config], out: Path, threads: dict) -> None:
+    """Train every unfinished run: at once (one process each) when ``threads['parallel']``, else one after the other;
+    each resumes from its last checkpoint. Progress is read from the runs' metrics.jsonl."""
+    todo = [n for n in configs if not _finished(out, n)]
+    for n in configs:
+        if n not in todo:
+            print(f"[mmevo demo] {LABELS[n]}: finished earlier, reusing {out / n / 'final'}")
+    if not todo:
+        return
+    groups = [todo] if threads["parallel"] else [[n] for n in todo]
+    ctx = multiprocessing.get_context("spawn")
+    for group in groups:
+        procs = {}
+        for n in group:
+            c = configs[n]
+            c.trainer.progress = False
+            (out / n).mkdir(parents=True, exist_ok=True)
+            p = ctx.Process(target=_train_child, args=(c, threads["threads_per_run"], str(out / n / "train.log")),
+                            name=f"mmevo-demo-{n}")
+            p.start()
+            procs[n] = p
+            print(f"[mmevo demo] {LABELS[n]}: {c.trainer.steps} steps, log in {out / n / 'train.log'}")
+        try:
+            while any(p.is_alive() for p in procs.values()):
+                time.sleep(15)
+                print("[mmevo demo] " + " | ".join(_progress_line(out, n, configs[n]) for n in group), flush=True)
+        finally:
+            for p in procs.values():
+                if p.is_alive():
+                    p.terminate()
+                p.join()
+        failed = [n for n, p in procs.items() if p.exitcode != 0]
+        if failed:
+            tails = "\n".join(f"--- {n} (exit {procs[n].exitcode}):\n" + _tail(out / n / "train.log") for n in failed)
+            raise RuntimeError(f"demo run(s) {failed} failed; a rerun resumes them\n{tails}")
+
+
+def _progress_line(out: Path, name: str, cfg: Config) -> str:
+    from mmevo.metrics import read_jsonl
+
+    rows = read_jsonl(out / name / "metrics.jsonl") if (out / name / "metrics.jsonl").exists() else []
+    if not rows:
+        return f"{name} starting"
+    last = rows[-1]
+    return f"{name} step {last['step']}/{cfg.trainer.steps} reward {last.get('reward/total/mean', float('nan')):.2f}"
+
+
+def _tail(path: Path, n: int = 3000) -> str:
+    return path.read_text(errors="replace")[-n:] if path.exists() else "(no log)"
+
+
+# -- report -------------------------------------------------------------------------------------------------------
+def write_report(out: Path, cfg: Config, configs: dict[str, Config], r: dict, evals: dict) -> None:
+    names = list(configs)
+    curves = _plot_runs(out, names)
+    _plot_accuracy(out / "accuracy.png", r, names)
+
+    def ci(x):
+        return f"[{x[0]:.3f}, {x[1]:.3f}]"
+
+    rows = [f"| {LABELS['sft']} | {r['pass1_before']:.3f} {ci(r['pass1_before_ci'])} | {r['maj8_before']:.3f} "
+            f"{ci(r['maj8_before_ci'])} | | {evals['sft']['blank']['pass1']:.3f} | "
+            f"{evals['sft']['shuffled']['pass1']:.3f} |"]
+    for n in names:
+        rows.append(f"| {LABELS[n]} | {r[f'pass1_after_{n}']:.3f} {ci(r[f'pass1_after_{n}_ci'])} | "
+                    f"{r[f'maj8_after_{n}']:.3f} {ci(r[f'maj8_after_{n}_ci'])} | {r[f'pass1_lift_{n}']:+.3f} "
+                    f"{ci(r[f'pass1_lift_{n}_ci'])} | {evals[n]['blank']['pass1']:.3f} | "
+                    f"{evals[n]['shuffled']['pass1']:.3f} |")
+    kinds = sorted(evals["sft"]["real"]["by_kind"])
+    head = " | ".join(f"{LABELS[n]} pass@1 / maj@8" for n in ["sft", *names])
+    kind_rows = "\n".join(
+        f"| {k} | " + " | ".join(f"{evals[n]['real']['by_kind'][k]['pass1']:.3f} / "
+                                  f"{evals[n]['real']['by_kind'][k]['maj']:.3f}" for n in ["sft", *names]) + " |"
+        for k in kinds)
+    verdict = []
+    for n in names:
+        verdict.append(f"- {LABELS[n]}: pass@1 {r['pass1_before']:.3f} -> {r[f'pass1_after_{n}']:.3f} "
+                       f"({'above' if r[f'{n}_beyond_interval'] else 'NOT above'} the start's interval "
+                       f"{ci(r['pass1_before_ci'])}; paired lift {r[f'pass1_lift_{n}']:+.3f} "
+                       f"{ci(r[f'pass1_lift_{n}_ci'])}).")
+    if "pass1_csrs_minus_mv" in r:
+        verdict.append(f"- CSRS - majority vote, paired: {r['pass1_csrs_minus_mv']:+.3f} "
+                       f"{ci(r['pass1_csrs_minus_mv_ci'])}.")
+    c0 = configs[names[0]]
+    label_free = all(configs[n].data.hide_labels for n in names)
     text = f"""# mmevo demo report
 
-Tiny Qwen2.5-VL ({r['base_model']}) on synthetic geometry, CPU.
+Tiny Qwen2.5-VL ({r['base_model']}) on figure tasks whose values are drawn only in the image (digit tables, bar
+charts; the problem text holds no number), CPU, {r['threads']['threads']} thread(s)
+{'(two runs at once)' if r['threads']['parallel'] and len(names) > 1 else ''}. Total time {r['total_seconds'] / 60:.1f} min
+(SFT {r['sft_seconds'] / 60:.1f} min, runs {r['runs_seconds'] / 60:.1f} min).
 
-| stage | held-out accuracy | format rate |
-|---|---|---|
-| after SFT | {r['heldout_accuracy_after_sft']:.3f} | {r['heldout_format_after_sft']:.3f} |
-| after GRPO | {r['heldout_accuracy_after_grpo']:.3f} | {r['heldout_format_after_grpo']:.3f} |
+{'Label-free: no gold answer reaches any reward; gold answers only score the held-out set and the logged pseudo-label accuracy.' if label_free else 'Verifiable reward: the gold answers of the train set reach the accuracy reward.'}
 
-Held-out problems: {cfg.data.n_heldout}; greedy decoding. SFT: {sft_summary.get('steps')} steps on
-{cfg.data.n_train} worked solutions, {cfg.sft.teacher_noise:.0%} of them from a simulated weak teacher that applies a
-plausible wrong rule (gold answers stay correct: the verifiable reward can correct what SFT taught).
-GRPO: {cfg.trainer.steps} steps x {cfg.trainer.prompts_per_step} prompts x {cfg.rollout.n} samples, lr {cfg.trainer.lr},
-reward heads {cfg.reward.heads}. Total time {r['total_seconds'] / 60:.1f} min.
+## Held-out ({r['heldout_problems']} problems, {r['samples_per_problem']} samples each at temperature 1; 95% bootstrap intervals)
 
-## Per problem kind
+| model | pass@1 | maj@8 | pass@1 lift (paired) | pass@1, blank image | pass@1, shuffled images |
+|---|---|---|---|---|---|
+{chr(10).join(rows)}
 
-| kind | after SFT | after GRPO |
-|---|---|---|
-{rows}
+Text-only chance (the best guess from the problem text alone): {r['text_only_chance'] if r['text_only_chance'] is None else f"{r['text_only_chance']:.3f}"}.
+The blank- and shuffled-image columns are the image ablation: a model that reads the figure falls to chance there.
+
+{chr(10).join(verdict)}
+
+## Per problem kind (pass@1 / maj@8)
+
+| kind | {head} |
+|---|{'---|' * (len(names) + 1)}
+{kind_rows}
 
 ![accuracy](accuracy.png)
 
-![GRPO curves](grpo_curves.png)
+## Training curves (raw and smoothed)
 
-![SFT loss](sft_loss.png)
+{chr(10).join(f'![{n}]({p.name})' for n, p in curves.items())}
+
+Diagnostics in the curves: `pseudo_label_acc` is the share of groups whose majority answer equals the (hidden) gold
+answer, `modal_share` the mean share of a group's samples on its modal answer (how sharp the policy is).
+
+## Setup
+
+SFT: {r['sft_steps']} steps on {cfg.data.n_train} worked solutions. Runs: {c0.trainer.steps} steps x
+{c0.trainer.prompts_per_step} prompts x {c0.rollout.n} samples, lr {c0.trainer.lr}, KL {c0.algo.kl_coef}.
+{'CSRS: m = ' + str(configs['csrs'].csrs.m) + ', omega = ' + str(configs['csrs'].csrs.omega) + ', sigma = ' + str(configs['csrs'].csrs.sigma) + ', SFR gamma = ' + str(configs['csrs'].csrs.gamma) + ', beta = ' + str(configs['csrs'].csrs.beta) + '.' if 'csrs' in configs else ''}
+Reward heads: {', '.join(f'{n}: {dict(configs[n].reward.heads)}' for n in names)}.
 """
     (out / "report.md").write_text(text)
 
 
-def _plot_accuracy(path: Path, r: dict) -> None:
+def _smooth(ys: list[float], alpha: float = 0.1) -> list[float]:
+    out, m = [], None
+    for y in ys:
+        m = y if m is None else (1 - alpha) * m + alpha * y
+        out.append(m)
+    return out
+
+
+CURVE_KEYS = ("reward/total/mean", "pseudo_label_acc", "modal_share", "actor/entropy", "response/length_mean")
+
+
+def _plot_runs(out: Path, names) -> dict[str, Path]:
+    """One figure of the runs' curves per metric group: raw (thin) and smoothed (EMA 0.1, thick), runs overlaid."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(4, 3))
-    vals = [r["heldout_accuracy_after_sft"] or 0, r["heldout_accuracy_after_grpo"] or 0]
-    ax.bar(["after SFT", "after GRPO"], vals, color=["#999", "#3a7"])
-    for i, v in enumerate(vals):
-        ax.text(i, v, f"{v:.3f}", ha="center", va="bottom")
+    from mmevo.metrics import read_jsonl
+
+    data = {n: read_jsonl(out / n / "metrics.jsonl") for n in names if (out / n / "metrics.jsonl").exists()}
+    fig, axes = plt.subplots(len(CURVE_KEYS), 1, figsize=(7, 2.3 * len(CURVE_KEYS)), squeeze=False)
+    for ax, key in zip(axes[:, 0], CURVE_KEYS):
+        for i, (n, rows) in enumerate(data.items()):
+            pts = [(row["step"], v) for row in rows for k, v in row.items()
+                   if (k == key or k.endswith("/" + key)) and isinstance(v, (int, float))]
+            if not pts:
+                continue
+            xs, ys = [p[0] for p in pts], [p[1] for p in pts]
+            color = f"C{i}"
+            ax.plot(xs, ys, color=color, alpha=0.3, lw=0.8)
+            ax.plot(xs, _smooth(ys), color=color, lw=2, label=LABELS[n])
+        ax.set_ylabel(key.split("/")[-2] if key.endswith("/mean") else key.split("/")[-1], fontsize=8)
+        ax.grid(alpha=0.3)
+    axes[0, 0].legend(fontsize=7)
+    axes[-1, 0].set_xlabel("step")
+    fig.tight_layout()
+    path = out / "curves.png"
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return {"runs": path}
+
+
+def _plot_accuracy(path: Path, r: dict, names) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(5, 3))
+    labels, p1, mj, lo, hi = [], [], [], [], []
+    for key, pref in [("sft", "before"), *[(n, f"after_{n}") for n in names]]:
+        labels.append(LABELS[key].split(" (")[0])
+        p = r[f"pass1_{pref}"]
+        p1.append(p)
+        mj.append(r[f"maj8_{pref}"])
+        lo.append(p - r[f"pass1_{pref}_ci"][0])
+        hi.append(r[f"pass1_{pref}_ci"][1] - p)
+    xs = range(len(labels))
+    ax.bar([x - 0.2 for x in xs], p1, 0.4, yerr=[lo, hi], capsize=3, label="pass@1", color="#3a7")
+    ax.bar([x + 0.2 for x in xs], mj, 0.4, label="maj@8", color="#999")
+    ax.axhline(r["text_only_chance"] or 0, ls="--", color="k", lw=0.8, label="text-only chance")
+    ax.set_xticks(list(xs), labels, fontsize=8)
     ax.set_ylabel("held-out accuracy")
+    ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=90)
     plt.close(fig)

@@ -90,5 +90,5 @@ def test_determinism_dedup_and_scaling(split):
     with pytest.raises(ValueError, match="image_size"):
         generate_figures(1, seed=0, image_size=20)
     with pytest.raises(ValueError, match="style"):
-        draw_figure("bars", {"red": (0, 1)})
+        draw_figure("pie", {"red": (0, 1)})
     assert isinstance(train[0].images[0], Image.Image) and train[0].images[0].size == (56, 56)
