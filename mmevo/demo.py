@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import copy
 import json
+import math
 import multiprocessing
 import os
 import time
@@ -81,8 +82,12 @@ def run_demo(cfg: Config, out_dir: str = "runs/demo", method: str = "csrs") -> d
 
     sft_dir = Path(cfg.sft.output_dir)
     if (sft_dir / "summary.json").exists():
-        print(f"[mmevo demo] reusing the SFT model in {sft_dir / 'model'}")
         sft_summary = json.loads((sft_dir / "summary.json").read_text())
+        expected = math.ceil(cfg.data.n_train * cfg.sft.epochs / cfg.sft.batch_size)
+        if sft_summary.get("steps") != expected:
+            raise ValueError(f"{sft_dir} holds an SFT of {sft_summary.get('steps')} steps, this config asks for "
+                             f"{expected}: use another --out (or delete {sft_dir} and the runs after it)")
+        print(f"[mmevo demo] reusing the SFT model in {sft_dir / 'model'}")
     else:
         print(f"[mmevo demo] SFT warm-up on {cfg.data.n_train} worked solutions ({cfg.data.train} tasks)")
         sft_summary = run_sft(cfg)
@@ -97,9 +102,11 @@ def run_demo(cfg: Config, out_dir: str = "runs/demo", method: str = "csrs") -> d
     names = METHODS[method]
     configs = {n: run_config(cfg, n, out, sft_model) for n in names}
     t_runs = time.time()
-    _train_runs(configs, out, threads)
+    parallel = len(names) if threads["parallel"] else 1
+    run_jobs({n: (configs[n], out / "evals" / f"{n}.json") for n in names}, parallel,
+             threads["threads_per_run"] if parallel > 1 else threads["threads"], LABELS)
     for n in names:
-        evals[n] = cached_eval(out / "evals" / f"{n}.json", configs[n], out / n / "final", heldout, controls=True)
+        evals[n] = json.loads((out / "evals" / f"{n}.json").read_text())
         _print_eval(n, evals[n])
     total = time.time() - t0
 
@@ -199,8 +206,9 @@ def build_result(evals: dict, names, train, heldout) -> dict:
 
 
 # -- the training runs --------------------------------------------------------------------------------------------
-def _train_child(cfg: Config, threads: int, log_path: str) -> None:
-    """One run in its own process (spawned): its output goes to ``log_path``."""
+def _run_child(cfg: Config, threads: int, log_path: str, eval_path: str, heldout_args: tuple) -> None:
+    """One run in its own process (spawned): train (resuming), then the sampled held-out evaluation of its final
+    model with the image controls; output goes to ``log_path``."""
     import sys
 
     import torch
@@ -208,59 +216,74 @@ def _train_child(cfg: Config, threads: int, log_path: str) -> None:
     with open(log_path, "a", buffering=1) as log:
         sys.stdout = sys.stderr = log
         torch.set_num_threads(threads)
-        from mmevo.recipes import run_grpo
+        from mmevo.recipes import load_examples, run_grpo
 
-        run_grpo(cfg, evaluate_before_after=False)
+        out = Path(cfg.trainer.output_dir)
+        if not (out / "summary.json").exists():
+            run_grpo(cfg, evaluate_before_after=False)
+        heldout, _ = load_examples(_with_heldout(cfg, *heldout_args), "heldout")
+        cached_eval(Path(eval_path), cfg, out / "final", heldout, controls=True)
 
 
-def _finished(out: Path, name: str) -> bool:
-    return (out / name / "final" / "config.json").exists() and (out / name / "summary.json").exists()
+def _with_heldout(cfg: Config, source: str, n: int) -> Config:
+    c = copy.deepcopy(cfg)
+    c.data.heldout, c.data.n_heldout = source, n
+    return c
 
 
-def _train_runs(configs: dict[str, Config], out: Path, threads: dict) -> None:
-    """Train every unfinished run: at once (one process each) when ``threads['parallel']``, else one after the other;
-    each resumes from its last checkpoint. Progress is read from the runs' metrics.jsonl."""
-    todo = [n for n in configs if not _finished(out, n)]
-    for n in configs:
+def run_jobs(jobs: dict[str, tuple[Config, Path]], parallel: int, threads_per_job: int, labels=None) -> None:
+    """Train and evaluate every job (name -> (config, eval json path)) whose evaluation is missing, ``parallel`` at a
+    time, one spawned process each with ``threads_per_job`` threads; each resumes from its last checkpoint. Progress
+    is read from the runs' metrics.jsonl every 15 s. A failed job stops the rest and raises with its log's tail."""
+    todo = [n for n, (_, ev) in jobs.items() if not ev.exists()]
+    for n in jobs:
         if n not in todo:
-            print(f"[mmevo demo] {LABELS[n]}: finished earlier, reusing {out / n / 'final'}")
-    if not todo:
-        return
-    groups = [todo] if threads["parallel"] else [[n] for n in todo]
+            print(f"[mmevo] {(labels or {}).get(n, n)}: finished earlier, reusing {jobs[n][1]}")
     ctx = multiprocessing.get_context("spawn")
-    for group in groups:
-        procs = {}
-        for n in group:
-            c = configs[n]
-            c.trainer.progress = False
-            (out / n).mkdir(parents=True, exist_ok=True)
-            p = ctx.Process(target=_train_child, args=(c, threads["threads_per_run"], str(out / n / "train.log")),
-                            name=f"mmevo-demo-{n}")
-            p.start()
-            procs[n] = p
-            print(f"[mmevo demo] {LABELS[n]}: {c.trainer.steps} steps, log in {out / n / 'train.log'}")
-        try:
-            while any(p.is_alive() for p in procs.values()):
-                time.sleep(15)
-                print("[mmevo demo] " + " | ".join(_progress_line(out, n, configs[n]) for n in group), flush=True)
-        finally:
-            for p in procs.values():
-                if p.is_alive():
-                    p.terminate()
-                p.join()
-        failed = [n for n, p in procs.items() if p.exitcode != 0]
-        if failed:
-            tails = "\n".join(f"--- {n} (exit {procs[n].exitcode}):\n" + _tail(out / n / "train.log") for n in failed)
-            raise RuntimeError(f"demo run(s) {failed} failed; a rerun resumes them\n{tails}")
+    running: dict[str, multiprocessing.Process] = {}
+    try:
+        while todo or running:
+            while todo and len(running) < max(1, parallel):
+                n = todo.pop(0)
+                cfg, ev = jobs[n]
+                c = copy.deepcopy(cfg)
+                c.trainer.progress = False
+                out = Path(c.trainer.output_dir)
+                out.mkdir(parents=True, exist_ok=True)
+                p = ctx.Process(target=_run_child, name=f"mmevo-{n}",
+                                args=(c, threads_per_job, str(out / "train.log"), str(ev),
+                                      (cfg.data.heldout, cfg.data.n_heldout)))
+                p.start()
+                running[n] = p
+                print(f"[mmevo] {(labels or {}).get(n, n)}: {c.trainer.steps} steps, log in {out / 'train.log'}",
+                      flush=True)
+            time.sleep(15)
+            print("[mmevo] " + " | ".join(_progress_line(n, jobs[n][0]) for n in running), flush=True)
+            for n, p in list(running.items()):
+                if not p.is_alive():
+                    p.join()
+                    del running[n]
+                    if p.exitcode != 0:
+                        log = Path(jobs[n][0].trainer.output_dir) / "train.log"
+                        raise RuntimeError(f"run {n} failed (exit {p.exitcode}); a rerun resumes it. Its log "
+                                           f"({log}) ends:\n{_tail(log)}")
+    finally:
+        for p in running.values():
+            if p.is_alive():
+                p.terminate()
+            p.join()
 
 
-def _progress_line(out: Path, name: str, cfg: Config) -> str:
+def _progress_line(name: str, cfg: Config) -> str:
     from mmevo.metrics import read_jsonl
 
-    rows = read_jsonl(out / name / "metrics.jsonl") if (out / name / "metrics.jsonl").exists() else []
+    path = Path(cfg.trainer.output_dir) / "metrics.jsonl"
+    rows = read_jsonl(path) if path.exists() else []
     if not rows:
         return f"{name} starting"
     last = rows[-1]
+    if last["step"] >= cfg.trainer.steps:
+        return f"{name} evaluating"
     return f"{name} step {last['step']}/{cfg.trainer.steps} reward {last.get('reward/total/mean', float('nan')):.2f}"
 
 

@@ -12,11 +12,11 @@ from mmevo.config import Config, to_dict
 from mmevo.data.schema import Example
 from mmevo.models.loader import LoadedModel, load_model
 
-TINY_ALIASES = {"tiny": "tiny-qwen2.5-vl", "tiny-text": "tiny-qwen2"}
+TINY_ALIASES = {"tiny": "tiny-qwen2.5-vl", "tiny-wide": "tiny-wide-qwen2.5-vl", "tiny-text": "tiny-qwen2"}
 
 
 def resolve_model_path(cfg: Config) -> str:
-    """"tiny" / "tiny-text" build the embedded models once into ``model.cache_dir``; anything else is used as given.
+    """"tiny" / "tiny-wide" / "tiny-text" build the embedded models once into ``model.cache_dir``; anything else is used as given.
 
     In a multi-process run this is collective (every rank calls it): the first rank of each node (``LOCAL_RANK`` 0)
     builds while the other ranks wait, then all use the same directory, and a failed build fails every rank. One
@@ -31,7 +31,13 @@ def resolve_model_path(cfg: Config) -> str:
         from mmevo.models.tiny import build_tiny_qwen2, build_tiny_qwen2_5_vl
 
         out = Path(cfg.model.cache_dir) / TINY_ALIASES[name]
-        build = build_tiny_qwen2_5_vl if name == "tiny" else build_tiny_qwen2
+        from functools import partial
+
+        from mmevo.models.tiny import WIDE_VL_SPEC, wide_corpus
+
+        wide = partial(build_tiny_qwen2_5_vl, spec=WIDE_VL_SPEC, corpus=wide_corpus())
+        build = {"tiny": build_tiny_qwen2_5_vl, "tiny-wide": wide,
+                 "tiny-text": build_tiny_qwen2}[name]
         error = None
         if D.local_rank() == 0:
             try:

@@ -28,13 +28,30 @@ from mmevo.rollout.strategy import Rollout, RolloutContext, RolloutStrategy, sam
 
 def perturbed_prompt(processor, prompt: EncodedPrompt, sigma: float, seed: int) -> EncodedPrompt:
     """The same prompt tokens with Gaussian-noised images (new pixel values, same grid, so same placeholders)."""
-    if not prompt.images:
-        return prompt
-    images = perturb_images(prompt.images, sigma, seed)
-    enc = processor.image_processor(images=images, return_tensors="pt")
-    if not torch.equal(enc["image_grid_thw"], prompt.image_grid_thw):
-        raise RuntimeError("VSP changed the image grid; perturbation must keep the image size")
-    return dataclasses.replace(prompt, images=images, pixel_values=enc["pixel_values"])
+    return perturbed_prompts(processor, [prompt], sigma, [seed])[0]
+
+
+def perturbed_prompts(processor, prompts: list[EncodedPrompt], sigma: float, seeds: list[int]) -> list[EncodedPrompt]:
+    """``perturbed_prompt`` for many prompts with one image-processor call (a call per image costs more than the
+    pixels: the re-inferences of one CSRS step perturb an image per maternal response)."""
+    images = [perturb_images(p.images, sigma, seed) if p.images else [] for p, seed in zip(prompts, seeds)]
+    flat = [im for ims in images for im in ims]
+    if not flat:
+        return list(prompts)
+    enc = processor.image_processor(images=flat, return_tensors="pt")
+    rows = enc["image_grid_thw"].prod(-1).tolist()  # pixel-value rows (patches) of each image
+    pixels = list(torch.split(enc["pixel_values"], rows))
+    out, k = [], 0
+    for p, ims in zip(prompts, images):
+        if not ims:
+            out.append(p)
+            continue
+        grid = enc["image_grid_thw"][k:k + len(ims)]
+        if not torch.equal(grid, p.image_grid_thw):
+            raise RuntimeError("VSP changed the image grid; perturbation must keep the image size")
+        out.append(dataclasses.replace(p, images=ims, pixel_values=torch.cat(pixels[k:k + len(ims)])))
+        k += len(ims)
+    return out
 
 
 class CSRSStrategy(RolloutStrategy):
@@ -57,11 +74,11 @@ class CSRSStrategy(RolloutStrategy):
         omegas = sample_omegas(n_mat, c.omega, c.random_anchor, rng) if c.retrace else [0.0] * n_mat
         prefixes = anchor_prefixes([comp.token_ids for comp in maternal.completions], omegas,
                                    strip_ids=set(ctx.stop_ids))
-        requests = []
-        for j, (prompt, prefix) in enumerate(zip(maternal.prompts, prefixes)):
-            image = perturbed_prompt(ctx.processor, prompt, c.sigma, derive_seed(ctx.seed, j)) if c.perturb else None
-            requests.append(RolloutRequest(prompt, n=c.m, prefix_ids=prefix, image_override=image,
-                                           max_tokens=ctx.params.max_tokens - len(prefix)))
+        images = (perturbed_prompts(ctx.processor, list(maternal.prompts), c.sigma,
+                                    [derive_seed(ctx.seed, j) for j in range(n_mat)]) if c.perturb else [None] * n_mat)
+        requests = [RolloutRequest(prompt, n=c.m, prefix_ids=prefix, image_override=image,
+                                   max_tokens=ctx.params.max_tokens - len(prefix))
+                    for prompt, prefix, image in zip(maternal.prompts, prefixes, images)]
         params = dataclasses.replace(ctx.params, seed=ctx.seed + 1)
         outs = ctx.engine.generate(requests, params)
 

@@ -1,0 +1,48 @@
+"""The demo end to end at toy size: SFT, the two label-free runs side by side, sampled evaluations, report, resume."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+
+def test_demo_runs_reports_and_resumes(tiny_vl_path, tmp_path, capsys):
+    from mmevo.demo import demo_config, run_demo
+
+    out = tmp_path / "demo"
+    overrides = [f"model.path={tiny_vl_path}", "data.n_train=64", "data.n_heldout=12", "sft.batch_size=16",
+                 "trainer.steps=2", "trainer.prompts_per_step=2", "trainer.mini_batch_prompts=2",
+                 "rollout.n=4", "csrs.m=2", "rollout.max_tokens=12", "trainer.save_every=1", "trainer.threads=2",
+                 "trainer.progress=false"]
+    r = run_demo(demo_config(overrides, str(out)), str(out))
+    saved = json.loads((out / "result.json").read_text())
+    for key in ("pass1_before", "maj8_before", "pass1_after_csrs", "pass1_after_mv", "total_seconds"):
+        assert key in saved and saved[key] == r[key]
+    for key in ("pass1_before", "maj8_before", "pass1_after_csrs", "pass1_after_mv"):
+        lo, hi = saved[f"{key}_ci"]
+        assert 0.0 <= lo <= saved[key] <= hi <= 1.0
+    assert 0.0 <= saved["text_only_chance"] < 0.5
+    # both runs trained from the SFT model, label-free, and were evaluated with the image controls
+    for name, head in (("csrs", "sfr"), ("mv", "majority")):
+        summary = json.loads((out / name / "summary.json").read_text())
+        assert summary["config"]["data"]["hide_labels"] is True
+        assert list(summary["config"]["reward"]["heads"]) == [head]
+        assert summary["config"]["model"]["path"] == str(out / "sft" / "model")
+        ev = json.loads((out / "evals" / f"{name}.json").read_text())
+        assert {"real", "blank", "shuffled", "per_problem"} <= set(ev) and len(ev["per_problem"]["pass1"]) == 12
+    assert json.loads((out / "csrs" / "summary.json").read_text())["config"]["csrs"]["enabled"] is True
+    report = (out / "report.md").read_text()
+    assert "pass@1" in report and "blank image" in report and "curves.png" in report
+    assert (out / "curves.png").exists() and (out / "accuracy.png").exists()
+
+    # a rerun reuses every finished phase: nothing is trained again
+    capsys.readouterr()
+    again = run_demo(demo_config(overrides, str(out)), str(out))
+    printed = capsys.readouterr().out
+    assert "reusing the SFT model" in printed and printed.count("finished earlier") == 2
+    assert again["pass1_after_csrs"] == r["pass1_after_csrs"]
+
+    # a changed SFT budget is refused instead of silently reusing the old model
+    with pytest.raises(ValueError, match="another --out"):
+        run_demo(demo_config(overrides + ["data.n_train=96"], str(out)), str(out))
