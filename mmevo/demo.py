@@ -206,7 +206,7 @@ def build_result(evals: dict, names, train, heldout) -> dict:
 
 
 # -- the training runs --------------------------------------------------------------------------------------------
-def _run_child(cfg: Config, threads: int, log_path: str, eval_path: str, heldout_args: tuple) -> None:
+def _run_child(cfg: Config, threads: int, log_path: str, eval_path: str) -> None:
     """One run in its own process (spawned): train (resuming), then the sampled held-out evaluation of its final
     model with the image controls; output goes to ``log_path``."""
     import sys
@@ -221,14 +221,8 @@ def _run_child(cfg: Config, threads: int, log_path: str, eval_path: str, heldout
         out = Path(cfg.trainer.output_dir)
         if not (out / "summary.json").exists():
             run_grpo(cfg, evaluate_before_after=False)
-        heldout, _ = load_examples(_with_heldout(cfg, *heldout_args), "heldout")
+        heldout, _ = load_examples(cfg, "heldout")
         cached_eval(Path(eval_path), cfg, out / "final", heldout, controls=True)
-
-
-def _with_heldout(cfg: Config, source: str, n: int) -> Config:
-    c = copy.deepcopy(cfg)
-    c.data.heldout, c.data.n_heldout = source, n
-    return c
 
 
 def run_jobs(jobs: dict[str, tuple[Config, Path]], parallel: int, threads_per_job: int, labels=None) -> None:
@@ -251,8 +245,7 @@ def run_jobs(jobs: dict[str, tuple[Config, Path]], parallel: int, threads_per_jo
                 out = Path(c.trainer.output_dir)
                 out.mkdir(parents=True, exist_ok=True)
                 p = ctx.Process(target=_run_child, name=f"mmevo-{n}",
-                                args=(c, threads_per_job, str(out / "train.log"), str(ev),
-                                      (cfg.data.heldout, cfg.data.n_heldout)))
+                                args=(c, threads_per_job, str(out / "train.log"), str(ev)))
                 p.start()
                 running[n] = p
                 print(f"[mmevo] {(labels or {}).get(n, n)}: {c.trainer.steps} steps, log in {out / 'train.log'}",
@@ -355,7 +348,7 @@ The blank- and shuffled-image columns are the image ablation: a model that reads
 
 ## Training curves (raw and smoothed)
 
-{chr(10).join(f'![{n}]({p.name})' for n, p in curves.items())}
+![curves]({curves.name})
 
 Diagnostics in the curves: `pseudo_label_acc` is the share of groups whose majority answer equals the (hidden) gold
 answer, `modal_share` the mean share of a group's samples on its modal answer (how sharp the policy is).
@@ -381,8 +374,9 @@ def _smooth(ys: list[float], alpha: float = 0.1) -> list[float]:
 CURVE_KEYS = ("reward/total/mean", "pseudo_label_acc", "modal_share", "actor/entropy", "response/length_mean")
 
 
-def _plot_runs(out: Path, names) -> dict[str, Path]:
-    """One figure of the runs' curves per metric group: raw (thin) and smoothed (EMA 0.1, thick), runs overlaid."""
+def _plot_runs(out: Path, names) -> Path:
+    """``out/curves.png``: a subplot per metric of CURVE_KEYS, raw (thin) and smoothed (EMA 0.1, thick), runs
+    overlaid."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -410,7 +404,7 @@ def _plot_runs(out: Path, names) -> dict[str, Path]:
     path = out / "curves.png"
     fig.savefig(path, dpi=90)
     plt.close(fig)
-    return {"runs": path}
+    return path
 
 
 def _plot_accuracy(path: Path, r: dict, names) -> None:

@@ -127,7 +127,7 @@ def read_figure(img: Image.Image, style: str) -> dict[str, tuple[int, int]]:
 
 @dataclass
 class _Problem:
-    style: str  # "digits" | "dots"
+    style: str  # "digits" | "dots" | "bars"
     red: int
     blue: int
     text: str
@@ -135,89 +135,43 @@ class _Problem:
     answer: int
 
 
-def _values(rng: random.Random) -> tuple[int, int]:
-    return rng.randint(1, MAX_VALUE), rng.randint(1, MAX_VALUE)
-
-
-_DIGITS = "The figure shows a red number and a blue number. "
-_DOTS = "The figure shows a group of red dots and a group of blue dots. "
-
-
-def _digit_read(rng: random.Random) -> _Problem:
-    r, b = _values(rng)
-    colour = rng.choice(("red", "blue"))
-    v = r if colour == "red" else b
-    return _Problem("digits", r, b, _DIGITS + f"What is the {colour} number?", f"The {colour} number is {v}.", v)
-
-
-def _digit_sum(rng: random.Random) -> _Problem:
-    r, b = _values(rng)
-    return _Problem("digits", r, b, _DIGITS + "What is the red number plus the blue number?",
-                    f"The red number is {r} and the blue number is {b}. {r} + {b} = {r + b}", r + b)
-
-
-def _digit_diff(rng: random.Random) -> _Problem:
-    r, b = _values(rng)
-    hi, lo = max(r, b), min(r, b)
-    return _Problem("digits", r, b, _DIGITS + "What is the larger number minus the smaller one?",
-                    f"The red number is {r} and the blue number is {b}. {hi} - {lo} = {hi - lo}", hi - lo)
-
-
-def _rectangle_area(rng: random.Random) -> _Problem:
-    r, b = _values(rng)
-    return _Problem("digits", r, b, _DIGITS + "A rectangle has the red number as its width and the blue number as "
-                    "its height. What is its area?",
-                    f"The width is {r} and the height is {b}. {r} * {b} = {r * b}", r * b)
-
-
-def _dots_read(rng: random.Random) -> _Problem:
-    r, b = _values(rng)
-    colour = rng.choice(("red", "blue"))
-    v = r if colour == "red" else b
-    return _Problem("dots", r, b, _DOTS + f"How many {colour} dots are there?", f"There are {v} {colour} dots.", v)
-
-
-def _dots_total(rng: random.Random) -> _Problem:
-    r, b = _values(rng)
-    return _Problem("dots", r, b, _DOTS + "How many dots are there in all?",
-                    f"There are {r} red dots and {b} blue dots. {r} + {b} = {r + b}", r + b)
-
-
-_BARS = "The figure shows a red bar and a blue bar on a grid. "
-
-
-def _bar_read(rng: random.Random) -> _Problem:
-    r, b = _values(rng)
-    colour = rng.choice(("red", "blue"))
-    v = r if colour == "red" else b
-    return _Problem("bars", r, b, _BARS + f"How tall is the {colour} bar?", f"The {colour} bar is {v} tall.", v)
-
-
-def _bar_sum(rng: random.Random) -> _Problem:
-    r, b = _values(rng)
-    return _Problem("bars", r, b, _BARS + "What is the total height of the two bars?",
-                    f"The red bar is {r} and the blue bar is {b}. {r} + {b} = {r + b}", r + b)
-
-
-def _bar_diff(rng: random.Random) -> _Problem:
-    r, b = _values(rng)
-    hi, lo = max(r, b), min(r, b)
-    return _Problem("bars", r, b, _BARS + "How much taller is the taller bar than the shorter one?",
-                    f"The red bar is {r} and the blue bar is {b}. {hi} - {lo} = {hi - lo}", hi - lo)
-
-
-_KIND_FUNCS: dict[str, Callable[[random.Random], _Problem]] = {
-    "digit_read": _digit_read,
-    "digit_sum": _digit_sum,
-    "digit_diff": _digit_diff,
-    "rectangle_area": _rectangle_area,
-    "dots_read": _dots_read,
-    "dots_total": _dots_total,
-    "bar_read": _bar_read,
-    "bar_sum": _bar_sum,
-    "bar_diff": _bar_diff,
+_INTRO = {"digits": "The figure shows a red number and a blue number. ",
+          "dots": "The figure shows a group of red dots and a group of blue dots. ",
+          "bars": "The figure shows a red bar and a blue bar on a grid. "}
+_READ = "The red {noun} is {r} and the blue {noun} is {b}. "
+# kind -> (style, question, worked reasoning, answer(red, blue, asked)). Placeholders: {c} the colour a "read" question
+# asks about and {v} its value; {r} / {b} the red / blue values; {hi} / {lo} the larger / smaller; {a} the answer.
+_KINDS: dict[str, tuple[str, str, str, Callable[[int, int, int], int]]] = {
+    "digit_read": ("digits", "What is the {c} number?", "The {c} number is {v}.", lambda r, b, v: v),
+    "digit_sum": ("digits", "What is the red number plus the blue number?",
+                  _READ.replace("{noun}", "number") + "{r} + {b} = {a}", lambda r, b, v: r + b),
+    "digit_diff": ("digits", "What is the larger number minus the smaller one?",
+                   _READ.replace("{noun}", "number") + "{hi} - {lo} = {a}", lambda r, b, v: abs(r - b)),
+    "rectangle_area": ("digits", "A rectangle has the red number as its width and the blue number as its height. "
+                       "What is its area?", "The width is {r} and the height is {b}. {r} * {b} = {a}",
+                       lambda r, b, v: r * b),
+    "dots_read": ("dots", "How many {c} dots are there?", "There are {v} {c} dots.", lambda r, b, v: v),
+    "dots_total": ("dots", "How many dots are there in all?",
+                   "There are {r} red dots and {b} blue dots. {r} + {b} = {a}", lambda r, b, v: r + b),
+    "bar_read": ("bars", "How tall is the {c} bar?", "The {c} bar is {v} tall.", lambda r, b, v: v),
+    "bar_sum": ("bars", "What is the total height of the two bars?",
+                _READ.replace("{noun}", "bar") + "{r} + {b} = {a}", lambda r, b, v: r + b),
+    "bar_diff": ("bars", "How much taller is the taller bar than the shorter one?",
+                 _READ.replace("{noun}", "bar") + "{hi} - {lo} = {a}", lambda r, b, v: abs(r - b)),
 }
-FIGURE_KINDS: tuple[str, ...] = tuple(_KIND_FUNCS)
+
+
+def _problem(kind: str, rng: random.Random) -> _Problem:
+    style, question, think, answer = _KINDS[kind]
+    r, b = rng.randint(1, MAX_VALUE), rng.randint(1, MAX_VALUE)
+    c = rng.choice(("red", "blue")) if "{c}" in question else None  # only "read" kinds draw the colour
+    v = r if c == "red" else b
+    a = answer(r, b, v)
+    fields = {"c": c, "v": v, "r": r, "b": b, "hi": max(r, b), "lo": min(r, b), "a": a}
+    return _Problem(style, r, b, _INTRO[style] + question.format(**fields), think.format(**fields), a)
+
+
+FIGURE_KINDS: tuple[str, ...] = tuple(_KINDS)
 
 
 def iter_figures(seed: int, image_size: int = GRID, id_prefix: str | None = None) -> Iterator[Example]:
@@ -230,7 +184,7 @@ def iter_figures(seed: int, image_size: int = GRID, id_prefix: str | None = None
     i = 0
     while True:
         kind = FIGURE_KINDS[rng.randrange(len(FIGURE_KINDS))]
-        p = _KIND_FUNCS[kind](rng)
+        p = _problem(kind, rng)
         red_cell, blue_cell = rng.sample(range(4), 2)  # where each colour sits: found by colour, not by position
         marks = {"red": (red_cell, p.red), "blue": (blue_cell, p.blue)}
         yield Example(id=f"{prefix}-{i:06d}", problem=IMAGE_PLACEHOLDER + p.text, answer=str(p.answer), choices=[],
