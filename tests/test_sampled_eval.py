@@ -68,11 +68,12 @@ def test_records_from_real_tokenizer_and_answer_equivalence(tiny_vl_path):
     exs = generate_figures(2, seed=3)
     g0, g1 = exs[0].answer, exs[1].answer
     wrong0 = str(int(g0) + 1)
-    texts = [[f"\\boxed{{{g0}}}", f"\\boxed{{{g0}.0}}", f"\\boxed{{{wrong0}}}", "no answer"],  # mode = gold (2 of 4)
+    texts = [[f"\\boxed{{{wrong0}}}", f"\\boxed{{{g0}}}", f"\\boxed{{{g0}.0}}", "no answer"],  # mode = gold (2 of 4)
              [f"\\boxed{{{int(g1) + 2}}}", f"\\boxed{{{int(g1) + 2}}}", f"\\boxed{{{g1}}}", "x"]]  # mode wrong
     eng = _ScriptedEngine(tok, texts)
     recs = sampled_records(eng, lambda ex: ex, exs, tok, n=4, max_tokens=8)
-    assert recs[0]["correct"] == [1, 1, 0, 0] and recs[0]["pass1"] == 0.5 and recs[0]["maj"] == 1
+    # the first sample is wrong, the mode is right: maj comes from the vote, not from any one sample
+    assert recs[0]["correct"] == [0, 1, 1, 0] and recs[0]["pass1"] == 0.5 and recs[0]["maj"] == 1
     assert recs[1]["correct"] == [0, 0, 1, 0] and recs[1]["maj"] == 0 and recs[1]["modal_share"] == 0.5
     with pytest.raises(ValueError, match="n must be"):
         sampled_records(eng, lambda ex: ex, exs, tok, n=0, max_tokens=8)
@@ -130,7 +131,19 @@ def test_sft_resumes_from_its_saved_state(tiny_vl_path, tmp_path):
         torch.optim.AdamW.step = orig
     assert (tmp_path / "part" / STATE_FILE).exists()
     pol2 = load_policy(part)  # a new process: fresh weights, then the state
-    history = run_sft(part, pol2, examples)
+    steps.clear()
+    counted = []
+
+    def count_steps(self, *a, **k):
+        counted.append(1)
+        return orig(self, *a, **k)
+
+    torch.optim.AdamW.step = count_steps
+    try:
+        history = run_sft(part, pol2, examples)
+    finally:
+        torch.optim.AdamW.step = orig
+    assert len(counted) == 2  # only the steps after the saved state are trained again
     assert len(history) == 6  # all 6 steps, the first 4 from the saved state
     for (n, a), (_, b) in zip(ref.model.state_dict().items(), pol2.model.state_dict().items()):
         assert torch.allclose(a, b, atol=1e-6), n
