@@ -45,6 +45,10 @@ class LoRAConfig:
     target_modules: list = field(default_factory=lambda: list(LORA_TARGETS))  # module names that get adapters
 
 
+# model.path values that name an embedded model, built once into model.cache_dir/<dir> (mmevo.models.tiny.build_tiny)
+TINY_ALIASES = {"tiny": "tiny-qwen2.5-vl", "tiny-wide": "tiny-wide-qwen2.5-vl", "tiny-text": "tiny-qwen2"}
+
+
 @dataclass
 class ModelConfig:
     path: str = "tiny"  # local checkpoint dir or hub id; "tiny" builds the embedded tiny Qwen2.5-VL in cache_dir
@@ -59,7 +63,7 @@ class ModelConfig:
 
 @dataclass
 class DataConfig:
-    train: str = "synthetic"  # "synthetic" (geometry, numbers in the text), "figures" (values only in the image) or a Geometry3K-schema file/dir (jsonl, json, parquet)
+    train: str = "synthetic"  # "synthetic" (geometry), "figures" (values only in the image) or a Geometry3K-schema file/dir
     heldout: str = "synthetic"  # held-out set for evaluation, same forms; "" disables evaluation
     format: str = "geometry3k"  # layout of data files: geometry3k | intergps | geoqa | mathvision | mathvista | generic
     fields: dict = field(default_factory=dict)  # generic format: {id, image, problem, answer, choices} -> column names

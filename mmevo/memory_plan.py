@@ -495,22 +495,21 @@ def _resolve_file(path: str, config_path: str | Path | None) -> Path:
     raise FileNotFoundError(f"trainer.deepspeed={path}: file not found")
 
 
-TINY_DIRS = {"tiny": "tiny-qwen2.5-vl", "tiny-text": "tiny-qwen2"}  # = mmevo.recipes.TINY_ALIASES (not imported:
-# recipes pulls in torch and DeepSpeed, whose import logs to stdout, where the plan's JSON goes)
-
-
 def _model_path(cfg) -> str:
-    """``tiny`` / ``tiny-text`` are built once into ``model.cache_dir`` (as for training); anything else as given."""
-    if cfg.model.path in TINY_DIRS:
-        out = Path(cfg.model.cache_dir) / TINY_DIRS[cfg.model.path]
+    """The embedded models (``mmevo.config.TINY_ALIASES``) are built once into ``model.cache_dir`` (as for
+    training); anything else as given."""
+    from mmevo.config import TINY_ALIASES
+
+    if cfg.model.path in TINY_ALIASES:
+        out = Path(cfg.model.cache_dir) / TINY_ALIASES[cfg.model.path]
         if not (out / "config.json").exists():
             import contextlib
             import sys
 
             with contextlib.redirect_stdout(sys.stderr):  # the build's imports log to stdout, where the JSON goes
-                from mmevo.models.tiny import build_tiny_qwen2, build_tiny_qwen2_5_vl
+                from mmevo.models.tiny import build_tiny
 
-                (build_tiny_qwen2_5_vl if cfg.model.path == "tiny" else build_tiny_qwen2)(out)
+                build_tiny(cfg.model.path, out)
         return str(out)
     return cfg.model.path
 

@@ -8,11 +8,10 @@ from pathlib import Path
 
 import torch
 
-from mmevo.config import Config, to_dict
+from mmevo.config import TINY_ALIASES, Config, to_dict
 from mmevo.data.schema import Example
 from mmevo.models.loader import LoadedModel, load_model
 
-TINY_ALIASES = {"tiny": "tiny-qwen2.5-vl", "tiny-wide": "tiny-wide-qwen2.5-vl", "tiny-text": "tiny-qwen2"}
 
 
 def resolve_model_path(cfg: Config) -> str:
@@ -28,20 +27,13 @@ def resolve_model_path(cfg: Config) -> str:
     name = cfg.model.path
     if name in TINY_ALIASES:
         from mmevo.grpo import distributed as D
-        from mmevo.models.tiny import build_tiny_qwen2, build_tiny_qwen2_5_vl
+        from mmevo.models.tiny import build_tiny
 
         out = Path(cfg.model.cache_dir) / TINY_ALIASES[name]
-        from functools import partial
-
-        from mmevo.models.tiny import WIDE_VL_SPEC, wide_corpus
-
-        wide = partial(build_tiny_qwen2_5_vl, spec=WIDE_VL_SPEC, corpus=wide_corpus())
-        build = {"tiny": build_tiny_qwen2_5_vl, "tiny-wide": wide,
-                 "tiny-text": build_tiny_qwen2}[name]
         error = None
         if D.local_rank() == 0:
             try:
-                build(out)
+                build_tiny(name, out)
             except Exception as e:  # the waiting ranks must hear of it, not wait forever
                 error = e
         failures = D.all_gather_objects(None if error is None else f"{type(error).__name__}: {error}")  # the wait
@@ -50,7 +42,7 @@ def resolve_model_path(cfg: Config) -> str:
         for r, failure in enumerate(failures):
             if failure:
                 raise RuntimeError(f"rank {r} could not build the tiny model in {out}: {failure}")
-        return str(build(out))  # the node's finished build (a node without a LOCAL_RANK 0 builds its own here)
+        return str(build_tiny(name, out))  # the node's finished build (a node without a LOCAL_RANK 0 builds its own here)
     return name
 
 

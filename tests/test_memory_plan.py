@@ -108,9 +108,6 @@ def test_local_config_json_matches_the_real_model(tiny_vl_path, tiny_text_path):
 
 
 def test_tiny_alias_is_planned_from_the_built_model(tmp_path, capsys):
-    from mmevo.recipes import TINY_ALIASES
-
-    assert mp.TINY_DIRS == TINY_ALIASES
     assert main(["plan-memory", "model.path=tiny", f"model.cache_dir={tmp_path}"]) == 0
     out = json.loads(capsys.readouterr().out)  # stdout holds nothing but the JSON
     assert out["model"]["dims_from"] == str(tmp_path / "tiny-qwen2.5-vl" / "config.json") and out["fits"] is True

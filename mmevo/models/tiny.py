@@ -13,7 +13,7 @@ import os
 import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Iterable
+from typing import Callable, Iterable
 
 import torch
 
@@ -85,6 +85,17 @@ class TinyVLSpec:
 # in a few hundred SFT steps; the 128-wide default never learnt it in 1,000 steps (it learns copying from the text only)
 WIDE_VL_SPEC = TinyVLSpec(hidden_size=256, intermediate_size=768, num_attention_heads=8, num_key_value_heads=4,
                           vision_hidden_size=128, vision_heads=4)
+
+
+def build_tiny(name: str, out_dir: str | Path) -> Path:
+    """The embedded model ``name`` (a key of ``mmevo.config.TINY_ALIASES``) built in ``out_dir``, or reused there."""
+    if name == "tiny":
+        return build_tiny_qwen2_5_vl(out_dir)
+    if name == "tiny-wide":
+        return build_tiny_qwen2_5_vl(out_dir, spec=WIDE_VL_SPEC, corpus=wide_corpus)
+    if name == "tiny-text":
+        return build_tiny_qwen2(out_dir)
+    raise ValueError(f"unknown embedded model {name!r}")
 
 
 def wide_corpus() -> list[str]:
@@ -231,8 +242,11 @@ def _checked(out_dir: Path) -> Path:
     return out_dir
 
 
-def build_tiny_qwen2_5_vl(out_dir: str | Path, spec: TinyVLSpec | None = None, corpus: Iterable[str] | None = None) -> Path:
-    """Create a tiny Qwen2.5-VL (tokenizer, image processor, processor, weights) in ``out_dir``; reuse it if present."""
+def build_tiny_qwen2_5_vl(out_dir: str | Path, spec: TinyVLSpec | None = None,
+                          corpus: Iterable[str] | Callable[[], Iterable[str]] | None = None) -> Path:
+    """Create a tiny Qwen2.5-VL (tokenizer, image processor, processor, weights) in ``out_dir``; reuse it if present.
+
+    ``corpus`` (texts, or a function returning them: only called when the model is built) trains the tokenizer."""
     from transformers import Qwen2_5_VLConfig, Qwen2_5_VLForConditionalGeneration
     from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil
 
@@ -241,7 +255,8 @@ def build_tiny_qwen2_5_vl(out_dir: str | Path, spec: TinyVLSpec | None = None, c
     spec = spec or TinyVLSpec()
 
     def build(tmp: Path) -> None:
-        tokenizer = train_tokenizer(corpus if corpus is not None else default_corpus(), spec.vocab_size)
+        texts = corpus() if callable(corpus) else corpus
+        tokenizer = train_tokenizer(texts if texts is not None else default_corpus(), spec.vocab_size)
         ids = {t: tokenizer.convert_tokens_to_ids(t) for t in QWEN_SPECIAL_TOKENS}
         head_dim = spec.hidden_size // spec.num_attention_heads
         # mrope splits head_dim/2 rotary frequencies over (temporal, height, width); Qwen uses 16/24/24 of 64
