@@ -6,6 +6,7 @@ import argparse
 import json
 import os
 import sys
+from pathlib import Path
 
 USAGE = """mmevo <command> [CONFIG.yaml] [section.key=value ...]
 
@@ -22,6 +23,9 @@ commands:
   plan-memory per-GPU memory plan of a run, one JSON object (phases, peak, fits):
               mmevo plan-memory CONFIG [section.key=value ...] --gpus 8 --gpu-mem-gib 80
   evolve      self-evolution loops:  mmevo evolve mmzero CONFIG [section.key=value ...]  (resumable; mmzero.*)
+              mmevo evolve prism CONFIG [...]  (questioner -> pool -> solver; resumable; prism.*)
+  prism       Prism's cluster space:  mmevo prism build-clusters CONFIG [section.key=value ...]  (prism.*: embed the
+              corpus, seeded K-means, write prism.centroids + its .json sidecar)
 
 Overrides use dotted keys, e.g. trainer.lr=1e-6 rollout.n=8 reward.heads='{majority: 1.0}'.
 Run `mmevo <command> --help` for the full list of config keys with their defaults.
@@ -91,16 +95,27 @@ def main(argv: list[str] | None = None) -> int:
         if cmd == "plan-memory":
             return _plan_memory(rest)
         if cmd == "evolve":
-            if not rest or rest[0] not in ("mmzero",):
-                print("usage: mmevo evolve mmzero CONFIG [section.key=value ...]", file=sys.stderr)
+            loops = ("mmzero", "prism")
+            if not rest or rest[0] not in loops:
+                print("usage: mmevo evolve {mmzero|prism} CONFIG [section.key=value ...]", file=sys.stderr)
                 return 2
-            args = _parse(rest[1:], "evolve mmzero")
+            args = _parse(rest[1:], f"evolve {rest[0]}")
             cfg = load_config(args.config, args.overrides)
-            from mmevo.evolve.mmzero import run_mmzero
+            if rest[0] == "mmzero":
+                from mmevo.evolve.mmzero import run_mmzero
 
-            summary = run_mmzero(cfg)
-            print(json.dumps({"iterations": summary["iterations"]}, indent=2, default=str))
+                summary = run_mmzero(cfg)
+                print(json.dumps({"iterations": summary["iterations"]}, indent=2, default=str))
+            else:
+                from mmevo.evolve.prism import run_prism
+
+                summary = run_prism(cfg)
+                print(json.dumps({"iterations": [{k: v for k, v in it.items() if k != "questioner"}
+                                                 for it in summary["iterations"]],
+                                  "report": str(Path(cfg.prism.output_dir) / "report.md")}, indent=2, default=str))
             return 0
+        if cmd == "prism":
+            return _prism(rest)
         if cmd not in ("demo", "train", "sft", "eval"):
             print(f"unknown command {cmd!r}\n\n{USAGE}", file=sys.stderr)
             return 2
@@ -133,6 +148,26 @@ def main(argv: list[str] | None = None) -> int:
     except (ConfigError, FileNotFoundError, ValueError) as e:
         print(f"mmevo {cmd}: error: {e}", file=sys.stderr)
         return 2
+
+
+def _prism(argv: list[str]) -> int:
+    """``mmevo prism build-clusters CONFIG [key=value ...]``: print the build summary as one JSON object."""
+    if not argv or argv[0] != "build-clusters":
+        print("usage: mmevo prism build-clusters CONFIG [section.key=value ...]", file=sys.stderr)
+        return 2
+    from mmevo.config import load_config
+
+    args = _parse(argv[1:], "prism build-clusters")
+    cfg = load_config(args.config, args.overrides)
+    from mmevo.prism.clusters import build_clusters
+
+    try:
+        summary = build_clusters(cfg)
+    except ImportError as e:  # a missing package (scikit-learn, the packaged embedder)
+        print(f"mmevo prism build-clusters: error: {e}", file=sys.stderr)
+        return 2
+    print(json.dumps(summary, indent=2, default=str))
+    return 0
 
 
 def _plan_memory(argv: list[str]) -> int:

@@ -215,6 +215,56 @@ class MMZeroConfig:
 
 
 @dataclass
+class PrismConfig:
+    embedder: str = ""  # "" = packaged all-MiniLM-L6-v2, or a sentence-transformers dir (seed: Qwen3-Embedding-0.6B)
+    embed_device: str = "cpu"  # torch device the embedder runs on
+    embed_batch: int = 64  # texts per embedder forward pass
+    k: int = 128  # K: clusters of the fixed semantic partition (seed: 128)
+    lam: float = 5.0  # lambda: weight of the rarity bonus exp(-n_c / mean n) (seed: 5.0)
+    gamma: float = 0.99  # EMA decay of the cluster visit counts (seed: 0.99)
+    ema_mode: str = "indicator"  # indicator (seed: a visited cluster adds once a step) | per_question (once a question)
+    init_count: float = 1.0  # starting EMA count of every cluster (seed: smoothing_alpha 1.0)
+    centroids: str = "runs/prism/clusters/centroids.npy"  # from `mmevo prism build-clusters`; centroids.json beside it
+    corpus: str = "default"  # default (generated text math questions) | MATH / GSM8K file or dir (data.format=generic)
+    corpus_size: int = 4000  # questions generated for the default corpus
+    corpus_limit: int = 0  # read at most this many rows of a corpus file (0 = all)
+    kmeans_n_init: int = 4  # K-means restarts (k-means++ init; the lowest inertia is kept)
+    seed: int = 0  # seeds K-means and the default corpus
+    questioner_steps: int = 6  # loop: questioner GRPO steps per iteration (seed: 6)
+    solver_samples: int = 8  # loop: solver answers per question; p(q) = majority-vote share (seed: 8)
+    max_per_cluster: int = 100  # loop: most questions kept per cluster in the solver's question pool (seed: 100)
+    visit: str = "band"  # loop: clusters counted as visited: band (p in [0.5, 0.9], the seed's diagram) | valid (any)
+    iterations: int = 2  # loop: questioner -> pool -> solver iterations
+    output_dir: str = "runs/prism"  # loop: iter_<t>/{questioner,pool,solver}, diversity.json/png, report.md
+    questioner_prompts: int = 64  # loop: instruction prompts the questioner cycles over (trainer.prompts_per_step a step)
+    pool_prompts: int = 256  # loop: instruction prompts for the pool; rollout.n questions each
+    pool_band: tuple = (0.5, 0.9)  # loop: p(q) range of the questions kept for the solver (seed: [0.5, 0.9])
+    solver_steps: int = 50  # loop: solver GRPO steps per iteration (seed: 50)
+    warmup_questions: int = 0  # loop: > 0: SFT a tiny model on this many embedded questions/answers first
+    roles: dict = field(default_factory=dict)  # loop: per-role dotted overrides, e.g. {solver: {reward.heads: {sfr: 1.0}}}
+
+
+# data.system_prompt=honest (or "" with an honest_* head or honest_tasks data) becomes the protocol prompt of
+# hindsight_mode; honest_* heads take their arguments from here (mmevo.honest.resolve_honest_config)
+@dataclass
+class HonestConfig:
+    hindsight_mode: str = "legacy"  # legacy (<hindsight>, -k(r-y)^2) | refined (CASR: <critique>, <refined_confidence>)
+    k: float = 0.3  # HCR weight k of -k(r-y)^2 (seed: 0.3)
+    casr_alpha: float = 1.0  # CASR weight of the Brier improvement (c-y)^2 - (r-y)^2 (seed: 1.0)
+    casr_beta: float = 0.05  # CASR bonus for a critique of >= 16 characters (seed: 0.05)
+    casr_gamma: float = 0.05  # CASR anti-copy penalty when |r - c| < copy_tol (seed: 0.05)
+    casr_delta: float = 0.05  # CASR penalty for exactly one of critique / refined_confidence (seed: 0.05)
+    casr_clip: float = 0.30  # CASR reward clipped to +-casr_clip (seed: 0.30)
+    copy_tol: float = 0.02  # CASR: |r - c| below this is a copied confidence (seed: 0.02)
+    malformed_penalty: float = -1.0  # honest_brier / honest_format reward of a rejected response or invalid confidence
+    abstain_reward: float = -0.25  # honest_brier reward of an abstain (Brier of c = 0.5: never beats honest answering)
+    domains: list = field(default_factory=lambda: ["arithmetic", "modular", "logic"])  # data=honest_tasks domains
+    min_difficulty: int = 1  # easiest honest_tasks difficulty (1-5)
+    max_difficulty: int = 5  # hardest honest_tasks difficulty (1-5)
+    seed: int = 0  # honest_tasks seed (data.n_train / data.n_heldout tasks from disjoint streams)
+
+
+@dataclass
 class Config:
     model: ModelConfig = field(default_factory=ModelConfig)
     data: DataConfig = field(default_factory=DataConfig)
@@ -226,6 +276,8 @@ class Config:
     csrs: CSRSConfig = field(default_factory=CSRSConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
     mmzero: MMZeroConfig = field(default_factory=MMZeroConfig)
+    prism: PrismConfig = field(default_factory=PrismConfig)
+    honest: HonestConfig = field(default_factory=HonestConfig)
 
 
 class ConfigError(ValueError):
@@ -327,6 +379,9 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
             raise ConfigError(f"override {item!r}: not a YAML value ({str(e).splitlines()[0]}); "
                               "quote it, e.g. key='\"text: with colon\"'") from None
         set_dotted(cfg, key.strip(), parsed)
+    from mmevo.honest import resolve_honest_config
+
+    resolve_honest_config(cfg)  # the honest section's system prompt and head arguments
     validate(cfg)
     return cfg
 

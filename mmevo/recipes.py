@@ -72,6 +72,14 @@ def load_examples(cfg: Config, which: str) -> tuple[list[Example], dict]:
         train, held = split_figures(d.n_train, d.n_heldout if which == "heldout" else 0, d.seed, d.image_size)
         rows = train if which == "train" else held
         return rows, {"rows": len(rows), "loaded": len(rows), "skipped": 0}
+    if source == "honest_tasks":  # HONEST text tasks (mmevo.honest.tasks), sized by data.n_train / n_heldout
+        from mmevo.honest.tasks import split_honest_tasks
+
+        d, h = cfg.data, cfg.honest
+        train, held = split_honest_tasks(d.n_train, d.n_heldout if which == "heldout" else 0, h.seed, h.domains,
+                                         h.min_difficulty, h.max_difficulty)
+        rows = [t.to_example() for t in (train if which == "train" else held)]
+        return rows, {"rows": len(rows), "loaded": len(rows), "skipped": 0}
     from mmevo.data.images import fit_pixels
 
     if cfg.data.format == "geometry3k" and not cfg.data.fields:

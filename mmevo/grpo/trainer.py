@@ -379,6 +379,8 @@ class GRPOTrainer:
                 metrics.update(self.strategy.after_rewards(rollout, rewards) or {})
                 adv = algos.group_advantages(rewards[idx], rollout.group_ids[idx], cfg.algo.adv_scale,
                                              cfg.algo.adv_eps)
+        else:  # heads with a collective call per step (e.g. an all-reduce of their state) still take part
+            self.rewards.empty_step()
         groups = rollout.group_ids[idx]
         prompts = [rollout.prompts[i] for i in idx]
         responses = [rollout.completions[i].full_ids for i in idx]

@@ -11,8 +11,10 @@ import torch
 
 from mmevo.rewards.accuracy import accuracy_rewards
 from mmevo.rewards.format import format_rewards
+from mmevo.rewards.honest import HonestBrierHead, HonestFormatHead, HonestHindsightHead
 from mmevo.rewards.majority import majority_vote_rewards
 from mmevo.rewards.mmzero import CoderHead, ProposerHead
+from mmevo.rewards.prism import PrismCoverageHead
 
 
 @dataclass
@@ -142,7 +144,10 @@ class SFRHead(RewardHead):
 
 HEADS: dict[str, Callable[..., RewardHead]] = {"accuracy": AccuracyHead, "format": FormatHead,
                                                "majority": MajorityHead, "sfr": SFRHead,
-                                               "mmzero_proposer": ProposerHead, "mmzero_coder": CoderHead}
+                                               "mmzero_proposer": ProposerHead, "mmzero_coder": CoderHead,
+                                               "prism_coverage": PrismCoverageHead}
+HEADS.update({"honest_brier": HonestBrierHead, "honest_hindsight": HonestHindsightHead,
+              "honest_format": HonestFormatHead})  # HONEST calibration heads (mmevo.rewards.honest)
 
 
 def register_head(name: str, factory: Callable[..., RewardHead]) -> None:
@@ -229,6 +234,13 @@ class RewardMixer:
             metrics["reward/total/std"] = total[mat].std(unbiased=False).item()
         metrics["response/empty_frac"] = sum(not s.response.strip() for s in samples) / max(1, len(samples))
         return total, metrics
+
+    def empty_step(self) -> None:
+        """A step where this rank has no samples: heads marked ``collective`` (one collective call per step, e.g. an
+        all-reduce of their state) score an empty batch so that every rank makes the same calls."""
+        for head in self.heads.values():
+            if getattr(head, "collective", False):
+                head.score([])
 
     def state_dict(self) -> dict:
         return {n: h.state_dict() for n, h in self.heads.items() if hasattr(h, "state_dict")}

@@ -1,0 +1,65 @@
+"""HONEST (seed: "HONEST · Self-Learning Calibration"): calibrated confidence as a trained skill.
+
+- ``tasks``: deterministic procedural text tasks (arithmetic, modular arithmetic, logic; difficulty 1-5) with exact
+  answers and a verifier that recomputes each answer from ``meta["expression"]`` (``data.train=honest_tasks``);
+- ``protocol``: the ``<reasoning>/<answer>/<confidence>`` response protocol (abstain, legacy ``<hindsight>``,
+  refined ``<critique>`` + ``<refined_confidence>``), its system prompts and the strict / lenient parsers;
+- the rewards and the ``honest_brier`` / ``honest_hindsight`` / ``honest_format`` heads live in
+  ``mmevo.rewards.honest``.
+
+``resolve_honest_config`` ties the ``honest`` config section to the rest of a run (called by ``load_config``).
+"""
+
+from __future__ import annotations
+
+HONEST_HEADS = ("honest_brier", "honest_hindsight", "honest_format")
+HONEST_DATA = "honest_tasks"  # the data.train / data.heldout name of the generated tasks
+
+
+def head_defaults(h) -> dict[str, dict]:
+    """Keyword arguments of each HONEST head from the ``honest`` config section ``h``."""
+    return {"honest_brier": {"malformed_penalty": h.malformed_penalty, "abstain_reward": h.abstain_reward},
+            "honest_hindsight": {"mode": h.hindsight_mode, "k": h.k, "alpha": h.casr_alpha, "beta": h.casr_beta,
+                                 "gamma": h.casr_gamma, "delta": h.casr_delta, "clip": h.casr_clip,
+                                 "copy_tol": h.copy_tol},
+            "honest_format": {"malformed_penalty": h.malformed_penalty}}
+
+
+def resolve_honest_config(cfg) -> None:
+    """Check the ``honest`` section and apply it to ``cfg`` in place (idempotent):
+
+    - ``data.system_prompt=honest``, or an empty one in a run that uses an HONEST head or ``honest_tasks`` data,
+      becomes the protocol's system prompt for ``honest.hindsight_mode``; the r1v template (``<think>`` +
+      ``\\boxed{}``, which contradicts the protocol) then becomes ``none``;
+    - each HONEST head in ``reward.heads`` gets its arguments from the section; ``reward.head_args`` entries win,
+      except the mode, which only ``honest.hindsight_mode`` sets (it also picks the prompt).
+    """
+    from mmevo.config import ConfigError
+    from mmevo.honest.protocol import MODES, system_prompt
+    from mmevo.honest.tasks import DOMAINS, MAX_DIFFICULTY, MIN_DIFFICULTY
+
+    h = cfg.honest
+    if h.hindsight_mode not in MODES:
+        raise ConfigError(f"honest.hindsight_mode={h.hindsight_mode!r} not in {list(MODES)}")
+    unknown = [d for d in h.domains if d not in DOMAINS]
+    if not h.domains or unknown:
+        raise ConfigError(f"honest.domains={list(h.domains)!r}: give one or more of {list(DOMAINS)}")
+    if not MIN_DIFFICULTY <= h.min_difficulty <= h.max_difficulty <= MAX_DIFFICULTY:
+        raise ConfigError(f"honest: need {MIN_DIFFICULTY} <= min_difficulty <= max_difficulty <= {MAX_DIFFICULTY}, "
+                          f"got {h.min_difficulty}, {h.max_difficulty}")
+    if not (h.k >= 0 and h.casr_clip >= 0 and h.copy_tol >= 0):
+        raise ConfigError(f"honest: k, casr_clip and copy_tol must be >= 0, got {h.k}, {h.casr_clip}, {h.copy_tol}")
+    used = [n for n in HONEST_HEADS if n in cfg.reward.heads]
+    d = cfg.data
+    if d.system_prompt == "honest" or (not d.system_prompt and (used or HONEST_DATA in (d.train, d.heldout))):
+        d.system_prompt = system_prompt(h.hindsight_mode)
+        if d.prompt_template == "r1v":
+            d.prompt_template = "none"
+    defaults = head_defaults(h)
+    for name in used:
+        given = dict(cfg.reward.head_args.get(name) or {})
+        if name == "honest_hindsight" and given.get("mode", h.hindsight_mode) != h.hindsight_mode:
+            raise ConfigError(f"reward.head_args.honest_hindsight.mode={given['mode']!r} differs from "
+                              f"honest.hindsight_mode={h.hindsight_mode!r}: set honest.hindsight_mode only (it also "
+                              "switches the system prompt)")
+        cfg.reward.head_args[name] = {**defaults[name], **given}

@@ -1,0 +1,339 @@
+"""HONEST calibration rewards (seed: "HONEST · Self-Learning Calibration", sections 2-3) and their reward heads.
+
+Pure tensor functions first (y = correctness in {0, 1}, c = stated confidence, r = retrospective / refined
+confidence; every output keeps the confidence's float dtype and no input is modified):
+
+    brier_reward                R_B = -(c - y)^2                                       (section 2.1)
+    hindsight_reward            R_H = -k (r - y)^2,  k = 0.3                           (section 2.1, HCR)
+    casr_reward                 R_h = alpha [(c-y)^2 - (r-y)^2] 1[full] + beta 1[critique >= 16 chars]
+                                      - gamma 1[full, |r - c| < copy_tol] - delta 1[partial], clipped to +-clip;
+                                      0 when neither critique nor refined confidence is present  (section 2.5, CASR)
+    expected_calibration_error  sum_b n_b / N |mean_b(y) - mean_b(c)| over equal-width bins    (section 8)
+    replay_priorities           (|c - y| + eps)^alpha                                  (section 3.1, CPR)
+
+then the three heads (``honest_brier``, ``honest_hindsight``, ``honest_format``) that parse responses with the strict
+protocol parser (``mmevo.honest.protocol``), grade answers with the core's ``answers_equivalent`` and count every
+malformed input in their metrics.
+
+Rules for bad input, where the seed gives none (conservative: no malformed or evasive output may out-earn an honest
+answer):
+
+- a response the strict parser rejects, or one without a valid confidence, earns ``malformed_penalty`` (-1.0, the
+  Brier floor) from ``honest_brier`` and ``honest_format``;
+- an abstain earns ``abstain_reward`` (-0.25, the Brier reward of the uninformative c = 0.5, which an answer at
+  c = 0.5 earns whatever its correctness: abstaining never beats answering honestly); ``honest_format`` counts a
+  clean abstain as well formed;
+- the hindsight head pays only after a real answer (seed 2.2: "HCR is only active after a real AnswerAction"): 0 for
+  abstains, unanswered and rejected responses. CASR additionally needs a valid confidence c (its Delta-Brier
+  compares r with c), else 0; an empty ``<critique>`` counts as absent and an invalid ``<refined_confidence>`` as
+  absent, so either alone with the other present is a partial refinement (-delta).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+from torch import Tensor
+
+__all__ = ["brier_reward", "hindsight_reward", "casr_reward", "expected_calibration_error", "replay_priorities",
+           "CRITIQUE_MIN_CHARS", "HonestBrierHead", "HonestHindsightHead", "HonestFormatHead"]
+
+CRITIQUE_MIN_CHARS = 16  # CASR: a critique this long earns the format bonus beta (seed 2.5)
+
+
+# ---------------------------------------------------------------------------------------------------- validation
+def _float_tensor(name: str, x) -> Tensor:
+    if not torch.is_tensor(x) or not x.is_floating_point():
+        raise ValueError(f"{name} must be a floating-point tensor, got "
+                         f"{x.dtype if torch.is_tensor(x) else type(x).__name__}")
+    return x
+
+
+def _check_probability(name: str, x: Tensor, where: Tensor | None = None) -> None:
+    """x in [0, 1] (finite) at every position, or where ``where`` is True."""
+    x = x.detach() if where is None else x.detach()[where]
+    if x.numel() and not ((x >= 0) & (x <= 1)).all():  # NaN fails both comparisons
+        bad = x[~((x >= 0) & (x <= 1))][0].item()
+        raise ValueError(f"{name} must lie in [0, 1], got {bad}")
+
+
+def _correctness(correct, like: Tensor) -> Tensor:
+    """``correct`` (bool / int / float tensor of 0 and 1) as a tensor of ``like``'s dtype and device."""
+    if not torch.is_tensor(correct):
+        raise ValueError(f"correct must be a tensor of 0/1, got {type(correct).__name__}")
+    if correct.shape != like.shape:
+        raise ValueError(f"correct has shape {tuple(correct.shape)}, the confidences {tuple(like.shape)}")
+    y = correct.detach().to(like.dtype)
+    if y.numel() and not ((y == 0) | (y == 1)).all():
+        raise ValueError("correct must hold only 0 and 1 (or False / True)")
+    return y.to(like.device)
+
+
+# ------------------------------------------------------------------------------------------------ pure functions
+def brier_reward(conf: Tensor, correct: Tensor) -> Tensor:
+    """Brier reward R_B = -(c - y)^2 (seed 2.1). conf float [B] in [0, 1], correct [B] 0/1 -> [B], conf's dtype."""
+    c = _float_tensor("conf", conf).detach()  # [B]
+    _check_probability("conf", c)
+    y = _correctness(correct, c)  # [B]
+    return -(c - y) ** 2
+
+
+def hindsight_reward(retro: Tensor, correct: Tensor, k: float = 0.3) -> Tensor:
+    """Hindsight calibration reward R_H = -k (r - y)^2 (seed 2.1, k = 0.3). retro float [B] in [0, 1] -> [B].
+
+    Only meaningful after a real answer; the ``honest_hindsight`` head gives 0 to every other sample."""
+    r = _float_tensor("retro", retro).detach()  # [B]
+    _check_probability("retro", r)
+    if not k >= 0:
+        raise ValueError(f"k must be >= 0 (a negative k rewards miscalibration), got {k}")
+    y = _correctness(correct, r)  # [B]
+    return -k * (r - y) ** 2
+
+
+def casr_reward(conf: Tensor, refined: Tensor, correct: Tensor, critique_chars: Tensor, has_refined: Tensor,
+                alpha: float = 1.0, beta: float = 0.05, gamma: float = 0.05, delta: float = 0.05, clip: float = 0.30,
+                copy_tol: float = 0.02) -> Tensor:
+    """Calibration-Aware Self-Refinement reward (seed 2.5), [B] in conf's dtype, clipped to [-clip, clip].
+
+    conf float [B] (c, used where the refinement is full), refined float [B] (r, read only where ``has_refined``;
+    elsewhere it may be NaN), correct [B] 0/1, critique_chars int [B] (critique length; > 0 means present),
+    has_refined bool [B]. full = critique and refined present; partial = exactly one of them:
+
+        alpha [(c - y)^2 - (r - y)^2] 1[full] + beta 1[critique_chars >= 16] - gamma 1[full, |r - c| < copy_tol]
+        - delta 1[partial];  0 where neither is present.
+    """
+    c = _float_tensor("conf", conf).detach()  # [B]
+    r = _float_tensor("refined", refined).detach()  # [B]
+    if r.shape != c.shape or not torch.is_tensor(critique_chars) or critique_chars.shape != c.shape \
+            or not torch.is_tensor(has_refined) or has_refined.shape != c.shape:
+        raise ValueError(f"conf, refined, critique_chars and has_refined must all have shape {tuple(c.shape)}")
+    if has_refined.dtype != torch.bool:
+        raise ValueError(f"has_refined must be a bool tensor, got {has_refined.dtype}")
+    if critique_chars.is_floating_point() or critique_chars.dtype == torch.bool or (critique_chars < 0).any():
+        raise ValueError("critique_chars must be a non-negative integer tensor")
+    if not clip >= 0 or not copy_tol >= 0:
+        raise ValueError(f"clip and copy_tol must be >= 0, got {clip}, {copy_tol}")
+    y = _correctness(correct, c)  # [B]
+    has_refined = has_refined.to(c.device)
+    has_critique = critique_chars.to(c.device) > 0  # [B]
+    full = has_critique & has_refined  # [B]
+    partial = has_critique ^ has_refined  # [B]
+    _check_probability("refined", r, has_refined)
+    _check_probability("conf", c, full)
+    zero = torch.zeros_like(c)
+    c_full = torch.where(full, c, zero)  # [B] unused values (maybe NaN) replaced before any arithmetic
+    r_full = torch.where(full, r, zero)  # [B]
+    delta_brier = (c_full - y) ** 2 - (r_full - y) ** 2  # [B] > 0 iff the refinement moved toward y
+    copied = full & ((r_full - c_full).abs() < copy_tol)  # [B]
+    reward = (alpha * delta_brier * full.to(c.dtype)
+              + beta * (critique_chars.to(c.device) >= CRITIQUE_MIN_CHARS).to(c.dtype)
+              - gamma * copied.to(c.dtype)
+              - delta * partial.to(c.dtype))  # [B]; every term is 0 where neither is present
+    return reward.clamp(-clip, clip)
+
+
+def expected_calibration_error(conf: Tensor, correct: Tensor, bins: int = 10) -> float:
+    """ECE = sum_b (n_b / N) |mean_b(y) - mean_b(c)| over ``bins`` equal-width bins of [0, 1] (seed 8).
+
+    Bin b holds b/bins <= c < (b+1)/bins; c = 1.0 falls in the last bin; empty bins add 0. conf float [N], N >= 1."""
+    c = _float_tensor("conf", conf).detach().reshape(-1)  # [N]
+    _check_probability("conf", c)
+    if c.numel() == 0:
+        raise ValueError("expected_calibration_error needs at least one confidence")
+    if isinstance(bins, bool) or not isinstance(bins, int) or bins < 1:
+        raise ValueError(f"bins must be a positive integer, got {bins!r}")
+    y = _correctness(correct.reshape(-1) if torch.is_tensor(correct) else correct, c)  # [N]
+    # interior edges in conf's own dtype, so a float32 0.7 lands in the bin that starts at float32(0.7)
+    edges = (torch.arange(1, bins, dtype=torch.float64) / bins).to(c.dtype).to(c.device)  # [bins - 1]
+    idx = torch.bucketize(c, edges, right=True)  # [N] number of interior edges <= c, in 0 .. bins - 1
+    conf_sum = torch.zeros(bins, dtype=torch.float64, device=c.device).index_add_(0, idx, c.double())  # [bins]
+    hit_sum = torch.zeros(bins, dtype=torch.float64, device=c.device).index_add_(0, idx, y.double())  # [bins]
+    # n_b / N * |hits_b / n_b - conf_b / n_b| = |hits_b - conf_b| / N; an empty bin has both sums 0
+    return float((hit_sum - conf_sum).abs().sum().item() / c.numel())
+
+
+def replay_priorities(conf: Tensor, correct: Tensor, alpha: float = 0.6, eps: float = 1e-3) -> Tensor:
+    """Calibration-prioritized replay priority (|c - y| + eps)^alpha (seed 3.1, alpha = 0.6), [B] in conf's dtype.
+
+    Unnormalised; the sampling probability is priority / sum of priorities."""
+    c = _float_tensor("conf", conf).detach()  # [B]
+    _check_probability("conf", c)
+    if not alpha >= 0 or not eps >= 0:
+        raise ValueError(f"alpha and eps must be >= 0, got {alpha}, {eps}")
+    y = _correctness(correct, c)  # [B]
+    return ((c - y).abs() + eps) ** alpha
+
+
+# --------------------------------------------------------------------------------------------------------- heads
+def _parse_all(samples) -> list:
+    from mmevo.honest.protocol import parse_strict
+
+    return [parse_strict(s.response if isinstance(s.response, str) else "") for s in samples]
+
+
+def _grade(samples, parsed, head: str) -> tuple[list[bool], list[bool]]:
+    """(has_gold, correct) per sample; correct uses the core's answer equivalence. No gold at all is an error."""
+    from mmevo.rewards.answers import answers_equivalent
+
+    has_gold = [s.gold is not None for s in samples]
+    if samples and not any(has_gold):
+        raise ValueError(f"reward head {head!r} needs gold answers to grade confidence, but this batch has none "
+                         "(label-free run?)")
+    correct = [g and p.answered and answers_equivalent(p.answer, s.gold, s.choices)
+               for s, p, g in zip(samples, parsed, has_gold)]
+    return has_gold, correct
+
+
+def _reason_counts(parsed, reasons: Sequence[str]) -> dict[str, float]:
+    return {f"bad/{r}": float(sum(r in p.malformed for p in parsed)) for r in reasons}
+
+
+class HonestBrierHead:
+    """Brier reward -(c - y)^2 of strictly parsed responses; abstain -> ``abstain_reward``; a rejected response or
+    a missing / non-numeric / out-of-range confidence -> ``malformed_penalty``; a graded sample without gold -> 0.
+
+    Metrics: counts of graded / abstain / malformed / no_gold samples and of each malformation reason
+    (``bad/<reason>``), accuracy, mean confidence, Brier score and ECE of the graded samples."""
+
+    name = "honest_brier"
+
+    def __init__(self, malformed_penalty: float = -1.0, abstain_reward: float = -0.25):
+        self.malformed_penalty, self.abstain_reward = float(malformed_penalty), float(abstain_reward)
+
+    def score(self, samples):
+        from mmevo.honest.protocol import CORE_REASONS
+
+        parsed = _parse_all(samples)
+        has_gold, correct = _grade(samples, parsed, self.name)
+        rewards = torch.zeros(len(samples), dtype=torch.float32)
+        graded = [i for i, p in enumerate(parsed) if p.graded and has_gold[i]]
+        for i, p in enumerate(parsed):
+            if p.abstain:
+                rewards[i] = self.abstain_reward
+            elif not p.well_formed:
+                rewards[i] = self.malformed_penalty
+        metrics = {"graded": float(len(graded)), "abstain": float(sum(p.abstain for p in parsed)),
+                   "malformed": float(sum(not p.well_formed for p in parsed)),
+                   "no_gold": float(sum(p.graded and not g for p, g in zip(parsed, has_gold))),
+                   **_reason_counts(parsed, CORE_REASONS)}
+        if graded:
+            c = torch.tensor([parsed[i].confidence for i in graded], dtype=torch.float32)  # [G]
+            y = torch.tensor([correct[i] for i in graded], dtype=torch.float32)  # [G]
+            r = brier_reward(c, y)
+            rewards[graded] = r
+            metrics.update({"accuracy": y.mean().item(), "mean_confidence": c.mean().item(),
+                            "brier": (-r).mean().item(), "ece": expected_calibration_error(c, y)})
+        return rewards, metrics
+
+    def state_dict(self) -> dict:
+        return {}
+
+    def load_state_dict(self, state: dict) -> None:
+        pass
+
+
+class HonestHindsightHead:
+    """The hindsight channel, ``mode`` legacy or refined (``honest.hindsight_mode``; the system prompt follows it).
+
+    legacy (HCR): -k (r - y)^2 for a real answer with a valid ``<hindsight>``; 0 otherwise.
+    refined (CASR): ``casr_reward`` for a real answer with a valid confidence; 0 otherwise (and for responses with
+    neither critique nor refined confidence).
+
+    Metrics: nonzero_frac (the seed's "is hindsight firing" audit), per mode the counts of firing samples, of slots
+    skipped because there was no real answer, and of each malformation reason of the mode's slots."""
+
+    name = "honest_hindsight"
+
+    def __init__(self, mode: str = "legacy", k: float = 0.3, alpha: float = 1.0, beta: float = 0.05,
+                 gamma: float = 0.05, delta: float = 0.05, clip: float = 0.30, copy_tol: float = 0.02):
+        from mmevo.honest.protocol import MODES
+
+        if mode not in MODES:
+            raise ValueError(f"honest_hindsight: mode {mode!r} not in {list(MODES)}")
+        if not k >= 0:
+            raise ValueError(f"honest_hindsight: k must be >= 0, got {k}")
+        self.mode, self.k = mode, float(k)
+        self.casr = {"alpha": alpha, "beta": beta, "gamma": gamma, "delta": delta, "clip": clip, "copy_tol": copy_tol}
+
+    def score(self, samples):
+        parsed = _parse_all(samples)
+        has_gold, correct = _grade(samples, parsed, self.name)
+        rewards = torch.zeros(len(samples), dtype=torch.float32)
+        metrics = self._legacy(parsed, has_gold, correct, rewards) if self.mode == "legacy" else \
+            self._refined(parsed, has_gold, correct, rewards)
+        metrics["nonzero_frac"] = float((rewards != 0).float().mean().item()) if len(samples) else 0.0
+        return rewards, metrics
+
+    def _legacy(self, parsed, has_gold, correct, rewards) -> dict:
+        from mmevo.honest.protocol import HINDSIGHT_REASONS
+
+        fire = [i for i, p in enumerate(parsed) if p.answered and p.hindsight is not None and has_gold[i]]
+        if fire:
+            r = torch.tensor([parsed[i].hindsight for i in fire], dtype=torch.float32)  # [F]
+            y = torch.tensor([correct[i] for i in fire], dtype=torch.float32)  # [F]
+            rewards[fire] = hindsight_reward(r, y, self.k)
+        return {"fired": float(len(fire)),
+                "skipped_no_answer": float(sum(p.hindsight is not None and not p.answered for p in parsed)),
+                **_reason_counts(parsed, HINDSIGHT_REASONS)}
+
+    def _refined(self, parsed, has_gold, correct, rewards) -> dict:
+        from mmevo.honest.protocol import REFINEMENT_REASONS
+
+        def attempted(p) -> bool:
+            return p.critique_chars > 0 or p.refined_confidence is not None
+
+        fire = [i for i, p in enumerate(parsed) if p.graded and has_gold[i] and attempted(p)]
+        metrics = {"fired": float(len(fire)),
+                   "skipped_no_answer": float(sum(attempted(p) and not p.graded for p in parsed)),
+                   **_reason_counts(parsed, REFINEMENT_REASONS)}
+        full = partial = critique_ok = copied = clipped = 0
+        if fire:
+            P = [parsed[i] for i in fire]
+            c = torch.tensor([p.confidence for p in P], dtype=torch.float32)  # [F]
+            r = torch.tensor([p.refined_confidence if p.refined_confidence is not None else float("nan") for p in P],
+                             dtype=torch.float32)  # [F]
+            y = torch.tensor([correct[i] for i in fire], dtype=torch.float32)  # [F]
+            chars = torch.tensor([p.critique_chars for p in P], dtype=torch.long)  # [F]
+            has_r = torch.tensor([p.refined_confidence is not None for p in P], dtype=torch.bool)  # [F]
+            out = casr_reward(c, r, y, chars, has_r, **self.casr)
+            rewards[fire] = out
+            is_full = (chars > 0) & has_r
+            full, partial = int(is_full.sum()), int(((chars > 0) ^ has_r).sum())
+            critique_ok = int((chars >= CRITIQUE_MIN_CHARS).sum())
+            copied = int((is_full & ((torch.where(has_r, r, c) - c).abs() < self.casr["copy_tol"])).sum())
+            clipped = int((out.abs() >= self.casr["clip"] - 1e-7).sum())
+        metrics.update({"full": float(full), "partial": float(partial), "critique_ok": float(critique_ok),
+                        "copy": float(copied), "clipped": float(clipped)})
+        return metrics
+
+    def state_dict(self) -> dict:
+        return {}
+
+    def load_state_dict(self, state: dict) -> None:
+        pass
+
+
+class HonestFormatHead:
+    """0 for a strictly well-formed response (a graded answer or a clean abstain), ``malformed_penalty`` otherwise.
+    The optional hindsight / refinement slots are left to ``honest_hindsight``. Metrics: the well-formed share, the
+    malformed and abstain counts (``honest_brier`` counts each malformation reason)."""
+
+    name = "honest_format"
+
+    def __init__(self, malformed_penalty: float = -1.0):
+        self.malformed_penalty = float(malformed_penalty)
+
+    def score(self, samples):
+        parsed = _parse_all(samples)
+        ok = torch.tensor([p.well_formed for p in parsed], dtype=torch.bool)  # [B]
+        rewards = torch.where(ok, torch.zeros(len(samples)), torch.full((len(samples),), self.malformed_penalty))
+        return rewards, {"well_formed_frac": float(ok.float().mean().item()) if len(samples) else 0.0,
+                         "malformed": float((~ok).sum().item()),
+                         "abstain": float(sum(p.abstain for p in parsed))}
+
+    def state_dict(self) -> dict:
+        return {}
+
+    def load_state_dict(self, state: dict) -> None:
+        pass

