@@ -234,3 +234,15 @@ def test_head_counts_agree_across_data_parallel_ranks(tmp_path, mode, want):
     # both ranks hold the counts of the union of visits: indicator 0.5·1 + 0.5 for clusters 0 and 2;
     # per question cluster 0 was visited 3 times over the two ranks
     assert counts[0] == pytest.approx(want) and counts[1] == pytest.approx(want)
+
+
+def test_a_rank_without_samples_still_makes_the_collective_call_of_the_coverage_head():
+    """RewardMixer.empty_step (called by the trainer on a rank whose rollout is empty) scores an empty batch with the
+    heads that make one collective call per step, so the counts still decay and no all-reduce is left waiting."""
+    from mmevo.rewards.heads import RewardMixer
+
+    mixer = RewardMixer({"prism_coverage": 1.0, "majority": 0.5},
+                        {"prism_coverage": {"centroids": "", "k": 4, "gamma": 0.5}})
+    head = mixer.heads["prism_coverage"]
+    mixer.empty_step()
+    assert head.steps == 1 and torch.allclose(head.counts, torch.full((4,), 0.5, dtype=head.counts.dtype))
