@@ -6,6 +6,10 @@
   refined ``<critique>`` + ``<refined_confidence>``), its system prompts and the strict / lenient parsers;
 - the rewards and the ``honest_brier`` / ``honest_hindsight`` / ``honest_format`` heads live in
   ``mmevo.rewards.honest``.
+- CPR / SMC (seed 3-4): ``replay`` (calibration-prioritized replay buffer, replay-mix prompt source), ``mutators``
+  (numeric / compositional / distractor, verifiable answers), ``curriculum`` (per-domain difficulty ceilings up to 8,
+  curriculum prompt source), ``strategy`` (``HonestStrategy``: per-sample ``aux`` parse results, replay write-back
+  and curriculum outcomes); ``build_honest_plugins(cfg, train)`` returns a run's (strategy, prompt source).
 
 ``resolve_honest_config`` ties the ``honest`` config section to the rest of a run (called by ``load_config``).
 """
@@ -14,6 +18,13 @@ from __future__ import annotations
 
 HONEST_HEADS = ("honest_brier", "honest_hindsight", "honest_format")
 HONEST_DATA = "honest_tasks"  # the data.train / data.heldout name of the generated tasks
+
+
+def build_honest_plugins(cfg, train_examples=()):
+    """(HonestStrategy, prompt source) of the ``honest`` section's CPR / SMC settings (``mmevo.honest.plugins``)."""
+    from mmevo.honest.plugins import build_honest_plugins as build
+
+    return build(cfg, train_examples)
 
 
 def head_defaults(h) -> dict[str, dict]:
