@@ -18,12 +18,15 @@ commands:
   eval        benchmark a model:  mmevo eval --model DIR --benchmark mathvision_testmini [--data PATH] [--out DIR]
               (mathvista_testmini | mathvision_testmini | mathvision_test | geometry3k_test; resumable);
               without --benchmark: held-out accuracy on data.heldout
+              --calibration (or data.heldout=honest_tasks): HONEST calibration report on held-out honest_tasks
+              (accuracy, abstain rate, ECE, Brier, reliability diagram; calibration.json + reliability.png)
   build-tiny  write the embedded tiny Qwen2.5-VL (or text model) to a directory:  mmevo build-tiny DIR [--text]
   render      run matplotlib code or an SVG file in the sandbox:  mmevo render FILE -o out.png [--timeout S]
   plan-memory per-GPU memory plan of a run, one JSON object (phases, peak, fits):
               mmevo plan-memory CONFIG [section.key=value ...] --gpus 8 --gpu-mem-gib 80
   evolve      self-evolution loops:  mmevo evolve mmzero CONFIG [section.key=value ...]  (resumable; mmzero.*)
               mmevo evolve prism CONFIG [...]  (questioner -> pool -> solver; resumable; prism.*)
+              mmevo evolve honest CONFIG [...]  (HONEST: HCR / CPR / SMC / GSS solver + generator blocks; honest.*)
   prism       Prism's cluster space:  mmevo prism build-clusters CONFIG [section.key=value ...]  (prism.*: embed the
               corpus, seeded K-means, write prism.centroids + its .json sidecar)
 
@@ -47,10 +50,14 @@ def _parse(argv: list[str], prog: str):
         for flag, key, what in EVAL_FLAGS:
             ap.add_argument(flag, dest=key.replace(".", "__"), default=None, metavar=flag[2:].replace("-", "_").upper(),
                             help=f"{what} (= {key})")
+        ap.add_argument("--calibration", action="store_true", help="HONEST calibration report on held-out "
+                        "honest_tasks (= data.heldout=honest_tasks; given overrides win)")
     args = ap.parse_intermixed_args(argv)  # overrides may come before, between or after the flags
     if args.config and "=" in args.config:  # no config file, only overrides
         args.overrides.insert(0, args.config)
         args.config = None
+    if prog == "eval" and args.calibration:  # first, so that the command's own overrides win
+        args.overrides.insert(0, "data.heldout=honest_tasks")  # an empty system prompt becomes the protocol's
     if prog == "eval":
         for _, key, _ in EVAL_FLAGS:
             value = getattr(args, key.replace(".", "__"))
@@ -95,12 +102,20 @@ def main(argv: list[str] | None = None) -> int:
         if cmd == "plan-memory":
             return _plan_memory(rest)
         if cmd == "evolve":
-            loops = ("mmzero", "prism")
+            loops = ("mmzero", "prism", "honest")
             if not rest or rest[0] not in loops:
-                print("usage: mmevo evolve {mmzero|prism} CONFIG [section.key=value ...]", file=sys.stderr)
+                print("usage: mmevo evolve {mmzero|prism|honest} CONFIG [section.key=value ...]", file=sys.stderr)
                 return 2
             args = _parse(rest[1:], f"evolve {rest[0]}")
             cfg = load_config(args.config, args.overrides)
+            if rest[0] == "honest":
+                from mmevo.honest.loop import run_honest
+
+                summary = run_honest(cfg)
+                print(json.dumps({k: summary.get(k) for k in ("pillars", "blocks", "calibration_before",
+                                                              "calibration_after", "final_model", "seconds")},
+                                 indent=2, default=str))
+                return 0
             if rest[0] == "mmzero":
                 from mmevo.evolve.mmzero import run_mmzero
 
@@ -138,6 +153,10 @@ def main(argv: list[str] | None = None) -> int:
 
             summary = run_benchmark(cfg)
             summary.pop("by", None)  # the breakdown is in scores.json / report.md
+        elif cfg.data.heldout == "honest_tasks":  # --calibration, or the HONEST protocol's held-out tasks
+            from mmevo.honest.calibration import run_calibration_eval
+
+            summary = run_calibration_eval(cfg)
         else:
             summary = recipes.run_eval(cfg)
         from mmevo.grpo.distributed import is_main

@@ -290,6 +290,23 @@ class HonestConfig:
     health_replay_cooldown: int = 50  # steps the replay mix stays off after low priority entropy (seed: 50)
     health_min_distinct_share: float = 0.1  # generator collapse below this distinct-problem share (seed: 0.1)
     health_mutation_retries: int = 3  # retries of an unverifiable mutation before it is dropped (seed: 3)
+    # GSS / loop (mmevo.honest.selfplay, mmevo.honest.loop: `mmevo evolve honest CONFIG`; CPR / SMC: the flags above)
+    hcr_enabled: bool = True  # HCR: the solver is rewarded by honest_hindsight (weight 1; its k is honest.k) too
+    format_weight: float = 0.0  # weight of the honest_format head in the solver's reward (0 = not used)
+    gss_mode: str = "off"  # GSS generator: off | stub (v1: task generator + mutators) | trainable (v2: a GRPO policy)
+    gss_blocks: int = 2  # solver / generator blocks; the solver trains gss_blocks * gss_block_steps steps in all
+    gss_block_steps: int = 10  # solver GRPO steps per block (and generator steps, unless gss_generator_steps)
+    gss_generator_steps: int = 0  # generator GRPO steps per block (0 = gss_block_steps; trainable mode only)
+    gss_share: float = 0.3  # share of the solver's prompts drawn from the generator (the seed gives none)
+    gss_generator_samples: int = 0  # generator samples per instruction prompt (0 = rollout.n)
+    gss_solver_samples: int = 4  # frozen-solver samples per generated problem: the mean |c - y| is over these
+    gss_pool_size: int = 512  # accepted generated problems kept for the solver (the latest; trainable mode)
+    gss_stub_mutate_share: float = 0.5  # stub generator: share of its tasks passed through one SMC mutator
+    gss_warmup_problems: int = 200  # trainable + warm-up: instruction -> <expression> SFT targets for the generator
+    warmup_sft: bool = False  # calibration SFT (data honest_sft, the sft section) before the first block
+    eval_calibration: bool = True  # calibration report before / after on data.n_heldout held-out tasks (0: none)
+    output_dir: str = "runs/honest"  # the loop's outputs: warmup/, solver/, generator/, eval_*/, summary.json
+    roles: dict = field(default_factory=dict)  # dotted overrides per role: {solver: {...}, generator: {...}}
 
 
 @dataclass

@@ -80,6 +80,10 @@ def load_examples(cfg: Config, which: str) -> tuple[list[Example], dict]:
                                          h.min_difficulty, h.max_difficulty)
         rows = [t.to_example() for t in (train if which == "train" else held)]
         return rows, {"rows": len(rows), "loaded": len(rows), "skipped": 0}
+    if source == "honest_sft":  # HONEST calibration SFT targets (mmevo.honest.sft), sized by honest.sft_tier / sft_n
+        from mmevo.honest.sft import load_calibration_sft
+
+        return load_calibration_sft(cfg, which)
     from mmevo.data.images import fit_pixels
 
     if cfg.data.format == "geometry3k" and not cfg.data.fields:

@@ -10,6 +10,9 @@
   (numeric / compositional / distractor, verifiable answers), ``curriculum`` (per-domain difficulty ceilings up to 8,
   curriculum prompt source), ``strategy`` (``HonestStrategy``: per-sample ``aux`` parse results, replay write-back
   and curriculum outcomes); ``build_honest_plugins(cfg, train)`` returns a run's (strategy, prompt source).
+- GSS and the loop (seed 5, 7): ``selfplay`` (stub generator, trainable generator: ``<expression>`` parsing and
+  verification, ``GeneratorStrategy`` + the ``honest_generator`` head, GSS prompt mix, ``SolverStrategy`` with the
+  health monitor), ``loop`` (``run_honest``: ``mmevo evolve honest CONFIG``, solver / generator blocks).
 
 ``resolve_honest_config`` ties the ``honest`` config section to the rest of a run (called by ``load_config``).
 """

@@ -150,6 +150,16 @@ HEADS.update({"honest_brier": HonestBrierHead, "honest_hindsight": HonestHindsig
               "honest_format": HonestFormatHead})  # HONEST calibration heads (mmevo.rewards.honest)
 
 
+def _honest_generator_head(**kwargs) -> RewardHead:
+    """``honest_generator``: GSS generator reward, mean |c - y| of the frozen solver (mmevo.honest.selfplay)."""
+    from mmevo.honest.selfplay import HonestGeneratorHead
+
+    return HonestGeneratorHead(**kwargs)
+
+
+HEADS["honest_generator"] = _honest_generator_head
+
+
 def register_head(name: str, factory: Callable[..., RewardHead]) -> None:
     """Plug-in point for other reward heads (MM-Zero roles, Prism, HONEST); or name one by import path."""
     HEADS[name] = factory

@@ -1,0 +1,358 @@
+"""HONEST calibration evaluation (seed section 8) and the hindsight audit (seed 2.5, "How to verify hindsight is
+firing in any run").
+
+- ``score_response`` / ``calibration_report``: per-sample records (response + gold) scored with the *lenient*
+  protocol parser (evaluation recovers what it can) and the core answer equivalence; the report holds accuracy,
+  abstain rate, malformed rate, the strict well-formed rate (what the training heads need), ECE (``expected_
+  calibration_error``, 10 equal-width bins), Brier score and the bins of a reliability diagram;
+- ``plot_reliability``: the diagram (accuracy per confidence bin against the diagonal, counts below);
+- ``evaluate_calibration``: generate with the HF engine on held-out tasks and write ``responses.jsonl``,
+  ``calibration.json`` and ``reliability.png``; ``run_calibration_eval`` is ``mmevo eval --calibration`` (and
+  ``mmevo eval data.heldout=honest_tasks``);
+- ``hindsight_audit``: the share of training steps whose hindsight reward was non-zero, from ``metrics.jsonl``.
+
+Definitions (N = records): accuracy = correct / N (abstains and unreadable responses count as not correct);
+abstain rate = abstains / N; malformed rate = responses that are neither a graded answer nor an abstain under the
+lenient parser / N; ECE, Brier (mean (c - y)^2) and mean confidence over the graded responses (an answer with a
+confidence), None when there are none; confidence sd (near 0: one degenerate value, seed 8's histogram check) and
+confidence gap (mean confidence on correct answers minus on wrong ones: does the confidence discriminate).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import torch
+
+__all__ = ["score_response", "calibration_report", "reliability_bins", "plot_reliability", "generate_records",
+           "evaluate_calibration", "calibration_heldout", "run_calibration_eval", "hindsight_audit"]
+
+N_BINS = 10  # equal-width confidence bins of the ECE and the reliability diagram (seed 8)
+
+
+# ----------------------------------------------------------------------------------------------------- scoring
+def score_response(response: str, gold: str, choices: Sequence[str] | None = None) -> dict:
+    """The lenient parse of one response and its correctness (core answer equivalence against ``gold``)."""
+    from mmevo.honest.protocol import parse_lenient, parse_strict
+    from mmevo.rewards.answers import answers_equivalent
+
+    p = parse_lenient(response)
+    correct = bool(p.answered and answers_equivalent(p.answer, gold, list(choices) if choices else None))
+    return {"answer": p.answer, "confidence": p.confidence, "abstain": p.abstain, "graded": p.graded,
+            "well_formed": p.well_formed, "strict_well_formed": parse_strict(response).well_formed,
+            "correct": correct, "hindsight": p.hindsight, "refined_confidence": p.refined_confidence,
+            "malformed": list(p.malformed)}
+
+
+def _checked(records: Sequence[dict]) -> list[dict]:
+    out = []
+    for i, r in enumerate(records):
+        where = f"calibration record {i}" + (f" (id {r['id']!r})" if isinstance(r, dict) and "id" in r else "")
+        if not isinstance(r, dict):
+            raise ValueError(f"{where}: expected a mapping, got {type(r).__name__}")
+        if not isinstance(r.get("response"), str):
+            raise ValueError(f"{where}: field 'response' must be a string, got {r.get('response')!r}")
+        if r.get("gold") is None:
+            raise ValueError(f"{where}: field 'gold' is missing (a calibration report needs gold answers)")
+        out.append(r)
+    return out
+
+
+def reliability_bins(conf: Sequence[float], correct: Sequence[bool], bins: int = N_BINS) -> list[dict]:
+    """Per equal-width bin of [0, 1]: edges, count, mean confidence and accuracy (None when empty). The binning is
+    ``expected_calibration_error``'s: lo <= c < hi, c = 1.0 in the last bin."""
+    c = torch.tensor([float(x) for x in conf], dtype=torch.float64)  # [G]
+    y = torch.tensor([float(bool(x)) for x in correct], dtype=torch.float64)  # [G]
+    if c.shape != y.shape:
+        raise ValueError(f"{len(c)} confidences but {len(y)} correctness values")
+    edges = torch.arange(1, bins, dtype=torch.float64) / bins  # [bins - 1]
+    idx = torch.bucketize(c, edges, right=True)  # [G] bin of each confidence
+    out = []
+    for b in range(bins):
+        sel = idx == b
+        n = int(sel.sum())
+        out.append({"lo": b / bins, "hi": (b + 1) / bins, "count": n,
+                    "mean_confidence": float(c[sel].mean()) if n else None,
+                    "accuracy": float(y[sel].mean()) if n else None})
+    return out
+
+
+def calibration_report(records: Sequence[dict], bins: int = N_BINS) -> dict:
+    """Accuracy, abstain / malformed rates, ECE, Brier and reliability bins of records with ``response`` and
+    ``gold`` (optional ``choices``, and ``domain`` / ``difficulty`` for the breakdown)."""
+    from mmevo.rewards.honest import expected_calibration_error
+
+    records = _checked(records)
+    scored = [score_response(r["response"], r["gold"], r.get("choices")) for r in records]
+    n = len(scored)
+    graded = [s for s in scored if s["graded"]]
+    conf = [s["confidence"] for s in graded]
+    hits = [s["correct"] for s in graded]
+
+    def share(key: str) -> float | None:
+        return sum(bool(s[key]) for s in scored) / n if n else None
+
+    report = {"n": n, "graded": len(graded), "answered": sum(s["answer"] is not None and not s["abstain"]
+                                                             for s in scored),
+              "correct": sum(s["correct"] for s in scored), "accuracy": share("correct"),
+              "abstain_rate": share("abstain"), "malformed_rate": None if not n else 1 - share("well_formed"),
+              "well_formed_rate": share("well_formed"), "strict_well_formed_rate": share("strict_well_formed"),
+              "hindsight_rate": None if not n else sum(s["hindsight"] is not None for s in scored) / n,
+              "refinement_rate": None if not n else sum(s["refined_confidence"] is not None for s in scored) / n,
+              "accuracy_graded": sum(hits) / len(hits) if hits else None,
+              "mean_confidence": sum(conf) / len(conf) if conf else None,
+              "confidence_sd": _sd(conf), "confidence_gap": _gap(conf, hits),
+              "ece": None, "brier": None, "n_bins": bins, "bins": reliability_bins(conf, hits, bins)}
+    if graded:
+        c = torch.tensor(conf, dtype=torch.float64)
+        y = torch.tensor(hits, dtype=torch.float64)
+        report["ece"] = expected_calibration_error(c, y, bins)
+        report["brier"] = float(((c - y) ** 2).mean())
+    report["by"] = _breakdown(records, scored)
+    return report
+
+
+def _sd(values: list[float]) -> float | None:
+    """Population sd of the stated confidences: near 0 flags the seed's "degenerate confidence value" (section 8)."""
+    if not values:
+        return None
+    m = sum(values) / len(values)
+    return (sum((v - m) ** 2 for v in values) / len(values)) ** 0.5
+
+
+def _gap(conf: list[float], hits: list[bool]) -> float | None:
+    """Mean confidence on correct answers minus on wrong ones (discrimination; None without both kinds)."""
+    right = [c for c, h in zip(conf, hits) if h]
+    wrong = [c for c, h in zip(conf, hits) if not h]
+    return sum(right) / len(right) - sum(wrong) / len(wrong) if right and wrong else None
+
+
+def _breakdown(records: list[dict], scored: list[dict]) -> dict:
+    """n, accuracy, well-formed rate and mean confidence per domain and per difficulty (when records carry them)."""
+    by: dict[str, dict] = {}
+    for key in ("domain", "difficulty"):
+        groups: dict[str, list[dict]] = {}
+        for r, s in zip(records, scored):
+            if r.get(key) is not None:
+                groups.setdefault(str(r[key]), []).append(s)
+        if groups:
+            by[key] = {g: {"n": len(ss), "accuracy": sum(s["correct"] for s in ss) / len(ss),
+                           "well_formed_rate": sum(s["well_formed"] for s in ss) / len(ss),
+                           "mean_confidence": (sum(s["confidence"] for s in ss if s["graded"])
+                                               / max(1, sum(s["graded"] for s in ss)))
+                           if any(s["graded"] for s in ss) else None}
+                       for g, ss in sorted(groups.items())}
+    return by
+
+
+def plot_reliability(report: dict, path: str | Path, title: str = "") -> Path:
+    """Reliability diagram of a ``calibration_report``: per-bin accuracy against the diagonal (gaps shaded), the
+    bin counts below; the title states ECE, Brier, accuracy and the well-formed rate."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    bins = report["bins"]
+    width = 1.0 / len(bins)
+    centers = [(b["lo"] + b["hi"]) / 2 for b in bins]
+    fig, (ax, axc) = plt.subplots(2, 1, figsize=(5, 6), sharex=True, gridspec_kw={"height_ratios": [3, 1]})
+    ax.plot([0, 1], [0, 1], ls="--", color="gray", lw=1, label="perfect calibration")
+    full = [(x, b) for x, b in zip(centers, bins) if b["count"]]
+    if full:
+        ax.bar([x for x, _ in full], [b["accuracy"] for _, b in full], width=width * 0.9, color="tab:blue",
+               edgecolor="black", lw=0.5, label="accuracy")
+        ax.bar([x for x, _ in full], [abs(b["mean_confidence"] - b["accuracy"]) for _, b in full],
+               width=width * 0.9, bottom=[min(b["accuracy"], b["mean_confidence"]) for _, b in full],
+               color="tab:red", alpha=0.3, label="gap to mean confidence")
+    else:
+        ax.text(0.5, 0.5, "no graded responses", ha="center", va="center")
+    ax.set_xlim(0, 1)
+    ax.set_ylim(0, 1)
+    ax.set_ylabel("accuracy")
+    ax.legend(loc="upper left", fontsize=7)
+
+    def fmt(key: str) -> str:
+        v = report.get(key)
+        return "n/a" if v is None else f"{v:.3f}"
+
+    ax.set_title(f"{title + chr(10) if title else ''}ECE {fmt('ece')}  Brier {fmt('brier')}  accuracy "
+                 f"{fmt('accuracy')}  well-formed {fmt('well_formed_rate')}", fontsize=8)
+    axc.bar(centers, [b["count"] for b in bins], width=width * 0.9, color="gray")
+    axc.set_xlabel("stated confidence")
+    axc.set_ylabel("responses")
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return path
+
+
+# --------------------------------------------------------------------------------------------------- generation
+def _protocol_config(cfg):
+    """A copy of ``cfg`` for generation: HF engine, the protocol prompt when none is set (template ``none``)."""
+    from mmevo.honest.protocol import system_prompt
+
+    c = copy.deepcopy(cfg)
+    c.rollout.engine = "hf"
+    if not c.data.system_prompt:
+        c.data.system_prompt = system_prompt(c.honest.hindsight_mode)
+        if c.data.prompt_template == "r1v":
+            c.data.prompt_template = "none"
+    return c
+
+
+def generate_records(cfg, model_path, examples, samples: int = 1, max_tokens: int | None = None,
+                     temperature: float | None = None) -> list[dict]:
+    """Responses of ``model_path`` to ``examples`` (``samples`` each; HF engine; ``rollout.eval_temperature`` unless
+    given, 0 = greedy), one scored record per response."""
+    from mmevo.grpo.trainer import PromptCache
+    from mmevo.models.loader import load_model
+    from mmevo.rollout.base import RolloutRequest, SamplingParams
+    from mmevo.rollout.factory import build_engine
+    from mmevo.rollout.strategy import decode
+
+    if samples < 1:
+        raise ValueError(f"samples must be >= 1, got {samples}")
+    examples = list(examples)
+    if not examples:
+        return []
+    c = _protocol_config(cfg)
+    policy = load_model(str(model_path), c.model.dtype, c.model.device)
+    policy.model.eval()
+    engine = build_engine(c, policy)
+    prompts = PromptCache(policy.processor, policy.is_vl, c.data.prompt_template, c.data.system_prompt,
+                          c.data.prompt_cache_mb)
+    max_tokens = max_tokens or c.eval.max_tokens or c.trainer.eval_max_tokens or c.rollout.max_tokens
+    temperature = c.rollout.eval_temperature if temperature is None else temperature
+    params = SamplingParams(temperature=temperature, top_p=1.0, max_tokens=max_tokens, seed=c.trainer.seed)
+    records = []
+    with torch.no_grad():
+        outs = engine.generate([RolloutRequest(prompts(ex), n=samples) for ex in examples], params)
+    for ex, group in zip(examples, outs, strict=True):
+        for k, comp in enumerate(group):
+            text = decode(policy.tokenizer, comp.full_ids)
+            records.append({"id": ex.id, "sample": k, "response": text, "gold": ex.answer,
+                            "choices": list(ex.choices), "domain": ex.meta.get("domain"),
+                            "difficulty": ex.meta.get("difficulty"), "n_tokens": len(comp.token_ids),
+                            "finish_reason": comp.finish_reason, **score_response(text, ex.answer, ex.choices)})
+    close = getattr(engine, "close", None)
+    if callable(close):
+        close()
+    return records
+
+
+def evaluate_calibration(cfg, model_path, examples, out_dir, samples: int = 1, max_tokens: int | None = None,
+                         temperature: float | None = None, title: str = "") -> dict:
+    """Generate, score and write ``out_dir/responses.jsonl``, ``calibration.json`` (the report and the settings)
+    and ``reliability.png``; returns the report."""
+    t0 = time.time()
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    records = generate_records(cfg, model_path, examples, samples, max_tokens, temperature)
+    report = calibration_report(records)
+    c = _protocol_config(cfg)
+    report.update(model=str(model_path), examples=len(list(examples)), samples=samples,
+                  max_tokens=max_tokens or c.eval.max_tokens or c.trainer.eval_max_tokens or c.rollout.max_tokens,
+                  temperature=c.rollout.eval_temperature if temperature is None else temperature,
+                  hindsight_mode=c.honest.hindsight_mode, seconds=time.time() - t0, out_dir=str(out),
+                  truncated=sum(r["finish_reason"] == "length" for r in records))
+    (out / "responses.jsonl").write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records),
+                                         encoding="utf-8")
+    (out / "calibration.json").write_text(json.dumps(report, indent=2))
+    plot_reliability(report, out / "reliability.png", title or Path(str(model_path)).name)
+    return report
+
+
+def calibration_heldout(cfg) -> tuple[list, dict]:
+    """Held-out ``honest_tasks`` for a calibration report (``data.n_heldout``, first ``eval.limit``); questions that
+    also occur in the calibration SFT set of this config (``data.train=honest_sft``) are left out and counted."""
+    from mmevo.recipes import load_examples
+
+    if cfg.data.heldout != "honest_tasks":
+        raise ValueError(f"a calibration report needs data.heldout=honest_tasks, got {cfg.data.heldout!r}")
+    held, stats = load_examples(cfg, "heldout")
+    stats = dict(stats)
+    if cfg.data.train == "honest_sft":
+        from mmevo.honest.sft import calibration_sft_examples
+
+        seen = {ex.problem for ex in calibration_sft_examples(cfg)}
+        kept = [ex for ex in held if ex.problem not in seen]
+        stats["dropped_in_sft_set"] = len(held) - len(kept)
+        held = kept
+    if cfg.eval.limit:
+        held = held[:cfg.eval.limit]
+    stats["evaluated"] = len(held)
+    return held, stats
+
+
+def run_calibration_eval(cfg) -> dict:
+    """``mmevo eval --calibration``: the report of ``model.path`` on held-out ``honest_tasks`` in ``eval.out_dir``
+    (default ``runs/eval/calibration``)."""
+    from mmevo.recipes import resolve_model_path
+
+    held, stats = calibration_heldout(cfg)
+    if not held:
+        raise ValueError("no held-out honest_tasks to evaluate: raise data.n_heldout")
+    out = Path(cfg.eval.out_dir or "runs/eval/calibration")
+    report = evaluate_calibration(cfg, resolve_model_path(cfg), held, out, max_tokens=cfg.eval.max_tokens or None)
+    return {**{k: v for k, v in report.items() if k not in ("bins", "by")}, "data": stats,
+            "files": [str(out / f) for f in ("calibration.json", "reliability.png", "responses.jsonl")]}
+
+
+# -------------------------------------------------------------------------------------------------------- audit
+def hindsight_audit(metrics_path: str | Path, head: str = "honest_hindsight") -> dict:
+    """The seed's "fraction of steps the hindsight head returned non-zero", from a run's ``metrics.jsonl``.
+
+    A step counts when its line has ``reward/<head>/nonzero_frac`` (the head's share of samples with a non-zero
+    hindsight reward); it is non-zero when that share is > 0. ``fired`` (the head graded at least one hindsight
+    slot) is reported beside it: a legacy slot can fire and still earn exactly 0 when r equals y. A step logged
+    twice (a resumed run) counts once, its last line. A line that is not JSON is an error naming file and line."""
+    path = Path(metrics_path)
+    if path.is_dir():
+        path = path / "metrics.jsonl"
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no metrics.jsonl to audit")
+    key, fired_key = f"reward/{head}/nonzero_frac", f"reward/{head}/fired"
+    by_step: dict = {}
+    lines = without = 0
+    for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        lines += 1
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise ValueError(f"{path}:{lineno}: not a JSON line ({e.msg})") from None
+        if not isinstance(row, dict):
+            raise ValueError(f"{path}:{lineno}: expected a JSON object, got {type(row).__name__}")
+        if key not in row:
+            without += 1
+            continue
+        try:
+            frac = float(row[key])
+        except (TypeError, ValueError):
+            raise ValueError(f"{path}:{lineno}: field {key!r} is not a number: {row[key]!r}") from None
+        by_step[row.get("step", f"line{lineno}")] = (frac, float(row.get(fired_key) or 0.0))
+    steps = len(by_step)
+    ordered = [by_step[s] for s in sorted(by_step, key=_step_order)]
+    tenth = max(1, steps // 10)
+    nonzero = [s for s, (f, _) in by_step.items() if f > 0]
+    fired = [s for s, (_, n) in by_step.items() if n > 0]
+    return {"path": str(path), "head": head, "metric": key, "steps": steps, "nonzero_steps": len(nonzero),
+            "nonzero_share": len(nonzero) / steps if steps else None,
+            "fired_steps": len(fired), "fired_share": len(fired) / steps if steps else None,
+            "mean_nonzero_frac": sum(f for f, _ in by_step.values()) / steps if steps else None,
+            # the trend: mean share of samples with a non-zero hindsight reward in the first / last tenth of steps
+            "nonzero_frac_start": sum(f for f, _ in ordered[:tenth]) / tenth if steps else None,
+            "nonzero_frac_end": sum(f for f, _ in ordered[-tenth:]) / tenth if steps else None,
+            "first_nonzero_step": min(nonzero, key=_step_order) if nonzero else None, "lines": lines, "lines_without_metric": without}
+
+
+def _step_order(step) -> tuple:
+    return (0, float(step), "") if isinstance(step, (int, float)) else (1, 0.0, str(step))

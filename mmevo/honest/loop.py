@@ -1,0 +1,335 @@
+"""``mmevo evolve honest CONFIG``: the HONEST outer loop on the GRPO core (seed sections 1-9), every pillar toggled by
+the ``honest`` section.
+
+    <honest.output_dir>/
+      warmup/solver/model       calibration SFT (honest.warmup_sft; data honest_sft, the sft section), cached
+      warmup/generator/model    trainable GSS only: instruction -> <expression> SFT (honest.gss_warmup_problems)
+      eval_before/, eval_after/ calibration reports (accuracy, abstain rate, ECE, Brier, reliability.png) on
+                                data.n_heldout held-out honest_tasks (honest.eval_calibration), cached
+      solver/                   ONE solver GRPO run over all blocks: metrics.jsonl, checkpoints/ (replay buffer,
+                                curriculum, stub generator, health monitor in its plugin state), final/
+      blocks/block_<b>/solver   trainable GSS: the solver after block b, frozen for generator block b
+      generator/                trainable GSS: ONE generator GRPO run over all blocks, pool.jsonl (accepted problems)
+      health_events.jsonl, summary.json (reports, hindsight audit, per-block means)
+
+Block b = 1..honest.gss_blocks: the solver trains ``honest.gss_block_steps`` more steps (heads: honest_brier, +
+honest_hindsight when ``hcr_enabled``, + honest_format at ``format_weight``; strategy and prompt source from
+``build_honest_plugins``: CPR with ``replay_enabled``, SMC with ``smc_enabled``; GSS problems mixed in at
+``gss_share``), then, in trainable mode, the generator trains ``gss_generator_steps`` steps against a frozen copy of
+that solver. Both trainers persist across blocks (``trainer.train(steps=k)`` continues); a rerun resumes each from
+its latest checkpoint and skips what is done. Per-role overrides: ``honest.roles.{solver,generator}`` (dotted keys).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import time
+from pathlib import Path
+
+from mmevo.config import Config, ConfigError, set_dotted, to_dict, validate
+from mmevo.honest.selfplay import GSS_MODES
+
+__all__ = ["run_honest", "check_loop_config", "role_config", "solver_heads", "read_pool"]
+
+ROLES = ("solver", "generator")
+
+
+def check_loop_config(cfg: Config) -> None:
+    """The loop's own keys, with the key to change."""
+    h = cfg.honest
+    if h.gss_mode not in GSS_MODES:
+        raise ConfigError(f"honest.gss_mode={h.gss_mode!r} not in {list(GSS_MODES)}")
+    for key in ("gss_blocks", "gss_block_steps", "gss_solver_samples", "gss_pool_size"):
+        if getattr(h, key) < 1:
+            raise ConfigError(f"honest.{key}={getattr(h, key)} must be >= 1")
+    for key in ("gss_generator_steps", "gss_generator_samples", "gss_warmup_problems"):
+        if getattr(h, key) < 0:
+            raise ConfigError(f"honest.{key}={getattr(h, key)} must be >= 0")
+    for key in ("gss_share", "gss_stub_mutate_share"):
+        if not 0.0 <= getattr(h, key) <= 1.0:
+            raise ConfigError(f"honest.{key}={getattr(h, key)} must be in [0, 1]")
+    if h.format_weight < 0:
+        raise ConfigError(f"honest.format_weight={h.format_weight} must be >= 0")
+    stray = [r for r in h.roles if r not in ROLES]
+    if stray:
+        raise ConfigError(f"honest.roles has {stray}: the roles are {list(ROLES)}")
+    if not h.output_dir:
+        raise ConfigError("honest.output_dir is empty: give the loop's output directory")
+
+
+def solver_heads(h) -> dict[str, float]:
+    """The solver's reward heads from the pillar toggles: Brier always, HCR's hindsight head, the format head."""
+    heads = {"honest_brier": 1.0}
+    if h.hcr_enabled:
+        heads["honest_hindsight"] = 1.0
+    if h.format_weight > 0:
+        heads["honest_format"] = float(h.format_weight)
+    return heads
+
+
+def role_config(cfg: Config, role: str, out_dir: Path, model_path: str) -> Config:
+    """The base config with the role's defaults and ``honest.roles.<role>`` overrides (dotted keys) applied."""
+    from mmevo.honest import resolve_honest_config
+    from mmevo.honest.protocol import system_prompt
+    from mmevo.honest.selfplay import GENERATOR_SYSTEM_PROMPT
+
+    h = cfg.honest
+    rc = copy.deepcopy(cfg)
+    if role == "solver":
+        defaults = {"reward.heads": solver_heads(h), "reward.head_args": {}, "data.train": "honest_tasks",
+                    "data.hide_labels": False, "data.system_prompt": system_prompt(h.hindsight_mode),
+                    "trainer.steps": h.gss_blocks * h.gss_block_steps}
+    elif role == "generator":
+        defaults = {"reward.heads": {"honest_generator": 1.0}, "reward.head_args": {}, "data.hide_labels": False,
+                    "data.system_prompt": GENERATOR_SYSTEM_PROMPT, "data.prompt_template": "none",
+                    "trainer.steps": h.gss_blocks * (h.gss_generator_steps or h.gss_block_steps),
+                    "rollout.n": h.gss_generator_samples or cfg.rollout.n, "csrs.enabled": False}
+    else:
+        raise ValueError(f"unknown HONEST role {role!r}; roles: {list(ROLES)}")
+    for key, value in {**defaults, **(h.roles.get(role) or {})}.items():
+        set_dotted(rc, key, value)
+    rc.model.path = model_path
+    rc.trainer.output_dir = str(out_dir)
+    if role == "solver" and rc.data.prompt_template == "r1v":
+        rc.data.prompt_template = "none"  # the r1v <think> + \boxed{} instruction contradicts the protocol
+    resolve_honest_config(rc)
+    validate(rc)
+    return rc
+
+
+# -- warm-up and evaluation ---------------------------------------------------------------------------------------
+def _sft(cfg: Config, base_path: str, examples, out: Path) -> str:
+    from mmevo.grpo.checkpoint import save_model
+    from mmevo.grpo.sft import run_sft
+    from mmevo.recipes import load_policy
+
+    target = out / "model"
+    if (target / "config.json").exists():
+        return str(target)
+    rc = copy.deepcopy(cfg)
+    rc.sft.output_dir = str(out)
+    policy = load_policy(rc, base_path)
+    run_sft(rc, policy, examples, log=False)
+    save_model(target, policy.model, policy.processor)
+    return str(target)
+
+
+def warm_up_solver(cfg: Config, base_path: str, out: Path) -> str:
+    """Calibration SFT (seed 2.6: format, correctness-conditioned confidence, hindsight tag); cached in ``out``."""
+    from mmevo.honest.sft import load_calibration_sft
+
+    rc = role_config(cfg, "solver", out, base_path)
+    rc.data.train = "honest_sft"
+    examples, _ = load_calibration_sft(rc, "train")
+    return _sft(rc, base_path, examples, out)
+
+
+def warm_up_generator(cfg: Config, base_path: str, out: Path) -> str:
+    """A tiny generator learns to write ``<expression>…</expression>`` first (a real model is only prompted)."""
+    from mmevo.honest.selfplay import generator_sft_examples
+
+    h = cfg.honest
+    rc = role_config(cfg, "generator", out, base_path)
+    examples = generator_sft_examples(h.gss_warmup_problems, seed=h.seed + 1, domains=h.domains,
+                                      max_difficulty=min(3, h.max_difficulty))
+    return _sft(rc, base_path, examples, out)
+
+
+def calibration_eval(cfg: Config, model_path: str, out: Path, title: str) -> dict | None:
+    """The calibration report of ``model_path`` on held-out honest_tasks (cached in ``out/calibration.json``);
+    None when ``honest.eval_calibration`` is off or ``data.n_heldout`` is 0."""
+    from mmevo.honest.calibration import calibration_heldout, evaluate_calibration
+
+    if not cfg.honest.eval_calibration or cfg.data.n_heldout < 1:
+        return None
+    done = out / "calibration.json"
+    if done.exists():
+        return json.loads(done.read_text())
+    rc = copy.deepcopy(cfg)
+    rc.data.heldout = "honest_tasks"
+    if cfg.honest.warmup_sft:
+        rc.data.train = "honest_sft"  # held-out questions that were SFT targets are left out
+    held, _ = calibration_heldout(rc)
+    if not held:
+        return None
+    return evaluate_calibration(rc, model_path, held, out, max_tokens=rc.eval.max_tokens or None, title=title)
+
+
+def _report_summary(report: dict | None) -> dict | None:
+    if report is None:
+        return None
+    keys = ("accuracy", "abstain_rate", "malformed_rate", "strict_well_formed_rate", "ece", "brier",
+            "mean_confidence", "graded")
+    return {k: report.get(k) for k in keys}
+
+
+# -- the generator pool -------------------------------------------------------------------------------------------
+def read_pool(path: Path, limit: int) -> list:
+    """The latest ``limit`` distinct accepted problems of ``pool.jsonl`` as solver examples; each is re-verified
+    (its answer recomputed from the expression), never trusted from the file."""
+    from mmevo.honest.selfplay import problem_from_expression
+
+    if not path.exists():
+        return []
+    latest: dict[str, dict] = {}
+    for line in path.read_text().splitlines():
+        if line.strip():
+            row = json.loads(line)
+            latest.pop(row["id"], None)
+            latest[row["id"]] = row
+    out = []
+    for row in list(latest.values())[-limit:]:
+        try:
+            out.append(problem_from_expression(row["meta"]["expression"]).to_example("trainable"))
+        except (ValueError, KeyError):
+            continue
+    return out
+
+
+class PoolWriter:
+    """Appends the generator's accepted problems (with the step) to ``pool.jsonl``."""
+
+    def __init__(self, path: Path):
+        self.path, self.step = path, 0
+
+    def __call__(self, rows: list[dict]) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with self.path.open("a", encoding="utf-8") as f:
+            for r in rows:
+                f.write(json.dumps({**r, "step": self.step}) + "\n")
+
+
+def _means(history: list[dict], prefixes: tuple[str, ...]) -> dict:
+    keys = sorted({k for h in history for k in h if k.startswith(prefixes)})
+    return {k: sum(h[k] for h in history if k in h) / max(1, sum(k in h for h in history)) for k in keys}
+
+
+# -- the loop -----------------------------------------------------------------------------------------------------
+def build_solver(cfg: Config, start: str, out: Path):
+    """(solver trainer, SolverStrategy, GSS source or None) with CPR / SMC / GSS / health per the config."""
+    from mmevo.honest import build_honest_plugins
+    from mmevo.honest.health import HealthMonitor
+    from mmevo.honest.selfplay import GSSMixSource, PoolGenerator, RewardTap, SolverStrategy, StubGenerator
+    from mmevo.recipes import build_trainer, load_examples, load_policy
+
+    h = cfg.honest
+    rc = role_config(cfg, "solver", out / "solver", start)
+    train, _ = load_examples(rc, "train")
+    honest_strategy, source = build_honest_plugins(rc, train)
+    gss_source = None
+    if h.gss_mode != "off":
+        seed = rc.trainer.seed * 1_000_003 + h.seed + 7
+        if h.gss_mode == "stub":
+            generator = StubGenerator(h.domains, h.min_difficulty, h.max_difficulty, seed=seed,
+                                      mutators=list(h.smc_mutators), mutate_share=h.gss_stub_mutate_share)
+        else:
+            generator = PoolGenerator(read_pool(out / "generator" / "pool.jsonl", h.gss_pool_size), seed=seed)
+        if source is None:
+            raise ValueError("honest.gss_mode needs fresh prompts to mix with: give data.n_train > 0")
+        gss_source = source = GSSMixSource(source, generator, h.gss_share, seed=seed)
+    std_keys = ("reward/honest_hindsight/std",) if "honest_hindsight" in rc.reward.heads else ()
+    monitor = HealthMonitor.from_config(rc, reward_std_keys=std_keys, events_path=out / "health_events.jsonl")
+    strategy = SolverStrategy(honest_strategy, monitor, None, gss_source)
+    trainer = build_trainer(rc, load_policy(rc), train, strategy=strategy, prompt_source=source)
+    strategy.tap = trainer.rewards = RewardTap(trainer.rewards)
+    return trainer, strategy, gss_source
+
+
+def build_generator(cfg: Config, start: str, out: Path, pool_writer: PoolWriter):
+    """(generator trainer, GeneratorStrategy); the strategy's frozen solver is set per block."""
+    from mmevo.data.prompts import EpochSampler
+    from mmevo.honest.selfplay import GeneratorStrategy, generator_examples
+    from mmevo.recipes import build_trainer, load_policy
+
+    h = cfg.honest
+    gc = role_config(cfg, "generator", out / "generator", start)
+    examples = generator_examples(max(gc.trainer.prompts_per_step, 8), seed=h.seed)
+    strategy = GeneratorStrategy(None, h.gss_solver_samples, on_accept=pool_writer)
+    trainer = build_trainer(gc, load_policy(gc), examples, strategy=strategy,
+                            prompt_source=EpochSampler(examples, gc.trainer.seed + 1))
+    trainer.seed_offset = 1
+    return trainer, strategy
+
+
+def _save_if_needed(trainer) -> None:
+    every = trainer.cfg.trainer.save_every
+    if trainer.step_idx and (not every or trainer.step_idx % every):
+        trainer.save()
+
+
+def run_honest(cfg: Config) -> dict:
+    """``mmevo evolve honest``: warm-up, calibration before, blocks of solver (+ generator) GRPO, calibration after,
+    hindsight audit; returns the summary (also ``<honest.output_dir>/summary.json``)."""
+    from mmevo.evolve.mmzero import FrozenRole
+    from mmevo.recipes import resolve_model_path
+
+    h = cfg.honest
+    check_loop_config(cfg)
+    if cfg.trainer.deepspeed:
+        raise ValueError("mmevo evolve honest runs one process: leave trainer.deepspeed empty (multi-GPU HONEST is "
+                         "not implemented yet)")
+    out = Path(h.output_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    t0 = time.time()
+    base = resolve_model_path(cfg)
+    start = warm_up_solver(cfg, base, out / "warmup" / "solver") if h.warmup_sft else base
+    summary: dict = {"config": to_dict(cfg), "base_model": base, "start_model": start,
+                     "pillars": {"hcr": h.hcr_enabled, "cpr": h.replay_enabled, "smc": h.smc_enabled,
+                                 "gss": h.gss_mode}, "blocks": []}
+    summary["calibration_before"] = _report_summary(calibration_eval(cfg, start, out / "eval_before", "before RL"))
+
+    solver, _, _ = build_solver(cfg, start, out)
+    generator = gstrategy = None
+    pool_writer = PoolWriter(out / "generator" / "pool.jsonl")
+    if h.gss_mode == "trainable":
+        warm = h.warmup_sft and h.gss_warmup_problems > 0
+        gstart = warm_up_generator(cfg, base, out / "warmup" / "generator") if warm else base
+        generator, gstrategy = build_generator(cfg, gstart, out, pool_writer)
+    try:
+        solver.train(steps=0)  # resume (or start a fresh curve) before the first block
+        if generator is not None:
+            generator.train(steps=0)
+        g_steps = h.gss_generator_steps or h.gss_block_steps
+        for b in range(1, h.gss_blocks + 1):
+            block: dict = {"block": b}
+            hist = solver.train(steps=max(0, b * h.gss_block_steps - solver.step_idx))
+            _save_if_needed(solver)
+            block["solver_steps"], block["solver"] = len(hist), _means(hist, ("reward/", "gss/", "difficulty/"))
+            if generator is not None and generator.step_idx < b * g_steps:
+                frozen_path = out / "blocks" / f"block_{b}" / "solver"
+                if not (frozen_path / "config.json").exists():
+                    solver.export(frozen_path)
+                frozen = FrozenRole(role_config(cfg, "solver", frozen_path.parent, str(frozen_path)),
+                                    str(frozen_path))
+                try:
+                    gstrategy.solver = frozen
+                    pool_writer.step = generator.step_idx
+                    ghist = generator.train(steps=b * g_steps - generator.step_idx,
+                                            on_step=lambda step, _m: setattr(pool_writer, "step", step))
+                    _save_if_needed(generator)
+                finally:
+                    frozen.close()
+                    gstrategy.solver = None
+                block["generator_steps"] = len(ghist)
+                block["generator"] = _means(ghist, ("reward/", "gss/"))
+                pool = read_pool(pool_writer.path, h.gss_pool_size)
+                solver.prompt_source.generator.pool = pool
+                block["pool_size"] = len(pool)
+            summary["blocks"].append(block)
+        final = solver.export(out / "solver" / "final")
+        if generator is not None:
+            summary["generator_model"] = str(generator.export(out / "generator" / "final"))
+    finally:
+        solver.close()
+        if generator is not None:
+            generator.close()
+    summary["final_model"] = str(final)
+    summary["calibration_after"] = _report_summary(calibration_eval(cfg, str(final), out / "eval_after", "after RL"))
+    if h.hcr_enabled:
+        from mmevo.honest.calibration import hindsight_audit
+
+        summary["hindsight_audit"] = hindsight_audit(out / "solver" / "metrics.jsonl")
+    summary["seconds"] = time.time() - t0
+    (out / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
+    return summary
