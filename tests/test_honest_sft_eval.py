@@ -145,8 +145,11 @@ def test_plan_quotes_the_seeds_tier_table_and_config_overrides():
     assert stats["with_refinement"] <= 10 and stats["recommended_hindsight_mode"] == "refined"
     assert all(e.meta["domain"] == "logic" for e in rows)
     assert [e.solution for e in rows] == [e.solution for e in calibration_sft_examples(cfg)]
+    # data.train=honest_sft alone selects the protocol prompt; another system prompt is refused
+    auto = load_config(None, ["data.train=honest_sft"])
+    assert "confidence" in auto.data.system_prompt and load_examples(auto, "train")[0]
     with pytest.raises(ConfigError, match="data.system_prompt=honest"):
-        load_examples(load_config(None, ["data.train=honest_sft"]), "train")
+        load_examples(load_config(None, ["data.train=honest_sft", "data.system_prompt=Be brief."]), "train")
     with pytest.raises(ConfigError, match="honest_tasks"):
         load_examples(load_config(None, ["data.train=honest_sft", "data.heldout=honest_sft",
                                          "data.system_prompt=honest"]), "heldout")

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 HONEST_HEADS = ("honest_brier", "honest_hindsight", "honest_format")
 HONEST_DATA = "honest_tasks"  # the data.train / data.heldout name of the generated tasks
+HONEST_SFT_DATA = "honest_sft"  # the data.train name of the calibration SFT targets (mmevo.honest.sft)
 
 
 def build_honest_plugins(cfg, train_examples=()):
@@ -42,7 +43,7 @@ def head_defaults(h) -> dict[str, dict]:
 def resolve_honest_config(cfg) -> None:
     """Check the ``honest`` section and apply it to ``cfg`` in place (idempotent):
 
-    - ``data.system_prompt=honest``, or an empty one in a run that uses an HONEST head or ``honest_tasks`` data,
+    - ``data.system_prompt=honest``, or an empty one in a run that uses an HONEST head or ``honest_tasks`` / ``honest_sft`` data,
       becomes the protocol's system prompt for ``honest.hindsight_mode``; the r1v template (``<think>`` +
       ``\\boxed{}``, which contradicts the protocol) then becomes ``none``;
     - each HONEST head in ``reward.heads`` gets its arguments from the section; ``reward.head_args`` entries win,
@@ -65,7 +66,7 @@ def resolve_honest_config(cfg) -> None:
         raise ConfigError(f"honest: k, casr_clip and copy_tol must be >= 0, got {h.k}, {h.casr_clip}, {h.copy_tol}")
     used = [n for n in HONEST_HEADS if n in cfg.reward.heads]
     d = cfg.data
-    if d.system_prompt == "honest" or (not d.system_prompt and (used or HONEST_DATA in (d.train, d.heldout))):
+    if d.system_prompt == "honest" or (not d.system_prompt and (used or {HONEST_DATA, HONEST_SFT_DATA} & {d.train, d.heldout})):
         d.system_prompt = system_prompt(h.hindsight_mode)
         if d.prompt_template == "r1v":
             d.prompt_template = "none"
