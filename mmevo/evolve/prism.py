@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import copy
 import json
-import re
 import time
 from pathlib import Path
 from typing import Sequence
@@ -30,7 +29,7 @@ from mmevo.config import Config, set_dotted, to_dict, validate
 from mmevo.data.prompts import EpochSampler
 from mmevo.data.schema import Example
 from mmevo.evolve.mmzero import FrozenRole, Recorder, content_id
-from mmevo.rewards.answers import extract_answer, group_answer_keys
+from mmevo.rewards.answers import extract_answer, group_answer_keys, single_tag
 from mmevo.rewards.mmzero import modal_share
 from mmevo.rollout.strategy import RolloutStrategy, sample_groups
 
@@ -39,24 +38,13 @@ QUESTIONER_INSTRUCTION = (
     "Write one new math question that has a single numerical answer. It must be self-contained and solvable. "
     "Reply with the question only, between <question> and </question>.")
 MAX_QUESTION_CHARS = 1000
-_QUESTION_RE = re.compile(r"<question>(.*?)</question>", re.DOTALL)
 
 
 # -- parsing --------------------------------------------------------------------------------------------------------
 def parse_question(text: str) -> tuple[str | None, str]:
     """(question, "") from a questioner output with exactly one non-empty ``<question>…</question>``; else
     (None, why): "no_tag", "several", "empty", "too_long"."""
-    found = _QUESTION_RE.findall(text or "")
-    if not found:
-        return None, "no_tag"
-    if len(found) > 1:
-        return None, "several"
-    q = " ".join(found[0].split())
-    if not q:
-        return None, "empty"
-    if len(q) > MAX_QUESTION_CHARS:
-        return None, "too_long"
-    return q, ""
+    return single_tag(text, "question", MAX_QUESTION_CHARS)
 
 
 def question_example(question: str, answer: str = "") -> Example:

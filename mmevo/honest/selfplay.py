@@ -31,7 +31,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import random
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -39,8 +38,17 @@ import torch
 
 from mmevo.data.schema import Example
 from mmevo.honest.strategy import HonestStrategy, honest_aux
-from mmevo.honest.tasks import (_QUESTION, DOMAINS, MAX_DIFFICULTY, MIN_DIFFICULTY, _render, evaluate_expression,
-                                format_answer, generate_task)
+from mmevo.honest.tasks import (
+    _QUESTION,
+    DOMAINS,
+    MAX_DIFFICULTY,
+    MIN_DIFFICULTY,
+    _render,
+    evaluate_expression,
+    format_answer,
+    generate_task,
+)
+from mmevo.rewards.answers import single_tag
 from mmevo.rollout.strategy import RolloutStrategy, sample_groups
 
 __all__ = ["GSS_MODES", "GENERATOR_SYSTEM_PROMPT", "GENERATOR_INSTRUCTION", "GeneratedProblem", "parse_generated",
@@ -57,7 +65,6 @@ GENERATOR_INSTRUCTION = (
     "Write one new problem as a single expression in Python syntax using only integers, + - * % **, pow(a, e, m), "
     "one comparison < > <= >= == != at a time, and and / or / not. Make it hard enough that the student is unsure. "
     "Reply with the expression only, between <expression> and </expression>.")
-_EXPRESSION_RE = re.compile(r"<expression>(.*?)</expression>", re.DOTALL)
 
 
 # -- parsing and verifying a generated problem ---------------------------------------------------------------------
@@ -115,16 +122,9 @@ def parse_generated(text: str) -> tuple[GeneratedProblem | None, str]:
     """(problem, "") from a generator output with exactly one ``<expression>…</expression>`` the verifier can
     evaluate; else (None, why): no_tag, several, empty, too_long, unverifiable. Any answer the generator wrote
     anywhere is ignored: the answer is always the verifier's."""
-    found = _EXPRESSION_RE.findall(text or "")
-    if not found:
-        return None, "no_tag"
-    if len(found) > 1:
-        return None, "several"
-    expr = " ".join(found[0].split())
-    if not expr:
-        return None, "empty"
-    if len(expr) > MAX_GENERATED_CHARS:
-        return None, "too_long"
+    expr, why = single_tag(text, "expression", MAX_GENERATED_CHARS)
+    if expr is None:
+        return None, why
     try:
         return problem_from_expression(expr), ""
     except ValueError:

@@ -400,3 +400,19 @@ def group_answer_keys(answers: Sequence[str | None], choices: Sequence[str] | No
                 parent[max(ri, rj)] = min(ri, rj)
     remap = {k: distinct[find(i)] for i, k in enumerate(distinct)}
     return [None if k is None else remap[k] for k in keys]
+
+
+def single_tag(text: str, tag: str, max_chars: int) -> tuple[str | None, str]:
+    """(content, "") of exactly one non-empty ``<tag>…</tag>`` in ``text``, whitespace runs collapsed; else
+    (None, why): "no_tag", "several", "empty" or "too_long" (more than ``max_chars`` characters)."""
+    found = re.findall(rf"<{tag}>(.*?)</{tag}>", text or "", flags=re.DOTALL)
+    if not found:
+        return None, "no_tag"
+    if len(found) > 1:
+        return None, "several"
+    content = " ".join(found[0].split())
+    if not content:
+        return None, "empty"
+    if len(content) > max_chars:
+        return None, "too_long"
+    return content, ""
