@@ -82,3 +82,5 @@ if D.rank() == 0:
                          (Path(workdir) / "b" / "metrics.jsonl").read_text().splitlines()],
     }
     Path(out_json).write_text(json.dumps(result))
+D.barrier()  # a clean shutdown: no rank exits (tearing down its gloo threads) while another still talks to it
+torch.distributed.destroy_process_group()

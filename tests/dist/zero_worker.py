@@ -99,3 +99,5 @@ if rank == 0:
     Path(out_json).write_text(json.dumps(result))
 else:
     dict(full_state_items(ds_tr.model))  # the gather above is collective: take part
+D.barrier()  # a clean shutdown: no rank exits (tearing down its gloo threads) while another still talks to it
+torch.distributed.destroy_process_group()
