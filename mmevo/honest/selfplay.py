@@ -393,12 +393,6 @@ class HonestGeneratorHead:
         metrics.update({f"invalid/{k}": float(v) for k, v in sorted(reasons.items())})
         return rewards, metrics
 
-    def state_dict(self) -> dict:
-        return {}
-
-    def load_state_dict(self, state: dict) -> None:
-        pass
-
 
 # -- the solver side: reward tap, health, GSS metrics --------------------------------------------------------------
 class RewardTap:

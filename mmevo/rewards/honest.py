@@ -226,12 +226,6 @@ class HonestBrierHead:
                             "brier": (-r).mean().item(), "ece": expected_calibration_error(c, y)})
         return rewards, metrics
 
-    def state_dict(self) -> dict:
-        return {}
-
-    def load_state_dict(self, state: dict) -> None:
-        pass
-
 
 class HonestHindsightHead:
     """The hindsight channel, ``mode`` legacy or refined (``honest.hindsight_mode``; the system prompt follows it).
@@ -307,12 +301,6 @@ class HonestHindsightHead:
                         "copy": float(copied), "clipped": float(clipped)})
         return metrics
 
-    def state_dict(self) -> dict:
-        return {}
-
-    def load_state_dict(self, state: dict) -> None:
-        pass
-
 
 class HonestFormatHead:
     """0 for a strictly well-formed response (a graded answer or a clean abstain), ``malformed_penalty`` otherwise.
@@ -331,9 +319,3 @@ class HonestFormatHead:
         return rewards, {"well_formed_frac": float(ok.float().mean().item()) if len(samples) else 0.0,
                          "malformed": float((~ok).sum().item()),
                          "abstain": float(sum(p.abstain for p in parsed))}
-
-    def state_dict(self) -> dict:
-        return {}
-
-    def load_state_dict(self, state: dict) -> None:
-        pass
