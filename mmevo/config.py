@@ -59,6 +59,7 @@ class ModelConfig:
     ref_offload: bool = False  # keep the reference model in CPU memory, on the GPU only for its log-prob pass
     freeze_vision_tower: bool = False  # the vision encoder (ViT and its merger) stays fixed; the language model trains
     lora: LoRAConfig = field(default_factory=LoRAConfig)  # LoRA adapters instead of full fine-tuning
+    trainable: list = field(default_factory=list)  # regexes: only parameters whose name matches one train (empty = all)
 
 
 @dataclass
@@ -71,6 +72,7 @@ class DataConfig:
     n_heldout: int = 200  # synthetic held-out problems
     seed: int = 0  # synthetic data seed (train and held-out derive disjoint streams from it)
     image_size: int = 56  # synthetic diagram side in pixels
+    figure_kinds: list = field(default_factory=list)  # figures: the problem kinds to draw from (empty = all nine)
     mc_fraction: float = 0.5  # share of synthetic problems that are multiple choice
     prompt_template: str = "r1v"  # r1v (EasyR1 <think> + \boxed{} instruction) | none | a text containing {problem}
     system_prompt: str = ""  # optional system message ("" keeps the chat template's default)

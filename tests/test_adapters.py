@@ -112,6 +112,20 @@ def test_frozen_vision_tower_stays_fixed(tiny_vl_path, tmp_path, train):
         freeze_vision_tower(torch.nn.Linear(2, 2))
 
 
+def test_trainable_patterns_train_only_the_matching_parameters(tiny_vl_path, tmp_path, train):
+    tr = _trainer(_cfg(tmp_path, **{"model.trainable": "[norm]", "trainer.steps": 1}), tiny_vl_path, train)
+    before = {n: p.clone() for n, p in tr.model.named_parameters()}
+    tr.train()
+    after = dict(tr.model.named_parameters())
+    norms = [n for n in before if "norm" in n]
+    assert norms and all(not torch.equal(before[n], after[n]) for n in norms)  # every norm weight moved
+    assert all(torch.equal(before[n], after[n]) for n in before if n not in norms)
+    with pytest.raises(ValueError, match="matched no parameter"):
+        _trainer(_cfg(tmp_path / "b", **{"model.trainable": "[no_such_weight]"}), tiny_vl_path, train)
+    with pytest.raises(ValueError, match="set one of them"):
+        _trainer(_cfg(tmp_path / "c", **{"model.trainable": "[norm]", "model.lora.rank": 2}), tiny_vl_path, train)
+
+
 def test_lora_merged_weights_reach_vllm(tiny_vl_path, tmp_path, train):
     """The engine loads the base checkpoint; after a sync it samples like the LoRA-adapted HF model (greedy)."""
     pytest.importorskip("vllm", reason="vLLM is not installed")

@@ -290,6 +290,8 @@ class GRPOTrainer:
             raise TypeError(f"strategy {strategy!r} has no rollout(ctx, examples) method (see "
                             "mmevo.rollout.strategy.RolloutStrategy)")
         self.device = torch.device(cfg.model.device)
+        if cfg.model.lora.rank > 0 and cfg.model.trainable:
+            raise ValueError("model.trainable and model.lora.rank > 0 both choose what trains: set one of them")
         if cfg.model.lora.rank > 0:  # adapters on the language model's linears; everything else frozen
             from mmevo.models.adapters import apply_lora
 
@@ -297,10 +299,15 @@ class GRPOTrainer:
             with torch.random.fork_rng(devices=[]):  # the adapters' initial A is drawn from the run's seed
                 torch.manual_seed(cfg.trainer.seed)
                 apply_lora(self.model, lo.rank, lo.alpha, lo.dropout, list(lo.target_modules))
-        elif cfg.model.freeze_vision_tower:
-            from mmevo.models.adapters import freeze_vision_tower
+        else:
+            if cfg.model.trainable:
+                from mmevo.models.adapters import train_only
 
-            freeze_vision_tower(self.model)
+                train_only(self.model, cfg.model.trainable)
+            if cfg.model.freeze_vision_tower:
+                from mmevo.models.adapters import freeze_vision_tower
+
+                freeze_vision_tower(self.model)
         if cfg.model.gradient_checkpointing:  # non-reentrant: exact, and inputs need not require grad
             unwrap(self.model).gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         self.pad_id = policy.tokenizer.pad_token_id

@@ -1,4 +1,5 @@
-"""What part of the policy trains: a frozen vision tower, or LoRA adapters (PEFT) on the language model's linears.
+"""What part of the policy trains: a frozen vision tower, parameters chosen by name, or LoRA adapters (PEFT) on the
+language model's linears.
 
 With LoRA the trained module holds ``<module>.base_layer.weight`` plus ``lora_A`` / ``lora_B``; everything outside
 the trainer (vLLM weight sync, HF engine sync, checkpoints' ``model/``, the final export) sees plain merged weights
@@ -28,6 +29,20 @@ def freeze_vision_tower(model: torch.nn.Module) -> int:
     if frozen == 0:
         raise ValueError("model.freeze_vision_tower=true, but the model has no vision tower (a text-only model?)")
     return frozen
+
+
+def train_only(model: torch.nn.Module, patterns: Iterable[str]) -> int:
+    """Freeze every parameter whose name matches none of the regexes ``patterns`` (``re.search``); returns the number
+    of trainable elements. E.g. ``["norm"]``: only the normalisation weights train (LayerNorm tuning)."""
+    pats = [re.compile(p) for p in patterns]
+    n = 0
+    for name, p in unwrap(model).named_parameters():
+        keep = any(r.search(name) for r in pats)
+        p.requires_grad_(keep)
+        n += p.numel() if keep else 0
+    if n == 0:
+        raise ValueError(f"model.trainable={list(patterns)} matched no parameter of the model")
+    return n
 
 
 def lora_target_pattern(module_names: Iterable[str]) -> str:
