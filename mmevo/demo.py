@@ -356,7 +356,8 @@ answer, `modal_share` the mean share of a group's samples on its modal answer (h
 ## Setup
 
 SFT: {r['sft_steps']} steps on {cfg.data.n_train} worked solutions. Runs: {c0.trainer.steps} steps x
-{c0.trainer.prompts_per_step} prompts x {c0.rollout.n} samples, lr {c0.trainer.lr}, KL {c0.algo.kl_coef}.
+{c0.trainer.prompts_per_step} prompts x {c0.rollout.n} samples, lr {c0.trainer.lr}, KL {c0.algo.kl_coef}; RL trains
+{'the parameters matching ' + str(list(c0.model.trainable)) + ' (model.trainable)' if c0.model.trainable else 'every weight'}.
 {'CSRS: m = ' + str(configs['csrs'].csrs.m) + ', omega = ' + str(configs['csrs'].csrs.omega) + ', sigma = ' + str(configs['csrs'].csrs.sigma) + ', SFR gamma = ' + str(configs['csrs'].csrs.gamma) + ', beta = ' + str(configs['csrs'].csrs.beta) + '.' if 'csrs' in configs else ''}
 Reward heads: {', '.join(f'{n}: {dict(configs[n].reward.heads)}' for n in names)}.
 """

@@ -34,6 +34,7 @@ def test_demo_runs_reports_and_resumes(tiny_vl_path, tmp_path, capsys):
     assert json.loads((out / "csrs" / "summary.json").read_text())["config"]["csrs"]["enabled"] is True
     report = (out / "report.md").read_text()
     assert "pass@1" in report and "blank image" in report and "curves.png" in report
+    assert "model.trainable" in report  # the demo config trains only the final norm: the report says so
     assert (out / "curves.png").exists() and (out / "accuracy.png").exists()
 
     # a rerun reuses every finished phase: nothing is trained again
