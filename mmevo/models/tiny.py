@@ -65,7 +65,7 @@ QWEN_PRETOKENIZE_PATTERN = (
 
 @dataclass
 class TinyVLSpec:
-    """Sizes of the tiny Qwen2.5-VL; defaults give about 3 M parameters."""
+    """Sizes of the tiny Qwen2.5-VL; defaults give about 1.1 M parameters."""
 
     vocab_size: int = 1024  # BPE vocabulary incl. special tokens
     hidden_size: int = 128  # text hidden size
@@ -81,7 +81,7 @@ class TinyVLSpec:
     seed: int = 0  # weight init seed
 
 
-# "tiny-wide" (the demo's model, about 13 M parameters): twice the width, so that reading values off a figure is learnt
+# "tiny-wide" (the demo's model, about 4.2 M parameters): twice the width, so that reading values off a figure is learnt
 # in a few hundred SFT steps; the 128-wide default never learnt it in 1,000 steps (it learns copying from the text only)
 WIDE_VL_SPEC = TinyVLSpec(hidden_size=256, intermediate_size=768, num_attention_heads=8, num_key_value_heads=4,
                           vision_hidden_size=128, vision_heads=4)
