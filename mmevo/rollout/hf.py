@@ -7,6 +7,7 @@ Why not ``model.generate``: we need (1) one prefill per distinct prompt(+prefix)
 
 from __future__ import annotations
 
+import time
 from typing import Sequence
 
 import torch
@@ -54,7 +55,7 @@ class HFEngine:
         self.stop_ids = torch.tensor(sorted(set(stop_ids)), dtype=torch.long)
         self.max_batch_seqs = max_batch_seqs  # sequences decoded together (prompts × n)
         self.device = torch.device(device)
-        self.stats = {"prefill_tokens": 0, "generated_tokens": 0}
+        self.stats = {"prefill_tokens": 0, "generated_tokens": 0, "prefill_s": 0.0}  # prefill_s: wall time in prefills
 
     # -- protocol -------------------------------------------------------------------------------------------------
     def sync_weights(self, model: torch.nn.Module) -> None:
@@ -132,7 +133,9 @@ class HFEngine:
         batch = collate(model, prompts, prefixes, self.pad_id, self.device)
         self.stats["prefill_tokens"] += int(batch.attention_mask.sum())
         cache = DecodeCache()
+        t0 = time.perf_counter()
         out = model(**batch.model_kwargs(), past_key_values=cache, use_cache=True, logits_to_keep=1)
+        self.stats["prefill_s"] = self.stats.get("prefill_s", 0.0) + time.perf_counter() - t0
         # share each prefill among its n samples: repeat rows of the cache instead of re-prefilling
         reps = torch.tensor([r.n for r in reqs], device=self.device)
         row_of = torch.repeat_interleave(torch.arange(len(reqs), device=self.device), reps)  # [N] request index
