@@ -79,6 +79,42 @@ def test_greedy_reinference_without_noise_reproduces_the_maternal_response(lm, t
         assert ro.completions[i].full_ids == ro.completions[ro.parents[i]].token_ids
 
 
+def test_clean_image_reinferences_continue_from_the_maternal_kv_cache(lm, tmp_path):
+    """csrs.perturb=false on the HF engine: each re-inference continues from its maternal response's kept keys /
+    values instead of prefilling prompt + prefix again, and samples exactly what the prefill path samples."""
+    from mmevo.grpo.trainer import sequence_logprobs
+    from mmevo.rollout.base import RolloutRequest, SamplingParams
+
+    runs = {}
+    for reuse in (True, False):
+        tr = _trainer(lm, tmp_path / str(reuse), **{"csrs.perturb": False, "rollout.max_tokens": 16, "rollout.n": 4})
+        tr.engine.stop_ids = torch.arange(0, len(lm.tokenizer), 9)  # about 1 token in 9 ends a response
+        tr.engine.supports_kv_reuse = reuse
+        tr.engine.stats = {"prefill_tokens": 0, "generated_tokens": 0}
+        runs[reuse] = (csrs_rollout(tr, tr.prompt_source.examples[:3]), dict(tr.engine.stats), tr)
+    (a, stats_a, tr), (b, stats_b, _) = runs[True], runs[False]
+    n_mat = 12
+    assert len({len(c.token_ids) for c in a.completions[:n_mat]}) > 2  # rows left the batch at different steps
+    assert [c.full_ids for c in a.completions] == [c.full_ids for c in b.completions]
+    for ca, cb in zip(a.completions, b.completions):
+        assert ca.logprobs == pytest.approx(cb.logprobs, abs=1e-4)
+    assert stats_a["kv_reused_tokens"] > 0 and stats_a["prefill_tokens"] < stats_b["prefill_tokens"] / 2
+    assert all(c.kv is None for c in a.completions)  # the kept caches are dropped after the re-inferences
+    with torch.no_grad():  # the trainer scores the reused-cache samples as the engine did
+        lp, _, _ = sequence_logprobs(tr.model, list(a.prompts), [c.full_ids for c in a.completions],
+                                     lm.tokenizer.pad_token_id, 1.0, "cpu")
+    for i, c in enumerate(a.completions[n_mat:], start=n_mat):
+        k = len(c.prefix_ids)
+        assert lp[i, k: k + len(c.token_ids)].tolist() == pytest.approx(c.logprobs, abs=1e-4)
+    # a prefix that is not the source completion's is refused
+    p = a.prompts[0]
+    src = tr.engine.generate([RolloutRequest(p, n=1, keep_kv=True)], SamplingParams(max_tokens=6, seed=0))[0][0]
+    assert src.kv is not None
+    with pytest.raises(ValueError, match="not a prefix"):
+        tr.engine.generate([RolloutRequest(p, n=1, prefix_ids=[src.full_ids[0] + 1], continue_from=src)],
+                           SamplingParams(max_tokens=4, seed=0))
+
+
 def test_vsp_changes_the_pixels_the_model_sees(lm, tmp_path):
     tr = _trainer(lm, tmp_path, **{"rollout.temperature": 0, "csrs.retrace": False, "csrs.sigma": 60})
     prompt = tr.prompts(tr.prompt_source.examples[0])

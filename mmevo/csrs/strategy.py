@@ -64,7 +64,10 @@ class CSRSStrategy(RolloutStrategy):
 
     def rollout(self, ctx: RolloutContext, examples: list[Example]) -> Rollout:
         c = self.c
-        maternal = sample_groups(ctx, examples)
+        # on the clean image a re-inference's prompt + prefix is exactly what its maternal response already ran
+        # through the model: engines that can keep those KV caches continue from them instead of prefilling again
+        reuse = bool(c.retrace and not c.perturb and getattr(ctx.engine, "supports_kv_reuse", False))
+        maternal = sample_groups(ctx, examples, keep_kv=reuse)
         n_mat = len(maternal)
         if n_mat == 0 or not (c.retrace or c.perturb):  # Table 5 "MajorityVote" / "+SFR" rows: no re-inference
             maternal.extra_metrics.update({"csrs/reinference_frac": 0.0})
@@ -77,10 +80,13 @@ class CSRSStrategy(RolloutStrategy):
         images = (perturbed_prompts(ctx.processor, list(maternal.prompts), c.sigma,
                                     [derive_seed(ctx.seed, j) for j in range(n_mat)]) if c.perturb else [None] * n_mat)
         requests = [RolloutRequest(prompt, n=c.m, prefix_ids=prefix, image_override=image,
-                                   max_tokens=ctx.params.max_tokens - len(prefix))
-                    for prompt, prefix, image in zip(maternal.prompts, prefixes, images)]
+                                   max_tokens=ctx.params.max_tokens - len(prefix),
+                                   continue_from=comp if reuse else None)
+                    for prompt, prefix, image, comp in zip(maternal.prompts, prefixes, images, maternal.completions)]
         params = dataclasses.replace(ctx.params, seed=ctx.seed + 1)
         outs = ctx.engine.generate(requests, params)
+        for comp in maternal.completions:  # the kept caches are not needed past this point
+            comp.kv = None
 
         prompts, comps, exs = list(maternal.prompts), list(maternal.completions), list(maternal.examples)
         gids, parents = maternal.group_ids.tolist(), [-1] * n_mat

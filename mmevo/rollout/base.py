@@ -29,6 +29,10 @@ class RolloutRequest:
     prefix_ids: Sequence[int] = ()
     image_override: EncodedPrompt | None = None  # same prompt tokens with other pixels (CSRS perturbed image)
     max_tokens: int | None = None  # this request's new-token budget (None: the SamplingParams value)
+    keep_kv: bool = False  # engines with supports_kv_reuse: attach each completion's KV cache (Completion.kv)
+    # engines with supports_kv_reuse: continue from this completion's kept KV cache instead of prefilling prompt +
+    # prefix_ids again; prefix_ids must be a prefix of its full_ids and the image unchanged (no override)
+    continue_from: Completion | None = None
 
 
 @dataclass
@@ -39,6 +43,9 @@ class Completion:
     logprobs: list[float]  # log p of each sampled token under the temperature-scaled policy
     finish_reason: str  # "stop" (a stop token was sampled, and is included) or "length"
     prefix_ids: list[int] = field(default_factory=list)
+    # with RolloutRequest.keep_kv: {"layers": [(K [kv_heads, T, D], V)], "next_position": int}, the keys / values of
+    # prompt + full_ids[:-1] (T positions, no padding) and the position id full_ids[-1] would take
+    kv: dict | None = field(default=None, repr=False, compare=False)
 
     @property
     def full_ids(self) -> list[int]:

@@ -44,8 +44,17 @@ def sample_next(logits: torch.Tensor, params: SamplingParams, generator: torch.G
     return tok, logp.gather(-1, tok[:, None]).squeeze(-1)
 
 
+def _reuses_kv(req: RolloutRequest) -> bool:
+    """Whether ``req`` continues from a kept KV cache: a source completion that kept one, and the source's image
+    (otherwise it is prefilled as usual)."""
+    src = req.continue_from
+    return src is not None and src.kv is not None and req.image_override is None
+
+
 class HFEngine:
     """Batched sampling with a transformers model (colocated with the trainer: it samples from the same module)."""
+
+    supports_kv_reuse = True  # RolloutRequest.keep_kv / continue_from
 
     def __init__(self, model: torch.nn.Module, pad_id: int, stop_ids: Sequence[int], max_batch_seqs: int = 64,
                  device: str | torch.device = "cpu", banned_ids: Sequence[int] = ()):
@@ -100,11 +109,13 @@ class HFEngine:
         if params.seed is not None:
             generator = torch.Generator(device="cpu").manual_seed(params.seed)
         results: list[list[Completion]] = [[] for _ in requests]
-        # pack requests into chunks of at most max_batch_seqs decoded rows
+        reuse = [_reuses_kv(r) for r in requests]
+        # pack requests into chunks of at most max_batch_seqs decoded rows; a chunk either prefills or continues
+        # from kept KV caches
         chunk: list[int] = []
         rows = 0
         for i, req in enumerate(requests):
-            if chunk and rows + req.n > self.max_batch_seqs:
+            if chunk and (rows + req.n > self.max_batch_seqs or reuse[i] != reuse[chunk[0]]):
                 self._generate_chunk(requests, chunk, params, generator, results)
                 chunk, rows = [], 0
             chunk.append(i)
@@ -127,28 +138,74 @@ class HFEngine:
         finally:
             model.train(was_training)
 
-    def _decode(self, model, reqs: list[RolloutRequest], params: SamplingParams, generator, out_lists) -> None:
+    def _prefill(self, model, reqs: list[RolloutRequest]):
+        """One forward over every request's prompt (+ prefix), left padded: (last logits [R, V], cache, attention
+        mask [R, T], next position [R], whether positions are 3-D mrope)."""
         prompts: list[EncodedPrompt] = [r.image_override or r.prompt for r in reqs]
         prefixes = [list(r.prefix_ids) for r in reqs]
         batch = collate(model, prompts, prefixes, self.pad_id, self.device)
         self.stats["prefill_tokens"] += int(batch.attention_mask.sum())
         cache = DecodeCache()
-        t0 = time.perf_counter()
         out = model(**batch.model_kwargs(), past_key_values=cache, use_cache=True, logits_to_keep=1)
+        return out.logits[:, -1], cache, batch.attention_mask, batch.next_position, batch.position_ids.dim() == 3
+
+    def _continue_from_kv(self, model, reqs: list[RolloutRequest]):
+        """``_prefill`` without the prefill: each request's cache is its source completion's kept KV cut to
+        (prompt + prefix_ids)[:-1] (left padded to a common length), and only the last of those tokens runs through
+        the model. Exact: the kept keys / values are those a prefill of the same tokens and image computes."""
+        rows = []
+        for r in reqs:
+            src, a = r.continue_from, len(r.prefix_ids)
+            full = src.full_ids
+            if list(r.prefix_ids) != full[:a]:
+                raise ValueError("continue_from: prefix_ids is not a prefix of that completion's tokens")
+            n_kv = src.kv["layers"][0][0].shape[1]  # prompt + full[:-1]
+            keep = n_kv - (len(full) - 1) + (a - 1)  # (prompt + prefix)[:-1]
+            last = full[a - 1] if a else r.prompt.input_ids[-1]  # the token that runs: (prompt + prefix)[-1]
+            rows.append((src.kv, keep, last, src.kv["next_position"] - len(full) + a))
+        R, width = len(rows), max(k for _, k, _, _ in rows)
+        attn = torch.zeros((R, width + 1), dtype=torch.long, device=self.device)
+        attn[:, -1] = 1
+        cache = DecodeCache()
+        for li in range(len(rows[0][0]["layers"])):
+            k0 = rows[0][0]["layers"][li][0]
+            keys = k0.new_zeros((R, k0.shape[0], width, k0.shape[-1]))
+            values = torch.zeros_like(keys)
+            for i, (kv, keep, _, _) in enumerate(rows):
+                k, v = kv["layers"][li]
+                keys[i, :, width - keep:] = k[:, :keep]
+                values[i, :, width - keep:] = v[:, :keep]
+                attn[i, width - keep: width] = 1
+            cache.update(keys, values, li)
+        self.stats["kv_reused_tokens"] = self.stats.get("kv_reused_tokens", 0) + sum(k for _, k, _, _ in rows)
+        self.stats["prefill_tokens"] += R
+        tok = torch.tensor([t for _, _, t, _ in rows], device=self.device)
+        pos = torch.tensor([p for _, _, _, p in rows], device=self.device)
+        mrope = bool(rows[0][0]["mrope"])
+        out = model(input_ids=tok[:, None], attention_mask=attn,
+                    position_ids=pos[None, :, None].expand(3, -1, -1) if mrope else pos[:, None],
+                    past_key_values=cache, use_cache=True)
+        return out.logits[:, -1], cache, attn, pos + 1, mrope
+
+    def _decode(self, model, reqs: list[RolloutRequest], params: SamplingParams, generator, out_lists) -> None:
+        t0 = time.perf_counter()
+        prefill = self._continue_from_kv if _reuses_kv(reqs[0]) else self._prefill
+        last_logits, cache, attn, next_pos, vl_positions = prefill(model, reqs)
         self.stats["prefill_s"] = self.stats.get("prefill_s", 0.0) + time.perf_counter() - t0
         # share each prefill among its n samples: repeat rows of the cache instead of re-prefilling
         reps = torch.tensor([r.n for r in reqs], device=self.device)
         row_of = torch.repeat_interleave(torch.arange(len(reqs), device=self.device), reps)  # [N] request index
         if bool((reps != 1).any()):
             cache.batch_select_indices(row_of)
-        logits = out.logits[:, -1][row_of]
-        attn = batch.attention_mask[row_of]
-        next_pos = batch.next_position[row_of]
-        vl_positions = batch.position_ids.dim() == 3
+        logits = last_logits[row_of]
+        attn = attn[row_of]
+        next_pos = next_pos[row_of]
         N = row_of.numel()
         tokens: list[list[int]] = [[] for _ in range(N)]
         logps: list[list[float]] = [[] for _ in range(N)]
         finish = ["length"] * N
+        keep_kv = [bool(reqs[i].keep_kv) for i in row_of.tolist()]
+        kvs: list[dict | None] = [None] * N
         active = torch.arange(N, device=self.device)  # original row index of each live row
         stop_ids = self.stop_ids.to(self.device)
         banned = self.banned_ids.to(self.device)
@@ -173,6 +230,13 @@ class HFEngine:
                 finish[act_l[j]] = "stop"
             self.stats["generated_tokens"] += len(act_l)
             keep = ((~done) & (budget > step + 1)).nonzero().flatten()
+            if any(keep_kv):  # rows leaving the batch take their keys / values along (prompt + tokens but the last)
+                staying = set(keep.tolist())
+                for j, r in enumerate(act_l):
+                    if keep_kv[r] and j not in staying:
+                        real = attn[j].bool()
+                        kvs[r] = {"layers": [(layer.keys[j][:, real], layer.values[j][:, real]) for layer in cache.layers],
+                                  "next_position": int(next_pos[j]), "mrope": vl_positions}
             if keep.numel() == 0:
                 break
             if keep.numel() < active.numel():  # drop finished rows from every per-row state
@@ -186,11 +250,12 @@ class HFEngine:
                         use_cache=True)
             logits = out.logits[:, -1]
             next_pos = next_pos + 1
-        self._emit(reqs, row_of, tokens, logps, finish, out_lists)
+        self._emit(reqs, row_of, tokens, logps, finish, out_lists, kvs)
 
     @staticmethod
-    def _emit(reqs, row_of, tokens, logps, finish, out_lists) -> None:
+    def _emit(reqs, row_of, tokens, logps, finish, out_lists, kvs=None) -> None:
         row_list = row_of.tolist()
         for r in range(len(row_list)):
             out_lists[row_list[r]].append(
-                Completion(tokens[r], logps[r], finish[r], prefix_ids=list(reqs[row_list[r]].prefix_ids)))
+                Completion(tokens[r], logps[r], finish[r], prefix_ids=list(reqs[row_list[r]].prefix_ids),
+                           kv=kvs[r] if kvs else None))

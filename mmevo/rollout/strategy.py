@@ -125,14 +125,15 @@ def encode_within_limit(ctx: RolloutContext, examples: Sequence[Example]) -> tup
 
 
 def sample_groups(ctx: RolloutContext, examples: Sequence[Example], n: int | None = None,
-                  params: SamplingParams | None = None) -> Rollout:
-    """``n`` (default ``ctx.n``) completions per example that fits the prompt limit; overlong prompts are counted."""
+                  params: SamplingParams | None = None, keep_kv: bool = False) -> Rollout:
+    """``n`` (default ``ctx.n``) completions per example that fits the prompt limit; overlong prompts are counted.
+    ``keep_kv``: the completions keep their KV caches (engines with ``supports_kv_reuse``) for re-inferences."""
     n = ctx.n if n is None else n
     prompts, kept = encode_within_limit(ctx, examples)
     skipped = len(examples) - len(kept)
     if not prompts:
         return Rollout.empty(skipped_prompts=skipped)
-    outs = ctx.engine.generate([RolloutRequest(p, n=n) for p in prompts], params or ctx.params)
+    outs = ctx.engine.generate([RolloutRequest(p, n=n, keep_kv=keep_kv) for p in prompts], params or ctx.params)
     flat_p, flat_c, flat_e, gids = [], [], [], []
     for gi, (p, ex, comps) in enumerate(zip(prompts, kept, outs)):
         for c in comps:
