@@ -59,7 +59,7 @@ class ModelConfig:
     ref_offload: bool = False  # keep the reference model in CPU memory, on the GPU only for its log-prob pass
     freeze_vision_tower: bool = False  # the vision encoder (ViT and its merger) stays fixed; the language model trains
     lora: LoRAConfig = field(default_factory=LoRAConfig)  # LoRA adapters instead of full fine-tuning
-    trainable: list = field(default_factory=list)  # regexes: only parameters whose name matches one train (empty = all)
+    trainable: list = field(default_factory=list)  # RL: train only parameters matching one of these regexes (SFT: all)
 
 
 @dataclass
