@@ -30,8 +30,8 @@ from PIL import Image, ImageDraw
 from .schema import IMAGE_PLACEHOLDER, Example
 from .synthetic import _derive_seed, _solution
 
-__all__ = ["FIGURE_KINDS", "iter_figures", "generate_figures", "check_kinds", "split_figures", "draw_figure", "read_figure",
-           "text_only_chance", "blank_images", "shuffled_images"]
+__all__ = ["FIGURE_KINDS", "iter_figures", "generate_figures", "check_kinds", "split_figures", "draw_figure",
+           "read_figure", "text_only_chance", "blank_images", "shuffled_images"]
 
 GRID = 56  # layout units: the figure is drawn on a 56 x 56 grid, then scaled to the requested size
 CELL = 28  # one quadrant = one merged vision token of the tiny model

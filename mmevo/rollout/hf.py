@@ -235,7 +235,7 @@ class HFEngine:
                 for j, r in enumerate(act_l):
                     if keep_kv[r] and j not in staying:
                         real = attn[j].bool()
-                        kvs[r] = {"layers": [(layer.keys[j][:, real], layer.values[j][:, real]) for layer in cache.layers],
+                        kvs[r] = {"layers": [(lay.keys[j][:, real], lay.values[j][:, real]) for lay in cache.layers],
                                   "next_position": int(next_pos[j]), "mrope": vl_positions}
             if keep.numel() == 0:
                 break
