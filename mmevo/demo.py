@@ -415,21 +415,19 @@ def _plot_accuracy(path: Path, r: dict, names) -> None:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(5, 3))
-    labels, p1, mj, lo, hi = [], [], [], [], []
-    for key, pref in [("sft", "before"), *[(n, f"after_{n}") for n in names]]:
-        labels.append(LABELS[key].split(" (")[0])
-        p = r[f"pass1_{pref}"]
-        p1.append(p)
-        mj.append(r[f"maj8_{pref}"])
-        lo.append(p - r[f"pass1_{pref}_ci"][0])
-        hi.append(r[f"pass1_{pref}_ci"][1] - p)
+    labels = [LABELS[key].split(" (")[0] for key in ("sft", *names)]
+    prefs = ["before", *[f"after_{n}" for n in names]]
     xs = range(len(labels))
-    ax.bar([x - 0.2 for x in xs], p1, 0.4, yerr=[lo, hi], capsize=3, label="pass@1", color="#3a7")
-    ax.bar([x + 0.2 for x in xs], mj, 0.4, label="maj@8", color="#999")
+    for metric, dx, colour, label in (("pass1", -0.2, "#3a7", "pass@1"), ("maj8", 0.2, "#999", "maj@8")):
+        values = [r[f"{metric}_{p}"] for p in prefs]
+        err = [[v - r[f"{metric}_{p}_ci"][0] for v, p in zip(values, prefs)],
+               [r[f"{metric}_{p}_ci"][1] - v for v, p in zip(values, prefs)]]
+        ax.bar([x + dx for x in xs], values, 0.4, yerr=err, capsize=3, label=f"{label} (95% CI)", color=colour)
     ax.axhline(r["text_only_chance"] or 0, ls="--", color="k", lw=0.8, label="text-only chance")
     ax.set_xticks(list(xs), labels, fontsize=8)
     ax.set_ylabel("held-out accuracy")
-    ax.legend(fontsize=7)
+    ax.set_ylim(0, 1)
+    ax.legend(fontsize=7, loc="upper left", ncol=3)
     fig.tight_layout()
     fig.savefig(path, dpi=90)
     plt.close(fig)
