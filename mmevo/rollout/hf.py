@@ -166,6 +166,8 @@ class HFEngine:
         R, width = len(rows), max(k for _, k, _, _ in rows)
         attn = torch.zeros((R, width + 1), dtype=torch.long, device=self.device)
         attn[:, -1] = 1
+        for i, (_, keep, _, _) in enumerate(rows):
+            attn[i, width - keep: width] = 1
         cache = DecodeCache()
         for li in range(len(rows[0][0]["layers"])):
             k0 = rows[0][0]["layers"][li][0]
@@ -175,7 +177,6 @@ class HFEngine:
                 k, v = kv["layers"][li]
                 keys[i, :, width - keep:] = k[:, :keep]
                 values[i, :, width - keep:] = v[:, :keep]
-                attn[i, width - keep: width] = 1
             cache.update(keys, values, li)
         self.stats["kv_reused_tokens"] = self.stats.get("kv_reused_tokens", 0) + sum(k for _, k, _, _ in rows)
         self.stats["prefill_tokens"] += R
@@ -205,6 +206,7 @@ class HFEngine:
         logps: list[list[float]] = [[] for _ in range(N)]
         finish = ["length"] * N
         keep_kv = [bool(reqs[i].keep_kv) for i in row_of.tolist()]
+        any_keep_kv = any(keep_kv)
         kvs: list[dict | None] = [None] * N
         active = torch.arange(N, device=self.device)  # original row index of each live row
         stop_ids = self.stop_ids.to(self.device)
@@ -230,7 +232,7 @@ class HFEngine:
                 finish[act_l[j]] = "stop"
             self.stats["generated_tokens"] += len(act_l)
             keep = ((~done) & (budget > step + 1)).nonzero().flatten()
-            if any(keep_kv):  # rows leaving the batch take their keys / values along (prompt + tokens but the last)
+            if any_keep_kv:  # rows leaving the batch take their keys / values along (prompt + tokens but the last)
                 staying = set(keep.tolist())
                 for j, r in enumerate(act_l):
                     if keep_kv[r] and j not in staying:
