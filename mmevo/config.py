@@ -72,7 +72,6 @@ class DataConfig:
     n_heldout: int = 200  # synthetic held-out problems
     seed: int = 0  # synthetic data seed (train and held-out derive disjoint streams from it)
     image_size: int = 56  # synthetic diagram side in pixels
-    figure_kinds: list = field(default_factory=list)  # figures: the problem kinds to draw from (empty = all nine)
     mc_fraction: float = 0.5  # share of synthetic problems that are multiple choice
     prompt_template: str = "r1v"  # r1v (EasyR1 <think> + \boxed{} instruction) | none | a text containing {problem}
     system_prompt: str = ""  # optional system message ("" keeps the chat template's default)

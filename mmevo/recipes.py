@@ -69,8 +69,7 @@ def load_examples(cfg: Config, which: str) -> tuple[list[Example], dict]:
         from mmevo.data.figures import split_figures
 
         d = cfg.data
-        train, held = split_figures(d.n_train, d.n_heldout if which == "heldout" else 0, d.seed, d.image_size,
-                                    d.figure_kinds)
+        train, held = split_figures(d.n_train, d.n_heldout if which == "heldout" else 0, d.seed, d.image_size)
         rows = train if which == "train" else held
         return rows, {"rows": len(rows), "loaded": len(rows), "skipped": 0}
     if source == "honest_tasks":  # HONEST text tasks (mmevo.honest.tasks), sized by data.n_train / n_heldout

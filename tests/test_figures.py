@@ -93,13 +93,3 @@ def test_determinism_dedup_and_scaling(split):
         draw_figure("pie", {"red": (0, 1)})
     assert isinstance(train[0].images[0], Image.Image) and train[0].images[0].size == (56, 56)
 
-
-def test_figure_kinds_restrict_the_stream_and_unknown_kinds_fail():
-    reads = ["digit_read", "bar_read"]
-    exs = generate_figures(60, seed=5, kinds=reads)
-    assert {e.meta["kind"] for e in exs} == set(reads)
-    assert [e.problem for e in generate_figures(60, seed=5)] != [e.problem for e in exs]
-    train, held = split_figures(100, 20, seed=0, kinds=["dots_total"])
-    assert {e.meta["kind"] for e in train + held} == {"dots_total"}
-    with pytest.raises(ValueError, match="figure_kinds.*pie_chart"):
-        generate_figures(1, seed=0, kinds=["pie_chart"])

@@ -30,8 +30,8 @@ from PIL import Image, ImageDraw
 from .schema import IMAGE_PLACEHOLDER, Example
 from .synthetic import _derive_seed, _solution
 
-__all__ = ["FIGURE_KINDS", "iter_figures", "generate_figures", "check_kinds", "split_figures", "draw_figure",
-           "read_figure", "text_only_chance", "blank_images", "shuffled_images"]
+__all__ = ["FIGURE_KINDS", "iter_figures", "generate_figures", "split_figures", "draw_figure", "read_figure",
+           "text_only_chance", "blank_images", "shuffled_images"]
 
 GRID = 56  # layout units: the figure is drawn on a 56 x 56 grid, then scaled to the requested size
 CELL = 28  # one quadrant = one merged vision token of the tiny model
@@ -174,20 +174,8 @@ def _problem(kind: str, rng: random.Random) -> _Problem:
 FIGURE_KINDS: tuple[str, ...] = tuple(_KINDS)
 
 
-def check_kinds(kinds: Sequence[str] | None) -> tuple[str, ...]:
-    """``kinds`` validated against ``FIGURE_KINDS`` (empty or None = all of them), in the given order."""
-    if not kinds:
-        return FIGURE_KINDS
-    unknown = [k for k in kinds if k not in _KINDS]
-    if unknown:
-        raise ValueError(f"data.figure_kinds: unknown kind(s) {unknown}; known: {list(FIGURE_KINDS)}")
-    return tuple(dict.fromkeys(kinds))
-
-
-def iter_figures(seed: int, image_size: int = GRID, id_prefix: str | None = None,
-                 kinds: Sequence[str] | None = None) -> Iterator[Example]:
-    """Endless deterministic stream of figure problems (``kinds`` drawn uniformly, default all); open answers."""
-    kinds = check_kinds(kinds)
+def iter_figures(seed: int, image_size: int = GRID, id_prefix: str | None = None) -> Iterator[Example]:
+    """Endless deterministic stream of figure problems (kinds drawn uniformly); open answers, no choices."""
     if image_size < 28:
         raise ValueError(f"image_size must be >= 28 for the figure tasks (digits need 2 pixels per segment), "
                          f"got {image_size}")
@@ -195,7 +183,7 @@ def iter_figures(seed: int, image_size: int = GRID, id_prefix: str | None = None
     prefix = id_prefix if id_prefix is not None else f"fig-s{seed}"
     i = 0
     while True:
-        kind = kinds[rng.randrange(len(kinds))]
+        kind = FIGURE_KINDS[rng.randrange(len(FIGURE_KINDS))]
         p = _problem(kind, rng)
         red_cell, blue_cell = rng.sample(range(4), 2)  # where each colour sits: found by colour, not by position
         marks = {"red": (red_cell, p.red), "blue": (blue_cell, p.blue)}
@@ -206,12 +194,11 @@ def iter_figures(seed: int, image_size: int = GRID, id_prefix: str | None = None
         i += 1
 
 
-def generate_figures(n: int, seed: int, image_size: int = GRID, *, id_prefix: str | None = None,
-                     kinds: Sequence[str] | None = None) -> list[Example]:
+def generate_figures(n: int, seed: int, image_size: int = GRID, *, id_prefix: str | None = None) -> list[Example]:
     """``n`` deterministic figure problems; a prefix of any longer list with the same seed."""
     if n < 0:
         raise ValueError(f"n must be >= 0, got {n}")
-    stream = iter_figures(seed, image_size, id_prefix, kinds)
+    stream = iter_figures(seed, image_size, id_prefix)
     return [next(stream) for _ in range(n)]
 
 
@@ -219,15 +206,15 @@ def _key(ex: Example) -> tuple:
     return ex.problem, tuple(ex.meta["params"]["red"]), tuple(ex.meta["params"]["blue"])
 
 
-def split_figures(n_train: int, n_heldout: int, seed: int, image_size: int = GRID,
-                  kinds: Sequence[str] | None = None) -> tuple[list[Example], list[Example]]:
+def split_figures(n_train: int, n_heldout: int, seed: int, image_size: int = GRID) -> tuple[list[Example],
+                                                                                          list[Example]]:
     """A train set and a held-out set that share no (problem text, figure values) pair; ids ``train-NNNNNN`` and
     ``heldout-NNNNNN``, from streams seeded apart from the geometry generator's."""
     if n_train < 0 or n_heldout < 0:
         raise ValueError("n_train and n_heldout must be >= 0")
-    train = generate_figures(n_train, _derive_seed(seed, "figures-train"), image_size, id_prefix="train", kinds=kinds)
+    train = generate_figures(n_train, _derive_seed(seed, "figures-train"), image_size, id_prefix="train")
     seen = {_key(ex) for ex in train}
-    stream = iter_figures(_derive_seed(seed, "figures-heldout"), image_size, id_prefix="heldout-raw", kinds=kinds)
+    stream = iter_figures(_derive_seed(seed, "figures-heldout"), image_size, id_prefix="heldout-raw")
     heldout: list[Example] = []
     for tries in range(200 * max(n_heldout, 1) + 10_000):
         if len(heldout) == n_heldout:
