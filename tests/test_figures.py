@@ -92,4 +92,3 @@ def test_determinism_dedup_and_scaling(split):
     with pytest.raises(ValueError, match="style"):
         draw_figure("pie", {"red": (0, 1)})
     assert isinstance(train[0].images[0], Image.Image) and train[0].images[0].size == (56, 56)
-
