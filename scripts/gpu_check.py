@@ -4,6 +4,8 @@ Checks, each in its own try/except (a failure is recorded as {"error": ...} and 
   env              torch / transformers / deepspeed / vllm versions, the device
   hf_rollout       HF-engine rollout tokens/s in float32 and bfloat16 (forced length: no stop token)
   grpo_step        GRPO step time in one process (model.device=DEVICE, reference model + KL, format reward)
+  packed_forward   padding-free (packed) against padded forward/backward on the tiny model: log-prob and gradient
+                   differences, the kernel packed rows took (GPU bfloat16: torch's varlen flash attention), times
   deepspeed_zero2  `python -m mmevo.cli train ... trainer.deepspeed=configs/deepspeed/zero2.json` as 1 process
                    under torchrun (nccl on GPU, gloo on CPU): exit code and step time (skipped without deepspeed)
   zero3_vllm       the same CLI with configs/deepspeed/zero3.json and rollout.engine=vllm (sleep mode level 2,
@@ -55,7 +57,7 @@ import bench_engines as be  # noqa: E402  (shared timing helpers)
 
 # in running order: the subprocess checks before vLLM in this process (it binds this process's threads on CPU and
 # takes GPU memory), the 7B rehearsal before it too (it needs most of the GPU)
-CHECKS = ("hf_rollout", "grpo_step", "deepspeed_zero2", "zero3_vllm", "rehearsal_7b", "vllm")
+CHECKS = ("hf_rollout", "grpo_step", "packed_forward", "deepspeed_zero2", "zero3_vllm", "rehearsal_7b", "vllm")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -186,6 +188,66 @@ def check_grpo_step(args, path) -> dict:
     del trainer, lm, ref
     _free(args.device)
     return out
+
+
+def check_packed_forward(args, path) -> dict:
+    """Packed (padding-free) against padded unshared forward/backward on the tiny VL model (prompts and responses of
+    different lengths): log-probs and gradients per dtype, with the kernel packed rows took (bfloat16 on a GPU: PyTorch's
+    varlen flash attention) and the time of each. float32 must agree to 1e-4; bfloat16 within twice its own rounding
+    noise (the padded bfloat16 pass against the padded float32 one)."""
+    import torch
+
+    from mmevo.grpo.trainer import sequence_logprobs
+    from mmevo.models.attention import packed_kernel
+    from mmevo.models.loader import load_model, vision_token_ids
+
+    prompts = 4 if args.quick else 16
+    res: dict = {"sequences": prompts}
+    padded_fp32 = None
+    for dtype in ("float32", "bfloat16") if args.device.startswith("cuda") else ("float32",):
+        lm = load_model(path, dtype, args.device)
+        randomize(lm.model, std=0.2, seed=4)
+        lm.model.train()
+        requests, _ = be.make_requests(lm, prompts, 1)
+        banned = set(vision_token_ids(lm.tokenizer))
+        g = torch.Generator().manual_seed(0)
+        ok_ids = [i for i in range(lm.model.config.get_text_config().vocab_size) if i not in banned]
+        rs = [[ok_ids[j] for j in torch.randint(len(ok_ids), (8 + 7 * k % args.max_tokens,), generator=g)]
+              for k in range(prompts)]
+        ps = [r.prompt for r in requests]
+        out = {}
+        for packed in (False, True):
+            times = []
+            for _ in range(1 + args.repeats):
+                lm.model.zero_grad(set_to_none=True)
+                be.sync(args.device)
+                t0 = time.perf_counter()
+                logp, _, mask = sequence_logprobs(lm.model, ps, rs, lm.tokenizer.pad_token_id, 1.0, args.device,
+                                                  share_prefix=False, padding_free=packed)
+                (logp * mask).sum().backward()
+                be.sync(args.device)
+                times.append(time.perf_counter() - t0)
+            grads = {n: p.grad.float() for n, p in lm.model.named_parameters() if p.grad is not None}
+            out[packed] = ((logp * mask).detach().float(), grads, statistics.median(times[1:]))
+        (lp0, g0, t_pad), (lp1, g1, t_packed) = out[False], out[True]
+        rec = {"kernel": packed_kernel(next(lm.model.parameters())), "padded_s": t_pad, "packed_s": t_packed,
+               "max_abs_logp_diff": float((lp0 - lp1).abs().max()),
+               "max_rel_grad_diff": max(float((g0[n] - g1[n]).abs().max() / g0[n].abs().max().clamp(min=1e-12))
+                                        for n in g0),
+               "same_params_with_grads": g0.keys() == g1.keys()}
+        if dtype == "float32":
+            padded_fp32 = lp0
+            rec["ok"] = rec["same_params_with_grads"] and rec["max_abs_logp_diff"] < 1e-4
+        else:
+            noise = float((lp0 - padded_fp32).abs().max())
+            rec.update(bf16_noise_logp=noise,
+                       ok=rec["same_params_with_grads"] and rec["max_abs_logp_diff"] <= max(2 * noise, 1e-3))
+        if not rec["ok"]:
+            rec["error"] = "packed and padded forwards disagree beyond tolerance"
+        res[dtype] = rec
+        del lm
+        _free(args.device)
+    return res
 
 
 def _train_command(args, path, output_dir, overrides: list[str]) -> list[str]:
@@ -578,7 +640,8 @@ def run(args) -> dict:
         out["tiny_model"] = be.error_record(e)
         return out
     skip = {s.strip() for s in args.skip.split(",") if s.strip()}
-    funcs = {"hf_rollout": check_hf_rollout, "grpo_step": check_grpo_step, "deepspeed_zero2": check_deepspeed,
+    funcs = {"hf_rollout": check_hf_rollout, "grpo_step": check_grpo_step, "packed_forward": check_packed_forward,
+             "deepspeed_zero2": check_deepspeed,
              "zero3_vllm": check_zero3_vllm, "rehearsal_7b": check_rehearsal, "vllm": check_vllm}
     for name in CHECKS:
         if name in skip:

@@ -19,8 +19,9 @@ what a step of ``configs/csrs_qwen2_5_vl_7b_geometry3k.yaml`` does to memory, ph
   logprob        the no-grad old-policy pass over one micro-batch, in eval mode (shared-prompt path), as
                  ``GRPOTrainer._logprobs_no_grad`` runs it
   update         one training micro-batch forward/backward with gradient checkpointing through mmevo's real path:
-                 ``sequence_logprobs`` (chunked log-probs over ``trainer.logits_chunk_tokens``, entropy without
-                 gradients) + ``algos.policy_loss``; the micro-batch is what ``GRPOTrainer._micro_batches`` packs
+                 ``sequence_logprobs`` (packed rows when ``trainer.padding_free``: varlen flash attention on the
+                 GPU; chunked log-probs over ``trainer.logits_chunk_tokens``, entropy without gradients) +
+                 ``algos.policy_loss``; the micro-batch is what ``GRPOTrainer._micro_batches`` packs
                  under ``trainer.max_tokens_per_micro_batch`` from ``trainer.micro_batch_seqs`` samples of one
                  prompt group (every prompt = chat text + one image filling ``data.max_prompt_length``, every
                  response ``rollout.max_tokens`` long: the worst case the planner assumes)
@@ -216,8 +217,8 @@ def create_policy(config, gen, dtype, device: str):
     finally:
         torch.set_default_dtype(previous)
     model.generation_config = gen
-    if str(device).startswith("cpu") and model.config._attn_implementation == "sdpa":
-        from mmevo.models import attention  # the CPU grouped-query kernel, as mmevo.models.loader.load_model does
+    if model.config._attn_implementation == "sdpa":
+        from mmevo.models import attention  # mmevo's attention function, as mmevo.models.loader.load_model sets it
 
         model.set_attn_implementation(attention.NAME)
     return model
@@ -597,13 +598,15 @@ def update_pass(cfg, model, ps, rs, pad_id: int, device: str, old, rec: dict) ->
 
     from mmevo.grpo import algos
     from mmevo.grpo.trainer import sequence_logprobs
+    from mmevo.models.attention import packed_kernel
     from mmevo.models.inputs import unwrap
 
     a, chunk = cfg.algo, cfg.trainer.logits_chunk_tokens
     base = unwrap(model)
     base.train()
     logp, ent, mask = sequence_logprobs(model, ps, rs, pad_id, cfg.rollout.temperature, device, with_entropy=True,
-                                        logits_chunk=chunk, entropy_grad=bool(a.entropy_coef))
+                                        logits_chunk=chunk, entropy_grad=bool(a.entropy_coef),
+                                        padding_free=cfg.trainer.padding_free)
     adv = torch.randn(len(ps), generator=torch.Generator().manual_seed(1)).to(logp)
     old_mb = logp.detach() if old is None else old.to(logp)
     loss, m = algos.policy_loss(logp, old_mb, adv, mask, a.clip_low, a.clip_high, a.loss_agg,
@@ -612,7 +615,9 @@ def update_pass(cfg, model, ps, rs, pad_id: int, device: str, old, rec: dict) ->
     grad_bytes = sum(p.grad.numel() * p.grad.element_size() for p in model.parameters() if p.grad is not None)
     grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), float("inf"))
     n = int(mask.sum())
-    rec.update(checkpointing=bool(base.is_gradient_checkpointing), loss=float(loss.detach()),
+    rec.update(checkpointing=bool(base.is_gradient_checkpointing), padding_free=cfg.trainer.padding_free,
+               packed_attention=packed_kernel(next(base.parameters())),
+               loss=float(loss.detach()),
                grad_norm=float(grad_norm), ratio_max=m.get("ratio_max"), tokens=n,
                max_abs_logp_diff_vs_logprob_pass=None if old is None else float(
                    ((logp.detach() - old_mb).abs() * mask).max()),

@@ -166,8 +166,8 @@ def test_gpu_check_each_check_keeps_its_own_error(gpu_check, cache_dir, monkeypa
 
 
 def test_gpu_check_zero3_vllm_resume_and_sleep_train_sync_on_cpu(cache_dir, tmp_path):
-    """The CPU variant of the one-GPU check, minus the parts other tests cover: ZeRO-3 + vLLM through the CLI in one
-    torchrun process (2 steps, then a resumed run to step 3), and the vLLM engine's checks incl. the model runner and
+    """The CPU variant of the one-GPU check, minus the parts other tests cover: the packed forward against the padded
+    one, ZeRO-3 + vLLM through the CLI in one torchrun process (2 steps, then a resumed run to step 3), and the vLLM engine's checks incl. the model runner and
     sleep -> train -> sync -> generate."""
     if not (HAS_VLLM and HAS_DEEPSPEED):
         pytest.skip("needs vllm and deepspeed")
@@ -178,6 +178,9 @@ def test_gpu_check_zero3_vllm_resume_and_sleep_train_sync_on_cpu(cache_dir, tmp_
     assert json.loads((tmp_path / "gpu_check.json").read_text())["failed"] == []
     for name in ("hf_rollout", "grpo_step", "deepspeed_zero2", "rehearsal_7b"):
         assert out[name]["skipped"] == "--skip"
+
+    pf = out["packed_forward"]["float32"]  # CPU: one SDPA call per packed sequence, exact
+    assert pf["ok"] is True and pf["kernel"] == "per_sequence_sdpa" and pf["max_abs_logp_diff"] < 1e-4
 
     z3 = out["zero3_vllm"]
     assert z3["resumed_at_step_3"] is True and z3["exported"] is True

@@ -1,12 +1,13 @@
-"""The memory-saving paths are exact: gradient checkpointing (also with shared prompts), chunked padding-free
-log-probs / entropy, and token-budget micro-batches, on the tiny VL and text models."""
+"""The memory-saving paths are exact: gradient checkpointing (also with shared prompts), packed (padding-free)
+forwards, chunked padding-free log-probs / entropy, and token-budget micro-batches, on the tiny VL and text models."""
 
 import pytest
 import torch
 
 from conftest import randomize
 from mmevo.grpo.trainer import sequence_logprobs, token_logprobs
-from mmevo.models.inputs import encode_prompt
+from mmevo.models import attention
+from mmevo.models.inputs import collate_for_training, encode_prompt, pack
 from mmevo.models.loader import load_model
 
 
@@ -46,6 +47,83 @@ def test_gradient_checkpointing_gives_the_same_logprobs_and_gradients(which, tin
         assert torch.allclose(ref[0], other[0], atol=tol) and torch.allclose(ref[1], other[1], atol=tol)
         for n in ref[2]:
             assert torch.allclose(ref[2][n], other[2][n], atol=tol, rtol=1e-4), n
+
+
+@pytest.mark.parametrize("which", ["vl", "text"])
+def test_packed_forward_gives_the_same_logprobs_and_gradients(which, tiny_vl_path, tiny_text_path):
+    """The unshared forward over the real tokens only (one row, attention kept inside each sequence) equals the padded
+    one, with and without checkpointing; the prompts differ in length and the responses in length, so both paddings
+    are exercised, and the two VL images have different grids."""
+    lm = load_model(tiny_vl_path if which == "vl" else tiny_text_path)
+    randomize(lm.model, std=0.2, seed=4)
+    ps, rs = _batch(lm, which == "vl")
+    lm.model.train()
+    ref = _logprobs_and_grads(lm, ps, rs, share_prefix=False)
+    packed = _logprobs_and_grads(lm, ps, rs, share_prefix=False, padding_free=True)
+    lm.model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    packed_ckpt = _logprobs_and_grads(lm, ps, rs, padding_free=True)  # checkpointing falls back to the unshared path
+    for other in (packed, packed_ckpt):
+        assert ref[2].keys() == other[2].keys()
+        assert torch.allclose(ref[0], other[0], atol=1e-4) and torch.allclose(ref[1], other[1], atol=1e-4)
+        for n in ref[2]:  # float32 sums in another order: within 1e-4 of each gradient's largest entry
+            scale = ref[2][n].abs().max()
+            assert (ref[2][n] - other[2][n]).abs().max() <= 1e-4 * scale + 1e-7, n
+    assert (packed[0] - packed_ckpt[0]).abs().max() < 1e-6
+
+
+def test_packed_rows_that_attended_across_sequences_would_be_caught(tiny_vl_path, monkeypatch):
+    """Guard for the test above: one causal attention over the whole packed row (the tokens of one sequence seeing
+    the sequences before it) changes the log-probs far beyond its tolerance."""
+    lm = load_model(tiny_vl_path)
+    randomize(lm.model, std=0.2, seed=4)
+    ps, rs = _batch(lm, True)
+    ref = _logprobs_and_grads(lm, ps, rs, share_prefix=False)
+    whole_row = torch.tensor([0, sum(len(p.input_ids) + len(r) for p, r in zip(ps, rs))], dtype=torch.int32)
+    real = attention.packed_attention
+    monkeypatch.setattr(attention, "packed_attention", lambda q, k, v, cu, scaling=None: real(q, k, v, whole_row, scaling))
+    leaky = _logprobs_and_grads(lm, ps, rs, share_prefix=False, padding_free=True)
+    assert (leaky[0] - ref[0]).abs().max() > 1e-2
+
+
+def test_pack_keeps_each_sequence_its_tokens_positions_and_bounds(tiny_vl_path):
+    lm = load_model(tiny_vl_path)
+    ps, rs = _batch(lm, True)
+    tb = collate_for_training(lm.model, ps, rs, lm.tokenizer.pad_token_id, "cpu")
+    pk = pack(tb.batch)
+    lengths = [len(p.input_ids) + len(r) for p, r in zip(ps, rs)]
+    assert pk.cu_seqlens.tolist() == [0, *torch.tensor(lengths).cumsum(0).tolist()]
+    assert pk.cu_seqlens.dtype == torch.int32 and pk.input_ids.shape == (1, sum(lengths))
+    for i, (p, r) in enumerate(zip(ps, rs)):
+        s, e = pk.cu_seqlens[i].item(), pk.cu_seqlens[i + 1].item()
+        assert pk.input_ids[0, s:e].tolist() == list(p.input_ids) + list(r)
+        real = tb.batch.attention_mask[i].bool()
+        assert torch.equal(pk.position_ids[:, 0, s:e], tb.batch.position_ids[:, i, real])  # mrope rows kept
+        assert pk.position_ids[0, 0, s].item() == 0  # each sequence starts at position 0
+        assert pk.index[i, real].tolist() == list(range(s, e)) and (pk.index[i, ~real] == -1).all()
+    assert torch.equal(pk.pixel_values, tb.batch.pixel_values)
+    kw = pk.model_kwargs()
+    assert kw["attention_mask"] == {"full_attention": None, "sliding_attention": None}  # no [N, N] mask is built
+    assert kw[attention.PACKED_KWARG] is pk.cu_seqlens
+
+
+def test_packed_attention_is_causal_within_each_sequence_only():
+    g = torch.Generator().manual_seed(0)
+    lengths = [3, 1, 5, 2]
+    n = sum(lengths)
+    q = torch.randn(1, 4, n, 8, generator=g)
+    k, v = torch.randn(1, 2, n, 8, generator=g), torch.randn(1, 2, n, 8, generator=g)  # grouped-query: 2 KV heads
+    cu = torch.tensor([0, 3, 4, 9, 11], dtype=torch.int32)
+    out = attention.packed_attention(q, k, v, cu, scaling=0.3)  # [1, N, H, D]
+    for s, e in zip(cu[:-1].tolist(), cu[1:].tolist()):
+        kk, vv = k[:, :, s:e].repeat_interleave(2, 1), v[:, :, s:e].repeat_interleave(2, 1)
+        scores = (q[:, :, s:e] @ kk.transpose(-1, -2)) * 0.3
+        scores = scores.masked_fill(torch.ones(e - s, e - s).triu(1).bool(), float("-inf"))
+        want = (scores.softmax(-1) @ vv).transpose(1, 2)
+        assert torch.allclose(out[:, s:e], want, atol=1e-6)
+    with pytest.raises(ValueError, match="do not cover"):
+        attention.packed_attention(q, k, v, torch.tensor([0, 3, 10], dtype=torch.int32))
+    with pytest.raises(ValueError, match="one row"):
+        attention.packed_attention(q.expand(2, -1, -1, -1), k, v, cu)
 
 
 def test_checkpointing_would_break_the_shared_prompt_path(tiny_vl_path):

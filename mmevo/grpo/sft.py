@@ -76,7 +76,8 @@ def run_sft(cfg: Config, policy: LoadedModel, examples: list[Example], log: bool
             idx.append(order[pos])
             pos += 1
         logp, _, mask = sequence_logprobs(model, [prompts(examples[i]) for i in idx], [targets[i] for i in idx],
-                                          policy.tokenizer.pad_token_id, 1.0, device)
+                                          policy.tokenizer.pad_token_id, 1.0, device,
+                                          padding_free=cfg.trainer.padding_free)
         loss = -masked_mean(logp, mask)
         if not torch.isfinite(loss):
             raise FloatingPointError(f"SFT loss became {float(loss)} at step {step}; lower sft.lr")

@@ -28,7 +28,7 @@ from mmevo.grpo.checkpoint import (checkpoint_root, commit_checkpoint, latest_ch
                                    load_trainer_state, remove_partial_checkpoints, rng_state, save_checkpoint,
                                    save_model, set_rng_state, write_checkpoint_files)
 from mmevo.metrics import RunLogger, StageTimer, peak_memory_mb
-from mmevo.models.inputs import EncodedPrompt, collate, collate_for_training, encode_prompt, unwrap
+from mmevo.models.inputs import EncodedPrompt, collate, collate_for_training, encode_prompt, pack, unwrap
 from mmevo.models.loader import LoadedModel
 from mmevo.rewards.answers import extract_answer
 from mmevo.rewards.heads import RewardMixer, ScoredSample
@@ -121,7 +121,7 @@ def make_scheduler(opt, warmup: int, total: int, kind: str) -> torch.optim.lr_sc
 
 def sequence_logprobs(model, prompts: Sequence[EncodedPrompt], responses: Sequence[Sequence[int]], pad_id: int,
                       temperature: float, device, with_entropy: bool = False, share_prefix: bool = True,
-                      logits_chunk: int = 0, entropy_grad: bool = True):
+                      logits_chunk: int = 0, entropy_grad: bool = True, padding_free: bool = False):
     """Per-token log p(response | prompt) [B, R] (+ entropy [B, R]) and the response mask [B, R].
 
     Samples of one group share their prompt: with ``share_prefix`` the prompt is run once per distinct prompt and its
@@ -130,6 +130,7 @@ def sequence_logprobs(model, prompts: Sequence[EncodedPrompt], responses: Sequen
     without their prompt), so the shared path is then replaced by the exact unshared forward.
     Only hidden states at real response tokens go through the LM head, ``logits_chunk`` positions at a time
     (see ``token_logprobs``); no [B, P, V] prompt logits and no fp32 [B, R, V] logits are materialised.
+    ``padding_free`` runs the unshared forward over the real tokens only, packed into one row (``inputs.pack``).
     """
     base = unwrap(model)
     owner: dict[int, int] = {}
@@ -140,9 +141,15 @@ def sequence_logprobs(model, prompts: Sequence[EncodedPrompt], responses: Sequen
         hidden, response_ids, mask = _shared_prefix_hidden(base, prompts, responses, owner, pad_id, device)
     else:
         tb = collate_for_training(model, prompts, responses, pad_id, device)
-        out = base.model(**tb.batch.model_kwargs(), use_cache=False).last_hidden_state
         R = tb.response_ids.shape[1]
-        hidden = out[:, tb.prompt_len - 1: tb.prompt_len - 1 + R]  # the state before each response token predicts it
+        if padding_free:
+            packed = pack(tb.batch)
+            flat = base.model(**packed.model_kwargs(), use_cache=False).last_hidden_state[0]  # [N, H]
+            at = packed.index[:, tb.prompt_len - 1: tb.prompt_len - 1 + R]  # [B, R]; -1 past a response's end
+            hidden = flat[at.clamp(min=0)]  # the slots past the end are masked out in token_logprobs
+        else:
+            out = base.model(**tb.batch.model_kwargs(), use_cache=False).last_hidden_state
+            hidden = out[:, tb.prompt_len - 1: tb.prompt_len - 1 + R]  # the state before each response token predicts it
         response_ids, mask = tb.response_ids, tb.response_mask
     logp, ent = token_logprobs(base.lm_head, hidden, response_ids, mask, temperature, logits_chunk, with_entropy,
                                entropy_grad)
@@ -168,7 +175,9 @@ def token_logprobs(head, hidden, labels, mask, temperature: float, chunk: int = 
     T = temperature if temperature and temperature > 0 else 1.0
 
     def scored(hc, yc):
-        logits = head(hc).float() / T  # [n_c, V]
+        logits = head(hc).float()  # [n_c, V]
+        if T != 1.0:  # x / 1 is x: skip a pass over [n_c, V]
+            logits = logits / T
         lp = algos.logprobs_from_logits(logits, yc)
         if not with_entropy:
             return lp, lp.new_zeros(())
@@ -556,7 +565,8 @@ class GRPOTrainer:
                     ps = [prompts[i] for i in ids] or [self._padding()[0]]
                     rs = [responses[i] for i in ids] or [self._padding()[1]]
                     logp, _, _ = sequence_logprobs(model, ps, rs, self.pad_id, self.cfg.rollout.temperature,
-                                                   self.device, logits_chunk=self.cfg.trainer.logits_chunk_tokens)
+                                                   self.device, logits_chunk=self.cfg.trainer.logits_chunk_tokens,
+                                                   padding_free=self.cfg.trainer.padding_free)
                     if ids:
                         out.extend(list(logp))
         finally:
@@ -614,7 +624,8 @@ class GRPOTrainer:
                     logp, ent, mask = sequence_logprobs(model, ps, rs, self.pad_id, cfg.rollout.temperature,
                                                         self.device, with_entropy=True,
                                                         logits_chunk=cfg.trainer.logits_chunk_tokens,
-                                                        entropy_grad=bool(a.entropy_coef))
+                                                        entropy_grad=bool(a.entropy_coef),
+                                                        padding_free=cfg.trainer.padding_free)
                     R = logp.shape[1]
                     scale_factor = None
                     if a.loss_agg == "seq-mean-token-sum-norm":  # Dr.GRPO: constant length normaliser

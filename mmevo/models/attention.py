@@ -1,24 +1,49 @@
-"""A CPU attention kernel for grouped-query attention with padding masks.
+"""mmevo's attention function: grouped-query attention under padding masks on CPU, and packed (padding-free)
+sequences on every device.
 
-transformers' "sdpa" path repeats the K/V heads (a full copy of the KV cache per layer and decode step) whenever an
-attention mask is present, because CUDA's fused kernels cannot take both. PyTorch's CPU kernel can
-(``enable_gqa=True`` with ``attn_mask``), which is about 3x faster on the rollout decode path. Registered with
-transformers' ``AttentionInterface`` as "sdpa_gqa" and selected by the loader on CPU.
+Registered with transformers' ``AttentionInterface`` as "sdpa_gqa" and selected by the loader whenever the checkpoint
+would use "sdpa":
+- **CPU, padded batches.** transformers' "sdpa" path repeats the K/V heads (a full copy of the KV cache per layer and
+  decode step) whenever an attention mask is present, because CUDA's fused kernels cannot take both. PyTorch's CPU
+  kernel can (``enable_gqa=True`` with ``attn_mask``), which is about 3x faster on the rollout decode path.
+- **CUDA, padded batches.** transformers' own "sdpa" function, unchanged.
+- **Packed batches** (``PACKED_KWARG`` in the forward's kwargs, see ``mmevo.models.inputs.pack``): the real tokens of
+  several sequences back to back in one row, each attending causally to its own sequence only. On CUDA in half
+  precision this is PyTorch's variable-length flash attention (``torch.nn.attention.varlen.varlen_attn``); elsewhere
+  one causal SDPA call per sequence. Both are exact: no padding and no [N, N] mask exist.
 """
 
 from __future__ import annotations
+
+import functools
+import inspect
+import warnings
 
 import torch
 from transformers import AttentionInterface
 from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
 NAME = "sdpa_gqa"
+# forward kwarg carrying a packed batch's sequence starts: int32 [S + 1] (cumulative lengths, 0 first)
+PACKED_KWARG = "mmevo_cu_seqlens"
 
 
 def sdpa_gqa_attention(module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
                        attention_mask: torch.Tensor | None, dropout: float = 0.0, scaling: float | None = None,
                        is_causal: bool | None = None, **kwargs) -> tuple[torch.Tensor, None]:
     """query [B, H, q, D], key/value [B, KV, k, D] -> output [B, q, H, D] (the layout transformers expects)."""
+    cu_seqlens = kwargs.pop(PACKED_KWARG, None)
+    # transformers passes forward kwargs to every attention call, the vision encoder's too: packing describes the
+    # language model's rows, whose (causal) self-attention is the only one it applies to
+    if cu_seqlens is not None and getattr(module, "is_causal", False):
+        if dropout and module.training:
+            raise NotImplementedError("packed attention has no dropout; set trainer.padding_free=false")
+        return packed_attention(query, key, value, cu_seqlens, scaling), None
+    if query.is_cuda:
+        from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+        return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling,
+                                      is_causal=is_causal, **kwargs)
     groups = getattr(module, "num_key_value_groups", 1)
     is_causal = is_causal if is_causal is not None else getattr(module, "is_causal", True)
     is_causal = bool(query.shape[2] > 1 and attention_mask is None and is_causal)
@@ -27,6 +52,59 @@ def sdpa_gqa_attention(module: torch.nn.Module, query: torch.Tensor, key: torch.
         query, key, value, attn_mask=mask, dropout_p=dropout if module.training else 0.0, scale=scaling,
         is_causal=is_causal, enable_gqa=groups > 1)
     return out.transpose(1, 2).contiguous(), None
+
+
+def packed_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, cu_seqlens: torch.Tensor,
+                     scaling: float | None = None) -> torch.Tensor:
+    """Causal attention within each packed sequence. query [1, H, N, D], key/value [1, KV, N, D], cu_seqlens
+    [S + 1] -> [1, N, H, D]."""
+    if query.shape[0] != 1 or key.shape[2] != query.shape[2]:
+        raise ValueError(f"packed attention takes one row of N queries over the same N keys (no KV cache); got query "
+                         f"{tuple(query.shape)}, key {tuple(key.shape)}")
+    n = query.shape[2]
+    if int(cu_seqlens[0]) != 0 or int(cu_seqlens[-1]) != n:
+        raise ValueError(f"packed attention: sequence starts {cu_seqlens.tolist()} do not cover the {n} tokens")
+    gqa = query.shape[1] != key.shape[1]
+    varlen = _varlen_kernel() if query.is_cuda and query.dtype in (torch.float16, torch.bfloat16) else None
+    if varlen is not None:
+        cu = cu_seqlens.to(device=query.device, dtype=torch.int32)
+        longest = int((cu_seqlens[1:] - cu_seqlens[:-1]).max())
+        if gqa and not _takes_gqa(varlen):  # builds without enable_gqa take as many K/V heads as query heads
+            key, value = (t.repeat_interleave(query.shape[1] // key.shape[1], dim=1) for t in (key, value))
+        q, k, v = (t[0].transpose(0, 1).contiguous() for t in (query, key, value))  # [N, heads, D]
+        extra = {"enable_gqa": True} if gqa and _takes_gqa(varlen) else {}
+        out = varlen(q, k, v, cu, cu, longest, longest, scale=scaling, window_size=(-1, 0), **extra)  # (-1, 0): causal
+        return out.unsqueeze(0)
+    bounds = cu_seqlens.tolist()
+    outs = [torch.nn.functional.scaled_dot_product_attention(
+        query[:, :, s:e], key[:, :, s:e], value[:, :, s:e], scale=scaling, is_causal=True, enable_gqa=gqa)
+        for s, e in zip(bounds[:-1], bounds[1:]) if e > s]
+    return torch.cat(outs, 2).transpose(1, 2).contiguous()
+
+
+def packed_kernel(like: torch.Tensor) -> str:
+    """Which kernel packed rows of ``like``'s device and dtype take: "varlen_attn" or "per_sequence_sdpa"."""
+    half = like.is_cuda and like.dtype in (torch.float16, torch.bfloat16)
+    return "varlen_attn" if half and _varlen_kernel() is not None else "per_sequence_sdpa"
+
+
+@functools.cache
+def _varlen_kernel():
+    """PyTorch's variable-length flash attention (``torch.nn.attention.varlen``, CUDA, half precision), or None on
+    builds without it (packed rows then take one SDPA call per sequence)."""
+    try:
+        from torch.nn.attention.varlen import varlen_attn
+    except ImportError:
+        warnings.warn("this torch build has no torch.nn.attention.varlen: packed sequences use one attention call "
+                      "each (exact, slower); trainer.padding_free=false keeps padded batches")
+        return None
+    return varlen_attn
+
+
+@functools.cache
+def _takes_gqa(kernel) -> bool:
+    """torch 2.13's varlen_attn takes ``enable_gqa``; other releases' signatures differ."""
+    return "enable_gqa" in inspect.signature(kernel).parameters
 
 
 AttentionInterface.register(NAME, sdpa_gqa_attention)

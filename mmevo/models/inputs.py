@@ -141,6 +141,49 @@ def _stack_images(prompts: Sequence[EncodedPrompt]) -> tuple[torch.Tensor | None
 
 
 @dataclass
+class PackedBatch:
+    """The real tokens of a padded ``Batch`` back to back in one row: a padding-free forward.
+
+    Each sequence keeps its own (m)rope positions; ``mmevo.models.attention`` keeps attention inside each sequence
+    (varlen flash attention on CUDA, one causal call per sequence elsewhere), so the states equal the padded batch's.
+    """
+
+    input_ids: torch.Tensor  # [1, N] N = real tokens of the batch
+    position_ids: torch.Tensor  # [3, 1, N] (VL) or [1, N] (text)
+    pixel_values: torch.Tensor | None  # as in the padded batch (images keep their order)
+    image_grid_thw: torch.Tensor | None
+    cu_seqlens: torch.Tensor  # [B + 1] int32: where each sequence starts in the row (0 first, N last)
+    index: torch.Tensor  # [B, L] position in the row of each padded slot, -1 on padding
+
+    def model_kwargs(self) -> dict:
+        from mmevo.models.attention import PACKED_KWARG
+
+        # a dict of per-layer-type masks is taken as given by transformers: None = no [N, N] mask is built
+        kw = dict(input_ids=self.input_ids, position_ids=self.position_ids,
+                  attention_mask={"full_attention": None, "sliding_attention": None},
+                  **{PACKED_KWARG: self.cu_seqlens})
+        if self.pixel_values is not None:
+            kw.update(pixel_values=self.pixel_values, image_grid_thw=self.image_grid_thw)
+        return kw
+
+
+def pack(batch: Batch) -> PackedBatch:
+    """Drop the padding of ``batch``: its real tokens row after row, with their positions and sequence bounds."""
+    real = batch.attention_mask.bool()  # [B, L]
+    n = int(real.sum())
+    lengths = real.sum(-1)
+    if bool((lengths == 0).any()):
+        raise ValueError("pack: a sequence of the batch has no tokens")
+    cu = torch.zeros(len(lengths) + 1, dtype=torch.int32, device=real.device)
+    cu[1:] = lengths.cumsum(0)
+    pos = batch.position_ids
+    pos = pos[:, real].unsqueeze(1) if pos.dim() == 3 else pos[real].unsqueeze(0)
+    index = torch.full(real.shape, -1, dtype=torch.long, device=real.device)
+    index[real] = torch.arange(n, device=real.device)
+    return PackedBatch(batch.input_ids[real].unsqueeze(0), pos, batch.pixel_values, batch.image_grid_thw, cu, index)
+
+
+@dataclass
 class TrainBatch:
     """[left-padded prompt | right-padded response] sequences for log-prob computation."""
 

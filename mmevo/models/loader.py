@@ -69,8 +69,8 @@ def load_model(name_or_path: str | Path, dtype: str = "float32", device: str = "
         processor = tokenizer
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
-    if attn_implementation is None and str(device).startswith("cpu") and model.config._attn_implementation == "sdpa":
-        from mmevo.models import attention  # registers the CPU grouped-query kernel
+    if attn_implementation is None and model.config._attn_implementation == "sdpa":
+        from mmevo.models import attention  # CPU grouped-query kernel, packed rows; CUDA: transformers' sdpa otherwise
 
         model.set_attn_implementation(attention.NAME)
     model.to(device)

@@ -26,22 +26,41 @@ def sample_next(logits: torch.Tensor, params: SamplingParams, generator: torch.G
     the trainer computes), not of the renormalised sampling distribution.
     """
     logits = logits.float()
-    if not torch.isfinite(logits).all():
-        raise FloatingPointError("the policy produced non-finite logits (NaN/inf weights?)")
     scaled = logits / params.temperature if params.temperature > 0 else logits
-    logp = torch.log_softmax(scaled, -1)
-    if banned_ids is not None and banned_ids.numel():
-        scaled = scaled.index_fill(-1, banned_ids, float("-inf"))
+    lse = torch.logsumexp(scaled, -1)  # [B]; NaN / +inf anywhere in a row makes it non-finite
+    if not torch.isfinite(lse).all():
+        raise FloatingPointError("the policy produced non-finite logits (NaN/inf weights?)")
+    banned = banned_ids is not None and banned_ids.numel() > 0
     if params.temperature <= 0:
-        tok = scaled.argmax(-1)
-        return tok, logp.gather(-1, tok[:, None]).squeeze(-1)
-    probs = torch.softmax(scaled, -1)
-    if params.top_p < 1.0:
-        sorted_p, idx = probs.sort(-1, descending=True)
-        keep = sorted_p.cumsum(-1) - sorted_p < params.top_p  # always keeps the most likely token
-        probs = torch.zeros_like(probs).scatter(-1, idx, sorted_p * keep)
-    tok = torch.multinomial(probs, 1, generator=generator).squeeze(-1)
-    return tok, logp.gather(-1, tok[:, None]).squeeze(-1)
+        tok = (scaled.index_fill(-1, banned_ids, float("-inf")) if banned else scaled).argmax(-1)
+    else:
+        probs = torch.exp(scaled - lse[:, None])  # [B, V] the policy's probabilities
+        if banned:
+            probs.index_fill_(-1, banned_ids, 0.0)
+        if params.top_p < 1.0:
+            # nucleus of the renormalised (ban-excluded) distribution; always keeps the most likely token
+            sorted_p, idx = probs.sort(-1, descending=True)
+            keep = sorted_p.cumsum(-1) - sorted_p < params.top_p * sorted_p.sum(-1, keepdim=True)
+            probs = torch.zeros_like(probs).scatter(-1, idx, sorted_p * keep)
+        tok = sample_categorical(probs, generator)
+    return tok, scaled.gather(-1, tok[:, None]).squeeze(-1) - lse
+
+
+def sample_categorical(weights: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
+    """One draw per row from the unnormalised non-negative ``weights`` [B, V] -> token ids [B].
+
+    Inverse-CDF: one uniform per row and a binary search in the running sum. ``torch.multinomial`` draws one
+    exponential per vocabulary entry instead (on CPU about 0.6 ms per step at V=509 and 185 ms at Qwen's V=151,936
+    for 64 rows, against 0.04 / 21 ms here). A zero-weight entry is never drawn: the uniform is kept strictly below
+    the row's total, so the search lands on an entry where the running sum increases.
+    """
+    cdf = weights.cumsum(-1)  # [B, V]
+    total = cdf[:, -1:]
+    if not bool((total > 0).all()):
+        raise ValueError("sampling: a row has no token with positive probability (every candidate banned?)")
+    u = torch.rand(total.shape, generator=generator, dtype=cdf.dtype, device=cdf.device) * total
+    u = torch.minimum(u, torch.nextafter(total, torch.zeros_like(total)))  # u * total may round up to total
+    return torch.searchsorted(cdf, u, right=True).squeeze(-1)
 
 
 def _reuses_kv(req: RolloutRequest) -> bool:
