@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Accelerator check of mmevo on ONE GPU, without hub access: builds the tiny Qwen2.5-VL locally, then runs
 # scripts/gpu_check.py and writes its one JSON object to stdout and to ${OUT:-.}/gpu_check.json. Checks (see
-# gpu_check.py): HF-engine rollout tok/s in fp32 and bf16; one GRPO step; a 1-process DeepSpeed ZeRO-2 run of the CLI;
+# gpu_check.py): HF-engine rollout tok/s in fp32 and bf16; one GRPO step; packed (padding-free) against padded
+# forward/backward in fp32 and bf16 (varlen flash attention on the GPU); a 1-process DeepSpeed ZeRO-2 run of the CLI;
 # a 1-process ZeRO-3 run of the CLI with rollout.engine=vllm (2 steps, then a resumed run that continues at step 3);
 # the 7B-shaped rehearsal (scripts/rehearse_7b.py: random Qwen2.5-VL-7B weights made on the GPU, vLLM with
 # load_format=dummy, one checkpointed micro-batch at the 7B config's token budget, a 7B weight sync, measured peak
@@ -10,12 +11,13 @@
 # check records its own error (and the subprocess ones have timeouts); the script fails only if Python itself does.
 #
 # Time budget on one H200 / A800-class GPU: under 8 min, estimated (not yet measured: no GPU run so far):
-#   build tiny model ~10 s | hf_rollout ~20 s | grpo_step ~20 s | deepspeed_zero2 ~40 s (imports + 2 steps)
+#   build tiny model ~10 s | hf_rollout ~20 s | grpo_step ~20 s | packed_forward ~10 s
+#   deepspeed_zero2 ~40 s (imports + 2 steps)
 #   zero3_vllm ~2 min (2 CLI runs of ~60 s: imports, ZeRO-3 init, eager vLLM start, 2-3 steps, checkpoint)
 #   rehearsal_7b ~1.5-2 min (imports, 8.3e9 random bf16 params on the GPU, eager vLLM dummy start with a 7B
 #     profile run, one 15k-token micro-batch forward/backward, a 15.4 GiB weight sync)
 #   vllm ~1.5 min (fp32 start with torch.compile + CUDA graphs, cold cache; +~1 min if fp32 fails and bf16 is tried)
-# = ~6.5 min. Bounds if something hangs: 200 s per `mmevo train` run (--train-timeout), 300 s for the rehearsal
+# = ~6.7 min. Bounds if something hangs: 200 s per `mmevo train` run (--train-timeout), 300 s for the rehearsal
 # (--rehearsal-timeout). The GPU must hold the 7B rehearsal: ~16 GiB policy + vLLM's 0.6 share awake, ~48 GiB
 # during the update with vLLM asleep (planner) -- 80 GiB is enough.
 #

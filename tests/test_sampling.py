@@ -33,9 +33,16 @@ def test_categorical_uniform_at_the_top_of_its_range_stays_on_a_positive_weight(
     assert sample_categorical(w, None).tolist() == [0, 0, 2]  # a uniform of 0 skips leading zeros
 
 
-def test_categorical_row_without_candidates_is_an_error():
-    with pytest.raises(ValueError, match="no token with positive probability"):
-        sample_categorical(torch.tensor([[0.5, 0.5], [0.0, 0.0]]), None)
+def test_categorical_row_without_candidates_gets_minus_one():
+    assert sample_categorical(torch.tensor([[0.0, 0.5], [0.0, 0.0]]), None).tolist() == [1, -1]
+
+
+def test_sample_next_row_whose_allowed_tokens_underflow_takes_the_likeliest_allowed_one():
+    # token 0 (banned) holds all the float32 probability mass: the allowed ones are exp(-200) = 0
+    logits = torch.tensor([[200.0, 0.0, 3.0, 1.0], [0.0, 1.0, 2.0, 3.0]])
+    tok, lp = sample_next(logits, SamplingParams(temperature=1.0), torch.Generator().manual_seed(0), torch.tensor([0]))
+    assert tok[0].item() == 2 and tok[1].item() in (1, 2, 3)
+    assert torch.allclose(lp, torch.log_softmax(logits, -1).gather(-1, tok[:, None]).squeeze(-1))
 
 
 def test_sample_next_distribution_logprobs_and_bans():
