@@ -10,9 +10,13 @@ Each half runs in its own subprocess (``--only mmevo`` / ``--only trl``), so the
 other; the default mode runs both and prints ONE JSON object on stdout (progress goes to stderr):
 
     {"config": {...}, "mmevo": {"step_s_median": ..., "stages_s": {...}, ...}, "trl": {...},
-     "ratio_mmevo_over_trl": ..., "target_ratio": 0.67, "meets_target": ...}
+     "ratio_mmevo_over_trl": ..., "target_ratio": 0.33, "meets_target": ...}
 
-``ratio_mmevo_over_trl`` is mmevo's median step time over TRL's (lower is better for mmevo); the target is <= 0.67.
+``ratio_mmevo_over_trl`` is mmevo's median step time over TRL's (lower is better for mmevo); the target is <= 0.33
+(it was <= 0.67 before the padding-free / token-budget / chunked paths). At the defaults on one CPU core in fp32 the
+step's 32.5 GFLOP of matmuls alone take ~0.31 s at the ~105 GFLOP/s one core reaches, about 0.2x TRL's ~1.5 s step; the
+remaining ~0.18 s of the target would have to hold the attention over the KV cache, sampling, norms, activations and
+the optimizer, which take ~0.4 s today.
 
 Timing: one warm-up step, then ``--steps`` timed steps; medians are reported. mmevo's step is timed around
 ``GRPOTrainer.step()``; TRL's from ``on_step_begin`` to ``on_step_end`` of a ``TrainerCallback`` (that span covers
@@ -44,7 +48,7 @@ import tempfile
 import time
 from pathlib import Path
 
-TARGET_RATIO = 0.67
+TARGET_RATIO = 0.33
 
 
 def log(msg: str) -> None:
