@@ -85,6 +85,18 @@ def test_packed_rows_that_attended_across_sequences_would_be_caught(tiny_vl_path
     assert (leaky[0] - ref[0]).abs().max() > 1e-2
 
 
+def test_padding_free_keeps_the_padded_forward_under_other_attention_implementations(tiny_vl_path):
+    """transformers' own functions ignore the packed rows' bounds: a model loaded with one of them is not packed."""
+    lm = load_model(tiny_vl_path, attn_implementation="sdpa")
+    randomize(lm.model, std=0.2, seed=4)
+    assert not attention.supports_packing(lm.model)
+    ps, rs = _batch(lm, True)
+    ref = _logprobs_and_grads(lm, ps, rs, share_prefix=False)
+    got = _logprobs_and_grads(lm, ps, rs, share_prefix=False, padding_free=True)
+    assert torch.equal(ref[0], got[0])
+    assert attention.supports_packing(load_model(tiny_vl_path).model)
+
+
 def test_pack_keeps_each_sequence_its_tokens_positions_and_bounds(tiny_vl_path):
     lm = load_model(tiny_vl_path)
     ps, rs = _batch(lm, True)

@@ -28,6 +28,7 @@ from mmevo.grpo.checkpoint import (checkpoint_root, commit_checkpoint, latest_ch
                                    load_trainer_state, remove_partial_checkpoints, rng_state, save_checkpoint,
                                    save_model, set_rng_state, write_checkpoint_files)
 from mmevo.metrics import RunLogger, StageTimer, peak_memory_mb
+from mmevo.models.attention import supports_packing
 from mmevo.models.inputs import EncodedPrompt, collate, collate_for_training, encode_prompt, pack, unwrap
 from mmevo.models.loader import LoadedModel
 from mmevo.rewards.answers import extract_answer
@@ -130,7 +131,9 @@ def sequence_logprobs(model, prompts: Sequence[EncodedPrompt], responses: Sequen
     without their prompt), so the shared path is then replaced by the exact unshared forward.
     Only hidden states at real response tokens go through the LM head, ``logits_chunk`` positions at a time
     (see ``token_logprobs``); no [B, P, V] prompt logits and no fp32 [B, R, V] logits are materialised.
-    ``padding_free`` runs the unshared forward over the real tokens only, packed into one row (``inputs.pack``).
+    ``padding_free`` runs the unshared forward over the real tokens only, packed into one row (``inputs.pack``), when
+    the model attends through ``mmevo.models.attention`` (the loader's choice for "sdpa" checkpoints); other
+    attention implementations keep the padded forward.
     """
     base = unwrap(model)
     owner: dict[int, int] = {}
@@ -142,7 +145,7 @@ def sequence_logprobs(model, prompts: Sequence[EncodedPrompt], responses: Sequen
     else:
         tb = collate_for_training(model, prompts, responses, pad_id, device)
         R = tb.response_ids.shape[1]
-        if padding_free:
+        if padding_free and supports_packing(base):
             packed = pack(tb.batch)
             flat = base.model(**packed.model_kwargs(), use_cache=False).last_hidden_state[0]  # [N, H]
             at = packed.index[:, tb.prompt_len - 1: tb.prompt_len - 1 + R]  # [B, R]; -1 past a response's end

@@ -82,6 +82,13 @@ def packed_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor
     return torch.cat(outs, 2).transpose(1, 2).contiguous()
 
 
+def supports_packing(model: torch.nn.Module) -> bool:
+    """Whether ``model``'s language model attends through this module (only then are packed rows kept apart; another
+    attention function would let every token of a packed row see the sequences before it)."""
+    config = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
+    return getattr(config, "_attn_implementation", None) == NAME
+
+
 def packed_kernel(like: torch.Tensor) -> str:
     """Which kernel packed rows of ``like``'s device and dtype take: "varlen_attn" or "per_sequence_sdpa"."""
     half = like.is_cuda and like.dtype in (torch.float16, torch.bfloat16)
