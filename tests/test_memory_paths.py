@@ -138,6 +138,58 @@ def test_packed_attention_is_causal_within_each_sequence_only():
         attention.packed_attention(q.expand(2, -1, -1, -1), k, v, cu)
 
 
+def _reference_varlen(with_gqa_arg: bool):
+    """A pure-torch stand-in for torch.nn.attention.varlen.varlen_attn (CUDA only, so not runnable here), strict about
+    the contract mmevo relies on; two variants: torch 2.13's signature (``enable_gqa``) and one without it."""
+    calls = []
+
+    def kernel(q, k, v, cu_seq_q, cu_seq_k, max_q, max_k, *, scale=None, window_size=(-1, -1), enable_gqa=False):
+        assert q.dim() == k.dim() == v.dim() == 3 and q.is_contiguous() and k.is_contiguous() and v.is_contiguous()
+        assert cu_seq_q.dtype == cu_seq_k.dtype == torch.int32 and torch.equal(cu_seq_q, cu_seq_k)
+        assert max_q == max_k == int((cu_seq_q[1:] - cu_seq_q[:-1]).max())
+        assert window_size == (-1, 0)  # causal
+        if q.shape[1] != k.shape[1] and not enable_gqa:
+            raise ValueError("heads differ without enable_gqa")
+        calls.append(q.shape)
+        rep = q.shape[1] // k.shape[1]
+        out = torch.empty_like(q)
+        for s, e in zip(cu_seq_q[:-1].tolist(), cu_seq_q[1:].tolist()):
+            qq, kk, vv = q[s:e].transpose(0, 1), k[s:e].transpose(0, 1), v[s:e].transpose(0, 1)
+            kk, vv = kk.repeat_interleave(rep, 0), vv.repeat_interleave(rep, 0)
+            scores = (qq @ kk.transpose(-1, -2)) * scale
+            scores = scores.masked_fill(torch.ones(e - s, e - s).triu(1).bool(), float("-inf"))
+            out[s:e] = (scores.softmax(-1) @ vv).transpose(0, 1)
+        return out
+
+    if not with_gqa_arg:
+        def kernel_without_gqa(q, k, v, cu_seq_q, cu_seq_k, max_q, max_k, *, scale=None, window_size=(-1, -1)):
+            return kernel(q, k, v, cu_seq_q, cu_seq_k, max_q, max_k, scale=scale, window_size=window_size)
+        return kernel_without_gqa, calls
+    return kernel, calls
+
+
+@pytest.mark.parametrize("with_gqa_arg", [True, False])
+def test_packed_attention_feeds_the_varlen_kernel_its_layout(with_gqa_arg, monkeypatch):
+    """The CUDA branch (varlen flash attention) against a stand-in kernel with the documented contract: [N, heads, D]
+    contiguous inputs, int32 cumulative bounds, the longest sequence, causal window; grouped-query K/V heads are
+    passed with ``enable_gqa`` where the signature takes it and repeated where it does not. GPU check:
+    scripts/gpu_check.py packed_forward."""
+    kernel, calls = _reference_varlen(with_gqa_arg)
+    monkeypatch.setattr(attention, "_varlen_eligible", lambda t: True)
+    monkeypatch.setattr(attention, "_varlen_kernel", lambda: kernel)
+    g = torch.Generator().manual_seed(1)
+    n = 11
+    q = torch.randn(1, 4, n, 8, generator=g)
+    k, v = torch.randn(1, 2, n, 8, generator=g), torch.randn(1, 2, n, 8, generator=g)
+    cu = torch.tensor([0, 3, 4, 9, 11], dtype=torch.long)  # int64 from the caller: converted
+    got = attention.packed_attention(q, k, v, cu, scaling=0.3)
+    monkeypatch.undo()
+    want = attention.packed_attention(q, k, v, cu.int(), scaling=0.3)  # the per-sequence CPU path
+    assert calls == [(n, 4, 8)] and got.shape == (1, n, 4, 8)
+    assert torch.allclose(got, want, atol=1e-6)
+    assert attention.packed_kernel(q) == "per_sequence_sdpa"
+
+
 def test_checkpointing_would_break_the_shared_prompt_path(tiny_vl_path):
     """The trap the fallback avoids: transformers drops the prompt's KV cache under checkpointing in train mode."""
     import mmevo.grpo.trainer as T

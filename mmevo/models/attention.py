@@ -65,7 +65,7 @@ def packed_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor
     if int(cu_seqlens[0]) != 0 or int(cu_seqlens[-1]) != n:
         raise ValueError(f"packed attention: sequence starts {cu_seqlens.tolist()} do not cover the {n} tokens")
     gqa = query.shape[1] != key.shape[1]
-    varlen = _varlen_kernel() if query.is_cuda and query.dtype in (torch.float16, torch.bfloat16) else None
+    varlen = _varlen_kernel() if _varlen_eligible(query) else None
     if varlen is not None:
         cu = cu_seqlens.to(device=query.device, dtype=torch.int32)
         longest = int((cu_seqlens[1:] - cu_seqlens[:-1]).max())
@@ -91,8 +91,12 @@ def supports_packing(model: torch.nn.Module) -> bool:
 
 def packed_kernel(like: torch.Tensor) -> str:
     """Which kernel packed rows of ``like``'s device and dtype take: "varlen_attn" or "per_sequence_sdpa"."""
-    half = like.is_cuda and like.dtype in (torch.float16, torch.bfloat16)
-    return "varlen_attn" if half and _varlen_kernel() is not None else "per_sequence_sdpa"
+    return "varlen_attn" if _varlen_eligible(like) and _varlen_kernel() is not None else "per_sequence_sdpa"
+
+
+def _varlen_eligible(t: torch.Tensor) -> bool:
+    """Flash attention's varlen kernel runs on CUDA in half precision only."""
+    return t.is_cuda and t.dtype in (torch.float16, torch.bfloat16)
 
 
 @functools.cache
