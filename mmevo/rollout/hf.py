@@ -31,8 +31,12 @@ def sample_next(logits: torch.Tensor, params: SamplingParams, generator: torch.G
     if not torch.isfinite(lse).all():
         raise FloatingPointError("the policy produced non-finite logits (NaN/inf weights?)")
     banned = banned_ids is not None and banned_ids.numel() > 0
+
+    def likeliest_allowed(x: torch.Tensor) -> torch.Tensor:
+        return (x.index_fill(-1, banned_ids, float("-inf")) if banned else x).argmax(-1)
+
     if params.temperature <= 0:
-        tok = (scaled.index_fill(-1, banned_ids, float("-inf")) if banned else scaled).argmax(-1)
+        tok = likeliest_allowed(scaled)
     else:
         probs = torch.exp(scaled - lse[:, None])  # [B, V] the policy's probabilities
         if banned:
@@ -45,8 +49,7 @@ def sample_next(logits: torch.Tensor, params: SamplingParams, generator: torch.G
         tok = sample_categorical(probs, generator)
         empty = tok < 0
         if bool(empty.any()):  # every allowed token's probability underflowed to 0: the likeliest allowed one
-            allowed = scaled[empty].index_fill(-1, banned_ids, float("-inf")) if banned else scaled[empty]
-            tok[empty] = allowed.argmax(-1)
+            tok[empty] = likeliest_allowed(scaled[empty])
     return tok, scaled.gather(-1, tok[:, None]).squeeze(-1) - lse
 
 
