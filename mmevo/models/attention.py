@@ -24,7 +24,7 @@ from transformers import AttentionInterface
 from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
 NAME = "sdpa_gqa"
-# forward kwarg carrying a packed batch's sequence starts: int32 [S + 1] (cumulative lengths, 0 first)
+# forward kwarg carrying a packed batch's sequence starts: int32 [S + 1] (cumulative lengths, 0 first), on the CPU
 PACKED_KWARG = "mmevo_cu_seqlens"
 
 
@@ -62,20 +62,20 @@ def packed_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor
         raise ValueError(f"packed attention takes one row of N queries over the same N keys (no KV cache); got query "
                          f"{tuple(query.shape)}, key {tuple(key.shape)}")
     n = query.shape[2]
-    if int(cu_seqlens[0]) != 0 or int(cu_seqlens[-1]) != n:
-        raise ValueError(f"packed attention: sequence starts {cu_seqlens.tolist()} do not cover the {n} tokens")
+    bounds = cu_seqlens.tolist()  # host ints (inputs.pack keeps the bounds on the CPU: no device sync per layer)
+    if bounds[0] != 0 or bounds[-1] != n:
+        raise ValueError(f"packed attention: sequence starts {bounds} do not cover the {n} tokens")
     gqa = query.shape[1] != key.shape[1]
     varlen = _varlen_kernel() if _varlen_eligible(query) else None
     if varlen is not None:
         cu = cu_seqlens.to(device=query.device, dtype=torch.int32)
-        longest = int((cu_seqlens[1:] - cu_seqlens[:-1]).max())
+        longest = max(e - s for s, e in zip(bounds[:-1], bounds[1:]))
         if gqa and not _takes_gqa(varlen):  # builds without enable_gqa take as many K/V heads as query heads
             key, value = (t.repeat_interleave(query.shape[1] // key.shape[1], dim=1) for t in (key, value))
         q, k, v = (t[0].transpose(0, 1).contiguous() for t in (query, key, value))  # [N, heads, D]
         extra = {"enable_gqa": True} if gqa and _takes_gqa(varlen) else {}
         out = varlen(q, k, v, cu, cu, longest, longest, scale=scaling, window_size=(-1, 0), **extra)  # (-1, 0): causal
         return out.unsqueeze(0)
-    bounds = cu_seqlens.tolist()
     outs = [torch.nn.functional.scaled_dot_product_attention(
         query[:, :, s:e], key[:, :, s:e], value[:, :, s:e], scale=scaling, is_causal=True, enable_gqa=gqa)
         for s, e in zip(bounds[:-1], bounds[1:]) if e > s]

@@ -152,7 +152,9 @@ class PackedBatch:
     position_ids: torch.Tensor  # [3, 1, N] (VL) or [1, N] (text)
     pixel_values: torch.Tensor | None  # as in the padded batch (images keep their order)
     image_grid_thw: torch.Tensor | None
-    cu_seqlens: torch.Tensor  # [B + 1] int32: where each sequence starts in the row (0 first, N last)
+    # [B + 1] int32 on the CPU: where each sequence starts in the row (0 first, N last); kept on the host so that
+    # every layer reads the bounds without a device sync (the varlen kernel gets its own device copy)
+    cu_seqlens: torch.Tensor
     index: torch.Tensor  # [B, L] position in the row of each padded slot, -1 on padding
 
     def model_kwargs(self) -> dict:
@@ -174,8 +176,8 @@ def pack(batch: Batch) -> PackedBatch:
     lengths = real.sum(-1)
     if bool((lengths == 0).any()):
         raise ValueError("pack: a sequence of the batch has no tokens")
-    cu = torch.zeros(len(lengths) + 1, dtype=torch.int32, device=real.device)
-    cu[1:] = lengths.cumsum(0)
+    cu = torch.zeros(len(lengths) + 1, dtype=torch.int32)
+    cu[1:] = lengths.cumsum(0).cpu()
     pos = batch.position_ids
     pos = pos[:, real].unsqueeze(1) if pos.dim() == 3 else pos[real].unsqueeze(0)
     index = torch.full(real.shape, -1, dtype=torch.long, device=real.device)
