@@ -128,7 +128,7 @@ class TrainerConfig:
     prompts_per_step: int = 256  # prompts sampled per step (train batch size; CSRS: 256)
     mini_batch_prompts: int = 64  # prompts per optimizer update (PPO mini batch; CSRS: 64)
     micro_batch_seqs: int = 8  # sequences per forward/backward (gradient accumulation inside a mini batch)
-    max_tokens_per_micro_batch: int = 0  # also cap micro-batches at this many prompt+response tokens (0 = no cap)
+    max_tokens_per_micro_batch: int = 0  # also cap micro-batches at this many prompt+response tokens (real where packed, else padded; 0 = no cap)
     logits_chunk_tokens: int = 1024  # log-probs / entropy over this many positions at a time (0 = all at once)
     padding_free: bool = True  # forwards without a shared prompt (SFT, checkpointing) pack the real tokens in one row
     lr: float = 1e-6  # AdamW learning rate (CSRS / EasyR1: 1e-6)

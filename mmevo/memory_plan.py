@@ -364,9 +364,10 @@ def reference_bytes(n_params: int, dtype_bytes: int, kl_coef: float) -> int:
 
 
 def tokens_per_micro_batch(micro_batch_seqs: int, max_tokens_per_micro_batch: int, seq_len: int) -> int:
-    """Padded tokens of the largest micro-batch: ``micro_batch_seqs`` sequences of ``seq_len`` = max prompt + max
-    response tokens, capped by ``max_tokens_per_micro_batch`` when that is > 0 (a single longer sequence still forms
-    its own micro-batch, hence max(cap, seq_len))."""
+    """Tokens of the largest micro-batch: ``micro_batch_seqs`` sequences of ``seq_len`` = max prompt + max response
+    tokens, capped by ``max_tokens_per_micro_batch`` when that is > 0 (a single longer sequence still forms its own
+    micro-batch, hence max(cap, seq_len)). The trainer charges packed micro-batches their real tokens and padded ones
+    their padded tokens; at full-length sequences, the planner's worst case, both counts are the same."""
     tokens = micro_batch_seqs * seq_len
     if max_tokens_per_micro_batch > 0:
         tokens = min(tokens, max(max_tokens_per_micro_batch, seq_len))

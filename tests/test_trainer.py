@@ -281,6 +281,33 @@ def test_dual_clip_bound_comes_from_the_config(tiny_vl_path, tmp_path, data, c):
         assert m["actor/clip_frac_dual"] == pytest.approx(7 / 13, abs=1e-6)
 
 
+@pytest.mark.parametrize("padding_free", [True, False])
+@pytest.mark.parametrize("checkpointing", [True, False])
+def test_token_budget_counts_the_tokens_the_training_forward_runs(tiny_vl_path, tmp_path, data, padding_free,
+                                                                  checkpointing):
+    """Packed forwards (padding-free, and the unshared path: under checkpointing, or distinct prompts) are charged
+    their real tokens; padded ones (and the shared-prompt path) sequences x (longest prompt + longest response)."""
+    cfg = _cfg(tmp_path / "run", **{"trainer.micro_batch_seqs": 6, "trainer.padding_free": padding_free,
+                                    "model.gradient_checkpointing": checkpointing})
+    tr = _trainer(cfg, tiny_vl_path, data)
+    prompts, responses, _ = _fixed_batch(tr, lengths=(9, 1, 1, 9, 5, 5))
+    p = [len(x.input_ids) for x in prompts]
+    assert p[0] != p[2]  # distinct prompt lengths: padding appears across groups too
+    pairs = {"group": [0, 1], "distinct": [1, 3]}  # samples 0, 1 share a prompt; 1 and 3 do not
+    real = {k: p[i] + p[j] + len(responses[i]) + len(responses[j]) for k, (i, j) in pairs.items()}
+    padded = {k: 2 * (max(p[i], p[j]) + max(len(responses[i]), len(responses[j]))) for k, (i, j) in pairs.items()}
+    assert all(real[k] < padded[k] for k in pairs)
+    for kind, ids in pairs.items():
+        tr.cfg.trainer.max_tokens_per_micro_batch = real[kind]  # a budget that only the real count meets
+        packed = padding_free and (checkpointing or kind == "distinct")
+        micro = tr._micro_batches(ids, prompts, responses)
+        assert micro == ([ids] if packed else [[ids[0]], [ids[1]]]), (kind, micro)
+        tr.cfg.trainer.max_tokens_per_micro_batch = real[kind] - 1
+        assert tr._micro_batches(ids, prompts, responses) == [[ids[0]], [ids[1]]]
+        tr.cfg.trainer.max_tokens_per_micro_batch = padded[kind]
+        assert tr._micro_batches(ids, prompts, responses) == [ids]
+
+
 def test_gradient_checkpointing_and_token_budget_leave_training_unchanged(tiny_vl_path, tmp_path, data):
     """Two steps with checkpointing, token-budget micro-batches and chunked logits = two plain steps (old and
     reference log-probs run in eval mode, so their shared-prompt pass stays valid under checkpointing)."""

@@ -527,21 +527,21 @@ class GRPOTrainer:
 
     def _micro_batches(self, ids: list[int], prompts, responses) -> list[list[int]]:
         """Split sample indices (in order) into micro-batches of at most ``trainer.micro_batch_seqs`` sequences and,
-        with ``trainer.max_tokens_per_micro_batch``, at most that many padded tokens (sequences x (longest prompt +
-        longest response)); a single longer sample still forms its own micro-batch."""
+        with ``trainer.max_tokens_per_micro_batch``, at most that many tokens as the training forward sees them
+        (``_forward_tokens``). A single longer sample still forms its own micro-batch."""
         t = self.cfg.trainer
+        base = unwrap(self.model)
+        packs = bool(t.padding_free) and supports_packing(base)
+        checkpointing = bool(getattr(base, "is_gradient_checkpointing", False))
         out: list[list[int]] = []
         cur: list[int] = []
-        p_max = r_max = 0
         for i in ids:
-            p, r = len(prompts[i].input_ids), max(1, len(responses[i]))
-            cost = (len(cur) + 1) * (max(p_max, p) + max(r_max, r))
-            if cur and (len(cur) >= t.micro_batch_seqs or (t.max_tokens_per_micro_batch and
-                                                            cost > t.max_tokens_per_micro_batch)):
+            if cur and (len(cur) >= t.micro_batch_seqs or (
+                    t.max_tokens_per_micro_batch and _forward_tokens(cur + [i], prompts, responses, packs,
+                                                                     checkpointing) > t.max_tokens_per_micro_batch)):
                 out.append(cur)
-                cur, p_max, r_max = [], 0, 0
+                cur = []
             cur.append(i)
-            p_max, r_max = max(p_max, p), max(r_max, r)
         if cur:
             out.append(cur)
         return out
@@ -906,6 +906,18 @@ def head_arguments(cfg: Config) -> dict[str, dict]:
     if "sfr" in cfg.reward.heads:
         args["sfr"] = {"gamma": cfg.csrs.gamma, "beta": cfg.csrs.beta, **args.get("sfr", {})}
     return args
+
+
+def _forward_tokens(ids: list[int], prompts, responses, packs: bool, checkpointing: bool) -> int:
+    """Tokens that the training forward of ``sequence_logprobs`` processes for samples ``ids``: their real prompt +
+    response tokens where it packs them (``packs``: padding-free applies to the model; and the micro-batch takes the
+    unshared forward: under gradient checkpointing, or where no two of its samples share a prompt), else the padded
+    len(ids) x (longest prompt + longest response), which also bounds the shared-prompt forward."""
+    p_lens = [len(prompts[i].input_ids) for i in ids]
+    r_lens = [max(1, len(responses[i])) for i in ids]
+    if packs and (checkpointing or len({id(prompts[i]) for i in ids}) == len(ids)):
+        return sum(p_lens) + sum(r_lens)
+    return len(ids) * (max(p_lens) + max(r_lens))
 
 
 def _stack_padded(rows: list[torch.Tensor], width: int) -> torch.Tensor:
