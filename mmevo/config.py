@@ -130,7 +130,7 @@ class TrainerConfig:
     micro_batch_seqs: int = 8  # sequences per forward/backward (gradient accumulation inside a mini batch)
     max_tokens_per_micro_batch: int = 0  # also cap micro-batches at this many prompt+response tokens (real where packed, else padded; 0 = no cap)
     logits_chunk_tokens: int = 1024  # log-probs / entropy over this many positions at a time (0 = all at once)
-    padding_free: bool = True  # forwards without a shared prompt (SFT, checkpointing) pack the real tokens in one row
+    padding_free: bool = True  # training forwards run over real tokens only, in one row (a group's shared prompt once)
     lr: float = 1e-6  # AdamW learning rate (CSRS / EasyR1: 1e-6)
     weight_decay: float = 0.01  # AdamW weight decay
     betas: tuple = (0.9, 0.999)  # AdamW betas

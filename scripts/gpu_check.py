@@ -4,8 +4,9 @@ Checks, each in its own try/except (a failure is recorded as {"error": ...} and 
   env              torch / transformers / deepspeed / vllm versions, the device
   hf_rollout       HF-engine rollout tokens/s in float32 and bfloat16 (forced length: no stop token)
   grpo_step        GRPO step time in one process (model.device=DEVICE, reference model + KL, format reward)
-  packed_forward   padding-free (packed) against padded forward/backward on the tiny model: log-prob and gradient
-                   differences, the kernel packed rows took (GPU bfloat16: torch's varlen flash attention), times
+  packed_forward   padding-free (packed, and packed with shared prompts) against padded forward/backward on the tiny
+                   model: log-prob and gradient differences, the kernel packed rows took (GPU bfloat16: torch's
+                   varlen flash attention), times
   deepspeed_zero2  `python -m mmevo.cli train ... trainer.deepspeed=configs/deepspeed/zero2.json` as 1 process
                    under torchrun (nccl on GPU, gloo on CPU): exit code and step time (skipped without deepspeed)
   zero3_vllm       the same CLI with configs/deepspeed/zero3.json and rollout.engine=vllm (sleep mode level 2,
@@ -191,57 +192,64 @@ def check_grpo_step(args, path) -> dict:
 
 
 def check_packed_forward(args, path) -> dict:
-    """Packed (padding-free) against padded unshared forward/backward on the tiny VL model (prompts and responses of
-    different lengths): log-probs and gradients per dtype, with the kernel packed rows took (bfloat16 on a GPU: PyTorch's
-    varlen flash attention) and the time of each. float32 must agree to 1e-4; bfloat16 within twice its own rounding
-    noise (the padded bfloat16 pass against the padded float32 one)."""
+    """Padding-free forwards against the padded unshared forward/backward on the tiny VL model (prompts and responses
+    of different lengths, each prompt shared by two samples): the unshared packed row ("packed") and the shared-prompt
+    row ("packed_shared": each prompt once, responses attending to it; on a GPU, varlen flash attention with separate
+    query / key bounds and its bottom-right causal alignment). Log-probs and gradients per dtype, the kernel packed
+    rows took and the time of each. float32 must agree to 1e-4; bfloat16 within twice its own rounding noise (the
+    padded bfloat16 pass against the padded float32 one)."""
     import torch
 
     from mmevo.grpo.trainer import sequence_logprobs
     from mmevo.models.attention import packed_kernel
     from mmevo.models.loader import load_model, vision_token_ids
 
-    prompts = 4 if args.quick else 16
-    res: dict = {"sequences": prompts}
+    sequences = 4 if args.quick else 16
+    variants = {"padded": dict(share_prefix=False, padding_free=False),
+                "packed": dict(share_prefix=False, padding_free=True),
+                "packed_shared": dict(padding_free=True)}
+    res: dict = {"sequences": sequences, "samples_per_prompt": 2}
     padded_fp32 = None
     for dtype in ("float32", "bfloat16") if args.device.startswith("cuda") else ("float32",):
         lm = load_model(path, dtype, args.device)
         randomize(lm.model, std=0.2, seed=4)
         lm.model.train()
-        requests, _ = be.make_requests(lm, prompts, 1)
+        requests, _ = be.make_requests(lm, sequences // 2, 1)
         banned = set(vision_token_ids(lm.tokenizer))
         g = torch.Generator().manual_seed(0)
         ok_ids = [i for i in range(lm.model.config.get_text_config().vocab_size) if i not in banned]
         rs = [[ok_ids[j] for j in torch.randint(len(ok_ids), (8 + 7 * k % args.max_tokens,), generator=g)]
-              for k in range(prompts)]
-        ps = [r.prompt for r in requests]
+              for k in range(sequences)]
+        ps = [requests[k // 2].prompt for k in range(sequences)]  # the same object twice: one group of two
         out = {}
-        for packed in (False, True):
+        for name, kw in variants.items():
             times = []
             for _ in range(1 + args.repeats):
                 lm.model.zero_grad(set_to_none=True)
                 be.sync(args.device)
                 t0 = time.perf_counter()
-                logp, _, mask = sequence_logprobs(lm.model, ps, rs, lm.tokenizer.pad_token_id, 1.0, args.device,
-                                                  share_prefix=False, padding_free=packed)
+                logp, _, mask = sequence_logprobs(lm.model, ps, rs, lm.tokenizer.pad_token_id, 1.0, args.device, **kw)
                 (logp * mask).sum().backward()
                 be.sync(args.device)
                 times.append(time.perf_counter() - t0)
             grads = {n: p.grad.float() for n, p in lm.model.named_parameters() if p.grad is not None}
-            out[packed] = ((logp * mask).detach().float(), grads, statistics.median(times[1:]))
-        (lp0, g0, t_pad), (lp1, g1, t_packed) = out[False], out[True]
-        rec = {"kernel": packed_kernel(next(lm.model.parameters())), "padded_s": t_pad, "packed_s": t_packed,
-               "max_abs_logp_diff": float((lp0 - lp1).abs().max()),
-               "max_rel_grad_diff": max(float((g0[n] - g1[n]).abs().max() / g0[n].abs().max().clamp(min=1e-12))
-                                        for n in g0),
-               "same_params_with_grads": g0.keys() == g1.keys()}
-        if dtype == "float32":
-            padded_fp32 = lp0
-            rec["ok"] = rec["same_params_with_grads"] and rec["max_abs_logp_diff"] < 1e-4
+            out[name] = ((logp * mask).detach().float(), grads, statistics.median(times[1:]))
+        lp0, g0, t_pad = out["padded"]
+        rec = {"kernel": packed_kernel(next(lm.model.parameters())), "padded_s": t_pad}
+        if dtype == "bfloat16":
+            rec["bf16_noise_logp"] = float((lp0 - padded_fp32).abs().max())
         else:
-            noise = float((lp0 - padded_fp32).abs().max())
-            rec.update(bf16_noise_logp=noise,
-                       ok=rec["same_params_with_grads"] and rec["max_abs_logp_diff"] <= max(2 * noise, 1e-3))
+            padded_fp32 = lp0
+        tol = 1e-4 if dtype == "float32" else max(2 * rec["bf16_noise_logp"], 1e-3)
+        for name in ("packed", "packed_shared"):
+            lp1, g1, t1 = out[name]
+            prefix = "" if name == "packed" else "shared_"
+            rec.update({f"{name}_s": t1, f"{prefix}max_abs_logp_diff": float((lp0 - lp1).abs().max()),
+                        f"{prefix}max_rel_grad_diff": max(
+                            float((g0[n] - g1[n]).abs().max() / g0[n].abs().max().clamp(min=1e-12)) for n in g0),
+                        f"{prefix}same_params_with_grads": g0.keys() == g1.keys()})
+        rec["ok"] = all(rec[f"{p}same_params_with_grads"] and rec[f"{p}max_abs_logp_diff"] <= tol
+                        for p in ("", "shared_"))
         if not rec["ok"]:
             rec["error"] = "packed and padded forwards disagree beyond tolerance"
         res[dtype] = rec

@@ -51,24 +51,26 @@ def test_gradient_checkpointing_gives_the_same_logprobs_and_gradients(which, tin
 
 @pytest.mark.parametrize("which", ["vl", "text"])
 def test_packed_forward_gives_the_same_logprobs_and_gradients(which, tiny_vl_path, tiny_text_path):
-    """The unshared forward over the real tokens only (one row, attention kept inside each sequence) equals the padded
-    one, with and without checkpointing; the prompts differ in length and the responses in length, so both paddings
-    are exercised, and the two VL images have different grids."""
+    """The forwards over the real tokens only equal the padded one: unshared (one row, attention kept inside each
+    sequence) and shared (each group's prompt once, every response attending to it), the latter also under
+    checkpointing; the prompts differ in length and the responses in length, so both paddings are exercised, and
+    the two VL images have different grids."""
     lm = load_model(tiny_vl_path if which == "vl" else tiny_text_path)
     randomize(lm.model, std=0.2, seed=4)
     ps, rs = _batch(lm, which == "vl")
     lm.model.train()
     ref = _logprobs_and_grads(lm, ps, rs, share_prefix=False)
     packed = _logprobs_and_grads(lm, ps, rs, share_prefix=False, padding_free=True)
+    shared = _logprobs_and_grads(lm, ps, rs, padding_free=True)  # each group's prompt once, then its responses
     lm.model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-    packed_ckpt = _logprobs_and_grads(lm, ps, rs, padding_free=True)  # checkpointing falls back to the unshared path
-    for other in (packed, packed_ckpt):
+    shared_ckpt = _logprobs_and_grads(lm, ps, rs, padding_free=True)  # the same layout, recomputed in backward
+    for other in (packed, shared, shared_ckpt):
         assert ref[2].keys() == other[2].keys()
         assert torch.allclose(ref[0], other[0], atol=1e-4) and torch.allclose(ref[1], other[1], atol=1e-4)
         for n in ref[2]:  # float32 sums in another order: within 1e-4 of each gradient's largest entry
             scale = ref[2][n].abs().max()
             assert (ref[2][n] - other[2][n]).abs().max() <= 1e-4 * scale + 1e-7, n
-    assert (packed[0] - packed_ckpt[0]).abs().max() < 1e-6
+    assert (shared[0] - shared_ckpt[0]).abs().max() < 1e-6
 
 
 def test_packed_rows_that_attended_across_sequences_would_be_caught(tiny_vl_path, monkeypatch):
@@ -80,7 +82,7 @@ def test_packed_rows_that_attended_across_sequences_would_be_caught(tiny_vl_path
     ref = _logprobs_and_grads(lm, ps, rs, share_prefix=False)
     whole_row = torch.tensor([0, sum(len(p.input_ids) + len(r) for p, r in zip(ps, rs))], dtype=torch.int32)
     real = attention.packed_attention
-    monkeypatch.setattr(attention, "packed_attention", lambda q, k, v, cu, scaling=None: real(q, k, v, whole_row, scaling))
+    monkeypatch.setattr(attention, "packed_attention", lambda q, k, v, cu, scaling=None, kv=None: real(q, k, v, whole_row, scaling, kv))
     leaky = _logprobs_and_grads(lm, ps, rs, share_prefix=False, padding_free=True)
     assert (leaky[0] - ref[0]).abs().max() > 1e-2
 
@@ -145,19 +147,24 @@ def _reference_varlen(with_gqa_arg: bool):
 
     def kernel(q, k, v, cu_seq_q, cu_seq_k, max_q, max_k, *, scale=None, window_size=(-1, -1), enable_gqa=False):
         assert q.dim() == k.dim() == v.dim() == 3 and q.is_contiguous() and k.is_contiguous() and v.is_contiguous()
-        assert cu_seq_q.dtype == cu_seq_k.dtype == torch.int32 and torch.equal(cu_seq_q, cu_seq_k)
-        assert max_q == max_k == int((cu_seq_q[1:] - cu_seq_q[:-1]).max())
+        assert cu_seq_q.dtype == cu_seq_k.dtype == torch.int32 and cu_seq_q.shape == cu_seq_k.shape
+        len_q, len_k = cu_seq_q[1:] - cu_seq_q[:-1], cu_seq_k[1:] - cu_seq_k[:-1]
+        assert max_q == int(len_q.max()) and max_k == int(len_k.max()) and bool((len_q <= len_k).all())
+        assert cu_seq_q[-1] == q.shape[0] and cu_seq_k[-1] == k.shape[0] == v.shape[0]
         assert window_size == (-1, 0)  # causal
         if q.shape[1] != k.shape[1] and not enable_gqa:
             raise ValueError("heads differ without enable_gqa")
         calls.append(q.shape)
         rep = q.shape[1] // k.shape[1]
         out = torch.empty_like(q)
-        for s, e in zip(cu_seq_q[:-1].tolist(), cu_seq_q[1:].tolist()):
-            qq, kk, vv = q[s:e].transpose(0, 1), k[s:e].transpose(0, 1), v[s:e].transpose(0, 1)
+        for s, e, ks, ke in zip(cu_seq_q[:-1].tolist(), cu_seq_q[1:].tolist(), cu_seq_k[:-1].tolist(),
+                                cu_seq_k[1:].tolist()):
+            qq, kk, vv = q[s:e].transpose(0, 1), k[ks:ke].transpose(0, 1), v[ks:ke].transpose(0, 1)
             kk, vv = kk.repeat_interleave(rep, 0), vv.repeat_interleave(rep, 0)
             scores = (qq @ kk.transpose(-1, -2)) * scale
-            scores = scores.masked_fill(torch.ones(e - s, e - s).triu(1).bool(), float("-inf"))
+            # flash attention's causal mask, aligned at the bottom right where a segment has fewer queries than keys
+            blocked = torch.ones(e - s, ke - ks).triu(1 + (ke - ks) - (e - s)).bool()
+            scores = scores.masked_fill(blocked, float("-inf"))
             out[s:e] = (scores.softmax(-1) @ vv).transpose(0, 1)
         return out
 
@@ -188,6 +195,99 @@ def test_packed_attention_feeds_the_varlen_kernel_its_layout(with_gqa_arg, monke
     assert calls == [(n, 4, 8)] and got.shape == (1, n, 4, 8)
     assert torch.allclose(got, want, atol=1e-6)
     assert attention.packed_kernel(q) == "per_sequence_sdpa"
+
+
+def _shared_layout():
+    """Two prompts (3 and 2 tokens) and three responses (2 and 1 tokens of prompt 0, 3 of prompt 1) in one row."""
+    segments = {"p0": (0, 3), "p1": (3, 5), "r0": (5, 7), "r1": (7, 8), "r2": (8, 11)}
+    owner = {"r0": "p0", "r1": "p0", "r2": "p1"}
+    keys = [torch.arange(*segments["p0"]), torch.arange(*segments["p1"])]
+    keys += [torch.cat([torch.arange(*segments[owner[r]]), torch.arange(*segments[r])]) for r in ("r0", "r1", "r2")]
+    cu = torch.tensor([0, 3, 5, 7, 8, 11], dtype=torch.int32)
+    cu_k = torch.tensor([0, *torch.tensor([len(k) for k in keys]).cumsum(0).tolist()], dtype=torch.int32)
+    return segments, owner, (torch.cat(keys), cu_k), cu
+
+
+def test_packed_attention_with_shared_prompts_equals_causal_attention_over_prompt_then_response():
+    """A response segment's output equals plain causal attention over its [prompt | response] sequence, read at the
+    response's rows; a prompt segment's equals causal attention over the prompt."""
+    g = torch.Generator().manual_seed(2)
+    n = 11
+    q = torch.randn(1, 4, n, 8, generator=g)
+    k, v = torch.randn(1, 2, n, 8, generator=g), torch.randn(1, 2, n, 8, generator=g)
+    segments, owner, packed_kv, cu = _shared_layout()
+    out = attention.packed_attention(q, k, v, cu, 0.3, packed_kv)  # [1, N, H, D]
+    for name, (s, e) in segments.items():
+        rows = torch.arange(s, e) if name in ("p0", "p1") else torch.cat([torch.arange(*segments[owner[name]]),
+                                                                          torch.arange(s, e)])
+        want = torch.nn.functional.scaled_dot_product_attention(
+            q[:, :, rows], k[:, :, rows], v[:, :, rows], scale=0.3, is_causal=True, enable_gqa=True)
+        assert torch.allclose(out[0, s:e], want[0, :, -(e - s):].transpose(0, 1), atol=1e-6), name
+    kv_index, cu_k = packed_kv
+    with pytest.raises(ValueError, match="key segment starts"):
+        attention.packed_attention(q, k, v, cu, 0.3, (kv_index[:-1], cu_k))
+    with pytest.raises(ValueError, match="more queries than keys"):
+        attention.packed_attention(q, k, v, torch.tensor([0, 3, 5, 8, 8, 11], dtype=torch.int32), 0.3,
+                                   (kv_index, torch.tensor([0, 3, 5, 7, 11, 19], dtype=torch.int32)))
+
+
+@pytest.mark.parametrize("with_gqa_arg", [True, False])
+def test_packed_attention_feeds_the_varlen_kernel_the_shared_prompt_layout(with_gqa_arg, monkeypatch):
+    """The CUDA branch with shared prompts: query and key bounds differ, the keys are gathered, and the stand-in
+    applies flash attention's bottom-right causal alignment. GPU check: scripts/gpu_check.py packed_forward."""
+    kernel, calls = _reference_varlen(with_gqa_arg)
+    g = torch.Generator().manual_seed(3)
+    n = 11
+    q = torch.randn(1, 4, n, 8, generator=g)
+    k, v = torch.randn(1, 2, n, 8, generator=g), torch.randn(1, 2, n, 8, generator=g)
+    _, _, packed_kv, cu = _shared_layout()
+    want = attention.packed_attention(q, k, v, cu, 0.3, packed_kv)  # the per-segment CPU path
+    monkeypatch.setattr(attention, "_varlen_eligible", lambda t: True)
+    monkeypatch.setattr(attention, "_varlen_kernel", lambda: kernel)
+    got = attention.packed_attention(q, k, v, cu, 0.3, packed_kv)
+    assert calls == [(n, 4, 8)] and torch.allclose(got, want, atol=1e-6)
+
+
+def test_pack_shared_lays_out_each_prompt_once_with_the_padded_positions(tiny_vl_path):
+    """Every token of the shared row has the (m)rope position the padded [prompt | response] sequence gives it; each
+    prompt appears once; each response's keys are its prompt then itself; predictors point at the state before each
+    response token."""
+    from mmevo.models.inputs import pack_shared
+
+    lm = load_model(tiny_vl_path)
+    ps, rs = _batch(lm, True)
+    rs = rs[:3] + [[]] + rs[4:]  # an empty response: no segment, no predictors
+    pad = lm.tokenizer.pad_token_id
+    sp = pack_shared(lm.model, ps, rs, pad, "cpu")
+    tb = collate_for_training(lm.model, ps, rs, pad, "cpu")
+    row = sp.packed.input_ids[0]
+    p_lens = [len(ps[0].input_ids), len(ps[3].input_ids)]
+    n_prompt = sum(p_lens)
+    assert row.shape[0] == n_prompt + sum(len(r) for r in rs)
+    assert row[:p_lens[0]].tolist() == ps[0].input_ids and row[p_lens[0]:n_prompt].tolist() == ps[3].input_ids
+    kv_index, cu_k = sp.kv_index.tolist(), sp.cu_k.tolist()
+    cu = sp.packed.cu_seqlens.tolist()
+    assert cu == [0, p_lens[0], n_prompt, *[n_prompt + x for x in torch.tensor([3, 1, 5, 3]).cumsum(0).tolist()]]
+    start = n_prompt
+    seg = 2
+    for i, (p, r) in enumerate(zip(ps, rs)):
+        real = tb.batch.attention_mask[i].bool()
+        padded_pos = tb.batch.position_ids[:, i, real]  # [3, len(prompt) + len(response)]
+        p_at = 0 if p is ps[0] else p_lens[0]
+        assert torch.equal(sp.packed.position_ids[:, 0, p_at:p_at + len(p.input_ids)], padded_pos[:, :len(p.input_ids)])
+        if not r:
+            assert (sp.predictors[i] == -1).all()
+            continue
+        assert row[start:start + len(r)].tolist() == r
+        assert torch.equal(sp.packed.position_ids[:, 0, start:start + len(r)], padded_pos[:, len(p.input_ids):])
+        assert kv_index[cu_k[seg]:cu_k[seg + 1]] == [*range(p_at, p_at + len(p.input_ids)), *range(start, start + len(r))]
+        assert sp.predictors[i, :len(r)].tolist() == [p_at + len(p.input_ids) - 1, *range(start, start + len(r) - 1)]
+        assert (sp.predictors[i, len(r):] == -1).all()
+        start += len(r)
+        seg += 1
+    assert torch.equal(sp.packed.pixel_values, torch.cat([ps[0].pixel_values, ps[3].pixel_values]))
+    kw = sp.model_kwargs()
+    assert kw[attention.PACKED_KV_KWARG][1] is sp.cu_k and kw[attention.PACKED_KWARG] is sp.packed.cu_seqlens
 
 
 def test_checkpointing_would_break_the_shared_prompt_path(tiny_vl_path):

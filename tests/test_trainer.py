@@ -12,7 +12,7 @@ from mmevo.data.synthetic import split_train_heldout
 from mmevo.grpo.checkpoint import latest_checkpoint, list_checkpoints
 from mmevo.data.prompts import EpochSampler
 from mmevo.grpo import algos
-from mmevo.grpo.trainer import GRPOTrainer, TrainingDiverged, sequence_logprobs
+from mmevo.grpo.trainer import GRPOTrainer, TrainingDiverged, _forward_tokens, sequence_logprobs
 from mmevo.models.loader import load_model
 from mmevo.rollout.factory import build_engine
 
@@ -187,8 +187,10 @@ def test_micro_batch_accumulation_equals_one_full_batch_loss(tiny_vl_path, tmp_p
     tr = _trainer(cfg, tiny_vl_path, data)
     prompts, responses, adv = _fixed_batch(tr)
     if split == "tokens":
-        p_len = len(prompts[2].input_ids)  # responses 2 and 3 (lengths 1 and 4) share this prompt
-        tr.cfg.trainer.max_tokens_per_micro_batch = 2 * (p_len + 4) - 1  # so they cannot share a micro-batch
+        # responses 2 and 3 (lengths 1 and 4) share a prompt: a budget one token short of their joint forward
+        joint = _forward_tokens([2, 3], prompts, responses, packs=True)
+        assert joint == len(prompts[2].input_ids) + 1 + 4  # packed (the default): real tokens, the prompt once
+        tr.cfg.trainer.max_tokens_per_micro_batch = joint - 1
         sizes = [len(m) for m in tr._micro_batches(list(range(6)), prompts, responses)]
         assert sum(sizes) == 6 and max(sizes) <= 2 and 1 in sizes, sizes  # uneven micro-batches
     n_micro = len(tr._micro_batches(list(range(6)), prompts, responses))
@@ -285,23 +287,23 @@ def test_dual_clip_bound_comes_from_the_config(tiny_vl_path, tmp_path, data, c):
 @pytest.mark.parametrize("checkpointing", [True, False])
 def test_token_budget_counts_the_tokens_the_training_forward_runs(tiny_vl_path, tmp_path, data, padding_free,
                                                                   checkpointing):
-    """Packed forwards (padding-free, and the unshared path: under checkpointing, or distinct prompts) are charged
-    their real tokens; padded ones (and the shared-prompt path) sequences x (longest prompt + longest response)."""
+    """Packed forwards (padding-free) are charged their real tokens, a shared prompt once; padded ones sequences x
+    (longest prompt + longest response). Checkpointing does not change which forward runs."""
     cfg = _cfg(tmp_path / "run", **{"trainer.micro_batch_seqs": 6, "trainer.padding_free": padding_free,
                                     "model.gradient_checkpointing": checkpointing})
     tr = _trainer(cfg, tiny_vl_path, data)
     prompts, responses, _ = _fixed_batch(tr, lengths=(9, 1, 1, 9, 5, 5))
     p = [len(x.input_ids) for x in prompts]
     assert p[0] != p[2]  # distinct prompt lengths: padding appears across groups too
+    r = [len(x) for x in responses]
     pairs = {"group": [0, 1], "distinct": [1, 3]}  # samples 0, 1 share a prompt; 1 and 3 do not
-    real = {k: p[i] + p[j] + len(responses[i]) + len(responses[j]) for k, (i, j) in pairs.items()}
-    padded = {k: 2 * (max(p[i], p[j]) + max(len(responses[i]), len(responses[j]))) for k, (i, j) in pairs.items()}
+    real = {"group": p[0] + r[0] + r[1], "distinct": p[1] + p[3] + r[1] + r[3]}
+    padded = {k: 2 * (max(p[i], p[j]) + max(r[i], r[j])) for k, (i, j) in pairs.items()}
     assert all(real[k] < padded[k] for k in pairs)
     for kind, ids in pairs.items():
         tr.cfg.trainer.max_tokens_per_micro_batch = real[kind]  # a budget that only the real count meets
-        packed = padding_free and (checkpointing or kind == "distinct")
         micro = tr._micro_batches(ids, prompts, responses)
-        assert micro == ([ids] if packed else [[ids[0]], [ids[1]]]), (kind, micro)
+        assert micro == ([ids] if padding_free else [[ids[0]], [ids[1]]]), (kind, micro)
         tr.cfg.trainer.max_tokens_per_micro_batch = real[kind] - 1
         assert tr._micro_batches(ids, prompts, responses) == [[ids[0]], [ids[1]]]
         tr.cfg.trainer.max_tokens_per_micro_batch = padded[kind]

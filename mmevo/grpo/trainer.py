@@ -29,7 +29,8 @@ from mmevo.grpo.checkpoint import (checkpoint_root, commit_checkpoint, latest_ch
                                    save_model, set_rng_state, write_checkpoint_files)
 from mmevo.metrics import RunLogger, StageTimer, peak_memory_mb
 from mmevo.models.attention import supports_packing
-from mmevo.models.inputs import EncodedPrompt, collate, collate_for_training, encode_prompt, pack, unwrap
+from mmevo.models.inputs import (EncodedPrompt, collate, collate_for_training, encode_prompt, pack, pack_shared,
+                                  unwrap)
 from mmevo.models.loader import LoadedModel
 from mmevo.rewards.answers import extract_answer
 from mmevo.rewards.heads import RewardMixer, ScoredSample
@@ -125,27 +126,35 @@ def sequence_logprobs(model, prompts: Sequence[EncodedPrompt], responses: Sequen
                       logits_chunk: int = 0, entropy_grad: bool = True, padding_free: bool = False):
     """Per-token log p(response | prompt) [B, R] (+ entropy [B, R]) and the response mask [B, R].
 
-    Samples of one group share their prompt: with ``share_prefix`` the prompt is run once per distinct prompt and its
-    KV cache is expanded to the group's responses (gradients flow back through it), instead of running it B times.
-    Under gradient checkpointing in training mode transformers drops a given KV cache (it would score responses
-    without their prompt), so the shared path is then replaced by the exact unshared forward.
+    Samples of one group share their prompt: with ``share_prefix`` the prompt is run once per distinct prompt instead
+    of once per sample. ``padding_free`` (when the model attends through ``mmevo.models.attention``, the loader's
+    choice for "sdpa" checkpoints) runs the real tokens only, in one row: each distinct prompt once and then every
+    response, which attends to its prompt and itself (``inputs.pack_shared``), or without ``share_prefix`` every
+    sample whole (``inputs.pack``); both work under gradient checkpointing. Otherwise the shared prompt's KV cache is
+    expanded to the group's responses (gradients flow back through it); under gradient checkpointing in training
+    mode transformers drops a given KV cache (it would score responses without their prompt), so that path is then
+    replaced by the exact padded unshared forward.
     Only hidden states at real response tokens go through the LM head, ``logits_chunk`` positions at a time
     (see ``token_logprobs``); no [B, P, V] prompt logits and no fp32 [B, R, V] logits are materialised.
-    ``padding_free`` runs the unshared forward over the real tokens only, packed into one row (``inputs.pack``), when
-    the model attends through ``mmevo.models.attention`` (the loader's choice for "sdpa" checkpoints); other
-    attention implementations keep the padded forward.
     """
     base = unwrap(model)
     owner: dict[int, int] = {}
     for p in prompts:
         owner.setdefault(id(p), len(owner))
     checkpointing = base.training and getattr(base, "is_gradient_checkpointing", False)
-    if share_prefix and len(owner) < len(prompts) and not checkpointing:
+    shared = share_prefix and len(owner) < len(prompts)
+    packs = padding_free and supports_packing(base)
+    if shared and packs:
+        sp = pack_shared(base, prompts, responses, pad_id, device)
+        flat = base.model(**sp.model_kwargs(), use_cache=False).last_hidden_state[0]  # [N, H]
+        hidden = flat[sp.predictors.clamp(min=0)]  # [B, R]; the slots past a response's end are masked out
+        response_ids, mask = _right_padded(responses, pad_id, device)
+    elif shared and not checkpointing:
         hidden, response_ids, mask = _shared_prefix_hidden(base, prompts, responses, owner, pad_id, device)
     else:
         tb = collate_for_training(model, prompts, responses, pad_id, device)
         R = tb.response_ids.shape[1]
-        if padding_free and supports_packing(base):
+        if packs:
             packed = pack(tb.batch)
             flat = base.model(**packed.model_kwargs(), use_cache=False).last_hidden_state[0]  # [N, H]
             at = packed.index[:, tb.prompt_len - 1: tb.prompt_len - 1 + R]  # [B, R]; -1 past a response's end
@@ -218,14 +227,8 @@ def _shared_prefix_hidden(base, prompts, responses, owner: dict[int, int], pad_i
     cache = DynamicCache(config=base.config.get_text_config() if hasattr(base.config, "get_text_config") else base.config)
     prompt_h = base.model(**pb.model_kwargs(), past_key_values=cache, use_cache=True).last_hidden_state
     cache.batch_select_indices(rows)  # differentiable gather of the prompt KV: [U, ...] -> [B, ...]
-    B, R = len(responses), max(1, max(len(r) for r in responses))
-    response_ids = torch.full((B, R), pad_id, dtype=torch.long)
-    mask = torch.zeros((B, R), dtype=torch.long)
-    for i, r in enumerate(responses):
-        if len(r):
-            response_ids[i, :len(r)] = torch.tensor(list(r))
-            mask[i, :len(r)] = 1
-    response_ids, mask = response_ids.to(device), mask.to(device)
+    response_ids, mask = _right_padded(responses, pad_id, device)
+    R = response_ids.shape[1]
     attn = torch.cat([pb.attention_mask[rows], mask], dim=1)
     pos = pb.next_position[rows][:, None] + torch.arange(R, device=device)[None]  # text positions after the prompt
     if pb.position_ids.dim() == 3:
@@ -234,6 +237,18 @@ def _shared_prefix_hidden(base, prompts, responses, owner: dict[int, int], pad_i
                         use_cache=True).last_hidden_state
     hidden = torch.cat([prompt_h[rows, -1:], resp_h[:, :-1]], dim=1)  # state before token t predicts token t
     return hidden, response_ids, mask
+
+
+def _right_padded(responses, pad_id: int, device) -> tuple[torch.Tensor, torch.Tensor]:
+    """Response ids [B, R] right-padded with ``pad_id`` (R = longest, at least 1) and their mask [B, R]."""
+    B, R = len(responses), max(1, max(len(r) for r in responses))
+    response_ids = torch.full((B, R), pad_id, dtype=torch.long)
+    mask = torch.zeros((B, R), dtype=torch.long)
+    for i, r in enumerate(responses):
+        if len(r):
+            response_ids[i, :len(r)] = torch.tensor(list(r))
+            mask[i, :len(r)] = 1
+    return response_ids.to(device), mask.to(device)
 
 
 class TorchBackend:
@@ -532,13 +547,12 @@ class GRPOTrainer:
         t = self.cfg.trainer
         base = unwrap(self.model)
         packs = bool(t.padding_free) and supports_packing(base)
-        checkpointing = bool(getattr(base, "is_gradient_checkpointing", False))
         out: list[list[int]] = []
         cur: list[int] = []
         for i in ids:
             if cur and (len(cur) >= t.micro_batch_seqs or (
-                    t.max_tokens_per_micro_batch and _forward_tokens(cur + [i], prompts, responses, packs,
-                                                                     checkpointing) > t.max_tokens_per_micro_batch)):
+                    t.max_tokens_per_micro_batch and
+                    _forward_tokens(cur + [i], prompts, responses, packs) > t.max_tokens_per_micro_batch)):
                 out.append(cur)
                 cur = []
             cur.append(i)
@@ -908,16 +922,15 @@ def head_arguments(cfg: Config) -> dict[str, dict]:
     return args
 
 
-def _forward_tokens(ids: list[int], prompts, responses, packs: bool, checkpointing: bool) -> int:
-    """Tokens that the training forward of ``sequence_logprobs`` processes for samples ``ids``: their real prompt +
-    response tokens where it packs them (``packs``: padding-free applies to the model; and the micro-batch takes the
-    unshared forward: under gradient checkpointing, or where no two of its samples share a prompt), else the padded
-    len(ids) x (longest prompt + longest response), which also bounds the shared-prompt forward."""
-    p_lens = [len(prompts[i].input_ids) for i in ids]
+def _forward_tokens(ids: list[int], prompts, responses, packs: bool) -> int:
+    """Tokens that the training forward of ``sequence_logprobs`` processes for samples ``ids``: where it packs them
+    (``packs``: padding-free applies to the model) the real tokens, each distinct prompt once; else the padded
+    len(ids) x (longest prompt + longest response), which also bounds the shared-prompt KV-cache forward."""
     r_lens = [max(1, len(responses[i])) for i in ids]
-    if packs and (checkpointing or len({id(prompts[i]) for i in ids}) == len(ids)):
-        return sum(p_lens) + sum(r_lens)
-    return len(ids) * (max(p_lens) + max(r_lens))
+    if packs:
+        distinct = {id(prompts[i]): len(prompts[i].input_ids) for i in ids}
+        return sum(distinct.values()) + sum(r_lens)
+    return len(ids) * (max(len(prompts[i].input_ids) for i in ids) + max(r_lens))
 
 
 def _stack_padded(rows: list[torch.Tensor], width: int) -> torch.Tensor:

@@ -11,6 +11,11 @@ would use "sdpa":
   several sequences back to back in one row, each attending causally to its own sequence only. On CUDA in half
   precision this is PyTorch's variable-length flash attention (``torch.nn.attention.varlen.varlen_attn``); elsewhere
   one causal SDPA call per sequence. Both are exact: no padding and no [N, N] mask exist.
+- **Packed batches with shared prompts** (also ``PACKED_KV_KWARG``, see ``mmevo.models.inputs.pack_shared``): each
+  distinct prompt once, then every response, in one row; a response's segment attends to its prompt's keys followed
+  by its own (gathered by index), causally aligned at the bottom right (query t of an r-token response over p + r
+  keys sees keys 0 .. p + t). Flash attention's causal mask has exactly that alignment when a segment has fewer
+  queries than keys (torch's own ``causal_lower_right`` dispatches to it for this reason).
 """
 
 from __future__ import annotations
@@ -26,6 +31,9 @@ from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 NAME = "sdpa_gqa"
 # forward kwarg carrying a packed batch's sequence starts: int32 [S + 1] (cumulative lengths, 0 first), on the CPU
 PACKED_KWARG = "mmevo_cu_seqlens"
+# forward kwarg of a packed batch whose segments attend to keys elsewhere in the row (shared prompts): a pair
+# (row position of each segment's keys, long [N_k] on the model's device; their segment starts, int32 [S + 1], CPU)
+PACKED_KV_KWARG = "mmevo_packed_kv"
 
 
 def sdpa_gqa_attention(module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
@@ -33,12 +41,13 @@ def sdpa_gqa_attention(module: torch.nn.Module, query: torch.Tensor, key: torch.
                        is_causal: bool | None = None, **kwargs) -> tuple[torch.Tensor, None]:
     """query [B, H, q, D], key/value [B, KV, k, D] -> output [B, q, H, D] (the layout transformers expects)."""
     cu_seqlens = kwargs.pop(PACKED_KWARG, None)
+    packed_kv = kwargs.pop(PACKED_KV_KWARG, None)
     # transformers passes forward kwargs to every attention call, the vision encoder's too: packing describes the
     # language model's rows, whose (causal) self-attention is the only one it applies to
     if cu_seqlens is not None and getattr(module, "is_causal", False):
         if dropout and module.training:
             raise NotImplementedError("packed attention has no dropout; set trainer.padding_free=false")
-        return packed_attention(query, key, value, cu_seqlens, scaling), None
+        return packed_attention(query, key, value, cu_seqlens, scaling, packed_kv), None
     if query.is_cuda:
         from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
@@ -55,9 +64,14 @@ def sdpa_gqa_attention(module: torch.nn.Module, query: torch.Tensor, key: torch.
 
 
 def packed_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, cu_seqlens: torch.Tensor,
-                     scaling: float | None = None) -> torch.Tensor:
-    """Causal attention within each packed sequence. query [1, H, N, D], key/value [1, KV, N, D], cu_seqlens
-    [S + 1] -> [1, N, H, D]."""
+                     scaling: float | None = None,
+                     packed_kv: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
+    """Causal attention within each packed segment. query [1, H, N, D], key/value [1, KV, N, D], cu_seqlens [S + 1]
+    (segment starts in the row) -> [1, N, H, D].
+
+    Without ``packed_kv`` segment s attends to its own keys. With ``packed_kv = (kv_index, cu_k)`` its keys are
+    ``key[..., kv_index[cu_k[s]:cu_k[s + 1]]]`` (at least as many as it has queries), and its last query sees all
+    of them: causal aligned at the bottom right, as flash attention aligns a segment with fewer queries than keys."""
     if query.shape[0] != 1 or key.shape[2] != query.shape[2]:
         raise ValueError(f"packed attention takes one row of N queries over the same N keys (no KV cache); got query "
                          f"{tuple(query.shape)}, key {tuple(key.shape)}")
@@ -65,20 +79,40 @@ def packed_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor
     bounds = cu_seqlens.tolist()  # host ints (inputs.pack keeps the bounds on the CPU: no device sync per layer)
     if bounds[0] != 0 or bounds[-1] != n:
         raise ValueError(f"packed attention: sequence starts {bounds} do not cover the {n} tokens")
+    k_bounds = bounds
+    if packed_kv is not None:
+        kv_index, cu_k = packed_kv
+        k_bounds = cu_k.tolist()
+        if len(k_bounds) != len(bounds) or k_bounds[0] != 0 or k_bounds[-1] != kv_index.numel():
+            raise ValueError(f"packed attention: key segment starts {k_bounds} do not match {len(bounds) - 1} query "
+                             f"segments over {kv_index.numel()} gathered keys")
+        key, value = key[:, :, kv_index], value[:, :, kv_index]  # [1, KV, N_k, D]
+    spans = [(s, e, ks, ke) for s, e, ks, ke in zip(bounds[:-1], bounds[1:], k_bounds[:-1], k_bounds[1:])]
+    if any(e - s > ke - ks for s, e, ks, ke in spans):
+        raise ValueError("packed attention: a segment has more queries than keys")
     gqa = query.shape[1] != key.shape[1]
     varlen = _varlen_kernel() if _varlen_eligible(query) else None
     if varlen is not None:
-        cu = cu_seqlens.to(device=query.device, dtype=torch.int32)
-        longest = max(e - s for s, e in zip(bounds[:-1], bounds[1:]))
+        cu_q = cu_seqlens.to(device=query.device, dtype=torch.int32)
+        cu_k = cu_q if packed_kv is None else packed_kv[1].to(device=query.device, dtype=torch.int32)
+        max_q = max(e - s for s, e, _, _ in spans)
+        max_k = max(ke - ks for _, _, ks, ke in spans)
         if gqa and not _takes_gqa(varlen):  # builds without enable_gqa take as many K/V heads as query heads
             key, value = (t.repeat_interleave(query.shape[1] // key.shape[1], dim=1) for t in (key, value))
         q, k, v = (t[0].transpose(0, 1).contiguous() for t in (query, key, value))  # [N, heads, D]
         extra = {"enable_gqa": True} if gqa and _takes_gqa(varlen) else {}
-        out = varlen(q, k, v, cu, cu, longest, longest, scale=scaling, window_size=(-1, 0), **extra)  # (-1, 0): causal
+        # (-1, 0): causal, bottom-right aligned where a segment has fewer queries than keys
+        out = varlen(q, k, v, cu_q, cu_k, max_q, max_k, scale=scaling, window_size=(-1, 0), **extra)
         return out.unsqueeze(0)
-    outs = [torch.nn.functional.scaled_dot_product_attention(
-        query[:, :, s:e], key[:, :, s:e], value[:, :, s:e], scale=scaling, is_causal=True, enable_gqa=gqa)
-        for s, e in zip(bounds[:-1], bounds[1:]) if e > s]
+    outs = []
+    for s, e, ks, ke in spans:
+        if e == s:
+            continue
+        lead = (ke - ks) - (e - s)  # keys every query sees beyond its own causal window (the shared prompt)
+        mask = None if lead == 0 else torch.ones(e - s, ke - ks, dtype=torch.bool, device=query.device).tril(lead)
+        outs.append(torch.nn.functional.scaled_dot_product_attention(
+            query[:, :, s:e], key[:, :, ks:ke], value[:, :, ks:ke], attn_mask=mask, scale=scaling,
+            is_causal=mask is None, enable_gqa=gqa))
     return torch.cat(outs, 2).transpose(1, 2).contiguous()
 
 

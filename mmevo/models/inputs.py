@@ -186,6 +186,74 @@ def pack(batch: Batch) -> PackedBatch:
 
 
 @dataclass
+class SharedPackedBatch:
+    """Samples that share prompts, padding-free: each distinct prompt's real tokens once, then every response, in
+    one row. A response attends to its prompt's keys and then its own (``mmevo.models.attention``, ``PACKED_KV_KWARG``),
+    so its states equal those of the padded [prompt | response] sequence, without running the prompt per sample."""
+
+    packed: PackedBatch  # the row; ``index`` is unused (see ``predictors``)
+    kv_index: torch.Tensor  # [N_k] row position of each segment's keys: a prompt's own; a response's prompt, then own
+    cu_k: torch.Tensor  # [S + 1] int32 on the CPU: where each segment's keys start in kv_index
+    predictors: torch.Tensor  # [B, R] row position of the state that predicts each response token, -1 past its end
+
+    def model_kwargs(self) -> dict:
+        from mmevo.models.attention import PACKED_KV_KWARG
+
+        return {**self.packed.model_kwargs(), PACKED_KV_KWARG: (self.kv_index, self.cu_k)}
+
+
+def pack_shared(model, prompts: Sequence[EncodedPrompt], responses: Sequence[Sequence[int]], pad_id: int,
+                device: str | torch.device = "cpu") -> SharedPackedBatch:
+    """Pack samples whose prompts repeat (the same ``EncodedPrompt`` object: one GRPO group) into one row.
+
+    Prompt positions (mrope for images) come from the distinct prompts alone; response token t of a sample sits at its
+    prompt's next text position + t, exactly where the padded [prompt | response] sequence puts it."""
+    owner: dict[int, int] = {}
+    for p in prompts:
+        owner.setdefault(id(p), len(owner))
+    uniq = list({id(p): p for p in prompts}.values())
+    rows = [owner[id(p)] for p in prompts]
+    pb = collate(model, uniq, None, pad_id, device)  # [U, P], left padded
+    real = pb.attention_mask.bool()
+    p_lens = real.sum(-1).tolist()
+    p_start = [0]
+    for n in p_lens:
+        p_start.append(p_start[-1] + n)
+    n_prompt = p_start[-1]
+    r_lens = [len(r) for r in responses]
+    r_start = [n_prompt]
+    for n in r_lens:
+        r_start.append(r_start[-1] + n)
+    next_pos = pb.next_position.tolist()
+    resp_ids = [t for r in responses for t in r]
+    resp_pos = [next_pos[rows[i]] + t for i, n in enumerate(r_lens) for t in range(n)]
+    input_ids = torch.cat([pb.input_ids[real], torch.tensor(resp_ids, dtype=torch.long, device=real.device)])
+    resp_pos_t = torch.tensor(resp_pos, dtype=torch.long, device=real.device)
+    if pb.position_ids.dim() == 3:  # mrope [3, U, P]: text tokens take the same position on all three axes
+        pos = torch.cat([pb.position_ids[:, real], resp_pos_t[None].expand(3, -1)], 1).unsqueeze(1)  # [3, 1, N]
+    else:
+        pos = torch.cat([pb.position_ids[real], resp_pos_t]).unsqueeze(0)  # [1, N]
+    # segments: the prompts, then the responses that have tokens
+    seg_q = list(p_lens) + [n for n in r_lens if n]
+    keys = [torch.arange(p_start[u], p_start[u + 1]) for u in range(len(uniq))]
+    keys += [torch.cat([torch.arange(p_start[rows[i]], p_start[rows[i] + 1]), torch.arange(r_start[i], r_start[i + 1])])
+             for i, n in enumerate(r_lens) if n]
+    cu = torch.zeros(len(seg_q) + 1, dtype=torch.int32)
+    cu[1:] = torch.tensor(seg_q).cumsum(0)
+    cu_k = torch.zeros(len(keys) + 1, dtype=torch.int32)
+    cu_k[1:] = torch.tensor([len(k) for k in keys]).cumsum(0)
+    R = max(1, max(r_lens))
+    predictors = torch.full((len(responses), R), -1, dtype=torch.long)
+    for i, n in enumerate(r_lens):
+        if n:  # token 0 is predicted by the prompt's last state, token t by the response's token t - 1
+            predictors[i, 0] = p_start[rows[i] + 1] - 1
+            predictors[i, 1:n] = torch.arange(r_start[i], r_start[i] + n - 1)
+    packed = PackedBatch(input_ids.unsqueeze(0), pos, pb.pixel_values, pb.image_grid_thw, cu,
+                         index=torch.empty(0, dtype=torch.long))
+    return SharedPackedBatch(packed, torch.cat(keys).to(real.device), cu_k, predictors.to(real.device))
+
+
+@dataclass
 class TrainBatch:
     """[left-padded prompt | right-padded response] sequences for log-prob computation."""
 
