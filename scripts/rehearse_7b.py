@@ -16,13 +16,13 @@ what a step of ``configs/csrs_qwen2_5_vl_7b_geometry3k.yaml`` does to memory, ph
   rollout        one prompt, a few sampled tokens; ``logprob_max_abs_gap_vs_policy`` = the largest difference
                  between vLLM's log-prob of a sampled token and the policy's own (large: dummy weights)
   sleep          ``engine.sleep()`` (level 2: weights and KV cache dropped, ``weights_stale``)
-  logprob        the no-grad old-policy pass over one micro-batch, in eval mode (shared-prompt path), as
+  logprob        the no-grad old-policy pass over one micro-batch, in eval mode (the group's prompt once), as
                  ``GRPOTrainer._logprobs_no_grad`` runs it
   update         one training micro-batch forward/backward with gradient checkpointing through mmevo's real path:
-                 ``sequence_logprobs`` (packed rows when ``trainer.padding_free``: varlen flash attention on the
-                 GPU; chunked log-probs over ``trainer.logits_chunk_tokens``, entropy without gradients) +
-                 ``algos.policy_loss``; the micro-batch is what ``GRPOTrainer._micro_batches`` packs
-                 under ``trainer.max_tokens_per_micro_batch`` from ``trainer.micro_batch_seqs`` samples of one
+                 ``sequence_logprobs`` (with ``trainer.padding_free`` one packed row, the group's prompt once:
+                 varlen flash attention on the GPU; chunked log-probs over ``trainer.logits_chunk_tokens``, entropy
+                 without gradients) + ``algos.policy_loss``; the micro-batch is what ``GRPOTrainer._micro_batches``
+                 cuts under ``trainer.max_tokens_per_micro_batch`` from ``trainer.micro_batch_seqs`` samples of one
                  prompt group (every prompt = chat text + one image filling ``data.max_prompt_length``, every
                  response ``rollout.max_tokens`` long: the worst case the planner assumes)
   weight_sync    ``engine.sync_weights(policy)`` after the update (wake weights -> stream all 7B weights -> wake KV)
@@ -342,35 +342,38 @@ def make_group(cfg, processor, tokenizer, seed: int = 0):
 
 
 def first_micro_batch(cfg, prompts, responses) -> list[int]:
-    """The trainer's own packing (``GRPOTrainer._micro_batches``) of these samples; its first micro-batch."""
-    from types import SimpleNamespace
+    """The trainer's own split (``GRPOTrainer._micro_batches``) of these samples; its first micro-batch. The model
+    is loaded with mmevo's attention, so padding-free applies exactly when ``trainer.padding_free`` is set."""
+    from mmevo.grpo.trainer import split_micro_batches
 
-    from mmevo.grpo.trainer import GRPOTrainer
-
-    return GRPOTrainer._micro_batches(SimpleNamespace(cfg=cfg), list(range(len(prompts))), prompts, responses)[0]
+    t = cfg.trainer
+    return split_micro_batches(list(range(len(prompts))), prompts, responses, t.micro_batch_seqs,
+                               t.max_tokens_per_micro_batch, bool(t.padding_free))[0]
 
 
 # -- the planner ------------------------------------------------------------------------------------------------------
-def planner_estimate(cfg, dims, gpu_mem_gib: float, padded_tokens: int, config_path: str) -> dict:
+def planner_estimate(cfg, dims, gpu_mem_gib: float, forward_tokens: int, config_path: str) -> dict:
     """``mmevo.memory_plan.plan`` for the rehearsed shapes: one GPU, no DeepSpeed, no reference (kl_coef 0), the
-    padded tokens of the micro-batch actually run as the token budget."""
+    tokens the micro-batch's forward actually runs as the token budget."""
     from dataclasses import replace
 
     from mmevo.memory_plan import plan
 
-    c = replace(cfg, trainer=replace(cfg.trainer, deepspeed="", max_tokens_per_micro_batch=int(padded_tokens)),
+    c = replace(cfg, trainer=replace(cfg.trainer, deepspeed="", max_tokens_per_micro_batch=int(forward_tokens)),
                 algo=replace(cfg.algo, kl_coef=0.0), model=replace(cfg.model, ref_offload=False))
     return plan(c, gpus=1, gpu_mem_gib=gpu_mem_gib, config_path=config_path, dims=dims)
 
 
 def planner_items_at(cfg, dims, shapes: dict, gpu_mem_gib: float) -> dict[str, int]:
     """The planner's items (``mmevo.memory_plan.item_bytes``) at exactly the rehearsed shapes, in bytes: the
-    micro-batch's padded tokens, response positions and image patches, one GPU, no DeepSpeed."""
+    tokens the micro-batch's forward runs, its response positions and the image patches it encodes (one image per
+    distinct prompt when packed, one per sample when padded), one GPU, no DeepSpeed."""
     from mmevo import memory_plan as mp
 
     n = shapes["micro_batch_seqs"]
-    items = mp.item_bytes(cfg, dims, mp.ZeroSettings(), 1, int(gpu_mem_gib * GiB), shapes["padded_tokens"],
-                          n * shapes["response_tokens"], n * shapes["image_patches_per_prompt"])
+    images = shapes["forward_prompts"]
+    items = mp.item_bytes(cfg, dims, mp.ZeroSettings(), 1, int(gpu_mem_gib * GiB), shapes["forward_tokens"],
+                          n * shapes["response_tokens"], images * shapes["image_patches_per_prompt"])
     return {**items, "weight_sync_bucket": mp.WEIGHT_SYNC_BUCKET}
 
 
@@ -485,6 +488,8 @@ def run(args) -> dict:
     policy = LoadedModel(model, processor, tokenizer, True, str(workdir))
 
     # -- the batch (host side; the trainer's own packing)
+    from mmevo.grpo.trainer import forward_tokens
+
     prompts, responses = make_group(cfg, processor, tokenizer)
     ids = first_micro_batch(cfg, prompts, responses)
     ps, rs = [prompts[i] for i in ids], [responses[i] for i in ids]
@@ -495,6 +500,9 @@ def run(args) -> dict:
                      "image_patches_per_prompt": int(grid.prod()) if grid is not None else 0,
                      "image_pixels": ps[0].images[0].size[0] * ps[0].images[0].size[1],
                      "response_tokens": R, "padded_tokens": len(ids) * (P + R),
+                     # what the update's forward runs: packed, the group's prompt once (trainer.forward_tokens)
+                     "forward_tokens": forward_tokens(ids, prompts, responses, bool(cfg.trainer.padding_free)),
+                     "forward_prompts": (len({id(p) for p in ps}) if cfg.trainer.padding_free else len(ids)),
                      "max_tokens_per_micro_batch": cfg.trainer.max_tokens_per_micro_batch,
                      "logits_chunk_tokens": cfg.trainer.logits_chunk_tokens,
                      "max_model_len": cfg.data.max_prompt_length + cfg.rollout.max_tokens,
@@ -570,8 +578,9 @@ def run(args) -> dict:
 
 
 def logprob_pass(cfg, model, ps, rs, pad_id: int, device: str, rec: dict):
-    """The old-policy log-probs of the micro-batch as ``GRPOTrainer._logprobs_no_grad`` computes them: eval mode (the
-    shared-prompt path: one prompt pass, its KV cache expanded to the group), no gradients, chunked logits."""
+    """The old-policy log-probs of the micro-batch as ``GRPOTrainer._logprobs_no_grad`` computes them: eval mode, the
+    group's prompt run once (packed with ``trainer.padding_free``, else its KV cache expanded to the group), no
+    gradients, chunked logits."""
     import torch
 
     from mmevo.grpo.trainer import sequence_logprobs
@@ -582,7 +591,8 @@ def logprob_pass(cfg, model, ps, rs, pad_id: int, device: str, rec: dict):
     try:
         with torch.no_grad():
             old, _, mask = sequence_logprobs(model, ps, rs, pad_id, cfg.rollout.temperature, device,
-                                             logits_chunk=cfg.trainer.logits_chunk_tokens)
+                                             logits_chunk=cfg.trainer.logits_chunk_tokens,
+                                             padding_free=cfg.trainer.padding_free)
     finally:
         base.train()
     rec.update(tokens=int(mask.sum()), logp_mean=float((old * mask).sum() / mask.sum()))
@@ -590,10 +600,11 @@ def logprob_pass(cfg, model, ps, rs, pad_id: int, device: str, rec: dict):
 
 
 def update_pass(cfg, model, ps, rs, pad_id: int, device: str, old, rec: dict) -> int:
-    """One training micro-batch as ``GRPOTrainer._update`` runs it: train mode (gradient checkpointing on, so the
-    exact unshared forward), ``sequence_logprobs`` with entropy (without gradients when ``algo.entropy_coef`` is 0) and
-    chunked logits, ``algos.policy_loss`` against the old log-probs with random advantages, backward. Returns the bytes
-    of the gradients it left."""
+    """One training micro-batch as ``GRPOTrainer._update`` runs it: train mode with gradient checkpointing (packed,
+    the group's prompt once, under ``trainer.padding_free``; else the exact padded unshared forward),
+    ``sequence_logprobs`` with entropy (without gradients when ``algo.entropy_coef`` is 0) and chunked logits,
+    ``algos.policy_loss`` against the old log-probs with random advantages, backward. Returns the bytes of the
+    gradients it left."""
     import torch
 
     from mmevo.grpo import algos
@@ -633,7 +644,7 @@ def finish(out: dict, cfg, dims, gpu_mem_gib: float, meter: Meter, counted: dict
     except Exception as e:  # noqa: BLE001
         out["comparison"] = be.error_record(e)
     try:  # the planner's own plan of this config (one GPU; token budget = the padded tokens run here)
-        p = planner_estimate(cfg, dims, gpu_mem_gib, out["shapes"]["padded_tokens"], args.config)
+        p = planner_estimate(cfg, dims, gpu_mem_gib, out["shapes"]["forward_tokens"], args.config)
         out["planner"] = {k: p[k] for k in ("setup", "per_gpu_gib", "phases_gib", "peak_phase", "peak_gib", "fits")}
     except Exception as e:  # noqa: BLE001
         out["planner"] = be.error_record(e)

@@ -60,9 +60,12 @@ def test_rehearsal_tiny_scale_runs_every_phase_on_cpu(cache_dir):
     assert ph["build"]["vocab"] == out["setup"]["dims"]["vocab"] > ph["build"]["tokenizer_ids"]
     assert "config.json" in ph["build"]["files"] and not any(f.endswith(".safetensors") for f in ph["build"]["files"])
 
-    # the trainer's packing under the token budget: 6 of the 8 samples of the group (as 16384 // 2560 for 7B)
-    assert shapes["group_samples"] == 8 and shapes["micro_batch_seqs"] == 6
-    assert shapes["padded_tokens"] <= shapes["max_tokens_per_micro_batch"]
+    # the trainer's split under the token budget, charged the packed forward's real tokens (the group's prompt once):
+    # as many of the 8 samples as fit, where the padded count would have fitted fewer
+    P, R, budget = shapes["prompt_tokens"], shapes["response_tokens"], shapes["max_tokens_per_micro_batch"]
+    assert shapes["group_samples"] == 8 and shapes["micro_batch_seqs"] == min(8, (budget - P) // R)
+    assert shapes["forward_tokens"] == P + shapes["micro_batch_seqs"] * R <= budget
+    assert shapes["forward_prompts"] == 1 and shapes["padded_tokens"] == shapes["micro_batch_seqs"] * (P + R)
     assert shapes["prompt_tokens"] <= 256 and shapes["response_tokens"] == 384 and shapes["image_tokens"] > 0
 
     # one checkpointed micro-batch through sequence_logprobs (chunked) + policy_loss
@@ -80,7 +83,7 @@ def test_rehearsal_tiny_scale_runs_every_phase_on_cpu(cache_dir):
         assert cmp[row]["planner_gib"] > 0 and cmp[row]["measured_gib"] is None  # no allocator statistics on CPU
     assert {"per_gpu_gib", "phases_gib", "peak_gib", "fits"} <= set(out["planner"])
     assert out["planner"]["setup"]["gradient_checkpointing"] is True
-    assert out["planner"]["setup"]["tokens_per_micro_batch"] == shapes["padded_tokens"]
+    assert out["planner"]["setup"]["tokens_per_micro_batch"] == shapes["forward_tokens"]
 
     if HAS_VLLM:
         start = ph["vllm_start"]
@@ -103,9 +106,11 @@ def test_rehearsal_7b_dry_run_has_the_7b_shapes(cache_dir):
     assert b["params"] == b["params_planner"] == 8_292_166_656  # Qwen2.5-VL-7B-Instruct: 8.29e9
     assert b["vocab"] == 152064 and out["setup"]["dims"]["layers"] == 28 and out["setup"]["dims"]["hidden"] == 3584
     assert out["setup"]["dtype"] == "bfloat16"
-    assert shapes["micro_batch_seqs"] == 6 and shapes["response_tokens"] == 1536
+    # 8 samples: the packed forward runs the prompt once + 8 x 1536 response tokens <= 16384 (padded: only 6 fit)
+    assert shapes["micro_batch_seqs"] == 8 and shapes["response_tokens"] == 1536
     assert 900 <= shapes["prompt_tokens"] <= 1024 and shapes["image_tokens"] > 500
-    assert shapes["padded_tokens"] <= 16384 and shapes["logits_chunk_tokens"] == 1024
+    assert shapes["forward_tokens"] == shapes["prompt_tokens"] + 8 * 1536 <= 16384
+    assert shapes["logits_chunk_tokens"] == 1024
     assert shapes["max_model_len"] == 2560
     cmp = out["comparison"]
     assert cmp["policy_weights"]["planner_gib"] == pytest.approx(15.45, abs=0.01)

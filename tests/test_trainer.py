@@ -12,7 +12,7 @@ from mmevo.data.synthetic import split_train_heldout
 from mmevo.grpo.checkpoint import latest_checkpoint, list_checkpoints
 from mmevo.data.prompts import EpochSampler
 from mmevo.grpo import algos
-from mmevo.grpo.trainer import GRPOTrainer, TrainingDiverged, _forward_tokens, sequence_logprobs
+from mmevo.grpo.trainer import GRPOTrainer, TrainingDiverged, forward_tokens, sequence_logprobs
 from mmevo.models.loader import load_model
 from mmevo.rollout.factory import build_engine
 
@@ -188,7 +188,7 @@ def test_micro_batch_accumulation_equals_one_full_batch_loss(tiny_vl_path, tmp_p
     prompts, responses, adv = _fixed_batch(tr)
     if split == "tokens":
         # responses 2 and 3 (lengths 1 and 4) share a prompt: a budget one token short of their joint forward
-        joint = _forward_tokens([2, 3], prompts, responses, packs=True)
+        joint = forward_tokens([2, 3], prompts, responses, packs=True)
         assert joint == len(prompts[2].input_ids) + 1 + 4  # packed (the default): real tokens, the prompt once
         tr.cfg.trainer.max_tokens_per_micro_batch = joint - 1
         sizes = [len(m) for m in tr._micro_batches(list(range(6)), prompts, responses)]

@@ -541,24 +541,10 @@ class GRPOTrainer:
         return out
 
     def _micro_batches(self, ids: list[int], prompts, responses) -> list[list[int]]:
-        """Split sample indices (in order) into micro-batches of at most ``trainer.micro_batch_seqs`` sequences and,
-        with ``trainer.max_tokens_per_micro_batch``, at most that many tokens as the training forward sees them
-        (``_forward_tokens``). A single longer sample still forms its own micro-batch."""
+        """``split_micro_batches`` under this trainer's settings (packed where padding-free applies to the model)."""
         t = self.cfg.trainer
-        base = unwrap(self.model)
-        packs = bool(t.padding_free) and supports_packing(base)
-        out: list[list[int]] = []
-        cur: list[int] = []
-        for i in ids:
-            if cur and (len(cur) >= t.micro_batch_seqs or (
-                    t.max_tokens_per_micro_batch and
-                    _forward_tokens(cur + [i], prompts, responses, packs) > t.max_tokens_per_micro_batch)):
-                out.append(cur)
-                cur = []
-            cur.append(i)
-        if cur:
-            out.append(cur)
-        return out
+        packs = bool(t.padding_free) and supports_packing(unwrap(self.model))
+        return split_micro_batches(ids, prompts, responses, t.micro_batch_seqs, t.max_tokens_per_micro_batch, packs)
 
     def _logprobs_no_grad(self, model, prompts, responses, micro: list[list[int]] | None = None,
                           n_micro: int | None = None) -> list[torch.Tensor]:
@@ -922,7 +908,25 @@ def head_arguments(cfg: Config) -> dict[str, dict]:
     return args
 
 
-def _forward_tokens(ids: list[int], prompts, responses, packs: bool) -> int:
+def split_micro_batches(ids: list[int], prompts, responses, micro_batch_seqs: int, max_tokens: int,
+                        packs: bool) -> list[list[int]]:
+    """Split sample indices (in order) into micro-batches of at most ``micro_batch_seqs`` sequences and, with
+    ``max_tokens`` > 0, at most that many tokens as the training forward runs them (``forward_tokens``; ``packs``:
+    padding-free applies). A single longer sample still forms its own micro-batch."""
+    out: list[list[int]] = []
+    cur: list[int] = []
+    for i in ids:
+        if cur and (len(cur) >= micro_batch_seqs or (
+                max_tokens and forward_tokens(cur + [i], prompts, responses, packs) > max_tokens)):
+            out.append(cur)
+            cur = []
+        cur.append(i)
+    if cur:
+        out.append(cur)
+    return out
+
+
+def forward_tokens(ids: list[int], prompts, responses, packs: bool) -> int:
     """Tokens that the training forward of ``sequence_logprobs`` processes for samples ``ids``: where it packs them
     (``packs``: padding-free applies to the model) the real tokens, each distinct prompt once; else the padded
     len(ids) x (longest prompt + longest response), which also bounds the shared-prompt KV-cache forward."""
