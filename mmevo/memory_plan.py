@@ -366,8 +366,9 @@ def reference_bytes(n_params: int, dtype_bytes: int, kl_coef: float) -> int:
 def tokens_per_micro_batch(micro_batch_seqs: int, max_tokens_per_micro_batch: int, seq_len: int) -> int:
     """Tokens of the largest micro-batch: ``micro_batch_seqs`` sequences of ``seq_len`` = max prompt + max response
     tokens, capped by ``max_tokens_per_micro_batch`` when that is > 0 (a single longer sequence still forms its own
-    micro-batch, hence max(cap, seq_len)). The trainer charges packed micro-batches their real tokens and padded ones
-    their padded tokens; at full-length sequences, the planner's worst case, both counts are the same."""
+    micro-batch, hence max(cap, seq_len)). The cap bounds what the forward runs either way: the trainer charges a
+    packed micro-batch its real tokens (a shared prompt once) and a padded one its padded tokens. Where packing puts
+    a group's prompt in once, the uncapped worst case (``micro_batch_seqs * seq_len``) over-counts: conservative."""
     tokens = micro_batch_seqs * seq_len
     if max_tokens_per_micro_batch > 0:
         tokens = min(tokens, max(max_tokens_per_micro_batch, seq_len))
@@ -546,7 +547,7 @@ def logits_positions(chunk_tokens: int, response_positions: int) -> int:
 
 def item_bytes(cfg, m: ModelDims, zero: ZeroSettings, world: int, gpu_mem_bytes: int, tokens: int,
                response_positions: int, patches: int) -> dict[str, int]:
-    """Every item of the plan, in bytes on one GPU, for training micro-batches of ``tokens`` padded tokens with
+    """Every item of the plan, in bytes on one GPU, for training micro-batches whose forward runs ``tokens`` tokens with
     ``response_positions`` response positions and ``patches`` image patches: ``plan`` passes the worst case that the
     settings allow, scripts/rehearse_7b.py the micro-batch it ran."""
     b = _dtype_bytes(cfg.model.dtype)
