@@ -73,6 +73,22 @@ def test_packed_forward_gives_the_same_logprobs_and_gradients(which, tiny_vl_pat
     assert (shared[0] - shared_ckpt[0]).abs().max() < 1e-6
 
 
+def test_shared_packing_takes_groups_in_any_order(tiny_vl_path):
+    """Samples of two groups interleaved (as a mini-batch may order them): each prompt is still packed once and each
+    response attends to its own prompt."""
+    lm = load_model(tiny_vl_path)
+    randomize(lm.model, std=0.2, seed=4)
+    ps, rs = _batch(lm, True)
+    order = [0, 3, 1, 4, 2]
+    ps, rs = [ps[i] for i in order], [rs[i] for i in order]
+    lm.model.train()
+    ref = _logprobs_and_grads(lm, ps, rs, share_prefix=False)
+    got = _logprobs_and_grads(lm, ps, rs, padding_free=True)
+    assert torch.allclose(ref[0], got[0], atol=1e-4)
+    for n in ref[2]:
+        assert (ref[2][n] - got[2][n]).abs().max() <= 1e-4 * ref[2][n].abs().max() + 1e-7, n
+
+
 def test_packed_rows_that_attended_across_sequences_would_be_caught(tiny_vl_path, monkeypatch):
     """Guard for the test above: one causal attention over the whole packed row (the tokens of one sequence seeing
     the sequences before it) changes the log-probs far beyond its tolerance."""
