@@ -643,7 +643,7 @@ def finish(out: dict, cfg, dims, gpu_mem_gib: float, meter: Meter, counted: dict
         out["comparison"] = compare(meter, items, counted, with_vllm=with_vllm)
     except Exception as e:  # noqa: BLE001
         out["comparison"] = be.error_record(e)
-    try:  # the planner's own plan of this config (one GPU; token budget = the padded tokens run here)
+    try:  # the planner's own plan of this config (one GPU; token budget = the tokens the forward ran here)
         p = planner_estimate(cfg, dims, gpu_mem_gib, out["shapes"]["forward_tokens"], args.config)
         out["planner"] = {k: p[k] for k in ("setup", "per_gpu_gib", "phases_gib", "peak_phase", "peak_gib", "fits")}
     except Exception as e:  # noqa: BLE001

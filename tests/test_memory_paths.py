@@ -316,10 +316,7 @@ def test_checkpointing_would_break_the_shared_prompt_path(tiny_vl_path):
     lm.model.train()
     ref = _logprobs_and_grads(lm, ps, rs)
     lm.model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-    owner = {}
-    for p in ps:
-        owner.setdefault(id(p), len(owner))
-    hidden, ids, mask = T._shared_prefix_hidden(lm.model, ps, rs, owner, lm.tokenizer.pad_token_id, "cpu")
+    hidden, ids, mask = T._shared_prefix_hidden(lm.model, ps, rs, lm.tokenizer.pad_token_id, "cpu")
     broken, _ = token_logprobs(lm.model.lm_head, hidden, ids, mask, 0.9)
     assert (broken * mask - ref[0]).abs().max() > 1e-2  # scored without the prompt: wrong
 

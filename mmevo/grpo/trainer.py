@@ -29,8 +29,8 @@ from mmevo.grpo.checkpoint import (checkpoint_root, commit_checkpoint, latest_ch
                                    save_model, set_rng_state, write_checkpoint_files)
 from mmevo.metrics import RunLogger, StageTimer, peak_memory_mb
 from mmevo.models.attention import supports_packing
-from mmevo.models.inputs import (EncodedPrompt, collate, collate_for_training, encode_prompt, pack, pack_shared,
-                                  unwrap)
+from mmevo.models.inputs import (EncodedPrompt, collate, collate_for_training, distinct_prompts, encode_prompt, pack,
+                                  pack_shared, unwrap)
 from mmevo.models.loader import LoadedModel
 from mmevo.rewards.answers import extract_answer
 from mmevo.rewards.heads import RewardMixer, ScoredSample
@@ -138,11 +138,8 @@ def sequence_logprobs(model, prompts: Sequence[EncodedPrompt], responses: Sequen
     (see ``token_logprobs``); no [B, P, V] prompt logits and no fp32 [B, R, V] logits are materialised.
     """
     base = unwrap(model)
-    owner: dict[int, int] = {}
-    for p in prompts:
-        owner.setdefault(id(p), len(owner))
     checkpointing = base.training and getattr(base, "is_gradient_checkpointing", False)
-    shared = share_prefix and len(owner) < len(prompts)
+    shared = share_prefix and len(distinct_prompts(prompts)[0]) < len(prompts)
     packs = padding_free and supports_packing(base)
     if shared and packs:
         sp = pack_shared(base, prompts, responses, pad_id, device)
@@ -150,7 +147,7 @@ def sequence_logprobs(model, prompts: Sequence[EncodedPrompt], responses: Sequen
         hidden = flat[sp.predictors.clamp(min=0)]  # [B, R]; the slots past a response's end are masked out
         response_ids, mask = _right_padded(responses, pad_id, device)
     elif shared and not checkpointing:
-        hidden, response_ids, mask = _shared_prefix_hidden(base, prompts, responses, owner, pad_id, device)
+        hidden, response_ids, mask = _shared_prefix_hidden(base, prompts, responses, pad_id, device)
     else:
         tb = collate_for_training(model, prompts, responses, pad_id, device)
         R = tb.response_ids.shape[1]
@@ -217,12 +214,12 @@ def token_logprobs(head, hidden, labels, mask, temperature: float, chunk: int = 
     return logp, ent
 
 
-def _shared_prefix_hidden(base, prompts, responses, owner: dict[int, int], pad_id: int, device):
+def _shared_prefix_hidden(base, prompts, responses, pad_id: int, device):
     """Hidden states predicting each response token [B, R, H], computed with one prompt pass per distinct prompt."""
     from transformers import DynamicCache
 
-    uniq = list({id(p): p for p in prompts}.values())
-    rows = torch.tensor([owner[id(p)] for p in prompts], device=device)  # [B] prompt index of each sample
+    uniq, rows = distinct_prompts(prompts)
+    rows = torch.tensor(rows, device=device)  # [B] prompt index of each sample
     pb = collate(base, uniq, None, pad_id, device)  # [U, P], left padded
     cache = DynamicCache(config=base.config.get_text_config() if hasattr(base.config, "get_text_config") else base.config)
     prompt_h = base.model(**pb.model_kwargs(), past_key_values=cache, use_cache=True).last_hidden_state
@@ -932,8 +929,8 @@ def forward_tokens(ids: list[int], prompts, responses, packs: bool) -> int:
     len(ids) x (longest prompt + longest response), which also bounds the shared-prompt KV-cache forward."""
     r_lens = [max(1, len(responses[i])) for i in ids]
     if packs:
-        distinct = {id(prompts[i]): len(prompts[i].input_ids) for i in ids}
-        return sum(distinct.values()) + sum(r_lens)
+        uniq, _ = distinct_prompts([prompts[i] for i in ids])
+        return sum(len(p.input_ids) for p in uniq) + sum(r_lens)
     return len(ids) * (max(len(prompts[i].input_ids) for i in ids) + max(r_lens))
 
 

@@ -8,6 +8,7 @@ must be extended with zeros (text) and positions recomputed over the whole seque
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from itertools import accumulate
 from typing import Sequence
 
 import torch
@@ -202,28 +203,31 @@ class SharedPackedBatch:
         return {**self.packed.model_kwargs(), PACKED_KV_KWARG: (self.kv_index, self.cu_k)}
 
 
+def distinct_prompts(prompts: Sequence[EncodedPrompt]) -> tuple[list[EncodedPrompt], list[int]]:
+    """The distinct prompts (the same ``EncodedPrompt`` object = one GRPO group) in first-seen order, and the index
+    in that list of each sample's prompt."""
+    owner: dict[int, int] = {}
+    uniq: list[EncodedPrompt] = []
+    for p in prompts:
+        if id(p) not in owner:
+            owner[id(p)] = len(uniq)
+            uniq.append(p)
+    return uniq, [owner[id(p)] for p in prompts]
+
+
 def pack_shared(model, prompts: Sequence[EncodedPrompt], responses: Sequence[Sequence[int]], pad_id: int,
                 device: str | torch.device = "cpu") -> SharedPackedBatch:
     """Pack samples whose prompts repeat (the same ``EncodedPrompt`` object: one GRPO group) into one row.
 
     Prompt positions (mrope for images) come from the distinct prompts alone; response token t of a sample sits at its
     prompt's next text position + t, exactly where the padded [prompt | response] sequence puts it."""
-    owner: dict[int, int] = {}
-    for p in prompts:
-        owner.setdefault(id(p), len(owner))
-    uniq = list({id(p): p for p in prompts}.values())
-    rows = [owner[id(p)] for p in prompts]
+    uniq, rows = distinct_prompts(prompts)
     pb = collate(model, uniq, None, pad_id, device)  # [U, P], left padded
     real = pb.attention_mask.bool()
     p_lens = real.sum(-1).tolist()
-    p_start = [0]
-    for n in p_lens:
-        p_start.append(p_start[-1] + n)
-    n_prompt = p_start[-1]
+    p_start = [0, *accumulate(p_lens)]  # where each prompt starts in the row
     r_lens = [len(r) for r in responses]
-    r_start = [n_prompt]
-    for n in r_lens:
-        r_start.append(r_start[-1] + n)
+    r_start = list(accumulate(r_lens, initial=p_start[-1]))  # where each response starts
     next_pos = pb.next_position.tolist()
     resp_ids = [t for r in responses for t in r]
     resp_pos = [next_pos[rows[i]] + t for i, n in enumerate(r_lens) for t in range(n)]
@@ -238,10 +242,8 @@ def pack_shared(model, prompts: Sequence[EncodedPrompt], responses: Sequence[Seq
     keys = [torch.arange(p_start[u], p_start[u + 1]) for u in range(len(uniq))]
     keys += [torch.cat([torch.arange(p_start[rows[i]], p_start[rows[i] + 1]), torch.arange(r_start[i], r_start[i + 1])])
              for i, n in enumerate(r_lens) if n]
-    cu = torch.zeros(len(seg_q) + 1, dtype=torch.int32)
-    cu[1:] = torch.tensor(seg_q).cumsum(0)
-    cu_k = torch.zeros(len(keys) + 1, dtype=torch.int32)
-    cu_k[1:] = torch.tensor([len(k) for k in keys]).cumsum(0)
+    cu = torch.tensor([0, *accumulate(seg_q)], dtype=torch.int32)
+    cu_k = torch.tensor([0, *accumulate(len(k) for k in keys)], dtype=torch.int32)
     R = max(1, max(r_lens))
     predictors = torch.full((len(responses), R), -1, dtype=torch.long)
     for i, n in enumerate(r_lens):
