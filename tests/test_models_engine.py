@@ -234,3 +234,83 @@ def test_prompt_cache_keeps_a_byte_budget_and_re_encodes_identically(vl):
     again = cache(exs[0])  # dropped, encoded again: the same tensors
     assert again is not first and again.input_ids == first.input_ids
     assert torch.equal(again.pixel_values, first.pixel_values)
+
+
+class _Prefill:
+    """A prefill cache's layers: what SharedPrefixCache reads (keys / values [R, KV, W, D] per layer)."""
+
+    def __init__(self, kvs):
+        self.layers = [type("Layer", (), {"keys": k, "values": v})() for k, v in kvs]
+
+
+@pytest.mark.parametrize("s", [1, 3])
+def test_shared_prefix_attention_equals_attention_over_each_rows_full_keys(s):
+    """Cascade attention (each prefix's keys once) = SDPA over every row's [real prefix tokens | own tokens]."""
+    from mmevo.models.attention import shared_prefix_attention
+    from mmevo.rollout.kv_cache import SharedPrefixCache
+
+    g = torch.Generator().manual_seed(0)
+    R, KV, H, W, D, t = 3, 2, 4, 7, 8, 5
+    pk, pv = (torch.randn(R, KV, W, D, generator=g, dtype=torch.float64) for _ in range(2))
+    mask = torch.ones(R, W, dtype=torch.bool)
+    mask[0, :3] = False  # left padding of different widths
+    mask[2, :1] = False
+    row_of = torch.tensor([2, 0, 2, 2, 0])  # unsorted, unequal counts, prefix 1 without rows
+    N = row_of.numel()
+    ok, ov = (torch.randn(N, KV, t, D, generator=g, dtype=torch.float64) for _ in range(2))
+    q = torch.randn(N, H, s, D, generator=g, dtype=torch.float64)
+    cache = SharedPrefixCache(_Prefill([(pk, pv)]), mask, row_of)
+    assert cache.flat_slot is not None and cache.width == 3
+    got = shared_prefix_attention(q, ok, ov, cache, 0, scaling=0.3)  # [N, s, H, D]
+    for i, p in enumerate(row_of.tolist()):
+        k = torch.cat([pk[p][:, mask[p]], ok[i]], 1).repeat_interleave(H // KV, 0)  # [H, n, D]
+        v = torch.cat([pv[p][:, mask[p]], ov[i]], 1).repeat_interleave(H // KV, 0)
+        n = k.shape[1]
+        causal = torch.ones(s, n, dtype=torch.bool).tril(n - s)  # the last s keys are the queries' own
+        ref = torch.nn.functional.scaled_dot_product_attention(q[i], k, v, attn_mask=causal, scale=0.3)  # [H, s, D]
+        assert torch.allclose(got[i], ref.transpose(0, 1), atol=1e-12), i
+        kk, vv = cache.row_kv(0, i)  # no own tokens in the cache's layers yet: the real prefix only
+        assert torch.equal(kk, pk[p][:, mask[p]]) and torch.equal(vv, pv[p][:, mask[p]])
+    # rows in prefix order with equal counts take the index-free layout
+    assert SharedPrefixCache(_Prefill([(pk, pv)]), mask, torch.tensor([0, 0, 1, 1, 2, 2])).flat_slot is None
+
+
+def test_decoding_over_shared_prefixes_equals_repeated_prefixes(tiny_vl_path, monkeypatch):
+    """The engine's shared-prefix decode (mmevo's attention) samples the same tokens with the same log-probs, and
+    keeps the same KV caches, as decoding with each row's copy of the prefix (transformers' sdpa), while rows stop
+    at different steps."""
+    import mmevo.models.attention as attention
+
+    lm = load_model(tiny_vl_path)
+    randomize(lm.model, seed=5)
+    lm.model.eval()
+    prompts = _prompts(lm)
+    calls = []
+    real = attention.shared_prefix_attention
+    monkeypatch.setattr(attention, "shared_prefix_attention", lambda *a, **k: calls.append(1) or real(*a, **k))
+    runs = {}
+    for impl in ("sdpa", "sdpa_gqa"):
+        lm.model.set_attn_implementation(impl)
+        eng = _engine(lm)
+        eng.stop_ids = torch.arange(100, 160)  # frequent stops: rows leave the batch at different steps
+        reqs = [RolloutRequest(prompts[0], n=4, keep_kv=True), RolloutRequest(prompts[1], n=3, max_tokens=4),
+                RolloutRequest(prompts[1], n=2, prefix_ids=[105, 106], keep_kv=True)]
+        n_calls = len(calls)
+        runs[impl] = eng.generate(reqs, SamplingParams(temperature=1.2, max_tokens=12, seed=3))
+        assert (len(calls) > n_calls) == (impl == "sdpa_gqa")  # only mmevo's attention takes the shared path
+    lm.model.set_attn_implementation("sdpa_gqa")
+    a, b = runs["sdpa"], runs["sdpa_gqa"]
+    lengths = [len(c.token_ids) for r in b for c in r]
+    assert len(set(lengths)) > 2  # rows did finish at different steps
+    for ra, rb in zip(a, b):
+        for ca, cb in zip(ra, rb):
+            assert ca.token_ids == cb.token_ids and ca.finish_reason == cb.finish_reason
+            assert torch.allclose(torch.tensor(ca.logprobs), torch.tensor(cb.logprobs), atol=1e-5)
+            assert (ca.kv is None) == (cb.kv is None)
+            if ca.kv is not None:
+                assert ca.kv["next_position"] == cb.kv["next_position"]
+                for (ka, va), (kb, vb) in zip(ca.kv["layers"], cb.kv["layers"]):
+                    assert ka.shape == kb.shape and va.shape == vb.shape
+                    # float noise of two summation orders, relative to the tensors' scale (~10 here)
+                    assert (ka - kb).abs().max() <= 1e-5 * ka.abs().max()
+                    assert (va - vb).abs().max() <= 1e-5 * va.abs().max()

@@ -34,6 +34,9 @@ PACKED_KWARG = "mmevo_cu_seqlens"
 # forward kwarg of a packed batch whose segments attend to keys elsewhere in the row (shared prompts): a pair
 # (row position of each segment's keys, long [N_k] on the model's device; their segment starts, int32 [S + 1], CPU)
 PACKED_KV_KWARG = "mmevo_packed_kv"
+# forward kwarg of a decode step whose rows share prefixes: the ``mmevo.rollout.kv_cache.SharedPrefixCache``, which
+# holds each distinct prefix's keys / values once
+SHARED_PREFIX_KWARG = "mmevo_shared_prefix"
 
 
 def sdpa_gqa_attention(module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
@@ -42,6 +45,11 @@ def sdpa_gqa_attention(module: torch.nn.Module, query: torch.Tensor, key: torch.
     """query [B, H, q, D], key/value [B, KV, k, D] -> output [B, q, H, D] (the layout transformers expects)."""
     cu_seqlens = kwargs.pop(PACKED_KWARG, None)
     packed_kv = kwargs.pop(PACKED_KV_KWARG, None)
+    shared_prefix = kwargs.pop(SHARED_PREFIX_KWARG, None)
+    if shared_prefix is not None and getattr(module, "is_causal", False):
+        if attention_mask is not None:
+            raise ValueError("shared-prefix decoding takes no attention mask (the prefix mask is in the cache)")
+        return shared_prefix_attention(query, key, value, shared_prefix, module.layer_idx, scaling), None
     # transformers passes forward kwargs to every attention call, the vision encoder's too: packing describes the
     # language model's rows, whose (causal) self-attention is the only one it applies to
     if cu_seqlens is not None and getattr(module, "is_causal", False):
@@ -114,6 +122,42 @@ def packed_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor
             query[:, :, s:e], key[:, :, ks:ke], value[:, :, ks:ke], attn_mask=mask, scale=scaling,
             is_causal=mask is None, enable_gqa=gqa))
     return torch.cat(outs, 2).transpose(1, 2).contiguous()
+
+
+def shared_prefix_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, cache, layer_idx: int,
+                            scaling: float | None = None) -> torch.Tensor:
+    """Attention of N rows over their shared prefix's keys followed by their own. query [N, H, s, D]; key / value
+    [N, KV, t, D], each row's own tokens (the last s are the queries'), causal; ``cache`` a ``SharedPrefixCache``
+    (prefix keys / values [R, KV, W, D], ``prefix_mask`` [R, W], ``row_of`` [N]) -> [N, s, H, D].
+
+    One softmax over [prefix | own] keys per row, but the prefix half of the scores and of the output is one matmul
+    per distinct prefix, with the queries of all its rows side by side: each prefix's keys are read once, not once
+    per row (cascade attention)."""
+    N, H, s, D = query.shape
+    prefix_k, prefix_v = cache.prefix_keys[layer_idx], cache.prefix_values[layer_idx]
+    R, KV, W, _ = prefix_k.shape
+    t, g, C = key.shape[2], H // KV, cache.width
+    flat = cache.flat_slot  # None: rows already sit prefix by prefix, C each
+    # head h reads K/V head h // g: each K/V head's queries (g heads x s positions) as one block of rows
+    q = (query * (D ** -0.5 if scaling is None else scaling)).reshape(N, KV, g * s, D)
+
+    def to_prefixes(x: torch.Tensor) -> torch.Tensor:  # [N, KV, g*s, X] -> [R, KV, C*g*s, X] (empty slots zero)
+        if flat is not None:
+            x = x.new_zeros((R * C,) + x.shape[1:]).index_copy_(0, flat, x)
+        return x.reshape(R, C, KV, g * s, -1).transpose(1, 2).reshape(R, KV, C * g * s, x.shape[-1])
+
+    def to_rows(x: torch.Tensor) -> torch.Tensor:  # [R, KV, C*g*s, X] -> [N, KV, g*s, X]
+        x = x.view(R, KV, C, g * s, -1).transpose(1, 2).reshape(R * C, KV, g * s, x.shape[-1])
+        return x if flat is None else x.index_select(0, flat)
+
+    prefix_scores = to_rows(to_prefixes(q) @ prefix_k.transpose(-1, -2) + cache.prefix_bias)  # [N, KV, g*s, W]
+    own_scores = q @ key.transpose(-1, -2)  # [N, KV, g*s, t]
+    if s > 1:  # query i of the last s sees own keys 0 .. t - s + i
+        causal = torch.ones(s, t, dtype=torch.bool, device=query.device).tril(t - s).repeat(g, 1)
+        own_scores = own_scores.masked_fill(~causal, float("-inf"))
+    probs = torch.softmax(torch.cat([prefix_scores, own_scores], -1).float(), -1).to(query.dtype)
+    out = to_rows(to_prefixes(probs[..., :W]) @ prefix_v) + probs[..., W:] @ value  # [N, KV, g*s, D]
+    return out.reshape(N, H, s, D).transpose(1, 2).contiguous()
 
 
 def supports_packing(model: torch.nn.Module) -> bool:

@@ -12,8 +12,9 @@ from typing import Sequence
 
 import torch
 
+from mmevo.models.attention import SHARED_PREFIX_KWARG, supports_packing
 from mmevo.models.inputs import EncodedPrompt, collate, unwrap
-from mmevo.rollout.kv_cache import DecodeCache
+from mmevo.rollout.kv_cache import DecodeCache, SharedPrefixCache
 from mmevo.rollout.base import Completion, RolloutRequest, SamplingParams
 
 
@@ -219,10 +220,14 @@ class HFEngine:
         prefill = self._continue_from_kv if _reuses_kv(reqs[0]) else self._prefill
         last_logits, cache, attn, next_pos, vl_positions = prefill(model, reqs)
         self.stats["prefill_s"] = self.stats.get("prefill_s", 0.0) + time.perf_counter() - t0
-        # share each prefill among its n samples: repeat rows of the cache instead of re-prefilling
+        # share each prefill among its n samples instead of re-prefilling: with mmevo's attention the prefix keys stay
+        # once per request (SharedPrefixCache); another attention function gets the cache's rows repeated
         reps = torch.tensor([r.n for r in reqs], device=self.device)
         row_of = torch.repeat_interleave(torch.arange(len(reqs), device=self.device), reps)  # [N] request index
-        if bool((reps != 1).any()):
+        shared = supports_packing(model)
+        if shared:
+            cache = SharedPrefixCache(cache, attn, row_of)
+        elif bool((reps != 1).any()):
             cache.batch_select_indices(row_of)
         logits = last_logits[row_of]
         attn = attn[row_of]
@@ -262,9 +267,12 @@ class HFEngine:
                 staying = set(keep.tolist())
                 for j, r in enumerate(act_l):
                     if keep_kv[r] and j not in staying:
-                        real = attn[j].bool()
-                        kvs[r] = {"layers": [(lay.keys[j][:, real], lay.values[j][:, real]) for lay in cache.layers],
-                                  "next_position": int(next_pos[j]), "mrope": vl_positions}
+                        if shared:
+                            layers = [cache.row_kv(li, j) for li in range(len(cache.prefix_keys))]
+                        else:
+                            real = attn[j].bool()
+                            layers = [(lay.keys[j][:, real], lay.values[j][:, real]) for lay in cache.layers]
+                        kvs[r] = {"layers": layers, "next_position": int(next_pos[j]), "mrope": vl_positions}
             if keep.numel() == 0:
                 break
             if keep.numel() < active.numel():  # drop finished rows from every per-row state
@@ -274,8 +282,9 @@ class HFEngine:
             pos = next_pos[:, None]
             if vl_positions:
                 pos = pos[None].expand(3, -1, -1)
-            out = model(input_ids=tok[:, None], attention_mask=attn, position_ids=pos, past_key_values=cache,
-                        use_cache=True)
+            # shared: the rows' own tokens have no padding and the prefix mask is in the cache
+            mask = {SHARED_PREFIX_KWARG: cache} if shared else {"attention_mask": attn}
+            out = model(input_ids=tok[:, None], position_ids=pos, past_key_values=cache, use_cache=True, **mask)
             logits = out.logits[:, -1]
             next_pos = next_pos + 1
         self._emit(reqs, row_of, tokens, logps, finish, out_lists, kvs)

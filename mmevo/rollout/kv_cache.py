@@ -73,3 +73,60 @@ class DecodeCache(DynamicCache):
         super().__init__()
         self.layers = []
         self.layer_class_to_replicate = GrowableLayer
+
+
+class SharedPrefixCache(DecodeCache):
+    """Decode cache for rows that share prefixes (a prompt's n samples, an anchor's m re-inferences).
+
+    Each distinct prefix's keys / values are kept once (``[R, KV, W, D]`` per layer, left padded, ``prefix_mask``
+    [R, W] marks real tokens) and each row's own decoded tokens in a growing layer (``[N, KV, t, D]``, no padding:
+    every live row has decoded the same number of tokens, finished rows leave the batch). ``row_of`` [N] maps rows
+    to prefixes. Repeating the prefix for each row instead would have every decode step read it n times: the decode
+    attention is bound by memory traffic, and on CPU that read was the largest single cost of sampling.
+
+    The attention reads the prefix through ``mmevo.models.attention.shared_prefix_attention`` (the cache itself goes
+    into the forward's kwargs); ``get_seq_length`` counts the rows' own tokens only, so no attention mask may be
+    passed to the forward.
+    """
+
+    def __init__(self, prefill: DynamicCache, prefix_mask: torch.Tensor, row_of: torch.Tensor):
+        super().__init__()
+        self.prefix_keys = [layer.keys.contiguous() for layer in prefill.layers]  # [R, KV, W, D] per layer
+        self.prefix_values = [layer.values.contiguous() for layer in prefill.layers]
+        self.prefix_mask = prefix_mask.bool()  # [R, W]
+        keys = self.prefix_keys[0]
+        # [R, 1, 1, W] added to each prefix's scores: 0 on its real tokens, -inf on padding
+        self.prefix_bias = torch.zeros(self.prefix_mask.shape, dtype=keys.dtype, device=keys.device).masked_fill(
+            ~self.prefix_mask, float("-inf"))[:, None, None, :]
+        self._set_rows(row_of)
+
+    def _set_rows(self, row_of: torch.Tensor) -> None:
+        """Index the rows by prefix: row i is slot ``slot[i]`` of the ``width`` slots of prefix ``row_of[i]``, so
+        that the queries of one prefix's rows can sit side by side in one matmul against its keys. ``flat_slot``
+        (row -> prefix * width + slot) is None when that is the identity (every prefix has ``width`` rows, in order,
+        as before any row finishes)."""
+        n_prefixes = self.prefix_mask.shape[0]
+        counts = torch.bincount(row_of, minlength=n_prefixes)
+        order = torch.argsort(row_of, stable=True)
+        slot = torch.empty_like(row_of)
+        slot[order] = torch.arange(row_of.numel(), device=row_of.device) - (counts.cumsum(0) - counts)[row_of[order]]
+        self.row_of = row_of  # [N]
+        self.width = int(counts.max()) if row_of.numel() else 0  # most rows on one prefix
+        flat = row_of * self.width + slot
+        identity = flat.numel() == n_prefixes * self.width and bool(
+            (flat == torch.arange(flat.numel(), device=flat.device)).all())
+        self.flat_slot = None if identity else flat
+
+    def batch_select_indices(self, indices: torch.Tensor) -> None:
+        super().batch_select_indices(indices)  # the rows' own tokens
+        self._set_rows(self.row_of[indices])
+
+    def row_kv(self, layer_idx: int, row: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Row ``row``'s real keys / values in order, prefix then own tokens: ([KV, n, D], [KV, n, D])."""
+        p, real = int(self.row_of[row]), self.prefix_mask[int(self.row_of[row])]
+        keys = [self.prefix_keys[layer_idx][p][:, real]]
+        values = [self.prefix_values[layer_idx][p][:, real]]
+        if layer_idx < len(self.layers) and self.layers[layer_idx].get_seq_length() > 0:
+            keys.append(self.layers[layer_idx].keys[row])
+            values.append(self.layers[layer_idx].values[row])
+        return torch.cat(keys, 1), torch.cat(values, 1)
