@@ -3,6 +3,7 @@
 Checks, each in its own try/except (a failure is recorded as {"error": ...} and the others still run), in this order:
   env              torch / transformers / deepspeed / vllm versions, the device
   hf_rollout       HF-engine rollout tokens/s in float32 and bfloat16 (forced length: no stop token)
+                   and greedy decoding over shared prefixes against repeated prefixes (same tokens, log-probs)
   grpo_step        GRPO step time in one process (model.device=DEVICE, reference model + KL, format reward)
   packed_forward   padding-free (packed, and packed with shared prompts) against padded forward/backward on the tiny
                    model: log-prob and gradient differences, the kernel packed rows took (GPU bfloat16: torch's
@@ -132,11 +133,38 @@ def check_hf_rollout(args, path) -> dict:
             params = SamplingParams(temperature=1.0, top_p=1.0, max_tokens=args.max_tokens, seed=0)
             res[dtype] = {"load_s": load_s, **be.time_generate(engine, requests, params, args.repeats, args.device),
                           **_peak_mem(args.device)}
+            res[dtype]["shared_prefix_decode"] = shared_prefix_parity(lm, requests, args, exact=dtype == "float32")
             del lm, engine
             _free(args.device)
         except Exception as e:  # noqa: BLE001
             res[dtype] = be.error_record(e)
     return res
+
+
+def shared_prefix_parity(lm, requests, args, exact: bool) -> dict:
+    """Greedy decoding over shared prefixes (mmevo's attention: each prompt's keys once, cascade attention) against
+    each row's own copy of the prefix (transformers' sdpa): the share of greedy tokens on common prefixes and the
+    largest log-prob difference there. In float32 a share below 1 or a difference above 1e-3 is an error."""
+    from mmevo.models.attention import NAME
+    from mmevo.rollout.base import SamplingParams
+
+    params = SamplingParams(temperature=0.0, max_tokens=args.max_tokens)
+    outs = {}
+    try:
+        for impl in ("sdpa", NAME):
+            lm.model.set_attn_implementation(impl)
+            engine = be.hf_engine(lm, args.device, max_batch_seqs=args.prompts * args.n)
+            outs[impl] = [c for r in engine.generate(requests, params) for c in r]
+    finally:
+        lm.model.set_attn_implementation(NAME)
+    ref, got = outs["sdpa"], outs[NAME]
+    common = [_common_prefix(a.token_ids, b.token_ids) for a, b in zip(ref, got)]
+    diff = max((abs(x - y) for a, b, k in zip(ref, got, common) for x, y in zip(a.logprobs[:k], b.logprobs[:k])),
+               default=0.0)
+    rec = {"token_share": sum(common) / max(1, sum(len(a.token_ids) for a in ref)), "max_abs_logp_diff": diff}
+    if exact and (rec["token_share"] < 1.0 or diff > 1e-3):
+        rec["error"] = "float32 shared-prefix decode differs from the repeated-prefix decode"
+    return rec
 
 
 def check_grpo_step(args, path) -> dict:

@@ -170,6 +170,16 @@ def test_gpu_check_each_check_keeps_its_own_error(gpu_check, cache_dir, monkeypa
     assert out["total_s"] > 0
 
 
+def test_gpu_check_hf_rollout_compares_shared_and_repeated_prefix_decoding(gpu_check, cache_dir):
+    """The hf_rollout check's parity part on CPU: greedy tokens equal, log-probs within float noise in float32."""
+    args = gpu_check.parse_args(["--device", "cpu", "--quick", "--cache-dir", cache_dir])
+    out = gpu_check.check_hf_rollout(args, gpu_check.be.tiny_model_path(cache_dir))
+    assert not gpu_check._failed(out), out
+    fp32 = out["float32"]["shared_prefix_decode"]
+    assert fp32["token_share"] == 1.0 and fp32["max_abs_logp_diff"] < 1e-4
+    assert out["bfloat16"]["shared_prefix_decode"]["token_share"] > 0.5
+
+
 def test_gpu_check_zero3_vllm_resume_and_sleep_train_sync_on_cpu(cache_dir, tmp_path):
     """The CPU variant of the one-GPU check, minus the parts other tests cover: the packed forward against the padded
     one, ZeRO-3 + vLLM through the CLI in one torchrun process (2 steps, then a resumed run to step 3), and the vLLM engine's checks incl. the model runner and
