@@ -278,12 +278,14 @@ class HFEngine:
             if keep.numel() < active.numel():  # drop finished rows from every per-row state
                 cache.batch_select_indices(keep)
                 tok, attn, next_pos, active, budget = tok[keep], attn[keep], next_pos[keep], active[keep], budget[keep]
-            attn = torch.cat([attn, attn.new_ones(attn.shape[0], 1)], dim=1)
             pos = next_pos[:, None]
             if vl_positions:
                 pos = pos[None].expand(3, -1, -1)
-            # shared: the rows' own tokens have no padding and the prefix mask is in the cache
-            mask = {SHARED_PREFIX_KWARG: cache} if shared else {"attention_mask": attn}
+            if shared:  # the rows' own tokens have no padding and the prefix mask is in the cache
+                mask = {SHARED_PREFIX_KWARG: cache}
+            else:
+                attn = torch.cat([attn, attn.new_ones(attn.shape[0], 1)], dim=1)
+                mask = {"attention_mask": attn}
             out = model(input_ids=tok[:, None], position_ids=pos, past_key_values=cache, use_cache=True, **mask)
             logits = out.logits[:, -1]
             next_pos = next_pos + 1

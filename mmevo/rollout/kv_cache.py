@@ -123,7 +123,8 @@ class SharedPrefixCache(DecodeCache):
 
     def row_kv(self, layer_idx: int, row: int) -> tuple[torch.Tensor, torch.Tensor]:
         """Row ``row``'s real keys / values in order, prefix then own tokens: ([KV, n, D], [KV, n, D])."""
-        p, real = int(self.row_of[row]), self.prefix_mask[int(self.row_of[row])]
+        p = int(self.row_of[row])
+        real = self.prefix_mask[p]
         keys = [self.prefix_keys[layer_idx][p][:, real]]
         values = [self.prefix_values[layer_idx][p][:, real]]
         if layer_idx < len(self.layers) and self.layers[layer_idx].get_seq_length() > 0:
