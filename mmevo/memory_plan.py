@@ -390,33 +390,83 @@ def layer_activation_bytes(hidden: int, intermediate: int, kv_dim: int, dtype_by
 
     = 8h + b * (6h + 2*(k*d) + 4i); bf16 = 20h + 4*(k*d) + 8i. Qwen2.5-VL-7B: 225,280 B/token/layer, 28 layers
     = 6.3 MB per token (plain Korthikanti with a 4h MLP would give 34h = 0.12 MB per layer).
+
+    The attention output is kept once: SDPA and flash attention return it in the [T, a, d] layout o_proj reads.
+    Checked against the bytes autograd saves for one sequence, on CPU, in ``tests/test_memory_plan.py``. Not counted:
+    where responses attend to a shared prompt packed once (``trainer.padding_free``), the attention kernel keeps
+    each response's gathered copy of its prompt's K and V, 2*b*(k*d) per prompt token per response per layer (one
+    layer's worth under checkpointing); on CPU, packed rows also keep a second copy of the attention output and each
+    shared-prompt segment's mask.
     """
     return 8 * hidden + dtype_bytes * (6 * hidden + 2 * kv_dim + 4 * intermediate)
 
 
-def lm_activation_bytes(m: ModelDims, tokens: int, dtype_bytes: int, checkpointing: bool) -> int:
-    """Language-model activations of one training micro-batch of ``tokens`` tokens.
-
-    Without checkpointing: every layer keeps ``layer_activation_bytes`` per token, L * act * T; with
-    ``model.gradient_checkpointing`` only each layer's input is kept, L * b*h * T, and one layer's activations are
-    recomputed at a time during backward. Both add the gradient workspace of the layer being back-propagated (about
-    one layer's activations, act * T) and the final norm's input and output ((4 + b) * h * T)."""
+def lm_saved_activation_bytes(m: ModelDims, tokens: int, dtype_bytes: int, checkpointing: bool) -> int:
+    """What the language model's forward over ``tokens`` tokens keeps for backward: every layer's
+    ``layer_activation_bytes`` per token (L * act * T), or with ``model.gradient_checkpointing`` only each layer's
+    input (L * b*h * T); plus the final norm's fp32 input and its normalised output ((4 + b) * h * T)."""
     act = layer_activation_bytes(m.hidden, m.intermediate, m.kv_dim, dtype_bytes)
-    kept = m.layers * dtype_bytes * m.hidden + act if checkpointing else m.layers * act
-    return tokens * (kept + act + (4 + dtype_bytes) * m.hidden)
+    per_layer = dtype_bytes * m.hidden if checkpointing else act
+    return tokens * (m.layers * per_layer + (4 + dtype_bytes) * m.hidden)
+
+
+def lm_activation_bytes(m: ModelDims, tokens: int, dtype_bytes: int, checkpointing: bool) -> int:
+    """Language-model activations of one training micro-batch of ``tokens`` tokens at their peak in backward:
+    ``lm_saved_activation_bytes``, plus one layer's activations recomputed at a time under checkpointing, plus the
+    gradient workspace of the layer being back-propagated (about one layer's activations); act * T each."""
+    act = layer_activation_bytes(m.hidden, m.intermediate, m.kv_dim, dtype_bytes)
+    backward = (2 if checkpointing else 1) * act * tokens
+    return lm_saved_activation_bytes(m, tokens, dtype_bytes, checkpointing) + backward
+
+
+def vision_block_activation_bytes(v: VisionDims, dtype_bytes: int) -> int:
+    """Activation bytes one ViT block keeps for backward per patch, without recomputation (vh ViT width, vi its MLP
+    width, b bytes of the model dtype):
+
+      attention     b*vh qkv input + 3*b*vh fused qkv output (V is a view of it, so all of it stays) + 2*b*vh
+                    rotated Q and K (the rotation runs in fp32 and is cast back: new tensors) + 2*b*vh attention
+                    output (the kernel's own, and the windows concatenated for the output projection)
+      Qwen2.5-VL    2 RMSNorms 2 * (4*vh fp32 input + b*vh normalised input of the weight multiply);
+                    SwiGLU MLP b*vh input + 4*b*vi            -> 8*vh + b * (11*vh + 4*vi)
+      Qwen2-VL      2 LayerNorms 2 * (b*vh input + 8 fp32 mean / rstd);
+                    fc1 / QuickGELU / fc2 b*vh input + 3*b*vi -> b * (11*vh + 3*vi) + 16
+
+    The attention terms differ from the language model's layer (``layer_activation_bytes``), whose separate q/k/v
+    projections leave no fused output behind. Checked against the bytes autograd saves, on CPU, in
+    ``tests/test_memory_plan.py``."""
+    h, i, b = v.hidden, v.intermediate, dtype_bytes
+    if v.gated:
+        return 8 * h + b * (11 * h + 4 * i)
+    return b * (11 * h + 3 * i) + 16
+
+
+def vision_saved_activation_bytes(v: Optional[VisionDims], patches: int, dtype_bytes: int,
+                                  checkpointing: bool) -> int:
+    """What the ViT's forward over ``patches`` patches keeps for backward: every block's
+    ``vision_block_activation_bytes`` per patch (each block's input, b*vh, under checkpointing), plus per patch the
+    patch embedding's input (c * tp * p * p * b), the fp32 rotary cos and sin (8 * d, d = vh / heads) and the merger
+    (norm: 4*vh fp32 input + b*vh for RMSNorm, b*vh + 8 for LayerNorm; then the first linear's input and the GELU's
+    input and output, 3*b*vh per patch)."""
+    if v is None or patches <= 0:
+        return 0
+    b = dtype_bytes
+    per_block = b * v.hidden if checkpointing else vision_block_activation_bytes(v, b)
+    patch_input = v.in_channels * v.temporal_patch * v.patch * v.patch * b
+    rotary = 8 * (v.hidden // v.heads)
+    merger = (4 * v.hidden + b * v.hidden if v.gated else b * v.hidden + 8) + 3 * b * v.hidden
+    return patches * (v.depth * per_block + patch_input + rotary + merger)
 
 
 def vision_activation_bytes(v: Optional[VisionDims], patches: int, dtype_bytes: int, checkpointing: bool,
                             frozen: bool) -> int:
-    """ViT activations for ``patches`` patches, with the same per-token block formula (full multi-head attention,
-    k*d = vh) plus the merger (fp32 norm input 4*vh, norm output, GELU input/output and the second linear's input,
-    about 4*b*vh per patch). 0 when the tower is frozen (nothing upstream needs gradients, so autograd keeps
-    nothing)."""
+    """ViT activations for ``patches`` patches at their peak in backward: ``vision_saved_activation_bytes``, plus one
+    block recomputed at a time under checkpointing, plus one block's gradient workspace. 0 when the tower is frozen
+    (nothing upstream needs gradients, so autograd keeps nothing)."""
     if v is None or frozen or patches <= 0:
         return 0
-    act = layer_activation_bytes(v.hidden, v.intermediate, v.hidden, dtype_bytes)
-    kept = v.depth * dtype_bytes * v.hidden + act if checkpointing else v.depth * act
-    return patches * (kept + act + 4 * v.hidden + 4 * dtype_bytes * v.hidden)
+    act = vision_block_activation_bytes(v, dtype_bytes)
+    backward = (2 if checkpointing else 1) * act * patches
+    return vision_saved_activation_bytes(v, patches, dtype_bytes, checkpointing) + backward
 
 
 def image_patches_per_micro_batch(v: Optional[VisionDims], tokens: int, prompt_len: int, seq_len: int) -> int:

@@ -52,6 +52,97 @@ def test_small_activations_and_logits_by_hand():
     assert mp.tokens_per_micro_batch(8, 1000, 2560) == 2560
 
 
+def _saved_for_backward_bytes(module, forward) -> int:
+    """Bytes of the tensors autograd keeps for backward while ``forward()`` runs, each storage once, the module's
+    parameters left out (they are counted as weights)."""
+    import torch
+
+    params = {p.untyped_storage().data_ptr() for p in module.parameters()}
+    sizes: dict[int, int] = {}
+
+    def pack(t):
+        s = t.untyped_storage()
+        if s.data_ptr() not in params:
+            sizes[s.data_ptr()] = max(sizes.get(s.data_ptr(), 0), s.nbytes())
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        out = forward()
+    del out
+    return sum(sizes.values())
+
+
+@pytest.mark.parametrize("checkpointing", [False, True], ids=["full", "checkpointed"])
+@pytest.mark.parametrize("dtype", ["bfloat16", "float32"])
+def test_lm_activation_formula_matches_what_autograd_saves(dtype, checkpointing):
+    """The planner's per-token layer formula (and the checkpointed one: each layer's input) against the bytes a real
+    transformers Qwen2 decoder keeps for backward on one sequence, at Qwen2.5-VL-7B's proportions (i / h = 5.25,
+    7 query heads per KV head), through mmevo's attention."""
+    import torch
+    from transformers import Qwen2Config, Qwen2Model
+
+    import mmevo.models.attention  # noqa: F401  registers "sdpa_gqa"
+
+    torch.manual_seed(0)
+    config = Qwen2Config(hidden_size=448, intermediate_size=2352, num_hidden_layers=3, num_attention_heads=7,
+                         num_key_value_heads=1, vocab_size=512, max_position_embeddings=1024)
+    config._attn_implementation = "sdpa_gqa"
+    model = Qwen2Model(config).to(getattr(torch, dtype)).train()
+    if checkpointing:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    tokens = 200
+    ids = torch.randint(0, 512, (1, tokens))
+    measured = _saved_for_backward_bytes(model, lambda: model(input_ids=ids, use_cache=False).last_hidden_state)
+    dims = mp.dims_from_config(config.to_dict())
+    planned = mp.lm_saved_activation_bytes(dims, tokens, 2 if dtype == "bfloat16" else 4, checkpointing)
+    # what the planner leaves out: the shared rotary cos / sin, the token ids (< 1 %)
+    assert planned * 0.99 <= measured <= planned * 1.01, (measured / tokens, planned / tokens)
+
+
+@pytest.mark.parametrize("tower", ["qwen2_5_vl", "qwen2_vl"])
+@pytest.mark.parametrize("checkpointing", [False, True], ids=["full", "checkpointed"])
+@pytest.mark.parametrize("dtype", ["bfloat16", "float32"])
+def test_vision_activation_formula_matches_what_autograd_saves(tower, dtype, checkpointing):
+    """The ViT formulas (blocks with their fused qkv and fp32 rotation, patch embedding, rotary tables, merger)
+    against the bytes transformers' Qwen2.5-VL and Qwen2-VL vision towers keep for backward, on two images of
+    different grids (Qwen2.5-VL: windowed and full-attention blocks)."""
+    import torch
+
+    import mmevo.models.attention  # noqa: F401
+    from mmevo.models import loader  # noqa: F401  the CPU processor shim, before transformers' vision modules
+
+    if tower == "qwen2_5_vl":
+        from transformers import Qwen2_5_VLConfig
+        from transformers.models.qwen2_5_vl.modeling_qwen2_5_vl import (
+            Qwen2_5_VisionTransformerPretrainedModel as Tower)
+
+        config = Qwen2_5_VLConfig(text_config=dict(hidden_size=96, num_attention_heads=2),
+                                  vision_config=dict(hidden_size=128, intermediate_size=342, depth=3, num_heads=4,
+                                                     out_hidden_size=96, window_size=56, fullatt_block_indexes=[1]))
+    else:
+        from transformers import Qwen2VLConfig
+        from transformers.models.qwen2_vl.modeling_qwen2_vl import Qwen2VisionTransformerPretrainedModel as Tower
+
+        config = Qwen2VLConfig(text_config=dict(hidden_size=96, num_attention_heads=2),
+                               vision_config=dict(embed_dim=128, mlp_ratio=3, depth=3, num_heads=4, hidden_size=96))
+    config.vision_config._attn_implementation = "sdpa"
+    torch.manual_seed(0)
+    model = Tower(config.vision_config).to(getattr(torch, dtype)).train()
+    if checkpointing:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    grid = torch.tensor([[1, 16, 12], [1, 8, 8]])
+    patches = int(grid.prod(-1).sum())
+    pixels = torch.randn(patches, 3 * 2 * 14 * 14, dtype=getattr(torch, dtype))
+    measured = _saved_for_backward_bytes(model, lambda: model(pixels, grid_thw=grid))
+    vision = mp.dims_from_config(config.to_dict()).vision
+    assert vision.gated == (tower == "qwen2_5_vl")
+    planned = mp.vision_saved_activation_bytes(vision, patches, 2 if dtype == "bfloat16" else 4, checkpointing)
+    # what the planner leaves out: window / position indices (< 1 %). Under checkpointing the rotary tables reach the
+    # blocks as arguments that the checkpoint frames hold for recomputation, not as saved tensors: alive, not seen here
+    unseen = 8 * (vision.hidden // vision.heads) * patches if checkpointing else 0
+    assert (planned - unseen) * 0.99 <= measured <= planned * 1.01, (measured / patches, planned / patches)
+
+
 def test_small_optimizer_state_by_hand():
     z3 = mp.ZeroSettings(enabled=True, stage=3, grad_accum_dtype="fp32", overlap_comm=True, reduce_bucket_size=10,
                          prefetch_bucket_size=6)
