@@ -159,25 +159,18 @@ def _peak_allocated_bytes(run) -> int:
     return peak
 
 
-@pytest.mark.parametrize("chunk", [0, 64], ids=["whole-logits", "chunked-logits"])
-@pytest.mark.parametrize("checkpointing", [False, True], ids=["full", "checkpointed"])
-def test_update_peak_on_cpu_stays_under_the_planners_estimate(checkpointing, chunk):
-    """One training micro-batch the way the trainer runs it (two GRPO groups, each prompt packed once, log-probs and
-    entropy through ``sequence_logprobs``, backward) at Qwen2.5-VL-7B's proportions does not allocate more than the
-    planner's activations + logits for its tokens. Gradients are allocated before, so the peak is the micro-batch's
-    own. Measured (MiB, peak / planned): full 132.8 / 171.7 and 80.8 / 78.3 chunked; checkpointed 88.2 / 143.9 and
-    36.2 / 50.6 chunked. A training path that kept what the planner assumes it frees goes over: every chunk's logits
-    (104 / 78.3), entropy gradients when the bonus is 0 (136.8 / 78.3), no checkpointing (80.8 / 50.6)."""
+def _grpo_micro_batch_at_7b_proportions(checkpointing: bool):
+    """A Qwen2 decoder at Qwen2.5-VL-7B's proportions (i / h = 5.25, 7 query heads per KV head, V / h = 42) in bf16,
+    and a micro-batch of two GRPO groups (prompts of 100 and 60 tokens, 4 responses each)."""
     import torch
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
-    from mmevo.grpo.trainer import sequence_logprobs
     from mmevo.models.inputs import EncodedPrompt
 
     torch.manual_seed(0)
     config = Qwen2Config(hidden_size=448, intermediate_size=2352, num_hidden_layers=3, num_attention_heads=7,
                          num_key_value_heads=1, vocab_size=19008, max_position_embeddings=1024,
-                         tie_word_embeddings=False)  # 7B's proportions: V / h = 42
+                         tie_word_embeddings=False)
     config._attn_implementation = "sdpa_gqa"
     model = Qwen2ForCausalLM(config).to(torch.bfloat16).train()
     if checkpointing:
@@ -190,6 +183,22 @@ def test_update_peak_on_cpu_stays_under_the_planners_estimate(checkpointing, chu
 
     prompts = [prompt(100)] * 4 + [prompt(60)] * 4
     responses = [torch.randint(3, 19008, (n,), generator=gen).tolist() for n in (50, 64, 30, 64, 64, 10, 40, 64)]
+    tokens = 100 + 60 + sum(map(len, responses))  # the packed row: each prompt once
+    return model, prompts, responses, tokens
+
+
+@pytest.mark.parametrize("chunk", [0, 64], ids=["whole-logits", "chunked-logits"])
+@pytest.mark.parametrize("checkpointing", [False, True], ids=["full", "checkpointed"])
+def test_update_peak_on_cpu_stays_under_the_planners_estimate(checkpointing, chunk):
+    """One training micro-batch the way the trainer runs it (each group's prompt packed once, log-probs and entropy
+    through ``sequence_logprobs``, backward) does not allocate more than the planner's activations + logits for its
+    tokens. Gradients are allocated before, so the peak is the micro-batch's own. Measured (MiB, peak / planned):
+    full 132.8 / 171.7 and 80.8 / 78.3 chunked; checkpointed 88.2 / 143.9 and 36.2 / 50.6 chunked. A training path
+    that kept what the planner assumes it frees goes over: every chunk's logits (104 / 78.3), entropy gradients when
+    the bonus is 0 (136.8 / 78.3), no checkpointing (80.8 / 50.6)."""
+    from mmevo.grpo.trainer import sequence_logprobs
+
+    model, prompts, responses, tokens = _grpo_micro_batch_at_7b_proportions(checkpointing)
 
     def micro_batch():
         logp, ent, mask = sequence_logprobs(model, prompts, responses, 0, 1.0, "cpu", with_entropy=True,
@@ -199,8 +208,7 @@ def test_update_peak_on_cpu_stays_under_the_planners_estimate(checkpointing, chu
     micro_batch()  # allocates the gradients; they are zeroed, not freed, before the measured pass
     model.zero_grad(set_to_none=False)
     peak = _peak_allocated_bytes(micro_batch)
-    dims = mp.dims_from_config(config.to_dict())
-    tokens = 100 + 60 + sum(map(len, responses))  # the packed row: each prompt once
+    dims = mp.dims_from_config(model.config.to_dict())
     positions = mp.logits_positions(chunk, sum(map(len, responses)))
     planned = (mp.lm_activation_bytes(dims, tokens, 2, checkpointing)
                + mp.logits_bytes(positions, dims.vocab, mp.LOGITS_COPIES_TRAIN))
@@ -209,6 +217,31 @@ def test_update_peak_on_cpu_stays_under_the_planners_estimate(checkpointing, chu
     # segment's mask; ~3 % here), plus each response's gathered copy of its prompt's K / V (~1 %), which the planner
     # leaves out (see layer_activation_bytes)
     assert saved < peak <= planned * 1.05, (peak / 2 ** 20, saved / 2 ** 20, planned / 2 ** 20)
+
+
+@pytest.mark.parametrize("chunk", [0, 64], ids=["whole-logits", "chunked-logits"])
+def test_logprob_pass_peak_on_cpu_stays_under_the_planners_estimate(chunk):
+    """The no-grad old-policy / reference pass (eval mode, ``torch.no_grad``, the trainer's packed forward) does not
+    allocate more than the planner's ``nograd_activations`` + ``nograd_logits``. Measured (MiB, peak / planned):
+    43.2 / 71.0 with whole logits, 9.4 / 24.3 chunked (whole logits there: 43.2); the planner also counts the KV cache
+    of every layer, which the packed forward does not keep."""
+    import torch
+
+    from mmevo.grpo.trainer import sequence_logprobs
+
+    model, prompts, responses, tokens = _grpo_micro_batch_at_7b_proportions(checkpointing=True)
+    model.eval()
+
+    def logprob_pass():
+        with torch.no_grad():
+            sequence_logprobs(model, prompts, responses, 0, 1.0, "cpu", logits_chunk=chunk, padding_free=True)
+
+    peak = _peak_allocated_bytes(logprob_pass)
+    dims = mp.dims_from_config(model.config.to_dict())
+    positions = mp.logits_positions(chunk, sum(map(len, responses)))
+    planned = (mp.nograd_activation_bytes(dims, tokens, 2)
+               + mp.logits_bytes(positions, dims.vocab, mp.LOGITS_COPIES_NO_GRAD))
+    assert peak <= planned, (peak / 2 ** 20, planned / 2 ** 20)
 
 
 def test_small_optimizer_state_by_hand():
