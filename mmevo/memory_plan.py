@@ -520,7 +520,9 @@ def vllm_bytes(awake: bool, gpu_memory_utilization: float, gpu_mem_bytes: int, e
 def hf_rollout_bytes(m: ModelDims, batch_seqs: int, prompt_len: int, response_len: int, dtype_bytes: int) -> int:
     """Sampling with the HF engine (``rollout.engine=hf``): KV cache of ``rollout.max_batch_seqs`` sequences at full
     length, 2 * L * (k*d) * b per token, + the prefill's per-layer temporaries for all prompt tokens at once
-    (``layer_activation_bytes`` per prompt token) + one decoding step's fp32 logits (2 copies of [batch, V])."""
+    (``layer_activation_bytes`` per prompt token) + one decoding step's fp32 logits (2 copies of [batch, V]).
+    An upper bound where rows share prefixes: with mmevo's attention the engine keeps each distinct prefix's KV once
+    (``mmevo.rollout.kv_cache.SharedPrefixCache``), not once per row."""
     kv = batch_seqs * (prompt_len + response_len) * 2 * m.layers * m.kv_dim * dtype_bytes
     prefill = batch_seqs * prompt_len * layer_activation_bytes(m.hidden, m.intermediate, m.kv_dim, dtype_bytes)
     return kv + prefill + logits_bytes(batch_seqs, m.vocab, 2)
