@@ -282,6 +282,9 @@ def test_qwen2_5_vl_7b_builtin_dimensions():
     assert mp.vision_params(m.vision) == pytest.approx(0.677e9, rel=2e-3)
     # 7B activations without checkpointing: 20h + 4*512 + 8i = 225,280 B per token per layer, 6.3 MB over 28 layers
     assert mp.layer_activation_bytes(3584, 18944, 512, 2) == 225_280
+    # its ViT block: 8*1280 + 2*(11*1280 + 4*3420) = 65,760 B per patch (the fused qkv output, fp32-rotated Q/K and
+    # the two attention-output copies are what the LM layer formula would miss: 58,080)
+    assert mp.vision_block_activation_bytes(m.vision, 2) == 65_760
     with pytest.raises(ValueError, match="no built-in dimensions"):
         mp.model_dims("Someone/Unknown-Model-7B")
 
