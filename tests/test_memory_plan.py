@@ -72,6 +72,20 @@ def _saved_for_backward_bytes(module, forward) -> int:
     return sum(sizes.values())
 
 
+def _qwen2_config_at_7b_proportions(vocab: int):
+    """A 3-layer Qwen2 decoder config at Qwen2.5-VL-7B's proportions (i / h = 5.25, 7 query heads per KV head),
+    attending through mmevo's attention."""
+    from transformers import Qwen2Config
+
+    import mmevo.models.attention  # noqa: F401  registers "sdpa_gqa"
+
+    config = Qwen2Config(hidden_size=448, intermediate_size=2352, num_hidden_layers=3, num_attention_heads=7,
+                         num_key_value_heads=1, vocab_size=vocab, max_position_embeddings=1024,
+                         tie_word_embeddings=False)
+    config._attn_implementation = "sdpa_gqa"
+    return config
+
+
 @pytest.mark.parametrize("checkpointing", [False, True], ids=["full", "checkpointed"])
 @pytest.mark.parametrize("dtype", ["bfloat16", "float32"])
 def test_lm_activation_formula_matches_what_autograd_saves(dtype, checkpointing):
@@ -79,14 +93,10 @@ def test_lm_activation_formula_matches_what_autograd_saves(dtype, checkpointing)
     transformers Qwen2 decoder keeps for backward on one sequence, at Qwen2.5-VL-7B's proportions (i / h = 5.25,
     7 query heads per KV head), through mmevo's attention."""
     import torch
-    from transformers import Qwen2Config, Qwen2Model
-
-    import mmevo.models.attention  # noqa: F401  registers "sdpa_gqa"
+    from transformers import Qwen2Model
 
     torch.manual_seed(0)
-    config = Qwen2Config(hidden_size=448, intermediate_size=2352, num_hidden_layers=3, num_attention_heads=7,
-                         num_key_value_heads=1, vocab_size=512, max_position_embeddings=1024)
-    config._attn_implementation = "sdpa_gqa"
+    config = _qwen2_config_at_7b_proportions(vocab=512)
     model = Qwen2Model(config).to(getattr(torch, dtype)).train()
     if checkpointing:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
@@ -94,7 +104,7 @@ def test_lm_activation_formula_matches_what_autograd_saves(dtype, checkpointing)
     ids = torch.randint(0, 512, (1, tokens))
     measured = _saved_for_backward_bytes(model, lambda: model(input_ids=ids, use_cache=False).last_hidden_state)
     dims = mp.dims_from_config(config.to_dict())
-    planned = mp.lm_saved_activation_bytes(dims, tokens, 2 if dtype == "bfloat16" else 4, checkpointing)
+    planned = mp.lm_saved_activation_bytes(dims, tokens, mp.DTYPE_BYTES[dtype], checkpointing)
     # what the planner leaves out: the shared rotary cos / sin, the token ids (< 1 %)
     assert planned * 0.99 <= measured <= planned * 1.01, (measured / tokens, planned / tokens)
 
@@ -136,7 +146,7 @@ def test_vision_activation_formula_matches_what_autograd_saves(tower, dtype, che
     measured = _saved_for_backward_bytes(model, lambda: model(pixels, grid_thw=grid))
     vision = mp.dims_from_config(config.to_dict()).vision
     assert vision.gated == (tower == "qwen2_5_vl")
-    planned = mp.vision_saved_activation_bytes(vision, patches, 2 if dtype == "bfloat16" else 4, checkpointing)
+    planned = mp.vision_saved_activation_bytes(vision, patches, mp.DTYPE_BYTES[dtype], checkpointing)
     # what the planner leaves out: window / position indices (< 1 %). Under checkpointing the rotary tables reach the
     # blocks as arguments that the checkpoint frames hold for recomputation, not as saved tensors: alive, not seen here
     unseen = 8 * (vision.hidden // vision.heads) * patches if checkpointing else 0
@@ -163,16 +173,12 @@ def _grpo_micro_batch_at_7b_proportions(checkpointing: bool):
     """A Qwen2 decoder at Qwen2.5-VL-7B's proportions (i / h = 5.25, 7 query heads per KV head, V / h = 42) in bf16,
     and a micro-batch of two GRPO groups (prompts of 100 and 60 tokens, 4 responses each)."""
     import torch
-    from transformers import Qwen2Config, Qwen2ForCausalLM
+    from transformers import Qwen2ForCausalLM
 
     from mmevo.models.inputs import EncodedPrompt
 
     torch.manual_seed(0)
-    config = Qwen2Config(hidden_size=448, intermediate_size=2352, num_hidden_layers=3, num_attention_heads=7,
-                         num_key_value_heads=1, vocab_size=19008, max_position_embeddings=1024,
-                         tie_word_embeddings=False)
-    config._attn_implementation = "sdpa_gqa"
-    model = Qwen2ForCausalLM(config).to(torch.bfloat16).train()
+    model = Qwen2ForCausalLM(_qwen2_config_at_7b_proportions(vocab=19008)).to(torch.bfloat16).train()
     if checkpointing:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     gen = torch.Generator().manual_seed(0)
