@@ -195,7 +195,7 @@ def test_gpu_check_zero3_vllm_resume_and_sleep_train_sync_on_cpu(cache_dir, tmp_
         assert out[name]["skipped"] == "--skip"
 
     pf = out["packed_forward"]["float32"]  # CPU: one SDPA call per packed sequence, exact
-    assert pf["ok"] is True and pf["kernel"] == "per_sequence_sdpa" and pf["max_abs_logp_diff"] < 1e-4
+    assert pf["ok"] is True and pf["kernel"] == "padded_sdpa" and pf["max_abs_logp_diff"] < 1e-4
     assert pf["shared_max_abs_logp_diff"] < 1e-4 and pf["shared_max_rel_grad_diff"] < 1e-3
 
     z3 = out["zero3_vllm"]

@@ -210,7 +210,7 @@ def test_packed_attention_feeds_the_varlen_kernel_its_layout(with_gqa_arg, monke
     want = attention.packed_attention(q, k, v, cu.int(), scaling=0.3)  # the per-sequence CPU path
     assert calls == [(n, 4, 8)] and got.shape == (1, n, 4, 8)
     assert torch.allclose(got, want, atol=1e-6)
-    assert attention.packed_kernel(q) == "per_sequence_sdpa"
+    assert attention.packed_kernel(q) == "padded_sdpa"
 
 
 def _shared_layout():
@@ -245,6 +245,86 @@ def test_packed_attention_with_shared_prompts_equals_causal_attention_over_promp
     with pytest.raises(ValueError, match="more queries than keys"):
         attention.packed_attention(q, k, v, torch.tensor([0, 3, 5, 8, 8, 11], dtype=torch.int32), 0.3,
                                    (kv_index, torch.tensor([0, 3, 5, 7, 11, 19], dtype=torch.int32)))
+
+
+def _per_segment_reference(q, k, v, cu, scaling, packed_kv=None):
+    """Plain causal attention per segment (bottom-right aligned over its keys), written out: [1, N, H, D]."""
+    bounds = cu.tolist()
+    k_bounds = bounds if packed_kv is None else packed_kv[1].tolist()
+    kv_rows = torch.arange(q.shape[2]) if packed_kv is None else packed_kv[0]
+    rep = q.shape[1] // k.shape[1]
+    out = []
+    for s, e, ks, ke in zip(bounds[:-1], bounds[1:], k_bounds[:-1], k_bounds[1:]):
+        rows = kv_rows[ks:ke]
+        kk, vv = k[0][:, rows].repeat_interleave(rep, 0), v[0][:, rows].repeat_interleave(rep, 0)
+        scores = (q[0][:, s:e] @ kk.transpose(-1, -2)) * scaling
+        scores = scores.masked_fill(torch.ones(e - s, ke - ks).triu(1 + (ke - ks) - (e - s)).bool(), float("-inf"))
+        out.append((scores.softmax(-1) @ vv).transpose(0, 1))
+    return torch.cat(out).unsqueeze(0)
+
+
+@pytest.mark.parametrize("waste", [1.0, 1.5, float("inf")])
+@pytest.mark.parametrize("shared", [False, True])
+def test_padded_cpu_attention_equals_per_segment_attention_with_gradients(waste, shared, monkeypatch):
+    """The CPU path gathers segments into padded batches (one per bucket of similar shapes; ``waste`` 1.0 makes a
+    bucket per shape, inf one bucket for all): outputs and the gradients of query, key and value equal per-segment
+    attention, also for 1-query segments padded to long ones (their padded slots must not leak NaN into backward)."""
+    monkeypatch.setattr(attention, "_BUCKET_WASTE", waste)
+    g = torch.Generator().manual_seed(5)
+    if shared:  # prompts of 9 and 2 tokens; responses of 1, 6, 1 on prompt 0 and 4 on prompt 1
+        p_lens, owners, r_lens = [9, 2], [0, 0, 0, 1], [1, 6, 1, 4]
+        p_start = [0, 9]
+        r_start = [11, 12, 18, 19]
+        keys = [torch.arange(0, 9), torch.arange(9, 11)]
+        keys += [torch.cat([torch.arange(p_start[o], p_start[o] + p_lens[o]), torch.arange(r, r + n)])
+                 for o, r, n in zip(owners, r_start, r_lens)]
+        cu = torch.tensor([0, 9, 11, 12, 18, 19, 23], dtype=torch.int32)
+        packed_kv = (torch.cat(keys), torch.tensor([0, *torch.tensor([len(x) for x in keys]).cumsum(0).tolist()],
+                                                  dtype=torch.int32))
+    else:
+        cu, packed_kv = torch.tensor([0, 1, 13, 15, 16, 23], dtype=torch.int32), None
+    n = int(cu[-1])
+    q = torch.randn(1, 4, n, 8, generator=g, requires_grad=True)
+    k = torch.randn(1, 2, n, 8, generator=g, requires_grad=True)
+    v = torch.randn(1, 2, n, 8, generator=g, requires_grad=True)
+    w = torch.randn(1, n, 4, 8, generator=g)
+    got = attention.packed_attention(q, k, v, cu, 0.3, packed_kv)
+    got_grads = torch.autograd.grad((got * w).sum(), (q, k, v))
+    want = _per_segment_reference(q, k, v, cu, 0.3, packed_kv)
+    want_grads = torch.autograd.grad((want * w).sum(), (q, k, v))
+    assert got.shape == (1, n, 4, 8) and got.is_contiguous()
+    assert torch.allclose(got, want, atol=1e-6)
+    for a, b in zip(got_grads, want_grads):
+        assert torch.isfinite(a).all() and torch.allclose(a, b, atol=1e-5)
+    layout = attention._last_layout[2]
+    n_buckets = len(layout.buckets)
+    assert (n_buckets == 1) if waste == float("inf") else (n_buckets > 1)
+
+
+def test_padded_layout_is_built_once_per_forward_and_rebuilt_for_new_bounds(monkeypatch):
+    """Every layer of a forward passes the same bound tensors: the layout is built on the first and reused; other
+    bounds (or the same tensor changed in place) get a new one."""
+    built = []
+    g = torch.Generator().manual_seed(6)
+    q, k, v = torch.randn(1, 4, 11, 8, generator=g), torch.randn(1, 2, 11, 8, generator=g), torch.randn(1, 2, 11, 8, generator=g)
+    cu = torch.tensor([0, 3, 4, 9, 11], dtype=torch.int32)
+    orig_bucket = attention._Bucket
+
+    def counting_bucket(*args, **kw):
+        built.append(args[0])
+        return orig_bucket(*args, **kw)
+
+    monkeypatch.setattr(attention, "_Bucket", counting_bucket)
+    attention._last_layout.clear()
+    first = attention.packed_attention(q, k, v, cu, 0.3)
+    n_first = len(built)
+    for _ in range(3):  # the other "layers"
+        assert torch.equal(attention.packed_attention(q, k, v, cu, 0.3), first)
+    assert n_first >= 1 and len(built) == n_first
+    cu[1] = 2  # in place: a new version of the same tensor
+    moved = attention.packed_attention(q, k, v, cu, 0.3)
+    assert len(built) > n_first
+    assert torch.allclose(moved, _per_segment_reference(q, k, v, cu, 0.3), atol=1e-6)
 
 
 @pytest.mark.parametrize("with_gqa_arg", [True, False])
