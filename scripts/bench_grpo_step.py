@@ -16,7 +16,7 @@ other; the default mode runs both and prints ONE JSON object on stdout (progress
 (it was <= 0.67 before the padding-free / token-budget / chunked paths). At the defaults on one CPU core in fp32 the
 step's 32.5 GFLOP of matmuls alone take ~0.31 s at the ~105 GFLOP/s one core reaches, about 0.2x TRL's ~1.7 s step; the
 remaining ~0.25 s of the target would have to hold the attention (decode over shared prefixes, training forward and
-backward), sampling, norms, activations and the optimizer, which take ~0.5 s today (step ~0.82 s, ratio ~0.48).
+backward), sampling, norms, activations and the optimizer, which take ~0.48 s today (step ~0.79 s, ratio ~0.44).
 
 Timing: one warm-up step, then ``--steps`` timed steps; medians are reported. mmevo's step is timed around
 ``GRPOTrainer.step()``; TRL's from ``on_step_begin`` to ``on_step_end`` of a ``TrainerCallback`` (that span covers
