@@ -146,7 +146,7 @@ class PackedBatch:
     """The real tokens of a padded ``Batch`` back to back in one row: a padding-free forward.
 
     Each sequence keeps its own (m)rope positions; ``mmevo.models.attention`` keeps attention inside each sequence
-    (varlen flash attention on CUDA, one causal call per sequence elsewhere), so the states equal the padded batch's.
+    (varlen flash attention on CUDA, padded masked SDPA batches elsewhere), so the states equal the padded batch's.
     """
 
     input_ids: torch.Tensor  # [1, N] N = real tokens of the batch
