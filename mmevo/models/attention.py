@@ -125,14 +125,14 @@ def packed_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor
     k_rows, v_rows = key[0].transpose(0, 1), value[0].transpose(0, 1)  # [N, KV, D] (ungathered: the layout indexes)
     outs = []
     for b in layout.buckets:
-        n, lq, lk = b.size
-        # [n, heads, L, D] views of one gather each: the backward is one index_add per tensor, not one per segment
-        q = q_rows.index_select(0, b.q_index).view(n, lq, -1, q_rows.shape[-1]).transpose(1, 2)
-        k = k_rows.index_select(0, b.k_index).view(n, lk, -1, k_rows.shape[-1]).transpose(1, 2)
-        v = v_rows.index_select(0, b.k_index).view(n, lk, -1, v_rows.shape[-1]).transpose(1, 2)
+        segs, lq, lk = b.size
+        # [segs, heads, L, D] views of one gather each: the backward is one index_add per tensor, not one per segment
+        q = q_rows.index_select(0, b.q_index).view(segs, lq, -1, q_rows.shape[-1]).transpose(1, 2)
+        k = k_rows.index_select(0, b.k_index).view(segs, lk, -1, k_rows.shape[-1]).transpose(1, 2)
+        v = v_rows.index_select(0, b.k_index).view(segs, lk, -1, v_rows.shape[-1]).transpose(1, 2)
         out = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=b.mask, scale=scaling,
-                                                               enable_gqa=gqa)  # [n, H, lq, D]
-        outs.append(out.transpose(1, 2).reshape(n * lq, out.shape[1], out.shape[3]))  # [n * lq, H, D]
+                                                               enable_gqa=gqa)  # [segs, H, lq, D]
+        outs.append(out.transpose(1, 2).reshape(segs * lq, out.shape[1], out.shape[3]))  # [segs * lq, H, D]
     flat = outs[0] if len(outs) == 1 else torch.cat(outs)
     return flat.index_select(0, layout.out_index).unsqueeze(0)  # [1, N, H, D]
 
