@@ -156,6 +156,20 @@ def test_packed_attention_is_causal_within_each_sequence_only():
         attention.packed_attention(q.expand(2, -1, -1, -1), k, v, cu)
 
 
+def _causal_per_segment(q, k, v, bounds, k_bounds, scale):
+    """Causal attention of each segment's queries over its keys, one segment at a time: q [H, N, D], k / v
+    [KV, N_k, D] (grouped-query heads repeated), query bounds / key bounds [S + 1] -> [N, H, D]. Flash attention's
+    causal mask: aligned at the bottom right where a segment has fewer queries than keys."""
+    rep = q.shape[0] // k.shape[0]
+    out = []
+    for s, e, ks, ke in zip(bounds[:-1], bounds[1:], k_bounds[:-1], k_bounds[1:]):
+        kk, vv = k[:, ks:ke].repeat_interleave(rep, 0), v[:, ks:ke].repeat_interleave(rep, 0)
+        scores = (q[:, s:e] @ kk.transpose(-1, -2)) * scale
+        scores = scores.masked_fill(torch.ones(e - s, ke - ks).triu(1 + (ke - ks) - (e - s)).bool(), float("-inf"))
+        out.append((scores.softmax(-1) @ vv).transpose(0, 1))
+    return torch.cat(out)
+
+
 def _reference_varlen(with_gqa_arg: bool):
     """A pure-torch stand-in for torch.nn.attention.varlen.varlen_attn (CUDA only, so not runnable here), strict about
     the contract mmevo relies on; two variants: torch 2.13's signature (``enable_gqa``) and one without it."""
@@ -171,18 +185,8 @@ def _reference_varlen(with_gqa_arg: bool):
         if q.shape[1] != k.shape[1] and not enable_gqa:
             raise ValueError("heads differ without enable_gqa")
         calls.append(q.shape)
-        rep = q.shape[1] // k.shape[1]
-        out = torch.empty_like(q)
-        for s, e, ks, ke in zip(cu_seq_q[:-1].tolist(), cu_seq_q[1:].tolist(), cu_seq_k[:-1].tolist(),
-                                cu_seq_k[1:].tolist()):
-            qq, kk, vv = q[s:e].transpose(0, 1), k[ks:ke].transpose(0, 1), v[ks:ke].transpose(0, 1)
-            kk, vv = kk.repeat_interleave(rep, 0), vv.repeat_interleave(rep, 0)
-            scores = (qq @ kk.transpose(-1, -2)) * scale
-            # flash attention's causal mask, aligned at the bottom right where a segment has fewer queries than keys
-            blocked = torch.ones(e - s, ke - ks).triu(1 + (ke - ks) - (e - s)).bool()
-            scores = scores.masked_fill(blocked, float("-inf"))
-            out[s:e] = (scores.softmax(-1) @ vv).transpose(0, 1)
-        return out
+        return _causal_per_segment(q.transpose(0, 1), k.transpose(0, 1), v.transpose(0, 1), cu_seq_q.tolist(),
+                                   cu_seq_k.tolist(), scale)
 
     if not with_gqa_arg:
         def kernel_without_gqa(q, k, v, cu_seq_q, cu_seq_k, max_q, max_k, *, scale=None, window_size=(-1, -1)):
@@ -207,7 +211,7 @@ def test_packed_attention_feeds_the_varlen_kernel_its_layout(with_gqa_arg, monke
     cu = torch.tensor([0, 3, 4, 9, 11], dtype=torch.long)  # int64 from the caller: converted
     got = attention.packed_attention(q, k, v, cu, scaling=0.3)
     monkeypatch.undo()
-    want = attention.packed_attention(q, k, v, cu.int(), scaling=0.3)  # the per-sequence CPU path
+    want = attention.packed_attention(q, k, v, cu.int(), scaling=0.3)  # the padded CPU path
     assert calls == [(n, 4, 8)] and got.shape == (1, n, 4, 8)
     assert torch.allclose(got, want, atol=1e-6)
     assert attention.packed_kernel(q) == "padded_sdpa"
@@ -248,19 +252,12 @@ def test_packed_attention_with_shared_prompts_equals_causal_attention_over_promp
 
 
 def _per_segment_reference(q, k, v, cu, scaling, packed_kv=None):
-    """Plain causal attention per segment (bottom-right aligned over its keys), written out: [1, N, H, D]."""
+    """``packed_attention``'s contract written out per segment: [1, N, H, D]."""
     bounds = cu.tolist()
-    k_bounds = bounds if packed_kv is None else packed_kv[1].tolist()
-    kv_rows = torch.arange(q.shape[2]) if packed_kv is None else packed_kv[0]
-    rep = q.shape[1] // k.shape[1]
-    out = []
-    for s, e, ks, ke in zip(bounds[:-1], bounds[1:], k_bounds[:-1], k_bounds[1:]):
-        rows = kv_rows[ks:ke]
-        kk, vv = k[0][:, rows].repeat_interleave(rep, 0), v[0][:, rows].repeat_interleave(rep, 0)
-        scores = (q[0][:, s:e] @ kk.transpose(-1, -2)) * scaling
-        scores = scores.masked_fill(torch.ones(e - s, ke - ks).triu(1 + (ke - ks) - (e - s)).bool(), float("-inf"))
-        out.append((scores.softmax(-1) @ vv).transpose(0, 1))
-    return torch.cat(out).unsqueeze(0)
+    if packed_kv is None:
+        return _causal_per_segment(q[0], k[0], v[0], bounds, bounds, scaling).unsqueeze(0)
+    kv_index, cu_k = packed_kv
+    return _causal_per_segment(q[0], k[0][:, kv_index], v[0][:, kv_index], bounds, cu_k.tolist(), scaling).unsqueeze(0)
 
 
 @pytest.mark.parametrize("waste", [1.0, 1.5, float("inf")])
@@ -337,7 +334,7 @@ def test_packed_attention_feeds_the_varlen_kernel_the_shared_prompt_layout(with_
     q = torch.randn(1, 4, n, 8, generator=g)
     k, v = torch.randn(1, 2, n, 8, generator=g), torch.randn(1, 2, n, 8, generator=g)
     _, _, packed_kv, cu = _shared_layout()
-    want = attention.packed_attention(q, k, v, cu, 0.3, packed_kv)  # the per-segment CPU path
+    want = attention.packed_attention(q, k, v, cu, 0.3, packed_kv)  # the padded CPU path
     monkeypatch.setattr(attention, "_varlen_eligible", lambda t: True)
     monkeypatch.setattr(attention, "_varlen_kernel", lambda: kernel)
     got = attention.packed_attention(q, k, v, cu, 0.3, packed_kv)
