@@ -395,8 +395,9 @@ def layer_activation_bytes(hidden: int, intermediate: int, kv_dim: int, dtype_by
     Checked against the bytes autograd saves for one sequence, on CPU, in ``tests/test_memory_plan.py``. Not counted:
     where responses attend to a shared prompt packed once (``trainer.padding_free``), the attention kernel keeps
     each response's gathered copy of its prompt's K and V, 2*b*(k*d) per prompt token per response per layer (one
-    layer's worth under checkpointing); on CPU, packed rows also keep a second copy of the attention output and each
-    shared-prompt segment's mask.
+    layer's worth under checkpointing); on CPU, packed rows also keep the padded copies of Q, K, V and the attention
+    output that their attention buckets gather, and each bucket's mask (with the gathered K / V, 7 % over this formula
+    for the 7B-proportioned micro-batch of ``tests/test_memory_plan.py``).
     """
     return 8 * hidden + dtype_bytes * (6 * hidden + 2 * kv_dim + 4 * intermediate)
 
