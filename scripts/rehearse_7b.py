@@ -179,15 +179,14 @@ def qwen2_5_vl_config(dims, tokenizer):
 def build_checkpoint_dir(out: Path, dims, cache_dir: str):
     """config.json, generation_config.json and the processor (tiny tokenizer + Qwen2.5-VL image processor with the
     checkpoint's pixel bounds) in ``out``; no weights. Returns (config, processor)."""
-    from transformers import AutoProcessor, GenerationConfig
+    from transformers import GenerationConfig
     from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil
 
-    from mmevo.models.processor import ImageOnlyQwen2_5_VLProcessor, register_cpu_processor
+    from mmevo.models.processor import ImageOnlyQwen2_5_VLProcessor, load_vl_processor
     from mmevo.models.tiny import QWEN_VL_CHAT_TEMPLATE
 
-    register_cpu_processor()
     tiny = be.tiny_model_path(cache_dir)  # built locally once; its tokenizer is reused
-    tokenizer = AutoProcessor.from_pretrained(tiny).tokenizer
+    tokenizer = load_vl_processor(tiny, "qwen2_5_vl").tokenizer
     config = qwen2_5_vl_config(dims, tokenizer)
     v = dims.vision
     image_processor = Qwen2VLImageProcessorPil(min_pixels=CHECKPOINT_MIN_PIXELS, max_pixels=CHECKPOINT_MAX_PIXELS,

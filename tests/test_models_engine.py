@@ -55,6 +55,37 @@ def test_tiny_vl_reloads_through_auto_classes(tiny_vl_path, vl):
     assert spec["vocab_size"] == 1024
 
 
+def test_tiny_vl_loads_its_processor_where_torchvision_works(tiny_vl_path, monkeypatch):
+    """On a machine with a working torchvision (every GPU machine) nothing registers the image-only processor with
+    AutoProcessor, which then cannot resolve the saved ``processor_class`` by name and returns the bare tokenizer:
+    the loader must build the saved class itself."""
+    import mmevo.models.processor as proc
+
+    monkeypatch.setattr(proc, "torchvision_available", lambda: True)
+    lm = load_model(tiny_vl_path)
+    assert isinstance(lm.processor, ImageOnlyQwen2_5_VLProcessor)
+    assert lm.tokenizer is lm.processor.tokenizer and lm.processor.image_processor is not None
+    out = lm.processor(text=["<|vision_start|><|image_pad|><|vision_end|>hi"], images=[Image.new("RGB", (56, 56))],
+                       return_tensors="pt")
+    assert int((out["input_ids"] == lm.model.config.image_token_id).sum()) == 4  # 56x56 px: 2x2 merged patches
+
+
+def test_a_processor_without_tokenizer_is_a_clear_error(tiny_vl_path, tmp_path, monkeypatch):
+    """A VL checkpoint whose processor AutoProcessor cannot build (it falls back to the tokenizer alone) is refused
+    at load time, naming the path and the saved class, not at the first ``processor.tokenizer``."""
+    import shutil
+
+    import mmevo.models.processor as proc
+
+    ckpt = tmp_path / "ckpt"
+    shutil.copytree(tiny_vl_path, ckpt)
+    cfg = json.loads((ckpt / "processor_config.json").read_text())
+    cfg["processor_class"] = "SomeUnknownProcessor"
+    (ckpt / "processor_config.json").write_text(json.dumps(cfg))
+    monkeypatch.setattr(proc, "torchvision_available", lambda: True)
+    with pytest.raises(ValueError, match=r"not an image-text processor.*'SomeUnknownProcessor'"):
+        load_model(ckpt)
+
 def test_saved_weights_roundtrip(tiny_vl_path, tmp_path):
     """save_pretrained writes legacy key names; loading back must restore every tensor (no silent partial load)."""
     a = load_model(tiny_vl_path)

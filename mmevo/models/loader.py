@@ -8,7 +8,7 @@ from pathlib import Path
 
 import torch
 
-from mmevo.models.processor import register_cpu_processor
+from mmevo.models.processor import load_vl_processor, register_cpu_processor
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -49,7 +49,7 @@ def _check_source(name_or_path: str) -> None:
 
 def load_model(name_or_path: str | Path, dtype: str = "float32", device: str = "cpu", attn_implementation: str | None = None) -> LoadedModel:
     """Load model + processor. VL checkpoints go through AutoModelForImageTextToText, text ones AutoModelForCausalLM."""
-    from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForImageTextToText, AutoProcessor, AutoTokenizer
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForImageTextToText, AutoTokenizer
 
     name = str(name_or_path)
     _check_source(name)
@@ -61,7 +61,7 @@ def load_model(name_or_path: str | Path, dtype: str = "float32", device: str = "
         kwargs["attn_implementation"] = attn_implementation
     if is_vl:
         model = AutoModelForImageTextToText.from_pretrained(name, **kwargs)
-        processor = AutoProcessor.from_pretrained(name)
+        processor = load_vl_processor(name, config.model_type)
         tokenizer = processor.tokenizer
     else:
         model = AutoModelForCausalLM.from_pretrained(name, **kwargs)
