@@ -26,6 +26,11 @@ Checks, each in its own try/except (a failure is recorded as {"error": ...} and 
 The tiny model is built locally (no hub). `--device cpu --quick` runs every check on CPU at toy sizes. Time on one
 GPU: see scripts/gpu_check.sh.
 
+Time budget (``--budget-s``, default 480 s on a GPU, none on CPU): a check that would start with less time left than
+it needs (CHECK_NEEDS_S) is skipped and recorded as such, and the subprocess checks' timeouts are cut to the time
+left, so that the script ends inside a device lease's command limit. With ``--out`` the JSON is rewritten after
+every check (``"complete": false`` until the last): a run killed from outside still leaves what it measured.
+
     python scripts/gpu_check.py --device cuda           # what scripts/gpu_check.sh runs on the GPU machine
     OMP_NUM_THREADS=1 python scripts/gpu_check.py --device cpu --quick
 """
@@ -60,6 +65,15 @@ import bench_engines as be  # noqa: E402  (shared timing helpers)
 # in running order: the subprocess checks before vLLM in this process (it binds this process's threads on CPU and
 # takes GPU memory), the 7B rehearsal before it too (it needs most of the GPU)
 CHECKS = ("hf_rollout", "grpo_step", "packed_forward", "deepspeed_zero2", "zero3_vllm", "rehearsal_7b", "vllm")
+# seconds a check needs at least on one GPU (the estimates in scripts/gpu_check.sh): with less left it is skipped
+CHECK_NEEDS_S = {"hf_rollout": 20, "grpo_step": 20, "packed_forward": 10, "deepspeed_zero2": 40, "zero3_vllm": 120,
+                 "rehearsal_7b": 90, "vllm": 90}
+_DEADLINE: list[float] = []  # perf_counter() time at which the budget runs out (empty: no budget)
+
+
+def _time_left() -> float:
+    """Seconds left of the run's budget (inf without one)."""
+    return _DEADLINE[0] - time.perf_counter() if _DEADLINE else float("inf")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -77,11 +91,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                     help="vLLM's share in the 7B rehearsal (default: the 7B config's, 0.6)")
     ap.add_argument("--rehearsal-timeout", type=float, default=300, help="seconds for scripts/rehearse_7b.py")
     ap.add_argument("--skip", default="", help="comma-separated checks to skip (" + ",".join(CHECKS) + ")")
-    ap.add_argument("--out", default="", help="also write the JSON here")
+    ap.add_argument("--out", default="", help="also write the JSON here (rewritten after every check)")
+    ap.add_argument("--budget-s", type=float, default=None,
+                    help="seconds for the whole run (default 480 with --device cuda, none on cpu; 0 = none)")
     args = ap.parse_args(argv)
     q = args.quick
     args.prompts, args.n, args.max_tokens, args.repeats, args.steps = (2, 2, 16, 1, 1) if q else (8, 8, 128, 3, 3)
     args.parity_tokens = min(args.parity_tokens, 8 if q else args.parity_tokens)
+    if args.budget_s is None:
+        args.budget_s = 480.0 if args.device.startswith("cuda") else 0.0
     return args
 
 
@@ -299,7 +317,8 @@ def _train_command(args, path, output_dir, overrides: list[str]) -> list[str]:
 
 def _run_train(cmd: list[str], timeout: float) -> tuple[subprocess.CompletedProcess | None, float, str]:
     """Run ``cmd`` (an ``mmevo train`` run, or the rehearsal script) from the checkout: (the finished process or None
-    on a timeout, wall seconds, the stderr tail of a timed-out run)."""
+    on a timeout, wall seconds, the stderr tail of a timed-out run). ``timeout`` is cut to the run's time left."""
+    timeout = max(1.0, min(timeout, _time_left()))
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(
         os.pathsep)}
     t0 = time.perf_counter()
@@ -347,7 +366,7 @@ def check_deepspeed(args, path) -> dict:
             out["grad_norm_last"] = rows[-1].get("actor/grad_norm")
         out["exported"] = (Path(tmp) / "final" / "config.json").exists()
         if proc is None:
-            out.update(error=f"timed out after {args.train_timeout:.0f}s", stderr_tail=timeout_tail)
+            out.update(error=f"timed out after {wall:.0f}s", stderr_tail=timeout_tail)
         elif proc.returncode != 0:
             out["error"] = f"exit code {proc.returncode}"
             out["stderr_tail"] = proc.stderr[-3000:]
@@ -386,7 +405,7 @@ def check_zero3_vllm(args, path) -> dict:
                                                   args.train_timeout)
             run = {"steps": steps, "rc": None if proc is None else proc.returncode, "wall_s": wall}
             if proc is None:
-                run.update(error=f"timed out after {args.train_timeout:.0f}s", stderr_tail=timeout_tail)
+                run.update(error=f"timed out after {wall:.0f}s", stderr_tail=timeout_tail)
             else:
                 resumed = [line for line in proc.stdout.splitlines() if line.startswith("[mmevo] resumed from")]
                 run["resumed"] = resumed[-1].rsplit("(step ", 1)[-1].rstrip(")") if resumed else None
@@ -412,6 +431,16 @@ def check_zero3_vllm(args, path) -> dict:
     return out
 
 
+def _import_error(module: str) -> str:
+    """Why ``module`` cannot be imported here ("" when it can; found without importing it in this process)."""
+    import importlib.util
+
+    try:
+        return "" if importlib.util.find_spec(module) is not None else f"ModuleNotFoundError: No module named {module!r}"
+    except (ImportError, ValueError) as e:
+        return f"{type(e).__name__}: {e}"
+
+
 def check_rehearsal(args, path) -> dict:
     """``scripts/rehearse_7b.py`` in its own process (a clean GPU for its memory figures): 7B shapes on a GPU,
     ``--scale tiny`` with ``--quick`` or on CPU."""
@@ -420,15 +449,21 @@ def check_rehearsal(args, path) -> dict:
            "--cache-dir", args.cache_dir]
     if scale == "7b" and args.rehearsal_gpu_memory_utilization:
         cmd += ["--gpu-memory-utilization", str(args.rehearsal_gpu_memory_utilization)]
+    no_vllm = _import_error("vllm")  # e.g. a lent GPU machine whose image has no vLLM: the training phases still run
+    if no_vllm:
+        cmd += ["--skip", "vllm"]
     proc, wall, timeout_tail = _run_train(cmd, args.rehearsal_timeout)
     if proc is None:
-        return {"scale": scale, "error": f"timed out after {args.rehearsal_timeout:.0f}s", "stderr_tail": timeout_tail}
+        return {"scale": scale, "error": f"timed out after {wall:.0f}s", "stderr_tail": timeout_tail}
     try:
         out = json.loads(proc.stdout)
     except json.JSONDecodeError:
         return {"scale": scale, "rc": proc.returncode, "error": "no JSON on stdout",
                 "stderr_tail": proc.stderr[-3000:]}
     out.pop("args", None)
+    if no_vllm:
+        out["vllm"] = {"skipped": f"vllm not importable: {no_vllm} (engine phases: vllm_start, rollout, sleep, "
+                                  f"weight_sync not run)"}
     out["rc"], out["wall_s"] = proc.returncode, wall
     if proc.returncode != 0 and "error" not in out:
         out["error"] = f"exit code {proc.returncode}"
@@ -659,9 +694,11 @@ def run(args) -> dict:
 
     torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
     t_start = time.perf_counter()
+    _DEADLINE[:] = [t_start + args.budget_s] if args.budget_s > 0 else []
     out: dict = {"args": {"device": args.device, "quick": args.quick, "prompts": args.prompts, "n": args.n,
                           "max_tokens": args.max_tokens, "repeats": args.repeats, "skip": args.skip,
-                          "rehearsal_scale": args.rehearsal_scale or None}}
+                          "rehearsal_scale": args.rehearsal_scale or None, "budget_s": args.budget_s or None},
+                 "complete": False}
     try:
         out["env"] = check_env(args)
     except Exception as e:  # noqa: BLE001
@@ -683,6 +720,12 @@ def run(args) -> dict:
         if name in skip:
             out[name] = {"skipped": "--skip"}
             continue
+        if _time_left() < CHECK_NEEDS_S[name]:
+            out[name] = {"skipped": f"time budget: {max(0.0, _time_left()):.0f}s of {args.budget_s:.0f}s left, the "
+                                    f"check needs ~{CHECK_NEEDS_S[name]}s"}
+            print(f"[gpu_check] {name}: skipped ({out[name]['skipped']})", file=sys.stderr)
+            _write_partial(args, out)
+            continue
         t0 = time.perf_counter()
         try:
             out[name] = funcs[name](args, path)
@@ -691,9 +734,21 @@ def run(args) -> dict:
         out[name]["check_s"] = time.perf_counter() - t0
         print(f"[gpu_check] {name}: {'error' if _failed(out[name]) else 'ok'} "
               f"({out[name]['check_s']:.1f}s)", file=sys.stderr)
+        _write_partial(args, out)
     out["failed"] = [k for k in CHECKS if _failed(out.get(k, {}))]
+    out["skipped"] = [k for k in CHECKS if isinstance(out.get(k), dict) and "skipped" in out[k]]
     out["total_s"] = time.perf_counter() - t_start
+    out["complete"] = True
     return out
+
+
+def _write_partial(args, out: dict) -> None:
+    """The JSON so far to ``--out`` (replaced whole: a reader never sees half a file)."""
+    if not args.out:
+        return
+    tmp = Path(args.out + ".tmp")
+    tmp.write_text(json.dumps(out, indent=2, default=str) + "\n")
+    os.replace(tmp, args.out)
 
 
 def _failed(rec) -> bool:

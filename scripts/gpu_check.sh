@@ -29,8 +29,9 @@
 #   DEVICE           cuda (default) | cpu
 #   OUT              folder for gpu_check.json (default: .)
 #   OMP_NUM_THREADS  CPU threads (default: 8)
-#   WHEELS           optional folder of wheels (e.g. deepspeed, math-verify) installed with --no-index into a
-#                    private target dir first; vllm / deepspeed checks are skipped when they do not import
+#   WHEELS           folder of wheels installed with --no-index into a private target dir first (default: .whl
+#                    when it exists, as scripts/device_kit.sh makes it); vllm / deepspeed checks are skipped when
+#                    they do not import
 # Extra arguments go to gpu_check.py (--quick, --skip vllm,rehearsal_7b, --parity-tokens 32,
 # --gpu-memory-utilization 0.3, --rehearsal-scale tiny, --zero3-cuda-graphs, --train-timeout 200).
 set -euo pipefail
@@ -41,9 +42,11 @@ PY="${PYTHON:-python3}"
 OUT_DIR="${OUT:-.}"
 mkdir -p "$OUT_DIR"
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+WHEELS="${WHEELS-$([ -d .whl ] && echo .whl || true)}"
 if [ -n "${WHEELS:-}" ] && compgen -G "$WHEELS/*.whl" > /dev/null; then
   SITE="$(mktemp -d)"
   "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$SITE" "$WHEELS"/*.whl
   export PYTHONPATH="$PYTHONPATH:$SITE"
 fi
-"$PY" scripts/gpu_check.py --device "${DEVICE:-cuda}" "$@" | tee "$OUT_DIR/gpu_check.json"
+# --out: rewritten after every check, so a run stopped from outside still leaves its results in $OUT_DIR
+"$PY" scripts/gpu_check.py --device "${DEVICE:-cuda}" --out "$OUT_DIR/gpu_check.json" "$@"

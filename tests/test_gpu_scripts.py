@@ -137,8 +137,9 @@ def gpu_check():
     return mod
 
 
-def test_gpu_check_sh_is_valid_bash():
-    assert subprocess.run(["bash", "-n", str(SCRIPTS / "gpu_check.sh")]).returncode == 0
+@pytest.mark.parametrize("script", ["gpu_check.sh", "device_kit.sh"])
+def test_device_shell_scripts_are_valid_bash(script):
+    assert subprocess.run(["bash", "-n", str(SCRIPTS / script)]).returncode == 0
 
 
 def test_gpu_check_each_check_keeps_its_own_error(gpu_check, cache_dir, monkeypatch):
@@ -168,6 +169,49 @@ def test_gpu_check_each_check_keeps_its_own_error(gpu_check, cache_dir, monkeypa
     else:
         assert out["failed"] == ["rehearsal_7b"]
     assert out["total_s"] > 0
+
+
+def test_gpu_check_keeps_to_its_time_budget_and_leaves_partial_json(gpu_check, cache_dir, tmp_path, monkeypatch):
+    """With --budget-s a check that needs more than is left is skipped (and says so), a subprocess gets at most the
+    time left, and --out holds the results so far after every check (complete: false until the end)."""
+    out_file = tmp_path / "gpu_check.json"
+    seen_on_disk, timeouts = [], []
+
+    def quick_check(args, path):
+        return {"ok": True}
+
+    def reads_partial(args, path):  # the file as a run killed at this point would leave it
+        seen_on_disk.append(json.loads(out_file.read_text()))
+        return {"ok": True}
+
+    class Done:
+        returncode, stdout, stderr = 0, "{}", ""
+
+    def fake_subprocess_run(cmd, timeout, **kw):
+        timeouts.append(timeout)
+        return Done()
+
+    for fn in ("check_hf_rollout", "check_grpo_step", "check_packed_forward", "check_zero3_vllm", "check_vllm"):
+        monkeypatch.setattr(gpu_check, fn, quick_check)
+    monkeypatch.setattr(gpu_check, "check_deepspeed", reads_partial)
+    monkeypatch.setattr(gpu_check.subprocess, "run", fake_subprocess_run)
+    needs = dict.fromkeys(gpu_check.CHECKS, 1)
+    needs["zero3_vllm"] = 10_000  # more than the budget: skipped; the cheaper checks after it still run
+    monkeypatch.setattr(gpu_check, "CHECK_NEEDS_S", needs)
+    args = gpu_check.parse_args(["--device", "cpu", "--quick", "--cache-dir", cache_dir, "--budget-s", "120",
+                                 "--out", str(out_file), "--rehearsal-timeout", "300"])
+    out = gpu_check.run(args)
+
+    assert "time budget" in out["zero3_vllm"]["skipped"] and out["skipped"] == ["zero3_vllm"]
+    assert out["vllm"] == {"ok": True, "check_s": out["vllm"]["check_s"]} and out["complete"] is True
+    assert len(timeouts) == 1 and 100 < timeouts[0] <= 120  # the rehearsal's 300 s cut to what was left
+    partial = seen_on_disk[0]
+    assert partial["complete"] is False and partial["packed_forward"]["ok"] is True
+    assert "deepspeed_zero2" not in partial and "vllm" not in partial
+    # without a budget (the CPU default) nothing is skipped for time
+    timeouts.clear()
+    out = gpu_check.run(gpu_check.parse_args(["--device", "cpu", "--quick", "--cache-dir", cache_dir]))
+    assert out["skipped"] == [] and timeouts == [300]
 
 
 def test_gpu_check_hf_rollout_compares_shared_and_repeated_prefix_decoding(gpu_check, cache_dir):
