@@ -349,6 +349,9 @@ def _coerce(value: Any, typ: Any, where: str) -> Any:
             return None
         inner = [a for a in typing.get_args(typ) if a is not type(None)]
         return _coerce(value, inner[0], where) if len(inner) == 1 else value
+    if value is None and typ in (bool, int, float, str):  # else null would become False / "None" unseen
+        hint = " (write '' for an empty value)" if typ is str else ""
+        raise ConfigError(f"{where}: expected {typ.__name__}, got null{hint}")
     if typ is bool:
         if isinstance(value, str):
             low = value.lower()

@@ -135,6 +135,12 @@ def test_config_errors_name_the_key(tmp_path):
         load_config(None, ["trainer.steps=abc"])
     with pytest.raises(ConfigError, match="multiple of"):
         load_config(None, ["trainer.prompts_per_step=10", "trainer.mini_batch_prompts=4"])
+    # null is no value of a non-optional field: not the text "None", not False
+    with pytest.raises(ConfigError, match=r"trainer.deepspeed: expected str, got null \(write '' for an empty"):
+        load_config(None, ["trainer.deepspeed=null"])
+    with pytest.raises(ConfigError, match="data.hide_labels: expected bool, got null"):
+        load_config(None, ["data.hide_labels=~"])
+    assert load_config(None, ["trainer.deepspeed=", "algo.clip_ratio_c=null"]).trainer.deepspeed == ""
     bad = tmp_path / "c.yaml"
     bad.write_text("algo:\n  kl_typo: 1\n")
     with pytest.raises(ConfigError, match=r"c.yaml.*algo.kl_typo"):
