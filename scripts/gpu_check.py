@@ -431,16 +431,6 @@ def check_zero3_vllm(args, path) -> dict:
     return out
 
 
-def _import_error(module: str) -> str:
-    """Why ``module`` cannot be imported here ("" when it can; found without importing it in this process)."""
-    import importlib.util
-
-    try:
-        return "" if importlib.util.find_spec(module) is not None else f"ModuleNotFoundError: No module named {module!r}"
-    except (ImportError, ValueError) as e:
-        return f"{type(e).__name__}: {e}"
-
-
 def check_rehearsal(args, path) -> dict:
     """``scripts/rehearse_7b.py`` in its own process (a clean GPU for its memory figures): 7B shapes on a GPU,
     ``--scale tiny`` with ``--quick`` or on CPU."""
@@ -449,7 +439,11 @@ def check_rehearsal(args, path) -> dict:
            "--cache-dir", args.cache_dir]
     if scale == "7b" and args.rehearsal_gpu_memory_utilization:
         cmd += ["--gpu-memory-utilization", str(args.rehearsal_gpu_memory_utilization)]
-    no_vllm = _import_error("vllm")  # e.g. a lent GPU machine whose image has no vLLM: the training phases still run
+    no_vllm = ""  # e.g. a lent GPU machine whose image has no vLLM: the rehearsal's training phases still run
+    try:
+        import vllm  # noqa: F401  (check_env has imported it already where it imports)
+    except Exception as e:  # noqa: BLE001
+        no_vllm = f"{type(e).__name__}: {e}"
     if no_vllm:
         cmd += ["--skip", "vllm"]
     proc, wall, timeout_tail = _run_train(cmd, args.rehearsal_timeout)

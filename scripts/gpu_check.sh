@@ -19,8 +19,9 @@
 #   vllm ~1.5 min (fp32 start with torch.compile + CUDA graphs, cold cache; +~1 min if fp32 fails and bf16 is tried)
 # = ~6.7 min. Bounds if something hangs: 200 s per `mmevo train` run (--train-timeout), 300 s for the rehearsal
 # (--rehearsal-timeout), and the whole run keeps to --budget-s (480 s on a GPU; $OUT/gpu_check.json is rewritten
-# after every check). Without vLLM (an image that lacks it) zero3_vllm and vllm are skipped: ~3.5 min. The GPU must hold the 7B rehearsal: ~16 GiB policy + vLLM's 0.6 share awake, ~48 GiB
-# during the update with vLLM asleep (planner) -- 80 GiB is enough.
+# after every check). Without vLLM (an image that lacks it) zero3_vllm and vllm are skipped: ~3.5 min. The GPU must
+# hold the 7B rehearsal: ~16 GiB policy + vLLM's 0.6 share awake, ~48 GiB during the update with vLLM asleep
+# (planner) -- 80 GiB is enough.
 #
 #   bash scripts/gpu_check.sh                    # on the GPU machine
 #   DEVICE=cpu bash scripts/gpu_check.sh --quick # the same checks on CPU at toy sizes (rehearsal at --scale tiny)

@@ -214,6 +214,21 @@ def test_gpu_check_keeps_to_its_time_budget_and_leaves_partial_json(gpu_check, c
     assert out["skipped"] == [] and timeouts == [300]
 
 
+def test_gpu_check_rehearses_without_vllm_where_it_does_not_import(gpu_check, cache_dir, monkeypatch):
+    """A GPU machine without vLLM (the lent image): the rehearsal runs its training phases with --skip vllm, and its
+    record says why the engine phases are missing."""
+    calls = []
+
+    class Done:
+        returncode, stdout, stderr = 0, json.dumps({"phases": {"update": {"ok": True}}}), ""
+
+    monkeypatch.setitem(sys.modules, "vllm", None)  # import vllm -> ImportError
+    monkeypatch.setattr(gpu_check, "_run_train", lambda cmd, timeout: calls.append(cmd) or (Done(), 1.0, ""))
+    out = gpu_check.check_rehearsal(gpu_check.parse_args(["--device", "cpu", "--cache-dir", cache_dir]), None)
+    assert calls[0][-2:] == ["--skip", "vllm"]
+    assert out["vllm"]["skipped"].startswith("vllm not importable: ModuleNotFoundError") and not gpu_check._failed(out)
+
+
 def test_gpu_check_hf_rollout_compares_shared_and_repeated_prefix_decoding(gpu_check, cache_dir):
     """The hf_rollout check's parity part on CPU: greedy tokens equal, log-probs within float noise in float32."""
     args = gpu_check.parse_args(["--device", "cpu", "--quick", "--cache-dir", cache_dir])

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import torch
 
-from mmevo.models.processor import load_vl_processor, register_cpu_processor
+from mmevo.models.processor import load_vl_processor
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -53,7 +53,6 @@ def load_model(name_or_path: str | Path, dtype: str = "float32", device: str = "
 
     name = str(name_or_path)
     _check_source(name)
-    register_cpu_processor()
     config = AutoConfig.from_pretrained(name)
     is_vl = hasattr(config, "vision_config")
     kwargs = {"dtype": resolve_dtype(dtype)}

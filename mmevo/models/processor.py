@@ -2,10 +2,11 @@
 
 The stock ``Qwen2_5_VLProcessor`` wants a video processor, and the video processor needs torchvision, which has no
 CPU wheel that imports beside CPU torch. We only ever feed still images, so this subclass leaves the video slot empty.
-It is registered with ``AutoProcessor`` where torchvision is missing, and ``load_vl_processor`` builds it directly for
-checkpoints saved with it (mmevo's tiny models): AutoProcessor resolves a saved ``processor_class`` by name among
-transformers' own classes, and for a name it does not know it silently returns only the tokenizer (on every machine
-with a working torchvision, i.e. every GPU machine, and on transformers 5.17 even with the registration).
+``load_vl_processor`` builds it directly for checkpoints saved with it (mmevo's tiny models) and for Qwen2.5-VL
+without torchvision. Not through ``AutoProcessor``: that resolves a saved ``processor_class`` by name among
+transformers' own classes and, for a name it does not know, silently returns only the tokenizer (registering the class
+with it helped on transformers 5.19 without torchvision only; not on 5.17, nor on any machine with a working
+torchvision, i.e. every GPU machine).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import importlib.util
 import json
 from pathlib import Path
 
-from transformers import AutoProcessor, Qwen2_5_VLConfig
+from transformers import AutoProcessor
 from transformers.models.qwen2_5_vl.processing_qwen2_5_vl import Qwen2_5_VLProcessor
 
 
@@ -44,12 +45,6 @@ class ImageOnlyQwen2_5_VLProcessor(Qwen2_5_VLProcessor):
         return ["image_processor", "tokenizer"]
 
 
-def register_cpu_processor() -> None:
-    """Make AutoProcessor build the image-only processor for Qwen2.5-VL configs when torchvision is missing."""
-    if not torchvision_available():
-        AutoProcessor.register(Qwen2_5_VLConfig, ImageOnlyQwen2_5_VLProcessor, exist_ok=True)
-
-
 def _saved_processor_class(name_or_path: str) -> str | None:
     """The ``processor_class`` a local checkpoint was saved with (None for a hub id or a checkpoint without one)."""
     for fname in ("processor_config.json", "preprocessor_config.json", "tokenizer_config.json"):
@@ -65,16 +60,13 @@ def load_vl_processor(name_or_path: str, model_type: str):
     """The image-text processor of a VL checkpoint: mmevo's image-only one where the checkpoint was saved with it, or
     for Qwen2.5-VL without torchvision; AutoProcessor's otherwise. Raises ValueError when what comes back is not an
     image-text processor (a tokenizer alone would fail later, far from the cause)."""
-    from transformers import AutoProcessor
-
-    ours = ImageOnlyQwen2_5_VLProcessor.__name__
-    if _saved_processor_class(name_or_path) == ours or (model_type == "qwen2_5_vl" and not torchvision_available()):
+    saved, torchvision = _saved_processor_class(name_or_path), torchvision_available()
+    if saved == ImageOnlyQwen2_5_VLProcessor.__name__ or (model_type == "qwen2_5_vl" and not torchvision):
         processor = ImageOnlyQwen2_5_VLProcessor.from_pretrained(name_or_path)
     else:
         processor = AutoProcessor.from_pretrained(name_or_path)
     if getattr(processor, "tokenizer", None) is None or getattr(processor, "image_processor", None) is None:
         raise ValueError(
             f"{name_or_path}: AutoProcessor gave a {type(processor).__name__}, not an image-text processor with a "
-            f"tokenizer and an image processor (saved processor_class: {_saved_processor_class(name_or_path)!r}; "
-            f"torchvision usable: {torchvision_available()})")
+            f"tokenizer and an image processor (saved processor_class: {saved!r}; torchvision usable: {torchvision})")
     return processor
