@@ -215,6 +215,11 @@ def test_sfr_head_scores_maternal_by_reinference_frequency():
     assert m["pseudo_label_acc"] == 0.0 and m["modal_share"] == pytest.approx(2 / 3)
 
 
+def test_sfr_head_scores_an_empty_batch():
+    r, m = SFRHead().score([])  # a rank with nothing to score (another loop's tap, a collective call)
+    assert r.shape == (0,) and m == {}
+
+
 def test_sfr_needs_csrs():
     with pytest.raises(ConfigError, match="csrs.enabled"):
         load_config(None, ["reward.heads={sfr: 1.0}"])

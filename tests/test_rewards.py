@@ -270,6 +270,52 @@ def test_group_answer_keys_with_choices_and_empty():
     assert keys[3] == ("num", 60.0)
 
 
+def test_group_answer_keys_does_not_chain_matches_into_one_class():
+    # "50\\%" matches "0.5" and "50", which do not match each other: the three must not become one answer
+    assert answers_equivalent(r"50\%", "0.5") and answers_equivalent(r"50\%", "50")
+    assert not answers_equivalent("0.5", "50")
+    keys = group_answer_keys(["0.5", "50", r"50\%"])
+    assert keys[0] != keys[1] and keys[2] == keys[0]  # the percent joins the first class it matches
+    # the "0.5" answer is not 50 (one class through the percent would give it a vote)
+    votes, _ = majority_vote_rewards([rf"\boxed{{{a}}}" for a in ["50", "50", "0.5", r"50\%", "50"]], [0] * 5)
+    assert votes.tolist() == [1, 1, 0, 1, 1]
+
+
+def test_integers_compare_exactly_and_tiny_numbers_keep_their_value():
+    assert not answers_equivalent("10000", "10001")
+    assert answers_equivalent("10000", "10,000.0")
+    assert answers_equivalent("0.33333", "1/3")  # a rounded decimal still meets its fraction
+    assert group_answer_keys(["10000", "10001", "10002"]) == [("num", 10000.0), ("num", 10001.0), ("num", 10002.0)]
+    votes, _ = majority_vote_rewards([rf"\boxed{{{a}}}" for a in ["10001", "10000", "10002", "5", "5"]], [0] * 5)
+    assert votes.tolist() == [0, 0, 0, 1, 1]
+    assert canonical_answer("0.0000001") != canonical_answer("0")
+    assert canonical_answer("0.1") == canonical_answer("1/10")
+
+
+@pytest.mark.parametrize("ans", [r"\text{B}", r"\textbf{B}", r"\mathrm{(B)}", r"\text{option B}"])
+def test_letters_inside_text_wrappers_are_choices(ans):
+    assert normalize_choice(ans, CH4) == "60°"
+    assert answers_equivalent(ans, "B", CH4)
+    votes, _ = majority_vote_rewards([rf"\boxed{{{ans}}}"] * 2 + [r"\boxed{B}", r"\boxed{C}", r"\boxed{C}"], [0] * 5,
+                                     [CH4] * 5)
+    assert votes.tolist() == [1, 1, 1, 0, 0]
+
+
+@pytest.mark.parametrize("ans", ["5 cm", r"5\text{ cm}", r"5\text{ cm}^2", r"5\ \text{cm}^2", r"5 \mathrm{cm}^{2}",
+                                 "5 units^2", "5 square units", "5 cm²", "5 mm", "5 sq. units", "5 cubic meters"])
+def test_a_number_with_a_unit_is_the_number(ans):
+    assert answers_equivalent(ans, "5")
+    assert canonical_answer(ans) == ("num", 5.0)
+
+
+def test_units_after_roots_and_fractions_and_what_is_not_a_unit():
+    assert answers_equivalent(r"4\sqrt{3} cm^2", r"4\sqrt{3}")
+    assert answers_equivalent(r"\frac{1}{2}\text{ cm}^2", "0.5")
+    assert canonical_answer("10 min") == ("str", "10min")  # not a length unit
+    assert canonical_answer("5 cm^4") == ("str", "5cm^4")
+    assert not answers_equivalent("2m+1", "2")
+
+
 def test_group_answer_keys_many_samples_few_answers_is_fast():
     answers = [r"\sqrt{8}", r"2\sqrt{2}", "3", r"\frac{\pi}{2}"] * 256
     t0 = time.perf_counter()

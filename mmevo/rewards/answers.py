@@ -161,7 +161,7 @@ def normalize_choice(ans: str, choices: Sequence[str] | None) -> str:
     that choice's text, so letters and texts compare equal; anything else is returned as is."""
     if not choices or not isinstance(ans, str):
         return ans
-    s = ans.strip().strip("$").strip()
+    s = _TEXT_WRAP_RE.sub(r"\1", ans.strip().strip("$").strip()).strip()  # \text{B} is the letter B
     n = len(choices)
 
     def pick(letter: str | None) -> str | None:
@@ -192,6 +192,11 @@ def normalize_choice(ans: str, choices: Sequence[str] | None) -> str:
 _TEXT_WRAP_RE = re.compile(r"\\(?:text|textbf|textit|mathrm|mathbf|mbox|operatorname)\s*\{([^{}]*)\}")
 _DEGREE_RE = re.compile(r"\^\s*\{\s*\\circ\s*\}|\^\s*\\circ|\\circ|°|\\degree\b|\bdegrees?\b", re.IGNORECASE)
 _SPACING_RE = re.compile(r"\\[,;:! ]|\\left\b|\\right\b")
+# a length / area / volume unit after a number, squared or cubed or not ("5 cm^2", "5\\text{ cm}^{2}", "5 sq units"):
+# math-verify already reads "5 cm" as 5 but not "5 cm^2", which split area answers from their bare numbers
+_UNIT_TAIL_RE = re.compile(
+    r"(?<=[\d}])\s*(?:sq\.?\s*|square\s+|cubic\s+)?(?:[kcm]?m|in|ft|yd|inch(?:es)?|feet|foot|units?|"
+    r"(?:centi|milli|kilo)?met(?:er|re)s?)\s*(?:\^\s*\{?\s*[23]\s*\}?|[²³])?\s*$", re.IGNORECASE)
 
 
 def _unwrap(s: str) -> str:
@@ -201,6 +206,7 @@ def _unwrap(s: str) -> str:
     s = _SPACING_RE.sub(" ", s)
     s = _TEXT_WRAP_RE.sub(r"\1", s)
     s = _DEGREE_RE.sub("", s)
+    s = _UNIT_TAIL_RE.sub("", s)
     return s.strip()
 
 
@@ -245,6 +251,10 @@ def _to_number(light: str) -> float | None:
 
 
 def _numbers_close(a: float, b: float) -> bool:
+    """Integers compare exactly (10000 is not 10001); other values within a relative 1e-4, which absorbs a
+    rounded decimal spelling of a fraction (0.3333 for 1/3) but keeps 0.5 and 0.54 apart."""
+    if a.is_integer() and b.is_integer():
+        return a == b
     return math.isclose(a, b, rel_tol=1e-4, abs_tol=1e-9)
 
 
@@ -365,8 +375,8 @@ def canonical_answer(ans: str | None, choices: Sequence[str] | None = None) -> H
         if not light:
             return None
         num = _to_number(light)
-        if num is not None:
-            return ("num", round(num, 6) + 0.0)
+        if num is not None:  # 12 significant digits: spellings of one value meet, 1e-7 and 0 stay apart
+            return ("num", float(f"{num:.12g}") + 0.0)
         return ("str", light)
     except Exception:
         return ("str", str(ans))
@@ -375,30 +385,23 @@ def canonical_answer(ans: str | None, choices: Sequence[str] | None = None) -> H
 def group_answer_keys(answers: Sequence[str | None], choices: Sequence[str] | None = None) -> list[Hashable | None]:
     """Keys for one group where math-equivalent answers (``\\sqrt{8}`` / ``2\\sqrt{2}``) share
     a key. Only one representative per distinct cheap key is compared, so the cost grows
-    with the number of distinct answers, not the group size. Merged classes take the key
-    of their earliest member."""
+    with the number of distinct answers, not the group size.
+
+    Equivalence is not transitive ("50\\%" matches both "0.5" and "50"; with a tolerance, 10000.5 is near 10000 and
+    10001 though they are not near each other), so classes are not closed under chains of matches: each distinct
+    answer, in order of first appearance, joins the first class whose first member it matches, else starts a class.
+    A class's key is that of its first member."""
     keys = [canonical_answer(a, choices) for a in answers]
     reps: dict[Hashable, str] = {}
     for a, k in zip(answers, keys):
         if k is not None and k not in reps:
             reps[k] = str(a)
-    distinct = list(reps)
-    parent = list(range(len(distinct)))
-
-    def find(i: int) -> int:
-        while parent[i] != i:
-            parent[i] = parent[parent[i]]
-            i = parent[i]
-        return i
-
-    for j in range(1, len(distinct)):
-        for i in range(j):
-            ri, rj = find(i), find(j)
-            if ri == rj:
-                continue
-            if answers_equivalent(reps[distinct[j]], reps[distinct[i]], choices):
-                parent[max(ri, rj)] = min(ri, rj)
-    remap = {k: distinct[find(i)] for i, k in enumerate(distinct)}
+    heads: list[Hashable] = []  # first cheap key of each class, in order of appearance
+    remap: dict[Hashable, Hashable] = {}
+    for k in reps:
+        remap[k] = next((h for h in heads if answers_equivalent(reps[k], reps[h], choices)), k)
+        if remap[k] == k:
+            heads.append(k)
     return [None if k is None else remap[k] for k in keys]
 
 

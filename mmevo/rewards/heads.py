@@ -135,6 +135,8 @@ class SFRHead(RewardHead):
                 labelled += 1
                 best = int(r.argmax()) if r.numel() and r.max() > 0 else None
                 label_hits += best is not None and answers_equivalent(answers[idx.index(mat[best])], gold, choices)
+        if not groups:  # an empty batch (a rank without samples): no rewards, no group statistics
+            return rewards, {}
         metrics = {"modal_share": sum(modal) / len(modal), "distinct_answers": sum(distinct) / len(distinct),
                    "sfr_mv_disagree_frac": disagree / len(groups)}
         if labelled:
