@@ -68,23 +68,51 @@ def test_demotion_below_020_and_never_below_the_start():
 
 
 def test_cooldown_is_respected():
-    c = controller(cooldown=10)
-    record_all(c, "arithmetic", 5, [True] * 20)  # promote to 6
-    assert c.record("arithmetic", 6, False) is None
-    record_all(c, "arithmetic", 6, [False] * 19)  # 20 failures at 6: 20 episodes since the change >= 10
-    assert c.ceiling("arithmetic") == 5 and c.demotions == 1
-    # the window at 5 still holds 20 successes: without the cool-down the next episode would promote again
-    assert record_all(c, "arithmetic", 5, [True] * 9) == [None] * 9 and c.ceiling("arithmetic") == 5
-    assert c.record("arithmetic", 5, True) == PROMOTE  # the 10th episode since the demotion
-    # the window at 6 was cleared on promotion: its 20 old failures do not demote again
-    record_all(c, "arithmetic", 6, [True] * 10)
+    # every change clears the new ceiling's window, so the cool-down only binds when it exceeds min_episodes
+    c = controller(window=5, min_episodes=5, cooldown=10)
+    record_all(c, "arithmetic", 5, [True] * 5)  # promote to 6
+    assert c.ceiling("arithmetic") == 6
+    assert record_all(c, "arithmetic", 6, [False] * 9) == [None] * 9  # 0 / 5 at 6, but only 9 episodes since
+    assert c.record("arithmetic", 6, False) == DEMOTE and c.since_change["arithmetic"] == 0  # the 10th
+    assert record_all(c, "arithmetic", 5, [True] * 9) == [None] * 9  # 5 / 5 fresh successes: still cooling down
+    assert c.record("arithmetic", 5, True) == PROMOTE and (c.promotions, c.demotions) == (2, 1)
+    # the window at 6 was cleared on promotion: its old failures do not demote again
+    assert record_all(c, "arithmetic", 6, [True] * 9) == [None] * 9
     assert c.ceiling("arithmetic") == 6 and c.rolling_accuracy("arithmetic") == 1.0
-    # with no cool-down the demoted ceiling races straight back up on its old window
-    c = controller(cooldown=0)
-    record_all(c, "arithmetic", 5, [True] * 20)
-    record_all(c, "arithmetic", 6, [False] * 20)
-    assert c.ceiling("arithmetic") == 5
-    assert c.record("arithmetic", 5, True) == PROMOTE
+
+
+def test_demotion_clears_the_lower_window_so_a_regressed_model_is_not_promoted_again():
+    for cooldown in (0, 10):
+        c = controller(cooldown=cooldown)
+        record_all(c, "arithmetic", 5, [True] * 20)  # promote to 6
+        record_all(c, "arithmetic", 6, [False] * 20)  # the model regressed: demote to 5
+        assert c.ceiling("arithmetic") == 5 and c.episodes_at_ceiling("arithmetic") == 0
+        assert c.rolling_accuracy("arithmetic") is None  # the 20 pre-regression successes at 5 are gone
+        # 40 % at 5 from now on: never back to 6, however long it runs
+        assert record_all(c, "arithmetic", 5, [True, False, True, False, False] * 20) == [None] * 100
+        assert c.ceiling("arithmetic") == 5 and c.rolling_accuracy("arithmetic") == pytest.approx(0.4)
+        # a recovered model earns the ceiling back once the window at 5 reaches 0.75: after 12 successes it holds
+        # the last 8 of the 40 % phase (3 right) and the 12: 15 / 20
+        assert record_all(c, "arithmetic", 5, [True] * 11) == [None] * 11
+        assert c.record("arithmetic", 5, True) == PROMOTE and c.rolling_accuracy("arithmetic", 5) == 0.75
+
+
+def test_no_promotion_after_a_regression_through_the_source():
+    """The reviewer's scenario: d <= 5 solved at 95 % for 60 episodes, then 40 % at d = 5 and 0 % at d = 6. The old
+    controller re-promoted to 6 on stale d = 5 outcomes exactly one cool-down after the demotion in 3 of 5 seeds."""
+    for seed in range(5):
+        rng = random.Random(seed)
+        c = DifficultyController(["arithmetic"], start=5, cap=8)
+        src = CurriculumSource(c, seed=seed, ceiling_share=0.5)
+        changes = []
+        for ep in range(600):
+            d = src.take(1)[0].meta["difficulty"]
+            acc = (0.95 if ep < 60 else 0.4) if d <= 5 else (0.0 if ep >= 60 else 0.9)
+            change = c.record("arithmetic", d, rng.random() < acc)
+            if change:
+                changes.append((ep, change))
+        assert [ch for ep, ch in changes if ep >= 60 and ch == PROMOTE] == [], (seed, changes)
+        assert c.ceiling("arithmetic") == 5 and changes[-1][1] == DEMOTE, (seed, changes)
 
 
 def test_hard_cap_8():

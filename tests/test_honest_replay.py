@@ -215,6 +215,36 @@ def test_group_outcomes_and_write_back_by_hand():
         group_outcomes(torch.tensor([0, 1]), [a(True, 0.5)])
 
 
+def test_write_back_correctness_comes_from_the_samples_that_stated_a_confidence():
+    from mmevo.honest.curriculum import DifficultyController
+
+    fresh = [e for e in EXAMPLES if e.meta["difficulty"] == 5 and e.meta["domain"] == "logic"][:2]
+    gold = [ex.answer for ex in fresh]
+    # group 0 (the reviewer's case): one right answer at 0.9, three abstains -> all-sample majority 1 / 4 = wrong,
+    # but the only stated confidence was right: |0.9 - 1| = 0.1, not |0.9 - 0| = 0.9
+    # group 1: two right answers without a confidence (malformed), one wrong at 0.2 -> 2 / 3 right, replay y = 0
+    texts = [format_response("r", gold[0], 0.9)] + [format_response("unsure", abstain=True)] * 3 \
+        + ["<reasoning>r</reasoning><answer>" + gold[1] + "</answer>"] * 2 + [format_response("r", "nope", 0.2)]
+    exs = [fresh[0]] * 4 + [fresh[1]] * 3
+    aux = [honest_aux(x, ex) for x, ex in zip(texts, exs)]
+    assert [x["correct"] for x in aux] == [True, False, False, False, True, True, False]
+    gids = [0, 0, 0, 0, 1, 1, 1]
+    out = group_outcomes(torch.tensor(gids), aux)
+    assert [(o.n_correct, o.correct, o.confident_correct) for o in out] == [(1, False, True), (2, True, False)]
+    assert [o.confidence for o in out] == pytest.approx([0.9, 0.2])
+    ctl = DifficultyController(["logic"], start=5, window=2, min_episodes=2, cooldown=0)
+    buf = ReplayBuffer()
+    m = HonestStrategy(buffer=buf, controller=ctl).after_rewards(_rollout(aux, gids, exs), torch.zeros(7))
+    assert m["replay/written"] == 2.0 and m["curriculum/recorded"] == 2.0
+    assert [(e.correct, round(e.confidence, 6), round(e.error, 6)) for e in buf.entries()] == [
+        (True, 0.9, 0.1), (False, 0.2, 0.2)]  # the old write-back stored (False, 0.9, 0.9) and (True, 0.2, 0.8)
+    # priorities (|c - y| + 1e-3)^0.6: 0.101^0.6 and 0.201^0.6, normalised
+    w = [0.101 ** 0.6, 0.201 ** 0.6]
+    assert buf.probabilities().tolist() == pytest.approx([x / sum(w) for x in w], rel=1e-9)
+    # the curriculum keeps the all-sample majority: group 0 failed, group 1 solved
+    assert ctl.rolling_accuracy("logic", 5) == 0.5 and list(ctl.outcomes[("logic", 5)]) == [0, 1]
+
+
 def test_strategy_after_rewards_skips_replays_for_the_curriculum():
     from mmevo.honest.curriculum import DifficultyController
 

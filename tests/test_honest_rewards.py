@@ -8,7 +8,8 @@ import torch
 
 from mmevo.rewards.heads import HEADS, RewardMixer, ScoredSample
 from mmevo.rewards.honest import (HonestBrierHead, HonestFormatHead, HonestHindsightHead, brier_reward, casr_reward,
-                                  expected_calibration_error, hindsight_reward, replay_priorities)
+                                  copied_refinement, expected_calibration_error, hindsight_reward,
+                                  replay_priorities)
 
 NAN = float("nan")
 
@@ -87,12 +88,40 @@ def _casr_inputs(cases, dtype=torch.float64):
 
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
 def test_casr_hand_values(dtype):
-    cases = CASR_CASES if dtype == torch.float64 else [c for c in CASR_CASES if c[1] != 0.52]  # 0.52 sits on the
-    args, want = _casr_inputs(cases, dtype)  # copy_tol edge; in float32, 0.52 - 0.5 rounds below 0.02
+    args, want = _casr_inputs(CASR_CASES, dtype)  # incl. |0.52 - 0.5| = 0.02, 0.01999998 in float32: not a copy
     got = casr_reward(*args)
     assert got.dtype == dtype
     assert not torch.isnan(got).any()
     assert got.tolist() == pytest.approx(want, abs=1e-6)
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+def test_casr_copy_tol_is_strict_on_two_decimal_confidences(dtype):
+    # the seed's |r - c| < 0.02 on every two-decimal pair: r = c + 0.02 is never a copy, r = c + 0.01 always is
+    # (y = 1, 20-char critique: reward 0.05 + (c - 1)^2 - (r - 1)^2, minus gamma 0.05 for a copy, all below the clip)
+    c = [i / 100 for i in range(99)]  # 0.00 .. 0.98
+    for step, gamma in ((0.02, 0.0), (0.01, 0.05)):
+        r = [round(x + step, 2) for x in c]
+        args = (t(c, dtype), t(r, dtype), t([1] * 99), torch.full((99,), 20), torch.ones(99, dtype=torch.bool))
+        want = [0.05 + (x - 1) ** 2 - (y - 1) ** 2 - gamma for x, y in zip(c, r)]
+        assert casr_reward(*args).tolist() == pytest.approx(want, abs=1e-6)
+        assert copied_refinement(args[0], args[1], 0.02).sum().item() == (99 if gamma else 0)
+    # the report's case: c = 0.50, r = 0.52, y = 1 -> 0.25 - 0.2304 + 0.05 = 0.0696 (was 0.0196 in float32)
+    one = (t([0.5], dtype), t([0.52], dtype), t([1]), torch.tensor([20]), torch.tensor([True]))
+    assert casr_reward(*one).item() == pytest.approx(0.0696, abs=1e-6)
+
+
+def test_casr_copy_boundary_in_the_head_reward_and_metric():
+    crit = "checked 2+2 again ok"  # 20 characters
+    responses = [R(answer="4", conf=f"{c:.2f}", critique=crit, refined_confidence=f"{c + 0.02:.2f}")
+                 for c in (0.09, 0.10, 0.11, 0.14, 0.50)]  # pairs that float32 used to round below 0.02
+    r, m = HonestHindsightHead(mode="refined").score(samples_of(responses))
+    want = [0.05 + (c - 1) ** 2 - (c + 0.02 - 1) ** 2 for c in (0.09, 0.10, 0.11, 0.14, 0.50)]
+    assert r.tolist() == pytest.approx(want, abs=1e-6)  # e.g. 0.0696 for (0.50, 0.52)
+    assert m["copy"] == 0 and m["full"] == 5
+    copies = [R(answer="4", conf="0.50", critique=crit, refined_confidence="0.51")]
+    r, m = HonestHindsightHead(mode="refined").score(samples_of(copies))
+    assert r.tolist() == pytest.approx([0.25 - 0.49 ** 2], abs=1e-6) and m["copy"] == 1  # 0.0099 + beta - gamma
 
 
 def test_casr_weights_and_clip_are_used():

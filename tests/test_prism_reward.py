@@ -76,6 +76,17 @@ def test_coverage_rewards_keeps_dtype_and_mutates_nothing(dtype):
                                                rel=1e-2 if dtype == torch.bfloat16 else 1e-6)
 
 
+def test_coverage_rewards_all_counts_zero_makes_every_cluster_rare():
+    # gamma = 0 after a step that visited nothing leaves every count at 0: rarity exp(0) = 1, reward zpd · (1 + lam)
+    p = torch.tensor([0.75, 0.5, 0.9, 0.3], dtype=torch.float64)
+    r = coverage_rewards(p, torch.tensor([0, 1, 2, 0]), torch.zeros(3, dtype=torch.float64))
+    assert r.tolist() == pytest.approx([6.0, 0.375 * 6, 0.625 * 6, 0.0], rel=1e-12)
+    assert coverage_rewards(p[:1], torch.tensor([1]), torch.zeros(3), lam=2.0).tolist() == pytest.approx([3.0])
+    for bad in ([1.0, -0.5, 1.0], [1.0, float("nan"), 1.0], [1.0, float("inf"), 1.0]):
+        with pytest.raises(ValueError, match="counts must be finite and >= 0"):
+            coverage_rewards(p[:1], torch.tensor([0]), torch.tensor(bad))
+
+
 # -- ema_counts --------------------------------------------------------------------------------------------------
 def test_ema_indicator_counts_duplicates_once_and_per_question_differs():
     counts = torch.tensor([2.0, 1.0, 0.5], dtype=torch.float64)
@@ -147,12 +158,39 @@ def test_head_reads_rarity_before_update_and_updates_after():
     assert m["valid_frac"] == 1.0 and m["distinct_clusters"] == 1 and m["zpd_mean"] == 1.0
 
 
+def test_head_with_gamma_0_after_an_empty_step():
+    head = PrismCoverageHead(centroids="", k=4, gamma=0.0)  # no memory: the counts are the last step's visits
+    _, m = head.score(_samples([{"question": "a", "p": 0.3, "cluster": 0}]))  # out of band: visits nothing
+    assert head.counts.tolist() == [0.0] * 4 and m["counts_max_over_mean"] == 1.0
+    r, _ = head.score(_samples([{"question": "b", "p": 0.75, "cluster": 0}]))  # used to raise (mean count 0)
+    assert r.tolist() == pytest.approx([6.0])  # 1 · (1 + 5 · exp(0))
+    assert head.counts.tolist() == [1.0, 0.0, 0.0, 0.0]
+    r, _ = head.score(_samples([{"question": "c", "p": 0.75, "cluster": c} for c in (0, 1)]))
+    assert r.tolist() == pytest.approx([1 + 5 * E(-4.0), 6.0], rel=1e-6)  # mean 0.25: n0 / mean = 4, n1 = 0
+    head.score([])  # a rank without samples: every count decays to 0 again
+    assert head.counts.tolist() == [0.0] * 4
+    r, _ = head.score(_samples([{"question": "d", "p": 0.5, "cluster": 3}, {"question": None}]))
+    assert r.tolist() == pytest.approx([0.375 * 6, -1.0])
+
+
+def test_head_default_visit_matches_the_config():
+    from mmevo.config import PrismConfig
+
+    head = PrismCoverageHead(centroids="", k=3, gamma=0.9)
+    assert head.visit == PrismConfig().visit == "band"
+    # only in-band questions (p in [0.5, 0.9]) visit: p = 0.3 and p = 0.95 leave their clusters to decay
+    head.score(_samples([{"question": q, "p": p, "cluster": c} for q, p, c in (("a", 0.3, 0), ("b", 0.95, 1),
+                                                                                ("c", 0.6, 2))]))
+    assert head.counts.tolist() == pytest.approx([0.9, 0.9, 1.0])
+
+
 def test_head_bad_input_invalid_unanswered_and_per_question_mode():
     rows = [{"question": None, "p": 0.8}, {"question": "   ", "p": 0.8, "cluster": 1},  # empty / unparseable
             {"question": "ok", "p": 0.8, "cluster": 1, "valid": False},
             {"question": "never answered", "p": None, "cluster": 2},  # the solver gave no answer: p = 0
             {"question": "x", "p": 0.75, "cluster": 1}, {"question": "y", "p": 0.75, "cluster": 1}]
-    head = PrismCoverageHead(centroids="", k=3, gamma=0.9, ema_mode="per_question")
+    # visit="valid" (the head's default is "band"): the unanswered question (p = 0) visits its cluster too
+    head = PrismCoverageHead(centroids="", k=3, gamma=0.9, ema_mode="per_question", visit="valid")
     r, m = head.score(_samples(rows))
     assert r.tolist() == pytest.approx([-1, -1, -1, 0, 1 + 5 * E(-1), 1 + 5 * E(-1)], rel=1e-6)
     # invalid samples visit nothing; the unanswered one visits cluster 2; cluster 1 twice (per question)

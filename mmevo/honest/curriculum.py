@@ -10,9 +10,12 @@ recorded outcome it checks the domain (seed 4.3):
   episodes drawn while it is the ceiling count;
 - demote (ceiling - 1) when the window at the ceiling holds >= ``min_episodes`` episodes with rolling accuracy
   < ``demote`` (0.20), never below the start ceiling (the generator's fixed ceiling, 5 by default: the seed demotes
-  "at the mutated tier"). The lower tier keeps its window;
+  "at the mutated tier"). The lower tier's window starts empty too: its outcomes predate the failures at the higher
+  tier, so promoting on them would re-promote a model that has regressed (seed 4.3: demotion "protects against the
+  curriculum running away"); a new promotion needs ``min_episodes`` fresh episodes at that tier;
 - never twice within ``cooldown`` (10) episodes of the domain (seed 9: "cool-down identical to base controller
-  (10 episodes)"); this is what stops a demoted ceiling from racing straight back up on an old window.
+  (10 episodes)"). As both changes clear the new ceiling's window, this only binds when ``cooldown`` >
+  ``min_episodes``.
 
 ``CurriculumSource`` is a prompt source: domains in turn; for each draw the difficulty is the domain's ceiling with
 probability ``ceiling_share`` (else uniform below it, down to ``min_difficulty``). Difficulties up to 5 come from the
@@ -117,6 +120,7 @@ class DifficultyController:
             self.promotions += 1
         elif acc < self.demote_below and c > self.start:
             self.ceilings[domain] = c - 1
+            self._window(domain, c - 1).clear()  # its old outcomes predate the regression seen at c
             self.demotions += 1
         else:
             return None

@@ -1,7 +1,8 @@
 """CPR, calibration-prioritized replay (seed 3): a ring buffer of past prompts, re-sampled by calibration error.
 
-Entry i holds a prompt (its ``Example``), its group's mean stated confidence c_i and majority correctness y_i. Sampling
-is PER's proportional rule with the calibration error as priority (seed 3.1), computed lazily at ``sample`` time::
+Entry i holds a prompt (its ``Example``), its group's mean stated confidence c_i and majority correctness y_i (both
+over the samples that stated a confidence). Sampling is PER's proportional rule with the calibration error as priority
+(seed 3.1), computed lazily at ``sample`` time::
 
     p_i = (|c_i - y_i| + eps)^alpha / sum_j (|c_j - y_j| + eps)^alpha        (alpha = 0.6, eps = 1e-3)
 
@@ -20,8 +21,9 @@ Linear scan, no sum-tree (seed 3.3: < 1 ms for <= 10K entries). Draws are with r
   of a ``mmevo.honest.health.HealthMonitor`` sets it from ``monitor.replay_enabled()``). Replayed examples are
   shallow copies with ``meta["replay"] = True`` (the curriculum does not count them as its own episodes). Its state
   (base source's, RNG, counters, the buffer) is checkpointed.
-- ``group_outcomes`` / ``replay_write_back``: per prompt group, majority correctness and mean confidence from the
-  rollout's ``aux`` (``correct`` / ``confidence`` per sample, see ``mmevo.honest.strategy``), written into the buffer.
+- ``group_outcomes`` / ``replay_write_back``: per prompt group, mean confidence and majority correctness from the
+  rollout's ``aux`` (``correct`` / ``confidence`` per sample, see ``mmevo.honest.strategy``), written into the buffer;
+  the buffer's correctness is over the samples that stated a confidence, the curriculum's over all graded samples.
 """
 
 from __future__ import annotations
@@ -47,7 +49,7 @@ REPLAY_FLAG = "replay"  # meta key on the copies ReplayMixSource hands out
 class ReplayEntry:
     example: Example  # the prompt (clean: no replay flag)
     confidence: float  # the group's mean stated confidence c, in [0, 1]
-    correct: bool  # the group's majority correctness y
+    correct: bool  # the group's majority correctness y, over the samples that stated a confidence
     writes: int = 1  # times written (first add + in-place updates)
 
     @property
@@ -262,11 +264,21 @@ class GroupOutcome:
     n_correct: int
     correct: bool | None  # n_correct > n_graded / 2 (a tie is not a majority); None when nothing is graded
     confidence: float | None  # mean of the stated confidences; None when no sample stated one
+    # majority correctness of the graded samples that stated a confidence (the replay's y); None when there are none.
+    # Gold is per prompt, so in a graded group these are exactly the samples behind ``confidence``
+    confident_correct: bool | None = None
 
 
 def group_outcomes(group_ids: torch.Tensor, aux: Sequence[dict], mask: torch.Tensor | None = None
                    ) -> list[GroupOutcome]:
-    """Per group (in order of first appearance) majority correctness and mean confidence.
+    """Per group (in order of first appearance) majority correctness and mean confidence, and the majority
+    correctness of the samples that stated a confidence (``confident_correct``).
+
+    ``correct`` counts every graded sample (an abstain or malformed answer has not solved the task: the curriculum's
+    label). The replay's priority |c - y| needs c and y from the same samples, else a group with one right answer
+    at 0.9 and three abstains would store y = 0, c = 0.9 and look maximally miscalibrated. The seed's write-back is
+    "majority-vote correctness, mean confidence" (3.4), an entry with one (c, y) pair whose |c - y| is the priority
+    (3.1); the majority over the confident samples keeps that form (a per-sample mean of |c_i - y_i| would not).
 
     group_ids long [B]; aux: B dicts with ``correct`` (bool | None) and ``confidence`` (float | None);
     mask bool [B] (default all): samples left out (CSRS re-inferences) do not count."""
@@ -283,16 +295,20 @@ def group_outcomes(group_ids: torch.Tensor, aux: Sequence[dict], mask: torch.Ten
         marks = [aux[i].get("correct") for i in idx]
         graded = [m for m in marks if m is not None]
         confs = [aux[i]["confidence"] for i in idx if aux[i].get("confidence") is not None]
+        confident = [bool(aux[i]["correct"]) for i in idx
+                     if aux[i].get("confidence") is not None and aux[i].get("correct") is not None]
         n_correct = sum(bool(m) for m in graded)
         out.append(GroupOutcome(first=idx[0], n=len(idx), n_graded=len(graded), n_correct=n_correct,
                                 correct=(n_correct > len(graded) / 2) if graded else None,
-                                confidence=sum(confs) / len(confs) if confs else None))
+                                confidence=sum(confs) / len(confs) if confs else None,
+                                confident_correct=(sum(confident) > len(confident) / 2) if confident else None))
     return out
 
 
 def replay_write_back(buffer: ReplayBuffer, rollout, outcomes: list[GroupOutcome] | None = None) -> dict:
-    """Write each group's (majority correctness, mean confidence) into ``buffer``; groups without gold or without
-    any stated confidence are skipped and counted. ``outcomes`` defaults to ``group_outcomes`` of the rollout."""
+    """Write each group's (mean confidence, majority correctness of the same confident samples) into ``buffer``;
+    groups without gold or without any stated confidence are skipped and counted. ``outcomes`` defaults to
+    ``group_outcomes`` of the rollout."""
     if outcomes is None:
         outcomes = group_outcomes(rollout.group_ids, [rollout.aux_of(i) for i in range(len(rollout))],
                                   rollout.trainable_mask())
@@ -300,10 +316,10 @@ def replay_write_back(buffer: ReplayBuffer, rollout, outcomes: list[GroupOutcome
     for o in outcomes:
         if o.correct is None:
             no_gold += 1
-        elif o.confidence is None:
+        elif o.confidence is None or o.confident_correct is None:
             no_conf += 1
         else:
-            buffer.add(rollout.examples[o.first], o.confidence, o.correct)
+            buffer.add(rollout.examples[o.first], o.confidence, o.confident_correct)
             written += 1
     return {"replay/written": float(written), "replay/skipped_no_gold": float(no_gold),
             "replay/skipped_no_confidence": float(no_conf)}

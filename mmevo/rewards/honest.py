@@ -36,10 +36,12 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor
 
-__all__ = ["brier_reward", "hindsight_reward", "casr_reward", "expected_calibration_error", "replay_priorities",
-           "CRITIQUE_MIN_CHARS", "HonestBrierHead", "HonestHindsightHead", "HonestFormatHead"]
+__all__ = ["brier_reward", "hindsight_reward", "casr_reward", "copied_refinement", "expected_calibration_error",
+           "replay_priorities", "CRITIQUE_MIN_CHARS", "COPY_EPS", "HonestBrierHead", "HonestHindsightHead",
+           "HonestFormatHead"]
 
 CRITIQUE_MIN_CHARS = 16  # CASR: a critique this long earns the format bonus beta (seed 2.5)
+COPY_EPS = 1e-6  # CASR: |r - c| must be below copy_tol by more than this to count as a copy (see ``copied_refinement``)
 
 
 # ---------------------------------------------------------------------------------------------------- validation
@@ -71,6 +73,15 @@ def _correctness(correct, like: Tensor) -> Tensor:
 
 
 # ------------------------------------------------------------------------------------------------ pure functions
+def copied_refinement(conf: Tensor, refined: Tensor, copy_tol: float) -> Tensor:
+    """CASR's anti-copy test |r - c| < copy_tol (seed 2.5, strict), float [B] x2 -> bool [B].
+
+    Confidences are two-decimal strings, not exact in binary: 0.52 - 0.50 is 0.01999998 in float32 and 54 of the 99
+    pairs (c, c + 0.02) fall below 0.02. So the difference is taken in float64 and must clear copy_tol by COPY_EPS,
+    far above float32 rounding (~1e-7) and far below the 0.01 step of two-decimal values."""
+    return (refined.double() - conf.double()).abs() < copy_tol - COPY_EPS
+
+
 def brier_reward(conf: Tensor, correct: Tensor) -> Tensor:
     """Brier reward R_B = -(c - y)^2 (seed 2.1). conf float [B] in [0, 1], correct [B] 0/1 -> [B], conf's dtype."""
     c = _float_tensor("conf", conf).detach()  # [B]
@@ -125,7 +136,7 @@ def casr_reward(conf: Tensor, refined: Tensor, correct: Tensor, critique_chars: 
     c_full = torch.where(full, c, zero)  # [B] unused values (maybe NaN) replaced before any arithmetic
     r_full = torch.where(full, r, zero)  # [B]
     delta_brier = (c_full - y) ** 2 - (r_full - y) ** 2  # [B] > 0 iff the refinement moved toward y
-    copied = full & ((r_full - c_full).abs() < copy_tol)  # [B]
+    copied = full & copied_refinement(c_full, r_full, copy_tol)  # [B]
     reward = (alpha * delta_brier * full.to(c.dtype)
               + beta * (critique_chars.to(c.device) >= CRITIQUE_MIN_CHARS).to(c.dtype)
               - gamma * copied.to(c.dtype)
@@ -295,7 +306,7 @@ class HonestHindsightHead:
             is_full = (chars > 0) & has_r
             full, partial = int(is_full.sum()), int(((chars > 0) ^ has_r).sum())
             critique_ok = int((chars >= CRITIQUE_MIN_CHARS).sum())
-            copied = int((is_full & ((torch.where(has_r, r, c) - c).abs() < self.casr["copy_tol"])).sum())
+            copied = int((is_full & copied_refinement(c, torch.where(has_r, r, c), self.casr["copy_tol"])).sum())
             clipped = int((out.abs() >= self.casr["clip"] - 1e-7).sum())
         metrics.update({"full": float(full), "partial": float(partial), "critique_ok": float(critique_ok),
                         "copy": float(copied), "clipped": float(clipped)})

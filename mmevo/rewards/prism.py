@@ -42,10 +42,11 @@ def zpd(p: Tensor) -> Tensor:
 
 def coverage_rewards(p: Tensor, clusters: Tensor, counts: Tensor, lam: float = 5.0,
                      valid: Tensor | None = None) -> Tensor:
-    """Prism reward: float p [B], long clusters [B] in [0, K), float counts [K] (mean > 0), bool valid [B] or None.
+    """Prism reward: float p [B], long clusters [B] in [0, K), float counts [K] (>= 0), bool valid [B] or None.
     Return detached [B] of p's dtype: zpd(p) · (1 + lam · exp(-counts[clusters] / counts.mean())), and -1.0 where
-    valid is False (there the cluster may be anything, e.g. -1). ``counts`` are read as given (the state before this
-    batch's update); no input is mutated."""
+    valid is False (there the cluster may be anything, e.g. -1). All counts 0 (possible with gamma = 0) make every
+    cluster rare: zpd(p) · (1 + lam). ``counts`` are read as given (the state before this batch's update); no input
+    is mutated."""
     if not torch.is_tensor(p) or not p.is_floating_point() or p.dim() != 1:
         raise ValueError(f"p must be a float [B] tensor, got {getattr(p, 'dtype', type(p))} "
                          f"{tuple(getattr(p, 'shape', ()))}")
@@ -67,10 +68,12 @@ def coverage_rewards(p: Tensor, clusters: Tensor, counts: Tensor, lam: float = 5
     work = torch.promote_types(p.dtype, counts.dtype if counts.is_floating_point() else torch.float32)
     work = torch.promote_types(work, torch.float32)  # bf16 / fp16 inputs: compute in fp32, return in p's dtype
     n = counts.detach().to(device=p.device, dtype=work)  # [K]
+    if not bool(((n >= 0) & torch.isfinite(n)).all()):  # NaN fails n >= 0
+        raise ValueError(f"counts must be finite and >= 0, got min {float(n.min())} max {float(n.max())}")
     mean = n.mean()
-    if not bool(mean > 0) or bool((n < 0).any()):
-        raise ValueError(f"counts must be >= 0 with a positive mean, got mean {float(mean)}")
-    rarity = torch.exp(-n[idx] / mean)  # [B]: d(q) = exp(-n_c / n̄)
+    # all counts 0 (gamma = 0 after a step that visited nothing): no cluster is more common than another, so each
+    # gets the rarity of an unvisited cluster, exp(0) = 1, instead of exp(-0 / 0)
+    rarity = torch.exp(-n[idx] / mean) if bool(mean > 0) else torch.ones_like(n[idx])  # [B]: d(q) = exp(-n_c / n̄)
     reward = zpd(p.detach().to(work)) * (1.0 + lam * rarity)  # [B]
     reward = torch.where(ok, reward, torch.full_like(reward, -1.0))
     return reward.to(p.dtype)
@@ -148,10 +151,11 @@ class PrismCoverageHead:
       and assigned to the nearest of the centroids in ``centroids`` (built by ``mmevo prism build-clusters``).
 
     Rewards use the counts as they were before this batch; then the clusters visited by valid maternal samples
-    (``visit="band"``: only those with p in [0.5, 0.9]) update the counts with ``ema_counts``. Under data parallelism
-    the per-cluster visits are summed over ranks first (one all-reduce of K numbers per step, so every rank must
-    score every step), hence every rank holds the same counts. The counts are the head's state: checkpointed with
-    the run, and handed to the next iteration's head through ``state_dict`` / ``load_state_dict``.
+    (``visit="band"``, the default as in the ``prism`` config: only those with p in [0.5, 0.9]; ``"valid"``: all)
+    update the counts with ``ema_counts``. Under data parallelism the per-cluster visits are summed over ranks first
+    (one all-reduce of K numbers per step, so every rank must score every step), hence every rank holds the same
+    counts. The counts are the head's state: checkpointed with the run, and handed to the next iteration's head
+    through ``state_dict`` / ``load_state_dict``.
 
     ``k``: the number of clusters without a centroids file (``centroids=""``; every sample must then carry
     ``aux["cluster"]``); with a file it must match the file's K or be 0.
@@ -161,7 +165,7 @@ class PrismCoverageHead:
     collective = True  # one all-reduce per step: the trainer calls score([]) on a rank without samples
 
     def __init__(self, centroids: str | None = None, embedder: str = "", lam: float = 5.0, gamma: float = 0.99,
-                 ema_mode: str = "indicator", init_count: float = 1.0, k: int = 0, visit: str = "valid"):
+                 ema_mode: str = "indicator", init_count: float = 1.0, k: int = 0, visit: str = "band"):
         from mmevo.prism.clusters import DEFAULT_CENTROIDS, embedder_id, load_centroids
 
         if ema_mode not in EMA_MODES:
@@ -251,7 +255,8 @@ class PrismCoverageHead:
                    "unanswered_frac": float((p[ok] == 0).double().mean()) if n_valid else 0.0,
                    "distinct_clusters": int(clusters[ok].unique().numel()),
                    "visited_clusters": int((hits > 0).sum()),
-                   "counts_max_over_mean": float(self.counts.max() / self.counts.mean()),
+                   # all counts 0 (gamma = 0, nothing visited) are all equal: max / mean = 1, not 0 / 0
+                   "counts_max_over_mean": float(self.counts.max() / self.counts.mean()) if self.counts.any() else 1.0,
                    "counts_min": float(self.counts.min()), "counts_max": float(self.counts.max())}
         if n_valid:
             stats = diversity_stats(clusters[ok], self.k)
