@@ -470,6 +470,25 @@ def validate(cfg: Config) -> None:
         render_prompt(cfg.data.prompt_template, "")
     except ConfigError as e:
         raise ConfigError(f"data.prompt_template: {e}") from None
+    validate_mmzero(cfg.mmzero)
+
+
+def validate_mmzero(m: MMZeroConfig) -> None:
+    """``mmzero.*`` bounds: a bad value would otherwise fail deep in a reward or silently keep no data."""
+    for key in ("code_samples", "solver_samples"):
+        if getattr(m, key) < 1:
+            raise ConfigError(f"mmzero.{key}={getattr(m, key)} must be >= 1")
+    for key in ("coder_success_range", "solver_consistency_range"):
+        v = getattr(m, key)
+        if (not isinstance(v, (list, tuple)) or len(v) != 2
+                or not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in v)
+                or not 0.0 <= v[0] <= v[1] <= 1.0):
+            raise ConfigError(f"mmzero.{key}={v!r} must be [lo, hi] with 0 <= lo <= hi <= 1")
+    for key in ("diversity_strength", "easy_hard_penalty", "type_penalty"):
+        if not getattr(m, key) >= 0:
+            raise ConfigError(f"mmzero.{key}={getattr(m, key)} must be >= 0")
+    if not 0.0 <= m.cluster_threshold <= 1.0:
+        raise ConfigError(f"mmzero.cluster_threshold={m.cluster_threshold} must be in [0, 1]")
 
 
 def to_dict(cfg: Config) -> dict:

@@ -5,8 +5,9 @@ import json
 
 import pytest
 
-from mmevo.evolve.mmzero import (Proposal, coder_train_set, extract_code, parse_proposal, role_config,
-                                 solver_train_set)
+from mmevo.config import ConfigError, load_config
+from mmevo.evolve.mmzero import (Judge, Proposal, coder_train_set, extract_code, parse_proposal, render_error_counts,
+                                 role_config, solver_train_set)
 from mmevo.evolve.mmzero_demos import demos
 from mmevo.rewards.heads import RewardMixer, ScoredSample
 
@@ -29,6 +30,16 @@ def test_strict_proposal_parser():
     ]:
         q, why = parse_proposal(bad)
         assert q is None and reason in why, (bad, why)
+
+
+def test_parser_accepts_inequalities_and_rejects_tags():
+    lt = GOOD.replace("What is x times 2?", "For which bars is the value < 5?")
+    both = GOOD.replace("What is x?", "Which is true: A<B or A>B?")
+    assert parse_proposal(lt)[0].hard_question == "For which bars is the value < 5?"
+    assert parse_proposal(both)[0].easy_question == "Which is true: A<B or A>B?"
+    for tagged in (GOOD.replace("A table with x=3.", "A <b>table</b>."), GOOD.replace(">6<", ">6</x><")):
+        q, why = parse_proposal(tagged)
+        assert q is None and "bad <" in why, (tagged, why)
 
 
 def test_code_extraction():
@@ -70,9 +81,138 @@ def test_solver_filter_uses_consistency_range_and_the_silver_label(tmp_path):
     renders.append({"ok": False, "consistency": 0.5, "silver": "6", "image": None})
     (d / "records" / "step_0000.jsonl").write_text(json.dumps({"valid": True, "proposal": p.__dict__,
                                                                "renders": renders}) + "\n")
-    kept = solver_train_set([d], 0.25, 0.75)
+    kept = solver_train_set([d], 0.25, 0.75, 0, 0)
     assert len(kept) == 1 and kept[0].answer == "6" and kept[0].problem == "<image>What is x times 2?"
     assert kept[0].images[0].size == (8, 8) and kept[0].meta["consistency"] == 0.5
+
+
+# -- the judge with a fake sandbox and a scripted frozen solver ------------------------------------------------------
+P = Proposal("table", "A table with x=3.", "What is x?", "3", "What is x times 2?", "6")
+OK_PROGRAM = "```svg\n<svg/>\n```"
+
+
+def _png(w, h):
+    import io
+
+    from PIL import Image
+
+    b = io.BytesIO()
+    Image.new("RGB", (w, h), "white").save(b, format="PNG")
+    return b.getvalue()
+
+
+class FakePool:
+    def __init__(self, size=(8, 8)):
+        self.size = size
+
+    def render_many(self, jobs, timeout_s=10):
+        from render.types import RenderResult
+
+        return [RenderResult(True, _png(*self.size)) for _ in jobs]
+
+
+class FakeSolver:
+    """script(question) -> the m responses ([] = prompt over data.max_prompt_length); records image sizes."""
+
+    def __init__(self, script):
+        self.script, self.sizes = script, []
+
+    def sample(self, exs, n, seed):
+        self.sizes += [im.size for ex in exs for im in ex.images]
+        return [self.script(ex.problem) for ex in exs]
+
+
+def _judge(script, size=(8, 8), max_pixels=0):
+    solver = FakeSolver(script)
+    return Judge(FakePool(size), solver, 4, 1.0, min_pixels=0, max_pixels=max_pixels), solver
+
+
+def test_judge_scales_renders_into_the_solver_pixel_bound(tmp_path):
+    # a 1400x1000 render (the sandbox allows 4096 px a side) above the 7B config's data.max_pixels = 1003520
+    judge, solver = _judge(lambda q: ["\\boxed{3}"] * 4, size=(1400, 1000), max_pixels=1003520)
+    (r,) = judge([OK_PROGRAM], [P], seed=0)
+    assert r.ok and len(solver.sizes) == 2  # easy and hard question, one image each
+    for w, h in solver.sizes:
+        assert w * h <= 1003520 and abs(w / h - 1.4) < 0.01, (w, h)
+    # the solver phase reads the recorded (unscaled) PNG and scales it the same way
+    d = tmp_path / "phase"
+    (d / "records").mkdir(parents=True)
+    (d / "images").mkdir()
+    (d / "images" / "a.png").write_bytes(r.png)
+    row = {"valid": True, "proposal": P.__dict__,
+           "renders": [{"ok": True, "consistency": 0.5, "silver": "6", "image": "images/a.png"}]}
+    (d / "records" / "step_0000.jsonl").write_text(json.dumps(row) + "\n")
+    (ex,) = solver_train_set([d], 0.25, 0.75, 0, 1003520)
+    assert ex.images[0].width * ex.images[0].height <= 1003520
+    (small,) = solver_train_set([d], 0.25, 0.75, 2_000_000, 0)  # min_pixels scales up
+    assert small.images[0].width * small.images[0].height >= 1_990_000
+
+
+def test_judge_consistency_counts_answered_samples_and_easy_uses_equivalence():
+    from mmevo.rewards.mmzero import easy_accuracy
+
+    easy = ["\\boxed{3}", "\\boxed{3.0}", "no box", "\\boxed{4}"]
+    hard = ["\\boxed{7}", "\\boxed{7}", "long reasoning cut at max_tokens", "no box"]
+    judge, _ = _judge(lambda q: easy if q.endswith("What is x?") else hard)
+    (r,) = judge([OK_PROGRAM], [P], seed=0)
+    assert r.ok and r.consistency == 1.0 and r.silver == "7"  # 2 of the 2 answered agree (not 2 of 4)
+    assert r.easy == 0.5 == easy_accuracy(r.easy_answers, P.easy_answer)  # the Judge runs the helper's rule
+    judge, _ = _judge(lambda q: easy if q.endswith("What is x?") else ["no box"] * 4)
+    (r,) = judge([OK_PROGRAM], [P], seed=0)
+    assert r.ok and r.consistency == 0.0 and r.silver is None  # nobody answered: c = 0, no mode
+
+
+def test_judge_marks_renders_the_solver_never_saw_as_unjudged():
+    from mmevo.rewards.mmzero import coder_reward, proposal_penalties
+
+    judge, _ = _judge(lambda q: [])  # every prompt over data.max_prompt_length
+    renders = judge([OK_PROGRAM] * 3 + ["no code"], [P] * 4, seed=0)
+    assert [(r.ok, r.error_kind) for r in renders] == [(False, "unjudged")] * 3 + [(False, "no_code")]
+    assert render_error_counts(renders) == {"mmzero/render_error/no_code": 1, "mmzero/render_error/unjudged": 3}
+    # not executed: no easy-hard penalty for the proposer (c = 0 would read as "too consistent"), no coder credit
+    aux = {"valid": True, "content_type": "table", "executed": [r.ok for r in renders],
+           "consistency": [r.consistency for r in renders]}
+    assert proposal_penalties([aux]) == [(0.0, 0.0)]
+    assert [coder_reward(r.ok, r.easy, r.consistency, 0.0) for r in renders] == [0.0] * 4
+    # only the hard question's prompt was dropped: c is undefined, so the render is unjudged too
+    judge, _ = _judge(lambda q: ["\\boxed{3}"] * 4 if q.endswith("What is x?") else [])
+    (r,) = judge([OK_PROGRAM], [P], seed=0)
+    assert (r.ok, r.error_kind) == (False, "unjudged")
+
+
+@pytest.mark.parametrize("override, field", [
+    ("mmzero.code_samples=0", "mmzero.code_samples"),
+    ("mmzero.solver_samples=0", "mmzero.solver_samples"),
+    ("mmzero.coder_success_range=[0.9, 0.1]", "mmzero.coder_success_range"),
+    ("mmzero.coder_success_range=[0.2]", "mmzero.coder_success_range"),
+    ("mmzero.solver_consistency_range=[-0.1, 0.5]", "mmzero.solver_consistency_range"),
+    ("mmzero.solver_consistency_range=[0.5, 1.5]", "mmzero.solver_consistency_range"),
+    ("mmzero.diversity_strength=-0.5", "mmzero.diversity_strength"),
+    ("mmzero.cluster_threshold=1.2", "mmzero.cluster_threshold"),
+    ("mmzero.cluster_threshold=-0.1", "mmzero.cluster_threshold"),
+    ("mmzero.easy_hard_penalty=-0.3", "mmzero.easy_hard_penalty"),
+    ("mmzero.type_penalty=-0.15", "mmzero.type_penalty"),
+])
+def test_mmzero_config_bounds_are_validated(override, field):
+    with pytest.raises(ConfigError, match=field):
+        load_config(None, [override])
+
+
+def test_mmzero_config_edge_values_are_accepted():
+    cfg = load_config(None, ["mmzero.code_samples=1", "mmzero.solver_samples=1", "mmzero.coder_success_range=[0, 1]",
+                             "mmzero.solver_consistency_range=[0.5, 0.5]", "mmzero.diversity_strength=0",
+                             "mmzero.cluster_threshold=1.0", "mmzero.easy_hard_penalty=0"])
+    assert cfg.mmzero.solver_consistency_range == [0.5, 0.5]
+
+
+def test_cluster_joins_the_most_similar_earlier_leader():
+    import torch
+
+    from mmevo.models.embedder import cluster
+
+    # threshold .7: item 1 (cos .6 to item 0) leads; item 2 is within it of both leaders (cos .82, .95): the closer wins
+    v = torch.tensor([[1.0, 0.0], [0.6, 0.8], [0.82, (1 - 0.82**2) ** 0.5]])
+    assert cluster(v, threshold=0.7) == [0, 1, 1]
 
 
 def test_proposer_head_scores_from_aux_with_penalties_and_diversity():
@@ -110,8 +250,6 @@ def test_coder_head_reads_aux():
 
 
 def test_role_config_applies_role_overrides_and_refuses_csrs_for_generators(tmp_path):
-    from mmevo.config import load_config
-
     cfg = load_config(None, ["mmzero.roles={solver: {csrs.enabled: true, reward.heads: {sfr: 1.0}, "
                              "data.hide_labels: true}, coder: {rollout.max_tokens: 99}}"])
     s = role_config(cfg, "solver", tmp_path, "m")

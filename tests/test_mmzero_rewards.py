@@ -62,7 +62,7 @@ def test_upstream_pieces():
     assert easy_accuracy(["3", "3", None, "4"], "3") == 0.5
     assert modal_share(["a", "b", "b", None]) == ("b", 0.5)
     assert modal_share(["a", "b", None, None]) == ("a", 0.25)  # tie -> first seen
-    assert modal_share([None, None]) == (None, 0.0)
+    assert modal_share([None, None]) == (None, 0.0)  # the default (Prism's p(q)) counts answerless samples
     assert easy_hard_penalty([1.0, 0.9]) == -0.3  # mean min(c, 1-c) = .05 < .15: too consistent (too easy)
     assert easy_hard_penalty([0.5, 0.75]) == 0.0 and easy_hard_penalty([]) == 0.0
     # types: chart x3, table x1 -> f_chart = .75: -.15 * .25 / .5 = -.075; table: 0
@@ -70,6 +70,21 @@ def test_upstream_pieces():
     assert type_penalties(["chart"] * 4) == [0.0] * 4  # one type only: no penalty
     assert cluster_shares([0, 0, 1, 2]) == [0.5, 0.5, 0.25, 0.25]
     assert coder_reward(True, 1.0, 0.5, -0.3) == pytest.approx(2.2) and coder_reward(False, 1.0, 0.5, 0.0) == 0.0
+
+
+def test_consistency_is_the_modal_share_of_the_answered_samples():
+    # MM-Zero's c: runs cut at max_tokens (None) leave the denominator instead of making the question look balanced
+    assert modal_share(["7", "7", None, None], answered_only=True) == ("7", 1.0)
+    assert modal_share(["a", "b", "b", None], answered_only=True) == ("b", pytest.approx(2 / 3))
+    assert modal_share(["a", "b", None, None], answered_only=True) == ("a", 0.5)  # tie -> first seen
+    assert modal_share([None, None], answered_only=True) == (None, 0.0)
+
+
+def test_easy_accuracy_uses_answer_equivalence():
+    # the Judge's rule: equivalent spellings match, None counts as wrong but stays in the denominator
+    assert easy_accuracy(["7.0", "\\frac{14}{2}", "7", None, "8"], "7") == pytest.approx(3 / 5)
+    assert easy_accuracy(["Yes.", "YES", "no"], "yes") == pytest.approx(2 / 3)
+    assert easy_accuracy([], "7") == 0.0
 
 
 def test_the_seed_lab_categorical_policy_learns_the_balanced_renderable_proposal():

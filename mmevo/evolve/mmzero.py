@@ -32,10 +32,11 @@ from typing import Sequence
 from PIL import Image
 
 from mmevo.config import Config, set_dotted, to_dict, validate
+from mmevo.data.images import fit_pixels
 from mmevo.data.prompts import EpochSampler
 from mmevo.data.schema import Example
-from mmevo.rewards.answers import answers_equivalent, extract_answer, group_answer_keys
-from mmevo.rewards.mmzero import modal_share, proposal_penalties
+from mmevo.rewards.answers import extract_answer, group_answer_keys
+from mmevo.rewards.mmzero import easy_accuracy, modal_share, proposal_penalties
 from mmevo.rollout.base import RolloutRequest, SamplingParams
 from mmevo.rollout.strategy import RolloutStrategy, sample_groups
 
@@ -71,16 +72,21 @@ class Proposal:
         return "\n".join(f"<{tag}>{getattr(self, tag)}</{tag}>" for tag in PROPOSAL_TAGS)
 
 
+# markup inside a field (a stray or nested tag) makes the proposal invalid; a bare "<" or ">" is an inequality
+_TAG_LIKE = re.compile(r"</?[A-Za-z_]+>")
+
+
 def parse_proposal(text: str) -> tuple[Proposal | None, str]:
-    """Strict parser: each of the six tags exactly once, in order, non-empty, a known content type; nothing but
-    whitespace between and around them. Returns (proposal, "") or (None, reason)."""
+    """Strict parser: each of the six tags exactly once, in order, non-empty, a known content type, no tag-like text
+    (``<b>``, ``</x>``) inside; nothing but whitespace between and around them. Returns (proposal, "") or
+    (None, reason)."""
     pos, fields = 0, {}
     for tag in PROPOSAL_TAGS:
         m = re.compile(rf"\s*<{tag}>(.*?)</{tag}>", re.S).match(text, pos)
         if m is None:
             return None, f"missing or misplaced <{tag}>"
         value = m.group(1).strip()
-        if not value or len(value) > MAX_FIELD_CHARS or "<" in value:
+        if not value or len(value) > MAX_FIELD_CHARS or _TAG_LIKE.search(value):
             return None, f"bad <{tag}> value"
         fields[tag] = value
         pos = m.end()
@@ -164,22 +170,31 @@ class FrozenRole:
 class RenderedImage:
     """One program's render and what the frozen solver said about it."""
 
-    ok: bool
+    ok: bool  # e_j: rendered and judged by the solver ("unjudged" when its prompt was too long to sample)
     error_kind: str | None = None
     message: str = ""
     png: bytes | None = None
-    easy: float = 0.0  # share of solver answers equal to the easy answer
-    consistency: float = 0.0  # modal share of solver answers to the hard question
+    easy: float = 0.0  # share of solver answers equivalent to the easy answer
+    consistency: float = 0.0  # modal share of the answered solver samples on the hard question
     silver: str | None = None  # the modal hard answer
     easy_answers: list = field(default_factory=list)
     hard_answers: list = field(default_factory=list)
 
 
-class Judge:
-    """Renders programs in the sandbox and asks the frozen solver both questions about each image."""
+def load_image(src, min_pixels: int, max_pixels: int) -> Image.Image:
+    """A rendered PNG (bytes or path) as RGB, scaled into the solver's data.min_pixels / data.max_pixels like every
+    dataset image (the sandbox allows 4096 px a side; the engines refuse or drop images above the bound)."""
+    img = Image.open(io.BytesIO(src) if isinstance(src, bytes) else src).convert("RGB")
+    return fit_pixels(img, min_pixels, max_pixels)
 
-    def __init__(self, pool, solver: FrozenRole, m: int, timeout_s: float):
+
+class Judge:
+    """Renders programs in the sandbox and asks the frozen solver both questions about each image (scaled into the
+    solver's ``min_pixels`` / ``max_pixels``)."""
+
+    def __init__(self, pool, solver: FrozenRole, m: int, timeout_s: float, *, min_pixels: int, max_pixels: int):
         self.pool, self.solver, self.m, self.timeout_s = pool, solver, m, timeout_s
+        self.min_pixels, self.max_pixels = min_pixels, max_pixels
 
     def __call__(self, programs: Sequence[str | None], proposals: Sequence[Proposal], seed: int) -> list[RenderedImage]:
         from render import RenderJob
@@ -196,7 +211,7 @@ class Judge:
         for i, res in zip(where, results):
             out[i] = RenderedImage(bool(res.ok), res.error_kind, res.message[:500], res.png if res.ok else None)
             if res.ok:
-                img = Image.open(io.BytesIO(res.png)).convert("RGB")
+                img = load_image(res.png, self.min_pixels, self.max_pixels)
                 images.append(i)
                 questions += [(img, proposals[i].easy_question), (img, proposals[i].hard_question)]
         if not images:
@@ -205,12 +220,18 @@ class Judge:
                for k, (img, q) in enumerate(questions)]
         answers = self.solver.sample(exs, self.m, seed)
         for j, i in enumerate(images):
+            if not answers[2 * j] or not answers[2 * j + 1]:
+                # no samples (prompt over data.max_prompt_length): s and c are undefined, so the render is not an
+                # executed attempt; scoring it s = c = 0 would credit the coder and penalise the proposer for it
+                out[i] = RenderedImage(False, "unjudged", "the frozen solver got no samples for this image (prompt "
+                                                          "over data.max_prompt_length)")
+                continue
             easy_raw = [extract_answer(t) for t in answers[2 * j]]
             hard_raw = [extract_answer(t) for t in answers[2 * j + 1]]
             keys = group_answer_keys(hard_raw)
-            mode, share = modal_share(keys)
+            mode, share = modal_share(keys, answered_only=True)
             r = out[i]
-            r.easy = sum(answers_equivalent(a, proposals[i].easy_answer) for a in easy_raw) / max(1, len(easy_raw))
+            r.easy = easy_accuracy(easy_raw, proposals[i].easy_answer)
             r.consistency = share
             r.silver = next((a for a, k in zip(hard_raw, keys) if mode is not None and k == mode), None)
             r.easy_answers, r.hard_answers = easy_raw, hard_raw
@@ -260,6 +281,12 @@ def _render_rows(recorder: Recorder, prefix: str, renders: list[RenderedImage],
     return rows
 
 
+def render_error_counts(renders: Sequence[RenderedImage]) -> dict:
+    """``mmzero/render_error/<kind>``: how many attempts failed (or went unjudged) by kind."""
+    kinds = sorted({r.error_kind for r in renders if not r.ok})
+    return {f"mmzero/render_error/{k}": sum(not r.ok and r.error_kind == k for r in renders) for k in kinds}
+
+
 # -- strategies ---------------------------------------------------------------------------------------------------------
 class ProposerStrategy(RolloutStrategy):
     """Proposals -> strict parse -> frozen coder (N programs each) -> sandbox -> frozen solver -> aux."""
@@ -303,8 +330,7 @@ class ProposerStrategy(RolloutStrategy):
             "mmzero/easy_accuracy": sum(r.easy for r in renders if r.ok) / max(1, sum(r.ok for r in renders)),
             "mmzero/consistency": sum(r.consistency for r in renders if r.ok) / max(1, sum(r.ok for r in renders)),
         })
-        for kind in sorted({r.error_kind for r in renders if not r.ok}):
-            ro.extra_metrics[f"mmzero/render_error/{kind}"] = sum(r.error_kind == kind for r in renders)
+        ro.extra_metrics.update(render_error_counts(renders))
         self._step = ctx.step
         return ro
 
@@ -341,7 +367,8 @@ class CoderStrategy(RolloutStrategy):
                 self.recorder, content_id("c", ro.examples[idx[0]].id, str(ctx.step)), [renders[i] for i in idx],
                 [ro.texts[i] for i in idx])})
         self._step = ctx.step
-        ro.extra_metrics.update({"mmzero/render_success": sum(r.ok for r in renders) / max(1, len(renders))})
+        ro.extra_metrics.update({"mmzero/render_success": sum(r.ok for r in renders) / max(1, len(renders)),
+                                 **render_error_counts(renders)})
         return ro
 
     def after_rewards(self, rollout, rewards):
@@ -382,8 +409,10 @@ def coder_train_set(rows: list[dict], lo: float, hi: float, language: str) -> li
     return out
 
 
-def solver_train_set(phase_dirs: Sequence[Path], lo: float, hi: float) -> list[Example]:
-    """(image, hard question) pairs whose consistency was in [lo, hi], the hard-question majority as silver label."""
+def solver_train_set(phase_dirs: Sequence[Path], lo: float, hi: float, min_pixels: int,
+                     max_pixels: int) -> list[Example]:
+    """(image, hard question) pairs whose consistency was in [lo, hi], the hard-question majority as silver label;
+    images scaled into the solver's data.min_pixels / data.max_pixels (records keep the render as made)."""
     seen, out = set(), []
     for d in phase_dirs:
         for row in Recorder.read(d):
@@ -397,7 +426,7 @@ def solver_train_set(phase_dirs: Sequence[Path], lo: float, hi: float) -> list[E
                 if ex_id in seen:
                     continue
                 seen.add(ex_id)
-                img = Image.open(d / r["image"]).convert("RGB")
+                img = load_image(d / r["image"], min_pixels, max_pixels)
                 out.append(Example(ex_id, SOLVER_INSTRUCTION.format(question=q), r["silver"], [], [img],
                                    meta={"kind": row["proposal"]["content_type"], "consistency": r["consistency"]}))
     return out
@@ -490,10 +519,9 @@ def run_phase(cfg: Config, role: str, t: int, role_index: int, phase_dir: Path, 
             coder = FrozenRole(role_config(cfg, "coder", phase_dir, paths["coder"]), paths["coder"])
             solver = FrozenRole(role_config(cfg, "solver", phase_dir, paths["solver"]), paths["solver"])
             frozen += [coder, solver]
-            strategy = ProposerStrategy(coder, Judge(pool, solver, m.solver_samples, m.render_timeout_s), m.code_samples,
-                                        recorder, m.code_language, {"threshold": m.easy_hard_threshold,
-                                                                    "penalty": m.easy_hard_penalty,
-                                                                    "type_weight": m.type_penalty})
+            strategy = ProposerStrategy(coder, _judge(pool, solver, m), m.code_samples, recorder, m.code_language,
+                                        {"threshold": m.easy_hard_threshold, "penalty": m.easy_hard_penalty,
+                                         "type_weight": m.type_penalty})
         elif role == "coder":
             prop_dir = out / f"iter_{t}" / "proposer"
             rows = Recorder.read(prop_dir)
@@ -502,10 +530,10 @@ def run_phase(cfg: Config, role: str, t: int, role_index: int, phase_dir: Path, 
                 return {"skipped": "no proposal with render success in the coder range", "model": None}
             solver = FrozenRole(role_config(cfg, "solver", phase_dir, paths["solver"]), paths["solver"])
             frozen.append(solver)
-            strategy = CoderStrategy(Judge(pool, solver, m.solver_samples, m.render_timeout_s), recorder)
+            strategy = CoderStrategy(_judge(pool, solver, m), recorder)
         else:
             examples = solver_train_set([out / f"iter_{t}" / "proposer", out / f"iter_{t}" / "coder"],
-                                        *m.solver_consistency_range)
+                                        *m.solver_consistency_range, rc.data.min_pixels, rc.data.max_pixels)
             if not examples:
                 return {"skipped": "no image with hard-question consistency in the solver range", "model": None}
             strategy = None  # the role config's (plain groups, or CSRS)
@@ -522,6 +550,12 @@ def run_phase(cfg: Config, role: str, t: int, role_index: int, phase_dir: Path, 
     means = {k: sum(h[k] for h in history if k in h) / max(1, sum(k in h for h in history)) for k in keys}
     return {"model": str(final), "steps": len(history), "examples": len(examples), "seconds": time.time() - t0,
             "metrics": means}
+
+
+def _judge(pool, solver: FrozenRole, m) -> Judge:
+    """The phase's judge; images are sized by the frozen solver's own data config (its role overrides included)."""
+    return Judge(pool, solver, m.solver_samples, m.render_timeout_s, min_pixels=solver.cfg.data.min_pixels,
+                 max_pixels=solver.cfg.data.max_pixels)
 
 
 def warm_up(cfg: Config, paths: dict, out: Path) -> dict:

@@ -69,8 +69,8 @@ def get_embedder(name: str = "") -> TextEmbedder:
 
 
 def cluster(embeddings: torch.Tensor, threshold: float = 0.8) -> list[int]:
-    """Greedy leader clustering of unit vectors: each item joins the first earlier leader with cosine similarity
-    >= ``threshold``, else leads a new cluster. Deterministic, order-dependent, O(n · clusters)."""
+    """Greedy leader clustering of unit vectors: each item joins the cluster of the most similar earlier leader if that
+    cosine similarity is >= ``threshold``, else leads a new cluster. Deterministic, order-dependent, O(n · clusters)."""
     leaders: list[int] = []
     labels: list[int] = []
     for i in range(embeddings.shape[0]):

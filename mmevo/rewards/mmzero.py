@@ -2,10 +2,10 @@
 
     r = 1/N · sum_j e_j · [min(s_j, 0.5) + min(c_j, 1 - c_j)] + sum_k a_k
 
-e_j: render attempt j executed; s_j: easy-question accuracy of the frozen solver on that render; c_j: the modal
-share of its answers to the hard question; a_k: the easy-hard penalty, the type penalty and the diversity adjustment.
-A failed render adds 0 but stays in the denominator (averaging only successes would hide coder failures); an invalid
-proposal format scores -1 whatever else holds.
+e_j: render attempt j executed (rendered, and sampled by the frozen solver); s_j: the solver's easy-question accuracy on
+that render; c_j: the modal share of its answered samples on the hard question; a_k: the easy-hard penalty, the type
+penalty and the diversity adjustment. A failed render adds 0 but stays in the denominator (averaging only successes
+would hide coder failures); an invalid proposal format scores -1 whatever else holds.
 
 The two seed functions (``diversity_adjustment``, ``proposal_rewards``) are pure tensor functions with the seed's
 exact contracts; the pieces the seed calls "supplied upstream" (easy accuracy, consistency, the penalties, cluster
@@ -19,6 +19,8 @@ from typing import Hashable, Sequence
 
 import torch
 from torch import Tensor
+
+from mmevo.rewards.answers import answers_equivalent
 
 DIVERSITY_WEIGHTS = (0.45, 0.20, 0.35)  # caption / easy question / hard question cluster shares
 
@@ -70,20 +72,25 @@ def proposal_rewards(executed: Tensor, easy_accuracy: Tensor, consistency: Tenso
 
 
 # -- pieces supplied upstream (MM-Zero's released code) ------------------------------------------------------------
-def easy_accuracy(answers: Sequence[Hashable | None], easy_answer: Hashable) -> float:
-    """Share of the frozen solver's answers (canonical keys) equal to the proposal's easy answer; None never matches."""
-    return sum(a is not None and a == easy_answer for a in answers) / len(answers) if answers else 0.0
+def easy_accuracy(answers: Sequence[str | None], easy_answer: str) -> float:
+    """Share of the frozen solver's extracted answers equivalent to the proposal's easy answer (``answers_equivalent``:
+    7 / 7.0 / \\frac{14}{2} all match "7"); None never matches but counts in the denominator. 0.0 without answers."""
+    return sum(answers_equivalent(a, easy_answer) for a in answers) / len(answers) if answers else 0.0
 
 
-def modal_share(answers: Sequence[Hashable | None]) -> tuple[Hashable | None, float]:
-    """(modal answer, its share of all answers) on the hard question; answerless outputs count in the denominator
-    but never form the mode. Ties go to the answer seen first. (None, 0.0) when nobody answered."""
+def modal_share(answers: Sequence[Hashable | None], answered_only: bool = False) -> tuple[Hashable | None, float]:
+    """(modal answer, its share) over canonical answer keys; None (no answer) never forms the mode. Ties go to the
+    answer seen first; (None, 0.0) when nobody answered.
+
+    The denominator is every sample by default (Prism's p(q): an unanswered sample is a disagreement), the answered
+    samples with ``answered_only`` (MM-Zero's consistency c, as in its released code: runs cut at max_tokens must not
+    make a hard question look balanced)."""
     counts = Counter(a for a in answers if a is not None)
     if not counts:
         return None, 0.0
     best = max(counts.values())
     mode = next(a for a in answers if a is not None and counts[a] == best)
-    return mode, best / len(answers)
+    return mode, best / (sum(counts.values()) if answered_only else len(answers))
 
 
 def easy_hard_penalty(consistencies: Sequence[float], threshold: float = 0.15, penalty: float = 0.3) -> float:
