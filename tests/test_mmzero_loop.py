@@ -242,6 +242,62 @@ def test_proposer_head_scores_from_aux_with_penalties_and_diversity():
     assert r2.tolist() == pytest.approx([0.5, 0.5], abs=1e-6)
 
 
+_DP_PROPOSALS = [  # (content_type, caption, easy question, hard question)
+    ("table", "A table of three fruits and their prices.", "Which fruit costs most?", "What do all three cost?"),
+    ("table", "A table of the planets and their moons.", "Which planet has no moon?", "How many moons in total?"),
+    ("map", "A table of three fruits and their prices.", "Which fruit costs most?", "What do all three cost?"),
+    ("map", "A map of a town with a river and two bridges.", "How many bridges are there?", "Which bridge is longer?"),
+]
+
+_DP_SCRIPT = """
+import json, sys, torch.distributed as dist
+rank, world, init, rows = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], json.loads(sys.argv[4])
+if world > 1:
+    dist.init_process_group("gloo", init_method=init, rank=rank, world_size=world)
+from mmevo.rewards.heads import ScoredSample
+from mmevo.rewards.mmzero import ProposerHead
+mine = rows[rank * len(rows) // world:(rank + 1) * len(rows) // world]  # a contiguous share, as the trainer gives
+samples = [ScoredSample("", 0, None, [], aux={"valid": True, "content_type": t, "caption": c, "easy_question": e,
+                                              "hard_question": h, "executed": [True], "easy": [1.0],
+                                              "consistency": [0.5]}) for t, c, e, h in mine]
+r, m = ProposerHead().score(samples)
+print(json.dumps({"r": r.tolist(), "pen": [s.aux["penalties"] for s in samples], "M": m["population"]}))
+if world > 1:
+    dist.destroy_process_group()
+"""
+
+
+def test_proposer_head_population_spans_data_parallel_ranks(tmp_path):
+    """Two gloo ranks, each with half of the step's proposals, give every proposal the reward one process gives it:
+    M, the type shares and the cluster shares are over all ranks' proposals. Per rank, rank 0 would see only tables
+    (no type penalty differs here, 2 vs 2 globally) and the duplicate across ranks would go unpenalised."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path as P
+
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(P(__file__).resolve().parents[1])}
+    rows = json.dumps(_DP_PROPOSALS)
+
+    def run(world):
+        init = f"file://{tmp_path / f'pg{world}'}"
+        procs = [subprocess.Popen([sys.executable, "-c", _DP_SCRIPT, str(r), str(world), init, rows], env=env,
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for r in range(world)]
+        outs = [p.communicate(timeout=300) for p in procs]
+        for p, (_, err) in zip(procs, outs):
+            assert p.returncode == 0, err[-2000:]
+        return [json.loads(out.strip().splitlines()[-1]) for out, _ in outs]
+
+    (one,) = run(1)
+    two = run(2)
+    # one process: base 1.0; the duplicate captions / questions (rows 0 and 2) share clusters (shares .5 > 1/M = .25)
+    # excess (.5 - .25)(.45 + .2 + .35) * 4 * .5 = .5 -> -.5; 2 tables / 2 maps -> no type penalty
+    assert one["M"] == 4 and one["r"] == pytest.approx([0.5, 1.0, 0.5, 1.0], abs=1e-6)
+    assert [d["M"] for d in two] == [4, 4]
+    assert two[0]["r"] + two[1]["r"] == pytest.approx(one["r"], abs=1e-6)
+    assert two[0]["pen"] + two[1]["pen"] == one["pen"]
+
+
 def test_coder_head_reads_aux():
     samples = [ScoredSample("", 0, None, [], aux={"rendered": True, "easy": 1.0, "consistency": 0.75, "penalties": -0.3}),
                ScoredSample("", 0, None, [], aux={"rendered": False, "easy": 0.0, "consistency": 0.0})]

@@ -335,8 +335,12 @@ class ProposerStrategy(RolloutStrategy):
         return ro
 
     def after_rewards(self, rollout, rewards):
-        # the penalties the head added, kept for the coder phase (its reward adds the proposal's penalties)
-        penalties = proposal_penalties(rollout.aux, **self.penalty_args)
+        # the penalties the head applied (it records them in aux, with type shares over every rank's proposals), kept
+        # for the coder phase, whose reward adds them; computed here, over this rank's proposals, only for a run
+        # whose heads do not record them
+        penalties = [a.get("penalties") for a in rollout.aux]
+        if any(p is None and a.get("valid") for p, a in zip(penalties, rollout.aux)):
+            penalties = proposal_penalties(rollout.aux, **self.penalty_args)
         for row, r, pen in zip(self._rows, rewards.tolist(), penalties):
             row["reward"] = r
             if row["valid"]:

@@ -102,22 +102,24 @@ def easy_hard_penalty(consistencies: Sequence[float], threshold: float = 0.15, p
     return -penalty if balance < threshold else 0.0
 
 
-def type_penalties(types: Sequence[str], weight: float = 0.15) -> list[float]:
+def type_penalties(types: Sequence[str], weight: float = 0.15, population: Sequence[str] | None = None) -> list[float]:
     """Per proposal: -weight · max(0, f_type - 0.5) / 0.5, f_type = share of its content type among the step's valid
-    proposals; 0 for every proposal when only one type is present."""
-    if len(set(types)) <= 1:
+    proposals ``population`` (default: ``types`` themselves; with data parallelism, those of every rank); 0 for every
+    proposal when only one type is present in the population."""
+    pop = list(types) if population is None else list(population)
+    if len(set(pop)) <= 1:
         return [0.0] * len(types)
-    counts = Counter(types)
-    n = len(types)
-    return [-weight * max(0.0, counts[t] / n - 0.5) / 0.5 for t in types]
+    counts = Counter(pop)
+    return [-weight * max(0.0, counts[t] / len(pop) - 0.5) / 0.5 for t in types]
 
 
 def proposal_penalties(aux: Sequence[dict], threshold: float = 0.15, penalty: float = 0.3,
-                       type_weight: float = 0.15) -> list[tuple[float, float]]:
+                       type_weight: float = 0.15, population_types: Sequence[str] | None = None
+                       ) -> list[tuple[float, float]]:
     """(easy-hard penalty, type penalty) of each proposer sample from its ``aux``; (0, 0) for invalid ones. Type
-    shares are over the valid proposals given (one step's population)."""
+    shares are over ``population_types`` (the step's valid proposals on every rank), default the valid ones given."""
     valid = [a for a in aux if a.get("valid")]
-    types = iter(type_penalties([a["content_type"] for a in valid], type_weight))
+    types = iter(type_penalties([a["content_type"] for a in valid], type_weight, population_types))
     out = []
     for a in aux:
         if not a.get("valid"):
@@ -142,11 +144,33 @@ def coder_reward(rendered: bool, easy: float, consistency: float, penalties: flo
 
 
 # -- reward heads (registered as mmzero_proposer / mmzero_coder; they read the strategies' per-sample aux) -----------
+_POPULATION_KEYS = ("caption", "easy_question", "hard_question", "content_type")
+
+
+def gather_population(local: list) -> tuple[list, int]:
+    """The step's population from every data-parallel rank, in rank order, and where this rank's items start in it.
+    Each rank holds a contiguous share of the step's prompts, so rank order is the order one process would see.
+    Every rank must call it (a collective) when a process group is up; without one it is ``local`` itself."""
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
+        return list(local), 0
+    parts: list = [None] * dist.get_world_size()
+    dist.all_gather_object(parts, list(local))
+    return [x for part in parts for x in part], sum(len(part) for part in parts[:dist.get_rank()])
+
+
 class ProposerHead:
     """Proposal reward of every proposer sample from its ``aux`` (valid, texts, executed / easy / consistency per
-    render attempt): penalties, cluster shares over the step's M valid proposals, ``proposal_rewards``."""
+    render attempt): penalties, cluster shares over the step's M valid proposals, ``proposal_rewards``.
+
+    The population (M, cluster shares, type shares) is the step's valid proposals on every data-parallel rank, as one
+    process would see them (seed: "M is the supplied valid proposal population"), so the head makes one collective
+    call per step. The penalties it applies are recorded in each valid sample's ``aux["penalties"]`` (easy-hard,
+    type), for the coder phase."""
 
     name = "mmzero_proposer"
+    collective = True  # gathers the population: the trainer calls score([]) on a rank without samples
 
     def __init__(self, strength: float = 0.5, threshold: float = 0.15, penalty: float = 0.3, type_weight: float = 0.15,
                  embedder: str = "", cluster_threshold: float = 0.8):
@@ -159,19 +183,23 @@ class ProposerHead:
         B = len(samples)
         aux = [s.aux for s in samples]
         valid_idx = [i for i, a in enumerate(aux) if a.get("valid")]
+        population, start = gather_population([tuple(aux[i][k] for k in _POPULATION_KEYS) for i in valid_idx])
+        M = len(population)
         N = max((len(a["executed"]) for a in aux if a.get("valid")), default=1)
         executed = torch.zeros(B, N, dtype=torch.bool)
         easy = torch.zeros(B, N, dtype=torch.float64)
         cons = torch.zeros(B, N, dtype=torch.float64)
         adjustments = torch.zeros(B, 3, dtype=torch.float64)
         shares = torch.zeros(B, 3, dtype=torch.float64)
-        metrics: dict = {"valid": len(valid_idx)}
+        metrics: dict = {"valid": len(valid_idx), "population": M}
         if valid_idx:
-            penalties = proposal_penalties(aux, self.threshold, self.penalty, self.type_weight)
+            penalties = proposal_penalties(aux, self.threshold, self.penalty, self.type_weight,
+                                           [p[3] for p in population])
             emb = get_embedder(self.embedder_name)
-            for col, key in enumerate(("caption", "easy_question", "hard_question")):
-                labels = cluster(emb.embed([aux[i][key] for i in valid_idx]), self.cluster_threshold)
-                shares[valid_idx, col] = torch.tensor(cluster_shares(labels), dtype=torch.float64)
+            mine = slice(start, start + len(valid_idx))
+            for col, key in enumerate(_POPULATION_KEYS[:3]):
+                labels = cluster(emb.embed([p[col] for p in population]), self.cluster_threshold)
+                shares[valid_idx, col] = torch.tensor(cluster_shares(labels)[mine], dtype=torch.float64)
                 metrics[f"clusters_{key}"] = len(set(labels))
             for i in valid_idx:
                 a = aux[i]
@@ -180,11 +208,12 @@ class ProposerHead:
                 easy[i, :n] = torch.tensor(a["easy"], dtype=torch.float64)
                 cons[i, :n] = torch.tensor(a["consistency"], dtype=torch.float64)
                 adjustments[i, :2] = torch.tensor(penalties[i], dtype=torch.float64)
-            adjustments[valid_idx, 2] = diversity_adjustment(shares[valid_idx], len(valid_idx), self.strength)
+                a["penalties"] = penalties[i]
+            adjustments[valid_idx, 2] = diversity_adjustment(shares[valid_idx], M, self.strength)
             metrics["diversity_adjustment"] = float(adjustments[valid_idx, 2].mean())
             metrics["easy_hard_penalized"] = float((adjustments[valid_idx, 0] < 0).double().mean())
-            for t in sorted({aux[i]["content_type"] for i in valid_idx}):
-                metrics[f"type_share/{t}"] = sum(aux[i]["content_type"] == t for i in valid_idx) / len(valid_idx)
+            for t in sorted({p[3] for p in population}):
+                metrics[f"type_share/{t}"] = sum(p[3] == t for p in population) / M
         valid = torch.tensor([bool(a.get("valid")) for a in aux], dtype=torch.bool)
         return proposal_rewards(executed, easy, cons, adjustments, valid).float(), metrics
 
