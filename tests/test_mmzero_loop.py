@@ -251,12 +251,12 @@ _DP_PROPOSALS = [  # (content_type, caption, easy question, hard question)
 
 _DP_SCRIPT = """
 import json, sys, torch.distributed as dist
-rank, world, init, rows = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], json.loads(sys.argv[4])
+rank, world, init, rows, cut = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], json.loads(sys.argv[4]), int(sys.argv[5])
 if world > 1:
     dist.init_process_group("gloo", init_method=init, rank=rank, world_size=world)
 from mmevo.rewards.heads import ScoredSample
 from mmevo.rewards.mmzero import ProposerHead
-mine = rows[rank * len(rows) // world:(rank + 1) * len(rows) // world]  # a contiguous share, as the trainer gives
+mine = rows[:cut] if rank == 0 else rows[cut:]  # a contiguous share, as the trainer gives
 samples = [ScoredSample("", 0, None, [], aux={"valid": True, "content_type": t, "caption": c, "easy_question": e,
                                               "hard_question": h, "executed": [True], "easy": [1.0],
                                               "consistency": [0.5]}) for t, c, e, h in mine]
@@ -279,16 +279,16 @@ def test_proposer_head_population_spans_data_parallel_ranks(tmp_path):
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(P(__file__).resolve().parents[1])}
     rows = json.dumps(_DP_PROPOSALS)
 
-    def run(world):
-        init = f"file://{tmp_path / f'pg{world}'}"
-        procs = [subprocess.Popen([sys.executable, "-c", _DP_SCRIPT, str(r), str(world), init, rows], env=env,
+    def run(world, cut=2):
+        init = f"file://{tmp_path / f'pg{world}_{cut}'}"
+        procs = [subprocess.Popen([sys.executable, "-c", _DP_SCRIPT, str(r), str(world), init, rows, str(cut)], env=env,
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for r in range(world)]
         outs = [p.communicate(timeout=300) for p in procs]
         for p, (_, err) in zip(procs, outs):
             assert p.returncode == 0, err[-2000:]
         return [json.loads(out.strip().splitlines()[-1]) for out, _ in outs]
 
-    (one,) = run(1)
+    (one,) = run(1, cut=4)
     two = run(2)
     # one process: base 1.0; the duplicate captions / questions (rows 0 and 2) share clusters (shares .5 > 1/M = .25)
     # excess (.5 - .25)(.45 + .2 + .35) * 4 * .5 = .5 -> -.5; 2 tables / 2 maps -> no type penalty
@@ -296,6 +296,9 @@ def test_proposer_head_population_spans_data_parallel_ranks(tmp_path):
     assert [d["M"] for d in two] == [4, 4]
     assert two[0]["r"] + two[1]["r"] == pytest.approx(one["r"], abs=1e-6)
     assert two[0]["pen"] + two[1]["pen"] == one["pen"]
+    # a rank without samples (the trainer's empty_step scores an empty batch) still joins the gather
+    lopsided = run(2, cut=4)
+    assert lopsided[0]["r"] == pytest.approx(one["r"], abs=1e-6) and lopsided[1] == {"r": [], "pen": [], "M": 4}
 
 
 def test_coder_head_reads_aux():

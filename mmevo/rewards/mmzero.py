@@ -185,6 +185,8 @@ class ProposerHead:
         valid_idx = [i for i, a in enumerate(aux) if a.get("valid")]
         population, start = gather_population([tuple(aux[i][k] for k in _POPULATION_KEYS) for i in valid_idx])
         M = len(population)
+        if B == 0:  # a rank without samples: it took part in the gather, nothing to score
+            return torch.zeros(0), {"valid": 0, "population": M}
         N = max((len(a["executed"]) for a in aux if a.get("valid")), default=1)
         executed = torch.zeros(B, N, dtype=torch.bool)
         easy = torch.zeros(B, N, dtype=torch.float64)
