@@ -38,8 +38,31 @@ _WORKER_ENV = {
     "OMP_NUM_THREADS": "1",
     "MKL_NUM_THREADS": "1",
     "MPLBACKEND": "Agg",
-    "PYTHONDONTWRITEBYTECODE": "1",
 }
+
+
+# Job uid/gid per worker slot: RLIMIT_NPROC counts the tasks of a uid host-wide, so slots that shared one
+# uid would share that budget (one job's threads starving a concurrent job). 65520..65533 lie between
+# systemd's DynamicUser range and nobody, are unused by convention, and are mapped in the usual 65536-id
+# user namespace of a container. Handed out per process; further slots share nobody's 65534.
+JOB_UIDS = tuple(range(65533, 65519, -1))
+_uids_lock = threading.Lock()
+_uids_taken: set[int] = set()
+
+
+def _take_uid() -> int:
+    with _uids_lock:
+        for uid in JOB_UIDS:
+            if uid not in _uids_taken:
+                _uids_taken.add(uid)
+                return uid
+    log.warning("more render worker slots than job uids: the extra slots share uid 65534")
+    return 65534
+
+
+def _release_uids(uids) -> None:
+    with _uids_lock:
+        _uids_taken.difference_update(uids)
 
 
 class RenderPoolError(RuntimeError):
@@ -47,15 +70,16 @@ class RenderPoolError(RuntimeError):
 
 
 class _Worker:
-    def __init__(self, disk_bytes: int, skip_layers: tuple = ()) -> None:
+    def __init__(self, disk_bytes: int, skip_layers: tuple = (), uid: int = 65534) -> None:
         self.base = tempfile.mkdtemp(prefix="mmevo-render-")
         os.chmod(self.base, 0o711)
         env = dict(_WORKER_ENV)
         if "HOME" in os.environ:  # matplotlib's font cache lives below it
             env["HOME"] = os.environ["HOME"]
+        # -I ignores PYTHON* variables, so -B: the root worker never writes .pyc files into the repository
         self.proc = subprocess.Popen(
-            [sys.executable, "-I", "-c", _BOOT, _PKG_PARENT, self.base, str(int(disk_bytes)),
-             ",".join(skip_layers)],
+            [sys.executable, "-I", "-B", "-c", _BOOT, _PKG_PARENT, self.base, str(int(disk_bytes)),
+             ",".join(skip_layers), str(int(uid))],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, close_fds=True,
             start_new_session=True,
         )
@@ -166,8 +190,9 @@ class RenderPool:
         self._workers: list[_Worker] = []
         self.replaced = 0
         self.closed = False
+        self._uids = [_take_uid() for _ in range(workers)]  # slot -> job uid, kept by replacements
         try:
-            self._workers = [_Worker(self.limits.disk_bytes, self._skip_layers) for _ in range(workers)]
+            self._workers = [_Worker(self.limits.disk_bytes, self._skip_layers, uid) for uid in self._uids]
             for w in self._workers:
                 w.wait_ready(start_timeout_s)
         except BaseException:
@@ -196,6 +221,8 @@ class RenderPool:
         self.closed = True
         for w in self._workers:
             w.stop()
+        _release_uids(self._uids)  # the workers, and with them their jobs, are gone
+        self._uids = []
 
     def __del__(self) -> None:  # pragma: no cover - best effort
         try:
@@ -247,7 +274,7 @@ class RenderPool:
     def _replace(self, slot: int) -> _Worker:
         old = self._workers[slot]
         old.kill()
-        new = _Worker(self.limits.disk_bytes, self._skip_layers)
+        new = _Worker(self.limits.disk_bytes, self._skip_layers, self._uids[slot])
         new.wait_ready(self.start_timeout_s)
         self._workers[slot] = new
         self.replaced += 1

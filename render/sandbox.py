@@ -2,14 +2,16 @@
 
 Worker side (once per worker, ``build_root``): a private mount namespace holding a minimal root tree, a
 read-only tmpfs skeleton with read-only bind mounts of only the interpreter's stdlib, its site-packages,
-shared libraries, fonts, a few ``/etc`` files and ``/dev/{null,zero,random,urandom}``; a fresh
-size-capped tmpfs is mounted on its ``/job`` for every job (``mount_job_tmpfs``) and unmounted afterwards.
+shared libraries, fonts, a few ``/etc`` files and ``/dev/{null,zero,random,urandom}``, with empty read-only
+tmpfs over ``masked`` directories (the base interpreter's own site-packages); a fresh size-capped tmpfs is
+mounted on its ``/job`` for every job (``mount_job_tmpfs``) and unmounted afterwards.
 
 Job side (in the forked job child, see ``worker._child_main``): new mount / network / IPC / UTS / cgroup
 namespaces (``unshare``), ``enter_root`` (``pivot_root`` into the tree, the host tree detached), a fresh
 procfs of the job's own pid namespace (``mount_proc``), uid drop, ``no_new_privs``, Landlock, seccomp.
 
-* ``apply_landlock``: read + execute below ``read_paths``, read-write below ``write_paths``; with the kernel
+* ``apply_landlock``: read + execute below ``read_paths``, read-write below ``write_paths``, write + truncate
+  on the files ``write_files`` (``/dev/null``, ``/dev/zero``); with the kernel
   ABI's help also denies every TCP bind/connect (ABI 4) and scopes abstract unix sockets / signals (ABI 6).
 * ``apply_seccomp``: a BPF filter that kills the process (SIGSYS) on process creation / exec / ptrace /
   mount / namespace / bpf / io_uring / keyring / module / kexec / reboot system calls, answers EPERM to
@@ -274,8 +276,9 @@ def landlock_abi() -> int:
     return int(rc) if rc > 0 else 0
 
 
-def apply_landlock(read_paths, write_paths) -> int:
-    """Restrict the calling process; returns the ABI used. Missing paths are skipped."""
+def apply_landlock(read_paths, write_paths, write_files=()) -> int:
+    """Restrict the calling process; returns the ABI used. Missing paths are skipped. ``write_files`` (files
+    such as ``/dev/null``) get only the file rights write + truncate on top of what they have."""
     abi = landlock_abi()
     if abi < 1:
         raise SandboxError(ENOSYS, "landlock unavailable")
@@ -300,7 +303,8 @@ def apply_landlock(read_paths, write_paths) -> int:
     try:
         ro = LL_EXECUTE | LL_READ_FILE | LL_READ_DIR
         rw = fs & ~(LL_IOCTL_DEV)
-        for paths, access in ((read_paths, ro), (write_paths, rw)):
+        wf = (LL_WRITE_FILE | LL_TRUNCATE) & fs
+        for paths, access in ((read_paths, ro), (write_paths, rw), (write_files, wf)):
             for p in paths:
                 try:
                     pfd = os.open(p, O_PATH | os.O_CLOEXEC)
@@ -374,13 +378,15 @@ def _mkdirs(path: str, mode: int = 0o711) -> None:
         os.chmod(d, mode)
 
 
-def build_root(root: str, sources, devices=()) -> list[str]:
+def build_root(root: str, sources, devices=(), masked=()) -> list[str]:
     """Build the jobs' root tree at ``root`` (call inside a private mount namespace, as root).
 
     ``root`` becomes a small tmpfs whose directories are mode 0711 (traversable, not listable); every path
     of ``sources`` (directories or files) is bind-mounted read-only, nosuid, nodev at the same path inside it,
-    ``devices`` the same without nodev; ``/proc``, ``/job`` and ``/tmp`` are empty mount points. The
-    skeleton is then made read-only. Returns the paths bound. Sources that do not exist are skipped."""
+    ``devices`` the same without nodev; ``/proc``, ``/job`` and ``/tmp`` are empty mount points. Each
+    directory of ``masked`` that a bind shows gets an empty read-only tmpfs over it (the caller makes sure
+    no source lies in it). The skeleton is then made read-only. Returns the paths bound. Sources that do not
+    exist are skipped."""
     os.makedirs(root, exist_ok=True)
     mount("tmpfs", root, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=1m,nr_inodes=2048,mode=0711")
     bound: list[str] = []
@@ -401,6 +407,12 @@ def build_root(root: str, sources, devices=()) -> list[str]:
             mount(real, dst, None, MS_BIND | MS_REC)
             _readonly(dst, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | (0 if is_dev else MOUNT_ATTR_NODEV))
             bound.append(target)
+    for m in masked:
+        for target in dict.fromkeys((m, os.path.realpath(m))):
+            dst = root + target
+            if os.path.isdir(dst) and not os.path.islink(dst) and not os.path.ismount(dst):
+                mount("tmpfs", dst, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+                      "size=4k,nr_inodes=4,mode=0555")
     for d in ("/proc", "/job", "/tmp"):
         _mkdirs(root + d)
     mount(None, root, None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC)

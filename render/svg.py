@@ -5,22 +5,31 @@ expansion beyond the five predefined ones and character references) after a size
 (``forbidden``): a DOCTYPE internal subset, any entity / notation declaration, an undeclared entity,
 processing instructions (``xml-stylesheet``), XInclude, a root element other than ``svg``, an ``href`` in
 any namespace that is not empty, ``#fragment`` or a ``data:`` URL, and in any attribute value or ``<style>``
-text, after CSS comment removal and CSS unescaping, ``@import`` or a ``url()`` to anything else. ``data:``
-URLs holding SVG / XML documents are refused too (they would need their own screening). Every check runs
-on parsed values (entities and character references already decoded), in time linear in the input.
+text, after CSS unescaping, ``@import`` or a ``url()`` to anything else; in style attributes and ``<style>``
+text also an ``href`` / ``xlink:href`` property. CSS is screened with comments removed (as tokenised: not
+inside strings) and as written. ``data:`` URLs holding SVG / XML documents (declared so, or sniffed from the
+decoded payload as cairosvg does) or gzip are refused too (they would need their own screening). Every
+check runs on parsed values (entities and character references already decoded), in time linear in the
+input.
 """
 
 from __future__ import annotations
 
+import binascii
 import re
 import xml.parsers.expat as expat
+from urllib.parse import unquote_to_bytes
 
 SVG_NS = "http://www.w3.org/2000/svg"
 XINCLUDE_NS = ("http://www.w3.org/2001/XInclude", "http://www.w3.org/2003/XInclude")
 MAX_SVG_BYTES = 1 << 20
 _CSS_WS = " \t\n\r\f"
 _URL_STRIP = "".join(map(chr, range(0x21)))  # C0 controls and space (stripped by URL parsers)
-_CSS_COMMENT = re.compile(r"/\*.*?(?:\*/|\Z)", re.S)
+# Comments as a CSS tokenizer sees them: an escape (backslash + any character) and a string (up to its
+# closing quote or an unescaped newline) are kept whole (group 1), so that text between two strings that
+# merely contain "/*" and "*/" is not removed; every other /* ... */ is dropped.
+_CSS_COMMENT = re.compile(r"""(\\.|"(?:[^"\\\n\r\f]|\\.)*"?|'(?:[^'\\\n\r\f]|\\.)*'?)|/\*.*?(?:\*/|\Z)""", re.S)
+_CSS_HREF = re.compile(r"(?:^|[^\w-])href[" + _CSS_WS + r"]*:")  # a declaration with property (xlink:)href
 _CSS_ESCAPE = re.compile(r"\\(?:([0-9a-fA-F]{1,6})(?:\r\n|[ \t\n\r\f])?|(\r\n|[\n\r\f])|(.)|\Z)", re.S)
 
 
@@ -30,7 +39,7 @@ class _Refused(Exception):
         self.kind, self.msg = kind, msg
 
 
-def _unescape_css(text: str) -> str:
+def _unescape_css(text: str, strip_comments: bool = True) -> str:
     """CSS as a CSS tokenizer sees it: comments removed, escapes (``\\75``, ``\\u``) decoded."""
 
     def rep(m: re.Match) -> str:
@@ -41,7 +50,26 @@ def _unescape_css(text: str) -> str:
             return m.group(3)
         return ""  # escaped newline or a backslash at the end
 
-    return _CSS_ESCAPE.sub(rep, _CSS_COMMENT.sub("", text))
+    return _CSS_ESCAPE.sub(rep, _CSS_COMMENT.sub(r"\1", text) if strip_comments else text)
+
+
+def _data_problem(r: str) -> str | None:
+    """None unless the payload of the ``data:`` URL ``r`` is (or may be) an SVG / XML / HTML document:
+    cairosvg sniffs the bytes (``<svg`` anywhere, gzip) and ignores the declared media type. Decoded the
+    way urllib does (percent-decoding, then lenient base64); linear in ``r``, itself under the size cap."""
+    head, _, body = r[5:].partition(",")
+    raw = unquote_to_bytes(body)
+    payloads = [raw]
+    if "base64" in head.lower():
+        try:
+            payloads.append(binascii.a2b_base64(raw))
+        except binascii.Error:
+            pass  # urllib fails the same way: nothing is loaded
+    for data in payloads:
+        start = data.lstrip(b" \t\n\r\f\x00\xef\xbb\xbf\xfe\xff")  # whitespace, UTF-8 / UTF-16 BOMs
+        if start.startswith((b"<", b"\x1f\x8b")) or b"<svg" in data:  # cairosvg's own test is b"<svg" in
+            return f"data: URL holding an SVG/XML/HTML document or gzip is not allowed: {r[:80]!r}"
+    return None
 
 
 def ref_problem(ref: str) -> str | None:
@@ -54,18 +82,29 @@ def ref_problem(ref: str) -> str | None:
         media = low[5:].split(",", 1)[0].split(";", 1)[0].strip(_URL_STRIP)
         if "svg" in media or "xml" in media:
             return f"nested SVG/XML document in a data: URL is not allowed: {r[:80]!r}"
-        return None
+        return _data_problem(r)
     return f"reference to an external resource is not allowed: {r[:80]!r}"
 
 
-def css_problem(text: str) -> str | None:
-    """None when CSS text (a style sheet, a style attribute, any attribute value) has no ``@import``
-    and only allowed ``url()`` references. Linear: every character is looked at a bounded number of times."""
-    if "\\" in text or "/*" in text:
-        text = _unescape_css(text)
+def css_problem(text: str, declarations: bool = False) -> str | None:
+    """None when CSS text (a style sheet, a style attribute, any attribute value) has no ``@import``, only
+    allowed ``url()`` references and, for ``declarations`` (style sheets and style attributes), no ``href`` /
+    ``xlink:href`` property (cairosvg copies every declaration onto the element, ``href`` included).
+    Linear: every character is looked at a bounded number of times."""
+    if "/*" in text:
+        # Screened with comments removed (as tokenised) and also as written: inside an unquoted url(...)
+        # "/*" is no comment, so text the stripping drops may be live CSS.
+        return _css_problem(_unescape_css(text), declarations) \
+            or _css_problem(_unescape_css(text, strip_comments=False), declarations)
+    return _css_problem(_unescape_css(text) if "\\" in text else text, declarations)
+
+
+def _css_problem(text: str, declarations: bool) -> str | None:
     s = text.lower()
     if "@import" in s:
         return "CSS @import is not allowed"
+    if declarations and _CSS_HREF.search(s):
+        return "an href property in CSS is not allowed"
     n, i = len(s), 0
     while True:
         k = s.find("url", i)
@@ -117,7 +156,7 @@ def check_svg(data: bytes | str, max_bytes: int = MAX_SVG_BYTES) -> tuple[str, s
             refuse("XInclude is not allowed")
         for an, av in attrs.items():
             problem = ref_problem(av) if an.rpartition(" ")[2] == "href" else None
-            problem = problem or css_problem(av)
+            problem = problem or css_problem(av, declarations=an.rpartition(" ")[2] == "style")
             if problem:
                 refuse(f"attribute {an.rpartition(' ')[2]}: {problem}")
         if local == "style":
@@ -127,7 +166,7 @@ def check_svg(data: bytes | str, max_bytes: int = MAX_SVG_BYTES) -> tuple[str, s
         if name.rpartition(" ")[2] == "style":
             state["style"] -= 1
             if state["style"] == 0 and style_text:
-                problem = css_problem("".join(style_text))
+                problem = css_problem("".join(style_text), declarations=True)
                 style_text.clear()
                 if problem:
                     refuse(f"<style>: {problem}")

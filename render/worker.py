@@ -1,6 +1,6 @@
 """Render worker: a supervisor, a zygote, and one fresh sandboxed child per job.
 
-``RenderPool`` starts the **supervisor** as ``python -I -c "...; from render.worker import main; main()"``
+``RenderPool`` starts the **supervisor** as ``python -I -B -c "...; from render.worker import main; main()"``
 with a small environment. The supervisor (root, never runs or parses job code):
 
 1. enters a private mount namespace and builds the jobs' root tree there (``sandbox.build_root``);
@@ -14,16 +14,17 @@ with a small environment. The supervisor (root, never runs or parses job code):
    report (written and closed before the child has received its job), checks it against ``/proc/<pid>``,
    sets the rlimits with ``prlimit``, sends the job, enforces the wall-clock timeout (pidfd + SIGKILL), reads
    the job's one result frame (at most ``FRAME_MAX`` bytes of ``kind\\nmessage``: anything else is
-   ``protocol``), validates ``out.png`` (full decode) and unmounts the job dir.
+   ``protocol``), validates ``out.png`` (bounded chunk walk, then a full decode) and unmounts the job dir.
 
-The **job child** (pid 1 of its own pid namespace) sandboxes itself before it reads the job: ``setsid``,
-new mount / net / IPC / UTS / cgroup namespaces, ``pivot_root`` into the read-only tree, a fresh procfs,
-uid/gid 65534, not dumpable, ``PR_SET_PDEATHSIG``, ``no_new_privs``, Landlock, seccomp. Its only channels
-afterwards are fd 3 (the result frame, whose contents are the job's word) and the job dir.
+The **job child** (pid 1 of its own pid namespace) sandboxes itself before it reads the job: ``setsid``, new
+mount / net / IPC / UTS / cgroup namespaces, ``pivot_root`` into the read-only tree, a fresh procfs, its
+worker's own uid/gid (``job_uid``), not dumpable, ``PR_SET_PDEATHSIG``, ``no_new_privs``, Landlock, seccomp.
+Its only channels afterwards are fd 3 (the result frame, whose contents are the job's word) and the job dir.
 
-Image choice for python jobs: if the code writes ``out.png`` into its working directory (the job dir),
-that file wins; otherwise the current matplotlib figure (``plt.gcf()``, when any figure exists) is saved
-at the figure's own dpi. SVG jobs are screened (``render.svg``) inside the sandbox, then rasterised.
+Image choice for python jobs: if the code writes ``out.png`` into the job dir (its starting working
+directory), that file wins; otherwise the current matplotlib figure (``plt.gcf()``, when any figure exists) is
+saved there at the figure's own dpi, whatever the working directory is by then. SVG jobs are screened
+(``render.svg``) inside the sandbox, then rasterised.
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ from . import sandbox as sb
 from .svg import check_svg
 from .types import LANGUAGES, RenderLimits
 
-JOB_UID = JOB_GID = 65534
+JOB_UID = JOB_GID = 65534  # default; the pool gives each worker slot its own (``pool.JOB_UIDS``)
 OUT_NAME = "out.png"
 JOB_DIR = "/job"  # the job dir inside the job's root tree
 SETUP_FAILED_EXIT = 121
@@ -57,6 +58,11 @@ JOB_MESSAGE_PREFIX = "job: "  # marks text that comes from the job (untrusted on
 SETUP_TIMEOUT_S = 10.0
 STATUS_FD, CTL_FD, JOB_FD = 3, 4, 5
 _PNG_SIG = b"\x89PNG\r\n\x1a\n"
+_PNG_CRITICAL = (b"IHDR", b"PLTE", b"IDAT", b"IEND")
+_APNG_CHUNKS = (b"acTL", b"fcTL", b"fdAT")  # later frames are never decoded here: refused
+# matplotlib (PIL) writes 64 KiB IDATs, cairo (libpng) 8 KiB ones: 1024 chunks for 8 MiB. The bound grows
+# with max_png_bytes (one chunk per 2 KiB) so that normal output stays far below it.
+MAX_PNG_CHUNKS = 4096
 # per job child, recorded and checked by the supervisor
 LAYERS = ("setsid", "pidns", "mntns", "minimal_root", "procfs", "netns", "ipcns", "utsns", "cgroupns",
           "uid_drop", "no_new_privs", "landlock", "seccomp", "rlimits")
@@ -200,9 +206,9 @@ def _read_paths(mpl_data: str) -> list[str]:
     return out
 
 
-def _tree_sources() -> tuple[list[str], list[str]]:
+def _tree_sources() -> tuple[list[str], list[str], list[str]]:
     """What the jobs' root tree shows: the interpreter's stdlib and site-packages (never the repository),
-    shared libraries, fonts and a few /etc files; and the device nodes."""
+    shared libraries, fonts and a few /etc files; the device nodes; and the directories to show empty."""
     import importlib.util
     import sysconfig
 
@@ -230,7 +236,17 @@ def _tree_sources() -> tuple[list[str], list[str]]:
             continue  # the repository's own source tree is never shown to jobs
         out.append(os.path.normpath(p))
     out.sort(key=len)
-    return out, ["/dev/null", "/dev/zero", "/dev/random", "/dev/urandom"]
+    # A venv's base interpreter keeps its own site-packages inside the bound stdlib: unrelated packages the
+    # jobs never import. Shown empty, unless the jobs' interpreter imports from it or a source lies in it.
+    used = [os.path.realpath(p) for p in sys.path + out if p]
+    masked = []
+    for lib in dict.fromkeys(paths.get(k) for k in ("stdlib", "platstdlib")):
+        for name in ("site-packages", "dist-packages"):
+            d = os.path.join(lib or "", name)
+            real = os.path.realpath(d)
+            if lib and os.path.isdir(d) and not any(u == real or u.startswith(real + "/") for u in used):
+                masked.append(d)
+    return out, ["/dev/null", "/dev/zero", "/dev/random", "/dev/urandom"], masked
 
 
 # --- the job child -----------------------------------------------------------------------------------------
@@ -348,17 +364,18 @@ def _child_sandbox(env: dict, pidns_err: str | None) -> tuple[dict, list[str], s
     step("procfs", lambda: sb.mount_proc("/proc"), needs=("minimal_root", "pidns"))
     jobdir = JOB_DIR if layers.get("minimal_root") else env["jobdir_host"]
     os.chdir(jobdir)
-    step("uid_drop", lambda: sb.drop_privileges(JOB_UID, JOB_GID))
+    step("uid_drop", lambda: sb.drop_privileges(env["uid"], env["uid"]))
     try:
         sb.set_pdeathsig(signal.SIGKILL)  # cleared by the uid change, so set it afterwards
         sb.set_dumpable(False)
     except Exception:  # noqa: BLE001 - both are belt and braces; the supervisor checks what matters
         pass
     step("no_new_privs", sb.no_new_privs)
+    sinks = ("/dev/null", "/dev/zero")  # writable, as anywhere: `open(os.devnull, "w")` is a common idiom
     if layers.get("minimal_root"):
-        step("landlock", lambda: sb.apply_landlock(["/"], [JOB_DIR]))
+        step("landlock", lambda: sb.apply_landlock(["/"], [JOB_DIR], sinks))
     else:
-        step("landlock", lambda: sb.apply_landlock(env["read_paths"], [jobdir]))
+        step("landlock", lambda: sb.apply_landlock(env["read_paths"], [jobdir], sinks))
     step("seccomp", sb.apply_seccomp)
     return layers, errors, jobdir
 
@@ -419,7 +436,8 @@ def _run_python(code: str, limits: RenderLimits) -> tuple[str, str]:
         exec(compiled, g)
     except SystemExit:
         pass
-    if os.path.lexists(OUT_NAME):
+    out = os.path.join(_JOBDIR, OUT_NAME)  # absolute: the code may have changed the working directory
+    if os.path.lexists(out):
         return "ok", "out.png written by the code"
     if not plt.get_fignums():
         return "no_output", "the code drew no figure and wrote no out.png"
@@ -428,7 +446,7 @@ def _run_python(code: str, limits: RenderLimits) -> tuple[str, str]:
     w, h = w_in * fig.dpi, h_in * fig.dpi
     if not (w <= limits.max_side and h <= limits.max_side):
         return "too_large", f"figure of {w:.0f}x{h:.0f} px exceeds {limits.max_side} px"
-    fig.savefig(OUT_NAME, format="png")
+    fig.savefig(out, format="png")
     return "ok", "current figure"
 
 
@@ -440,7 +458,7 @@ def _run_svg(text: str, limits: RenderLimits) -> tuple[str, str]:
     import cairosvg
 
     try:
-        cairosvg.svg2png(bytestring=data, write_to=OUT_NAME, unsafe=False)
+        cairosvg.svg2png(bytestring=data, write_to=os.path.join(_JOBDIR, OUT_NAME), unsafe=False)
     except Exception as e:  # noqa: BLE001
         if type(e).__name__ in ("ParseError", "ExpatError"):
             return "syntax", _exc_text(e)
@@ -508,8 +526,24 @@ def _zygote_main(sock: socket.socket, env: dict, parent: int) -> None:
         pidfd = os.pidfd_open(pid)
         socket.send_fds(sock, [b"%d" % pid], [pidfd])
         os.close(pidfd)
+        os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT)
+        cpu_hard = _cpu_hard_limit(pid)  # the job may have lowered it: read it from the zombie
         _, wstatus, ru = os.wait4(pid, 0)
-        sock.send(json.dumps({"pid": pid, "status": wstatus, "cpu_s": ru.ru_utime + ru.ru_stime}).encode())
+        sock.send(json.dumps({"pid": pid, "status": wstatus, "cpu_s": ru.ru_utime + ru.ru_stime,
+                              "cpu_hard": cpu_hard}).encode())
+
+
+def _cpu_hard_limit(pid: int) -> int | None:
+    """The hard RLIMIT_CPU (seconds) of ``pid`` (an unreaped zombie still shows it), None if unknown."""
+    try:
+        with open(f"/proc/{pid}/limits") as f:
+            for line in f:
+                if line.startswith("Max cpu time"):
+                    hard = re.split(r"\s{2,}", line.strip())[2]
+                    return None if hard == "unlimited" else int(hard)
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
 
 
 # --- the supervisor ------------------------------------------------------------------------------------------
@@ -547,8 +581,33 @@ def _read_output(jobdir: str, limits: RenderLimits) -> tuple[bytes | None, str |
         os.close(fd)
 
 
+def _png_chunk_problem(data: bytes, max_chunks: int) -> str | None:
+    """Walk the chunk list (length, type; PIL checks the CRCs) before PIL sees the file. PIL spends ~10 us
+    of Python per chunk and stops at IEND, so refuse what would cost the root supervisor unbounded time or
+    be returned unchecked: too many chunks, bytes after IEND, unknown critical chunks, APNG frames."""
+    pos, n, end = len(_PNG_SIG), 0, len(data)
+    while pos + 8 <= end:
+        length, ctype = struct.unpack_from(">I4s", data, pos)
+        n += 1
+        if n > max_chunks:
+            return f"more than {max_chunks} chunks"
+        if length > 0x7FFFFFFF or pos + 12 + length > end:
+            return f"chunk {n} runs past the end of the file"
+        if not ctype.isalpha():  # bytes.isalpha: ASCII letters only
+            return f"chunk {n} has an invalid type {ctype!r}"
+        if ctype in _APNG_CHUNKS:
+            return "animated PNG (APNG) chunks are not allowed"
+        if ctype[:1].isupper() and ctype not in _PNG_CRITICAL:  # upper-case first letter: critical
+            return f"unknown critical chunk {ctype.decode()!r}"
+        pos += 12 + length
+        if ctype == b"IEND":
+            return None if pos == end else f"{end - pos} bytes after IEND"
+    return "no IEND chunk"
+
+
 def validate_png(data: bytes, limits: RenderLimits) -> tuple[int, int, str | None, str]:
-    """Header, size limits, then every chunk's CRC (``verify``) and a full decode (``load``)."""
+    """Header, size limits, the chunk list (``_png_chunk_problem``), then every chunk's CRC (``verify``) and a
+    full decode (``load``)."""
     size = _png_size(data)
     if size is None:
         return 0, 0, "invalid_image", "not a PNG file"
@@ -559,6 +618,9 @@ def validate_png(data: bytes, limits: RenderLimits) -> tuple[int, int, str | Non
         return w, h, "invalid_image", f"image {w}x{h} is smaller than {limits.min_side} px"
     if max(w, h) / min(w, h) > limits.max_aspect:
         return w, h, "invalid_image", f"aspect ratio of {w}x{h} exceeds {limits.max_aspect}"
+    problem = _png_chunk_problem(data, max(MAX_PNG_CHUNKS, limits.max_png_bytes >> 11))
+    if problem:
+        return w, h, "invalid_image", f"PNG refused: {problem}"
     try:
         import io
 
@@ -641,8 +703,8 @@ def _kill(pidfd: int) -> None:
 
 
 class Supervisor:
-    def __init__(self, base: str, disk_bytes: int, skip: tuple = ()) -> None:
-        self.base, self.disk_bytes, self.skip = base, disk_bytes, tuple(skip)
+    def __init__(self, base: str, disk_bytes: int, skip: tuple = (), uid: int = JOB_UID) -> None:
+        self.base, self.disk_bytes, self.skip, self.uid = base, disk_bytes, tuple(skip), int(uid)
         self.errors: list[str] = []
         self.root: str | None = None
         self.private_ns = False
@@ -664,8 +726,8 @@ class Supervisor:
             self.errors.append(f"minimal_root: private mount namespace: {e}")
         if self.private_ns and "minimal_root" not in self.skip:
             try:
-                sources, devices = _tree_sources()
-                sb.build_root(root, sources, devices)
+                sources, devices, masked = _tree_sources()
+                sb.build_root(root, sources, devices, masked)
                 self.root = root
                 st = os.stat(root)
                 self.root_id = (st.st_dev, st.st_ino)
@@ -685,7 +747,7 @@ class Supervisor:
                 self.own_ns[ns] = os.stat(f"/proc/self/ns/{ns}").st_ino
             except OSError:
                 pass
-        env = {"root": self.root, "jobdir_host": self.jobdir, "skip": self.skip, "read_paths": []}
+        env = {"root": self.root, "jobdir_host": self.jobdir, "skip": self.skip, "read_paths": [], "uid": self.uid}
         a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         me = os.getpid()
         pid = os.fork()
@@ -762,11 +824,11 @@ class Supervisor:
 
     def _new_jobdir(self) -> None:
         if self.tmpfs_ok:
-            sb.mount_job_tmpfs(self.jobdir, self.disk_bytes)
+            sb.mount_job_tmpfs(self.jobdir, self.disk_bytes, uid=self.uid, gid=self.uid)
         else:
             _remove_tree(self.jobdir)
             os.mkdir(self.jobdir, 0o700)
-            os.chown(self.jobdir, JOB_UID, JOB_GID)
+            os.chown(self.jobdir, self.uid, self.uid)
 
     def _drop_jobdir(self) -> None:
         if self.tmpfs_ok:
@@ -783,7 +845,7 @@ class Supervisor:
         with open(f"/proc/{pid}/status") as f:
             fields = dict(line.split(":", 1) for line in f.read().splitlines() if ":" in line)
         ids = fields.get("Uid", "").split() + fields.get("Gid", "").split()
-        facts["uid_drop"] = len(ids) == 8 and all(x == str(JOB_UID) for x in ids) \
+        facts["uid_drop"] = len(ids) == 8 and all(x == str(self.uid) for x in ids) \
             and fields.get("Groups", "").strip() == ""
         facts["no_new_privs"] = fields.get("NoNewPrivs", "").strip() == "1"
         facts["seccomp"] = fields.get("Seccomp", "").strip() == "2"
@@ -1004,10 +1066,14 @@ class Supervisor:
                 return _result(kind="timeout", msg="CPU time limit", t0=t0, layers=layers)
             if sig == signal.SIGXFSZ:
                 return _result(kind="too_large", msg="file size limit", t0=t0, layers=layers)
-            if sig == signal.SIGKILL:
-                if cpu >= math.ceil(timeout_s) + 1:
+            if sig == signal.SIGKILL:  # the kernel's answer to the hard CPU limit, or the OOM killer
+                hard = exit_info.get("cpu_hard")
+                if isinstance(hard, int) and cpu >= hard - 0.05:
                     return _result(kind="timeout", msg="CPU time limit (SIGKILL)", t0=t0, layers=layers)
-                return _result(kind="memory", msg="killed (out of memory?)", t0=t0, layers=layers)
+                if hard is None and cpu >= math.ceil(timeout_s) + 1:  # past its soft limit: likely the hard
+                    return _result(kind="timeout", msg="CPU time limit (SIGKILL?)", t0=t0, layers=layers)
+                why = "below its CPU limit (out of memory?)" if isinstance(hard, int) else "(memory or CPU limit)"
+                return _result(kind="memory", msg=f"killed by SIGKILL {why}", t0=t0, layers=layers)
             return _result(kind="crash", msg=f"job killed by {name}", t0=t0, layers=layers)
         code = os.WEXITSTATUS(wstatus)
         if overflow:
@@ -1039,8 +1105,9 @@ class Supervisor:
 
 # --- main loop ------------------------------------------------------------------------------------------
 def main() -> None:
-    """argv: [pkg_parent, base_dir, disk_bytes, skip_layers]; ``base_dir`` is made and removed by the pool;
-    ``skip_layers`` (comma list, normally empty) exists only so tests can simulate a missing layer."""
+    """argv: [pkg_parent, base_dir, disk_bytes, skip_layers, job_uid]; ``base_dir`` is made and removed by
+    the pool; ``skip_layers`` (comma list, normally empty) exists only so tests can simulate a missing layer;
+    ``job_uid`` (uid and gid of this worker's jobs) defaults to ``JOB_UID``."""
     out_fd = os.dup(1)
     os.dup2(2, 1)  # stray prints cannot corrupt the protocol
     in_fd = 0
@@ -1048,7 +1115,8 @@ def main() -> None:
     # replacements from short-lived threads. A dead pool closes our stdin instead: EOF ends the loop.
     base, disk_bytes = sys.argv[2], int(sys.argv[3])
     skip = tuple(x for x in (sys.argv[4] if len(sys.argv) > 4 else "").split(",") if x)
-    sup = Supervisor(base, disk_bytes, skip)
+    uid = int(sys.argv[5]) if len(sys.argv) > 5 and sys.argv[5] else JOB_UID
+    sup = Supervisor(base, disk_bytes, skip, uid)
     try:
         sup.start(close_in_zygote=(out_fd,))
         send_msg(out_fd, {"ready": True, "pid": os.getpid(), "zygote_pid": sup.zygote_pid,

@@ -299,3 +299,147 @@ def test_cli_renders_a_file_and_reports_refusals(tmp_path, capsys):
     assert main(["render", str(bad), "-o", str(tmp_path / "no.png")]) == 1
     assert "forbidden" in capsys.readouterr().err
     assert not (tmp_path / "no.png").exists()
+
+
+# --- PNG checks bounded and complete ---------------------------------------------------------------------
+def _chunk(ctype: bytes, data: bytes = b"") -> bytes:
+    import struct
+    import zlib
+
+    return struct.pack(">I", len(data)) + ctype + data + struct.pack(">I", zlib.crc32(ctype + data))
+
+
+def _png(before_idat=b"", after_idat=b"", tail=b"", w=32, h=32) -> bytes:
+    import struct
+    import zlib
+
+    raw = b"".join(b"\0" + bytes([0, 255, 0]) * w for _ in range(h))
+    return (b"\x89PNG\r\n\x1a\n" + _chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 0)) + before_idat
+            + _chunk(b"IDAT", zlib.compress(raw)) + after_idat + _chunk(b"IEND") + tail)
+
+
+def test_png_chunk_walk_bounds_and_completes_validation():
+    import struct
+
+    from render.worker import validate_png
+
+    limits = RenderLimits()
+    assert validate_png(_png(), limits) == (32, 32, None, "")
+    many = _png(before_idat=_chunk(b"abCd") * 3000, after_idat=_chunk(b"tEXt", b"a\0b"))
+    assert validate_png(many, limits)[2] is None
+    # ~700k empty chunks in 8 MiB: seconds of PIL's Python per job in the root supervisor before the walk
+    flood = _png(before_idat=_chunk(b"abCd") * ((limits.max_png_bytes - 200) // 12))
+    assert len(flood) <= limits.max_png_bytes
+    t0 = time.perf_counter()
+    _, _, kind, msg = validate_png(flood, limits)
+    assert kind == "invalid_image" and "chunks" in msg, msg
+    assert time.perf_counter() - t0 < 0.5
+    apng = _png(before_idat=_chunk(b"acTL", struct.pack(">II", 2, 0)))
+    for bad, why in [(_png(tail=b"PK\x03\x04<html>" + bytes(1000)), "after IEND"), (apng, "APNG"),
+                     (_png(after_idat=_chunk(b"fdAT", bytes(8))), "APNG"),
+                     (_png(before_idat=_chunk(b"ABCD")), "critical"),
+                     (_png()[:-12], "no IEND"), (_png()[:-2], "past the end")]:
+        _, _, kind, msg = validate_png(bad, limits)
+        assert kind == "invalid_image" and why in msg, (why, msg)
+
+
+def test_png_chunk_limits_in_the_sandbox(pool):
+    import base64
+
+    import numpy as np
+    from PIL import Image
+
+    flood = ("import struct, zlib\n"
+             "def chunk(t, d=b''):\n"
+             "    return struct.pack('>I', len(d)) + t + d + struct.pack('>I', zlib.crc32(t + d))\n"
+             "raw = b''.join(b'\\0' + bytes(96) for _ in range(32))\n"
+             "png = (b'\\x89PNG\\r\\n\\x1a\\n' + chunk(b'IHDR', struct.pack('>IIBBBBB', 32, 32, 8, 2, 0, 0, 0))"
+             " + chunk(b'abCd') * {n} + chunk(b'IDAT', zlib.compress(raw)) + chunk(b'IEND'){tail})\n"
+             "open('out.png', 'wb').write(png)\n")
+    # large, barely compressible normal output: matplotlib (PIL) writes 64 KiB IDATs, cairo 8 KiB ones
+    mpl = ("import numpy as np, matplotlib.pyplot as plt\n"
+           "fig = plt.figure(figsize=(14, 14), dpi=100)\nfig.figimage(np.random.rand(1400, 1400, 3))\n")
+    buf = io.BytesIO()
+    Image.fromarray(np.random.default_rng(0).integers(0, 256, (160, 160, 3), dtype=np.uint8)).save(buf, "PNG")
+    data = base64.b64encode(buf.getvalue()).decode()
+    svg = ('<svg xmlns="http://www.w3.org/2000/svg" width="1400" height="1400">'
+           f'<image width="1400" height="1400" href="data:image/png;base64,{data}"/></svg>')
+    t0 = time.monotonic()
+    many, tail, ok, big, big_svg = pool.render_many([
+        RenderJob(flood.format(n=100_000, tail="")), RenderJob(flood.format(n=0, tail=" + bytes(1 << 20)")),
+        RenderJob(flood.format(n=0, tail="")), RenderJob(mpl), RenderJob(svg, "svg")], timeout_s=10)
+    assert many.error_kind == "invalid_image" and "chunks" in many.message, many
+    assert tail.error_kind == "invalid_image" and "after IEND" in tail.message, tail
+    assert ok.ok and big.ok and big_svg.ok, (ok, big, big_svg)
+    assert (big.width, big.height) == (big_svg.width, big_svg.height) == (1400, 1400)
+    assert _chunk_count(big.png) > 50 and _chunk_count(big_svg.png) > 300  # and far below MAX_PNG_CHUNKS
+    assert time.monotonic() - t0 < 15
+
+
+def _chunk_count(png: bytes) -> int:
+    import struct
+
+    pos, n = 8, 0
+    while pos < len(png):
+        pos, n = pos + 12 + struct.unpack_from(">I", png, pos)[0], n + 1
+    return n
+
+
+# --- working directory, bytecode, /dev/null, site-packages, SIGKILL, thread budget ---------------------
+def test_current_figure_saved_whatever_the_working_directory(pool):
+    sub = "import os\nos.makedirs('work')\nos.chdir('work')\nopen('data.csv', 'w').write('1,2')\n" + RED_RECT
+    tmp = "import os, tempfile\nos.chdir(tempfile.mkdtemp())\n" + RED_RECT
+    root = "import os\nos.chdir('/')\n" + RED_RECT
+    for r in pool.render_many([RenderJob(sub), RenderJob(tmp), RenderJob(root)]):
+        assert r.ok and _pixel(r.png, (50, 50)) == (255, 0, 0), r
+
+
+def test_workers_write_no_bytecode(pool):
+    # -I ignores PYTHONDONTWRITEBYTECODE: without -B the root worker writes .pyc files into the repository
+    r = pool.render(RenderJob("import sys\nassert sys.flags.dont_write_bytecode and sys.dont_write_bytecode\n"
+                              + RED_RECT))
+    assert r.ok, r
+
+
+def test_writes_to_dev_null_and_zero_allowed(pool):
+    code = ("import contextlib, os\nwith open(os.devnull, 'w') as f, contextlib.redirect_stdout(f):\n"
+            "    print('noise')\nopen('/dev/zero', 'wb').write(b'x')\n" + RED_RECT)
+    r = pool.render(RenderJob(code))
+    assert r.ok, r
+    r = pool.render(RenderJob("open('/dev/random', 'wb').write(b'x')\n"))
+    assert r.error_kind == "forbidden", r  # other device nodes stay read-only
+
+
+def test_base_interpreter_site_packages_hidden(pool):
+    import sysconfig
+
+    base = os.path.join(sysconfig.get_paths()["stdlib"], "site-packages")
+    if not os.path.isdir(base) or not os.listdir(base) \
+            or any(os.path.realpath(p) == os.path.realpath(base) for p in sys.path if p):
+        pytest.skip("no separate, non-empty base interpreter site-packages here")
+    code = f"import json, os, numpy, matplotlib\nraise RuntimeError(json.dumps(os.listdir({base!r})))\n"
+    r = pool.render(RenderJob(code))
+    assert r.error_kind == "crash" and r.message.endswith("RuntimeError: []"), r
+
+
+def test_sigkill_at_a_lowered_cpu_limit_is_a_timeout(pool):
+    code = ("import resource, signal\nresource.setrlimit(resource.RLIMIT_CPU, (1, 1))\n"
+            "signal.signal(signal.SIGXCPU, signal.SIG_IGN)\nwhile True: pass\n")
+    r = pool.render(RenderJob(code), timeout_s=5)
+    assert r.error_kind == "timeout" and "CPU time limit" in r.message, r
+
+
+def test_concurrent_jobs_have_separate_thread_budgets(pool):
+    # RLIMIT_NPROC counts a uid's tasks host-wide: each worker slot runs its jobs under its own uid
+    hog = ("import os, threading, time\nthreading.stack_size(1 << 16)\nev = threading.Event()\nn = 0\n"
+           "for i in range(300):\n    try:\n        threading.Thread(target=ev.wait, daemon=True).start(); n += 1\n"
+           "    except RuntimeError:\n        break\ntime.sleep(1.5)\n"
+           "from PIL import Image\nImage.new('RGB', (20, 20)).save('out.png')\n"
+           "os.write(3, f'ok\\n{n} {os.getuid()}'.encode())\nos._exit(0)\n")
+    victim = ("import os, threading, time\ntime.sleep(0.5)\n"
+              "for i in range(4):\n    threading.Thread(target=time.sleep, args=(0.1,)).start()\n"
+              + RED_RECT + "plt.savefig('out.png')\nos.write(3, f'ok\\n{os.getuid()}'.encode())\nos._exit(0)\n")
+    a, b = pool.render_many([RenderJob(hog), RenderJob(victim)], timeout_s=5)
+    assert a.ok and b.ok, (a, b)
+    n, uid_a = map(int, a.message.removeprefix("job: ").split())
+    assert n > pool.limits.nproc - 10 and uid_a != int(b.message.removeprefix("job: ")), (a.message, b.message)

@@ -4,7 +4,9 @@ Each job here tries an escape and, where that is the natural signal, draws a fig
 (so ``r.ok`` means "escaped"), or reports what each attempt returned as JSON in its exception message.
 """
 
+import base64
 import ctypes
+import gzip
 import json
 import os
 import sys
@@ -353,6 +355,10 @@ def test_svg_screen_is_linear_and_runs_in_the_sandbox(pool):
     assert _genuine(r.isolation), "the screen must run inside the sandboxed child"
 
 
+_NESTED = base64.b64encode(b'<svg xmlns="http://www.w3.org/2000/svg" width="9" height="9"/>').decode()
+_IMPORT = "@import url(data:text/css,rect%7Bfill:red%7D);"
+
+
 @pytest.mark.parametrize("body", [
     '<rect width="9" height="9" fill="&#117;rl(file:///etc/passwd)"/>',
     '<rect width="9" height="9" style="fill:u\\72l(file:///etc/passwd)"/>',
@@ -363,8 +369,23 @@ def test_svg_screen_is_linear_and_runs_in_the_sandbox(pool):
     '<image width="9" height="9" xlink:href=" fi&#10;le:///etc/passwd"/>',
     '<image width="9" height="9" href="data:image/svg+xml;base64,PHN2Zy8+"/>',
     '<use href="http://example.invalid/x.svg#a"/>',
+    # cairosvg sniffs a data: payload (b"<svg" anywhere, gzip) whatever its declared type
+    f'<image width="9" height="9" href="data:image/png;base64,{_NESTED}"/>',
+    f'<image width="9" height="9" href="data:;BASE64,{_NESTED}"/>',
+    '<image width="9" height="9" href="data:image/png,%3Csvg%20xmlns=%22http://www.w3.org/2000/svg%22/%3E"/>',
+    f'<image width="9" height="9" href="data:image/png;base64,{base64.b64encode(gzip.compress(b"<svg/>")).decode()}"/>',
+    # cairosvg copies every CSS declaration onto the element, href included
+    f'<image width="9" height="9" style="href:\'data:image/svg+xml;base64,{_NESTED}\'"/>',
+    f'<style>image {{{{ xlink:href: "data:image/png;base64,{_NESTED}" }}}}</style><image width="9" height="9"/>',
+    '<image width="9" height="9" style="h\\72 ef/**/ : \'#a\'"/>',
+    # "/*" inside a string, or inside an unquoted url(...), starts no comment
+    '<style>a {{ content: "/*" }} ' + _IMPORT + ' b {{ content: "*/" }}</style>',
+    "<style>a {{ content: '/*' }} rect {{ fill: url(file:///etc/passwd) }} b {{ content: '*/' }}</style>",
+    '<style>a {{ b: \\75rl(/*) }} ' + _IMPORT + ' c {{ d: \\75rl(*/) }}</style>',
 ], ids=["charref_url", "css_escape_attr", "css_escape_space", "css_comment", "import_escape", "charref_href",
-        "newline_href", "nested_svg", "remote_use"])
+        "newline_href", "nested_svg", "remote_use", "nested_svg_as_png", "nested_svg_no_type", "nested_svg_percent",
+        "nested_svgz", "css_href_attr", "css_href_sheet", "css_href_escaped", "comment_in_strings_import",
+        "comment_in_strings_url", "comment_in_url_token"])
 def test_svg_reference_tricks_refused(pool, body):
     r = pool.render(RenderJob(SVG.format(body), "svg"))
     assert r.error_kind == "forbidden", (r.error_kind, r.message)
@@ -385,6 +406,28 @@ def test_svg_screen_limits_and_allowed_refs():
     assert check_svg(doctype + '<svg xmlns="http://www.w3.org/2000/svg">&ent;</svg>')[0] == "forbidden"
     assert check_svg('<?xml-stylesheet href="a.css"?><svg/>')[0] == "forbidden"
     assert check_svg('<html/>')[0] == "forbidden"
+
+
+def test_svg_screen_keeps_ordinary_css_and_images(pool):
+    import io
+
+    from PIL import Image
+
+    from render.svg import check_svg
+
+    buf = io.BytesIO()
+    Image.new("RGB", (20, 20), (0, 255, 0)).save(buf, "PNG")
+    png = base64.b64encode(buf.getvalue()).decode()
+    ok = SVG.format('<style>text {{ font-family: "DejaVu Sans", \'a/*b*/\' }} /* note */ '
+                    'a[href]:hover, image:not([href]) {{ opacity: .5 }}</style>'
+                    '<rect width="20" height="20" style="fill:#f00; stroke: url(\'#g\'); --href: 1"/>'
+                    f'<image width="20" height="20" xlink:href="data:image/png;base64,{png}"/>'
+                    '<text style="font-family:\'x/*\'" aria-label="href: none">t</text>')
+    assert check_svg(ok) is None
+    r = pool.render(RenderJob(ok, "svg"))
+    assert r.ok and (r.width, r.height) == (20, 20), r
+    with Image.open(io.BytesIO(r.png)) as im:
+        assert im.convert("RGB").getpixel((3, 3)) == (0, 255, 0)  # the embedded PNG was drawn
 
 
 # --- 9. PNG accepted only after a full decode -----------------------------------------------------------------
