@@ -6,7 +6,11 @@ over every row of the full files (``SHARED``) and skip one by one when those are
 
 from __future__ import annotations
 
+import ast
 import json
+import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -24,6 +28,7 @@ from mmevo.eval.scoring import (
     score_mathvista,
 )
 
+ROOT = Path(__file__).resolve().parents[1]
 MATHV = FIXTURES / "mathvision"  # 17 testmini rows; 9 test rows, 2804 and 2866 of MATHV_SELF_FAILS among them
 MATHVISTA = FIXTURES / "mathvista_testmini" / "testmini.json"  # 11 rows
 
@@ -308,6 +313,98 @@ def test_mathv_is_equal_latex2sympy2_semantics(asw, gt, ok):
     assert mathvision_is_equal(asw, gt) is ok
 
 
+# Verdicts of the official MATH-V code run as published (evaluation/utils.py + evaluate(), latex2sympy2 1.9.1):
+# each was a disagreement with ours.
+@pytest.mark.parametrize(
+    "response, gold, ok",
+    [
+        # latex2sympy2's top rule has no EOF: it stops at a closer that closes nothing ("5)" -> 5)
+        ("(So the answer is 5)", "5", True),
+        ("The answer is 5 (since 2+3=5)", "5", True),  # what follows the last "=" is "5)"
+        ("The answer is 12 (because 3 \\times 4 = 12).", "12", True),
+        ("[The answer is 5]", "5", True),
+        ("(the answer is 6).", "6", True),
+        ("\\boxed{5)}", "5", True),
+        ("\\boxed{5]}", "5", True),
+        ("\\boxed{\\frac{1}{2})}", "0.5", True),
+        # ... and at a bare function-name word of its lexer ("5triangles" -> 5: "tr" is a token)
+        ("The answer is 5 triangles.", "5", True),
+        ("\\boxed{12 triangles}", "12", True),
+        ("The answer is 4 trees.", "4", True),
+        ("The answer is 3 rows.", "3", True),
+        ("\\boxed{6 diagonals}", "6", True),
+        ("The answer is 2 ones.", "2", True),
+        ("The answer is 5 squares.", "5", False),  # "5squares" is 5*s*q*u*... (unknown names)
+        # an integer juxtaposed with a bracketed group is a product (latex2sympy2_extended: a mixed number, 4+3)
+        ("\\boxed{4(3)}", "12", True),
+        ("\\boxed{4(3)}", "7", False),
+        ("\\boxed{2(6)}", "12", True),
+        ("\\boxed{(3)(4)}", "12", True),
+        ("\\boxed{3\\left(4\\right)}", "12", True),
+        ("\\boxed{5(2)}", "7", False),
+        ("\\boxed{3\\binom{4}{2}}", "18", True),
+        ("\\boxed{2(3/2)}", "3", True),
+        ("\\boxed{0(1:2)}", "1:2", False),
+        ("\\boxed{4 e^{0}}", "4", True),
+        # \cfrac is no latex2sympy2 command
+        ("\\boxed{\\cfrac{1}{2}}", "0.5", False),
+        # latex2sympy2 keeps integer/integer unevaluated, so Python's "/" makes a tuple element 3.0, not 3
+        ("\\boxed{(\\frac{6}{2},-4)}", "(3,-4)", False),
+        ("\\boxed{(6/2,-4)}", "(3,-4)", False),
+        ("\\boxed{(3,-\\frac{8}{2})}", "(3,-4)", False),
+        ("\\boxed{(\\frac{9}{3},-4)}", "(3,-4)", False),
+        ("\\boxed{(3,\\frac{1}{2})}", "(3,0.5)", True),
+        ("\\boxed{\\frac{6}{2}}", "3", True),  # a number: 3.0 == 3 after rounding
+        # small powers and factorials the cost guard used to refuse
+        ("\\boxed{2^{2^{2}}}", "16", True),
+        ("\\boxed{3^{3^{3}}}", "7625597484987", True),
+        ("\\boxed{1000 \\cdot 3!}", "6000", True),
+        ("\\boxed{2^1+2^1+2^1+2^1+2^1}", "10", True),
+    ],
+)
+def test_mathv_official_verdicts(response, gold, ok):
+    assert score_mathvision(response, _ff(gold)) is ok
+
+
+def test_mathv_cost_guard_refuses_huge_numbers_quickly():
+    # What the guard exists for: each would take minutes or all memory to evaluate.
+    huge = ["9^{9^{9}}", "9^{9^{9^{9}}}", "2^{2^{2^{2^{2}}}}", "(9^{9})^{9^{9}}", "(9999^{9999})^{9999}",
+            "\\{\\frac{3}{(9999^{9999})^{9999}}, 2\\}", "10^{1000000}", "99999!", "(10^{99999})!", "9!!!", "((9!)!)!",
+            "9!!! + 9!!!", "\\prod_{k=1}^{99999} k", "\\Gamma(999999)", "\\Gamma(99!)", "\\binom{999999}{500000}",
+            "\\gcd(9^{9^{9}}, 6)", "9^{9^{9}} - 9^{9^{9}}", "\\begin{pmatrix}(99!)!&1\\\\1&0\\end{pmatrix}(3)"]
+    t0 = time.time()
+    for s in huge:
+        assert score_mathvision(f"\\boxed{{{s}}}", _ff("1")) is False, s
+        assert mathvision_is_equal(s, s.lower() + "+0") is False, s
+    assert time.time() - t0 < 5
+
+
+def test_mathv_parser_leaves_math_verify_alone():
+    # Our latex2sympy2-like parser is a private subclass of latex2sympy2_extended's converter; math-verify
+    # (the trainer's reward) keeps reading mixed numbers after MATH-V scoring ran in the same process.
+    code = (
+        "import math_verify as mv\n"
+        "from mmevo.eval.scoring import score_mathvision\n"
+        "from mmevo.rewards.answers import _equivalent, answers_equivalent\n"
+        "def probe():\n"
+        "    _equivalent.cache_clear()\n"
+        "    return (answers_equivalent('2 \\\\frac{3}{4}', '2.75'), answers_equivalent('2 \\\\frac{3}{4}', '1.5'),\n"
+        "            mv.verify(mv.parse('$2\\\\frac{3}{4}$'), mv.parse('2.75')), str(mv.parse('$4(3)$')[0]))\n"
+        "from latex2sympy2_extended.latex2sympy2 import _Latex2Sympy\n"
+        "methods = dict(vars(_Latex2Sympy))\n"
+        "before = probe()\n"
+        "assert score_mathvision('\\\\boxed{4(3)}', {'answer': '12', 'options': []})\n"
+        "assert score_mathvision('\\\\boxed{2\\\\frac{3}{4}}', {'answer': '1.5', 'options': []})\n"
+        "assert dict(vars(_Latex2Sympy)) == methods  # the library's class is not patched\n"
+        "print(repr((before, probe())))\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    before, after = ast.literal_eval(proc.stdout.strip().splitlines()[-1])
+    assert before == after == (True, False, True, "7")
+
+
 @pytest.mark.parametrize("response", GARBAGE)
 def test_mathv_garbage_is_false(mathv_mini, response):
     for rid in ("6", "206", "250", "2955"):
@@ -531,6 +628,40 @@ def test_mathvista_official_fast_paths(mathvista, pid, response, extraction, ok)
 )
 def test_mathvista_extraction_regressions(mathvista, pid, response, extraction, ok):
     item = mathvista[pid]
+    assert extract_mathvista_answer(response, item) == extraction
+    assert score_mathvista(response, item) is ok
+
+
+# Where the official pipeline calls its GPT extractor, ours reads what the extraction prompt asks for: the stated
+# value ("... is 14." -> 14) or the letter. Each extraction was wrong before.
+@pytest.mark.parametrize(
+    "pid, response, extraction, ok",
+    [
+        # an exponent of a unit or a power is no answer; a LaTeX number is its value
+        ("2", "The answer is 1000 cm^2.", "1000", True),
+        ("2", "\\boxed{1000 \\text{ cm}^2}", "1000", True),
+        ("2", "The answer is 10^3.", "1000", True),
+        ("2", "\\boxed{10^{3}}", "1000", True),
+        ("2", "The answer is 1 \\times 10^{3}.", "1000", True),
+        ("1", "\\boxed{\\frac{6}{5}}", "1.2", True),
+        ("1", "The answer is 1.2 m^2.", "1.2", True),
+        ("-4.3", "The slope is -4.3 per year^2", "-4.3", True),
+        # a marked answer states its value first, or after its last "="
+        ("2", "The answer is 1000, not 999.", "1000", True),
+        ("2", "\\boxed{x = 2 \\cdot 500 = 1000}", "1000", True),
+        # a minus written U+2212 or "- 4.3" keeps its sign
+        ("-4.3", "The answer is \u22124.3.", "-4.3", True),
+        ("-4.3", "The answer is - 4.3", "-4.3", True),
+        ("2", "The answer is \u22121000.", "-1000", False),
+        # a letter alone at the end, and a bold letter, are the choice
+        ("3", "I think it's C.", "C", True),
+        ("3", "Options A and B are wrong, so C.", "C", True),
+        ("3", "\\boxed{\\textbf{C}}", "C", True),
+        ("3", "\\boxed{\\mathbf{B}}", "B", False),
+    ],
+)
+def test_mathvista_extraction_reads_the_stated_answer(mathvista, pid, response, extraction, ok):
+    item = dict(mathvista["1"], answer="-4.3") if pid == "-4.3" else mathvista[pid]  # float, precision 1 (pid 833)
     assert extract_mathvista_answer(response, item) == extraction
     assert score_mathvista(response, item) is ok
 

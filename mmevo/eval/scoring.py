@@ -51,18 +51,124 @@ def _is_number(s: str) -> bool:
         return False
 
 
+# Power towers and powers of powers are parsed only while the exponents they multiply stay at most this.
+_MAX_TOWER_EXPONENT = 1000
+
+
+def _group_end(s: str, i: int) -> int:
+    """Index of the bracket closing the one at ``s[i]`` (``len(s)`` if none)."""
+    opener, closer = s[i], {"{": "}", "(": ")", "[": "]"}[s[i]]
+    depth = 0
+    for j in range(i, len(s)):
+        depth += (s[j] == opener) - (s[j] == closer)
+        if depth == 0:
+            return j
+    return len(s)
+
+
+def _exponent_after(s: str, i: int) -> str:
+    """The exponent of the ``^`` at ``s[i]``: a brace group's content, else the number or character after it."""
+    j = i + 1
+    while j < len(s) and s[j].isspace():
+        j += 1
+    if s[j : j + 1] == "{":
+        return s[j + 1 : _group_end(s, j)]
+    m = re.match(r"\d+|\\[a-zA-Z]+|.", s[j:], re.S)
+    return m.group(0) if m else ""
+
+
+def _literal_tower(s: str) -> int | None:
+    """|value| of an integer literal or a tower of them ("2^{2^{2}}"), if at most
+    ``_MAX_TOWER_EXPONENT``; else None (also for anything that is no such tower)."""
+    m = re.fullmatch(r"\s*[-+]?(\d{1,4})\s*(?:\^\s*(?:\{(.*)\}|(\d))\s*)?", s, re.S)
+    if not m:
+        return None
+    base = int(m.group(1))
+    if m.group(2) is None and m.group(3) is None:
+        exponent = 1
+    else:
+        exponent = _literal_tower(m.group(2) if m.group(2) is not None else m.group(3))
+        if exponent is None or (base > 1 and exponent > 64):
+            return None
+    value = base**exponent
+    return value if value <= _MAX_TOWER_EXPONENT else None
+
+
+def _power_of_powers_too_big(s: str, k: int) -> bool:
+    """For the ``^`` at ``s[k]`` applied to a group holding powers ((a^{b})^{c} = a^(b*c)):
+    whether the numeric exponents multiply to more than ``_MAX_TOWER_EXPONENT``."""
+    base = s[:k].rstrip()
+    opener = {"}": "{", ")": "(", "]": "["}.get(base[-1:])
+    if not opener:
+        return False
+    start = next((j for j in range(len(base) - 1, -1, -1) if base[j] == opener and _group_end(base, j) == len(base) - 1), 0)
+    inner = [_exponent_after(base, j) for j in range(start, len(base)) if base[j] == "^"]
+    if not inner:
+        return False
+    product = 1
+    for e in [_exponent_after(s, k), *inner]:
+        if re.fullmatch(r"\s*[-+]?\d+(?:\.\d+)?\s*", e):
+            product *= max(1, math.ceil(abs(float(e))))
+    return product > _MAX_TOWER_EXPONENT
+
+
+def _factorial_too_big(s: str) -> bool:
+    """Whether a factorial (or \\prod, \\Gamma) in ``s`` could be of a number over ``_MAX_FACTORIAL``.
+    Refused next to a power; else factorials of integer literals are worked out ("3!!" = 720!,
+    "9!!" = 362880! is too big) and any other is refused next to a 4-digit number or another
+    factorial."""
+    if "^" in s:
+        return True
+    t = re.sub(r"(\d+)\.0+(?![\d.])", r"\1", s.replace("\\left", "").replace("\\right", ""))
+
+    def operand(m: re.Match) -> bool:  # not an exponent, index or argument: "2^{10}!" is (2^10)!
+        return bool(re.search(r"(?:^|[-+*/=,({\[\d!]|\\cdot|\\times|\\div)\s*$", m.string[: m.start()]))
+
+    def reduce(m: re.Match) -> str:
+        if not operand(m):
+            return m.group(0)
+        n = int(m.group(1)) if len(m.group(1)) < 6 else _MAX_FACTORIAL + 1
+        if n > _MAX_FACTORIAL:
+            raise OverflowError
+        return f" {min(math.factorial(n), _MAX_FACTORIAL + 1)} "
+
+    try:
+        while True:  # innermost first: "((3!)!)!" -> "(( 6 )!)!" -> "( 6 !)!" -> ...
+            reduced = re.sub(r"[({]\s*(\d+)\s*[)}]", lambda m: f" {m.group(1)} " if operand(m) else m.group(0), t)
+            reduced = re.sub(r"(\d+)\s*!", reduce, reduced)
+            if reduced == t:
+                break
+            t = reduced
+    except OverflowError:
+        return True
+    rest = re.findall(r"!|\\prod|\\gamma", t, flags=re.I)
+    nested = len(rest) > 1 and re.search(r"[)}\]!]\s*!|\\prod|\\gamma", t, flags=re.I)
+    return bool(rest and (re.search(r"\d{4,}", t) or nested))
+
+
 def _too_costly_for_sympy(s: str) -> bool:
-    """Reject inputs whose parse would auto-evaluate astronomically large numbers."""
-    if len(s) > _MAX_SYMPY_CHARS:
+    """Refuse inputs whose parse or printing could compute astronomically large numbers.
+
+    The official script evaluates everything; these refusals change verdicts only on inputs no
+    answer states in practice: over ``_MAX_SYMPY_CHARS`` characters (the parse time grows fast
+    with the nesting depth); an exponent of 5 or more digits or a chain ``9^9^9``; a power tower
+    (``9^{9^{9}}``) unless it is a tower of integers with an exponent of at most
+    ``_MAX_TOWER_EXPONENT`` (``2^{2^{2}}``); a power of powers whose exponents multiply to more
+    (``(9999^{9999})^{9999}``); a big factorial (:func:`_factorial_too_big`; ``1000 \\cdot 3!``
+    is fine); binomials / gcd / lcm (evaluated while parsing) next to a power, a factorial or a
+    5-digit number."""
+    if len(s) > _MAX_SYMPY_CHARS or "**" in s:
         return True
-    if s.count("^") > 4 or "**" in s:
+    if re.search(r"\^\s*\{?\s*[-+]?\s*\d{5,}|\^\s*\d+\s*\^", s):  # 10^{12345}, 9^9^9
         return True
-    # Huge exponents (``10^{12345}``), power towers (``9^{9^{9}}``), big factorials.
-    if re.search(r"\^\s*\{?\s*[-+]?\s*\d{5,}", s) or re.search(r"\^\s*(?:\{[^{}]*|\d+\s*)\^", s):
+    for m in re.finditer(r"\^\s*\{[^{}]*\^", s):  # a tower: 9^{9^{9}}
+        if _literal_tower(_exponent_after(s, m.start())) is None:
+            return True
+    if any(_power_of_powers_too_big(s, k) for k, ch in enumerate(s) if ch == "^"):
         return True
-    if ("!" in s or "\\prod" in s) and ("^" in s or re.search(r"\d{4,}", s)):
+    if re.search(r"!|\\prod|\\gamma", s, flags=re.I) and _factorial_too_big(s):
         return True
-    return False
+    return bool(re.search(r"binom|choose|gcd|lcm", s) and re.search(r"[\^!]|\d{5,}", s))
 
 
 # The names the official MATH-V ``utils.py`` evaluates printed sympy expressions with:
@@ -127,6 +233,7 @@ def _py_eval(node: Any) -> Any:
 
 
 _L2S_CONFIGS: tuple | None = None
+_L2S_CONVERTER: Any = None
 
 
 def _l2s_configs() -> tuple:
@@ -145,8 +252,57 @@ def _l2s_configs() -> tuple:
     return _L2S_CONFIGS
 
 
+def _l2s_converter() -> Any:
+    """A subclass of latex2sympy2_extended's converter that reads two things as latex2sympy2 does.
+
+    It is a private subclass, not a patch: the library's own class, which math-verify uses
+    (with mixed fractions on), is left as it is."""
+    global _L2S_CONVERTER
+    if _L2S_CONVERTER is None:
+        import sympy
+        from latex2sympy2_extended.latex2sympy2 import _Latex2Sympy
+
+        def _unevaluated_division(lh: Any, rh: Any) -> Any:
+            return sympy.Mul(lh, sympy.Pow(rh, -1, evaluate=False), evaluate=False)
+
+        class Converter(_Latex2Sympy):
+            def convert_postfix_list(self, arr, i=0):
+                # The base class reads an Integer juxtaposed with any positive Rational as a mixed
+                # number ("4(3)" -> 4+3), whatever interpret_as_mixed_fractions says; latex2sympy2
+                # multiplies ("4(3)" -> 12).
+                res = self.convert_postfix(arr[i])
+                if isinstance(res, list) and len(res) == 1:  # d/dx: the base class's rule
+                    return super().convert_postfix_list(arr, i)
+                if i == len(arr) - 1 or not isinstance(res, (sympy.Expr, sympy.MatrixBase)):
+                    return res
+                rh = self.convert_postfix_list(arr, i + 1)
+                if getattr(res, "is_Matrix", False) or getattr(rh, "is_Matrix", False):
+                    return self.mat_mul_flat(res, rh)
+                return self.mul_flat(res, rh)
+
+            # The base class folds integer/integer into a Rational ("6/2" -> the Integer 3);
+            # latex2sympy2 keeps the division, which Python's "/" makes a float (3.0): the
+            # official eval_tuple prints "(3.0,-4)", not "(3,-4)".
+            def convert_frac(self, frac):
+                res = super().convert_frac(frac)
+                if isinstance(res, sympy.Rational):
+                    return _unevaluated_division(self.convert_expr(frac.upper), self.convert_expr(frac.lower))
+                return res
+
+            def convert_mp(self, mp):
+                res = super().convert_mp(mp)
+                if isinstance(res, sympy.Rational) and (mp.DIV() or mp.CMD_DIV() or mp.COLON()):
+                    left, right = (mp.mp(0), mp.mp(1)) if hasattr(mp, "mp") else (mp.mp_nofunc(0), mp.mp_nofunc(1))
+                    return _unevaluated_division(self.convert_mp(left), self.convert_mp(right))
+                return res
+
+        _L2S_CONVERTER = Converter
+    return _L2S_CONVERTER
+
+
 # Constructs the original latex2sympy2 grammar rejects but latex2sympy2_extended accepts.
-_L2S_REJECT = ("\\(", "\\)", "\\[", "\\]", "\\boxed", "\\fbox", "\\circ", "\\text", "\\mbox", "\\!", "=", '"', "{,}")
+_L2S_REJECT = ("\\(", "\\)", "\\[", "\\]", "\\boxed", "\\fbox", "\\circ", "\\text", "\\mbox", "\\!", "=", '"', "{,}",
+               "\\cfrac")
 # Commands whose next brace group(s) are arguments (not a plain grouping ``{...}``).
 _ARG_COMMAND = re.compile(r"\\([a-zA-Z]+)\s*$|\\sqrt\s*\[[^\[\]]*\]\s*$")
 _TWO_ARG_COMMANDS = ("frac", "dfrac", "tfrac", "cfrac", "binom", "dbinom", "tbinom")
@@ -185,11 +341,40 @@ def _group_braces(s: str) -> str:
     return "".join(out)
 
 
+# Bare words that latex2sympy2's lexer reads as function names (its FUNC_*_NAME tokens).
+_L2S2_WORD = re.compile(r"ar(?:c)?(?:sinh|cosh|tanh)|gcd|lcm|floor|ceil|eye|zeros|ones|cols|rows|diag|norm|rank"
+                        r"|tr|rref|[hv]stack|orth|nullspace|eigen|svd|[pbv]?matrix")
+_L2S2_COMMAND = re.compile(r"\\(?:[a-zA-Z]+|[{}])")  # one token: "\\frac", "\\{"
+_OPENERS = ("(", "[", "{", "\\{", "\\lbrace", "\\lbrack")
+_CLOSERS = (")", "]", "}", "\\}", "\\rbrace", "\\rbrack")
+
+
+def _cut_where_latex2sympy2_stops(s: str) -> str:
+    """latex2sympy2's top rule has no EOF, so it returns what it parsed before a token that cannot
+    continue the expression: a closer that closes nothing ("5)" -> 5, "\\frac{1}{2}]" -> 1/2)
+    or, outside brackets, a bare function-name word ("5triangles" -> 5: "tr" is a token)."""
+    depth = 0
+    i = 0
+    while i < len(s):
+        cmd = _L2S2_COMMAND.match(s, i)
+        tok = cmd.group(0) if cmd else s[i]
+        if not cmd and depth == 0 and _L2S2_WORD.match(s, i):
+            return s[:i]
+        if tok in _OPENERS:
+            depth += 1
+        elif tok in _CLOSERS:
+            depth -= 1
+            if depth < 0:
+                return s[:i]
+        i += len(tok)
+    return s
+
+
 def _latex2sympy2_like(s: str) -> Any:
     """Parse ``s`` as the official script's ``latex2sympy`` (latex2sympy2 1.9.1) would, using
     latex2sympy2_extended plus rewrites for the differences that matter on MATH-V answers.
     Raises where latex2sympy2 raises."""
-    from latex2sympy2_extended import latex2sympy
+    from latex2sympy2_extended.latex2sympy2 import normalize_latex
 
     if (
         any(t in s for t in _L2S_REJECT)
@@ -197,15 +382,9 @@ def _latex2sympy2_like(s: str) -> Any:
         or re.search(r"(?<!\\)%|\s\\%", s)  # "%" alone, or "\%" after a space
     ):
         raise ValueError("latex2sympy2 rejects this")
-    # latex2sympy2's top rule has no EOF: parsing stops at a "}" that closes nothing.
-    depth = 0
-    for k, ch in enumerate(s):
-        depth += (ch == "{") - (ch == "}")
-        if depth < 0:
-            s = s[:k]
-            break
     s = s.replace("$", " ")  # "$" separates like a space: "$5$+1" -> 1+5, "5$3" -> 5*3
     s = s.replace("\\displaystyle", " ").replace("\\left", "").replace("\\right", "")
+    s = _cut_where_latex2sympy2_stops(s)
     s = s.strip().rstrip(".")  # "6." -> 6 ("." ends the parse)
     # Its numbers take thousands separators, greedily: "100,100" -> 100100, and
     # "1047,1047" -> the number 1047104 then the number 7, i.e. 1047104*7.
@@ -222,7 +401,7 @@ def _latex2sympy2_like(s: str) -> Any:
     s = re.sub(r"(\d)\s+(?=\d)", r"\1\\cdot ", s)
     s = re.sub(r"(\d)\s*(?=\\[dt]?frac)", r"\1\\cdot ", s)
     nc, cc = _l2s_configs()
-    return latex2sympy(s, normalization_config=nc, conversion_config=cc)
+    return _l2s_converter()(config=cc).parse(normalize_latex(s, nc))
 
 
 def _latex_value(s: str) -> Any:
@@ -531,7 +710,46 @@ _NUM_RE = r"[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:[eE][-+]?\d+)?|[-+]?\.\d
 
 
 def _numbers(text: str) -> list[str]:
+    # A minus written U+2212 / U+2013 / U+FF0D, or "- 4.3" where it cannot be a binary minus
+    # (not after a digit or a closer), is the sign of the number.
+    text = re.sub("[\u2212\u2013\uff0d]", "-", text)
+    text = re.sub(r"(^|[^\d)}\]\s])(\s*)-\s+(?=\.?\d)", r"\1\2-", text)
     return [m.replace(",", "") for m in re.findall(_NUM_RE, text)]
+
+
+_PLAIN_NUM = r"[-+]?(?:\d+(?:\.\d+)?|\.\d+)"
+
+
+def _show(value: float) -> str:
+    return str(int(value)) if value.is_integer() and abs(value) < 1e15 else repr(value)
+
+
+def _latex_numbers_as_decimals(text: str) -> str:
+    """Writes a LaTeX number as a decimal ("\\frac{6}{5}" -> "1.2", "10^{3}" -> "1000",
+    "1.2 \\times 10^{3}" -> "1200") and drops the exponents left, of units and symbols
+    ("1000 cm^2" -> "1000 cm"), so that no exponent or denominator is read as the answer."""
+
+    def power(base: str, exp: str) -> float:
+        if abs(int(exp)) > 300:
+            raise OverflowError
+        return float(base) ** int(exp)
+
+    def sub(pattern: str, fn: Any, s: str) -> str:
+        def one(m: re.Match) -> str:
+            try:
+                return _show(fn(m))
+            except (OverflowError, ZeroDivisionError, ValueError):
+                return m.group(0)
+
+        return re.sub(pattern, one, s)
+
+    exp = r"\^\s*\{?\s*([-+]?\d+)\s*\}?"
+    text = sub(rf"({_PLAIN_NUM})\s*(?:\\times|\\cdot|×|\*)\s*10\s*{exp}",
+               lambda m: float(m.group(1)) * power("10", m.group(2)), text)
+    text = sub(rf"\\[dt]?frac\s*\{{\s*({_PLAIN_NUM})\s*\}}\s*\{{\s*({_PLAIN_NUM})\s*\}}",
+               lambda m: float(m.group(1)) / float(m.group(2)), text)
+    text = sub(rf"(?<![\w.])(\d+(?:\.\d+)?)\s*{exp}", lambda m: power(m.group(1), m.group(2)), text)
+    return re.sub(r"\^\s*(?:\{[^{}]*\}|[-+]?\d+)", "", text)
 
 
 def _last_boxed(text: str) -> str | None:
@@ -563,7 +781,7 @@ _ANSWER_IS_RE = re.compile(
 def _clean_candidate(s: str) -> str:
     s = s.strip()
     s = re.sub(r"^\$+|\$+$", "", s).strip()
-    s = re.sub(r"\\text\{([^{}]*)\}", r"\1", s)
+    s = re.sub(r"\\(?:text|textbf|mathbf|mathrm)\{([^{}]*)\}", r"\1", s)
     s = s.strip().rstrip(".").strip()
     s = s.strip("*").strip()
     # A quoted answer, 'The answer is "B".' (the official quick-extract form): the quoted text.
@@ -632,10 +850,14 @@ def extract_mathvista_answer(response: str, item: dict) -> str:
       * multi_choice: the choice text equal to the candidate; else a letter written alone
         ("B", "(B)", "B.", "Option B", "(B) text") -> returned as the letter; else the choice
         text equal to it up to case / spaces; else, when the candidate is the whole response,
-        the last "(X)" letter in it, else the choice text occurring last in it; else the
-        candidate itself (which the official normaliser maps to the nearest choice text by
-        edit distance);
-      * integer / float: the last number in the candidate (thousands commas dropped);
+        the last "(X)" letter in it, else the choice text occurring last in it, else a letter
+        alone at its end ("I think it's C."); else the candidate itself (which the official
+        normaliser maps to the nearest choice text by edit distance);
+      * integer / float: LaTeX numbers written as decimals ("\\frac{6}{5}" -> 1.2, "10^{3}" ->
+        1000, "1.2 \\times 10^3" -> 1200) and exponents of units dropped ("1000 cm^2" -> 1000);
+        then, of a boxed / marked candidate, the first number after its last "=" or else its
+        first number ("1000, not 999" -> 1000); of an unmarked response, its last number
+        (thousands commas dropped; a minus written "\u2212" or "- 4.3" is kept);
       * list: the numbers of the last "[...]" in the candidate (else all its numbers),
         printed as a Python list "[a, b]".
     Returns "" when nothing is found.
@@ -691,14 +913,24 @@ def extract_mathvista_answer(response: str, item: dict) -> str:
                 if pos:
                     # latest occurrence; on equal position the longer choice text
                     return max(pos, key=lambda c: (pos[c], len(c)))
+                # "I think it's C.": a letter alone at the very end.
+                m = re.search(rf"\b([{letters}])\b[.)]?\s*$", text) if letters else None
+                if m:
+                    return m.group(1)
                 # Unmarked text with no letter and no choice text: no answer (the nearest-
                 # choice rule is applied only to an explicitly marked answer).
                 return ""
             return cand
 
         if atype in ("integer", "float"):
-            nums = _numbers(cand)
-            return nums[-1] if nums else ""
+            cand = _latex_numbers_as_decimals(cand)
+            if whole:  # an unmarked response ends with its conclusion
+                nums = _numbers(cand)
+                return nums[-1] if nums else ""
+            # A boxed / marked answer states its value first ("1000, not 999"), or after its
+            # last "=" ("x = 2 \\cdot 500 = 1000").
+            nums = _numbers(cand.rsplit("=", 1)[-1])
+            return nums[0] if nums else ""
 
         if atype == "list":
             brackets = re.findall(r"\[([^\[\]]*)\]", cand)
