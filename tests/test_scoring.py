@@ -584,6 +584,11 @@ def test_mathvista_nearest_choice_reads_the_whole_extraction(mathvista):
     assert mathvista_is_correct("a" * 1200 + "145°", item)
 
 
+def _extracts_and_scores(item: dict, response: str, extraction, ok: bool) -> None:
+    assert extract_mathvista_answer(response, item) == extraction
+    assert score_mathvista(response, item) is ok
+
+
 @pytest.mark.parametrize(
     "pid, response, extraction, ok",
     [
@@ -598,9 +603,7 @@ def test_mathvista_nearest_choice_reads_the_whole_extraction(mathvista):
     ],
 )
 def test_mathvista_official_fast_paths(mathvista, pid, response, extraction, ok):
-    item = mathvista[pid]
-    assert extract_mathvista_answer(response, item) == extraction
-    assert score_mathvista(response, item) is ok
+    _extracts_and_scores(mathvista[pid], response, extraction, ok)
 
 
 @pytest.mark.parametrize(
@@ -627,9 +630,7 @@ def test_mathvista_official_fast_paths(mathvista, pid, response, extraction, ok)
     ],
 )
 def test_mathvista_extraction_regressions(mathvista, pid, response, extraction, ok):
-    item = mathvista[pid]
-    assert extract_mathvista_answer(response, item) == extraction
-    assert score_mathvista(response, item) is ok
+    _extracts_and_scores(mathvista[pid], response, extraction, ok)
 
 
 # Where the official pipeline calls its GPT extractor, ours reads what the extraction prompt asks for: the stated
@@ -662,8 +663,7 @@ def test_mathvista_extraction_regressions(mathvista, pid, response, extraction, 
 )
 def test_mathvista_extraction_reads_the_stated_answer(mathvista, pid, response, extraction, ok):
     item = dict(mathvista["1"], answer="-4.3") if pid == "-4.3" else mathvista[pid]  # float, precision 1 (pid 833)
-    assert extract_mathvista_answer(response, item) == extraction
-    assert score_mathvista(response, item) is ok
+    _extracts_and_scores(item, response, extraction, ok)
 
 
 def test_mathvista_is_correct_is_the_official_verdict(mathvista):
