@@ -324,6 +324,61 @@ def test_group_answer_keys_many_samples_few_answers_is_fast():
     assert time.perf_counter() - t0 < 3.0
 
 
+def _equivalent_without_value_prefilter(monkeypatch, pred, gold):
+    """What math-verify itself says (the closed-form value prefilter off, caches cleared)."""
+    import mmevo.rewards.answers as answers
+
+    answers._equivalent.cache_clear()
+    with monkeypatch.context() as m:
+        m.setattr(answers, "_values_apart", lambda gold, pred: False)
+        truth = answers_equivalent(pred, gold)
+    answers._equivalent.cache_clear()
+    return truth
+
+
+# pairs that reach math-verify, many numerically close: the prefilter may only skip pairs math-verify calls unequal
+@pytest.mark.parametrize("pred, gold", [
+    ("0.7071068", r"\frac{\sqrt{2}}{2}"), ("0.70711", r"\frac{\sqrt{2}}{2}"), ("1.414214", r"\sqrt{2}"),
+    ("1.41421", r"\sqrt{2}"), ("3.141593", r"\pi"), ("3.1415926", r"\pi"), ("3.14", r"\pi"),
+    (r"2\sqrt{2}", r"\sqrt{8}"), (r"\frac{\pi}{2}", "1.570796"), (r"\frac{\pi}{2}", "1.5708"),
+    (r"50\%", r"\frac{\sqrt{4}}{4}"), (r"50\%", r"\sqrt{2500}"), (r"50\%", "50"), (r"12.5\%", "12.5"), (r"\sqrt{2}\cdot 10^{-7}", "0"),
+    (r"\sqrt{2}\cdot 10^{-7}", r"\sqrt{3}\cdot 10^{-7}"), (r"10^{20}+\sqrt{2}", r"10^{20}"),
+    (r"\sin^2 x + \cos^2 x", "1"), (r"x+\sqrt{2}", r"\sqrt{2}+x"), (r"e^{i\pi}", "-1"), (r"\infty", r"\infty"),
+    (r"\frac{\sqrt{3}}{3}", "0.577350"), (r"4\sqrt{3}", r"\sqrt{48}"), (r"4\sqrt{3}", r"\sqrt{47}"),
+    (r"\sqrt{-4}", "2i"), (r"\frac{22}{7}", r"\pi"), (r"\sqrt[3]{27}", r"\sqrt{9}"), (r"\log_2 8", r"\sqrt{9}"),
+])
+def test_closed_form_value_prefilter_agrees_with_math_verify(monkeypatch, pred, gold):
+    truth = _equivalent_without_value_prefilter(monkeypatch, pred, gold)
+    assert answers_equivalent(pred, gold) == truth
+    assert answers_equivalent(gold, pred) == _equivalent_without_value_prefilter(monkeypatch, gold, pred)
+
+
+def test_distinct_closed_form_answers_skip_most_sympy_comparisons(monkeypatch):
+    """A group of many distinct surd / pi / fraction answers (an untrained model's spread) used to compare every pair
+    with sympy (~9 s for 55 answers); values apart by more than math-verify's tolerance are now told apart from
+    their numeric values, and the classes are the same."""
+    import mmevo.rewards.answers as answers
+
+    forms = [r"\sqrt{%d}", r"%d\pi", r"\frac{\sqrt{%d}}{2}", r"%d\sqrt{3}", r"\frac{%d\pi}{3}"]
+    group = [forms[i % 5] % k for i, k in enumerate(range(2, 42))] + [r"2\sqrt{2}", r"\sqrt{8}", r"\sqrt{75}", r"2\sqrt{3}"]
+    truth = None
+    with monkeypatch.context() as m:
+        m.setattr(answers, "_values_apart", lambda gold, pred: False)
+        answers._equivalent.cache_clear()
+        truth = group_answer_keys(group)
+    answers._equivalent.cache_clear()
+    calls = []
+    verify = answers._mv().verify
+    monkeypatch.setattr(answers._mv(), "verify", lambda *a, **k: calls.append(a) or verify(*a, **k))
+    keys = group_answer_keys(group)
+    answers._equivalent.cache_clear()
+    assert keys == truth
+    assert len(set(keys)) == len(group) - 3
+    assert keys[-4] == keys[-3] != keys[group.index(r"\sqrt{2}")]  # 2 sqrt 2 = sqrt 8
+    assert keys[-2] == keys[group.index(r"5\sqrt{3}")] and keys[-1] == keys[group.index(r"\sqrt{12}")]
+    assert len(calls) <= 10  # of ~900 pairs, only those with (nearly) equal values reach sympy
+
+
 # ----------------------------------------------------------------------------- format
 
 

@@ -321,12 +321,54 @@ def _mv_parse(s: str) -> tuple:
         return ()
 
 
+# math-verify finds two closed-form numbers equal only when their values agree to within its float rounding (6
+# decimals) or its 15-digit numeric check; values further apart than this cannot match, so verify is not called
+_VALUE_ABS_TOL = 1e-5
+_VALUE_REL_TOL = 1e-9
+
+
+@functools.lru_cache(maxsize=65536)
+def _mv_values(s: str) -> tuple[complex, ...] | None:
+    """The numeric value of each sympy object in math-verify's parse of ``s``, when every one is a closed-form
+    number; None when any is of another kind (free symbols, relations, sets, tuples, matrices, percentages, which
+    math-verify compares by other rules ("50\\%" = "50"), or a value that does not evaluate to a finite number)."""
+    from sympy import Expr, UnevaluatedExpr
+    from sympy.matrices.expressions import MatrixExpr
+
+    values = []
+    for x in _mv_parse(s):
+        if isinstance(x, str):
+            continue
+        if not isinstance(x, Expr) or isinstance(x, MatrixExpr) or x.free_symbols or x.has(UnevaluatedExpr):
+            return None
+        try:
+            v = complex(x.evalf(20))
+        except Exception:
+            return None
+        if not (math.isfinite(v.real) and math.isfinite(v.imag)):
+            return None
+        values.append(v)
+    return tuple(values) if values else None
+
+
+def _values_apart(gold: str, pred: str) -> bool:
+    """True when math-verify cannot find ``gold`` and ``pred`` equal: both parse to closed-form numbers only and
+    every pair of their values differs by more than the tolerances above (equal parsed strings, which math-verify
+    also accepts, parse to equal values). Lets a group of many distinct answers skip most sympy comparisons."""
+    vg, vp = _mv_values(gold), _mv_values(pred)
+    if vg is None or vp is None:
+        return False
+    return all(abs(a - b) > _VALUE_ABS_TOL + _VALUE_REL_TOL * max(abs(a), abs(b)) for a in vg for b in vp)
+
+
 def _mv_equal(pred: str, gold: str) -> bool:
     if not (_mv_safe(pred) and _mv_safe(gold)):
         return False
     g = _mv_parse(gold)
     p = _mv_parse(pred)
     if not g or not p:
+        return False
+    if _values_apart(gold, pred):
         return False
     try:
         return bool(_mv().verify(list(g), list(p), timeout_seconds=None))
@@ -385,7 +427,8 @@ def canonical_answer(ans: str | None, choices: Sequence[str] | None = None) -> H
 def group_answer_keys(answers: Sequence[str | None], choices: Sequence[str] | None = None) -> list[Hashable | None]:
     """Keys for one group where math-equivalent answers (``\\sqrt{8}`` / ``2\\sqrt{2}``) share
     a key. Only one representative per distinct cheap key is compared, so the cost grows
-    with the number of distinct answers, not the group size.
+    with the number of distinct answers, not the group size; two closed-form numbers whose
+    values are apart are told apart without sympy (``_values_apart``).
 
     Equivalence is not transitive ("50\\%" matches both "0.5" and "50"; with a tolerance, 10000.5 is near 10000 and
     10001 though they are not near each other), so classes are not closed under chains of matches: each distinct
