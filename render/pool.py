@@ -8,6 +8,7 @@ gets ``error_kind="crash"``. ``close()`` (or leaving the ``with`` block) ends ev
 
 from __future__ import annotations
 
+import fcntl
 import logging
 import os
 import pickle
@@ -44,25 +45,67 @@ _WORKER_ENV = {
 # Job uid/gid per worker slot: RLIMIT_NPROC counts the tasks of a uid host-wide, so slots that shared one
 # uid would share that budget (one job's threads starving a concurrent job). 65520..65533 lie between
 # systemd's DynamicUser range and nobody, are unused by convention, and are mapped in the usual 65536-id
-# user namespace of a container. Handed out per process; further slots share nobody's 65534.
-JOB_UIDS = tuple(range(65533, 65519, -1))
+# user namespace of a container; where the user namespace maps them (a host, or a container without uid
+# remapping), 256 more far above any allocator's range follow. A uid is handed out host-wide, not per process:
+# its slot holds an exclusive flock on a lock file in the temp directory, released when the pool closes or its
+# process dies, so the ranks of a distributed run (a pool each) never share one. Further slots share nobody's 65534.
+LOW_JOB_UIDS = tuple(range(65533, 65519, -1))
+HIGH_JOB_UIDS = tuple(range(2_147_480_000, 2_147_480_256))
+SHARED_UID = 65534
 _uids_lock = threading.Lock()
-_uids_taken: set[int] = set()
+_uids_held: dict[int, int] = {}  # uid -> fd of its lock file
+
+
+def _mapped(uids: tuple) -> bool:
+    """Whether this process's user namespace maps every uid in ``uids`` (a setresuid to an unmapped uid fails)."""
+    try:
+        with open("/proc/self/uid_map") as f:
+            ranges = [tuple(map(int, line.split())) for line in f if line.strip()]
+    except (OSError, ValueError):
+        return False
+    return any(inner <= min(uids) and max(uids) < inner + count for inner, _outer, count in ranges)
+
+
+def job_uid_candidates() -> tuple:
+    return LOW_JOB_UIDS + (HIGH_JOB_UIDS if _mapped(HIGH_JOB_UIDS) else ())
+
+
+def uid_lock_path(uid: int) -> str:
+    return os.path.join(tempfile.gettempdir(), f"mmevo-render-uid-{int(uid)}.lock")
+
+
+def _lock_uid(uid: int) -> int | None:
+    """An fd holding the exclusive lock of ``uid``, or None when another slot (any process) holds it."""
+    try:  # read-only and no symlink following: the file is only a lock, whoever created it
+        fd = os.open(uid_lock_path(uid), os.O_RDONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        return None
+    return fd
 
 
 def _take_uid() -> int:
     with _uids_lock:
-        for uid in JOB_UIDS:
-            if uid not in _uids_taken:
-                _uids_taken.add(uid)
-                return uid
-    log.warning("more render worker slots than job uids: the extra slots share uid 65534")
-    return 65534
+        for uid in job_uid_candidates():
+            if uid not in _uids_held:
+                fd = _lock_uid(uid)
+                if fd is not None:
+                    _uids_held[uid] = fd
+                    return uid
+    log.warning("more render worker slots on this host than job uids: the extra slots share uid %d", SHARED_UID)
+    return SHARED_UID
 
 
 def _release_uids(uids) -> None:
     with _uids_lock:
-        _uids_taken.difference_update(uids)
+        for uid in uids:
+            fd = _uids_held.pop(uid, None)
+            if fd is not None:
+                os.close(fd)
 
 
 class RenderPoolError(RuntimeError):

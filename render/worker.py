@@ -48,7 +48,7 @@ from . import sandbox as sb
 from .svg import check_svg
 from .types import LANGUAGES, RenderLimits
 
-JOB_UID = JOB_GID = 65534  # default; the pool gives each worker slot its own (``pool.JOB_UIDS``)
+JOB_UID = JOB_GID = 65534  # default; the pool gives each worker slot its own (``pool.job_uid_candidates``)
 OUT_NAME = "out.png"
 JOB_DIR = "/job"  # the job dir inside the job's root tree
 SETUP_FAILED_EXIT = 121

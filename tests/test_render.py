@@ -443,3 +443,63 @@ def test_concurrent_jobs_have_separate_thread_budgets(pool):
     assert a.ok and b.ok, (a, b)
     n, uid_a = map(int, a.message.removeprefix("job: ").split())
     assert n > pool.limits.nproc - 10 and uid_a != int(b.message.removeprefix("job: ")), (a.message, b.message)
+
+
+_HOLD_UIDS = ("import sys; sys.path.insert(0, sys.argv[1])\nfrom render.pool import _take_uid\n"
+              "print(' '.join(str(_take_uid()) for _ in range(int(sys.argv[2]))), flush=True)\nsys.stdin.read()\n")
+
+
+def _hold_uids(n: int):
+    """A separate process holding ``n`` job uids (as another rank's pool would): (process, its uids)."""
+    import subprocess
+
+    proc = subprocess.Popen([sys.executable, "-c", _HOLD_UIDS, os.path.dirname(os.path.dirname(os.path.abspath(
+        __file__))), str(n)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    return proc, [int(u) for u in proc.stdout.readline().split()]
+
+
+def test_job_uids_are_handed_out_host_wide():
+    """Each rank of a distributed run has its own pool: a uid held by another process is not handed out again (its
+    jobs would share one RLIMIT_NPROC budget), and it is free again once that process is gone."""
+    import fcntl
+
+    from render.pool import LOW_JOB_UIDS, SHARED_UID, _release_uids, _take_uid, uid_lock_path
+
+    other, theirs = _hold_uids(3)
+    try:
+        assert len(set(theirs)) == 3 and SHARED_UID not in theirs
+        mine = [_take_uid() for _ in range(3)]
+        try:
+            assert not set(mine) & set(theirs) and SHARED_UID not in mine
+        finally:
+            _release_uids(mine)
+    finally:
+        other.kill()
+        other.wait()
+    for uid in theirs:  # the dead holder's locks went with it
+        fd = os.open(uid_lock_path(uid), os.O_RDONLY)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        finally:
+            os.close(fd)
+    assert theirs[0] in LOW_JOB_UIDS
+
+
+def test_slots_beyond_the_container_uids_render_under_a_high_uid():
+    from render.pool import HIGH_JOB_UIDS, LOW_JOB_UIDS, _uids_held, job_uid_candidates
+
+    if HIGH_JOB_UIDS[0] not in job_uid_candidates():
+        pytest.skip("this user namespace maps only the low job uids")
+    other, theirs = _hold_uids(len(LOW_JOB_UIDS))  # every container-range uid is taken by "another rank"
+    try:
+        assert set(LOW_JOB_UIDS) <= set(theirs) | set(_uids_held)  # (this process's module pool holds some)
+        with start_render_pool(workers=1) as p:
+            r = p.render(RenderJob("import os\n" + RED_RECT + "plt.savefig('out.png')\n"
+                                   "os.write(3, f'ok\\n{os.getuid()} {os.getgid()}'.encode())\nos._exit(0)\n"),
+                         timeout_s=20)
+            assert r.ok, r
+            uid, gid = map(int, r.message.removeprefix("job: ").split())
+            assert uid == gid and uid in HIGH_JOB_UIDS and _pixel(r.png, (40, 40))[:3] == (255, 0, 0)
+    finally:
+        other.kill()
+        other.wait()
