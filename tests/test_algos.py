@@ -472,3 +472,110 @@ def test_dual_clip_none_is_old_behaviour_bitwise(agg):
 def test_dual_clip_bad_c_raises(bad):
     with pytest.raises(ValueError, match="clip_ratio_c"):
         policy_loss(_logp(), OLD, ADV, MASK, clip_ratio_c=bad)
+
+
+# --------------------------------------------------------------------------- #
+# Parity with verl's core_algos semantics (scalar reference written from its definitions)
+# --------------------------------------------------------------------------- #
+def _ref_token(lp, old, a, el, eh, c):
+    """verl's vanilla policy loss of one token: (loss, clipped?, dual-clipped?, -clamped log-ratio)."""
+    lr = min(max(lp - old, -20.0), 20.0)
+    rho = math.exp(lr)
+    l1, l2 = -a * rho, -a * min(max(rho, 1 - el), 1 + eh)
+    l = max(l1, l2)
+    dual = c is not None and a < 0 and l > -a * c
+    return (-a * c if dual else l), l2 > l1, dual, -lr
+
+
+def _ref_agg(rows, agg, T):
+    """rows: per sequence the list of masked-in token losses (all-masked rows count in B, see agg_loss)."""
+    if agg == "token-mean":
+        n = sum(len(r) for r in rows)
+        return sum(map(sum, rows)) / max(n, 1)
+    if agg == "seq-mean-token-mean":
+        return sum(sum(r) / max(len(r), 1) for r in rows) / len(rows)
+    if agg == "seq-mean-token-sum":
+        return sum(map(sum, rows)) / len(rows)
+    return sum(map(sum, rows)) / T  # seq-mean-token-sum-norm, constant normaliser = T
+
+
+# both advantage signs, ratios below / inside / above the clip range, 1e4 log-ratios, an all-masked
+# row and a one-token row; A values are not representable in bf16
+P_OLD = [[-1.0, -2.0, -0.5, -3.0], [-0.2, -1.0, -1.5, -2.0], [0.0, -1.0, -4.0, -1.0], [-2.0, -1.0, -1.0, -1.0]]
+P_LP = [[-1.7, -1.9, 0.4, -3.0], [-0.2, 1.5, -1.8, -1e4], [-1e4, 1e4, -2.0, -1.0], [-2.5, 0.0, 0.0, 0.0]]
+P_MASK = [[1, 1, 1, 1], [1, 1, 1, 0], [1, 1, 1, 0], [0, 0, 0, 0]]
+P_ADV = [-0.7071, 1.2345, -2.3456, 0.5]
+
+
+@pytest.mark.parametrize("agg", ["token-mean", "seq-mean-token-mean", "seq-mean-token-sum",
+                                 "seq-mean-token-sum-norm"])
+@pytest.mark.parametrize("c", [3.0, 1.5, None])
+def test_policy_loss_parity_with_verl(agg, c):
+    el, eh = 0.2, 0.28
+    toks = [[_ref_token(P_LP[b][t], P_OLD[b][t], P_ADV[b], el, eh, c) for t in range(4) if P_MASK[b][t]]
+            for b in range(4)]
+    flat = [x for r in toks for x in r]
+    lp = torch.tensor(P_LP, dtype=torch.float64, requires_grad=True)
+    loss, m = policy_loss(lp, torch.tensor(P_OLD, dtype=torch.float64), torch.tensor(P_ADV, dtype=torch.float64),
+                          torch.tensor(P_MASK), el, eh, agg=agg, clip_ratio_c=c)
+    want = _ref_agg([[x[0] for x in r] for r in toks], agg, 4)
+    close(loss, want, atol=1e-12 * max(1.0, abs(want)))  # A<0 with ratio e^20 and no dual clip: ~3e8
+    close(m["clip_frac"], sum(x[1] for x in flat) / len(flat), atol=1e-12)       # verl pg_clipfrac
+    close(m["clip_frac_dual"], sum(x[2] for x in flat) / len(flat), atol=1e-12)  # verl pg_clipfrac_lower
+    close(m["approx_kl"], sum(x[3] for x in flat) / len(flat), atol=1e-9)        # verl ppo_kl (clamped)
+    loss.backward()
+    assert torch.isfinite(lp.grad).all()
+    # a single token (T = 1): ratio e^-.5 = .607 < .8 with A > 0 is not clipped -> -A*rho in every mode
+    one, _ = policy_loss(torch.tensor([[-2.5]]), torch.tensor([[-2.0]]), torch.tensor([0.5]), torch.ones(1, 1),
+                         el, eh, agg=agg, clip_ratio_c=c)
+    close(one, -0.5 * math.exp(-0.5))
+
+
+def test_policy_loss_bf16_logp_keeps_fp32_advantages():
+    # bf16 log-probs (values exactly representable), fp32 advantages and old log-probs: like verl the
+    # advantages are not rounded to bf16 (1.2345 would become 1.234375, -2.3456 -> -2.34375)
+    lp16 = torch.tensor(P_LP[:3], dtype=torch.bfloat16)
+    toks = [[_ref_token(float(lp16[b, t]), P_OLD[b][t], P_ADV[b], 0.2, 0.2, 3.0) for t in range(4) if P_MASK[b][t]]
+            for b in range(3)]
+    loss, _ = policy_loss(lp16, torch.tensor(P_OLD[:3]), torch.tensor(P_ADV[:3]), torch.tensor(P_MASK[:3]))
+    assert loss.dtype == torch.float32 and torch.isfinite(loss)
+    close(loss, _ref_agg([[x[0] for x in r] for r in toks], "token-mean", 4), atol=2e-6)
+
+
+def test_policy_loss_approx_kl_infinite_logprobs():
+    # verl's ppo_kl clamps the log-ratio: -inf at a masked slot is 0 weight (not NaN), at a real token 20 (not inf)
+    _, m = policy_loss(torch.tensor([[-1.0, -math.inf]]), torch.tensor([[-1.5, -1.0]]), torch.tensor([1.0]),
+                       torch.tensor([[1, 0]]))
+    close(m["approx_kl"], -0.5)
+    lp = torch.tensor([[-math.inf, -1.0]], requires_grad=True)
+    loss, m = policy_loss(lp, torch.tensor([[0.0, -1.0]]), torch.tensor([-1.0]), torch.ones(1, 2))
+    close(m["approx_kl"], 10.0)  # (20 + 0) / 2
+    loss.backward()
+    assert all(math.isfinite(v) for v in m.values()) and torch.isfinite(lp.grad).all()
+
+
+def test_group_adv_and_kl_parity_with_verl():
+    # verl GRPO: (r - mean_g) / (torch.std(unbiased) + 1e-6), groups of >= 2
+    r = [0.3, 1.0, 0.0, 0.7, 0.7, 0.7, 2.0, -1.0]
+    ids = [5, 2, 5, 2, 9, 9, 5, 2]
+    exp = []
+    for i, g in enumerate(ids):
+        grp = [r[j] for j in range(len(r)) if ids[j] == g]
+        mu = sum(grp) / len(grp)
+        sd = math.sqrt(sum((x - mu) ** 2 for x in grp) / (len(grp) - 1))
+        exp.append((r[i] - mu) / (sd + 1e-6))
+    close(group_advantages(torch.tensor(r, dtype=torch.float64), torch.tensor(ids)), exp)
+    # kl estimators incl. the +-20 input and +-10 output clamps of k3
+    lp, ref = [-1.0, -0.3, -30.0, 0.0, -2.0], [-1.2, -0.3, 0.0, -25.0, -1.99]
+    for kind in ("k1", "k2", "k3", "low_var_kl"):
+        want = []
+        for a, b in zip(lp, ref):
+            if kind == "k1":
+                want.append(a - b)
+            elif kind == "k2":
+                want.append(0.5 * (a - b) ** 2)
+            else:
+                d = min(max(b - a, -20.0), 20.0)
+                want.append(min(max(math.exp(d) - d - 1, -10.0), 10.0))
+        close(kl_penalty(torch.tensor(lp, dtype=torch.float64), torch.tensor(ref, dtype=torch.float64), kind), want,
+              atol=1e-12)

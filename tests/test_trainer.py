@@ -182,16 +182,17 @@ def _fixed_batch(tr, lengths=(3, 2, 1, 4, 2, 1)):
     return prompts, responses, adv
 
 
-@pytest.mark.parametrize("split", ["seqs", "tokens"])
+@pytest.mark.parametrize("split", ["seqs", "tokens", "empty"])
 @pytest.mark.parametrize("agg", ["token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm"])
 def test_micro_batch_accumulation_equals_one_full_batch_loss(tiny_vl_path, tmp_path, data, agg, split):
+    """split "empty": one response has no tokens (a zero budget), which must count no token in token-mean."""
     over = {"algo.loss_agg": agg, "algo.kl_coef": 0, "trainer.micro_batch_seqs": 2, "algo.clip_low": 0.05,
             "algo.clip_high": 0.05}
     if split == "tokens":  # micro-batches cut by a token budget (uneven sizes), logits in chunks of 2 positions
         over.update({"trainer.micro_batch_seqs": 6, "trainer.logits_chunk_tokens": 2})
     cfg = _cfg(tmp_path / "run", **over)
     tr = _trainer(cfg, tiny_vl_path, data)
-    prompts, responses, adv = _fixed_batch(tr)
+    prompts, responses, adv = _fixed_batch(tr, (3, 2, 1, 4, 0, 2) if split == "empty" else (3, 2, 1, 4, 2, 1))
     if split == "tokens":
         # responses 2 and 3 (lengths 1 and 4) share a prompt: a budget one token short of their joint forward
         joint = forward_tokens([2, 3], prompts, responses, packs=True)

@@ -73,7 +73,11 @@ def group_advantages(
 
     A group with a single member has :math:`r_i - \mu_g = 0`, hence advantage
     exactly 0 (its std is taken as 0, never NaN). Likewise a batch of size 1
-    has :math:`\sigma_{all} = 0`.
+    has :math:`\sigma_{all} = 0`. This differs on purpose from verl's GRPO
+    estimator, which gives a singleton group mean 0 and std 1, i.e. the raw
+    reward :math:`r_i / (1 + \epsilon)` as advantage: a lone sample has no
+    group to be compared with, so mmevo gives it no signal. ``"batch"`` is
+    mmevo's own option (verl has no such GRPO mode).
 
     Args:
         rewards: ``[B]`` scalar reward per sequence.
@@ -208,7 +212,11 @@ def agg_loss(
     Sequences whose mask is all zero contribute 0 to every numerator. In the
     ``seq-mean-*`` modes they still count in ``B`` (the number of sequences);
     they never produce NaN. ``loss_scale_factor`` is ignored by the other
-    modes.
+    modes. Two deliberate differences from verl's ``agg_loss``: verl leaves
+    all-masked sequences out of ``B`` in ``seq-mean-token-mean`` /
+    ``seq-mean-token-sum`` (mmevo counts them, so that the trainer's
+    micro-batch weights ``len(micro) / len(mini)`` add up to the full-batch
+    loss), and verl's ``token-mean`` of an all-zero mask is 0/0 = NaN (here 0).
 
     Args:
         loss_mat: ``[B, T]`` per-token loss.
@@ -278,7 +286,9 @@ def policy_loss(
     * ``clip_frac``: their sum;
     * ``clip_frac_dual``: share of tokens with :math:`A<0` and
       :math:`-A c < L^{clip}` (dual clip active; 0 when disabled);
-    * ``approx_kl``: masked mean of :math:`\log\pi_{old} - \log\pi`;
+    * ``approx_kl``: masked mean of
+      :math:`-\mathrm{clamp}(\log\pi - \log\pi_{old}, -20, 20)` (verl's
+      ``ppo_kl``; the clamp keeps it finite for infinite log-probs);
     * ``ratio_mean``, ``ratio_max``: masked mean / max of :math:`\rho`.
 
     Args:
@@ -294,6 +304,10 @@ def policy_loss(
         clip_ratio_c: dual-clip constant :math:`c > 1` (verl's default 3.0);
             ``None`` disables the dual clip.
 
+    The arithmetic follows torch type promotion as in verl: ``advantages`` are
+    never rounded to the dtype of ``logp`` (float32 advantages with bf16
+    log-probs give a float32 loss).
+
     Returns:
         ``(loss, metrics)`` with ``loss`` a scalar tensor.
     """
@@ -302,7 +316,7 @@ def policy_loss(
     if clip_ratio_c is not None and not float(clip_ratio_c) > 1.0:
         raise ValueError(f"clip_ratio_c must be > 1.0 (or None to disable the dual clip), got {clip_ratio_c!r}")
 
-    adv = advantages.to(logp.dtype)
+    adv = advantages.to(torch.promote_types(logp.dtype, advantages.dtype))  # no rounding of fp32 A to bf16
     if adv.dim() == logp.dim() - 1:
         adv = adv.unsqueeze(-1)  # [B, 1]
     mask_f = mask.to(logp.dtype)  # [B, T]
@@ -333,7 +347,7 @@ def policy_loss(
             clip_frac_dual = masked_mean(dual_active.to(r.dtype), mask_f).item()
         else:
             clip_frac_dual = 0.0
-        approx_kl = masked_mean(old_logp.detach() - logp.detach(), mask_f).item()
+        approx_kl = masked_mean(-log_ratio.detach(), mask_f).item()
         ratio_mean = masked_mean(r, mask_f).item()
         ratio_max = r[m].max().item() if bool(m.any()) else 0.0
 

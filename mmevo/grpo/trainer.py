@@ -613,7 +613,7 @@ class GRPOTrainer:
                 micro = micros[u] if u < len(micros) else []
                 mini = [i for ids in micro for i in ids]
                 self.backend.zero_grad()
-                mini_tokens = sum(max(1, len(responses[i])) for i in mini)
+                mini_tokens = max(1, sum(len(responses[i]) for i in mini))  # token-mean: real tokens only
                 totals: dict[str, float] = {}
                 for k in range(n_micro):
                     ids = micro[k] if k < len(micro) else []
