@@ -6,6 +6,7 @@ full files (``SHARED``: $MMEVO_SHARED_DATA or ../shared/data) and skip one by on
 
 import io
 import json
+import re
 from collections import Counter
 from pathlib import Path
 
@@ -323,3 +324,86 @@ def test_intergps_split_folders(tmp_path):
                                                                           for p in ("11", "12")]
     single, _ = load_items("intergps", G3K / "13")  # one problem folder
     assert [it.id for it in single] == ["13"]
+
+
+# ------------------------------------------------------------------------------------------------ hostile input
+
+
+def _one_mathvista_row(tmp_path, pid, **changes):
+    rows = json.loads((MATHVISTA / "testmini.json").read_text())
+    (tmp_path / "images").mkdir(exist_ok=True)
+    Image.new("RGB", (5, 5)).save(tmp_path / rows[pid]["image"])
+    (tmp_path / "testmini.json").write_text(json.dumps({pid: dict(rows[pid], **changes)}))
+
+
+@pytest.mark.parametrize("pid, changes, needle", [
+    # the hint and the official scorer branch on these: an unknown value used to score every answer wrong, silently
+    ("2", {"question_type": "multiple_choice"},
+     "field 'question_type': 'multiple_choice' is not one of multi_choice, free_form"),
+    ("1", {"answer_type": "floating"}, "field 'answer_type': 'floating' is not one of text, integer, float, list"),
+    # used to become the choice "None" / the categories of every character of the string
+    ("2", {"choices": [None, "1", "2"]}, "field 'choices': choice of type NoneType"),
+    ("2", {"metadata": {"skills": "arithmetic reasoning"}}, "field 'metadata.skills': expected a list of labels, got 'arithmetic reasoning'"),
+    ("2", {"query": ["not", "text"]}, "field 'query': expected a string, got list"),  # was a TypeError
+])
+def test_mathvista_bad_values_name_the_row_and_field(tmp_path, pid, changes, needle):
+    _one_mathvista_row(tmp_path, pid, **changes)
+    with pytest.raises(DataError, match=rf"testmini\.json row 0 \(id '{pid}'\): " + re.escape(needle)):
+        load_items("mathvista", tmp_path, "testmini")
+    items, stats = load_items("mathvista", tmp_path, "testmini", skip_bad=True)
+    assert items == [] and stats["skipped"] == 1
+
+
+def test_mathvista_float_answer_needs_a_whole_precision(tmp_path):
+    # the official scorer rounds to int(precision): None or "2.0" used to score every answer wrong, silently
+    for bad in (None, "2.0", 1.5):
+        _one_mathvista_row(tmp_path, "1", precision=bad)
+        with pytest.raises(DataError, match=r"row 0 \(id '1'\): field 'precision': expected a whole number of "
+                                            r"decimal places for a float answer, got " + re.escape(repr(bad))):
+            load_items("mathvista", tmp_path, "testmini")
+    _one_mathvista_row(tmp_path, "1", precision=1.0)  # hub parquet stores precision as a float column
+    assert load_items("mathvista", tmp_path, "testmini")[0][0].row["precision"] == 1.0
+
+
+@pytest.mark.parametrize("content, needle", [
+    (b"{not json", r"query\.json: cannot read: Expecting property name"),  # was a bare JSONDecodeError
+    (b'{"2": "\xff"}', r"query\.json: cannot read: 'utf-8' codec"),  # was a bare UnicodeDecodeError
+    (b"[1, 2]", r"query\.json: expected an object pid -> query, got list"),  # was an AttributeError
+    (b'{"2": 5}', r"query\.json: pid '2': expected a string query, got int"),  # was a TypeError
+])
+def test_mathvista_broken_query_json_names_the_file(tmp_path, content, needle):
+    _one_mathvista_row(tmp_path, "2")
+    (tmp_path / "query.json").write_bytes(content)
+    with pytest.raises(DataError, match=needle):
+        load_items("mathvista", tmp_path, "testmini")
+
+
+@pytest.mark.parametrize("field, value, needle", [
+    ("choices", ["30", None, "60", "80"], "field 'choices': choice of type NoneType"),  # was the choice "None"
+    ("problem_type_graph", "Circle", "field 'problem_type_graph': expected a list of labels"),  # was C, i, r, ...
+])
+def test_intergps_bad_choice_and_label_lists(tmp_path, field, value, needle):
+    d = tmp_path / "11"
+    d.mkdir()
+    (d / "img_diagram.png").symlink_to(G3K / "11" / "img_diagram.png")
+    (d / "data.json").write_text(json.dumps(dict(json.loads((G3K / "11" / "data.json").read_text()), **{field: value})))
+    with pytest.raises(DataError, match=r"11/data\.json row 0 \(id '11'\): " + re.escape(needle)):
+        load_items("intergps", tmp_path)
+
+
+def test_intergps_json_python_cannot_hold_is_a_counted_skip(tmp_path):
+    (tmp_path / "12").symlink_to(G3K / "12")
+    (tmp_path / "13").mkdir()
+    (tmp_path / "13" / "data.json").write_text('{"id": ' + "9" * 5000 + "}")  # was a bare ValueError
+    with pytest.raises(DataError, match=r"13/data\.json: invalid JSON: Exceeds the limit"):
+        load_items("intergps", tmp_path)
+    items, stats = load_items("intergps", tmp_path, skip_bad=True)
+    assert [it.id for it in items] == ["12"] and stats["skipped_by_reason"] == {"invalid_json": 1}
+
+
+def test_mathvision_option_that_is_null_is_an_error(tmp_path):
+    row = next(r for r in _jsonl(MATHV / "testmini.jsonl") if r["options"])
+    (tmp_path / "images").symlink_to(MATHV / "images")
+    (tmp_path / "m.jsonl").write_text(json.dumps(dict(row, options=[None] + row["options"][1:])) + "\n")
+    with pytest.raises(DataError, match=r"m\.jsonl:1 \(row 0, id '\d+'\): field 'options': choice of type NoneType"):
+        load_items("mathvision", tmp_path / "m.jsonl")

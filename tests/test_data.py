@@ -404,3 +404,102 @@ def test_fit_pixels_bounds_area_and_keeps_aspect():
     up = fit_pixels(small, 262144, 4194304)
     assert up.width * up.height >= 0.99 * 262144 and abs(up.width / up.height - 2.0) < 0.02
     assert fit_pixels(small, 0, 4194304) is small and fit_pixels(big, 0, 0) is big  # inside bounds / bounds off
+
+
+# --------------------------------------------------------------------------
+# Hostile input: JSON Python cannot hold, NaN, broken parquet / saved datasets
+# --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name,text,needle", [
+    ("big.jsonl", '{"problem": "p", "answer": ' + "9" * 5000 + "}", r"big\.jsonl:2 \(row 1\): invalid JSON: Exceeds"),
+    ("deep.jsonl", '{"problem": ' + "[" * 100000 + "]" * 100000 + "}", r"deep\.jsonl:2 \(row 1\): invalid JSON: maximum"),
+    ("big.json", '[{"problem": "p", "answer": ' + "9" * 5000 + "}]", r"big\.json: invalid JSON: Exceeds"),
+    ("deep.json", "[" * 100000 + "]" * 100000, r"deep\.json: invalid JSON: maximum recursion"),
+])
+def test_json_python_cannot_hold_is_invalid_json(tmp_path, name, text, needle):
+    good = json.dumps({"problem": "Find x.", "answer": "1"})
+    (tmp_path / name).write_text(good + "\n" + text + "\n" if name.endswith("l") else text)
+    with pytest.raises(DataError, match=needle) as ei:
+        load_geometry3k(tmp_path / name)
+    assert ei.value.reason == "invalid_json"
+    if name.endswith(".jsonl"):  # one bad line of a jsonl file is a counted skip
+        got, stats = load_geometry3k(tmp_path / name, skip_bad=True)
+        assert len(got) == 1 and stats["skipped_by_reason"] == {"invalid_json": 1}
+
+
+def test_nan_is_missing_and_infinity_is_no_answer(tmp_path):
+    # json.loads reads NaN / Infinity; pandas exports write NaN for a missing value: neither is the text "nan"
+    rows = ['{"id": "a", "problem": "Find x.", "answer": NaN}',
+            '{"id": "b", "problem": "Find x.", "answer": Infinity}',
+            '{"id": "c", "problem": "Find x.", "answer": "1", "choices": [NaN, "1"]}',
+            '{"id": "d", "problem": "Find x.", "answer": "1", "solution": NaN}']
+    for row, needle in zip(rows[:3], ["field 'answer': missing", "field 'answer': expected a finite number, got inf",
+                                      "field 'choices': choice nan is not a finite number"]):
+        (tmp_path / "n.jsonl").write_text(row + "\n")
+        with pytest.raises(DataError, match=re.escape(needle)):
+            load_geometry3k(tmp_path / "n.jsonl")
+    (tmp_path / "n.jsonl").write_text("\n".join(rows) + "\n")
+    got, stats = load_geometry3k(tmp_path / "n.jsonl", skip_bad=True)
+    assert [e.id for e in got] == ["d"] and got[0].solution is None
+    assert stats["skipped_by_reason"] == {"bad_type": 2, "missing_answer": 1}
+
+
+@pytest.mark.parametrize("rid", [1.5, [1], {"k": 1}, True])
+def test_an_id_that_is_there_but_unusable_is_an_error(tmp_path, rid):
+    # it used to be dropped silently for an id made from the row's position
+    (tmp_path / "i.jsonl").write_text(json.dumps({"id": rid, "problem": "Find x.", "answer": "1"}) + "\n")
+    with pytest.raises(DataError, match=r"i\.jsonl:1 \(row 0\): field 'id': expected a string or an integer") as ei:
+        load_geometry3k(tmp_path / "i.jsonl")
+    assert ei.value.reason == "bad_type"
+
+
+def test_image_path_the_os_refuses_names_the_row(tmp_path):
+    (tmp_path / "ok.png").write_bytes(_png())
+    rows = [{"id": "a", "problem": "Find x.", "answer": "1", "images": ["ok.png"]},
+            {"id": "b", "problem": "Find x.", "answer": "1", "images": ["x" * 300 + ".png"]}]
+    (tmp_path / "l.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    with pytest.raises(DataError, match=r"l\.jsonl:2 \(row 1, id 'b'\): field 'images': image file x{200}\.\.\.: File name"):
+        load_geometry3k(tmp_path / "l.jsonl")
+    got, stats = load_geometry3k(tmp_path / "l.jsonl", skip_bad=True)
+    assert [e.id for e in got] == ["a"] and stats["skipped_by_reason"] == {"image_missing": 1}
+
+
+def test_corrupt_parquet_page_names_the_file(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rows = [{"problem": f"Find x{i}.", "answer": str(i)} for i in range(600)]
+    p = tmp_path / "c.parquet"
+    pq.write_table(pa.Table.from_pylist(rows), p, row_group_size=100, compression="NONE")
+    offset = pq.ParquetFile(p).metadata.row_group(4).column(0).data_page_offset  # rows 400-499
+    data = bytearray(p.read_bytes())
+    data[offset:offset + 40] = b"\xff" * 40  # the footer stays readable: the file opens, then fails mid-way
+    p.write_bytes(bytes(data))
+    with pytest.raises(DataError, match=r"c\.parquet: cannot read parquet from row 256 on: ") as ei:
+        load_geometry3k(p, skip_bad=True)
+    assert ei.value.reason == "unreadable_file"
+
+
+def test_broken_saved_dataset_names_the_folder(tmp_path):
+    datasets = pytest.importorskip("datasets")
+    datasets.Dataset.from_list([{"problem": "Find x.", "answer": "1"}]).save_to_disk(str(tmp_path / "saved"))
+    (tmp_path / "saved" / "state.json").write_text("{oops")
+    with pytest.raises(DataError, match=r"saved: cannot load the saved dataset: JSONDecodeError"):
+        load_geometry3k(tmp_path / "saved")
+    datasets.Dataset.from_list([{"problem": "Find x.", "answer": "1"}]).save_to_disk(str(tmp_path / "saved2"))
+    for f in (tmp_path / "saved2").glob("*.arrow"):
+        f.write_bytes(f.read_bytes()[:200])  # truncated
+    with pytest.raises(DataError, match=r"saved2: cannot load the saved dataset: "):
+        load_geometry3k(tmp_path / "saved2")
+
+
+@pytest.mark.parametrize("kwargs,needle", [
+    ({"n": 2.5}, "n must be an integer >= 0, got 2.5"),  # used to give 3 questions
+    ({"n": 3, "kinds": "gcd"}, "kinds must be a list of kind names, got the string 'gcd'"),
+])
+def test_text_questions_refuse_wrong_argument_types(kwargs, needle):
+    from mmevo.data.text_questions import generate_text_questions
+
+    with pytest.raises(ValueError, match=re.escape(needle)):
+        generate_text_questions(**kwargs)

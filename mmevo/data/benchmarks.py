@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import io
 import json
+import math
 import re
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -172,6 +173,10 @@ def mathvision_problem(row: dict, n_images: int) -> str:
 _TYPE_NAMES = {str: "a string", list: "a list", dict: "an object"}
 
 
+def _is_nan(v: Any) -> bool:
+    return isinstance(v, float) and math.isnan(v)
+
+
 class _Row:
     """One row being converted: checked field access and errors naming file:line / row and the row id."""
 
@@ -188,17 +193,37 @@ class _Row:
 
     def get(self, row: dict, key: str, types: tuple = (str,), required: bool = True) -> Any:
         """``row[key]`` of one of ``types`` (numbers become strings where a string is wanted); None if optional."""
-        if key not in row or row[key] is None:
+        if key not in row or row[key] is None or _is_nan(row[key]):  # NaN: a missing value in pandas exports
             if required:
                 raise self.err(key, "missing", f"missing_{key}")
             return None
         v = row[key]
+        if isinstance(v, float) and math.isinf(v):
+            raise self.err(key, f"expected a finite number, got {v}", "bad_type")
         if str in types and isinstance(v, (int, float)) and not isinstance(v, bool):
             v = str(int(v)) if isinstance(v, float) and v.is_integer() else str(v)
         if not isinstance(v, types):
             expected = " or ".join(_TYPE_NAMES.get(t, t.__name__) for t in types)
             raise self.err(key, f"expected {expected}, got {type(v).__name__}", "bad_type")
         return v
+
+    def choices(self, row: dict, key: str, required: bool = True) -> list | None:
+        """A list field of strings or numbers (choices, options), elements unconverted; None if optional."""
+        v = self.get(row, key, (list,), required)
+        for c in v or []:
+            if isinstance(c, bool) or not isinstance(c, (str, int, float)):
+                raise self.err(key, f"choice of type {type(c).__name__}", "bad_type")
+            if isinstance(c, float) and not math.isfinite(c):
+                raise self.err(key, f"choice {c} is not a finite number", "bad_type")
+        return v
+
+    def labels(self, value: Any, fld: str) -> list[str]:
+        """Category labels: a list of strings or numbers (a bare string would split into its characters)."""
+        if value is None:
+            return []
+        if not isinstance(value, list) or any(isinstance(g, (bool, list, dict)) or g is None for g in value):
+            raise self.err(fld, f"expected a list of labels, got {value!r:.80}", "bad_type")
+        return [str(g) for g in value]
 
     def text(self, row: dict, key: str, required: bool = True) -> str | None:
         """A non-empty stripped string field (numbers accepted)."""
@@ -228,7 +253,12 @@ class _Row:
         if self.image_root is not None and not p.is_absolute():
             candidates.append(self.image_root / p.name)  # image_root may point at the images/ folder itself
         for c in candidates:
-            if c.is_file():
+            try:
+                found = c.is_file()
+            except OSError as e:  # e.g. a file name too long
+                shown = value if len(value) <= 200 else value[:200] + "..."
+                raise self.err(fld, f"image file {shown}: {e.strerror}", "image_missing") from e
+            if found:
                 return c
         raise self.err(fld, f"image file {value} not found (looked in {', '.join(str(c.parent) for c in candidates)})",
                        "image_missing")
@@ -272,7 +302,7 @@ def _mathvision(row: dict, r: _Row, extra: dict) -> BenchmarkItem:
     r.id = str(r.get(row, "id"))
     r.get(row, "question")
     answer = r.text(row, "answer")
-    options = r.get(row, "options", (list,), required=False) or []
+    options = r.choices(row, "options", required=False) or []
     if options and not (len(answer) == 1 and 0 <= ord(answer) - 65 < len(options)):
         raise r.err("answer", f"{answer!r} is not a letter among the {len(options)} options", "bad_answer")
     images = [r.hub_image(row)]
@@ -282,36 +312,49 @@ def _mathvision(row: dict, r: _Row, extra: dict) -> BenchmarkItem:
                                            "level": [str(level) if level is not None else "unknown"]})
 
 
+_MATHVISTA_QTYPES = ("multi_choice", "free_form")
+_MATHVISTA_ATYPES = ("text", "integer", "float", "list")
+
+
 def _mathvista(row: dict, r: _Row, extra: dict) -> BenchmarkItem:
     r.id = str(r.get(row, "pid"))
     for key in ("question", "question_type", "answer_type"):
         r.get(row, key)
+    # the prompt's hint and the official scorer branch on these: an unknown value would score every answer wrong
+    for key, known in (("question_type", _MATHVISTA_QTYPES), ("answer_type", _MATHVISTA_ATYPES)):
+        if row[key] not in known:
+            raise r.err(key, f"{row[key]!r} is not one of {', '.join(known)}", "bad_value")
+    precision = row.get("precision")
+    if row["answer_type"] == "float" and (isinstance(precision, bool) or not isinstance(precision, (int, float))
+                                         or _is_nan(precision) or not float(precision).is_integer()):
+        raise r.err("precision", f"expected a whole number of decimal places for a float answer, got {precision!r}",
+                    "bad_value")
     answer = r.get(row, "answer")
-    choices = r.get(row, "choices", (list,), required=False) or []
+    choices = r.choices(row, "choices", required=False) or []
     if row["question_type"] == "multi_choice" and answer not in [str(c) for c in choices]:
         raise r.err("answer", f"{answer!r} is not one of the choices", "bad_answer")
     meta = r.meta(row, "metadata")
     images = [r.hub_image(row)]
-    query = extra.get("queries", {}).get(r.id) or row.get("query") or mathvista_query(row)
+    query = extra.get("queries", {}).get(r.id) or r.get(row, "query", required=False) or mathvista_query(row)
     item_row = {**_clean_row(row), "metadata": meta}
     return BenchmarkItem(r.id, IMAGE_PLACEHOLDER + query, answer, [str(c) for c in choices], images, item_row,
                          {"task": [str(meta.get("task", "unknown"))],
-                          "skills": [str(s) for s in meta.get("skills") or []] or ["unknown"],
+                          "skills": r.labels(meta.get("skills"), "metadata.skills") or ["unknown"],
                           "question_type": [row["question_type"]]})
 
 
 def _intergps(row: dict, r: _Row, extra: dict) -> BenchmarkItem:
     r.id = str(r.get(row, "id"))
     text = r.text(row, "problem_text")
-    choices = [str(c) for c in r.get(row, "choices", (list,))]
+    choices = [str(c) for c in r.choices(row, "choices")]
     letter = r.text(row, "answer")
     if not (len(letter) == 1 and 0 <= ord(letter) - 65 < len(choices)):
         raise r.err("answer", f"{letter!r} is not a letter among the {len(choices)} choices", "bad_answer")
     images = [r.image("img_diagram.png", "img_diagram.png")]  # beside data.json
     return BenchmarkItem(r.id, IMAGE_PLACEHOLDER + text + choices_text(choices), choices[ord(letter) - 65],
                          choices, images, {"id": r.id, "answer": letter, "choices": choices},
-                         {"graph": [str(g) for g in row.get("problem_type_graph") or ["unknown"]],
-                          "goal": [str(g) for g in row.get("problem_type_goal") or ["unknown"]]})
+                         {"graph": r.labels(row.get("problem_type_graph"), "problem_type_graph") or ["unknown"],
+                          "goal": r.labels(row.get("problem_type_goal"), "problem_type_goal") or ["unknown"]})
 
 
 _ANSWER_TAG = re.compile(r"<answer>(.*?)</answer>", re.S)
@@ -326,6 +369,8 @@ def _generic(row: dict, r: _Row, extra: dict) -> BenchmarkItem:
         rid = int(rid)
     # a row without an id gets one from its position (not named in messages: the row index already is)
     r.id = str(rid) if isinstance(rid, (str, int)) and not isinstance(rid, bool) and str(rid) else None
+    if r.id is None and rid is not None and rid != "" and not _is_nan(rid):  # an id that is there but unusable
+        raise r.err(f["id"], f"expected a string or an integer, got {rid!r:.80}", "bad_type")
     problem = r.text(row, f["problem"])
     answer = r.text(row, f["answer"], required=not isinstance(row.get("solution"), str))
     if answer is None:  # R1-V: solution = "<answer>...</answer>"
@@ -333,11 +378,7 @@ def _generic(row: dict, r: _Row, extra: dict) -> BenchmarkItem:
         if not tags or not tags[-1].strip():
             raise r.err("solution", "has no <answer>...</answer> and the row has no answer field", "missing_answer")
         answer = tags[-1].strip()
-    choices = []
-    for c in r.get(row, f["choices"], (list,), required=False) or []:
-        if isinstance(c, bool) or not isinstance(c, (str, int, float)):
-            raise r.err(f["choices"], f"choice of type {type(c).__name__}", "bad_type")
-        choices.append(str(c).strip())
+    choices = [str(c).strip() for c in r.choices(row, f["choices"], required=False) or []]
     m = _LETTER_RE.match(answer)
     if choices and answer not in choices and m:  # gold given as a letter: the choice text (one convention)
         j = ord(m.group(1).upper()) - ord("A")
@@ -386,9 +427,26 @@ def _intergps_rows(src: Path) -> Iterator[RowRef]:
         label = str(d / "data.json")
         try:
             row = json.loads((d / "data.json").read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        except (OSError, ValueError, RecursionError) as e:  # ValueError: bad UTF-8, bad JSON, a huge integer
             row = DataError(f"{label}: invalid JSON: {e}", file=label, row=0, reason="invalid_json")
         yield RowRef(label, d, 0, None, row)  # one row per file
+
+
+def _mathvista_queries(qfile: Path) -> dict[str, str]:
+    """MathVista's query.json: pid -> the official prompt."""
+    label = str(qfile)
+    try:
+        queries = json.loads(qfile.read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError) as e:  # ValueError: bad UTF-8, bad JSON
+        raise DataError(f"{label}: cannot read: {e}", file=label, reason="invalid_json") from e
+    if not isinstance(queries, dict):
+        raise DataError(f"{label}: expected an object pid -> query, got {type(queries).__name__}", file=label,
+                        reason="bad_type")
+    for pid, q in queries.items():
+        if not isinstance(q, str):
+            raise DataError(f"{label}: pid {pid!r}: expected a string query, got {type(q).__name__}", file=label,
+                            reason="bad_type", row_id=pid)
+    return queries
 
 
 def load_items(fmt: str, source: str | Path, split: str | None = None, *, image_root: str | Path | None = None,
@@ -421,7 +479,7 @@ def load_items(fmt: str, source: str | Path, split: str | None = None, *, image_
     if fmt == "mathvista":  # the official prompts, when shipped beside the annotations
         qfile = (src if src.is_dir() else src.parent) / "query.json"
         if src.exists() and qfile.is_file():
-            extra["queries"] = json.loads(qfile.read_text(encoding="utf-8"))
+            extra["queries"] = _mathvista_queries(qfile)
     root = Path(image_root) if image_root else None
 
     items: list[BenchmarkItem] = []

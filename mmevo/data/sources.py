@@ -92,6 +92,9 @@ def _read_jsonl(path: Path, label: str) -> Iterator[_Row]:
                     f"{label}:{lineno} (row {idx}): invalid JSON: {e.msg} at column {e.colno}",
                     file=label, row=idx, reason="invalid_json",
                 )
+            except (ValueError, RecursionError) as e:  # an integer of over 4300 digits, nesting too deep
+                row = DataError(f"{label}:{lineno} (row {idx}): invalid JSON: {e}", file=label, row=idx,
+                                reason="invalid_json")
             yield idx, lineno, row
             idx += 1
 
@@ -106,6 +109,8 @@ def _read_json(path: Path, label: str, split: str | None, id_key: str | None) ->
     except json.JSONDecodeError as e:
         raise DataError(f"{label}:{e.lineno}: invalid JSON: {e.msg} at column {e.colno}", file=label,
                         reason="invalid_json") from e
+    except (ValueError, RecursionError) as e:  # an integer of over 4300 digits, nesting too deep
+        raise DataError(f"{label}: invalid JSON: {e}", file=label, reason="invalid_json") from e
     if isinstance(data, dict):
         key = split if split is not None and split in data else ("data" if "data" in data else None)
         if key is not None and isinstance(data[key], list):
@@ -130,17 +135,33 @@ def _read_parquet(path: Path, label: str) -> Iterator[_Row]:
     except Exception as e:  # pyarrow raises several types for corrupt files
         raise DataError(f"{label}: cannot read parquet: {e}", file=label, reason="unreadable_file") from e
     idx = 0
-    for batch in pf.iter_batches(batch_size=256):
+    batches = pf.iter_batches(batch_size=256)
+    while True:
+        try:  # a corrupt page fails here, in the middle of the file
+            batch = next(batches, None)
+        except Exception as e:
+            raise DataError(f"{label}: cannot read parquet from row {idx} on: {e}", file=label, row=idx,
+                            reason="unreadable_file") from e
+        if batch is None:
+            return
         for row in batch.to_pylist():
             yield idx, None, row
             idx += 1
 
 
-def _arrow_rows(ds) -> Iterator[_Row]:
+def _arrow_rows(ds, label: str) -> Iterator[_Row]:
     # Arrow format keeps images as raw {"bytes", "path"} structs: decoding (and its errors) stays with the
     # adapters, row by row.
     idx = 0
-    for table in ds.with_format("arrow").iter(batch_size=256):
+    tables = ds.with_format("arrow").iter(batch_size=256)
+    while True:
+        try:
+            table = next(tables, None)
+        except Exception as e:
+            raise DataError(f"{label}: cannot read dataset from row {idx} on: {e}", file=label, row=idx,
+                            reason="unreadable_file") from e
+        if table is None:
+            return
         for row in table.to_pylist():
             yield idx, None, row
             idx += 1
@@ -149,7 +170,11 @@ def _arrow_rows(ds) -> Iterator[_Row]:
 def _read_saved_dataset(path: Path, label: str, split: str | None) -> tuple[Iterator[_Row], str]:
     import datasets
 
-    ds = datasets.load_from_disk(str(path))
+    try:
+        ds = datasets.load_from_disk(str(path))
+    except Exception as e:  # a broken state.json / dataset_info.json, a missing or truncated .arrow file
+        raise DataError(f"{label}: cannot load the saved dataset: {type(e).__name__}: {e}", file=label,
+                        reason="unreadable_file") from e
     if isinstance(ds, datasets.DatasetDict):
         if split is None:
             if len(ds) == 1:
@@ -164,7 +189,7 @@ def _read_saved_dataset(path: Path, label: str, split: str | None) -> tuple[Iter
             raise DataError(f"{label}: no split {split!r} (have {sorted(ds)})", file=label, reason="bad_split")
         ds = ds[split]
         label = f"{label}[{split}]"
-    return _arrow_rows(ds), label
+    return _arrow_rows(ds, label), label
 
 
 def _read_hub(name: str, split: str | None) -> tuple[Iterator[_Row], str]:
@@ -176,7 +201,8 @@ def _read_hub(name: str, split: str | None) -> tuple[Iterator[_Row], str]:
         raise FileNotFoundError(
             f"{name!r} is not a local file or directory, and loading it from the hub failed "
             f"({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}); pass a local path instead") from e
-    return _arrow_rows(ds), f"{name}[{split or 'train'}]"
+    label = f"{name}[{split or 'train'}]"
+    return _arrow_rows(ds, label), label
 
 
 # --------------------------------------------------------------------------
