@@ -91,10 +91,10 @@ def load_examples(cfg: Config, which: str) -> tuple[list[Example], dict]:
 
         rows, stats = load_geometry3k(source, skip_bad=cfg.data.skip_bad_rows)
     else:
-        from mmevo.data.benchmarks import load_items
+        from mmevo.data.benchmarks import items_to_examples, load_items
 
         items, stats = load_items(cfg.data.format, source, fields=cfg.data.fields, skip_bad=cfg.data.skip_bad_rows)
-        rows = [it.to_example() for it in items]
+        rows, stats = items_to_examples(items, stats, cfg.data.skip_bad_rows)  # an undecodable image: counted too
     for ex in rows:  # EasyR1's pixel bounds, applied once at load time
         ex.images = [fit_pixels(im, cfg.data.min_pixels, cfg.data.max_pixels) for im in ex.images]
     return rows, stats

@@ -503,3 +503,26 @@ def test_text_questions_refuse_wrong_argument_types(kwargs, needle):
 
     with pytest.raises(ValueError, match=re.escape(needle)):
         generate_text_questions(**kwargs)
+
+
+@pytest.mark.parametrize("fields", [None, {"problem": "question"}])
+def test_training_rows_with_an_undecodable_image_are_counted_under_skip_bad_rows(tmp_path, fields):
+    """Every train-set format (not only plain geometry3k) skips and counts a row whose image does not decode when
+    ``data.skip_bad_rows`` is on, and raises naming the file otherwise."""
+    from mmevo.config import load_config
+    from mmevo.recipes import load_examples
+
+    d = _bad_dir(tmp_path)
+    lines = (d / "train.jsonl").read_text().splitlines()
+    key = (fields or {}).get("problem", "problem")
+    rows = [json.loads(lines[i]) for i in (0, 2, 6)]  # good, corrupt png, good
+    rows = [{key: r.pop("problem"), **r} for r in rows]
+    (d / "mixed.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    fmt = ["data.format=generic"] + ([f"data.fields={json.dumps(fields)}"] if fields else [])
+    cfg = load_config(None, [f"data.train={d / 'mixed.jsonl'}", "data.skip_bad_rows=true"] + fmt)
+    examples, stats = load_examples(cfg, "train")
+    assert [e.id for e in examples] == ["g", "g2"]
+    assert stats["loaded"] == 2 and stats["skipped"] == 1 and stats["skipped_by_reason"] == {"image_corrupt": 1}
+    cfg.data.skip_bad_rows = False
+    with pytest.raises(DataError, match="mixed.jsonl.*row 1"):
+        load_examples(cfg, "train")

@@ -449,6 +449,23 @@ def _mathvista_queries(qfile: Path) -> dict[str, str]:
     return queries
 
 
+def items_to_examples(items: list[BenchmarkItem], stats: dict, skip_bad: bool = False) -> tuple[list[Example], dict]:
+    """The trainer's Examples of ``items`` (images decoded) and ``stats`` updated: an image that does not decode
+    raises its :class:`DataError`, or with ``skip_bad`` its item is skipped and counted under its reason."""
+    examples: list[Example] = []
+    reasons: Counter[str] = Counter(stats.get("skipped_by_reason", {}))
+    for item in items:
+        try:
+            examples.append(item.to_example())
+        except DataError as e:
+            if not skip_bad:
+                raise
+            reasons[e.reason or "other"] += 1
+    stats = {**stats, "loaded": len(examples), "skipped": sum(reasons.values()),
+             "skipped_by_reason": dict(sorted(reasons.items()))}
+    return examples, stats
+
+
 def load_items(fmt: str, source: str | Path, split: str | None = None, *, image_root: str | Path | None = None,
                fields: dict | None = None, skip_bad: bool = False,
                limit: int | None = None) -> tuple[list[BenchmarkItem], dict]:

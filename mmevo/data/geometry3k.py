@@ -15,12 +15,11 @@ and counted by reason.
 
 from __future__ import annotations
 
-from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from .benchmarks import load_items
-from .schema import DataError, Example
+from .benchmarks import items_to_examples, load_items
+from .schema import Example
 
 __all__ = ["load_geometry3k"]
 
@@ -41,14 +40,4 @@ def load_geometry3k(
         raise FileNotFoundError(f"{src}: no such file or directory")
     fields = {"image": image_key, "problem": problem_key, "answer": answer_key, "choices": choices_key}
     items, stats = load_items("geometry3k", src, split, fields=fields, skip_bad=skip_bad)
-    examples: list[Example] = []
-    reasons: Counter[str] = Counter(stats["skipped_by_reason"])
-    for item in items:
-        try:
-            examples.append(item.to_example())
-        except DataError as e:
-            if not skip_bad:
-                raise
-            reasons[e.reason or "other"] += 1
-    stats.update(loaded=len(examples), skipped=sum(reasons.values()), skipped_by_reason=dict(sorted(reasons.items())))
-    return examples, stats
+    return items_to_examples(items, stats, skip_bad)
