@@ -41,6 +41,8 @@ def test_zero3_two_processes_match_single_process(tiny_vl_path, tmp_path):
     assert r["sync_max_abs_diff"] == 0.0  # gathered bucket-by-bucket sync into a separate engine model
     assert r["export_max_abs_diff"] == 0.0  # rank 0's HF export holds the gathered weights
     assert "dp_step_reward_mean" in r  # a full data-parallel GRPO step ran on both ranks
+    assert r["dp_ratio_max"] == max(r["ratio_max_by_rank"])  # a maximum over ranks, not their mean
+    assert r["dp_length_min"] == min(r["length_min_by_rank"])
 
 
 def test_zero3_weight_sync_into_vllm_engines(tiny_vl_path, tmp_path):
@@ -97,3 +99,15 @@ def test_prompts_dropped_on_one_rank_give_every_rank_the_same_updates(tiny_vl_pa
     assert r["finite_loss"][:2] == [True, True]
     assert r["digests"][0] == r["digests"][1]  # the ranks' weights stayed identical
     assert r["same_eval"] == [True, True]  # held-out eval split over ranks, gathered: as if run whole on each rank
+
+
+def test_rank_reduction_of_metrics_follows_their_names():
+    """Averaging a per-rank maximum understates it (a 6.2 ratio on one rank and 1.0 on the other read 3.6)."""
+    from mmevo.grpo.distributed import _reduce
+
+    assert _reduce([1.0, 6.2], "actor/ratio_max", ()) == 6.2
+    assert _reduce([300.0, 900.0], "memory/peak_rss_mb", ()) == 900.0
+    assert _reduce([12.0, 3.0], "response/length_min", ()) == 3.0
+    assert _reduce([1.0, 6.0], "actor/counts_max_over_mean", ()) == 3.5  # a mean, whatever its words inside
+    assert _reduce([2.0, 5.0], "data/samples", ("data/samples",)) == 7.0
+    assert _reduce([0.25, 0.75], "reward/total/mean", ()) == 0.5

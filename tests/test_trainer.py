@@ -2,6 +2,7 @@
 
 import json
 import math
+from pathlib import Path
 
 import pytest
 import torch
@@ -356,3 +357,69 @@ def test_reference_offload_visits_the_device_only_for_its_pass(tiny_vl_path, tmp
     lm = load_model(tiny_vl_path)
     tr = build_trainer(_cfg(tmp_path / "b", **{"model.ref_offload": True}), lm, data[0], log=False)
     assert next(tr.ref_model.parameters()).device.type == "cpu"
+
+
+def test_ratio_max_is_the_largest_ratio_of_the_step_not_a_mean_of_micro_batches(tiny_vl_path, tmp_path, data):
+    cfg = _cfg(tmp_path / "run", **{"algo.kl_coef": 0, "trainer.micro_batch_seqs": 2})
+    tr = _trainer(cfg, tiny_vl_path, data)
+    prompts, responses, adv = _fixed_batch(tr)
+    old = tr._logprobs_no_grad(tr.model, prompts, responses)
+    old[0] = old[0] - 0.5  # one sample (in the first of three micro-batches) has ratio e^0.5, the rest 1
+    tr.backend.step = lambda: 0.0  # no update: the ratios stay as set
+    m = tr._update(prompts, responses, adv, [tr._micro_batches(list(range(6)), prompts, responses)], [3], old, None)
+    assert m["actor/ratio_max"] == pytest.approx(math.exp(0.5), rel=1e-4)
+
+
+def test_evaluate_on_an_empty_list_evaluates_nothing(tiny_vl_path, tmp_path, data):
+    tr = _trainer(_cfg(tmp_path / "run", **{"algo.kl_coef": 0}), tiny_vl_path, data)
+    assert tr.evaluate()["n"] == len(data[1])  # None: the held-out set
+    assert tr.evaluate([]) == {}  # an empty set, not the held-out set under another name
+
+
+def test_a_crash_while_deleting_old_checkpoints_leaves_no_half_checkpoint(tiny_vl_path, tmp_path, data, monkeypatch):
+    import shutil
+
+    from mmevo.grpo import checkpoint
+
+    out = tmp_path / "run"
+    over = {"trainer.keep_checkpoints": 5, "algo.kl_coef": 0}
+    _trainer(_cfg(out, **{**over, "trainer.steps": 4, "trainer.save_every": 2}), tiny_vl_path, data).train()
+    assert [p.name for p in list_checkpoints(out)] == ["step_000002", "step_000004"]
+
+    class Killed(BaseException):
+        pass
+
+    real_rmtree, calls = shutil.rmtree, []
+
+    def killed_midway(path, *a, **k):  # the process dies after the first file of a checkpoint is deleted
+        calls.append(path)
+        if len(calls) == 1:
+            next(Path(path).rglob("trainer_state.pt")).unlink()
+            raise Killed()
+        return real_rmtree(path, *a, **k)
+
+    # a fresh run in the same dir: its first save removes the abandoned run's later step_000002 and step_000004
+    fresh = _trainer(_cfg(out, **{**over, "trainer.resume": False}), tiny_vl_path, data)
+    monkeypatch.setattr(checkpoint.shutil, "rmtree", killed_midway)
+    with pytest.raises(Killed):
+        fresh.train(steps=1)
+    monkeypatch.undo()
+    # neither a half-deleted checkpoint nor the abandoned run's step_000004 is taken for the newest one
+    assert [p.name for p in list_checkpoints(out)] == ["step_000001"]
+    resumed = _trainer(_cfg(out, **over), tiny_vl_path, data)
+    resumed.train(steps=0)
+    assert resumed.step_idx == 1
+    assert [p.name for p in (out / "checkpoints").iterdir()] == ["step_000001"]  # leftovers cleared on resume
+
+
+def test_rng_state_round_trips_the_cuda_generator(monkeypatch):
+    from mmevo.grpo import checkpoint
+
+    restored = []
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_rng_state", lambda *a, **k: torch.tensor([7], dtype=torch.uint8))
+    monkeypatch.setattr(torch.cuda, "set_rng_state", lambda s, *a, **k: restored.append(s))
+    state = checkpoint.rng_state()
+    checkpoint.set_rng_state(state)
+    assert len(restored) == 1 and restored[0].tolist() == [7]  # dropout on the GPU continues where it was

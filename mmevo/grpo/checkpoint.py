@@ -23,13 +23,19 @@ _STEP_RE = re.compile(r"^step_(\d+)$")
 
 
 def rng_state() -> dict:
-    return {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
+    """Python, numpy and torch CPU generators, and the current CUDA device's (dropout on the GPU draws from it)."""
+    state = {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        state["cuda"] = torch.cuda.get_rng_state()  # this process's device only: a rank never touches the others
+    return state
 
 
 def set_rng_state(state: dict) -> None:
     random.setstate(state["python"])
     np.random.set_state(state["numpy"])
     torch.set_rng_state(state["torch"])
+    if state.get("cuda") is not None and torch.cuda.is_available():
+        torch.cuda.set_rng_state(state["cuda"])
 
 
 def list_checkpoints(output_dir: str | Path) -> list[Path]:
@@ -78,15 +84,25 @@ def commit_checkpoint(tmp: Path, output_dir: str | Path, step: int, keep: int) -
     removed, so neither pruning nor a later resume can prefer them to this run's own.
     """
     final = checkpoint_root(output_dir) / f"step_{step:06d}"
-    if final.exists():
-        shutil.rmtree(final)
+    replaced = _move_aside(final) if final.exists() else None
     os.replace(tmp, final)
     ckpts = list_checkpoints(output_dir)
     stale = [c for c in ckpts if _step_of(c) > step]
     kept = [c for c in ckpts if _step_of(c) <= step]
-    for old in stale + (kept[:-keep] if keep > 0 else []):
-        shutil.rmtree(old, ignore_errors=True)
+    # every doomed checkpoint is renamed away before any file is deleted: a crash mid-deletion (a whole optimizer
+    # state takes a while) leaves only temp dirs that resume ignores, never a half-deleted or an abandoned step_*
+    doomed = [_move_aside(c) for c in stale + (kept[:-keep] if keep > 0 else [])]
+    for gone in ([replaced] if replaced else []) + doomed:
+        shutil.rmtree(gone, ignore_errors=True)
     return final
+
+
+def _move_aside(ckpt: Path) -> Path:
+    """Rename (atomic) a checkpoint dir to a temp name that resume ignores and ``remove_partial_checkpoints`` clears;
+    returns the dir to delete."""
+    gone = Path(tempfile.mkdtemp(prefix=f".{ckpt.name}.tmp.deleted", dir=ckpt.parent))
+    os.replace(ckpt, gone / ckpt.name)
+    return gone
 
 
 def _step_of(ckpt: Path) -> int:

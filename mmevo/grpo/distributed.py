@@ -134,10 +134,24 @@ def all_gather_objects(obj) -> list:
     return out
 
 
-def all_reduce_mean(metrics: dict, sum_keys: tuple[str, ...] = ()) -> dict:
-    """Numeric metrics averaged over the ranks that logged them (``sum_keys``: summed, e.g. per-rank counts).
+def _reduce(values: list[float], key: str, sum_keys: tuple[str, ...]) -> float:
+    """Sum for ``sum_keys``; a maximum / minimum for a metric named as one (``*_max``, ``peak*``, ``*_min``), the
+    mean of the ranks' values otherwise."""
+    leaf = key.rsplit("/", 1)[-1]
+    if key in sum_keys:
+        return sum(values)
+    if leaf.endswith("_max") or leaf.startswith("peak"):
+        return max(values)
+    if leaf.endswith("_min"):
+        return min(values)
+    return sum(values) / len(values)
 
-    Ranks may log different keys (a rank whose prompts were all dropped has no reward metrics): each key is averaged
+
+def all_reduce_mean(metrics: dict, sum_keys: tuple[str, ...] = ()) -> dict:
+    """Numeric metrics averaged over the ranks that logged them (``sum_keys``: summed, e.g. per-rank counts; a
+    metric named as a maximum or minimum, e.g. ``actor/ratio_max``, ``memory/peak_rss_mb``: the ranks' extreme).
+
+    Ranks may log different keys (a rank whose prompts were all dropped has no reward metrics): each key is reduced
     over the ranks that have it, and every rank returns the same dict.
     """
     if world_size() == 1 or not dist.is_initialized():
@@ -146,6 +160,5 @@ def all_reduce_mean(metrics: dict, sum_keys: tuple[str, ...] = ()) -> dict:
                                    if isinstance(v, (int, float)) and not isinstance(v, bool)})
     out = dict(metrics)
     for k in sorted(set().union(*gathered)):
-        values = [g[k] for g in gathered if k in g]
-        out[k] = sum(values) if k in sum_keys else sum(values) / len(values)
+        out[k] = _reduce([g[k] for g in gathered if k in g], k, sum_keys)
     return out

@@ -38,6 +38,9 @@ from mmevo.rollout.base import RolloutRequest, SamplingParams
 from mmevo.rollout.strategy import PlainGroups, Rollout, RolloutContext, RolloutStrategy, decode, step_seed
 
 
+_MAX_METRICS = frozenset({"ratio_max"})  # policy-loss metrics reported as the step's maximum, not a weighted mean
+
+
 class TrainingDiverged(RuntimeError):
     """Raised on a NaN/inf loss; the last good checkpoint is left untouched."""
 
@@ -657,7 +660,11 @@ class GRPOTrainer:
                             f"checkpoint in {self.out / 'checkpoints'} is kept (lower trainer.lr or check the data)")
                     self.backend.backward(loss * weight, boundary=k + 1 == n_micro)
                     for key, v in pg_m.items():
-                        totals[key] = totals.get(key, 0.0) + v * weight
+                        if key in _MAX_METRICS:  # a maximum, not a mean: the largest over the micro-batches
+                            if ids:
+                                totals[key] = max(totals.get(key, v), v)
+                        else:
+                            totals[key] = totals.get(key, 0.0) + v * weight
                 grad_norm = self.backend.step()
                 if not math.isfinite(grad_norm):
                     raise TrainingDiverged(f"non-finite gradient norm at step {self.step_idx}: stopping; the last "
@@ -667,8 +674,9 @@ class GRPOTrainer:
                     real_updates += 1
                     totals["grad_norm"] = grad_norm
                     for key, v in totals.items():
-                        agg_totals[key] = agg_totals.get(key, 0.0) + v
-        metrics = {f"actor/{k}": v / max(1, real_updates) for k, v in agg_totals.items()}
+                        agg_totals[key] = (max(agg_totals.get(key, v), v) if key in _MAX_METRICS
+                                           else agg_totals.get(key, 0.0) + v)
+        metrics = {f"actor/{k}": v if k in _MAX_METRICS else v / max(1, real_updates) for k, v in agg_totals.items()}
         metrics["actor/updates"] = n_updates
         return metrics
 
@@ -873,7 +881,7 @@ class GRPOTrainer:
         gathered, so each rank returns the summary over the whole set."""
         from mmevo.grpo.distributed import all_gather_objects, rank, world_size
 
-        examples = list(examples or self.heldout)
+        examples = list(self.heldout if examples is None else examples)  # an empty list is an empty set
         if getattr(self.engine, "weights_stale", False):  # vLLM slept at level 2 and has not been synced since
             self.engine.sync_weights(self.model)
         split = self.ds_engine is not None and world_size() > 1

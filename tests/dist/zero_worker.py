@@ -78,7 +78,13 @@ HFEngine(other.model, 0, []).sync_weights(ds_tr.model)
 synced = other.model.state_dict()
 result["sync_max_abs_diff"] = max(float((synced[k] - ds_weights[k]).abs().max()) for k in ds_weights)
 # 3) a real data-parallel step (each rank rolls out its own groups), metrics averaged over ranks, export
-step_metrics = D.all_reduce_mean(ds_tr.step())
+local_metrics = ds_tr.step()
+step_metrics = D.all_reduce_mean(local_metrics)
+ranks_metrics = D.all_gather_objects(local_metrics)
+result["ratio_max_by_rank"] = [m["actor/ratio_max"] for m in ranks_metrics]
+result["dp_ratio_max"] = step_metrics["actor/ratio_max"]
+result["length_min_by_rank"] = [m["response/length_min"] for m in ranks_metrics]
+result["dp_length_min"] = step_metrics["response/length_min"]
 ds_tr.export(Path(workdir) / "final")
 if rank == 0:
     sp_tr, _ = make({})
