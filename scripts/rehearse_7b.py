@@ -488,6 +488,7 @@ def run(args) -> dict:
 
     # -- the batch (host side; the trainer's own packing)
     from mmevo.grpo.trainer import forward_tokens
+    from mmevo.rollout.factory import max_model_len
 
     prompts, responses = make_group(cfg, processor, tokenizer)
     ids = first_micro_batch(cfg, prompts, responses)
@@ -504,7 +505,7 @@ def run(args) -> dict:
                      "forward_prompts": (len({id(p) for p in ps}) if cfg.trainer.padding_free else len(ids)),
                      "max_tokens_per_micro_batch": cfg.trainer.max_tokens_per_micro_batch,
                      "logits_chunk_tokens": cfg.trainer.logits_chunk_tokens,
-                     "max_model_len": cfg.data.max_prompt_length + cfg.rollout.max_tokens,
+                     "max_model_len": max_model_len(cfg),
                      "data_max_pixels": cfg.data.max_pixels}
 
     if args.dry_run:  # shapes, packing and the planner only: the model exists on the meta device

@@ -376,6 +376,28 @@ def test_evaluate_on_an_empty_list_evaluates_nothing(tiny_vl_path, tmp_path, dat
     assert tr.evaluate([]) == {}  # an empty set, not the held-out set under another name
 
 
+def test_held_out_prompts_over_the_prompt_limit_are_left_out_and_counted(tiny_vl_path, tmp_path, data):
+    """As in training: a held-out prompt longer than data.max_prompt_length would overflow the vLLM engine's context
+    (data.max_prompt_length + the response budget) and stop the run at its first evaluation."""
+    import dataclasses
+
+    from mmevo.rollout.factory import max_model_len
+
+    held = list(data[1])
+    held[1] = dataclasses.replace(held[1], problem=held[1].problem + " and more words" * 200)
+    cfg = _cfg(tmp_path / "run", **{"algo.kl_coef": 0, "data.max_prompt_length": 400})
+    tr = _trainer(cfg, tiny_vl_path, (data[0], held))
+    assert len(tr.prompts(held[1]).input_ids) > 400 >= max(len(tr.prompts(ex).input_ids) for ex in data[1])
+    summary = tr.evaluate()
+    assert summary["n"] == len(held) - 1 and summary["skipped_overlong_prompts"] == 1
+    assert held[1].id not in {s["id"] for s in summary["samples"]}
+    assert "skipped_overlong_prompts" not in tr.evaluate(data[1])
+    # vLLM's context holds the longest kept prompt and the larger of the training / evaluation budgets
+    assert max_model_len(cfg) == 400 + 12
+    cfg.trainer.eval_max_tokens = 64
+    assert max_model_len(cfg) == 400 + 64
+
+
 def test_a_crash_while_deleting_old_checkpoints_leaves_no_half_checkpoint(tiny_vl_path, tmp_path, data, monkeypatch):
     import shutil
 

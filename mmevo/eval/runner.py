@@ -262,7 +262,7 @@ def run_benchmark(cfg: Config, policy=None, engine=None) -> dict:
     if pending:
         policy = policy or load_policy(cfg, str(model_path))
         prompt_limit = _prompt_limit(policy.model, e.max_prompt_length, max_tokens)
-        cfg.rollout.max_tokens = max_tokens  # these two size vLLM's max_model_len
+        cfg.rollout.max_tokens = cfg.trainer.eval_max_tokens = max_tokens  # these size vLLM's max_model_len
         cfg.data.max_prompt_length = prompt_limit
         engine = engine or build_engine(cfg, policy)
         params = SamplingParams(temperature=cfg.rollout.eval_temperature, top_p=1.0, max_tokens=max_tokens,

@@ -882,6 +882,10 @@ class GRPOTrainer:
         from mmevo.grpo.distributed import all_gather_objects, rank, world_size
 
         examples = list(self.heldout if examples is None else examples)  # an empty list is an empty set
+        # prompts over data.max_prompt_length are left out and counted, as in training (verl filters its validation
+        # set the same way); the vLLM engine's context holds no more than that plus the response budget
+        fits = [ex for ex in examples if len(self.prompts(ex).input_ids) <= self.cfg.data.max_prompt_length]
+        overlong, examples = len(examples) - len(fits), fits
         if getattr(self.engine, "weights_stale", False):  # vLLM slept at level 2 and has not been synced since
             self.engine.sync_weights(self.model)
         split = self.ds_engine is not None and world_size() > 1
@@ -893,7 +897,10 @@ class GRPOTrainer:
         if split:  # back in the examples' order: rank r holds positions r, r + W, ...
             parts = all_gather_objects(records)
             records = [parts[i % len(parts)][i // len(parts)] for i in range(len(examples))]
-        return summarize_eval(records)
+        summary = summarize_eval(records)
+        if overlong:
+            summary["skipped_overlong_prompts"] = overlong
+        return summary
 
 
 def default_strategy(cfg: Config) -> RolloutStrategy:

@@ -6,6 +6,13 @@ from mmevo.config import Config
 from mmevo.models.loader import LoadedModel, stop_token_ids, vision_token_ids
 
 
+def max_model_len(cfg: Config) -> int:
+    """vLLM's context length: the longest prompt kept (``data.max_prompt_length``) plus the larger response budget,
+    training's (``rollout.max_tokens``) or held-out evaluation's (``trainer.eval_max_tokens``); a smaller one would
+    cut evaluation responses short."""
+    return cfg.data.max_prompt_length + max(cfg.rollout.max_tokens, cfg.trainer.eval_max_tokens)
+
+
 def build_engine(cfg: Config, policy: LoadedModel, **vllm_kwargs):
     """``rollout.engine``: "hf" samples from the trained module itself; "vllm" runs a vLLM engine beside it.
 
@@ -32,7 +39,7 @@ def build_engine(cfg: Config, policy: LoadedModel, **vllm_kwargs):
         return VLLMEngine(policy.path, policy.tokenizer, stop_token_ids(policy.tokenizer, policy.model),
                           banned_ids=vision_token_ids(policy.tokenizer), dtype=cfg.model.dtype,
                           gpu_memory_utilization=r.gpu_memory_utilization, tensor_parallel_size=r.tensor_parallel_size,
-                          seed=cfg.trainer.seed, max_model_len=cfg.data.max_prompt_length + r.max_tokens,
+                          seed=cfg.trainer.seed, max_model_len=max_model_len(cfg),
                           kv_cache_gb=r.vllm_kv_cache_gb, enable_sleep_mode=r.enable_sleep_mode,
                           sleep_level=r.sleep_level, enforce_eager=r.enforce_eager,
                           mm_processor_kwargs=image_processor_kwargs(cfg.data.max_pixels, processor), **vllm_kwargs)
