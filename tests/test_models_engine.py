@@ -345,3 +345,133 @@ def test_decoding_over_shared_prefixes_equals_repeated_prefixes(tiny_vl_path, mo
                     # float noise of two summation orders, relative to the tensors' scale (~10 here)
                     assert (ka - kb).abs().max() <= 1e-5 * ka.abs().max()
                     assert (va - vb).abs().max() <= 1e-5 * va.abs().max()
+
+
+def _decode_logits(monkeypatch):
+    """Record the logits every decode step samples from (rows in the engine's live order)."""
+    import mmevo.rollout.hf as hf
+
+    steps = []
+    real = hf.sample_next
+    monkeypatch.setattr(hf, "sample_next",
+                        lambda logits, *a, **k: steps.append(logits.clone()) or real(logits, *a, **k))
+    return steps
+
+
+def _logits_per_completion(steps, flat):
+    """Per completion, the logits of each of its tokens: step s's rows are the completions with > s tokens, in
+    order (finished rows and rows without budget leave the batch)."""
+    per = [[] for _ in flat]
+    for s, logits in enumerate(steps):
+        live = [i for i, c in enumerate(flat) if len(c.token_ids) > s]
+        assert len(live) == logits.shape[0]
+        for j, i in enumerate(live):
+            per[i].append(logits[j])
+    return per
+
+
+def _assert_decode_equals_full_forward(lm, reqs, out, steps, atol, temperature=1.2):
+    from mmevo.models.inputs import collate
+
+    flat = [c for r in out for c in r]
+    req_of = [r for r in reqs for _ in range(r.n)]
+    assert len(flat) == len(req_of)
+    for c, got, r in zip(flat, _logits_per_completion(steps, flat), req_of):
+        assert c.full_ids[:len(r.prefix_ids)] == list(r.prefix_ids)
+        if not c.token_ids:
+            continue
+        # one unpadded forward of the whole sequence: prompt + prefix + tokens
+        b = collate(lm.model, [r.prompt], [c.full_ids], lm.tokenizer.pad_token_id)
+        with torch.no_grad():
+            ref = lm.model(**b.model_kwargs()).logits[0]
+        start = len(r.prompt.input_ids) + len(r.prefix_ids) - 1
+        ref = ref[start:start + len(c.token_ids)]
+        assert (torch.stack(got).double() - ref.double()).abs().max() <= atol
+        policy = torch.log_softmax(ref.double() / temperature, -1)[range(len(c.token_ids)), c.token_ids]
+        assert torch.allclose(torch.tensor(c.logprobs, dtype=torch.float64), policy, atol=1e-5)
+        if c.kv is not None:  # the kept cache: prompt + full_ids[:-1], and the position full_ids[-1] took
+            n_prompt = len(r.prompt.input_ids)
+            assert c.kv["layers"][0][0].shape[1] == n_prompt + len(c.full_ids) - 1
+            pos = b.position_ids[..., 0, -1] if b.position_ids.dim() == 3 else b.position_ids[0, -1]
+            assert c.kv["next_position"] == int(pos.max())
+
+
+@pytest.mark.parametrize("kind", ["vl", "text"])
+def test_decode_logits_equal_an_unshared_forward_of_each_sequence(kind, tiny_vl_path, tiny_text_path, monkeypatch):
+    """In float64 every decode step's logits equal those of one plain forward over that row's full sequence (to
+    1e-9; float32 noise of another summation order is ~1e-5 of the logits' scale): shared prefixes of different
+    prompt lengths, n = 1 and n > 1, retrace prefixes, rows leaving at stop tokens or at their own budgets, and a
+    zero budget; both attention paths (shared prefix: sdpa_gqa; repeated prefix: sdpa). Then continuing from the
+    kept KV caches (continue_from) equals a fresh prefill of prompt + prefix, mrope positions included. The shared
+    path computed its softmax in float32 (2e-5 off in float64)."""
+    lm = load_model(tiny_vl_path if kind == "vl" else tiny_text_path)
+    randomize(lm.model, seed=5)
+    lm.model.eval().double()
+    if kind == "vl":
+        prompts = _prompts(lm)
+    else:
+        prompts = [encode_prompt(lm.processor, False, t, []) for t in
+                   ("Find x.", "In triangle ABC angle A is 50 degrees and angle B is 60; find angle C.")]
+    assert len(prompts[0].input_ids) != len(prompts[1].input_ids)
+    params = SamplingParams(temperature=1.2, max_tokens=12, seed=3)
+    steps = _decode_logits(monkeypatch)
+    for impl in ("sdpa_gqa", "sdpa"):
+        lm.model.set_attn_implementation(impl)
+        eng = _engine(lm)
+        eng.stop_ids = torch.arange(100, 140)  # frequent stops: rows leave at different steps
+        reqs = [RolloutRequest(prompts[0], n=3, keep_kv=True), RolloutRequest(prompts[1], n=1, max_tokens=5),
+                RolloutRequest(prompts[1], n=2, prefix_ids=[105, 106], keep_kv=True),
+                RolloutRequest(prompts[0], n=2, max_tokens=0)]
+        steps.clear()
+        out = eng.generate(reqs, params)
+        assert {c.finish_reason for r in out for c in r} == {"stop", "length"}
+        assert len({len(c.token_ids) for r in out for c in r}) > 2
+        _assert_decode_equals_full_forward(lm, reqs, out, steps, atol=1e-9)
+        for c in out[0] + out[2]:
+            if c.finish_reason == "stop":
+                assert c.token_ids[-1] in eng.stop_ids and not set(c.token_ids[:-1]) & set(eng.stop_ids.tolist())
+        # continue from the kept caches, cut at 0, 1, half and all of each response
+        sources = [(prompts[0], c) for c in out[0]] + [(prompts[1], c) for c in out[2]]
+        cut = lambda c, k: [0, 1, len(c.full_ids) // 2, len(c.full_ids)][k % 4]
+        cont = [RolloutRequest(p, n=2, prefix_ids=c.full_ids[:cut(c, k)], max_tokens=5, continue_from=c)
+                for k, (p, c) in enumerate(sources)]
+        fresh = [RolloutRequest(r.prompt, n=2, prefix_ids=r.prefix_ids, max_tokens=5) for r in cont]
+        runs = []
+        for rs in (cont, fresh):
+            steps.clear()
+            runs.append(eng.generate(rs, SamplingParams(temperature=1.2, max_tokens=12, seed=9)))
+            _assert_decode_equals_full_forward(lm, rs, runs[-1], steps, atol=1e-9)
+        assert eng.stats.get("kv_reused_tokens", 0) > 0
+        assert [[c.token_ids for c in r] for r in runs[0]] == [[c.token_ids for c in r] for r in runs[1]]
+    lm.model.set_attn_implementation("sdpa_gqa")
+
+
+def test_requests_without_samples_and_bad_requests(vl):
+    p = _prompts(vl)[0]
+    eng = _engine(vl)
+    params = SamplingParams(temperature=1.0, max_tokens=3, seed=0)
+    assert eng.generate([RolloutRequest(p, n=0)], params) == [[]]  # crashed (max() of an empty budget)
+    out = eng.generate([RolloutRequest(p, n=0), RolloutRequest(p, n=2)], params)
+    assert out[0] == [] and len(out[1]) == 2
+    with pytest.raises(ValueError, match="n must be >= 0"):
+        eng.generate([RolloutRequest(p, n=-1)], params)
+    src = eng.generate([RolloutRequest(p, keep_kv=True)], params)[0][0]
+    other = _prompts(vl)[1]  # a different prompt than the kept cache's
+    with pytest.raises(ValueError, match="kept KV cache covers"):
+        eng.generate([RolloutRequest(other, prefix_ids=src.full_ids[:1], continue_from=src)], params)
+
+
+def test_seed_reproduces_samples_for_the_same_chunking(vl):
+    """generate's documented contract: a seed gives the same samples for the same requests and max_batch_seqs
+    (chunks draw from one generator in turn, so another chunking draws other, equally distributed, samples);
+    greedy decoding does not depend on the chunking."""
+    prompts = _prompts(vl)
+    reqs = [RolloutRequest(prompts[0], n=3), RolloutRequest(prompts[1], n=2), RolloutRequest(prompts[0], n=1)]
+    params = SamplingParams(temperature=1.0, max_tokens=8, seed=11)
+    ids = lambda out: [[c.token_ids for c in r] for r in out]
+    for mbs in (64, 3, 1):
+        eng = _engine(vl, max_batch_seqs=mbs)
+        assert ids(eng.generate(reqs, params)) == ids(eng.generate(reqs, params))
+    greedy = SamplingParams(temperature=0.0, max_tokens=8)
+    assert ids(_engine(vl, max_batch_seqs=64).generate(reqs, greedy)) == ids(
+        _engine(vl, max_batch_seqs=2).generate(reqs, greedy))

@@ -241,7 +241,9 @@ def shared_prefix_attention(query: torch.Tensor, key: torch.Tensor, value: torch
     if s > 1:  # query i of the last s sees own keys 0 .. t - s + i
         causal = torch.ones(s, t, dtype=torch.bool, device=query.device).tril(t - s).repeat(g, 1)
         own_scores = own_scores.masked_fill(~causal, float("-inf"))
-    probs = torch.softmax(torch.cat([prefix_scores, own_scores], -1).float(), -1).to(query.dtype)
+    # softmax in at least float32 (half-precision scores are upcast; float64 stays float64)
+    scores = torch.cat([prefix_scores, own_scores], -1)
+    probs = torch.softmax(scores.to(torch.promote_types(scores.dtype, torch.float32)), -1).to(query.dtype)
     out = to_rows(to_prefixes(probs[..., :W]) @ prefix_v) + probs[..., W:] @ value  # [N, KV, g*s, D]
     return out.reshape(N, H, s, D).transpose(1, 2).contiguous()
 

@@ -17,7 +17,7 @@ class SamplingParams:
     temperature: float = 1.0
     top_p: float = 1.0
     max_tokens: int = 256  # new tokens per completion (after any prefix)
-    seed: int | None = None  # seeds the sampler for reproducible rollouts
+    seed: int | None = None  # seeds the sampler: the same samples for the same requests and engine batching
 
 
 @dataclass
@@ -40,7 +40,7 @@ class Completion:
     """One sampled continuation. ``token_ids`` / ``logprobs`` cover only the newly generated tokens."""
 
     token_ids: list[int]
-    logprobs: list[float]  # log p of each sampled token under the temperature-scaled policy
+    logprobs: list[float]  # log p of each sampled token under the temperature-scaled policy (temperature 0: 1)
     finish_reason: str  # "stop" (a stop token was sampled, and is included) or "length"
     prefix_ids: list[int] = field(default_factory=list)
     # with RolloutRequest.keep_kv: {"layers": [(K [kv_heads, T, D], V)], "next_position": int}, the keys / values of

@@ -18,29 +18,52 @@ from mmevo.rollout.kv_cache import DecodeCache, SharedPrefixCache
 from mmevo.rollout.base import Completion, RolloutRequest, SamplingParams
 
 
+# below this ban-excluded mass a row's allowed probabilities (exp(scaled - lse), float32) may be subnormal or 0: the
+# row is renormalised over its allowed tokens first. Never reached by a policy that is not near-certain to emit a
+# banned token (every allowed token then has a probability below 2^-100).
+_LOW_ALLOWED_MASS = 2.0**-100
+
+
 def sample_next(logits: torch.Tensor, params: SamplingParams, generator: torch.Generator | None,
                 banned_ids: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """Pick the next token per row. logits [B, V] -> (tokens [B], logprobs [B] under softmax(logits / T)).
 
     ``banned_ids`` (vision placeholders) are never sampled: one in a response would desynchronise image features and
     placeholder tokens when the sequence is scored. The returned log-probs are those of the unmodified policy (what
-    the trainer computes), not of the renormalised sampling distribution.
+    the trainer computes), not of the renormalised sampling distribution. ``top_p``: the smallest set of the likeliest
+    allowed tokens whose renormalised mass reaches ``top_p`` (HF's / vLLM's nucleus, applied after the bans); 0 is
+    greedy. A row whose every token is banned or has probability 0 raises ValueError.
     """
     logits = logits.float()
     scaled = logits / params.temperature if params.temperature > 0 else logits
     lse = torch.logsumexp(scaled, -1)  # [B]; NaN / +inf anywhere in a row makes it non-finite
     if not torch.isfinite(lse).all():
+        if bool(torch.isfinite(logits).all()):
+            raise FloatingPointError(f"temperature {params.temperature} is too small: logits / T overflow float32")
         raise FloatingPointError("the policy produced non-finite logits (NaN/inf weights?)")
     banned = banned_ids is not None and banned_ids.numel() > 0
 
-    def likeliest_allowed(x: torch.Tensor) -> torch.Tensor:
-        return (x.index_fill(-1, banned_ids, float("-inf")) if banned else x).argmax(-1)
+    def allowed(x: torch.Tensor) -> torch.Tensor:
+        return x.index_fill(-1, banned_ids, float("-inf")) if banned else x
 
     if params.temperature <= 0:
-        tok = likeliest_allowed(scaled)
+        masked = allowed(scaled)
+        tok = masked.argmax(-1)
+        if not bool((masked.gather(-1, tok[:, None]) > float("-inf")).all()):
+            raise ValueError("sample_next: a row has no token to pick (every token banned or of probability 0)")
     else:
         probs = torch.exp(scaled - lse[:, None])  # [B, V] the policy's probabilities
         if banned:
+            low = probs[:, banned_ids].sum(-1) > 0.5  # cheap gate (few banned ids) before the exact allowed mass
+            if bool(low.any()):
+                rows = low.nonzero().flatten()
+                rows = rows[probs[rows].index_fill(-1, banned_ids, 0.0).sum(-1) < _LOW_ALLOWED_MASS]
+                if rows.numel():  # float32 lost (some of) these rows' allowed probabilities: renormalise them
+                    renorm = torch.softmax(allowed(scaled[rows]), -1)
+                    if not bool(torch.isfinite(renorm).all()):
+                        raise ValueError("sample_next: a row has no token to sample (every token banned or of "
+                                         "probability 0)")
+                    probs[rows] = renorm
             probs.index_fill_(-1, banned_ids, 0.0)
         if params.top_p < 1.0:
             # nucleus of the renormalised (ban-excluded) distribution; always keeps the most likely token
@@ -49,8 +72,8 @@ def sample_next(logits: torch.Tensor, params: SamplingParams, generator: torch.G
             probs = torch.zeros_like(probs).scatter(-1, idx, sorted_p * keep)
         tok = sample_categorical(probs, generator)
         empty = tok < 0
-        if bool(empty.any()):  # every allowed token's probability underflowed to 0: the likeliest allowed one
-            tok[empty] = likeliest_allowed(scaled[empty])
+        if bool(empty.any()):  # top_p <= 0 keeps nothing: the likeliest allowed token
+            tok[empty] = allowed(scaled[empty]).argmax(-1)
     return tok, scaled.gather(-1, tok[:, None]).squeeze(-1) - lse
 
 
@@ -61,10 +84,21 @@ def sample_categorical(weights: torch.Tensor, generator: torch.Generator | None)
     exponential per vocabulary entry instead (on CPU about 0.6 ms per step at V=509 and 185 ms at Qwen's V=151,936
     for 64 rows, against 0.04 / 21 ms here). A zero-weight entry is never drawn: the uniform is kept strictly below
     the row's total, so the search lands on an entry where the running sum increases. A row whose weights are all
-    0 gets -1.
+    0 gets -1. A row whose total is subnormal or overflows is scaled by a power of two first (exact); a NaN, infinite
+    or negative weight in such a row raises ValueError. Resolution: float32 running sums and a 24-bit uniform, so a
+    token's chance is exact only to about 2^-24 of its row's total.
     """
     cdf = weights.cumsum(-1)  # [B, V]
     total = cdf[:, -1:]
+    odd = ((total > 0) & (total < torch.finfo(cdf.dtype).tiny)) | ~torch.isfinite(total)
+    if bool(odd.any()):  # never for sample_next's probabilities (their total is about 1)
+        rows = odd.squeeze(-1).nonzero().flatten()
+        w = weights[rows]
+        if not bool((torch.isfinite(w) & (w >= 0)).all()):
+            raise ValueError("sample_categorical: weights must be finite and non-negative")
+        w = torch.ldexp(w, -torch.frexp(w.amax(-1, keepdim=True)).exponent)  # largest weight in [0.5, 1)
+        cdf = cdf.index_copy(0, rows, w.cumsum(-1))
+        total = cdf[:, -1:]
     u = torch.rand(total.shape, generator=generator, dtype=cdf.dtype, device=cdf.device) * total
     u = torch.minimum(u, torch.nextafter(total, torch.zeros_like(total)))  # u * total may round up to total
     tok = torch.searchsorted(cdf, u, right=True).squeeze(-1)
@@ -131,7 +165,19 @@ class HFEngine:
 
     @torch.no_grad()
     def generate(self, requests: Sequence[RolloutRequest], params: SamplingParams) -> list[list[Completion]]:
+        """``request.n`` completions per request, in order.
+
+        Requests are decoded in chunks of at most ``max_batch_seqs`` rows (a request with more rows is one chunk of
+        its own; requests that continue from kept KV caches and those that prefill go to separate chunks), one chunk
+        after the other, all drawing from one generator seeded with ``params.seed``: each decode step takes one
+        uniform per live row. So a seed reproduces the same samples for the same requests and ``max_batch_seqs``,
+        but another ``max_batch_seqs`` (another chunking), other requests in the call, another order or other stop
+        tokens give other samples (from the same distribution).
+        """
         self._require_open()
+        bad = [r.n for r in requests if r.n < 0]
+        if bad:
+            raise ValueError(f"RolloutRequest.n must be >= 0, got {bad[0]}")
         generator = None
         if params.seed is not None:
             generator = torch.Generator(device="cpu").manual_seed(params.seed)
@@ -157,6 +203,8 @@ class HFEngine:
             raise RuntimeError("this HFEngine is closed (close() was called); build a new engine to sample")
 
     def _generate_chunk(self, requests, idxs, params, generator, results) -> None:
+        if not any(requests[i].n for i in idxs):  # only n=0 requests: nothing to sample, no prefill
+            return
         model = unwrap(self.model)
         was_training = model.training
         model.eval()
@@ -187,6 +235,9 @@ class HFEngine:
             if list(r.prefix_ids) != full[:a]:
                 raise ValueError("continue_from: prefix_ids is not a prefix of that completion's tokens")
             n_kv = src.kv["layers"][0][0].shape[1]  # prompt + full[:-1]
+            if n_kv - (len(full) - 1) != len(r.prompt.input_ids):
+                raise ValueError(f"continue_from: that completion's kept KV cache covers a {n_kv - len(full) + 1}-"
+                                 f"token prompt, this request's prompt has {len(r.prompt.input_ids)} tokens")
             keep = n_kv - (len(full) - 1) + (a - 1)  # (prompt + prefix)[:-1]
             last = full[a - 1] if a else r.prompt.input_ids[-1]  # the token that runs: (prompt + prefix)[-1]
             rows.append((src.kv, keep, last, src.kv["next_position"] - len(full) + a))
