@@ -6,18 +6,24 @@ and reports the largest:
 
 - ``rollout``: vLLM awake (its ``gpu_memory_utilization`` share of the GPU) + what the trainer keeps resident
   (CUDA context, weights or their ZeRO-3 shard, fp32 master + Adam moments unless offloaded, ZeRO-3's gradient
-  partition, the reference unless offloaded) + one 256 MiB weight-sync bucket. With ``rollout.engine=hf`` the
+  partition, the reference unless offloaded) + the weight sync's gathered ZeRO-3 buckets, still cached by the
+  allocator when ``sync_weights`` wakes the KV cache (``weight_sync_bytes``). With ``rollout.engine=hf`` the
   policy generates itself: gathered weights, KV cache and prefill activations instead of vLLM.
 - ``logprob``: the no-grad old-policy and reference log-prob passes: vLLM asleep, resident state, the ZeRO-3
   gathered working set, the reference's weights (brought onto the GPU for its pass with ``model.ref_offload``),
   no-grad activations (KV of all layers + one layer's temporaries) and the logits of one chunk.
 - ``update``: vLLM asleep, resident state, gradients, ZeRO-3 gathered working set, activations and logits of one
   training micro-batch.
+- ``optimizer_step``: vLLM asleep, resident state, gradients and the optimizer step's temporaries
+  (``optimizer_step_bytes``; the micro-batch's activations are freed by then).
 
 Byte counts are estimates for planning (right to about ten per cent), not measurements. The allocator's
 fragmentation and library workspaces (cuBLAS, flash-attention, NCCL buffers beyond the context) are what the 8 %
 headroom in ``fits`` is for. The planner assumes that the trainer returns its cached blocks
-(``torch.cuda.empty_cache()``) before vLLM wakes, so that the update's activations are not still reserved then.
+(``torch.cuda.empty_cache()``) after the update and before ``sync_weights`` wakes vLLM's pools (weights, then KV
+cache), so that the update's activations and optimizer temporaries are not still reserved then (``VLLMEngine``
+does so before every wake-up; ``tests/test_vllm_engine.py`` checks the order); the sync's own gathered buckets are
+counted as if still cached when the KV cache wakes (an upper bound).
 
 Shapes in comments use: h hidden, i MLP width, L layers, a heads, k KV heads, d head dim, V vocabulary, T tokens of a
 micro-batch, W world size (GPUs), b bytes per element of the model dtype.
@@ -218,6 +224,18 @@ def trainable_params(m: ModelDims, lora_rank: int = 0, lora_targets=(), freeze_v
     return n
 
 
+def largest_param_numel(m: ModelDims) -> int:
+    """Elements of the largest single parameter tensor: the embedding / lm_head [V, h], an MLP or attention
+    projection, or a vision-tower matrix (fused qkv [3vh, vh], MLP [vi, vh], merger [vh*m^2, vh*m^2] and
+    [out, vh*m^2])."""
+    sizes = [m.vocab * m.hidden, m.hidden * m.intermediate, m.hidden * max(m.q_dim, m.hidden)]
+    v = m.vision
+    if v is not None:
+        wide = v.hidden * v.merge ** 2
+        sizes += [3 * v.hidden * v.hidden, v.hidden * v.intermediate, wide * wide, wide * v.out_hidden]
+    return max(sizes)
+
+
 def largest_gathered_params(m: ModelDims) -> int:
     """The most parameters ZeRO-3 must gather at once: the embedding or lm_head [V, h], or one decoder layer."""
     return max(m.vocab * m.hidden, lm_layer_params(m), vision_block_params(m.vision) if m.vision else 0)
@@ -239,6 +257,7 @@ class ZeroSettings:
     overlap_comm: bool = False
     reduce_bucket_size: int = 500_000_000  # DeepSpeed's default
     prefetch_bucket_size: int = 50_000_000  # DeepSpeed's default (ZeRO-3)
+    sub_group_size: int = 1_000_000_000  # DeepSpeed's default (ZeRO-3: the optimizer steps one sub-group at a time)
     force_ds_cpu_optimizer: bool = True  # DeepSpeed's default: a torch optimizer + CPU offload raises
 
 
@@ -262,6 +281,7 @@ def read_deepspeed(path: str | Path) -> ZeroSettings:
         overlap_comm=bool(z.get("overlap_comm", stage == 3)),  # DeepSpeed turns it on by default for ZeRO-3 only
         reduce_bucket_size=num("reduce_bucket_size", 500_000_000),
         prefetch_bucket_size=num("stage3_prefetch_bucket_size", num("prefetch_bucket_size", 50_000_000)),
+        sub_group_size=num("sub_group_size", 1_000_000_000),
         force_ds_cpu_optimizer=bool(cfg.get("zero_force_ds_cpu_optimizer", True)))
 
 
@@ -344,6 +364,30 @@ def gradient_resident_bytes(n_trainable: int, dtype_bytes: int, zero: ZeroSettin
     if zero.enabled and zero.stage == 3 and not _offloaded(zero.offload_optimizer):
         return math.ceil(n_trainable * grad_accum_bytes(dtype_bytes, zero) / world)
     return 0
+
+
+def optimizer_step_bytes(n_trainable: int, dtype_bytes: int, zero: ZeroSettings, world: int,
+                         largest_param: int = 0) -> int:
+    """Temporaries of the optimizer step on the GPU, beyond the gradients and the optimizer states.
+
+    torch's AdamW (foreach, mmevo's optimizer; DeepSpeed runs it too) forms sqrt(exp_avg_sq) as a new tensor for
+    every parameter it steps at once (the other updates are in place):
+    - plain PyTorch: all trainable parameters in one step, moments in the model dtype: P_train * b.
+    - ZeRO-1/2: one parameter group at a time, over the rank's fp32 partition: 4 * P_train / W, plus the fp32
+      copy of the gradient partition when the accumulation dtype is not fp32 (another 4 * P_train / W).
+    - ZeRO-3: one sub-group of the rank's partition at a time; a sub-group closes once it reaches
+      ``sub_group_size`` elements (DeepSpeed's default 1e9), so it holds up to that + one parameter's partition
+      (``largest_param`` / W): the flattened fp32 gradient copy (``_prepare_fp32_grad_for_sub_group``) + the sqrt
+      temporary, 8 * min(P_train / W, sub_group_size + largest_param / W).
+    - offloaded optimizer: 0 (the step runs in host memory)."""
+    if not zero.enabled:
+        return n_trainable * dtype_bytes
+    if _offloaded(zero.offload_optimizer):
+        return 0
+    part = math.ceil(n_trainable / (world if zero.stage >= 1 else 1))
+    if zero.stage == 3:
+        return 8 * min(part, zero.sub_group_size + math.ceil(largest_param / world))
+    return 4 * part * (1 if grad_accum_bytes(dtype_bytes, zero) == 4 else 2)
 
 
 def zero3_gathered_bytes(m: ModelDims, dtype_bytes: int, zero: ZeroSettings) -> int:
@@ -518,6 +562,25 @@ def vllm_bytes(awake: bool, gpu_memory_utilization: float, gpu_mem_bytes: int, e
     return int((VLLM_ASLEEP_BASE_GIB + (0 if enforce_eager else VLLM_CUDA_GRAPHS_GIB)) * GiB)
 
 
+def vllm_weight_bytes(n_params: int, dtype_bytes: int) -> int:
+    """vLLM's own copy of the weights inside its budget (``tensor_parallel_size=1``): P * b (LoRA adapters are
+    merged into the base weights before the sync). Asleep: in pinned host memory at level 1, discarded at level 2."""
+    return n_params * dtype_bytes
+
+
+def vllm_kv_bytes_per_token(m: ModelDims, dtype_bytes: int) -> int:
+    """K and V of every layer for one token: 2 * L * (k*d) * b (Qwen2.5-VL-7B: 57,344 B)."""
+    return 2 * m.layers * m.kv_dim * dtype_bytes
+
+
+def vllm_kv_cache_max_bytes(gpu_memory_utilization: float, gpu_mem_bytes: int, weight_bytes: int,
+                            enforce_eager: bool) -> int:
+    """The most vLLM can give its KV cache: its budget minus its weights and CUDA graphs (vLLM also subtracts the
+    peak activations of its profiling run, which the planner does not know: the real cache is smaller)."""
+    graphs = 0 if enforce_eager else int(VLLM_CUDA_GRAPHS_GIB * GiB)
+    return max(0, int(gpu_memory_utilization * gpu_mem_bytes) - weight_bytes - graphs)
+
+
 def hf_rollout_bytes(m: ModelDims, batch_seqs: int, prompt_len: int, response_len: int, dtype_bytes: int) -> int:
     """Sampling with the HF engine (``rollout.engine=hf``): KV cache of ``rollout.max_batch_seqs`` sequences at full
     length, 2 * L * (k*d) * b per token, + the prefill's per-layer temporaries for all prompt tokens at once
@@ -530,6 +593,17 @@ def hf_rollout_bytes(m: ModelDims, batch_seqs: int, prompt_len: int, response_le
 
 
 WEIGHT_SYNC_BUCKET = 256 * 1024 ** 2  # gathered ZeRO-3 weights are streamed into vLLM 256 MiB at a time
+
+
+def weight_sync_bytes(m: ModelDims, dtype_bytes: int, zero: ZeroSettings) -> int:
+    """The trainer's side of ``VLLMEngine.sync_weights``. Under ZeRO-3 (``mmevo.models.weights.raw_state_items``)
+    parameters are gathered in buckets that close once they reach ``WEIGHT_SYNC_BUCKET``, so a bucket holds up to
+    256 MiB + the largest parameter (the embedding or lm_head [V, h], 1.02 GiB for Qwen2.5-VL-7B), and each gathered
+    tensor is cloned before it is yielded, while the bucket stays gathered: 2 * (256 MiB + largest * b), 2.53 GiB
+    for 7B. Without ZeRO-3 the live tensors are streamed as they are (same dtype): 0."""
+    if not (zero.enabled and zero.stage == 3):
+        return 0
+    return 2 * (WEIGHT_SYNC_BUCKET + largest_param_numel(m) * dtype_bytes)
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -621,12 +695,18 @@ def item_bytes(cfg, m: ModelDims, zero: ZeroSettings, world: int, gpu_mem_bytes:
         "logits": logits_bytes(positions, m.vocab, LOGITS_COPIES_TRAIN),
         "nograd_activations": nograd_activation_bytes(m, tokens, b),
         "nograd_logits": logits_bytes(positions, m.vocab, LOGITS_COPIES_NO_GRAD),
+        "optimizer_step": optimizer_step_bytes(n_train, b, zero, world, largest_param_numel(m)),
     }
     r = cfg.rollout
     if r.engine == "vllm":
         for key, awake in (("vllm_awake", True), ("vllm_asleep", False)):
             items[key] = vllm_bytes(awake, r.gpu_memory_utilization, gpu_mem_bytes, r.enable_sleep_mode,
                                     r.sleep_level, r.enforce_eager)
+        # the parts of vllm_awake (not added again): its weights and the most its KV cache can get
+        items["vllm_weights"] = vllm_weight_bytes(total_params(m), b)
+        items["vllm_kv_cache_max"] = vllm_kv_cache_max_bytes(r.gpu_memory_utilization, gpu_mem_bytes,
+                                                             items["vllm_weights"], r.enforce_eager)
+        items["weight_sync_buffers"] = weight_sync_bytes(m, b, zero)
     else:
         items["hf_rollout"] = hf_rollout_bytes(m, r.max_batch_seqs, cfg.data.max_prompt_length, r.max_tokens, b)
         # ZeRO-3 HF sampling gathers the whole model on every rank (mmevo.grpo.distributed.zero3_full_weights)
@@ -656,12 +736,23 @@ def plan(cfg, gpus: int = 1, gpu_mem_gib: float = 80.0, config_path: str | Path 
 
     n_total, n_train = param_counts(cfg, m)
     P, R = cfg.data.max_prompt_length, r.max_tokens
+    from mmevo.config import MMZeroConfig
+
+    if cfg.mmzero != MMZeroConfig():
+        warnings.append("mmzero: this is the plan of one role's GRPO run; the frozen roles are not in it (each "
+                        f"keeps its model on {cfg.model.device} ({_gib(total_params(m) * b)} GiB) and a vLLM engine "
+                        "that wakes at rollout.gpu_memory_utilization while the trained role's engine is awake)")
     S = P + R
     T = tokens_per_micro_batch(t.micro_batch_seqs, t.max_tokens_per_micro_batch, S)
     response_positions = T * R // S
     patches = image_patches_per_micro_batch(m.vision, T, P, S)
     items = item_bytes(cfg, m, zero, W, mem, T, response_positions, patches)
     vllm = r.engine == "vllm"
+    kv_tokens = items["vllm_kv_cache_max"] // vllm_kv_bytes_per_token(m, b) if vllm else 0
+    if vllm and kv_tokens < S:
+        warnings.append(f"vLLM's budget (rollout.gpu_memory_utilization={r.gpu_memory_utilization}) leaves a KV cache "
+                        f"for at most {kv_tokens} tokens after its weights and CUDA graphs, under one sequence of {S} "
+                        "(data.max_prompt_length + rollout.max_tokens): vLLM refuses to start")
 
     ref_offload = cfg.model.ref_offload
     resident = {k: items[k] for k in ("cuda_context_nccl", "policy_weights", "master_weights_fp32", "adam_moments")}
@@ -669,7 +760,8 @@ def plan(cfg, gpus: int = 1, gpu_mem_gib: float = 80.0, config_path: str | Path 
     resident["reference"] = 0 if ref_offload else items["reference"]
     asleep = {"vllm_asleep": items["vllm_asleep"]} if vllm else {}
     phases = {
-        "rollout": {**resident, **({"vllm_awake": items["vllm_awake"], "weight_sync_bucket": WEIGHT_SYNC_BUCKET}
+        "rollout": {**resident, **({"vllm_awake": items["vllm_awake"],
+                                    "weight_sync_buffers": items["weight_sync_buffers"]}
                                    if vllm else {"hf_rollout": items["hf_rollout"],
                                                  "hf_gathered_weights": items["hf_gathered_weights"]})},
         "logprob": {**resident, **asleep, "reference": items["reference"] if ref_offload else resident["reference"],
@@ -678,6 +770,8 @@ def plan(cfg, gpus: int = 1, gpu_mem_gib: float = 80.0, config_path: str | Path 
         "update": {**resident, **asleep, "gradients": items["gradients"],
                    "zero3_gathered_params": items["zero3_gathered_params"], "activations": items["activations"],
                    "activations_vision": items["activations_vision"], "logits": items["logits"]},
+        "optimizer_step": {**resident, **asleep, "gradients": items["gradients"],
+                           "optimizer_step": items["optimizer_step"]},
     }
     totals = {name: sum(parts.values()) for name, parts in phases.items()}
     peak_phase = max(totals, key=totals.get)
@@ -707,7 +801,9 @@ def plan(cfg, gpus: int = 1, gpu_mem_gib: float = 80.0, config_path: str | Path 
                   "image_patches_per_micro_batch": patches if not _vision_frozen(cfg) else 0,
                   "ref_offload": ref_offload, "kl_coef": cfg.algo.kl_coef, "rollout_engine": r.engine,
                   **({"gpu_memory_utilization": r.gpu_memory_utilization, "sleep_mode": r.enable_sleep_mode,
-                      "sleep_level": r.sleep_level, "cuda_graphs": not r.enforce_eager} if vllm else {})},
+                      "sleep_level": r.sleep_level, "cuda_graphs": not r.enforce_eager,
+                      "vllm_kv_cache_max_tokens": kv_tokens}
+                     if vllm else {})},
         "per_gpu_gib": {k: _gib(v) for k, v in items.items()},
         "phases_gib": {name: {**{k: _gib(v) for k, v in parts.items() if v}, "total": _gib(totals[name])}
                        for name, parts in phases.items()},

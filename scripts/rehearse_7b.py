@@ -373,7 +373,7 @@ def planner_items_at(cfg, dims, shapes: dict, gpu_mem_gib: float) -> dict[str, i
     images = shapes["forward_prompts"]
     items = mp.item_bytes(cfg, dims, mp.ZeroSettings(), 1, int(gpu_mem_gib * GiB), shapes["forward_tokens"],
                           n * shapes["response_tokens"], images * shapes["image_patches_per_prompt"])
-    return {**items, "weight_sync_bucket": mp.WEIGHT_SYNC_BUCKET}
+    return items
 
 
 def compare(meter: Meter, items: dict[str, int], counted: dict, with_vllm: bool) -> dict:
@@ -415,8 +415,8 @@ def compare(meter: Meter, items: dict[str, int], counted: dict, with_vllm: bool)
         end = used("sleep", "end")
         row("vllm_asleep", None if start is None or end is None else end - start, planned("vllm_asleep"),
             "device-wide use left by vLLM after sleep()")
-        row("weight_sync_extra", delta("weight_sync"), planned("weight_sync_bucket"),
-            "peak allocated during sync_weights minus allocated before it; planner: the 256 MiB bucket")
+        row("weight_sync_extra", delta("weight_sync"), planned("weight_sync_buffers"),
+            "peak allocated during sync_weights minus allocated before it; planner: gathered buckets and their clones")
     start = used("update", "start")
     row("update_phase_peak", None if start is None or delta("update") is None else start + delta("update"),
         planned("cuda_context_nccl", "policy_weights", *(("vllm_asleep",) if with_vllm else ()), *upd),
@@ -554,7 +554,7 @@ def run(args) -> dict:
     with meter.phase("update") as rec:
         counted["grads_gib"] = update_pass(cfg, model, ps, rs, tokenizer.pad_token_id, args.device, old, rec) / GiB
     model.zero_grad(set_to_none=True)  # what the optimizer step leaves before the next rollout (grads freed)
-    _free(args.device)  # the trainer empties the cache before waking vLLM
+    _free(args.device)  # as VLLMEngine does before every wake-up
 
     # -- weight sync and sampling on the synced weights
     if engine is not None:

@@ -405,6 +405,89 @@ def test_cli_prints_one_json_object(capsys):
     out = json.loads(capsys.readouterr().out)
     assert out["setup"]["gpus"] == 8 and out["setup"]["gpu_memory_utilization"] == 0.5
     assert isinstance(out["fits"], bool) and {"peak_gib", "headroom_frac", "phases_gib"} <= set(out)
-    assert set(out["phases_gib"]) == {"rollout", "logprob", "update"}
+    assert set(out["phases_gib"]) == {"rollout", "logprob", "update", "optimizer_step"}
     assert main(["plan-memory", cfg, "model.path=Someone/Unknown-Model", "--gpus", "8"]) == 2
     assert "no built-in dimensions" in capsys.readouterr().err
+
+
+# -- Qwen2.5-VL-7B on 8 x 80 GiB under configs/deepspeed/zero3.json, by hand ------------------------------------------
+# LM layer: q 3584*3584 + 3584, k and v 3584*512 + 512 each, o 3584*3584, MLP 3 * 3584*18944, norms 2*3584
+LAYER_7B = 3584 * 3584 + 3584 + 2 * (3584 * 512 + 512) + 3584 * 3584 + 3 * 3584 * 18944 + 2 * 3584
+# ViT block: qkv 1280*3840 + 3840, proj 1280*1280 + 1280, gate/up 2 * (1280*3420 + 3420), down 3420*1280 + 1280,
+# two RMSNorms; merger: RMSNorm 1280, 5120*5120 + 5120, 5120*3584 + 3584; patch embedding 3*2*14*14 * 1280
+BLOCK_7B = 1280 * 3840 + 3840 + 1280 * 1280 + 1280 + 2 * (1280 * 3420 + 3420) + 3420 * 1280 + 1280 + 2 * 1280
+VISION_7B = 3 * 2 * 14 * 14 * 1280 + 32 * BLOCK_7B + 1280 + 5120 * 5120 + 5120 + 5120 * 3584 + 3584
+P_7B = 28 * LAYER_7B + 2 * 152064 * 3584 + 3584 + VISION_7B  # untied embedding and lm_head, final norm
+# per GPU in bytes, W = 8: CUDA context + NCCL 1.5 GiB, bf16 shard, fp32 master, Adam m + v, fp32 gradient partition
+RESIDENT_7B = int(1.5 * GiB) + P_7B * 2 // 8 + P_7B * 4 // 8 + P_7B * 8 // 8 + P_7B * 4 // 8
+
+
+def test_qwen2_5_vl_7b_parameter_count_by_hand():
+    assert LAYER_7B == 233_057_792 and VISION_7B == 676_550_144
+    assert P_7B == 8_292_166_656  # the checkpoint's safetensors hold exactly this many
+    m = mp.model_dims("Qwen/Qwen2.5-VL-7B-Instruct")
+    assert mp.total_params(m) == P_7B and mp.vision_params(m.vision) == VISION_7B
+
+
+@pytest.mark.parametrize("cfg", SHIPPED_7B)
+def test_weight_sync_buffers_are_a_gathered_bucket_and_its_clones(cfg):
+    """ZeRO-3 weight sync (mmevo.models.weights.raw_state_items): a bucket closes once it reaches 256 MiB, so it holds
+    up to 256 MiB + the embedding / lm_head (152064 x 3584 bf16), and every gathered tensor is cloned while the bucket
+    stays gathered; the allocator still holds both when sync_weights wakes the KV cache. Was a flat 256 MiB."""
+    sync = 2 * (256 * 2 ** 20 + 152064 * 3584 * 2)
+    assert sync == 2_716_860_416
+    p = _plan(cfg)
+    assert p["per_gpu_gib"]["weight_sync_buffers"] == round(sync / GiB, 2) == 2.53
+    rollout = RESIDENT_7B + int(0.6 * 80 * GiB) + sync  # vLLM awake at 0.6 of 80 GiB, reference in host memory
+    assert p["phases_gib"]["rollout"]["total"] == round(rollout / GiB, 2) == 69.41
+    assert p["peak_phase"] == "rollout" and p["peak_gib"] == 69.41
+    assert p["fits"] is True and rollout <= 0.92 * 80 * GiB and p["headroom_frac"] == round(1 - rollout / (80 * GiB), 3)
+    # without ZeRO-3 the live tensors are streamed as they are: nothing gathered, nothing cloned
+    z2 = _plan(cfg, "trainer.deepspeed=configs/deepspeed/zero2.json")
+    assert z2["per_gpu_gib"]["weight_sync_buffers"] == 0 and "weight_sync_buffers" not in z2["phases_gib"]["rollout"]
+
+
+def test_optimizer_step_temporaries_by_hand():
+    n, b, W = 1000, 2, 4
+    z3 = mp.ZeroSettings(enabled=True, stage=3, grad_accum_dtype="fp32", sub_group_size=100)
+    # a sub-group closes at >= 100 elements: up to 100 + one parameter's partition (52 / 4 = 13); fp32 grad copy +
+    # AdamW's sqrt(v), 4 + 4 bytes each
+    assert mp.optimizer_step_bytes(n, b, z3, W, largest_param=52) == 8 * 113
+    assert mp.optimizer_step_bytes(n, b, mp.ZeroSettings(enabled=True, stage=3), W) == 8 * 250  # 1e9 > 250
+    z2 = mp.ZeroSettings(enabled=True, stage=2, grad_accum_dtype="fp32")
+    assert mp.optimizer_step_bytes(n, b, z2, W) == 4 * 250  # sqrt(v) over the fp32 partition
+    assert mp.optimizer_step_bytes(n, b, mp.ZeroSettings(enabled=True, stage=2), W) == 8 * 250  # + fp32 grad copy
+    assert mp.optimizer_step_bytes(n, b, mp.ZeroSettings(), 1) == 2000  # torch AdamW: sqrt of bf16 v, all at once
+    off = mp.ZeroSettings(enabled=True, stage=3, offload_optimizer="cpu")
+    assert mp.optimizer_step_bytes(n, b, off, W) == 0
+
+
+def test_optimizer_step_phase_of_the_shipped_7b_config():
+    p = _plan(SHIPPED_7B[0])
+    # the rank's partition 8,292,166,656 / 8 = 1,036,520,832 < 1e9 + the lm_head's partition (152064*3584 / 8):
+    # one sub-group; fp32 grad copy + sqrt(v) = 8 bytes per element
+    step = 8 * (P_7B // 8)
+    assert p["per_gpu_gib"]["optimizer_step"] == round(step / GiB, 2) == 7.72
+    buckets = 2 * 12845056 * 2  # zero3.json's reduce bucket, bf16, twice with overlap_comm
+    total = RESIDENT_7B + buckets + int(1.5 * GiB) + step  # + vLLM asleep (pools freed, CUDA graphs kept)
+    assert p["phases_gib"]["optimizer_step"]["total"] == round(total / GiB, 2) == 28.15
+
+
+def test_vllm_weights_and_kv_cache_by_hand():
+    p = _plan(SHIPPED_7B[0])
+    weights = P_7B * 2
+    kv_per_token = 2 * 28 * 4 * 128 * 2  # K and V, 28 layers, 4 KV heads of 128, bf16
+    kv = int(0.6 * 80 * GiB) - weights - GiB  # vLLM's budget - its weights - CUDA graphs
+    assert kv_per_token == 57_344 and p["per_gpu_gib"]["vllm_weights"] == round(weights / GiB, 2) == 15.45
+    assert p["per_gpu_gib"]["vllm_kv_cache_max"] == round(kv / GiB, 2)
+    assert p["setup"]["vllm_kv_cache_max_tokens"] == kv // kv_per_token == 590_847
+    # 0.2 x 80 GiB = 16 GiB cannot hold 15.45 GiB of weights + 1 GiB of CUDA graphs + one 2560-token sequence
+    small = _plan(SHIPPED_7B[0], "rollout.gpu_memory_utilization=0.2")
+    assert small["setup"]["vllm_kv_cache_max_tokens"] == 0
+    assert any("vLLM refuses to start" in w for w in small["warnings"])
+
+
+def test_mmzero_config_warns_that_frozen_roles_are_not_planned():
+    p = _plan("configs/mmzero_qwen2_5_vl_7b.yaml")
+    assert any(w.startswith("mmzero:") and "15.45 GiB" in w for w in p["warnings"])
+

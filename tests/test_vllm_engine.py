@@ -413,6 +413,26 @@ def test_sleep_level_2_marks_weights_stale_until_a_sync_that_wakes_weights_befor
     assert not eng.weights_stale
 
 
+def test_every_wake_up_follows_a_return_of_torchs_cached_blocks(fake_engine, monkeypatch):
+    """vLLM's pools come from its own allocator: right after an update torch's allocator still caches the update's
+    blocks (~20 GiB per 7B rank), and a wake-up before they go back to the driver runs out of memory."""
+    eng = fake_engine()
+    llm, model = eng.llm, torch.nn.Linear(3, 2)
+    monkeypatch.setattr(torch.cuda, "empty_cache", lambda: llm.calls.append("empty_cache"))
+    eng.sleep()
+    llm.calls.clear()
+    eng.sync_weights(model)  # level 2: weights, push, then the KV cache
+    assert llm.calls[:3] == ["empty_cache", ("wake_up", ["weights"]), ("reload_weights", 2)]
+    kv = llm.calls.index(("wake_up", ["kv_cache"]))
+    assert llm.calls[kv - 1] == "empty_cache" and llm.calls.count("empty_cache") == 2
+    eng.sleep()
+    eng.sleep_level = 1
+    eng._weights_stale = False
+    llm.calls.clear()
+    eng.wake()
+    assert llm.calls == ["empty_cache", ("wake_up", ["weights", "kv_cache"])]
+
+
 def test_sleep_level_1_keeps_weights_and_cpu_never_sleeps(fake_engine):
     eng = fake_engine(sleep_level=1, enforce_eager=True)
     llm = eng.llm

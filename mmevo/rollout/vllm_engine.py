@@ -626,6 +626,10 @@ class VLLMEngine:
     def _wake_tags(self, tags: Sequence[str]) -> None:
         tags = [t for t in ("weights", "kv_cache") if t in tags and t in self._sleeping_tags]
         if tags:
+            # vLLM's pools come from its own allocator: blocks the trainer's update (or the weight push's gathered
+            # buckets) left cached in torch's allocator must go back to the driver first, or the wake-up runs out
+            # of memory (~20 GiB per 7B rank right after an update); a no-op without CUDA
+            torch.cuda.empty_cache()
             self.llm.wake_up(tags=tags)
             self._sleeping_tags.difference_update(tags)
 
