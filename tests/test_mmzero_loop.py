@@ -374,3 +374,33 @@ def test_tiny_coevolution_iteration_end_to_end_and_resume(tiny_vl_path, tmp_path
     assert max(float((wa[k] - wb[k]).abs().max()) for k in wa) < 1e-6
     steps = [json.loads(l)["step"] for l in (solver / "metrics.jsonl").read_text().splitlines()]
     assert steps == [1, 2]
+
+
+def test_a_frozen_role_on_vllm_holds_no_weights_of_its_own(tiny_vl_path, monkeypatch):
+    """vLLM loads a frozen role's checkpoint itself: a full copy in the role's module (a 7B one on the GPU per frozen
+    role) made the 8-GPU MM-Zero config not fit. The HF engine samples from the module, which then has weights."""
+    from mmevo.evolve import mmzero
+    from mmevo.models.loader import load_model, stop_token_ids
+    from mmevo.rollout import factory
+
+    built = []
+
+    class _Engine:  # the vLLM boundary (a GPU engine); what the role hands it is what is checked
+        def __init__(self, cfg, policy):
+            built.append((cfg.rollout.engine, policy))
+
+        def sleep(self):
+            pass
+
+    monkeypatch.setattr(factory, "build_engine", _Engine)
+    for engine in ("vllm", "hf"):
+        cfg = load_config(None, [f"model.path={tiny_vl_path}", f"rollout.engine={engine}"])
+        role = mmzero.FrozenRole(cfg, str(tiny_vl_path))
+        on_meta = {p.device.type == "meta" for p in role.lm.model.parameters()}
+        assert on_meta == ({True} if engine == "vllm" else {False})
+        assert role.lm.is_vl and role.prompts is not None
+    full = load_model(tiny_vl_path)
+    meta = built[0][1]
+    assert stop_token_ids(meta.tokenizer, meta.model) == stop_token_ids(full.tokenizer, full.model)
+    assert meta.path == full.path
+    assert sum(p.numel() for p in meta.model.parameters()) == sum(p.numel() for p in full.model.parameters())

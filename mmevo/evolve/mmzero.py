@@ -133,7 +133,9 @@ class FrozenRole:
         cfg = copy.deepcopy(cfg)
         cfg.rollout.sleep_level = 1  # asleep between uses with its weights kept on the host (never re-synced)
         self.cfg = cfg
-        self.lm = load_model(path, cfg.model.dtype, cfg.model.device)
+        # the HF engine samples from this module; vLLM loads the checkpoint itself, so the frozen role's module
+        # holds no weights (a 7B copy on the GPU per frozen role would not fit beside the engines)
+        self.lm = load_model(path, cfg.model.dtype, cfg.model.device, weights=cfg.rollout.engine != "vllm")
         self.lm.model.eval().requires_grad_(False)
         self.engine = build_engine(cfg, self.lm)
         self.engine.sleep()  # GPU memory goes back to the trainer until the first rollout

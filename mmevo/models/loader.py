@@ -47,8 +47,13 @@ def _check_source(name_or_path: str) -> None:
         )
 
 
-def load_model(name_or_path: str | Path, dtype: str = "float32", device: str = "cpu", attn_implementation: str | None = None) -> LoadedModel:
-    """Load model + processor. VL checkpoints go through AutoModelForImageTextToText, text ones AutoModelForCausalLM."""
+def load_model(name_or_path: str | Path, dtype: str = "float32", device: str = "cpu", attn_implementation: str | None = None,
+               weights: bool = True) -> LoadedModel:
+    """Load model + processor. VL checkpoints go through AutoModelForImageTextToText, text ones AutoModelForCausalLM.
+
+    ``weights=False``: the model is built on the meta device (no memory, no weights read) with the checkpoint's
+    generation config: what a rollout engine that loads the weights itself (vLLM) needs from a policy it only samples.
+    """
     from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForImageTextToText, AutoTokenizer
 
     name = str(name_or_path)
@@ -58,12 +63,22 @@ def load_model(name_or_path: str | Path, dtype: str = "float32", device: str = "
     kwargs = {"dtype": resolve_dtype(dtype)}
     if attn_implementation:
         kwargs["attn_implementation"] = attn_implementation
+    auto = AutoModelForImageTextToText if is_vl else AutoModelForCausalLM
+    if weights:
+        model = auto.from_pretrained(name, **kwargs)
+    else:
+        from transformers import GenerationConfig
+
+        with torch.device("meta"):
+            model = auto.from_config(config, **kwargs)
+        try:
+            model.generation_config = GenerationConfig.from_pretrained(name)
+        except OSError:  # no generation_config.json: the one from_config derived from config.json
+            pass
     if is_vl:
-        model = AutoModelForImageTextToText.from_pretrained(name, **kwargs)
         processor = load_vl_processor(name, config.model_type)
         tokenizer = processor.tokenizer
     else:
-        model = AutoModelForCausalLM.from_pretrained(name, **kwargs)
         tokenizer = AutoTokenizer.from_pretrained(name, padding_side="left")
         processor = tokenizer
     if tokenizer.pad_token_id is None:
@@ -72,7 +87,8 @@ def load_model(name_or_path: str | Path, dtype: str = "float32", device: str = "
         from mmevo.models import attention  # CPU grouped-query kernel, packed rows; CUDA: transformers' sdpa otherwise
 
         model.set_attn_implementation(attention.NAME)
-    model.to(device)
+    if weights:
+        model.to(device)
     return LoadedModel(model=model, processor=processor, tokenizer=tokenizer, is_vl=is_vl, path=name)
 
 
