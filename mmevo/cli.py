@@ -30,15 +30,32 @@ commands:
   prism       Prism's cluster space:  mmevo prism build-clusters CONFIG [section.key=value ...]  (prism.*: embed the
               corpus, seeded K-means, write prism.centroids + its .json sidecar)
 
-Overrides use dotted keys, e.g. trainer.lr=1e-6 rollout.n=8 reward.heads='{majority: 1.0}'.
+Overrides use dotted keys, e.g. trainer.lr=1e-6 rollout.n=8 reward.heads='{majority: 1.0}' (a whole mapping) or
+reward.heads.format=0.1 (one entry, the others kept). Unknown keys and out-of-range values are refused at load time.
 Run `mmevo <command> --help` for the full list of config keys with their defaults.
 """
+
+COMMANDS = ("demo", "train", "sft", "eval", "build-tiny", "render", "plan-memory", "evolve", "prism")
+DESCRIPTIONS = {  # the first line of `mmevo <command> --help`
+    "demo": "Tiny model, SFT warm-up, then label-free CSRS beside majority vote (--method grpo: the verifiable "
+            "reward); pass@1 / maj@8 before and after, with a report.",
+    "train": "GRPO training of model.path on data.train (resumes from the newest checkpoint in "
+             "trainer.output_dir).",
+    "sft": "Supervised warm-up on worked solutions; the model goes to sft.output_dir/model.",
+    "eval": "Benchmark a model (--benchmark), held-out accuracy on data.heldout, or (--calibration) the HONEST "
+            "calibration report.",
+    "evolve mmzero": "MM-Zero co-evolution: proposer -> coder -> solver phases per iteration (mmzero.*; resumable).",
+    "evolve prism": "Prism: questioner -> pool -> solver per iteration (prism.*; resumable).",
+    "evolve honest": "HONEST: solver / generator blocks with HCR, CPR, SMC, GSS (honest.*).",
+    "prism build-clusters": "Embed the corpus, seeded K-means, write prism.centroids and its .json sidecar (prism.*).",
+}
 
 
 def _parse(argv: list[str], prog: str):
     from mmevo.config import describe
 
     ap = argparse.ArgumentParser(prog=f"mmevo {prog}", formatter_class=argparse.RawDescriptionHelpFormatter,
+                                 description=DESCRIPTIONS.get(prog),
                                  epilog="config keys (section.key = default  # meaning):\n" + "\n".join(describe()))
     ap.add_argument("config", nargs="?", help="YAML config file (optional)")
     ap.add_argument("overrides", nargs="*", help="section.key=value overrides")
@@ -91,11 +108,12 @@ def main(argv: list[str] | None = None) -> int:
         if cmd == "build-tiny":
             from mmevo.models.tiny import build_tiny_qwen2, build_tiny_qwen2_5_vl
 
-            if not rest:
-                print("usage: mmevo build-tiny DIR [--text]", file=sys.stderr)
-                return 2
+            dirs = [a for a in rest if a != "--text"]
+            if len(dirs) != 1 or dirs[0].startswith("-"):
+                return _usage("mmevo build-tiny DIR [--text]  (the tiny Qwen2.5-VL, or with --text the tiny Qwen2)",
+                              rest)
             build = build_tiny_qwen2 if "--text" in rest else build_tiny_qwen2_5_vl
-            print(build([a for a in rest if a != "--text"][0]))
+            print(build(dirs[0]))
             return 0
         if cmd == "render":
             return _render(rest)
@@ -104,8 +122,8 @@ def main(argv: list[str] | None = None) -> int:
         if cmd == "evolve":
             loops = ("mmzero", "prism", "honest")
             if not rest or rest[0] not in loops:
-                print("usage: mmevo evolve {mmzero|prism|honest} CONFIG [section.key=value ...]", file=sys.stderr)
-                return 2
+                return _usage("mmevo evolve {mmzero|prism|honest} CONFIG [section.key=value ...]\n" + "\n".join(
+                    f"  {loop:7} {DESCRIPTIONS['evolve ' + loop]}" for loop in loops), rest, "loop", loops)
             args = _parse(rest[1:], f"evolve {rest[0]}")
             cfg = load_config(args.config, args.overrides)
             if rest[0] == "honest":
@@ -132,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
         if cmd == "prism":
             return _prism(rest)
         if cmd not in ("demo", "train", "sft", "eval"):
-            print(f"unknown command {cmd!r}\n\n{USAGE}", file=sys.stderr)
+            print(f"mmevo: unknown command {cmd!r}{_did_you_mean(cmd, COMMANDS)}\n\n{USAGE}", file=sys.stderr)
             return 2
         args = _parse(rest, cmd)
         if cmd == "demo":
@@ -142,6 +160,8 @@ def main(argv: list[str] | None = None) -> int:
             run_demo(cfg, args.out, args.method)
             return 0
         cfg = load_config(args.config, args.overrides)
+        if cmd == "train":
+            _check_train(cfg)
         from mmevo import recipes
 
         if cmd == "train":
@@ -169,11 +189,43 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
 
+def _usage(text: str, argv: list[str], what: str = "", choices=()) -> int:
+    """``usage: text`` on stdout for -h / --help (exit 0), else on stderr after naming a wrong word (exit 2)."""
+    if argv and argv[0] in ("-h", "--help"):
+        print(f"usage: {text}")
+        return 0
+    wrong = f"mmevo: unknown {what} {argv[0]!r}{_did_you_mean(argv[0], choices)}\n" if what and argv else ""
+    print(f"{wrong}usage: {text}", file=sys.stderr)
+    return 2
+
+
+def _did_you_mean(word: str, choices) -> str:
+    import difflib
+
+    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
+def _check_train(cfg) -> None:
+    """What only GRPO training needs, checked before the model is loaded (the trainer would find it minutes later)."""
+    from mmevo.config import ConfigError
+    from mmevo.rewards.heads import resolve_head
+
+    if cfg.rollout.n < 2:
+        raise ConfigError(f"rollout.n={cfg.rollout.n}: GRPO needs a group of >= 2 samples per prompt (a group of one "
+                          "has advantage 0, so no step would change the policy)")
+    for name in cfg.reward.heads:
+        try:
+            resolve_head(name)
+        except ValueError as e:
+            raise ConfigError(f"reward.heads: {e}") from None
+
+
 def _prism(argv: list[str]) -> int:
     """``mmevo prism build-clusters CONFIG [key=value ...]``: print the build summary as one JSON object."""
     if not argv or argv[0] != "build-clusters":
-        print("usage: mmevo prism build-clusters CONFIG [section.key=value ...]", file=sys.stderr)
-        return 2
+        return _usage("mmevo prism build-clusters CONFIG [section.key=value ...]\n  " +
+                      DESCRIPTIONS["prism build-clusters"], argv, "prism command", ["build-clusters"])
     from mmevo.config import load_config
 
     args = _parse(argv[1:], "prism build-clusters")
@@ -195,7 +247,8 @@ def _plan_memory(argv: list[str]) -> int:
     from mmevo.memory_plan import plan
 
     ap = argparse.ArgumentParser(prog="mmevo plan-memory", description="Per-GPU memory plan (GiB) of a GRPO run: "
-                                 "rollout / logprob / update phases, the peak and whether it fits with 8% headroom.")
+                                 "rollout / logprob / update phases, the peak and whether it fits with 8% headroom.",
+                                 epilog="The config keys are those of `mmevo train --help`.")
     ap.add_argument("config", nargs="?", help="YAML config file (optional)")
     ap.add_argument("overrides", nargs="*", help="section.key=value overrides")
     ap.add_argument("--gpus", type=int, default=1, help="GPUs (data-parallel ranks) in the run")

@@ -6,8 +6,10 @@ Defaults are the papers' (EasyR1 / MM-UPT / CSRS Table 6) where a paper gives on
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import json
+import math
 import types
 import typing
 from dataclasses import dataclass, field
@@ -331,19 +333,30 @@ class ConfigError(ValueError):
     pass
 
 
+def _fmt(value: Any) -> str:
+    """A value as the user would write it in YAML (true / null rather than Python's True / None)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return repr(value)
+
+
 def _coerce(value: Any, typ: Any, where: str) -> Any:
     """Convert a YAML / CLI value to the field's declared type, with an error naming the field."""
     origin = typing.get_origin(typ)
     if typ is Any or typ is dict or origin is dict:
         if isinstance(value, str):
-            value = yaml.safe_load(value)
+            value = _yaml_value(value, where)
         if not isinstance(value, dict):
-            raise ConfigError(f"{where}: expected a mapping, got {value!r}")
+            raise ConfigError(f"{where}: expected a mapping, e.g. '{{key: value}}', got {_fmt(value)}")
         return value
-    if typ is tuple or origin is tuple:
-        if isinstance(value, str):
-            value = yaml.safe_load(value)
-        return tuple(value)
+    if typ in (tuple, list) or origin in (tuple, list):
+        if isinstance(value, str):  # a YAML-quoted '[a, b]'; a bare word stays a string and is refused below
+            value = _yaml_value(value, where)
+        if not isinstance(value, (list, tuple)):  # tuple('abc') / list('abc') would split a word into letters
+            raise ConfigError(f"{where}: expected a list, e.g. '[a, b]', got {_fmt(value)}")
+        return tuple(value) if (typ is tuple or origin is tuple) else list(value)
     if origin in (typing.Union, types.UnionType):  # Optional[X]: None (null) or an X
         if value is None or (isinstance(value, str) and value.lower() in ("null", "none", "~")):
             return None
@@ -359,41 +372,100 @@ def _coerce(value: Any, typ: Any, where: str) -> Any:
                 return True
             if low in ("false", "0", "no", "off"):
                 return False
-            raise ConfigError(f"{where}: expected true/false, got {value!r}")
-        return bool(value)
+        elif isinstance(value, bool) or (isinstance(value, (int, float)) and value in (0, 1)):
+            return bool(value)
+        raise ConfigError(f"{where}: expected true/false, got {_fmt(value)}")
+    if isinstance(value, bool) and typ in (int, float):  # YAML reads yes/no/on/off/true/false as booleans
+        raise ConfigError(f"{where}: expected {typ.__name__}, got boolean {_fmt(value)}")
+    if isinstance(value, (bool, list, tuple, dict)) and typ is str:
+        hint = " (YAML reads unquoted yes/no/on/off/true/false as booleans: quote the text)" \
+            if isinstance(value, bool) else ""
+        raise ConfigError(f"{where}: expected a string, got {_fmt(value)}{hint}")
     try:
         if typ is float:
-            return float(value)
+            out = float(value)
         if typ is int:
-            if isinstance(value, float) and not value.is_integer():
+            num = value
+            if isinstance(num, str):  # "1e3" is 1000; "1.5" is no int (it was truncated to 1)
+                num = float(num) if any(c in num.lower() for c in ".e") else int(num)
+            if isinstance(num, float) and not num.is_integer():
                 raise ValueError
-            return int(float(value)) if isinstance(value, str) else int(value)
+            return int(num)
         if typ is str:
             return str(value)
-    except (TypeError, ValueError):
-        raise ConfigError(f"{where}: expected {typ.__name__}, got {value!r}") from None
-    return value
+    except (TypeError, ValueError, OverflowError):
+        raise ConfigError(f"{where}: expected {typ.__name__}, got {_fmt(value)}") from None
+    if typ is not float:
+        return value
+    if not math.isfinite(out):  # nan / inf pass every range check below unseen
+        raise ConfigError(f"{where}: expected a finite number, got {_fmt(value)}")
+    return out
 
 
-def _apply(obj: Any, data: dict, prefix: str) -> None:
+# top-level keys of other tools' config files that include / inherit another file: this loader has no such thing
+_INCLUDE_KEYS = ("defaults", "include", "includes", "base", "_base_", "extends", "inherit", "import", "imports")
+
+
+def _unknown_key(where: str, key: str, names: set[str]) -> ConfigError:
+    import difflib
+
+    close = difflib.get_close_matches(str(key), sorted(names), n=1, cutoff=0.6)
+    msg = f"unknown config key {where!r}"
+    if close:
+        msg += f"; did you mean {where.rpartition('.')[0] + '.' if '.' in where else ''}{close[0]}?"
+    if "." not in where and str(key).lower() in _INCLUDE_KEYS:
+        msg += "; a config file cannot include or extend another one: copy the keys you need, or pass them as " \
+               "section.key=value overrides"
+    return ConfigError(f"{msg} (valid keys here: {', '.join(sorted(names))})")
+
+
+def _apply(obj: Any, data: dict, prefix: str, from_file: bool = False) -> None:
     hints = typing.get_type_hints(type(obj))
     names = {f.name for f in dataclasses.fields(obj)}
     for key, value in data.items():
         where = f"{prefix}{key}"
         if key not in names:
-            raise ConfigError(f"unknown config key {where!r}; valid keys here: {sorted(names)}")
+            raise _unknown_key(where, key, names)
         current = getattr(obj, key)
         if dataclasses.is_dataclass(current):
+            if value is None and from_file:  # a section whose keys are all commented out sets nothing
+                continue
             if not isinstance(value, dict):
-                raise ConfigError(f"{where}: expected a mapping of fields")
-            _apply(current, value, where + ".")
+                raise ConfigError(f"{where}: expected a mapping of fields (a section), got {_fmt(value)}")
+            _apply(current, value, where + ".", from_file)
         else:
             setattr(obj, key, _coerce(value, hints[key], where))
 
 
 def set_dotted(cfg: Config, dotted: str, value: Any) -> None:
-    """Set ``a.b.c`` to value (type-coerced)."""
+    """Set ``a.b.c`` to value (type-coerced).
+
+    A key below a mapping field sets that entry and keeps the others: ``reward.heads.format=0.1`` adds a head
+    (``reward.heads='{format: 0.1}'`` replaces them all).
+    """
     parts = dotted.split(".")
+    obj: Any = cfg
+    for i, p in enumerate(parts[:-1]):
+        if not dataclasses.is_dataclass(obj):
+            break
+        names = {f.name for f in dataclasses.fields(obj)}
+        if p not in names:
+            raise _unknown_key(".".join(parts[:i + 1]), p, names)
+        nxt = getattr(obj, p)
+        if not dataclasses.is_dataclass(nxt):  # a leaf: a mapping takes the rest as nested keys, else an error
+            where = ".".join(parts[:i + 1])
+            if not isinstance(nxt, dict):
+                raise ConfigError(f"{dotted}: {where} is a single value ({_fmt(nxt)}), not a section or mapping")
+            merged = copy.deepcopy(nxt)
+            cur = merged
+            for q in parts[i + 1:-1]:
+                if not isinstance(cur.get(q), dict):
+                    cur[q] = {}
+                cur = cur[q]
+            cur[parts[-1]] = value
+            _apply(obj, {p: merged}, ".".join(parts[:i]) + "." if i else "")
+            return
+        obj = nxt
     nested: dict = {}
     cur = nested
     for p in parts[:-1]:
@@ -402,29 +474,71 @@ def set_dotted(cfg: Config, dotted: str, value: Any) -> None:
     _apply(cfg, nested, "")
 
 
+class _StrictLoader(yaml.SafeLoader):
+    """Safe YAML that refuses a key given twice in one mapping (PyYAML keeps the last one, silently)."""
+
+    def construct_mapping(self, node, deep=False):
+        if isinstance(node, yaml.MappingNode):
+            seen: dict = {}
+            for key_node, _ in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge":
+                    continue
+                key = self.construct_object(key_node, deep=True)
+                try:
+                    hash(key)
+                except TypeError:
+                    continue  # the base class reports an unhashable key
+                if key in seen:
+                    raise yaml.constructor.ConstructorError(
+                        None, None, f"duplicate key {key!r} (first on line {seen[key] + 1}; the later one would "
+                        "silently win)", key_node.start_mark)
+                seen[key] = key_node.start_mark.line
+        return super().construct_mapping(node, deep)
+
+
+def _yaml_value(text: str, where: str) -> Any:
+    try:
+        return yaml.load(text, Loader=_StrictLoader)
+    except yaml.YAMLError as e:
+        raise ConfigError(f"{where}: not a YAML value ({' '.join(str(e).split())})") from None
+
+
 def load_config(path: str | Path | None = None, overrides: list[str] | None = None) -> Config:
     """Defaults <- YAML file <- ``key=value`` overrides."""
     cfg = Config()
     if path:
         p = Path(path)
         if not p.exists():
-            raise ConfigError(f"config file {p} not found")
+            hint = ""
+            if p.suffix.lower() not in (".yaml", ".yml", ".json"):
+                hint = " (an override needs the form section.key=value)"
+            raise ConfigError(f"config file {p} not found{hint}")
+        if p.is_dir():
+            raise ConfigError(f"config file {p} is a directory, not a YAML file")
         try:
-            data = yaml.safe_load(p.read_text()) or {}
+            with p.open() as f:  # a stream with a name: YAML errors say 'in "<path>", line N'
+                data = yaml.load(f, Loader=_StrictLoader)
         except yaml.YAMLError as e:
             raise ConfigError(f"{p}: invalid YAML: {e}") from None
+        except UnicodeDecodeError as e:
+            raise ConfigError(f"{p}: not a UTF-8 text file ({e})") from None
+        data = {} if data is None else data
         if not isinstance(data, dict):
-            raise ConfigError(f"{p}: top level must be a mapping")
+            raise ConfigError(f"{p}: top level must be a mapping of sections (model:, trainer:, ...), "
+                              f"got a {type(data).__name__}")
         try:
-            _apply(cfg, data, "")
+            _apply(cfg, data, "", from_file=True)
         except ConfigError as e:
             raise ConfigError(f"{p}: {e}") from None
     for item in overrides or []:
         if "=" not in item:
-            raise ConfigError(f"override {item!r} must look like section.key=value")
+            hint = ""
+            if item.lower().endswith((".yaml", ".yml")):
+                hint = " (only one config file is read: the arguments after it are overrides)"
+            raise ConfigError(f"override {item!r} must look like section.key=value{hint}")
         key, value = item.split("=", 1)
         try:
-            parsed = yaml.safe_load(value) if value.strip() else ""
+            parsed = yaml.load(value, Loader=_StrictLoader) if value.strip() else ""
         except yaml.YAMLError as e:
             raise ConfigError(f"override {item!r}: not a YAML value ({str(e).splitlines()[0]}); "
                               "quote it, e.g. key='\"text: with colon\"'") from None
@@ -436,16 +550,139 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
     return cfg
 
 
+# values accepted by the string-valued switches (the code that reads them raises too, but only once the model is
+# loaded or the first step runs)
+CHOICES = {
+    "model.dtype": ("float32", "bfloat16", "float16"),
+    "rollout.engine": ("hf", "vllm"),
+    "rollout.sleep_level": (1, 2),
+    "algo.adv_scale": ("group", "batch", "none"),
+    "algo.kl_type": ("k1", "k2", "k3", "low_var_kl"),
+    "algo.loss_agg": ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm"),
+    "trainer.lr_schedule": ("constant", "cosine"),
+    "trainer.wandb_mode": ("offline", "online", "disabled"),
+    "mmzero.code_language": ("svg", "python"),
+    "prism.ema_mode": ("indicator", "per_question"),
+    "prism.visit": ("band", "valid"),
+    "honest.gss_mode": ("off", "stub", "trainable"),
+}
+
+# numeric bounds: key -> (low, high, low inclusive, high inclusive); None = unbounded
+BOUNDS = {
+    "trainer.steps": (0, None, True, True),
+    "trainer.threads": (0, None, True, True),
+    "trainer.prompts_per_step": (1, None, True, True),
+    "trainer.mini_batch_prompts": (1, None, True, True),
+    "trainer.micro_batch_seqs": (1, None, True, True),
+    "trainer.max_tokens_per_micro_batch": (0, None, True, True),
+    "trainer.logits_chunk_tokens": (0, None, True, True),
+    "trainer.lr": (0, None, True, True),
+    "trainer.weight_decay": (0, None, True, True),
+    "trainer.warmup_steps": (0, None, True, True),
+    "trainer.max_grad_norm": (0, None, False, True),  # 0 would zero every gradient (clip_grad_norm_)
+    "trainer.save_every": (0, None, True, True),
+    "trainer.keep_checkpoints": (0, None, True, True),
+    "trainer.eval_every": (0, None, True, True),
+    "trainer.eval_max_tokens": (0, None, True, True),
+    "rollout.n": (1, None, True, True),
+    "rollout.temperature": (0, None, True, True),
+    "rollout.top_p": (0, 1, True, True),
+    "rollout.max_tokens": (1, None, True, True),
+    "rollout.max_batch_seqs": (1, None, True, True),
+    "rollout.eval_temperature": (0, None, True, True),
+    "rollout.gpu_memory_utilization": (0, 1, False, True),
+    "rollout.tensor_parallel_size": (1, None, True, True),
+    "rollout.vllm_kv_cache_gb": (1, None, True, True),
+    "data.n_train": (0, None, True, True),
+    "data.n_heldout": (0, None, True, True),
+    "data.image_size": (1, None, True, True),
+    "data.mc_fraction": (0, 1, True, True),
+    "data.max_prompt_length": (1, None, True, True),
+    "data.max_pixels": (0, None, True, True),
+    "data.min_pixels": (0, None, True, True),
+    "data.prompt_cache_mb": (0, None, True, True),
+    "algo.adv_eps": (0, None, True, True),
+    "algo.kl_coef": (0, None, True, True),
+    "algo.ppo_epochs": (1, None, True, True),
+    "model.lora.rank": (0, None, True, True),
+    "model.lora.dropout": (0, 1, True, False),
+    "sft.epochs": (0, None, False, True),
+    "sft.batch_size": (1, None, True, True),
+    "sft.lr": (0, None, True, True),
+    "sft.weight_decay": (0, None, True, True),
+    "sft.warmup_steps": (0, None, True, True),
+    "sft.max_grad_norm": (0, None, False, True),
+    "sft.save_every": (0, None, True, True),
+    "sft.teacher_noise": (0, 1, True, True),
+    "eval.limit": (0, None, True, True),
+    "eval.batch_size": (1, None, True, True),
+    "eval.max_tokens": (0, None, True, True),
+    "eval.max_prompt_length": (1, None, True, True),
+}
+
+# the self-evolution loops' roles (mmevo.evolve.mmzero.ROLES, mmevo.evolve.prism.role_config, mmevo.honest.loop.ROLES)
+LOOP_ROLES = {"mmzero": ("proposer", "coder", "solver"), "prism": ("questioner", "solver"),
+              "honest": ("solver", "generator")}
+
+
+def _get(cfg: Config, dotted: str) -> Any:
+    obj: Any = cfg
+    for p in dotted.split("."):
+        obj = getattr(obj, p)
+    return obj
+
+
+def _range_text(lo, hi, lo_in, hi_in) -> str:
+    if hi is None:
+        return f"{'>=' if lo_in else '>'} {lo}"
+    return f"in {'[' if lo_in else '('}{lo}, {hi}{']' if hi_in else ')'}"
+
+
+def _check_roles(cfg: Config) -> None:
+    """``<loop>.roles``: known role names, each a mapping of dotted keys that exist and take the value given (else the
+    loop would drop a misspelt role silently, or fail on a bad key only when that role's phase starts)."""
+    for loop, roles in LOOP_ROLES.items():
+        given = getattr(cfg, loop).roles
+        for role, overrides in given.items():
+            if role not in roles:
+                raise ConfigError(f"{loop}.roles: unknown role {role!r}; roles: {list(roles)}")
+            if overrides is None:
+                continue
+            if not isinstance(overrides, dict):
+                raise ConfigError(f"{loop}.roles.{role} must be a mapping of dotted keys, e.g. "
+                                  f"{{rollout.max_tokens: 256}}, got {_fmt(overrides)}")
+            trial = copy.deepcopy(cfg)
+            for key, value in overrides.items():
+                try:
+                    set_dotted(trial, str(key), value)
+                except ConfigError as e:
+                    raise ConfigError(f"{loop}.roles.{role}: {e}") from None
+
+
 def validate(cfg: Config) -> None:
     """Cross-field checks with messages that say what to change."""
+    for key, allowed in CHOICES.items():
+        value = _get(cfg, key)
+        if value not in allowed or isinstance(value, bool):
+            raise ConfigError(f"{key}={_fmt(value)} not in {list(allowed)}")
+    for key, (lo, hi, lo_in, hi_in) in BOUNDS.items():
+        value = _get(cfg, key)
+        ok = (value >= lo if lo_in else value > lo) and (hi is None or (value <= hi if hi_in else value < hi))
+        if not ok:
+            raise ConfigError(f"{key}={_fmt(value)} must be {_range_text(lo, hi, lo_in, hi_in)}")
     t, r = cfg.trainer, cfg.rollout
     if t.prompts_per_step % t.mini_batch_prompts:
         raise ConfigError(f"trainer.prompts_per_step={t.prompts_per_step} must be a multiple of "
                           f"trainer.mini_batch_prompts={t.mini_batch_prompts}")
-    if r.n < 1:
-        raise ConfigError("rollout.n must be >= 1")
+    if (len(t.betas) != 2 or not all(isinstance(b, (int, float)) and not isinstance(b, bool) for b in t.betas)
+            or not all(0.0 <= b < 1.0 for b in t.betas)):
+        raise ConfigError(f"trainer.betas={list(t.betas)!r} must be [beta1, beta2] with 0 <= beta < 1")
+    if cfg.data.min_pixels and cfg.data.max_pixels and cfg.data.min_pixels > cfg.data.max_pixels:
+        raise ConfigError(f"data.min_pixels={cfg.data.min_pixels} is above data.max_pixels={cfg.data.max_pixels}")
+    if cfg.model.lora.rank and not cfg.model.lora.alpha > 0:
+        raise ConfigError(f"model.lora.alpha={cfg.model.lora.alpha} must be > 0 with model.lora.rank > 0")
     if cfg.algo.clip_low < 0 or cfg.algo.clip_high < 0:
-        raise ConfigError("algo.clip_low / clip_high must be >= 0")
+        raise ConfigError(f"algo.clip_low={cfg.algo.clip_low} / algo.clip_high={cfg.algo.clip_high} must be >= 0")
     if cfg.algo.clip_ratio_c is not None and not cfg.algo.clip_ratio_c > 1.0:
         raise ConfigError(f"algo.clip_ratio_c={cfg.algo.clip_ratio_c} must be > 1 (or null to turn dual-clip off)")
     stray = [h for h in cfg.reward.head_args if h not in cfg.reward.heads]
@@ -457,9 +694,18 @@ def validate(cfg: Config) -> None:
                           f"got {cfg.reward.head_args[bad[0]]!r}")
     if not cfg.reward.heads:
         raise ConfigError("reward.heads is empty: give at least one head, e.g. {accuracy: 1.0}")
+    for head, w in cfg.reward.heads.items():
+        if isinstance(w, bool) or not isinstance(w, (int, float)) or not math.isfinite(w):
+            raise ConfigError(f"reward.heads.{head}={_fmt(w)}: a head's weight must be a finite number")
     c = cfg.csrs
-    if c.enabled and (c.m < 1 or not 0.0 <= c.omega <= 1.0 or c.sigma < 0):
-        raise ConfigError("csrs: need m >= 1, 0 <= omega <= 1 and sigma >= 0")
+    if c.enabled:
+        for key, ok, need in (("m", c.m >= 1, ">= 1"), ("omega", 0.0 <= c.omega <= 1.0, "in [0, 1]"),
+                              ("sigma", c.sigma >= 0, ">= 0")):
+            if not ok:
+                raise ConfigError(f"csrs.{key}={_fmt(getattr(c, key))} must be {need}")
+        if r.n < 2:
+            raise ConfigError(f"csrs.enabled needs rollout.n >= 2 maternal responses per prompt, got rollout.n={r.n} "
+                              "(a group of one has zero advantage: nothing would be learned)")
     if "sfr" in cfg.reward.heads and not c.enabled:
         raise ConfigError("reward head 'sfr' needs csrs.enabled=true (it scores maternal answers by re-inferences)")
     formats = ("geometry3k", "intergps", "geoqa", "mathvision", "mathvista", "generic")
@@ -471,6 +717,7 @@ def validate(cfg: Config) -> None:
     except ConfigError as e:
         raise ConfigError(f"data.prompt_template: {e}") from None
     validate_mmzero(cfg.mmzero)
+    _check_roles(cfg)
 
 
 def validate_mmzero(m: MMZeroConfig) -> None:

@@ -84,3 +84,37 @@ def test_checkpoints_of_an_abandoned_run_and_partial_saves_are_cleared(tmp_path,
     assert [p.name for p in list_checkpoints(out)] == ["step_000002"]
     assert not list((out / "checkpoints").glob(".step_*"))
     assert len((out / "metrics.jsonl").read_text().splitlines()) == 2
+
+
+def test_subcommand_help_says_what_the_command_does(capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["train", "--help"])
+    assert e.value.code == 0
+    assert "GRPO training of model.path" in capsys.readouterr().out
+    assert main(["evolve", "--help"]) == 0
+    out = capsys.readouterr().out
+    assert "mmzero" in out and "prism" in out and "honest" in out
+
+
+def test_wrong_command_words_are_named_with_a_close_match(capsys):
+    assert main(["trian"]) == 2
+    assert "unknown command 'trian'; did you mean 'train'?" in capsys.readouterr().err
+    assert main(["evolve", "mmzro", "x.yaml"]) == 2
+    assert "unknown loop 'mmzro'; did you mean 'mmzero'?" in capsys.readouterr().err
+    assert main(["prism", "build"]) == 2
+    assert "unknown prism command 'build'" in capsys.readouterr().err
+    assert main(["build-tiny", "--text"]) == 2  # no directory: was an IndexError traceback
+    assert "usage: mmevo build-tiny DIR" in capsys.readouterr().err
+
+
+def test_train_refuses_what_it_would_find_only_after_loading_the_model(capsys, monkeypatch):
+    from mmevo import recipes
+
+    def never(cfg):
+        raise AssertionError("the run started")
+
+    monkeypatch.setattr(recipes, "run_grpo", never)
+    assert main(["train", "rollout.n=1", "trainer.prompts_per_step=2", "trainer.mini_batch_prompts=2"]) == 2
+    assert "rollout.n=1: GRPO needs a group of >= 2" in capsys.readouterr().err
+    assert main(["train", "reward.heads={acuracy: 1.0}"]) == 2
+    assert "unknown reward head 'acuracy'" in capsys.readouterr().err
