@@ -374,9 +374,73 @@ def test_mathv_cost_guard_refuses_huge_numbers_quickly():
             "\\gcd(9^{9^{9}}, 6)", "9^{9^{9}} - 9^{9^{9}}", "\\begin{pmatrix}(99!)!&1\\\\1&0\\end{pmatrix}(3)"]
     t0 = time.time()
     for s in huge:
-        assert score_mathvision(f"\\boxed{{{s}}}", _ff("1")) is False, s
+        # gold 7, not 1: the box "\\prod_{k=1}^{99999} k" is read after its "=", "1}^{99999}k", which
+        # latex2sympy2 stops reading at the "}": the official verdict for gold 1 is right.
+        assert score_mathvision(f"\\boxed{{{s}}}", _ff("7")) is False, s
         assert mathvision_is_equal(s, s.lower() + "+0") is False, s
     assert time.time() - t0 < 5
+
+
+_RICH = ("\\log_{2}(8)+\\pi/2.5\\times10^{3}\\times 7\\cdot 10^{-2}\\cdot \\sin(1)+\\frac{1}{3}/2^{3}\\times "
+         "\\frac{1}{3}\\times 0.5\\dfrac{3}{4}-\\sqrt[3]{8}\\times \\sqrt{2}+10^{-2}\\times 3-\\sqrt{3}^{2}"
+         "+\\cos(2)\\tan(1)")
+
+
+# Long answers the official script evaluates (each verdict checked against lmms-eval's port of it, with the
+# official ``from math import *``); the old blanket cap of 200 characters scored them all wrong.
+@pytest.mark.parametrize(
+    "response, gold",
+    [
+        ("\\boxed{" + "+".join(["1"] * 300) + "}", "300"),
+        ("The answer is " + "+".join(["\\frac{1}{2}"] * 60) + ".", "30"),
+        ("\\boxed{" + "+".join([f"\\sqrt{{{k}}}" for k in range(1, 40)]) + "}", "165.29"),
+        ("\\boxed{" + "+".join(["\\sin(1)"] * 50) + "}", "42.07"),
+        ("\\boxed{" + "+".join(["2\\cdot 3"] * 80) + "}", "480"),
+        ("\\boxed{\\frac{" + "+".join(["1"] * 150) + "}{" + "+".join(["1"] * 50) + "}}", "3"),
+        # "\pi^2" is read by the full LL prediction (the SLL one reports a syntax error there)
+        ("\\boxed{\\pi^2+" + "+".join(["1"] * 100) + "}", "109.87"),
+        ("\\boxed{(((" + "+".join(["1"] * 100) + ")))}", "100"),
+        # latex2sympy2 stops reading at the "tr" of "triangles": 5
+        ("5 triangles can be seen: " + "we count every small and every large one in the figure. " * 10, "5"),
+    ],
+)
+def test_mathv_long_answers_are_evaluated(response, gold):
+    assert score_mathvision(response, _ff(gold)) is True
+    assert score_mathvision(response, _ff(gold + "+1")) is False
+
+
+def test_mathv_cost_guard_bounds_long_answers():
+    # The shapes whose parse time grows fastest, at the largest size the guard lets through (at most about
+    # 1 s each on a fresh parser, measured): brackets around the whole answer (dropped: "((((5))))" is 5),
+    # brackets opened at the start, 50 nested levels, 5 of function arguments or juxtaposed groups, 16 "|",
+    # 1000 characters of text, sums, and the full LL fallback.
+    cases = [
+        ("(" * 60 + "5" + ")" * 60, "5", True),
+        ("{" * 40 + "5" + "}" * 40, "5", True),
+        ("(((" + _RICH + ")))\\,", "7", False),
+        ("(((" + _RICH + ")))+1", "7", False),
+        ("2+" + "(" * 50 + "3" + ")" * 50, "5", True),
+        ("\\sin(" * 5 + "0" + ")" * 5, "0", True),
+        ("\\sin(" * 4 + _RICH + ")" * 4, "7", False),
+        ("2(" * 5 + "1" + ")" * 5, "32", True),
+        ("+".join(["|-3|"] * 2) + "+\\sin(" * 3 + _RICH + ")" * 3, "7", False),
+        ("+".join(["|-3|"] * 8) + "+" + _RICH, "7", False),
+        ("thisisalongtextwithoutanykeywordsbutmanyletters" * 21, "7", False),
+        ("+".join(["1"] * 480), "480", True),
+        ("(\\pi^2+" + "+".join(["1"] * 140) + ")", "149.87", True),
+    ]
+    for answer, gold, ok in cases:
+        t0 = time.time()
+        assert mathvision_is_equal(gold, answer) is ok, answer[:40]
+        assert time.time() - t0 < 2.5, answer[:40]
+    # refused, quickly (the official script evaluates the first three): longer than 1000 characters, deeper
+    # than 50 levels or 5 of function arguments, more than 16 "|"
+    t0 = time.time()
+    assert mathvision_is_equal("600", "+".join(["1"] * 600)) is False
+    assert mathvision_is_equal("5", "2+" + "(" * 51 + "3" + ")" * 51) is False
+    assert mathvision_is_equal("0", "\\sin(" * 6 + "0" + ")" * 6) is False
+    assert mathvision_is_equal("27", "+".join(["|-3|"] * 9)) is False
+    assert time.time() - t0 < 1
 
 
 def test_mathv_parser_leaves_math_verify_alone():
@@ -689,3 +753,46 @@ def test_mathvista_is_correct_is_the_official_verdict(mathvista):
     # never raises on a malformed item
     assert normalize_mathvista_extraction("A", None) is None  # type: ignore[arg-type]
     assert mathvista_is_correct("A", None) is False  # type: ignore[arg-type]
+
+
+# What the official GPT extractor is asked for (the final answer a response commits to), in responses the rules
+# misread before: Chinese answer markers, a negated answer, thousands written with spaces.
+@pytest.mark.parametrize(
+    "pid, response, extraction, ok",
+    [
+        ("3", "答案是 C，因为角 BOC 等于 145°。", "C", True),  # was "145°" (the last choice text in it)
+        ("3", "所以正确答案是（C）。", "C", True),  # was "" (fullwidth brackets)
+        ("3", "答案：B。因为 C 选项不对", "B", False),  # was ""
+        ("2", "答案：1000。其他的 999 不对。", "1000", True),  # was "999" (the last number)
+        ("1", "答案为 1.2，单位是米，约 3 个单位", "1.2", True),  # was "3"
+        ("3", "The answer is not B but C.", "C", True),  # was "not B but C" (-> the nearest choice text)
+        ("3", "The answer is not A; it is C.", "C", True),
+        ("3", "The correct option is not (A), it's (C).", "C", True),
+        ("3", "The answer is C, not A.", "C", True),
+        ("2", "The answer is not 999 but 1000.", "1000", True),  # was "999"
+        ("2", "The answer is 1000. The answer is not 999.", "1000", True),  # was "999": "not 999" is no answer
+        ("2", "The answer is 1 000.", "1000", True),  # was "1"
+        ("2", "The total is 1 000 ml", "1000", True),  # was "000"
+        ("2", "\\boxed{1\\,000}", "1000", True),  # was "1"
+        ("2", "The answer is 1\u202f000.", "1000", True),
+        ("2", "The answer is 1\u00a0000.", "1000", True),
+    ],
+)
+def test_mathvista_extraction_reads_the_committed_answer(mathvista, pid, response, extraction, ok):
+    _extracts_and_scores(mathvista[pid], response, extraction, ok)
+
+
+def test_mathvista_spaces_and_list_commas(mathvista):
+    item = dict(mathvista["2"], answer="12345")  # integer
+    _extracts_and_scores(item, "The total is 12 345.", "12345", True)  # was "345"
+    _extracts_and_scores(item, "The total is 12 345 and not 12 346.", "12345", True)
+    # a plain space after three digits separates two numbers ("120 150"): the last one of an unmarked response
+    _extracts_and_scores(dict(item, answer="150"), "The values are 120 150", "150", True)
+    lst = dict(mathvista["506"], answer="[120, 150]")  # list
+    for response in ("[120,150]", "The answer is [120,150].", "\\boxed{[120,150]}"):
+        _extracts_and_scores(lst, response, "[120, 150]", True)  # was "[120150]": "120,150" read as thousands
+    _extracts_and_scores(dict(lst, answer="[1000, 2000]"), "[1,000, 2,000]", "[1000, 2000]", True)
+    # a choice text that says "not" is kept as it is
+    choice = {"question_type": "multi_choice", "answer_type": "text", "choices": ["5", "Not possible"],
+              "answer": "Not possible"}
+    _extracts_and_scores(choice, "The answer is Not possible.", "Not possible", True)

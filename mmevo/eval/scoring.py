@@ -12,6 +12,7 @@ the rule-based :func:`extract_mathvista_answer`.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from typing import Any
@@ -33,8 +34,66 @@ _MAX_RESPONSE_CHARS = 20_000
 # MathVista: only the last this many "answer is" markers of a response are considered, each with
 # at most 2000 characters after it (a choice text has at most a few hundred).
 _MAX_ANSWER_MARKERS = 50
-# Strings longer than this are never handed to the LaTeX/sympy parser.
-_MAX_SYMPY_CHARS = 200
+# Strings longer than this (up to where latex2sympy2 stops reading) are never handed to the LaTeX/sympy
+# parser. Its parse (SLL, see _latex2sympy2_like) is about linear in the length: 1000 characters of sums,
+# products, fractions, roots, functions or text take at most about 0.6 s. (Both parsers overflow Python's
+# recursion on a chain of about 970 terms; ours on about 480 factors, the official one on 980.)
+_MAX_SYMPY_CHARS = 1000
+# More absolute-value bars than this, or brackets nested deeper, are refused: the parser's first prediction
+# of a new level of a function's argument or of a juxtaposed group ("\\sin(", "2(") costs 20-150 ms, more
+# the more kinds of tokens are inside ("\\sin(" 7 times around 300 characters of fractions, roots, logs
+# and trigonometry: 1.0 s; 30 times around 200: 2.8 s), of four "|" about as much (500 "|1|": 8 s), of other
+# brackets 2-7 ms. Function levels + bars / 4 are at most _MAX_FUNCTION_DEPTH. (At 50 levels both parsers
+# are still within Python's recursion limit: the official one reaches it at 54 levels of "(1+", ours at 87
+# of "\\frac{1}{".)
+_MAX_BARS = 16
+_MAX_DEPTH = 50
+_MAX_FUNCTION_DEPTH = 5
+_BAR_RE = re.compile(r"\\[lr]?[vV]ert|\\\||\|")
+# What makes the bracket after it a function's argument or a juxtaposed group: a command and its sub- and
+# superscripts ("\\sin(", "\\log_{2}(", "\\cos^{2}(", "\\sin{"; not one of _CHEAP_COMMANDS), or, before a "(" or
+# "[", a letter, digit or closing bracket ("2(", "f(", "(1)(").
+_FUNCTION_BRACKET = re.compile(r"(?:\\([a-zA-Z]+)\s*(?:[_^]\s*(?:\{[^{}]*\}|\w)\s*)*|([\w)\]}!.']\s*))$")
+_CHEAP_COMMANDS = {"frac", "dfrac", "tfrac", "sqrt", "binom", "dbinom", "tbinom", "overline", "mathrm", "mathbf",
+                   "text"}
+
+
+def _bracket_depth(s: str) -> tuple[int, int]:
+    """The deepest nesting of brackets in ``s``, and of brackets that are function arguments or juxtaposed
+    groups (see ``_FUNCTION_BRACKET``)."""
+    s = s.replace("\\left", "").replace("\\right", "")
+    stack: list[bool] = []
+    deepest = deepest_fn = fn = 0
+    for i, ch in enumerate(s):
+        if ch in "([{":
+            m = _FUNCTION_BRACKET.search(s[max(0, i - 40) : i])
+            stack.append(bool(m) and (m.group(1) not in _CHEAP_COMMANDS if m.group(1) else ch != "{"))
+            fn += stack[-1]
+            deepest, deepest_fn = max(deepest, len(stack)), max(deepest_fn, fn)
+        elif ch in ")]}" and stack:
+            fn -= stack.pop()
+    return deepest, deepest_fn
+
+
+# What the parser skips like a space: "\\," "\\:" "\\;" "\\quad" "\\qquad" "\\thinspace" ...
+_SKIPPED = r"(?:\s|\\[,:;]|\\q?quad(?![a-zA-Z])|\\(?:neg)?(?:thin|med|thick)space(?![a-zA-Z]))"
+
+
+def _strip_outer_groups(s: str) -> str:
+    """Drops the brackets around the whole answer ("((5))" -> "5", "[x+1]\\," -> "x+1"; a "{" there is a plain
+    group too): a group reads as its content. Not a tuple or interval ("(1,2)", "(0,1]") nor unbalanced
+    content ("(1]+[2)")."""
+    s = re.sub(rf"^{_SKIPPED}+|{_SKIPPED}+$", "", s)
+    while len(s) > 2 and s[0] in "([{" and _group_end(s, 0) == len(s) - 1:
+        depth = 0
+        for ch in s[1:-1]:
+            depth += (ch in "([{") - (ch in ")]}")
+            if depth < 0 or (depth == 0 and ch in ",;"):
+                return s
+        if depth:
+            return s
+        s = re.sub(rf"^{_SKIPPED}+|{_SKIPPED}+$", "", s[1:-1])
+    return s
 
 
 # ----------------------------------------------------------------------------------------
@@ -150,14 +209,22 @@ def _too_costly_for_sympy(s: str) -> bool:
     """Refuse inputs whose parse or printing could compute astronomically large numbers.
 
     The official script evaluates everything; these refusals change verdicts only on inputs no
-    answer states in practice: over ``_MAX_SYMPY_CHARS`` characters (the parse time grows fast
-    with the nesting depth); an exponent of 5 or more digits or a chain ``9^9^9``; a power tower
-    (``9^{9^{9}}``) unless it is a tower of integers with an exponent of at most
-    ``_MAX_TOWER_EXPONENT`` (``2^{2^{2}}``); a power of powers whose exponents multiply to more
+    answer states in practice: over ``_MAX_SYMPY_CHARS`` characters, ``_MAX_BARS`` "|",
+    ``_MAX_DEPTH`` levels of brackets inside those around the whole answer or
+    ``_MAX_FUNCTION_DEPTH`` levels of function arguments, less one per 4 "|" (the parse time
+    grows with each), counted up to where latex2sympy2 stops reading ("5 triangles ..." is read
+    as 5); an exponent of 5 or more digits or a chain ``9^9^9``; a power tower (``9^{9^{9}}``)
+    unless it is a tower of integers with an exponent of at most ``_MAX_TOWER_EXPONENT``
+    (``2^{2^{2}}``); a power of powers whose exponents multiply to more
     (``(9999^{9999})^{9999}``); a big factorial (:func:`_factorial_too_big`; ``1000 \\cdot 3!``
     is fine); binomials / gcd / lcm (evaluated while parsing) next to a power, a factorial or a
     5-digit number."""
+    s = _cut_where_latex2sympy2_stops(s)
     if len(s) > _MAX_SYMPY_CHARS or "**" in s:
+        return True
+    depth, function_depth = _bracket_depth(_strip_outer_groups(s.replace("\\left", "").replace("\\right", "")))
+    bars = len(_BAR_RE.findall(s))
+    if bars > _MAX_BARS or depth > _MAX_DEPTH or function_depth + bars / 4 > _MAX_FUNCTION_DEPTH:
         return True
     if re.search(r"\^\s*\{?\s*[-+]?\s*\d{5,}|\^\s*\d+\s*\^", s):  # 10^{12345}, 9^9^9
         return True
@@ -232,6 +299,19 @@ def _py_eval(node: Any) -> Any:
     raise ValueError(f"unsupported expression node {type(node).__name__}")
 
 
+class _SLLSyntaxError(Exception):
+    """A syntax error of the SLL parse (see :func:`_latex2sympy2_like`)."""
+
+
+# Full LL prediction costs about 1.5 ms per character per level of brackets around it (a "|" counted as
+# a level): it is tried only while length * (1 + depth + bars) is at most this (about 1 s).
+_MAX_LL_COST = 600
+
+
+def _too_costly_for_full_ll(s: str) -> bool:
+    return len(s) * (1 + _bracket_depth(s)[0] + len(_BAR_RE.findall(s))) > _MAX_LL_COST
+
+
 _L2S_CONFIGS: tuple | None = None
 _L2S_CONVERTER: Any = None
 
@@ -260,12 +340,37 @@ def _l2s_converter() -> Any:
     global _L2S_CONVERTER
     if _L2S_CONVERTER is None:
         import sympy
+        from antlr4.atn.ParserATNSimulator import ParserATNSimulator
+        from antlr4.atn.PredictionMode import PredictionMode
+        from antlr4.dfa.DFA import DFA
+        from antlr4.PredictionContext import PredictionContextCache
+        from antlr4.error.ErrorListener import ErrorListener
         from latex2sympy2_extended.latex2sympy2 import _Latex2Sympy
+
+        class _SLLErrorListener(ErrorListener):
+            def syntaxError(self, recognizer, offendingSymbol, line, column, msg, e):
+                raise _SLLSyntaxError(msg)
 
         def _unevaluated_division(lh: Any, rh: Any) -> Any:
             return sympy.Mul(lh, sympy.Pow(rh, -1, evaluate=False), evaluate=False)
 
         class Converter(_Latex2Sympy):
+            sll = False  # parse with ANTLR's SLL prediction (see _latex2sympy2_like)
+            sll_cache: tuple | None = None
+
+            def create_parser(self, latex_str):
+                parser = super().create_parser(latex_str)
+                if self.sll:
+                    # Its own prediction cache: the shared one of the grammar (math-verify's) is left alone.
+                    if Converter.sll_cache is None:
+                        Converter.sll_cache = ([DFA(d, i) for i, d in enumerate(parser.atn.decisionToState)],
+                                               PredictionContextCache())
+                    parser._interp = ParserATNSimulator(parser, parser.atn, *Converter.sll_cache)
+                    parser._interp.predictionMode = PredictionMode.SLL
+                    parser.removeErrorListeners()
+                    parser.addErrorListener(_SLLErrorListener())
+                return parser
+
             def convert_postfix_list(self, arr, i=0):
                 # The base class reads an Integer juxtaposed with any positive Rational as a mixed
                 # number ("4(3)" -> 4+3), whatever interpret_as_mixed_fractions says; latex2sympy2
@@ -401,9 +506,24 @@ def _latex2sympy2_like(s: str) -> Any:
     s = re.sub(r"(\d)\s+(?=\d)", r"\1\\cdot ", s)
     s = re.sub(r"(\d)\s*(?=\\[dt]?frac)", r"\1\\cdot ", s)
     nc, cc = _l2s_configs()
-    return _l2s_converter()(config=cc).parse(normalize_latex(s, nc))
+    s = normalize_latex(_strip_outer_groups(s), nc)
+    # ANTLR's SLL prediction first: where it parses without a syntax error its tree is the one of the
+    # default (full LL) prediction, at a fraction of the cost (full-context prediction rescans a leading
+    # group for each level: "((((1+...))))" of 400 characters takes seconds). It reports a syntax error on
+    # some valid input ("\\pi^2", "x^2"): full LL then decides, where that is cheap enough.
+    converter = _l2s_converter()(config=cc)
+    converter.sll = True
+    try:
+        return converter.parse(s)
+    except _SLLSyntaxError:
+        pass
+    if _too_costly_for_full_ll(s):
+        raise ValueError("too costly to parse")
+    return _l2s_converter()(config=cc).parse(s)
 
 
+# Memoised: score_mathvision compares the model answer twice (with the letter and the option text).
+@functools.lru_cache(maxsize=256)
 def _latex_value(s: str) -> Any:
     """The official ``eval(str(latex2sympy(s)))`` (MATH-V ``utils.py``, ``from math import *``),
     or ``None`` where it raises.
@@ -582,8 +702,9 @@ def extract_mathvision_answer(response: str) -> str:
     return model_answer.rstrip(".").lstrip(":").strip()
 
 
-# A tuple with more elements than this is left unevaluated: it could only equal a ground
-# truth with as many elements (none has more than a few), so no verdict changes.
+# A tuple with more elements than this, or longer than ``_MAX_SYMPY_CHARS`` in all (a bound on
+# the parser's work), is left unevaluated: it could only equal a ground truth as long (none has
+# more than a few elements), so no verdict changes.
 _MAX_TUPLE_ELEMENTS = 64
 
 
@@ -595,6 +716,8 @@ def _eval_tuple(s: str) -> str:
         return s
     sl = s[1:-1].split(",")
     if len(sl) <= 1 or (s[0], s[-1]) not in (("(", ")"), ("[", "]")) or len(sl) > _MAX_TUPLE_ELEMENTS:
+        return s
+    if len(s) > _MAX_SYMPY_CHARS:
         return s
     parts = []
     for sub in sl:
@@ -709,11 +832,19 @@ def _most_similar(prediction: str, choices: list[str]) -> str:
 _NUM_RE = r"[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:[eE][-+]?\d+)?|[-+]?\.\d+"
 
 
+# Thousands written with spaces: "1 000", "12 345" (a plain space after a group of 1-2 digits, so that
+# "120 150" stays two numbers) or a thin / no-break space or "\\," after a group of 1-3 digits ("1\\,000").
+_SPACED_THOUSANDS = re.compile(
+    r"(?<![\d.,])(?:\d{1,2}(?: \d{3}(?!\d))+|\d{1,3}(?:(?:[\u00a0\u2009\u202f]|\\,)\d{3}(?!\d))+)"
+)
+
+
 def _numbers(text: str) -> list[str]:
     # A minus written U+2212 / U+2013 / U+FF0D, or "- 4.3" where it cannot be a binary minus
     # (not after a digit or a closer), is the sign of the number.
     text = re.sub("[\u2212\u2013\uff0d]", "-", text)
     text = re.sub(r"(^|[^\d)}\]\s])(\s*)-\s+(?=\.?\d)", r"\1\2-", text)
+    text = _SPACED_THOUSANDS.sub(lambda m: re.sub(r"\D", "", m.group(0)), text)
     return [m.replace(",", "") for m in re.findall(_NUM_RE, text)]
 
 
@@ -770,10 +901,13 @@ def _last_boxed(text: str) -> str | None:
 
 
 _ANSWER_IS_RE = re.compile(
-    r"(?:final\s+answer|correct\s+answer|answer|correct\s+option|correct\s+choice)"
+    r"(?:(?:final\s+answer|correct\s+answer|answer|correct\s+option|correct\s+choice)"
+    r"\s*(?:is|should\s+be|would\s+be|will\s+be|=|:)"
+    # Chinese: "答案是 C", "答案：5", "正确答案为 B", "正确选项是 (C)"
+    r"|(?:答案|选项)\s*(?:应该是|应为|是|为|=|:|：))"
     # The rest of the line is captured in a lookahead: a later marker on the same line ("The
     # answer is A. Wait, no. The answer is B.") is found too.
-    r"\s*(?:is|should\s+be|would\s+be|will\s+be|=|:)\s*:?\s*(?=([^\n]{0,2000}))",
+    r"\s*[:：]?\s*(?=([^\n]{0,2000}))",
     re.I,
 )
 
@@ -782,7 +916,7 @@ def _clean_candidate(s: str) -> str:
     s = s.strip()
     s = re.sub(r"^\$+|\$+$", "", s).strip()
     s = re.sub(r"\\(?:text|textbf|mathbf|mathrm)\{([^{}]*)\}", r"\1", s)
-    s = s.strip().rstrip(".").strip()
+    s = s.strip().rstrip(".。").strip()
     s = s.strip("*").strip()
     # A quoted answer, 'The answer is "B".' (the official quick-extract form): the quoted text.
     m = re.fullmatch(r'"([^"]*)"|\u201c([^\u201c\u201d]*)\u201d', s)
@@ -791,17 +925,34 @@ def _clean_candidate(s: str) -> str:
     return s
 
 
+_FULLWIDTH = str.maketrans("（）：，。；", "():,.;")
+
+
+def _drop_negated(cand: str) -> str:
+    """The answer a marked text commits to when it negates one: "not B but D" / "not A; it is C" ->
+    "D" / "C", "C, not A" -> "C"; a bare "not A" commits to nothing: ""."""
+    m = re.match(r"not\s+(.*)", cand, flags=re.I | re.S)
+    if not m:
+        return re.split(r"\s*[,;(]\s*not\b", cand, maxsplit=1, flags=re.I)[0].strip()
+    parts = re.split(r"\s*(?:[;,.]\s|\bbut\b|\brather\b|\binstead\b)\s*", m.group(1), maxsplit=1, flags=re.I)
+    if len(parts) < 2:
+        return ""
+    rest = re.sub(r"^(?:(?:but|rather|instead)\b\s*)?(?:it\s+is|it's|it\s+should\s+be|the\s+answer\s+is)?\s*:?\s*",
+                  "", parts[1], flags=re.I)
+    return _clean_candidate(rest)
+
+
 def _letter_of(text: str, n_options: int) -> str | None:
     """A choice letter written alone: "B", "(B)", "B.", "B)", "B:", "(B) text", "Option B"."""
     letters = "".join(chr(ord("A") + i) for i in range(n_options))
     if not letters:
         return None
-    t = text.strip()
+    t = text.strip().translate(_FULLWIDTH)
     m = re.fullmatch(rf"(?:option|choice)?\s*\(?([{letters}])\)?[.:)]?", t, flags=re.I)
     if m:
         return m.group(1).upper()
     m = re.match(rf"(?:option|choice)?\s*\(([{letters}])\)", t, flags=re.I) or re.match(
-        rf"([{letters}])[.:)]\s", t
+        rf"([{letters}])(?:[.:)]\s|[.:),]?(?=[\u3000-\u9fff]))", t  # "C，因为 ..." -> "C,因为 ..."
     )
     if m:
         return m.group(1).upper()
@@ -842,24 +993,27 @@ def extract_mathvista_answer(response: str, item: dict) -> str:
 
     Then (in place of the official GPT extractor) rules, first that applies:
       1. the content of the last ``\\boxed{...}``;
-      2. else the text after the last "answer is / answer: / correct option is ..." (to the
-         end of that line; a quoted '"text"' -> text) that reads as an answer of the item's
-         type (names a choice / has a number), else after the last such marker;
+      2. else the text after the last "answer is / answer: / correct option is ..." or Chinese
+         "答案是 / 答案：/ 正确选项为 ..." (to the end of that line; a quoted '"text"' -> text; a
+         negated answer dropped: "not B but D" -> D, "C, not A" -> C, a bare "not 999" is none)
+         that reads as an answer of the item's type (names a choice / has a number), else after
+         the last such marker;
       3. else the whole response.
     Then by item type:
       * multi_choice: the choice text equal to the candidate; else a letter written alone
-        ("B", "(B)", "B.", "Option B", "(B) text") -> returned as the letter; else the choice
-        text equal to it up to case / spaces; else, when the candidate is the whole response,
+        ("B", "(B)", "B.", "Option B", "(B) text", "B，因为") -> returned as the letter; else the
+        choice text equal to it up to case / spaces; else, when the candidate is the whole response,
         the last "(X)" letter in it, else the choice text occurring last in it, else a letter
         alone at its end ("I think it's C."); else the candidate itself (which the official
         normaliser maps to the nearest choice text by edit distance);
       * integer / float: LaTeX numbers written as decimals ("\\frac{6}{5}" -> 1.2, "10^{3}" ->
         1000, "1.2 \\times 10^3" -> 1200) and exponents of units dropped ("1000 cm^2" -> 1000);
         then, of a boxed / marked candidate, the first number after its last "=" or else its
-        first number ("1000, not 999" -> 1000); of an unmarked response, its last number
-        (thousands commas dropped; a minus written "\u2212" or "- 4.3" is kept);
-      * list: the numbers of the last "[...]" in the candidate (else all its numbers),
-        printed as a Python list "[a, b]".
+        first number ("1000, not 999" -> 1000); of an unmarked response, its last number not
+        after a "not" (thousands commas dropped, and thousands spaces: "1 000", "12 345",
+        "1\\,000"; a minus written "\u2212" or "- 4.3" is kept);
+      * list: the numbers of the last "[...]" in the candidate (else all its numbers; in
+        "[120,150]" the commas separate elements), printed as a Python list "[a, b]".
     Returns "" when nothing is found.
     """
     try:
@@ -891,6 +1045,12 @@ def extract_mathvista_answer(response: str, item: dict) -> str:
             cand = _clean_candidate(boxed)
         else:
             found = [_clean_candidate(f) for f in _ANSWER_IS_RE.findall(text)[-_MAX_ANSWER_MARKERS:]]
+            # "The answer is not B but D" -> "D"; a choice text is kept ("Not possible"), and so is any text
+            # of a multi_choice item that negates without naming another answer ("not A" names no choice).
+            if qtype == "multi_choice":
+                found = [f if _resolve_choice(f, choices) is not None else _drop_negated(f) or f for f in found]
+            else:
+                found = [_drop_negated(f) for f in found]
             found = [f for f in found if f]
             if found:
                 # The last marked answer that reads as one ("The answer is 5. This answer is
@@ -924,8 +1084,9 @@ def extract_mathvista_answer(response: str, item: dict) -> str:
 
         if atype in ("integer", "float"):
             cand = _latex_numbers_as_decimals(cand)
-            if whole:  # an unmarked response ends with its conclusion
-                nums = _numbers(cand)
+            if whole:  # an unmarked response ends with its conclusion, less the numbers it negates ("12, not 13")
+                nums = _numbers(re.sub(rf"\bnot\s+(?:{_NUM_RE})", " ", _SPACED_THOUSANDS.sub(
+                    lambda m: re.sub(r"\D", "", m.group(0)), cand), flags=re.I))
                 return nums[-1] if nums else ""
             # A boxed / marked answer states its value first ("1000, not 999"), or after its
             # last "=" ("x = 2 \\cdot 500 = 1000").
@@ -934,6 +1095,10 @@ def extract_mathvista_answer(response: str, item: dict) -> str:
 
         if atype == "list":
             brackets = re.findall(r"\[([^\[\]]*)\]", cand)
+            # In "[120,150]" the commas separate elements (not thousands: 120150), unless some comma is followed
+            # by a space: "[1,000, 2,000]".
+            if brackets and not re.search(r",\s", brackets[-1]):
+                brackets[-1] = brackets[-1].replace(",", ", ")
             nums = _numbers(brackets[-1]) if brackets else _numbers(cand)
             if not nums:
                 return ""
