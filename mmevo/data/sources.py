@@ -134,13 +134,18 @@ def _read_parquet(path: Path, label: str) -> Iterator[_Row]:
         pf = pq.ParquetFile(path)
     except Exception as e:  # pyarrow raises several types for corrupt files
         raise DataError(f"{label}: cannot read parquet: {e}", file=label, reason="unreadable_file") from e
+    yield from _batched_rows(pf.iter_batches(batch_size=256), label, "parquet")
+
+
+def _batched_rows(batches, label: str, what: str) -> Iterator[_Row]:
+    """Rows of arrow record batches / tables; a batch that fails to read (a corrupt page in the middle of a file)
+    raises a DataError naming the file and the first row it holds."""
     idx = 0
-    batches = pf.iter_batches(batch_size=256)
     while True:
-        try:  # a corrupt page fails here, in the middle of the file
+        try:
             batch = next(batches, None)
         except Exception as e:
-            raise DataError(f"{label}: cannot read parquet from row {idx} on: {e}", file=label, row=idx,
+            raise DataError(f"{label}: cannot read {what} from row {idx} on: {e}", file=label, row=idx,
                             reason="unreadable_file") from e
         if batch is None:
             return
@@ -152,19 +157,7 @@ def _read_parquet(path: Path, label: str) -> Iterator[_Row]:
 def _arrow_rows(ds, label: str) -> Iterator[_Row]:
     # Arrow format keeps images as raw {"bytes", "path"} structs: decoding (and its errors) stays with the
     # adapters, row by row.
-    idx = 0
-    tables = ds.with_format("arrow").iter(batch_size=256)
-    while True:
-        try:
-            table = next(tables, None)
-        except Exception as e:
-            raise DataError(f"{label}: cannot read dataset from row {idx} on: {e}", file=label, row=idx,
-                            reason="unreadable_file") from e
-        if table is None:
-            return
-        for row in table.to_pylist():
-            yield idx, None, row
-            idx += 1
+    yield from _batched_rows(iter(ds.with_format("arrow").iter(batch_size=256)), label, "dataset")
 
 
 def _read_saved_dataset(path: Path, label: str, split: str | None) -> tuple[Iterator[_Row], str]:
