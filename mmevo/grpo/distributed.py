@@ -134,13 +134,19 @@ def all_gather_objects(obj) -> list:
     return out
 
 
+def is_max_metric(key: str) -> bool:
+    """A metric named as a maximum (``*_max``, ``peak*``): combined by max, over micro-batches and over ranks."""
+    leaf = key.rsplit("/", 1)[-1]
+    return leaf.endswith("_max") or leaf.startswith("peak")
+
+
 def _reduce(values: list[float], key: str, sum_keys: tuple[str, ...]) -> float:
     """Sum for ``sum_keys``; a maximum / minimum for a metric named as one (``*_max``, ``peak*``, ``*_min``), the
     mean of the ranks' values otherwise."""
     leaf = key.rsplit("/", 1)[-1]
     if key in sum_keys:
         return sum(values)
-    if leaf.endswith("_max") or leaf.startswith("peak"):
+    if is_max_metric(key):
         return max(values)
     if leaf.endswith("_min"):
         return min(values)

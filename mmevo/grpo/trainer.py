@@ -24,6 +24,7 @@ from mmevo.config import Config, render_prompt, to_dict
 from mmevo.data.prompts import EpochSampler, PromptSource
 from mmevo.data.schema import Example
 from mmevo.grpo import algos
+from mmevo.grpo.distributed import is_max_metric
 from mmevo.grpo.checkpoint import (checkpoint_root, commit_checkpoint, latest_checkpoint, load_model_weights,
                                    load_trainer_state, remove_partial_checkpoints, rng_state, save_checkpoint,
                                    save_model, set_rng_state, write_checkpoint_files)
@@ -36,9 +37,6 @@ from mmevo.rewards.answers import extract_answer
 from mmevo.rewards.heads import RewardMixer, ScoredSample
 from mmevo.rollout.base import RolloutRequest, SamplingParams
 from mmevo.rollout.strategy import PlainGroups, Rollout, RolloutContext, RolloutStrategy, decode, step_seed
-
-
-_MAX_METRICS = frozenset({"ratio_max"})  # policy-loss metrics reported as the step's maximum, not a weighted mean
 
 
 class TrainingDiverged(RuntimeError):
@@ -660,7 +658,7 @@ class GRPOTrainer:
                             f"checkpoint in {self.out / 'checkpoints'} is kept (lower trainer.lr or check the data)")
                     self.backend.backward(loss * weight, boundary=k + 1 == n_micro)
                     for key, v in pg_m.items():
-                        if key in _MAX_METRICS:  # a maximum, not a mean: the largest over the micro-batches
+                        if is_max_metric(key):  # a maximum, not a mean: the largest over the micro-batches
                             if ids:
                                 totals[key] = max(totals.get(key, v), v)
                         else:
@@ -674,9 +672,9 @@ class GRPOTrainer:
                     real_updates += 1
                     totals["grad_norm"] = grad_norm
                     for key, v in totals.items():
-                        agg_totals[key] = (max(agg_totals.get(key, v), v) if key in _MAX_METRICS
+                        agg_totals[key] = (max(agg_totals.get(key, v), v) if is_max_metric(key)
                                            else agg_totals.get(key, 0.0) + v)
-        metrics = {f"actor/{k}": v if k in _MAX_METRICS else v / max(1, real_updates) for k, v in agg_totals.items()}
+        metrics = {f"actor/{k}": v if is_max_metric(k) else v / max(1, real_updates) for k, v in agg_totals.items()}
         metrics["actor/updates"] = n_updates
         return metrics
 
