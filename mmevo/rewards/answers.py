@@ -162,6 +162,7 @@ def normalize_choice(ans: str, choices: Sequence[str] | None) -> str:
     if not choices or not isinstance(ans, str):
         return ans
     s = _TEXT_WRAP_RE.sub(r"\1", ans.strip().strip("$").strip()).strip()  # \text{B} is the letter B
+    s = _SPACING_RE.sub(" ", s).strip()  # "(B)\ 40^\circ": LaTeX spacing separates a letter from its text too
     n = len(choices)
 
     def pick(letter: str | None) -> str | None:
@@ -191,18 +192,30 @@ def normalize_choice(ans: str, choices: Sequence[str] | None) -> str:
 
 _TEXT_WRAP_RE = re.compile(r"\\(?:text|textbf|textit|mathrm|mathbf|mbox|operatorname)\s*\{([^{}]*)\}")
 _DEGREE_RE = re.compile(r"\^\s*\{\s*\\circ\s*\}|\^\s*\\circ|\\circ|°|\\degree\b|\bdegrees?\b", re.IGNORECASE)
-_SPACING_RE = re.compile(r"\\[,;:! ]|\\left\b|\\right\b")
+# "~" is LaTeX's tie (a non-breaking space): "12 \\mathrm{~cm}" is the usual spelling of a unit in GeoQA-style output
+_SPACING_RE = re.compile(r"\\[,;:! ]|~|\\left\b|\\right\b")
 # a length / area / volume unit after a number, squared or cubed or not ("5 cm^2", "5\\text{ cm}^{2}", "5 sq units"):
-# math-verify already reads "5 cm" as 5 but not "5 cm^2", which split area answers from their bare numbers
+# math-verify already reads "5 cm" as 5 but not "5 cm^2", which split area answers from their bare numbers. The number
+# may end in a digit, a brace (\\sqrt{3}, \\frac{1}{2}) or pi ("12\\pi cm^2"); a sentence period may follow the unit
 _UNIT_TAIL_RE = re.compile(
-    r"(?<=[\d}])\s*(?:sq\.?\s*|square\s+|cubic\s+)?(?:[kcm]?m|in|ft|yd|inch(?:es)?|feet|foot|units?|"
-    r"(?:centi|milli|kilo)?met(?:er|re)s?)\s*(?:\^\s*\{?\s*[23]\s*\}?|[²³])?\s*$", re.IGNORECASE)
+    r"(?:(?<=[\d}π])|(?<=\\pi))\s*(?:sq\.?\s*|square\s+|cubic\s+)?(?:[kcm]?m|in|ft|yd|inch(?:es)?|feet|foot|units?|"
+    r"(?:centi|milli|kilo)?met(?:er|re)s?)\s*(?:\^\s*\{?\s*[23]\s*\}?|[²³])?\s*\.?\s*$", re.IGNORECASE)
+
+
+# "√3", "5√(2)", "√{x}": the Unicode radical, which math-verify reads as a symbol, over one number, letter or group
+_RADICAL_RE = re.compile(r"√\s*(\d+(?:\.\d+)?|[A-Za-z]|\([^()]*\)|\{[^{}]*\})")
+
+
+def _radical(m: re.Match) -> str:
+    arg = m.group(1)
+    return "\\sqrt{" + (arg[1:-1] if arg[0] in "({" else arg) + "}"
 
 
 def _unwrap(s: str) -> str:
     """Drop presentation-only markup (text wrappers, spacing, degree marks) but keep spaces."""
     s = _clean(s) or ""
     s = s.replace("\\dfrac", "\\frac").replace("\\tfrac", "\\frac")
+    s = _RADICAL_RE.sub(_radical, s.replace("\u2212", "-"))  # U+2212, the typeset minus sign, is "-"
     s = _SPACING_RE.sub(" ", s)
     s = _TEXT_WRAP_RE.sub(r"\1", s)
     s = _DEGREE_RE.sub("", s)
