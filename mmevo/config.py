@@ -276,7 +276,7 @@ class HonestConfig:
     # SMC: self-mutating curriculum (mmevo.honest.curriculum; seed 4 / 9 defaults; retries: health_mutation_retries)
     smc_enabled: bool = False  # draw prompts from the curriculum (seed flag --self-mutate, off by default)
     smc_window: int = 20  # episodes in the rolling accuracy window per domain and difficulty (>= smc_min_episodes)
-    smc_promote: float = 0.75  # raise a domain's ceiling at rolling accuracy >= this (seed: promote_threshold 0.75)
+    smc_promote: float = 0.75  # raise a domain's ceiling at rolling accuracy > this (strictly) (seed: promote_threshold 0.75)
     smc_min_episodes: int = 20  # episodes at the ceiling before it may change (seed: min_episodes_at_max 20)
     smc_demote: float = 0.20  # lower the ceiling at rolling accuracy < this (seed: demote_threshold 0.20)
     smc_cap: int = 8  # hard cap on the ceiling; above 5 tasks are mutator chains (seed: MAX_DIFFICULTY_HARD 8)

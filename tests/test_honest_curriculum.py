@@ -1,6 +1,6 @@
 """HONEST SMC (mmevo.honest.mutators, mmevo.honest.curriculum): mutators keep a verifiable answer over thousands of
 mutated tasks, unverifiable mutations are dropped and counted after 3 retries (never a crash), promotion after
-exactly 20 episodes at >= 0.75 (not at 19), demotion below 0.20, the cool-down, the hard cap 8, and the curriculum
+exactly 20 episodes at > 0.75 (not at 19, not at exactly 0.75), demotion below 0.20, the cool-down, the hard cap 8, and the curriculum
 prompt source's resume."""
 
 import collections
@@ -36,10 +36,13 @@ def test_promotion_after_exactly_20_episodes_at_075_not_at_19():
     assert changes == [None] * 19 and c.ceiling("arithmetic") == 5  # 19 perfect episodes are not enough
     assert c.record("arithmetic", 5, True) == PROMOTE and c.ceiling("arithmetic") == 6  # the 20th
     assert c.ceiling("logic") == 5  # per domain
-    # exactly 0.75 (15 of 20) promotes, 0.70 (14 of 20) does not
+    # seed: "acc > τ": 0.80 (16 of 20) promotes, exactly 0.75 (15 of 20) and 0.70 (14 of 20) do not
     c = controller()
-    assert record_all(c, "logic", 5, [False] * 5 + [True] * 14) == [None] * 19
-    assert c.record("logic", 5, True) == PROMOTE  # 15 / 20 = 0.75
+    assert record_all(c, "logic", 5, [False] * 4 + [True] * 15) == [None] * 19
+    assert c.record("logic", 5, True) == PROMOTE  # 16 / 20 = 0.80
+    c = controller()
+    assert record_all(c, "logic", 5, [False] * 5 + [True] * 15) == [None] * 20  # 15 / 20 = 0.75
+    assert c.ceiling("logic") == 5 and c.rolling_accuracy("logic") == 0.75
     c = controller()
     record_all(c, "logic", 5, [False] * 6 + [True] * 14)  # 14 / 20
     assert c.ceiling("logic") == 5 and c.rolling_accuracy("logic") == pytest.approx(0.70)
@@ -91,10 +94,12 @@ def test_demotion_clears_the_lower_window_so_a_regressed_model_is_not_promoted_a
         # 40 % at 5 from now on: never back to 6, however long it runs
         assert record_all(c, "arithmetic", 5, [True, False, True, False, False] * 20) == [None] * 100
         assert c.ceiling("arithmetic") == 5 and c.rolling_accuracy("arithmetic") == pytest.approx(0.4)
-        # a recovered model earns the ceiling back once the window at 5 reaches 0.75: after 12 successes it holds
-        # the last 8 of the 40 % phase (3 right) and the 12: 15 / 20
-        assert record_all(c, "arithmetic", 5, [True] * 11) == [None] * 11
-        assert c.record("arithmetic", 5, True) == PROMOTE and c.rolling_accuracy("arithmetic", 5) == 0.75
+        # a recovered model earns the ceiling back once the window at 5 exceeds 0.75 (seed: "acc > τ"). The 40 %
+        # phase ends T F F T F T F F: after 12 and 13 successes the window holds 3 + 12 = 2 + 13 = 15 / 20 = 0.75
+        # (not above), after 14 it holds the last 6 (F T F T F F, 2 right) and the 14: 16 / 20
+        assert record_all(c, "arithmetic", 5, [True] * 13) == [None] * 13
+        assert c.rolling_accuracy("arithmetic", 5) == 0.75
+        assert c.record("arithmetic", 5, True) == PROMOTE and c.rolling_accuracy("arithmetic", 5) == 0.80
 
 
 def test_no_promotion_after_a_regression_through_the_source():

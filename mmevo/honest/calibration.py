@@ -29,9 +29,16 @@ from pathlib import Path
 import torch
 
 __all__ = ["score_response", "calibration_report", "reliability_bins", "plot_reliability", "generate_records",
-           "evaluate_calibration", "calibration_heldout", "run_calibration_eval", "hindsight_audit"]
+           "evaluate_calibration", "calibration_heldout", "run_calibration_eval", "hindsight_audit", "pillar_works"]
 
 N_BINS = 10  # equal-width confidence bins of the ECE and the reliability diagram (seed 8)
+PILLAR_ECE_BAR = -0.01  # seed 8: a pillar "works" if Delta ECE <= -0.01 vs. the base GRPO run (same seed, data, steps)
+
+
+def pillar_works(ece_base: float, ece_pillar: float, bar: float = PILLAR_ECE_BAR) -> bool:
+    """Seed 8's bar: Delta ECE = ece_pillar - ece_base <= ``bar`` (-0.01). A Delta of exactly -0.01 passes; the
+    1e-12 slack keeps float rounding (0.29 - 0.30 = -0.00999...95) from deciding the boundary."""
+    return (float(ece_pillar) - float(ece_base)) <= bar + 1e-12
 
 
 # ----------------------------------------------------------------------------------------------------- scoring

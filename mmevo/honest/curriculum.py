@@ -6,7 +6,8 @@ a rolling window of episode outcomes (one episode = one prompt's group, correct 
 recorded outcome it checks the domain (seed 4.3):
 
 - promote (ceiling + 1) when the window at the ceiling holds >= ``min_episodes`` (20) episodes with rolling accuracy
-  >= ``promote`` (0.75), up to ``cap`` (``MAX_DIFFICULTY_HARD`` = 8). The new ceiling's window starts empty: only
+  > ``promote`` (0.75; seed 1: "When d=5 acc > τ", 4.1: "crosses an upper threshold", so 15 of 20 does not), up to
+  ``cap`` (``MAX_DIFFICULTY_HARD`` = 8). The new ceiling's window starts empty: only
   episodes drawn while it is the ceiling count;
 - demote (ceiling - 1) when the window at the ceiling holds >= ``min_episodes`` episodes with rolling accuracy
   < ``demote`` (0.20), never below the start ceiling (the generator's fixed ceiling, 5 by default: the seed demotes
@@ -114,7 +115,7 @@ class DifficultyController:
         if len(w) < self.min_episodes:
             return None
         acc = sum(w) / len(w)
-        if acc >= self.promote_at and c < self.cap:
+        if acc > self.promote_at and c < self.cap:  # strictly above tau (seed: "acc > τ")
             self.ceilings[domain] = c + 1
             self._window(domain, c + 1).clear()  # only episodes at the new ceiling count toward its next change
             self.promotions += 1

@@ -6,7 +6,7 @@ confidence; every output keeps the confidence's float dtype and no input is modi
     brier_reward                R_B = -(c - y)^2                                       (section 2.1)
     hindsight_reward            R_H = -k (r - y)^2,  k = 0.3                           (section 2.1, HCR)
     casr_reward                 R_h = alpha [(c-y)^2 - (r-y)^2] 1[full] + beta 1[critique >= 16 chars]
-                                      - gamma 1[full, |r - c| < copy_tol] - delta 1[partial], clipped to +-clip;
+                                      - gamma 1[r present, |r - c| < copy_tol] - delta 1[partial], clipped to +-clip;
                                       0 when neither critique nor refined confidence is present  (section 2.5, CASR)
     expected_calibration_error  sum_b n_b / N |mean_b(y) - mean_b(c)| over equal-width bins    (section 8)
     replay_priorities           (|c - y| + eps)^alpha                                  (section 3.1, CPR)
@@ -107,12 +107,15 @@ def casr_reward(conf: Tensor, refined: Tensor, correct: Tensor, critique_chars: 
                 copy_tol: float = 0.02) -> Tensor:
     """Calibration-Aware Self-Refinement reward (seed 2.5), [B] in conf's dtype, clipped to [-clip, clip].
 
-    conf float [B] (c, used where the refinement is full), refined float [B] (r, read only where ``has_refined``;
+    conf float [B] (c, used where r is present), refined float [B] (r, read only where ``has_refined``;
     elsewhere it may be NaN), correct [B] 0/1, critique_chars int [B] (critique length; > 0 means present),
     has_refined bool [B]. full = critique and refined present; partial = exactly one of them:
 
-        alpha [(c - y)^2 - (r - y)^2] 1[full] + beta 1[critique_chars >= 16] - gamma 1[full, |r - c| < copy_tol]
+        alpha [(c - y)^2 - (r - y)^2] 1[full] + beta 1[critique_chars >= 16] - gamma 1[r present, |r - c| < copy_tol]
         - delta 1[partial];  0 where neither is present.
+
+    The seed's table gates only alpha on "full structure"; the anti-copy term triggers whenever "|r-c| < 0.02", so a
+    copied r without a critique pays gamma + delta.
     """
     c = _float_tensor("conf", conf).detach()  # [B]
     r = _float_tensor("refined", refined).detach()  # [B]
@@ -131,12 +134,12 @@ def casr_reward(conf: Tensor, refined: Tensor, correct: Tensor, critique_chars: 
     full = has_critique & has_refined  # [B]
     partial = has_critique ^ has_refined  # [B]
     _check_probability("refined", r, has_refined)
-    _check_probability("conf", c, full)
+    _check_probability("conf", c, has_refined)
     zero = torch.zeros_like(c)
-    c_full = torch.where(full, c, zero)  # [B] unused values (maybe NaN) replaced before any arithmetic
-    r_full = torch.where(full, r, zero)  # [B]
-    delta_brier = (c_full - y) ** 2 - (r_full - y) ** 2  # [B] > 0 iff the refinement moved toward y
-    copied = full & copied_refinement(c_full, r_full, copy_tol)  # [B]
+    c_r = torch.where(has_refined, c, zero)  # [B] unused values (maybe NaN) replaced before any arithmetic
+    r_r = torch.where(has_refined, r, zero)  # [B]
+    delta_brier = (c_r - y) ** 2 - (r_r - y) ** 2  # [B] > 0 iff the refinement moved toward y; used where full
+    copied = has_refined & copied_refinement(c_r, r_r, copy_tol)  # [B] seed 2.5: -gamma when |r - c| < 0.02
     reward = (alpha * delta_brier * full.to(c.dtype)
               + beta * (critique_chars.to(c.device) >= CRITIQUE_MIN_CHARS).to(c.dtype)
               - gamma * copied.to(c.dtype)
@@ -306,7 +309,7 @@ class HonestHindsightHead:
             is_full = (chars > 0) & has_r
             full, partial = int(is_full.sum()), int(((chars > 0) ^ has_r).sum())
             critique_ok = int((chars >= CRITIQUE_MIN_CHARS).sum())
-            copied = int((is_full & copied_refinement(c, torch.where(has_r, r, c), self.casr["copy_tol"])).sum())
+            copied = int((has_r & copied_refinement(c, torch.where(has_r, r, c), self.casr["copy_tol"])).sum())
             clipped = int((out.abs() >= self.casr["clip"] - 1e-7).sum())
         metrics.update({"full": float(full), "partial": float(partial), "critique_ok": float(critique_ok),
                         "copy": float(copied), "clipped": float(clipped)})
