@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+import numpy as np
 import torch
 from torch import Tensor
 
@@ -28,12 +29,29 @@ EMA_MODES = ("indicator", "per_question")
 __all__ = ["EMA_MODES", "PrismCoverageHead", "coverage_rewards", "diversity_stats", "ema_counts", "zpd"]
 
 
+def _as_float(x) -> Tensor:
+    """Tensors as they are; a list, tuple, numpy array or Python number (valid inputs too) as a tensor: a float numpy
+    array keeps its dtype, anything else becomes float64 (torch's float32 default would round 0.9 to 0.8999...)."""
+    if torch.is_tensor(x):
+        return x
+    if isinstance(x, np.ndarray) and x.dtype.kind == "f":
+        return torch.from_numpy(x)
+    return torch.as_tensor(x, dtype=torch.float64)
+
+
+def _as_ids(x) -> Tensor:
+    """Cluster ids as a tensor (lists, tuples, numpy arrays too); an empty input has no dtype to check: long."""
+    t = x if torch.is_tensor(x) else torch.as_tensor(x)
+    return t.long() if t.numel() == 0 else t
+
+
 def zpd(p: Tensor) -> Tensor:
     """Zone of proximal development (Prism): float p [B] -> [B] of p's dtype,
     max(0, 1 - |p - 0.75| / 0.4) for 0.5 <= p <= 0.9, else 0 (NaN p scores 0). Detached.
     Edges: zpd(0.5) = 0.375, zpd(0.75) = 1, zpd(0.9) = 0.625; just outside the band it drops to 0."""
-    if not torch.is_tensor(p) or not p.is_floating_point():
-        raise ValueError(f"p must be a floating-point tensor, got {getattr(p, 'dtype', type(p))}")
+    p = _as_float(p)
+    if not p.is_floating_point():
+        raise ValueError(f"p must be a floating-point tensor, got {p.dtype}")
     p = p.detach()
     score = (1.0 - (p - ZPD_CENTER).abs() / ZPD_WIDTH).clamp(min=0.0)  # [B]
     band = (p >= ZPD_LOW) & (p <= ZPD_HIGH)  # [B] bool
@@ -47,7 +65,9 @@ def coverage_rewards(p: Tensor, clusters: Tensor, counts: Tensor, lam: float = 5
     valid is False (there the cluster may be anything, e.g. -1). All counts 0 (possible with gamma = 0) make every
     cluster rare: zpd(p) · (1 + lam). ``counts`` are read as given (the state before this batch's update); no input
     is mutated."""
-    if not torch.is_tensor(p) or not p.is_floating_point() or p.dim() != 1:
+    p, clusters, counts = _as_float(p), _as_ids(clusters), _as_float(counts)
+    valid = valid if valid is None or torch.is_tensor(valid) else torch.as_tensor(valid, dtype=torch.bool)
+    if not p.is_floating_point() or p.dim() != 1:
         raise ValueError(f"p must be a float [B] tensor, got {getattr(p, 'dtype', type(p))} "
                          f"{tuple(getattr(p, 'shape', ()))}")
     B = p.shape[0]
@@ -86,13 +106,14 @@ def ema_counts(counts: Tensor, visited: Tensor, gamma: float = 0.99, mode: str =
     per_question:      n_k <- gamma · n_k + (1 - gamma) · #{visits of k}     (every question adds)"""
     if mode not in EMA_MODES:
         raise ValueError(f"ema mode {mode!r} not in {list(EMA_MODES)}")
-    if not torch.is_tensor(counts) or not counts.is_floating_point() or counts.dim() != 1:
+    counts = _as_float(counts)
+    if not counts.is_floating_point() or counts.dim() != 1:
         raise ValueError(f"counts must be a float [K] tensor, got {getattr(counts, 'dtype', type(counts))} "
                          f"{tuple(getattr(counts, 'shape', ()))}")
     if not 0.0 <= gamma <= 1.0:
         raise ValueError(f"gamma must be in [0, 1], got {gamma}")
     K = counts.shape[0]
-    v = torch.as_tensor(visited).reshape(-1)
+    v = _as_ids(visited).reshape(-1)  # no visits ([], np.array([])): M = 0, every count decays
     if v.is_floating_point() or v.dtype == torch.bool:
         raise ValueError(f"visited must hold integer cluster ids, got {v.dtype}")
     v = v.long().to(counts.device)
