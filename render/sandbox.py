@@ -16,8 +16,10 @@ procfs of the job's own pid namespace (``mount_proc``), uid drop, ``no_new_privs
 * ``apply_seccomp``: a BPF filter that kills the process (SIGSYS) on process creation / exec / ptrace /
   mount / namespace / bpf / io_uring / keyring / module / kexec / reboot system calls, answers EPERM to
   sockets, SysV IPC and POSIX message queues, inotify / fanotify, ``memfd_create`` / ``memfd_secret``
-  (their pages would escape ``RLIMIT_AS``), ``kill`` and ``syslog``, and ENOSYS to ``clone3`` (so glibc
-  falls back to ``clone``, which is allowed only with ``CLONE_THREAD``: threads but no processes).
+  (their pages would escape ``RLIMIT_AS``), ``kill``, ``syslog``, ``io_setup`` (host-wide AIO pool),
+  ``sync`` / ``syncfs`` (host-wide writeback) and ``prctl(PR_SET_PDEATHSIG)`` (the signal that ends the job
+  when its worker dies), and ENOSYS to ``clone3`` (so glibc falls back to ``clone``, which is allowed only
+  with ``CLONE_THREAD``: threads but no processes).
 """
 
 from __future__ import annotations
@@ -52,7 +54,7 @@ if MACHINE == "x86_64":
         semop=65, semctl=66, semtimedop=220, mq_open=240, mq_unlink=241, mq_timedsend=242,
         mq_timedreceive=243, mq_notify=244, mq_getsetattr=245, inotify_init=253, inotify_add_watch=254,
         inotify_rm_watch=255, inotify_init1=294, fanotify_init=300, fanotify_mark=301, memfd_create=319,
-        memfd_secret=447, kill=62, syslog=103,
+        memfd_secret=447, kill=62, syslog=103, io_setup=206, sync=162, syncfs=306, prctl=157,
     )
     X32_BIT = 0x40000000
 elif MACHINE == "aarch64":
@@ -70,7 +72,7 @@ elif MACHINE == "aarch64":
         semget=190, semop=193, semctl=191, semtimedop=192, mq_open=180, mq_unlink=181, mq_timedsend=182,
         mq_timedreceive=183, mq_notify=184, mq_getsetattr=185, inotify_add_watch=27, inotify_rm_watch=28,
         inotify_init1=26, fanotify_init=262, fanotify_mark=263, memfd_create=279, memfd_secret=447, kill=129,
-        syslog=116,
+        syslog=116, io_setup=0, sync=81, syncfs=267, prctl=167,
     )
     X32_BIT = None
 else:  # pragma: no cover - other architectures get no seccomp/landlock (reduced isolation)
@@ -97,6 +99,8 @@ EPERM_CALLS = (
     "memfd_create", "memfd_secret",
     # signals to other processes (the job is alone in its pid namespace; Landlock scopes signals too)
     "kill", "syslog",
+    # host-wide: AIO contexts come from one pool for the whole host (fs.aio-max-nr), sync flushes every file system
+    "io_setup", "sync", "syncfs",
 )
 
 CLONE_THREAD = 0x00010000
@@ -142,6 +146,9 @@ def set_rlimits(*, address_space: int, cpu_s: int, fsize: int, nofile: int = 64,
     resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
     resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
     resource.setrlimit(resource.RLIMIT_AS, (address_space, address_space))
+    # inherited from whoever started the pool: a non-zero one would let the job take real-time / raised priority
+    resource.setrlimit(resource.RLIMIT_RTPRIO, (0, 0))
+    resource.setrlimit(resource.RLIMIT_NICE, (0, 0))
     # counts every task (threads too) of the job uid; ignored for root, effective after the uid drop.
     # seccomp is the real fork barrier; this only caps thread bombs (RLIMIT_AS caps them as well).
     resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
@@ -210,11 +217,17 @@ def build_seccomp_program() -> bytes:
             ins(_BPF_JEQ_K, NR[name], "eperm", 0)
     ins(_BPF_JEQ_K, NR["clone3"], "enosys", 0)
     ins(_BPF_JEQ_K, NR["clone"], "clone", 0)
+    ins(_BPF_JEQ_K, NR["prctl"], "prctl", 0)
     ins(_BPF_RET_K, SECCOMP_RET_ALLOW)
     labels = {}
     labels["clone"] = len(prog)
     ins(_BPF_LD_W_ABS, 16)  # low 32 bits of args[0] (clone flags; little endian)
     ins(_BPF_JSET_K, CLONE_THREAD, "allow", "kill")
+    # The parent-death signal is what ends a job whose worker is killed mid-job (the job left the worker's
+    # process group with setsid): the job may not clear or change it.
+    labels["prctl"] = len(prog)
+    ins(_BPF_LD_W_ABS, 16)  # args[0]: the prctl option
+    ins(_BPF_JEQ_K, PR_SET_PDEATHSIG, "eperm", "allow")
     labels["allow"] = len(prog)
     ins(_BPF_RET_K, SECCOMP_RET_ALLOW)
     labels["kill"] = len(prog)
@@ -383,7 +396,9 @@ def build_root(root: str, sources, devices=(), masked=()) -> list[str]:
 
     ``root`` becomes a small tmpfs whose directories are mode 0711 (traversable, not listable); every path
     of ``sources`` (directories or files) is bind-mounted read-only, nosuid, nodev at the same path inside it,
-    ``devices`` the same without nodev; ``/proc``, ``/job`` and ``/tmp`` are empty mount points. Each
+    ``devices`` the same without nodev; ``/proc``, ``/job`` and ``/tmp`` are empty mount points, ``/dev/shm``
+    an empty read-only directory (``multiprocessing``'s POSIX semaphores then fail with EROFS, a refusal,
+    instead of ENOENT). Each
     directory of ``masked`` that a bind shows gets an empty read-only tmpfs over it (the caller makes sure
     no source lies in it). The skeleton is then made read-only. Returns the paths bound. Sources that do not
     exist are skipped."""
@@ -413,7 +428,7 @@ def build_root(root: str, sources, devices=(), masked=()) -> list[str]:
             if os.path.isdir(dst) and not os.path.islink(dst) and not os.path.ismount(dst):
                 mount("tmpfs", dst, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
                       "size=4k,nr_inodes=4,mode=0555")
-    for d in ("/proc", "/job", "/tmp"):
+    for d in ("/proc", "/job", "/tmp", "/dev/shm"):
         _mkdirs(root + d)
     mount(None, root, None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC)
     return bound

@@ -268,9 +268,30 @@ def _outside_jobdir(filename) -> bool:
 
 
 def _classify_exception(e: BaseException) -> str:
+    """The kind of the first exception that is more than a crash, from ``e`` along its chain as a traceback
+    shows it (``__cause__``, else an unsuppressed ``__context__``) and the exceptions among its first args:
+    network libraries (urllib, requests, httpx) wrap the sandbox's refusal in their own errors."""
+    todo, seen = [e], set()
+    while todo and len(seen) < 32:
+        e = todo.pop(0)
+        if id(e) in seen:
+            continue
+        seen.add(id(e))
+        kind = _classify_one(e)
+        if kind != "crash":
+            return kind
+        chained = e.__cause__ if e.__cause__ is not None or e.__suppress_context__ else e.__context__
+        todo += [x for x in (chained, *e.args[:4]) if isinstance(x, BaseException)]
+    return "crash"
+
+
+def _classify_one(e: BaseException) -> str:
     if isinstance(e, MemoryError):
         return "memory"
-    if isinstance(e, PermissionError):
+    bomb = getattr(sys.modules.get("PIL.Image"), "DecompressionBombError", None)  # PIL's pixel-count refusal
+    if bomb is not None and isinstance(e, bomb):
+        return "too_large"
+    if isinstance(e, (PermissionError, socket.gaierror, socket.herror)):  # no name service: no network
         return "forbidden"
     if isinstance(e, FileNotFoundError) and (_outside_jobdir(e.filename) or _outside_jobdir(e.filename2)):
         return "forbidden"  # a path outside the job dir: it does not exist in the sandbox
@@ -289,6 +310,15 @@ def _classify_exception(e: BaseException) -> str:
     if "INVALID_SIZE" in text or "too large" in text.lower():
         return "too_large"
     return "crash"
+
+
+def _describe(e: BaseException) -> tuple[str, str]:
+    """(kind, text) of the job's exception. Its own code (``__str__``, a metaclass ``__name__``, ...) may raise
+    or exhaust memory here: then it is still reported, as such, instead of ending the child without a report."""
+    try:
+        return _classify_exception(e), _exc_text(e)
+    except BaseException as inner:  # noqa: BLE001
+        return ("memory" if isinstance(inner, MemoryError) else "crash"), "exception that cannot be described"
 
 
 def _place_fds(fds) -> None:
@@ -412,7 +442,7 @@ def _child_main(fds, env: dict, pidns_err: str | None) -> None:
         else:
             kind, msg = _run_svg(job["code"], limits)
     except BaseException as e:  # noqa: BLE001 - classified, never re-raised
-        kind, msg = _classify_exception(e), _exc_text(e)
+        kind, msg = _describe(e)
     try:
         _write_all(STATUS_FD, (kind + "\n" + str(msg)[:MESSAGE_MAX]).encode("utf-8", "replace"))
     except Exception:  # noqa: BLE001
@@ -446,7 +476,7 @@ def _run_python(code: str, limits: RenderLimits) -> tuple[str, str]:
     w, h = w_in * fig.dpi, h_in * fig.dpi
     if not (w <= limits.max_side and h <= limits.max_side):
         return "too_large", f"figure of {w:.0f}x{h:.0f} px exceeds {limits.max_side} px"
-    fig.savefig(out, format="png")
+    fig.savefig(out, format="png", dpi=fig.dpi)  # the dpi checked above, whatever rcParams["savefig.dpi"] says
     return "ok", "current figure"
 
 
@@ -643,8 +673,15 @@ def _result(ok=False, png=None, width=0, height=0, kind=None, msg="", t0=0.0, la
                 elapsed_s=time.monotonic() - t0, isolation=layers or {})
 
 
+def _printable(text: str) -> str:
+    """Job text with control, bidi and other unprintable characters escaped as ``repr`` writes them: the message
+    reaches terminals and logs, where escape sequences, carriage returns or line breaks could forge lines."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
 def _parse_frame(raw: bytes) -> tuple[str, str] | None:
-    """The job's result frame: ``kind`` (one of JOB_KINDS), a newline, a UTF-8 message. None if malformed."""
+    """The job's result frame: ``kind`` (one of JOB_KINDS), a newline, a UTF-8 message (made printable, cut to
+    MESSAGE_MAX characters). None if malformed."""
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
@@ -652,7 +689,7 @@ def _parse_frame(raw: bytes) -> tuple[str, str] | None:
     kind, sep, msg = text.partition("\n")
     if not sep or kind not in JOB_KINDS:
         return None
-    return kind, msg[:MESSAGE_MAX]
+    return kind, _printable(msg[:MESSAGE_MAX])[:MESSAGE_MAX]
 
 
 def _remove_tree(path: str) -> None:
@@ -881,7 +918,8 @@ class Supervisor:
         cpu = int(math.ceil(timeout_s)) + 1
         want = {"Max cpu time": (cpu, cpu + 1), "Max file size": (limits.max_file_bytes,) * 2,
                 "Max open files": (limits.nofile,) * 2, "Max processes": (limits.nproc,) * 2,
-                "Max core file size": (0, 0), "Max address space": (vm + limits.memory_bytes,) * 2}
+                "Max core file size": (0, 0), "Max address space": (vm + limits.memory_bytes,) * 2,
+                "Max realtime priority": (0, 0), "Max nice priority": (0, 0)}
         with open(f"/proc/{pid}/limits") as f:
             rows = [re.split(r"\s{2,}", line.strip()) for line in f.read().splitlines()[1:]]
         have = {r[0]: r[1:3] for r in rows if len(r) >= 3}
