@@ -229,7 +229,10 @@ class RenderPool:
         self.start_timeout_s = start_timeout_s
         self.reply_grace_s = reply_grace_s  # extra wait for a worker's answer beyond the job timeout
         self._skip_layers = tuple(_skip_layers)  # tests only: simulate a kernel lacking these layers
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # one render_many at a time
+        # workers and uids change only under this lock: a close() during a render must not race a replacement
+        # (which would start a worker after close, on a uid already released)
+        self._state_lock = threading.Lock()
         self._workers: list[_Worker] = []
         self.replaced = 0
         self.closed = False
@@ -261,11 +264,12 @@ class RenderPool:
         self.close()
 
     def close(self) -> None:
-        self.closed = True
-        for w in self._workers:
-            w.stop()
-        _release_uids(self._uids)  # the workers, and with them their jobs, are gone
-        self._uids = []
+        with self._state_lock:
+            self.closed = True
+            for w in self._workers:
+                w.stop()
+            _release_uids(self._uids)  # the workers, and with them their jobs, are gone
+            self._uids = []
 
     def __del__(self) -> None:  # pragma: no cover - best effort
         try:
@@ -315,25 +319,35 @@ class RenderPool:
         return results  # type: ignore[return-value]
 
     def _replace(self, slot: int) -> _Worker:
-        old = self._workers[slot]
-        old.kill()
-        new = _Worker(self.limits.disk_bytes, self._skip_layers, self._uids[slot])
-        new.wait_ready(self.start_timeout_s)
-        self._workers[slot] = new
-        self.replaced += 1
-        return new
+        with self._state_lock:
+            if self.closed:
+                raise RenderPoolError("pool is closed")
+            old = self._workers[slot]
+            old.kill()
+            new = _Worker(self.limits.disk_bytes, self._skip_layers, self._uids[slot])
+            self._workers[slot] = new  # in the list before it is ready: a close() now stops it too
+            new.wait_ready(self.start_timeout_s)
+            self.replaced += 1
+            return new
 
     def _run_on(self, slot: int, job: RenderJob, timeout_s: float) -> RenderResult:
         t0 = time.monotonic()
         w = self._workers[slot]
         if not w.alive():
-            w = self._replace(slot)
+            try:
+                w = self._replace(slot)
+            except Exception as e:  # noqa: BLE001 - a closed pool or a worker that cannot start: this job fails
+                return RenderResult(ok=False, error_kind="crash", message=f"no render worker: {e}",
+                                    elapsed_s=time.monotonic() - t0)
         msg = {"code": job.code, "language": job.language, "timeout_s": float(timeout_s),
                "limits": replace(self.limits), "strict": not self.allow_reduced_isolation}
         try:
             w.send(msg)
             reply = w.recv(timeout_s + self.reply_grace_s)
         except (OSError, EOFError, TimeoutError, ValueError) as e:
+            if self.closed:  # the pool was closed under this job: its worker is gone, not broken
+                return RenderResult(ok=False, error_kind="crash", message="render pool closed during the job",
+                                    elapsed_s=time.monotonic() - t0)
             log.warning("render worker %d failed (%s); replacing it", w.pid, e)
             try:
                 self._replace(slot)

@@ -257,6 +257,30 @@ def test_dead_and_hung_workers_are_replaced_and_close_cleans_up(monkeypatch):
         p.render(RenderJob(RED_RECT))
 
 
+def test_close_during_a_render_ends_the_job_and_starts_no_worker():
+    import threading
+
+    from render.pool import _uids_held
+
+    p = start_render_pool(workers=1, reply_grace_s=1.0, limits=RenderLimits())
+    (pid,) = p.worker_pids()
+    uids = list(p._uids)
+    out = {}
+    t = threading.Thread(target=lambda: out.setdefault("r", p.render(RenderJob("import time\ntime.sleep(20)"),
+                                                                      timeout_s=20)))
+    t.start()
+    time.sleep(1.0)  # the job is running
+    t0 = time.monotonic()
+    p.close()
+    t.join(15)
+    assert not t.is_alive() and time.monotonic() - t0 < 10
+    r = out["r"]
+    assert not r.ok and r.error_kind == "crash" and "closed" in r.message
+    # no replacement was started after the close, on a uid that close() had already released
+    assert p.replaced == 0 and p.worker_pids() == [pid] and not os.path.exists(f"/proc/{pid}")
+    assert not any(u in _uids_held for u in uids)
+
+
 def test_missing_layer_detection():
     full = {**{k: True for k in LAYERS + WORKER_LAYERS}, "landlock": 7}
     assert {"pidns", "mntns", "minimal_root", "procfs", "ipcns", "utsns", "seccomp", "rlimits"} <= set(full)
