@@ -183,12 +183,20 @@ def masked_mean(x: Tensor, mask: Tensor, dim: Optional[int] = None) -> Tensor:
 
     Returns:
         Scalar if ``dim`` is None, else ``x`` reduced along ``dim``. Entries
-        with an all-zero mask give 0 (no NaN).
+        with an all-zero mask give 0 (no NaN). Values outside the mask are
+        never read, so a NaN / inf there (e.g. a log-prob of -inf at padding)
+        does not leak into the mean (as verl's ``masked_sum``).
     """
+    x = _masked_zero(x, mask)
     mask = mask.to(x.dtype)
     if dim is None:
         return (x * mask).sum() / mask.sum().clamp(min=1.0)
     return (x * mask).sum(dim=dim) / mask.sum(dim=dim).clamp(min=1.0)
+
+
+def _masked_zero(x: Tensor, mask: Tensor) -> Tensor:
+    """``x`` with 0 where ``mask`` is 0: ``0 * nan`` is nan, so multiplying by the mask alone is not enough."""
+    return torch.where(mask.bool(), x, torch.zeros((), dtype=x.dtype, device=x.device))
 
 
 def agg_loss(
@@ -211,8 +219,12 @@ def agg_loss(
 
     Sequences whose mask is all zero contribute 0 to every numerator. In the
     ``seq-mean-*`` modes they still count in ``B`` (the number of sequences);
-    they never produce NaN. ``loss_scale_factor`` is ignored by the other
-    modes. Two deliberate differences from verl's ``agg_loss``: verl leaves
+    they never produce NaN. As in verl, ``token-mean`` never reads values
+    outside the mask and the ``seq-mean-token-*`` modes drop whole masked-out
+    rows (NaN / inf there give 0); a NaN outside the mask of a row that has
+    tokens, or anywhere in ``seq-mean-token-sum-norm``, propagates as in
+    verl. ``loss_scale_factor`` is ignored by the other modes. Two
+    deliberate differences from verl's ``agg_loss``: verl leaves
     all-masked sequences out of ``B`` in ``seq-mean-token-mean`` /
     ``seq-mean-token-sum`` (mmevo counts them, so that the trainer's
     micro-batch weights ``len(micro) / len(mini)`` add up to the full-batch
@@ -230,15 +242,16 @@ def agg_loss(
     mask = mask.to(loss_mat.dtype)
     if agg == "token-mean":
         return masked_mean(loss_mat, mask)
-    if agg == "seq-mean-token-mean":
-        seq = masked_mean(loss_mat, mask, dim=-1)  # [B]
-        return seq.mean()
-    if agg == "seq-mean-token-sum":
+    if agg in ("seq-mean-token-mean", "seq-mean-token-sum"):
+        n_tok = mask.sum(dim=-1)  # [B]
         seq = (loss_mat * mask).sum(dim=-1)  # [B]
-        return seq.mean()
+        if agg == "seq-mean-token-mean":
+            seq = seq / n_tok.clamp(min=1.0)
+        return _masked_zero(seq, n_tok > 0).mean()  # a masked-out row adds 0 even if it holds NaN (verl)
     if agg == "seq-mean-token-sum-norm":
         scale = float(mask.shape[-1]) if loss_scale_factor is None else float(loss_scale_factor)
-        return (loss_mat * mask).sum() / scale
+        # rows first, then the batch: verl's summation order, so the float32 result is the same to the last bit
+        return (loss_mat * mask).sum(dim=-1).sum() / scale
     raise ValueError(f"unknown loss agg mode {agg!r}; valid choices: {', '.join(AGG_MODES)}")
 
 
@@ -279,13 +292,15 @@ def policy_loss(
     Metrics (python floats, computed without grad, over masked tokens; 0 when
     the mask is empty):
 
-    * ``clip_frac_low``: share of tokens with :math:`A<0` and
-      :math:`\rho < 1-\epsilon_{low}` (lower clip active);
-    * ``clip_frac_high``: share of tokens with :math:`A>0` and
-      :math:`\rho > 1+\epsilon_{high}` (upper clip active);
-    * ``clip_frac``: their sum;
+    * ``clip_frac``: share of tokens whose clipped term is the larger loss,
+      :math:`-A\,\mathrm{clip}(\rho) > -A\rho` (verl's ``pg_clipfrac``);
+    * ``clip_frac_low``: the part of it with :math:`A<0`
+      (:math:`\rho < 1-\epsilon_{low}`, lower clip active);
+    * ``clip_frac_high``: the part with :math:`A>0`
+      (:math:`\rho > 1+\epsilon_{high}`, upper clip active);
     * ``clip_frac_dual``: share of tokens with :math:`A<0` and
-      :math:`-A c < L^{clip}` (dual clip active; 0 when disabled);
+      :math:`-A c < L^{clip}` (dual clip active, verl's ``pg_clipfrac_lower``;
+      0 when disabled);
     * ``approx_kl``: masked mean of
       :math:`-\mathrm{clamp}(\log\pi - \log\pi_{old}, -20, 20)` (verl's
       ``ppo_kl``; the clamp keeps it finite for infinite log-probs);
@@ -339,22 +354,26 @@ def policy_loss(
         r = ratio.detach()
         a = adv.detach().expand_as(r)
         m = mask_f.detach() > 0
-        low = ((a < 0) & (r < 1.0 - clip_low)).to(r.dtype)
-        high = ((a > 0) & (r > 1.0 + clip_high)).to(r.dtype)
-        clip_frac_low = masked_mean(low, mask_f).item()
-        clip_frac_high = masked_mean(high, mask_f).item()
+        mdt = torch.promote_types(r.dtype, torch.float32)  # bf16 -> fp32: a bf16 sum of 0/1 is inexact above 256
+        mask_m = mask.detach().to(mdt)
+        # clipped where the clipped term is the larger loss, as verl's pg_clipfrac: comparing the ratio with the bounds
+        # instead counts tokens whose products -A*r and -A*clip(r) round to the same float (tiny A, r next to a bound)
+        clipped = (pg_clipped > pg_unclipped).detach()  # [B, T]
+        clip_frac = masked_mean(clipped.to(mdt), mask_m).item()
+        clip_frac_low = masked_mean((clipped & (a < 0)).to(mdt), mask_m).item()
+        clip_frac_high = masked_mean((clipped & (a > 0)).to(mdt), mask_m).item()
         if clip_ratio_c is not None:
-            clip_frac_dual = masked_mean(dual_active.to(r.dtype), mask_f).item()
+            clip_frac_dual = masked_mean(dual_active.to(mdt), mask_m).item()
         else:
             clip_frac_dual = 0.0
-        approx_kl = masked_mean(-log_ratio.detach(), mask_f).item()
-        ratio_mean = masked_mean(r, mask_f).item()
+        approx_kl = masked_mean(-log_ratio.detach().to(mdt), mask_m).item()
+        ratio_mean = masked_mean(r.to(mdt), mask_m).item()
         ratio_max = r[m].max().item() if bool(m.any()) else 0.0
 
     metrics = {
         "clip_frac_low": float(clip_frac_low),
         "clip_frac_high": float(clip_frac_high),
-        "clip_frac": float(clip_frac_low + clip_frac_high),
+        "clip_frac": float(clip_frac),
         "clip_frac_dual": float(clip_frac_dual),
         "approx_kl": float(approx_kl),
         "ratio_mean": float(ratio_mean),
