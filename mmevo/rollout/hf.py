@@ -65,11 +65,17 @@ def sample_next(logits: torch.Tensor, params: SamplingParams, generator: torch.G
                                          "probability 0)")
                     probs[rows] = renorm
             probs.index_fill_(-1, banned_ids, 0.0)
-        if params.top_p < 1.0:
-            # nucleus of the renormalised (ban-excluded) distribution; always keeps the most likely token
-            sorted_p, idx = probs.sort(-1, descending=True)
-            keep = sorted_p.cumsum(-1) - sorted_p < params.top_p * sorted_p.sum(-1, keepdim=True)
-            probs = torch.zeros_like(probs).scatter(-1, idx, sorted_p * keep)
+        if params.top_p <= 0:
+            probs = torch.zeros_like(probs)  # keeps nothing: the likeliest allowed token (below)
+        elif params.top_p < 1.0:
+            # nucleus of the renormalised (ban-excluded) distribution, computed as transformers' TopPLogitsWarper and
+            # vLLM compute it: ascending sort of the processed logits, drop while the mass from the unlikeliest up is
+            # <= 1 - top_p, always keep the likeliest. Summing from the likeliest down instead gave another nucleus
+            # where a mass equals top_p (float32 rounding: 3:1:1 at top_p 0.6 kept two tokens) and at tied tokens
+            sorted_logits, idx = allowed(scaled).sort(-1)
+            drop = sorted_logits.softmax(-1).cumsum(-1) <= 1 - params.top_p
+            drop[:, -1] = False
+            probs = probs.masked_fill(drop.scatter(-1, idx, drop), 0.0)
         tok = sample_categorical(probs, generator)
         empty = tok < 0
         if bool(empty.any()):  # top_p <= 0 keeps nothing: the likeliest allowed token
@@ -86,7 +92,8 @@ def sample_categorical(weights: torch.Tensor, generator: torch.Generator | None)
     the row's total, so the search lands on an entry where the running sum increases. A row whose weights are all
     0 gets -1. A row whose total is subnormal or overflows is scaled by a power of two first (exact); a NaN, infinite
     or negative weight in such a row raises ValueError. Resolution: float32 running sums and a 24-bit uniform, so a
-    token's chance is exact only to about 2^-24 of its row's total.
+    token's chance is exact only to about 2^-24 of its row's total. ``generator`` may live on another device than
+    ``weights`` (generate's seeded CPU generator with a model on CUDA): the uniforms are drawn on its device.
     """
     cdf = weights.cumsum(-1)  # [B, V]
     total = cdf[:, -1:]
@@ -99,7 +106,10 @@ def sample_categorical(weights: torch.Tensor, generator: torch.Generator | None)
         w = torch.ldexp(w, -torch.frexp(w.amax(-1, keepdim=True)).exponent)  # largest weight in [0.5, 1)
         cdf = cdf.index_copy(0, rows, w.cumsum(-1))
         total = cdf[:, -1:]
-    u = torch.rand(total.shape, generator=generator, dtype=cdf.dtype, device=cdf.device) * total
+    # the uniforms come from the generator's own device (torch.rand refuses a generator of another device: generate's
+    # seeded CPU generator with a model on CUDA raised at the first draw), then move to the weights'
+    at = generator.device if generator is not None else cdf.device
+    u = torch.rand(total.shape, generator=generator, dtype=cdf.dtype, device=at).to(cdf.device) * total
     u = torch.minimum(u, torch.nextafter(total, torch.zeros_like(total)))  # u * total may round up to total
     tok = torch.searchsorted(cdf, u, right=True).squeeze(-1)
     return tok.masked_fill(total.squeeze(-1) <= 0, -1)
