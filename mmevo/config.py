@@ -620,6 +620,8 @@ BOUNDS = {
     "eval.max_prompt_length": (1, None, True, True),
 }
 
+MIN_SAMPLING_TEMPERATURE = 1e-5  # vLLM's greedy threshold; a positive temperature below it is refused
+
 # the self-evolution loops' roles (mmevo.evolve.mmzero.ROLES, mmevo.evolve.prism.role_config, mmevo.honest.loop.ROLES)
 LOOP_ROLES = {"mmzero": ("proposer", "coder", "solver"), "prism": ("questioner", "solver"),
               "honest": ("solver", "generator")}
@@ -677,6 +679,12 @@ def validate(cfg: Config) -> None:
     if (len(t.betas) != 2 or not all(isinstance(b, (int, float)) and not isinstance(b, bool) for b in t.betas)
             or not all(0.0 <= b < 1.0 for b in t.betas)):
         raise ConfigError(f"trainer.betas={list(t.betas)!r} must be [beta1, beta2] with 0 <= beta < 1")
+    for key in ("rollout.temperature", "rollout.eval_temperature"):
+        # vLLM decodes greedily below 1e-5 while the trainer would score at T (logits / 1e-6): the engines and the
+        # loss would disagree, so such a temperature is refused rather than silently meaning two things
+        if 0 < _get(cfg, key) < MIN_SAMPLING_TEMPERATURE:
+            raise ConfigError(f"{key}={_fmt(_get(cfg, key))} is below {MIN_SAMPLING_TEMPERATURE}, where vLLM decodes "
+                              "greedily: use 0 for greedy decoding")
     if cfg.data.min_pixels and cfg.data.max_pixels and cfg.data.min_pixels > cfg.data.max_pixels:
         raise ConfigError(f"data.min_pixels={cfg.data.min_pixels} is above data.max_pixels={cfg.data.max_pixels}")
     if cfg.model.lora.rank and not cfg.model.lora.alpha > 0:

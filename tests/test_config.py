@@ -137,3 +137,18 @@ def test_choices_and_roles_match_the_code_that_reads_them():
     assert CHOICES["algo.loss_agg"] == algos.AGG_MODES and CHOICES["prism.ema_mode"] == EMA_MODES
     assert set(CHOICES["model.dtype"]) == set(DTYPES) and CHOICES["honest.gss_mode"] == selfplay.GSS_MODES
     assert LOOP_ROLES["mmzero"] == mmzero.ROLES and LOOP_ROLES["honest"] == loop.ROLES
+
+
+@pytest.mark.parametrize("key", ["rollout.temperature", "rollout.eval_temperature"])
+def test_a_temperature_vllm_would_decode_greedily_is_refused(key):
+    # 0 < T < 1e-5: vLLM decodes greedily while the trainer scores log-probs of logits / T
+    with pytest.raises(ConfigError, match=rf"{key}=1e-06 is below 1e-05.*use 0 for greedy"):
+        load_config(None, [f"{key}=1e-6"])
+    assert _get_value(load_config(None, [f"{key}=0"]), key) == 0
+    assert _get_value(load_config(None, [f"{key}=1e-5"]), key) == 1e-5
+
+
+def _get_value(cfg, dotted):
+    for part in dotted.split("."):
+        cfg = getattr(cfg, part)
+    return cfg
