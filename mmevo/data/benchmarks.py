@@ -337,10 +337,13 @@ def _mathvista(row: dict, r: _Row, extra: dict) -> BenchmarkItem:
     images = [r.hub_image(row)]
     query = extra.get("queries", {}).get(r.id) or r.get(row, "query", required=False) or mathvista_query(row)
     item_row = {**_clean_row(row), "metadata": meta}
-    return BenchmarkItem(r.id, IMAGE_PLACEHOLDER + query, answer, [str(c) for c in choices], images, item_row,
-                         {"task": [str(meta.get("task", "unknown"))],
-                          "skills": r.labels(meta.get("skills"), "metadata.skills") or ["unknown"],
-                          "question_type": [row["question_type"]]})
+    # the breakdowns of the official calculate_score.py: question / answer type, then every metadata field it reads;
+    # skills is a list and an item counts in each of its skills (an empty list: in none, as there)
+    cats = {"question_type": [row["question_type"]], "answer_type": [row["answer_type"]]}
+    for key in ("language", "source", "category", "task", "context", "grade"):
+        cats[key] = [str(meta[key]) if meta.get(key) is not None else "unknown"]
+    cats["skills"] = r.labels(meta["skills"], "metadata.skills") if meta.get("skills") is not None else ["unknown"]
+    return BenchmarkItem(r.id, IMAGE_PLACEHOLDER + query, answer, [str(c) for c in choices], images, item_row, cats)
 
 
 def _intergps(row: dict, r: _Row, extra: dict) -> BenchmarkItem:

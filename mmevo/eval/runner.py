@@ -6,8 +6,8 @@ Files in ``eval.out_dir``:
 
 * ``run.json`` — what produced the responses (model, benchmark, prompt template, budget, decoding); a resume with a
   different model or prompt is refused unless ``eval.overwrite=true``.
-* ``responses.jsonl`` — one line per item: id, response, extracted answer, correct, gold, tokens, finish reason;
-  appended after every batch, so an interrupted run loses at most one batch.
+* ``responses.jsonl`` — one line per item: id, response, extracted answer, correct, gold, tokens, finish reason,
+  categories; appended after every batch, so an interrupted run loses at most one batch.
 * ``scores.json`` — overall accuracy and per-category breakdowns; ``report.md`` + ``report.png``.
 """
 
@@ -34,14 +34,20 @@ class BenchmarkSpec:
     categories: tuple[str, ...]  # BenchmarkItem.categories keys reported as breakdowns
 
 
+# BenchmarkItem.categories keys each format's rows carry; MathVista's are the breakdowns of its official
+# calculate_score.py, in its order
+CATEGORIES: dict[str, tuple[str, ...]] = {
+    "mathvision": ("subject", "level"),
+    "mathvista": ("question_type", "answer_type", "language", "source", "category", "task", "context", "grade",
+                  "skills"),
+    "intergps": ("graph", "goal"),
+}
 BENCHMARKS: dict[str, BenchmarkSpec] = {
-    "mathvision_testmini": BenchmarkSpec("mathvision", "testmini", "MathLLMs/MathVision", ("subject", "level")),
-    "mathvision_test": BenchmarkSpec("mathvision", "test", "MathLLMs/MathVision", ("subject", "level")),
-    "mathvista_testmini": BenchmarkSpec("mathvista", "testmini", "AI4Math/MathVista",
-                                        ("task", "skills", "question_type")),
+    "mathvision_testmini": BenchmarkSpec("mathvision", "testmini", "MathLLMs/MathVision", CATEGORIES["mathvision"]),
+    "mathvision_test": BenchmarkSpec("mathvision", "test", "MathLLMs/MathVision", CATEGORIES["mathvision"]),
+    "mathvista_testmini": BenchmarkSpec("mathvista", "testmini", "AI4Math/MathVista", CATEGORIES["mathvista"]),
     "geometry3k_test": BenchmarkSpec("geometry3k", "test", "hiyouga/geometry3k", ()),
 }
-CATEGORIES = {"intergps": ("graph", "goal")}  # formats whose rows carry categories of their own
 
 # (response, item) -> (extracted answer for the record, correct)
 Scorer = Callable[[str, BenchmarkItem], tuple[str | None, bool]]
@@ -98,7 +104,9 @@ def resolve(cfg: Config) -> tuple[str, str, str, tuple[str, ...]]:
         root = Path(e.data)
         if (root / "data.json").is_file() or any(root.glob("*/data.json")) or any(root.glob(f"{split}/*/data.json")):
             fmt = "intergps"
-    cats = spec.categories if fmt == spec.format else CATEGORIES.get(fmt, ())
+    # the rows' own categories decide the breakdowns: the same data gives the same report with or without a
+    # benchmark name
+    cats = spec.categories if e.benchmark in BENCHMARKS and fmt == spec.format else CATEGORIES.get(fmt, ())
     return fmt, split, source, cats
 
 
@@ -149,7 +157,8 @@ def summarize(items: list[BenchmarkItem], records: dict[str, dict], categories: 
     for key in categories:
         groups: dict[str, list[int]] = {}
         for it in items:
-            for value in it.categories.get(key, ["unknown"]):
+            # once per distinct label: MathVista's official skill filter is ``value in skills``
+            for value in dict.fromkeys(it.categories.get(key, ["unknown"])):
                 g = groups.setdefault(value, [0, 0])
                 g[0] += 1
                 g[1] += bool(records[it.id]["correct"])
@@ -163,6 +172,11 @@ def _natural(s: str):
     return (0, int(s), "") if s.isdigit() else (1, 0, s)
 
 
+def _pct(accuracy: float) -> str:
+    """A percentage with two decimals, computed as the official scripts print it ((correct / n) * 100, rounded)."""
+    return f"{accuracy * 100:.2f}%"
+
+
 def write_report(out: Path, summary: dict, records: dict[str, dict], items: list[BenchmarkItem]) -> None:
     """``report.md`` (tables + a few responses) and ``report.png`` (per-category accuracy bars)."""
     data = summary["data"]
@@ -170,7 +184,7 @@ def write_report(out: Path, summary: dict, records: dict[str, dict], items: list
     if "skipped_at_generation" in data:
         skipped += f"; left out at generation: {data['skipped_at_generation']}"
     lines = [f"# {summary['benchmark']} — {summary['model']}", "",
-             f"Accuracy **{summary['accuracy']:.4f}** ({summary['correct']}/{summary['n']}); "
+             f"Accuracy **{_pct(summary['accuracy'])}** ({summary['correct']}/{summary['n']}); "
              f"prompt template `{summary['template']}`, max {summary['max_tokens']} new tokens, "
              f"temperature {summary['temperature']}.",
              f"Responses that hit the token budget: {summary['truncated']}; prompts over "
@@ -178,7 +192,7 @@ def write_report(out: Path, summary: dict, records: dict[str, dict], items: list
              f"{skipped}.", ""]
     for key, groups in summary["by"].items():
         lines += [f"## By {key}", "", "| " + key + " | n | correct | accuracy |", "|---|---:|---:|---:|"]
-        lines += [f"| {v} | {g['n']} | {g['correct']} | {g['accuracy']:.3f} |" for v, g in groups.items()]
+        lines += [f"| {v} | {g['n']} | {g['correct']} | {_pct(g['accuracy'])} |" for v, g in groups.items()]
         lines.append("")
     lines += ["## First responses", ""]
     for it in items[:5]:
@@ -210,7 +224,7 @@ def _plot(path: Path, summary: dict) -> None:
         ax.invert_yaxis()
         ax.axvline(summary["accuracy"], color="tab:red", lw=1, ls="--")
         ax.set_xlim(0, 1)
-        ax.set_title(f"accuracy by {key} (dashed: overall {summary['accuracy']:.3f})", fontsize=9)
+        ax.set_title(f"accuracy by {key} (dashed: overall {_pct(summary['accuracy'])})", fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=90)
     plt.close(fig)
@@ -303,6 +317,9 @@ def run_benchmark(cfg: Config, policy=None, engine=None) -> dict:
     # re-score every response kept from an earlier run with the current rules (a scorer fix applies to it too)
     for it in items:
         rec = records.get(it.id)
+        if rec is not None and rec.get("categories") != it.categories:  # older records lack them
+            rec["categories"] = it.categories
+            rewrite = True
         if rec is not None and it.id not in generated and rec["finish_reason"] not in ("prompt_too_long",
                                                                                          "image_corrupt"):
             extracted, correct = score(rec["response"], it)
@@ -346,5 +363,7 @@ def _write_records(path: Path, records: dict[str, dict]) -> None:
 
 
 def _record(it: BenchmarkItem, text: str, extracted, correct: bool, n_tokens: int, finish: str) -> dict:
+    # categories: with the finish reason (image_corrupt is left out) enough to recompute scores.json from this file
     return {"id": it.id, "response": text, "extracted": None if extracted is None else str(extracted),
-            "correct": bool(correct), "gold": it.answer, "n_tokens": n_tokens, "finish_reason": finish}
+            "correct": bool(correct), "gold": it.answer, "n_tokens": n_tokens, "finish_reason": finish,
+            "categories": it.categories}
