@@ -10,9 +10,12 @@ Formats (``load_items(fmt, source, ...)``):
   :func:`mathvista_query` (which reproduces query.json exactly).
 * ``intergps`` — Geometry3K in InterGPS's raw layout: one folder per problem with ``data.json`` and
   ``img_diagram.png`` (``<split>/<id>/`` under the dataset root); the gold letter becomes the choice text.
+  Categories: the raw ``graph`` / ``goal`` labels, and ``official_goal`` / ``official_graph`` as InterGPS's
+  ``sub_acc.py`` table counts them (quadrilaterals merged into "Quad", "Other" dropped beside another goal).
 * ``geometry3k`` — the hub schema used by RL trainers (``images``, ``problem`` with ``<image>``, ``answer``,
   optional ``choices``, ``solution``, ``meta``); what :func:`mmevo.data.geometry3k.load_geometry3k` reads.
-* ``geoqa`` — R1-V style GeoQA (``image``, ``problem``, ``solution`` holding ``<answer>…</answer>``, or ``answer``).
+* ``geoqa`` — R1-V style GeoQA (``image``, ``problem``, ``solution`` holding ``<answer>…</answer>``, or ``answer``;
+  R1-V's evaluation rows ``image_path``, ``question``, ``ground_truth`` too); the figure is required.
 * ``generic`` — the geometry3k rules with a field mapping ``{"id", "image", "problem", "answer", "choices"}``.
 
 Images are resolved (and checked to exist) while loading but decoded only by :meth:`BenchmarkItem.load_images`, so a
@@ -287,6 +290,18 @@ class _Row:
         return v
 
 
+def _choice_texts(r: _Row, values: list, fld: str) -> list[str]:
+    """Training / Geometry3K choices as texts: a whole float as the integer (30.0 -> "30", as an answer of 30.0
+    reads), stripped; an empty choice is an error (a gold letter pointing at it would make the gold "")."""
+    out = []
+    for k, c in enumerate(values):
+        text = (str(int(c)) if isinstance(c, float) and c.is_integer() else str(c)).strip()
+        if not text:
+            raise r.err(fld, f"choice {k} is empty", "bad_value")
+        out.append(text)
+    return out
+
+
 def _clean_row(row: dict) -> dict:
     """The row without image payloads, safe to store as JSON."""
     return {k: v for k, v in row.items() if k != "decoded_image" and not isinstance(v, (bytes, bytearray, memoryview))
@@ -346,18 +361,38 @@ def _mathvista(row: dict, r: _Row, extra: dict) -> BenchmarkItem:
     return BenchmarkItem(r.id, IMAGE_PLACEHOLDER + query, answer, [str(c) for c in choices], images, item_row, cats)
 
 
+# InterGPS's symbolic_solver/sub_acc.py reports shapes with the five quadrilaterals merged into "Quad"
+_INTERGPS_QUADS = ("Rectangle", "Rhombus", "Parallelogram", "Trapezoid", "Square")
+
+
+def intergps_official_types(graph: list[str], goal: list[str]) -> tuple[list[str], list[str]]:
+    """(goal, graph) labels as InterGPS's sub_acc.py counts them: a goal list drops one "Other" when it has other
+    goals; every quadrilateral becomes "Quad".  Lists keep their repeats: sub_acc.py appends the id once per label,
+    so ["Rectangle", "Square"] counts twice under Quad (in the total and, when right, in the correct count)."""
+    goal = list(goal)
+    if "Other" in goal and len(goal) > 1:
+        goal.remove("Other")
+    return goal, ["Quad" if g in _INTERGPS_QUADS else g for g in graph]
+
+
 def _intergps(row: dict, r: _Row, extra: dict) -> BenchmarkItem:
     r.id = str(r.get(row, "id"))
     text = r.text(row, "problem_text")
-    choices = [str(c) for c in r.choices(row, "choices")]
+    choices = _choice_texts(r, r.choices(row, "choices"), "choices")
+    if not choices:
+        raise r.err("choices", "empty (the answer is a letter among them)", "bad_value")
     letter = r.text(row, "answer")
     if not (len(letter) == 1 and 0 <= ord(letter) - 65 < len(choices)):
         raise r.err("answer", f"{letter!r} is not a letter among the {len(choices)} choices", "bad_answer")
     images = [r.image("img_diagram.png", "img_diagram.png")]  # beside data.json
+    graph = r.labels(row.get("problem_type_graph"), "problem_type_graph")
+    goal = r.labels(row.get("problem_type_goal"), "problem_type_goal")
+    official_goal, official_graph = intergps_official_types(graph, goal)
+    # graph / goal: the raw labels; official_*: the rows of InterGPS's per-type table (an empty list: in none)
     return BenchmarkItem(r.id, IMAGE_PLACEHOLDER + text + choices_text(choices), choices[ord(letter) - 65],
                          choices, images, {"id": r.id, "answer": letter, "choices": choices},
-                         {"graph": r.labels(row.get("problem_type_graph"), "problem_type_graph") or ["unknown"],
-                          "goal": r.labels(row.get("problem_type_goal"), "problem_type_goal") or ["unknown"]})
+                         {"graph": graph or ["unknown"], "goal": goal or ["unknown"],
+                          "official_goal": official_goal, "official_graph": official_graph})
 
 
 _ANSWER_TAG = re.compile(r"<answer>(.*?)</answer>", re.S)
@@ -381,7 +416,7 @@ def _generic(row: dict, r: _Row, extra: dict) -> BenchmarkItem:
         if not tags or not tags[-1].strip():
             raise r.err("solution", "has no <answer>...</answer> and the row has no answer field", "missing_answer")
         answer = tags[-1].strip()
-    choices = [str(c).strip() for c in r.choices(row, f["choices"], required=False) or []]
+    choices = _choice_texts(r, r.choices(row, f["choices"], required=False) or [], f["choices"])
     m = _LETTER_RE.match(answer)
     if choices and answer not in choices and m:  # gold given as a letter: the choice text (one convention)
         j = ord(m.group(1).upper()) - ord("A")
@@ -405,8 +440,20 @@ def _generic(row: dict, r: _Row, extra: dict) -> BenchmarkItem:
                          "choices": choices}, solution=solution, meta=meta, image_field=f["image"])
 
 
+# R1-V's GeoQA test prompts (geoqa_test_prompts.jsonl) name the fields image_path / question / ground_truth
+_GEOQA_ALIASES = {"image": ("image", "image_path"), "problem": ("problem", "question"),
+                  "answer": ("answer", "ground_truth")}
+
+
 def _geoqa(row: dict, r: _Row, extra: dict) -> BenchmarkItem:
-    return _generic(row, r, {"fields": {"image": "image", **extra.get("fields", {})}})
+    fields = dict(extra.get("fields", {}))
+    for key, names in _GEOQA_ALIASES.items():
+        fields.setdefault(key, next((n for n in names if n in row), names[0]))
+    # every GeoQA problem is about its figure: a row without one is malformed, not a text-only problem
+    img = row.get(fields["image"])
+    if img is None or _is_nan(img) or (isinstance(img, (list, tuple)) and not img):
+        raise r.err(fields["image"], "missing (a GeoQA row needs its figure)", "image_missing")
+    return _generic(row, r, {"fields": fields})
 
 
 FORMATS: dict[str, Callable[[dict, _Row, dict], BenchmarkItem]] = {

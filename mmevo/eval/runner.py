@@ -40,8 +40,15 @@ CATEGORIES: dict[str, tuple[str, ...]] = {
     "mathvision": ("subject", "level"),
     "mathvista": ("question_type", "answer_type", "language", "source", "category", "task", "context", "grade",
                   "skills"),
-    "intergps": ("graph", "goal"),
+    "intergps": ("graph", "goal", "official_goal", "official_graph"),
 }
+# InterGPS's per-type table (symbolic_solver/sub_acc.py): its rows in its column order, and its counting, once per
+# label occurrence (a problem tagged Rectangle and Square counts twice under Quad)
+ROW_ORDER: dict[str, tuple[str, ...]] = {
+    "official_goal": ("Angle", "Length", "Area", "Ratio", "Other"),
+    "official_graph": ("Line", "Triangle", "Quad", "Circle", "Other"),
+}
+PER_OCCURRENCE = frozenset({"official_goal", "official_graph"})
 BENCHMARKS: dict[str, BenchmarkSpec] = {
     "mathvision_testmini": BenchmarkSpec("mathvision", "testmini", "MathLLMs/MathVision", CATEGORIES["mathvision"]),
     "mathvision_test": BenchmarkSpec("mathvision", "test", "MathLLMs/MathVision", CATEGORIES["mathvision"]),
@@ -157,12 +164,16 @@ def summarize(items: list[BenchmarkItem], records: dict[str, dict], categories: 
     for key in categories:
         groups: dict[str, list[int]] = {}
         for it in items:
-            # once per distinct label: MathVista's official skill filter is ``value in skills``
-            for value in dict.fromkeys(it.categories.get(key, ["unknown"])):
+            labels = it.categories.get(key, ["unknown"])
+            # once per distinct label (MathVista's official skill filter is ``value in skills``), except where the
+            # official script appends the item once per label (InterGPS)
+            for value in labels if key in PER_OCCURRENCE else dict.fromkeys(labels):
                 g = groups.setdefault(value, [0, 0])
                 g[0] += 1
                 g[1] += bool(records[it.id]["correct"])
-        by[key] = {v: acc(*groups[v]) for v in sorted(groups, key=_natural)}
+        order = ROW_ORDER.get(key, ())
+        by[key] = {v: acc(*groups[v]) for v in sorted(groups, key=lambda v: (
+            order.index(v) if v in order else len(order), _natural(v)))}
     finish = [records[it.id].get("finish_reason") for it in items]
     return {**acc(len(items), correct), "truncated": finish.count("length"),
             "prompt_too_long": finish.count("prompt_too_long"), "by": by}
