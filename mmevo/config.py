@@ -66,7 +66,7 @@ class ModelConfig:
 
 @dataclass
 class DataConfig:
-    train: str = "synthetic"  # "synthetic" (geometry), "figures" (values only in the image) or a Geometry3K-schema file/dir
+    train: str = "synthetic"  # "synthetic" (geometry), "figures" (values only in the image) or a Geometry3K-schema file/dir (DIR@SPLIT: a split)
     heldout: str = "synthetic"  # held-out set for evaluation, same forms; "" disables evaluation
     format: str = "geometry3k"  # layout of data files: geometry3k | intergps | geoqa | mathvision | mathvista | generic
     fields: dict = field(default_factory=dict)  # generic format: {id, image, problem, answer, choices} -> column names

@@ -51,6 +51,15 @@ def load_policy(cfg: Config, path: str | None = None) -> LoadedModel:
     return load_model(path or resolve_model_path(cfg), cfg.model.dtype, cfg.model.device)
 
 
+def source_split(source: str) -> tuple[str, str | None]:
+    """EasyR1's ``SOURCE@SPLIT`` (``hiyouga/geometry3k@train``, ``data/geometry3k@test``): a source that does not exist
+    as written and ends in ``@name`` is that split of ``SOURCE``; anything else is the source itself, no split."""
+    base, at, split = str(source).rpartition("@")
+    if at and base and split and "/" not in split and not Path(source).exists():
+        return base, split
+    return str(source), None
+
+
 def load_examples(cfg: Config, which: str) -> tuple[list[Example], dict]:
     """``which`` is "train" or "heldout"; synthetic sets come from disjoint seeded streams."""
     source = cfg.data.train if which == "train" else cfg.data.heldout
@@ -86,14 +95,16 @@ def load_examples(cfg: Config, which: str) -> tuple[list[Example], dict]:
         return load_calibration_sft(cfg, which)
     from mmevo.data.images import fit_pixels
 
+    source, split = source_split(source)
     if cfg.data.format == "geometry3k" and not cfg.data.fields:
         from mmevo.data.geometry3k import load_geometry3k
 
-        rows, stats = load_geometry3k(source, skip_bad=cfg.data.skip_bad_rows)
+        rows, stats = load_geometry3k(source, split, skip_bad=cfg.data.skip_bad_rows)
     else:
         from mmevo.data.benchmarks import items_to_examples, load_items
 
-        items, stats = load_items(cfg.data.format, source, fields=cfg.data.fields, skip_bad=cfg.data.skip_bad_rows)
+        items, stats = load_items(cfg.data.format, source, split, fields=cfg.data.fields,
+                                  skip_bad=cfg.data.skip_bad_rows)
         rows, stats = items_to_examples(items, stats, cfg.data.skip_bad_rows)  # an undecodable image: counted too
     for ex in rows:  # EasyR1's pixel bounds, applied once at load time
         ex.images = [fit_pixels(im, cfg.data.min_pixels, cfg.data.max_pixels) for im in ex.images]

@@ -526,3 +526,29 @@ def test_training_rows_with_an_undecodable_image_are_counted_under_skip_bad_rows
     cfg.data.skip_bad_rows = False
     with pytest.raises(DataError, match="mixed.jsonl.*row 1"):
         load_examples(cfg, "train")
+
+
+@pytest.mark.parametrize("fmt", ["geometry3k", "generic"])
+def test_source_at_split_reads_that_split_of_a_hub_snapshot(tmp_path, fmt):
+    """EasyR1's ``data.train_files=hiyouga/geometry3k@train``: ``DIR@SPLIT`` picks the split's shards of a hub
+    snapshot (data/<split>-*.parquet); the bare directory has no split to read."""
+    from mmevo.config import load_config
+    from mmevo.recipes import load_examples
+
+    train, test = generate_geometry(6, seed=21), generate_geometry(4, seed=22)
+    hub = tmp_path / "geometry3k"
+    write_hub_parquet(train, hub / "data" / "train-00000-of-00001.parquet")
+    write_hub_parquet(test, hub / "data" / "test-00000-of-00001.parquet")
+    cfg = load_config(None, [f"data.train={hub}@train", f"data.heldout={hub}@test", f"data.format={fmt}"])
+    got_train, stats = load_examples(cfg, "train")
+    got_test, _ = load_examples(cfg, "heldout")
+    assert [e.id for e in got_train] == [e.id for e in train] and stats["loaded"] == 6
+    assert [e.id for e in got_test] == [e.id for e in test]
+    cfg.data.train = str(hub)
+    with pytest.raises(FileNotFoundError, match="no data file found"):
+        load_examples(cfg, "train")
+    # a path that exists as written is read as it is, even with an @ in it
+    odd = tmp_path / "set@v2.parquet"
+    write_hub_parquet(test, odd)
+    cfg.data.train = str(odd)
+    assert [e.id for e in load_examples(cfg, "train")[0]] == [e.id for e in test]
