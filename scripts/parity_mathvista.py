@@ -534,10 +534,6 @@ def score_reference(items: dict[str, dict], norm: list[dict], ext: list[dict]) -
 DOCUMENTED = {
     "lmms_safe_equal_strips": "lmms-eval's safe_equal compares str(.).strip(); the official one `prediction "
                               "== answer` (a list extraction ' [1, 2] ' is wrong there): ours = official",
-    "choice_text_shaped_like_letter": "pids 168/849 (choices '(c)','(a)',... shuffled): the official letter rule "
-                                      "reads the exact choice text '(b)' as option B, so it scores the gold "
-                                      "text itself wrong; ours keeps an extraction that is a choice text "
-                                      "(deliberate deviation, official is self-inconsistent)",
     "quick_regex_greedy": "the official quick-extract regex `The answer is \"(.*)\"\\.` is greedy and spans "
                           "several quoted answers on one line; ours takes the last stated answer",
     "empty_extraction_nearest_choice": "nothing extracted from a NON-empty response: the official normaliser "
@@ -548,22 +544,14 @@ DOCUMENTED = {
 }
 
 
-def _letter_paren_choices(item: dict) -> bool:
-    return any(re.search(r"\([a-zA-Z]\)", str(c)) for c in item.get("choices") or [])
-
-
 def classify_norm(p: dict, item: dict, ours: dict, ref: dict) -> str:
     if ref["status"] != "ok":
         return "reference_error"
     if ours["ok"] == ref["official_equal"] and ours["ok"] != ref["lmms_equal"] and ours["pred"] == ref["pred"]:
         # same normalised value; lmms-eval's safe_equal compares str(.).strip(), the official one ``==``
         return "lmms_safe_equal_strips"
-    ext = p["extraction"]
-    if (item["question_type"] == "multi_choice" and isinstance(ext, str) and ext.strip() in item["choices"]
-            and _letter_paren_choices(item)):
-        # pids 168 / 849: choices "(c)", "(a)", ... in shuffled order; the official letter rule reads the
-        # exact choice text "(b)" as the letter B, i.e. the 2nd choice: it scores the gold answer itself wrong.
-        return "choice_text_shaped_like_letter"
+    # (pids 168 / 849, choices "(c)", "(a)", ... shuffled: the official letter rule reads the exact choice text
+    # "(b)" as option B, another choice; ours now does the same, so that is no longer a disagreement)
     return "unexplained"
 
 
@@ -577,10 +565,6 @@ def classify_ext(p: dict, item: dict, ours: dict, ref: dict) -> str:
     if '"' in ref["extraction"] and p["shape"].startswith("quick_"):
         # the greedy quick regex ``The answer is "(.*)"\.`` spans several quoted answers
         return "quick_regex_greedy"
-    if (ours["extraction"] == ref["extraction"] and ref["extraction"].strip() in (item.get("choices") or [])
-            and _letter_paren_choices(item)):
-        # both extract the same choice text "(b)"; the official letter rule then misreads it (see classify_norm)
-        return "choice_text_shaped_like_letter"
     return "unexplained"
 
 

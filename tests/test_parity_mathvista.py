@@ -44,13 +44,10 @@ ALLOWED_NORMALISATION = {
     # lmms-eval's safe_equal compares ``str(p).strip() == str(a).strip()``; the official one ``p == a``.
     # A list extraction " [2014, 2016] " normalises to itself (``str``) and is wrong officially: ours.
     "lmms_safe_equal_strips",
-    # pids 168 / 849, choices "(c)", "(a)", "(e)", "(d)", "(b)" (shuffled): the official letter rule reads
-    # the exact choice text "(b)" as option B (the 2nd choice), scoring the gold answer itself wrong. Ours
-    # keeps an extraction that is a choice text: a deliberate deviation (see normalize_mathvista_extraction).
-    "choice_text_shaped_like_letter",
+    # (pids 168 / 849, choices "(c)", "(a)", ... shuffled, were a class "choice_text_shaped_like_letter" while ours
+    # kept an extraction that is a choice text; ours now reads "(b)" as the letter B like the official normaliser.)
 }
 ALLOWED_EXTRACTION = {
-    "choice_text_shaped_like_letter",  # as above, after both sides extracted the same choice text
     # The optional official quick-extract regex ``The answer is "(.*)"\.`` is greedy: on 'The answer is "3".
     # Wait, no. The answer is "2".' it extracts '3". Wait, no. The answer is "2'. Ours takes the last answer.
     "quick_regex_greedy",
@@ -58,6 +55,20 @@ ALLOWED_EXTRACTION = {
     # (= shortest) choice, but there the official GPT extractor would have read some answer; scored wrong.
     "empty_extraction_nearest_choice",
 }
+# pids 168 / 849: choices "(c)", "(a)", "(e)", "(d)", "(b)" (shuffled), answer "(b)". The official normaliser reads
+# the gold choice text "(b)" as the letter B, another choice: a response stating the gold text is scored wrong by
+# the official rules (and by ours), whatever the script's "intended" verdict says.
+LETTER_SHAPED_PIDS = ("168", "849")
+
+
+def _letter_shaped_intended(data: Path, stride: int) -> int:
+    """How many of the script's responses at pids 168 / 849 of the subset are written to be right."""
+    sys.path.insert(0, str(SCRIPT.parent))
+    import parity_mathvista
+
+    items = json.loads(Path(data).read_text(encoding="utf-8"))
+    pids = [pid for pid in list(items)[::stride] if pid in LETTER_SHAPED_PIDS]
+    return sum(r["intended"] is True for r in parity_mathvista.build_responses(items, pids, 8))
 
 
 @pytest.fixture(scope="module", params=SUBSETS)
@@ -116,7 +127,8 @@ def test_rule_based_extraction_parity(report, subset):
     assert not unexplained, _dump(unexplained)
     for d in dis:
         if d["class"] == "quick_regex_greedy":
-            assert d["ours_verdict"] == d["intended_verdict"]  # ours reads the last stated answer
+            # ours reads the last stated answer (at pids 168 / 849 a stated gold text is wrong officially)
+            assert d["ours_verdict"] == d["intended_verdict"] or d["pid"] in LETTER_SHAPED_PIDS
         elif d["class"] == "empty_extraction_nearest_choice":
             assert d["ours_extraction"] == d["reference_extraction"] == "" and d["ours_verdict"] is False
             assert d["response"].strip()  # an empty response is scored by the official rule
@@ -127,6 +139,6 @@ def test_rule_based_extraction_parity(report, subset):
 
 def test_ours_where_the_reference_needs_gpt(report, subset):
     # Where the official pipeline would call GPT, every response written to state the gold (a wrong)
-    # answer is scored right (wrong) by our rule-based extractor.
+    # answer is scored right (wrong) by our rule-based extractor, except at pids 168 / 849 (see above).
     ok, total = (int(x) for x in report["extraction"]["ours_as_intended_where_reference_needs_gpt"].split("/"))
-    assert total > subset[3] and ok == total
+    assert total > subset[3] and total - _letter_shaped_intended(subset[0], subset[1]) <= ok <= total

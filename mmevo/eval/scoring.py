@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import math
+import operator
 import re
 from typing import Any
 
@@ -173,15 +174,16 @@ def _power_of_powers_too_big(s: str, k: int) -> bool:
 
 def _factorial_too_big(s: str) -> bool:
     """Whether a factorial (or \\prod, \\Gamma) in ``s`` could be of a number over ``_MAX_FACTORIAL``.
-    Refused next to a power; else factorials of integer literals are worked out ("3!!" = 720!,
-    "9!!" = 362880! is too big) and any other is refused next to a 4-digit number or another
-    factorial."""
-    if "^" in s:
-        return True
+    Factorials of integer literals are worked out ("3!!" = 720!, "9!!" = 362880! is too big; "2^5 - 5!"
+    is fine); any other (of a group, in an exponent: "(2^3)!", "2^{3!}") is refused next to a power, a
+    4-digit number or another factorial."""
     t = re.sub(r"(\d+)\.0+(?![\d.])", r"\1", s.replace("\\left", "").replace("\\right", ""))
 
     def operand(m: re.Match) -> bool:  # not an exponent, index or argument: "2^{10}!" is (2^10)!
-        return bool(re.search(r"(?:^|[-+*/=,({\[\d!]|\\cdot|\\times|\\div)\s*$", m.string[: m.start()]))
+        before = m.string[: m.start()]
+        if re.search(r"\^\s*(?:\{[^{}]*)?$", before):  # in an exponent: "2^{3!}" (99^{99!} is astronomic)
+            return False
+        return bool(re.search(r"(?:^|[-+*/=,({\[\d!]|\\cdot|\\times|\\div)\s*$", before))
 
     def reduce(m: re.Match) -> str:
         if not operand(m):
@@ -202,7 +204,29 @@ def _factorial_too_big(s: str) -> bool:
         return True
     rest = re.findall(r"!|\\prod|\\gamma", t, flags=re.I)
     nested = len(rest) > 1 and re.search(r"[)}\]!]\s*!|\\prod|\\gamma", t, flags=re.I)
-    return bool(rest and (re.search(r"\d{4,}", t) or nested))
+    return bool(rest and ("^" in t or re.search(r"\d{4,}", t) or nested))
+
+
+def _evaluated_call_too_big(s: str) -> bool:
+    """Binomials / gcd / lcm are evaluated while parsing: refused when an argument holds a power, a
+    factorial or a 5-digit number ("\\binom{10^{9}}{5}"); "\\binom{5}{2}^2" and "\\gcd(12, 18)^2" are fine.
+    "{n \\choose k}" (arguments not delimited) is refused next to any of them."""
+    big = re.compile(r"[\^!]|\d{5,}")
+    if "choose" in s and big.search(s):
+        return True
+    t = s.replace("\\left", "").replace("\\right", "")
+    for m in re.finditer(r"binom|gcd|lcm", t):
+        j = m.end()
+        for _ in range(2):  # up to two argument groups
+            while j < len(t) and (t[j].isspace() or t[j] == "}"):  # "\\operatorname{lcm}(4, 6)"
+                j += 1
+            if j >= len(t) or t[j] not in "({[":
+                break
+            end = _group_end(t, j)
+            if big.search(t[j + 1 : end]):
+                return True
+            j = end + 1
+    return False
 
 
 def _too_costly_for_sympy(s: str) -> bool:
@@ -217,8 +241,8 @@ def _too_costly_for_sympy(s: str) -> bool:
     unless it is a tower of integers with an exponent of at most ``_MAX_TOWER_EXPONENT``
     (``2^{2^{2}}``); a power of powers whose exponents multiply to more
     (``(9999^{9999})^{9999}``); a big factorial (:func:`_factorial_too_big`; ``1000 \\cdot 3!``
-    is fine); binomials / gcd / lcm (evaluated while parsing) next to a power, a factorial or a
-    5-digit number."""
+    is fine); binomials / gcd / lcm (evaluated while parsing) with a power, a factorial or a
+    5-digit number in an argument (:func:`_evaluated_call_too_big`)."""
     s = _cut_where_latex2sympy2_stops(s)
     if len(s) > _MAX_SYMPY_CHARS or "**" in s:
         return True
@@ -235,7 +259,7 @@ def _too_costly_for_sympy(s: str) -> bool:
         return True
     if re.search(r"!|\\prod|\\gamma", s, flags=re.I) and _factorial_too_big(s):
         return True
-    return bool(re.search(r"binom|choose|gcd|lcm", s) and re.search(r"[\^!]|\d{5,}", s))
+    return _evaluated_call_too_big(s)
 
 
 # The names the official MATH-V ``utils.py`` evaluates printed sympy expressions with:
@@ -296,11 +320,38 @@ def _py_eval(node: Any) -> Any:
         return fn(*args)
     if isinstance(node, (ast.Tuple, ast.List)):
         return tuple(_py_eval(e) for e in node.elts)
+    if isinstance(node, ast.Compare):
+        # A printed inequality ("1 > 0", from "\boxed{1>0}") is a bool there, which rounds as 1 / 0.
+        compare = {ast.Gt: operator.gt, ast.Lt: operator.lt, ast.GtE: operator.ge, ast.LtE: operator.le,
+                   ast.Eq: operator.eq, ast.NotEq: operator.ne}
+        left = _py_eval(node.left)
+        for op, right_node in zip(node.ops, node.comparators):
+            right = _py_eval(right_node)
+            if not compare[type(op)](left, right):
+                return False
+            left = right
+        return True
     raise ValueError(f"unsupported expression node {type(node).__name__}")
 
 
 class _SLLSyntaxError(Exception):
     """A syntax error of the SLL parse (see :func:`_latex2sympy2_like`)."""
+
+
+class _LLSyntaxError(Exception):
+    """A syntax error of the full LL parse, with the offset of the token it was found at (-1 at the end)."""
+
+    def __init__(self, msg: str, offset: int):
+        super().__init__(msg)
+        self.offset = offset
+
+
+class _LexerError(Exception):
+    """A character the lexer has no token for (full LL parse), at ``offset``."""
+
+    def __init__(self, msg: str, offset: int):
+        super().__init__(msg)
+        self.offset = offset
 
 
 # Full LL prediction costs about 1.5 ms per character per level of brackets around it (a "|" counted as
@@ -351,6 +402,12 @@ def _l2s_converter() -> Any:
             def syntaxError(self, recognizer, offendingSymbol, line, column, msg, e):
                 raise _SLLSyntaxError(msg)
 
+        class _LLErrorListener(ErrorListener):
+            def syntaxError(self, recognizer, offendingSymbol, line, column, msg, e):
+                if offendingSymbol is None:  # the lexer's
+                    raise _LexerError(msg, recognizer._tokenStartCharIndex)
+                raise _LLSyntaxError(msg, -1 if offendingSymbol.type == -1 else offendingSymbol.start)  # -1: EOF
+
         def _unevaluated_division(lh: Any, rh: Any) -> Any:
             return sympy.Mul(lh, sympy.Pow(rh, -1, evaluate=False), evaluate=False)
 
@@ -367,9 +424,22 @@ def _l2s_converter() -> Any:
                                                PredictionContextCache())
                     parser._interp = ParserATNSimulator(parser, parser.atn, *Converter.sll_cache)
                     parser._interp.predictionMode = PredictionMode.SLL
-                    parser.removeErrorListeners()
-                    parser.addErrorListener(_SLLErrorListener())
+                    for recognizer in (parser, parser._input.tokenSource):  # the parser and its lexer
+                        recognizer.removeErrorListeners()
+                        recognizer.addErrorListener(_SLLErrorListener())
+                else:
+                    for recognizer in (parser, parser._input.tokenSource):  # the parser and its lexer
+                        recognizer.removeErrorListeners()
+                        recognizer.addErrorListener(_LLErrorListener())
                 return parser
+
+            def parse(self, latex_str):
+                # latex2sympy2 builds \exp(x) evaluated (sympy.exp(x): "\exp(\ln(5))" is 5, "\exp(1)" is E);
+                # the base class keeps it unevaluated.
+                res = super().parse(latex_str)
+                if isinstance(res, sympy.Basic) and res.has(sympy.exp):
+                    res = res.replace(lambda e: isinstance(e, sympy.exp), lambda e: sympy.exp(*e.args))
+                return res
 
             def convert_postfix_list(self, arr, i=0):
                 # The base class reads an Integer juxtaposed with any positive Rational as a mixed
@@ -457,13 +527,14 @@ _CLOSERS = (")", "]", "}", "\\}", "\\rbrace", "\\rbrack")
 def _cut_where_latex2sympy2_stops(s: str) -> str:
     """latex2sympy2's top rule has no EOF, so it returns what it parsed before a token that cannot
     continue the expression: a closer that closes nothing ("5)" -> 5, "\\frac{1}{2}]" -> 1/2)
-    or, outside brackets, a bare function-name word ("5triangles" -> 5: "tr" is a token)."""
+    or, outside brackets, a bare function-name word ("5triangles" -> 5: "tr" is a token) or a "."
+    that starts no number ("18.because..." -> 18: what follows is never read, however long)."""
     depth = 0
     i = 0
     while i < len(s):
         cmd = _L2S2_COMMAND.match(s, i)
         tok = cmd.group(0) if cmd else s[i]
-        if not cmd and depth == 0 and _L2S2_WORD.match(s, i):
+        if not cmd and depth == 0 and (_L2S2_WORD.match(s, i) or (tok == "." and not s[i + 1 : i + 2].isdigit())):
             return s[:i]
         if tok in _OPENERS:
             depth += 1
@@ -481,15 +552,18 @@ def _latex2sympy2_like(s: str) -> Any:
     Raises where latex2sympy2 raises."""
     from latex2sympy2_extended.latex2sympy2 import normalize_latex
 
-    if (
-        any(t in s for t in _L2S_REJECT)
-        or not s.isascii()
-        or re.search(r"(?<!\\)%|\s\\%", s)  # "%" alone, or "\%" after a space
-    ):
-        raise ValueError("latex2sympy2 rejects this")
     s = s.replace("$", " ")  # "$" separates like a space: "$5$+1" -> 1+5, "5$3" -> 5*3
     s = s.replace("\\displaystyle", " ").replace("\\left", "").replace("\\right", "")
+    # What follows where it stops reading is never looked at: "5}^{\\circ" is 5, and so is "5 & \\circ" (at
+    # "&", a line break or an arrow it stops after a complete expression, and fails after another).
     s = _cut_where_latex2sympy2_stops(s)
+    read = s[: m.start()] if (m := re.search(r"&|\\\\|\\(?:to|rightarrow|Rightarrow|longrightarrow)(?![a-zA-Z])", s)) else s
+    if (
+        any(t in read for t in _L2S_REJECT)
+        or not read.isascii()
+        or re.search(r"(?<!\\)%|\s\\%", read)  # "%" alone, or "\%" after a space
+    ):
+        raise ValueError("latex2sympy2 rejects this")
     s = s.strip().rstrip(".")  # "6." -> 6 ("." ends the parse)
     # Its numbers take thousands separators, greedily: "100,100" -> 100100, and
     # "1047,1047" -> the number 1047104 then the number 7, i.e. 1047104*7.
@@ -506,7 +580,9 @@ def _latex2sympy2_like(s: str) -> Any:
     s = re.sub(r"(\d)\s+(?=\d)", r"\1\\cdot ", s)
     s = re.sub(r"(\d)\s*(?=\\[dt]?frac)", r"\1\\cdot ", s)
     nc, cc = _l2s_configs()
-    s = normalize_latex(_strip_outer_groups(s), nc)
+    stripped = _strip_outer_groups(s)
+    in_group = stripped != s.strip()  # "(5. x)": inside brackets nothing ends the parse early (an error)
+    s = normalize_latex(stripped, nc)
     # ANTLR's SLL prediction first: where it parses without a syntax error its tree is the one of the
     # default (full LL) prediction, at a fraction of the cost (full-context prediction rescans a leading
     # group for each level: "((((1+...))))" of 400 characters takes seconds). It reports a syntax error on
@@ -519,7 +595,42 @@ def _latex2sympy2_like(s: str) -> Any:
         pass
     if _too_costly_for_full_ll(s):
         raise ValueError("too costly to parse")
-    return _l2s_converter()(config=cc).parse(s)
+    return _parse_until_stop(s, cc, early_stop=not in_group)
+
+
+# Tokens at which latex2sympy2 stops reading after a complete expression (no other token can follow
+# one there): a "." that starts no number, "&", "\\\\", "'", "_" and the arrows "\\to", "\\rightarrow", ...
+# Most others make it fail ("5,", "5\\approx") or continue the expression ("\\{5\\}(x)" is 5x).
+_L2S2_STOP = re.compile(r"\.(?!\d)|&|\\\\|'|_|\\(?:to|rightarrow|Rightarrow|longrightarrow)(?![a-zA-Z])")
+
+
+def _parse_until_stop(s: str, cc: Any, early_stop: bool) -> Any:
+    """Full LL parse of ``s``, stopping where latex2sympy2 stops.
+
+    Its top rule has no EOF: at a token of ``_L2S2_STOP`` after a complete expression it returns what it
+    read before ("18. Because ..." -> 18, "6&" -> 6, "24\\to" -> 24); here that is a full LL error at such
+    a token where what precedes it parses on its own. Its lexer reads a token only when the parser asks
+    for it: a character it has no token for ("5@") fails, unless the parse stopped before it ("24.\\")."""
+    parse = _l2s_converter()(config=cc).parse
+
+    def stop_at(offset: int) -> bool:
+        return early_stop and offset > 0 and bool(s[:offset].strip()) and bool(_L2S2_STOP.match(s, offset))
+
+    try:
+        return parse(s)
+    except _LLSyntaxError as exc:
+        if not stop_at(exc.offset):
+            raise
+        return parse(s[: exc.offset].rstrip())
+    except _LexerError as exc:
+        if exc.offset <= 0:
+            raise
+        try:
+            parse(s[: exc.offset])
+        except _LLSyntaxError as inner:
+            if 0 < inner.offset < exc.offset and stop_at(inner.offset):
+                return parse(s[: inner.offset].rstrip())
+        raise
 
 
 # Memoised: score_mathvision compares the model answer twice (with the letter and the option text).
@@ -1113,7 +1224,7 @@ def extract_mathvista_answer(response: str, item: dict) -> str:
 def normalize_mathvista_extraction(extraction: Any, item: dict) -> str | None:
     """Official ``normalize_extracted_answer`` (calculate_score.py); ``None`` where it fails
     (and for a malformed item). Checked against lmms-eval's copy of it by
-    ``scripts/parity_mathvista.py``; the one deliberate difference is the choice-text rule below."""
+    ``scripts/parity_mathvista.py``."""
     try:
         return _normalize_mathvista(extraction, item)
     except Exception:
@@ -1127,14 +1238,10 @@ def _normalize_mathvista(extraction: Any, item: dict) -> str | None:
     precision = item.get("precision")
     if qtype == "multi_choice":
         extraction = extraction.strip() if isinstance(extraction, str) else str(extraction)
-        # Interpretation (not in the official script): an extraction that IS a choice text
-        # is kept. Otherwise choices written "(a)".."(e)" in shuffled order (pids 168, 849)
-        # are misread by the letter rule below ("(b)" -> "B" -> the 2nd choice): the official
-        # script scores even the exact gold text "(b)" wrong there. No other testmini row is
-        # affected (no other choice text holds a "(x)" letter).
-        if extraction in choices:
-            return extraction
-        # "(A) text" -> "A" (first parenthesised letter).
+        # "(A) text" -> "A" (first parenthesised letter). As in the official script this comes
+        # first even for an extraction that is a choice text: with the choices "(c)", "(a)", ...
+        # of pids 168 / 849 the exact gold text "(b)" is read as the letter B, the 2nd choice,
+        # and scored wrong there.
         letter = re.findall(r"\(([a-zA-Z])\)", extraction)
         if letter:
             extraction = letter[0].upper()
