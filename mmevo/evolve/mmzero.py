@@ -72,21 +72,33 @@ class Proposal:
         return "\n".join(f"<{tag}>{getattr(self, tag)}</{tag}>" for tag in PROPOSAL_TAGS)
 
 
-# markup inside a field (a stray or nested tag) makes the proposal invalid; a bare "<" or ">" is an inequality
-_TAG_LIKE = re.compile(r"</?[A-Za-z_]+>")
+# markup inside a field (a stray or nested tag) makes the proposal invalid; a bare "<" or ">" is an inequality. So does
+# a chat-template special token spelled out in plain text ("<|image_pad|>", "<|im_end|>"): the fields are re-encoded
+# into the coder's and the solver's prompts, where the tokenizer reads it as the special token (an image slot without
+# an image fails the whole step's prompt encoding; an end of turn ends the user's message)
+_TAG_LIKE = re.compile(r"</?[A-Za-z_]+>|<\|[^<>|\s]*\|>")
+# control characters (NUL, terminal escapes) and lone surrogates (undecodable bytes kept by "surrogateescape") are no
+# part of a proposal, and a surrogate cannot even be encoded for the coder's tokenizer or a record
+_UNPRINTABLE = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff]")
+
+
+def _blank(value: str) -> bool:
+    """Nothing visible: only whitespace and invisible format characters (zero-width spaces, bidi marks)."""
+    return not any(ch.isprintable() and not ch.isspace() for ch in value)
 
 
 def parse_proposal(text: str) -> tuple[Proposal | None, str]:
-    """Strict parser: each of the six tags exactly once, in order, non-empty, a known content type, no tag-like text
-    (``<b>``, ``</x>``) inside; nothing but whitespace between and around them. Returns (proposal, "") or
-    (None, reason)."""
+    """Strict parser: each of the six tags exactly once, in order, non-empty (something visible), a known content
+    type, no tag-like text (``<b>``, ``</x>``) and no control characters or lone surrogates inside; nothing but
+    whitespace between and around them. Returns (proposal, "") or (None, reason)."""
     pos, fields = 0, {}
     for tag in PROPOSAL_TAGS:
         m = re.compile(rf"\s*<{tag}>(.*?)</{tag}>", re.S).match(text, pos)
         if m is None:
             return None, f"missing or misplaced <{tag}>"
         value = m.group(1).strip()
-        if not value or len(value) > MAX_FIELD_CHARS or _TAG_LIKE.search(value):
+        if (_blank(value) or len(value) > MAX_FIELD_CHARS or _TAG_LIKE.search(value)
+                or _UNPRINTABLE.search(value)):
             return None, f"bad <{tag}> value"
         fields[tag] = value
         pos = m.end()
@@ -97,15 +109,21 @@ def parse_proposal(text: str) -> tuple[Proposal | None, str]:
     return Proposal(**fields), ""
 
 
-_FENCE = re.compile(r"```[ \t]*([A-Za-z]*)[^\n]*\n(.*?)```", re.S)
+_FENCE_LABEL = re.compile(r"[ \t]*([A-Za-z]*)")
 
 
 def extract_code(text: str) -> tuple[str, str] | None:
     """(language, code) of the first fenced block (``svg``/``xml``/``html`` -> svg, ``python``/``py`` -> python,
-    unlabelled: svg if it holds ``<svg``, else python); a bare ``<svg>...</svg>`` also counts. None if no code."""
-    m = _FENCE.search(text)
-    if m:
-        label, code = m.group(1).lower(), m.group(2).strip()
+    unlabelled: svg if it holds ``<svg``, else python); a bare ``<svg>...</svg>`` also counts. None if no code.
+
+    Found with ``str.find``, in linear time: a backtracking search (``<svg\b.*?</svg>``, a fence label followed by
+    ``[^\n]*\n``) restarts at every ``<svg`` / backtick run of an unclosed response and takes quadratic time, minutes
+    on a few hundred KB of hostile output. If the first opening has no closing after it, no later opening has one."""
+    start = text.find("```")
+    nl = text.find("\n", start + 3) if start >= 0 else -1
+    end = text.find("```", nl + 1) if nl >= 0 else -1
+    if end >= 0:
+        label, code = _FENCE_LABEL.match(text, start + 3, nl).group(1).lower(), text[nl + 1:end].strip()
         if not code:
             return None
         if label in ("svg", "xml", "html"):
@@ -113,12 +131,14 @@ def extract_code(text: str) -> tuple[str, str] | None:
         if label in ("python", "py", "python3"):
             return "python", code
         return ("svg" if "<svg" in code else "python"), code
-    m = re.search(r"<svg\b.*?</svg>", text, re.S)
-    return ("svg", m.group(0)) if m else None
+    m = re.search(r"<svg\b", text)
+    end = text.find("</svg>", m.end()) if m else -1
+    return ("svg", text[m.start():end + len("</svg>")]) if end >= 0 else None
 
 
 def content_id(prefix: str, *parts: str) -> str:
-    return f"{prefix}-" + hashlib.sha1("\x1f".join(parts).encode()).hexdigest()[:16]
+    # surrogatepass: a model's text may hold lone surrogates (undecodable bytes): they get an id, not crash the step
+    return f"{prefix}-" + hashlib.sha1("\x1f".join(parts).encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
 # -- frozen roles, rendering, judging -------------------------------------------------------------------------------
@@ -201,7 +221,11 @@ class Judge:
     def __call__(self, programs: Sequence[str | None], proposals: Sequence[Proposal], seed: int) -> list[RenderedImage]:
         from render import RenderJob
 
-        out = [RenderedImage(False, "no_code", "no fenced code in the coder output") for _ in programs]
+        # None: the frozen coder gave no sample for this attempt (its prompt over data.max_prompt_length); still a
+        # failed attempt in the proposal's denominator, but not counted as a coder that wrote no code
+        out = [RenderedImage(False, "unsampled", "the frozen coder got no sample for this attempt (prompt over "
+                                                 "data.max_prompt_length)") if text is None else
+               RenderedImage(False, "no_code", "no fenced code in the coder output") for text in programs]
         jobs, where = [], []
         for i, text in enumerate(programs):
             code = extract_code(text) if text else None
@@ -289,6 +313,21 @@ def render_error_counts(renders: Sequence[RenderedImage]) -> dict:
     return {f"mmzero/render_error/{k}": sum(not r.ok and r.error_kind == k for r in renders) for k in kinds}
 
 
+def render_metrics(renders: Sequence[RenderedImage], judged: bool = True) -> dict:
+    """Render success over the attempts, easy accuracy / consistency over the executed ones (``judged``), and the
+    failures by kind. A rate with an empty denominator (no attempt, or none executed) is left out rather than logged
+    as 0: a step whose proposals were all invalid, or whose renders all failed, would otherwise drag the phase means
+    and curves of the steps that had renders towards 0."""
+    out = render_error_counts(renders)
+    ok = [r for r in renders if r.ok]
+    if renders:
+        out["mmzero/render_success"] = len(ok) / len(renders)
+    if ok and judged:
+        out["mmzero/easy_accuracy"] = sum(r.easy for r in ok) / len(ok)
+        out["mmzero/consistency"] = sum(r.consistency for r in ok) / len(ok)
+    return out
+
+
 # -- strategies ---------------------------------------------------------------------------------------------------------
 class ProposerStrategy(RolloutStrategy):
     """Proposals -> strict parse -> frozen coder (N programs each) -> sandbox -> frozen solver -> aux."""
@@ -307,7 +346,9 @@ class ProposerStrategy(RolloutStrategy):
         proposals = [parsed[i][0] for i in valid]
         coder_exs = [coder_example(p, self.language) for p in proposals]
         programs = self.coder.sample(coder_exs, self.n_code, ctx.seed + 11) if proposals else []
-        flat_prog = [t for progs in programs for t in (progs or [None] * self.n_code)]
+        # exactly n_code attempts per proposal (missing ones are failed attempts): the renders are sliced by proposal
+        # below, so a coder answer with fewer / more samples must not shift renders onto a neighbour's slice
+        flat_prog = [t for progs in programs for t in (list(progs or []) + [None] * self.n_code)[:self.n_code]]
         flat_prop = [p for p in proposals for _ in range(self.n_code)]
         renders = self.judge(flat_prog, flat_prop, ctx.seed + 23) if flat_prog else []
         ro.aux, rows = [], []
@@ -319,20 +360,19 @@ class ProposerStrategy(RolloutStrategy):
                 continue
             k = slot[i]
             rs = renders[k * self.n_code:(k + 1) * self.n_code]
+            # image names: the sample's index and the step seed (distinct per rank) too, as a collapsed proposer repeats
+            # its text within a step and a frozen coder its program; a program drawing random data then gives other
+            # pixels under the same name, and a record would point at an image that another record's answers judged
+            prefix = content_id("p", ro.texts[i], str(ctx.step), str(ctx.seed), str(i))
             ro.aux.append({"valid": True, **dataclasses.asdict(p), "executed": [r.ok for r in rs],
                            "easy": [r.easy for r in rs], "consistency": [r.consistency for r in rs]})
             rows.append({"valid": True, "proposal": dataclasses.asdict(p), "text": ro.texts[i][:2000],
-                         "renders": _render_rows(self.recorder, content_id("p", ro.texts[i], str(ctx.step)), rs,
+                         "renders": _render_rows(self.recorder, prefix, rs,
                                                  flat_prog[k * self.n_code:(k + 1) * self.n_code])})
         self._rows = rows
-        n_render = max(1, len(renders))
-        ro.extra_metrics.update({
-            "mmzero/valid_frac": len(valid) / max(1, len(ro)),
-            "mmzero/render_success": sum(r.ok for r in renders) / n_render,
-            "mmzero/easy_accuracy": sum(r.easy for r in renders if r.ok) / max(1, sum(r.ok for r in renders)),
-            "mmzero/consistency": sum(r.consistency for r in renders if r.ok) / max(1, sum(r.ok for r in renders)),
-        })
-        ro.extra_metrics.update(render_error_counts(renders))
+        ro.extra_metrics.update(render_metrics(renders))
+        if len(ro):  # a share of nothing is undefined, not 0: left out, so the phase means skip this step
+            ro.extra_metrics["mmzero/valid_frac"] = len(valid) / len(ro)
         self._step = ctx.step
         return ro
 
@@ -366,15 +406,15 @@ class CoderStrategy(RolloutStrategy):
         ro.aux = [{"rendered": r.ok, "easy": r.easy, "consistency": r.consistency,
                    "penalties": float(ex.meta.get("penalties", 0.0))} for r, ex in zip(renders, ro.examples)]
         self._rows = []
-        for g in sorted(set(ro.group_ids.tolist())):
+        for g in sorted(set(ro.group_ids.tolist())):  # g in the image names: one proposal may fill two groups
             idx = [i for i, x in enumerate(ro.group_ids.tolist()) if x == g]
             p = proposals[idx[0]]
             self._rows.append({"proposal": dataclasses.asdict(p), "renders": _render_rows(
-                self.recorder, content_id("c", ro.examples[idx[0]].id, str(ctx.step)), [renders[i] for i in idx],
+                self.recorder, content_id("c", ro.examples[idx[0]].id, str(ctx.step), str(ctx.seed), str(g)),
+                [renders[i] for i in idx],
                 [ro.texts[i] for i in idx])})
         self._step = ctx.step
-        ro.extra_metrics.update({"mmzero/render_success": sum(r.ok for r in renders) / max(1, len(renders)),
-                                 **render_error_counts(renders)})
+        ro.extra_metrics.update(render_metrics(renders, judged=False))
         return ro
 
     def after_rewards(self, rollout, rewards):
@@ -552,10 +592,21 @@ def run_phase(cfg: Config, role: str, t: int, role_index: int, phase_dir: Path, 
     finally:
         for f in frozen:
             f.close()
-    keys = sorted({k for h in history for k in h if k.startswith(("mmzero/", "reward/"))})
-    means = {k: sum(h[k] for h in history if k in h) / max(1, sum(k in h for h in history)) for k in keys}
     return {"model": str(final), "steps": len(history), "examples": len(examples), "seconds": time.time() - t0,
-            "metrics": means}
+            "metrics": phase_means(history)}
+
+
+def phase_means(history: Sequence[dict]) -> dict:
+    """Means over a phase's steps of the loop's and the heads' metrics. A rate is averaged over the steps that logged
+    it (a step without its denominator leaves it out); a failure count (``mmzero/render_error/<kind>``, logged only by
+    the steps where that kind occurred) over every step, absent counting 0: averaged only over the steps that had the
+    failure, one timeout in one step of ten would read as one timeout per step."""
+    keys = sorted({k for h in history for k in h if k.startswith(("mmzero/", "reward/"))})
+    means = {}
+    for k in keys:
+        logged = [h[k] for h in history if k in h]
+        means[k] = sum(logged) / (len(history) if k.startswith("mmzero/render_error/") else len(logged))
+    return means
 
 
 def _judge(pool, solver: FrozenRole, m) -> Judge:

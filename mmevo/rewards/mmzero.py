@@ -228,4 +228,6 @@ class CoderHead:
     def score(self, samples):
         r = [coder_reward(s.aux["rendered"], s.aux["easy"], s.aux["consistency"], s.aux.get("penalties", 0.0))
              for s in samples]
+        if not samples:  # an empty batch: no rewards, and a render share of nothing is undefined
+            return torch.zeros(0), {}
         return torch.tensor(r, dtype=torch.float32), {"rendered": sum(s.aux["rendered"] for s in samples) / len(samples)}
