@@ -37,6 +37,40 @@ def randomize(model, std=0.3, seed=0):
     return model
 
 
+def hf_engine(lm, **kw):
+    """The HF engine of a loaded model, with its stop tokens and its vision placeholders banned (as the recipes build it)."""
+    from mmevo.models.loader import stop_token_ids, vision_token_ids
+    from mmevo.rollout.hf import HFEngine
+
+    return HFEngine(lm.model, lm.tokenizer.pad_token_id, stop_token_ids(lm.tokenizer, lm.model),
+                    banned_ids=vision_token_ids(lm.tokenizer), **kw)
+
+
+def two_vl_prompts(lm):
+    """Two encoded VL prompts of different lengths and image sizes."""
+    from PIL import Image
+
+    from mmevo.models.inputs import encode_prompt
+
+    imgs = [Image.new("RGB", (56, 56), "white"), Image.new("RGB", (70, 42), (200, 30, 30))]
+    return [encode_prompt(lm.processor, True, "<image>Find angle C.", [imgs[0]]),
+            encode_prompt(lm.processor, True, "In triangle ABC, angle A = 50 and angle B = 60. <image> Find x.",
+                          [imgs[1]])]
+
+
+def proc_status():
+    """(pid, fields of /proc/<pid>/status) of every process that can be read now."""
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/status") as f:
+                fields = dict(line.split(":", 1) for line in f if ":" in line)
+        except OSError:  # gone meanwhile
+            continue
+        yield int(d), fields
+
+
 def start_render_pool(**kw):
     """A render.RenderPool, or a skip where the full sandbox cannot start (no root / no Landlock in a container)."""
     from render import RenderPool, RenderPoolError

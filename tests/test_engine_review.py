@@ -8,13 +8,11 @@ sequence), never from the engine; the device test compares with the same draws f
 
 import pytest
 import torch
-from PIL import Image
 
-from conftest import randomize
+from conftest import hf_engine, randomize, two_vl_prompts
 from mmevo.models.inputs import collate, encode_prompt
-from mmevo.models.loader import load_model, stop_token_ids, vision_token_ids
+from mmevo.models.loader import load_model
 from mmevo.rollout.base import RolloutRequest, SamplingParams
-from mmevo.rollout.hf import HFEngine
 
 
 def _nucleus_weights(monkeypatch):
@@ -83,16 +81,11 @@ def vl(tiny_vl_path):
 
 
 def _engine(lm, **kw):
-    return HFEngine(lm.model, lm.tokenizer.pad_token_id, stop_token_ids(lm.tokenizer, lm.model),
-                    banned_ids=vision_token_ids(lm.tokenizer), **kw)
+    return hf_engine(lm, **kw)
 
 
 def _prompts(lm):
-    imgs = [Image.new("RGB", (56, 56), "white"), Image.new("RGB", (70, 42), (200, 30, 30))]
-    return [encode_prompt(lm.processor, True, "<image>Find angle C.", [imgs[0]]),
-            encode_prompt(lm.processor, True, "In triangle ABC, angle A = 50 and angle B = 60. <image> Find x.",
-                          [imgs[1]]),
-            encode_prompt(lm.processor, True, "What is 2 + 3?", [])]
+    return two_vl_prompts(lm) + [encode_prompt(lm.processor, True, "What is 2 + 3?", [])]
 
 
 def _hf_greedy(lm, prompt, max_new, stops, banned, prefix=()):

@@ -6,14 +6,13 @@ import pytest
 import torch
 from PIL import Image
 
-from conftest import randomize
+from conftest import hf_engine, randomize, two_vl_prompts
 from mmevo.grpo.trainer import sequence_logprobs
 from mmevo.models.inputs import encode_prompt
 from mmevo.models.loader import load_model, stop_token_ids, vision_token_ids
 from mmevo.models.processor import ImageOnlyQwen2_5_VLProcessor
 from mmevo.models.tiny import QWEN_SPECIAL_TOKENS
 from mmevo.rollout.base import RolloutRequest, SamplingParams
-from mmevo.rollout.hf import HFEngine
 
 
 @pytest.fixture(scope="module")
@@ -25,14 +24,11 @@ def vl(tiny_vl_path):
 
 
 def _engine(lm, **kw):
-    return HFEngine(lm.model, lm.tokenizer.pad_token_id, stop_token_ids(lm.tokenizer, lm.model),
-                    banned_ids=vision_token_ids(lm.tokenizer), **kw)
+    return hf_engine(lm, **kw)
 
 
 def _prompts(lm):
-    imgs = [Image.new("RGB", (56, 56), "white"), Image.new("RGB", (70, 42), (200, 30, 30))]
-    return [encode_prompt(lm.processor, True, "<image>Find angle C.", [imgs[0]]),
-            encode_prompt(lm.processor, True, "In triangle ABC, angle A = 50 and angle B = 60. <image> Find x.", [imgs[1]])]
+    return two_vl_prompts(lm)
 
 
 def test_tiny_vl_reloads_through_auto_classes(tiny_vl_path, vl):

@@ -10,7 +10,7 @@ import uuid
 
 import pytest
 
-from conftest import start_render_pool
+from conftest import proc_status, start_render_pool
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="render sandbox is Linux-only")
 
@@ -44,18 +44,7 @@ def _pixel(png: bytes, xy):
 
 def _children_of(pids):
     """Live processes whose parent is one of ``pids`` (the job children of the workers)."""
-    found = []
-    for d in os.listdir("/proc"):
-        if not d.isdigit():
-            continue
-        try:
-            with open(f"/proc/{d}/status") as f:
-                fields = dict(line.split(":", 1) for line in f if ":" in line)
-        except OSError:
-            continue
-        if int(fields["PPid"].strip()) in pids:
-            found.append(int(d))
-    return found
+    return [pid for pid, f in proc_status() if int(f["PPid"].strip()) in pids]
 
 
 def _job_processes(pool):

@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from conftest import start_render_pool
+from conftest import proc_status, start_render_pool
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="render sandbox is Linux-only")
 
@@ -80,18 +80,8 @@ ORPHAN_JOB = "import ctypes, time\nctypes.CDLL(None).prctl(1, 0, 0, 0, 0)  # PR_
 
 
 def _live_pids_of_uid(uid: int) -> list[int]:
-    found = []
-    for d in os.listdir("/proc"):
-        if not d.isdigit():
-            continue
-        try:
-            with open(f"/proc/{d}/status") as f:
-                fields = dict(line.split(":", 1) for line in f if ":" in line)
-        except OSError:
-            continue
-        if int(fields["Uid"].split()[0]) == uid and not fields["State"].strip().startswith("Z"):
-            found.append(int(d))
-    return found
+    return [pid for pid, f in proc_status()
+            if int(f["Uid"].split()[0]) == uid and not f["State"].strip().startswith("Z")]
 
 
 def test_job_dies_with_its_worker_even_if_it_clears_its_parent_death_signal():
