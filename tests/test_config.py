@@ -2,7 +2,7 @@
 
 import pytest
 
-from mmevo.config import ConfigError, load_config
+from mmevo.config import ConfigError, _get, load_config
 
 
 def test_unknown_keys_suggest_the_close_match():
@@ -144,11 +144,5 @@ def test_a_temperature_vllm_would_decode_greedily_is_refused(key):
     # 0 < T < 1e-5: vLLM decodes greedily while the trainer scores log-probs of logits / T
     with pytest.raises(ConfigError, match=rf"{key}=1e-06 is below 1e-05.*use 0 for greedy"):
         load_config(None, [f"{key}=1e-6"])
-    assert _get_value(load_config(None, [f"{key}=0"]), key) == 0
-    assert _get_value(load_config(None, [f"{key}=1e-5"]), key) == 1e-5
-
-
-def _get_value(cfg, dotted):
-    for part in dotted.split("."):
-        cfg = getattr(cfg, part)
-    return cfg
+    assert _get(load_config(None, [f"{key}=0"]), key) == 0
+    assert _get(load_config(None, [f"{key}=1e-5"]), key) == 1e-5

@@ -12,6 +12,7 @@ the rule-based :func:`extract_mathvista_answer`.
 
 from __future__ import annotations
 
+import ast
 import functools
 import math
 import operator
@@ -207,11 +208,14 @@ def _factorial_too_big(s: str) -> bool:
     return bool(rest and ("^" in t or re.search(r"\d{4,}", t) or nested))
 
 
+_BIG_ARGUMENT = re.compile(r"[\^!]|\d{5,}")  # a power, a factorial or a 5-digit number
+
+
 def _evaluated_call_too_big(s: str) -> bool:
     """Binomials / gcd / lcm are evaluated while parsing: refused when an argument holds a power, a
     factorial or a 5-digit number ("\\binom{10^{9}}{5}"); "\\binom{5}{2}^2" and "\\gcd(12, 18)^2" are fine.
     "{n \\choose k}" (arguments not delimited) is refused next to any of them."""
-    big = re.compile(r"[\^!]|\d{5,}")
+    big = _BIG_ARGUMENT
     if "choose" in s and big.search(s):
         return True
     t = s.replace("\\left", "").replace("\\right", "")
@@ -273,6 +277,10 @@ _MAX_POW_BITS = 100_000
 _MAX_FACTORIAL = 5_000
 
 
+_COMPARISONS = {ast.Gt: operator.gt, ast.Lt: operator.lt, ast.GtE: operator.ge, ast.LtE: operator.le,
+                ast.Eq: operator.eq, ast.NotEq: operator.ne}
+
+
 def _py_eval(node: Any) -> Any:
     """Python/``math`` semantics of a printed sympy expression, for a whitelisted AST subset.
 
@@ -281,8 +289,6 @@ def _py_eval(node: Any) -> Any:
     and tuples / lists (which make the official ``round`` raise). Raises on anything else,
     like ``eval`` would for an unknown name.
     """
-    import ast
-
     if isinstance(node, ast.Expression):
         return _py_eval(node.body)
     if isinstance(node, ast.Constant) and type(node.value) in (int, float):
@@ -322,12 +328,10 @@ def _py_eval(node: Any) -> Any:
         return tuple(_py_eval(e) for e in node.elts)
     if isinstance(node, ast.Compare):
         # A printed inequality ("1 > 0", from "\boxed{1>0}") is a bool there, which rounds as 1 / 0.
-        compare = {ast.Gt: operator.gt, ast.Lt: operator.lt, ast.GtE: operator.ge, ast.LtE: operator.le,
-                   ast.Eq: operator.eq, ast.NotEq: operator.ne}
         left = _py_eval(node.left)
         for op, right_node in zip(node.ops, node.comparators):
             right = _py_eval(right_node)
-            if not compare[type(op)](left, right):
+            if not _COMPARISONS[type(op)](left, right):
                 return False
             left = right
         return True
@@ -338,20 +342,20 @@ class _SLLSyntaxError(Exception):
     """A syntax error of the SLL parse (see :func:`_latex2sympy2_like`)."""
 
 
-class _LLSyntaxError(Exception):
-    """A syntax error of the full LL parse, with the offset of the token it was found at (-1 at the end)."""
+class _ParseError(Exception):
+    """An error of the full LL parse at character ``offset`` of its input (-1: at the end)."""
 
     def __init__(self, msg: str, offset: int):
         super().__init__(msg)
         self.offset = offset
 
 
-class _LexerError(Exception):
-    """A character the lexer has no token for (full LL parse), at ``offset``."""
+class _LLSyntaxError(_ParseError):
+    """A syntax error of the parser, at the token it was found at."""
 
-    def __init__(self, msg: str, offset: int):
-        super().__init__(msg)
-        self.offset = offset
+
+class _LexerError(_ParseError):
+    """A character the lexer has no token for."""
 
 
 # Full LL prediction costs about 1.5 ms per character per level of brackets around it (a "|" counted as
@@ -647,8 +651,6 @@ def _latex_value(s: str) -> Any:
     if not isinstance(s, str) or not s.strip() or _too_costly_for_sympy(s):
         return None
     try:
-        import ast
-
         # latex2sympy2 evaluates exp(1) to E (a NameError for the official eval).
         printed = re.sub(r"\bexp\(1\)", "E", str(_latex2sympy2_like(s)))
         value = _py_eval(ast.parse(printed, mode="eval"))

@@ -68,18 +68,15 @@ def coverage_rewards(p: Tensor, clusters: Tensor, counts: Tensor, lam: float = 5
     p, clusters, counts = _as_float(p), _as_ids(clusters), _as_float(counts)
     valid = valid if valid is None or torch.is_tensor(valid) else torch.as_tensor(valid, dtype=torch.bool)
     if not p.is_floating_point() or p.dim() != 1:
-        raise ValueError(f"p must be a float [B] tensor, got {getattr(p, 'dtype', type(p))} "
-                         f"{tuple(getattr(p, 'shape', ()))}")
+        raise ValueError(f"p must be a float [B] tensor, got {p.dtype} {tuple(p.shape)}")
     B = p.shape[0]
-    if not torch.is_tensor(clusters) or clusters.shape != (B,) or clusters.is_floating_point():
-        raise ValueError(f"clusters must be an integer [{B}] tensor, got {getattr(clusters, 'dtype', type(clusters))} "
-                         f"{tuple(getattr(clusters, 'shape', ()))}")
-    if not torch.is_tensor(counts) or counts.dim() != 1 or counts.numel() < 1:
-        raise ValueError(f"counts must be a [K] tensor with K >= 1, got {tuple(getattr(counts, 'shape', ()))}")
+    if clusters.shape != (B,) or clusters.is_floating_point():
+        raise ValueError(f"clusters must be an integer [{B}] tensor, got {clusters.dtype} {tuple(clusters.shape)}")
+    if counts.dim() != 1 or counts.numel() < 1:
+        raise ValueError(f"counts must be a [K] tensor with K >= 1, got {tuple(counts.shape)}")
     ok = torch.ones(B, dtype=torch.bool, device=p.device) if valid is None else valid
-    if not torch.is_tensor(ok) or ok.dtype != torch.bool or ok.shape != (B,):
-        raise ValueError(f"valid must be a bool [{B}] tensor or None, got {getattr(ok, 'dtype', type(ok))} "
-                         f"{tuple(getattr(ok, 'shape', ()))}")
+    if ok.dtype != torch.bool or ok.shape != (B,):
+        raise ValueError(f"valid must be a bool [{B}] tensor or None, got {ok.dtype} {tuple(ok.shape)}")
     K = counts.shape[0]
     idx = torch.where(ok, clusters.long(), torch.zeros_like(clusters, dtype=torch.long))  # [B]; invalid rows: 0
     bad = (idx < 0) | (idx >= K)
@@ -108,8 +105,7 @@ def ema_counts(counts: Tensor, visited: Tensor, gamma: float = 0.99, mode: str =
         raise ValueError(f"ema mode {mode!r} not in {list(EMA_MODES)}")
     counts = _as_float(counts)
     if not counts.is_floating_point() or counts.dim() != 1:
-        raise ValueError(f"counts must be a float [K] tensor, got {getattr(counts, 'dtype', type(counts))} "
-                         f"{tuple(getattr(counts, 'shape', ()))}")
+        raise ValueError(f"counts must be a float [K] tensor, got {counts.dtype} {tuple(counts.shape)}")
     if not 0.0 <= gamma <= 1.0:
         raise ValueError(f"gamma must be in [0, 1], got {gamma}")
     K = counts.shape[0]

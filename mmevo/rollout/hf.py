@@ -75,7 +75,7 @@ def sample_next(logits: torch.Tensor, params: SamplingParams, generator: torch.G
             sorted_logits, idx = allowed(scaled).sort(-1)
             drop = sorted_logits.softmax(-1).cumsum(-1) <= 1 - params.top_p
             drop[:, -1] = False
-            probs = probs.masked_fill(drop.scatter(-1, idx, drop), 0.0)
+            probs = probs.masked_fill(torch.zeros_like(drop).scatter(-1, idx, drop), 0.0)  # back to token order
         tok = sample_categorical(probs, generator)
         empty = tok < 0
         if bool(empty.any()):  # top_p <= 0 keeps nothing: the likeliest allowed token
