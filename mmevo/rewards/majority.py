@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Hashable, Sequence
 
 import torch
@@ -34,6 +35,10 @@ def majority_vote_rewards(
     answers = [extract_answer(r, c) for r, c in zip(responses, choices)]
     members: dict[int, list[int]] = {}
     for i, g in enumerate(group_ids):
+        try:  # plain ints: elements of a tensor hash by identity, which made every sample a group of its own
+            g = operator.index(g)
+        except TypeError:
+            raise ValueError(f"group_ids[{i}] must be an integer, got {g!r}") from None
         members.setdefault(g, []).append(i)
 
     rewards = [0.0] * n

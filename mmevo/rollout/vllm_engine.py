@@ -30,6 +30,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator, Sequence
 
+import numpy as np
 import torch
 
 from mmevo import torchvision_shim
@@ -37,6 +38,20 @@ from mmevo.models.inputs import EncodedPrompt, unwrap
 from mmevo.rollout.base import Completion, RolloutRequest, SamplingParams
 
 _EXTRA_KEY = "mmevo_policy"  # SamplingParams.extra_args key read by our logits processor
+_SEED_BITS = 62  # a call's seed base: + the call's sample count stays inside torch.Generator's 64-bit seeds
+
+
+def call_seed_base(seed: int | None) -> int | None:
+    """The first per-sample seed of a ``generate`` call seeded with ``seed``: a 62-bit hash of it, not ``seed``.
+
+    vLLM seeds sample k of a request ``seed + k`` (its own random stream), and a call's requests take consecutive
+    ranges after the base. With the call's seed as the base, a second call at ``seed + 1`` (CSRS re-inferences, the
+    self-play loops' later calls in a step) replayed the random draws of the first call's samples 1, 2, ...: correlated,
+    not new, samples. Hashed bases of nearby seeds are far apart, so the calls' ranges do not meet."""
+    if seed is None:
+        return None
+    state = np.random.SeedSequence(int(seed) % 2**64).generate_state(1, dtype=np.uint64)[0]
+    return int(state) >> (64 - _SEED_BITS)
 
 
 # -- environment ------------------------------------------------------------------------------------------------------
@@ -533,6 +548,7 @@ class VLLMEngine:
         greedy = params.temperature <= 0
         prompts, sps, slots = [], [], []
         results: list[list[Completion]] = [[] for _ in requests]
+        seed_base = call_seed_base(params.seed)
         seed_offset = 0
         for i, req in enumerate(requests):
             budget = params.max_tokens if req.max_tokens is None else req.max_tokens
@@ -544,7 +560,7 @@ class VLLMEngine:
             prompts.append(self._prompt(req))
             seed = None
             if params.seed is not None:
-                seed = params.seed + seed_offset  # vLLM gives sample k of a request seed + k: keep them disjoint
+                seed = seed_base + seed_offset  # vLLM gives sample k of a request seed + k: keep them disjoint
                 seed_offset += req.n
             sps.append(VSamplingParams(
                 n=1 if greedy else req.n,  # vLLM refuses greedy n > 1: decode once, then copy
