@@ -13,6 +13,7 @@ padding / prompt tokens.
 
 from __future__ import annotations
 
+import math
 from typing import Dict, Optional, Tuple
 
 import torch
@@ -80,7 +81,7 @@ def group_advantages(
     mmevo's own option (verl has no such GRPO mode).
 
     Args:
-        rewards: ``[B]`` scalar reward per sequence.
+        rewards: ``[B]`` scalar reward per sequence, finite (else ``ValueError``).
         group_ids: ``[B]`` integer group id per sequence. Ids may be arbitrary
             integers (non-contiguous, unsorted, negative).
         scale: one of ``"group"``, ``"batch"``, ``"none"``.
@@ -100,6 +101,9 @@ def group_advantages(
         )
 
     r = rewards.detach().to(torch.float64)  # [B]
+    bad = (~torch.isfinite(r)).nonzero().flatten()
+    if bad.numel():  # one NaN / inf would turn every advantage of its group (of the batch for "batch") into NaN
+        raise ValueError(f"rewards must be finite; non-finite at indices {bad[:8].tolist()}")
     if r.numel() == 0:
         return torch.zeros(0, dtype=torch.float32, device=rewards.device)
 
@@ -109,11 +113,16 @@ def group_advantages(
 
     count = torch.zeros(num_groups, dtype=torch.float64, device=r.device)  # [G]
     count.index_add_(0, inv, torch.ones_like(r))
+    # rewards relative to their group's minimum: an all-equal group then sums exact zeros and is centred to exactly
+    # 0 (a float64 mean such as (0.1 + 0.1 + 0.1) / 3 misses 0.1 by an ulp, which the std division blows up)
+    low = torch.zeros(num_groups, dtype=torch.float64, device=r.device)  # [G]
+    low.scatter_reduce_(0, inv, r, "amin", include_self=False)
+    d = r - low[inv]  # [B]
     total = torch.zeros(num_groups, dtype=torch.float64, device=r.device)  # [G]
-    total.index_add_(0, inv, r)
+    total.index_add_(0, inv, d)
     mean_g = total / count  # [G], count >= 1 for every present group
 
-    centered = r - mean_g[inv]  # [B]
+    centered = d - mean_g[inv]  # [B]
 
     if scale == "none":
         adv = centered
@@ -131,6 +140,8 @@ def group_advantages(
         else:
             std_all = torch.zeros((), dtype=torch.float64, device=r.device)
         adv = centered / (std_all + eps)
+    if scale != "none":  # a zero-signal sample (singleton / all-equal group) is 0, not 0/0 = NaN when eps is 0
+        adv = torch.where(centered == 0, torch.zeros((), dtype=adv.dtype, device=adv.device), adv)
 
     return adv.to(torch.float32)
 
@@ -234,7 +245,7 @@ def agg_loss(
         loss_mat: ``[B, T]`` per-token loss.
         mask: ``[B, T]`` 0/1 mask.
         agg: aggregation mode, one of :data:`AGG_MODES`.
-        loss_scale_factor: normaliser for ``"seq-mean-token-sum-norm"``.
+        loss_scale_factor: normaliser for ``"seq-mean-token-sum-norm"``, finite and > 0.
 
     Returns:
         Scalar loss.
@@ -250,6 +261,8 @@ def agg_loss(
         return _masked_zero(seq, n_tok > 0).mean()  # a masked-out row adds 0 even if it holds NaN (verl)
     if agg == "seq-mean-token-sum-norm":
         scale = float(mask.shape[-1]) if loss_scale_factor is None else float(loss_scale_factor)
+        if not (math.isfinite(scale) and scale > 0):  # 0 / inf / NaN would give a silent inf, 0 or NaN loss
+            raise ValueError(f"loss_scale_factor must be a finite number > 0, got {loss_scale_factor!r}")
         # rows first, then the batch: verl's summation order, so the float32 result is the same to the last bit
         return (loss_mat * mask).sum(dim=-1).sum() / scale
     raise ValueError(f"unknown loss agg mode {agg!r}; valid choices: {', '.join(AGG_MODES)}")
@@ -395,11 +408,16 @@ def entropy_from_logits(logits: Tensor) -> Tensor:
         logits: ``[..., V]``.
 
     Returns:
-        ``[...]`` entropy (computed in at least float32).
+        ``[...]`` entropy (computed in at least float32); ``-inf`` logits (tokens with probability 0) are allowed.
     """
     z = logits.float() if logits.dtype in (torch.float16, torch.bfloat16) else logits
     lse = torch.logsumexp(z, dim=-1)  # [...]
     p = torch.softmax(z, dim=-1)  # [..., V]
+    # a -inf logit (masked-out token) has p = 0 and adds p*z = 0 (lim p log p = 0), not 0 * -inf = NaN; zeroing z
+    # (not p*z) keeps its gradient finite as well. Only then: no extra [..., V] copy in the trainer's hot path
+    neg_inf = torch.isneginf(z)
+    if bool(neg_inf.any()):
+        z = torch.where(neg_inf, torch.zeros((), dtype=z.dtype, device=z.device), z)
     return lse - (p * z).sum(dim=-1)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
@@ -55,7 +56,7 @@ class AccuracyHead(RewardHead):
 
     def score(self, samples):
         missing = sum(s.gold is None for s in samples)
-        if missing == len(samples):
+        if samples and missing == len(samples):  # an empty batch (a rank without samples) is not a label-free run
             raise ValueError("reward head 'accuracy' needs gold answers, but this batch has none "
                              "(label-free run? use the 'majority' head)")
         r = accuracy_rewards([s.response for s in samples], [s.gold for s in samples], [s.choices for s in samples])
@@ -206,8 +207,16 @@ class RewardMixer:
         if stray:
             raise ValueError(f"reward.head_args has arguments for {stray}, which are not in reward.heads "
                              f"{sorted(weights)}")
+        if not weights:  # no head: every reward 0, every advantage 0, a run that silently learns nothing
+            raise ValueError("reward heads are empty: give at least one head and its weight, e.g. {'accuracy': 1.0}")
         self.weights, self.heads, self.labels = {}, {}, {}
         for name, w in weights.items():
+            try:
+                w = float(w)
+            except (TypeError, ValueError):
+                w = math.nan
+            if not math.isfinite(w):  # a NaN / inf weight makes every total reward non-finite
+                raise ValueError(f"reward head {name!r}: weight must be a finite number, got {weights[name]!r}")
             factory = resolve_head(name)
             args = dict(kw.get(name) or {})
             try:
