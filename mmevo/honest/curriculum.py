@@ -37,6 +37,7 @@ and their totals (``*_total``).
 from __future__ import annotations
 
 import collections
+import numbers
 import random
 from collections.abc import Callable, Mapping, Sequence
 
@@ -101,6 +102,10 @@ class DifficultyController:
     def record(self, domain: str, difficulty: int, correct: bool) -> str | None:
         """One episode's outcome; returns PROMOTE / DEMOTE when the domain's ceiling changed, else None."""
         self._check_domain(domain)
+        if isinstance(correct, (str, bytes)) or correct not in (0, 1):  # "False" / None would count as 1 / 0
+            raise ValueError(f"curriculum outcome 'correct' must be True / False (or 0 / 1), got {correct!r}")
+        if isinstance(difficulty, bool) or not isinstance(difficulty, numbers.Integral) or difficulty < 1:
+            raise ValueError(f"curriculum outcome 'difficulty' must be an integer >= 1, got {difficulty!r}")
         y = 1 if correct else 0
         self._window(domain, int(difficulty)).append(y)
         self.recent[domain].append(y)

@@ -90,9 +90,11 @@ class ReplayBuffer:
 
     def add(self, example: Example, confidence: float, correct: bool) -> None:
         """Write one prompt's group stats: update it in place when present, else take the next ring slot."""
-        c = float(confidence)
+        c = _number(confidence)
         if not 0.0 <= c <= 1.0:  # also rejects NaN
             raise ValueError(f"replay confidence must be in [0, 1], got {confidence!r}")
+        if isinstance(correct, (str, bytes)) or correct not in (0, 1):  # bool(None) / bool(0.5) would store a y
+            raise ValueError(f"replay correct must be True / False (or 0 / 1), got {correct!r}")
         example = _clean(example)
         key = _key(example)
         slot = self.index.get(key)
@@ -178,6 +180,16 @@ class ReplayBuffer:
         self.next_slot = int(state["next_slot"])
         self.added, self.updated = int(state["added"]), int(state["updated"])
         self.overwritten = int(state["overwritten"])
+
+
+def _number(x) -> float:
+    """``x`` as a float; NaN for what is not a number (a string "0.5" is not a confidence)."""
+    if isinstance(x, (str, bytes)):
+        return math.nan
+    try:
+        return float(x)
+    except (TypeError, ValueError):
+        return math.nan
 
 
 def _check_alpha_eps(alpha, eps) -> None:

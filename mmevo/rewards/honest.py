@@ -31,6 +31,7 @@ answer):
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import torch
@@ -96,8 +97,8 @@ def hindsight_reward(retro: Tensor, correct: Tensor, k: float = 0.3) -> Tensor:
     Only meaningful after a real answer; the ``honest_hindsight`` head gives 0 to every other sample."""
     r = _float_tensor("retro", retro).detach()  # [B]
     _check_probability("retro", r)
-    if not k >= 0:
-        raise ValueError(f"k must be >= 0 (a negative k rewards miscalibration), got {k}")
+    if not 0 <= k < math.inf:  # NaN fails too; k = inf makes a perfect r = y earn NaN
+        raise ValueError(f"k must be finite and >= 0 (a negative k rewards miscalibration), got {k}")
     y = _correctness(correct, r)  # [B]
     return -k * (r - y) ** 2
 
@@ -128,6 +129,10 @@ def casr_reward(conf: Tensor, refined: Tensor, correct: Tensor, critique_chars: 
         raise ValueError("critique_chars must be a non-negative integer tensor")
     if not clip >= 0 or not copy_tol >= 0:
         raise ValueError(f"clip and copy_tol must be >= 0, got {clip}, {copy_tol}")
+    bad = {n: w for n, w in (("alpha", alpha), ("beta", beta), ("gamma", gamma), ("delta", delta))
+           if not math.isfinite(w)}
+    if bad:  # a NaN weight survives the clamp and turns every reward NaN
+        raise ValueError(f"CASR weights must be finite, got {bad}")
     y = _correctness(correct, c)  # [B]
     has_refined = has_refined.to(c.device)
     has_critique = critique_chars.to(c.device) > 0  # [B]
@@ -173,8 +178,8 @@ def replay_priorities(conf: Tensor, correct: Tensor, alpha: float = 0.6, eps: fl
     Unnormalised; the sampling probability is priority / sum of priorities."""
     c = _float_tensor("conf", conf).detach()  # [B]
     _check_probability("conf", c)
-    if not alpha >= 0 or not eps >= 0:
-        raise ValueError(f"alpha and eps must be >= 0, got {alpha}, {eps}")
+    if not 0 <= alpha < math.inf or not 0 <= eps < math.inf:  # inf gives 0 or inf priorities, NaN probabilities
+        raise ValueError(f"alpha and eps must be finite and >= 0, got {alpha}, {eps}")
     y = _correctness(correct, c)  # [B]
     return ((c - y).abs() + eps) ** alpha
 
