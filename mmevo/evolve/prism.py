@@ -259,7 +259,7 @@ def run_questioner(cfg: Config, t: int, role_index: int, phase_dir: Path, solver
         trainer = build_trainer(rc, policy, examples, strategy=strategy, prompt_source=EpochSampler(examples, t))
         if counts_state:  # the previous iteration's counts; a resumed checkpoint overrides them with its own
             trainer.rewards.heads["prism_coverage"].load_state_dict(counts_state)
-        trainer.seed_offset = 2 * t + role_index
+        trainer.seed_offset = len(PHASES) * t + role_index  # 2t + role gave solver t and questioner t + 1 one seed
         history = trainer.train()
         head_state = trainer.rewards.heads["prism_coverage"].state_dict()
         final = trainer.export(phase_dir / "final")
@@ -356,7 +356,7 @@ def run_solver(cfg: Config, t: int, role_index: int, phase_dir: Path, solver_pat
     rc = role_config(cfg, "solver", phase_dir, solver_path)
     policy = load_policy(rc)
     trainer = build_trainer(rc, policy, examples, prompt_source=EpochSampler(examples, t))
-    trainer.seed_offset = 2 * t + role_index
+    trainer.seed_offset = len(PHASES) * t + role_index  # 2t + role gave solver t and questioner t + 1 one seed
     history = trainer.train()
     final = trainer.export(phase_dir / "final")
     trainer.close()

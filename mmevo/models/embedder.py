@@ -46,6 +46,8 @@ class TextEmbedder:
 
     @torch.no_grad()
     def embed(self, texts: Sequence[str]) -> torch.Tensor:
+        if isinstance(texts, str):  # a str is a Sequence[str] too: it would embed one row per character
+            raise TypeError("embed takes a list of texts, got one str (wrap it: [text])")
         out = []
         for s in range(0, len(texts), self.batch_size):
             batch = self.tokenizer(list(texts[s:s + self.batch_size]), padding=True, truncation=True,

@@ -96,6 +96,8 @@ class SentenceEmbedder(TextEmbedder):
 
     @torch.no_grad()
     def embed(self, texts: Sequence[str]) -> torch.Tensor:
+        if isinstance(texts, str):  # a str is a Sequence[str] too: it would embed one row per character
+            raise TypeError("embed takes a list of texts, got one str (wrap it: [text])")
         if self.pooling == "mean":
             return super().embed(texts)
         out = []
@@ -181,6 +183,8 @@ def load_centroids(path: str | Path, embedder_name: str | None = None, dim: int 
         raise ValueError(f"{path}: not a .npy array ({e}); {BUILD_HINT}") from None
     if arr.ndim != 2 or arr.shape[0] < 1 or not np.issubdtype(arr.dtype, np.floating):
         raise ValueError(f"{path}: expected a float [K, d] array, got {arr.dtype} {arr.shape}")
+    if not np.isfinite(arr).all() or not np.linalg.norm(arr, axis=1).all():
+        raise ValueError(f"{path}: the centroids hold a non-finite or an all-zero row; {BUILD_HINT}")
     if arr.shape[1] != int(meta["dim"]) or ("k" in meta and arr.shape[0] != int(meta["k"])):
         raise ValueError(f"{path} holds {arr.shape[0]} x {arr.shape[1]} centroids but {side} says k={meta.get('k')}, "
                          f"dim={meta['dim']}: the two files are from different builds; {BUILD_HINT}")
@@ -201,6 +205,13 @@ def assign_clusters(embeddings: torch.Tensor | np.ndarray, centroids: torch.Tens
     if e.dim() != 2 or c.dim() != 2 or e.shape[1] != c.shape[1]:
         raise ValueError(f"embeddings [N, d] and centroids [K, d] must share d, got {tuple(e.shape)} and "
                          f"{tuple(c.shape)}")
+    if c.shape[0] < 1:
+        raise ValueError("centroids must hold at least one [d] row, got K = 0")
+    # a NaN row wins argmax and a zero row has no direction: either would silently land in an arbitrary cluster
+    for name, t in (("embeddings", e), ("centroids", c)):
+        bad = ~torch.isfinite(t).all(dim=1) | (t.norm(dim=1) == 0)  # [rows]
+        if bool(bad.any()):
+            raise ValueError(f"{name} row {int(bad.nonzero()[0])} is not finite or is all zero: no nearest centroid")
     if e.shape[0] == 0:
         return torch.zeros(0, dtype=torch.long)
     sims = torch.nn.functional.normalize(e, dim=-1) @ torch.nn.functional.normalize(c, dim=-1).T  # [N, K]

@@ -70,7 +70,7 @@ def coverage_rewards(p: Tensor, clusters: Tensor, counts: Tensor, lam: float = 5
     if not p.is_floating_point() or p.dim() != 1:
         raise ValueError(f"p must be a float [B] tensor, got {p.dtype} {tuple(p.shape)}")
     B = p.shape[0]
-    if clusters.shape != (B,) or clusters.is_floating_point():
+    if clusters.shape != (B,) or clusters.is_floating_point() or clusters.dtype == torch.bool:  # bool: not an id
         raise ValueError(f"clusters must be an integer [{B}] tensor, got {clusters.dtype} {tuple(clusters.shape)}")
     if counts.dim() != 1 or counts.numel() < 1:
         raise ValueError(f"counts must be a [K] tensor with K >= 1, got {tuple(counts.shape)}")
@@ -108,6 +108,8 @@ def ema_counts(counts: Tensor, visited: Tensor, gamma: float = 0.99, mode: str =
         raise ValueError(f"counts must be a float [K] tensor, got {counts.dtype} {tuple(counts.shape)}")
     if not 0.0 <= gamma <= 1.0:
         raise ValueError(f"gamma must be in [0, 1], got {gamma}")
+    if not bool((torch.isfinite(counts) & (counts >= 0)).all()):  # would poison every later reward
+        raise ValueError(f"counts must be finite and >= 0, got min {float(counts.min())} max {float(counts.max())}")
     K = counts.shape[0]
     v = _as_ids(visited).reshape(-1)  # no visits ([], np.array([])): M = 0, every count decays
     if v.is_floating_point() or v.dtype == torch.bool:
@@ -128,7 +130,10 @@ def diversity_stats(clusters: Sequence[int] | Tensor, k: int) -> dict:
     if isinstance(k, bool) or int(k) != k or k < 1:
         raise ValueError(f"k must be an integer >= 1, got {k!r}")
     k = int(k)
-    c = torch.as_tensor(clusters if torch.is_tensor(clusters) else list(clusters), dtype=torch.long).reshape(-1)
+    c = _as_ids(clusters if torch.is_tensor(clusters) else list(clusters)).reshape(-1)
+    if c.is_floating_point() or c.dtype == torch.bool:  # a cast to long would truncate 1.7 to cluster 1
+        raise ValueError(f"cluster ids must be integers, got {c.dtype}")
+    c = c.long()
     if c.numel() and (int(c.min()) < 0 or int(c.max()) >= k):
         raise ValueError(f"cluster ids must be in [0, {k}), got min {int(c.min())} max {int(c.max())}")
     x = torch.bincount(c, minlength=k).double()  # [k] questions per cluster
