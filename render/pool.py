@@ -52,6 +52,9 @@ _WORKER_ENV = {
 LOW_JOB_UIDS = tuple(range(65533, 65519, -1))
 HIGH_JOB_UIDS = tuple(range(2_147_480_000, 2_147_480_256))
 SHARED_UID = 65534
+# A day: far beyond any render, and every deadline, select timeout and RLIMIT_CPU derived from it stays
+# representable (select refuses ~1e10 s and infinity; the worker's ceil() refuses infinity and NaN).
+MAX_TIMEOUT_S = 86400.0
 _uids_lock = threading.Lock()
 _uids_held: dict[int, int] = {}  # uid -> fd of its lock file
 
@@ -288,8 +291,8 @@ class RenderPool:
     def render_many(self, jobs: list[RenderJob], timeout_s: float = 10.0) -> list[RenderResult]:
         if self.closed:
             raise RenderPoolError("pool is closed")
-        if timeout_s <= 0:
-            raise ValueError("timeout_s must be > 0")
+        if not 0 < float(timeout_s) <= MAX_TIMEOUT_S:  # NaN and infinity fail too
+            raise ValueError(f"timeout_s must be in (0, {MAX_TIMEOUT_S:g}] seconds, got {timeout_s!r}")
         for j in jobs:
             if j.language not in LANGUAGES:
                 raise ValueError(f"language must be one of {LANGUAGES}, got {j.language!r}")
@@ -344,7 +347,8 @@ class RenderPool:
         try:
             w.send(msg)
             reply = w.recv(timeout_s + self.reply_grace_s)
-        except (OSError, EOFError, TimeoutError, ValueError) as e:
+        except Exception as e:  # noqa: BLE001 - any failed exchange leaves the worker out of step: its late reply
+            # would be read as the next job's result, so the worker is replaced whatever the error
             if self.closed:  # the pool was closed under this job: its worker is gone, not broken
                 return RenderResult(ok=False, error_kind="crash", message="render pool closed during the job",
                                     elapsed_s=time.monotonic() - t0)

@@ -476,7 +476,10 @@ def _run_python(code: str, limits: RenderLimits) -> tuple[str, str]:
     w, h = w_in * fig.dpi, h_in * fig.dpi
     if not (w <= limits.max_side and h <= limits.max_side):
         return "too_large", f"figure of {w:.0f}x{h:.0f} px exceeds {limits.max_side} px"
-    fig.savefig(out, format="png", dpi=fig.dpi)  # the dpi checked above, whatever rcParams["savefig.dpi"] says
+    # the size checked above, whatever rcParams say: savefig.dpi, and savefig.bbox = "tight", whose box (plus
+    # savefig.pad_inches) spans every artist, however far outside the figure
+    with plt.rc_context({"savefig.bbox": "standard"}):
+        fig.savefig(out, format="png", dpi=fig.dpi)
     return "ok", "current figure"
 
 
