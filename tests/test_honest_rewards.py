@@ -3,6 +3,7 @@ dtype / no-mutation contracts, and the three heads' rewards and bad-input counts
 
 import math
 
+import numpy as np
 import pytest
 import torch
 
@@ -165,11 +166,46 @@ def test_ece_puts_one_in_the_last_bin():
     assert expected_calibration_error(t([1.0, 0.95, 0.05]), t([0, 1, 0])) == pytest.approx(1.0 / 3, abs=1e-12)
 
 
-def test_ece_interior_edges_belong_to_the_upper_bin_in_float32():
-    # 0.7 starts bin 7, 0.65 is in bin 6: |1 - 0.7| + |0 - 0.65| = 0.95 -> / 2 = 0.475
-    # (both in bin 6, as float32(0.7) * 10 = 6.99999988 would put them, gives |1 - 1.35| / 2 = 0.175)
+def test_ece_interior_edges_are_the_reference_linspace_edges():
+    # the seed's reference compute_ece bins against np.linspace(0, 1, 11): its 0.7 edge is 0.7000000000000001, so
+    # c = 0.7 and 0.65 share bin 6: |1 - 1.35| / 2 = 0.175 (decimal edges put 0.7 in bin 7: 0.95 / 2 = 0.475)
     for dtype in (torch.float32, torch.float64):
-        assert expected_calibration_error(t([0.7, 0.65], dtype), t([1, 0], dtype)) == pytest.approx(0.475, abs=1e-6)
+        assert expected_calibration_error(t([0.7, 0.65], dtype), t([1, 0], dtype)) == pytest.approx(0.175, abs=1e-6)
+    # 0.4 and 0.8 are linspace edges exactly: they start their bins. 0.8 in bin 8, 0.75 in bin 7: (0.8 + 0.25) / 2
+    assert expected_calibration_error(t([0.8, 0.75], torch.float64), t([0, 1], torch.float64)) == pytest.approx(0.525)
+    from mmevo.honest.calibration import reliability_bins  # the report's bins are the same
+
+    assert [b["count"] for b in reliability_bins([0.7, 0.65, 0.8, 0.3], [1, 0, 0, 1])] == [0, 0, 1, 0, 0, 0, 2, 0, 1, 0]
+
+
+def _reference_ece(conf, correct, n_bins=10):
+    """The seed's reference compute_ece, restated: float64, np.linspace edges, lo <= c < hi, last bin closed."""
+    c, o = np.asarray(conf, dtype=float), np.asarray(correct, dtype=float)
+    edges = np.linspace(0.0, 1.0, n_bins + 1)
+    ece = 0.0
+    for lo, hi in zip(edges[:-1], edges[1:]):
+        m = (c >= lo) & ((c <= hi) if hi == 1.0 else (c < hi))
+        if m.sum():
+            ece += (m.sum() / len(c)) * abs(o[m].mean() - c[m].mean())
+    return float(ece)
+
+
+@pytest.mark.parametrize("bins", [1, 3, 7, 10, 15])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_ece_matches_the_reference_on_every_two_decimal_confidence(bins, dtype):
+    # "0.XX" confidences (what the protocol asks for): every one of them, alone with y = 1 and y = 0 and all together
+    grid = [k / 100 for k in range(101)]
+    rng = np.random.default_rng(0)
+    ys = rng.integers(0, 2, len(grid)).tolist()
+    conf = t(grid, dtype)
+    as_read = conf.double().tolist()  # what the reference sees of a float32 confidence
+    assert expected_calibration_error(conf, t(ys, dtype), bins) == pytest.approx(_reference_ece(as_read, ys, bins),
+                                                                                abs=1e-12)
+    for c in as_read:
+        for y in (0, 1):
+            pair = t([c, 0.5], torch.float64)
+            assert expected_calibration_error(pair, t([y, 1], torch.float64), bins) == pytest.approx(
+                _reference_ece([c, 0.5], [y, 1], bins), abs=1e-12), (c, y)
 
 
 def test_ece_bins_argument_and_errors():

@@ -84,8 +84,9 @@ def reliability_bins(conf: Sequence[float], correct: Sequence[bool], bins: int =
     y = torch.tensor([float(bool(x)) for x in correct], dtype=torch.float64)  # [G]
     if c.shape != y.shape:
         raise ValueError(f"{len(c)} confidences but {len(y)} correctness values")
-    edges = torch.arange(1, bins, dtype=torch.float64) / bins  # [bins - 1]
-    idx = torch.bucketize(c, edges, right=True)  # [G] bin of each confidence
+    from mmevo.rewards.honest import ece_bins
+
+    idx = ece_bins(c, bins)  # [G] bin of each confidence
     out = []
     for b in range(bins):
         sel = idx == b

@@ -34,6 +34,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+import numpy as np
 import torch
 from torch import Tensor
 
@@ -152,10 +153,21 @@ def casr_reward(conf: Tensor, refined: Tensor, correct: Tensor, critique_chars: 
     return reward.clamp(-clip, clip)
 
 
+def ece_bins(conf: Tensor, bins: int) -> Tensor:
+    """The ECE bin of each confidence, as the seed's reference ``compute_ece`` bins them: float64 confidences against
+    ``numpy.linspace(0, 1, bins + 1)``, lo <= c < hi, c = 1.0 in the last bin. conf [N] in [0, 1] -> long [N].
+
+    linspace's edges are not the decimals: 0.30000000000000004, 0.6000000000000001 and 0.7000000000000001 (at 10 bins)
+    leave c = 0.3, 0.6, 0.7 (and every float32 rounding of them) in the bin below, so the reference does too."""
+    edges = torch.from_numpy(np.linspace(0.0, 1.0, bins + 1)[1:-1]).to(conf.device)  # [bins - 1] float64
+    return torch.bucketize(conf.double(), edges, right=True)  # number of interior edges <= c, in 0 .. bins - 1
+
+
 def expected_calibration_error(conf: Tensor, correct: Tensor, bins: int = 10) -> float:
     """ECE = sum_b (n_b / N) |mean_b(y) - mean_b(c)| over ``bins`` equal-width bins of [0, 1] (seed 8).
 
-    Bin b holds b/bins <= c < (b+1)/bins; c = 1.0 falls in the last bin; empty bins add 0. conf float [N], N >= 1."""
+    Bin b holds lo_b <= c < hi_b (see ``ece_bins``); c = 1.0 falls in the last bin; empty bins add 0. conf float [N],
+    N >= 1."""
     c = _float_tensor("conf", conf).detach().reshape(-1)  # [N]
     _check_probability("conf", c)
     if c.numel() == 0:
@@ -163,9 +175,7 @@ def expected_calibration_error(conf: Tensor, correct: Tensor, bins: int = 10) ->
     if isinstance(bins, bool) or not isinstance(bins, int) or bins < 1:
         raise ValueError(f"bins must be a positive integer, got {bins!r}")
     y = _correctness(correct.reshape(-1) if torch.is_tensor(correct) else correct, c)  # [N]
-    # interior edges in conf's own dtype, so a float32 0.7 lands in the bin that starts at float32(0.7)
-    edges = (torch.arange(1, bins, dtype=torch.float64) / bins).to(c.dtype).to(c.device)  # [bins - 1]
-    idx = torch.bucketize(c, edges, right=True)  # [N] number of interior edges <= c, in 0 .. bins - 1
+    idx = ece_bins(c, bins)  # [N]
     conf_sum = torch.zeros(bins, dtype=torch.float64, device=c.device).index_add_(0, idx, c.double())  # [bins]
     hit_sum = torch.zeros(bins, dtype=torch.float64, device=c.device).index_add_(0, idx, y.double())  # [bins]
     # n_b / N * |hits_b / n_b - conf_b / n_b| = |hits_b - conf_b| / N; an empty bin has both sums 0
