@@ -272,6 +272,10 @@ def _render(argv: list[str]) -> int:
     from pathlib import Path
 
     from render import RenderJob, RenderPool
+    from render.pool import MAX_TIMEOUT_S
+
+    if not 0 < args.timeout <= MAX_TIMEOUT_S:  # before starting a pool; NaN fails too
+        ap.error(f"--timeout must be in (0, {MAX_TIMEOUT_S:g}] seconds, got {args.timeout}")
 
     src = Path(args.file)
     if not src.exists():

@@ -312,6 +312,10 @@ def test_cli_renders_a_file_and_reports_refusals(tmp_path, capsys):
     assert main(["render", str(bad), "-o", str(tmp_path / "no.png")]) == 1
     assert "forbidden" in capsys.readouterr().err
     assert not (tmp_path / "no.png").exists()
+    for t in ("nan", "inf", "0", "-1"):  # refused by argparse (exit 2) with the flag named, before any pool starts
+        with pytest.raises(SystemExit) as e:
+            main(["render", str(good), "-o", str(out), "--timeout", t])
+        assert e.value.code == 2 and "--timeout must be in (0, 86400] seconds" in capsys.readouterr().err
 
 
 # --- PNG checks bounded and complete ---------------------------------------------------------------------
