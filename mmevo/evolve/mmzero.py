@@ -427,11 +427,15 @@ def coder_example(p: Proposal, language: str) -> Example:
     return Example(content_id("coder", text), text, "", [], [], meta={"proposal": dataclasses.asdict(p)})
 
 
-def proposer_examples(n: int, seed: int) -> list[Example]:
+def proposer_examples(n: int, seed: int, hints: Sequence[str] | None = None) -> list[Example]:
+    """n proposer prompts; content-type hints cycle through CONTENT_TYPES unless ``hints`` gives each one's."""
     exs = []
     for k in range(n):
-        hint = CONTENT_TYPES[k % len(CONTENT_TYPES)]
-        text = PROPOSER_INSTRUCTION.format(hint=hint) + f" Variant {k // len(CONTENT_TYPES) + seed * 1000}."
+        if hints is None:
+            hint, variant = CONTENT_TYPES[k % len(CONTENT_TYPES)], k // len(CONTENT_TYPES)
+        else:
+            hint, variant = hints[k], k  # given hints repeat: the variant keeps every prompt distinct
+        text = PROPOSER_INSTRUCTION.format(hint=hint) + f" Variant {variant + seed * 1000}."
         exs.append(Example(content_id("proposer", text), text, "", [], [], meta={"hint": hint}))
     return exs
 
@@ -630,7 +634,8 @@ def warm_up(cfg: Config, paths: dict, out: Path) -> dict:
             rc = role_config(cfg, role, out / role, paths[role])
             rc.sft.output_dir = str(out / role)
             if role == "proposer":
-                hints = proposer_examples(len(ds), seed=0)
+                # each prompt asks for its demonstration's content type: a cycled hint would teach ignoring it
+                hints = proposer_examples(len(ds), seed=0, hints=[d.proposal.content_type for d in ds])
                 exs = [dataclasses.replace(h, solution=d.proposal.text()) for h, d in zip(hints, ds)]
             elif role == "coder":
                 lang = cfg.mmzero.code_language

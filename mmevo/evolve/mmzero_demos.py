@@ -37,12 +37,12 @@ def _bar_chart(rng: random.Random) -> Demo:
     values = [rng.randint(1, 9) for _ in names]
     bars = "".join(f'<rect x="{4 + 15 * i}" y="{56 - 5 * v}" width="9" height="{5 * v}" fill="{COLORS[i]}"/>'
                    f'<text x="{4 + 15 * i}" y="64" font-size="8">{n}{v}</text>' for i, (n, v) in enumerate(zip(names, values)))
-    if rng.random() < 0.5:
+    if rng.random() < 0.5 or values.count(max(values)) > 1:  # a tie has no single tallest bar to name
         hard_q, hard_a = f"What is bar {names[0]} plus bar {names[-1]}?", str(values[0] + values[-1])
     else:
         hard_q, hard_a = "Which bar is the tallest?", names[values.index(max(values))]
     caption = f"A bar chart with bars {', '.join(f'{n}={v}' for n, v in zip(names, values))}."
-    py = f"{_PLT}plt.bar({''.join(names)!r},{values})"
+    py = f"{_PLT}plt.bar({names!r},{values})"  # a list of names: one bar each (a string is a single category)
     return Demo(Proposal("data_chart", caption, "How many bars are there?", str(len(names)), hard_q, hard_a),
                 _svg(64, 66, bars), py)
 
