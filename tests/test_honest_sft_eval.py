@@ -190,13 +190,14 @@ def test_calibration_report_against_hand_computed_values():
     assert rep["confidence_gap"] == pytest.approx(2.05 / 3 - 1.05 / 2)
     # Brier over the graded: (0.1^2 + 0.8^2 + 0.7^2 + 0.25^2 + 0.15^2) / 5 = 1.225 / 5
     assert rep["brier"] == pytest.approx(0.245)
-    # ECE: bin 8 {0.8 wrong, 0.85 right}: 2/5 |0.5 - 0.825|; bin 9: 1/5 |1 - 0.9|; bin 3: 1/5 |1 - 0.3|;
-    # bin 2: 1/5 |0 - 0.25|  ->  0.13 + 0.02 + 0.14 + 0.05
-    assert rep["ece"] == pytest.approx(0.34)
+    # ECE (bins as the seed's reference compute_ece: np.linspace edges, whose 0.3 edge is 0.30000000000000004, so
+    # c = 0.3 is in bin 2): bin 8 {0.8 wrong, 0.85 right}: 2/5 |0.5 - 0.825|; bin 9: 1/5 |1 - 0.9|;
+    # bin 2 {0.3 right, 0.25 wrong}: 2/5 |0.5 - 0.275|  ->  0.13 + 0.02 + 0.09
+    assert rep["ece"] == pytest.approx(0.24)
     bins = rep["bins"]
-    assert len(bins) == 10 and [b["count"] for b in bins] == [0, 0, 1, 1, 0, 0, 0, 0, 2, 1]
+    assert len(bins) == 10 and [b["count"] for b in bins] == [0, 0, 2, 0, 0, 0, 0, 0, 2, 1]
     assert bins[8]["mean_confidence"] == pytest.approx(0.825) and bins[8]["accuracy"] == pytest.approx(0.5)
-    assert bins[3]["lo"] == pytest.approx(0.3) and bins[3]["accuracy"] == 1.0
+    assert bins[2]["lo"] == pytest.approx(0.2) and bins[2]["accuracy"] == 0.5
     assert bins[0]["mean_confidence"] is None and bins[0]["accuracy"] is None
     graded = sum(b["count"] for b in bins)
     assert sum(b["count"] / graded * abs(b["accuracy"] - b["mean_confidence"]) for b in bins if b["count"]) \

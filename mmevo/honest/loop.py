@@ -167,22 +167,27 @@ def _report_summary(report: dict | None) -> dict | None:
 # -- the generator pool -------------------------------------------------------------------------------------------
 def read_pool(path: Path, limit: int) -> list:
     """The latest ``limit`` distinct accepted problems of ``pool.jsonl`` as solver examples; each is re-verified
-    (its answer recomputed from the expression), never trusted from the file."""
+    (its answer recomputed from the expression), never trusted from the file. A line that is no JSON row with an
+    id (torn by a run killed mid-write; the next append continues it) is dropped like an unverifiable row."""
     from mmevo.honest.selfplay import problem_from_expression
 
     if not path.exists():
         return []
     latest: dict[str, dict] = {}
     for line in path.read_text().splitlines():
-        if line.strip():
-            row = json.loads(line)
-            latest.pop(row["id"], None)
-            latest[row["id"]] = row
+        try:
+            row = json.loads(line) if line.strip() else None
+            key = str(row["id"]) if row is not None else None
+        except (json.JSONDecodeError, KeyError, TypeError):
+            continue
+        if key is not None:
+            latest.pop(key, None)
+            latest[key] = row
     out = []
     for row in list(latest.values())[-limit:]:
         try:
             out.append(problem_from_expression(row["meta"]["expression"]).to_example("trainable"))
-        except (ValueError, KeyError):
+        except (ValueError, KeyError, TypeError):
             continue
     return out
 

@@ -144,8 +144,10 @@ def _num(x) -> str:
 
 
 # ------------------------------------------------------------------------------------------------------- numbers
-_STRICT_NUMBER = re.compile(r"\s*[+-]?(?:\d+(?:\.\d*)?|\.\d+)\s*")
-_LENIENT_NUMBER = re.compile(r"\s*([+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?)\s*(%?)\s*\.?\s*")
+# Every optional piece carries its own leading \s*: two \s* runs with only optional text between them backtrack
+# over every split of a long whitespace run (cubic time on "0.5" + many spaces + "x").
+_STRICT_NUMBER = re.compile(r"\s*[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)\s*")  # ASCII digits: "０.９" is not plain
+_LENIENT_NUMBER = re.compile(r"\s*([+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?)(?:\s*(%))?(?:\s*\.)?\s*")
 
 
 def _probability(text: str, lenient: bool, non_numeric: str, out_of_range: str) -> tuple[float | None, str | None]:
@@ -262,8 +264,9 @@ def _fill(slots: dict[str, str], lenient: bool, reasons: list[str], abstain: boo
 
 
 # ------------------------------------------------------------------------------------------------------- lenient
-_LENIENT_ABSTAIN = re.compile(r"<\s*abstain\s*/?\s*>", re.IGNORECASE)
-_CONFIDENCE_PHRASE = re.compile(r"confidence\s*(?:is|[:=])?\s*([+-]?(?:\d+(?:\.\d*)?|\.\d+)\s*%?)", re.IGNORECASE)
+_LENIENT_ABSTAIN = re.compile(r"<\s*abstain(?:\s*/)?\s*>", re.IGNORECASE)  # linear: see _LENIENT_NUMBER
+_CONFIDENCE_PHRASE = re.compile(r"confidence(?:\s*(?:is|[:=]))?\s*([+-]?(?:\d+(?:\.\d*)?|\.\d+)\s*%?)",
+                                re.IGNORECASE)
 _ABSTAIN_WORDS = {"abstain", "i abstain", "<abstain/>", "abstained"}
 
 

@@ -111,8 +111,11 @@ def _render(node, python: bool) -> str:
         return str(node) if node >= 0 else f"({node})"
     op = node[0]
     if op == "pow3":
-        a, e, m = (_render(x, python) for x in node[1:])
-        return f"pow({a}, {e}, {m})" if python else f"{a}^{e} mod {m}"
+        if python:
+            return "pow({}, {}, {})".format(*(_render(x, python) for x in node[1:]))
+        # "a^e mod m" reads right only with each compound part bracketed: "(2 + 1)^3 mod 5", not "2 + 1^3 mod 5"
+        a, e, m = (_render(x, python) if isinstance(x, (int, bool)) else f"({_render(x, python)})" for x in node[1:])
+        return f"{a}^{e} mod {m}"
     if op == "not":
         inner = _render(node[1], python)
         if not isinstance(node[1], (int, bool)):
@@ -121,7 +124,9 @@ def _render(node, python: bool) -> str:
 
     def side(child, is_right: bool) -> str:
         s = _render(child, python)
-        return f"({s})" if _needs_parens(op, child, is_right) else s
+        # the question's "a^e mod m" has no brackets of its own: "(2^3 mod 5)^2", never "2^3 mod 5^2"
+        nested_pow3 = not python and not isinstance(child, (int, bool)) and child[0] == "pow3"
+        return f"({s})" if nested_pow3 or _needs_parens(op, child, is_right) else s
 
     left, right = side(node[1], False), side(node[2], True)
     if op == "**" and not python:
@@ -284,7 +289,8 @@ def evaluate_expression(expression: str) -> int | bool:
     """Value of a task expression, parsed with ``ast`` and evaluated over a whitelist; never runs arbitrary code.
 
     Allowed: integer / True / False literals, unary ``-``, ``+ - * % **`` on integers, ``pow(a, e, m)``, one
-    comparison per node (no chains), ``and`` / ``or`` / ``not`` on booleans. Anything else raises ValueError.
+    comparison per node (no chains), ``and`` / ``or`` / ``not`` on booleans; a modulus (``%``, ``pow``) is >= 1.
+    Anything else raises ValueError.
     """
     if not isinstance(expression, str) or not expression.strip():
         raise ValueError(f"expression must be a non-empty string, got {expression!r}")
@@ -292,9 +298,11 @@ def evaluate_expression(expression: str) -> int | bool:
         raise ValueError(f"expression longer than {MAX_EXPRESSION_CHARS} characters")
     try:
         tree = ast.parse(expression.strip(), mode="eval")
+        return _eval(tree.body, expression)
     except SyntaxError as e:
         raise ValueError(f"expression {expression!r} is not valid syntax: {e.msg}") from None
-    return _eval(tree.body, expression)
+    except RecursionError:  # "-" * 3000 + "1", a 2000-term sum: within the length limit, too deep to walk
+        raise ValueError(f"expression {expression[:40]!r}... is nested too deeply") from None
 
 
 def _eval(node: ast.AST, src: str) -> int | bool:
@@ -318,8 +326,8 @@ def _eval(node: ast.AST, src: str) -> int | bool:
         a, b = _eval(node.left, src), _eval(node.right, src)
         if not (_is_int(a) and _is_int(b)):
             fail(f"{type(node.op).__name__} needs integers, got {a!r} and {b!r}")
-        if isinstance(node.op, ast.Mod) and b == 0:
-            fail("modulo by zero")
+        if isinstance(node.op, ast.Mod) and b < 1:  # Python's 7 % -3 = -2 is no remainder "from 0 to m - 1"
+            fail(f"modulus {b} is not >= 1")
         if isinstance(node.op, ast.Pow) and not 0 <= b <= MAX_POW_EXPONENT:
             fail(f"exponent {b} outside [0, {MAX_POW_EXPONENT}]")
         out = _BINOPS[type(node.op)](a, b)
