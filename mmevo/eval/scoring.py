@@ -1043,10 +1043,10 @@ _FULLWIDTH = str.maketrans("（）：，。；", "():,.;")
 
 def _drop_negated(cand: str) -> str:
     """The answer a marked text commits to when it negates one: "not B but D" / "not A; it is C" ->
-    "D" / "C", "C, not A" -> "C"; a bare "not A" commits to nothing: ""."""
+    "D" / "C", "C, not A" / "C and not A" -> "C"; a bare "not A" commits to nothing: ""."""
     m = re.match(r"not\s+(.*)", cand, flags=re.I | re.S)
     if not m:
-        return re.split(r"\s*[,;(]\s*not\b", cand, maxsplit=1, flags=re.I)[0].strip()
+        return re.split(r"\s*(?:[,;(]|\s(?:and|but)\s)\s*not\b", cand, maxsplit=1, flags=re.I)[0].strip()
     parts = re.split(r"\s*(?:[;,.]\s|\bbut\b|\brather\b|\binstead\b)\s*", m.group(1), maxsplit=1, flags=re.I)
     if len(parts) < 2:
         return ""
@@ -1056,7 +1056,8 @@ def _drop_negated(cand: str) -> str:
 
 
 def _letter_of(text: str, n_options: int) -> str | None:
-    """A choice letter written alone: "B", "(B)", "B.", "B)", "B:", "(B) text", "Option B"."""
+    """A choice letter written alone: "B", "(B)", "B.", "B)", "B:", "(B) text", "Option B", and "B because ..." /
+    "B, since ..." (the English of "B，因为")."""
     letters = "".join(chr(ord("A") + i) for i in range(n_options))
     if not letters:
         return None
@@ -1065,7 +1066,9 @@ def _letter_of(text: str, n_options: int) -> str | None:
     if m:
         return m.group(1).upper()
     m = re.match(rf"(?:option|choice)?\s*\(([{letters}])\)", t, flags=re.I) or re.match(
-        rf"([{letters}])(?:[.:)]\s|[.:),]?(?=[\u3000-\u9fff]))", t  # "C，因为 ..." -> "C,因为 ..."
+        rf"([{letters}])(?:[.:)]\s|[.:),]?(?=[\u3000-\u9fff])"  # "C，因为 ..." -> "C,因为 ..."
+        # a reason after the letter: a connective, never a noun ("A square" stays a text for the nearest choice)
+        rf"|[.:),;]?\s+(?=(?i:because|since|as|which|given|due)\b))", t
     )
     if m:
         return m.group(1).upper()
@@ -1114,7 +1117,7 @@ def extract_mathvista_answer(response: str, item: dict) -> str:
       3. else the whole response.
     Then by item type:
       * multi_choice: the choice text equal to the candidate; else a letter written alone
-        ("B", "(B)", "B.", "Option B", "(B) text", "B，因为") -> returned as the letter; else the
+        ("B", "(B)", "B.", "Option B", "(B) text", "B，因为", "B because ...") -> returned as the letter; else the
         choice text equal to it up to case / spaces; else, when the candidate is the whole response,
         the last "(X)" letter in it, else the choice text occurring last in it, else a letter
         alone at its end ("I think it's C."); else the candidate itself (which the official
