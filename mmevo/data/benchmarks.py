@@ -38,6 +38,7 @@ from typing import Any
 
 from PIL import Image
 
+from .images import to_rgb
 from .schema import IMAGE_PLACEHOLDER, DataError, Example
 from .sources import RowRef, iter_rows
 
@@ -87,7 +88,7 @@ class BenchmarkItem:
                 data = ref.read_bytes() if isinstance(ref, Path) else ref
                 with Image.open(io.BytesIO(data)) as im:
                     im.load()
-                    out.append(im.convert("RGB"))
+                    out.append(to_rgb(im))  # transparency on white, 16-bit grey scaled
             except (OSError, SyntaxError, ValueError, Image.DecompressionBombError) as e:
                 raise DataError(f"{self.source}: field {self.image_field!r}: image {k}: cannot decode image "
                                 f"bytes{what}: {e}", file=self.file, row=self.index, field=self.image_field,

@@ -28,7 +28,7 @@ from typing import Any
 from PIL import Image, ImageDraw
 
 from .schema import IMAGE_PLACEHOLDER, Example
-from .synthetic import _derive_seed, _solution
+from .synthetic import _check_count, _check_stream_args, _derive_seed, _solution
 
 __all__ = ["FIGURE_KINDS", "iter_figures", "generate_figures", "split_figures", "draw_figure", "read_figure",
            "text_only_chance", "blank_images", "shuffled_images"]
@@ -176,9 +176,7 @@ FIGURE_KINDS: tuple[str, ...] = tuple(_KINDS)
 
 def iter_figures(seed: int, image_size: int = GRID, id_prefix: str | None = None) -> Iterator[Example]:
     """Endless deterministic stream of figure problems (kinds drawn uniformly); open answers, no choices."""
-    if image_size < 28:
-        raise ValueError(f"image_size must be >= 28 for the figure tasks (digits need 2 pixels per segment), "
-                         f"got {image_size}")
+    _check_stream_args(seed, image_size, 28)  # 28: digits need 2 pixels per segment
     rng = random.Random(seed)
     prefix = id_prefix if id_prefix is not None else f"fig-s{seed}"
     i = 0
@@ -196,8 +194,7 @@ def iter_figures(seed: int, image_size: int = GRID, id_prefix: str | None = None
 
 def generate_figures(n: int, seed: int, image_size: int = GRID, *, id_prefix: str | None = None) -> list[Example]:
     """``n`` deterministic figure problems; a prefix of any longer list with the same seed."""
-    if n < 0:
-        raise ValueError(f"n must be >= 0, got {n}")
+    _check_count("n", n)
     stream = iter_figures(seed, image_size, id_prefix)
     return [next(stream) for _ in range(n)]
 
@@ -210,8 +207,8 @@ def split_figures(n_train: int, n_heldout: int, seed: int, image_size: int = GRI
                                                                                           list[Example]]:
     """A train set and a held-out set that share no (problem text, figure values) pair; ids ``train-NNNNNN`` and
     ``heldout-NNNNNN``, from streams seeded apart from the geometry generator's."""
-    if n_train < 0 or n_heldout < 0:
-        raise ValueError("n_train and n_heldout must be >= 0")
+    _check_count("n_train", n_train)
+    _check_count("n_heldout", n_heldout)
     train = generate_figures(n_train, _derive_seed(seed, "figures-train"), image_size, id_prefix="train")
     seen = {_key(ex) for ex in train}
     stream = iter_figures(_derive_seed(seed, "figures-heldout"), image_size, id_prefix="heldout-raw")

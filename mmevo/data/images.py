@@ -4,7 +4,29 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 from PIL import Image
+
+_SIXTEEN_BIT = ("I;16", "I;16L", "I;16B", "I;16N")
+
+
+def to_rgb(image: Image.Image) -> Image.Image:
+    """A new RGB copy of a decoded image, with the two conversions ``image.convert("RGB")`` gets silently wrong.
+
+    Transparency (RGBA, LA, PA, a palette or grey image with a transparent colour) is composited on white, as
+    qwen_vl_utils' ``to_rgb`` does for RGBA: ``convert`` drops the alpha and shows transparent pixels in their stored
+    colour, usually black, so black lines on a transparent background vanish. 16-bit grey is scaled to 0-255
+    (v / 257): ``convert`` clips it at 255, so a 16-bit scan turns almost white.
+    """
+    if image.mode in _SIXTEEN_BIT:
+        grey = np.asarray(image, dtype=np.float64) / 257.0  # 65535 -> 255
+        return Image.fromarray(np.rint(grey).astype(np.uint8), mode="L").convert("RGB")
+    if image.mode in ("RGBA", "LA", "PA", "RGBa", "La") or "transparency" in image.info:
+        rgba = image.convert("RGBA")
+        out = Image.new("RGB", image.size, (255, 255, 255))
+        out.paste(rgba, mask=rgba.getchannel("A"))
+        return out
+    return image.convert("RGB")
 
 
 def fit_pixels(image: Image.Image, min_pixels: int = 0, max_pixels: int = 0) -> Image.Image:

@@ -81,7 +81,7 @@ def _read_jsonl(path: Path, label: str) -> Iterator[_Row]:
                 continue
             row: Any
             try:
-                row = json.loads(raw.decode("utf-8"))
+                row = json.loads(raw.decode("utf-8-sig"))  # a leading BOM is allowed (RFC 8259, section 8.1)
             except UnicodeDecodeError as e:
                 row = DataError(
                     f"{label}:{lineno} (row {idx}): invalid UTF-8: {e.reason}",
@@ -103,7 +103,7 @@ def _read_json(path: Path, label: str, split: str | None, id_key: str | None) ->
     """A JSON list of rows, ``{split: [rows]}`` / ``{"data": [rows]}``, or (with ``id_key``) a mapping
     ``id -> row`` whose key becomes the row's ``id_key`` (MathVista's testmini.json)."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(path.read_text(encoding="utf-8-sig"))  # a leading BOM is allowed (RFC 8259, section 8.1)
     except (OSError, UnicodeDecodeError) as e:
         raise DataError(f"{label}: cannot read: {e}", file=label, reason="unreadable_file") from e
     except json.JSONDecodeError as e:
@@ -149,9 +149,46 @@ def _batched_rows(batches, label: str, what: str) -> Iterator[_Row]:
                             reason="unreadable_file") from e
         if batch is None:
             return
+        try:
+            batch = _exact_floats(batch)
+        except Exception as e:
+            raise DataError(f"{label}: cannot read {what} from row {idx} on: {e}", file=label, row=idx,
+                            reason="unreadable_file") from e
         for row in batch.to_pylist():
             yield idx, None, row
             idx += 1
+
+
+def _float32_as(t, to):
+    """``t`` with every float32 replaced by ``to`` (inside lists and structs too); None when ``t`` holds none."""
+    import pyarrow as pa
+
+    if pa.types.is_float32(t):
+        return to
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        inner = _float32_as(t.value_type, to)
+        return None if inner is None else (pa.list_ if pa.types.is_list(t) else pa.large_list)(inner)
+    if pa.types.is_struct(t):
+        fields = [t.field(i) for i in range(t.num_fields)]
+        inner = [_float32_as(f.type, to) for f in fields]
+        if all(x is None for x in inner):
+            return None
+        return pa.struct([f.with_type(x if x is not None else f.type) for f, x in zip(fields, inner)])
+    return None
+
+
+def _exact_floats(batch):
+    """float32 columns as the float64 of their shortest decimal: ``to_pylist`` widens a float32 0.1 to
+    0.10000000149011612, which would become the gold (or choice) text "0.10000000149011612"."""
+    import pyarrow as pa
+
+    arrays, changed = [], False
+    for col in batch.columns:
+        as_text = _float32_as(col.type, pa.string())  # arrow writes a float32 as its shortest round-trip decimal
+        if as_text is not None:
+            col, changed = col.cast(as_text).cast(_float32_as(col.type, pa.float64())), True
+        arrays.append(col)
+    return type(batch).from_arrays(arrays, names=batch.schema.names) if changed else batch
 
 
 def _arrow_rows(ds, label: str) -> Iterator[_Row]:

@@ -26,6 +26,7 @@ import hashlib
 import io
 import json
 import math
+import numbers
 import os
 import random
 import re
@@ -583,6 +584,20 @@ def _choices(rng: random.Random, gold: int, distractors: Sequence[int]) -> tuple
     return out, pos
 
 
+def _check_count(name: str, v: Any) -> None:
+    """A count is a whole number >= 0 (``while len(out) < 1.5`` would give 2 problems, NaN none, True one)."""
+    if isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < 0:
+        raise ValueError(f"{name} must be an integer >= 0, got {v!r}")
+
+
+def _check_stream_args(seed: Any, image_size: Any, min_size: int) -> None:
+    """``random.Random(None)`` seeds from the clock (a different data set on every run); sizes are whole pixels."""
+    if seed is None:
+        raise ValueError("seed must be given (None would draw a different data set on every run)")
+    if isinstance(image_size, bool) or not isinstance(image_size, numbers.Integral) or image_size < min_size:
+        raise ValueError(f"image_size must be an integer >= {min_size}, got {image_size!r}")
+
+
 def _solution(think: str, answer: str) -> str:
     return f"<think>{think}</think> \\boxed{{{answer}}}"
 
@@ -594,8 +609,7 @@ def iter_geometry(
     id_prefix: str | None = None,
 ) -> Iterator[Example]:
     """Endless deterministic stream of synthetic geometry examples."""
-    if image_size < 8:
-        raise ValueError(f"image_size must be >= 8, got {image_size}")
+    _check_stream_args(seed, image_size, 8)
     if not 0.0 <= mc_fraction <= 1.0:
         raise ValueError(f"mc_fraction must be in [0, 1], got {mc_fraction}")
     rng = random.Random(seed)
@@ -639,8 +653,7 @@ def generate_geometry(
     The same ``(n, seed, image_size, mc_fraction)`` always gives the same
     texts, answers and image pixels.
     """
-    if n < 0:
-        raise ValueError(f"n must be >= 0, got {n}")
+    _check_count("n", n)
     stream = iter_geometry(seed, image_size=image_size, mc_fraction=mc_fraction, id_prefix=id_prefix)
     return [next(stream) for _ in range(n)]
 
@@ -717,8 +730,8 @@ def split_train_heldout(
     (the answer spaces are small, so identical questions do recur).  Ids are
     ``train-NNNNNN`` and ``heldout-NNNNNN``.
     """
-    if n_train < 0 or n_heldout < 0:
-        raise ValueError("n_train and n_heldout must be >= 0")
+    _check_count("n_train", n_train)
+    _check_count("n_heldout", n_heldout)
     train = generate_geometry(
         n_train, _derive_seed(seed, "train"), image_size, mc_fraction, id_prefix="train"
     )

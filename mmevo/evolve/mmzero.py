@@ -32,7 +32,7 @@ from typing import Sequence
 from PIL import Image
 
 from mmevo.config import Config, set_dotted, to_dict, validate
-from mmevo.data.images import fit_pixels
+from mmevo.data.images import fit_pixels, to_rgb
 from mmevo.data.prompts import EpochSampler
 from mmevo.data.schema import Example
 from mmevo.rewards.answers import extract_answer, group_answer_keys
@@ -206,7 +206,9 @@ class RenderedImage:
 def load_image(src, min_pixels: int, max_pixels: int) -> Image.Image:
     """A rendered PNG (bytes or path) as RGB, scaled into the solver's data.min_pixels / data.max_pixels like every
     dataset image (the sandbox allows 4096 px a side; the engines refuse or drop images above the bound)."""
-    img = Image.open(io.BytesIO(src) if isinstance(src, bytes) else src).convert("RGB")
+    # on white: an SVG (cairosvg) or transparent matplotlib render is RGBA, and convert("RGB") shows its transparent
+    # background black, hiding black strokes
+    img = to_rgb(Image.open(io.BytesIO(src) if isinstance(src, bytes) else src))
     return fit_pixels(img, min_pixels, max_pixels)
 
 
@@ -658,7 +660,7 @@ def warm_up(cfg: Config, paths: dict, out: Path) -> dict:
 def _rasterise(svg: str) -> Image.Image:
     import cairosvg
 
-    return Image.open(io.BytesIO(cairosvg.svg2png(bytestring=svg.encode()))).convert("RGB")
+    return to_rgb(Image.open(io.BytesIO(cairosvg.svg2png(bytestring=svg.encode()))))  # transparent -> white
 
 
 # -- reports ------------------------------------------------------------------------------------------------------------
