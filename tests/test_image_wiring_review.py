@@ -35,3 +35,27 @@ def test_benchmark_rgba_image_is_composited_on_white(tmp_path):
     items, _ = load_items("geometry3k", tmp_path / "test.jsonl", None)
     a = np.asarray(items[0].load_images()[0])
     assert (a[0] == 255).all() and (a[4] == 0).all()
+
+
+def test_benchmark_images_must_be_raster_formats(tmp_path, monkeypatch):
+    import pytest
+    from PIL import EpsImagePlugin
+
+    opened = []
+    monkeypatch.setattr(EpsImagePlugin.EpsImageFile, "_open", lambda self: opened.append(1))
+
+    from mmevo.data.schema import DataError
+
+    eps = b"%!PS-Adobe-3.0 EPSF-3.0\n%%BoundingBox: 0 0 10 10\nnewpath 0 0 moveto 10 10 lineto stroke\nshowpage\n"
+    (tmp_path / "fig.eps").write_bytes(eps)
+    (tmp_path / "test.jsonl").write_text(json.dumps({"id": "1", "problem": "<image>Q?", "answer": "1",
+                                                     "images": ["fig.eps"]}) + "\n")
+    items, _ = load_items("geometry3k", tmp_path / "test.jsonl", None)
+    with pytest.raises(DataError, match="cannot decode image"):  # never handed to Ghostscript
+        items[0].load_images()
+    assert opened == []  # Pillow's EPS reader (which runs Ghostscript to decode) never saw the file
+    for fmt in ("PNG", "JPEG", "GIF", "BMP", "WEBP", "TIFF"):  # what data sets hold still decodes
+        buf = io.BytesIO()
+        Image.new("RGB", (4, 4), (10, 200, 30)).save(buf, format=fmt)
+        items[0].images[0] = buf.getvalue()  # raw bytes, as a row's {"bytes": ...} image becomes
+        assert np.asarray(items[0].load_images()[0]).shape == (4, 4, 3), fmt

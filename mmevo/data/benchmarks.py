@@ -38,7 +38,7 @@ from typing import Any
 
 from PIL import Image
 
-from .images import to_rgb
+from .images import RASTER_FORMATS, to_rgb
 from .schema import IMAGE_PLACEHOLDER, DataError, Example
 from .sources import RowRef, iter_rows
 
@@ -86,7 +86,7 @@ class BenchmarkItem:
             what = f" of file {ref}" if isinstance(ref, Path) else ""
             try:
                 data = ref.read_bytes() if isinstance(ref, Path) else ref
-                with Image.open(io.BytesIO(data)) as im:
+                with Image.open(io.BytesIO(data), formats=RASTER_FORMATS) as im:
                     im.load()
                     out.append(to_rgb(im))  # transparency on white, 16-bit grey scaled
             except (OSError, SyntaxError, ValueError, Image.DecompressionBombError) as e:

@@ -8,6 +8,9 @@ import numpy as np
 from PIL import Image
 
 _SIXTEEN_BIT = ("I;16", "I;16L", "I;16B", "I;16N")
+# what a data set's image may be: raster formats Pillow decodes itself. Pillow would otherwise also open EPS / PS by
+# running Ghostscript on the file, a program a hostile data set should never reach
+RASTER_FORMATS = ("PNG", "JPEG", "GIF", "BMP", "WEBP", "TIFF", "PPM")  # JPEG opens MPO files too
 
 
 def to_rgb(image: Image.Image) -> Image.Image:
