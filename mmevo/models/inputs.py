@@ -114,6 +114,7 @@ def collate(model, prompts: Sequence[EncodedPrompt], continuations: Sequence[Seq
     """Left-pad prompt + continuation ids into one batch (generation prefill: the continuation is a retrace prefix)."""
     conts = continuations if continuations is not None else [[] for _ in prompts]
     seqs = [list(p.input_ids) + list(c) for p, c in zip(prompts, conts)]
+    _refuse_empty(seqs, "prompt" if continuations is None else "prompt + continuation")
     types = [list(p.mm_token_type_ids) + [0] * len(c) for p, c in zip(prompts, conts)]
     L = max(len(s) for s in seqs)
     B = len(seqs)
@@ -131,6 +132,14 @@ def collate(model, prompts: Sequence[EncodedPrompt], continuations: Sequence[Seq
         pixel_values = pixel_values.to(device)
     pos, next_pos = compute_positions(model, input_ids, mask, mm_types, grids)
     return Batch(input_ids, mask, pos, pixel_values, grids, next_pos)
+
+
+def _refuse_empty(seqs: Sequence[Sequence[int]], what: str) -> None:
+    """An empty sequence has no state to predict from: its slot would be all padding (its 'next token' logits those
+    of a pad) and, packed, its first response token would be predicted by the sequence before it."""
+    empty = [i for i, s in enumerate(seqs) if not len(s)]
+    if empty:
+        raise ValueError(f"{what} {empty[0]} has no tokens (EncodedPrompt.input_ids is empty)")
 
 
 def _stack_images(prompts: Sequence[EncodedPrompt]) -> tuple[torch.Tensor | None, torch.Tensor | None]:
@@ -268,6 +277,7 @@ class TrainBatch:
 def collate_for_training(model, prompts: Sequence[EncodedPrompt], responses: Sequence[Sequence[int]], pad_id: int,
                          device: str | torch.device = "cpu") -> TrainBatch:
     """Prompts left-padded to P, responses right-padded to R; positions computed over the real tokens of both."""
+    _refuse_empty([p.input_ids for p in prompts], "prompt")
     P = max(len(p.input_ids) for p in prompts)
     R = max(1, max(len(r) for r in responses))
     B = len(prompts)

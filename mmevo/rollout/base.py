@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Protocol, Sequence
 
@@ -18,6 +19,25 @@ class SamplingParams:
     top_p: float = 1.0
     max_tokens: int = 256  # new tokens per completion (after any prefix)
     seed: int | None = None  # seeds the sampler: the same samples for the same requests and engine batching
+
+
+def check_request_batch(requests, params: SamplingParams) -> None:
+    """Refuse what an engine would silently read as something else (NaN temperature as 1, a top_p above 1 or NaN as
+    1, a negative temperature as greedy, a negative n or budget as nothing to sample); transformers and vLLM refuse
+    such values too. Every engine checks its ``generate`` call with this, so they agree on what is valid."""
+    t, p = float(params.temperature), float(params.top_p)
+    if not (math.isfinite(t) and t >= 0):
+        raise ValueError(f"SamplingParams.temperature must be finite and >= 0 (0 = greedy), got {params.temperature}")
+    if not 0 <= p <= 1:
+        raise ValueError(f"SamplingParams.top_p must be in [0, 1], got {params.top_p}")
+    if params.max_tokens < 0:
+        raise ValueError(f"SamplingParams.max_tokens must be >= 0, got {params.max_tokens}")
+    bad = [r.n for r in requests if r.n < 0]
+    if bad:
+        raise ValueError(f"RolloutRequest.n must be >= 0, got {bad[0]}")
+    bad = [r.max_tokens for r in requests if r.max_tokens is not None and r.max_tokens < 0]
+    if bad:
+        raise ValueError(f"RolloutRequest.max_tokens must be None or >= 0, got {bad[0]}")
 
 
 @dataclass
@@ -43,8 +63,9 @@ class Completion:
     logprobs: list[float]  # log p of each sampled token under the temperature-scaled policy (temperature 0: 1)
     finish_reason: str  # "stop" (a stop token was sampled, and is included) or "length"
     prefix_ids: list[int] = field(default_factory=list)
-    # with RolloutRequest.keep_kv: {"layers": [(K [kv_heads, T, D], V)], "next_position": int}, the keys / values of
-    # prompt + full_ids[:-1] (T positions, no padding) and the position id full_ids[-1] would take
+    # with RolloutRequest.keep_kv: {"layers": [(K [kv_heads, T, D], V)], "next_position": int, "mrope": bool,
+    # "image_override": the request's override prompt or None}, the keys / values of prompt + full_ids[:-1] (T
+    # positions, no padding, computed with the override image if any) and the position id full_ids[-1] would take
     kv: dict | None = field(default=None, repr=False, compare=False)
 
     @property

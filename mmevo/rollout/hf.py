@@ -15,7 +15,7 @@ import torch
 from mmevo.models.attention import SHARED_PREFIX_KWARG, supports_packing
 from mmevo.models.inputs import EncodedPrompt, collate, unwrap
 from mmevo.rollout.kv_cache import DecodeCache, SharedPrefixCache
-from mmevo.rollout.base import Completion, RolloutRequest, SamplingParams
+from mmevo.rollout.base import Completion, RolloutRequest, SamplingParams, check_request_batch
 
 
 # below this ban-excluded mass a row's allowed probabilities (exp(scaled - lse), float32) may be subnormal or 0: the
@@ -117,9 +117,11 @@ def sample_categorical(weights: torch.Tensor, generator: torch.Generator | None)
 
 def _reuses_kv(req: RolloutRequest) -> bool:
     """Whether ``req`` continues from a kept KV cache: a source completion that kept one, and the source's image
-    (otherwise it is prefilled as usual)."""
+    (otherwise it is prefilled as usual). A source sampled under an ``image_override`` kept that image's keys: a
+    request for the prompt's own image must not reuse them."""
     src = req.continue_from
-    return src is not None and src.kv is not None and req.image_override is None
+    return (src is not None and src.kv is not None and req.image_override is None
+            and src.kv.get("image_override") is None)
 
 
 class HFEngine:
@@ -185,9 +187,12 @@ class HFEngine:
         tokens give other samples (from the same distribution).
         """
         self._require_open()
-        bad = [r.n for r in requests if r.n < 0]
+        check_request_batch(requests, params)
+        # the first token is predicted by the last context token: an empty context sampled from a padding slot's
+        # logits (or, alone in its chunk, crashed inside the model)
+        bad = [i for i, r in enumerate(requests) if not len(r.prompt.input_ids) + len(r.prefix_ids)]
         if bad:
-            raise ValueError(f"RolloutRequest.n must be >= 0, got {bad[0]}")
+            raise ValueError(f"RolloutRequest {bad[0]}: prompt + prefix_ids has no tokens (empty prompt.input_ids)")
         generator = None
         if params.seed is not None:
             generator = torch.Generator(device="cpu").manual_seed(params.seed)
@@ -297,7 +302,8 @@ class HFEngine:
         tokens: list[list[int]] = [[] for _ in range(N)]
         logps: list[list[float]] = [[] for _ in range(N)]
         finish = ["length"] * N
-        keep_kv = [bool(reqs[i].keep_kv) for i in row_of.tolist()]
+        req_of = row_of.tolist()
+        keep_kv = [bool(reqs[i].keep_kv) for i in req_of]
         any_keep_kv = any(keep_kv)
         kvs: list[dict | None] = [None] * N
         active = torch.arange(N, device=self.device)  # original row index of each live row
@@ -333,7 +339,8 @@ class HFEngine:
                         else:
                             real = attn[j].bool()
                             layers = [(lay.keys[j][:, real], lay.values[j][:, real]) for lay in cache.layers]
-                        kvs[r] = {"layers": layers, "next_position": int(next_pos[j]), "mrope": vl_positions}
+                        kvs[r] = {"layers": layers, "next_position": int(next_pos[j]), "mrope": vl_positions,
+                                  "image_override": reqs[req_of[r]].image_override}
             if keep.numel() == 0:
                 break
             if keep.numel() < active.numel():  # drop finished rows from every per-row state

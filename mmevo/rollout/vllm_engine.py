@@ -35,7 +35,7 @@ import torch
 
 from mmevo import torchvision_shim
 from mmevo.models.inputs import EncodedPrompt, unwrap
-from mmevo.rollout.base import Completion, RolloutRequest, SamplingParams
+from mmevo.rollout.base import Completion, RolloutRequest, SamplingParams, check_request_batch
 
 _EXTRA_KEY = "mmevo_policy"  # SamplingParams.extra_args key read by our logits processor
 _SEED_BITS = 62  # a call's seed base: + the call's sample count stays inside torch.Generator's 64-bit seeds
@@ -543,6 +543,10 @@ class VLLMEngine:
     def generate(self, requests: Sequence[RolloutRequest], params: SamplingParams) -> list[list[Completion]]:
         from vllm import SamplingParams as VSamplingParams
 
+        check_request_batch(requests, params)
+        if params.temperature > 0 and params.top_p <= 0:  # vLLM takes top_p in (0, 1] only
+            raise ValueError("SamplingParams.top_p = 0 with temperature > 0: the vLLM engine takes top_p in (0, 1]; "
+                             "use temperature 0 for greedy decoding")
         self._open_llm()
         stops, banned = self.stop_ids.tolist(), self.banned_ids.tolist()
         greedy = params.temperature <= 0
