@@ -126,6 +126,7 @@ def main(argv: list[str] | None = None) -> int:
                     f"  {loop:7} {DESCRIPTIONS['evolve ' + loop]}" for loop in loops), rest, "loop", loops)
             args = _parse(rest[1:], f"evolve {rest[0]}")
             cfg = load_config(args.config, args.overrides)
+            _check_loop(rest[0], cfg)
             if rest[0] == "honest":
                 from mmevo.honest.loop import run_honest
 
@@ -184,7 +185,7 @@ def main(argv: list[str] | None = None) -> int:
         if is_main():  # under torchrun / deepspeed only rank 0 prints the summary
             print(json.dumps({k: v for k, v in summary.items() if k != "config"}, indent=2, default=str))
         return 0
-    except (ConfigError, FileNotFoundError, ValueError) as e:
+    except (ConfigError, OSError, ValueError) as e:  # OSError: a path that is missing, a directory, unreadable
         print(f"mmevo {cmd}: error: {e}", file=sys.stderr)
         return 2
 
@@ -214,11 +215,68 @@ def _check_train(cfg) -> None:
     if cfg.rollout.n < 2:
         raise ConfigError(f"rollout.n={cfg.rollout.n}: GRPO needs a group of >= 2 samples per prompt (a group of one "
                           "has advantage 0, so no step would change the policy)")
+    import inspect
+
     for name in cfg.reward.heads:
         try:
-            resolve_head(name)
+            factory = resolve_head(name)
         except ValueError as e:
             raise ConfigError(f"reward.heads: {e}") from None
+        args = cfg.reward.head_args.get(name) or {}
+        try:
+            sig = inspect.signature(factory)
+        except (TypeError, ValueError):  # no signature to check against (a builtin): the trainer will tell
+            continue
+        try:  # a misspelt argument would otherwise fail only when the trainer builds the head
+            sig.bind(**{str(k): v for k, v in args.items()})
+        except TypeError as e:
+            raise ConfigError(f"reward.head_args.{name}={args!r}: {e}; {name} takes {sig}") from None
+    _check_deepspeed(cfg)
+
+
+def _check_deepspeed(cfg) -> None:
+    """``trainer.deepspeed`` names a readable JSON file (the trainer reads it only after loading the model)."""
+    from mmevo.config import ConfigError
+
+    path = cfg.trainer.deepspeed
+    if not path:
+        return
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError(f"trainer.deepspeed={path}: file not found (relative paths are from the current directory, "
+                          "e.g. configs/deepspeed/zero3.json)")
+    try:
+        ds = json.loads(p.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ConfigError(f"trainer.deepspeed={path}: not a readable JSON file ({e})") from None
+    if not isinstance(ds, dict):
+        raise ConfigError(f"trainer.deepspeed={path}: a DeepSpeed config is a JSON object, got {type(ds).__name__}")
+
+
+def _check_loop(loop: str, cfg) -> None:
+    """Each role's phase config of an evolve loop, built and validated before anything loads (a bad role override,
+    e.g. ``{solver: {rollout.top_p: 5}}``, would otherwise fail only when that role's first phase starts)."""
+    from mmevo.config import ConfigError
+
+    if loop == "mmzero":
+        from mmevo.evolve.mmzero import ROLES as roles, role_config
+        out = cfg.mmzero.output_dir
+    elif loop == "prism":
+        from mmevo.evolve.prism import check_loop_config, role_config
+        check_loop_config(cfg)  # the loop's own keys first: their messages name them
+        roles, out = ("questioner", "solver"), cfg.prism.output_dir
+    else:
+        from mmevo.honest.loop import check_loop_config, role_config
+        check_loop_config(cfg)
+        out = cfg.honest.output_dir
+        roles = ("solver", "generator") if cfg.honest.gss_mode == "trainable" else ("solver",)
+    for role in roles:
+        try:
+            role_config(cfg, role, Path(out) / role, cfg.model.path)
+        except ValueError as e:  # ConfigError too
+            raise ConfigError(f"{loop}.roles.{role}: the {role} phase's config: {e}") from None
+    if loop != "honest":  # the HONEST loop refuses trainer.deepspeed itself
+        _check_deepspeed(cfg)
 
 
 def _prism(argv: list[str]) -> int:
@@ -254,6 +312,8 @@ def _plan_memory(argv: list[str]) -> int:
     ap.add_argument("--gpus", type=int, default=1, help="GPUs (data-parallel ranks) in the run")
     ap.add_argument("--gpu-mem-gib", type=float, default=80.0, help="memory of one GPU in GiB")
     args = ap.parse_intermixed_args(argv)
+    if not (args.gpus >= 1 and 0 < args.gpu_mem_gib < float("inf")):  # NaN fails too
+        ap.error(f"--gpus must be >= 1 and --gpu-mem-gib a finite number > 0, got {args.gpus} and {args.gpu_mem_gib}")
     if args.config and "=" in args.config:  # no config file, only overrides
         args.overrides.insert(0, args.config)
         args.config = None
@@ -278,8 +338,8 @@ def _render(argv: list[str]) -> int:
         ap.error(f"--timeout must be in (0, {MAX_TIMEOUT_S:g}] seconds, got {args.timeout}")
 
     src = Path(args.file)
-    if not src.exists():
-        print(f"mmevo render: error: {src} not found", file=sys.stderr)
+    if not src.is_file():
+        print(f"mmevo render: error: {src} {'is not a file' if src.exists() else 'not found'}", file=sys.stderr)
         return 2
     language = "svg" if src.suffix.lower() == ".svg" else "python"
     with RenderPool(workers=1) as pool:

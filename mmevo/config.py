@@ -157,9 +157,9 @@ class SFTConfig:
     epochs: float = 3.0  # passes over the SFT data (fractions allowed)
     batch_size: int = 16  # sequences per optimizer step
     lr: float = 1e-3  # learning rate (tiny models from scratch need a large one)
-    weight_decay: float = 0.0
-    warmup_steps: int = 20
-    max_grad_norm: float = 1.0
+    weight_decay: float = 0.0  # AdamW weight decay
+    warmup_steps: int = 20  # linear warm-up optimizer steps (then cosine decay)
+    max_grad_norm: float = 1.0  # gradient clipping
     output_dir: str = "runs/sft"  # final HF model goes to output_dir/model
     save_every: int = 50  # steps between resumable states (output_dir/sft_state.pt); 0 = never (a rerun restarts)
     teacher_noise: float = 0.0  # synthetic data only: share of SFT solutions from a weak teacher using a wrong rule
@@ -522,6 +522,8 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
             raise ConfigError(f"{p}: invalid YAML: {e}") from None
         except UnicodeDecodeError as e:
             raise ConfigError(f"{p}: not a UTF-8 text file ({e})") from None
+        except OSError as e:  # unreadable (permissions, a special file): an error, not a traceback
+            raise ConfigError(f"config file {p} cannot be read ({e.strerror or e})") from None
         data = {} if data is None else data
         if not isinstance(data, dict):
             raise ConfigError(f"{p}: top level must be a mapping of sections (model:, trainer:, ...), "
@@ -620,6 +622,8 @@ BOUNDS = {
     "eval.max_prompt_length": (1, None, True, True),
 }
 
+FIELD_NAMES = ("id", "image", "problem", "answer", "choices")  # data.fields / eval.fields (mmevo.data.benchmarks)
+MAX_RENDER_TIMEOUT_S = 86400.0  # render.pool.MAX_TIMEOUT_S (the sandbox's bound on one render job)
 MIN_SAMPLING_TEMPERATURE = 1e-5  # vLLM's greedy threshold; a positive temperature below it is refused
 
 # the self-evolution loops' roles (mmevo.evolve.mmzero.ROLES, mmevo.evolve.prism.role_config, mmevo.honest.loop.ROLES)
@@ -689,6 +693,12 @@ def validate(cfg: Config) -> None:
         raise ConfigError(f"data.min_pixels={cfg.data.min_pixels} is above data.max_pixels={cfg.data.max_pixels}")
     if cfg.model.lora.rank and not cfg.model.lora.alpha > 0:
         raise ConfigError(f"model.lora.alpha={cfg.model.lora.alpha} must be > 0 with model.lora.rank > 0")
+    if cfg.model.lora.rank and cfg.model.trainable:  # the trainer refuses this only once the model is loaded
+        raise ConfigError(f"model.trainable={cfg.model.trainable!r} and model.lora.rank={cfg.model.lora.rank} both "
+                          "choose what trains: set one of them")
+    if r.engine == "hf" and r.tensor_parallel_size != 1:  # the HF engine decodes on one device: it would be ignored
+        raise ConfigError(f"rollout.tensor_parallel_size={r.tensor_parallel_size} needs rollout.engine=vllm "
+                          "(the hf engine has no tensor parallelism)")
     if cfg.algo.clip_low < 0 or cfg.algo.clip_high < 0:
         raise ConfigError(f"algo.clip_low={cfg.algo.clip_low} / algo.clip_high={cfg.algo.clip_high} must be >= 0")
     if cfg.algo.clip_ratio_c is not None and not cfg.algo.clip_ratio_c > 1.0:
@@ -706,11 +716,14 @@ def validate(cfg: Config) -> None:
         if isinstance(w, bool) or not isinstance(w, (int, float)) or not math.isfinite(w):
             raise ConfigError(f"reward.heads.{head}={_fmt(w)}: a head's weight must be a finite number")
     c = cfg.csrs
+    # checked whether or not csrs.enabled: a run may switch CSRS on later (the demo's CSRS run, a loop role), past
+    # this check; gamma / beta < 0 would fail only at the first SFR reward (mmevo.rewards.sfr)
+    for key, ok, need in (("m", c.m >= 1, ">= 1"), ("omega", 0.0 <= c.omega <= 1.0, "in [0, 1]"),
+                          ("sigma", c.sigma >= 0, ">= 0"), ("gamma", c.gamma >= 0, ">= 0"),
+                          ("beta", c.beta >= 0, ">= 0")):
+        if not ok:
+            raise ConfigError(f"csrs.{key}={_fmt(getattr(c, key))} must be {need}")
     if c.enabled:
-        for key, ok, need in (("m", c.m >= 1, ">= 1"), ("omega", 0.0 <= c.omega <= 1.0, "in [0, 1]"),
-                              ("sigma", c.sigma >= 0, ">= 0")):
-            if not ok:
-                raise ConfigError(f"csrs.{key}={_fmt(getattr(c, key))} must be {need}")
         if r.n < 2:
             raise ConfigError(f"csrs.enabled needs rollout.n >= 2 maternal responses per prompt, got rollout.n={r.n} "
                               "(a group of one has zero advantage: nothing would be learned)")
@@ -720,6 +733,12 @@ def validate(cfg: Config) -> None:
     for key, value in (("data.format", cfg.data.format), ("eval.format", cfg.eval.format)):
         if value and value not in formats:
             raise ConfigError(f"{key}={value!r} not in {list(formats)}")
+    for key, mapping in (("data.fields", cfg.data.fields), ("eval.fields", cfg.eval.fields)):
+        for name, column in mapping.items():  # a misspelt name was ignored: the default column was read instead
+            if name not in FIELD_NAMES:
+                raise _unknown_key(f"{key}.{name}", name, set(FIELD_NAMES))
+            if not isinstance(column, str) or not column:
+                raise ConfigError(f"{key}.{name}={_fmt(column)}: give the column name as a non-empty string")
     try:
         render_prompt(cfg.data.prompt_template, "")
     except ConfigError as e:
@@ -744,6 +763,12 @@ def validate_mmzero(m: MMZeroConfig) -> None:
             raise ConfigError(f"mmzero.{key}={getattr(m, key)} must be >= 0")
     if not 0.0 <= m.cluster_threshold <= 1.0:
         raise ConfigError(f"mmzero.cluster_threshold={m.cluster_threshold} must be in [0, 1]")
+    # the render pool refuses these only when it starts (after warm-up) or at the first render (mid-phase)
+    if m.render_workers < 1:
+        raise ConfigError(f"mmzero.render_workers={m.render_workers} must be >= 1")
+    if not 0 < m.render_timeout_s <= MAX_RENDER_TIMEOUT_S:
+        raise ConfigError(f"mmzero.render_timeout_s={m.render_timeout_s} must be in (0, {MAX_RENDER_TIMEOUT_S:g}] "
+                          "seconds")
 
 
 def to_dict(cfg: Config) -> dict:

@@ -149,11 +149,11 @@ def _run_sft(cfg: Config) -> dict:
     from mmevo.grpo.checkpoint import save_model
     from mmevo.grpo.sft import run_sft as sft_loop
 
+    if cfg.sft.teacher_noise > 0 and cfg.data.train != "synthetic":
+        raise ValueError("sft.teacher_noise only applies to data.train=synthetic")
+    train, stats = load_examples(cfg, "train")  # before the model: a bad data path fails in seconds, not minutes
     policy = load_policy(cfg)
-    train, stats = load_examples(cfg, "train")
     if cfg.sft.teacher_noise > 0:
-        if cfg.data.train != "synthetic":
-            raise ValueError("sft.teacher_noise only applies to data.train=synthetic")
         from mmevo.data.synthetic import with_teacher_noise
 
         train = with_teacher_noise(train, cfg.sft.teacher_noise, cfg.data.seed)
@@ -188,9 +188,9 @@ def run_grpo(cfg: Config, evaluate_before_after: bool = True) -> dict:
 
 
 def _run_grpo(cfg: Config, evaluate_before_after: bool) -> dict:
-    policy = load_policy(cfg)
-    train, train_stats = load_examples(cfg, "train")
+    train, train_stats = load_examples(cfg, "train")  # before the model: a bad data path fails in seconds
     heldout, _ = load_examples(cfg, "heldout")
+    policy = load_policy(cfg)
     trainer = build_trainer(cfg, policy, train, heldout)
     from mmevo.grpo.distributed import is_main
 
@@ -234,10 +234,10 @@ def run_eval(cfg: Config) -> dict:
     from mmevo.grpo.trainer import PromptCache, evaluate
     from mmevo.rollout.factory import build_engine
 
-    policy = load_policy(cfg)
-    heldout, stats = load_examples(cfg, "heldout")
+    heldout, stats = load_examples(cfg, "heldout")  # before the model: a bad data path fails in seconds
     if not heldout:
         raise ValueError("data.heldout is empty: give a Geometry3K-schema file or 'synthetic'")
+    policy = load_policy(cfg)
     prompts = PromptCache(policy.processor, policy.is_vl, cfg.data.prompt_template, cfg.data.system_prompt,
                           cfg.data.prompt_cache_mb)
     result = evaluate(build_engine(cfg, policy), prompts, heldout, policy.tokenizer,
