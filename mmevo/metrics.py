@@ -80,7 +80,8 @@ class RunLogger:
         """On resume, drop lines logged after the checkpoint so the curve has no duplicates (writing rank only)."""
         if not self.enabled or not self.path.exists():
             return
-        keep = [line for line in self.path.read_text().splitlines() if line and json.loads(line).get("step", 0) <= step]
+        keep = [line for line in self.path.read_text().splitlines() if (row := _row(line)) is not None
+                and row.get("step", 0) <= step]
         self.path.write_text("".join(l + "\n" for l in keep))
 
     def close(self) -> None:
@@ -88,6 +89,16 @@ class RunLogger:
         run, self._wandb = self._wandb, None
         if run is not None:
             run.finish()
+
+
+def _row(line: str) -> dict | None:
+    """One metrics line, or None for a blank one or the torn last line of a run killed (or out of disk) mid-write:
+    resume drops it rather than failing on it."""
+    try:
+        row = json.loads(line) if line.strip() else None
+    except json.JSONDecodeError:
+        return None
+    return row if isinstance(row, dict) else None
 
 
 def read_jsonl(path: str | Path) -> list[dict]:

@@ -13,6 +13,7 @@ import dataclasses
 import hashlib
 import math
 import random
+import time
 import weakref
 from pathlib import Path
 from typing import Sequence
@@ -120,6 +121,17 @@ def make_scheduler(opt, warmup: int, total: int, kind: str) -> torch.optim.lr_sc
     if kind not in ("constant", "cosine"):
         raise ValueError(f"lr_schedule={kind!r} not in ['constant', 'cosine']")
     return torch.optim.lr_scheduler.LambdaLR(opt, factor)
+
+
+def _reapply_schedule(scheduler: torch.optim.lr_scheduler.LambdaLR) -> None:
+    """After loading a checkpoint, set the lr of the next update from this run's schedule at the loaded position.
+
+    The loaded optimizer holds the lr of the run that saved it; with another ``trainer.steps`` (a cosine run extended)
+    its schedule differs, and the first update would use the old one. Same schedule: the same values, bit for bit."""
+    lrs = [base * fn(scheduler.last_epoch) for base, fn in zip(scheduler.base_lrs, scheduler.lr_lambdas)]
+    for group, lr in zip(scheduler.optimizer.param_groups, lrs):
+        group["lr"] = lr
+    scheduler._last_lr = lrs
 
 
 def sequence_logprobs(model, prompts: Sequence[EncodedPrompt], responses: Sequence[Sequence[int]], pad_id: int,
@@ -381,6 +393,8 @@ class GRPOTrainer:
     def step(self, examples: Sequence[Example] | None = None) -> dict:
         """One GRPO step on ``examples`` (the global batch), else on ``trainer.prompts_per_step`` from the source."""
         cfg, timer = self.cfg, StageTimer()
+        t_start = time.perf_counter()
+        lr = self.scheduler.get_last_lr()[0]  # the lr this step's (first) optimizer update uses, read before it steps
         if examples is None:
             if self.prompt_source is None:
                 raise ValueError("no prompts: the trainer has no train set or prompt source; pass step(examples)")
@@ -447,7 +461,7 @@ class GRPOTrainer:
         self.step_idx += 1
         metrics.update(timer.metrics())
         metrics.update(peak_memory_mb())
-        total_time = sum(timer.times.values())
+        total_time = time.perf_counter() - t_start  # the step's wall time, not just its named stages
         metrics["time/step"] = total_time
         n_tok = sum(len(c.token_ids) for c in rollout.completions)
         metrics["throughput/gen_tokens_per_s"] = n_tok / max(timer.times.get("gen", 0.0), 1e-9)
@@ -457,7 +471,7 @@ class GRPOTrainer:
         metrics["data/samples"] = len(rollout)
         if hasattr(self.prompt_source, "epoch"):
             metrics["data/epoch"] = self.prompt_source.epoch
-        metrics["lr"] = self.scheduler.get_last_lr()[0]
+        metrics["lr"] = lr
         return metrics
 
     def _sampling_weights(self):
@@ -823,6 +837,7 @@ class GRPOTrainer:
             own = ckpt / f"plugins_rank{D.rank()}.pt"
             if own.exists():
                 state = {**state, **torch.load(own, weights_only=False)}
+        _reapply_schedule(self.scheduler)
         self.load_plugin_state(state)
         self.step_idx = int(state["step"])
         self.engine.sync_weights(self.model)

@@ -134,6 +134,9 @@ def sample_groups(ctx: RolloutContext, examples: Sequence[Example], n: int | Non
     if not prompts:
         return Rollout.empty(skipped_prompts=skipped)
     outs = ctx.engine.generate([RolloutRequest(p, n=n, keep_kv=keep_kv) for p in prompts], params or ctx.params)
+    if len(outs) != len(prompts):  # zip below would silently drop the prompts past the shorter list
+        raise ValueError(f"engine {type(ctx.engine).__name__}.generate returned {len(outs)} completion lists for "
+                         f"{len(prompts)} requests (one list per request, in order)")
     flat_p, flat_c, flat_e, gids = [], [], [], []
     for gi, (p, ex, comps) in enumerate(zip(prompts, kept, outs)):
         for c in comps:
