@@ -141,8 +141,8 @@ class TrainerConfig:
     max_grad_norm: float = 1.0  # gradient clipping
     seed: int = 1  # seeds data order, sampling and init
     output_dir: str = "runs/grpo"  # metrics, checkpoints, plots, final model
-    save_every: int = 20  # checkpoint period in steps (CSRS: 20); 0 = only the final one
-    keep_checkpoints: int = 2  # newest checkpoints kept
+    save_every: int = 20  # checkpoint period in steps (CSRS: 20); 0 = no resumable checkpoints (final/ still exported)
+    keep_checkpoints: int = 2  # newest checkpoints kept; 0 = keep all
     eval_every: int = 0  # held-out evaluation period in steps; 0 = only before and after
     eval_max_tokens: int = 0  # max tokens at evaluation (0 = rollout.max_tokens)
     resume: bool = True  # continue from the newest checkpoint in output_dir when there is one
