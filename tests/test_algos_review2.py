@@ -136,3 +136,26 @@ def test_group_advantages_all_equal_float64_group_is_exactly_zero(eps):
     assert adv[:11].tolist() == [0.0] * 11
     assert adv[11:].tolist() == pytest.approx([a, -a], abs=1e-6)
     assert group_advantages(r[:3], g[:3], "batch", eps=eps).tolist() == [0.0] * 3
+
+
+def test_sfr_head_refuses_bad_gamma_beta_when_built():
+    from mmevo.rewards.heads import RewardMixer
+
+    for args in ({"gamma": -0.1}, {"beta": float("nan")}, {"gamma": "x"}):
+        with pytest.raises(ValueError, match="sfr (gamma|beta)"):
+            RewardMixer({"sfr": 1.0}, {"sfr": args})
+    assert RewardMixer({"sfr": 1.0}, {"sfr": {"gamma": 0.0, "beta": 0.0}}).heads["sfr"].gamma == 0.0
+
+
+def test_reward_state_of_other_heads_is_refused_on_resume():
+    from mmevo.rewards.heads import RewardMixer
+
+    prism = {"prism_coverage": {"centroids": "", "k": 2}}
+    saved = RewardMixer({"prism_coverage": 1.0, "majority": 0.5}, prism).state_dict()
+    assert saved["prism_coverage"]  # the coverage counts are the state to carry over
+    RewardMixer({"prism_coverage": 1.0}, prism).load_state_dict(saved)  # same stateful heads: fine
+    with pytest.raises(ValueError, match="reward head state"):  # the counts would be dropped silently
+        RewardMixer({"majority": 1.0}).load_state_dict(saved)
+    with pytest.raises(ValueError, match="reward head state"):  # the counts would restart silently
+        RewardMixer({"prism_coverage": 1.0}, prism).load_state_dict({"majority": {}})
+    RewardMixer({"majority": 1.0}).load_state_dict({"majority": {}})  # stateless heads: nothing to check

@@ -103,7 +103,10 @@ class SFRHead(RewardHead):
     name = "sfr"
 
     def __init__(self, gamma: float = 0.2, beta: float = 5.0):
-        self.gamma, self.beta = gamma, beta
+        from mmevo.rewards.sfr import nonnegative_real
+
+        # checked here, when the trainer (and the CLI's up-front check) builds the head, not at the first reward
+        self.gamma, self.beta = nonnegative_real("sfr gamma", gamma), nonnegative_real("sfr beta", beta)
 
     def score(self, samples):
         from mmevo.rewards.answers import answers_equivalent, extract_answer, group_answer_keys
@@ -267,6 +270,13 @@ class RewardMixer:
         return {n: h.state_dict() for n, h in self.heads.items() if hasattr(h, "state_dict")}
 
     def load_state_dict(self, state: dict) -> None:
+        """Each head's saved state; a checkpoint holding state for a head this run lacks, or lacking a stateful
+        head's state, is an error (a resume with other reward.heads would silently drop or restart that state)."""
+        stateful = {n for n, h in self.heads.items() if getattr(h, "state_dict", dict)()}  # heads by import path
+        saved = {n for n, s in state.items() if s}
+        if saved != stateful and (saved - set(self.heads) or stateful - saved):
+            raise ValueError(f"reward head state: the checkpoint has state for {sorted(saved)}, this run's heads "
+                             f"keep state in {sorted(stateful)}; resume with the reward.heads it was saved with")
         for n, s in state.items():
             if n in self.heads and hasattr(self.heads[n], "load_state_dict"):
                 self.heads[n].load_state_dict(s)
