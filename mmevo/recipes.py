@@ -106,6 +106,10 @@ def load_examples(cfg: Config, which: str) -> tuple[list[Example], dict]:
         items, stats = load_items(cfg.data.format, source, split, fields=cfg.data.fields,
                                   skip_bad=cfg.data.skip_bad_rows)
         rows, stats = items_to_examples(items, stats, cfg.data.skip_bad_rows)  # an undecodable image: counted too
+    if not rows:  # else the first step fails far from here ("the training set is empty"), naming no file
+        skipped = stats.get("skipped_by_reason") or {}
+        raise ValueError(f"data.{which}={cfg.data.train if which == 'train' else cfg.data.heldout}: no usable rows "
+                         f"({stats.get('rows', 0)} read" + (f", skipped {skipped}" if skipped else "") + ")")
     for ex in rows:  # EasyR1's pixel bounds, applied once at load time
         ex.images = [fit_pixels(im, cfg.data.min_pixels, cfg.data.max_pixels) for im in ex.images]
     return rows, stats
