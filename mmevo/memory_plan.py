@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import json
 import math
+import numbers
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Optional
@@ -110,38 +111,61 @@ BUILTIN_MODELS: dict[str, ModelDims] = {
 # model dimensions and parameter counts
 
 
+def _positive_int(d: dict, key: str, source: str, where: str = "", default: Any = None) -> int:
+    """``d[key]`` as an integer >= 1 (an integral JSON float too); a missing key (without ``default``), null, bool,
+    fraction, string or value < 1 is an error naming the key."""
+    value = d.get(key, default)
+    if value is None:
+        raise ValueError(f"{source}: no {where + key!r}; not a Qwen2-style decoder config")
+    if (isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value)
+            or value != int(value) or value < 1):
+        raise ValueError(f"{source}: {where + key}={value!r} must be an integer >= 1")
+    return int(value)
+
+
 def dims_from_config(config: dict, source: str = "config.json") -> ModelDims:
     """Dimensions from a transformers ``config.json`` (dict): Qwen2.5-VL / Qwen2-VL (``text_config`` or top-level
-    text keys, ``vision_config``), Qwen2 and Qwen3 text models."""
+    text keys, ``vision_config``), Qwen2 and Qwen3 text models. A missing or non-positive size is a ValueError naming
+    its key."""
+    if not isinstance(config, dict) or not isinstance(config.get("text_config") or {}, dict):
+        raise ValueError(f"{source}: not a transformers config (a JSON object, with text_config an object)")
     text = dict(config)
     text.update(config.get("text_config") or {})  # newer Qwen2.5-VL files nest the LM's keys
-    try:
-        hidden, heads = int(text["hidden_size"]), int(text["num_attention_heads"])
-        model_type = str(text.get("model_type", config.get("model_type", "")))
-        is_qwen3 = model_type.startswith("qwen3")
-        dims = ModelDims(
-            hidden=hidden, intermediate=int(text["intermediate_size"]), layers=int(text["num_hidden_layers"]),
-            heads=heads, kv_heads=int(text.get("num_key_value_heads") or heads), vocab=int(text["vocab_size"]),
-            head_dim=int(text.get("head_dim") or 0),
-            tie_embeddings=bool(config.get("tie_word_embeddings", text.get("tie_word_embeddings", False))),
-            qkv_bias=bool(text.get("attention_bias", not is_qwen3)), qk_norm=is_qwen3, source=source)
-    except KeyError as e:
-        raise ValueError(f"{source}: no {e.args[0]!r}; not a Qwen2-style decoder config") from None
+    hidden, heads = _positive_int(text, "hidden_size", source), _positive_int(text, "num_attention_heads", source)
+    kv_heads = heads if text.get("num_key_value_heads") is None else _positive_int(  # None: no GQA, as transformers
+        text, "num_key_value_heads", source)
+    model_type = str(text.get("model_type", config.get("model_type", "")))
+    is_qwen3 = model_type.startswith("qwen3")
+    dims = ModelDims(
+        hidden=hidden, intermediate=_positive_int(text, "intermediate_size", source),
+        layers=_positive_int(text, "num_hidden_layers", source), heads=heads, kv_heads=kv_heads,
+        vocab=_positive_int(text, "vocab_size", source),
+        head_dim=_positive_int(text, "head_dim", source) if text.get("head_dim") else 0,
+        tie_embeddings=bool(config.get("tie_word_embeddings", text.get("tie_word_embeddings", False))),
+        qkv_bias=bool(text.get("attention_bias", not is_qwen3)), qk_norm=is_qwen3, source=source)
     v = config.get("vision_config")
     if v:
+        if not isinstance(v, dict):
+            raise ValueError(f"{source}: vision_config={v!r} is not an object")
+
+        def vint(key: str, default: Any = None) -> int:
+            return _positive_int(v, key, source, "vision_config.", default)
+
         if "intermediate_size" in v and "depth" in v:  # Qwen2.5-VL
-            vision = VisionDims(hidden=int(v["hidden_size"]), intermediate=int(v["intermediate_size"]),
-                                depth=int(v["depth"]), heads=int(v["num_heads"]),
-                                out_hidden=int(v.get("out_hidden_size", hidden)), gated=True)
+            vision = VisionDims(hidden=vint("hidden_size"), intermediate=vint("intermediate_size"),
+                                depth=vint("depth"), heads=vint("num_heads"),
+                                out_hidden=vint("out_hidden_size", hidden), gated=True)
         else:  # Qwen2-VL: embed_dim, mlp_ratio, hidden_size = merger output
-            width = int(v["embed_dim"])
-            vision = VisionDims(hidden=width, intermediate=int(width * float(v.get("mlp_ratio", 4))),
-                                depth=int(v["depth"]), heads=int(v["num_heads"]),
-                                out_hidden=int(v.get("hidden_size", hidden)), gated=False)
-        vision = replace(vision, patch=int(v.get("patch_size", 14)),
-                         temporal_patch=int(v.get("temporal_patch_size", 2)),
-                         in_channels=int(v.get("in_channels", v.get("in_chans", 3))),
-                         merge=int(v.get("spatial_merge_size", 2)))
+            width = vint("embed_dim")
+            ratio = v.get("mlp_ratio", 4)
+            if isinstance(ratio, bool) or not isinstance(ratio, (int, float)) or not 0 < ratio < float("inf"):
+                raise ValueError(f"{source}: vision_config.mlp_ratio={ratio!r} must be a finite number > 0")
+            vision = VisionDims(hidden=width, intermediate=int(width * float(ratio)),
+                                depth=vint("depth"), heads=vint("num_heads"),
+                                out_hidden=vint("hidden_size", hidden), gated=False)
+        vision = replace(vision, patch=vint("patch_size", 14), temporal_patch=vint("temporal_patch_size", 2),
+                         in_channels=vint("in_channels", v.get("in_chans", 3)),
+                         merge=vint("spatial_merge_size", 2))
         dims = replace(dims, vision=vision)
     return dims
 
@@ -151,7 +175,11 @@ def model_dims(path: str) -> ModelDims:
     error (the planner never goes to the hub)."""
     p = Path(path).expanduser()
     if (p / "config.json").exists():
-        return dims_from_config(json.loads((p / "config.json").read_text()), str(p / "config.json"))
+        try:
+            config = json.loads((p / "config.json").read_text())
+        except json.JSONDecodeError as e:
+            raise ValueError(f"{p / 'config.json'}: not valid JSON ({e})") from None
+        return dims_from_config(config, str(p / "config.json"))
     if path in BUILTIN_MODELS:
         return replace(BUILTIN_MODELS[path], source=f"built-in dimensions of {path} (its model card's config.json)")
     raise ValueError(f"model.path={path!r}: no local config.json there and no built-in dimensions for it "
@@ -208,19 +236,19 @@ def lora_params(m: ModelDims, rank: int, targets) -> int:
     shapes = {"q_proj": (m.hidden, m.q_dim), "k_proj": (m.hidden, m.kv_dim), "v_proj": (m.hidden, m.kv_dim),
               "o_proj": (m.q_dim, m.hidden), "gate_proj": (m.hidden, m.intermediate),
               "up_proj": (m.hidden, m.intermediate), "down_proj": (m.intermediate, m.hidden)}
-    per_layer = sum(rank * (shapes[t][0] + shapes[t][1]) for t in targets if t in shapes)
+    per_layer = sum(rank * (shapes[t][0] + shapes[t][1]) for t in set(targets) if t in shapes)  # a name once
     return m.layers * per_layer
 
 
 def trainable_params(m: ModelDims, lora_rank: int = 0, lora_targets=(), freeze_vision_tower: bool = False) -> int:
     """Parameters that get gradients and optimizer state: the LoRA adapters only when ``lora_rank > 0``; otherwise
-    everything except the frozen ViT (patch embedding + blocks; the merger keeps training) with
-    ``freeze_vision_tower``."""
+    everything except, with ``freeze_vision_tower``, the whole vision tower: patch embedding, blocks and merger
+    (``mmevo.models.adapters.freeze_vision_tower`` freezes every ``visual.*`` parameter)."""
     if lora_rank > 0:
         return lora_params(m, lora_rank, lora_targets)
     n = total_params(m)
     if freeze_vision_tower and m.vision is not None:
-        n -= vision_params(m.vision) - vision_merger_params(m.vision)
+        n -= vision_params(m.vision)
     return n
 
 
@@ -562,15 +590,18 @@ def vllm_bytes(awake: bool, gpu_memory_utilization: float, gpu_mem_bytes: int, e
     return int((VLLM_ASLEEP_BASE_GIB + (0 if enforce_eager else VLLM_CUDA_GRAPHS_GIB)) * GiB)
 
 
-def vllm_weight_bytes(n_params: int, dtype_bytes: int) -> int:
-    """vLLM's own copy of the weights inside its budget (``tensor_parallel_size=1``): P * b (LoRA adapters are
-    merged into the base weights before the sync). Asleep: in pinned host memory at level 1, discarded at level 2."""
-    return n_params * dtype_bytes
+def vllm_weight_bytes(n_params: int, dtype_bytes: int, tensor_parallel_size: int = 1) -> int:
+    """vLLM's own copy of the weights inside its budget on one GPU: P * b / tp (its linears, embedding and lm_head
+    are split over the ``tensor_parallel_size`` GPUs; the few replicated norms are left out). P counts the base
+    model only: LoRA adapters are merged into the base weights before the sync. Asleep: in pinned host memory at
+    level 1, discarded at level 2."""
+    return math.ceil(n_params * dtype_bytes / tensor_parallel_size)
 
 
-def vllm_kv_bytes_per_token(m: ModelDims, dtype_bytes: int) -> int:
-    """K and V of every layer for one token: 2 * L * (k*d) * b (Qwen2.5-VL-7B: 57,344 B)."""
-    return 2 * m.layers * m.kv_dim * dtype_bytes
+def vllm_kv_bytes_per_token(m: ModelDims, dtype_bytes: int, tensor_parallel_size: int = 1) -> int:
+    """K and V of every layer for one token on one GPU: 2 * L * (k*d) * b (Qwen2.5-VL-7B: 57,344 B); with tensor
+    parallelism each GPU holds max(1, k // tp) KV heads (vLLM's ``get_num_kv_heads``: replicated below one a GPU)."""
+    return 2 * m.layers * max(1, m.kv_heads // tensor_parallel_size) * m.d * dtype_bytes
 
 
 def vllm_kv_cache_max_bytes(gpu_memory_utilization: float, gpu_mem_bytes: int, weight_bytes: int,
@@ -703,7 +734,7 @@ def item_bytes(cfg, m: ModelDims, zero: ZeroSettings, world: int, gpu_mem_bytes:
             items[key] = vllm_bytes(awake, r.gpu_memory_utilization, gpu_mem_bytes, r.enable_sleep_mode,
                                     r.sleep_level, r.enforce_eager)
         # the parts of vllm_awake (not added again): its weights and the most its KV cache can get
-        items["vllm_weights"] = vllm_weight_bytes(total_params(m), b)
+        items["vllm_weights"] = vllm_weight_bytes(total_params(m), b, r.tensor_parallel_size)
         items["vllm_kv_cache_max"] = vllm_kv_cache_max_bytes(r.gpu_memory_utilization, gpu_mem_bytes,
                                                              items["vllm_weights"], r.enforce_eager)
         items["weight_sync_buffers"] = weight_sync_bytes(m, b, zero)
@@ -717,14 +748,16 @@ def item_bytes(cfg, m: ModelDims, zero: ZeroSettings, world: int, gpu_mem_bytes:
 def plan(cfg, gpus: int = 1, gpu_mem_gib: float = 80.0, config_path: str | Path | None = None,
          dims: ModelDims | None = None) -> dict[str, Any]:
     """The per-GPU memory plan of ``cfg`` (an ``mmevo.config.Config``) on ``gpus`` GPUs of ``gpu_mem_gib`` GiB."""
-    if gpus < 1 or gpu_mem_gib <= 0:
-        raise ValueError("--gpus must be >= 1 and --gpu-mem-gib > 0")
+    if isinstance(gpus, bool) or not isinstance(gpus, numbers.Integral) or gpus < 1:
+        raise ValueError(f"--gpus must be an integer >= 1, got gpus={gpus!r}")
+    if isinstance(gpu_mem_gib, bool) or not isinstance(gpu_mem_gib, numbers.Real) or not 0 < gpu_mem_gib < math.inf:
+        raise ValueError(f"--gpu-mem-gib must be a finite number > 0, got gpu_mem_gib={gpu_mem_gib!r}")  # NaN too
     m = dims or model_dims(_model_path(cfg))
     b = _dtype_bytes(cfg.model.dtype)
     zero = ZeroSettings()
     if cfg.trainer.deepspeed:
         zero = read_deepspeed(_resolve_file(cfg.trainer.deepspeed, config_path))
-    W = gpus
+    W = int(gpus)
     mem = int(gpu_mem_gib * GiB)
     t, r = cfg.trainer, cfg.rollout
     warnings = []
@@ -733,6 +766,13 @@ def plan(cfg, gpus: int = 1, gpu_mem_gib: float = 80.0, config_path: str | Path 
     if zero.enabled and _offloaded(zero.offload_optimizer) and zero.force_ds_cpu_optimizer:
         warnings.append("offload_optimizer with mmevo's torch AdamW needs \"zero_force_ds_cpu_optimizer\": false in "
                         "the DeepSpeed config, else deepspeed.initialize raises")
+    if zero.enabled and r.engine == "vllm" and r.tensor_parallel_size != 1:
+        warnings.append(f"rollout.tensor_parallel_size={r.tensor_parallel_size} with trainer.deepspeed: the vLLM "
+                        "engine refuses to start (under DeepSpeed every rank runs its own engine on its own GPU, "
+                        "tensor_parallel_size=1)")
+    if cfg.model.trainable:
+        warnings.append(f"model.trainable={list(cfg.model.trainable)!r} is not modelled: every parameter is planned as "
+                        "trainable (gradients and optimizer state are an upper bound)")
 
     n_total, n_train = param_counts(cfg, m)
     P, R = cfg.data.max_prompt_length, r.max_tokens
@@ -748,7 +788,7 @@ def plan(cfg, gpus: int = 1, gpu_mem_gib: float = 80.0, config_path: str | Path 
     patches = image_patches_per_micro_batch(m.vision, T, P, S)
     items = item_bytes(cfg, m, zero, W, mem, T, response_positions, patches)
     vllm = r.engine == "vllm"
-    kv_tokens = items["vllm_kv_cache_max"] // vllm_kv_bytes_per_token(m, b) if vllm else 0
+    kv_tokens = items["vllm_kv_cache_max"] // vllm_kv_bytes_per_token(m, b, r.tensor_parallel_size) if vllm else 0
     if vllm and kv_tokens < S:
         warnings.append(f"vLLM's budget (rollout.gpu_memory_utilization={r.gpu_memory_utilization}) leaves a KV cache "
                         f"for at most {kv_tokens} tokens after its weights and CUDA graphs, under one sequence of {S} "
@@ -784,7 +824,9 @@ def plan(cfg, gpus: int = 1, gpu_mem_gib: float = 80.0, config_path: str | Path 
         if zero.enabled and _offloaded(zero.offload_optimizer) else 0,
         "param_offload": math.ceil(n_total * b / W) if _offloaded(zero.offload_param) else 0,
         "reference_offload": items["reference"] if ref_offload else 0,
-        "vllm_sleep_level1_weights": n_total * b if vllm and r.enable_sleep_mode and r.sleep_level == 1 else 0,
+        # vLLM's (merged, this GPU's share of the) weights, not the policy's with its LoRA adapters
+        "vllm_sleep_level1_weights": items["vllm_weights"] if vllm and r.enable_sleep_mode and r.sleep_level == 1
+        else 0,
     }
     return {
         "config": str(config_path) if config_path else None,
