@@ -315,15 +315,29 @@ def _train_command(args, path, output_dir, overrides: list[str]) -> list[str]:
             f"trainer.output_dir={output_dir}", *overrides]
 
 
+_TERM_GRACE_S = 20.0  # a timed-out run gets SIGTERM this long (at most half its timeout) before the hard kill
+_TIMED_OUT_RC = (124, 137)  # coreutils timeout: the command got SIGTERM (124), or SIGKILL after it (128 + 9)
+
+
 def _run_train(cmd: list[str], timeout: float) -> tuple[subprocess.CompletedProcess | None, float, str]:
     """Run ``cmd`` (an ``mmevo train`` run, or the rehearsal script) from the checkout: (the finished process or None
-    on a timeout, wall seconds, the stderr tail of a timed-out run). ``timeout`` is cut to the run's time left."""
+    on a timeout, wall seconds, the stderr tail of a timed-out run). ``timeout`` is cut to the run's time left.
+
+    A timed-out run is sent SIGTERM first (coreutils ``timeout``), SIGKILL only after a grace period: torchrun starts
+    its worker in a session of its own and stops it only when it is itself terminated, so a SIGKILL to torchrun alone
+    (what ``subprocess.run``'s timeout sends) left the worker running on, holding the GPU, beside the later checks."""
     timeout = max(1.0, min(timeout, _time_left()))
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(
         os.pathsep)}
+    wrapper = shutil.which("timeout")
+    grace = min(_TERM_GRACE_S, timeout / 2)
+    if wrapper:
+        cmd = [wrapper, "-s", "TERM", "-k", f"{grace / 2:.1f}", f"{timeout - grace:.1f}", *cmd]
     t0 = time.perf_counter()
     try:
         proc = subprocess.run(cmd, env=env, cwd=str(ROOT), capture_output=True, text=True, timeout=timeout)
+        if wrapper and proc.returncode in _TIMED_OUT_RC:
+            return None, time.perf_counter() - t0, (proc.stderr or "")[-3000:]
         return proc, time.perf_counter() - t0, ""
     except subprocess.TimeoutExpired as e:
         tail = (e.stderr or b"")[-3000:]
@@ -688,7 +702,8 @@ def run(args) -> dict:
 
     torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
     t_start = time.perf_counter()
-    _DEADLINE[:] = [t_start + args.budget_s] if args.budget_s > 0 else []
+    # the budget covers the whole gpu_check.sh run: its wheel install and this interpreter's start count too
+    _DEADLINE[:] = [t_start + args.budget_s - _seconds_since_launch()] if args.budget_s > 0 else []
     out: dict = {"args": {"device": args.device, "quick": args.quick, "prompts": args.prompts, "n": args.n,
                           "max_tokens": args.max_tokens, "repeats": args.repeats, "skip": args.skip,
                           "rehearsal_scale": args.rehearsal_scale or None, "budget_s": args.budget_s or None},
@@ -734,6 +749,14 @@ def run(args) -> dict:
     out["total_s"] = time.perf_counter() - t_start
     out["complete"] = True
     return out
+
+
+def _seconds_since_launch() -> float:
+    """Seconds since scripts/gpu_check.sh started (``GPU_CHECK_STARTED``, Unix time it exports); 0 without it."""
+    try:
+        return max(0.0, time.time() - float(os.environ.get("GPU_CHECK_STARTED", "")))
+    except ValueError:
+        return 0.0
 
 
 def _write_partial(args, out: dict) -> None:

@@ -37,6 +37,9 @@
 # Extra arguments go to gpu_check.py (--quick, --skip vllm,rehearsal_7b, --parity-tokens 32,
 # --gpu-memory-utilization 0.3, --rehearsal-scale tiny, --zero3-cuda-graphs, --train-timeout 200).
 set -euo pipefail
+# the run's start: gpu_check.py's --budget-s counts from here (the wheel install and Python's start included)
+GPU_CHECK_STARTED="$(date +%s.%N)"
+export GPU_CHECK_STARTED
 cd "$(dirname "$0")/.."
 export OMP_NUM_THREADS="${OMP_NUM_THREADS:-8}"
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 WANDB_MODE=disabled TOKENIZERS_PARALLELISM=false PYTHONUNBUFFERED=1
@@ -47,8 +50,12 @@ export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 WHEELS="${WHEELS-$([ -d .whl ] && echo .whl || true)}"
 if [ -n "${WHEELS:-}" ] && compgen -G "$WHEELS/*.whl" > /dev/null; then
   SITE="$(mktemp -d)"
-  "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$SITE" "$WHEELS"/*.whl
-  export PYTHONPATH="$PYTHONPATH:$SITE"
+  # a failed install must not end the run (set -e): the checks that need these wheels record why they are skipped
+  if "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$SITE" "$WHEELS"/*.whl; then
+    export PYTHONPATH="$PYTHONPATH:$SITE"
+  else
+    echo "gpu_check: installing the wheels in $WHEELS failed; running without them" >&2
+  fi
 fi
 # --out: rewritten after every check, so a run stopped from outside still leaves its results in $OUT_DIR
 "$PY" scripts/gpu_check.py --device "${DEVICE:-cuda}" --out "$OUT_DIR/gpu_check.json" "$@"
