@@ -35,6 +35,8 @@ def sft_targets(tokenizer, examples: Sequence[Example]) -> list[list[int]]:
 def run_sft(cfg: Config, policy: LoadedModel, examples: list[Example], log: bool = True) -> list[dict]:
     """Train ``policy.model`` in place on (prompt, solution) pairs; returns per-step metrics."""
     s = cfg.sft
+    if not examples:  # else an IndexError deep in the batch loop
+        raise ValueError("SFT needs at least one example and got none (is data.train empty, or was every row skipped?)")
     model = policy.model
     device = torch.device(cfg.model.device)
     prompts = PromptCache(policy.processor, policy.is_vl, cfg.data.prompt_template, cfg.data.system_prompt,
@@ -84,9 +86,10 @@ def run_sft(cfg: Config, policy: LoadedModel, examples: list[Example], log: bool
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), s.max_grad_norm)
+        lr = sched.get_last_lr()[0]  # the lr this update uses, read before the scheduler moves on to the next one
         opt.step()
         sched.step()
-        m = {"sft/loss": loss.item(), "sft/lr": sched.get_last_lr()[0],
+        m = {"sft/loss": loss.item(), "sft/lr": lr,
              "sft/token_acc": float(((logp.detach() > math.log(0.5)).float() * mask).sum() / mask.sum())}
         logger.log(step + 1, m)
         history.append(m)

@@ -62,6 +62,12 @@ def apply_lora(model: torch.nn.Module, rank: int, alpha: float, dropout: float, 
         inject_adapter_in_model(cfg, base)
     except ValueError as e:
         raise ValueError(f"model.lora.target_modules={target_modules} matched no module of the language model ({e})")
+    # merge_lora_items folds linear adapters only (W + s * B @ A); an embedding's adapter would train, then fail the
+    # first sync or export (and a tied lm_head could not follow its delta)
+    other = [n for n in lora_scalings(base) if not isinstance(base.get_submodule(n).base_layer, torch.nn.Linear)]
+    if other:
+        raise ValueError(f"model.lora.target_modules={target_modules} names non-linear modules {other[:3]}: LoRA "
+                         "adapts the language model's linear layers only")
     for name, p in base.named_parameters():
         p.requires_grad_("lora_" in name)
     return model

@@ -242,6 +242,16 @@ def _checked(out_dir: Path) -> Path:
     return out_dir
 
 
+def _same_spec(out_dir: Path, spec) -> Path:
+    """Refuse a cached build of other sizes (or of the other architecture): reusing it would silently give another
+    model than the one asked for."""
+    cached = json.loads((out_dir / SPEC_FILE).read_text())
+    if cached != asdict(spec):
+        raise ValueError(f"the cached tiny model {out_dir} was built with {cached}, not with the requested "
+                         f"{type(spec).__name__} {asdict(spec)}: delete that directory or build into another one")
+    return out_dir
+
+
 def build_tiny_qwen2_5_vl(out_dir: str | Path, spec: TinyVLSpec | None = None,
                           corpus: Iterable[str] | Callable[[], Iterable[str]] | None = None) -> Path:
     """Create a tiny Qwen2.5-VL (tokenizer, image processor, processor, weights) in ``out_dir``; reuse it if present.
@@ -310,7 +320,7 @@ def build_tiny_qwen2_5_vl(out_dir: str | Path, spec: TinyVLSpec | None = None,
         processor.save_pretrained(tmp)
         (tmp / SPEC_FILE).write_text(json.dumps(asdict(spec), indent=2))
 
-    return _atomic_save_dir(build, Path(out_dir))
+    return _same_spec(_atomic_save_dir(build, Path(out_dir)), spec)
 
 
 @dataclass
@@ -355,4 +365,4 @@ def build_tiny_qwen2(out_dir: str | Path, spec: TinyTextSpec | None = None, corp
         tokenizer.save_pretrained(tmp)
         (tmp / SPEC_FILE).write_text(json.dumps(asdict(spec), indent=2))
 
-    return _atomic_save_dir(build, Path(out_dir))
+    return _same_spec(_atomic_save_dir(build, Path(out_dir)), spec)
