@@ -422,16 +422,19 @@ def iter_weights(model: torch.nn.Module, dtype: torch.dtype | None = None,
     from mmevo.models.weights import full_state_items, is_zero3
 
     base = unwrap(model)
-    # gathered ZeRO-3 tensors are fresh copies (their addresses may be reused once freed), and named_parameters()
-    # already lists a tied parameter once: dedupe by storage only for the model's own live tensors
-    dedupe = not is_zero3(base)
+    # tied tensors are the model's own live parameters (lm_head = embed_tokens); dedupe by address only among those.
+    # Fresh tensors (LoRA-merged weights, gathered ZeRO-3 copies) are freed once their bucket is sent, and a later one
+    # may be allocated at the same address: compared with everything seen, it was skipped as a "duplicate" and vLLM
+    # silently kept that layer's stale weights
+    dedupe = not is_zero3(base)  # ZeRO-3's named_parameters() already lists a tied parameter once
+    own = {t.data_ptr() for t in (*base.parameters(), *base.buffers()) if t.numel()} if dedupe else set()
     seen: set[int] = set()
     bucket: list[tuple[str, torch.Tensor]] = []
     size = 0
     with torch.no_grad():
         for name, t in full_state_items(base, bucket_bytes):
-            if dedupe:
-                ptr = t.data_ptr()
+            ptr = t.data_ptr()
+            if ptr in own:
                 if ptr in seen:
                     continue
                 seen.add(ptr)
