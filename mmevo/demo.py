@@ -152,13 +152,38 @@ def sampled_eval(cfg: Config, model_path: Path, examples, controls: bool = False
     return res
 
 
+def model_stamp(model_path: Path) -> list:
+    """Name, size and modification time of each file of a model directory: a model rebuilt or retrained at the same
+    path does not match what was recorded for the old one."""
+    p = Path(model_path)
+    return sorted([f.name, f.stat().st_size, f.stat().st_mtime_ns] for f in p.iterdir() if f.is_file()) \
+        if p.is_dir() else []
+
+
+def eval_key(cfg: Config, model_path: Path, examples, controls: bool) -> dict:
+    """What a cached evaluation must match to be reused: the model (path and files), the problems, the sampling."""
+    import hashlib
+
+    problems = hashlib.sha256(json.dumps([[ex.id, ex.problem, str(ex.answer), list(ex.choices or [])]
+                                          for ex in examples]).encode()).hexdigest()
+    return {"model": str(model_path), "files": model_stamp(model_path), "n": len(examples), "problems": problems,
+            "controls": controls, **_sampling_key(cfg)}
+
+
+def _sampling_key(cfg: Config) -> dict:  # key names apart from sampled_eval's ("samples" are example responses)
+    return {"eval_samples": EVAL_SAMPLES, "seed": cfg.trainer.seed, "max_tokens": cfg.trainer.eval_max_tokens or
+            cfg.rollout.max_tokens, "template": [cfg.data.prompt_template, cfg.data.system_prompt]}
+
+
 def cached_eval(path: Path, cfg: Config, model_path: Path, examples, controls: bool = False) -> dict:
-    """``sampled_eval``, written to ``path`` and read back on a rerun (the model it scored is recorded)."""
+    """``sampled_eval``, written to ``path`` and read back on a rerun while ``eval_key`` (model files, problems,
+    sampling) is unchanged."""
+    key = eval_key(cfg, model_path, examples, controls)
     if path.exists():
         cached = json.loads(path.read_text())
-        if cached.get("model") == str(model_path) and cached.get("n") == len(examples):
+        if all(cached.get(k) == v for k, v in key.items()):
             return cached
-    res = {"model": str(model_path), "n": len(examples), **sampled_eval(cfg, model_path, examples, controls)}
+    res = {**key, **sampled_eval(cfg, model_path, examples, controls)}
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(res))
     return res
@@ -226,10 +251,17 @@ def _run_child(cfg: Config, threads: int, log_path: str, eval_path: str) -> None
 
 
 def run_jobs(jobs: dict[str, tuple[Config, Path]], parallel: int, threads_per_job: int, labels=None) -> None:
-    """Train and evaluate every job (name -> (config, eval json path)) whose evaluation is missing, ``parallel`` at a
-    time, one spawned process each with ``threads_per_job`` threads; each resumes from its last checkpoint. Progress
-    is read from the runs' metrics.jsonl every 15 s. A failed job stops the rest and raises with its log's tail."""
-    todo = [n for n, (_, ev) in jobs.items() if not ev.exists()]
+    """Train and evaluate every job (name -> (config, eval json path)) without an evaluation of the model now in its
+    ``final/`` (missing, or of a model deleted or retrained since), ``parallel`` at a time, one spawned process each
+    with ``threads_per_job`` threads; each resumes from its last checkpoint. Progress is read from the runs'
+    metrics.jsonl every 15 s. A failed job stops the rest and raises with its log's tail; a finished run (its
+    summary.json) whose config differs from the job's is refused, naming the keys."""
+    for cfg, _ in jobs.values():  # a finished run is reused as it is: it must be the run its config asks for
+        changed = finished_run_changes(cfg)
+        if changed:
+            raise ValueError(f"{cfg.trainer.output_dir} holds a finished run with other settings "
+                             f"({', '.join(changed)}): use another --out (or delete that run)")
+    todo = [n for n, (cfg, ev) in jobs.items() if not evaluated(ev, cfg)]
     for n in jobs:
         if n not in todo:
             print(f"[mmevo] {(labels or {}).get(n, n)}: finished earlier, reusing {jobs[n][1]}")
@@ -265,6 +297,49 @@ def run_jobs(jobs: dict[str, tuple[Config, Path]], parallel: int, threads_per_jo
             if p.is_alive():
                 p.terminate()
             p.join()
+
+
+def evaluated(eval_path: Path, cfg: Config) -> bool:
+    """``eval_path`` holds an evaluation, with this config's sampling, of the model now in the run's ``final/`` (not
+    of one deleted or retrained since). Its problems follow from the run's data settings (``finished_run_changes``)."""
+    if not eval_path.exists():
+        return False
+    cached = json.loads(eval_path.read_text())
+    model = Path(cfg.trainer.output_dir) / "final"
+    stamp = model_stamp(model)
+    return (bool(stamp) and cached.get("model") == str(model) and cached.get("files") == stamp
+            and all(cached.get(k) == v for k, v in _sampling_key(cfg).items()))
+
+
+# settings that say where a run is, how it logs, saves or is evaluated, not what it trains
+_RUN_PLACE_KEYS = ("model.path", "model.cache_dir", "trainer.output_dir", "sft.output_dir", "trainer.progress",
+                   "trainer.threads", "trainer.wandb_mode", "trainer.wandb_project", "trainer.save_every",
+                   "trainer.keep_checkpoints", "trainer.resume", "trainer.eval_every", "trainer.eval_max_tokens")
+
+
+def finished_run_changes(cfg: Config) -> list[str]:
+    """The config keys in which the finished run in ``cfg.trainer.output_dir`` (its ``summary.json``) differs from
+    ``cfg``; [] when there is none or it matches."""
+    from mmevo.config import to_dict
+
+    path = Path(cfg.trainer.output_dir) / "summary.json"
+    if not path.exists():
+        return []
+    recorded = _flat(json.loads(path.read_text()).get("config") or {})
+    wanted = _flat(json.loads(json.dumps(to_dict(cfg), default=str)))
+    return sorted(k for k in recorded.keys() | wanted.keys()
+                  if k not in _RUN_PLACE_KEYS and recorded.get(k) != wanted.get(k))
+
+
+def _flat(d: dict, prefix: str = "") -> dict:
+    """Dotted keys of the config's sections (a mapping field such as reward.heads stays one value)."""
+    out = {}
+    for k, v in d.items():
+        if isinstance(v, dict) and not prefix:
+            out.update(_flat(v, f"{k}."))
+        else:
+            out[prefix + k] = v
+    return out
 
 
 def _progress_line(name: str, cfg: Config) -> str:

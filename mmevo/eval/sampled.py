@@ -25,15 +25,24 @@ __all__ = ["sampled_records", "summarize_sampled", "bootstrap_ci", "paired_diff_
 def sampled_records(engine, prompts, examples: Sequence[Example], tokenizer, n: int, max_tokens: int,
                     temperature: float = 1.0, seed: int = 0) -> list[dict]:
     """One record per example: ``correct`` (n values in {0, 1}), ``pass1`` (their mean), ``maj`` (1 when the modal
-    answer of the n samples equals the gold answer; ties go to the answer sampled first), ``modal_share``."""
+    answer of the n samples equals the gold answer; ties go to the answer sampled first), ``modal_share``. A problem
+    without a gold answer, or an engine returning other than n samples per problem, is an error."""
     if n < 1:
         raise ValueError(f"n must be >= 1, got {n}")
     if not examples:
         return []
+    for ex in examples:  # a missing gold would score every sample 0 and silently pull pass@1 / maj@n down
+        if ex.answer is None or not str(ex.answer).strip():
+            raise ValueError(f"example {ex.id!r}: field 'answer' holds no gold answer ({ex.answer!r}); sampled "
+                             "evaluation needs one for every problem (label-hidden copies cannot be scored)")
     params = SamplingParams(temperature=temperature, top_p=1.0, max_tokens=max_tokens, seed=seed)
     outs = engine.generate([RolloutRequest(prompts(ex), n=n) for ex in examples], params)
+    if len(outs) != len(examples):  # zip would silently drop problems
+        raise ValueError(f"the engine returned {len(outs)} groups for {len(examples)} problems")
     records = []
     for ex, group in zip(examples, outs):
+        if len(group) != n:  # pass@1 over fewer samples (or none) would not be the mean of n
+            raise ValueError(f"example {ex.id!r}: the engine returned {len(group)} samples, {n} were asked for")
         texts = [decode(tokenizer, o.full_ids) for o in group]
         choices = [ex.choices] * len(texts)
         correct = accuracy_rewards(texts, [ex.answer] * len(texts), choices).tolist()
@@ -48,6 +57,8 @@ def sampled_records(engine, prompts, examples: Sequence[Example], tokenizer, n: 
 
 def bootstrap_ci(values: Sequence[float], n_boot: int = 2000, seed: int = 0, level: float = 0.95) -> list[float]:
     """Percentile bootstrap interval of the mean of ``values`` (problems resampled with replacement)."""
+    if n_boot < 1 or not 0 < level < 1:
+        raise ValueError(f"bootstrap_ci needs n_boot >= 1 and 0 < level < 1, got n_boot={n_boot}, level={level}")
     x = np.asarray(values, dtype=np.float64)
     if x.size == 0:
         return [float("nan"), float("nan")]
