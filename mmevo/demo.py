@@ -425,8 +425,8 @@ The blank- and shuffled-image columns are the image ablation: a model that reads
 
 ![curves]({curves.name})
 
-Diagnostics in the curves: `pseudo_label_acc` is the share of groups whose majority answer equals the (hidden) gold
-answer, `modal_share` the mean share of a group's samples on its modal answer (how sharp the policy is).
+Diagnostics in the curves: `pseudo_label_acc` is the share of groups whose pseudo-label (the majority answer; for CSRS
+the answer with the highest SFR) equals the (hidden) gold answer, `modal_share` the mean share of a group's samples on its modal answer (how sharp the policy is).
 
 ## Setup
 
