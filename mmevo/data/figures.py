@@ -256,7 +256,8 @@ def blank_images(examples: Sequence[Example]) -> list[Example]:
 
 def shuffled_images(examples: Sequence[Example], seed: int = 0) -> list[Example]:
     """Copies of ``examples`` whose images are permuted among examples of the same figure style, no example keeping
-    its own (a derangement inside each style: the image is valid but belongs to another problem)."""
+    its own (a derangement inside each style: the image is valid but belongs to another problem). The one example of
+    a style that has no other keeps its image (there is none to swap with)."""
     from dataclasses import replace
 
     rng = random.Random(seed)
