@@ -106,9 +106,12 @@ _LETTER_PHRASE_RE = re.compile(
     r"(?i:answer)\s*(?:(?i:is)\s*)?[:：]?\s*(?:(?i:option|choice)\s*)?\(?\s*([A-Z])\s*\)?(?![A-Za-z0-9])"
 )
 _LETTER_ONLY_RE = re.compile(r"\s*\(?\s*([A-Z])\s*\)?\s*[.):]?\s*")
+_WS_RUN_RE = re.compile(r"\s+")
 
 
 def _letter_answer(text: str, n_choices: int) -> str | None:
+    # one space per whitespace run: the patterns' adjacent \s* runs backtrack quadratically over a long blank run
+    text = _WS_RUN_RE.sub(" ", text)
     tail = text
     k = text.rfind("</think>")
     if k >= 0:
@@ -163,6 +166,7 @@ def normalize_choice(ans: str, choices: Sequence[str] | None) -> str:
         return ans
     s = _TEXT_WRAP_RE.sub(r"\1", ans.strip().strip("$").strip()).strip()  # \text{B} is the letter B
     s = _SPACING_RE.sub(" ", s).strip()  # "(B)\ 40^\circ": LaTeX spacing separates a letter from its text too
+    s = _WS_RUN_RE.sub(" ", s)  # linear matching below (see _letter_answer)
     n = len(choices)
 
     def pick(letter: str | None) -> str | None:
@@ -219,14 +223,19 @@ def _unwrap(s: str) -> str:
     s = _SPACING_RE.sub(" ", s)
     s = _TEXT_WRAP_RE.sub(r"\1", s)
     s = _DEGREE_RE.sub("", s)
+    s = _WS_RUN_RE.sub(" ", s)  # one space per run keeps the unit pattern's \s* runs linear on long blank runs
     s = _UNIT_TAIL_RE.sub("", s)
     return s.strip()
 
 
+_LIGHT_WS_RE = re.compile(r"(?<=\d,)(\s+)(?=\d)|\s+")
+
+
 @functools.lru_cache(maxsize=65536)
 def _light(s: str) -> str:
-    """Key for exact comparison: unwrapped, no whitespace, no trailing period, casefolded."""
-    s = re.sub(r"\s+", "", _unwrap(s))
+    """Key for exact comparison: unwrapped, no whitespace, no trailing period, casefolded. A space after a comma
+    between digits stays: "1,000" is a thousand but "1, 000" is a list, as math-verify reads them."""
+    s = _LIGHT_WS_RE.sub(lambda m: " " if m.group(1) else "", _unwrap(s))
     s = s.rstrip(".")
     return s.strip("$").casefold()
 
@@ -307,6 +316,66 @@ def _mv_safe(s: str) -> bool:
     return True
 
 
+# sympy evaluates a parsed answer in full (verify, evalf), which cannot be interrupted off the main thread; an answer
+# whose value may have more digits than this (towers, factorials or exponentials of computed numbers), or whose
+# expansion may have more terms ((x+1)^{1000}), is not compared
+_MV_MAX_DIGITS = 1e5
+_MV_MAX_TERMS = 100
+
+
+def _log10_bound(x) -> float:
+    """Upper bound on log10 of the size of any number sympy may compute from ``x`` (a symbol counts as 10)."""
+    from sympy import Product, Sum, binomial, exp, factorial, factorial2, gamma, subfactorial
+
+    if getattr(x, "is_Rational", False):
+        return math.log10(max(abs(int(x.p)), abs(int(x.q)), 1))
+    if getattr(x, "is_Float", False):
+        return abs(math.log10(abs(float(x)))) if x else 0.0
+    args = getattr(x, "args", ())
+    if not args:
+        return 1.0
+    if isinstance(x, (Sum, Product)):  # up to n terms, each at most the term's bound with the index at n
+        n = max(_log10_bound(a) for lim in args[1:] for a in lim.args[1:])
+        return _pow10(n) * (_log10_bound(args[0]) + n)
+    ls = [_log10_bound(a) for a in args]
+    if getattr(x, "is_Pow", False):
+        return ls[0] * _pow10(ls[1])
+    if isinstance(x, exp):
+        return _pow10(ls[0])
+    if isinstance(x, (factorial, factorial2, subfactorial, gamma, binomial)):
+        return _pow10(max(ls)) * max(max(ls), 1.0)  # n! < n^n
+    if getattr(x, "is_Mul", False):
+        return sum(ls)
+    return max(ls) + math.log10(len(ls))
+
+
+def _pow10(v: float) -> float:
+    return 10.0**v if v < 300 else math.inf
+
+
+def _terms_bound(x) -> float:
+    """Upper bound on the number of terms of ``x`` expanded (powers of sums of symbols multiply out)."""
+    if not getattr(x, "free_symbols", None):
+        return 1.0
+    args = getattr(x, "args", ())
+    if getattr(x, "is_Add", False):
+        return sum(_terms_bound(a) for a in args)
+    if getattr(x, "is_Pow", False) and args[1].is_Integer:
+        n, m = abs(int(args[1])) if abs(args[1]) <= _MV_MAX_TERMS else math.inf, _terms_bound(args[0])
+        if m <= 1:
+            return 1.0
+        return math.inf if n == math.inf or m > _MV_MAX_TERMS else float(math.comb(n + int(m) - 1, n))
+    return math.prod(_terms_bound(a) for a in args) if args else 1.0
+
+
+def _mv_bounded(exprs: tuple) -> bool:
+    try:
+        return all(isinstance(x, str) or (_log10_bound(x) <= _MV_MAX_DIGITS and _terms_bound(x) <= _MV_MAX_TERMS)
+                   for x in exprs)
+    except Exception:
+        return False
+
+
 def _wordlike(s: str) -> bool:
     """Plain words ("yes", "cat"): math-verify reads them as products of symbols, so "yes"
     and "sey" would compare equal; such answers are compared as text only."""
@@ -327,11 +396,13 @@ def _mv():
 
 @functools.lru_cache(maxsize=65536)
 def _mv_parse(s: str) -> tuple:
-    """math-verify parse of ``$s$``; wrapping in ``$`` is what makes it parse reliably."""
+    """math-verify parse of ``$s$``; wrapping in ``$`` is what makes it parse reliably. Empty when it fails or
+    its value is too big to evaluate (`_MV_MAX_DIGITS`)."""
     try:
-        return tuple(_mv().parse(f"${s}$", parsing_timeout=None))
+        parsed = tuple(_mv().parse(f"${s}$", parsing_timeout=None))
     except Exception:
         return ()
+    return parsed if _mv_bounded(parsed) else ()  # parsing does not evaluate; later steps would
 
 
 # math-verify finds two closed-form numbers equal only when their values agree to within its float rounding (6
@@ -446,7 +517,8 @@ def group_answer_keys(answers: Sequence[str | None], choices: Sequence[str] | No
     Equivalence is not transitive ("50\\%" matches both "0.5" and "50"; with a tolerance, 10000.5 is near 10000 and
     10001 though they are not near each other), so classes are not closed under chains of matches: each distinct
     answer, in order of first appearance, joins the first class whose first member it matches, else starts a class.
-    A class's key is that of its first member."""
+    A class's key is that of its first member. A match is checked both ways, as math-verify is not symmetric (gold
+    "\\{1,2\\}" accepts "(1,2)" but not the reverse); one way would make the classes depend on which came first."""
     keys = [canonical_answer(a, choices) for a in answers]
     reps: dict[Hashable, str] = {}
     for a, k in zip(answers, keys):
@@ -455,7 +527,8 @@ def group_answer_keys(answers: Sequence[str | None], choices: Sequence[str] | No
     heads: list[Hashable] = []  # first cheap key of each class, in order of appearance
     remap: dict[Hashable, Hashable] = {}
     for k in reps:
-        remap[k] = next((h for h in heads if answers_equivalent(reps[k], reps[h], choices)), k)
+        remap[k] = next((h for h in heads if answers_equivalent(reps[k], reps[h], choices)
+                         or answers_equivalent(reps[h], reps[k], choices)), k)
         if remap[k] == k:
             heads.append(k)
     return [None if k is None else remap[k] for k in keys]
@@ -464,7 +537,14 @@ def group_answer_keys(answers: Sequence[str | None], choices: Sequence[str] | No
 def single_tag(text: str, tag: str, max_chars: int) -> tuple[str | None, str]:
     """(content, "") of exactly one non-empty ``<tag>…</tag>`` in ``text``, whitespace runs collapsed; else
     (None, why): "no_tag", "several", "empty" or "too_long" (more than ``max_chars`` characters)."""
-    found = re.findall(rf"<{tag}>(.*?)</{tag}>", text or "", flags=re.DOTALL)
+    text, opening, closing = text or "", f"<{tag}>", f"</{tag}>"
+    found, pos = [], 0
+    while (i := text.find(opening, pos)) >= 0:  # str.find, not a lazy regex: many unclosed tags made that quadratic
+        j = text.find(closing, i + len(opening))
+        if j < 0:
+            break
+        found.append(text[i + len(opening):j])
+        pos = j + len(closing)
     if not found:
         return None, "no_tag"
     if len(found) > 1:
