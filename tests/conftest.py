@@ -71,6 +71,16 @@ def proc_status():
         yield int(d), fields
 
 
+def png_pixel(png: bytes, xy):
+    """The RGB colour of pixel ``xy`` of a PNG given as bytes."""
+    import io
+
+    from PIL import Image
+
+    with Image.open(io.BytesIO(png)) as im:
+        return im.convert("RGB").getpixel(xy)
+
+
 def start_render_pool(**kw):
     """A render.RenderPool, or a skip where the full sandbox cannot start (no root / no Landlock in a container)."""
     from render import RenderPool, RenderPoolError

@@ -10,7 +10,7 @@ import uuid
 
 import pytest
 
-from conftest import proc_status, start_render_pool
+from conftest import png_pixel as _pixel, proc_status, start_render_pool
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="render sandbox is Linux-only")
 
@@ -33,13 +33,6 @@ BLUE_SVG = ('<svg xmlns="http://www.w3.org/2000/svg" width="40" height="30">'
 @pytest.fixture(scope="module")
 def pool(render_pool):
     return render_pool
-
-
-def _pixel(png: bytes, xy):
-    from PIL import Image
-
-    with Image.open(io.BytesIO(png)) as im:
-        return im.convert("RGB").getpixel(xy)
 
 
 def _children_of(pids):

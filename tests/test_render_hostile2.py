@@ -2,7 +2,6 @@
 ending in a clean, classified result with the pool unchanged; plus the caller-side holes it found (bad timeouts,
 a failed exchange leaving a stale reply) and the fallback save drawing more than the figure it checked."""
 
-import io
 import json
 import os
 import sys
@@ -10,7 +9,7 @@ import time
 
 import pytest
 
-from conftest import proc_status
+from conftest import png_pixel as _pixel, proc_status
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="render sandbox is Linux-only")
 
@@ -27,13 +26,6 @@ SVG = ('<svg xmlns="http://www.w3.org/2000/svg" xmlns:xlink="http://www.w3.org/1
 @pytest.fixture(scope="module")
 def pool(render_pool):
     return render_pool
-
-
-def _pixel(png: bytes, xy):
-    from PIL import Image
-
-    with Image.open(io.BytesIO(png)) as im:
-        return im.convert("RGB").getpixel(xy)
 
 
 def _job_processes(pool):
