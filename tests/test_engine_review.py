@@ -9,7 +9,7 @@ sequence), never from the engine; the device test compares with the same draws f
 import pytest
 import torch
 
-from conftest import hf_engine, randomize, two_vl_prompts
+from conftest import hf_engine, hf_greedy as _hf_greedy, randomize, two_vl_prompts
 from mmevo.models.inputs import collate, encode_prompt
 from mmevo.models.loader import load_model
 from mmevo.rollout.base import RolloutRequest, SamplingParams
@@ -86,27 +86,6 @@ def _engine(lm, **kw):
 
 def _prompts(lm):
     return two_vl_prompts(lm) + [encode_prompt(lm.processor, True, "What is 2 + 3?", [])]
-
-
-def _hf_greedy(lm, prompt, max_new, stops, banned, prefix=()):
-    """transformers' greedy continuation of prompt + prefix, with the same stops and suppressed tokens."""
-    if prompt.images:
-        enc = lm.processor(text=[prompt.text], images=prompt.images, return_tensors="pt")
-    else:
-        enc = lm.tokenizer([prompt.text], return_tensors="pt", add_special_tokens=False)
-    if prefix:
-        enc["input_ids"] = torch.cat([enc["input_ids"], torch.tensor([list(prefix)])], 1)
-        enc["attention_mask"] = torch.ones_like(enc["input_ids"])
-        if "mm_token_type_ids" in enc:
-            enc["mm_token_type_ids"] = torch.cat(
-                [enc["mm_token_type_ids"], torch.zeros(1, len(prefix), dtype=torch.long)], 1)
-    out = lm.model.generate(**enc, max_new_tokens=max_new, do_sample=False, eos_token_id=list(stops),
-                            pad_token_id=lm.tokenizer.pad_token_id, suppress_tokens=list(banned))
-    ids = out[0, enc["input_ids"].shape[1]:].tolist()
-    for i, t in enumerate(ids):  # generate pads after the first stop
-        if t in stops:
-            return ids[:i + 1]
-    return ids
 
 
 def test_greedy_batch_equals_transformers_generate_with_bans_stops_and_prefixes(vl, monkeypatch):

@@ -9,7 +9,7 @@ import pytest
 import torch
 from PIL import Image
 
-from conftest import hf_engine, randomize
+from conftest import hf_engine, hf_greedy as _hf_greedy, randomize
 from mmevo.models.inputs import EncodedPrompt, collate, collate_for_training, encode_prompt, pack_shared
 from mmevo.models.loader import load_model
 from mmevo.rollout.base import RolloutRequest, SamplingParams
@@ -109,17 +109,6 @@ def test_continue_from_a_completion_sampled_under_an_image_override_uses_the_pro
             start = len(prompt.input_ids) + cut - 1
             want = torch.log_softmax(ref[start:start + 4] / T, -1)[range(4), c.token_ids]
             assert torch.allclose(torch.tensor(c.logprobs, dtype=torch.float64), want, atol=1e-4)
-
-
-def _hf_greedy(lm, prompt, max_new, stops, banned):
-    enc = lm.processor(text=[prompt.text], images=prompt.images or None, return_tensors="pt")
-    out = lm.model.generate(**enc, max_new_tokens=max_new, do_sample=False, eos_token_id=list(stops),
-                            pad_token_id=lm.tokenizer.pad_token_id, suppress_tokens=list(banned))
-    ids = out[0, enc["input_ids"].shape[1]:].tolist()
-    for i, t in enumerate(ids):  # generate pads after the first stop
-        if t in stops:
-            return ids[:i + 1]
-    return ids
 
 
 def test_greedy_with_several_images_per_prompt_equals_transformers_generate(vl):
