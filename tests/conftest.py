@@ -1,6 +1,7 @@
 """Shared fixtures: the tiny models are built once per test session into a temp dir (no hub, no network)."""
 
 import os
+from pathlib import Path
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -77,6 +78,20 @@ def hf_greedy(lm, prompt, max_new, stops, banned, prefix=()):
         if t in stops:
             return ids[:i + 1]
     return ids
+
+
+def load_script(name: str):
+    """``scripts/<name>.py`` imported as a module (with ``scripts/`` importable for its own imports)."""
+    import importlib.util
+    import sys
+
+    scripts = Path(__file__).resolve().parents[1] / "scripts"
+    if str(scripts) not in sys.path:
+        sys.path.insert(0, str(scripts))
+    spec = importlib.util.spec_from_file_location(name, scripts / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
 
 
 def proc_status():

@@ -1,21 +1,17 @@
 """Smoke test of scripts/bench_grpo_step.py at toy sizes: both halves run one warm-up and one timed step."""
 
-import importlib.util
 import os
-from pathlib import Path
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "bench_grpo_step.py"
+from conftest import load_script
+
 TINY = ["--prompts", "2", "--group", "2", "--max-tokens", "4", "--micro-batch", "2", "--steps", "1"]
 
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("bench_grpo_step", SCRIPT)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("bench_grpo_step")
 
 
 @pytest.fixture()

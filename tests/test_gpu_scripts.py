@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from conftest import load_script
+
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPTS = ROOT / "scripts"
 
@@ -130,11 +132,7 @@ def test_rehearsal_refuses_cuda_without_a_gpu(cache_dir):
 # -- scripts/gpu_check.py --------------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def gpu_check():
-    sys.path.insert(0, str(SCRIPTS))
-    spec = importlib.util.spec_from_file_location("gpu_check", SCRIPTS / "gpu_check.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("gpu_check")
 
 
 @pytest.mark.parametrize("script", ["gpu_check.sh", "device_kit.sh"])

@@ -2,7 +2,6 @@
 needs to survive -- a timed-out torchrun leaves no worker behind, the time budget covers the whole shell run, and a
 failed wheel install does not end the run. CPU only, no model is built."""
 
-import importlib.util
 import os
 import signal
 import subprocess
@@ -12,17 +11,15 @@ from pathlib import Path
 
 import pytest
 
+from conftest import load_script
+
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPTS = ROOT / "scripts"
 
 
 @pytest.fixture(scope="module")
 def gpu_check():
-    sys.path.insert(0, str(SCRIPTS))
-    spec = importlib.util.spec_from_file_location("gpu_check_review2", SCRIPTS / "gpu_check.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("gpu_check")
 
 
 def _alive(pid: int) -> bool:
