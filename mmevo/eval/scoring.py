@@ -92,7 +92,7 @@ def _strip_outer_groups(s: str) -> str:
             depth += (ch in "([{") - (ch in ")]}")
             if depth < 0 or (depth == 0 and ch in ",;"):
                 return s
-        if depth:
+        if depth or (s[0] == "{" and "\\choose" in s):  # "{4 \\choose 2}" is a binomial
             return s
         s = re.sub(rf"^{_SKIPPED}+|{_SKIPPED}+$", "", s[1:-1])
     return s
@@ -481,7 +481,7 @@ def _l2s_converter() -> Any:
 
 # Constructs the original latex2sympy2 grammar rejects but latex2sympy2_extended accepts.
 _L2S_REJECT = ("\\(", "\\)", "\\[", "\\]", "\\boxed", "\\fbox", "\\circ", "\\text", "\\mbox", "\\!", "=", '"', "{,}",
-               "\\cfrac")
+               "\\cfrac", "\\;", "\\:")
 # Commands whose next brace group(s) are arguments (not a plain grouping ``{...}``).
 _ARG_COMMAND = re.compile(r"\\([a-zA-Z]+)\s*$|\\sqrt\s*\[[^\[\]]*\]\s*$")
 _TWO_ARG_COMMANDS = ("frac", "dfrac", "tfrac", "cfrac", "binom", "dbinom", "tbinom")
@@ -490,27 +490,31 @@ _TWO_ARG_COMMANDS = ("frac", "dfrac", "tfrac", "cfrac", "binom", "dbinom", "tbin
 def _group_braces(s: str) -> str:
     """A ``{...}`` that is not the argument of a command / ``^`` / ``_`` is a plain group in
     latex2sympy2 (``{4}`` -> 4, ``{2}{3}`` -> 2*3): rewrite it ``(...)``, which
-    latex2sympy2_extended reads the same way (it reads a bare ``{4}`` as a set)."""
+    latex2sympy2_extended reads the same way (it reads a bare ``{4}`` as a set). One holding a ``\\choose``
+    is a binomial there (``{4 \\choose 2}`` -> 6), in both: kept."""
     out: list[str] = []
-    stack: list[tuple[bool, int]] = []  # per open brace: (plain group?, argument groups owed after it)
+    stack: list[tuple[bool, int, int]] = []  # per open brace: (plain group?, argument groups owed after it, index)
     expect = 0  # argument groups still owed at this point (after "\frac{a}": 1)
     for ch in s:
         if ch == "{":
             prefix = "".join(out).rstrip()
             m = _ARG_COMMAND.search(prefix)
             if expect > 0:
-                stack.append((False, expect - 1))
+                stack.append((False, expect - 1, len(out)))
             elif m:
                 n_args = 2 if m.group(1) in _TWO_ARG_COMMANDS else 1
-                stack.append((False, n_args - 1))
+                stack.append((False, n_args - 1, len(out)))
             elif prefix.endswith(("^", "_")):
-                stack.append((False, 0))
+                stack.append((False, 0, len(out)))
             else:
-                stack.append((True, 0))
+                stack.append((True, 0, len(out)))
             expect = 0
             out.append("(" if stack[-1][0] else "{")
         elif ch == "}":
-            plain, owed = stack.pop() if stack else (False, 0)
+            plain, owed, start = stack.pop() if stack else (False, 0, 0)
+            inner = re.sub(r"\([^()]*\)|\{[^{}]*\}", "", "".join(out[start + 1 :]))  # its own level
+            if plain and re.search(r"\\choose(?![a-zA-Z])", inner):
+                plain, out[start] = False, "{"
             expect = owed
             out.append(")" if plain else "}")
         else:
@@ -523,31 +527,109 @@ def _group_braces(s: str) -> str:
 # Bare words that latex2sympy2's lexer reads as function names (its FUNC_*_NAME tokens).
 _L2S2_WORD = re.compile(r"ar(?:c)?(?:sinh|cosh|tanh)|gcd|lcm|floor|ceil|eye|zeros|ones|cols|rows|diag|norm|rank"
                         r"|tr|rref|[hv]stack|orth|nullspace|eigen|svd|[pbv]?matrix")
-_L2S2_COMMAND = re.compile(r"\\(?:[a-zA-Z]+|[{}])")  # one token: "\\frac", "\\{"
-_OPENERS = ("(", "[", "{", "\\{", "\\lbrace", "\\lbrack")
-_CLOSERS = (")", "]", "}", "\\}", "\\rbrace", "\\rbrack")
+# One token of its lexer: "\\left", "\\right" or an arrow, also before other letters ("\\rightx" is "\\right" "x",
+# "\\toa" is "\\to" "a"; but "\\rightarrow" is an arrow), a matrix's "\\begin{pmatrix}", another command ("\\frac",
+# "\\{"), a number ("1,000.5", "3E2", "5\\%"), a character.
+_L2S2_TOKEN = re.compile(r"\\(?:m?left(?!rightarrow)|m?right(?!arrow)|(?:[lL]ong)?[rR]ightarrow|to)"
+                         r"|\\(?:begin|end)\{[a-zA-Z]*\}|\\(?:[a-zA-Z]+|[{}\\])"
+                         r"|(?:\d*(?:,\d{3})*\.\d+|\d+(?:,\d{3})*)(?:E[-+]?\d+|\\%)?|<->|<=>|.", re.S)
+# Each group rule pairs an opener with its own closer: "{5)" and "(5}" are errors, not 5.
+_BRACKETS = {"(": ")", "[": "]", "{": "}", "\\{": "\\}", "\\lbrace": "\\rbrace", "\\lbrack": "\\rbrack",
+             "\\lgroup": "\\rgroup", "\\lvert": "\\rvert", "\\lfloor": "\\rfloor", "\\lceil": "\\rceil",
+             "\\llcorner": "\\lrcorner", "\\ulcorner": "\\urcorner"}
+_CLOSERS = set(_BRACKETS.values())
+_BARS = ("|", "\\vert", "\\|")
+_AFTER_LEFT = (*_BRACKETS, *_BARS)
+# Where it stops after a complete expression outside brackets (and fails after another): "&", a line break,
+# an arrow, "\\choose" (only a "{...}" holds one).
+_STOPS = ("&", "\\\\", "\\to", "\\rightarrow", "\\Rightarrow", "\\longrightarrow", "\\Longrightarrow",
+          "\\xrightarrow", "\\xRightarrow", "\\leftrightarrow", "\\Leftrightarrow", "<->", "<=>", "\\choose")
+# Accents: "\\mathrm{5}" takes a subscript like a letter.
+_ACCENT = re.compile(r"\\(?:acute|bar|overline|breve|check|widecheck|dot|ddot|grave|hat|tilde|widetilde|vec"
+                     r"|overrightarrow|bm|boldsymbol|text|textit|math[a-z]+)\s*$")
+# A letter or command with its scripts before a "(" / "[": a function's argument ("f(x]", "\\sin\\left(x)").
+_CALL = re.compile(r"[a-zA-Z]\s*(?:[_^]\s*(?:\{[^{}]*\}|\w)\s*)*$")
+
+
+def _scan_latex2sympy2(s: str) -> tuple[str, bool]:
+    """What latex2sympy2 reads of ``s``, and whether it raises there for a token that cannot be where it is.
+
+    Its top rule has no EOF, so it returns what it parsed before a token that cannot continue the
+    expression: a closer or "\\right" that closes nothing ("5)" -> 5, "\\frac{1}{2}]" -> 1/2, "5\\right+1"
+    -> 5); outside brackets, a bare function-name word ("5triangles" -> 5: "tr" is a token), a "." that starts
+    no number ("18.because..." -> 18: what follows is never read, however long), one of ``_STOPS`` ("6&" -> 6,
+    "12\\to a" -> 12), a "_" after what takes no subscript (a number, \\pi, \\infty, a closed group or fraction,
+    "!" or "'": "3_", "\\pi_1" and "\\sin 0_" are 3, pi and 0; a letter, an accent or a power takes one) or a "^"
+    after "!" or "'" ("3!^2" is 6; "^T" is a transpose). Such a "_" or "^" inside brackets is an error, as is
+    a bracket closed by another kind ("{5)", "(5}"), by a "\\right" the opener had no "\\left" for or the other
+    way round ("\\left(5)"), a "\\left" before no bracket and a bracket never closed; a function's argument
+    may end in ")" or "]" and take "\\left" / "\\right" or not ("f(x]")."""
+    stack: list[tuple[str, bool, bool, str]] = []  # per open bracket: (closer, after \\left, function argument, kind)
+    last = ""  # what the last token ended: "atom" (a number, \\pi, \\infty), "closed", "postfix" ("!", "'")
+    caret = left = right = False  # the last token was "^" / "\\left" / "\\right"
+    i = 0
+    while i < len(s):
+        m = _L2S2_TOKEN.match(s, i)
+        tok = m.group(0)
+        if tok.isspace():
+            i += len(tok)
+            continue
+        if left and tok not in _AFTER_LEFT or right and tok not in _CLOSERS and tok not in _BARS:
+            return s[:i], True
+        if tok in _BARS:
+            if right and stack and stack[-1][0] == "|":  # "\\left| ... \\right|"
+                stack.pop()
+            elif left:
+                stack.append(("|", True, False, ""))
+            last, caret, left, right = "", False, False, False
+            i += len(tok)
+            continue
+        top = not stack
+        stop = (tok == "_" and last in ("atom", "closed", "postfix")) or (
+            tok == "^" and last == "postfix" and not re.match(r"\^(?:T|\{T\}|\{\\top\})", s[i:]))
+        if stop:
+            return s[:i], not top
+        if top and (re.fullmatch(r"\\m?right", tok) or tok in _STOPS
+                    or (len(tok) == 1 and (_L2S2_WORD.match(s, i) or (tok == "." and not s[i + 1 : i + 2].isdigit())))):
+            return s[:i], False
+        kind = "sup" if caret else ""
+        if tok.startswith("\\begin{"):  # a matrix: its "&" and "\\\\" are no stops
+            stack.append(("\\end", False, True, ""))
+            last = ""
+        elif tok in _BRACKETS:
+            prefix = re.sub(r"\\m?left\s*$", "", s[:i])
+            call = tok in "([" and bool(_CALL.search(prefix))
+            if tok == "{" and _ACCENT.search(prefix):
+                kind = "accent"
+            stack.append((_BRACKETS[tok], left, call, kind))
+            last = ""
+        elif tok in _CLOSERS or tok.startswith("\\end{"):
+            if top:
+                return s[:i], False
+            closer, opened_left, call, kind = stack.pop()
+            if closer == "\\end":
+                ok = tok.startswith("\\end{")
+            elif call:
+                ok = tok in ")]"
+            else:
+                ok = tok == closer and opened_left == right
+            if not ok:
+                return s[:i], True
+            last = "" if kind else "closed"
+        elif tok[0].isdigit() or tok[0] == "." and len(tok) > 1 or tok in ("\\pi", "\\infty"):
+            last = "" if caret else "atom"
+        elif tok in ("!", "'"):
+            last = "postfix" if s[i : i + 2] != "!=" else ""
+        else:
+            last = ""
+        caret, left, right = tok == "^", bool(re.fullmatch(r"\\m?left", tok)), bool(re.fullmatch(r"\\m?right", tok))
+        i += len(tok)
+    return s, left or right or any(not call for _, _, call, _ in stack)
 
 
 def _cut_where_latex2sympy2_stops(s: str) -> str:
-    """latex2sympy2's top rule has no EOF, so it returns what it parsed before a token that cannot
-    continue the expression: a closer that closes nothing ("5)" -> 5, "\\frac{1}{2}]" -> 1/2)
-    or, outside brackets, a bare function-name word ("5triangles" -> 5: "tr" is a token) or a "."
-    that starts no number ("18.because..." -> 18: what follows is never read, however long)."""
-    depth = 0
-    i = 0
-    while i < len(s):
-        cmd = _L2S2_COMMAND.match(s, i)
-        tok = cmd.group(0) if cmd else s[i]
-        if not cmd and depth == 0 and (_L2S2_WORD.match(s, i) or (tok == "." and not s[i + 1 : i + 2].isdigit())):
-            return s[:i]
-        if tok in _OPENERS:
-            depth += 1
-        elif tok in _CLOSERS:
-            depth -= 1
-            if depth < 0:
-                return s[:i]
-        i += len(tok)
-    return s
+    """What latex2sympy2 reads of ``s`` (see :func:`_scan_latex2sympy2`)."""
+    return _scan_latex2sympy2(s)[0]
 
 
 def _latex2sympy2_like(s: str) -> Any:
@@ -556,11 +638,16 @@ def _latex2sympy2_like(s: str) -> Any:
     Raises where latex2sympy2 raises."""
     from latex2sympy2_extended.latex2sympy2 import normalize_latex
 
-    s = s.replace("$", " ")  # "$" separates like a space: "$5$+1" -> 1+5, "5$3" -> 5*3
-    s = s.replace("\\displaystyle", " ").replace("\\left", "").replace("\\right", "")
+    s = s.replace("$", " ").replace("~", " ")  # it reads these as spaces: "$5$+1" -> 1+5, "5$3" -> 5*3
+    s = s.replace("\\displaystyle", " ")
     # What follows where it stops reading is never looked at: "5}^{\\circ" is 5, and so is "5 & \\circ" (at
     # "&", a line break or an arrow it stops after a complete expression, and fails after another).
-    s = _cut_where_latex2sympy2_stops(s)
+    s, error = _scan_latex2sympy2(s)
+    if error:
+        raise ValueError("latex2sympy2 raises at a bracket, \"_\" or \"^\" here")
+    s = re.sub(r"\\m?(?:left(?!rightarrow)|right(?!arrow))", "", s)
+    # Its \\pi / \\infty take no exponent of their own: "2^\\pi^2" is (2^pi)^2; "^{\\top}" is a transpose.
+    s = re.sub(r"\^\s*(\\(?:pi|infty))(?![a-zA-Z])", r"^{\1}", s).replace("^{\\top}", "'")
     read = s[: m.start()] if (m := re.search(r"&|\\\\|\\(?:to|rightarrow|Rightarrow|longrightarrow)(?![a-zA-Z])", s)) else s
     if (
         any(t in read for t in _L2S_REJECT)
@@ -571,9 +658,11 @@ def _latex2sympy2_like(s: str) -> Any:
     s = s.strip().rstrip(".")  # "6." -> 6 ("." ends the parse)
     # Its numbers take thousands separators, greedily: "100,100" -> 100100, and
     # "1047,1047" -> the number 1047104 then the number 7, i.e. 1047104*7.
+    # Not in a decimal's fraction: ".51,000" is 0.51 then ",000" (a list).
     s = re.sub(
-        r"\d+(?:,\d{3})+",
-        lambda m: m.group(0).replace(",", "") + ("\\cdot " if m.string[m.end() : m.end() + 1].isdigit() else ""),
+        r"\d*\.\d+|\d+(?:,\d{3})+",
+        lambda m: m.group(0) if "." in m.group(0) else
+        m.group(0).replace(",", "") + ("\\cdot " if m.string[m.end() : m.end() + 1].isdigit() else ""),
         s,
     )
     # Its decimals are exact rationals: "4.0" is the integer 4 (printed "4", not "4.0", by the
