@@ -97,6 +97,7 @@ class RolloutConfig:
     gpu_memory_utilization: float = 0.6  # vLLM: share of GPU memory for weights + KV cache
     tensor_parallel_size: int = 1  # vLLM: GPUs per engine (1: in-process engine, weights streamed directly)
     vllm_kv_cache_gb: int = 1  # vLLM on CPU: KV cache size in GiB
+    max_images_per_prompt: int = 1  # vLLM: images one prompt may hold (it reserves memory for this many)
     enable_sleep_mode: bool = False  # vLLM on GPU: offload weights / drop the KV cache while training (no-op on CPU)
     sleep_level: int = 2  # vLLM sleep level: 2 drops weights too (they are re-synced before every rollout); 1 keeps a copy
     enforce_eager: bool = False  # vLLM on GPU: true disables CUDA graphs (always eager on CPU)
@@ -595,6 +596,7 @@ BOUNDS = {
     "rollout.gpu_memory_utilization": (0, 1, False, True),
     "rollout.tensor_parallel_size": (1, None, True, True),
     "rollout.vllm_kv_cache_gb": (1, None, True, True),
+    "rollout.max_images_per_prompt": (1, None, True, True),
     "data.n_train": (0, None, True, True),
     "data.n_heldout": (0, None, True, True),
     "data.image_size": (1, None, True, True),

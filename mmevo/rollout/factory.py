@@ -42,5 +42,6 @@ def build_engine(cfg: Config, policy: LoadedModel, **vllm_kwargs):
                           seed=cfg.trainer.seed, max_model_len=max_model_len(cfg),
                           kv_cache_gb=r.vllm_kv_cache_gb, enable_sleep_mode=r.enable_sleep_mode,
                           sleep_level=r.sleep_level, enforce_eager=r.enforce_eager,
-                          mm_processor_kwargs=image_processor_kwargs(cfg.data.max_pixels, processor), **vllm_kwargs)
+                          mm_processor_kwargs=image_processor_kwargs(cfg.data.max_pixels, processor),
+                          max_images_per_prompt=r.max_images_per_prompt, **vllm_kwargs)
     raise ValueError(f"rollout.engine={name!r} not in ['hf', 'vllm']")

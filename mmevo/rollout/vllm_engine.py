@@ -255,10 +255,11 @@ _GREEDY_EPS = 1e-5  # vLLM's threshold: temperature below it is greedy
 def _policy_logits_processor():
     """The vLLM logits processor class (built on first use) for requests carrying ``extra_args[_EXTRA_KEY]``.
 
-    Each such row z becomes ``T' * log_softmax(z / T')`` (T' = T, or 1 when greedy) -- a per-row shift, so sampling,
-    greedy choice and top-p are unchanged -- and then the banned (vision) tokens are set to -inf. vLLM divides by T
-    next, so with ``logprobs_mode="processed_logits"`` it reports, for the sampled token, exactly log softmax(z / T) of
-    the unmodified policy: the log-prob the trainer computes. Rows of other requests are left untouched.
+    Each such row z becomes ``T_v * log_softmax(z / T)`` (T = T_v = 1 when greedy; T_v is vLLM's temperature, which
+    differs from T only below 0.01, see request_settings) -- a per-row shift when T = T_v, so sampling, greedy choice
+    and top-p are unchanged -- and then the banned (vision) tokens are set to -inf. vLLM divides by T_v next, so with
+    ``logprobs_mode="processed_logits"`` it reports, for the sampled token, exactly log softmax(z / T) of the
+    unmodified policy: the log-prob the trainer computes. Rows of other requests are left untouched.
     """
     global _PROCESSOR_CLS
     if _PROCESSOR_CLS is not None:
@@ -272,12 +273,19 @@ def _policy_logits_processor():
     except ImportError:  # a vLLM without the V2 runner's processor interface
         bases = (V1LogitsProcessor,)
 
-    def request_settings(params) -> tuple[float, tuple[int, ...]] | None:
+    def request_settings(params) -> tuple[float, float, tuple[int, ...]] | None:
+        """(policy temperature T, vLLM's temperature T_v, banned ids) of one of our requests; None for others.
+
+        vLLM raises a temperature in (0, 0.01) to 0.01 (SamplingParams.__post_init__) and divides by that T_v: the
+        request's own T travels in extra_args, so the row becomes T_v * log_softmax(z / T) and vLLM's division
+        leaves log softmax(z / T), whose sampling distribution is softmax(z / T). Greedy: T = T_v = 1."""
         extra = (params.extra_args or {}).get(_EXTRA_KEY)
         if extra is None:
             return None
-        t = float(params.temperature)
-        return (t if t > _GREEDY_EPS else 1.0), tuple(sorted({int(b) for b in extra.get("banned", ())}))
+        t_v = float(params.temperature)
+        t_v = t_v if t_v > _GREEDY_EPS else 1.0
+        t = float(extra.get("temperature", t_v))
+        return (t if t > 0 else 1.0), t_v, tuple(sorted({int(b) for b in extra.get("banned", ())}))
 
     class PolicyLogprobProcessor(*bases):
         def __init__(self, vllm_config, *args):
@@ -289,8 +297,8 @@ def _policy_logits_processor():
         # -- V1 runner: state per persistent-batch index ------------------------------------------------------------
         def _init_v1(self, device) -> None:
             self.device = device
-            self.rows: dict[int, tuple[float, tuple[int, ...]]] = {}  # batch index -> (temperature, banned ids)
-            self.tensors = None  # (row index, temperature, banned row, banned column), rebuilt when rows change
+            self.rows: dict[int, tuple[float, float, tuple[int, ...]]] = {}  # batch index -> request_settings
+            self.tensors = None  # (row index, T, T_v, banned row, banned column), rebuilt when rows change
 
         def is_argmax_invariant(self) -> bool:
             return False  # the ban changes the greedy choice
@@ -313,19 +321,20 @@ def _policy_logits_processor():
                 if rb is not None and direction.name == "SWAP":
                     self.rows[a] = rb
             order = sorted(self.rows)
-            ban = [(j, t) for j, i in enumerate(order) for t in self.rows[i][1]]
+            ban = [(j, t) for j, i in enumerate(order) for t in self.rows[i][2]]
             r, c = zip(*ban) if ban else ((), ())
             dev = self.device
             self.tensors = (torch.tensor(order, dtype=torch.long, device=dev),
                             torch.tensor([self.rows[i][0] for i in order], dtype=torch.float32, device=dev)[:, None],
+                            torch.tensor([self.rows[i][1] for i in order], dtype=torch.float32, device=dev)[:, None],
                             torch.tensor(r, dtype=torch.long, device=dev),
                             torch.tensor(c, dtype=torch.long, device=dev))
 
         def _apply_v1(self, logits: torch.Tensor) -> torch.Tensor:
             if not self.rows:
                 return logits
-            idx, temps, ban_r, ban_c = self.tensors
-            shifted = torch.log_softmax(logits[idx] / temps, dim=-1) * temps
+            idx, temps, scales, ban_r, ban_c = self.tensors
+            shifted = torch.log_softmax(logits[idx] / temps, dim=-1) * scales
             if ban_r.numel():
                 shifted[ban_r, ban_c] = float("-inf")
             logits[idx] = shifted.to(logits.dtype)
@@ -337,6 +346,7 @@ def _policy_logits_processor():
             n = int(req_states.max_num_reqs)
             self.slot_on = np.zeros(n, dtype=bool)  # host copies: add_request writes, apply_staged_writes uploads
             self.slot_temp = np.ones(n, dtype=np.float32)  # 1 for slots that are not ours: the shift is then a no-op
+            self.slot_scale = np.ones(n, dtype=np.float32)  # vLLM's temperature T_v (1 for slots that are not ours)
             self.slot_ban = np.zeros((n, 0), dtype=np.int64)  # banned ids, padded by repeating the slot's last one
             self.slot_has_ban = np.zeros(n, dtype=bool)
             self._upload()
@@ -345,6 +355,7 @@ def _policy_logits_processor():
             dev = self.device
             self.dev_on = torch.from_numpy(self.slot_on.copy()).to(dev)
             self.dev_temp = torch.from_numpy(self.slot_temp.copy()).to(dev)
+            self.dev_scale = torch.from_numpy(self.slot_scale.copy()).to(dev)
             self.dev_ban = torch.from_numpy(self.slot_ban.copy()).to(dev)
             self.dev_has_ban = torch.from_numpy(self.slot_has_ban.copy()).to(dev)
             self.dirty = False
@@ -354,15 +365,16 @@ def _policy_logits_processor():
             self.dirty = True
             if settings is None:
                 self.slot_on[req_idx], self.slot_temp[req_idx], self.slot_has_ban[req_idx] = False, 1.0, False
+                self.slot_scale[req_idx] = 1.0
                 self.slot_ban[req_idx] = 0
                 return False
-            temp, banned = settings
+            temp, scale, banned = settings
             if len(banned) > self.slot_ban.shape[1]:  # widen, padding every slot with its own last id
                 pad = len(banned) - self.slot_ban.shape[1]
                 last = self.slot_ban[:, -1:] if self.slot_ban.shape[1] else np.zeros((len(self.slot_ban), 1), np.int64)
                 self.slot_ban = np.concatenate([self.slot_ban, np.repeat(last, pad, axis=1)], axis=1)
             width = self.slot_ban.shape[1]
-            self.slot_on[req_idx], self.slot_temp[req_idx] = True, temp
+            self.slot_on[req_idx], self.slot_temp[req_idx], self.slot_scale[req_idx] = True, temp, scale
             self.slot_has_ban[req_idx] = bool(banned)
             self.slot_ban[req_idx] = list(banned) + [banned[-1]] * (width - len(banned)) if banned else 0
             return True
@@ -380,7 +392,7 @@ def _policy_logits_processor():
             logits.div_(t)  # in place; rows that are not ours (t = 1, on = False) stay as they were
             lse = torch.logsumexp(logits, dim=-1, keepdim=True)
             logits.sub_(torch.where(on, lse, torch.zeros_like(lse)))  # where, not lse * on: lse may be -inf there
-            logits.mul_(t)
+            logits.mul_(self.dev_scale[slots].unsqueeze(1))
             if self.dev_ban.shape[1]:
                 cols = self.dev_ban[slots]
                 banned = self.dev_has_ban[slots].unsqueeze(1)
@@ -469,7 +481,8 @@ class VLLMEngine:
                  dtype: str = "bfloat16", gpu_memory_utilization: float = 0.6, tensor_parallel_size: int = 1,
                  seed: int = 0, max_model_len: int | None = None, kv_cache_gb: int = 1,
                  enable_sleep_mode: bool = False, enable_prefix_caching: bool = True, enforce_eager: bool = False,
-                 sleep_level: int = 2, mm_processor_kwargs: dict | None = None, **engine_kwargs):
+                 sleep_level: int = 2, mm_processor_kwargs: dict | None = None, max_images_per_prompt: int = 1,
+                 **engine_kwargs):
         check_vllm_version()  # before anything else: a clear message instead of a failure deep inside vLLM
         if sleep_level not in (1, 2):
             raise ValueError(f"rollout.sleep_level must be 1 or 2, got {sleep_level!r}")
@@ -508,8 +521,8 @@ class VLLMEngine:
         )
         if max_model_len is not None:
             kwargs["max_model_len"] = max_model_len
-        if vision is not None:  # a VL model: one image per prompt (engine_kwargs may raise it), never videos
-            kwargs["limit_mm_per_prompt"] = {"image": 1, "video": 0}
+        if vision is not None:  # a VL model: max_images_per_prompt images per prompt (memory is reserved for them)
+            kwargs["limit_mm_per_prompt"] = {"image": int(max_images_per_prompt), "video": 0}
             if mm_kwargs:  # e.g. image_processor_kwargs(data.max_pixels, ...): profile for the capped image size
                 kwargs["mm_processor_kwargs"] = mm_kwargs
         if self.on_gpu:
@@ -523,6 +536,7 @@ class VLLMEngine:
                 # whose prompts exceed one step's token budget (a CSRS re-inference batch) would fail
                 kwargs.update(enable_chunked_prefill=False, max_num_batched_tokens=max(8192, int(max_model_len)))
         kwargs.update(engine_kwargs)
+        self.max_images = int((kwargs.get("limit_mm_per_prompt") or {}).get("image", 0))
         # vLLM reseeds the global RNGs and (on CPU) disables torch.set_num_threads process-wide while it starts:
         # restore both so the trainer sharing this process is unaffected
         set_threads = torch.set_num_threads
@@ -580,7 +594,7 @@ class VLLMEngine:
                 ignore_eos=True,  # stops are exactly stop_ids (the model's EOS ids are among them)
                 detokenize=False,
                 skip_special_tokens=False,
-                extra_args={_EXTRA_KEY: {"banned": banned}},
+                extra_args={_EXTRA_KEY: {"banned": banned, "temperature": max(float(params.temperature), 0.0)}},
             ))
             slots.append(i)
         if not prompts:
@@ -716,6 +730,9 @@ class VLLMEngine:
             ids = collapse_image_runs(ids, self.image_token_id)
         prompt: dict = {"prompt_token_ids": ids + [int(t) for t in req.prefix_ids]}
         if enc.images:
+            if len(enc.images) > self.max_images:  # vLLM's own refusal would name no setting
+                raise ValueError(f"a prompt holds {len(enc.images)} images; this vLLM engine takes at most "
+                                 f"{self.max_images} per prompt: raise rollout.max_images_per_prompt")
             self._check_image_sizes(enc.images)
             prompt["multi_modal_data"] = {"image": list(enc.images)}
         return prompt
