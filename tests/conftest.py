@@ -38,6 +38,35 @@ def randomize(model, std=0.3, seed=0):
     return model
 
 
+def randomized_model(path, seed=0, save_to=None):
+    """The tiny model at ``path`` with varied outputs (``randomize``), in eval mode; with ``save_to`` it is saved
+    there and reloaded from it (an engine such as vLLM starts from that checkpoint)."""
+    from mmevo.models.loader import load_model
+
+    lm = load_model(path)
+    randomize(lm.model, seed=seed)
+    if save_to is not None:
+        lm.model.save_pretrained(save_to)
+        lm.processor.save_pretrained(save_to)
+        lm = load_model(save_to)
+    lm.model.eval()
+    return lm
+
+
+def vllm_test_config(max_prompt_length=256, max_tokens=64, **rollout):
+    """A Config for a vLLM engine on the tiny model in float32 (``rollout`` sets further rollout fields)."""
+    from mmevo.config import Config
+
+    cfg = Config()
+    cfg.rollout.engine = "vllm"
+    cfg.model.dtype = "float32"
+    cfg.data.max_prompt_length = max_prompt_length
+    cfg.rollout.max_tokens = max_tokens
+    for k, v in rollout.items():
+        setattr(cfg.rollout, k, v)
+    return cfg
+
+
 def hf_engine(lm, **kw):
     """The HF engine of a loaded model, with its stop tokens and its vision placeholders banned (as the recipes build it)."""
     from mmevo.models.loader import stop_token_ids, vision_token_ids

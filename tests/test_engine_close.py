@@ -11,8 +11,8 @@ import weakref
 
 import pytest
 
+from conftest import vllm_test_config
 import mmevo  # noqa: F401  (applies the torchvision shim before vLLM can import torchvision)
-from mmevo.config import Config
 from mmevo.models.inputs import encode_prompt
 from mmevo.models.loader import load_model, stop_token_ids, vision_token_ids
 from mmevo.rollout.base import RolloutRequest, SamplingParams
@@ -59,13 +59,7 @@ def _rss_mb() -> float:
 
 
 def _vllm_cfg():
-    cfg = Config()
-    cfg.rollout.engine = "vllm"
-    cfg.model.dtype = "float32"
-    cfg.data.max_prompt_length = 128
-    cfg.rollout.max_tokens = 16
-    cfg.rollout.vllm_kv_cache_gb = 1
-    return cfg
+    return vllm_test_config(max_prompt_length=128, max_tokens=16, vllm_kv_cache_gb=1)
 
 
 def _first_engine_then_close(cfg, lm, req):

@@ -9,7 +9,7 @@ sequence), never from the engine; the device test compares with the same draws f
 import pytest
 import torch
 
-from conftest import hf_engine, hf_greedy as _hf_greedy, randomize, two_vl_prompts
+from conftest import hf_engine, hf_greedy as _hf_greedy, randomize, randomized_model, two_vl_prompts
 from mmevo.models.inputs import collate, encode_prompt
 from mmevo.models.loader import load_model
 from mmevo.rollout.base import RolloutRequest, SamplingParams
@@ -74,10 +74,7 @@ def test_top_p_zero_and_tiny_keep_the_likeliest_allowed_token():
 
 @pytest.fixture(scope="module")
 def vl(tiny_vl_path):
-    lm = load_model(tiny_vl_path)
-    randomize(lm.model, seed=2)
-    lm.model.eval()
-    return lm
+    return randomized_model(tiny_vl_path, seed=2)
 
 
 def _engine(lm, **kw):

@@ -9,26 +9,19 @@ import pytest
 import torch
 from PIL import Image
 
-from conftest import hf_engine, hf_greedy as _hf_greedy, randomize
+from conftest import hf_engine, hf_greedy as _hf_greedy, randomized_model
 from mmevo.models.inputs import EncodedPrompt, collate, collate_for_training, encode_prompt, pack_shared
-from mmevo.models.loader import load_model
 from mmevo.rollout.base import RolloutRequest, SamplingParams
 
 
 @pytest.fixture(scope="module")
 def text(tiny_text_path):
-    lm = load_model(tiny_text_path)
-    randomize(lm.model, seed=4)
-    lm.model.eval()
-    return lm
+    return randomized_model(tiny_text_path, seed=4)
 
 
 @pytest.fixture(scope="module")
 def vl(tiny_vl_path):
-    lm = load_model(tiny_vl_path)
-    randomize(lm.model, seed=2)
-    lm.model.eval()
-    return lm
+    return randomized_model(tiny_vl_path, seed=2)
 
 
 @pytest.mark.parametrize("params, field", [

@@ -16,7 +16,7 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from PIL import Image  # noqa: E402
 
-from conftest import randomize  # noqa: E402
+from conftest import randomize, randomized_model, vllm_test_config  # noqa: E402
 from mmevo.config import Config  # noqa: E402
 from mmevo.grpo.trainer import sequence_logprobs  # noqa: E402
 from mmevo.models.inputs import encode_prompt  # noqa: E402
@@ -31,24 +31,12 @@ GREEDY = SamplingParams(temperature=0.0, max_tokens=20)
 @pytest.fixture(scope="module")
 def policy(tiny_vl_path, tmp_path_factory):
     """The tiny VL model with varied outputs, saved and reloaded (vLLM starts from that checkpoint)."""
-    lm = load_model(tiny_vl_path)
-    randomize(lm.model)
-    out = tmp_path_factory.mktemp("vllm") / "policy"
-    lm.model.save_pretrained(out)
-    lm.processor.save_pretrained(out)
-    lm = load_model(out)
-    lm.model.eval()
-    return lm
+    return randomized_model(tiny_vl_path, save_to=tmp_path_factory.mktemp("vllm") / "policy")
 
 
 @pytest.fixture(scope="module")
 def engine(policy):
-    cfg = Config()
-    cfg.rollout.engine = "vllm"
-    cfg.model.dtype = "float32"
-    cfg.data.max_prompt_length = 256
-    cfg.rollout.max_tokens = 128
-    eng = build_engine(cfg, policy)
+    eng = build_engine(vllm_test_config(max_tokens=128), policy)
     yield eng
     # closed, not left to the interpreter: its single-process group would otherwise outlive this module and make
     # tests/test_engine_close.py skip its process-group checks

@@ -16,10 +16,9 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from PIL import Image  # noqa: E402
 
-from conftest import hf_engine, randomize  # noqa: E402
-from mmevo.config import Config  # noqa: E402
+from conftest import hf_engine, randomize, randomized_model, vllm_test_config  # noqa: E402
 from mmevo.models.inputs import encode_prompt  # noqa: E402
-from mmevo.models.loader import load_model, vision_token_ids  # noqa: E402
+from mmevo.models.loader import vision_token_ids  # noqa: E402
 from mmevo.rollout.base import RolloutRequest, SamplingParams  # noqa: E402
 from mmevo.rollout.factory import build_engine  # noqa: E402
 
@@ -28,25 +27,12 @@ GREEDY = SamplingParams(temperature=0.0, max_tokens=10)
 
 @pytest.fixture(scope="module")
 def policy(tiny_vl_path, tmp_path_factory):
-    lm = load_model(tiny_vl_path)
-    randomize(lm.model, seed=3)
-    out = tmp_path_factory.mktemp("vllm_review2") / "policy"
-    lm.model.save_pretrained(out)
-    lm.processor.save_pretrained(out)
-    lm = load_model(out)
-    lm.model.eval()
-    return lm
+    return randomized_model(tiny_vl_path, seed=3, save_to=tmp_path_factory.mktemp("vllm_review2") / "policy")
 
 
 @pytest.fixture(scope="module")
 def engine(policy):
-    cfg = Config()
-    cfg.rollout.engine = "vllm"
-    cfg.model.dtype = "float32"
-    cfg.data.max_prompt_length = 256
-    cfg.rollout.max_tokens = 64
-    cfg.rollout.max_images_per_prompt = 2
-    eng = build_engine(cfg, policy)
+    eng = build_engine(vllm_test_config(max_images_per_prompt=2), policy)
     yield eng
     eng.close()
 
