@@ -67,6 +67,15 @@ def vllm_test_config(max_prompt_length=256, max_tokens=64, **rollout):
     return cfg
 
 
+def noise_image(seed, size=(56, 56)):
+    """A seeded RGB noise image of ``size`` (width, height)."""
+    import numpy as np
+    from PIL import Image
+
+    rng = np.random.default_rng(seed)
+    return Image.fromarray(rng.integers(0, 256, (size[1], size[0], 3), dtype=np.uint8))
+
+
 def hf_engine(lm, **kw):
     """The HF engine of a loaded model, with its stop tokens and its vision placeholders banned (as the recipes build it)."""
     from mmevo.models.loader import stop_token_ids, vision_token_ids

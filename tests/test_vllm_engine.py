@@ -16,7 +16,7 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from PIL import Image  # noqa: E402
 
-from conftest import randomize, randomized_model, vllm_test_config  # noqa: E402
+from conftest import noise_image as _noise, randomize, randomized_model, vllm_test_config  # noqa: E402
 from mmevo.config import Config  # noqa: E402
 from mmevo.grpo.trainer import sequence_logprobs  # noqa: E402
 from mmevo.models.inputs import encode_prompt  # noqa: E402
@@ -46,11 +46,6 @@ def engine(policy):
 def _hf(lm):
     return HFEngine(lm.model, lm.tokenizer.pad_token_id, stop_token_ids(lm.tokenizer, lm.model),
                     banned_ids=vision_token_ids(lm.tokenizer))
-
-
-def _noise(seed, size=(56, 56)):
-    rng = np.random.default_rng(seed)
-    return Image.fromarray(rng.integers(0, 256, (size[1], size[0], 3), dtype=np.uint8))
 
 
 @pytest.fixture(scope="module")

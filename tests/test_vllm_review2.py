@@ -14,9 +14,8 @@ pytest.importorskip("vllm", reason="vLLM is not installed")
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
-from PIL import Image  # noqa: E402
 
-from conftest import hf_engine, randomize, randomized_model, vllm_test_config  # noqa: E402
+from conftest import noise_image as _noise, hf_engine, randomize, randomized_model, vllm_test_config  # noqa: E402
 from mmevo.models.inputs import encode_prompt  # noqa: E402
 from mmevo.models.loader import vision_token_ids  # noqa: E402
 from mmevo.rollout.base import RolloutRequest, SamplingParams  # noqa: E402
@@ -35,11 +34,6 @@ def engine(policy):
     eng = build_engine(vllm_test_config(max_images_per_prompt=2), policy)
     yield eng
     eng.close()
-
-
-def _noise(seed, size=(56, 56)):
-    rng = np.random.default_rng(seed)
-    return Image.fromarray(rng.integers(0, 256, (size[1], size[0], 3), dtype=np.uint8))
 
 
 @pytest.fixture(scope="module")
