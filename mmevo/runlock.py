@@ -47,9 +47,10 @@ def read_holder(output_dir: str | Path) -> dict | None:
     """The record in ``output_dir``'s lock file (the live holder's, or a dead run's that nobody took over), if any."""
     try:
         text = (Path(output_dir) / LOCK_FILE).read_text()
-        return json.loads(text) if text.strip() else None
+        record = json.loads(text) if text.strip() else None
     except (OSError, ValueError):
         return None
+    return record if isinstance(record, dict) else None  # garbage that happens to parse ("[1]", "7") is no record
 
 
 class RunLock:
@@ -87,10 +88,14 @@ class RunLock:
             warnings.warn(f"cannot lock {self.path} ({e.strerror}): this filesystem does not support flock; the run "
                           "goes on without protection against a second run on the same output_dir", stacklevel=2)
             return self
-        self.previous = read_holder(self.dir)
-        data = json.dumps(_record(self.dir), indent=1).encode()
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, data, 0)
+        try:
+            self.previous = read_holder(self.dir)
+            data = json.dumps(_record(self.dir), indent=1).encode()
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, data, 0)
+        except BaseException:  # e.g. a full disk: do not keep the lock through a leaked descriptor
+            os.close(fd)
+            raise
         self._fd = fd
         return self
 

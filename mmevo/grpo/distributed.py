@@ -8,6 +8,7 @@ and only rank 0 writes logs, checkpoints and the final model.
 from __future__ import annotations
 
 import json
+import numbers
 import os
 from contextlib import contextmanager
 from pathlib import Path
@@ -153,6 +154,12 @@ def _reduce(values: list[float], key: str, sum_keys: tuple[str, ...]) -> float:
     return sum(values) / len(values)
 
 
+def numeric_metrics(metrics: dict) -> dict[str, float]:
+    """The metrics that are real numbers, as floats: Python and numpy numbers (a numpy float32 is no ``float``, and
+    left out it would stay rank-local), not bools."""
+    return {k: float(v) for k, v in metrics.items() if isinstance(v, numbers.Real) and not isinstance(v, bool)}
+
+
 def all_reduce_mean(metrics: dict, sum_keys: tuple[str, ...] = ()) -> dict:
     """Numeric metrics averaged over the ranks that logged them (``sum_keys``: summed, e.g. per-rank counts; a
     metric named as a maximum or minimum, e.g. ``actor/ratio_max``, ``memory/peak_rss_mb``: the ranks' extreme).
@@ -162,8 +169,7 @@ def all_reduce_mean(metrics: dict, sum_keys: tuple[str, ...] = ()) -> dict:
     """
     if world_size() == 1 or not dist.is_initialized():
         return metrics
-    gathered = all_gather_objects({k: float(v) for k, v in metrics.items()
-                                   if isinstance(v, (int, float)) and not isinstance(v, bool)})
+    gathered = all_gather_objects(numeric_metrics(metrics))
     out = dict(metrics)
     for k in sorted(set().union(*gathered)):
         out[k] = _reduce([g[k] for g in gathered if k in g], k, sum_keys)
