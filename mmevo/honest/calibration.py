@@ -72,20 +72,20 @@ def _checked(records: Sequence[dict]) -> list[dict]:
 def reliability_bins(conf: Sequence[float], correct: Sequence[bool], bins: int = N_BINS) -> list[dict]:
     """Per equal-width bin of [0, 1]: edges, count, mean confidence and accuracy (None when empty). The binning is
     ``expected_calibration_error``'s: lo <= c < hi, c = 1.0 in the last bin."""
+    from mmevo.rewards.honest import ece_bins, is_outcome
+
     if isinstance(bins, bool) or not isinstance(bins, int) or bins < 1:
         raise ValueError(f"bins must be a positive integer, got {bins!r}")
     correct = list(correct)
     c = torch.tensor([float(x) for x in conf], dtype=torch.float64)  # [G]
     if not ((c >= 0) & (c <= 1)).all():  # NaN fails both; bucketize would file 1.5 or NaN in the last bin
         raise ValueError(f"reliability_bins: conf must lie in [0, 1], got {c[~((c >= 0) & (c <= 1))][0].item()}")
-    bad = [x for x in correct if isinstance(x, (str, bytes)) or x not in (0, 1)]
+    bad = [x for x in correct if not is_outcome(x)]
     if bad:  # bool(None) / bool(nan) would count as a miss / a hit
         raise ValueError(f"reliability_bins: correct must hold only True / False (or 0 / 1), got {bad[0]!r}")
     y = torch.tensor([float(bool(x)) for x in correct], dtype=torch.float64)  # [G]
     if c.shape != y.shape:
         raise ValueError(f"{len(c)} confidences but {len(y)} correctness values")
-    from mmevo.rewards.honest import ece_bins
-
     idx = ece_bins(c, bins)  # [G] bin of each confidence
     out = []
     for b in range(bins):

@@ -44,6 +44,7 @@ from collections.abc import Callable, Mapping, Sequence
 from mmevo.data.schema import Example
 from mmevo.honest.mutators import MUTATORS, MutatedTask, checked_mutation
 from mmevo.honest.tasks import DOMAINS, MAX_DIFFICULTY, HonestTask, generate_task
+from mmevo.rewards.honest import is_outcome
 
 __all__ = ["MAX_DIFFICULTY_HARD", "DifficultyController", "CurriculumSource", "PROMOTE", "DEMOTE"]
 
@@ -102,7 +103,7 @@ class DifficultyController:
     def record(self, domain: str, difficulty: int, correct: bool) -> str | None:
         """One episode's outcome; returns PROMOTE / DEMOTE when the domain's ceiling changed, else None."""
         self._check_domain(domain)
-        if isinstance(correct, (str, bytes)) or correct not in (0, 1):  # "False" / None would count as 1 / 0
+        if not is_outcome(correct):  # "False" / None would count as 1 / 0
             raise ValueError(f"curriculum outcome 'correct' must be True / False (or 0 / 1), got {correct!r}")
         if isinstance(difficulty, bool) or not isinstance(difficulty, numbers.Integral) or difficulty < 1:
             raise ValueError(f"curriculum outcome 'difficulty' must be an integer >= 1, got {difficulty!r}")

@@ -37,7 +37,7 @@ from collections.abc import Sequence
 import torch
 
 from mmevo.data.schema import Example
-from mmevo.rewards.honest import replay_priorities
+from mmevo.rewards.honest import is_outcome, replay_priorities
 
 __all__ = ["ReplayEntry", "ReplayBuffer", "ReplayMixSource", "GroupOutcome", "group_outcomes", "replay_write_back",
            "REPLAY_FLAG"]
@@ -93,7 +93,7 @@ class ReplayBuffer:
         c = _number(confidence)
         if not 0.0 <= c <= 1.0:  # also rejects NaN
             raise ValueError(f"replay confidence must be in [0, 1], got {confidence!r}")
-        if isinstance(correct, (str, bytes)) or correct not in (0, 1):  # bool(None) / bool(0.5) would store a y
+        if not is_outcome(correct):  # bool(None) / bool(0.5) would store a y
             raise ValueError(f"replay correct must be True / False (or 0 / 1), got {correct!r}")
         example = _clean(example)
         key = _key(example)

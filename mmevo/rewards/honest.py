@@ -74,6 +74,12 @@ def _correctness(correct, like: Tensor) -> Tensor:
     return y.to(like.device)
 
 
+def is_outcome(x) -> bool:
+    """Whether a single correctness value is 0 / 1 (or False / True): ``bool()`` would read None as a miss and 0.5,
+    NaN or "False" as a hit."""
+    return not isinstance(x, (str, bytes)) and x in (0, 1)
+
+
 # ------------------------------------------------------------------------------------------------ pure functions
 def copied_refinement(conf: Tensor, refined: Tensor, copy_tol: float) -> Tensor:
     """CASR's anti-copy test |r - c| < copy_tol (seed 2.5, strict), float [B] x2 -> bool [B].
