@@ -124,15 +124,18 @@ def test_greedy_with_several_images_per_prompt_equals_transformers_generate(vl):
         assert len(comps) == r.n and all(c.token_ids == ref for c in comps)
 
 
-def test_both_engines_check_a_generate_call_with_the_same_rules():
-    # the vLLM engine cannot run here (no model); its generate must refuse the same calls before starting vLLM
-    import inspect
-
-    from mmevo.rollout import hf, vllm_engine
+def test_both_engines_check_a_generate_call_with_the_same_rules(vl):
+    # both engines refuse a bad call before any work; the vLLM engine is never started here (its generate must refuse
+    # before it would open vLLM, so an engine without one shows it)
     from mmevo.rollout.base import RolloutRequest, SamplingParams, check_request_batch
+    from mmevo.rollout.vllm_engine import VLLMEngine
 
-    for mod in (hf, vllm_engine):
-        assert "check_request_batch(requests, params)" in inspect.getsource(mod)
+    unopened = VLLMEngine.__new__(VLLMEngine)  # no LLM: reaching _open_llm would raise AttributeError, not ValueError
+    for engine in (hf_engine(vl), unopened):
+        with pytest.raises(ValueError, match="SamplingParams.temperature"):
+            engine.generate([RolloutRequest(prompt=None)], SamplingParams(temperature=float("nan")))
+        with pytest.raises(ValueError, match="RolloutRequest.n"):
+            engine.generate([RolloutRequest(prompt=None, n=-1)], SamplingParams())
     ok = [RolloutRequest(prompt=None, n=2, max_tokens=0)]
     check_request_batch(ok, SamplingParams(temperature=0.0, top_p=0.0, max_tokens=0))
     for params, reqs, field_name in [
