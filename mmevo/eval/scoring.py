@@ -247,7 +247,7 @@ def _too_costly_for_sympy(s: str) -> bool:
     (``(9999^{9999})^{9999}``); a big factorial (:func:`_factorial_too_big`; ``1000 \\cdot 3!``
     is fine); binomials / gcd / lcm (evaluated while parsing) with a power, a factorial or a
     5-digit number in an argument (:func:`_evaluated_call_too_big`)."""
-    s = _cut_where_latex2sympy2_stops(s)
+    s = _scan_latex2sympy2(s)[0]  # what latex2sympy2 reads
     if len(s) > _MAX_SYMPY_CHARS or "**" in s:
         return True
     depth, function_depth = _bracket_depth(_strip_outer_groups(s.replace("\\left", "").replace("\\right", "")))
@@ -625,11 +625,6 @@ def _scan_latex2sympy2(s: str) -> tuple[str, bool]:
         caret, left, right = tok == "^", bool(re.fullmatch(r"\\m?left", tok)), bool(re.fullmatch(r"\\m?right", tok))
         i += len(tok)
     return s, left or right or any(not call for _, _, call, _ in stack)
-
-
-def _cut_where_latex2sympy2_stops(s: str) -> str:
-    """What latex2sympy2 reads of ``s`` (see :func:`_scan_latex2sympy2`)."""
-    return _scan_latex2sympy2(s)[0]
 
 
 def _latex2sympy2_like(s: str) -> Any:
