@@ -274,7 +274,7 @@ class RewardMixer:
         head's state, is an error (a resume with other reward.heads would silently drop or restart that state)."""
         stateful = {n for n, h in self.heads.items() if getattr(h, "state_dict", dict)()}  # heads by import path
         saved = {n for n, s in state.items() if s}
-        if saved != stateful and (saved - set(self.heads) or stateful - saved):
+        if saved - set(self.heads) or stateful - saved:
             raise ValueError(f"reward head state: the checkpoint has state for {sorted(saved)}, this run's heads "
                              f"keep state in {sorted(stateful)}; resume with the reward.heads it was saved with")
         for n, s in state.items():
