@@ -57,10 +57,10 @@ class ModelConfig:
     cache_dir: str = ".cache/mmevo"  # where embedded tiny models are built once and reused
     dtype: str = "float32"  # parameter dtype: float32 | bfloat16 | float16
     device: str = "cpu"  # torch device for the single-process path
-    gradient_checkpointing: bool = False  # recompute activations in backward (exact; 7B configs: true)
+    gradient_checkpointing: bool = False  # recompute activations in backward, RL and SFT (exact; 7B configs: true)
     ref_offload: bool = False  # keep the reference model in CPU memory, on the GPU only for its log-prob pass
-    freeze_vision_tower: bool = False  # the vision encoder (ViT and its merger) stays fixed; the language model trains
-    lora: LoRAConfig = field(default_factory=LoRAConfig)  # LoRA adapters instead of full fine-tuning
+    freeze_vision_tower: bool = False  # the vision encoder (ViT and its merger) stays fixed in RL and SFT
+    lora: LoRAConfig = field(default_factory=LoRAConfig)  # LoRA adapters instead of full fine-tuning (RL and SFT)
     trainable: list = field(default_factory=list)  # RL: train only parameters matching one of these regexes (SFT: all)
 
 

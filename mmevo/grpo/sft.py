@@ -16,7 +16,7 @@ import torch
 from mmevo.config import Config
 from mmevo.data.schema import Example
 from mmevo.grpo.algos import masked_mean
-from mmevo.grpo.trainer import PromptCache, make_optimizer, make_scheduler, sequence_logprobs
+from mmevo.grpo.trainer import PromptCache, configure_training, make_optimizer, make_scheduler, sequence_logprobs
 from mmevo.metrics import RunLogger
 from mmevo.models.loader import LoadedModel
 
@@ -33,12 +33,16 @@ def sft_targets(tokenizer, examples: Sequence[Example]) -> list[list[int]]:
 
 
 def run_sft(cfg: Config, policy: LoadedModel, examples: list[Example], log: bool = True) -> list[dict]:
-    """Train ``policy.model`` in place on (prompt, solution) pairs; returns per-step metrics."""
+    """Train ``policy.model`` in place on (prompt, solution) pairs; returns per-step metrics.
+
+    ``model.lora``, ``model.freeze_vision_tower`` and ``model.gradient_checkpointing`` apply as in RL (with LoRA the
+    adapters train and the export holds the merged weights); ``model.trainable`` is RL-only: SFT trains the rest."""
     s = cfg.sft
     if not examples:  # else an IndexError deep in the batch loop
         raise ValueError("SFT needs at least one example and got none (is data.train empty, or was every row skipped?)")
     model = policy.model
     device = torch.device(cfg.model.device)
+    configure_training(model, cfg.model, cfg.trainer.seed, subset=False)
     prompts = PromptCache(policy.processor, policy.is_vl, cfg.data.prompt_template, cfg.data.system_prompt,
                           cfg.data.prompt_cache_mb)
     targets = sft_targets(policy.tokenizer, examples)

@@ -123,6 +123,32 @@ def make_scheduler(opt, warmup: int, total: int, kind: str) -> torch.optim.lr_sc
     return torch.optim.lr_scheduler.LambdaLR(opt, factor)
 
 
+def configure_training(model: torch.nn.Module, model_cfg, seed: int, subset: bool = True) -> None:
+    """What of ``model`` trains, as ``model_cfg`` (``cfg.model``) says: LoRA adapters on the language model (everything
+    else frozen), else the ``trainable`` subset (RL only: ``subset=False`` for SFT, which trains all) and/or a frozen
+    vision tower; then gradient checkpointing. Shared by GRPO and SFT, so a config means the same in both."""
+    if model_cfg.lora.rank > 0 and model_cfg.trainable and subset:
+        raise ValueError("model.trainable and model.lora.rank > 0 both choose what trains: set one of them")
+    if model_cfg.lora.rank > 0:  # adapters on the language model's linears; everything else frozen
+        from mmevo.models.adapters import apply_lora
+
+        lo = model_cfg.lora
+        with torch.random.fork_rng(devices=[]):  # the adapters' initial A is drawn from the run's seed
+            torch.manual_seed(seed)
+            apply_lora(model, lo.rank, lo.alpha, lo.dropout, list(lo.target_modules))
+    else:
+        if model_cfg.trainable and subset:
+            from mmevo.models.adapters import train_only
+
+            train_only(model, model_cfg.trainable)
+        if model_cfg.freeze_vision_tower:
+            from mmevo.models.adapters import freeze_vision_tower
+
+            freeze_vision_tower(model)
+    if model_cfg.gradient_checkpointing:  # non-reentrant: exact, and inputs need not require grad
+        unwrap(model).gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+
+
 def _reapply_schedule(scheduler: torch.optim.lr_scheduler.LambdaLR) -> None:
     """After loading a checkpoint, set the lr of the next update from this run's schedule at the loaded position.
 
@@ -327,26 +353,7 @@ class GRPOTrainer:
             raise TypeError(f"strategy {strategy!r} has no rollout(ctx, examples) method (see "
                             "mmevo.rollout.strategy.RolloutStrategy)")
         self.device = torch.device(cfg.model.device)
-        if cfg.model.lora.rank > 0 and cfg.model.trainable:
-            raise ValueError("model.trainable and model.lora.rank > 0 both choose what trains: set one of them")
-        if cfg.model.lora.rank > 0:  # adapters on the language model's linears; everything else frozen
-            from mmevo.models.adapters import apply_lora
-
-            lo = cfg.model.lora
-            with torch.random.fork_rng(devices=[]):  # the adapters' initial A is drawn from the run's seed
-                torch.manual_seed(cfg.trainer.seed)
-                apply_lora(self.model, lo.rank, lo.alpha, lo.dropout, list(lo.target_modules))
-        else:
-            if cfg.model.trainable:
-                from mmevo.models.adapters import train_only
-
-                train_only(self.model, cfg.model.trainable)
-            if cfg.model.freeze_vision_tower:
-                from mmevo.models.adapters import freeze_vision_tower
-
-                freeze_vision_tower(self.model)
-        if cfg.model.gradient_checkpointing:  # non-reentrant: exact, and inputs need not require grad
-            unwrap(self.model).gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        configure_training(self.model, cfg.model, cfg.trainer.seed)
         self.pad_id = policy.tokenizer.pad_token_id
         self.prompts = PromptCache(policy.processor, policy.is_vl, cfg.data.prompt_template, cfg.data.system_prompt,
                                    cfg.data.prompt_cache_mb)
