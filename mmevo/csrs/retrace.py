@@ -17,6 +17,8 @@ from collections.abc import Collection, Sequence
 from fractions import Fraction
 from numbers import Rational, Real
 
+import numpy as np
+
 __all__ = ["anchor_position", "sample_omegas", "anchor_prefixes"]
 
 
@@ -26,7 +28,7 @@ def _as_fraction(omega: Real) -> Fraction:
     ``0.7`` becomes exactly 7/10 (not the binary double just below it), so that
     ``floor(0.7 * 10)`` is 7 as written in the paper, not 6.
     """
-    if isinstance(omega, bool):
+    if isinstance(omega, (bool, str, bytes)):  # float() would read "0.7" as a rate
         raise ValueError(f"omega must be a number in [0, 1], got {omega!r}")
     if isinstance(omega, Rational):
         return Fraction(omega)
@@ -36,6 +38,8 @@ def _as_fraction(omega: Real) -> Fraction:
         raise ValueError(f"omega must be a number in [0, 1], got {omega!r}") from None
     if not math.isfinite(w):
         raise ValueError(f"omega must be finite, got {omega!r}")
+    if isinstance(omega, (np.float16, np.float32)):  # shortest spelling in its own precision: float32 0.7 is "0.7"
+        return Fraction(str(omega))
     return Fraction(repr(w))
 
 
@@ -45,7 +49,9 @@ def anchor_position(response_len: int, omega: float) -> int:
     Computed in exact rational arithmetic on the decimal value of ``omega`` (see
     ``_as_fraction``). 0 for an empty response; ``response_len`` for ``omega == 1``.
     """
-    if isinstance(response_len, bool) or not isinstance(response_len, int):
+    if isinstance(response_len, bool):  # int(True) == 1 would pass the check below
+        raise ValueError(f"response_len must be a non-negative int, got {response_len!r}")
+    if not isinstance(response_len, int):
         try:
             as_int = int(response_len)
         except (TypeError, ValueError):
@@ -75,7 +81,7 @@ def sample_omegas(n: int, omega: float, random_anchor: bool, rng: random.Random)
     if not 0 <= w <= 1:
         raise ValueError(f"omega must be in [0, 1], got {omega!r}")
     if not random_anchor:
-        return [float(omega)] * n
+        return [float(w)] * n  # the decimal rate (float32 0.7 -> 0.7), which anchor_position reads back exactly
     out = []
     for _ in range(n):
         x = rng.random()  # [0, 1)
@@ -106,7 +112,7 @@ def anchor_prefixes(
     """
     if len(responses) != len(omegas):
         raise ValueError(f"length mismatch: {len(responses)} responses, {len(omegas)} omegas")
-    strip = set(strip_ids)
+    strip = set(_token_list(strip_ids))  # ints: a tensor's elements hash by identity and would never match
     out = []
     for resp, w in zip(responses, omegas):
         toks = _token_list(resp)

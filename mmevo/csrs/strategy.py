@@ -85,6 +85,9 @@ class CSRSStrategy(RolloutStrategy):
                     for prompt, prefix, image, comp in zip(maternal.prompts, prefixes, images, maternal.completions)]
         params = dataclasses.replace(ctx.params, seed=ctx.seed + 1)
         outs = ctx.engine.generate(requests, params)
+        if len(outs) != n_mat:  # one list per anchor: fewer would silently leave anchors without re-inferences
+            raise ValueError(f"engine {type(ctx.engine).__name__}.generate returned {len(outs)} completion lists for "
+                             f"{n_mat} re-inference requests (one list per request, in order)")
         for comp in maternal.completions:  # the kept caches are not needed past this point
             comp.kv = None
 

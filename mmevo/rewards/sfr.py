@@ -39,8 +39,18 @@ def frequency_counts(keys: Iterable[Hashable | None]) -> Counter:
     return Counter(k for k in keys if k is not None)
 
 
+def answer_keys(keys) -> list:
+    """The keys as a plain list; tensor / array keys become Python scalars (a tensor hashes by identity, so equal
+    answers given as tensor elements would never be counted together)."""
+    if hasattr(keys, "tolist"):  # torch tensor / numpy array of keys
+        keys = keys.tolist()
+    return [k.item() if isinstance(k, torch.Tensor) else k for k in keys]
+
+
 def nonnegative_real(name: str, value: float) -> float:
     """``value`` as a float, or a ValueError naming ``name`` when it is not a finite number >= 0."""
+    if isinstance(value, (bool, str, bytes)):  # float() reads True as 1 and "0.2" as 0.2: neither is a number
+        raise ValueError(f"{name} must be a real number, got {value!r}")
     try:
         v = float(value)
     except (TypeError, ValueError):
@@ -76,8 +86,8 @@ def softened_frequency_rewards(
     beta = nonnegative_real("beta", beta)
     eps = nonnegative_real("eps", eps)
 
-    maternal = list(maternal)
-    reinference = list(reinference)
+    maternal = answer_keys(maternal)
+    reinference = answer_keys(reinference)
     n = len(maternal)
     if n == 0:
         return torch.zeros(0, dtype=torch.float64)
