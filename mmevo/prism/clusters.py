@@ -38,7 +38,8 @@ POOLING_MODES = ("mean", "cls", "lasttoken", "max")
 
 __all__ = ["DEFAULT_CENTROIDS", "Corpus", "SentenceEmbedder", "assign_clusters", "build_clusters", "check_prism_config",
            "default_corpus", "embedder_id", "get_sentence_embedder", "gsm8k_answer", "kmeans_centroids",
-           "load_centroids", "load_corpus", "pooling_mode", "read_corpus", "save_centroids", "sidecar_path"]
+           "load_centroids", "load_corpus", "max_seq_length", "pooling_mode", "read_corpus", "save_centroids",
+           "sidecar_path"]
 
 
 # -- embedder ---------------------------------------------------------------------------------------------------
@@ -65,11 +66,18 @@ def pooling_mode(model_dir: str | Path) -> str:
     modules = d / "modules.json"
     if modules.is_file():
         try:
-            for m in json.loads(modules.read_text()):
+            entries = json.loads(modules.read_text())
+            types = [str(m.get("type", "")) for m in entries]
+            for m in entries:
                 if str(m.get("type", "")).endswith("Pooling"):
                     pool_dir = d / m.get("path", "1_Pooling")
         except (json.JSONDecodeError, AttributeError, TypeError) as e:
             raise ValueError(f"{modules}: not a sentence-transformers modules list ({e})") from None
+        # a Dense / LayerNorm / ... module after pooling changes the embedding: skipping it would embed silently wrong
+        other = [t for t in types if not t.endswith(("Transformer", "Pooling", "Normalize"))]
+        if other:
+            raise ValueError(f"{modules}: modules {other} are not supported (only a transformer, its pooling and "
+                             "normalisation)")
     cfg_file = pool_dir / "config.json"
     if not cfg_file.is_file():
         return "mean"
@@ -77,19 +85,43 @@ def pooling_mode(model_dir: str | Path) -> str:
     if cfg.get("pooling_mode"):  # newer sentence-transformers write the mode by name
         mode = str(cfg["pooling_mode"]).replace("_token", "").replace("_", "")
     else:
+        # sqrt-length mean pooling differs from the mean by a positive factor only: the same unit embedding
         flags = {"cls": "pooling_mode_cls_token", "lasttoken": "pooling_mode_lasttoken", "max": "pooling_mode_max_tokens",
-                 "mean": "pooling_mode_mean_tokens"}
-        mode = next((m for m, key in flags.items() if cfg.get(key)), "mean")
+                 "mean": "pooling_mode_mean_tokens", "meansqrtlen": "pooling_mode_mean_sqrt_len_tokens",
+                 "weightedmean": "pooling_mode_weightedmean_tokens"}
+        on = [m for m, key in flags.items() if cfg.get(key)]
+        if len(on) > 1:  # sentence-transformers concatenates several poolings into one vector
+            raise ValueError(f"{cfg_file}: several pooling modes {on} (concatenated) are not supported")
+        mode = "mean" if not on or on == ["meansqrtlen"] else on[0]
     if mode not in POOLING_MODES:
         raise ValueError(f"{cfg_file}: pooling mode {mode!r} not supported (supported: {list(POOLING_MODES)})")
     return mode
+
+
+def max_seq_length(model_dir: str | Path, default: int = 256) -> int:
+    """Tokens a sentence-transformers directory embeds (``sentence_bert_config.json``'s ``max_seq_length``, where
+    sentence-transformers truncates: 256 for all-MiniLM-L6-v2, far more for Qwen3-Embedding); ``default`` without one.
+    A fixed 256 cut longer questions short, and last-token pooling then embedded a token from their middle."""
+    cfg_file = Path(model_dir) / "sentence_bert_config.json"
+    if not cfg_file.is_file():
+        return default
+    try:
+        n = json.loads(cfg_file.read_text()).get("max_seq_length")
+    except (json.JSONDecodeError, AttributeError) as e:
+        raise ValueError(f"{cfg_file}: not a sentence-transformers config ({e})") from None
+    if n is None:
+        return default
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ValueError(f"{cfg_file}: max_seq_length={n!r} must be a positive integer")
+    return n
 
 
 class SentenceEmbedder(TextEmbedder):
     """``mmevo.models.embedder.TextEmbedder`` (transformers, offline, unit-norm float32 [n, d]) with the model's own
     sentence-transformers pooling: mean (all-MiniLM-L6-v2), lasttoken (Qwen3-Embedding), cls or max."""
 
-    def __init__(self, name: str = "", device: str = "cpu", batch_size: int = 64, max_length: int = 256):
+    def __init__(self, name: str = "", device: str = "cpu", batch_size: int = 64, max_length: int | None = None):
+        max_length = max_length or max_seq_length(_embedder_dir(name))
         super().__init__(name, device=device, batch_size=batch_size, max_length=max_length)
         self.pooling = pooling_mode(_embedder_dir(name))
         self.id = embedder_id(name)
@@ -343,9 +375,9 @@ def check_prism_config(cfg) -> None:
         raise ConfigError(f"prism.k={p.k} must be >= 2")
     if p.ema_mode not in EMA_MODES:
         raise ConfigError(f"prism.ema_mode={p.ema_mode!r} not in {list(EMA_MODES)}")
-    if not 0.0 <= p.gamma <= 1.0 or p.lam < 0 or not p.init_count > 0:
-        raise ConfigError(f"prism: need 0 <= gamma <= 1, lam >= 0, init_count > 0 (got gamma={p.gamma}, lam={p.lam}, "
-                          f"init_count={p.init_count})")
+    if not 0.0 <= p.gamma <= 1.0 or not 0 <= p.lam < float("inf") or not 0 < p.init_count < float("inf"):
+        raise ConfigError(f"prism: need 0 <= gamma <= 1, finite lam >= 0, finite init_count > 0 (got gamma={p.gamma}, "
+                          f"lam={p.lam}, init_count={p.init_count})")
     if not p.centroids.endswith(".npy"):
         raise ConfigError(f"prism.centroids={p.centroids!r} must be a .npy path")
     if p.corpus not in ("", "default") and cfg.data.format not in ("generic", "geometry3k"):

@@ -16,6 +16,7 @@ its checkpointed state. Shapes: B samples in the batch, K clusters, M visits (cl
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Sequence
 
 import numpy as np
@@ -143,7 +144,10 @@ def diversity_stats(clusters: Sequence[int] | Tensor, k: int) -> dict:
     share = x / total  # [k]
     nz = share[share > 0]
     entropy = float(-(nz * nz.log()).sum())
-    gini = float((x[:, None] - x[None, :]).abs().sum() / (2.0 * k * total))  # [k, k] pairwise differences
+    # sum_i sum_j |x_i - x_j| = 2 sum_i (2i - k - 1) x_(i) over x sorted ascending (i = 1..k): O(k log k), where the
+    # [k, k] matrix of differences took seconds and gigabytes for k in the thousands (this runs every step)
+    rank = torch.arange(1, k + 1, dtype=torch.float64)  # [k]
+    gini = float(((2.0 * rank - k - 1.0) * x.sort().values).sum() / (k * total))
     top = math.ceil(k / 10)
     return {"questions": int(total), "active_clusters": int((x > 0).sum()),
             "normalized_entropy": entropy / math.log(k) if k > 1 else 0.0, "gini": gini,
@@ -194,9 +198,10 @@ class PrismCoverageHead:
             raise ValueError(f"prism_coverage: ema_mode {ema_mode!r} not in {list(EMA_MODES)}")
         if visit not in ("valid", "band"):
             raise ValueError(f"prism_coverage: visit {visit!r} not in ['valid', 'band']")
-        if not 0.0 <= gamma <= 1.0 or lam < 0 or not init_count > 0:
-            raise ValueError(f"prism_coverage: need 0 <= gamma <= 1, lam >= 0, init_count > 0; got gamma={gamma}, "
-                             f"lam={lam}, init_count={init_count}")
+        # NaN fails every comparison; an infinite lam or init_count made every reward or count non-finite at step 1
+        if not 0.0 <= gamma <= 1.0 or not 0 <= lam < math.inf or not 0 < init_count < math.inf:
+            raise ValueError(f"prism_coverage: need 0 <= gamma <= 1, finite lam >= 0, finite init_count > 0; got "
+                             f"gamma={gamma}, lam={lam}, init_count={init_count}")
         self.lam, self.gamma, self.ema_mode, self.visit = float(lam), float(gamma), ema_mode, visit
         self.embedder_name = embedder
         self.centroids_path = DEFAULT_CENTROIDS if centroids is None else str(centroids)
@@ -244,12 +249,17 @@ class PrismCoverageHead:
                 continue
             if "p" not in a:
                 raise ValueError(f"prism_coverage: sample {i} has a question but no aux['p'] (solver agreement)")
+            if isinstance(a["p"], (bool, np.bool_)):  # a flag, not an agreement: True read as p = 1
+                raise ValueError(f"prism_coverage: sample {i}: aux['p']={a['p']!r} is not a number")
             pi = 0.0 if a["p"] is None else float(a["p"])
             if not 0.0 <= pi <= 1.0:
                 raise ValueError(f"prism_coverage: sample {i}: aux['p']={a['p']!r} is not in [0, 1]")
             p[i] = pi
             if a.get("cluster") is not None:
-                c = int(a["cluster"])
+                c = a["cluster"]
+                if isinstance(c, bool) or not isinstance(c, numbers.Integral):  # int(1.7) would read as cluster 1
+                    raise ValueError(f"prism_coverage: sample {i}: aux['cluster']={c!r} is not an integer cluster id")
+                c = int(c)
                 if not 0 <= c < self.k:
                     raise ValueError(f"prism_coverage: sample {i}: aux['cluster']={c} is outside [0, {self.k})")
                 clusters[i] = c
