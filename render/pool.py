@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import fcntl
 import logging
+import math
 import os
 import pickle
 import queue
@@ -228,6 +229,8 @@ class RenderPool:
         if workers < 1:
             raise ValueError("workers must be >= 1")
         self.limits = limits or RenderLimits()
+        if not self.limits.disk_bytes > 0:  # a tmpfs mounted with size=0 has no size limit at all
+            raise ValueError(f"limits.disk_bytes must be > 0 bytes, got {self.limits.disk_bytes!r}")
         self.allow_reduced_isolation = allow_reduced_isolation
         self.start_timeout_s = start_timeout_s
         self.reply_grace_s = reply_grace_s  # extra wait for a worker's answer beyond the job timeout
@@ -237,6 +240,7 @@ class RenderPool:
         # (which would start a worker after close, on a uid already released)
         self._state_lock = threading.Lock()
         self._workers: list[_Worker] = []
+        self._slot_locks = [threading.Lock() for _ in range(workers)]  # held for each send / reply exchange
         self.replaced = 0
         self.closed = False
         self._uids = [_take_uid() for _ in range(workers)]  # slot -> job uid, kept by replacements
@@ -291,13 +295,18 @@ class RenderPool:
     def render_many(self, jobs: list[RenderJob], timeout_s: float = 10.0) -> list[RenderResult]:
         if self.closed:
             raise RenderPoolError("pool is closed")
-        if not 0 < float(timeout_s) <= MAX_TIMEOUT_S:  # NaN and infinity fail too
+        try:  # a number, as one plain float from here on: a str, Decimal or numpy float32 broke the reply wait
+            # (after the job was sent), so every worker that ran a job was replaced
+            seconds = math.nan if isinstance(timeout_s, (str, bytes)) else float(timeout_s)
+        except (TypeError, ValueError):
+            seconds = math.nan
+        if not 0 < seconds <= MAX_TIMEOUT_S:  # NaN and infinity fail too
             raise ValueError(f"timeout_s must be in (0, {MAX_TIMEOUT_S:g}] seconds, got {timeout_s!r}")
         for j in jobs:
             if j.language not in LANGUAGES:
                 raise ValueError(f"language must be one of {LANGUAGES}, got {j.language!r}")
         with self._lock:
-            return self._render_many(jobs, timeout_s)
+            return self._render_many(jobs, seconds)
 
     def _render_many(self, jobs: list[RenderJob], timeout_s: float) -> list[RenderResult]:
         results: list[RenderResult | None] = [None] * len(jobs)
@@ -311,14 +320,26 @@ class RenderPool:
                     i, j = todo.get_nowait()
                 except queue.Empty:
                     return
-                results[i] = self._run_on(slot, j, timeout_s)
+                with self._slot_locks[slot]:  # one exchange per worker at a time (see below)
+                    results[i] = self._run_on(slot, j, timeout_s)
 
         threads = [threading.Thread(target=serve, args=(s,), daemon=True)
                    for s in range(min(len(self._workers), len(jobs)))]
         for t in threads:
             t.start()
-        for t in threads:
-            t.join()
+        try:
+            for t in threads:
+                t.join()
+        except BaseException:
+            # The caller was interrupted (KeyboardInterrupt, an alarm handler's exception): its threads still
+            # hold one exchange each. No further job is started, and the slot locks keep the next call off those
+            # workers until their replies are read (before, it read them as its own jobs' results).
+            while True:
+                try:
+                    todo.get_nowait()
+                except queue.Empty:
+                    break
+            raise
         return results  # type: ignore[return-value]
 
     def _replace(self, slot: int) -> _Worker:

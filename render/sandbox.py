@@ -17,9 +17,10 @@ procfs of the job's own pid namespace (``mount_proc``), uid drop, ``no_new_privs
   mount / namespace / bpf / io_uring / keyring / module / kexec / reboot system calls, answers EPERM to
   sockets, SysV IPC and POSIX message queues, inotify / fanotify, ``memfd_create`` / ``memfd_secret``
   (their pages would escape ``RLIMIT_AS``), ``kill``, ``syslog``, ``io_setup`` (host-wide AIO pool),
-  ``sync`` / ``syncfs`` (host-wide writeback) and ``prctl(PR_SET_PDEATHSIG)`` (the signal that ends the job
-  when its worker dies), and ENOSYS to ``clone3`` (so glibc falls back to ``clone``, which is allowed only
-  with ``CLONE_THREAD``: threads but no processes).
+  ``sync`` / ``syncfs`` (host-wide writeback), ``prctl(PR_SET_PDEATHSIG)`` (the signal that ends the job
+  when its worker dies) and ``prctl(PR_SET_DUMPABLE)`` (a dumpable job's crash reaches the host's core
+  handler), and ENOSYS to ``clone3`` (so glibc falls back to ``clone``, which is allowed only with
+  ``CLONE_THREAD``: threads but no processes).
 """
 
 from __future__ import annotations
@@ -224,10 +225,13 @@ def build_seccomp_program() -> bytes:
     ins(_BPF_LD_W_ABS, 16)  # low 32 bits of args[0] (clone flags; little endian)
     ins(_BPF_JSET_K, CLONE_THREAD, "allow", "kill")
     # The parent-death signal is what ends a job whose worker is killed mid-job (the job left the worker's
-    # process group with setsid): the job may not clear or change it.
+    # process group with setsid): the job may not clear or change it. Nor may it make itself dumpable again:
+    # a crash would then core-dump, and a pipe core_pattern (apport, systemd-coredump) runs the host's helper,
+    # as root outside every namespace, on the job's memory (RLIMIT_CORE = 0 does not stop a pipe).
     labels["prctl"] = len(prog)
     ins(_BPF_LD_W_ABS, 16)  # args[0]: the prctl option
-    ins(_BPF_JEQ_K, PR_SET_PDEATHSIG, "eperm", "allow")
+    ins(_BPF_JEQ_K, PR_SET_PDEATHSIG, "eperm", 0)
+    ins(_BPF_JEQ_K, PR_SET_DUMPABLE, "eperm", "allow")
     labels["allow"] = len(prog)
     ins(_BPF_RET_K, SECCOMP_RET_ALLOW)
     labels["kill"] = len(prog)
