@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import copy
 import json
+import math
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -72,10 +73,9 @@ def _checked(records: Sequence[dict]) -> list[dict]:
 def reliability_bins(conf: Sequence[float], correct: Sequence[bool], bins: int = N_BINS) -> list[dict]:
     """Per equal-width bin of [0, 1]: edges, count, mean confidence and accuracy (None when empty). The binning is
     ``expected_calibration_error``'s: lo <= c < hi, c = 1.0 in the last bin."""
-    from mmevo.rewards.honest import ece_bins, is_outcome
+    from mmevo.rewards.honest import ece_bins, is_outcome, n_bins
 
-    if isinstance(bins, bool) or not isinstance(bins, int) or bins < 1:
-        raise ValueError(f"bins must be a positive integer, got {bins!r}")
+    bins = n_bins(bins)
     correct = list(correct)
     c = torch.tensor([float(x) for x in conf], dtype=torch.float64)  # [G]
     if not ((c >= 0) & (c <= 1)).all():  # NaN fails both; bucketize would file 1.5 or NaN in the last bin
@@ -100,8 +100,9 @@ def reliability_bins(conf: Sequence[float], correct: Sequence[bool], bins: int =
 def calibration_report(records: Sequence[dict], bins: int = N_BINS) -> dict:
     """Accuracy, abstain / malformed rates, ECE, Brier and reliability bins of records with ``response`` and
     ``gold`` (optional ``choices``, and ``domain`` / ``difficulty`` for the breakdown)."""
-    from mmevo.rewards.honest import expected_calibration_error
+    from mmevo.rewards.honest import expected_calibration_error, n_bins
 
+    bins = n_bins(bins)  # a plain int: the report is written as JSON
     records = _checked(records)
     scored = [score_response(r["response"], r["gold"], r.get("choices")) for r in records]
     n = len(scored)
@@ -328,7 +329,8 @@ def hindsight_audit(metrics_path: str | Path, head: str = "honest_hindsight") ->
     A step counts when its line has ``reward/<head>/nonzero_frac`` (the head's share of samples with a non-zero
     hindsight reward); it is non-zero when that share is > 0. ``fired`` (the head graded at least one hindsight
     slot) is reported beside it: a legacy slot can fire and still earn exactly 0 when r equals y. A step logged
-    twice (a resumed run) counts once, its last line. A line that is not JSON is an error naming file and line."""
+    twice (a resumed run) counts once, its last line. A line that is not JSON, or whose step, share (a number in
+    [0, 1]) or fired count (a number >= 0) is not one, is an error naming file and line."""
     path = Path(metrics_path)
     if path.is_dir():
         path = path / "metrics.jsonl"
@@ -350,11 +352,11 @@ def hindsight_audit(metrics_path: str | Path, head: str = "honest_hindsight") ->
         if key not in row:
             without += 1
             continue
-        try:
-            frac = float(row[key])
-        except (TypeError, ValueError):
-            raise ValueError(f"{path}:{lineno}: field {key!r} is not a number: {row[key]!r}") from None
-        by_step[row.get("step", f"line{lineno}")] = (frac, float(row.get(fired_key) or 0.0))
+        where = f"{path}:{lineno}"
+        step = row.get("step", f"line{lineno}")
+        if not isinstance(step, (int, float, str)) and step is not None:  # a list / object step is no step id
+            raise ValueError(f"{where}: field 'step' must be a number or a string, got {step!r}")
+        by_step[step] = (_logged_share(row, key, where, 1.0), _logged_share(row, fired_key, where, math.inf))
     steps = len(by_step)
     ordered = [by_step[s] for s in sorted(by_step, key=_step_order)]
     tenth = max(1, steps // 10)
@@ -368,6 +370,17 @@ def hindsight_audit(metrics_path: str | Path, head: str = "honest_hindsight") ->
             "nonzero_frac_start": sum(f for f, _ in ordered[:tenth]) / tenth if steps else None,
             "nonzero_frac_end": sum(f for f, _ in ordered[-tenth:]) / tenth if steps else None,
             "first_nonzero_step": min(nonzero, key=_step_order) if nonzero else None, "lines": lines, "lines_without_metric": without}
+
+
+def _logged_share(row: dict, key: str, where: str, hi: float) -> float:
+    """A logged share / count in [0, hi] (a missing or null count is 0). NaN, inf, a bool or a string is an error:
+    ``f > 0`` would read a NaN share as a silent step and ``float(True)`` as one."""
+    v = row.get(key)
+    if v is None and hi == math.inf:
+        return 0.0
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not (math.isfinite(v) and 0 <= v <= hi):
+        raise ValueError(f"{where}: field {key!r} must be a number in [0, {hi:g}], got {v!r}")
+    return float(v)
 
 
 def _step_order(step) -> tuple:

@@ -146,7 +146,7 @@ def _num(x) -> str:
 # ------------------------------------------------------------------------------------------------------- numbers
 # Every optional piece carries its own leading \s*: two \s* runs with only optional text between them backtrack
 # over every split of a long whitespace run (cubic time on "0.5" + many spaces + "x").
-_STRICT_NUMBER = re.compile(r"\s*[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)\s*")  # ASCII digits: "０.９" is not plain
+_STRICT_NUMBER = re.compile(r"\s*([+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+))\s*")  # ASCII digits: "０.９" is not plain
 _LENIENT_NUMBER = re.compile(r"\s*([+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?)(?:\s*(%))?(?:\s*\.)?\s*")
 
 
@@ -159,9 +159,10 @@ def _probability(text: str, lenient: bool, non_numeric: str, out_of_range: str) 
             return None, non_numeric
         value = float(m.group(1)) / (100.0 if m.group(2) else 1.0)
     else:
-        if not _STRICT_NUMBER.fullmatch(text):
+        m = _STRICT_NUMBER.fullmatch(text)
+        if not m:
             return None, non_numeric
-        value = float(text)
+        value = float(m.group(1))  # float() itself rejects the \s the pattern allows around it (\x1c-\x1f)
     if not math.isfinite(value) or not 0.0 <= value <= 1.0:
         return None, out_of_range
     return value, None

@@ -32,6 +32,7 @@ answer):
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Sequence
 
 import numpy as np
@@ -68,10 +69,21 @@ def _correctness(correct, like: Tensor) -> Tensor:
         raise ValueError(f"correct must be a tensor of 0/1, got {type(correct).__name__}")
     if correct.shape != like.shape:
         raise ValueError(f"correct has shape {tuple(correct.shape)}, the confidences {tuple(like.shape)}")
-    y = correct.detach().to(like.dtype)
+    y = correct.detach()  # checked before the cast: a float32 / bf16 conf would round 1 + 1e-12 or 1.001 to 1
     if y.numel() and not ((y == 0) | (y == 1)).all():
         raise ValueError("correct must hold only 0 and 1 (or False / True)")
-    return y.to(like.device)
+    return y.to(like.dtype).to(like.device)
+
+
+def n_bins(bins) -> int:
+    """``bins`` as a positive int (a numpy integer too); a bool, float or anything else is a ValueError."""
+    try:
+        n = operator.index(bins) if not isinstance(bins, bool) else 0
+    except TypeError:
+        n = 0
+    if n < 1:
+        raise ValueError(f"bins must be a positive integer, got {bins!r}")
+    return int(n)
 
 
 def is_outcome(x) -> bool:
@@ -164,7 +176,9 @@ def ece_bins(conf: Tensor, bins: int) -> Tensor:
     ``numpy.linspace(0, 1, bins + 1)``, lo <= c < hi, c = 1.0 in the last bin. conf [N] in [0, 1] -> long [N].
 
     linspace's edges are not the decimals: 0.30000000000000004, 0.6000000000000001 and 0.7000000000000001 (at 10 bins)
-    leave c = 0.3, 0.6, 0.7 (and every float32 rounding of them) in the bin below, so the reference does too."""
+    leave c = 0.3, 0.6, 0.7 in the bin below, so the reference does too. A float32 c is binned as its own value: 0.3
+    and 0.6 round up past those edges and 0.9 down below its exact edge, so confidences read from text are binned in
+    float64 (as the heads and ``calibration_report`` do) to agree with the reference on the same responses."""
     edges = torch.from_numpy(np.linspace(0.0, 1.0, bins + 1)[1:-1]).to(conf.device)  # [bins - 1] float64
     return torch.bucketize(conf.double(), edges, right=True)  # number of interior edges <= c, in 0 .. bins - 1
 
@@ -178,8 +192,7 @@ def expected_calibration_error(conf: Tensor, correct: Tensor, bins: int = 10) ->
     _check_probability("conf", c)
     if c.numel() == 0:
         raise ValueError("expected_calibration_error needs at least one confidence")
-    if isinstance(bins, bool) or not isinstance(bins, int) or bins < 1:
-        raise ValueError(f"bins must be a positive integer, got {bins!r}")
+    bins = n_bins(bins)
     y = _correctness(correct.reshape(-1) if torch.is_tensor(correct) else correct, c)  # [N]
     idx = ece_bins(c, bins)  # [N]
     conf_sum = torch.zeros(bins, dtype=torch.float64, device=c.device).index_add_(0, idx, c.double())  # [bins]
@@ -257,8 +270,10 @@ class HonestBrierHead:
             y = torch.tensor([correct[i] for i in graded], dtype=torch.float32)  # [G]
             r = brier_reward(c, y)
             rewards[graded] = r
+            # ECE of the parsed float64 values: float32 would move 0.3, 0.6, 0.9 across the reference's bin edges
+            c64 = torch.tensor([parsed[i].confidence for i in graded], dtype=torch.float64)  # [G]
             metrics.update({"accuracy": y.mean().item(), "mean_confidence": c.mean().item(),
-                            "brier": (-r).mean().item(), "ece": expected_calibration_error(c, y)})
+                            "brier": (-r).mean().item(), "ece": expected_calibration_error(c64, y)})
         return rewards, metrics
 
 
