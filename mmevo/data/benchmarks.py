@@ -26,6 +26,8 @@ row id.  With ``skip_bad=True`` bad rows are skipped and counted by reason.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import io
 import json
 import math
@@ -40,7 +42,7 @@ from PIL import Image
 
 from .images import RASTER_FORMATS, to_rgb
 from .schema import IMAGE_PLACEHOLDER, DataError, Example
-from .sources import RowRef, iter_rows
+from .sources import RowRef, _unique_keys, iter_rows
 
 __all__ = ["BenchmarkItem", "FORMATS", "load_items", "mathvista_query", "mathvision_problem", "choices_text"]
 
@@ -181,6 +183,19 @@ def _is_nan(v: Any) -> bool:
     return isinstance(v, float) and math.isnan(v)
 
 
+_DATA_URI = re.compile(r"data:[^,]*;base64,", re.I)
+
+
+def _base64_raster(text: str) -> bytes | None:
+    """The bytes ``text`` encodes in base64 when they start like an image Pillow reads, else None."""
+    try:
+        data = base64.b64decode("".join(text.split()), validate=True)
+        with Image.open(io.BytesIO(data), formats=RASTER_FORMATS):  # reads the header only
+            return data
+    except (binascii.Error, ValueError, OSError, SyntaxError, Image.DecompressionBombError):
+        return None
+
+
 class _Row:
     """One row being converted: checked field access and errors naming file:line / row and the row id."""
 
@@ -240,8 +255,11 @@ class _Row:
         return v
 
     def image(self, value: Any, fld: str) -> ImageRef:
-        """A path (relative to image_root or the data file's directory; must exist) or embedded bytes."""
+        """A path (relative to image_root or the data file's directory; must exist), embedded bytes, or base64 text
+        (a ``data:image/...;base64,`` URI, the ``bytes`` of a JSON export, or a string that is no file)."""
         if isinstance(value, dict):  # {"bytes", "path"} struct of parquet / datasets
+            if isinstance(value.get("bytes"), str) and value["bytes"]:  # JSON holds no bytes: an export writes base64
+                return self.base64_image(value["bytes"], fld)
             if value.get("bytes") is not None:
                 value = value["bytes"]
             else:
@@ -252,20 +270,35 @@ class _Row:
             return bytes(value)
         if not isinstance(value, str) or not value:
             raise self.err(fld, f"no image (got {type(value).__name__})", "image_missing")
+        if _DATA_URI.match(value):
+            return self.base64_image(value[value.index(",") + 1:], fld)
         p = Path(value)
         candidates = [p] if p.is_absolute() else [r / p for r in (self.image_root, self.ref.base) if r is not None]
         if self.image_root is not None and not p.is_absolute():
             candidates.append(self.image_root / p.name)  # image_root may point at the images/ folder itself
+        shown = value if len(value) <= 200 else value[:200] + "..."
         for c in candidates:
             try:
                 found = c.is_file()
             except OSError as e:  # e.g. a file name too long
-                shown = value if len(value) <= 200 else value[:200] + "..."
+                if (data := _base64_raster(value)) is not None:
+                    return data
                 raise self.err(fld, f"image file {shown}: {e.strerror}", "image_missing") from e
             if found:
                 return c
-        raise self.err(fld, f"image file {value} not found (looked in {', '.join(str(c.parent) for c in candidates)})",
+        if (data := _base64_raster(value)) is not None:  # no such file, but the text is an encoded image
+            return data
+        raise self.err(fld, f"image file {shown} not found (looked in {', '.join(str(c.parent) for c in candidates)})",
                        "image_missing")
+
+    def base64_image(self, text: str, fld: str) -> bytes:
+        try:
+            data = base64.b64decode("".join(text.split()), validate=True)
+        except (binascii.Error, ValueError) as e:
+            raise self.err(fld, f"invalid base64 image data: {e}", "image_corrupt") from e
+        if not data:
+            raise self.err(fld, "empty image bytes", "image_corrupt")
+        return data
 
     def hub_image(self, row: dict) -> ImageRef:
         """MathVista / MATH-V: the hub's ``decoded_image`` when it holds bytes or a path, else the ``image`` path."""
@@ -304,9 +337,10 @@ def _choice_texts(r: _Row, values: list, fld: str) -> list[str]:
 
 
 def _clean_row(row: dict) -> dict:
-    """The row without image payloads, safe to store as JSON."""
-    return {k: v for k, v in row.items() if k != "decoded_image" and not isinstance(v, (bytes, bytearray, memoryview))
-            and not (isinstance(v, dict) and "bytes" in v)}
+    """The row without image payloads, safe to store as JSON; NaN (a missing value in pandas exports) is None, so
+    that the scorer and the prompt builders do not read it as a value (a unit "nan", options to iterate)."""
+    return {k: None if _is_nan(v) else v for k, v in row.items() if k != "decoded_image"
+            and not isinstance(v, (bytes, bytearray, memoryview)) and not (isinstance(v, dict) and "bytes" in v)}
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -322,14 +356,33 @@ def _mathvision(row: dict, r: _Row, extra: dict) -> BenchmarkItem:
     if options and not (len(answer) == 1 and 0 <= ord(answer) - 65 < len(options)):
         raise r.err("answer", f"{answer!r} is not a letter among the {len(options)} options", "bad_answer")
     images = [r.hub_image(row)]
-    level = row.get("level")
-    return BenchmarkItem(r.id, mathvision_problem(row, len(images)), answer, [str(o) for o in options], images,
-                         _clean_row(row), {"subject": [str(row.get("subject") or "unknown")],
-                                           "level": [str(level) if level is not None else "unknown"]})
+    item_row = {**_clean_row(row), "options": options}  # NaN options (a pandas export) would crash both readers
+    # labels as the official per-subject / per-level tables print them (a level 3.0 of a float column is "3")
+    subject, level = r.get(row, "subject", required=False), r.get(row, "level", required=False)
+    return BenchmarkItem(r.id, mathvision_problem(item_row, len(images)), answer, [str(o) for o in options], images,
+                         item_row, {"subject": [subject or "unknown"], "level": [level or "unknown"]})
 
 
 _MATHVISTA_QTYPES = ("multi_choice", "free_form")
 _MATHVISTA_ATYPES = ("text", "integer", "float", "list")
+
+
+def _check_mathvista_gold(r: _Row, answer: str, answer_type: str, precision: Any) -> None:
+    """A free-form gold must be a text the official normalisation can produce (calculate_score.py: an integer answer
+    is ``str(int(float(x)))``, a float ``str(round(float(x), precision))``); any other gold scores every answer
+    wrong, e.g. "1.50" at precision 2 (the prediction reads "1.5") or "abc" for an integer."""
+    try:
+        if answer_type == "integer":
+            reachable = str(int(float(answer)))
+        elif answer_type == "float":
+            reachable = str(round(float(answer), int(precision)))
+        else:
+            return
+    except (ValueError, OverflowError):
+        reachable = None
+    if reachable != answer:
+        hint = f" (it normalises to {reachable!r})" if reachable is not None else ""
+        raise r.err("answer", f"{answer!r} cannot equal a normalised {answer_type} prediction{hint}", "bad_answer")
 
 
 def _mathvista(row: dict, r: _Row, extra: dict) -> BenchmarkItem:
@@ -346,13 +399,20 @@ def _mathvista(row: dict, r: _Row, extra: dict) -> BenchmarkItem:
         raise r.err("precision", f"expected a whole number of decimal places for a float answer, got {precision!r}",
                     "bad_value")
     answer = r.get(row, "answer")
+    if not answer.strip():  # no gold (the hub's test split withholds its answers): every response would score wrong
+        raise r.err("answer", "empty", "missing_answer")
     choices = r.choices(row, "choices", required=False) or []
     if row["question_type"] == "multi_choice" and answer not in [str(c) for c in choices]:
         raise r.err("answer", f"{answer!r} is not one of the choices", "bad_answer")
+    if row["question_type"] == "free_form":
+        _check_mathvista_gold(r, answer, row["answer_type"], row.get("precision"))
     meta = r.meta(row, "metadata")
     images = [r.hub_image(row)]
-    query = extra.get("queries", {}).get(r.id) or r.get(row, "query", required=False) or mathvista_query(row)
-    item_row = {**_clean_row(row), "metadata": meta}
+    # the official scorer compares its normalised (text) prediction with the row's answer and choices: they are
+    # given to it as the texts checked here (a gold 3 in the file would otherwise never equal "3")
+    item_row = {**_clean_row(row), "answer": answer, "choices": [str(c) for c in choices] if choices else None,
+                "metadata": meta}
+    query = extra.get("queries", {}).get(r.id) or r.get(row, "query", required=False) or mathvista_query(item_row)
     # the breakdowns of the official calculate_score.py: question / answer type, then every metadata field it reads;
     # skills is a list and an item counts in each of its skills (an empty list: in none, as there)
     cats = {"question_type": [row["question_type"]], "answer_type": [row["answer_type"]]}
@@ -477,8 +537,8 @@ def _intergps_rows(src: Path) -> Iterator[RowRef]:
     for i, d in enumerate(folders):
         label = str(d / "data.json")
         try:
-            row = json.loads((d / "data.json").read_text(encoding="utf-8"))
-        except (OSError, ValueError, RecursionError) as e:  # ValueError: bad UTF-8, bad JSON, a huge integer
+            row = json.loads((d / "data.json").read_text(encoding="utf-8-sig"), object_pairs_hook=_unique_keys)
+        except (OSError, ValueError, RecursionError) as e:  # bad UTF-8 / JSON, huge integer, repeated key
             row = DataError(f"{label}: invalid JSON: {e}", file=label, row=0, reason="invalid_json")
         yield RowRef(label, d, 0, None, row)  # one row per file
 
@@ -487,8 +547,9 @@ def _mathvista_queries(qfile: Path) -> dict[str, str]:
     """MathVista's query.json: pid -> the official prompt."""
     label = str(qfile)
     try:
-        queries = json.loads(qfile.read_text(encoding="utf-8"))
-    except (OSError, ValueError, RecursionError) as e:  # ValueError: bad UTF-8, bad JSON
+        # a BOM is allowed as in the annotations; a repeated pid would keep one of two prompts silently
+        queries = json.loads(qfile.read_text(encoding="utf-8-sig"), object_pairs_hook=_unique_keys)
+    except (OSError, ValueError, RecursionError) as e:  # ValueError: bad UTF-8, bad JSON, a repeated pid
         raise DataError(f"{label}: cannot read: {e}", file=label, reason="invalid_json") from e
     if not isinstance(queries, dict):
         raise DataError(f"{label}: expected an object pid -> query, got {type(queries).__name__}", file=label,

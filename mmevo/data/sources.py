@@ -69,6 +69,17 @@ def _resolve_files(src: Path, split: str | None) -> list[Path]:
 _Row = tuple[int, "int | None", Any]
 
 
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict:
+    """A JSON object whose keys are unique: ``json`` would keep the last of two "answer" fields, or of two rows
+    under one id in an id -> row file, without a word."""
+    obj = dict(pairs)
+    if len(obj) != len(pairs):
+        seen: set[str] = set()
+        dup = next(k for k, _ in pairs if k in seen or seen.add(k))
+        raise ValueError(f"duplicate key {dup!r}")
+    return obj
+
+
 def _read_jsonl(path: Path, label: str) -> Iterator[_Row]:
     try:
         fh = open(path, "rb")
@@ -81,7 +92,8 @@ def _read_jsonl(path: Path, label: str) -> Iterator[_Row]:
                 continue
             row: Any
             try:
-                row = json.loads(raw.decode("utf-8-sig"))  # a leading BOM is allowed (RFC 8259, section 8.1)
+                # a leading BOM is allowed (RFC 8259, section 8.1)
+                row = json.loads(raw.decode("utf-8-sig"), object_pairs_hook=_unique_keys)
             except UnicodeDecodeError as e:
                 row = DataError(
                     f"{label}:{lineno} (row {idx}): invalid UTF-8: {e.reason}",
@@ -92,7 +104,7 @@ def _read_jsonl(path: Path, label: str) -> Iterator[_Row]:
                     f"{label}:{lineno} (row {idx}): invalid JSON: {e.msg} at column {e.colno}",
                     file=label, row=idx, reason="invalid_json",
                 )
-            except (ValueError, RecursionError) as e:  # an integer of over 4300 digits, nesting too deep
+            except (ValueError, RecursionError) as e:  # a repeated key, an integer of over 4300 digits, deep nesting
                 row = DataError(f"{label}:{lineno} (row {idx}): invalid JSON: {e}", file=label, row=idx,
                                 reason="invalid_json")
             yield idx, lineno, row
@@ -103,19 +115,24 @@ def _read_json(path: Path, label: str, split: str | None, id_key: str | None) ->
     """A JSON list of rows, ``{split: [rows]}`` / ``{"data": [rows]}``, or (with ``id_key``) a mapping
     ``id -> row`` whose key becomes the row's ``id_key`` (MathVista's testmini.json)."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8-sig"))  # a leading BOM is allowed (RFC 8259, section 8.1)
+        # a leading BOM is allowed (RFC 8259, section 8.1)
+        data = json.loads(path.read_text(encoding="utf-8-sig"), object_pairs_hook=_unique_keys)
     except (OSError, UnicodeDecodeError) as e:
         raise DataError(f"{label}: cannot read: {e}", file=label, reason="unreadable_file") from e
     except json.JSONDecodeError as e:
         raise DataError(f"{label}:{e.lineno}: invalid JSON: {e.msg} at column {e.colno}", file=label,
                         reason="invalid_json") from e
-    except (ValueError, RecursionError) as e:  # an integer of over 4300 digits, nesting too deep
+    except (ValueError, RecursionError) as e:  # a repeated key, an integer of over 4300 digits, deep nesting
         raise DataError(f"{label}: invalid JSON: {e}", file=label, reason="invalid_json") from e
     if isinstance(data, dict):
         key = split if split is not None and split in data else ("data" if "data" in data else None)
         if key is not None and isinstance(data[key], list):
             data = data[key]
         elif key is None and id_key and data and all(isinstance(v, dict) for v in data.values()):
+            for k, v in data.items():  # else the row would take another row's id (and MathVista's prompt by id)
+                if id_key in v and str(v[id_key]) != k:
+                    raise DataError(f"{label}: the row under key {k!r} has {id_key} {v[id_key]!r}", file=label,
+                                    field=id_key, reason="bad_value", row_id=k)
             data = [{id_key: k, **v} if id_key not in v else v for k, v in data.items()]
         else:
             raise DataError(f"{label}: expected a JSON list of rows (or an object with a {split or 'data'!r} list), "

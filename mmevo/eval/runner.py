@@ -117,8 +117,12 @@ def resolve(cfg: Config) -> tuple[str, str, str, tuple[str, ...]]:
     return fmt, split, source, cats
 
 
+_RECORD_KEYS = ("id", "response", "extracted", "correct", "gold", "finish_reason")  # what a resume reads
+
+
 def _read_records(path: Path) -> tuple[dict[str, dict], int]:
-    """Finished records by id; unparsable lines (a run killed mid-write) are dropped and counted."""
+    """Finished records by id; unparsable lines (a run killed mid-write) and records lacking a field a resume reads
+    are dropped (so generated again) and counted."""
     records: dict[str, dict] = {}
     bad = 0
     if not path.exists():
@@ -128,8 +132,11 @@ def _read_records(path: Path) -> tuple[dict[str, dict], int]:
             continue
         try:
             rec = json.loads(line)
+        except json.JSONDecodeError:
+            rec = None
+        if isinstance(rec, dict) and all(k in rec for k in _RECORD_KEYS) and isinstance(rec["response"], str):
             records[str(rec["id"])] = rec
-        except (json.JSONDecodeError, KeyError, TypeError):
+        else:
             bad += 1
     return records, bad
 
@@ -248,12 +255,16 @@ def run_benchmark(cfg: Config, policy=None, engine=None) -> dict:
     """
     from tqdm import tqdm
 
+    from mmevo.grpo.distributed import world_size
     from mmevo.grpo.trainer import decode
     from mmevo.models.inputs import encode_prompt
     from mmevo.recipes import load_policy, resolve_model_path
     from mmevo.rollout.base import RolloutRequest, SamplingParams
     from mmevo.rollout.factory import build_engine
 
+    if world_size() > 1:  # every rank would generate every item and write the same out_dir
+        raise ValueError(f"mmevo eval --benchmark runs as one process, not under a launcher with WORLD_SIZE="
+                         f"{world_size()} (for several GPUs: --engine vllm rollout.tensor_parallel_size=N)")
     e = cfg.eval
     fmt, split, source, categories = resolve(cfg)
     t0 = time.time()
@@ -271,9 +282,12 @@ def run_benchmark(cfg: Config, policy=None, engine=None) -> dict:
                 "pixels": [cfg.data.min_pixels, cfg.data.max_pixels]}
     records, dropped = _prepare_out_dir(out, identity, e.overwrite)
     def final(rec: dict | None, it: BenchmarkItem) -> bool:
-        """A record stands unless its gold changed, or its prompt was too long under another limit."""
+        """A record stands unless its gold changed, its prompt was too long under another limit, or its image did
+        not decode and now does (or bad rows are no longer skipped: then the image's error is raised)."""
         if rec is None or rec.get("gold") != it.answer:
             return False
+        if rec["finish_reason"] == "image_corrupt":
+            return cfg.data.skip_bad_rows and not _decodes(it)
         return rec["finish_reason"] != "prompt_too_long" or rec.get("max_prompt_length") == e.max_prompt_length
 
     pending = [it for it in items if not final(records.get(it.id), it)]
@@ -351,6 +365,14 @@ def run_benchmark(cfg: Config, policy=None, engine=None) -> dict:
     (out / "scores.json").write_text(json.dumps(summary, indent=2))
     write_report(out, summary, records, done)
     return summary
+
+
+def _decodes(it: BenchmarkItem) -> bool:
+    try:
+        it.load_images()
+    except DataError:
+        return False
+    return True
 
 
 def _prompt_limit(model, max_prompt_length: int, max_tokens: int) -> int:
