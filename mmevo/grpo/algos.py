@@ -78,7 +78,10 @@ def group_advantages(
     estimator, which gives a singleton group mean 0 and std 1, i.e. the raw
     reward :math:`r_i / (1 + \epsilon)` as advantage: a lone sample has no
     group to be compared with, so mmevo gives it no signal. ``"batch"`` is
-    mmevo's own option (verl has no such GRPO mode).
+    mmevo's own option (verl has no such GRPO mode). Name mapping: ``"group"``
+    / ``"none"`` are verl's GRPO estimator with ``norm_adv_by_std_in_grpo``
+    True / False (``eps`` = verl's ``epsilon``); all three match TRL's
+    ``scale_rewards`` values, whose singleton groups also get advantage 0.
 
     Args:
         rewards: ``[B]`` scalar reward per sequence, finite (else ``ValueError``).
@@ -162,23 +165,28 @@ def kl_penalty(logp: Tensor, ref_logp: Tensor, kind: str) -> Tensor:
       :math:`d = \mathrm{clamp}(\log\pi_{ref} - \log\pi, -20, 20)`,
       :math:`\mathrm{clamp}(e^{d} - d - 1, -10, 10)`.
 
+    verl's ``kl_penalty`` names are accepted as well: ``"kl"`` (= ``"k1"``),
+    ``"mse"`` (= ``"k2"``) and ``"abs"`` (:math:`|\log\pi - \log\pi_{ref}|`).
+
     Args:
         logp: ``[...]`` log-probs of the sampled tokens under the policy.
         ref_logp: ``[...]`` log-probs under the reference model (same shape).
-        kind: one of ``"k1"``, ``"k2"``, ``"k3"``, ``"low_var_kl"``.
+        kind: one of :data:`KL_KINDS`, or verl's ``"kl"``, ``"mse"``, ``"abs"``.
 
     Returns:
         ``[...]`` elementwise KL estimate.
     """
-    if kind == "k1":
+    if kind in ("k1", "kl"):
         return logp - ref_logp
-    if kind == "k2":
+    if kind == "abs":
+        return (logp - ref_logp).abs()
+    if kind in ("k2", "mse"):
         return 0.5 * (logp - ref_logp).square()
     if kind in ("k3", "low_var_kl"):
         d = torch.clamp(ref_logp - logp, min=-_K3_DIFF_CLAMP, max=_K3_DIFF_CLAMP)
         kl = torch.exp(d) - d - 1.0
         return torch.clamp(kl, min=-_K3_OUT_CLAMP, max=_K3_OUT_CLAMP)
-    raise ValueError(f"unknown kl kind {kind!r}; valid choices: {', '.join(KL_KINDS)}")
+    raise ValueError(f"unknown kl kind {kind!r}; valid choices: {', '.join(KL_KINDS + ('kl', 'mse', 'abs'))}")
 
 
 # --------------------------------------------------------------------------- #
@@ -196,13 +204,28 @@ def masked_mean(x: Tensor, mask: Tensor, dim: Optional[int] = None) -> Tensor:
         Scalar if ``dim`` is None, else ``x`` reduced along ``dim``. Entries
         with an all-zero mask give 0 (no NaN). Values outside the mask are
         never read, so a NaN / inf there (e.g. a log-prob of -inf at padding)
-        does not leak into the mean (as verl's ``masked_sum``).
+        does not leak into the mean (as verl's ``masked_sum``). Computed in at
+        least float32: bf16 / fp16 ``x`` gives a float32 mean (as verl's
+        with a float mask), so the token count stays exact above 256.
     """
+    _check_mask_shape(x, mask, "x")
     x = _masked_zero(x, mask)
+    x = x.to(_acc_dtype(x.dtype))
     mask = mask.to(x.dtype)
     if dim is None:
         return (x * mask).sum() / mask.sum().clamp(min=1.0)
     return (x * mask).sum(dim=dim) / mask.sum(dim=dim).clamp(min=1.0)
+
+
+def _acc_dtype(dtype: torch.dtype) -> torch.dtype:
+    """Accumulation dtype: at least float32 (a bf16 sum of 0/1 mask entries is inexact above 256: 301 -> 300)."""
+    return torch.promote_types(dtype, torch.float32)
+
+
+def _check_mask_shape(x: Tensor, mask: Tensor, name: str) -> None:
+    """A mask of another shape would broadcast silently and count the tokens wrongly (e.g. a [T] mask over [B, T])."""
+    if mask.shape != x.shape:
+        raise ValueError(f"mask must have the shape of {name}, got {tuple(mask.shape)} and {tuple(x.shape)}")
 
 
 def _masked_zero(x: Tensor, mask: Tensor) -> Tensor:
@@ -240,16 +263,22 @@ def agg_loss(
     ``seq-mean-token-sum`` (mmevo counts them, so that the trainer's
     micro-batch weights ``len(micro) / len(mini)`` add up to the full-batch
     loss), and verl's ``token-mean`` of an all-zero mask is 0/0 = NaN (here 0).
+    Both match TRL, whose ``loss_type`` ``"bnpo"`` / ``"grpo"`` /
+    ``"dr_grpo"`` are ``token-mean`` / ``seq-mean-token-mean`` /
+    ``seq-mean-token-sum-norm`` with ``loss_scale_factor = B * max_len``.
 
     Args:
         loss_mat: ``[B, T]`` per-token loss.
-        mask: ``[B, T]`` 0/1 mask.
+        mask: ``[B, T]`` 0/1 mask (the same shape, else ``ValueError``).
         agg: aggregation mode, one of :data:`AGG_MODES`.
         loss_scale_factor: normaliser for ``"seq-mean-token-sum-norm"``, finite and > 0.
 
     Returns:
-        Scalar loss.
+        Scalar loss, in at least float32 (a bf16 ``loss_mat`` is summed in
+        float32 and gives a float32 loss, as verl's with a float mask).
     """
+    _check_mask_shape(loss_mat, mask, "loss_mat")
+    loss_mat = loss_mat.to(_acc_dtype(loss_mat.dtype))
     mask = mask.to(loss_mat.dtype)
     if agg == "token-mean":
         return masked_mean(loss_mat, mask)
@@ -323,10 +352,10 @@ def policy_loss(
         logp: ``[B, T]`` current policy log-probs (with grad).
         old_logp: ``[B, T]`` behaviour-policy log-probs.
         advantages: ``[B]`` per-sequence advantage (broadcast over T);
-            ``[B, T]`` is also accepted.
+            ``[B, 1]`` and ``[B, T]`` are also accepted.
         mask: ``[B, T]`` response mask.
-        clip_low: :math:`\epsilon_{low}`.
-        clip_high: :math:`\epsilon_{high}`.
+        clip_low: :math:`\epsilon_{low} \ge 0` (verl's ``clip_ratio_low``).
+        clip_high: :math:`\epsilon_{high} \ge 0` (verl's ``clip_ratio_high``).
         agg: see :func:`agg_loss`.
         loss_scale_factor: see :func:`agg_loss`.
         clip_ratio_c: dual-clip constant :math:`c > 1` (verl's default 3.0);
@@ -334,7 +363,8 @@ def policy_loss(
 
     The arithmetic follows torch type promotion as in verl: ``advantages`` are
     never rounded to the dtype of ``logp`` (float32 advantages with bf16
-    log-probs give a float32 loss).
+    log-probs give a float32 loss), and the aggregation runs in at least
+    float32 (see :func:`agg_loss`).
 
     Returns:
         ``(loss, metrics)`` with ``loss`` a scalar tensor.
@@ -343,6 +373,15 @@ def policy_loss(
         raise ValueError(f"unknown loss agg mode {agg!r}; valid choices: {', '.join(AGG_MODES)}")
     if clip_ratio_c is not None and not float(clip_ratio_c) > 1.0:
         raise ValueError(f"clip_ratio_c must be > 1.0 (or None to disable the dual clip), got {clip_ratio_c!r}")
+    for name, eps in (("clip_low", clip_low), ("clip_high", clip_high)):
+        if not float(eps) >= 0.0:  # NaN gave a silent NaN loss, a negative value an inverted (meaningless) clip range
+            raise ValueError(f"{name} must be a number >= 0, got {eps!r}")
+    if old_logp.shape != logp.shape:
+        raise ValueError(f"old_logp must have the shape of logp, got {tuple(old_logp.shape)} and {tuple(logp.shape)}")
+    _check_mask_shape(logp, mask, "logp")
+    if advantages.shape not in (logp.shape[:-1], logp.shape[:-1] + (1,), logp.shape):
+        raise ValueError(f"advantages must have shape [B], [B, 1] or [B, T] for logp {tuple(logp.shape)}, "
+                         f"got {tuple(advantages.shape)}")
 
     adv = advantages.to(torch.promote_types(logp.dtype, advantages.dtype))  # no rounding of fp32 A to bf16
     if adv.dim() == logp.dim() - 1:
@@ -435,8 +474,9 @@ def logprobs_from_logits(logits: Tensor, labels: Tensor) -> Tensor:
         labels: ``[B, T]`` integer token ids.
 
     Returns:
-        ``[B, T]`` float32 log-probs.
+        ``[B, T]`` log-probs in at least float32 (bf16 / fp16 logits give
+        float32, float64 logits stay float64 as in verl).
     """
-    z = logits.float()  # [B, T, V]
+    z = logits.to(_acc_dtype(logits.dtype))  # [B, T, V]
     label_logit = torch.gather(z, dim=-1, index=labels.long().unsqueeze(-1)).squeeze(-1)  # [B, T]
     return label_logit - torch.logsumexp(z, dim=-1)
