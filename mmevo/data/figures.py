@@ -111,11 +111,15 @@ def read_figure(img: Image.Image, style: str) -> dict[str, tuple[int, int]]:
                 if value is not None:
                     found[colour] = (cell, value)
         elif style == "bars":
-            colour = _colour_at(img, k * (ox + CELL / 2), k * (oy + CELL - 2))
+            x, bottom = k * (ox + CELL / 2), k * (oy + CELL - 2)
+            colour = _colour_at(img, x, bottom)
             if colour:
-                value = sum(_colour_at(img, k * (ox + CELL / 2), k * (oy + CELL - 1 - BAR_UNIT * (u - 0.5))) == colour
-                            for u in range(1, MAX_VALUE + 1))
-                found[colour] = (cell, value)
+                # The bar's top pixel row, not samples at unit midpoints: Pillow puts the top edge up to one pixel
+                # off its float coordinate, more than half a unit below about 38 px (a 2 read as 3 at 29 px).
+                top = int(bottom)
+                while top - 1 >= int(k * oy) and _colour_at(img, x, top - 1) == colour:
+                    top -= 1
+                found[colour] = (cell, round((k * (oy + CELL - 1) - (top + 0.5)) / (k * BAR_UNIT)))
         else:
             dots = [_colour_at(img, k * (ox + cx), k * (oy + cy)) for cx, cy in _DOT_CENTRES]
             colours = {c for c in dots if c}
@@ -177,7 +181,7 @@ FIGURE_KINDS: tuple[str, ...] = tuple(_KINDS)
 def iter_figures(seed: int, image_size: int = GRID, id_prefix: str | None = None) -> Iterator[Example]:
     """Endless deterministic stream of figure problems (kinds drawn uniformly); open answers, no choices."""
     _check_stream_args(seed, image_size, 28)  # 28: digits need 2 pixels per segment
-    rng = random.Random(seed)
+    rng = random.Random(int(seed))  # a numpy integer is no seed type of random.Random
     prefix = id_prefix if id_prefix is not None else f"fig-s{seed}"
     i = 0
     while True:

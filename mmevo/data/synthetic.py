@@ -591,9 +591,15 @@ def _check_count(name: str, v: Any) -> None:
 
 
 def _check_stream_args(seed: Any, image_size: Any, min_size: int) -> None:
-    """``random.Random(None)`` seeds from the clock (a different data set on every run); sizes are whole pixels."""
+    """``random.Random(None)`` seeds from the clock (a different data set on every run); sizes are whole pixels.
+
+    The seed is a whole number >= 0: ``random.Random(-s)`` is ``random.Random(s)`` (it seeds with ``abs``), so a
+    negative seed would silently repeat another seed's data, and a NaN seed hashes by identity (new data every run).
+    """
     if seed is None:
         raise ValueError("seed must be given (None would draw a different data set on every run)")
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
+        raise ValueError(f"seed must be an integer >= 0, got {seed!r}")
     if isinstance(image_size, bool) or not isinstance(image_size, numbers.Integral) or image_size < min_size:
         raise ValueError(f"image_size must be an integer >= {min_size}, got {image_size!r}")
 
@@ -612,7 +618,7 @@ def iter_geometry(
     _check_stream_args(seed, image_size, 8)
     if not 0.0 <= mc_fraction <= 1.0:
         raise ValueError(f"mc_fraction must be in [0, 1], got {mc_fraction}")
-    rng = random.Random(seed)
+    rng = random.Random(int(seed))  # a numpy integer is no seed type of random.Random
     prefix = id_prefix if id_prefix is not None else f"geo-s{seed}"
     i = 0
     while True:

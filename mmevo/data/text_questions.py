@@ -228,7 +228,9 @@ def _quadratic_roots(r):
     c = f"+ {prod}" if prod > 0 else (f"- {-prod}" if prod < 0 else "")
     eq = " ".join(t for t in ("x^2", b, c) if t) + " = 0"
     if r.random() < 0.5:
-        return f"What is the sum of the roots of {eq}?", str(s)
+        # a double root (p == q) has one solution: "the sum of the roots" is then p (the solutions) or 2p (Vieta)
+        twice = ", counting the double root twice" if p == q else ""
+        return f"What is the sum of the roots of {eq}{twice}?", str(s)
     return f"What is the larger root of {eq}?", str(max(p, q))
 
 
