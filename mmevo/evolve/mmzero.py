@@ -197,7 +197,7 @@ class RenderedImage:
     message: str = ""
     png: bytes | None = None
     easy: float = 0.0  # share of solver answers equivalent to the easy answer
-    consistency: float = 0.0  # modal share of the answered solver samples on the hard question
+    consistency: float = 0.0  # modal share of the answered solver samples on the hard question, non-answers left out
     silver: str | None = None  # the modal hard answer
     easy_answers: list = field(default_factory=list)
     hard_answers: list = field(default_factory=list)
@@ -210,6 +210,17 @@ def load_image(src, min_pixels: int, max_pixels: int) -> Image.Image:
     # background black, hiding black strokes
     img = to_rgb(Image.open(io.BytesIO(src) if isinstance(src, bytes) else src))
     return fit_pixels(img, min_pixels, max_pixels)
+
+
+# hard-question answers that say nothing (MM-Zero's released solver server drops them before its majority vote):
+# counted as answers, a solver saying "None" on half its samples would make the question look perfectly balanced
+# (c = 0.5, the maximum difficulty term), and a "None" majority would become the solver's silver label
+_NON_ANSWERS = frozenset({"none", "n/a", "na", "null", "unknown", "-"})
+
+
+def substantive(answer: str | None) -> str | None:
+    """The answer, or None when it is a non-answer (``None``, ``N/A``, ``unknown``, ...) or missing."""
+    return None if answer is None or answer.strip().lower() in _NON_ANSWERS else answer
 
 
 class Judge:
@@ -256,7 +267,7 @@ class Judge:
                 continue
             easy_raw = [extract_answer(t) for t in answers[2 * j]]
             hard_raw = [extract_answer(t) for t in answers[2 * j + 1]]
-            keys = group_answer_keys(hard_raw)
+            keys = group_answer_keys([substantive(a) for a in hard_raw])
             mode, share = modal_share(keys, answered_only=True)
             r = out[i]
             r.easy = easy_accuracy(easy_raw, proposals[i].easy_answer)

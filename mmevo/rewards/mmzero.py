@@ -66,7 +66,9 @@ def proposal_rewards(executed: Tensor, easy_accuracy: Tensor, consistency: Tenso
         raise ValueError(f"easy_accuracy must be floating point, got {dtype}")
     s = easy_accuracy.detach()
     c = consistency.detach().to(dtype)
-    per_attempt = executed.to(dtype) * (s.clamp(max=0.5) + torch.minimum(c, 1.0 - c))  # [B, N]
+    # a failed attempt contributes exactly 0 (selected, not multiplied): its s / c are undefined, and a NaN or inf
+    # placeholder there would turn 0 * NaN into a NaN reward
+    per_attempt = torch.where(executed, s.clamp(max=0.5) + torch.minimum(c, 1.0 - c), s.new_zeros(()))
     reward = per_attempt.sum(dim=1) / N + adjustments.detach().to(dtype).sum(dim=1)  # [B]
     return torch.where(valid, reward, torch.full_like(reward, -1.0))
 
