@@ -20,7 +20,8 @@ recorded outcome it checks the domain (seed 4.3):
 
 ``CurriculumSource`` is a prompt source: domains in turn; for each draw the difficulty is the domain's ceiling with
 probability ``ceiling_share`` (else uniform below it, down to ``min_difficulty``). Difficulties up to 5 come from the
-base pool (the train set's HONEST tasks of that domain and difficulty; the generator where the pool has none);
+base pool (the train set's HONEST tasks of that domain and difficulty whose answer the verifier re-derives: other
+rows are left out and counted, ``pool_skipped``; the generator where the pool has none);
 difficulty d > 5 is a mutation of a difficulty d - 1 task (recursively: 8 = three mutations of a 5), the mutator
 drawn from the registry. A mutation the verifier rejects is dropped and counted and the draw retried with a fresh
 parent and mutator, at most ``max_retries`` (3) times; after that the draw gives up (counted) and hands out the
@@ -43,7 +44,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 from mmevo.data.schema import Example
 from mmevo.honest.mutators import MUTATORS, MutatedTask, checked_mutation
-from mmevo.honest.tasks import DOMAINS, MAX_DIFFICULTY, HonestTask, generate_task
+from mmevo.honest.tasks import DOMAINS, MAX_DIFFICULTY, MIN_DIFFICULTY, HonestTask, generate_task, verify_task
 from mmevo.rewards.honest import is_outcome
 
 __all__ = ["MAX_DIFFICULTY_HARD", "DifficultyController", "CurriculumSource", "PROMOTE", "DEMOTE"]
@@ -179,7 +180,15 @@ def _pool_task(ex: Example) -> HonestTask | None:
     if not all(k in m for k in ("domain", "difficulty", "expression")) or m["domain"] not in DOMAINS:
         return None
     return HonestTask(id=ex.id, question=ex.problem, answer=ex.answer, domain=m["domain"],
-                      difficulty=int(m["difficulty"]), expression=m["expression"])
+                      difficulty=m["difficulty"], expression=m["expression"])
+
+
+def _usable(task: HonestTask) -> bool:
+    """A pool task the curriculum may hand out: a generator difficulty (an integer in 1..5) and a gold answer that
+    the verifier re-derives from its expression (a wrong or unverifiable answer in the train file is never gold)."""
+    d = task.difficulty
+    return (isinstance(d, numbers.Integral) and not isinstance(d, bool) and MIN_DIFFICULTY <= d <= MAX_DIFFICULTY
+            and verify_task(task))
 
 
 class CurriculumSource:
@@ -213,10 +222,15 @@ class CurriculumSource:
         self.min_difficulty, self.ceiling_share, self.max_retries = min_difficulty, ceiling_share, max_retries
         self.mutators = dict(mutators)
         self.pool: dict[tuple[str, int], list[HonestTask]] = collections.defaultdict(list)
+        self.pool_skipped = 0  # HONEST train rows left out: difficulty not 1..5 or answer not the verifier's
         for ex in pool:
             t = _pool_task(ex)
-            if t is not None and t.domain in controller.ceilings:
-                self.pool[(t.domain, t.difficulty)].append(t)
+            if t is None or t.domain not in controller.ceilings:
+                continue
+            if not _usable(t):
+                self.pool_skipped += 1
+                continue
+            self.pool[(t.domain, int(t.difficulty))].append(t)
         self.pool_size = sum(len(v) for v in self.pool.values())
         self.rng = random.Random(f"smc/{seed}")
         self.cursor = 0  # domain turn
@@ -295,7 +309,8 @@ class CurriculumSource:
                 "curriculum/mutation_gave_up": float(last["mutation_gave_up"]),
                 "curriculum/mutations_total": float(tot["mutations"]),
                 "curriculum/mutation_dropped_total": float(tot["mutation_dropped"]),
-                "curriculum/mutation_gave_up_total": float(tot["mutation_gave_up"])}
+                "curriculum/mutation_gave_up_total": float(tot["mutation_gave_up"]),
+                "curriculum/pool_skipped": float(self.pool_skipped)}
 
     def state_dict(self) -> dict:
         """Sampling position, counters and the controller (checkpointed with the source)."""

@@ -89,6 +89,8 @@ def expression_tree(expression: str, names: frozenset | set = frozenset()):
         if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub) and isinstance(node.operand, ast.Constant) \
                 and type(node.operand.value) is int:
             return -node.operand.value
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):  # -(a + b) is 0 - (a + b): the tree
+            return ("-", 0, conv(node.operand))  # has no negation, and Python's -a ** 2 is -(a ** 2), 0 - a^2
         if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
             return ("not", conv(node.operand))
         if isinstance(node, ast.BinOp) and type(node.op) in _AST_BINOPS:

@@ -49,6 +49,7 @@ from mmevo.honest.tasks import (
     generate_task,
 )
 from mmevo.rewards.answers import single_tag
+from mmevo.rewards.honest import is_outcome
 from mmevo.rollout.strategy import RolloutStrategy, sample_groups
 
 __all__ = ["GSS_MODES", "GENERATOR_SYSTEM_PROMPT", "GENERATOR_INSTRUCTION", "GeneratedProblem", "parse_generated",
@@ -134,8 +135,15 @@ def parse_generated(text: str) -> tuple[GeneratedProblem | None, str]:
 def generator_reward(confidences: Sequence[float | None], correct: Sequence[bool | None]) -> tuple[float, int]:
     """(mean |c - y| over the graded solver samples, how many were graded); (0.0, 0) when none was. A sample is
     graded when it has a confidence and a correctness (an answer with a valid probability, checked against gold)."""
-    errors = [abs(float(c) - float(y)) for c, y in zip(confidences, correct, strict=True)
-              if c is not None and y is not None]
+    errors = []
+    for i, (c, y) in enumerate(zip(confidences, correct, strict=True)):
+        if c is None or y is None:
+            continue
+        # a NaN or out-of-range c, or a y of 0.5, would be a reward no calibration error can give (NaN poisons GRPO)
+        if isinstance(c, (bool, str, bytes)) or not 0.0 <= c <= 1.0 or not is_outcome(y):
+            raise ValueError(f"solver sample {i}: confidence must be a number in [0, 1] and correct True / False, "
+                             f"got {c!r}, {y!r}")
+        errors.append(abs(float(c) - float(y)))
     return (sum(errors) / len(errors) if errors else 0.0), len(errors)
 
 

@@ -90,12 +90,12 @@ def _needs_parens(parent: str, child, is_right: bool) -> bool:
     if isinstance(child, (int, bool)) or child[0] == "pow3":
         return False
     p, c = _op_class(parent), _op_class(child[0])
+    if p == "%" or c == "%":  # "(87 × 52) mod 15" and "(47 mod 32) + 13": mod has no agreed precedence for a
+        return True  # reader, and in Python it shares ×'s level: a * (b % m * c) is not a * b % m * c
     if p in ("and", "or"):
         return c != p
     if p == "cmp":
         return _PREC[c] <= _PREC["cmp"]
-    if p == "%":  # "(87 × 52) mod 15", never the ambiguous-looking "87 × 52 mod 15"
-        return True
     if _PREC[c] != _PREC[p]:  # arithmetic
         return _PREC[c] < _PREC[p]
     if p == "**" or not is_right:  # ** is bracketed both ways; the rest associate to the left
