@@ -96,3 +96,36 @@ def test_generator_reward_values_and_bad_inputs():
     for c, y in [(math.nan, True), (1.5, False), (-0.1, True), ("0.3", True), (0.3, 0.5), (0.3, "False")]:
         with pytest.raises(ValueError, match="solver sample 0"):
             generator_reward([c], [y])
+
+
+# -- replay probabilities at a large alpha (session review) ---------------------------------------------------------
+def _buffer_with(errors_and_outcomes, alpha, eps=1e-3):
+    from mmevo.data.schema import Example
+    from mmevo.honest.replay import ReplayBuffer
+
+    buf = ReplayBuffer(capacity=8, alpha=alpha, eps=eps)
+    for i, (conf, correct) in enumerate(errors_and_outcomes):
+        buf.add(Example(f"r{i}", f"q{i}", "1", [], []), conf, correct)
+    return buf
+
+
+def test_replay_probabilities_stay_a_distribution_when_the_powers_overflow():
+    """|c - y| = 0.5, 0.999, 0.999 with eps 1e-3: bases 0.501, 1.0, 1.0. At alpha = 1e6, 1.0^1e6 = 1 but
+    0.501^1e6 underflows to 0: p = [0, 1/2, 1/2]. At alpha = 1e6 with |c - y| = 1 (base 1.001): 1.001^1e6 = inf,
+    which gave NaN probabilities; the ratio of the two equal bases is still 1/2 each."""
+    import torch
+
+    p = _buffer_with([(0.5, True), (0.001, True), (0.001, True)], alpha=1e6).probabilities()
+    assert torch.allclose(p, torch.tensor([0.0, 0.5, 0.5], dtype=torch.float64))
+    p = _buffer_with([(0.0, True), (0.0, True), (0.5, True)], alpha=1e6).probabilities()  # bases 1.001, 1.001, .501
+    assert torch.isfinite(p).all() and torch.allclose(p, torch.tensor([0.5, 0.5, 0.0], dtype=torch.float64))
+
+
+def test_replay_probabilities_keep_their_ratio_when_every_power_underflows():
+    """Bases 0.002 and 0.0015 at alpha = 200: both powers underflow to 0 (which fell back to uniform), but their
+    ratio is (0.002 / 0.0015)^200 = (4/3)^200 ~ 1e25: p = [1, ~1e-25]."""
+    p = _buffer_with([(0.999, True), (0.9995, True)], alpha=200).probabilities()
+    assert float(p[0]) == 1.0 and 0 < float(p[1]) < 1e-24
+    q = _buffer_with([(0.999, True), (0.9995, True)], alpha=0.6).probabilities()  # the ordinary path, unchanged
+    expected0 = 0.002 ** 0.6 / (0.002 ** 0.6 + 0.0015 ** 0.6)
+    assert abs(float(q[0]) - expected0) < 1e-12

@@ -129,7 +129,14 @@ class ReplayBuffer:
         correct = torch.tensor([e.correct for e in live])  # [S] bool
         prio = replay_priorities(conf, correct, alpha, eps)  # [S] (|c - y| + eps)^alpha
         total = prio.sum()
-        return prio / total if total > 0 else torch.full_like(prio, 1.0 / len(live))
+        if math.isfinite(total) and total > 0:
+            return prio / total
+        # a large alpha overflows the powers (1.001^alpha = inf: inf / inf is NaN) or underflows them all to 0: the
+        # same ratios in log space, alpha * log(|c - y| + eps) (-inf where the base is 0)
+        base = (conf - correct.to(conf.dtype)).abs() + eps  # [S]
+        if alpha > 0 and (base > 0).any():
+            return torch.softmax(alpha * base.log(), 0)
+        return torch.full_like(prio, 1.0 / len(live))  # every priority is 0 (eps = 0, all calibrated)
 
     def sample(self, n: int, alpha: float | None = None, eps: float | None = None,
                rng: random.Random | None = None) -> list[ReplayEntry]:
