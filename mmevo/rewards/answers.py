@@ -291,29 +291,63 @@ _HEAVY_OPS = ("!", "\\binom", "\\choose", "\\prod", "\\sum", "\\Gamma", "**")
 _WORDY_RE = re.compile(r"[A-Za-z]{2,}")
 
 
-def _exponents(s: str):
-    i = s.find("^")
-    while i >= 0:
+def _scripts(s: str):
+    """(kind, argument, chained) of each ``^`` / ``_`` in ``s``; chained when the previous script's argument ends
+    right before it (``x^a_b`` chains ``_b`` to ``^a``)."""
+    prev_end = -1
+    for i, c in enumerate(s):
+        if c not in "^_":
+            continue
         j = i + 1
         while j < len(s) and s[j] == " ":
             j += 1
         if j < len(s) and s[j] == "{":
             body = _braced_from(s, j + 1)
-            yield body if body is not None else s[j + 1:]
+            end = len(s) if body is None else j + 2 + len(body)
+            body = s[j + 1:] if body is None else body
         else:
-            yield s[j:j + 1]
-        i = s.find("^", i + 1)
+            m = re.match(r"\\[A-Za-z]+|.?", s[j:], re.DOTALL)
+            body, end = m.group(), j + m.end()
+        yield c, body, 0 <= prev_end <= i and not s[prev_end:i].strip()
+        prev_end = end
+
+
+def _scripts_ok(s: str) -> bool:
+    """No towers (an exponent holding a ``^``, or one with a 7-digit number) and no script runs beyond one ``^``
+    and one ``_`` on a base: math-verify's parser takes seconds on ``x^x^x^...`` or ``x^x_x^x_x...`` (a LaTeX error
+    anyway), and sympy hangs evaluating towers."""
+    run: list[str] = []
+    for kind, body, chained in _scripts(s):
+        run = run + [kind] if chained else [kind]
+        if len(run) > 2 or run.count(kind) > 1:
+            return False
+        if kind == "^" and ("^" in body or re.search(r"\d{7,}", body)):
+            return False
+    return True
+
+
+# math-verify's LaTeX parser (ANTLR) predicts each nested group with a full-context search whose cost multiplies per
+# level: "{{{{{{{{{{x}}}}}}}}}}" (10 levels) took 3 s to parse, 16 levels 11 s, 20 levels minutes
+_MV_MAX_NEST = 6
+
+
+def _nest_depth(s: str) -> int:
+    depth = deepest = 0
+    for c in s:
+        if c in "{([":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif c in "})]":
+            depth = max(depth - 1, 0)
+    return deepest
 
 
 def _mv_safe(s: str) -> bool:
-    if len(s) > _MV_MAX_LEN:
+    if len(s) > _MV_MAX_LEN or _nest_depth(s) > _MV_MAX_NEST:
         return False
     if any(op in s for op in _HEAVY_OPS) and _BIG_INT_RE.search(s):
         return False
-    for exp in _exponents(s):
-        if "^" in exp or re.search(r"\d{7,}", exp):
-            return False
-    return True
+    return _scripts_ok(s)
 
 
 # sympy evaluates a parsed answer in full (verify, evalf), which cannot be interrupted off the main thread; an answer
@@ -358,6 +392,8 @@ def _terms_bound(x) -> float:
     if not getattr(x, "free_symbols", None):
         return 1.0
     args = getattr(x, "args", ())
+    if getattr(x, "is_Matrix", False):  # its power multiplies out every entry (args hold only its shape and entries)
+        return float(sum(_terms_bound(e) for e in x))
     if getattr(x, "is_Add", False):
         return sum(_terms_bound(a) for a in args)
     if getattr(x, "is_Pow", False) and args[1].is_Integer:
@@ -368,10 +404,25 @@ def _terms_bound(x) -> float:
     return math.prod(_terms_bound(a) for a in args) if args else 1.0
 
 
+# sympy's evalf and simplify take time exponential in nesting: "\\cos(\\cos(...(x)))" with 8 levels against its tan
+# twin took 10 s, 13 chained divisions "1/2/2/.../2" 2 s; real answers nest far less (benchmark golds: depth <= 7)
+_MV_MAX_DEPTH = 10
+_MV_MAX_CALL_DEPTH = 3  # applications of functions (sin, log, exp...) inside one another
+
+
+def _nesting_ok(x, depth: int = 1, calls: int = 0) -> bool:
+    from sympy import Function
+
+    calls += isinstance(x, Function)
+    if depth > _MV_MAX_DEPTH or calls > _MV_MAX_CALL_DEPTH:
+        return False
+    return all(isinstance(a, str) or _nesting_ok(a, depth + 1, calls) for a in getattr(x, "args", ()))
+
+
 def _mv_bounded(exprs: tuple) -> bool:
     try:
-        return all(isinstance(x, str) or (_log10_bound(x) <= _MV_MAX_DIGITS and _terms_bound(x) <= _MV_MAX_TERMS)
-                   for x in exprs)
+        return all(isinstance(x, str) or (_nesting_ok(x) and _log10_bound(x) <= _MV_MAX_DIGITS
+                                          and _terms_bound(x) <= _MV_MAX_TERMS) for x in exprs)
     except Exception:
         return False
 
