@@ -459,18 +459,34 @@ def _l2s_converter() -> Any:
                     return self.mat_mul_flat(res, rh)
                 return self.mul_flat(res, rh)
 
+            def parse_number(self, text):
+                # latex2sympy2 reads a decimal as an exact Rational ("0.5" -> 1/2), the base class as a Float:
+                # the printed expression differs ("-1/0.5" prints "-1/1/2" there, which Python evaluates to -0.5).
+                try:
+                    return sympy.Rational(text.replace(",", ""))
+                except (TypeError, ValueError):
+                    return super().parse_number(text)
+
+            def convert_atom(self, atom):
+                # latex2sympy2's percent is the Rational number/100 ("100\\%" is the integer 1, not 1.0).
+                if atom.PERCENT_NUMBER():
+                    text = atom.PERCENT_NUMBER().getText().replace("\\%", "").replace("%", "")
+                    return sympy.Rational(self.parse_number(text), 100)
+                return super().convert_atom(atom)
+
             # The base class folds integer/integer into a Rational ("6/2" -> the Integer 3);
             # latex2sympy2 keeps the division, which Python's "/" makes a float (3.0): the
-            # official eval_tuple prints "(3.0,-4)", not "(3,-4)".
+            # official eval_tuple prints "(3.0,-4)", not "(3,-4)". So for 0/0 (the base class's nan, whose
+            # power 0 is 1): "0/0" raises ZeroDivisionError in the official eval.
             def convert_frac(self, frac):
                 res = super().convert_frac(frac)
-                if isinstance(res, sympy.Rational):
+                if isinstance(res, sympy.Rational) or res is sympy.nan:
                     return _unevaluated_division(self.convert_expr(frac.upper), self.convert_expr(frac.lower))
                 return res
 
             def convert_mp(self, mp):
                 res = super().convert_mp(mp)
-                if isinstance(res, sympy.Rational) and (mp.DIV() or mp.CMD_DIV() or mp.COLON()):
+                if (isinstance(res, sympy.Rational) or res is sympy.nan) and (mp.DIV() or mp.CMD_DIV() or mp.COLON()):
                     left, right = (mp.mp(0), mp.mp(1)) if hasattr(mp, "mp") else (mp.mp_nofunc(0), mp.mp_nofunc(1))
                     return _unevaluated_division(self.convert_mp(left), self.convert_mp(right))
                 return res
@@ -491,11 +507,18 @@ def _group_braces(s: str) -> str:
     """A ``{...}`` that is not the argument of a command / ``^`` / ``_`` is a plain group in
     latex2sympy2 (``{4}`` -> 4, ``{2}{3}`` -> 2*3): rewrite it ``(...)``, which
     latex2sympy2_extended reads the same way (it reads a bare ``{4}`` as a set). One holding a ``\\choose``
-    is a binomial there (``{4 \\choose 2}`` -> 6), in both: kept."""
+    is a binomial there (``{4 \\choose 2}`` -> 6), in both: kept. An escaped ``\\{ ... \\}`` is a group in
+    latex2sympy2 too (``\\{5\\}+1`` -> 6): written ``\\lbrace ... \\rbrace``, which both read the same way."""
     out: list[str] = []
     stack: list[tuple[bool, int, int]] = []  # per open brace: (plain group?, argument groups owed after it, index)
     expect = 0  # argument groups still owed at this point (after "\frac{a}": 1)
+    escaped = False  # the last character is a backslash that escapes the next one
     for ch in s:
+        if escaped and ch in "{}":
+            out[-1] = "\\lbrace " if ch == "{" else "\\rbrace "
+            escaped, expect = False, 0
+            continue
+        escaped = ch == "\\" and not escaped
         if ch == "{":
             prefix = "".join(out).rstrip()
             m = _ARG_COMMAND.search(prefix)
@@ -657,16 +680,15 @@ def _latex2sympy2_like(s: str) -> Any:
     s = re.sub(
         r"\d*\.\d+|\d+(?:,\d{3})+",
         lambda m: m.group(0) if "." in m.group(0) else
-        m.group(0).replace(",", "") + ("\\cdot " if m.string[m.end() : m.end() + 1].isdigit() else ""),
+        m.group(0).replace(",", "") + (" " if m.string[m.end() : m.end() + 1].isdigit() else ""),
         s,
     )
     # Its decimals are exact rationals: "4.0" is the integer 4 (printed "4", not "4.0", by the
-    # official eval_tuple); other decimals evaluate to the same float either way.
+    # official eval_tuple; see also the converter's parse_number).
     s = re.sub(r"(?<![\d.])(\d+)\.0+(?![\d.])", r"\1", s)
     s = _group_braces(s)
-    # Juxtaposed numbers multiply: "1 010" -> 1*10, "12\frac{1}{2}" -> 12*1/2 (not 12.5).
-    s = re.sub(r"(\d)\s+(?=\d)", r"\1\\cdot ", s)
-    s = re.sub(r"(\d)\s*(?=\\[dt]?frac)", r"\1\\cdot ", s)
+    # Juxtaposed numbers multiply, more tightly than "/" ("1 010" -> 1*10, "12\frac{1}{2}" -> 12*1/2, not 12.5;
+    # "2/1 010" -> 2/(1*10)): the converter's convert_postfix_list; no "\cdot" is written in between.
     nc, cc = _l2s_configs()
     stripped = _strip_outer_groups(s)
     in_group = stripped != s.strip()  # "(5. x)": inside brackets nothing ends the parse early (an error)
@@ -1053,7 +1075,7 @@ def _show(value: float) -> str:
 
 
 def _latex_numbers_as_decimals(text: str) -> str:
-    """Writes a LaTeX number as a decimal ("\\frac{6}{5}" -> "1.2", "10^{3}" -> "1000",
+    """Writes a LaTeX number as a decimal ("\\frac{6}{5}" -> "1.2", "1\\frac{1}{5}" -> "1.2", "10^{3}" -> "1000",
     "1.2 \\times 10^{3}" -> "1200") and drops the exponents left, of units and symbols
     ("1000 cm^2" -> "1000 cm"), so that no exponent or denominator is read as the answer."""
 
@@ -1062,20 +1084,25 @@ def _latex_numbers_as_decimals(text: str) -> str:
             raise OverflowError
         return float(base) ** int(exp)
 
-    def sub(pattern: str, fn: Any, s: str) -> str:
+    def sub(pattern: str, fn: Any, s: str, pad: str = "") -> str:
         def one(m: re.Match) -> str:
             try:
-                return _show(fn(m))
+                return pad + _show(fn(m)) + pad
             except (OverflowError, ZeroDivisionError, ValueError):
                 return m.group(0)
 
         return re.sub(pattern, one, s)
 
     exp = r"\^\s*\{?\s*([-+]?\d+)\s*\}?"
-    text = sub(rf"({_PLAIN_NUM})\s*(?:\\times|\\cdot|×|\*)\s*10\s*{exp}",
+    # (Each pattern starts only where a number starts: a long run of digits is scanned once, not once per digit.)
+    text = sub(rf"(?<![\d.])({_PLAIN_NUM})\s*(?:\\times|\\cdot|×|\*)\s*10\s*{exp}",
                lambda m: float(m.group(1)) * power("10", m.group(2)), text)
-    text = sub(rf"\\[dt]?frac\s*\{{\s*({_PLAIN_NUM})\s*\}}\s*\{{\s*({_PLAIN_NUM})\s*\}}",
-               lambda m: float(m.group(1)) / float(m.group(2)), text)
+    # A digit argument may go without braces ("\\frac65"); a whole number before it makes a mixed number
+    # ("1\\frac{1}{5}" -> 1.2, not "10.2"); spaces keep the decimal apart from what is next to it ("\\frac{1}{2}3").
+    arg = rf"(?:\{{\s*({_PLAIN_NUM})\s*\}}|(\d))"
+    text = sub(rf"(?:(?<![\w.])(\d+)\s*)?\\[dt]?frac\s*{arg}\s*{arg}",
+               lambda m: int(m.group(1) or 0) + float(m.group(2) or m.group(3)) / float(m.group(4) or m.group(5)),
+               text, pad=" ")
     text = sub(rf"(?<![\w.])(\d+(?:\.\d+)?)\s*{exp}", lambda m: power(m.group(1), m.group(2)), text)
     return re.sub(r"\^\s*(?:\{[^{}]*\}|[-+]?\d+)", "", text)
 
@@ -1098,14 +1125,17 @@ def _last_boxed(text: str) -> str | None:
 
 
 _ANSWER_IS_RE = re.compile(
-    r"(?:(?:final\s+answer|correct\s+answer|answer|correct\s+option|correct\s+choice)"
+    # (Markdown emphasis may close around the noun: "**Answer**: 19".)
+    r"(?:(?:final\s+answer|correct\s+answer|answer|correct\s+option|correct\s+choice)[*_]*"
     r"\s*(?:is|should\s+be|would\s+be|will\s+be|=|:)"
+    # A heading line with the answer on the next one: "### Answer", "**Final Answer**"
+    r"|^[ \t]*(?:#+[ \t]*)?(?:[*_]+[ \t]*)?(?:final[ \t]+)?answer[ \t]*(?:[*_]+[ \t]*)?(?=\r?\n)"
     # Chinese: "答案是 C", "答案：5", "正确答案为 B", "正确选项是 (C)"
     r"|(?:答案|选项)\s*(?:应该是|应为|是|为|=|:|：))"
     # The rest of the line is captured in a lookahead: a later marker on the same line ("The
     # answer is A. Wait, no. The answer is B.") is found too.
     r"\s*[:：]?\s*(?=([^\n]{0,2000}))",
-    re.I,
+    re.I | re.M,
 )
 
 
@@ -1174,6 +1204,16 @@ def _resolve_choice(cand: str, choices: list[str]) -> str | None:
     return lowered.get(cand.lower())
 
 
+def _last_occurrence(text: str, choice: str) -> int:
+    """Where ``choice`` last occurs in ``text`` as a text of its own, -1 if nowhere: an edge of it that is a
+    letter or digit must not continue a word or number there, nor be an exponent (the choice "5" does not occur
+    in "45", "2.5", "5th" or "x^5"; "2" not in "1,200")."""
+    before = r"(?<![\w^])(?<!\d[.,])" if re.match(r"\w", choice) else ""
+    after = r"(?!\w)(?![.,]\d)" if re.search(r"\w$", choice) else ""
+    hits = [m.start() for m in re.finditer(before + re.escape(choice) + after, text)]
+    return hits[-1] if hits else -1
+
+
 def _usable_candidate(cand: str, item: dict, choices: list[str]) -> bool:
     """Whether a marked answer reads as an answer of the item's type."""
     if item.get("question_type") == "multi_choice":
@@ -1193,8 +1233,9 @@ def extract_mathvista_answer(response: str, item: dict) -> str:
 
     Then (in place of the official GPT extractor) rules, first that applies:
       1. the content of the last ``\\boxed{...}``;
-      2. else the text after the last "answer is / answer: / correct option is ..." or Chinese
-         "答案是 / 答案：/ 正确选项为 ..." (to the end of that line; a quoted '"text"' -> text; a
+      2. else the text after the last "answer is / answer: / **Answer**: / correct option is ..." or Chinese
+         "答案是 / 答案：/ 正确选项为 ..." (to the end of that line; after a heading line "### Answer" /
+         "**Final Answer**", the next non-empty line; a quoted '"text"' -> text; a
          negated answer dropped: "not B but D" -> D, "C, not A" -> C, a bare "not 999" is none)
          that reads as an answer of the item's type (names a choice / has a number), else after
          the last such marker;
@@ -1203,7 +1244,8 @@ def extract_mathvista_answer(response: str, item: dict) -> str:
       * multi_choice: the choice text equal to the candidate; else a letter written alone
         ("B", "(B)", "B.", "Option B", "(B) text", "B，因为", "B because ...") -> returned as the letter; else the
         choice text equal to it up to case / spaces; else, when the candidate is the whole response,
-        the last "(X)" letter in it, else the choice text occurring last in it, else a letter
+        the last "(X)" letter in it, else the choice text occurring last in it (as a text of its own: "5" does not
+        occur in "45", "no" not in "not"), else a letter
         alone at its end ("I think it's C."); else the candidate itself (which the official
         normaliser maps to the nearest choice text by edit distance);
       * integer / float: LaTeX numbers written as decimals ("\\frac{6}{5}" -> 1.2, "10^{3}" ->
@@ -1268,11 +1310,11 @@ def extract_mathvista_answer(response: str, item: dict) -> str:
                 hits = re.findall(rf"\(([{letters}])\)", text) if letters else []
                 if hits:
                     return hits[-1]
-                pos = {c: text.lower().rfind(c.strip().lower()) for c in choices if c.strip()}
+                pos = {c: _last_occurrence(text.lower(), c.strip().lower()) for c in choices if c.strip()}
                 pos = {c: p for c, p in pos.items() if p >= 0}
                 if pos:
-                    # latest occurrence; on equal position the longer choice text
-                    return max(pos, key=lambda c: (pos[c], len(c)))
+                    # the latest to end ("-5" over the "5" in it, "quarter to" over "quarter"); on a tie the longer
+                    return max(pos, key=lambda c: (pos[c] + len(c.strip()), len(c)))
                 # "I think it's C.": a letter alone at the very end.
                 m = re.search(rf"\b([{letters}])\b[.)]?\s*$", text) if letters else None
                 if m:
