@@ -789,10 +789,12 @@ def plan(cfg, gpus: int = 1, gpu_mem_gib: float = 80.0, config_path: str | Path 
     items = item_bytes(cfg, m, zero, W, mem, T, response_positions, patches)
     vllm = r.engine == "vllm"
     kv_tokens = items["vllm_kv_cache_max"] // vllm_kv_bytes_per_token(m, b, r.tensor_parallel_size) if vllm else 0
-    if vllm and kv_tokens < S:
+    context = P + max(R, t.eval_max_tokens)  # vLLM's max_model_len (rollout.factory): held-out budgets count too
+    if vllm and kv_tokens < context:
         warnings.append(f"vLLM's budget (rollout.gpu_memory_utilization={r.gpu_memory_utilization}) leaves a KV cache "
-                        f"for at most {kv_tokens} tokens after its weights and CUDA graphs, under one sequence of {S} "
-                        "(data.max_prompt_length + rollout.max_tokens): vLLM refuses to start")
+                        f"for at most {kv_tokens} tokens after its weights and CUDA graphs, under one sequence of "
+                        f"{context} (its max_model_len: data.max_prompt_length + the larger of rollout.max_tokens and "
+                        "trainer.eval_max_tokens): vLLM refuses to start")
 
     ref_offload = cfg.model.ref_offload
     resident = {k: items[k] for k in ("cuda_context_nccl", "policy_weights", "master_weights_fp32", "adam_moments")}

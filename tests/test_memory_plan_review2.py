@@ -183,3 +183,18 @@ def test_trainable_regexes_are_flagged_as_not_modelled():
     p = _plan(CSRS_7B, "model.trainable=[norm]")
     assert p["model"]["trainable_params_b"] == 8.292
     assert any(w.startswith("model.trainable=['norm'] is not modelled") for w in p["warnings"])
+
+
+def test_vllm_start_check_counts_the_held_out_budget_in_its_context():
+    """vLLM's max_model_len is data.max_prompt_length + max(rollout.max_tokens, trainer.eval_max_tokens)
+    (rollout.factory.max_model_len); a KV cache between 2560 tokens (1024 + 1536) and 9216 (1024 + 8192) holds a
+    training sequence but not the context vLLM is started with, so it refuses to start."""
+    from mmevo.rollout.factory import max_model_len
+
+    base = _plan(CSRS_7B, "rollout.gpu_memory_utilization=0.209")
+    kv_tokens = base["setup"]["vllm_kv_cache_max_tokens"]
+    assert 2560 < kv_tokens < 9216
+    assert not any("vLLM refuses to start" in w for w in base["warnings"])
+    long_eval = _plan(CSRS_7B, "rollout.gpu_memory_utilization=0.209", "trainer.eval_max_tokens=8192")
+    assert max_model_len(load_config(ROOT / CSRS_7B, ["trainer.eval_max_tokens=8192"])) == 9216
+    assert any("vLLM refuses to start" in w and "9216" in w for w in long_eval["warnings"])
