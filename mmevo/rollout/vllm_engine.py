@@ -250,16 +250,17 @@ def collapse_image_runs(input_ids: Sequence[int], image_token_id: int) -> list[i
 # either: it is log_softmax over the top-k/top-p-masked, banned logits, i.e. renormalised over the nucleus.
 _PROCESSOR_CLS = None
 _GREEDY_EPS = 1e-5  # vLLM's threshold: temperature below it is greedy
+_VLLM_MAX_TEMPERATURE = 2.0  # vLLM refuses a temperature above it (SamplingParams validation)
 
 
 def _policy_logits_processor():
     """The vLLM logits processor class (built on first use) for requests carrying ``extra_args[_EXTRA_KEY]``.
 
     Each such row z becomes ``T_v * log_softmax(z / T)`` (T = T_v = 1 when greedy; T_v is vLLM's temperature, which
-    differs from T only below 0.01, see request_settings) -- a per-row shift when T = T_v, so sampling, greedy choice
-    and top-p are unchanged -- and then the banned (vision) tokens are set to -inf. vLLM divides by T_v next, so with
-    ``logprobs_mode="processed_logits"`` it reports, for the sampled token, exactly log softmax(z / T) of the
-    unmodified policy: the log-prob the trainer computes. Rows of other requests are left untouched.
+    differs from T only below 0.01 and above 2, see request_settings) -- a per-row shift when T = T_v, so sampling,
+    greedy choice and top-p are unchanged -- and then the banned (vision) tokens are set to -inf. vLLM divides by T_v
+    next, so with ``logprobs_mode="processed_logits"`` it reports, for the sampled token, exactly log softmax(z / T)
+    of the unmodified policy: the log-prob the trainer computes. Rows of other requests are left untouched.
     """
     global _PROCESSOR_CLS
     if _PROCESSOR_CLS is not None:
@@ -276,9 +277,10 @@ def _policy_logits_processor():
     def request_settings(params) -> tuple[float, float, tuple[int, ...]] | None:
         """(policy temperature T, vLLM's temperature T_v, banned ids) of one of our requests; None for others.
 
-        vLLM raises a temperature in (0, 0.01) to 0.01 (SamplingParams.__post_init__) and divides by that T_v: the
-        request's own T travels in extra_args, so the row becomes T_v * log_softmax(z / T) and vLLM's division
-        leaves log softmax(z / T), whose sampling distribution is softmax(z / T). Greedy: T = T_v = 1."""
+        vLLM raises a temperature in (0, 0.01) to 0.01 (SamplingParams.__post_init__), refuses one above 2 (the
+        engine passes it 2), and divides by that T_v: the request's own T travels in extra_args, so the row becomes
+        T_v * log_softmax(z / T) and vLLM's division leaves log softmax(z / T), whose sampling distribution is
+        softmax(z / T). Greedy: T = T_v = 1."""
         extra = (params.extra_args or {}).get(_EXTRA_KEY)
         if extra is None:
             return None
@@ -553,8 +555,10 @@ class VLLMEngine:
             torch.set_rng_state(rng[1])
             _np_restore(rng[2])
         config = getattr(getattr(self.llm, "llm_engine", None), "vllm_config", None)
+        self.max_model_len = None  # vLLM's context length (prompt + prefix + new tokens), once started
         if config is not None:
             self.model_runner = "v2" if getattr(config, "use_v2_model_runner", False) else "v1"
+            self.max_model_len = getattr(getattr(config, "model_config", None), "max_model_len", None)
 
     # -- protocol -------------------------------------------------------------------------------------------------
     def generate(self, requests: Sequence[RolloutRequest], params: SamplingParams) -> list[list[Completion]]:
@@ -578,6 +582,7 @@ class VLLMEngine:
             if budget <= 0:  # nothing to generate: empty completions, like the HF engine
                 results[i] = [Completion([], [], "length", prefix_ids=list(req.prefix_ids)) for _ in range(req.n)]
                 continue
+            self._check_context(i, req, budget)
             prompts.append(self._prompt(req))
             seed = None
             if params.seed is not None:
@@ -585,7 +590,9 @@ class VLLMEngine:
                 seed_offset += req.n
             sps.append(VSamplingParams(
                 n=1 if greedy else req.n,  # vLLM refuses greedy n > 1: decode once, then copy
-                temperature=max(float(params.temperature), 0.0),
+                # vLLM's T_v; the processor samples and reports at the call's T (extra_args), also where vLLM's
+                # range [0, 2] does not hold it (HF takes any finite T >= 0)
+                temperature=min(max(float(params.temperature), 0.0), _VLLM_MAX_TEMPERATURE),
                 top_p=float(params.top_p) if params.temperature > 0 else 1.0,
                 max_tokens=int(budget),
                 seed=seed,
@@ -606,6 +613,11 @@ class VLLMEngine:
             for comp in sorted(out.outputs, key=lambda c: c.index):
                 ids = [int(t) for t in comp.token_ids]
                 lps = _sampled_logprobs(comp.logprobs, ids)
+                if not all(map(math.isfinite, lps)):  # vLLM samples on from a NaN row; the HF engine raises
+                    cause = (f"temperature {params.temperature} is too small (logits / T overflow float32) or "
+                             if 0 < params.temperature < 1 else "")
+                    raise FloatingPointError(f"RolloutRequest {i}: a sampled token's log-prob is not finite: {cause}"
+                                             "the policy produced non-finite logits (NaN/inf weights?)")
                 finish = "stop" if ids and ids[-1] in stops else "length"
                 self.stats["generated_tokens"] += len(ids)
                 results[i].append(Completion(ids, lps, finish, prefix_ids=list(req.prefix_ids)))
@@ -736,6 +748,17 @@ class VLLMEngine:
             self._check_image_sizes(enc.images)
             prompt["multi_modal_data"] = {"image": list(enc.images)}
         return prompt
+
+    def _check_context(self, i: int, req: RolloutRequest, budget: int) -> None:
+        """Refuse a request that does not fit vLLM's context: vLLM would stop it at ``max_model_len`` with fewer than
+        ``budget`` new tokens and finish_reason "length" (the HF engine samples the whole budget)."""
+        used = len((req.image_override or req.prompt).input_ids) + len(req.prefix_ids)  # image runs expanded
+        if not used:  # as the HF engine: the first token is predicted by the last context token
+            raise ValueError(f"RolloutRequest {i}: prompt + prefix_ids has no tokens (empty prompt.input_ids)")
+        if self.max_model_len is not None and used + budget > self.max_model_len:
+            raise ValueError(f"RolloutRequest {i}: prompt + prefix_ids ({used} tokens) + max_tokens ({budget}) is "
+                             f"above the vLLM engine's context length ({self.max_model_len}, data.max_prompt_length "
+                             "+ the larger of rollout.max_tokens and trainer.eval_max_tokens)")
 
     def _check_image_sizes(self, images) -> None:
         """Refuse an image that vLLM, with the ``max_pixels`` it was given, would scale down while the trainer's
