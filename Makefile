@@ -1,6 +1,6 @@
 # Two entry points (see README): `make demo` runs the main job on the embedded default, `make test` runs the tests.
 # Both create the virtual environment first. On a CPU machine torch is pinned to the 2.13.0 CPU wheel; on a GPU
-# machine pass the torch and extras you want, e.g. `make setup TORCH=torch==2.13.0 EXTRAS=dev,gpu,prism`.
+# machine pass the torch and extras you want, e.g. `make setup TORCH=torch==2.14.0 EXTRAS=dev,gpu,prism`.
 VENV ?= .venv
 PY := $(VENV)/bin/python
 TORCH ?= torch==2.13.0

@@ -12,7 +12,7 @@ USAGE = """mmevo <command> [CONFIG.yaml] [section.key=value ...]
 
 commands:
   demo        tiny model, SFT warm-up, label-free CSRS beside majority vote (--method grpo: verifiable reward),
-              pass@1 / maj@8 before and after with intervals, report (CPU, < 15 min)
+              pass@1 / maj@8 before and after with intervals, report (CPU, 10-20 min on 2 cores)
   train       GRPO training (resumes from the newest checkpoint in trainer.output_dir)
   sft         supervised warm-up on worked solutions
   eval        benchmark a model:  mmevo eval --model DIR --benchmark mathvision_testmini [--data PATH] [--out DIR]
@@ -158,6 +158,7 @@ def main(argv: list[str] | None = None) -> int:
             from mmevo.demo import demo_config, run_demo
 
             cfg = demo_config(args.overrides, args.out, args.config)
+            _check_demo_runs(cfg, args.out, args.method)
             run_demo(cfg, args.out, args.method)
             return 0
         cfg = load_config(args.config, args.overrides)
@@ -215,6 +216,9 @@ def _check_train(cfg) -> None:
     if cfg.rollout.n < 2:
         raise ConfigError(f"rollout.n={cfg.rollout.n}: GRPO needs a group of >= 2 samples per prompt (a group of one "
                           "has advantage 0, so no step would change the policy)")
+    if not any(cfg.reward.heads.values()):
+        raise ConfigError(f"reward.heads={cfg.reward.heads!r}: every weight is 0, so every reward is 0 and no step would "
+                          "change the policy")
     import inspect
 
     for name in cfg.reward.heads:
@@ -232,6 +236,21 @@ def _check_train(cfg) -> None:
         except TypeError as e:
             raise ConfigError(f"reward.head_args.{name}={args!r}: {e}; {name} takes {sig}") from None
     _check_deepspeed(cfg)
+
+
+def _check_demo_runs(cfg, out: str, method: str) -> None:
+    """Each GRPO run of the demo, checked as ``train`` checks its config before the SFT warm-up (e.g. rollout.n=1
+    failed the CSRS run, or let the majority-vote run learn nothing, minutes after the start)."""
+    from mmevo.config import ConfigError, validate
+    from mmevo.demo import METHODS, run_config
+
+    for name in METHODS[method]:
+        try:
+            rc = run_config(cfg, name, Path(out), Path(cfg.sft.output_dir) / "model")
+            validate(rc)
+            _check_train(rc)
+        except ConfigError as e:
+            raise ConfigError(f"the demo's {name} run: {e}") from None
 
 
 def _check_deepspeed(cfg) -> None:

@@ -20,7 +20,7 @@
 # = ~6.7 min. Bounds if something hangs: 200 s per `mmevo train` run (--train-timeout), 300 s for the rehearsal
 # (--rehearsal-timeout), and the whole run keeps to --budget-s (480 s on a GPU; $OUT/gpu_check.json is rewritten
 # after every check). Without vLLM (an image that lacks it) zero3_vllm and vllm are skipped: ~3.5 min. The GPU must
-# hold the 7B rehearsal: ~16 GiB policy + vLLM's 0.6 share awake, ~48 GiB during the update with vLLM asleep
+# hold the 7B rehearsal: ~16 GiB policy + vLLM's 0.6 share awake, ~43 GiB during the packed update with vLLM asleep
 # (planner) -- 80 GiB is enough.
 #
 #   bash scripts/gpu_check.sh                    # on the GPU machine

@@ -129,3 +129,18 @@ def test_replay_probabilities_keep_their_ratio_when_every_power_underflows():
     q = _buffer_with([(0.999, True), (0.9995, True)], alpha=0.6).probabilities()  # the ordinary path, unchanged
     expected0 = 0.002 ** 0.6 / (0.002 ** 0.6 + 0.0015 ** 0.6)
     assert abs(float(q[0]) - expected0) < 1e-12
+
+
+def test_resuming_a_gss_generator_of_the_other_mode_names_the_setting():
+    """A run resumed with another honest.gss_mode got a bare KeyError('rng') / KeyError('generation')."""
+    import pytest
+
+    from mmevo.honest.selfplay import PoolGenerator, StubGenerator
+
+    stub, pool = StubGenerator(), PoolGenerator([], seed=1)
+    with pytest.raises(ValueError, match=r"honest.gss_mode=stub\), this run has honest.gss_mode=trainable"):
+        pool.load_state_dict(stub.state_dict())
+    with pytest.raises(ValueError, match=r"honest.gss_mode=trainable\), this run has honest.gss_mode=stub"):
+        stub.load_state_dict(pool.state_dict())
+    pool.load_state_dict(PoolGenerator([], seed=2).state_dict())  # the same mode still resumes
+    stub.load_state_dict(StubGenerator().state_dict())

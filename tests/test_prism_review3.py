@@ -120,3 +120,18 @@ def test_sentence_embedder_truncates_where_the_model_says(tmp_path):
     assert SentenceEmbedder(str(d), max_length=64).max_length == 64
     (d / "sentence_bert_config.json").unlink()
     assert SentenceEmbedder(str(d)).max_length == 256
+
+
+def test_loop_refuses_a_centroids_file_with_another_k_than_prism_k(tmp_path):
+    """prism.k=8 against a 3-centroid file ran with 3 clusters without a word; now the loop's assigner names both."""
+    import numpy as np
+    import pytest
+
+    from mmevo.evolve.prism import ClusterAssigner
+    from mmevo.prism.clusters import save_centroids
+
+    path = tmp_path / "centroids.npy"
+    save_centroids(path, np.eye(3, 5, dtype=np.float32), {"embedder": "all-MiniLM-L6-v2", "seed": 0})
+    with pytest.raises(ValueError, match=r"prism.k=8, but .* holds 3 centroids: set prism.k=3"):
+        ClusterAssigner(str(path), "", k=8)
+    assert ClusterAssigner(str(path), "", k=3).k == 3 and ClusterAssigner(str(path), "").k == 3

@@ -78,11 +78,14 @@ def solver_agreement(solver: FrozenRole, questions: Sequence[str], n: int, seed:
 class ClusterAssigner:
     """Nearest centroid of questions in the fixed cluster space (``prism.centroids`` with ``prism.embedder``)."""
 
-    def __init__(self, centroids: str, embedder: str = "", batch_size: int = 64, device: str = "cpu"):
+    def __init__(self, centroids: str, embedder: str = "", batch_size: int = 64, device: str = "cpu", k: int = 0):
         from mmevo.prism.clusters import embedder_id, load_centroids
 
         self.centroids, _ = load_centroids(centroids, embedder_id(embedder))
         self.k = int(self.centroids.shape[0])
+        if k and k != self.k:  # else prism.k would be ignored without a word
+            raise ValueError(f"prism.k={k}, but {centroids} holds {self.k} centroids: set prism.k={self.k}, or rebuild "
+                             f"the clusters with `mmevo prism build-clusters` at prism.k={k}")
         self.embedder_name, self.batch_size, self.device, self._embedder = embedder, batch_size, device, None
 
     def __call__(self, questions: Sequence[str]) -> list[int]:
@@ -252,7 +255,7 @@ def run_questioner(cfg: Config, t: int, role_index: int, phase_dir: Path, solver
     t0 = time.time()
     solver = FrozenRole(role_config(cfg, "solver", phase_dir, solver_path), solver_path)
     try:
-        assign = ClusterAssigner(p.centroids, p.embedder, p.embed_batch, p.embed_device)
+        assign = ClusterAssigner(p.centroids, p.embedder, p.embed_batch, p.embed_device, p.k)
         strategy = QuestionerStrategy(solver, p.solver_samples, assign, Recorder(phase_dir))
         examples = questioner_examples(max(p.questioner_prompts, 1), seed=t)
         policy = load_policy(rc)
@@ -294,7 +297,7 @@ def build_pool(cfg: Config, t: int, phase_dir: Path, questioner_path: str, solve
         else:
             seen.add(q)
             questions.append(q)
-    assign = ClusterAssigner(p.centroids, p.embedder, p.embed_batch, p.embed_device)
+    assign = ClusterAssigner(p.centroids, p.embedder, p.embed_batch, p.embed_device, p.k)
     k, clusters = assign.k, assign(questions)
     solver = FrozenRole(role_config(cfg, "solver", phase_dir, solver_path), solver_path)
     try:

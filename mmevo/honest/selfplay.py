@@ -213,6 +213,7 @@ class StubGenerator:
         return {"generation": self.generation, "draws": self.draws, "reseeds": self.reseeds, "seed": self.seed}
 
     def load_state_dict(self, state: dict) -> None:
+        _check_generator_state(state, "stub")
         self.generation, self.draws = int(state["generation"]), int(state["draws"])
         self.reseeds, self.seed = int(state.get("reseeds", 0)), state.get("seed", self.seed)
 
@@ -249,9 +250,20 @@ class PoolGenerator:
         return {"rng": [s[0], list(s[1]), s[2]], "draws": self.draws}
 
     def load_state_dict(self, state: dict) -> None:
+        _check_generator_state(state, "trainable")
         s = state["rng"]
         self.rng.setstate((s[0], tuple(s[1]), s[2]))
         self.draws = int(state["draws"])
+
+
+def _check_generator_state(state: dict, mode: str) -> None:
+    """A checkpoint of the other GSS generator (a run resumed with another ``honest.gss_mode``) is a clear error, not
+    a KeyError deep in the resume. The stub's state holds its "generation", the pool's its "rng"."""
+    saved = "stub" if "generation" in state else "trainable" if "rng" in state else None
+    if saved != mode:
+        raise ValueError(f"the checkpoint's GSS generator state is {'the ' + saved + ' one' if saved else 'unknown'} "
+                         f"(honest.gss_mode={saved}), this run has honest.gss_mode={mode}: resume with the same "
+                         "honest.gss_mode, or give the run another honest.output_dir")
 
 
 class GSSMixSource:
