@@ -176,6 +176,9 @@ def sequence_logprobs(model, prompts: Sequence[EncodedPrompt], responses: Sequen
     Only hidden states at real response tokens go through the LM head, ``logits_chunk`` positions at a time
     (see ``token_logprobs``); no [B, P, V] prompt logits and no fp32 [B, R, V] logits are materialised.
     """
+    from mmevo.models.inputs import check_samples
+
+    check_samples(prompts, responses)
     base = unwrap(model)
     checkpointing = base.training and getattr(base, "is_gradient_checkpointing", False)
     shared = share_prefix and len(distinct_prompts(prompts)[0]) < len(prompts)
@@ -217,13 +220,15 @@ def token_logprobs(head, hidden, labels, mask, temperature: float, chunk: int = 
     sel = mask.bool()
     h, y = hidden[sel], labels[sel]  # [N, H], [N]
     n = y.numel()
+    # at least float32 (half-precision logits are upcast); a float64 model keeps float64 log-probs
+    dtype = torch.promote_types(hidden.dtype, torch.float32)
     if n == 0:  # nothing to score: zeros that still belong to the graph
-        zero = hidden[..., 0].float() * 0
+        zero = hidden[..., 0].to(dtype) * 0
         return zero, (zero.detach() if with_entropy else None)
     T = temperature if temperature and temperature > 0 else 1.0
 
     def scored(hc, yc):
-        logits = head(hc).float()  # [n_c, V]
+        logits = head(hc).to(dtype)  # [n_c, V]
         if T != 1.0:  # x / 1 is x: skip a pass over [n_c, V]
             logits = logits / T
         lp = algos.logprobs_from_logits(logits, yc)
@@ -246,10 +251,10 @@ def token_logprobs(head, hidden, labels, mask, temperature: float, chunk: int = 
             lp, en = scored(h[s:s + size], y[s:s + size])
         lps.append(lp)
         ents.append(en)
-    logp = hidden.new_zeros((B, R), dtype=torch.float32).masked_scatter(sel, torch.cat(lps))
+    logp = hidden.new_zeros((B, R), dtype=dtype).masked_scatter(sel, torch.cat(lps))
     ent = None
     if with_entropy:
-        ent = hidden.new_zeros((B, R), dtype=torch.float32).masked_scatter(sel, torch.cat(ents))
+        ent = hidden.new_zeros((B, R), dtype=dtype).masked_scatter(sel, torch.cat(ents))
     return logp, ent
 
 

@@ -51,6 +51,10 @@ def sdpa_gqa_attention(module: torch.nn.Module, query: torch.Tensor, key: torch.
     cu_seqlens = kwargs.pop(PACKED_KWARG, None)
     packed_kv = kwargs.pop(PACKED_KV_KWARG, None)
     shared_prefix = kwargs.pop(SHARED_PREFIX_KWARG, None)
+    if (cu_seqlens is not None or shared_prefix is not None) and kwargs.get("sliding_window") and getattr(
+            module, "is_causal", False):
+        raise NotImplementedError("packed rows and shared-prefix decoding have no sliding window (see "
+                                  "supports_packing): this layer would attend past its window")
     if shared_prefix is not None and getattr(module, "is_causal", False):
         if attention_mask is not None:
             raise ValueError("shared-prefix decoding takes no attention mask (the prefix mask is in the cache)")
@@ -100,6 +104,8 @@ def packed_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor
             raise ValueError(f"packed attention: key segment starts {k_bounds} do not match {len(bounds) - 1} query "
                              f"segments over {kv_index.numel()} gathered keys")
     spans = [(s, e, ks, ke) for s, e, ks, ke in zip(bounds[:-1], bounds[1:], k_bounds[:-1], k_bounds[1:])]
+    if any(e < s or ke < ks for s, e, ks, ke in spans):  # a decreasing start would leave some queries unattended
+        raise ValueError(f"packed attention: segment starts must not decrease; got {bounds} (keys {k_bounds})")
     if any(e - s > ke - ks for s, e, ks, ke in spans):
         raise ValueError("packed attention: a segment has more queries than keys")
     gqa = query.shape[1] != key.shape[1]
@@ -252,7 +258,11 @@ def supports_packing(model: torch.nn.Module) -> bool:
     """Whether ``model``'s language model attends through this module (only then are packed rows kept apart; another
     attention function would let every token of a packed row see the sequences before it)."""
     config = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
-    return getattr(config, "_attn_implementation", None) == NAME
+    if getattr(config, "_attn_implementation", None) != NAME:
+        return False
+    # packed rows and shared prefixes attend to every earlier key of their sequence: a sliding-window layer (which
+    # transformers' masks restrict to its last ``sliding_window`` keys) keeps the padded forward and repeated caches
+    return not any(getattr(m, "sliding_window", None) for m in model.modules() if getattr(m, "is_causal", False))
 
 
 def packed_kernel(like: torch.Tensor) -> str:

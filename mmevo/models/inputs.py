@@ -134,6 +134,15 @@ def collate(model, prompts: Sequence[EncodedPrompt], continuations: Sequence[Seq
     return Batch(input_ids, mask, pos, pixel_values, grids, next_pos)
 
 
+def check_samples(prompts: Sequence, responses: Sequence) -> None:
+    """Samples are (prompt, response) pairs: one response per prompt, and at least one sample (zip would silently
+    drop the extra ones, and a shared-prompt layout would give another sample's response to a prompt)."""
+    if len(prompts) != len(responses):
+        raise ValueError(f"{len(prompts)} prompts but {len(responses)} responses: one response per prompt")
+    if not len(prompts):
+        raise ValueError("no samples (prompts and responses are empty)")
+
+
 def _refuse_empty(seqs: Sequence[Sequence[int]], what: str) -> None:
     """An empty sequence has no state to predict from: its slot would be all padding (its 'next token' logits those
     of a pad) and, packed, its first response token would be predicted by the sequence before it."""
@@ -230,6 +239,7 @@ def pack_shared(model, prompts: Sequence[EncodedPrompt], responses: Sequence[Seq
 
     Prompt positions (mrope for images) come from the distinct prompts alone; response token t of a sample sits at its
     prompt's next text position + t, exactly where the padded [prompt | response] sequence puts it."""
+    check_samples(prompts, responses)
     uniq, rows = distinct_prompts(prompts)
     pb = collate(model, uniq, None, pad_id, device)  # [U, P], left padded
     real = pb.attention_mask.bool()
@@ -277,6 +287,7 @@ class TrainBatch:
 def collate_for_training(model, prompts: Sequence[EncodedPrompt], responses: Sequence[Sequence[int]], pad_id: int,
                          device: str | torch.device = "cpu") -> TrainBatch:
     """Prompts left-padded to P, responses right-padded to R; positions computed over the real tokens of both."""
+    check_samples(prompts, responses)
     _refuse_empty([p.input_ids for p in prompts], "prompt")
     P = max(len(p.input_ids) for p in prompts)
     R = max(1, max(len(r) for r in responses))
