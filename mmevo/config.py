@@ -351,12 +351,13 @@ def _coerce(value: Any, typ: Any, where: str) -> Any:
             value = _yaml_value(value, where)
         if not isinstance(value, dict):
             raise ConfigError(f"{where}: expected a mapping, e.g. '{{key: value}}', got {_fmt(value)}")
-        return value
+        return _plain(value)
     if typ in (tuple, list) or origin in (tuple, list):
         if isinstance(value, str):  # a YAML-quoted '[a, b]'; a bare word stays a string and is refused below
             value = _yaml_value(value, where)
         if not isinstance(value, (list, tuple)):  # tuple('abc') / list('abc') would split a word into letters
             raise ConfigError(f"{where}: expected a list, e.g. '[a, b]', got {_fmt(value)}")
+        value = _plain(value)
         return tuple(value) if (typ is tuple or origin is tuple) else list(value)
     if origin in (typing.Union, types.UnionType):  # Optional[X]: None (null) or an X
         if value is None or (isinstance(value, str) and value.lower() in ("null", "none", "~")):
@@ -392,8 +393,8 @@ def _coerce(value: Any, typ: Any, where: str) -> Any:
             if isinstance(num, float) and not num.is_integer():
                 raise ValueError
             return int(num)
-        if typ is str:
-            return str(value)
+        if typ is str:  # a number as written: 010 / 1_000 / 1.10 are the text, not str(8) / '1000' / '1.1'
+            return value.text if isinstance(value, (_IntText, _FloatText)) else str(value)
     except (TypeError, ValueError, OverflowError):
         raise ConfigError(f"{where}: expected {typ.__name__}, got {_fmt(value)}") from None
     if typ is not float:
@@ -495,6 +496,41 @@ class _StrictLoader(yaml.SafeLoader):
                         "silently win)", key_node.start_mark)
                 seen[key] = key_node.start_mark.line
         return super().construct_mapping(node, deep)
+
+
+class _IntText(int):
+    """A YAML int that keeps the text it was written as (``.text``): a string field takes that text."""
+
+
+class _FloatText(float):
+    """A YAML float that keeps the text it was written as (``.text``)."""
+
+
+def _with_text(cls, construct):
+    def run(loader, node):
+        value = cls(construct(loader, node))
+        value.text = node.value
+        return value
+    return run
+
+
+# YAML 1.1 reads 010 as 8, 0x1F as 31, 1_000 as 1000, 12:30 as 750 and 1.10 as 1.1: a path or name written that way
+# (trainer.output_dir: 0755) became another string unseen
+_StrictLoader.add_constructor("tag:yaml.org,2002:int", _with_text(_IntText, yaml.SafeLoader.construct_yaml_int))
+_StrictLoader.add_constructor("tag:yaml.org,2002:float", _with_text(_FloatText, yaml.SafeLoader.construct_yaml_float))
+
+
+def _plain(value: Any) -> Any:
+    """``value`` with plain ints / floats again (the kept text is for string fields only)."""
+    if isinstance(value, _IntText):
+        return int(value)
+    if isinstance(value, _FloatText):
+        return float(value)
+    if isinstance(value, dict):
+        return {_plain(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_plain(v) for v in value)
+    return value
 
 
 def _yaml_value(text: str, where: str) -> Any:
@@ -622,6 +658,19 @@ BOUNDS = {
     "eval.batch_size": (1, None, True, True),
     "eval.max_tokens": (0, None, True, True),
     "eval.max_prompt_length": (1, None, True, True),
+    # loop settings their code reads only mid-run (after a model is loaded) or not at all (-1 ran nothing, exit 0)
+    "mmzero.iterations": (0, None, True, True),
+    "mmzero.phase_steps": (0, None, True, True),
+    "mmzero.proposer_prompts": (1, None, True, True),
+    "mmzero.warmup_demos": (0, None, True, True),
+    "prism.corpus_size": (1, None, True, True),
+    "prism.corpus_limit": (0, None, True, True),
+    "prism.solver_steps": (0, None, True, True),
+    "prism.warmup_questions": (0, None, True, True),
+    "honest.health_reward_std_min": (0, None, True, True),
+    "honest.health_collapse_window": (1, None, True, True),
+    "honest.health_replay_cooldown": (0, None, True, True),
+    "honest.health_min_distinct_share": (0, 1, True, True),
 }
 
 FIELD_NAMES = ("id", "image", "problem", "answer", "choices")  # data.fields / eval.fields (mmevo.data.benchmarks)
@@ -698,6 +747,7 @@ def validate(cfg: Config) -> None:
     if cfg.model.lora.rank and cfg.model.trainable:  # the trainer refuses this only once the model is loaded
         raise ConfigError(f"model.trainable={cfg.model.trainable!r} and model.lora.rank={cfg.model.lora.rank} both "
                           "choose what trains: set one of them")
+    _check_model_names(cfg)
     if r.engine == "hf" and r.tensor_parallel_size != 1:  # the HF engine decodes on one device: it would be ignored
         raise ConfigError(f"rollout.tensor_parallel_size={r.tensor_parallel_size} needs rollout.engine=vllm "
                           "(the hf engine has no tensor parallelism)")
@@ -715,6 +765,9 @@ def validate(cfg: Config) -> None:
     if not cfg.reward.heads:
         raise ConfigError("reward.heads is empty: give at least one head, e.g. {accuracy: 1.0}")
     for head, w in cfg.reward.heads.items():
+        if not isinstance(head, str) or not head:  # resolve_head took it apart as text: a TypeError traceback
+            raise ConfigError(f"reward.heads: a head's name is text (accuracy, format, pkg.module:Class), "
+                              f"got {_fmt(head)}")
         if isinstance(w, bool) or not isinstance(w, (int, float)) or not math.isfinite(w):
             raise ConfigError(f"reward.heads.{head}={_fmt(w)}: a head's weight must be a finite number")
     c = cfg.csrs
@@ -746,7 +799,49 @@ def validate(cfg: Config) -> None:
     except ConfigError as e:
         raise ConfigError(f"data.prompt_template: {e}") from None
     validate_mmzero(cfg.mmzero)
+    band = cfg.prism.pool_band  # the loop compares these with floats: a word crashed it with a TypeError
+    if (len(band) != 2 or not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in band)
+            or not 0.0 <= band[0] <= band[1] <= 1.0):
+        raise ConfigError(f"prism.pool_band={list(band)!r} must be [low, high] with 0 <= low <= high <= 1")
+    for key in ("trainer.output_dir", "sft.output_dir", "mmzero.output_dir", "prism.output_dir", "honest.output_dir"):
+        if not _get(cfg, key).strip():  # Path("") is the current directory: checkpoints and the lock would land there
+            raise ConfigError(f"{key} is empty: give the run's output directory")
+    bad = [m for m in cfg.honest.smc_mutators if not isinstance(m, str)]
+    if bad:  # a nested list is no dict key: check_plugin_config would raise a TypeError
+        raise ConfigError(f"honest.smc_mutators={list(cfg.honest.smc_mutators)!r}: each entry is a mutator's name, "
+                          f"got {_fmt(bad[0])}")
+    from mmevo.honest.plugins import check_plugin_config
+
+    check_plugin_config(cfg.honest)  # CPR / SMC settings: the HONEST loop reads them only after its first evaluation
     _check_roles(cfg)
+
+
+def _check_model_names(cfg: Config) -> None:
+    """Devices, ``model.trainable`` regexes and LoRA target names: each would fail only once the model is loaded, some
+    with a raw traceback (re.error, TypeError, torch's RuntimeError)."""
+    import re
+
+    import torch
+
+    for key in ("model.device", "prism.embed_device"):
+        try:
+            torch.device(_get(cfg, key))
+        except (RuntimeError, TypeError):
+            raise ConfigError(f"{key}={_fmt(_get(cfg, key))} is not a torch device (cpu, cuda, cuda:1, mps, "
+                              "...)") from None
+    for key in ("model.trainable", "model.lora.target_modules"):
+        bad = [v for v in _get(cfg, key) if not isinstance(v, str) or not v]
+        if bad:
+            raise ConfigError(f"{key}={list(_get(cfg, key))!r}: each entry must be a non-empty string, "
+                              f"got {_fmt(bad[0])}")
+    for pattern in cfg.model.trainable:
+        try:
+            re.compile(pattern)
+        except re.error as e:
+            raise ConfigError(f"model.trainable: {pattern!r} is not a regular expression ({e})") from None
+    if cfg.model.lora.rank and not cfg.model.lora.target_modules:
+        raise ConfigError(f"model.lora.target_modules is empty with model.lora.rank={cfg.model.lora.rank}: name the "
+                          f"linear layers that get adapters, e.g. {list(LORA_TARGETS[:4])}")
 
 
 def validate_mmzero(m: MMZeroConfig) -> None:

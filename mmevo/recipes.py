@@ -115,6 +115,17 @@ def load_examples(cfg: Config, which: str) -> tuple[list[Example], dict]:
     return rows, stats
 
 
+def _need_train_rows(cfg: Config, train: list) -> None:
+    """A training run without training examples fails before the model loads (the trainer found it only at its first
+    step, as "no prompts", naming no setting)."""
+    if not train:
+        size = f" with data.n_train={cfg.data.n_train}" if cfg.data.train in GENERATED_SETS else ""
+        raise ValueError(f"data.train={cfg.data.train!r}{size} gives no training examples")
+
+
+GENERATED_SETS = ("synthetic", "figures", "honest_tasks")  # data.train values sized by data.n_train
+
+
 def build_trainer(cfg: Config, policy: LoadedModel, train=(), heldout=None, strategy=None, prompt_source=None,
                   log: bool = True):
     """A ready GRPO trainer: reference model (when ``algo.kl_coef > 0``), strategy, prompt source, engine.
@@ -156,6 +167,7 @@ def _run_sft(cfg: Config) -> dict:
     if cfg.sft.teacher_noise > 0 and cfg.data.train != "synthetic":
         raise ValueError("sft.teacher_noise only applies to data.train=synthetic")
     train, stats = load_examples(cfg, "train")  # before the model: a bad data path fails in seconds, not minutes
+    _need_train_rows(cfg, train)
     policy = load_policy(cfg)
     if cfg.sft.teacher_noise > 0:
         from mmevo.data.synthetic import with_teacher_noise
@@ -193,6 +205,8 @@ def run_grpo(cfg: Config, evaluate_before_after: bool = True) -> dict:
 
 def _run_grpo(cfg: Config, evaluate_before_after: bool) -> dict:
     train, train_stats = load_examples(cfg, "train")  # before the model: a bad data path fails in seconds
+    if cfg.trainer.steps > 0:
+        _need_train_rows(cfg, train)
     heldout, _ = load_examples(cfg, "heldout")
     policy = load_policy(cfg)
     trainer = build_trainer(cfg, policy, train, heldout)
