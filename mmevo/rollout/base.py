@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass, field
 from typing import Protocol, Sequence
 
@@ -25,6 +26,26 @@ def check_request_batch(requests, params: SamplingParams) -> None:
     """Refuse what an engine would silently read as something else (NaN temperature as 1, a top_p above 1 or NaN as
     1, a negative temperature as greedy, a negative n or budget as nothing to sample); transformers and vLLM refuse
     such values too. Every engine checks its ``generate`` call with this, so they agree on what is valid."""
+    for name, v in (("temperature", params.temperature), ("top_p", params.top_p)):
+        if isinstance(v, bool) or not isinstance(v, numbers.Real):  # "1" / None failed deep in the sampler
+            raise ValueError(f"SamplingParams.{name} must be a number, got {v!r}")
+    # counts must be integers: a NaN budget sampled nothing and 2.5 sampled 2 tokens (silently), a float n crashed
+    # inside torch, a float / out-of-range seed inside torch.manual_seed
+    _check_int("SamplingParams.max_tokens", params.max_tokens)
+    if params.seed is not None:
+        _check_int("SamplingParams.seed", params.seed)
+        if not -(2**63) <= params.seed < 2**64:  # what torch.Generator.manual_seed takes
+            raise ValueError(f"SamplingParams.seed must be in [-2**63, 2**64), got {params.seed}")
+    for i, r in enumerate(requests):
+        _check_int(f"RolloutRequest {i}: RolloutRequest.n", r.n)
+        if r.max_tokens is not None:
+            _check_int(f"RolloutRequest {i}: RolloutRequest.max_tokens", r.max_tokens)
+        ov = r.image_override
+        if ov is not None and r.prompt is not None and list(ov.input_ids) != list(r.prompt.input_ids):
+            # an override only swaps pixels: other tokens (another image size / prompt) would be sampled as a
+            # continuation of another prompt, and a kept KV cache would no longer match the request's prompt
+            raise ValueError(f"RolloutRequest {i}: image_override has other token ids than prompt (an override "
+                             "must keep the prompt and its image sizes, only the pixels change)")
     t, p = float(params.temperature), float(params.top_p)
     if not (math.isfinite(t) and t >= 0):
         raise ValueError(f"SamplingParams.temperature must be finite and >= 0 (0 = greedy), got {params.temperature}")
@@ -38,6 +59,11 @@ def check_request_batch(requests, params: SamplingParams) -> None:
     bad = [r.max_tokens for r in requests if r.max_tokens is not None and r.max_tokens < 0]
     if bad:
         raise ValueError(f"RolloutRequest.max_tokens must be None or >= 0, got {bad[0]}")
+
+
+def _check_int(name: str, v) -> None:
+    if isinstance(v, bool) or not isinstance(v, numbers.Integral):
+        raise ValueError(f"{name} must be an integer, got {v!r}")
 
 
 @dataclass
@@ -64,8 +90,9 @@ class Completion:
     finish_reason: str  # "stop" (a stop token was sampled, and is included) or "length"
     prefix_ids: list[int] = field(default_factory=list)
     # with RolloutRequest.keep_kv: {"layers": [(K [kv_heads, T, D], V)], "next_position": int, "mrope": bool,
-    # "image_override": the request's override prompt or None}, the keys / values of prompt + full_ids[:-1] (T
-    # positions, no padding, computed with the override image if any) and the position id full_ids[-1] would take
+    # "image_override": the request's override prompt or None, "prompt": the request's prompt}, the keys / values of
+    # prompt + full_ids[:-1] (T positions, no padding, computed with the override image if any) and the position id
+    # full_ids[-1] would take
     kv: dict | None = field(default=None, repr=False, compare=False)
 
     @property

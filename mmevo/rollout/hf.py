@@ -124,6 +124,18 @@ def _reuses_kv(req: RolloutRequest) -> bool:
             and src.kv.get("image_override") is None)
 
 
+def _same_prompt(a: EncodedPrompt, b: EncodedPrompt) -> bool:
+    """Whether two encoded prompts run the same tokens and pixels through the model."""
+    if a is b:
+        return True
+    if list(a.input_ids) != list(b.input_ids):
+        return False
+    if (a.pixel_values is None) != (b.pixel_values is None):
+        return False
+    return a.pixel_values is None or (a.pixel_values.shape == b.pixel_values.shape
+                                      and bool(torch.equal(a.pixel_values.cpu(), b.pixel_values.cpu())))
+
+
 class HFEngine:
     """Batched sampling with a transformers model (colocated with the trainer: it samples from the same module)."""
 
@@ -132,6 +144,10 @@ class HFEngine:
     def __init__(self, model: torch.nn.Module, pad_id: int, stop_ids: Sequence[int], max_batch_seqs: int = 64,
                  device: str | torch.device = "cpu", banned_ids: Sequence[int] = ()):
         self.model = model
+        for name, ids in (("banned_ids", banned_ids), ("stop_ids", stop_ids)):
+            bad = [t for t in ids if not 0 <= t]  # index_fill reads a banned -1 as the last token of the vocabulary
+            if bad:
+                raise ValueError(f"HFEngine {name} must be token ids >= 0, got {bad[0]!r}")
         self.banned_ids = torch.tensor(sorted(set(banned_ids)), dtype=torch.long)
         self.pad_id = pad_id
         self.stop_ids = torch.tensor(sorted(set(stop_ids)), dtype=torch.long)
@@ -193,6 +209,7 @@ class HFEngine:
         bad = [i for i, r in enumerate(requests) if not len(r.prompt.input_ids) + len(r.prefix_ids)]
         if bad:
             raise ValueError(f"RolloutRequest {bad[0]}: prompt + prefix_ids has no tokens (empty prompt.input_ids)")
+        self._check_vocab(requests)
         generator = None
         if params.seed is not None:
             generator = torch.Generator(device="cpu").manual_seed(params.seed)
@@ -213,6 +230,23 @@ class HFEngine:
         return results
 
     # -- internals ------------------------------------------------------------------------------------------------
+    def _check_vocab(self, requests) -> None:
+        """Token ids outside the embedding table failed inside the model (IndexError on CPU, a device-side assert
+        that leaves CUDA unusable); a banned id past the logits failed at the first draw."""
+        get = getattr(unwrap(self.model), "get_input_embeddings", None)
+        V = getattr(get(), "num_embeddings", None) if get is not None else None
+        if V is None:
+            return
+        if self.banned_ids.numel() and int(self.banned_ids.max()) >= V:
+            raise ValueError(f"HFEngine banned_ids: token {int(self.banned_ids.max())} is outside the model's "
+                             f"vocabulary of {V}")
+        for i, r in enumerate(requests):
+            for name, ids in (("prompt.input_ids", r.prompt.input_ids), ("prefix_ids", r.prefix_ids)):
+                bad = [t for t in ids if not 0 <= t < V]
+                if bad:
+                    raise ValueError(f"RolloutRequest {i}: {name} holds token {bad[0]!r}, outside the model's "
+                                     f"vocabulary of {V}")
+
     def _require_open(self) -> None:
         if self.model is None:
             raise RuntimeError("this HFEngine is closed (close() was called); build a new engine to sample")
@@ -253,6 +287,11 @@ class HFEngine:
             if n_kv - (len(full) - 1) != len(r.prompt.input_ids):
                 raise ValueError(f"continue_from: that completion's kept KV cache covers a {n_kv - len(full) + 1}-"
                                  f"token prompt, this request's prompt has {len(r.prompt.input_ids)} tokens")
+            if "prompt" in src.kv and not _same_prompt(src.kv["prompt"], r.prompt):
+                # another prompt of the same length (or the same tokens with other pixels) was continued from the
+                # kept keys / values of the source's prompt
+                raise ValueError("continue_from: that completion was sampled for another prompt (other tokens or "
+                                 "pixels) than this request's")
             keep = n_kv - (len(full) - 1) + (a - 1)  # (prompt + prefix)[:-1]
             last = full[a - 1] if a else r.prompt.input_ids[-1]  # the token that runs: (prompt + prefix)[-1]
             rows.append((src.kv, keep, last, src.kv["next_position"] - len(full) + a))
@@ -340,7 +379,7 @@ class HFEngine:
                             real = attn[j].bool()
                             layers = [(lay.keys[j][:, real], lay.values[j][:, real]) for lay in cache.layers]
                         kvs[r] = {"layers": layers, "next_position": int(next_pos[j]), "mrope": vl_positions,
-                                  "image_override": reqs[req_of[r]].image_override}
+                                  "image_override": reqs[req_of[r]].image_override, "prompt": reqs[req_of[r]].prompt}
             if keep.numel() == 0:
                 break
             if keep.numel() < active.numel():  # drop finished rows from every per-row state

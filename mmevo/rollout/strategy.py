@@ -137,6 +137,10 @@ def sample_groups(ctx: RolloutContext, examples: Sequence[Example], n: int | Non
     if len(outs) != len(prompts):  # zip below would silently drop the prompts past the shorter list
         raise ValueError(f"engine {type(ctx.engine).__name__}.generate returned {len(outs)} completion lists for "
                          f"{len(prompts)} requests (one list per request, in order)")
+    short = [i for i, comps in enumerate(outs) if len(comps) != n]
+    if short:  # a smaller group would be normalised over fewer samples than rollout.n, silently
+        raise ValueError(f"engine {type(ctx.engine).__name__}.generate returned {len(outs[short[0]])} completions "
+                         f"for request {short[0]}, {n} were asked for")
     flat_p, flat_c, flat_e, gids = [], [], [], []
     for gi, (p, ex, comps) in enumerate(zip(prompts, kept, outs)):
         for c in comps:
