@@ -43,8 +43,14 @@ def list_checkpoints(output_dir: str | Path) -> list[Path]:
     root = Path(output_dir) / "checkpoints"
     if not root.exists():
         return []
-    found = [(int(m.group(1)), p) for p in root.iterdir() if (m := _STEP_RE.match(p.name)) and p.is_dir()]
+    found = [(int(m.group(1)), p) for p in root.iterdir() if (m := _STEP_RE.match(p.name)) and _is_complete(p)]
     return [p for _, p in sorted(found)]
+
+
+def _is_complete(ckpt: Path) -> bool:
+    """A step dir holding the model and the trainer state (written last); our saves rename only complete dirs into
+    place, but a copied, hand-edited or half-deleted one may lack them: resume must not pick it (and fail on it)."""
+    return ckpt.is_dir() and (ckpt / "trainer_state.pt").is_file() and (ckpt / "model" / "config.json").is_file()
 
 
 def latest_checkpoint(output_dir: str | Path) -> Path | None:

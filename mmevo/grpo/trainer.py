@@ -14,6 +14,7 @@ import hashlib
 import math
 import random
 import time
+import warnings
 import weakref
 from pathlib import Path
 from typing import Sequence
@@ -160,6 +161,29 @@ def _reapply_schedule(scheduler: torch.optim.lr_scheduler.LambdaLR) -> None:
     scheduler._last_lr = lrs
 
 
+# settings that say where a run writes, how it logs or how often it saves / evaluates, and its length (a resume may
+# extend a run): changing them on resume is routine, not a different run; so is the eval section (``mmevo eval``'s)
+_RESUME_FREE_KEYS = frozenset({"trainer.output_dir", "trainer.steps", "trainer.resume", "trainer.progress",
+                               "trainer.threads", "trainer.wandb_mode", "trainer.wandb_project", "trainer.save_every",
+                               "trainer.keep_checkpoints", "trainer.eval_every", "trainer.eval_max_tokens",
+                               "model.cache_dir", "sft.output_dir"})
+
+
+def resume_config_changes(saved: dict | None, current: dict) -> list[str]:
+    """Dotted config keys (``section.key``) whose value differs between the config a checkpoint was saved with and
+    this run's (both ``to_dict``), leaving out ``_RESUME_FREE_KEYS``; [] for a checkpoint without a config."""
+    if not saved:
+        return []
+
+    def flat(d: dict) -> dict:
+        return {f"{sec}.{k}": v for sec, sub in d.items() if sec != "eval"
+                for k, v in (sub if isinstance(sub, dict) else {}).items()}
+
+    a, b = flat(saved), flat(current)
+    return sorted(k for k in a.keys() | b.keys()
+                  if k not in _RESUME_FREE_KEYS and (k in a, a.get(k)) != (k in b, b.get(k)))
+
+
 def sequence_logprobs(model, prompts: Sequence[EncodedPrompt], responses: Sequence[Sequence[int]], pad_id: int,
                       temperature: float, device, with_entropy: bool = False, share_prefix: bool = True,
                       logits_chunk: int = 0, entropy_grad: bool = True, padding_free: bool = False):
@@ -290,6 +314,12 @@ def _right_padded(responses, pad_id: int, device) -> tuple[torch.Tensor, torch.T
             response_ids[i, :len(r)] = torch.tensor(list(r))
             mask[i, :len(r)] = 1
     return response_ids.to(device), mask.to(device)
+
+
+# policy_loss metrics that are means over the micro-batch's tokens: a mini-batch's value is their token-weighted mean
+# (the value over all its tokens), never a mean of micro-batch means, which would depend on how it was split
+_TOKEN_MEAN_METRICS = frozenset({"clip_frac", "clip_frac_low", "clip_frac_high", "clip_frac_dual", "approx_kl",
+                                 "ratio_mean"})
 
 
 class TorchBackend:
@@ -676,10 +706,11 @@ class GRPOTrainer:
                     if a.loss_agg == "seq-mean-token-sum-norm":  # Dr.GRPO: constant length normaliser
                         scale_factor = float(cfg.rollout.max_tokens) * len(rs)
                     if not ids:
-                        weight, old, ref, adv_mb = 0.0, logp.detach(), None, torch.zeros(1, dtype=logp.dtype)
+                        weight = tok_weight = 0.0
+                        old, ref, adv_mb = logp.detach(), None, torch.zeros(1, dtype=logp.dtype)
                     else:
-                        weight = (float(mask.sum()) * n_ranks / mini_tokens if a.loss_agg == "token-mean"
-                                  else len(ids) * n_ranks / mini_seqs)
+                        tok_weight = float(mask.sum()) * n_ranks / mini_tokens
+                        weight = tok_weight if a.loss_agg == "token-mean" else len(ids) * n_ranks / mini_seqs
                         old = logp.detach() if old_logp is None else _stack_padded([old_logp[i] for i in ids], R)
                         ref = None if ref_logp is None else _stack_padded([ref_logp[i] for i in ids], R)
                         adv_mb = adv[ids].to(logp)
@@ -705,8 +736,9 @@ class GRPOTrainer:
                         if is_max_metric(key):  # a maximum, not a mean: the largest over the micro-batches
                             if ids:
                                 totals[key] = max(totals.get(key, v), v)
-                        else:
-                            totals[key] = totals.get(key, 0.0) + v * weight
+                        else:  # token means (clip fractions, ratio, approx_kl) weigh by tokens whatever loss_agg
+                            w = tok_weight if key in _TOKEN_MEAN_METRICS else weight
+                            totals[key] = totals.get(key, 0.0) + v * w
                 grad_norm = self.backend.step()
                 if not math.isfinite(grad_norm):
                     raise TrainingDiverged(f"non-finite gradient norm at step {self.step_idx}: stopping; the last "
@@ -849,6 +881,14 @@ class GRPOTrainer:
             own = ckpt / f"plugins_rank{D.rank()}.pt"
             if own.exists():
                 state = {**state, **torch.load(own, weights_only=False)}
+        changed = resume_config_changes(state.get("config"), to_dict(self.cfg))
+        if changed and D.is_main():  # verl / TRL resume silently; a changed algorithm or data is most likely a mistake
+            # the loaded optimizer / scheduler state brings its own lr, betas and weight decay (as in verl and TRL)
+            kept = [k for k in changed if k in ("trainer.lr", "trainer.betas", "trainer.weight_decay")]
+            note = f", except {', '.join(kept)}: the checkpoint's optimizer state keeps its own" if kept else ""
+            warnings.warn(f"resuming {ckpt} with settings other than those it was saved with: {', '.join(changed)} "
+                          f"(this run's values apply{note}; use another trainer.output_dir or trainer.resume=false "
+                          "to start afresh)", stacklevel=2)
         _reapply_schedule(self.scheduler)
         self.load_plugin_state(state)
         self.step_idx = int(state["step"])
