@@ -170,3 +170,40 @@ def render_pool():
     p = start_render_pool(workers=2)
     yield p
     p.close()
+
+
+@pytest.fixture
+def no_runs(monkeypatch):
+    """Every runner the CLI can reach, replaced by a recorder: only parsing and the up-front checks run."""
+    import mmevo.demo
+    import mmevo.eval.runner
+    import mmevo.evolve.mmzero
+    import mmevo.evolve.prism
+    import mmevo.honest.calibration
+    import mmevo.honest.loop
+    import mmevo.memory_plan
+    import mmevo.prism.clusters
+    from mmevo import recipes
+
+    calls = []
+
+    def record(name, result):
+        def run(*args, **kwargs):
+            calls.append(name)
+            return result
+        return run
+
+    monkeypatch.setattr(recipes, "run_grpo", record("train", {}))
+    monkeypatch.setattr(recipes, "run_sft", record("sft", {}))
+    monkeypatch.setattr(recipes, "run_eval", record("eval", {}))
+    monkeypatch.setattr(mmevo.eval.runner, "run_benchmark", record("benchmark", {}))
+    monkeypatch.setattr(mmevo.honest.calibration, "run_calibration_eval", record("calibration", {}))
+    monkeypatch.setattr(mmevo.evolve.mmzero, "run_mmzero", record("mmzero", {"iterations": []}))
+    monkeypatch.setattr(mmevo.evolve.prism, "run_prism", record("prism", {"iterations": []}))
+    monkeypatch.setattr(mmevo.honest.loop, "run_honest", record("honest", {}))
+    monkeypatch.setattr(mmevo.prism.clusters, "build_clusters", record("build-clusters", {}))
+    monkeypatch.setattr(mmevo.memory_plan, "plan", record("plan-memory", {}))
+    monkeypatch.setattr(mmevo.demo, "run_demo", record("demo", {}))
+    # the shipped configs name configs/deepspeed/*.json from the repository root
+    monkeypatch.chdir(Path(__file__).resolve().parent.parent)
+    return calls

@@ -19,41 +19,6 @@ def _never(*args, **kwargs):
     raise AssertionError("the run started")
 
 
-@pytest.fixture
-def no_runs(monkeypatch):
-    """Every runner the CLI can reach, replaced by a recorder: only parsing and the up-front checks run."""
-    import mmevo.demo
-    import mmevo.eval.runner
-    import mmevo.evolve.mmzero
-    import mmevo.evolve.prism
-    import mmevo.honest.calibration
-    import mmevo.honest.loop
-    import mmevo.memory_plan
-    import mmevo.prism.clusters
-
-    calls = []
-
-    def record(name, result):
-        def run(*args, **kwargs):
-            calls.append(name)
-            return result
-        return run
-
-    monkeypatch.setattr(recipes, "run_grpo", record("train", {}))
-    monkeypatch.setattr(recipes, "run_sft", record("sft", {}))
-    monkeypatch.setattr(recipes, "run_eval", record("eval", {}))
-    monkeypatch.setattr(mmevo.eval.runner, "run_benchmark", record("benchmark", {}))
-    monkeypatch.setattr(mmevo.honest.calibration, "run_calibration_eval", record("calibration", {}))
-    monkeypatch.setattr(mmevo.evolve.mmzero, "run_mmzero", record("mmzero", {"iterations": []}))
-    monkeypatch.setattr(mmevo.evolve.prism, "run_prism", record("prism", {"iterations": []}))
-    monkeypatch.setattr(mmevo.honest.loop, "run_honest", record("honest", {}))
-    monkeypatch.setattr(mmevo.prism.clusters, "build_clusters", record("build-clusters", {}))
-    monkeypatch.setattr(mmevo.memory_plan, "plan", record("plan-memory", {}))
-    monkeypatch.setattr(mmevo.demo, "run_demo", record("demo", {}))
-    monkeypatch.chdir(ROOT)  # the shipped configs name configs/deepspeed/*.json from the repository root
-    return calls
-
-
 # -- shipped configs and README --------------------------------------------------------------------------------------
 @pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.name)
 def test_every_shipped_config_loads_and_its_command_accepts_it(path, no_runs):

@@ -19,38 +19,6 @@ CONFIGS = sorted((ROOT / "configs").glob("*.yaml"))
 SEVEN_B = ["configs/csrs_qwen2_5_vl_7b_geometry3k.yaml", "configs/qwen2_5_vl_7b_geometry3k.yaml"]
 
 
-@pytest.fixture
-def no_runs(monkeypatch):
-    """Every runner the CLI reaches replaced by a recorder: only argument parsing and the up-front checks run."""
-    import mmevo.demo
-    import mmevo.eval.runner
-    import mmevo.evolve.mmzero
-    import mmevo.evolve.prism
-    import mmevo.honest.calibration
-    import mmevo.honest.loop
-    import mmevo.prism.clusters
-    from mmevo import recipes
-
-    calls = []
-
-    def record(name, result):
-        def run(*args, **kwargs):
-            calls.append(name)
-            return result
-        return run
-
-    for mod, attr, result in [(recipes, "run_grpo", {}), (recipes, "run_sft", {}), (recipes, "run_eval", {}),
-                              (mmevo.eval.runner, "run_benchmark", {}),
-                              (mmevo.honest.calibration, "run_calibration_eval", {}),
-                              (mmevo.evolve.mmzero, "run_mmzero", {"iterations": []}),
-                              (mmevo.evolve.prism, "run_prism", {"iterations": []}),
-                              (mmevo.honest.loop, "run_honest", {}), (mmevo.prism.clusters, "build_clusters", {}),
-                              (memory_plan, "plan", {}), (mmevo.demo, "run_demo", {})]:
-        monkeypatch.setattr(mod, attr, record(attr, result))
-    monkeypatch.chdir(ROOT)  # configs name configs/deepspeed/*.json from the repository root
-    return calls
-
-
 def _plan(path: str, overrides=()) -> dict:
     return memory_plan.plan(load_config(ROOT / path, list(overrides)), 8, 80.0, config_path=ROOT / path)
 
