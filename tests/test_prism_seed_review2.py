@@ -155,7 +155,7 @@ def test_loop_seed_offsets_are_distinct_per_iteration_and_phase(monkeypatch, tmp
     monkeypatch.setattr(loop, "role_config", lambda *a, **kw: None)
     for name in ("FrozenRole", "ClusterAssigner", "Recorder"):
         monkeypatch.setattr(loop, name, Dummy)
-    cfg = SimpleNamespace(prism=SimpleNamespace(centroids="c.npy", embedder="", embed_batch=4, embed_device="cpu",
+    cfg = SimpleNamespace(prism=SimpleNamespace(centroids="c.npy", embedder="", embed_batch=4, embed_device="cpu", k=0,
                                                 solver_samples=2, questioner_prompts=2))
     pool = tmp_path / "pool.jsonl"
     pool.write_text(json.dumps({"question": "1 + 1?", "cluster": 0, "p": 0.75, "silver": "2"}) + "\n")
