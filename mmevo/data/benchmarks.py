@@ -186,10 +186,15 @@ def _is_nan(v: Any) -> bool:
 _DATA_URI = re.compile(r"data:[^,]*;base64,", re.I)
 
 
+def _b64decode(text: str) -> bytes:
+    """Strict base64 (whitespace and line breaks ignored); ``binascii.Error`` on anything else."""
+    return base64.b64decode("".join(text.split()), validate=True)
+
+
 def _base64_raster(text: str) -> bytes | None:
     """The bytes ``text`` encodes in base64 when they start like an image Pillow reads, else None."""
     try:
-        data = base64.b64decode("".join(text.split()), validate=True)
+        data = _b64decode(text)
         with Image.open(io.BytesIO(data), formats=RASTER_FORMATS):  # reads the header only
             return data
     except (binascii.Error, ValueError, OSError, SyntaxError, Image.DecompressionBombError):
@@ -293,7 +298,7 @@ class _Row:
 
     def base64_image(self, text: str, fld: str) -> bytes:
         try:
-            data = base64.b64decode("".join(text.split()), validate=True)
+            data = _b64decode(text)
         except (binascii.Error, ValueError) as e:
             raise self.err(fld, f"invalid base64 image data: {e}", "image_corrupt") from e
         if not data:

@@ -59,6 +59,12 @@ def check_request_batch(requests, params: SamplingParams) -> None:
     bad = [r.max_tokens for r in requests if r.max_tokens is not None and r.max_tokens < 0]
     if bad:
         raise ValueError(f"RolloutRequest.max_tokens must be None or >= 0, got {bad[0]}")
+    # the first token is predicted by the last context token: an empty context would sample from a padding slot's
+    # logits (HF; alone in its chunk it crashed inside the model), or be refused by vLLM without naming the request
+    bad = [i for i, r in enumerate(requests)
+           if r.prompt is not None and not len(r.prompt.input_ids) + len(r.prefix_ids)]
+    if bad:
+        raise ValueError(f"RolloutRequest {bad[0]}: prompt + prefix_ids has no tokens (empty prompt.input_ids)")
 
 
 def _check_int(name: str, v) -> None:

@@ -204,11 +204,6 @@ class HFEngine:
         """
         self._require_open()
         check_request_batch(requests, params)
-        # the first token is predicted by the last context token: an empty context sampled from a padding slot's
-        # logits (or, alone in its chunk, crashed inside the model)
-        bad = [i for i, r in enumerate(requests) if not len(r.prompt.input_ids) + len(r.prefix_ids)]
-        if bad:
-            raise ValueError(f"RolloutRequest {bad[0]}: prompt + prefix_ids has no tokens (empty prompt.input_ids)")
         self._check_vocab(requests)
         generator = None
         if params.seed is not None:

@@ -752,9 +752,7 @@ class VLLMEngine:
     def _check_context(self, i: int, req: RolloutRequest, budget: int) -> None:
         """Refuse a request that does not fit vLLM's context: vLLM would stop it at ``max_model_len`` with fewer than
         ``budget`` new tokens and finish_reason "length" (the HF engine samples the whole budget)."""
-        used = len((req.image_override or req.prompt).input_ids) + len(req.prefix_ids)  # image runs expanded
-        if not used:  # as the HF engine: the first token is predicted by the last context token
-            raise ValueError(f"RolloutRequest {i}: prompt + prefix_ids has no tokens (empty prompt.input_ids)")
+        used = len(req.prompt.input_ids) + len(req.prefix_ids)  # image runs expanded (an override has the same ids)
         if self.max_model_len is not None and used + budget > self.max_model_len:
             raise ValueError(f"RolloutRequest {i}: prompt + prefix_ids ({used} tokens) + max_tokens ({budget}) is "
                              f"above the vLLM engine's context length ({self.max_model_len}, data.max_prompt_length "
