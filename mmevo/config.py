@@ -383,6 +383,8 @@ def _coerce(value: Any, typ: Any, where: str) -> Any:
         hint = " (YAML reads unquoted yes/no/on/off/true/false as booleans: quote the text)" \
             if isinstance(value, bool) else ""
         raise ConfigError(f"{where}: expected a string, got {_fmt(value)}{hint}")
+    if typ in (int, float) and isinstance(value, (_IntText, _FloatText)):
+        _refuse_yaml11_number(value.text, where)
     try:
         if typ is float:
             out = float(value)
@@ -518,6 +520,23 @@ def _with_text(cls, construct):
 # (trainer.output_dir: 0755) became another string unseen
 _StrictLoader.add_constructor("tag:yaml.org,2002:int", _with_text(_IntText, yaml.SafeLoader.construct_yaml_int))
 _StrictLoader.add_constructor("tag:yaml.org,2002:float", _with_text(_FloatText, yaml.SafeLoader.construct_yaml_float))
+
+
+def _refuse_yaml11_number(text: str, where: str) -> None:
+    """YAML 1.1 reads ``010`` as octal 8 and ``1:30`` as base-60 90; YAML 1.2 and every other tool read 10 and a
+    string, so a number field given either form would silently hold a value its author did not mean."""
+    body = text.strip().lstrip("+-").replace("_", "")
+    if ":" in body:
+        raise ConfigError(f"{where}: {text!r} is a base-60 number in YAML 1.1 ({_fmt(_plain_number(text))}); "
+                          "write the plain decimal value")
+    if len(body) > 1 and body[0] == "0" and body.isdigit():
+        sign = "-" if text.strip().startswith("-") else ""
+        raise ConfigError(f"{where}: {text!r} has a leading zero, which YAML 1.1 reads as octal "
+                          f"({_fmt(_plain_number(text))}); write {sign}{int(body)} if you mean the decimal number")
+
+
+def _plain_number(text: str) -> Any:
+    return yaml.load(text, Loader=yaml.SafeLoader)
 
 
 def _plain(value: Any) -> Any:

@@ -1,0 +1,34 @@
+"""Number fields and YAML 1.1's octal / base-60 forms: refused with the decimal value named, never read silently."""
+
+import pytest
+
+from mmevo.config import ConfigError, load_config
+
+
+@pytest.mark.parametrize("override, says", [
+    ("trainer.steps=010", "YAML 1.1 reads as octal (8); write 10"),      # was steps = 8
+    ("trainer.steps=-010", "(-8); write -10"),
+    ("trainer.lr=010", "(8); write 10"),                                 # a float field took 8.0
+    ("trainer.steps=1:30", "base-60 number in YAML 1.1 (90)"),           # was steps = 90
+    ("trainer.lr=1:30.5", "(90.5)"),
+])
+def test_yaml11_octal_and_base60_numbers_are_refused(override, says):
+    with pytest.raises(ConfigError, match="trainer.(steps|lr)") as e:
+        load_config(None, [override])
+    assert says in str(e.value)
+
+
+def test_yaml11_octal_in_a_file_names_the_file_and_field(tmp_path):
+    p = tmp_path / "c.yaml"
+    p.write_text("trainer:\n  steps: 007\n")
+    with pytest.raises(ConfigError, match=r"c\.yaml: trainer\.steps: '007' has a leading zero.*write 7"):
+        load_config(p)
+
+
+@pytest.mark.parametrize("override, field, value", [
+    ("trainer.steps=10", "steps", 10), ("trainer.steps=0", "steps", 0), ("trainer.steps=0x10", "steps", 16),
+    ("trainer.steps=1_000", "steps", 1000), ("trainer.steps=09", "steps", 9), ("trainer.lr=00.5", "lr", 0.5),
+    ("trainer.lr=0.000001", "lr", 1e-6), ("trainer.output_dir=0755", "output_dir", "0755"),
+])
+def test_unambiguous_numbers_and_texts_still_load(override, field, value):
+    assert getattr(load_config(None, [override]).trainer, field) == value
