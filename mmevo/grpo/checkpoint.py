@@ -139,8 +139,35 @@ def save_model(path: str | Path, model, processor, state_dict: dict | None = Non
 
 
 def load_trainer_state(ckpt: str | Path) -> dict:
-    # our own file; it holds numpy RNG state and config dicts, so full unpickling is required
-    return torch.load(Path(ckpt) / "trainer_state.pt", map_location="cpu", weights_only=False)
+    return load_state_file(Path(ckpt) / "trainer_state.pt")
+
+
+class DamagedCheckpointError(ValueError):
+    """A checkpoint file exists but cannot be read (truncated by a full disk or an interrupted copy)."""
+
+
+def load_state_file(path: Path) -> dict:
+    """One of our own ``.pt`` files of a checkpoint (it holds numpy RNG state and config dicts, so full unpickling is
+    required); a damaged one is an error naming the file and the way out, not torch's internal zip / EOF message."""
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=False)
+    except Exception as e:  # torch raises EOFError, RuntimeError, OSError or KeyError depending on where it is cut
+        raise DamagedCheckpointError(_damaged_message(path, f"{type(e).__name__}: {e}")) from None
+    if not isinstance(state, dict):
+        raise DamagedCheckpointError(_damaged_message(path, f"holds a {type(state).__name__}, not a state dict"))
+    return state
+
+
+def _damaged_message(path: Path, why: str) -> str:
+    ckpt = path.parent
+    if not _STEP_RE.match(ckpt.name):  # a run's own state file (SFT's): deleting it restarts that run
+        way = "delete it to start that run afresh"
+    else:
+        older = [c for c in list_checkpoints(ckpt.parent.parent) if _step_of(c) < _step_of(ckpt)]
+        way = (f"delete {ckpt} to resume from {older[-1].name}, or" if older else f"delete {ckpt}, or") + \
+            " start afresh with trainer.resume=false or another trainer.output_dir"
+    return f"checkpoint file {path} cannot be read ({why.strip()}); it is damaged (a full disk or an interrupted " \
+           f"copy?): {way}"
 
 
 def load_model_weights(model, ckpt_model_dir: str | Path) -> None:

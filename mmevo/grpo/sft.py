@@ -16,6 +16,7 @@ import torch
 from mmevo.config import Config
 from mmevo.data.schema import Example
 from mmevo.grpo.algos import masked_mean
+from mmevo.grpo.checkpoint import load_state_file
 from mmevo.grpo.trainer import PromptCache, configure_training, make_optimizer, make_scheduler, sequence_logprobs
 from mmevo.metrics import RunLogger
 from mmevo.models.loader import LoadedModel
@@ -56,7 +57,7 @@ def run_sft(cfg: Config, policy: LoadedModel, examples: list[Example], log: bool
     history: list[dict] = []
     state_path = Path(s.output_dir) / STATE_FILE
     if s.save_every > 0 and state_path.exists():  # an interrupted run: continue where its last state left off
-        state = torch.load(state_path, map_location="cpu", weights_only=False)
+        state = load_state_file(state_path)
         if state["n_steps"] != n_steps or state["n_examples"] != len(examples):
             raise ValueError(f"{state_path} is from another SFT run ({state['n_steps']} steps over "
                              f"{state['n_examples']} examples, this one: {n_steps} over {len(examples)}); delete it "

@@ -28,8 +28,8 @@ from mmevo.data.schema import Example
 from mmevo.grpo import algos
 from mmevo.grpo.distributed import is_max_metric
 from mmevo.grpo.checkpoint import (checkpoint_root, commit_checkpoint, latest_checkpoint, load_model_weights,
-                                   load_trainer_state, remove_partial_checkpoints, rng_state, save_checkpoint,
-                                   save_model, set_rng_state, write_checkpoint_files)
+                                   load_state_file, load_trainer_state, remove_partial_checkpoints, rng_state,
+                                   save_checkpoint, save_model, set_rng_state, write_checkpoint_files)
 from mmevo.metrics import RunLogger, StageTimer, peak_memory_mb
 from mmevo.models.attention import supports_packing
 from mmevo.models.inputs import (EncodedPrompt, collate, collate_for_training, distinct_prompts, encode_prompt, pack,
@@ -877,10 +877,10 @@ class GRPOTrainer:
             # weights, optimizer partitions and scheduler (DeepSpeed owns the one it was given)
             self.ds_engine.load_checkpoint(str(ckpt / "deepspeed"), tag="zero", load_optimizer_states=True,
                                            load_lr_scheduler_states=True)
-            set_rng_state(torch.load(ckpt / f"rng_rank{D.rank()}.pt", weights_only=False))
+            set_rng_state(load_state_file(ckpt / f"rng_rank{D.rank()}.pt"))
             own = ckpt / f"plugins_rank{D.rank()}.pt"
             if own.exists():
-                state = {**state, **torch.load(own, weights_only=False)}
+                state = {**state, **load_state_file(own)}
         changed = resume_config_changes(state.get("config"), to_dict(self.cfg))
         if changed and D.is_main():  # verl / TRL resume silently; a changed algorithm or data is most likely a mistake
             # the loaded optimizer / scheduler state brings its own lr, betas and weight decay (as in verl and TRL)
