@@ -219,6 +219,10 @@ def _check_train(cfg) -> None:
     if not any(cfg.reward.heads.values()):
         raise ConfigError(f"reward.heads={cfg.reward.heads!r}: every weight is 0, so every reward is 0 and no step would "
                           "change the policy")
+    loop_only = [f"honest.{k}=true" for k in ("replay_enabled", "smc_enabled") if getattr(cfg.honest, k)]
+    if loop_only:  # the HONEST loop builds CPR / SMC (with its health monitor); plain training would ignore them
+        raise ConfigError(f"{', '.join(loop_only)}: CPR replay and the SMC curriculum run in `mmevo evolve honest "
+                          "CONFIG`; `mmevo train` would ignore them: use that command, or set them to false")
     import inspect
 
     for name in cfg.reward.heads:

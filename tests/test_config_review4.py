@@ -32,3 +32,18 @@ def test_yaml11_octal_in_a_file_names_the_file_and_field(tmp_path):
 ])
 def test_unambiguous_numbers_and_texts_still_load(override, field, value):
     assert getattr(load_config(None, [override]).trainer, field) == value
+
+
+def test_train_refuses_honest_loop_switches_it_would_ignore(no_runs, capsys):
+    from mmevo.cli import main
+
+    assert main(["train", "configs/honest_tiny.yaml"]) == 2  # the shipped HONEST config turns both on
+    err = capsys.readouterr().err
+    assert "honest.replay_enabled=true, honest.smc_enabled=true: CPR replay and the SMC curriculum run in " \
+           "`mmevo evolve honest CONFIG`" in err
+    assert main(["train", "honest.smc_enabled=true"]) == 2
+    assert "honest.smc_enabled=true: " in capsys.readouterr().err
+    assert no_runs == []
+    assert main(["evolve", "honest", "configs/honest_tiny.yaml"]) == 0  # where they do apply
+    assert main(["train", "configs/honest_tiny.yaml", "honest.replay_enabled=false", "honest.smc_enabled=false"]) == 0
+    assert no_runs == ["honest", "train"]
