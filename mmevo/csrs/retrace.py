@@ -12,12 +12,14 @@ from ``U(0, 1)``.
 from __future__ import annotations
 
 import math
+import operator
 import random
 from collections.abc import Collection, Sequence
 from fractions import Fraction
 from numbers import Rational, Real
 
 import numpy as np
+import torch
 
 __all__ = ["anchor_position", "sample_omegas", "anchor_prefixes"]
 
@@ -28,7 +30,7 @@ def _as_fraction(omega: Real) -> Fraction:
     ``0.7`` becomes exactly 7/10 (not the binary double just below it), so that
     ``floor(0.7 * 10)`` is 7 as written in the paper, not 6.
     """
-    if isinstance(omega, (bool, str, bytes)):  # float() would read "0.7" as a rate
+    if _is_bool(omega) or isinstance(omega, (str, bytes)):  # float() would read "0.7" as a rate
         raise ValueError(f"omega must be a number in [0, 1], got {omega!r}")
     if isinstance(omega, Rational):
         return Fraction(omega)
@@ -40,7 +42,23 @@ def _as_fraction(omega: Real) -> Fraction:
         raise ValueError(f"omega must be finite, got {omega!r}")
     if isinstance(omega, (np.float16, np.float32)):  # shortest spelling in its own precision: float32 0.7 is "0.7"
         return Fraction(str(omega))
+    if isinstance(omega, torch.Tensor) and omega.dtype in (torch.float16, torch.bfloat16, torch.float32):
+        return Fraction(_shortest_spelling(w, lambda x: torch.tensor(x, dtype=omega.dtype).item() == w))
     return Fraction(repr(w))
+
+
+def _is_bool(v) -> bool:
+    """Python, numpy and torch booleans: ``float(np.True_)`` is 1.0 and ``int`` of it 1; neither is a rate or length."""
+    return isinstance(v, (bool, np.bool_)) or (isinstance(v, torch.Tensor) and v.dtype == torch.bool)
+
+
+def _shortest_spelling(w: float, same) -> str:
+    """The shortest decimal that ``same`` reads back as ``w`` (a torch float32 0.7 is 0.699999988..., spelled "0.7")."""
+    for digits in range(1, 18):
+        s = f"{w:.{digits}g}"
+        if same(float(s)):
+            return s
+    return repr(w)
 
 
 def anchor_position(response_len: int, omega: float) -> int:
@@ -49,7 +67,7 @@ def anchor_position(response_len: int, omega: float) -> int:
     Computed in exact rational arithmetic on the decimal value of ``omega`` (see
     ``_as_fraction``). 0 for an empty response; ``response_len`` for ``omega == 1``.
     """
-    if isinstance(response_len, bool):  # int(True) == 1 would pass the check below
+    if _is_bool(response_len):  # int(True) == 1 would pass the check below
         raise ValueError(f"response_len must be a non-negative int, got {response_len!r}")
     if not isinstance(response_len, int):
         try:
@@ -91,10 +109,13 @@ def sample_omegas(n: int, omega: float, random_anchor: bool, rng: random.Random)
     return out
 
 
-def _token_list(resp) -> list[int]:
+def _token_list(resp, name: str) -> list[int]:
     if hasattr(resp, "tolist"):  # torch tensor / numpy array
         resp = resp.tolist()
-    return list(resp)
+    try:  # plain ints: a list of 0-d tensors hashes by identity, so a trailing stop id was never stripped
+        return [operator.index(t) for t in resp]
+    except TypeError:
+        raise ValueError(f"{name} must hold integer token ids, got {list(resp)[:8]!r}") from None
 
 
 def anchor_prefixes(
@@ -112,10 +133,10 @@ def anchor_prefixes(
     """
     if len(responses) != len(omegas):
         raise ValueError(f"length mismatch: {len(responses)} responses, {len(omegas)} omegas")
-    strip = set(_token_list(strip_ids))  # ints: a tensor's elements hash by identity and would never match
+    strip = set(_token_list(strip_ids, "strip_ids"))
     out = []
-    for resp, w in zip(responses, omegas):
-        toks = _token_list(resp)
+    for i, (resp, w) in enumerate(zip(responses, omegas)):
+        toks = _token_list(resp, f"responses[{i}]")
         end = len(toks)
         while end > 0 and toks[end - 1] in strip:
             end -= 1

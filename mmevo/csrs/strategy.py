@@ -88,6 +88,10 @@ class CSRSStrategy(RolloutStrategy):
         if len(outs) != n_mat:  # one list per anchor: fewer would silently leave anchors without re-inferences
             raise ValueError(f"engine {type(ctx.engine).__name__}.generate returned {len(outs)} completion lists for "
                              f"{n_mat} re-inference requests (one list per request, in order)")
+        short = [j for j, group in enumerate(outs) if len(group) != c.m]
+        if short:  # |A_m| must be m n: a short or long list would silently reweight every f_r of the group
+            raise ValueError(f"engine {type(ctx.engine).__name__}.generate returned {len(outs[short[0]])} completions "
+                             f"for re-inference request {short[0]}, csrs.m={c.m} were asked for")
         for comp in maternal.completions:  # the kept caches are not needed past this point
             comp.kv = None
 

@@ -31,6 +31,9 @@ def majority_vote_rewards(
         choices = [None] * n
     if len(group_ids) != n or len(choices) != n:
         raise ValueError(f"length mismatch: {n} responses, {len(group_ids)} group ids, {len(choices)} choices")
+    for i, c in enumerate(choices):
+        if isinstance(c, (str, bytes)):  # one flat option list given for all samples: its letters became the options
+            raise ValueError(f"choices[{i}] must be the sample's list of options or None, got the text {c!r}")
 
     answers = [extract_answer(r, c) for r, c in zip(responses, choices)]
     members: dict[int, list[int]] = {}

@@ -29,6 +29,7 @@ import math
 from collections import Counter
 from collections.abc import Hashable, Iterable, Sequence
 
+import numpy as np
 import torch
 
 __all__ = ["frequency_counts", "softened_frequency_rewards"]
@@ -44,12 +45,14 @@ def answer_keys(keys) -> list:
     answers given as tensor elements would never be counted together)."""
     if hasattr(keys, "tolist"):  # torch tensor / numpy array of keys
         keys = keys.tolist()
-    return [k.item() if isinstance(k, torch.Tensor) else k for k in keys]
+    # numpy scalars / 0-d arrays too: a 0-d array is unhashable, and Decimal(2) == np.int64(2) raises
+    return [k.item() if isinstance(k, (torch.Tensor, np.ndarray, np.generic)) else k for k in keys]
 
 
 def nonnegative_real(name: str, value: float) -> float:
     """``value`` as a float, or a ValueError naming ``name`` when it is not a finite number >= 0."""
-    if isinstance(value, (bool, str, bytes)):  # float() reads True as 1 and "0.2" as 0.2: neither is a number
+    if (isinstance(value, (bool, np.bool_, str, bytes))  # float() reads True as 1 and "0.2" as 0.2: neither is a number
+            or (isinstance(value, torch.Tensor) and value.dtype == torch.bool)):
         raise ValueError(f"{name} must be a real number, got {value!r}")
     try:
         v = float(value)
