@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 import inspect
 import math
+import operator
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
@@ -32,6 +33,14 @@ class ScoredSample:
     eval_gold: str | None = None  # gold kept for logged diagnostics only, also in label-free runs; never a reward
     aux: dict = field(default_factory=dict)  # per-sample data from the rollout strategy (Rollout.aux)
     example: Any = None  # the sample's Example (its meta); answer/solution blanked in label-free runs
+
+
+def group_of(sample: ScoredSample, i: int) -> int:
+    """The sample's group id as a plain int: a tensor element hashes by identity, making each sample its own group."""
+    try:
+        return operator.index(sample.group_id)
+    except TypeError:
+        raise ValueError(f"samples[{i}].group_id must be an integer, got {sample.group_id!r}") from None
 
 
 class RewardHead:
@@ -81,12 +90,12 @@ class MajorityHead(RewardHead):
         r, info = majority_vote_rewards([s.response for s in samples], [s.group_id for s in samples],
                                         [s.choices for s in samples])
         metrics = {k: float(v) for k, v in info.items() if isinstance(v, (int, float))}
-        golds = {s.group_id: s.eval_gold for s in samples}
+        golds = {group_of(s, i): s.eval_gold for i, s in enumerate(samples)}
         labels = info.get("pseudo_labels", {})
         if labels and all(g is not None for g in golds.values()):  # logged only, never used for training
             from mmevo.rewards.answers import answers_equivalent
 
-            chs = {s.group_id: s.choices for s in samples}
+            chs = {group_of(s, i): s.choices for i, s in enumerate(samples)}
             hits = [answers_equivalent(labels.get(g), golds[g], chs[g]) for g in golds]
             metrics["pseudo_label_acc"] = sum(hits) / len(hits)
         return r, metrics
@@ -115,7 +124,7 @@ class SFRHead(RewardHead):
         rewards = torch.zeros(len(samples), dtype=torch.float32)
         groups: dict[int, list[int]] = {}
         for i, s in enumerate(samples):
-            groups.setdefault(s.group_id, []).append(i)
+            groups.setdefault(group_of(s, i), []).append(i)
         modal, distinct, disagree, label_hits, labelled = [], [], 0, 0, 0
         for idx in groups.values():
             choices = samples[idx[0]].choices
