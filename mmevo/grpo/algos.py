@@ -103,6 +103,11 @@ def group_advantages(
             f"{tuple(rewards.shape)} and {tuple(group_ids.shape)}"
         )
 
+    if not (math.isfinite(float(eps)) and float(eps) >= 0.0):  # NaN gave all-NaN advantages; eps < 0 can cancel the std
+        raise ValueError(f"eps must be a finite number >= 0, got {eps!r}")
+    if group_ids.is_floating_point() and not bool(torch.isfinite(group_ids).all()):
+        raise ValueError("group_ids must be finite; a NaN id made its sample a group of its own (advantage 0)")
+
     r = rewards.detach().to(torch.float64)  # [B]
     bad = (~torch.isfinite(r)).nonzero().flatten()
     if bad.numel():  # one NaN / inf would turn every advantage of its group (of the batch for "batch") into NaN
@@ -176,6 +181,8 @@ def kl_penalty(logp: Tensor, ref_logp: Tensor, kind: str) -> Tensor:
     Returns:
         ``[...]`` elementwise KL estimate.
     """
+    if ref_logp.shape != logp.shape:  # a [B, 1] or [T] ref_logp would broadcast silently over the tokens
+        raise ValueError(f"ref_logp must have the shape of logp, got {tuple(ref_logp.shape)} and {tuple(logp.shape)}")
     if kind in ("k1", "kl"):
         return logp - ref_logp
     if kind == "abs":
@@ -253,7 +260,8 @@ def agg_loss(
 
     Sequences whose mask is all zero contribute 0 to every numerator. In the
     ``seq-mean-*`` modes they still count in ``B`` (the number of sequences);
-    they never produce NaN. As in verl, ``token-mean`` never reads values
+    they never produce NaN (nor does an empty batch, ``B = 0``: the loss is
+    0 in every mode). As in verl, ``token-mean`` never reads values
     outside the mask and the ``seq-mean-token-*`` modes drop whole masked-out
     rows (NaN / inf there give 0); a NaN outside the mask of a row that has
     tokens, or anywhere in ``seq-mean-token-sum-norm``, propagates as in
@@ -287,7 +295,8 @@ def agg_loss(
         seq = (loss_mat * mask).sum(dim=-1)  # [B]
         if agg == "seq-mean-token-mean":
             seq = seq / n_tok.clamp(min=1.0)
-        return _masked_zero(seq, n_tok > 0).mean()  # a masked-out row adds 0 even if it holds NaN (verl)
+        seq = _masked_zero(seq, n_tok > 0)  # a masked-out row adds 0 even if it holds NaN (verl)
+        return seq.mean() if seq.numel() else seq.sum()  # no sequences: 0 like an empty token-mean, not 0/0 = NaN
     if agg == "seq-mean-token-sum-norm":
         scale = float(mask.shape[-1]) if loss_scale_factor is None else float(loss_scale_factor)
         if not (math.isfinite(scale) and scale > 0):  # 0 / inf / NaN would give a silent inf, 0 or NaN loss
@@ -327,7 +336,8 @@ def policy_loss(
 
     The dual clip bounds the loss of a token with negative advantage whose
     ratio has grown far above 1 (a large off-policy step) by :math:`-A c`; such
-    a token then gets no gradient. ``clip_ratio_c=None`` disables it (exactly
+    a token then gets no gradient (half of it at the tie :math:`L^{clip} = -A c`,
+    as verl's ``torch.min``). ``clip_ratio_c=None`` disables it (exactly
     :math:`L = L^{clip}`). The result is aggregated with :func:`agg_loss`
     (``agg``, ``loss_scale_factor``).
 
@@ -398,7 +408,8 @@ def policy_loss(
         neg = (adv < 0).expand_as(loss_mat)  # [B, T]
         pg_dual = -adv * float(clip_ratio_c)  # [B, 1] or [B, T]; constant in logp -> zero gradient
         dual_active = neg & (pg_dual < loss_mat)  # [B, T]
-        loss_mat = torch.where(dual_active, pg_dual.expand_as(loss_mat), loss_mat)  # [B, T]
+        # min, not a select on dual_active: at a tie (ratio == c) torch.minimum splits the gradient as verl's does
+        loss_mat = torch.where(neg, torch.minimum(pg_dual, loss_mat), loss_mat)  # [B, T]
 
     loss = agg_loss(loss_mat, mask_f, agg, loss_scale_factor=loss_scale_factor)
 
@@ -477,6 +488,9 @@ def logprobs_from_logits(logits: Tensor, labels: Tensor) -> Tensor:
         ``[B, T]`` log-probs in at least float32 (bf16 / fp16 logits give
         float32, float64 logits stay float64 as in verl).
     """
+    if labels.shape != logits.shape[:-1]:  # gather accepts a smaller index: [B, 1] labels broadcast to a wrong [B, T]
+        raise ValueError(f"labels must have shape {tuple(logits.shape[:-1])} for logits {tuple(logits.shape)}, "
+                         f"got {tuple(labels.shape)}")
     z = logits.to(_acc_dtype(logits.dtype))  # [B, T, V]
     label_logit = torch.gather(z, dim=-1, index=labels.long().unsqueeze(-1)).squeeze(-1)  # [B, T]
     return label_logit - torch.logsumexp(z, dim=-1)
