@@ -47,3 +47,15 @@ def test_train_refuses_honest_loop_switches_it_would_ignore(no_runs, capsys):
     assert main(["evolve", "honest", "configs/honest_tiny.yaml"]) == 0  # where they do apply
     assert main(["train", "configs/honest_tiny.yaml", "honest.replay_enabled=false", "honest.smc_enabled=false"]) == 0
     assert no_runs == ["honest", "train"]
+
+
+@pytest.mark.parametrize("name, ours", [("kl", "k1"), ("mse", "k2"), ("abs", None), ("low_var_kl", "k3")])
+def test_verl_kl_type_names_load_and_train_as_their_estimator(name, ours):
+    import torch
+
+    from mmevo.grpo.algos import kl_penalty
+
+    assert load_config(None, [f"algo.kl_type={name}"]).algo.kl_type == name  # was refused at load
+    logp, ref = torch.tensor([[-1.0, -2.0]]), torch.tensor([[-1.5, -1.0]])
+    want = (logp - ref).abs() if ours is None else kl_penalty(logp, ref, ours)
+    assert torch.equal(kl_penalty(logp, ref, name), want)
