@@ -76,7 +76,10 @@ def reliability_bins(conf: Sequence[float], correct: Sequence[bool], bins: int =
     from mmevo.rewards.honest import ece_bins, is_outcome, n_bins
 
     bins = n_bins(bins)
-    correct = list(correct)
+    correct, conf = list(correct), list(conf)
+    odd = [x for x in conf if isinstance(x, (bool, str, bytes)) or x is None]
+    if odd:  # float() would read True as 1.0 and "0.5" as a number
+        raise ValueError(f"reliability_bins: conf must hold numbers, got {odd[0]!r}")
     c = torch.tensor([float(x) for x in conf], dtype=torch.float64)  # [G]
     if not ((c >= 0) & (c <= 1)).all():  # NaN fails both; bucketize would file 1.5 or NaN in the last bin
         raise ValueError(f"reliability_bins: conf must lie in [0, 1], got {c[~((c >= 0) & (c <= 1))][0].item()}")
@@ -116,7 +119,8 @@ def calibration_report(records: Sequence[dict], bins: int = N_BINS) -> dict:
     report = {"n": n, "graded": len(graded), "answered": sum(s["answer"] is not None and not s["abstain"]
                                                              for s in scored),
               "correct": sum(s["correct"] for s in scored), "accuracy": share("correct"),
-              "abstain_rate": share("abstain"), "malformed_rate": None if not n else 1 - share("well_formed"),
+              "abstain_rate": share("abstain"),  # malformed_rate counted: 1 - 0.7 is 0.30000000000000004
+              "malformed_rate": None if not n else sum(not s["well_formed"] for s in scored) / n,
               "well_formed_rate": share("well_formed"), "strict_well_formed_rate": share("strict_well_formed"),
               "hindsight_rate": None if not n else sum(s["hindsight"] is not None for s in scored) / n,
               "refinement_rate": None if not n else sum(s["refined_confidence"] is not None for s in scored) / n,
@@ -329,8 +333,9 @@ def hindsight_audit(metrics_path: str | Path, head: str = "honest_hindsight") ->
     A step counts when its line has ``reward/<head>/nonzero_frac`` (the head's share of samples with a non-zero
     hindsight reward); it is non-zero when that share is > 0. ``fired`` (the head graded at least one hindsight
     slot) is reported beside it: a legacy slot can fire and still earn exactly 0 when r equals y. A step logged
-    twice (a resumed run) counts once, its last line. A line that is not JSON, or whose step, share (a number in
-    [0, 1]) or fired count (a number >= 0) is not one, is an error naming file and line."""
+    twice (a resumed run) counts once, its last line; a line without a step (or a null one) is a step of its own. A
+    line that is not JSON, or whose step (a finite number or a string), share (a number in [0, 1]) or fired count
+    (a number >= 0) is not one, is an error naming file and line."""
     path = Path(metrics_path)
     if path.is_dir():
         path = path / "metrics.jsonl"
@@ -353,9 +358,13 @@ def hindsight_audit(metrics_path: str | Path, head: str = "honest_hindsight") ->
             without += 1
             continue
         where = f"{path}:{lineno}"
-        step = row.get("step", f"line{lineno}")
-        if not isinstance(step, (int, float, str)) and step is not None:  # a list / object step is no step id
-            raise ValueError(f"{where}: field 'step' must be a number or a string, got {step!r}")
+        step = row.get("step")
+        if step is None:  # no step (or null): the line is its own step; several nulls are not one step
+            step = f"line{lineno}"
+        # a list / object is no step id; true would merge with step 1; JSON's NaN / Infinity sort nowhere
+        if isinstance(step, bool) or not isinstance(step, (int, float, str)) \
+                or (isinstance(step, float) and not math.isfinite(step)):
+            raise ValueError(f"{where}: field 'step' must be a finite number or a string, got {step!r}")
         by_step[step] = (_logged_share(row, key, where, 1.0), _logged_share(row, fired_key, where, math.inf))
     steps = len(by_step)
     ordered = [by_step[s] for s in sorted(by_step, key=_step_order)]

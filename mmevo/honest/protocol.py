@@ -266,8 +266,9 @@ def _fill(slots: dict[str, str], lenient: bool, reasons: list[str], abstain: boo
 
 # ------------------------------------------------------------------------------------------------------- lenient
 _LENIENT_ABSTAIN = re.compile(r"<\s*abstain(?:\s*/)?\s*>", re.IGNORECASE)  # linear: see _LENIENT_NUMBER
-_CONFIDENCE_PHRASE = re.compile(r"confidence(?:\s*(?:is|[:=]))?\s*([+-]?(?:\d+(?:\.\d*)?|\.\d+)\s*%?)",
-                                re.IGNORECASE)
+# the number as _LENIENT_NUMBER reads it, exponent included: without it "confidence: 1e-1" was read as 1.0
+_CONFIDENCE_PHRASE = re.compile(
+    r"confidence(?:\s*(?:is|[:=]))?\s*([+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?\s*%?)", re.IGNORECASE)
 _ABSTAIN_WORDS = {"abstain", "i abstain", "<abstain/>", "abstained"}
 
 

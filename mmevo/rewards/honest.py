@@ -98,8 +98,9 @@ def copied_refinement(conf: Tensor, refined: Tensor, copy_tol: float) -> Tensor:
 
     Confidences are two-decimal strings, not exact in binary: 0.52 - 0.50 is 0.01999998 in float32 and 54 of the 99
     pairs (c, c + 0.02) fall below 0.02. So the difference is taken in float64 and must clear copy_tol by COPY_EPS,
-    far above float32 rounding (~1e-7) and far below the 0.01 step of two-decimal values."""
-    return (refined.double() - conf.double()).abs() < copy_tol - COPY_EPS
+    far above float32 rounding (~1e-7) and far below the 0.01 step of two-decimal values. A copy_tol of COPY_EPS or
+    less gives up at most half of itself, so r = c is still a copy."""
+    return (refined.double() - conf.double()).abs() < copy_tol - min(COPY_EPS, copy_tol / 2)
 
 
 def brier_reward(conf: Tensor, correct: Tensor) -> Tensor:
