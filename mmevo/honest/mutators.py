@@ -108,7 +108,10 @@ def expression_tree(expression: str, names: frozenset | set = frozenset()):
             return ("pow3", *(conv(a) for a in node.args))
         raise ValueError(f"expression {expression!r}: {ast.dump(node)[:80]} is outside the task grammar")
 
-    return conv(root)
+    try:
+        return conv(root)
+    except RecursionError:  # within the verifier's length limit, too deep to walk
+        raise ValueError(f"expression {expression[:40]!r}... is nested too deeply") from None
 
 
 def _is_leaf(node) -> bool:

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import numbers
 import random
 from dataclasses import dataclass
 from collections.abc import Sequence
@@ -72,10 +73,10 @@ class ReplayBuffer:
     """Ring buffer of ``capacity`` prompts with their calibration stats (see the module docstring)."""
 
     def __init__(self, capacity: int = 4096, alpha: float = 0.6, eps: float = 1e-3):
-        if isinstance(capacity, bool) or not isinstance(capacity, int) or capacity < 1:
+        if isinstance(capacity, bool) or not isinstance(capacity, numbers.Integral) or capacity < 1:
             raise ValueError(f"replay capacity must be a positive integer, got {capacity!r}")
         _check_alpha_eps(alpha, eps)
-        self.capacity, self.alpha, self.eps = capacity, float(alpha), float(eps)
+        self.capacity, self.alpha, self.eps = int(capacity), float(alpha), float(eps)
         self.slots: list[ReplayEntry | None] = [None] * capacity
         self.next_slot = 0  # where the next new prompt goes (the oldest once full)
         self.index: dict[tuple[str, str], int] = {}  # prompt key -> slot
@@ -190,8 +191,9 @@ class ReplayBuffer:
 
 
 def _number(x) -> float:
-    """``x`` as a float; NaN for what is not a number (a string "0.5" is not a confidence)."""
-    if isinstance(x, (str, bytes)):
+    """``x`` as a float; NaN for what is not a number (a string "0.5" is not a confidence, nor is a correctness
+    True / False: float() would read it as 1.0 / 0.0, numpy and torch booleans included)."""
+    if isinstance(x, (str, bytes, bool)) or getattr(x, "dtype", None) in (bool, torch.bool):
         return math.nan
     try:
         return float(x)

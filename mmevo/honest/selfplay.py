@@ -114,9 +114,12 @@ def problem_from_expression(expression: str) -> GeneratedProblem:
     """The verified problem of an expression; ValueError (naming why) when the verifier cannot evaluate it."""
     expr = " ".join(str(expression).split())
     value = evaluate_expression(expr)  # the whitelist verifier: raises ValueError on anything outside the grammar
-    domain = _task_domain(value, expr)
-    return GeneratedProblem(expression=expr, answer=format_answer(value), question=render_question(expr, domain),
-                            task_domain=domain)
+    try:  # the tree walks recurse deeper per level than the verifier: what it just took may still be too deep
+        domain = _task_domain(value, expr)
+        question = render_question(expr, domain)
+    except RecursionError:
+        raise ValueError(f"expression {expr[:40]!r}... is nested too deeply to render") from None
+    return GeneratedProblem(expression=expr, answer=format_answer(value), question=question, task_domain=domain)
 
 
 def parse_generated(text: str) -> tuple[GeneratedProblem | None, str]:
@@ -140,7 +143,8 @@ def generator_reward(confidences: Sequence[float | None], correct: Sequence[bool
         if c is None or y is None:
             continue
         # a NaN or out-of-range c, or a y of 0.5, would be a reward no calibration error can give (NaN poisons GRPO)
-        if isinstance(c, (bool, str, bytes)) or not 0.0 <= c <= 1.0 or not is_outcome(y):
+        if isinstance(c, (bool, str, bytes)) or getattr(c, "dtype", None) in (bool, torch.bool) \
+                or not 0.0 <= c <= 1.0 or not is_outcome(y):  # numpy / torch booleans are no confidence either
             raise ValueError(f"solver sample {i}: confidence must be a number in [0, 1] and correct True / False, "
                              f"got {c!r}, {y!r}")
         errors.append(abs(float(c) - float(y)))

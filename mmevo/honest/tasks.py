@@ -18,6 +18,7 @@ Answers are integers (``"-17"``) or ``"True"`` / ``"False"``.
 from __future__ import annotations
 
 import ast
+import numbers
 import random
 from dataclasses import dataclass
 from collections.abc import Callable, Sequence
@@ -215,9 +216,10 @@ def generate_task(domain: str, difficulty: int, seed: int = 0, index: int = 0, s
     """Task ``index`` of ``(stream, seed, domain, difficulty)``; the same arguments always give the same task."""
     if domain not in _BUILDERS:
         raise ValueError(f"unknown HONEST task domain {domain!r}; known: {list(DOMAINS)}")
-    if isinstance(difficulty, bool) or not isinstance(difficulty, int) or \
+    if isinstance(difficulty, bool) or not isinstance(difficulty, numbers.Integral) or \
             not MIN_DIFFICULTY <= difficulty <= MAX_DIFFICULTY:
         raise ValueError(f"difficulty must be an integer in [{MIN_DIFFICULTY}, {MAX_DIFFICULTY}], got {difficulty!r}")
+    difficulty = int(difficulty)  # a numpy integer is one too; the task (and its JSON meta) holds a plain int
     rng = random.Random(f"honest/{stream}/{seed}/{domain}/{difficulty}/{index}")  # str seeds hash with sha512
     tree = _BUILDERS[domain](rng, difficulty)
     value = _value(tree)
