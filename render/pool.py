@@ -228,6 +228,10 @@ class RenderPool:
                  reply_grace_s: float = 10.0, _skip_layers: tuple = ()) -> None:
         if workers < 1:
             raise ValueError("workers must be >= 1")
+        # NaN or a negative grace failed every reply wait after the job was sent (each job a crash, its worker replaced)
+        for name, v, low in (("reply_grace_s", reply_grace_s, 0.0), ("start_timeout_s", start_timeout_s, 1e-9)):
+            if isinstance(v, (str, bytes)) or not low <= float(v) <= MAX_TIMEOUT_S:
+                raise ValueError(f"{name} must be in [{low:g}, {MAX_TIMEOUT_S:g}] seconds, got {v!r}")
         self.limits = limits or RenderLimits()
         if not self.limits.disk_bytes > 0:  # a tmpfs mounted with size=0 has no size limit at all
             raise ValueError(f"limits.disk_bytes must be > 0 bytes, got {self.limits.disk_bytes!r}")
@@ -302,9 +306,12 @@ class RenderPool:
             seconds = math.nan
         if not 0 < seconds <= MAX_TIMEOUT_S:  # NaN and infinity fail too
             raise ValueError(f"timeout_s must be in (0, {MAX_TIMEOUT_S:g}] seconds, got {timeout_s!r}")
-        for j in jobs:
-            if j.language not in LANGUAGES:
+        jobs = list(jobs)  # any iterable: a generator was used up by the checks below
+        for k, j in enumerate(jobs):
+            if not isinstance(j.language, str) or j.language not in LANGUAGES:
                 raise ValueError(f"language must be one of {LANGUAGES}, got {j.language!r}")
+            if not isinstance(j.code, str):  # bytes / None were reported as a too_large job
+                raise ValueError(f"job {k}: code must be a str, got {type(j.code).__name__}")
         with self._lock:
             return self._render_many(jobs, seconds)
 
@@ -363,7 +370,8 @@ class RenderPool:
             except Exception as e:  # noqa: BLE001 - a closed pool or a worker that cannot start: this job fails
                 return RenderResult(ok=False, error_kind="crash", message=f"no render worker: {e}",
                                     elapsed_s=time.monotonic() - t0)
-        msg = {"code": job.code, "language": job.language, "timeout_s": float(timeout_s),
+        # plain str copies: a str subclass the worker cannot import would not unpickle there
+        msg = {"code": str.__str__(job.code), "language": str.__str__(job.language), "timeout_s": float(timeout_s),
                "limits": replace(self.limits), "strict": not self.allow_reduced_isolation}
         try:
             w.send(msg)

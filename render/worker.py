@@ -113,12 +113,21 @@ def send_msg(fd: int, obj) -> None:
         view = view[n:]
 
 
+class BadMessage(ValueError):
+    """A whole frame arrived but does not unpickle: the stream is still in step."""
+
+
 def recv_msg(fd: int):
     head = _read_exact(fd, 8)
     if head is None:
         return None
     body = _read_exact(fd, struct.unpack("<Q", head)[0])
-    return None if body is None else pickle.loads(body)
+    if body is None:
+        return None
+    try:
+        return pickle.loads(body)
+    except Exception as e:  # noqa: BLE001 - e.g. a class of the caller's __main__ that this process lacks
+        raise BadMessage(f"{type(e).__name__}: {e}") from e
 
 
 def _write_all(fd: int, data: bytes) -> None:
@@ -617,8 +626,10 @@ def _read_output(jobdir: str, limits: RenderLimits) -> tuple[bytes | None, str |
 def _png_chunk_problem(data: bytes, max_chunks: int) -> str | None:
     """Walk the chunk list (length, type; PIL checks the CRCs) before PIL sees the file. PIL spends ~10 us
     of Python per chunk and stops at IEND, so refuse what would cost the root supervisor unbounded time or
-    be returned unchecked: too many chunks, bytes after IEND, unknown critical chunks, APNG frames."""
+    be returned unchecked: too many chunks, bytes after IEND, unknown critical chunks, APNG frames; and a palette
+    image's tRNS longer than its PLTE, which decoders read differently."""
     pos, n, end = len(_PNG_SIG), 0, len(data)
+    indexed, palette = data[25:26] == b"\x03", 0  # colour type 3; entries of the PLTE seen so far
     while pos + 8 <= end:
         length, ctype = struct.unpack_from(">I4s", data, pos)
         n += 1
@@ -632,6 +643,12 @@ def _png_chunk_problem(data: bytes, max_chunks: int) -> str | None:
             return "animated PNG (APNG) chunks are not allowed"
         if ctype[:1].isupper() and ctype not in _PNG_CRITICAL:  # upper-case first letter: critical
             return f"unknown critical chunk {ctype.decode()!r}"
+        if ctype == b"PLTE":
+            palette = length // 3
+        # more alpha values than palette entries (or none before it) breaks the PNG rules: libpng drops the chunk
+        # (opaque image), PIL applies it, and past 256 values PIL's convert("RGBA") raises in the consumer
+        if ctype == b"tRNS" and indexed and length > palette:
+            return f"tRNS with {length} alpha values for a palette of {palette} entries"
         pos += 12 + length
         if ctype == b"IEND":
             return None if pos == end else f"{end - pos} bytes after IEND"
@@ -1163,7 +1180,12 @@ def main() -> None:
         send_msg(out_fd, {"ready": True, "pid": os.getpid(), "zygote_pid": sup.zygote_pid,
                           "isolation": sup.isolation})
         while True:
-            msg = recv_msg(in_fd)
+            try:
+                msg = recv_msg(in_fd)
+            except BadMessage as e:  # answered like any failed job; this worker stays in step and serves on
+                send_msg(out_fd, _result(kind="crash", msg=f"render worker could not read the job: {e}"[:500],
+                                         t0=time.monotonic()))
+                continue
             if msg is None or msg.get("op") == "exit":
                 break
             t0 = time.monotonic()
