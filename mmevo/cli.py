@@ -345,6 +345,22 @@ def _plan_memory(argv: list[str]) -> int:
     return 0
 
 
+def _source_text(raw: bytes, language: str) -> str:
+    """A source file's text in the encoding it declares: Python's coding cookie (PEP 263), the XML declaration's
+    ``encoding`` of an SVG; UTF-8 (with or without a BOM) otherwise."""
+    import io
+    import re
+    import tokenize
+
+    if language == "python":
+        encoding = tokenize.detect_encoding(io.BytesIO(raw).readline)[0]
+    else:
+        declared = re.match(rb"(?:\xef\xbb\xbf)?\s*<\?xml[^>]*?\bencoding\s*=\s*[\"']([A-Za-z0-9._-]+)", raw)
+        encoding = declared.group(1).decode() if declared else "utf-8"
+    text = raw.decode(encoding)
+    return text[1:] if text.startswith("\ufeff") else text
+
+
 def _render(argv: list[str]) -> int:
     """Sandboxed rendering of one file (".svg" is SVG, anything else matplotlib Python); 1 when it is refused."""
     ap = argparse.ArgumentParser(prog="mmevo render")
@@ -365,8 +381,13 @@ def _render(argv: list[str]) -> int:
         print(f"mmevo render: error: {src} {'is not a file' if src.exists() else 'not found'}", file=sys.stderr)
         return 2
     language = "svg" if src.suffix.lower() == ".svg" else "python"
+    try:
+        code = _source_text(src.read_bytes(), language)
+    except (UnicodeDecodeError, LookupError, SyntaxError) as e:
+        print(f"mmevo render: error: {src} cannot be decoded as text ({e})", file=sys.stderr)
+        return 2
     with RenderPool(workers=1) as pool:
-        result = pool.render(RenderJob(code=src.read_text(), language=language), timeout_s=args.timeout)
+        result = pool.render(RenderJob(code=code, language=language), timeout_s=args.timeout)
     if not result.ok:
         print(f"mmevo render: {result.error_kind}: {result.message}", file=sys.stderr)
         return 1
