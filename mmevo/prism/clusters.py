@@ -215,7 +215,7 @@ def load_centroids(path: str | Path, embedder_name: str | None = None, dim: int 
         raise ValueError(f"{path}: not a .npy array ({e}); {BUILD_HINT}") from None
     if arr.ndim != 2 or arr.shape[0] < 1 or not np.issubdtype(arr.dtype, np.floating):
         raise ValueError(f"{path}: expected a float [K, d] array, got {arr.dtype} {arr.shape}")
-    if not np.isfinite(arr).all() or not np.linalg.norm(arr, axis=1).all():
+    if not np.isfinite(arr).all() or not (arr != 0).any(axis=1).all():  # a norm underflows to 0 for tiny rows
         raise ValueError(f"{path}: the centroids hold a non-finite or an all-zero row; {BUILD_HINT}")
     if arr.shape[1] != int(meta["dim"]) or ("k" in meta and arr.shape[0] != int(meta["k"])):
         raise ValueError(f"{path} holds {arr.shape[0]} x {arr.shape[1]} centroids but {side} says k={meta.get('k')}, "
@@ -226,14 +226,32 @@ def load_centroids(path: str | Path, embedder_name: str | None = None, dim: int 
     if dim is not None and int(dim) != arr.shape[1]:
         raise ValueError(f"{path} has dimension {arr.shape[1]} ({meta['embedder']}), the embedder gives {dim}: "
                          "rebuild the centroids with this embedder")
-    c = torch.nn.functional.normalize(torch.from_numpy(np.asarray(arr, dtype=np.float32)), dim=-1)
+    c = _unit_rows(torch.from_numpy(np.asarray(arr, dtype=np.float64))).float()
     return c, meta
 
 
+def _unit_rows(t: torch.Tensor) -> torch.Tensor:
+    """Rows [n, d] (finite, none all zero) scaled to unit L2 norm. Each row is divided by its largest |entry| first:
+    the norm of huge rows (1e30 in float32) overflowed to inf and of tiny ones (1e-30) underflowed to 0, and
+    ``normalize``'s eps 1e-12 left rows with a smaller norm short of unit length (their similarities shrunk)."""
+    t = t / t.abs().amax(dim=1, keepdim=True)
+    return t / t.norm(dim=1, keepdim=True)
+
+
+def _as_real(x) -> torch.Tensor:
+    """Float64 stays float64 (a list / array of Python floats too), float32 and smaller floats compute in float32."""
+    if not (torch.is_tensor(x) or isinstance(x, np.ndarray)):
+        return torch.as_tensor(x, dtype=torch.float64)
+    t = torch.as_tensor(x)
+    return t if t.dtype == torch.float64 else t.float()
+
+
 def assign_clusters(embeddings: torch.Tensor | np.ndarray, centroids: torch.Tensor | np.ndarray) -> torch.Tensor:
-    """Nearest centroid by cosine similarity: embeddings [N, d], centroids [K, d] -> long [N] in [0, K)."""
-    e = torch.as_tensor(embeddings).float()
-    c = torch.as_tensor(centroids).float()
+    """Nearest centroid by cosine similarity: embeddings [N, d], centroids [K, d] -> long [N] in [0, K). Computed in
+    float64 when either input is float64 (float32 rounding flipped close calls), else in float32."""
+    e, c = _as_real(embeddings), _as_real(centroids)
+    if torch.float64 in (e.dtype, c.dtype):
+        e, c = e.double(), c.double()
     if e.dim() != 2 or c.dim() != 2 or e.shape[1] != c.shape[1]:
         raise ValueError(f"embeddings [N, d] and centroids [K, d] must share d, got {tuple(e.shape)} and "
                          f"{tuple(c.shape)}")
@@ -241,12 +259,12 @@ def assign_clusters(embeddings: torch.Tensor | np.ndarray, centroids: torch.Tens
         raise ValueError("centroids must hold at least one [d] row, got K = 0")
     # a NaN row wins argmax and a zero row has no direction: either would silently land in an arbitrary cluster
     for name, t in (("embeddings", e), ("centroids", c)):
-        bad = ~torch.isfinite(t).all(dim=1) | (t.norm(dim=1) == 0)  # [rows]
+        bad = ~torch.isfinite(t).all(dim=1) | ~(t != 0).any(dim=1)  # [rows]; a norm would underflow to 0
         if bool(bad.any()):
             raise ValueError(f"{name} row {int(bad.nonzero()[0])} is not finite or is all zero: no nearest centroid")
     if e.shape[0] == 0:
         return torch.zeros(0, dtype=torch.long)
-    sims = torch.nn.functional.normalize(e, dim=-1) @ torch.nn.functional.normalize(c, dim=-1).T  # [N, K]
+    sims = _unit_rows(e) @ _unit_rows(c).T  # [N, K]
     return sims.argmax(dim=1)
 
 

@@ -40,6 +40,15 @@ def _as_float(x) -> Tensor:
     return torch.as_tensor(x, dtype=torch.float64)
 
 
+def _is_flag(x) -> bool:
+    """A bool of any kind: Python's, numpy's (np.False_ is not False) or a one-element bool tensor / array."""
+    if isinstance(x, (bool, np.bool_)):
+        return True
+    if torch.is_tensor(x):
+        return x.dtype == torch.bool and x.numel() == 1
+    return isinstance(x, np.ndarray) and x.dtype == np.bool_ and x.size == 1
+
+
 def _as_ids(x) -> Tensor:
     """Cluster ids as a tensor (lists, tuples, numpy arrays too); an empty input has no dtype to check: long."""
     t = x if torch.is_tensor(x) else torch.as_tensor(x)
@@ -88,10 +97,13 @@ def coverage_rewards(p: Tensor, clusters: Tensor, counts: Tensor, lam: float = 5
     n = counts.detach().to(device=p.device, dtype=work)  # [K]
     if not bool(((n >= 0) & torch.isfinite(n)).all()):  # NaN fails n >= 0
         raise ValueError(f"counts must be finite and >= 0, got min {float(n.min())} max {float(n.max())}")
-    mean = n.mean()
+    top = n.max()
     # all counts 0 (gamma = 0 after a step that visited nothing): no cluster is more common than another, so each
-    # gets the rarity of an unvisited cluster, exp(0) = 1, instead of exp(-0 / 0)
-    rarity = torch.exp(-n[idx] / mean) if bool(mean > 0) else torch.ones_like(n[idx])  # [B]: d(q) = exp(-n_c / n̄)
+    # gets the rarity of an unvisited cluster, exp(0) = 1, instead of exp(-0 / 0). n_c / n̄ does not depend on the
+    # counts' scale: dividing by the largest first keeps the mean of huge counts from overflowing to inf and that of
+    # subnormal ones from rounding to 0 (either made every rarity 1)
+    rel = n / top if bool(top > 0) else n  # [K] in [0, 1]
+    rarity = torch.exp(-rel[idx] / rel.mean()) if bool(top > 0) else torch.ones_like(n[idx])  # [B]: exp(-n_c / n̄)
     reward = zpd(p.detach().to(work)) * (1.0 + lam * rarity)  # [B]
     reward = torch.where(ok, reward, torch.full_like(reward, -1.0))
     return reward.to(p.dtype)
@@ -239,7 +251,8 @@ class PrismCoverageHead:
         B = len(samples)
         aux = [s.aux or {} for s in samples]
         questions = [a.get("question") for a in aux]
-        valid = [a.get("valid", True) is not False and isinstance(q, str) and bool(q.strip())
+        # aux["valid"] = np.False_ / tensor(False) marks a sample invalid too (``is not False`` let it through)
+        valid = [not (_is_flag(a.get("valid")) and not bool(a["valid"])) and isinstance(q, str) and bool(q.strip())
                  for a, q in zip(aux, questions)]
         p = torch.zeros(B, dtype=torch.float64)
         clusters = torch.full((B,), -1, dtype=torch.long)
@@ -249,7 +262,7 @@ class PrismCoverageHead:
                 continue
             if "p" not in a:
                 raise ValueError(f"prism_coverage: sample {i} has a question but no aux['p'] (solver agreement)")
-            if isinstance(a["p"], (bool, np.bool_)):  # a flag, not an agreement: True read as p = 1
+            if _is_flag(a["p"]):  # a flag, not an agreement: True read as p = 1
                 raise ValueError(f"prism_coverage: sample {i}: aux['p']={a['p']!r} is not a number")
             pi = 0.0 if a["p"] is None else float(a["p"])
             if not 0.0 <= pi <= 1.0:
@@ -257,6 +270,8 @@ class PrismCoverageHead:
             p[i] = pi
             if a.get("cluster") is not None:
                 c = a["cluster"]
+                if (torch.is_tensor(c) or isinstance(c, np.ndarray)) and c.ndim == 0 and not _is_flag(c):
+                    c = c.item()  # a 0-dim tensor / array id: its number (a float one still fails the check below)
                 if isinstance(c, bool) or not isinstance(c, numbers.Integral):  # int(1.7) would read as cluster 1
                     raise ValueError(f"prism_coverage: sample {i}: aux['cluster']={c!r} is not an integer cluster id")
                 c = int(c)
@@ -287,8 +302,10 @@ class PrismCoverageHead:
                    "unanswered_frac": float((p[ok] == 0).double().mean()) if n_valid else 0.0,
                    "distinct_clusters": int(clusters[ok].unique().numel()),
                    "visited_clusters": int((hits > 0).sum()),
-                   # all counts 0 (gamma = 0, nothing visited) are all equal: max / mean = 1, not 0 / 0
-                   "counts_max_over_mean": float(self.counts.max() / self.counts.mean()) if self.counts.any() else 1.0,
+                   # all counts 0 (gamma = 0, nothing visited) are all equal: max / mean = 1, not 0 / 0; as a ratio
+                   # to the max, the mean of huge counts does not overflow
+                   "counts_max_over_mean": float(1.0 / (self.counts / self.counts.max()).mean())
+                   if self.counts.any() else 1.0,
                    "counts_min": float(self.counts.min()), "counts_max": float(self.counts.max())}
         if n_valid:
             stats = diversity_stats(clusters[ok], self.k)
