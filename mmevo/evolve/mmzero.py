@@ -35,7 +35,7 @@ from mmevo.config import Config, set_dotted, to_dict, validate
 from mmevo.data.images import fit_pixels, to_rgb
 from mmevo.data.prompts import EpochSampler
 from mmevo.data.schema import Example
-from mmevo.rewards.answers import extract_answer, group_answer_keys
+from mmevo.rewards.answers import canonical_answer, extract_answer, group_answer_keys
 from mmevo.rewards.mmzero import easy_accuracy, modal_share, proposal_penalties
 from mmevo.rollout.base import RolloutRequest, SamplingParams
 from mmevo.rollout.strategy import RolloutStrategy, sample_groups
@@ -220,7 +220,12 @@ _NON_ANSWERS = frozenset({"none", "n/a", "na", "null", "unknown", "-"})
 
 def substantive(answer: str | None) -> str | None:
     """The answer, or None when it is a non-answer (``None``, ``N/A``, ``unknown``, ...) or missing."""
-    return None if answer is None or answer.strip().lower() in _NON_ANSWERS else answer
+    if answer is None or answer.strip().lower() in _NON_ANSWERS:
+        return None
+    # by its answer key too: a boxed answer in LaTeX (\text{None}, \mathrm{N/A}, $None$, "None.") is the same
+    # non-answer, and the majority would otherwise count it as a real answer that "None" itself is not
+    key = canonical_answer(answer)
+    return None if key is None or (key[0] == "str" and key[1] in _NON_ANSWERS) else answer
 
 
 class Judge:
@@ -250,7 +255,12 @@ class Judge:
         for i, res in zip(where, results):
             out[i] = RenderedImage(bool(res.ok), res.error_kind, res.message[:500], res.png if res.ok else None)
             if res.ok:
-                img = load_image(res.png, self.min_pixels, self.max_pixels)
+                try:
+                    img = load_image(res.png, self.min_pixels, self.max_pixels)
+                except (OSError, ValueError, Image.DecompressionBombError) as e:  # PIL's decode errors
+                    # the sandbox checks every PNG, but a decoder disagreement must fail this attempt, not the step
+                    out[i] = RenderedImage(False, "invalid_image", f"the rendered PNG does not load: {e}"[:500])
+                    continue
                 images.append(i)
                 questions += [(img, proposals[i].easy_question), (img, proposals[i].hard_question)]
         if not images:

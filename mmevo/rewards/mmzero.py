@@ -23,6 +23,7 @@ from torch import Tensor
 from mmevo.rewards.answers import answers_equivalent
 
 DIVERSITY_WEIGHTS = (0.45, 0.20, 0.35)  # caption / easy question / hard question cluster shares
+_TIE_TOL = 1e-9  # float rounding at a threshold; shares of solver samples are k/m with m far below 1e9
 
 
 def diversity_adjustment(shares: Tensor, valid_count: int, strength: float = .5) -> Tensor:
@@ -101,7 +102,9 @@ def easy_hard_penalty(consistencies: Sequence[float], threshold: float = 0.15, p
     if not consistencies:
         return 0.0
     balance = sum(min(c, 1.0 - c) for c in consistencies) / len(consistencies)
-    return -penalty if balance < threshold else 0.0
+    # c is a share of a few solver samples, so the mean often sits exactly on the threshold, where float rounding
+    # (1 - 0.8 = 0.19999999999999996) leaves it a few ulps under: that is the threshold itself, not below it
+    return -penalty if balance < threshold - _TIE_TOL else 0.0
 
 
 def type_penalties(types: Sequence[str], weight: float = 0.15, population: Sequence[str] | None = None) -> list[float]:
@@ -162,6 +165,16 @@ def gather_population(local: list) -> tuple[list, int]:
     return [x for part in parts for x in part], sum(len(part) for part in parts[:dist.get_rank()])
 
 
+def _attempts(aux: dict, row: int) -> int:
+    """A valid proposal's number of render attempts (its executed / easy / consistency lists must agree); one failed
+    attempt when it had none, as the released code counts a proposal that got no code."""
+    n = len(aux["executed"])
+    if len(aux["easy"]) != n or len(aux["consistency"]) != n:
+        raise ValueError(f"proposer sample {row}: executed / easy / consistency give {n} / {len(aux['easy'])} / "
+                         f"{len(aux['consistency'])} render attempts")
+    return max(n, 1)
+
+
 class ProposerHead:
     """Proposal reward of every proposer sample from its ``aux`` (valid, texts, executed / easy / consistency per
     render attempt): penalties, cluster shares over the step's M valid proposals, ``proposal_rewards``.
@@ -189,7 +202,10 @@ class ProposerHead:
         M = len(population)
         if B == 0:  # a rank without samples: it took part in the gather, nothing to score
             return torch.zeros(0), {"valid": 0, "population": M}
-        N = max((len(a["executed"]) for a in aux if a.get("valid")), default=1)
+        # each proposal's own number of render attempts (the released code divides by the codes each one got):
+        # padding a shorter proposal to the longest would count attempts it never had as failures
+        n_of = [_attempts(a, i) if a.get("valid") else 1 for i, a in enumerate(aux)]
+        N = max(n_of)
         executed = torch.zeros(B, N, dtype=torch.bool)
         easy = torch.zeros(B, N, dtype=torch.float64)
         cons = torch.zeros(B, N, dtype=torch.float64)
@@ -219,7 +235,12 @@ class ProposerHead:
             for t in sorted({p[3] for p in population}):
                 metrics[f"type_share/{t}"] = sum(p[3] == t for p in population) / M
         valid = torch.tensor([bool(a.get("valid")) for a in aux], dtype=torch.bool)
-        return proposal_rewards(executed, easy, cons, adjustments, valid).float(), metrics
+        reward = torch.empty(B, dtype=torch.float64)
+        for n in sorted(set(n_of)):  # one call per attempt count, each over its proposals' own N
+            rows = [i for i, k in enumerate(n_of) if k == n]
+            reward[rows] = proposal_rewards(executed[rows, :n], easy[rows, :n], cons[rows, :n], adjustments[rows],
+                                            valid[rows])
+        return reward.float(), metrics
 
 
 class CoderHead:
