@@ -17,6 +17,8 @@ import functools
 import math
 import operator
 import re
+import unicodedata
+from decimal import Decimal
 from typing import Any
 
 __all__ = [
@@ -412,6 +414,21 @@ def _l2s_converter() -> Any:
                     raise _LexerError(msg, recognizer._tokenStartCharIndex)
                 raise _LLSyntaxError(msg, -1 if offendingSymbol.type == -1 else offendingSymbol.start)  # -1: EOF
 
+        def _evaluate_exp(e: Any) -> Any:
+            """``e`` with each exp evaluated and what holds one rebuilt unevaluated, as latex2sympy2 built it:
+            "\\lfloor \\exp(1) \\rfloor" is floor(E) there (a NameError for the official eval), not 2."""
+            if not e.args:
+                return e
+            args = [_evaluate_exp(a) for a in e.args]
+            if isinstance(e, sympy.exp):
+                return sympy.exp(*args)
+            if all(a is b for a, b in zip(args, e.args)):
+                return e
+            try:
+                return e.func(*args, evaluate=False)
+            except TypeError:
+                return e.func(*args)
+
         def _unevaluated_division(lh: Any, rh: Any) -> Any:
             return sympy.Mul(lh, sympy.Pow(rh, -1, evaluate=False), evaluate=False)
 
@@ -442,7 +459,7 @@ def _l2s_converter() -> Any:
                 # the base class keeps it unevaluated.
                 res = super().parse(latex_str)
                 if isinstance(res, sympy.Basic) and res.has(sympy.exp):
-                    res = res.replace(lambda e: isinstance(e, sympy.exp), lambda e: sympy.exp(*e.args))
+                    res = _evaluate_exp(res)
                 return res
 
             def convert_postfix_list(self, arr, i=0):
@@ -497,9 +514,14 @@ def _l2s_converter() -> Any:
 
 # Constructs the original latex2sympy2 grammar rejects but latex2sympy2_extended accepts.
 _L2S_REJECT = ("\\(", "\\)", "\\[", "\\]", "\\boxed", "\\fbox", "\\circ", "\\text", "\\mbox", "\\!", "=", '"', "{,}",
-               "\\cfrac", "\\;", "\\:")
-# Commands whose next brace group(s) are arguments (not a plain grouping ``{...}``).
-_ARG_COMMAND = re.compile(r"\\([a-zA-Z]+)\s*$|\\sqrt\s*\[[^\[\]]*\]\s*$")
+               "\\cfrac", "\\;", "\\:",
+               # commands its lexer has no token for ("1\\approx 2", "1\\lt 2", "1\\thinspace 000", "\\phantom{0}5"),
+               # and \\gamma / \\Gamma, which it reads as the symbol "gamma" (the math function there: never a number)
+               "\\approx", "\\lt", "\\gt", "\\thinspace", "\\medspace", "\\thickspace", "\\negthinspace",
+               "\\negmedspace", "\\negthickspace", "\\phantom", "\\hphantom", "\\vphantom", "\\gamma", "\\Gamma")
+# Commands whose next brace group(s) are arguments (not a plain grouping ``{...}``); the constants \\pi and \\infty
+# take none ("\\pi{2}" is pi*2).
+_ARG_COMMAND = re.compile(r"\\(?!(?:pi|infty)\s*$)([a-zA-Z]+)\s*$|\\sqrt\s*\[[^\[\]]*\]\s*$")
 _TWO_ARG_COMMANDS = ("frac", "dfrac", "tfrac", "cfrac", "binom", "dbinom", "tbinom")
 
 
@@ -687,6 +709,8 @@ def _latex2sympy2_like(s: str) -> Any:
     # official eval_tuple; see also the converter's parse_number).
     s = re.sub(r"(?<![\d.])(\d+)\.0+(?![\d.])", r"\1", s)
     s = _group_braces(s)
+    # Its \\pi (and power) before a bracket is a factor ("\\pi(2)" is 2*pi); latex2sympy2_extended reads a function.
+    s = re.sub(r"(?<!\\frac)(?<!\\sqrt)(\\pi(?:\s*\^\s*(?:\{[^{}]*\}|\w))?)(?=\s*[(\[])", r"\1\\cdot ", s)
     # Juxtaposed numbers multiply, more tightly than "/" ("1 010" -> 1*10, "12\frac{1}{2}" -> 12*1/2, not 12.5;
     # "2/1 010" -> 2/(1*10)): the converter's convert_postfix_list; no "\cdot" is written in between.
     nc, cc = _l2s_configs()
@@ -1058,7 +1082,19 @@ _SPACED_THOUSANDS = re.compile(
 )
 
 
+# Full-width digits and decimal point ("１８．２７"); superscript digits and signs ("10³", "cm²").
+_FULLWIDTH_NUM = str.maketrans("０１２３４５６７８９．", "0123456789.")
+_SUPERSCRIPTS = str.maketrans("⁰¹²³⁴⁵⁶⁷⁸⁹⁻⁺", "0123456789-+")
+
+
+def _plain_digits(text: str) -> str:
+    """Numbers in ASCII: full-width digits and point as ASCII, a LaTeX thousands separator "{,}" as ","
+    ("1{,}020")."""
+    return re.sub(r"(?<=\d)\{,\}(?=\d{3})", ",", text.translate(_FULLWIDTH_NUM))
+
+
 def _numbers(text: str) -> list[str]:
+    text = _plain_digits(text)
     # A minus written U+2212 / U+2013 / U+FF0D, or "- 4.3" where it cannot be a binary minus
     # (not after a digit or a closer), is the sign of the number.
     text = re.sub("[\u2212\u2013\uff0d]", "-", text)
@@ -1074,35 +1110,63 @@ def _show(value: float) -> str:
     return str(int(value)) if value.is_integer() and abs(value) < 1e15 else repr(value)
 
 
-def _latex_numbers_as_decimals(text: str) -> str:
+def _latex_numbers_as_decimals(text: str, integer: bool = False) -> str:
     """Writes a LaTeX number as a decimal ("\\frac{6}{5}" -> "1.2", "1\\frac{1}{5}" -> "1.2", "10^{3}" -> "1000",
     "1.2 \\times 10^{3}" -> "1200") and drops the exponents left, of units and symbols
-    ("1000 cm^2" -> "1000 cm"), so that no exponent or denominator is read as the answer."""
+    ("1000 cm^2" -> "1000 cm"), so that no exponent or denominator is read as the answer. For an ``integer``
+    answer a slash fraction is a number only when it is a whole one ("14/2"; "7/10" reads as 7 out of 10)."""
 
-    def power(base: str, exp: str) -> float:
+    def power(base: str, exp: str, factor: str = "1") -> float:
         if abs(int(exp)) > 300:
             raise OverflowError
-        return float(base) ** int(exp)
+        # In decimal: "20.06 \\times 10^{2}" is 2006, not 2005.9999999999998 (which an integer answer truncates).
+        value = float(Decimal(factor) * (Decimal(base) ** int(exp) if int(exp) else 1))  # 0^0 = 1, as in Python
+        if math.isinf(value):
+            raise OverflowError
+        return value
 
     def sub(pattern: str, fn: Any, s: str, pad: str = "") -> str:
         def one(m: re.Match) -> str:
             try:
                 return pad + _show(fn(m)) + pad
-            except (OverflowError, ZeroDivisionError, ValueError):
+            except (ArithmeticError, ValueError):  # also decimal's InvalidOperation: 0^0
                 return m.group(0)
 
         return re.sub(pattern, one, s)
 
+    text = _plain_digits(text)
+    # Superscript digits are an exponent: "1.2 × 10³" -> "1.2 × 10^{3}", "5 cm²" -> "5 cm^{2}".
+    text = re.sub("\\^?([⁻⁺]?[⁰¹²³⁴⁵⁶⁷⁸⁹]+)", lambda m: "^{%s}" % m.group(1).translate(_SUPERSCRIPTS), text)
     exp = r"\^\s*\{?\s*([-+]?\d+)\s*\}?"
     # (Each pattern starts only where a number starts: a long run of digits is scanned once, not once per digit.)
     text = sub(rf"(?<![\d.])({_PLAIN_NUM})\s*(?:\\times|\\cdot|×|\*)\s*10\s*{exp}",
-               lambda m: float(m.group(1)) * power("10", m.group(2)), text)
+               lambda m: power("10", m.group(2), m.group(1)), text)
     # A digit argument may go without braces ("\\frac65"); a whole number before it makes a mixed number
     # ("1\\frac{1}{5}" -> 1.2, not "10.2"); spaces keep the decimal apart from what is next to it ("\\frac{1}{2}3").
     arg = rf"(?:\{{\s*({_PLAIN_NUM})\s*\}}|(\d))"
     text = sub(rf"(?:(?<![\w.])(\d+)\s*)?\\[dt]?frac\s*{arg}\s*{arg}",
                lambda m: int(m.group(1) or 0) + float(m.group(2) or m.group(3)) / float(m.group(4) or m.group(5)),
                text, pad=" ")
+    # Fractions written with a slash, "14/2" -> 7, and mixed numbers "4 1/2" / "1½" -> 4.5 (a whole number and a
+    # proper fraction); not a date or path ("3/4/2020") and no slash between other things than numbers ("km/h").
+    frac = r"(\d+(?:\.\d+)?)[ \t]*/[ \t]*(\d+(?:\.\d+)?)(?![\w/]|[.,]\d)"
+
+    def mixed(m: re.Match) -> float:
+        num, den = float(m.group(2)), float(m.group(3))
+        if num >= den:
+            raise ValueError("not a mixed number")
+        return int(m.group(1)) + num / den
+
+    text = sub(rf"(?<![\w.,/])(\d+)[ \t]+{frac}", mixed, text, pad=" ")
+    def quotient(m: re.Match) -> float:
+        value = float(m.group(1)) / float(m.group(2))
+        if integer and not value.is_integer():
+            raise ValueError("not a whole number")
+        return value
+
+    text = sub(rf"(?<![\w.,/]){frac}", quotient, text, pad=" ")
+    text = sub(r"(?:(?<![\w.,/])(\d+)[ \t]?)?([½⅓⅔¼¾⅕⅖⅗⅘⅙⅚⅛⅜⅝⅞])",
+               lambda m: int(m.group(1) or 0) + unicodedata.numeric(m.group(2)), text, pad=" ")
     text = sub(rf"(?<![\w.])(\d+(?:\.\d+)?)\s*{exp}", lambda m: power(m.group(1), m.group(2)), text)
     return re.sub(r"\^\s*(?:\{[^{}]*\}|[-+]?\d+)", "", text)
 
@@ -1192,16 +1256,24 @@ def _letter_of(text: str, n_options: int) -> str | None:
 def _resolve_choice(cand: str, choices: list[str]) -> str | None:
     """A candidate that names a choice: the choice text written exactly, else a letter written
     alone (returned as the letter, see :func:`_letter_of`), else the choice text up to case and
-    surrounding spaces. The exact text comes first and the letter before the case-insensitive
-    text: with choices "(c)", "(d)", "(a)", "(b)" (pid 849), "(d)" is a choice text and "(D)"
-    the 4th option, "(b)"."""
+    surrounding spaces, else the one choice that is a number equal to the candidate number. The exact
+    text comes first and the letter before the case-insensitive text: with choices "(c)", "(d)", "(a)",
+    "(b)" (pid 849), "(d)" is a choice text and "(D)" the 4th option, "(b)"."""
     if cand in choices:
         return cand
     letter = _letter_of(cand, len(choices))
     if letter:
         return letter
     lowered = {c.strip().lower(): c for c in choices}
-    return lowered.get(cand.lower())
+    if cand.lower() in lowered:
+        return lowered[cand.lower()]
+    # A number equal to exactly one choice that is a number: "12.00" or "12.0" is the choice "12" (the nearest
+    # text by edit distance could be "10", or "20" for "2.0").
+    if re.fullmatch(_PLAIN_NUM, cand.strip()):
+        equal = [c for c in choices if re.fullmatch(_PLAIN_NUM, c.strip()) and float(c) == float(cand)]
+        if len(equal) == 1:
+            return equal[0]
+    return None
 
 
 def _last_occurrence(text: str, choice: str) -> int:
@@ -1243,13 +1315,15 @@ def extract_mathvista_answer(response: str, item: dict) -> str:
     Then by item type:
       * multi_choice: the choice text equal to the candidate; else a letter written alone
         ("B", "(B)", "B.", "Option B", "(B) text", "B，因为", "B because ...") -> returned as the letter; else the
-        choice text equal to it up to case / spaces; else, when the candidate is the whole response,
+        choice text equal to it up to case / spaces; else the one choice that is a number equal to it ("12.00" ->
+        "12"); else, when the candidate is the whole response,
         the last "(X)" letter in it, else the choice text occurring last in it (as a text of its own: "5" does not
         occur in "45", "no" not in "not"), else a letter
         alone at its end ("I think it's C."); else the candidate itself (which the official
         normaliser maps to the nearest choice text by edit distance);
       * integer / float: LaTeX numbers written as decimals ("\\frac{6}{5}" -> 1.2, "10^{3}" ->
-        1000, "1.2 \\times 10^3" -> 1200) and exponents of units dropped ("1000 cm^2" -> 1000);
+        1000, "1.2 \\times 10^3" -> 1200, exactly), so are "14/2", "4 1/2", "4½", "1{,}020", full-width digits and
+        superscript exponents ("10³"), and exponents of units dropped ("1000 cm^2" -> 1000);
         then, of a boxed / marked candidate, the first number after its last "=" or else its
         first number ("1000, not 999" -> 1000); of an unmarked response, its last number not
         after a "not" (thousands commas dropped, and thousands spaces: "1 000", "12 345",
@@ -1325,7 +1399,7 @@ def extract_mathvista_answer(response: str, item: dict) -> str:
             return cand
 
         if atype in ("integer", "float"):
-            cand = _latex_numbers_as_decimals(cand)
+            cand = _latex_numbers_as_decimals(cand, integer=atype == "integer")
             if whole:  # an unmarked response ends with its conclusion, less the numbers it negates ("12, not 13")
                 nums = _numbers(re.sub(rf"\bnot\s+(?:{_NUM_RE})", " ", _SPACED_THOUSANDS.sub(
                     lambda m: re.sub(r"\D", "", m.group(0)), cand), flags=re.I))
