@@ -73,6 +73,7 @@ class ModelDims:
     tie_embeddings: bool = False  # lm_head shares the embedding matrix
     qkv_bias: bool = True  # Qwen2: q/k/v projections have biases; Qwen3: none, but q/k RMSNorms
     qk_norm: bool = False  # Qwen3
+    o_bias: bool = False  # Qwen3 with attention_bias: o_proj has one too (Qwen2's never does)
     vision: Optional[VisionDims] = None
     source: str = ""  # where the numbers came from
 
@@ -123,6 +124,9 @@ def _positive_int(d: dict, key: str, source: str, where: str = "", default: Any 
     return int(value)
 
 
+_ABSENT_KV_HEADS = {"qwen2": 32, "qwen3": 32, "qwen2_vl": 8, "qwen2_5_vl": 8}  # transformers' class defaults
+
+
 def dims_from_config(config: dict, source: str = "config.json") -> ModelDims:
     """Dimensions from a transformers ``config.json`` (dict): Qwen2.5-VL / Qwen2-VL (``text_config`` or top-level
     text keys, ``vision_config``), Qwen2 and Qwen3 text models. A missing or non-positive size is a ValueError naming
@@ -132,17 +136,29 @@ def dims_from_config(config: dict, source: str = "config.json") -> ModelDims:
     text = dict(config)
     text.update(config.get("text_config") or {})  # newer Qwen2.5-VL files nest the LM's keys
     hidden, heads = _positive_int(text, "hidden_size", source), _positive_int(text, "num_attention_heads", source)
-    kv_heads = heads if text.get("num_key_value_heads") is None else _positive_int(  # None: no GQA, as transformers
-        text, "num_key_value_heads", source)
-    model_type = str(text.get("model_type", config.get("model_type", "")))
-    is_qwen3 = model_type.startswith("qwen3")
+    model_type = str(text.get("model_type", config.get("model_type", ""))).removesuffix("_text")
+    is_qwen3, is_qwen2 = model_type.startswith("qwen3"), model_type.startswith("qwen2")
+    is_vl = model_type in ("qwen2_vl", "qwen2_5_vl")
+    # as transformers' config classes: an absent key takes the class default, null means no GQA
+    kv_heads = (heads if "num_key_value_heads" in text else _ABSENT_KV_HEADS.get(model_type, heads)) \
+        if text.get("num_key_value_heads") is None else _positive_int(text, "num_key_value_heads", source)
+    if is_vl and hidden % heads:  # their attention takes d = h / a and refuses the rest
+        raise ValueError(f"{source}: hidden_size={hidden} is not a multiple of num_attention_heads={heads}")
+    if is_vl:  # Qwen2-VL / Qwen2.5-VL's attention ignores a head_dim key
+        head_dim = 0
+    elif text.get("head_dim") is not None:
+        head_dim = _positive_int(text, "head_dim", source)
+    else:
+        head_dim = 128 if is_qwen3 else 0  # Qwen3Config's default head_dim
+    # Qwen2's q/k/v always have biases, whatever attention_bias says; Qwen3's attention_bias adds o_proj's too
+    bias = bool(text.get("attention_bias", not is_qwen3))
     dims = ModelDims(
         hidden=hidden, intermediate=_positive_int(text, "intermediate_size", source),
         layers=_positive_int(text, "num_hidden_layers", source), heads=heads, kv_heads=kv_heads,
-        vocab=_positive_int(text, "vocab_size", source),
-        head_dim=_positive_int(text, "head_dim", source) if text.get("head_dim") else 0,
-        tie_embeddings=bool(config.get("tie_word_embeddings", text.get("tie_word_embeddings", False))),
-        qkv_bias=bool(text.get("attention_bias", not is_qwen3)), qk_norm=is_qwen3, source=source)
+        vocab=_positive_int(text, "vocab_size", source), head_dim=head_dim,
+        # tied if the top level or the nested text_config says so (transformers' rule for pre-v5 VL files)
+        tie_embeddings=bool(config.get("tie_word_embeddings")) or bool(text.get("tie_word_embeddings")),
+        qkv_bias=is_qwen2 or bias, o_bias=is_qwen3 and bias, qk_norm=is_qwen3, source=source)
     v = config.get("vision_config")
     if v:
         if not isinstance(v, dict):
@@ -164,7 +180,7 @@ def dims_from_config(config: dict, source: str = "config.json") -> ModelDims:
                                 depth=vint("depth"), heads=vint("num_heads"),
                                 out_hidden=vint("hidden_size", hidden), gated=False)
         vision = replace(vision, patch=vint("patch_size", 14), temporal_patch=vint("temporal_patch_size", 2),
-                         in_channels=vint("in_channels", v.get("in_chans", 3)),
+                         in_channels=vint("in_channels", 3),  # transformers and vLLM ignore the hub's in_chans
                          merge=vint("spatial_merge_size", 2))
         dims = replace(dims, vision=vision)
     return dims
@@ -187,11 +203,13 @@ def model_dims(path: str) -> ModelDims:
 
 
 def lm_layer_params(m: ModelDims) -> int:
-    """One decoder layer: q [h -> a*d] (+bias), k, v [h -> k*d] (+bias), o [a*d -> h], gate/up [h -> i],
+    """One decoder layer: q [h -> a*d] (+bias), k, v [h -> k*d] (+bias), o [a*d -> h] (+bias), gate/up [h -> i],
     down [i -> h], two RMSNorms (h each), Qwen3's q/k RMSNorms (d each)."""
     attn = m.hidden * m.q_dim + 2 * m.hidden * m.kv_dim + m.q_dim * m.hidden
     if m.qkv_bias:
         attn += m.q_dim + 2 * m.kv_dim
+    if m.o_bias:
+        attn += m.hidden
     if m.qk_norm:
         attn += 2 * m.d
     return attn + 3 * m.hidden * m.intermediate + 2 * m.hidden
@@ -447,7 +465,8 @@ def tokens_per_micro_batch(micro_batch_seqs: int, max_tokens_per_micro_batch: in
     return tokens
 
 
-def layer_activation_bytes(hidden: int, intermediate: int, kv_dim: int, dtype_bytes: int) -> int:
+def layer_activation_bytes(hidden: int, intermediate: int, kv_dim: int, dtype_bytes: int, q_dim: int = 0,
+                           qk_norm: bool = False) -> int:
     """Activation bytes kept for backward per token by one pre-norm transformer layer with RMSNorm, GQA attention
     (flash / memory-efficient SDPA) and a SwiGLU MLP, without recomputation.
 
@@ -463,6 +482,10 @@ def layer_activation_bytes(hidden: int, intermediate: int, kv_dim: int, dtype_by
     = 8h + b * (6h + 2*(k*d) + 4i); bf16 = 20h + 4*(k*d) + 8i. Qwen2.5-VL-7B: 225,280 B/token/layer, 28 layers
     = 6.3 MB per token (plain Korthikanti with a 4h MLP would give 34h = 0.12 MB per layer).
 
+    Where the query width ``q_dim`` = a*d is not h (a config's own head_dim, as Qwen3-0.6B's 16 x 128 over h 1024),
+    the rotated Q and the attention output are a*d wide: b * 2 * (a*d - h) more. Qwen3's q/k RMSNorms
+    (``qk_norm``) keep their fp32 input and normalised output, (4 + b) * (a*d + k*d) more.
+
     The attention output is kept once: SDPA and flash attention return it in the [T, a, d] layout o_proj reads.
     Checked against the bytes autograd saves for one sequence, on CPU, in ``tests/test_memory_plan.py``. Not counted:
     where responses attend to a shared prompt packed once (``trainer.padding_free``), the attention kernel keeps
@@ -471,14 +494,21 @@ def layer_activation_bytes(hidden: int, intermediate: int, kv_dim: int, dtype_by
     output that their attention buckets gather, and each bucket's mask (with the gathered K / V, 7 % over this formula
     for the 7B-proportioned micro-batch of ``tests/test_memory_plan.py``).
     """
-    return 8 * hidden + dtype_bytes * (6 * hidden + 2 * kv_dim + 4 * intermediate)
+    q_dim = q_dim or hidden
+    norms = (4 + dtype_bytes) * (q_dim + kv_dim) if qk_norm else 0
+    return 8 * hidden + dtype_bytes * (4 * hidden + 2 * q_dim + 2 * kv_dim + 4 * intermediate) + norms
+
+
+def _layer_act(m: ModelDims, dtype_bytes: int) -> int:
+    """``layer_activation_bytes`` of one of ``m``'s decoder layers."""
+    return layer_activation_bytes(m.hidden, m.intermediate, m.kv_dim, dtype_bytes, m.q_dim, m.qk_norm)
 
 
 def lm_saved_activation_bytes(m: ModelDims, tokens: int, dtype_bytes: int, checkpointing: bool) -> int:
     """What the language model's forward over ``tokens`` tokens keeps for backward: every layer's
     ``layer_activation_bytes`` per token (L * act * T), or with ``model.gradient_checkpointing`` only each layer's
     input (L * b*h * T); plus the final norm's fp32 input and its normalised output ((4 + b) * h * T)."""
-    act = layer_activation_bytes(m.hidden, m.intermediate, m.kv_dim, dtype_bytes)
+    act = _layer_act(m, dtype_bytes)
     per_layer = dtype_bytes * m.hidden if checkpointing else act
     return tokens * (m.layers * per_layer + (4 + dtype_bytes) * m.hidden)
 
@@ -487,7 +517,7 @@ def lm_activation_bytes(m: ModelDims, tokens: int, dtype_bytes: int, checkpointi
     """Language-model activations of one training micro-batch of ``tokens`` tokens at their peak in backward:
     ``lm_saved_activation_bytes``, plus one layer's activations recomputed at a time under checkpointing, plus the
     gradient workspace of the layer being back-propagated (about one layer's activations); act * T each."""
-    act = layer_activation_bytes(m.hidden, m.intermediate, m.kv_dim, dtype_bytes)
+    act = _layer_act(m, dtype_bytes)
     backward = (2 if checkpointing else 1) * act * tokens
     return lm_saved_activation_bytes(m, tokens, dtype_bytes, checkpointing) + backward
 
@@ -556,7 +586,7 @@ def nograd_activation_bytes(m: ModelDims, tokens: int, dtype_bytes: int) -> int:
     keeps it, 2 * L * (k*d) * b per token) plus one layer's temporaries at a time (bounded by
     ``layer_activation_bytes`` per token)."""
     return tokens * (2 * m.layers * m.kv_dim * dtype_bytes
-                     + layer_activation_bytes(m.hidden, m.intermediate, m.kv_dim, dtype_bytes))
+                     + _layer_act(m, dtype_bytes))
 
 
 LOGITS_COPIES_TRAIN = 4.0  # fp32 logits, log-softmax kept for backward, softmax (entropy), the logits' gradient
@@ -619,7 +649,7 @@ def hf_rollout_bytes(m: ModelDims, batch_seqs: int, prompt_len: int, response_le
     An upper bound where rows share prefixes: with mmevo's attention the engine keeps each distinct prefix's KV once
     (``mmevo.rollout.kv_cache.SharedPrefixCache``), not once per row."""
     kv = batch_seqs * (prompt_len + response_len) * 2 * m.layers * m.kv_dim * dtype_bytes
-    prefill = batch_seqs * prompt_len * layer_activation_bytes(m.hidden, m.intermediate, m.kv_dim, dtype_bytes)
+    prefill = batch_seqs * prompt_len * _layer_act(m, dtype_bytes)
     return kv + prefill + logits_bytes(batch_seqs, m.vocab, 2)
 
 
@@ -750,8 +780,12 @@ def plan(cfg, gpus: int = 1, gpu_mem_gib: float = 80.0, config_path: str | Path 
     """The per-GPU memory plan of ``cfg`` (an ``mmevo.config.Config``) on ``gpus`` GPUs of ``gpu_mem_gib`` GiB."""
     if isinstance(gpus, bool) or not isinstance(gpus, numbers.Integral) or gpus < 1:
         raise ValueError(f"--gpus must be an integer >= 1, got gpus={gpus!r}")
-    if isinstance(gpu_mem_gib, bool) or not isinstance(gpu_mem_gib, numbers.Real) or not 0 < gpu_mem_gib < math.inf:
-        raise ValueError(f"--gpu-mem-gib must be a finite number > 0, got gpu_mem_gib={gpu_mem_gib!r}")  # NaN too
+    # NaN too; at least one byte (the headroom divides by it) and a finite byte count (1e300 GiB overflowed)
+    if (isinstance(gpu_mem_gib, bool) or not isinstance(gpu_mem_gib, numbers.Real)
+            or not 1 <= float(gpu_mem_gib) * GiB < math.inf):
+        raise ValueError(f"--gpu-mem-gib must be a finite number > 0 (at least one byte), "
+                         f"got gpu_mem_gib={gpu_mem_gib!r}")
+    gpu_mem_gib = float(gpu_mem_gib)  # a numpy scalar would not go into the JSON
     m = dims or model_dims(_model_path(cfg))
     b = _dtype_bytes(cfg.model.dtype)
     zero = ZeroSettings()
