@@ -129,12 +129,29 @@ _MATHVISTA_HINTS = {
 }
 
 
+class _NoHint(ValueError):
+    """A row the official query builder has no hint for (``field`` names why)."""
+
+    def __init__(self, fld: str, detail: str) -> None:
+        super().__init__(f"{fld}: {detail}")
+        self.field, self.detail = fld, detail
+
+
 def mathvista_query(row: dict) -> str:
-    """MathVista's official zero-shot query (hint, question with unit, lettered choices), as in its query.json."""
+    """MathVista's official zero-shot query (hint, question with unit, lettered choices), as in its query.json.
+
+    Raises ValueError for a row its build_query.py has no hint for (a free-form text answer, a float answer of other
+    than 1 or 2 decimal places): any hint would ask for another answer than the scorer checks."""
     if row.get("question_type") == "multi_choice":
         hint = _MATHVISTA_HINTS["multi_choice"]
     elif row.get("answer_type") == "float":
-        hint = _MATHVISTA_HINTS["float2" if str(row.get("precision")) in ("2", "2.0") else "float1"]
+        precision = str(row.get("precision"))
+        if precision not in ("1", "1.0", "2", "2.0"):
+            raise _NoHint("precision", f"the official query has hints for 1 or 2 decimal places, not "
+                                       f"{row.get('precision')!r}")
+        hint = _MATHVISTA_HINTS["float2" if precision in ("2", "2.0") else "float1"]
+    elif row.get("answer_type") == "text":
+        raise _NoHint("answer_type", "the official query has no hint for a free-form text answer")
     elif row.get("answer_type") == "list":
         hint = _MATHVISTA_HINTS["list"]
     else:
@@ -324,6 +341,8 @@ class _Row:
                 v = json.loads(v) if v.strip() else {}
             except json.JSONDecodeError as e:
                 raise self.err(key, f"invalid JSON string: {e.msg}", "bad_type") from e
+            if (bad := _non_unicode(v, key)) is not None:  # a "\\ud83d" escape inside the text
+                raise self.err(bad, "text with a lone surrogate (\\ud800-\\udfff), not Unicode", "invalid_text")
         if not isinstance(v, dict):
             raise self.err(key, f"expected an object, got {type(v).__name__}", "bad_type")
         return v
@@ -339,6 +358,29 @@ def _choice_texts(r: _Row, values: list, fld: str) -> list[str]:
             raise r.err(fld, f"choice {k} is empty", "bad_value")
         out.append(text)
     return out
+
+
+def _non_unicode(value: Any, name: str = "") -> str | None:
+    """The field (``choices[2]``, ``metadata.task``) of the first text in ``value`` that is not Unicode: JSON decodes a
+    lone surrogate escape ("\\ud83d", half of an emoji cut by an exporter) that no tokenizer or UTF-8 file takes."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return name or "<row>"
+        return None
+    if isinstance(value, dict):
+        pairs = [(f"{name}.{k}" if name else str(k), k, v) for k, v in value.items()]
+    elif isinstance(value, list):
+        pairs = [(f"{name}[{k}]", None, v) for k, v in enumerate(value)]
+    else:
+        return None
+    for sub, key, v in pairs:
+        if key is not None and _non_unicode(key) is not None:
+            return sub
+        if (found := _non_unicode(v, sub)) is not None:
+            return found
+    return None
 
 
 def _clean_row(row: dict) -> dict:
@@ -417,7 +459,13 @@ def _mathvista(row: dict, r: _Row, extra: dict) -> BenchmarkItem:
     # given to it as the texts checked here (a gold 3 in the file would otherwise never equal "3")
     item_row = {**_clean_row(row), "answer": answer, "choices": [str(c) for c in choices] if choices else None,
                 "metadata": meta}
-    query = extra.get("queries", {}).get(r.id) or r.get(row, "query", required=False) or mathvista_query(item_row)
+    query = extra.get("queries", {}).get(r.id) or r.get(row, "query", required=False)
+    if not query:
+        try:
+            query = mathvista_query(item_row)
+        except _NoHint as e:
+            raise r.err(e.field, f"{e.detail}; give the row its query (a query.json or a 'query' field)",
+                        "bad_value") from e
     # the breakdowns of the official calculate_score.py: question / answer type, then every metadata field it reads;
     # skills is a list and an item counts in each of its skills (an empty list: in none, as there)
     cats = {"question_type": [row["question_type"]], "answer_type": [row["answer_type"]]}
@@ -536,7 +584,7 @@ def _intergps_rows(src: Path) -> Iterator[RowRef]:
     """InterGPS raw layout: ``src/<id>/data.json`` (or a single problem folder)."""
     folders = [src] if (src / "data.json").is_file() else sorted(
         (d for d in src.iterdir() if (d / "data.json").is_file()),
-        key=lambda d: (0, int(d.name)) if d.name.isdigit() else (1, d.name))
+        key=lambda d: (0, int(d.name)) if d.name.isdecimal() else (1, d.name))  # "²".isdigit(), but int() fails
     if not folders:
         raise FileNotFoundError(f"{src}: no <problem>/data.json folders (InterGPS Geometry3K layout)")
     for i, d in enumerate(folders):
@@ -563,6 +611,9 @@ def _mathvista_queries(qfile: Path) -> dict[str, str]:
         if not isinstance(q, str):
             raise DataError(f"{label}: pid {pid!r}: expected a string query, got {type(q).__name__}", file=label,
                             reason="bad_type", row_id=pid)
+        if _non_unicode(q) is not None:
+            raise DataError(f"{label}: pid {pid!r}: query with a lone surrogate (\\ud800-\\udfff), not Unicode",
+                            file=label, reason="invalid_text", row_id=pid)
     return queries
 
 
@@ -631,6 +682,8 @@ def load_items(fmt: str, source: str | Path, split: str | None = None, *, image_
             if not isinstance(ref.row, dict):
                 raise r.err("<row>", f"expected an object, got {type(ref.row).__name__}", "bad_type")
             item = convert(ref.row, r, extra)
+            if (bad := _non_unicode(ref.row)) is not None:  # else the tokenizer or the records file fails far later
+                raise r.err(bad, "text with a lone surrogate (\\ud800-\\udfff), not Unicode", "invalid_text")
             item.file, item.index, item.line, item.row_id = ref.label, ref.index, ref.line, r.id
         except DataError as e:
             if not skip_bad:

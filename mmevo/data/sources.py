@@ -171,9 +171,25 @@ def _batched_rows(batches, label: str, what: str) -> Iterator[_Row]:
         except Exception as e:
             raise DataError(f"{label}: cannot read {what} from row {idx} on: {e}", file=label, row=idx,
                             reason="unreadable_file") from e
-        for row in batch.to_pylist():
+        try:
+            rows = batch.to_pylist()
+        except Exception:  # e.g. a string column holding bytes that are not UTF-8: found row by row
+            rows = [_row_or_error(batch, i, idx + i, label) for i in range(batch.num_rows)]
+        for row in rows:
             yield idx, None, row
             idx += 1
+
+
+def _row_or_error(batch, i: int, idx: int, label: str) -> dict | DataError:
+    """Row ``i`` of ``batch``, or a DataError naming the first column whose value does not convert."""
+    row = {}
+    for name, col in zip(batch.schema.names, batch.columns):
+        try:
+            row[name] = col.slice(i, 1).to_pylist()[0]
+        except Exception as e:
+            return DataError(f"{label} row {idx}: field {name!r}: cannot read: {e}", file=label, row=idx, field=name,
+                             reason="invalid_utf8" if isinstance(e, UnicodeDecodeError) else "unreadable_row")
+    return row
 
 
 def _float32_as(t, to):
@@ -185,6 +201,9 @@ def _float32_as(t, to):
     if pa.types.is_list(t) or pa.types.is_large_list(t):
         inner = _float32_as(t.value_type, to)
         return None if inner is None else (pa.list_ if pa.types.is_list(t) else pa.large_list)(inner)
+    if pa.types.is_fixed_size_list(t):  # numpy-shaped exports write fixed-size lists
+        inner = _float32_as(t.value_type, to)
+        return None if inner is None else pa.list_(inner, t.list_size)
     if pa.types.is_struct(t):
         fields = [t.field(i) for i in range(t.num_fields)]
         inner = [_float32_as(f.type, to) for f in fields]
@@ -204,6 +223,11 @@ def _exact_floats(batch):
         as_text = _float32_as(col.type, pa.string())  # arrow writes a float32 as its shortest round-trip decimal
         if as_text is not None:
             col, changed = col.cast(as_text).cast(_float32_as(col.type, pa.float64())), True
+        elif pa.types.is_float16(col.type):  # arrow writes a half float with float64's digits (0.0999755859375)
+            import numpy as np
+
+            col = pa.array([None if v is None else float(str(np.float16(v))) for v in col.to_pylist()], pa.float64())
+            changed = True
         arrays.append(col)
     return type(batch).from_arrays(arrays, names=batch.schema.names) if changed else batch
 

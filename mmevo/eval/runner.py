@@ -187,7 +187,19 @@ def summarize(items: list[BenchmarkItem], records: dict[str, dict], categories: 
 
 
 def _natural(s: str):
-    return (0, int(s), "") if s.isdigit() else (1, 0, s)
+    """Number labels (levels) in numeric order, then the others: any label sorts ("²" is a digit int() refuses, a run of
+    over 4300 digits too)."""
+    if s.isdecimal():
+        try:
+            return (0, int(s), "")
+        except ValueError:
+            pass
+    return (1, 0, s)
+
+
+def _cell(label: str) -> str:
+    """A label as one markdown table cell (a "|" or a line break would split the row)."""
+    return " ".join(label.replace("|", "\\|").split())
 
 
 def _pct(accuracy: float) -> str:
@@ -210,7 +222,7 @@ def write_report(out: Path, summary: dict, records: dict[str, dict], items: list
              f"{skipped}.", ""]
     for key, groups in summary["by"].items():
         lines += [f"## By {key}", "", "| " + key + " | n | correct | accuracy |", "|---|---:|---:|---:|"]
-        lines += [f"| {v} | {g['n']} | {g['correct']} | {_pct(g['accuracy'])} |" for v, g in groups.items()]
+        lines += [f"| {_cell(v)} | {g['n']} | {g['correct']} | {_pct(g['accuracy'])} |" for v, g in groups.items()]
         lines.append("")
     lines += ["## First responses", ""]
     for it in items[:5]:
@@ -238,7 +250,8 @@ def _plot(path: Path, summary: dict) -> None:
         groups = summary["by"][key]
         names = list(groups)
         ax.barh(range(len(names)), [groups[n]["accuracy"] for n in names], color="tab:blue")
-        ax.set_yticks(range(len(names)), [f"{n} ({groups[n]['n']})" for n in names], fontsize=7)
+        # labels are data, not mathtext: "$\\frac$" in a subject name would stop the report
+        ax.set_yticks(range(len(names)), [f"{n} ({groups[n]['n']})" for n in names], fontsize=7, parse_math=False)
         ax.invert_yaxis()
         ax.axvline(summary["accuracy"], color="tab:red", lw=1, ls="--")
         ax.set_xlim(0, 1)
