@@ -40,6 +40,7 @@ def check_request_batch(requests, params: SamplingParams) -> None:
         _check_int(f"RolloutRequest {i}: RolloutRequest.n", r.n)
         if r.max_tokens is not None:
             _check_int(f"RolloutRequest {i}: RolloutRequest.max_tokens", r.max_tokens)
+        check_token_ids(f"RolloutRequest {i}: prefix_ids", r.prefix_ids)
         ov = r.image_override
         if ov is not None and r.prompt is not None and list(ov.input_ids) != list(r.prompt.input_ids):
             # an override only swaps pixels: other tokens (another image size / prompt) would be sampled as a
@@ -70,6 +71,22 @@ def check_request_batch(requests, params: SamplingParams) -> None:
 def _check_int(name: str, v) -> None:
     if isinstance(v, bool) or not isinstance(v, numbers.Integral):
         raise ValueError(f"{name} must be an integer, got {v!r}")
+
+
+def check_token_ids(name: str, ids) -> None:
+    """Token ids must be integers (Python / numpy ints, integer 0-d tensors): a float 5.5 was read as token 5 and
+    True as token 1 (torch.tensor / int() truncate), silently."""
+    if ids is None or isinstance(ids, (str, bytes)):  # None failed in len() inside the engine
+        raise ValueError(f"{name} must be a sequence of integer token ids, got {ids!r}")
+    for t in ids:
+        if type(t) is int:  # the usual case, first: CSRS checks hundreds of long prefixes per call
+            continue
+        if isinstance(t, torch.Tensor):
+            ok = t.dim() == 0 and not (t.dtype.is_floating_point or t.dtype.is_complex or t.dtype == torch.bool)
+        else:
+            ok = isinstance(t, numbers.Integral) and not isinstance(t, bool)
+        if not ok:
+            raise ValueError(f"{name} must be integer token ids, got {t!r}")
 
 
 @dataclass

@@ -15,7 +15,7 @@ import torch
 from mmevo.models.attention import SHARED_PREFIX_KWARG, supports_packing
 from mmevo.models.inputs import EncodedPrompt, collate, unwrap
 from mmevo.rollout.kv_cache import DecodeCache, SharedPrefixCache
-from mmevo.rollout.base import Completion, RolloutRequest, SamplingParams, check_request_batch
+from mmevo.rollout.base import Completion, RolloutRequest, SamplingParams, check_request_batch, check_token_ids
 
 
 # below this ban-excluded mass a row's allowed probabilities (exp(scaled - lse), float32) may be subnormal or 0: the
@@ -35,7 +35,9 @@ def sample_next(logits: torch.Tensor, params: SamplingParams, generator: torch.G
     greedy. A row whose every token is banned or has probability 0 raises ValueError.
     """
     logits = logits.float()
-    scaled = logits / params.temperature if params.temperature > 0 else logits
+    # as Python floats: a Fraction (a numbers.Real, accepted by check_request_batch) failed inside torch's division
+    T, top_p = float(params.temperature), float(params.top_p)
+    scaled = logits / T if T > 0 else logits
     lse = torch.logsumexp(scaled, -1)  # [B]; NaN / +inf anywhere in a row makes it non-finite
     if not torch.isfinite(lse).all():
         if bool(torch.isfinite(logits).all()):
@@ -46,7 +48,7 @@ def sample_next(logits: torch.Tensor, params: SamplingParams, generator: torch.G
     def allowed(x: torch.Tensor) -> torch.Tensor:
         return x.index_fill(-1, banned_ids, float("-inf")) if banned else x
 
-    if params.temperature <= 0:
+    if T <= 0:
         masked = allowed(scaled)
         tok = masked.argmax(-1)
         if not bool((masked.gather(-1, tok[:, None]) > float("-inf")).all()):
@@ -65,15 +67,15 @@ def sample_next(logits: torch.Tensor, params: SamplingParams, generator: torch.G
                                          "probability 0)")
                     probs[rows] = renorm
             probs.index_fill_(-1, banned_ids, 0.0)
-        if params.top_p <= 0:
+        if top_p <= 0:
             probs = torch.zeros_like(probs)  # keeps nothing: the likeliest allowed token (below)
-        elif params.top_p < 1.0:
+        elif top_p < 1.0:
             # nucleus of the renormalised (ban-excluded) distribution, computed as transformers' TopPLogitsWarper and
             # vLLM compute it: ascending sort of the processed logits, drop while the mass from the unlikeliest up is
             # <= 1 - top_p, always keep the likeliest. Summing from the likeliest down instead gave another nucleus
             # where a mass equals top_p (float32 rounding: 3:1:1 at top_p 0.6 kept two tokens) and at tied tokens
             sorted_logits, idx = allowed(scaled).sort(-1)
-            drop = sorted_logits.softmax(-1).cumsum(-1) <= 1 - params.top_p
+            drop = sorted_logits.softmax(-1).cumsum(-1) <= 1 - top_p
             drop[:, -1] = False
             probs = probs.masked_fill(torch.zeros_like(drop).scatter(-1, idx, drop), 0.0)  # back to token order
         tok = sample_categorical(probs, generator)
@@ -145,6 +147,7 @@ class HFEngine:
                  device: str | torch.device = "cpu", banned_ids: Sequence[int] = ()):
         self.model = model
         for name, ids in (("banned_ids", banned_ids), ("stop_ids", stop_ids)):
+            check_token_ids(f"HFEngine {name}", ids)
             bad = [t for t in ids if not 0 <= t]  # index_fill reads a banned -1 as the last token of the vocabulary
             if bad:
                 raise ValueError(f"HFEngine {name} must be token ids >= 0, got {bad[0]!r}")
@@ -207,7 +210,7 @@ class HFEngine:
         self._check_vocab(requests)
         generator = None
         if params.seed is not None:
-            generator = torch.Generator(device="cpu").manual_seed(params.seed)
+            generator = torch.Generator(device="cpu").manual_seed(int(params.seed))  # a numpy seed raised in torch
         results: list[list[Completion]] = [[] for _ in requests]
         reuse = [_reuses_kv(r) for r in requests]
         # pack requests into chunks of at most max_batch_seqs decoded rows; a chunk either prefills or continues
@@ -322,7 +325,7 @@ class HFEngine:
         self.stats["prefill_s"] = self.stats.get("prefill_s", 0.0) + time.perf_counter() - t0
         # share each prefill among its n samples instead of re-prefilling: with mmevo's attention the prefix keys stay
         # once per request (SharedPrefixCache); another attention function gets the cache's rows repeated
-        reps = torch.tensor([r.n for r in reqs], device=self.device)
+        reps = torch.tensor([int(r.n) for r in reqs], device=self.device)  # int: numpy's uint64 fails in torch.tensor
         row_of = torch.repeat_interleave(torch.arange(len(reqs), device=self.device), reps)  # [N] request index
         shared = supports_packing(model)
         if shared:
@@ -344,7 +347,7 @@ class HFEngine:
         stop_ids = self.stop_ids.to(self.device)
         banned = self.banned_ids.to(self.device)
         # per-row token budget: a request's own max_tokens (e.g. what a retrace prefix leaves) or the call's
-        budget = torch.tensor([params.max_tokens if r.max_tokens is None else r.max_tokens for r in reqs],
+        budget = torch.tensor([int(params.max_tokens if r.max_tokens is None else r.max_tokens) for r in reqs],
                               device=self.device)[row_of]
         live = (budget > 0).nonzero().flatten()
         if live.numel() < N:  # rows with no budget produce an empty completion
@@ -398,5 +401,5 @@ class HFEngine:
         row_list = row_of.tolist()
         for r in range(len(row_list)):
             out_lists[row_list[r]].append(
-                Completion(tokens[r], logps[r], finish[r], prefix_ids=list(reqs[row_list[r]].prefix_ids),
+                Completion(tokens[r], logps[r], finish[r], prefix_ids=[int(t) for t in reqs[row_list[r]].prefix_ids],
                            kv=kvs[r] if kvs else None))
