@@ -19,6 +19,7 @@ Geometry3K hub schema like the geometry generator's, and the held-out set is de-
 
 from __future__ import annotations
 
+import numbers
 import random
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
@@ -58,6 +59,7 @@ def _cell_origin(cell: int) -> tuple[int, int]:
 def draw_figure(style: str, marks: dict[str, tuple[int, int]], size: int = GRID) -> Image.Image:
     """A white figure with light quadrant lines and, per colour in ``marks`` ({colour: (quadrant, value)}), the value
     drawn in that colour in that quadrant: a seven-segment digit (``style="digits"``) or that many dots (``"dots"``)."""
+    _check_marks(style, marks)
     img = Image.new("RGB", (size, size), (255, 255, 255))
     d = ImageDraw.Draw(img)
     k = size / GRID
@@ -85,6 +87,27 @@ def draw_figure(style: str, marks: dict[str, tuple[int, int]], size: int = GRID)
     return img
 
 
+_STYLES = ("digits", "bars", "dots")
+
+
+def _check_marks(style: str, marks: dict[str, tuple[int, int]]) -> None:
+    """Only marks ``read_figure`` can read back: drawing clips silently otherwise (dots past 9 are not drawn, a bar
+    past 9 runs into the next quadrant, two colours in one quadrant overdraw each other)."""
+    if style not in _STYLES:
+        raise ValueError(f"unknown figure style {style!r}")
+    lowest = 0 if style == "digits" else 1  # a 0 is a digit, but no dots / no bar
+    cells = []
+    for colour, (cell, value) in marks.items():
+        if colour not in COLORS:
+            raise ValueError(f"unknown mark colour {colour!r}; known: {sorted(COLORS)}")
+        for name, v, lo, hi in (("quadrant", cell, 0, 3), ("value", value, lowest, MAX_VALUE)):
+            if isinstance(v, bool) or not isinstance(v, numbers.Integral) or not lo <= v <= hi:
+                raise ValueError(f"the {colour} {name} must be an integer in [{lo}, {hi}] for {style!r}, got {v!r}")
+        cells.append(cell)
+    if len(set(cells)) < len(cells):
+        raise ValueError(f"two colours in one quadrant cannot be read apart: {marks!r}")
+
+
 def _colour_at(img: Image.Image, x: float, y: float) -> str | None:
     r, g, b = img.getpixel((min(img.width - 1, int(x)), min(img.height - 1, int(y))))[:3]
     if r > 150 and g < 100 and b < 100:
@@ -96,6 +119,8 @@ def _colour_at(img: Image.Image, x: float, y: float) -> str | None:
 
 def read_figure(img: Image.Image, style: str) -> dict[str, tuple[int, int]]:
     """The marks of a ``draw_figure`` image read back from its pixels: {colour: (quadrant, value)}."""
+    if style not in _STYLES:  # any other name was read as dots
+        raise ValueError(f"unknown figure style {style!r}")
     k = img.width / GRID
     img = img.convert("RGB")
     found: dict[str, tuple[int, int]] = {}

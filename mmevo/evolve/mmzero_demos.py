@@ -43,7 +43,11 @@ def _bar_chart(rng: random.Random) -> Demo:
     else:
         hard_q, hard_a = "Which bar is the tallest?", names[values.index(max(values))]
     caption = f"A bar chart with bars {', '.join(f'{n}={v}' for n, v in zip(names, values))}."
-    py = f"{_PLT}plt.bar({names!r},{values})"  # a list of names: one bar each (a string is a single category)
+    # a list of names: one bar each (a string is a single category); axes off and each bar labelled name+value under
+    # it as in the SVG (at 64 px matplotlib's tick labels are cut off or unreadable: the values were not in the picture)
+    labels = [f"{n}{v}" for n, v in zip(names, values)]
+    py = (f"{_PLT}plt.axes((0,0.15,1,0.85)).axis('off')\nplt.bar({names!r},{values})\n"
+          f"for i,t in enumerate({labels!r}):plt.text(i,-0.3,t,ha='center',va='top',fontsize=8)")
     return Demo(Proposal("data_chart", caption, "How many bars are there?", str(len(names)), hard_q, hard_a),
                 _svg(64, 66, bars), py)
 
@@ -61,7 +65,10 @@ def _rectangle(rng: random.Random) -> Demo:
     w, h = rng.randint(2, 9), rng.randint(2, 9)
     body = (f'<rect x="12" y="12" width="{5 * w}" height="{5 * h}" fill="none" stroke="#000"/>'
             f'<text x="20" y="10" font-size="8">{w}</text><text x="2" y="24" font-size="8">{h}</text>')
-    py = f"{_PLT}plt.gca().add_patch(plt.Rectangle((0,0),{w},{h},fill=False))\nplt.axis([-1,10,-1,10])"
+    # width above and height left of the rectangle as in the SVG (axis ticks at 64 px showed neither value)
+    py = (f"{_PLT}plt.axes((0,0,1,1)).axis('off')\nplt.gca().add_patch(plt.Rectangle((0,0),{w},{h},fill=False))\n"
+          f"plt.text({w / 2:g},{h + 0.2:g},'{w}',ha='center',fontsize=8)\n"
+          f"plt.text(-0.3,{h / 2:g},'{h}',ha='right',va='center',fontsize=8)\nplt.axis([-2,10,-1,10])")
     return Demo(Proposal("geometry", f"A rectangle with width {w} and height {h}.",
                          "What is the width of the rectangle?", str(w), "What is the area of the rectangle?", str(w * h)),
                 _svg(64, 64, body), py)

@@ -1,0 +1,129 @@
+"""Generated data, round 4: MM-Zero's matplotlib demos show their values; figure marks and styles are checked; teacher
+noise leaves figure problems alone."""
+
+from __future__ import annotations
+
+import pytest
+
+from mmevo.data.figures import draw_figure, generate_figures, read_figure
+from mmevo.data.synthetic import generate_geometry, with_teacher_noise
+from mmevo.evolve.mmzero_demos import demos
+
+
+# ------------------------------------------------------------------------------------------------- MM-Zero demos
+def _drawn_texts(code: str) -> list[str]:
+    """Run a demo's matplotlib program headless; the texts drawn fully inside the 64 x 64 figure."""
+    matplotlib = pytest.importorskip("matplotlib")
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    plt.close("all")
+    try:
+        exec(code, {})
+        fig = plt.gcf()
+        fig.canvas.draw()
+        r = fig.canvas.get_renderer()
+        w, h = fig.canvas.get_width_height()
+        out = []
+        for ax in fig.axes:
+            for t in ax.texts:
+                bb = t.get_window_extent(r)
+                if t.get_visible() and bb.x0 >= 0 and bb.y0 >= 0 and bb.x1 <= w and bb.y1 <= h:
+                    out.append(t.get_text())
+        return out
+    finally:
+        plt.close("all")
+
+
+def test_matplotlib_demos_show_the_values_their_questions_ask_for():
+    """The tiny MM-Zero configs (code_language: python) teach the coder the matplotlib version of each demo, "the same
+    picture" as the SVG. The bar chart drew bars with no names or values (at 64 px the tick labels were cut off) and
+    the rectangle had no labels at all, so "Which bar is the tallest?" (D) or "What is the width?" (5) could not be
+    read from the picture the coder was taught to draw."""
+    bar, table, rect = demos(3, 0)
+    assert bar.proposal.caption == "A bar chart with bars D=9, A=8, B=7." and bar.proposal.hard_answer == "D"
+    assert sorted(_drawn_texts(bar.python)) == ["A8", "B7", "D9"]
+    assert rect.proposal.caption == "A rectangle with width 5 and height 4."
+    assert sorted(_drawn_texts(rect.python)) == ["4", "5"]
+    assert _drawn_texts(table.python) == ["x=10\ny=16\nz=12"]  # the table always showed its rows
+
+
+def test_matplotlib_demo_labels_sit_where_the_svg_puts_them():
+    bar, _, rect = demos(3, 0)
+    assert "for i,t in enumerate(['D9', 'A8', 'B7']):plt.text(i,-0.3,t,ha='center',va='top',fontsize=8)" in bar.python
+    assert "plt.text(2.5,4.2,'5',ha='center',fontsize=8)" in rect.python  # width above the top edge
+    assert "plt.text(-0.3,2,'4',ha='right',va='center',fontsize=8)" in rect.python  # height left of it
+
+
+def test_demo_proposals_and_svgs_are_unchanged():
+    """Only the matplotlib text changed: the random draws, proposals and SVGs of a seed are the same as before."""
+    d = demos(6, 1)
+    assert [x.proposal.caption for x in d] == [
+        "A bar chart with bars A=2, B=8.", "A table with rows x=16, y=13, z=7.", "A rectangle with width 3 and height 9.",
+        "A bar chart with bars D=1, B=8.", "A table with rows x=8, y=19, z=4.", "A rectangle with width 7 and height 2."]
+    assert d[2].svg == ('<svg width="64" height="64"><rect width="64" height="64" fill="#fff"/><rect x="12" y="12" '
+                        'width="15" height="45" fill="none" stroke="#000"/><text x="20" y="10" font-size="8">3</text>'
+                        '<text x="2" y="24" font-size="8">9</text></svg>')
+
+
+# ------------------------------------------------------------------------------------------------------- figures
+@pytest.mark.parametrize("style, marks", [
+    ("dots", {"red": (0, 10)}),  # drew 9 dots, read back as 9
+    ("bars", {"red": (2, 12)}),  # ran into the quadrant above
+    ("bars", {"red": (1, 0)}),
+    ("digits", {"red": (4, 3)}),  # no quadrant 4
+    ("digits", {"red": (0, 3), "blue": (0, 5)}),  # overdrawn, unreadable
+    ("dots", {"red": (0, 2.5)}),
+    ("dots", {"red": (0, True)}),
+    ("dots", {"green": (0, 2)}),
+])
+def test_draw_figure_refuses_marks_it_cannot_draw_readably(style, marks):
+    with pytest.raises(ValueError, match="must be an integer in|cannot be read apart|unknown mark colour"):
+        draw_figure(style, marks)
+
+
+def test_draw_figure_values_at_the_edges_still_round_trip():
+    for style, lo in (("digits", 0), ("dots", 1), ("bars", 1)):
+        for v in (lo, 9):
+            marks = {"red": (3, v), "blue": (0, 9 - v if 9 - v >= lo else 9)}
+            assert read_figure(draw_figure(style, marks, 56), style) == marks
+
+
+@pytest.mark.parametrize("style", ["digit", "Dots", "bar", ""])
+def test_read_figure_refuses_an_unknown_style(style):
+    """read_figure read any style other than digits / bars as dots: "digit" silently gave {} or wrong counts."""
+    img = draw_figure("digits", {"red": (0, 8), "blue": (3, 1)})
+    with pytest.raises(ValueError, match="unknown figure style"):
+        read_figure(img, style)
+    with pytest.raises(ValueError, match="unknown figure style"):
+        draw_figure(style, {})  # an empty figure of an unknown style was drawn without a word
+
+
+# ------------------------------------------------------------------------------------------------- teacher noise
+def test_teacher_noise_leaves_figure_problems_alone():
+    """Figure problems share the kind name rectangle_area with geometry, but carry red / blue marks, not w / h:
+    with_teacher_noise raised KeyError('w') on them."""
+    figs = generate_figures(40, 0)
+    assert sum(e.meta["kind"] == "rectangle_area" for e in figs) == 6
+    noisy = with_teacher_noise(figs, 1.0, 0)
+    assert [e.solution for e in noisy] == [e.solution for e in figs]
+    assert not any(e.meta.get("teacher_wrong") for e in noisy)
+    # geometry rectangles still get the wrong rule (2 * (w + h) for the area)
+    geo = [e for e in generate_geometry(60, 0) if e.meta["kind"] == "rectangle_area"]
+    w, h = geo[0].meta["params"]["w"], geo[0].meta["params"]["h"]
+    out = with_teacher_noise(geo[:1], 1.0, 0)[0]
+    assert out.meta.get("teacher_wrong") is True and out.solution.endswith(f"\\boxed{{{2 * (w + h)}}}")
+
+
+# ------------------------------------------------------------------------------------------------ text questions
+def test_text_question_count_may_be_a_numpy_integer():
+    """generate_text_questions(np.int64(3)) raised "n must be an integer >= 0, got 3" (only int was accepted)."""
+    np = pytest.importorskip("numpy")
+    from mmevo.data.text_questions import generate_text_questions
+
+    qs = generate_text_questions(np.int64(3), 0)
+    assert [q.kind for q in qs] == ["add_sub", "multiply", "long_division"]
+    assert qs == generate_text_questions(3, 0)
+    for bad in (np.float64(3.0), 2.5, True, -1):
+        with pytest.raises(ValueError, match="n must be an integer >= 0"):
+            generate_text_questions(bad, 0)
