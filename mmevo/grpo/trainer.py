@@ -264,7 +264,9 @@ def token_logprobs(head, hidden, labels, mask, temperature: float, chunk: int = 
             return lp, algos.entropy_from_logits(logits.detach())
 
     size = n if chunk <= 0 else chunk
-    recompute = torch.is_grad_enabled() and h.requires_grad and n > size
+    # a trained head under a frozen body (hidden without grad) keeps each chunk's logits for its weight's gradient too
+    needs_grad = h.requires_grad or any(p.requires_grad for p in head.parameters())
+    recompute = torch.is_grad_enabled() and needs_grad and n > size
     lps, ents = [], []
     for s in range(0, n, size):
         if recompute:

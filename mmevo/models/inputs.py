@@ -136,11 +136,18 @@ def collate(model, prompts: Sequence[EncodedPrompt], continuations: Sequence[Seq
 
 def check_samples(prompts: Sequence, responses: Sequence) -> None:
     """Samples are (prompt, response) pairs: one response per prompt, and at least one sample (zip would silently
-    drop the extra ones, and a shared-prompt layout would give another sample's response to a prompt)."""
+    drop the extra ones, and a shared-prompt layout would give another sample's response to a prompt); a response is a
+    flat sequence of integer token ids."""
     if len(prompts) != len(responses):
         raise ValueError(f"{len(prompts)} prompts but {len(responses)} responses: one response per prompt")
     if not len(prompts):
         raise ValueError("no samples (prompts and responses are empty)")
+    for i, r in enumerate(responses):
+        # the long id tensors would truncate 5.7 to token 5 and read True as token 1 (an embedding refuses both)
+        ids = torch.as_tensor(r if hasattr(r, "dtype") else list(r))  # a tensor / array as it is
+        if len(r) and (ids.dim() != 1 or ids.dtype == torch.bool or ids.is_floating_point() or ids.is_complex()):
+            raise ValueError(f"response {i}: token ids must be a flat sequence of integers, got {ids.dtype} of shape "
+                             f"{tuple(ids.shape)}")
 
 
 def _refuse_empty(seqs: Sequence[Sequence[int]], what: str) -> None:

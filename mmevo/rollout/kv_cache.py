@@ -57,6 +57,10 @@ class GrowableLayer(DynamicLayer):
         if self.get_seq_length() > 0:
             self.batch_select_indices(torch.arange(self._kbuf.shape[0], device=self._kbuf.device).repeat_interleave(repeats))
 
+    def reorder_cache(self, beam_idx: torch.Tensor) -> None:
+        # the inherited one reorders the views only: the next update would write into the buffer's old row order
+        self.batch_select_indices(beam_idx)
+
     def crop(self, tokens_to_remove: int) -> None:
         raise NotImplementedError("GrowableLayer is for rollout decoding only")
 
@@ -120,6 +124,14 @@ class SharedPrefixCache(DecodeCache):
     def batch_select_indices(self, indices: torch.Tensor) -> None:
         super().batch_select_indices(indices)  # the rows' own tokens
         self._set_rows(self.row_of[indices])
+
+    # the other row selections of transformers' Cache go through batch_select_indices: rows keep their prefixes
+    def batch_repeat_interleave(self, repeats: int) -> None:
+        rows = torch.arange(self.row_of.numel(), device=self.row_of.device)
+        self.batch_select_indices(rows.repeat_interleave(repeats))
+
+    def reorder_cache(self, beam_idx: torch.Tensor) -> None:
+        self.batch_select_indices(beam_idx.to(self.row_of.device))
 
     def row_kv(self, layer_idx: int, row: int) -> tuple[torch.Tensor, torch.Tensor]:
         """Row ``row``'s real keys / values in order, prefix then own tokens: ([KV, n, D], [KV, n, D])."""
