@@ -74,7 +74,7 @@ def test_token_level_metrics_are_means_over_the_mini_batch_tokens_whatever_the_s
 
 def test_torn_checkpoint_dirs_are_not_listed(tmp_path):
     root = tmp_path / "checkpoints"
-    for name, files in {"step_000001": ["trainer_state.pt", "model/config.json"],
+    for name, files in {"step_000001": ["trainer_state.pt", "model/config.json", "model/model.safetensors"],
                         "step_000002": ["model/config.json"],  # no trainer state
                         "step_000003": ["trainer_state.pt"],  # no model
                         "step_000004": []}.items():

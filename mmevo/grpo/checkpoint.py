@@ -7,6 +7,7 @@ into place, so an interrupted save never leaves a half checkpoint that resume wo
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import re
@@ -48,9 +49,26 @@ def list_checkpoints(output_dir: str | Path) -> list[Path]:
 
 
 def _is_complete(ckpt: Path) -> bool:
-    """A step dir holding the model and the trainer state (written last); our saves rename only complete dirs into
-    place, but a copied, hand-edited or half-deleted one may lack them: resume must not pick it (and fail on it)."""
-    return ckpt.is_dir() and (ckpt / "trainer_state.pt").is_file() and (ckpt / "model" / "config.json").is_file()
+    """A step dir holding the model (config and weights) and the trainer state (written last); our saves rename only
+    complete dirs into place, but a copied, hand-edited or half-deleted one may lack them: resume must not pick it (and
+    fail on it)."""
+    return ckpt.is_dir() and (ckpt / "trainer_state.pt").is_file() and (ckpt / "model" / "config.json").is_file() \
+        and _has_weights(ckpt / "model")
+
+
+def _has_weights(model_dir: Path) -> bool:
+    """``save_model``'s safetensors: one file, or an index and every shard it names (an unreadable index counts as
+    present: loading it names the damaged file)."""
+    if (model_dir / "model.safetensors").is_file():
+        return True
+    index = model_dir / "model.safetensors.index.json"
+    if not index.is_file():
+        return False
+    try:
+        shards = set(json.loads(index.read_text())["weight_map"].values())
+    except (ValueError, KeyError, TypeError, AttributeError, UnicodeDecodeError):
+        return True
+    return all(isinstance(s, str) and (model_dir / s).is_file() for s in shards)
 
 
 def latest_checkpoint(output_dir: str | Path) -> Path | None:
@@ -172,11 +190,15 @@ def _damaged_message(path: Path, why: str) -> str:
 
 def load_model_weights(model, ckpt_model_dir: str | Path) -> None:
     """Load checkpoint weights into an existing module, strictly (a silent partial load would be a wrong resume)."""
+    from safetensors import SafetensorError
     from transformers import AutoModelForCausalLM, AutoModelForImageTextToText
 
     base = unwrap(model)
     auto = AutoModelForImageTextToText if hasattr(base.config, "vision_config") else AutoModelForCausalLM
     # from_pretrained maps the on-disk (legacy) key names to the module's; then copy state strictly
-    loaded = auto.from_pretrained(str(ckpt_model_dir), dtype=next(base.parameters()).dtype)
+    try:
+        loaded = auto.from_pretrained(str(ckpt_model_dir), dtype=next(base.parameters()).dtype)
+    except (SafetensorError, json.JSONDecodeError) as e:  # a truncated / zeroed weights or index file: name it
+        raise DamagedCheckpointError(_damaged_message(Path(ckpt_model_dir), f"{type(e).__name__}: {e}")) from None
     base.load_state_dict(loaded.state_dict(), strict=True)
     del loaded

@@ -27,9 +27,9 @@ from mmevo.data.prompts import EpochSampler, PromptSource
 from mmevo.data.schema import Example
 from mmevo.grpo import algos
 from mmevo.grpo.distributed import is_max_metric
-from mmevo.grpo.checkpoint import (checkpoint_root, commit_checkpoint, latest_checkpoint, load_model_weights,
-                                   load_state_file, load_trainer_state, remove_partial_checkpoints, rng_state,
-                                   save_checkpoint, save_model, set_rng_state, write_checkpoint_files)
+from mmevo.grpo.checkpoint import (DamagedCheckpointError, checkpoint_root, commit_checkpoint, latest_checkpoint,
+                                   load_model_weights, load_state_file, load_trainer_state, remove_partial_checkpoints,
+                                   rng_state, save_checkpoint, save_model, set_rng_state, write_checkpoint_files)
 from mmevo.metrics import RunLogger, StageTimer, peak_memory_mb
 from mmevo.models.attention import supports_packing
 from mmevo.models.inputs import (EncodedPrompt, collate, collate_for_training, distinct_prompts, encode_prompt, pack,
@@ -851,6 +851,39 @@ class GRPOTrainer:
         if ckpt is None:
             return False
         state = load_trainer_state(ckpt)
+        changed = resume_config_changes(state.get("config"), to_dict(self.cfg))
+        try:
+            self._load_checkpoint_state(ckpt, state)
+        except DamagedCheckpointError:
+            raise
+        except (RuntimeError, ValueError, KeyError) as e:  # torch's shape / group-size messages name no setting
+            if not changed:
+                raise
+            raise ValueError(f"cannot resume {ckpt}: its weights / optimizer state do not fit this run, whose settings "
+                             f"differ from the checkpoint's in {', '.join(changed)} ({type(e).__name__}: {e}); resume "
+                             "with the settings it was saved with, or start afresh with trainer.resume=false or "
+                             "another trainer.output_dir") from e
+        state = {**state, **self._rank_plugin_state(ckpt)}
+        if changed and D.is_main():  # verl / TRL resume silently; a changed algorithm or data is most likely a mistake
+            # the loaded optimizer / scheduler state brings its own lr, betas and weight decay (as in verl and TRL)
+            kept = [k for k in changed if k in ("trainer.lr", "trainer.betas", "trainer.weight_decay")]
+            note = f", except {', '.join(kept)}: the checkpoint's optimizer state keeps its own" if kept else ""
+            warnings.warn(f"resuming {ckpt} with settings other than those it was saved with: {', '.join(changed)} "
+                          f"(this run's values apply{note}; use another trainer.output_dir or trainer.resume=false "
+                          "to start afresh)", stacklevel=2)
+        _reapply_schedule(self.scheduler)
+        self.load_plugin_state(state)
+        self.step_idx = int(state["step"])
+        self.engine.sync_weights(self.model)
+        self.logger.truncate_after(self.step_idx)
+        if D.is_main():
+            print(f"[mmevo] resumed from {ckpt} (step {self.step_idx})")
+        return True
+
+    def _load_checkpoint_state(self, ckpt: Path, state: dict) -> None:
+        """Weights, optimizer, scheduler and RNG of ``ckpt`` (``state``: its trainer state) into this trainer."""
+        from mmevo.grpo import distributed as D
+
         if self.ds_engine is None:
             if "optimizer" not in state:
                 raise ValueError(f"{ckpt} was written by a DeepSpeed run: resume it with the same trainer.deepspeed "
@@ -880,25 +913,13 @@ class GRPOTrainer:
             self.ds_engine.load_checkpoint(str(ckpt / "deepspeed"), tag="zero", load_optimizer_states=True,
                                            load_lr_scheduler_states=True)
             set_rng_state(load_state_file(ckpt / f"rng_rank{D.rank()}.pt"))
-            own = ckpt / f"plugins_rank{D.rank()}.pt"
-            if own.exists():
-                state = {**state, **load_state_file(own)}
-        changed = resume_config_changes(state.get("config"), to_dict(self.cfg))
-        if changed and D.is_main():  # verl / TRL resume silently; a changed algorithm or data is most likely a mistake
-            # the loaded optimizer / scheduler state brings its own lr, betas and weight decay (as in verl and TRL)
-            kept = [k for k in changed if k in ("trainer.lr", "trainer.betas", "trainer.weight_decay")]
-            note = f", except {', '.join(kept)}: the checkpoint's optimizer state keeps its own" if kept else ""
-            warnings.warn(f"resuming {ckpt} with settings other than those it was saved with: {', '.join(changed)} "
-                          f"(this run's values apply{note}; use another trainer.output_dir or trainer.resume=false "
-                          "to start afresh)", stacklevel=2)
-        _reapply_schedule(self.scheduler)
-        self.load_plugin_state(state)
-        self.step_idx = int(state["step"])
-        self.engine.sync_weights(self.model)
-        self.logger.truncate_after(self.step_idx)
-        if D.is_main():
-            print(f"[mmevo] resumed from {ckpt} (step {self.step_idx})")
-        return True
+
+    def _rank_plugin_state(self, ckpt: Path) -> dict:
+        """Under DeepSpeed, this rank's own plug-in state (replay, counts), which overrides the trainer state's."""
+        from mmevo.grpo import distributed as D
+
+        own = ckpt / f"plugins_rank{D.rank()}.pt"
+        return load_state_file(own) if self.ds_engine is not None and own.exists() else {}
 
     def train(self, steps: int | None = None, on_step=None) -> list[dict]:
         """Run until ``trainer.steps`` (or ``steps`` more); returns the per-step metrics."""
