@@ -1033,12 +1033,23 @@ def split_micro_batches(ids: list[int], prompts, responses, micro_batch_seqs: in
     padding-free applies). A single longer sample still forms its own micro-batch."""
     out: list[list[int]] = []
     cur: list[int] = []
+    # forward_tokens(cur + [i]) kept as running totals: recounting the micro-batch per sample was quadratic
+    seen: set[int] = set()  # id() of the distinct prompts in cur (packed)
+    p_sum = r_sum = p_max = r_max = 0
     for i in ids:
-        if cur and (len(cur) >= micro_batch_seqs or (
-                max_tokens and forward_tokens(cur + [i], prompts, responses, packs) > max_tokens)):
+        p_len, r_len = len(prompts[i].input_ids), max(1, len(responses[i]))
+        if cur and (len(cur) >= micro_batch_seqs or (max_tokens and (
+                p_sum + (0 if id(prompts[i]) in seen else p_len) + r_sum + r_len if packs
+                else (len(cur) + 1) * (max(p_max, p_len) + max(r_max, r_len))) > max_tokens)):
             out.append(cur)
-            cur = []
+            cur, seen = [], set()
+            p_sum = r_sum = p_max = r_max = 0
         cur.append(i)
+        if id(prompts[i]) not in seen:
+            seen.add(id(prompts[i]))
+            p_sum += p_len
+        r_sum += r_len
+        p_max, r_max = max(p_max, p_len), max(r_max, r_len)
     if cur:
         out.append(cur)
     return out
