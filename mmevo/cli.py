@@ -157,6 +157,10 @@ def main(argv: list[str] | None = None) -> int:
         if cmd == "demo":
             from mmevo.demo import demo_config, run_demo
 
+            if not args.out.strip() or Path(args.out).is_file():  # '' is the current directory, as trainer.output_dir
+                raise ConfigError(f"--out {args.out!r}: give the demo's output directory"
+                                  + (" (that path is a file)" if args.out.strip() else ""))
+
             cfg = demo_config(args.overrides, args.out, args.config)
             _check_demo_runs(cfg, args.out, args.method)
             run_demo(cfg, args.out, args.method)
@@ -164,6 +168,10 @@ def main(argv: list[str] | None = None) -> int:
         cfg = load_config(args.config, args.overrides)
         if cmd == "train":
             _check_train(cfg)
+        if cmd == "eval" and args.calibration and (cfg.eval.benchmark or cfg.eval.format):  # the benchmark ran,
+            # --calibration was dropped unseen
+            raise ConfigError(f"--calibration and eval.benchmark={cfg.eval.benchmark!r} / eval.format="
+                              f"{cfg.eval.format!r} ask for two evaluations: run them one at a time")
         from mmevo import recipes
 
         if cmd == "train":
@@ -213,9 +221,7 @@ def _check_train(cfg) -> None:
     from mmevo.config import ConfigError
     from mmevo.rewards.heads import resolve_head
 
-    if cfg.rollout.n < 2:
-        raise ConfigError(f"rollout.n={cfg.rollout.n}: GRPO needs a group of >= 2 samples per prompt (a group of one "
-                          "has advantage 0, so no step would change the policy)")
+    _check_group(cfg)
     if not any(cfg.reward.heads.values()):
         raise ConfigError(f"reward.heads={cfg.reward.heads!r}: every weight is 0, so every reward is 0 and no step would "
                           "change the policy")
@@ -223,6 +229,12 @@ def _check_train(cfg) -> None:
     if loop_only:  # the HONEST loop builds CPR / SMC (with its health monitor); plain training would ignore them
         raise ConfigError(f"{', '.join(loop_only)}: CPR replay and the SMC curriculum run in `mmevo evolve honest "
                           "CONFIG`; `mmevo train` would ignore them: use that command, or set them to false")
+    loop_heads = {h: LOOP_HEADS[h] for h in cfg.reward.heads if h in LOOP_HEADS}
+    if loop_heads:  # they score what the loop's strategy attaches (renders, solver votes): absent in plain training,
+        # a KeyError or an all-invalid batch after the first rollout
+        head, loop = next(iter(loop_heads.items()))
+        raise ConfigError(f"reward.heads: {head} scores what `mmevo evolve {loop}` computes for each sample; it "
+                          f"cannot train with `mmevo train`: run `mmevo evolve {loop} CONFIG`")
     import inspect
 
     for name in cfg.reward.heads:
@@ -240,6 +252,20 @@ def _check_train(cfg) -> None:
         except TypeError as e:
             raise ConfigError(f"reward.head_args.{name}={args!r}: {e}; {name} takes {sig}") from None
     _check_deepspeed(cfg)
+
+
+# reward heads of the self-evolution loops' roles (registered in mmevo.rewards.heads) -> the loop that feeds them
+LOOP_HEADS = {"mmzero_proposer": "mmzero", "mmzero_coder": "mmzero", "prism_coverage": "prism",
+              "honest_generator": "honest"}
+
+
+def _check_group(cfg) -> None:
+    """GRPO's group: a group of one has advantage exactly 0 (``group_advantages``), whatever ``algo.adv_scale``."""
+    from mmevo.config import ConfigError
+
+    if cfg.rollout.n < 2:
+        raise ConfigError(f"rollout.n={cfg.rollout.n}: GRPO needs a group of >= 2 samples per prompt (a group of one "
+                          "has advantage 0, so no step would change the policy)")
 
 
 def _check_demo_runs(cfg, out: str, method: str) -> None:
@@ -295,9 +321,17 @@ def _check_loop(loop: str, cfg) -> None:
         roles = ("solver", "generator") if cfg.honest.gss_mode == "trainable" else ("solver",)
     for role in roles:
         try:
-            role_config(cfg, role, Path(out) / role, cfg.model.path)
+            rc = role_config(cfg, role, Path(out) / role, cfg.model.path)
+            if rc.trainer.steps > 0:  # every role trains by GRPO: with rollout.n=1 the loop ran and learned nothing
+                _check_group(rc)
         except ValueError as e:  # ConfigError too
             raise ConfigError(f"{loop}.roles.{role}: the {role} phase's config: {e}") from None
+    if loop == "mmzero" and cfg.mmzero.embedder:  # read by the proposer's reward, mid-phase after models loaded
+        from mmevo.models.embedder import DEFAULT_EMBEDDER
+
+        if cfg.mmzero.embedder != DEFAULT_EMBEDDER and not (Path(cfg.mmzero.embedder) / "config.json").is_file():
+            raise ConfigError(f"mmzero.embedder={cfg.mmzero.embedder}: no config.json there; give a local "
+                              f"sentence-transformers model directory, or '' for the packaged {DEFAULT_EMBEDDER}")
     if loop != "honest":  # the HONEST loop refuses trainer.deepspeed itself
         _check_deepspeed(cfg)
 
@@ -312,6 +346,9 @@ def _prism(argv: list[str]) -> int:
     args = _parse(argv[1:], "prism build-clusters")
     cfg = load_config(args.config, args.overrides)
     from mmevo.prism.clusters import build_clusters
+    from mmevo.recipes import check_device
+
+    check_device("prism.embed_device", cfg.prism.embed_device)  # else torch's AssertionError once the embedder loaded
 
     try:
         summary = build_clusters(cfg)

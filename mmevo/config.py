@@ -10,6 +10,8 @@ import copy
 import dataclasses
 import json
 import math
+import numbers
+import re
 import types
 import typing
 from dataclasses import dataclass, field
@@ -343,6 +345,20 @@ def _fmt(value: Any) -> str:
     return repr(value)
 
 
+def _is_bool(value: Any) -> bool:
+    """A Python, numpy or torch boolean (numpy's and torch's are no ``bool`` instances, and int() makes them 0 / 1)."""
+    return isinstance(value, bool) or str(getattr(value, "dtype", "")) in ("bool", "torch.bool")
+
+
+def _underflows(text: str) -> bool:
+    """A number written with a non-zero digit that float() reads as 0 (``1e-400``)."""
+    try:
+        zero = float(text.replace("_", "")) == 0
+    except ValueError:
+        return False
+    return zero and any(c in "123456789" for c in text.lower().split("e")[0])
+
+
 def _coerce(value: Any, typ: Any, where: str) -> Any:
     """Convert a YAML / CLI value to the field's declared type, with an error naming the field."""
     origin = typing.get_origin(typ)
@@ -367,6 +383,10 @@ def _coerce(value: Any, typ: Any, where: str) -> Any:
     if value is None and typ in (bool, int, float, str):  # else null would become False / "None" unseen
         hint = " (write '' for an empty value)" if typ is str else ""
         raise ConfigError(f"{where}: expected {typ.__name__}, got null{hint}")
+    text = value.text if isinstance(value, _FloatText) else value if isinstance(value, str) else None
+    if typ in (bool, int, float) and text is not None and _underflows(text):  # 1e-400 read as 0: kl_coef=0 drops
+        # the reference model, a switch reads false
+        raise ConfigError(f"{where}: {text!r} is too small for a float (it reads as 0); write 0 if you mean zero")
     if typ is bool:
         if isinstance(value, str):
             low = value.lower()
@@ -377,9 +397,12 @@ def _coerce(value: Any, typ: Any, where: str) -> Any:
         elif isinstance(value, bool) or (isinstance(value, (int, float)) and value in (0, 1)):
             return bool(value)
         raise ConfigError(f"{where}: expected true/false, got {_fmt(value)}")
-    if isinstance(value, bool) and typ in (int, float):  # YAML reads yes/no/on/off/true/false as booleans
+    if _is_bool(value) and typ in (int, float):  # YAML reads yes/no/on/off/true/false as booleans
         raise ConfigError(f"{where}: expected {typ.__name__}, got boolean {_fmt(value)}")
-    if isinstance(value, (bool, list, tuple, dict)) and typ is str:
+    if typ in (int, float) and getattr(value, "ndim", 0):  # int(np.array([3])) is 3: a list where a number goes
+        raise ConfigError(f"{where}: expected {typ.__name__}, got {_fmt(value)}")
+    if typ is str and (_is_bool(value) or not isinstance(value, (str, numbers.Number))):  # !!binary, !!set:
+        # str() would make the path / name "b'hi'" or "{'a'}" unseen
         hint = " (YAML reads unquoted yes/no/on/off/true/false as booleans: quote the text)" \
             if isinstance(value, bool) else ""
         raise ConfigError(f"{where}: expected a string, got {_fmt(value)}{hint}")
@@ -392,9 +415,10 @@ def _coerce(value: Any, typ: Any, where: str) -> Any:
             num = value
             if isinstance(num, str):  # "1e3" is 1000; "1.5" is no int (it was truncated to 1)
                 num = float(num) if any(c in num.lower() for c in ".e") else int(num)
-            if isinstance(num, float) and not num.is_integer():
+            out = int(num)
+            if out != num:  # 2.5 as a numpy float32, Decimal, Fraction or tensor was truncated to 2
                 raise ValueError
-            return int(num)
+            return out
         if typ is str:  # a number as written: 010 / 1_000 / 1.10 are the text, not str(8) / '1000' / '1.1'
             return value.text if isinstance(value, (_IntText, _FloatText)) else str(value)
     except (TypeError, ValueError, OverflowError):
@@ -520,6 +544,18 @@ def _with_text(cls, construct):
 # (trainer.output_dir: 0755) became another string unseen
 _StrictLoader.add_constructor("tag:yaml.org,2002:int", _with_text(_IntText, yaml.SafeLoader.construct_yaml_int))
 _StrictLoader.add_constructor("tag:yaml.org,2002:float", _with_text(_FloatText, yaml.SafeLoader.construct_yaml_float))
+# YAML 1.1 (PyYAML) reads 1e-3 and 1.0e5 as strings (it wants a dot and a signed exponent), YAML 1.2 and JSON as
+# numbers: a head weight or head argument written so reached the reward as text (refused, or a TypeError once the
+# model was loaded); typed fields converted the text already
+_StrictLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9][0-9_]*)[eE][-+]?[0-9]+$"), list("-+0123456789."))
+# no field is a date: a text that looks like one (2024-01-01T10:00:00Z) stays that text, not str(datetime)'s
+# '2024-01-01 10:00:00+00:00'
+_StrictLoader.add_constructor("tag:yaml.org,2002:timestamp", yaml.SafeLoader.construct_yaml_str)
+
+# what yaml.load raises besides YAMLError: an int of more than 4300 digits (ValueError), nesting too deep to construct
+_YAML_LIMITS = (ValueError, RecursionError)
 
 
 def _refuse_yaml11_number(text: str, where: str) -> None:
@@ -557,6 +593,8 @@ def _yaml_value(text: str, where: str) -> Any:
         return yaml.load(text, Loader=_StrictLoader)
     except yaml.YAMLError as e:
         raise ConfigError(f"{where}: not a YAML value ({' '.join(str(e).split())})") from None
+    except _YAML_LIMITS as e:
+        raise ConfigError(f"{where}: not a usable YAML value ({type(e).__name__}: {e})") from None
 
 
 def load_config(path: str | Path | None = None, overrides: list[str] | None = None) -> Config:
@@ -576,6 +614,8 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
                 data = yaml.load(f, Loader=_StrictLoader)
         except yaml.YAMLError as e:
             raise ConfigError(f"{p}: invalid YAML: {e}") from None
+        except _YAML_LIMITS as e:
+            raise ConfigError(f"{p}: unusable YAML ({type(e).__name__}: {e})") from None
         except UnicodeDecodeError as e:
             raise ConfigError(f"{p}: not a UTF-8 text file ({e})") from None
         except OSError as e:  # unreadable (permissions, a special file): an error, not a traceback
@@ -592,7 +632,8 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
         if "=" not in item:
             hint = ""
             if item.lower().endswith((".yaml", ".yml")):
-                hint = " (only one config file is read: the arguments after it are overrides)"
+                hint = (" (only one config file is read: the arguments after it are overrides)" if path else
+                        " (the config file comes before the overrides: mmevo <command> CONFIG.yaml section.key=value)")
             raise ConfigError(f"override {item!r} must look like section.key=value{hint}")
         key, value = item.split("=", 1)
         try:
@@ -600,6 +641,8 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
         except yaml.YAMLError as e:
             raise ConfigError(f"override {item!r}: not a YAML value ({str(e).splitlines()[0]}); "
                               "quote it, e.g. key='\"text: with colon\"'") from None
+        except _YAML_LIMITS as e:
+            raise ConfigError(f"override {key.strip()!r}: not a usable YAML value ({type(e).__name__}: {e})") from None
         set_dotted(cfg, key.strip(), parsed)
     from mmevo.honest import resolve_honest_config
 
@@ -642,6 +685,9 @@ BOUNDS = {
     "trainer.keep_checkpoints": (0, None, True, True),
     "trainer.eval_every": (0, None, True, True),
     "trainer.eval_max_tokens": (0, None, True, True),
+    # seeds go to numpy (EpochSampler: non-negative only) and torch.manual_seed (< 2**64); a bad one failed only after
+    # the model and the reference were loaded, naming no key
+    "trainer.seed": (0, 2**64 - 1, True, True),
     "rollout.n": (1, None, True, True),
     "rollout.temperature": (0, None, True, True),
     "rollout.top_p": (0, 1, True, True),
@@ -684,6 +730,7 @@ BOUNDS = {
     "mmzero.warmup_demos": (0, None, True, True),
     "prism.corpus_size": (1, None, True, True),
     "prism.corpus_limit": (0, None, True, True),
+    "prism.seed": (0, 2**32 - 1, True, True),  # scikit-learn's KMeans random_state (refused after the corpus is embedded)
     "prism.solver_steps": (0, None, True, True),
     "prism.warmup_questions": (0, None, True, True),
     "honest.health_reward_std_min": (0, None, True, True),
@@ -699,6 +746,13 @@ MIN_SAMPLING_TEMPERATURE = 1e-5  # vLLM's greedy threshold; a positive temperatu
 # the self-evolution loops' roles (mmevo.evolve.mmzero.ROLES, mmevo.evolve.prism.role_config, mmevo.honest.loop.ROLES)
 LOOP_ROLES = {"mmzero": ("proposer", "coder", "solver"), "prism": ("questioner", "solver"),
               "honest": ("solver", "generator")}
+
+
+# keys every phase's config gets from the loop after the role's overrides (role_config of each loop), with what to set
+_PHASE_KEYS = {"model.path": "each phase starts from the latest export; the first from model.path",
+               "trainer.output_dir": "phases write below the loop's output_dir"}
+LOOP_SET_KEYS = {"mmzero": {**_PHASE_KEYS, "trainer.steps": "set mmzero.phase_steps"}, "prism": _PHASE_KEYS,
+                 "honest": _PHASE_KEYS}
 
 
 def _get(cfg: Config, dotted: str) -> Any:
@@ -728,11 +782,19 @@ def _check_roles(cfg: Config) -> None:
                 raise ConfigError(f"{loop}.roles.{role} must be a mapping of dotted keys, e.g. "
                                   f"{{rollout.max_tokens: 256}}, got {_fmt(overrides)}")
             trial = copy.deepcopy(cfg)
+            unset = object()
+            for key in LOOP_SET_KEYS[loop]:  # marked, to see whether an override sets them (even to the same value)
+                section, _, name = key.rpartition(".")
+                setattr(_get(trial, section), name, unset)
             for key, value in overrides.items():
                 try:
                     set_dotted(trial, str(key), value)
                 except ConfigError as e:
                     raise ConfigError(f"{loop}.roles.{role}: {e}") from None
+            for key, instead in LOOP_SET_KEYS[loop].items():  # the loop's role_config overwrites these afterwards
+                if _get(trial, key) is not unset:
+                    raise ConfigError(f"{loop}.roles.{role} sets {key}, which the loop sets for every phase (it would "
+                                      f"be ignored): {instead}")
 
 
 def validate(cfg: Config) -> None:

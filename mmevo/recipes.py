@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from pathlib import Path
@@ -46,7 +47,37 @@ def resolve_model_path(cfg: Config) -> str:
     return name
 
 
+def check_device(key: str, device: str) -> None:
+    """``device`` exists on this machine. torch finds out only at ``model.to(device)``, after the whole checkpoint was
+    read, with an AssertionError ("Torch not compiled with CUDA enabled") or RuntimeError that names no setting."""
+    d = torch.device(device)
+    if d.type == "cuda":
+        n = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if n == 0 or (d.index is not None and d.index >= n):
+            raise ValueError(f"{key}={device}: this machine has {n} visible CUDA device(s); use {key}=cpu or another "
+                             "device")
+    elif d.type == "mps" and not torch.backends.mps.is_available():
+        raise ValueError(f"{key}={device}: MPS is not available on this machine; use {key}=cpu")
+
+
+def check_engine(cfg: Config) -> None:
+    """``rollout.engine=vllm`` needs a supported vLLM installed: checked before the model is loaded (the engine is built
+    after the policy and the reference, and a missing vLLM was a raw ModuleNotFoundError there)."""
+    if cfg.rollout.engine != "vllm":
+        return
+    from mmevo.rollout.vllm_engine import check_vllm_version
+
+    try:
+        check_vllm_version()
+    except ImportError as e:
+        raise ValueError(f"rollout.engine=vllm: vLLM is not installed ({e}); install it or use rollout.engine=hf") \
+            from None
+    except RuntimeError as e:
+        raise ValueError(f"rollout.engine=vllm: {e}") from None
+
+
 def load_policy(cfg: Config, path: str | None = None) -> LoadedModel:
+    check_device("model.device", cfg.model.device)
     torch.manual_seed(cfg.trainer.seed)
     return load_model(path or resolve_model_path(cfg), cfg.model.dtype, cfg.model.device)
 
@@ -148,6 +179,15 @@ def build_trainer(cfg: Config, policy: LoadedModel, train=(), heldout=None, stra
     return trainer
 
 
+def _hold_output_dir(held: contextlib.ExitStack, lock, key: str, path: str) -> None:
+    """Enter the run's output-dir lock; a path that is a file (or lies below one) failed there with the bare OSError
+    ("[Errno 17] File exists: ..."), naming no setting."""
+    try:
+        held.enter_context(lock(path))
+    except OSError as e:
+        raise ValueError(f"{key}={path}: cannot be the run's output directory ({e.strerror or e})") from None
+
+
 def run_sft(cfg: Config) -> dict:
     """SFT warm-up on the train set's worked solutions; exports ``sft.output_dir/model``.
 
@@ -156,7 +196,8 @@ def run_sft(cfg: Config) -> dict:
     from mmevo.runlock import exit_with_parent_if_launched, output_dir_lock
 
     exit_with_parent_if_launched()  # under a launcher: end with it (SFT never joins a process group)
-    with output_dir_lock(cfg.sft.output_dir):
+    with contextlib.ExitStack() as held:
+        _hold_output_dir(held, output_dir_lock, "sft.output_dir", cfg.sft.output_dir)
         return _run_sft(cfg)
 
 
@@ -199,7 +240,8 @@ def run_grpo(cfg: Config, evaluate_before_after: bool = True) -> dict:
         init_distributed(cfg.model.device)
     from mmevo.runlock import output_dir_lock
 
-    with output_dir_lock(cfg.trainer.output_dir):  # after joining the group: rank 0's verdict is broadcast
+    with contextlib.ExitStack() as held:  # after joining the group: rank 0's verdict is broadcast
+        _hold_output_dir(held, output_dir_lock, "trainer.output_dir", cfg.trainer.output_dir)
         return _run_grpo(cfg, evaluate_before_after)
 
 
@@ -208,6 +250,7 @@ def _run_grpo(cfg: Config, evaluate_before_after: bool) -> dict:
     if cfg.trainer.steps > 0:
         _need_train_rows(cfg, train)
     heldout, _ = load_examples(cfg, "heldout")
+    check_engine(cfg)
     policy = load_policy(cfg)
     trainer = build_trainer(cfg, policy, train, heldout)
     from mmevo.grpo.distributed import is_main
@@ -255,6 +298,7 @@ def run_eval(cfg: Config) -> dict:
     heldout, stats = load_examples(cfg, "heldout")  # before the model: a bad data path fails in seconds
     if not heldout:
         raise ValueError("data.heldout is empty: give a Geometry3K-schema file or 'synthetic'")
+    check_engine(cfg)
     policy = load_policy(cfg)
     prompts = PromptCache(policy.processor, policy.is_vl, cfg.data.prompt_template, cfg.data.system_prompt,
                           cfg.data.prompt_cache_mb)

@@ -33,7 +33,7 @@ __all__ = [
 ]
 
 ADV_SCALES = ("group", "batch", "none")
-KL_KINDS = ("k1", "k2", "k3", "low_var_kl")
+KL_KINDS = ("k1", "k2", "k3", "low_var_kl", "kl", "mse", "abs")  # the last three: verl's names
 AGG_MODES = (
     "token-mean",
     "seq-mean-token-mean",
@@ -176,7 +176,7 @@ def kl_penalty(logp: Tensor, ref_logp: Tensor, kind: str) -> Tensor:
     Args:
         logp: ``[...]`` log-probs of the sampled tokens under the policy.
         ref_logp: ``[...]`` log-probs under the reference model (same shape).
-        kind: one of :data:`KL_KINDS`, or verl's ``"kl"``, ``"mse"``, ``"abs"``.
+        kind: one of :data:`KL_KINDS` (verl's ``"kl"`` = k1, ``"mse"`` = k2, ``"abs"`` = |logp - ref|).
 
     Returns:
         ``[...]`` elementwise KL estimate.
@@ -193,7 +193,7 @@ def kl_penalty(logp: Tensor, ref_logp: Tensor, kind: str) -> Tensor:
         d = torch.clamp(ref_logp - logp, min=-_K3_DIFF_CLAMP, max=_K3_DIFF_CLAMP)
         kl = torch.exp(d) - d - 1.0
         return torch.clamp(kl, min=-_K3_OUT_CLAMP, max=_K3_OUT_CLAMP)
-    raise ValueError(f"unknown kl kind {kind!r}; valid choices: {', '.join(KL_KINDS + ('kl', 'mse', 'abs'))}")
+    raise ValueError(f"unknown kl kind {kind!r}; valid choices: {', '.join(KL_KINDS)}")
 
 
 # --------------------------------------------------------------------------- #
