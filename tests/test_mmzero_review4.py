@@ -1,7 +1,6 @@
 """MM-Zero, fourth review: the easy-hard penalty exactly at its threshold, each proposal's reward over its own number of
 render attempts, and non-answers written in LaTeX on the hard question. Expected values worked by hand."""
 
-import io
 from types import SimpleNamespace
 
 import pytest
@@ -95,19 +94,7 @@ def test_proposer_head_names_a_proposal_whose_attempt_lists_disagree(monkeypatch
 
 
 # -- hard-question non-answers written in LaTeX ------------------------------------------------------------------------
-def _png():
-    from PIL import Image
-
-    b = io.BytesIO()
-    Image.new("RGB", (8, 8), "white").save(b, format="PNG")
-    return b.getvalue()
-
-
-class _Pool:
-    def render_many(self, jobs, timeout_s=10):
-        from render.types import RenderResult
-
-        return [RenderResult(True, _png()) for _ in jobs]
+from test_mmzero_review3 import _Pool, _png  # noqa: E402  (a renderer that returns a white PNG per job)
 
 
 class _Solver:
@@ -158,15 +145,10 @@ def test_a_render_the_judge_cannot_load_fails_that_attempt_not_the_step():
     broken = (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", 2, 2, 8, 3, 0, 0, 0)) +
               chunk(b"PLTE", b"\xff\x00\x00") + chunk(b"tRNS", b"\x80" * 257) +
               chunk(b"IDAT", zlib.compress(b"\x00\x00\x00" * 2)) + chunk(b"IEND", b""))
-    from PIL import Image
-    import io
-
-    good = io.BytesIO()
-    Image.new("RGB", (8, 8), "white").save(good, "PNG")
 
     class Pool:
         def render_many(self, jobs, timeout_s):
-            return [RenderResult(True, broken, width=2, height=2), RenderResult(True, good.getvalue(), width=8, height=8)]
+            return [RenderResult(True, broken, width=2, height=2), RenderResult(True, _png(), width=8, height=8)]
 
     class Solver:
         def sample(self, exs, n, seed):
