@@ -7,9 +7,12 @@ every sample of every step, and the same few strings repeat across a group.
 
 from __future__ import annotations
 
+import decimal
 import functools
 import math
+import numbers
 import re
+import threading
 from collections.abc import Hashable, Sequence
 
 __all__ = [
@@ -105,13 +108,14 @@ def _answer_tag(text: str) -> str | None:
 _LETTER_PHRASE_RE = re.compile(
     r"(?i:answer)\s*(?:(?i:is)\s*)?[:：]?\s*(?:(?i:option|choice)\s*)?\(?\s*([A-Z])\s*\)?(?![A-Za-z0-9])"
 )
-_LETTER_ONLY_RE = re.compile(r"\s*\(?\s*([A-Z])\s*\)?\s*[.):]?\s*")
+_LETTER_ONLY_RE = re.compile(r"\s*(?:(?i:option|choice)\s*)?\(?\s*([A-Z])\s*\)?\s*[.):]?\s*")
 _WS_RUN_RE = re.compile(r"\s+")
 
 
 def _letter_answer(text: str, n_choices: int) -> str | None:
     # one space per whitespace run: the patterns' adjacent \s* runs backtrack quadratically over a long blank run
     text = _WS_RUN_RE.sub(" ", text)
+    text = text.replace("*", "")  # markdown emphasis: "The answer is **B**", "**Answer:** C" hid the letter
     tail = text
     k = text.rfind("</think>")
     if k >= 0:
@@ -141,7 +145,7 @@ def extract_answer(text: str, choices: Sequence[str] | None = None) -> str | Non
     ans = _clean(_answer_tag(text))
     if ans is not None:
         return ans
-    if choices:
+    if not _no_choices(choices):
         return _letter_answer(text, min(len(choices), 26))
     return None
 
@@ -155,6 +159,11 @@ _CHOICE_LETTER_CI_RE = re.compile(
 _CHOICE_PREFIX_RE = re.compile(r"(?:\(\s*([A-Za-z])\s*\)|([A-Z])[.):])\s+\S.*", re.DOTALL)
 
 
+def _no_choices(choices) -> bool:
+    """No options given: None or empty. ``len``, not truth: a numpy array of options has no truth value."""
+    return choices is None or len(choices) == 0
+
+
 def _choice_text_key(s: str) -> str:
     return re.sub(r"\s+", "", s.replace("$", "")).casefold()
 
@@ -162,7 +171,7 @@ def _choice_text_key(s: str) -> str:
 def normalize_choice(ans: str, choices: Sequence[str] | None) -> str:
     """Map a choice letter ("B", "(B)", "B.", "option B", "(B) text") or a choice's text to
     that choice's text, so letters and texts compare equal; anything else is returned as is."""
-    if not choices or not isinstance(ans, str):
+    if _no_choices(choices) or not isinstance(ans, str):
         return ans
     s = _TEXT_WRAP_RE.sub(r"\1", ans.strip().strip("$").strip()).strip()  # \text{B} is the letter B
     s = _SPACING_RE.sub(" ", s).strip()  # "(B)\ 40^\circ": LaTeX spacing separates a letter from its text too
@@ -389,9 +398,14 @@ def _pow10(v: float) -> float:
 
 def _terms_bound(x) -> float:
     """Upper bound on the number of terms of ``x`` expanded (powers of sums of symbols multiply out)."""
+    args = getattr(x, "args", ())
+    if (getattr(x, "is_Pow", False) and args[1].is_Rational and abs(args[1].p) > _MV_MAX_TERMS
+            and not args[0].is_Rational and not args[0].free_symbols):
+        # a high power of an irrational number (\\sqrt{2}^{999}, (1+\\sqrt{2})^{9999}): simplify takes its minimal
+        # polynomial by resultants whose degree is the exponent (5 s and 23 s against an equal spelling)
+        return math.inf
     if not getattr(x, "free_symbols", None):
         return 1.0
-    args = getattr(x, "args", ())
     if getattr(x, "is_Matrix", False):  # its power multiplies out every entry (args hold only its shape and entries)
         return float(sum(_terms_bound(e) for e in x))
     if getattr(x, "is_Add", False):
@@ -433,14 +447,77 @@ def _wordlike(s: str) -> bool:
     return "\\" not in s and not any(ch.isdigit() for ch in s) and bool(_WORDY_RE.search(s))
 
 
+# math-verify tells two relations of different form apart by sympy's solve (after its cheap checks: same text, equal
+# lhs - rhs, flipped sides), whose time explodes with the degree ("x^{30}+x=1" vs "x=1": over 20 s; from degree 5 it
+# isolates CRootOf roots), with parameters in a cubic's formula, with radicals in inequalities, and with a symbol
+# inside a function and outside it or inside two functions ("\\tan(x)=2x": 6 s, "y=\\tan(x)+x": 10 s,
+# "3y^{2}=-e^{x}-\\sin(x)": 3 s). During our comparisons a relation is solved only within the bounds below (an
+# equation in one symbol up to degree 4, else up to degree 2 in every symbol, each symbol bare or inside one
+# function); otherwise the solve fails, which math-verify counts as not equal
+_MV_MAX_SOLVE_DEGREE = 4
+_MV_MAX_SOLVE_DEGREE_OTHER = 2
+_SOLVE_GUARD = threading.local()  # .on: a comparison of ours is running in this thread
+_SYMPY_SOLVE = None
+
+
+def _solve_degree(x, s) -> tuple[float, int, bool, frozenset]:
+    """(degree, radical index, ``s`` occurs bare, the functions of ``s``) of ``x`` in ``s``: x^{p/q} has degree p/q
+    and index q (solve clears radicals by raising to the q-th power, so the polynomial it solves has degree
+    degree · index), x^{-n} one more than n (it clears denominators); a function of ``s`` (``s`` in an exponent
+    too) counts as a new unknown of degree 1."""
+    if s not in getattr(x, "free_symbols", ()):
+        return 0.0, 1, False, frozenset()
+    if x == s:
+        return 1.0, 1, True, frozenset()
+    args = x.args
+    if getattr(x, "is_Add", False) or getattr(x, "is_Mul", False):
+        parts = [_solve_degree(a, s) for a in args]
+        degree = (max if x.is_Add else sum)(p[0] for p in parts)
+        return (degree, math.lcm(*(p[1] for p in parts)), any(p[2] for p in parts),
+                frozenset().union(*(p[3] for p in parts)))
+    if getattr(x, "is_Pow", False) and args[1].is_Rational:
+        d, q, bare, funcs = _solve_degree(args[0], s)
+        e = args[1]
+        return d * abs(float(e)) + (1.0 if e.is_negative else 0.0), q * int(e.q), bare, funcs
+    return 1.0, 1, False, frozenset([x])
+
+
+def _solve_ok(rel) -> bool:
+    """Whether sympy's solve of ``rel`` stays cheap (see the bounds above)."""
+    sides = (rel.lhs, rel.rhs) if hasattr(rel, "lhs") else (rel,)
+    symbols = rel.free_symbols
+    one_equation = len(symbols) == 1 and getattr(rel, "rel_op", "==") == "=="
+    for s in symbols:
+        parts = [_solve_degree(side, s) for side in sides]
+        funcs = frozenset().union(*(p[3] for p in parts))
+        if len(funcs) > 1 or (funcs and any(p[2] for p in parts)):
+            return False
+        degree = max(p[0] for p in parts) * math.lcm(*(p[1] for p in parts))
+        if degree > (_MV_MAX_SOLVE_DEGREE if one_equation else _MV_MAX_SOLVE_DEGREE_OTHER):
+            return False
+    return True
+
+
+def _guarded_solve(f, *symbols, **flags):
+    if getattr(_SOLVE_GUARD, "on", False) and not _solve_ok(f):
+        raise ValueError("relation too costly to solve")
+    return _SYMPY_SOLVE(f, *symbols, **flags)
+
+
 _MV = None
 
 
 def _mv():
-    global _MV
+    global _MV, _SYMPY_SOLVE
     if _MV is None:
         import math_verify
+        import math_verify.grader as grader
+        import sympy
 
+        # only our own calls (the flag set in _mv_equal) are guarded; other users of math-verify see sympy's solve
+        if getattr(grader, "solve", None) is sympy.solve:
+            _SYMPY_SOLVE = sympy.solve
+            grader.solve = _guarded_solve
         _MV = math_verify
     return _MV
 
@@ -463,11 +540,14 @@ _VALUE_REL_TOL = 1e-9
 
 
 @functools.lru_cache(maxsize=65536)
-def _mv_values(s: str) -> tuple[complex, ...] | None:
-    """The numeric value of each sympy object in math-verify's parse of ``s``, when every one is a closed-form
-    number; None when any is of another kind (free symbols, relations, sets, tuples, matrices, percentages, which
-    math-verify compares by other rules ("50\\%" = "50"), or a value that does not evaluate to a finite number)."""
-    from sympy import Expr, UnevaluatedExpr
+def _mv_values(s: str) -> tuple | None:
+    """The numeric value (an mpmath complex) of each sympy object in math-verify's parse of ``s``, when every one is
+    a closed-form number; None when any is of another kind (free symbols, relations, sets, tuples, matrices,
+    percentages, which math-verify compares by other rules ("50\\%" = "50"), or a value that does not evaluate to
+    a finite number). mpmath, not a Python complex: values past 1e308 ((1+\\sqrt{2})^{9999}) overflowed to inf and
+    were sent to sympy, whose comparison of such powers takes seconds."""
+    import mpmath
+    from sympy import Expr, Float, UnevaluatedExpr
     from sympy.matrices.expressions import MatrixExpr
 
     values = []
@@ -477,10 +557,10 @@ def _mv_values(s: str) -> tuple[complex, ...] | None:
         if not isinstance(x, Expr) or isinstance(x, MatrixExpr) or x.free_symbols or x.has(UnevaluatedExpr):
             return None
         try:
-            v = complex(x.evalf(20))
+            v = mpmath.mpc(*(mpmath.mpf(Float(part, 20)._mpf_) for part in x.evalf(20).as_real_imag()))
         except Exception:
             return None
-        if not (math.isfinite(v.real) and math.isfinite(v.imag)):
+        if not mpmath.isfinite(v):
             return None
         values.append(v)
     return tuple(values) if values else None
@@ -505,10 +585,13 @@ def _mv_equal(pred: str, gold: str) -> bool:
         return False
     if _values_apart(gold, pred):
         return False
+    _SOLVE_GUARD.on = True
     try:
         return bool(_mv().verify(list(g), list(p), timeout_seconds=None))
     except Exception:
         return False
+    finally:
+        _SOLVE_GUARD.on = False
 
 
 # ----------------------------------------------------------------------------- equivalence
@@ -530,13 +613,31 @@ def _equivalent(pred: str, gold: str) -> bool:
     return _mv_equal(up, ug)
 
 
+def _answer_text(x, name: str) -> str:
+    """``x`` as answer text: a string, or a finite real number (numpy / torch scalars and 0-d arrays too) in its
+    decimal spelling. Anything else is refused: its str() would be graded as text (a gold ``['4']`` matched "4", a
+    tensor read "tensor(4)", ``True`` matched nothing, a NaN gold (an empty table cell) matched "nan")."""
+    if isinstance(x, str):
+        return x
+    if getattr(x, "ndim", None) == 0 and hasattr(x, "item"):
+        x = x.item()
+    if isinstance(x, (numbers.Real, decimal.Decimal)) and not isinstance(x, bool):
+        if isinstance(x, numbers.Rational) or (x.is_finite() if isinstance(x, decimal.Decimal) else math.isfinite(x)):
+            return str(x)
+        raise ValueError(f"{name} must be a finite number, got {x!r}")
+    raise TypeError(f"{name} must be answer text or a real number, got {type(x).__name__} {repr(x)[:60]}")
+
+
 def answers_equivalent(pred: str | None, gold: str | None, choices: Sequence[str] | None = None) -> bool:
-    """True iff `pred` and `gold` denote the same answer; never raises (errors count as False)."""
+    """True iff `pred` and `gold` denote the same answer (None: no answer, never equivalent). Never raises on text or
+    numbers (errors while comparing count as False); a `pred` or `gold` of another type (list, bool, bytes, NaN) is
+    a TypeError / ValueError naming it."""
+    if pred is None or gold is None:
+        return False
+    pred, gold = _answer_text(pred, "pred"), _answer_text(gold, "gold")
     try:
-        if pred is None or gold is None:
-            return False
-        p = normalize_choice(str(pred), choices)
-        g = normalize_choice(str(gold), choices)
+        p = normalize_choice(pred, choices)
+        g = normalize_choice(gold, choices)
         return _equivalent(p, g)
     except Exception:
         return False
@@ -544,11 +645,14 @@ def answers_equivalent(pred: str | None, gold: str | None, choices: Sequence[str
 
 def canonical_answer(ans: str | None, choices: Sequence[str] | None = None) -> Hashable | None:
     """Cheap grouping key: equal for answers that differ only in spelling of a number,
-    choice letter vs text, or whitespace/markup. Empty answers map to None."""
+    choice letter vs text, or whitespace/markup. Empty answers map to None; a boxed "None" or "N/A" is an answer
+    like any other text (majority vote and SFR count it: the seeds count every extracted answer, and "None" can be
+    the right option), which only MM-Zero's proposer scoring drops, as its released solver server does."""
     if ans is None:
         return None
+    ans = _answer_text(ans, "answer")
     try:
-        light = _light(normalize_choice(str(ans), choices))
+        light = _light(normalize_choice(ans, choices))
         if not light:
             return None
         num = _to_number(light)
@@ -567,22 +671,30 @@ def group_answer_keys(answers: Sequence[str | None], choices: Sequence[str] | No
 
     Equivalence is not transitive ("50\\%" matches both "0.5" and "50"; with a tolerance, 10000.5 is near 10000 and
     10001 though they are not near each other), so classes are not closed under chains of matches: each distinct
-    answer, in order of first appearance, joins the first class whose first member it matches, else starts a class.
-    A class's key is that of its first member. A match is checked both ways, as math-verify is not symmetric (gold
-    "\\{1,2\\}" accepts "(1,2)" but not the reverse); one way would make the classes depend on which came first."""
+    answer joins the first class whose first member it matches, else starts a class, taking the distinct answers
+    most frequent first (ties by key), not in order of appearance, so that the same multiset of answers in any order
+    gets the same classes and counts (in order of appearance, [50, 50\\%, 0.5] gave {50, 50\\%} {0.5} but
+    [50\\%, 50, 0.5] one class of three). A class's key is that of its earliest member in ``answers``. A match is
+    checked both ways, as math-verify is not symmetric (gold "\\{1,2\\}" accepts "(1,2)" but not the reverse)."""
     keys = [canonical_answer(a, choices) for a in answers]
     reps: dict[Hashable, str] = {}
+    counts: dict[Hashable, int] = {}
     for a, k in zip(answers, keys):
-        if k is not None and k not in reps:
-            reps[k] = str(a)
-    heads: list[Hashable] = []  # first cheap key of each class, in order of appearance
-    remap: dict[Hashable, Hashable] = {}
-    for k in reps:
-        remap[k] = next((h for h in heads if answers_equivalent(reps[k], reps[h], choices)
-                         or answers_equivalent(reps[h], reps[k], choices)), k)
-        if remap[k] == k:
+        if k is not None:
+            if k not in reps:
+                reps[k] = _answer_text(a, "answer")
+            counts[k] = counts.get(k, 0) + 1
+    heads: list[Hashable] = []  # first cheap key of each class, in the order above
+    head_of: dict[Hashable, Hashable] = {}
+    for k in sorted(reps, key=lambda k: (-counts[k], repr(k))):
+        head_of[k] = next((h for h in heads if answers_equivalent(reps[k], reps[h], choices)
+                           or answers_equivalent(reps[h], reps[k], choices)), k)
+        if head_of[k] == k:
             heads.append(k)
-    return [None if k is None else remap[k] for k in keys]
+    label: dict[Hashable, Hashable] = {}  # a class is named by its member seen first (reps keeps appearance order)
+    for k in reps:
+        label.setdefault(head_of[k], k)
+    return [None if k is None else label[head_of[k]] for k in keys]
 
 
 def single_tag(text: str, tag: str, max_chars: int) -> tuple[str | None, str]:
