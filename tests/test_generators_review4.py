@@ -12,7 +12,7 @@ from mmevo.evolve.mmzero_demos import demos
 
 # ------------------------------------------------------------------------------------------------- MM-Zero demos
 def _drawn_texts(code: str) -> list[str]:
-    """Run a demo's matplotlib program headless; the texts drawn fully inside the 64 x 64 figure."""
+    """Run a demo's matplotlib program headless; the texts (tick labels too) drawn fully inside the 64 x 64 figure."""
     matplotlib = pytest.importorskip("matplotlib")
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -26,7 +26,7 @@ def _drawn_texts(code: str) -> list[str]:
         w, h = fig.canvas.get_width_height()
         out = []
         for ax in fig.axes:
-            for t in ax.texts:
+            for t in [*ax.texts, *ax.get_xticklabels(), *ax.get_yticklabels()]:
                 bb = t.get_window_extent(r)
                 if t.get_visible() and bb.x0 >= 0 and bb.y0 >= 0 and bb.x1 <= w and bb.y1 <= h:
                     out.append(t.get_text())
@@ -48,11 +48,70 @@ def test_matplotlib_demos_show_the_values_their_questions_ask_for():
     assert _drawn_texts(table.python) == ["x=10\ny=16\nz=12"]  # the table always showed its rows
 
 
-def test_matplotlib_demo_labels_sit_where_the_svg_puts_them():
-    bar, _, rect = demos(3, 0)
-    assert "for i,t in enumerate(['D9', 'A8', 'B7']):plt.text(i,-0.3,t,ha='center',va='top',fontsize=8)" in bar.python
-    assert "plt.text(2.5,4.2,'5',ha='center',fontsize=8)" in rect.python  # width above the top edge
-    assert "plt.text(-0.3,2,'4',ha='right',va='center',fontsize=8)" in rect.python  # height left of it
+def _text_boxes(code: str):
+    """Run a demo program; its patch's window extent and (text, extent) of its texts in drawing order (x0, y0, x1,
+    y1, y up)."""
+    matplotlib = pytest.importorskip("matplotlib")
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    def box(artist):
+        x, y, w, h = artist.get_window_extent(r).bounds
+        return x, y, x + w, y + h
+
+    plt.close("all")
+    try:
+        exec(code, {})
+        fig = plt.gcf()
+        fig.canvas.draw()
+        r = fig.canvas.get_renderer()
+        (ax,) = fig.axes
+        (patch,) = ax.patches
+        return box(patch), [(t.get_text(), box(t)) for t in ax.texts]
+    finally:
+        plt.close("all")
+
+
+def _rectangles_at_the_size_limits():
+    """One demo rectangle per (width, height) the demos draw with a side at its limit (2 or 9)."""
+    seen = {}
+    for d in demos(600, 0):
+        if d.proposal.content_type == "geometry":
+            w, h = d.proposal.caption.removeprefix("A rectangle with width ").rstrip(".").split(" and height ")
+            if {w, h} & {"2", "9"}:
+                seen.setdefault((w, h), d)
+    return seen
+
+
+def test_rectangle_demo_labels_sit_where_the_svg_puts_them():
+    """Width above the top edge, height left of the left edge, both inside the picture, at the extreme sizes (the
+    width label of a 9-high rectangle was drawn past the top of the figure)."""
+    cases = _rectangles_at_the_size_limits()
+    assert {("9", "9"), ("2", "2"), ("2", "9"), ("9", "2")} <= set(cases)
+    for (w, h), rect in cases.items():
+        (px0, py0, px1, py1), texts = _text_boxes(rect.python)
+        (wt, (wx0, wy0, wx1, _)), (ht, (hx0, hy0, hx1, hy1)) = texts
+        assert (wt, ht) == (w, h)
+        assert wy0 >= py1 - 1 and px0 <= (wx0 + wx1) / 2 <= px1, (w, h)  # above the top edge, over the rectangle
+        assert hx1 <= px0 + 1 and py0 <= (hy0 + hy1) / 2 <= py1, (w, h)  # left of the left edge, beside it
+        assert sorted(_drawn_texts(rect.python)) == sorted([w, h]), (w, h)  # both inside the picture
+
+
+def test_tiny_coder_demo_programs_fit_the_tiny_configs_token_limit(tiny_vl_path):
+    """The tiny coders learn these programs by heart and then write them under the coder's rollout.max_tokens: a
+    longer program is cut off and never renders (labels drawn with a text per bar took the bar chart past 160 tokens
+    and MM-Zero's tiny run rendered a third of its programs)."""
+    from transformers import AutoTokenizer
+
+    from mmevo.config import load_config
+
+    tok = AutoTokenizer.from_pretrained(tiny_vl_path)
+    longest = max(len(tok(d.code_text("python"))["input_ids"]) for seed in range(4) for d in demos(24, seed))
+    for name in ("configs/mmzero_tiny.yaml", "configs/mmzero_tiny_csrs_solver.yaml"):
+        cfg = load_config(name, [])
+        assert cfg.mmzero.code_language == "python"
+        limit = cfg.mmzero.roles["coder"]["rollout.max_tokens"]
+        assert longest + 8 <= limit, (name, longest, limit)  # room for the closing fence the model may repeat
 
 
 def test_demo_proposals_and_svgs_are_unchanged():

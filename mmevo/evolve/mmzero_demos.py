@@ -43,11 +43,12 @@ def _bar_chart(rng: random.Random) -> Demo:
     else:
         hard_q, hard_a = "Which bar is the tallest?", names[values.index(max(values))]
     caption = f"A bar chart with bars {', '.join(f'{n}={v}' for n, v in zip(names, values))}."
-    # a list of names: one bar each (a string is a single category); axes off and each bar labelled name+value under
-    # it as in the SVG (at 64 px matplotlib's tick labels are cut off or unreadable: the values were not in the picture)
-    labels = [f"{n}{v}" for n, v in zip(names, values)]
-    py = (f"{_PLT}plt.axes((0,0.15,1,0.85)).axis('off')\nplt.bar({names!r},{values})\n"
-          f"for i,t in enumerate({labels!r}):plt.text(i,-0.3,t,ha='center',va='top',fontsize=8)")
+    # one bar per name+value label (a list: a string would be a single category), the labels as the x tick labels
+    # under an axes raised to leave them room (at 64 px the default margins cut them off: the values were not in the
+    # picture). Kept short: the tiny coders of configs/mmzero_tiny*.yaml learn these programs by heart, and the
+    # longer the program, the fewer of their copies run (a text per bar left most renders broken)
+    labels = ",".join(repr(f"{n}{v}") for n, v in zip(names, values))
+    py = f"{_PLT}plt.axes((0,.25,1,.75))\nplt.bar([{labels}],[{','.join(map(str, values))}])"
     return Demo(Proposal("data_chart", caption, "How many bars are there?", str(len(names)), hard_q, hard_a),
                 _svg(64, 66, bars), py)
 
@@ -66,9 +67,8 @@ def _rectangle(rng: random.Random) -> Demo:
     body = (f'<rect x="12" y="12" width="{5 * w}" height="{5 * h}" fill="none" stroke="#000"/>'
             f'<text x="20" y="10" font-size="8">{w}</text><text x="2" y="24" font-size="8">{h}</text>')
     # width above and height left of the rectangle as in the SVG (axis ticks at 64 px showed neither value)
-    py = (f"{_PLT}plt.axes((0,0,1,1)).axis('off')\nplt.gca().add_patch(plt.Rectangle((0,0),{w},{h},fill=False))\n"
-          f"plt.text({w / 2:g},{h + 0.2:g},'{w}',ha='center',fontsize=8)\n"
-          f"plt.text(-0.3,{h / 2:g},'{h}',ha='right',va='center',fontsize=8)\nplt.axis([-2,10,-1,10])")
+    py = (f"{_PLT}plt.axis('off')\nplt.gca().add_patch(plt.Rectangle((0,0),{w},{h},fill=False))\n"
+          f"plt.text({w // 2},{h + 0.5:g},{w})\nplt.text(-2,{h // 2},{h})\nplt.axis([-2,10,-1,10])")
     return Demo(Proposal("geometry", f"A rectangle with width {w} and height {h}.",
                          "What is the width of the rectangle?", str(w), "What is the area of the rectangle?", str(w * h)),
                 _svg(64, 64, body), py)
