@@ -24,7 +24,17 @@ def _deep_sum(levels: int) -> str:
     return "1 + " * levels + "1"  # a left-deep chain: one verifier frame per level, two or more to render
 
 
-def test_an_expression_too_deep_to_render_is_a_value_error():
+@pytest.fixture
+def python_default_recursion_limit():
+    """Python's default limit of 1,000 frames for the test: earlier tests may have raised it for the whole process
+    (torch's inductor sets 2,000), and under 2,000 no chain short enough to pass MAX_EXPRESSION_CHARS is too deep."""
+    old = sys.getrecursionlimit()
+    sys.setrecursionlimit(1000)
+    yield
+    sys.setrecursionlimit(old)
+
+
+def test_an_expression_too_deep_to_render_is_a_value_error(python_default_recursion_limit):
     room = sys.getrecursionlimit() - len(inspect.stack())
     expr = _deep_sum(room * 2 // 3)  # the verifier walks it (one frame a level), the renderer cannot
     assert len(expr) < 4000 and evaluate_expression(expr) == room * 2 // 3 + 1
@@ -34,7 +44,7 @@ def test_an_expression_too_deep_to_render_is_a_value_error():
         expression_tree(_deep_sum(1500))  # its contract: ValueError for what it cannot read
 
 
-def test_read_pool_skips_a_row_too_deep_to_render(tmp_path):
+def test_read_pool_skips_a_row_too_deep_to_render(tmp_path, python_default_recursion_limit):
     room = sys.getrecursionlimit() - len(inspect.stack())
     rows = [{"id": "deep", "meta": {"expression": _deep_sum(room * 2 // 3)}},
             {"id": "ok", "meta": {"expression": "(41 + 57) % 9"}}]
