@@ -5,8 +5,6 @@ transcendental relations)."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from decimal import Decimal
 from fractions import Fraction
 
@@ -15,16 +13,7 @@ import pytest
 import torch
 
 from mmevo.rewards import answers as A
-
-
-def _run_isolated(code: str, timeout: float) -> list:
-    """Run ``code`` (which prints one JSON list) in a fresh interpreter: a hang in sympy cannot be interrupted."""
-    try:
-        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        pytest.fail(f"did not finish within {timeout} s")
-    assert out.returncode == 0, out.stderr[-2000:]
-    return json.loads(out.stdout.strip().splitlines()[-1])
+from test_answers_review2 import _run_isolated  # noqa: E402  (runs code in a fresh interpreter, with a timeout)
 
 
 # ----------------------------------------------------------------------------- options as a numpy array

@@ -11,8 +11,8 @@ from mmevo.evolve.mmzero_demos import demos
 
 
 # ------------------------------------------------------------------------------------------------- MM-Zero demos
-def _drawn_texts(code: str) -> list[str]:
-    """Run a demo's matplotlib program headless; the texts (tick labels too) drawn fully inside the 64 x 64 figure."""
+def _on_drawn_figure(code: str, inspect):
+    """Run a demo's matplotlib program headless and return ``inspect(figure, renderer)`` of the figure it drew."""
     matplotlib = pytest.importorskip("matplotlib")
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -22,17 +22,20 @@ def _drawn_texts(code: str) -> list[str]:
         exec(code, {})
         fig = plt.gcf()
         fig.canvas.draw()
-        r = fig.canvas.get_renderer()
-        w, h = fig.canvas.get_width_height()
-        out = []
-        for ax in fig.axes:
-            for t in [*ax.texts, *ax.get_xticklabels(), *ax.get_yticklabels()]:
-                bb = t.get_window_extent(r)
-                if t.get_visible() and bb.x0 >= 0 and bb.y0 >= 0 and bb.x1 <= w and bb.y1 <= h:
-                    out.append(t.get_text())
-        return out
+        return inspect(fig, fig.canvas.get_renderer())
     finally:
         plt.close("all")
+
+
+def _drawn_texts(code: str) -> list[str]:
+    """The texts (tick labels too) a demo program draws fully inside its 64 x 64 figure."""
+    def inside(fig, r):
+        w, h = fig.canvas.get_width_height()
+        return [t.get_text() for ax in fig.axes for t in [*ax.texts, *ax.get_xticklabels(), *ax.get_yticklabels()]
+                if t.get_visible() and (bb := t.get_window_extent(r)).x0 >= 0 and bb.y0 >= 0 and bb.x1 <= w
+                and bb.y1 <= h]
+
+    return _on_drawn_figure(code, inside)
 
 
 def test_matplotlib_demos_show_the_values_their_questions_ask_for():
@@ -49,27 +52,17 @@ def test_matplotlib_demos_show_the_values_their_questions_ask_for():
 
 
 def _text_boxes(code: str):
-    """Run a demo program; its patch's window extent and (text, extent) of its texts in drawing order (x0, y0, x1,
-    y1, y up)."""
-    matplotlib = pytest.importorskip("matplotlib")
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    """A demo program's patch extent and (text, extent) of its texts in drawing order (x0, y0, x1, y1, y up)."""
+    def boxes(fig, r):
+        def box(artist):
+            x, y, w, h = artist.get_window_extent(r).bounds
+            return x, y, x + w, y + h
 
-    def box(artist):
-        x, y, w, h = artist.get_window_extent(r).bounds
-        return x, y, x + w, y + h
-
-    plt.close("all")
-    try:
-        exec(code, {})
-        fig = plt.gcf()
-        fig.canvas.draw()
-        r = fig.canvas.get_renderer()
         (ax,) = fig.axes
         (patch,) = ax.patches
         return box(patch), [(t.get_text(), box(t)) for t in ax.texts]
-    finally:
-        plt.close("all")
+
+    return _on_drawn_figure(code, boxes)
 
 
 def _rectangles_at_the_size_limits():
