@@ -4,7 +4,6 @@ transcendental relations)."""
 
 from __future__ import annotations
 
-import json
 from decimal import Decimal
 from fractions import Fraction
 
