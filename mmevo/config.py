@@ -690,7 +690,7 @@ BOUNDS = {
     "trainer.seed": (0, 2**64 - 1, True, True),
     "rollout.n": (1, None, True, True),
     "rollout.temperature": (0, None, True, True),
-    "rollout.top_p": (0, 1, True, True),
+    "rollout.top_p": (0, 1, False, True),  # 0 keeps no token (transformers and vLLM refuse it); greedy is temperature 0
     "rollout.max_tokens": (1, None, True, True),
     "rollout.max_batch_seqs": (1, None, True, True),
     "rollout.eval_temperature": (0, None, True, True),

@@ -25,7 +25,8 @@ def test_unknown_choice_is_refused_with_the_allowed_values(override, allowed):
 
 
 @pytest.mark.parametrize("override, bound", [
-    ("trainer.lr=-1", ">= 0"), ("rollout.temperature=-1", ">= 0"), ("rollout.top_p=1.5", r"in \[0, 1\]"),
+    ("trainer.lr=-1", ">= 0"), ("rollout.temperature=-1", ">= 0"), ("rollout.top_p=1.5", r"in \(0, 1\]"),
+    ("rollout.top_p=0", r"in \(0, 1\]"),
     ("rollout.n=0", ">= 1"), ("rollout.max_tokens=0", ">= 1"), ("trainer.mini_batch_prompts=0", ">= 1"),
     ("trainer.micro_batch_seqs=0", ">= 1"), ("trainer.steps=-1", ">= 0"), ("trainer.max_grad_norm=0", "> 0"),
     ("data.max_prompt_length=0", ">= 1"), ("data.mc_fraction=2", r"in \[0, 1\]"), ("algo.kl_coef=-0.1", ">= 0"),

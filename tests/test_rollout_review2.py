@@ -47,8 +47,11 @@ def test_invalid_request_budget_refused_and_edge_values_accepted(text):
     eng.stop_ids = torch.tensor([], dtype=torch.long)
     for params in (SamplingParams(temperature=0.0, top_p=0.0, max_tokens=3), SamplingParams(top_p=1.0, max_tokens=3,
                                                                                             seed=0),
-                   SamplingParams(top_p=0.0, max_tokens=3, seed=0)):
+                   SamplingParams(top_p=1e-9, max_tokens=3, seed=0)):
         assert len(eng.generate([RolloutRequest(p)], params)[0][0].token_ids) == 3
+    # an empty nucleus while sampling: refused as transformers / vLLM refuse it (the HF engine took the argmax)
+    with pytest.raises(ValueError, match=r"top_p = 0 with temperature > 0"):
+        eng.generate([RolloutRequest(p)], SamplingParams(top_p=0.0, max_tokens=3, seed=0))
     assert eng.generate([RolloutRequest(p, n=2)], SamplingParams(max_tokens=0))[0][0].token_ids == []
 
 

@@ -52,6 +52,9 @@ def check_request_batch(requests, params: SamplingParams) -> None:
         raise ValueError(f"SamplingParams.temperature must be finite and >= 0 (0 = greedy), got {params.temperature}")
     if not 0 <= p <= 1:
         raise ValueError(f"SamplingParams.top_p must be in [0, 1], got {params.top_p}")
+    if t > 0 and p <= 0:  # an empty nucleus: transformers and vLLM refuse it; the HF engine took the argmax (greedy)
+        raise ValueError("SamplingParams.top_p = 0 with temperature > 0 keeps no token: top_p must be in (0, 1] when "
+                         "sampling; use temperature 0 for greedy decoding")
     if params.max_tokens < 0:
         raise ValueError(f"SamplingParams.max_tokens must be >= 0, got {params.max_tokens}")
     bad = [r.n for r in requests if r.n < 0]

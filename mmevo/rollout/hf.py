@@ -31,8 +31,8 @@ def sample_next(logits: torch.Tensor, params: SamplingParams, generator: torch.G
     ``banned_ids`` (vision placeholders) are never sampled: one in a response would desynchronise image features and
     placeholder tokens when the sequence is scored. The returned log-probs are those of the unmodified policy (what
     the trainer computes), not of the renormalised sampling distribution. ``top_p``: the smallest set of the likeliest
-    allowed tokens whose renormalised mass reaches ``top_p`` (HF's / vLLM's nucleus, applied after the bans); 0 is
-    greedy. A row whose every token is banned or has probability 0 raises ValueError.
+    allowed tokens whose renormalised mass reaches ``top_p`` (HF's / vLLM's nucleus, applied after the bans); 0 takes
+    the likeliest allowed token (the engines refuse it when sampling, see ``check_request_batch``). A row whose every token is banned or has probability 0 raises ValueError.
     """
     logits = logits.float()
     # as Python floats: a Fraction (a numbers.Real, accepted by check_request_batch) failed inside torch's division

@@ -564,10 +564,7 @@ class VLLMEngine:
     def generate(self, requests: Sequence[RolloutRequest], params: SamplingParams) -> list[list[Completion]]:
         from vllm import SamplingParams as VSamplingParams
 
-        check_request_batch(requests, params)
-        if params.temperature > 0 and params.top_p <= 0:  # vLLM takes top_p in (0, 1] only
-            raise ValueError("SamplingParams.top_p = 0 with temperature > 0: the vLLM engine takes top_p in (0, 1]; "
-                             "use temperature 0 for greedy decoding")
+        check_request_batch(requests, params)  # refuses top_p = 0 when sampling, as vLLM does
         self._open_llm()
         stops, banned = self.stop_ids.tolist(), self.banned_ids.tolist()
         greedy = params.temperature <= 0
