@@ -6,8 +6,8 @@ and reports the largest:
 
 - ``rollout``: vLLM awake (its ``gpu_memory_utilization`` share of the GPU) + what the trainer keeps resident
   (CUDA context, weights or their ZeRO-3 shard, fp32 master + Adam moments unless offloaded, ZeRO-3's gradient
-  partition, the reference unless offloaded) + the weight sync's gathered ZeRO-3 buckets, still cached by the
-  allocator when ``sync_weights`` wakes the KV cache (``weight_sync_bytes``). With ``rollout.engine=hf`` the
+  partition and reduce bucket, the reference unless offloaded) + the weight sync's gathered ZeRO-3 buckets, still
+  cached by the allocator when ``sync_weights`` wakes the KV cache (``weight_sync_bytes``). With ``rollout.engine=hf`` the
   policy generates itself: gathered weights, KV cache and prefill activations instead of vLLM.
 - ``logprob``: the no-grad old-policy and reference log-prob passes: vLLM asleep, resident state, the ZeRO-3
   gathered working set, the reference's weights (brought onto the GPU for its pass with ``model.ref_offload``),
@@ -301,6 +301,7 @@ class ZeroSettings:
     offload_param: str = "none"  # none | cpu | nvme (ZeRO-3 only)
     grad_accum_dtype: str = ""  # "" = the model dtype (DeepSpeed's default)
     overlap_comm: bool = False
+    contiguous_gradients: bool = True  # DeepSpeed's default: ZeRO-3 then keeps one reduce bucket allocated for the run
     reduce_bucket_size: int = 500_000_000  # DeepSpeed's default
     prefetch_bucket_size: int = 50_000_000  # DeepSpeed's default (ZeRO-3)
     sub_group_size: int = 1_000_000_000  # DeepSpeed's default (ZeRO-3: the optimizer steps one sub-group at a time)
@@ -325,6 +326,7 @@ def read_deepspeed(path: str | Path) -> ZeroSettings:
         offload_param=device("offload_param") if stage == 3 else "none",
         grad_accum_dtype=str((cfg.get("data_types") or {}).get("grad_accum_dtype") or ""),
         overlap_comm=bool(z.get("overlap_comm", stage == 3)),  # DeepSpeed turns it on by default for ZeRO-3 only
+        contiguous_gradients=bool(z.get("contiguous_gradients", True)),
         reduce_bucket_size=num("reduce_bucket_size", 500_000_000),
         prefetch_bucket_size=num("stage3_prefetch_bucket_size", num("prefetch_bucket_size", 50_000_000)),
         sub_group_size=num("sub_group_size", 1_000_000_000),
@@ -405,11 +407,19 @@ def gradient_bytes(n_trainable: int, dtype_bytes: int, zero: ZeroSettings, world
 
 
 def gradient_resident_bytes(n_trainable: int, dtype_bytes: int, zero: ZeroSettings, world: int) -> int:
-    """Gradient memory held in every phase: ZeRO-3's flat partition buffer (P_train * acc / W, allocated at
-    start-up; 0 on the GPU with ``offload_optimizer``). Everything else is freed after each optimizer step."""
-    if zero.enabled and zero.stage == 3 and not _offloaded(zero.offload_optimizer):
-        return math.ceil(n_trainable * grad_accum_bytes(dtype_bytes, zero) / world)
-    return 0
+    """Gradient memory held in every phase, by ZeRO-3 only (allocated at start-up, kept for the run):
+    - the flat partition buffer, P_train * acc / W (in host memory with ``offload_optimizer``);
+    - with ``contiguous_gradients`` (DeepSpeed's default), the reduce bucket that gradients are copied into,
+      ``reduce_bucket_size`` * b, on the GPU even with ``offload_optimizer`` (stage 3's ``ipg_buckets`` buffer; ZeRO-2
+      frees its buckets after every step).
+    Everything else is freed after each optimizer step. At most ``gradient_bytes``: the update phase's gradients
+    include both."""
+    if not (zero.enabled and zero.stage == 3):
+        return 0
+    bucket = zero.reduce_bucket_size * dtype_bytes if zero.contiguous_gradients else 0
+    if _offloaded(zero.offload_optimizer):
+        return bucket
+    return math.ceil(n_trainable * grad_accum_bytes(dtype_bytes, zero) / world) + bucket
 
 
 def optimizer_step_bytes(n_trainable: int, dtype_bytes: int, zero: ZeroSettings, world: int,

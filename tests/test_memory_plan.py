@@ -2,6 +2,7 @@
 reading, the CLI, and the verdicts on HEAD's and the shipped 7B configs."""
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -258,7 +259,9 @@ def test_small_optimizer_state_by_hand():
     assert mp.master_weight_bytes(n, b, z3, W) == 1000  # 4 * 1000 / 4
     assert mp.adam_moment_bytes(n, b, z3, W) == 2000  # 8 * 1000 / 4
     assert mp.gradient_bytes(n, b, z3, W) == 1040  # fp32 partition 4 * 1000 / 4 + 2 buckets * 10 * 2
-    assert mp.gradient_resident_bytes(n, b, z3, W) == 1000
+    # the fp32 partition + ZeRO-3's contiguous-gradients bucket (10 * 2), allocated at start-up and kept
+    assert mp.gradient_resident_bytes(n, b, z3, W) == 1020
+    assert mp.gradient_resident_bytes(n, b, replace(z3, contiguous_gradients=False), W) == 1000
     assert mp.zero3_gathered_bytes(SMALL, b, z3) == (2 * 608 + 6) * 2  # largest module + its grad + prefetch
     z2 = mp.ZeroSettings(enabled=True, stage=2, reduce_bucket_size=10)  # bf16 accumulation, one bucket
     assert mp.policy_weight_bytes(n, b, z2, W) == 2000
@@ -266,7 +269,8 @@ def test_small_optimizer_state_by_hand():
     assert mp.gradient_resident_bytes(n, b, z2, W) == 0
     off = mp.ZeroSettings(enabled=True, stage=3, offload_optimizer="cpu", offload_param="cpu", reduce_bucket_size=10)
     assert mp.master_weight_bytes(n, b, off, W) == mp.adam_moment_bytes(n, b, off, W) == 0
-    assert mp.policy_weight_bytes(n, b, off, W) == 0 and mp.gradient_resident_bytes(n, b, off, W) == 0
+    # the partition lives in host memory; the bucket stays on the GPU
+    assert mp.policy_weight_bytes(n, b, off, W) == 0 and mp.gradient_resident_bytes(n, b, off, W) == 20
     plain = mp.ZeroSettings()  # torch AdamW on bf16 weights: no master, bf16 moments and grads
     assert mp.master_weight_bytes(n, b, plain, 1) == 0
     assert mp.adam_moment_bytes(n, b, plain, 1) == 4000 and mp.gradient_bytes(n, b, plain, 1) == 2000
@@ -418,8 +422,9 @@ LAYER_7B = 3584 * 3584 + 3584 + 2 * (3584 * 512 + 512) + 3584 * 3584 + 3 * 3584 
 BLOCK_7B = 1280 * 3840 + 3840 + 1280 * 1280 + 1280 + 2 * (1280 * 3420 + 3420) + 3420 * 1280 + 1280 + 2 * 1280
 VISION_7B = 3 * 2 * 14 * 14 * 1280 + 32 * BLOCK_7B + 1280 + 5120 * 5120 + 5120 + 5120 * 3584 + 3584
 P_7B = 28 * LAYER_7B + 2 * 152064 * 3584 + 3584 + VISION_7B  # untied embedding and lm_head, final norm
-# per GPU in bytes, W = 8: CUDA context + NCCL 1.5 GiB, bf16 shard, fp32 master, Adam m + v, fp32 gradient partition
-RESIDENT_7B = int(1.5 * GiB) + P_7B * 2 // 8 + P_7B * 4 // 8 + P_7B * 8 // 8 + P_7B * 4 // 8
+# per GPU in bytes, W = 8: CUDA context + NCCL 1.5 GiB, bf16 shard, fp32 master, Adam m + v, fp32 gradient partition,
+# and the contiguous-gradients reduce bucket of configs/deepspeed/zero3.json (12,845,056 bf16 elements)
+RESIDENT_7B = int(1.5 * GiB) + P_7B * 2 // 8 + P_7B * 4 // 8 + P_7B * 8 // 8 + P_7B * 4 // 8 + 12_845_056 * 2
 
 
 def test_qwen2_5_vl_7b_parameter_count_by_hand():
@@ -439,8 +444,8 @@ def test_weight_sync_buffers_are_a_gathered_bucket_and_its_clones(cfg):
     p = _plan(cfg)
     assert p["per_gpu_gib"]["weight_sync_buffers"] == round(sync / GiB, 2) == 2.53
     rollout = RESIDENT_7B + int(0.6 * 80 * GiB) + sync  # vLLM awake at 0.6 of 80 GiB, reference in host memory
-    assert p["phases_gib"]["rollout"]["total"] == round(rollout / GiB, 2) == 69.41
-    assert p["peak_phase"] == "rollout" and p["peak_gib"] == 69.41
+    assert p["phases_gib"]["rollout"]["total"] == round(rollout / GiB, 2) == 69.43
+    assert p["peak_phase"] == "rollout" and p["peak_gib"] == 69.43
     assert p["fits"] is True and rollout <= 0.92 * 80 * GiB and p["headroom_frac"] == round(1 - rollout / (80 * GiB), 3)
     # without ZeRO-3 the live tensors are streamed as they are: nothing gathered, nothing cloned
     z2 = _plan(cfg, "trainer.deepspeed=configs/deepspeed/zero2.json")
@@ -469,7 +474,8 @@ def test_optimizer_step_phase_of_the_shipped_7b_config():
     step = 8 * (P_7B // 8)
     assert p["per_gpu_gib"]["optimizer_step"] == round(step / GiB, 2) == 7.72
     buckets = 2 * 12845056 * 2  # zero3.json's reduce bucket, bf16, twice with overlap_comm
-    total = RESIDENT_7B + buckets + int(1.5 * GiB) + step  # + vLLM asleep (pools freed, CUDA graphs kept)
+    # the update's gradients (partition + both buckets) replace the resident ones (partition + the kept bucket)
+    total = RESIDENT_7B - 12845056 * 2 + buckets + int(1.5 * GiB) + step  # + vLLM asleep (pools freed, graphs kept)
     assert p["phases_gib"]["optimizer_step"]["total"] == round(total / GiB, 2) == 28.15
 
 
@@ -491,3 +497,25 @@ def test_mmzero_config_warns_that_frozen_roles_are_not_planned():
     p = _plan("configs/mmzero_qwen2_5_vl_7b.yaml")
     assert any(w.startswith("mmzero:") and "15.45 GiB" in w for w in p["warnings"])
 
+
+
+def test_zero3_keeps_its_contiguous_gradients_bucket_in_every_phase(tmp_path):
+    """DeepSpeed's stage 3 allocates its reduce bucket (``ipg_buckets``) at start-up when ``contiguous_gradients`` is on
+    (its default) and keeps it for the run, so the rollout and log-prob phases hold it too; the plan left it out of
+    them (0.93 GiB per GPU at DeepSpeed's default bucket of 5e8 bf16 elements)."""
+    ds = json.loads((ROOT / "configs/deepspeed/zero3.json").read_text())
+    del ds["zero_optimization"]["reduce_bucket_size"], ds["zero_optimization"]["contiguous_gradients"]
+    (tmp_path / "default.json").write_text(json.dumps(ds))
+    assert mp.read_deepspeed(tmp_path / "default.json").contiguous_gradients is True  # DeepSpeed's default
+    ds["zero_optimization"]["contiguous_gradients"] = False
+    (tmp_path / "off.json").write_text(json.dumps(ds))
+    assert mp.read_deepspeed(tmp_path / "off.json").contiguous_gradients is False
+    cfg = "configs/csrs_qwen2_5_vl_7b_geometry3k.yaml"
+    with_bucket = _plan(cfg, f"trainer.deepspeed={tmp_path / 'default.json'}")
+    without = _plan(cfg, f"trainer.deepspeed={tmp_path / 'off.json'}")
+    bucket_gib = 500_000_000 * 2 / GiB
+    for phase in ("rollout", "logprob"):
+        diff = with_bucket["phases_gib"][phase]["total"] - without["phases_gib"][phase]["total"]
+        assert diff == pytest.approx(bucket_gib, abs=0.011), phase
+    # the update already counted the buckets with the gradients: the same with or without the flag
+    assert with_bucket["phases_gib"]["update"]["total"] == without["phases_gib"]["update"]["total"]
