@@ -11,7 +11,7 @@ import torch
 
 from mmevo.config import TINY_ALIASES, Config, to_dict
 from mmevo.data.schema import Example
-from mmevo.models.loader import LoadedModel, load_model
+from mmevo.models.loader import LoadedModel, check_device, load_model
 
 
 
@@ -45,19 +45,6 @@ def resolve_model_path(cfg: Config) -> str:
                 raise RuntimeError(f"rank {r} could not build the tiny model in {out}: {failure}")
         return str(build_tiny(name, out))  # the node's finished build (a node without a LOCAL_RANK 0 builds its own here)
     return name
-
-
-def check_device(key: str, device: str) -> None:
-    """``device`` exists on this machine. torch finds out only at ``model.to(device)``, after the whole checkpoint was
-    read, with an AssertionError ("Torch not compiled with CUDA enabled") or RuntimeError that names no setting."""
-    d = torch.device(device)
-    if d.type == "cuda":
-        n = torch.cuda.device_count() if torch.cuda.is_available() else 0
-        if n == 0 or (d.index is not None and d.index >= n):
-            raise ValueError(f"{key}={device}: this machine has {n} visible CUDA device(s); use {key}=cpu or another "
-                             "device")
-    elif d.type == "mps" and not torch.backends.mps.is_available():
-        raise ValueError(f"{key}={device}: MPS is not available on this machine; use {key}=cpu")
 
 
 def check_engine(cfg: Config) -> None:

@@ -242,3 +242,18 @@ def test_an_output_dir_that_is_a_file_is_named(tmp_path, monkeypatch):
             with pytest.raises(ValueError) as e:  # was "[Errno 17] File exists: '...'" naming no setting
                 run(cfg)
             assert str(e.value) == f"{key}={path}: cannot be the run's output directory ({why})"
+
+
+def test_every_model_load_refuses_an_absent_device_before_the_read(monkeypatch, tmp_path):
+    """MM-Zero's frozen roles, the demo's and the calibration demo's evaluations load through ``load_model`` directly,
+    not ``load_policy``: they reached torch's AssertionError at ``model.to(device)`` after the whole checkpoint was read.
+    ``load_model`` itself now checks first: a directory that is not even a checkpoint is never looked at."""
+    from mmevo.models.loader import load_model
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: False)
+    for weights in (True, False):
+        with pytest.raises(ValueError, match=r"model\.device=cuda: this machine has 0 visible CUDA device\(s\)"):
+            load_model(tmp_path, "float32", "cuda", weights=weights)
+    with pytest.raises(FileNotFoundError, match="no config.json"):  # cpu passes the check and reaches the read
+        load_model(tmp_path, "float32", "cpu")

@@ -30,6 +30,19 @@ def resolve_dtype(name: str) -> torch.dtype:
     return DTYPES[name]
 
 
+def check_device(key: str, device: str) -> None:
+    """``device`` exists on this machine. torch finds out only at ``model.to(device)``, after the whole checkpoint was
+    read, with an AssertionError ("Torch not compiled with CUDA enabled") or RuntimeError that names no setting."""
+    d = torch.device(device)
+    if d.type == "cuda":
+        n = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if n == 0 or (d.index is not None and d.index >= n):
+            raise ValueError(f"{key}={device}: this machine has {n} visible CUDA device(s); use {key}=cpu or another "
+                             "device")
+    elif d.type == "mps" and not torch.backends.mps.is_available():
+        raise ValueError(f"{key}={device}: MPS is not available on this machine; use {key}=cpu")
+
+
 def _check_source(name_or_path: str) -> None:
     """Fail early with a clear message when neither a local model dir nor a reachable hub id was given."""
     p = Path(name_or_path)
@@ -57,6 +70,8 @@ def load_model(name_or_path: str | Path, dtype: str = "float32", device: str = "
     from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForImageTextToText, AutoTokenizer
 
     name = str(name_or_path)
+    # every loader (trainer, frozen MM-Zero roles, demo / calibration evaluations) checks before reading the checkpoint
+    check_device("model.device", device)
     _check_source(name)
     config = AutoConfig.from_pretrained(name)
     is_vl = hasattr(config, "vision_config")
