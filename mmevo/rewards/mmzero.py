@@ -14,6 +14,7 @@ shares) are the small functions below, as in MM-Zero's released code (see DESIGN
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from typing import Hashable, Sequence
 
@@ -34,10 +35,14 @@ def diversity_adjustment(shares: Tensor, valid_count: int, strength: float = .5)
         raise ValueError(f"shares must be a float [B, 3] tensor, got {getattr(shares, 'shape', type(shares))}")
     if isinstance(valid_count, bool) or int(valid_count) != valid_count or valid_count < 1:
         raise ValueError(f"valid_count must be an integer >= 1, got {valid_count!r}")
-    if not strength >= 0:
-        raise ValueError(f"strength must be >= 0, got {strength!r}")
+    if not 0 <= strength < math.inf:  # inf: a balanced row gives 0 * inf = NaN (seed: finite inputs)
+        raise ValueError(f"strength must be finite and >= 0, got {strength!r}")
     M = float(valid_count)
     s = shares.detach()
+    # seed: finite inputs. A NaN share used to come out as a NaN adjustment (clamp keeps NaN), silently; the range is
+    # not checked (the seed does not bound a row, and any finite row gives a finite, clipped adjustment)
+    if not bool(torch.isfinite(s).all()):
+        raise ValueError(f"shares must be finite, got {s[~torch.isfinite(s)][0].item()}")
     w = torch.tensor(DIVERSITY_WEIGHTS, dtype=s.dtype, device=s.device)  # [3]
     excess = ((s - 1.0 / M) * w).sum(dim=1) * M * strength  # [B]: > 0 for crowded clusters
     return -excess.clamp(-strength, strength)
@@ -67,10 +72,24 @@ def proposal_rewards(executed: Tensor, easy_accuracy: Tensor, consistency: Tenso
         raise ValueError(f"easy_accuracy must be floating point, got {dtype}")
     s = easy_accuracy.detach()
     c = consistency.detach().to(dtype)
+    a = adjustments.detach().to(dtype)
+    # seed: s, c in [0, 1] and finite inputs. Checked where they are used (executed attempts of valid rows): a c of
+    # 1.5 used to score min(c, 1 - c) = -0.5 and a NaN to give a NaN reward, silently. Failed attempts and invalid
+    # rows may hold any placeholder (they score 0 / -1 whatever it is).
+    used = executed & valid[:, None]  # [B, N]
+    for name, x in (("easy_accuracy", s), ("consistency", c)):
+        bad = used & ~((x >= 0) & (x <= 1))  # NaN fails both comparisons
+        if bad.any():
+            i, j = (int(k) for k in bad.nonzero()[0])
+            raise ValueError(f"{name}[{i}, {j}] must lie in [0, 1], got {x[i, j].item()}")
+    bad_adj = valid[:, None] & ~torch.isfinite(a)  # [B, 3]
+    if bad_adj.any():
+        i, j = (int(k) for k in bad_adj.nonzero()[0])
+        raise ValueError(f"adjustments[{i}, {j}] must be finite, got {a[i, j].item()}")
     # a failed attempt contributes exactly 0 (selected, not multiplied): its s / c are undefined, and a NaN or inf
     # placeholder there would turn 0 * NaN into a NaN reward
     per_attempt = torch.where(executed, s.clamp(max=0.5) + torch.minimum(c, 1.0 - c), s.new_zeros(()))
-    reward = per_attempt.sum(dim=1) / N + adjustments.detach().to(dtype).sum(dim=1)  # [B]
+    reward = per_attempt.sum(dim=1) / N + a.sum(dim=1)  # [B]
     return torch.where(valid, reward, torch.full_like(reward, -1.0))
 
 

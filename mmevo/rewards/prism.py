@@ -87,6 +87,9 @@ def coverage_rewards(p: Tensor, clusters: Tensor, counts: Tensor, lam: float = 5
     ok = torch.ones(B, dtype=torch.bool, device=p.device) if valid is None else valid
     if ok.dtype != torch.bool or ok.shape != (B,):
         raise ValueError(f"valid must be a bool [{B}] tensor or None, got {ok.dtype} {tuple(ok.shape)}")
+    # as PrismCoverageHead checks: a NaN lam used to turn every reward NaN and an infinite one inf / NaN, silently
+    if not 0 <= lam < math.inf:
+        raise ValueError(f"lam must be finite and >= 0 (seed: 5.0), got {lam}")
     K = counts.shape[0]
     idx = torch.where(ok, clusters.long(), torch.zeros_like(clusters, dtype=torch.long))  # [B]; invalid rows: 0
     bad = (idx < 0) | (idx >= K)
