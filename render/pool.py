@@ -17,6 +17,7 @@ import queue
 import select
 import shutil
 import signal
+import stat
 import struct
 import subprocess
 import sys
@@ -80,11 +81,16 @@ def uid_lock_path(uid: int) -> str:
 
 def _lock_uid(uid: int) -> int | None:
     """An fd holding the exclusive lock of ``uid``, or None when another slot (any process) holds it."""
-    try:  # read-only and no symlink following: the file is only a lock, whoever created it
-        fd = os.open(uid_lock_path(uid), os.O_RDONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    # read-only and no symlink following: the file is only a lock, whoever created it. Non-blocking: a FIFO that a
+    # local user put in its place (the temp directory is world-writable) blocked this open, and the pool, forever
+    flags = os.O_RDONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+    try:
+        fd = os.open(uid_lock_path(uid), flags, 0o644)
     except OSError:
         return None
     try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError("not a regular file")
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
         os.close(fd)

@@ -13,14 +13,13 @@ procfs of the job's own pid namespace (``mount_proc``), uid drop, ``no_new_privs
 * ``apply_landlock``: read + execute below ``read_paths``, read-write below ``write_paths``, write + truncate
   on the files ``write_files`` (``/dev/null``, ``/dev/zero``); with the kernel
   ABI's help also denies every TCP bind/connect (ABI 4) and scopes abstract unix sockets / signals (ABI 6).
-* ``apply_seccomp``: a BPF filter that kills the process (SIGSYS) on process creation / exec / ptrace /
-  mount / namespace / bpf / io_uring / keyring / module / kexec / reboot system calls, answers EPERM to
-  sockets, SysV IPC and POSIX message queues, inotify / fanotify, ``memfd_create`` / ``memfd_secret``
-  (their pages would escape ``RLIMIT_AS``), ``kill``, ``syslog``, ``io_setup`` (host-wide AIO pool),
-  ``sync`` / ``syncfs`` (host-wide writeback), ``prctl(PR_SET_PDEATHSIG)`` (the signal that ends the job
-  when its worker dies) and ``prctl(PR_SET_DUMPABLE)`` (a dumpable job's crash reaches the host's core
-  handler), and ENOSYS to ``clone3`` (so glibc falls back to ``clone``, which is allowed only with
-  ``CLONE_THREAD``: threads but no processes).
+* ``apply_seccomp``: a BPF filter that kills the process (SIGSYS) on process creation / exec / ptrace / mount /
+  namespace / bpf / io_uring / keyring / module / kexec / reboot system calls, answers EPERM to sockets, SysV IPC and
+  POSIX message queues, inotify / fanotify and dnotify (``fcntl(F_NOTIFY)``), ``memfd_create`` / ``memfd_secret``
+  (their pages would escape ``RLIMIT_AS``), ``kill``, ``syslog``, ``io_setup`` (host-wide AIO pool), ``sync`` /
+  ``syncfs`` (host-wide writeback), ``prctl(PR_SET_PDEATHSIG)`` (the signal that ends the job when its worker dies)
+  and ``prctl(PR_SET_DUMPABLE)`` (a dumpable job's crash reaches the host's core handler), and ENOSYS to ``clone3``
+  (so glibc falls back to ``clone``, which is allowed only with ``CLONE_THREAD``: threads but no processes).
 """
 
 from __future__ import annotations
@@ -55,7 +54,7 @@ if MACHINE == "x86_64":
         semop=65, semctl=66, semtimedop=220, mq_open=240, mq_unlink=241, mq_timedsend=242,
         mq_timedreceive=243, mq_notify=244, mq_getsetattr=245, inotify_init=253, inotify_add_watch=254,
         inotify_rm_watch=255, inotify_init1=294, fanotify_init=300, fanotify_mark=301, memfd_create=319,
-        memfd_secret=447, kill=62, syslog=103, io_setup=206, sync=162, syncfs=306, prctl=157,
+        memfd_secret=447, kill=62, syslog=103, io_setup=206, sync=162, syncfs=306, prctl=157, fcntl=72,
     )
     X32_BIT = 0x40000000
 elif MACHINE == "aarch64":
@@ -73,7 +72,7 @@ elif MACHINE == "aarch64":
         semget=190, semop=193, semctl=191, semtimedop=192, mq_open=180, mq_unlink=181, mq_timedsend=182,
         mq_timedreceive=183, mq_notify=184, mq_getsetattr=185, inotify_add_watch=27, inotify_rm_watch=28,
         inotify_init1=26, fanotify_init=262, fanotify_mark=263, memfd_create=279, memfd_secret=447, kill=129,
-        syslog=116, io_setup=0, sync=81, syncfs=267, prctl=167,
+        syslog=116, io_setup=0, sync=81, syncfs=267, prctl=167, fcntl=25,
     )
     X32_BIT = None
 else:  # pragma: no cover - other architectures get no seccomp/landlock (reduced isolation)
@@ -114,6 +113,7 @@ CLONE_NEWNET = 0x40000000
 PR_SET_NO_NEW_PRIVS = 38
 PR_SET_PDEATHSIG = 1
 PR_SET_DUMPABLE = 4
+F_NOTIFY = 1026  # dnotify
 PR_SET_SECCOMP = 22
 SECCOMP_MODE_FILTER = 2
 SECCOMP_RET_KILL_PROCESS = 0x80000000
@@ -141,6 +141,12 @@ def _check(rc: int, what: str) -> int:
 
 
 # --- rlimits / process ----------------------------------------------------------------------------------
+# Queued signals and POSIX timers (each timer holds a preallocated signal) of the job uid. Inherited, the limit
+# scales with the host's RAM (~96k on 23 GiB): timer_create alone then pinned ~36 MiB of unreclaimable kernel
+# memory per job, outside RLIMIT_AS (hundreds of MiB to GiBs on a large host, unbounded where it is unlimited).
+SIGPENDING = 256
+
+
 def set_rlimits(*, address_space: int, cpu_s: int, fsize: int, nofile: int = 64, nproc: int = 256) -> None:
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     resource.setrlimit(resource.RLIMIT_CPU, (cpu_s, cpu_s + 1))
@@ -150,6 +156,7 @@ def set_rlimits(*, address_space: int, cpu_s: int, fsize: int, nofile: int = 64,
     # inherited from whoever started the pool: a non-zero one would let the job take real-time / raised priority
     resource.setrlimit(resource.RLIMIT_RTPRIO, (0, 0))
     resource.setrlimit(resource.RLIMIT_NICE, (0, 0))
+    resource.setrlimit(resource.RLIMIT_SIGPENDING, (SIGPENDING, SIGPENDING))
     # counts every task (threads too) of the job uid; ignored for root, effective after the uid drop.
     # seccomp is the real fork barrier; this only caps thread bombs (RLIMIT_AS caps them as well).
     resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
@@ -219,6 +226,7 @@ def build_seccomp_program() -> bytes:
     ins(_BPF_JEQ_K, NR["clone3"], "enosys", 0)
     ins(_BPF_JEQ_K, NR["clone"], "clone", 0)
     ins(_BPF_JEQ_K, NR["prctl"], "prctl", 0)
+    ins(_BPF_JEQ_K, NR["fcntl"], "fcntl", 0)
     ins(_BPF_RET_K, SECCOMP_RET_ALLOW)
     labels = {}
     labels["clone"] = len(prog)
@@ -232,6 +240,11 @@ def build_seccomp_program() -> bytes:
     ins(_BPF_LD_W_ABS, 16)  # args[0]: the prctl option
     ins(_BPF_JEQ_K, PR_SET_PDEATHSIG, "eperm", 0)
     ins(_BPF_JEQ_K, PR_SET_DUMPABLE, "eperm", "allow")
+    # dnotify, the watch that needs no inotify call: fcntl(dir, F_NOTIFY) on a bound host directory signals the job
+    # on every read / write there by host processes (DN_ACCESS: which library the trainer just imported, ...)
+    labels["fcntl"] = len(prog)
+    ins(_BPF_LD_W_ABS, 24)  # low 32 bits of args[1]: the command (an unsigned int)
+    ins(_BPF_JEQ_K, F_NOTIFY, "eperm", "allow")
     labels["allow"] = len(prog)
     ins(_BPF_RET_K, SECCOMP_RET_ALLOW)
     labels["kill"] = len(prog)

@@ -43,6 +43,7 @@ import stat
 import struct
 import sys
 import time
+import zlib
 
 from . import sandbox as sb
 from .svg import check_svg
@@ -623,13 +624,33 @@ def _read_output(jobdir: str, limits: RenderLimits) -> tuple[bytes | None, str |
         os.close(fd)
 
 
-def _png_chunk_problem(data: bytes, max_chunks: int) -> str | None:
+def _inflated_size(ctype: bytes, body: bytes, cap: int) -> int:
+    """Bytes PIL inflates from a zTXt / compressed iTXt / iCCP chunk body (counted up to ``cap + 1``)."""
+    k = body.find(b"\0")
+    if k < 0:
+        return 0
+    if ctype == b"iTXt":  # keyword NUL, flag, method, language NUL, translated keyword NUL, text
+        parts = body[k + 3:].split(b"\0", 2)
+        if body[k + 1:k + 2] != b"\x01" or len(parts) < 3:
+            return 0
+        packed = parts[2]
+    else:  # keyword / profile name NUL, method, data
+        packed = body[k + 2:]
+    try:
+        return len(zlib.decompressobj().decompress(packed, cap + 1))
+    except zlib.error:
+        return 0
+
+
+def _png_chunk_problem(data: bytes, max_chunks: int, max_inflated: int = 8 << 20) -> str | None:
     """Walk the chunk list (length, type; PIL checks the CRCs) before PIL sees the file. PIL spends ~10 us
     of Python per chunk and stops at IEND, so refuse what would cost the root supervisor unbounded time or
     be returned unchecked: too many chunks, bytes after IEND, unknown critical chunks, APNG frames; and a palette
-    image's tRNS longer than its PLTE, which decoders read differently."""
+    image's tRNS longer than its PLTE, which decoders read differently; and compressed metadata (zTXt,
+    compressed iTXt, iCCP) inflating to more than ``max_inflated`` bytes in all."""
     pos, n, end = len(_PNG_SIG), 0, len(data)
     indexed, palette = data[25:26] == b"\x03", 0  # colour type 3; entries of the PLTE seen so far
+    inflated = 0  # bytes of compressed metadata so far, once inflated
     while pos + 8 <= end:
         length, ctype = struct.unpack_from(">I4s", data, pos)
         n += 1
@@ -645,6 +666,13 @@ def _png_chunk_problem(data: bytes, max_chunks: int) -> str | None:
             return f"unknown critical chunk {ctype.decode()!r}"
         if ctype == b"PLTE":
             palette = length // 3
+        # PIL inflates every zTXt / iTXt / iCCP on every open, up to 1 MiB each (only text has a 64 MiB total, iCCP
+        # none): 1 KiB chunks of zeros cost the root supervisor, and every consumer of the PNG, seconds of zlib and
+        # up to 64 MiB of metadata per open. Inflated here against one budget, so that cost stays file-sized.
+        if ctype in (b"zTXt", b"iTXt", b"iCCP"):
+            inflated += _inflated_size(ctype, data[pos + 8:pos + 8 + length], max_inflated - inflated)
+            if inflated > max_inflated:
+                return f"compressed metadata inflating to more than {max_inflated} bytes"
         # more alpha values than palette entries (or none before it) breaks the PNG rules: libpng drops the chunk
         # (opaque image), PIL applies it, and past 256 values PIL's convert("RGBA") raises in the consumer
         if ctype == b"tRNS" and indexed and length > palette:
@@ -668,7 +696,7 @@ def validate_png(data: bytes, limits: RenderLimits) -> tuple[int, int, str | Non
         return w, h, "invalid_image", f"image {w}x{h} is smaller than {limits.min_side} px"
     if max(w, h) / min(w, h) > limits.max_aspect:
         return w, h, "invalid_image", f"aspect ratio of {w}x{h} exceeds {limits.max_aspect}"
-    problem = _png_chunk_problem(data, max(MAX_PNG_CHUNKS, limits.max_png_bytes >> 11))
+    problem = _png_chunk_problem(data, max(MAX_PNG_CHUNKS, limits.max_png_bytes >> 11), limits.max_png_bytes)
     if problem:
         return w, h, "invalid_image", f"PNG refused: {problem}"
     try:
@@ -939,7 +967,8 @@ class Supervisor:
         want = {"Max cpu time": (cpu, cpu + 1), "Max file size": (limits.max_file_bytes,) * 2,
                 "Max open files": (limits.nofile,) * 2, "Max processes": (limits.nproc,) * 2,
                 "Max core file size": (0, 0), "Max address space": (vm + limits.memory_bytes,) * 2,
-                "Max realtime priority": (0, 0), "Max nice priority": (0, 0)}
+                "Max realtime priority": (0, 0), "Max nice priority": (0, 0),
+                "Max pending signals": (sb.SIGPENDING,) * 2}
         with open(f"/proc/{pid}/limits") as f:
             rows = [re.split(r"\s{2,}", line.strip()) for line in f.read().splitlines()[1:]]
         have = {r[0]: r[1:3] for r in rows if len(r) >= 3}
