@@ -5,7 +5,6 @@ RLIMIT_AS with POSIX timers / queued signals (the pending-signal limit was the h
 (``fcntl(F_NOTIFY)``), a watch outside inotify, reported host processes' file reads in the bound directories."""
 
 import io
-import json
 import struct
 import sys
 import time
@@ -19,6 +18,7 @@ pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="re
 
 from render import RenderJob, RenderLimits  # noqa: E402
 from render.worker import validate_png  # noqa: E402
+from test_render_hostile import _report  # noqa: E402  (the JSON a probing job raised as its exception message)
 
 RED = ("import matplotlib.pyplot as plt\nfig, ax = plt.subplots(figsize=(2, 2), dpi=50)\n"
        "ax.add_patch(plt.Rectangle((0, 0), 1, 1, color='red'))\nax.set_xlim(0, 1); ax.set_ylim(0, 1); ax.axis('off')\n")
@@ -28,12 +28,6 @@ MIB = 1 << 20
 @pytest.fixture(scope="module")
 def pool(render_pool):
     return render_pool
-
-
-def _report(r) -> dict:
-    """The JSON a probing job raised as ``RuntimeError(json.dumps(...))``."""
-    assert r.error_kind == "crash" and "RuntimeError: {" in r.message, (r.error_kind, r.message)
-    return json.loads(r.message[r.message.index("{"):])
 
 
 def _next_job_renders(pool):
