@@ -501,6 +501,17 @@ def _l2s_converter() -> Any:
                     return _unevaluated_division(self.convert_expr(frac.upper), self.convert_expr(frac.lower))
                 return res
 
+            def convert_relation(self, rel):
+                # latex2sympy2 nests a chain of inequalities to the left ("1<3<2" is (1 < 3) < 2, which Python
+                # evaluates to True); the base class makes it an And of each pair (no value for the official eval).
+                ops = ((rel.LT, sympy.StrictLessThan), (rel.LTE, sympy.LessThan), (rel.GT, sympy.StrictGreaterThan),
+                       (rel.GTE, sympy.GreaterThan))
+                for token, relation in ops:
+                    if not rel.expr() and token():
+                        lh, rh = self.convert_relation(rel.relation(0)), self.convert_relation(rel.relation(1))
+                        return relation(lh, rh, evaluate=False)
+                return super().convert_relation(rel)
+
             def convert_mp(self, mp):
                 res = super().convert_mp(mp)
                 if (isinstance(res, sympy.Rational) or res is sympy.nan) and (mp.DIV() or mp.CMD_DIV() or mp.COLON()):
