@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from mmevo.rewards.mmzero import CoderHead, ProposerHead, coder_reward, proposal_penalties, type_penalties
+from test_mmzero_review4 import _ExactEmbedder  # equal texts -> equal unit vectors, others orthogonal
 
 
 # -- MM-Zero: type penalty -0.15 * max(0, f_type - 0.5) / 0.5, f_type over the supplied population -------------------
@@ -43,19 +44,6 @@ def test_coder_head_adds_the_proposal_penalties():
 
 
 # -- MM-Zero proposer head: penalties, diversity over the M valid proposals, strength -------------------------------
-class _ExactEmbedder:
-    """Equal texts -> equal unit vectors, different texts -> orthogonal ones (clusters = distinct texts)."""
-
-    def __init__(self):
-        self.ids = {}
-
-    def embed(self, texts):
-        out = torch.zeros(len(texts), 16)
-        for i, t in enumerate(texts):
-            out[i, self.ids.setdefault(t, len(self.ids))] = 1.0
-        return out
-
-
 def _proposer_aux():
     def aux(caption, k, ctype):
         return {"valid": True, "content_type": ctype, "caption": caption, "easy_question": f"easy {k}",
