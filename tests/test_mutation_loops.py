@@ -10,16 +10,8 @@ import pytest
 import torch
 
 from mmevo.honest.replay import GroupOutcome, ReplayBuffer, ReplayMixSource, group_outcomes, replay_write_back
-from mmevo.honest.tasks import generate_tasks
 
-EXAMPLES = [t.to_example() for t in generate_tasks(12, seed=0)]
-
-
-def _buffer(stats, **kw):
-    buf = ReplayBuffer(**kw)
-    for ex, (c, y) in zip(EXAMPLES, stats):
-        buf.add(ex, c, y)
-    return buf
+from test_honest_replay import EXAMPLES, filled as _buffer  # EXAMPLES[i] at (confidence, correct) = stats[i]
 
 
 # -- CPR replay (seed 3) -------------------------------------------------------------------------------------------

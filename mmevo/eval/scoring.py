@@ -504,13 +504,15 @@ def _l2s_converter() -> Any:
             def convert_relation(self, rel):
                 # latex2sympy2 nests a chain of inequalities to the left ("1<3<2" is (1 < 3) < 2, which Python
                 # evaluates to True); the base class makes it an And of each pair (no value for the official eval).
+                if rel.expr():  # a plain expression, not a comparison
+                    return super().convert_relation(rel)
                 ops = ((rel.LT, sympy.StrictLessThan), (rel.LTE, sympy.LessThan), (rel.GT, sympy.StrictGreaterThan),
                        (rel.GTE, sympy.GreaterThan))
-                for token, relation in ops:
-                    if not rel.expr() and token():
-                        lh, rh = self.convert_relation(rel.relation(0)), self.convert_relation(rel.relation(1))
-                        return relation(lh, rh, evaluate=False)
-                return super().convert_relation(rel)
+                relation = next((r for token, r in ops if token()), None)
+                if relation is None:  # "=" and the rest: the base class's handling
+                    return super().convert_relation(rel)
+                lh, rh = self.convert_relation(rel.relation(0)), self.convert_relation(rel.relation(1))
+                return relation(lh, rh, evaluate=False)
 
             def convert_mp(self, mp):
                 res = super().convert_mp(mp)
