@@ -169,3 +169,27 @@ def test_an_exponent_holding_an_exponent_is_a_tower():
     assert not A._scripts_ok(r"x^{y^{2}}")
     assert not A._scripts_ok(r"2^{2^{40}}")
     assert A._scripts_ok(r"x^{2}_{1}")  # one ^ and one _ on a base is fine
+
+
+# -- integers beyond a double's 53-bit mantissa (_exact_integer) ---------------------------------------------------------
+@pytest.mark.parametrize("a,b", [("100000000000000001", "100000000000000000"),  # one double, two integers
+                                 ("9007199254740993", "9,007,199,254,740,992"),  # 2**53 + 1 vs 2**53
+                                 ("-12345678901234567891", "-12345678901234567890")])
+def test_integers_above_two_to_the_53_compare_exactly(a, b):
+    assert float(a.replace(",", "")) == float(b.replace(",", ""))  # what a float comparison would see
+    assert not A.answers_equivalent(a, b) and not A.answers_equivalent(b, a)
+    assert A.canonical_answer(a) != A.canonical_answer(b)
+    keys = A.group_answer_keys([a, b, a])
+    assert keys[0] == keys[2] != keys[1]
+
+
+@pytest.mark.parametrize("a,b", [("1e17", "100000000000000000"), ("100,000,000,000,000,000", "1e17"),
+                                 ("9007199254740993.0", "9007199254740993"), ("-0", "0")])
+def test_spellings_of_one_large_integer_still_meet(a, b):
+    assert A.answers_equivalent(a, b) and A.canonical_answer(a) == A.canonical_answer(b)
+
+
+def test_thirteen_digit_integers_get_their_own_keys():
+    # the 12-significant-digit key used to merge these two into one class though they are not equivalent
+    assert not A.answers_equivalent("1000000000001", "1000000000000")
+    assert A.group_answer_keys(["1000000000001", "1000000000000"]) == [("num", 1000000000001), ("num", 1000000000000)]

@@ -281,9 +281,25 @@ def _to_number(light: str) -> float | None:
     return val + 0.0  # folds -0.0 into 0.0
 
 
-def _numbers_close(a: float, b: float) -> bool:
-    """Integers compare exactly (10000 is not 10001); other values within a relative 1e-4, which absorbs a
-    rounded decimal spelling of a fraction (0.3333 for 1/3) but keeps 0.5 and 0.54 apart."""
+def _exact_integer(light: str) -> int | None:
+    """The integer a plain decimal spelling (``12,345``, ``-3.0``, ``1e20``; input already `_light`) stands for,
+    exactly, else None (a fraction, a non-integer, or out of a double's range). A double cannot hold every integer
+    above 2**53: 100000000000000001 and 100000000000000000 are one float."""
+    s = light.replace(",", "") if _THOUSANDS_RE.fullmatch(light) else light
+    if len(s) > 64 or not _FLOAT_RE.fullmatch(s):
+        return None
+    d = decimal.Decimal(s)
+    if not math.isfinite(float(d)) or d != d.to_integral_value():  # the range check first: int() of 1e99999 is huge
+        return None
+    return int(d)
+
+
+def _numbers_close(a: float, b: float, exact_a: int | None = None, exact_b: int | None = None) -> bool:
+    """Integers compare exactly (10000 is not 10001; ``exact_*``: the `_exact_integer` of each spelling, which
+    keeps integers above 2**53 apart); other values within a relative 1e-4, which absorbs a rounded decimal spelling
+    of a fraction (0.3333 for 1/3) but keeps 0.5 and 0.54 apart."""
+    if exact_a is not None and exact_b is not None:
+        return exact_a == exact_b
     if a.is_integer() and b.is_integer():
         return a == b
     return math.isclose(a, b, rel_tol=1e-4, abs_tol=1e-9)
@@ -606,7 +622,7 @@ def _equivalent(pred: str, gold: str) -> bool:
         return True
     np_, ng = _to_number(lp), _to_number(lg)
     if np_ is not None and ng is not None:
-        return _numbers_close(np_, ng)
+        return _numbers_close(np_, ng, _exact_integer(lp), _exact_integer(lg))
     up, ug = _unwrap(pred), _unwrap(gold)
     if _wordlike(up) or _wordlike(ug):
         return False
@@ -656,8 +672,9 @@ def canonical_answer(ans: str | None, choices: Sequence[str] | None = None) -> H
         if not light:
             return None
         num = _to_number(light)
-        if num is not None:  # 12 significant digits: spellings of one value meet, 1e-7 and 0 stay apart
-            return ("num", float(f"{num:.12g}") + 0.0)
+        if num is not None:  # 12 significant digits: spellings of one value meet, 1e-7 and 0 stay apart;
+            exact = _exact_integer(light)  # integers by their exact value, as `_numbers_close` compares them
+            return ("num", exact if exact is not None else float(f"{num:.12g}") + 0.0)
         return ("str", light)
     except Exception:
         return ("str", str(ans))
