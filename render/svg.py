@@ -72,8 +72,29 @@ def _data_problem(r: str) -> str | None:
     return None
 
 
+def _cairosvg_url(value: str) -> str | None:
+    """The URL cairosvg's ``parse_url`` takes out of ``value`` when it holds ``url(...)``, else None. cairosvg
+    searches ``url\\((.+)\\)``: case-sensitive, no space before ``(``, the leftmost match, greedy to the last
+    ``)`` of that line (``.`` stops at a line feed only), then strips quotes. Linear: one pass per line."""
+    for line in value.split("\n"):
+        k = line.find("url(")
+        if k >= 0:
+            e = line.rfind(")")
+            if e > k + 4:  # ".+" takes at least one character
+                return line[k + 4:e].strip("'\"")
+    return None
+
+
 def ref_problem(ref: str) -> str | None:
-    """None when ``ref`` may be used (empty, ``#fragment``, ``data:`` of a non-document type)."""
+    """None when ``ref`` may be used (empty, ``#fragment``, ``data:`` of a non-document type), both as written
+    and as cairosvg reads it: an ``href`` of ``#a URL('#b url(data:...)`` starts with ``#`` but cairosvg fetches
+    the ``data:`` URL inside."""
+    inner = _cairosvg_url(ref)
+    problem = _plain_ref_problem(inner) if inner is not None else None
+    return problem and f"url() inside the reference: {problem}" or _plain_ref_problem(ref)
+
+
+def _plain_ref_problem(ref: str) -> str | None:
     r = ref.replace("\t", "").replace("\n", "").replace("\r", "").strip(_URL_STRIP)
     if r == "" or r.startswith("#"):
         return None

@@ -56,6 +56,7 @@ SETUP_FAILED_EXIT = 121
 FRAME_MAX = 16384  # bytes of the job's result frame
 MESSAGE_MAX = 1000  # characters of a job's message that are kept
 JOB_MESSAGE_PREFIX = "job: "  # marks text that comes from the job (untrusted once job code ran)
+JOB_SOURCE_NAME = "<render>"  # the file name job code is compiled under (its frames in tracebacks)
 SETUP_TIMEOUT_S = 10.0
 STATUS_FD, CTL_FD, JOB_FD = 3, 4, 5
 _PNG_SIG = b"\x89PNG\r\n\x1a\n"
@@ -295,6 +296,16 @@ def _classify_exception(e: BaseException) -> str:
     return "crash"
 
 
+def _raised_by_job_code(e: BaseException) -> bool:
+    """True when ``e`` was raised in the job's own source (its innermost frame), not inside a library it called."""
+    tb = e.__traceback__
+    if tb is None:
+        return False
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    return tb.tb_frame.f_code.co_filename == JOB_SOURCE_NAME
+
+
 def _classify_one(e: BaseException) -> str:
     if isinstance(e, MemoryError):
         return "memory"
@@ -314,6 +325,10 @@ def _classify_one(e: BaseException) -> str:
             return "memory"
         if e.errno == errno.EMFILE:
             return "forbidden"
+    if type(e).__module__.startswith("defusedxml."):  # an entity / DTD / external reference refused by the parser
+        return "forbidden"
+    if isinstance(e, OverflowError) or _raised_by_job_code(e):
+        return "crash"  # the message rules below read library refusals, not the job's own words or arithmetic
     text = str(e)
     if "NO_MEMORY" in text or "out of memory" in text.lower():
         return "memory"
@@ -466,7 +481,7 @@ def _run_python(code: str, limits: RenderLimits) -> tuple[str, str]:
     import matplotlib.pyplot as plt
 
     try:
-        compiled = compile(code, "<render>", "exec")
+        compiled = compile(code, JOB_SOURCE_NAME, "exec")
     except (SyntaxError, ValueError) as e:
         return "syntax", _exc_text(e)
     except (MemoryError, RecursionError) as e:
@@ -1117,8 +1132,13 @@ class Supervisor:
                 chunk = os.read(st_r, 65536)
                 if not chunk:
                     reading = False
-                elif overflow or len(frame) + len(chunk) > FRAME_MAX:
-                    overflow, frame = True, bytearray()  # keep draining, keep nothing
+                elif len(frame) + len(chunk) > FRAME_MAX:
+                    # the result is `protocol` already: swap the pipe's read end for /dev/null, so that the job's
+                    # further writes fail (EPIPE) instead of keeping this root process reading for the job's time
+                    null = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
+                    os.dup2(null, st_r, inheritable=False)
+                    os.close(null)
+                    overflow, frame, reading = True, bytearray(), False
                 else:
                     frame += chunk
             exited = pidfd in ready
@@ -1149,6 +1169,9 @@ class Supervisor:
             name = signal.Signals(sig).name if sig in signal.Signals._value2member_map_ else str(sig)
             if sig == signal.SIGSYS:
                 return _result(kind="forbidden", msg="blocked system call (seccomp)", t0=t0, layers=layers)
+            if sig == signal.SIGPIPE and overflow:  # its result pipe was closed on it for an oversized frame
+                return _result(kind="protocol", msg=f"job result frame larger than {FRAME_MAX} bytes", t0=t0,
+                               layers=layers)
             if sig == signal.SIGXCPU:
                 return _result(kind="timeout", msg="CPU time limit", t0=t0, layers=layers)
             if sig == signal.SIGXFSZ:

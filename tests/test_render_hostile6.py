@@ -1,0 +1,115 @@
+"""render/: a seventh red-team pass. An SVG ``href`` the screen read as a ``#fragment`` made cairosvg load a nested,
+never-screened SVG document (cairosvg takes ``url(...)`` out of any href with its own pattern: ``#a URL('#b
+url(data:image/svg+xml;...)``); a job flooding its result pipe kept the root supervisor reading it for the job's whole
+time (~0.4 CPU-seconds per second, outside the job's CPU limit); and a job's own exception text decided its
+error kind (``float(10**400)``'s "int too large to convert" was ``too_large``, a job's "out of memory" ``memory``)."""
+
+import base64
+import os
+import re
+import sys
+import time
+
+import pytest
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="render sandbox is Linux-only")
+
+from render import RenderJob  # noqa: E402
+from render.svg import _cairosvg_url, check_svg  # noqa: E402
+from test_render_hostile5 import RED, _next_job_renders  # noqa: E402
+
+NESTED = base64.b64encode(b'<svg xmlns="http://www.w3.org/2000/svg" width="40" height="40">'
+                          b'<rect width="40" height="40" fill="red"/></svg>').decode()
+OUTER = ('<svg xmlns="http://www.w3.org/2000/svg" xmlns:xlink="http://www.w3.org/1999/xlink" width="40" height="40">'
+         '<rect width="40" height="40" fill="blue"/>{}</svg>')
+BYPASSES = {
+    "use_uppercase_URL": f'<use href="#a URL(\'#b url(data:image/svg+xml;base64,{NESTED})"/>',
+    "use_space_before_paren": f'<use href="#a url (\'#b url(data:image/svg+xml;base64,{NESTED})"/>',
+    "image_xlink_untyped_data": f'<image width="40" height="40" xlink:href="#a URL(\'#b url(data:;base64,{NESTED})"/>',
+    "use_fragment_then_url": f'<use href="#a url(data:image/svg+xml;base64,{NESTED})"/>',
+}
+
+
+@pytest.fixture(scope="module")
+def pool(render_pool):
+    return render_pool
+
+
+# -- 1. the SVG screen reads an href as cairosvg does ------------------------------------------------------------------
+@pytest.mark.parametrize("name", sorted(BYPASSES))
+def test_url_inside_an_href_is_screened_as_cairosvg_extracts_it(name):
+    kind, reason = check_svg(OUTER.format(BYPASSES[name]))
+    assert kind == "forbidden" and "url() inside the reference" in reason, reason
+
+
+def test_nested_document_behind_a_fragment_href_is_not_rendered(pool):
+    r = pool.render(RenderJob(OUTER.format(BYPASSES["use_uppercase_URL"]), "svg"), timeout_s=10)
+    assert not r.ok and r.error_kind == "forbidden", r
+    # fragments and url(#id) paint references still render
+    ok = OUTER.format('<defs><linearGradient id="g"><stop offset="0" stop-color="red"/></linearGradient></defs>'
+                      '<rect id="r" width="10" height="10" fill="url(#g)"/><use href="#r" x="20"/>')
+    assert check_svg(ok) is None and pool.render(RenderJob(ok, "svg"), timeout_s=10).ok
+
+
+def test_extraction_matches_cairosvgs_own_pattern():
+    import random
+
+    from cairosvg.url import URL  # the pattern parse_url searches every href with
+
+    rng = random.Random(7)
+    parts = ["url(", "URL(", "url (", ")", "'", '"', "#a", " ", "\n", "data:", "x", "(", "rl("]
+    for _ in range(20000):
+        v = "".join(rng.choice(parts) for _ in range(rng.randint(0, 9)))
+        m = URL.search(v)
+        assert _cairosvg_url(v) == (m.group(1).strip("'\"") if m else None), repr(v)
+
+
+def test_extraction_is_linear():
+    # the regex itself is quadratic on many "url(" without a ")" on one line; the screen must not be
+    v = "#" + "url(" * 250_000
+    t0 = time.perf_counter()
+    assert _cairosvg_url(v) is None and _cairosvg_url(v + ")") == v[5:]
+    assert time.perf_counter() - t0 < 1.0
+
+
+# -- 2. a flooded result pipe costs the supervisor nothing -------------------------------------------------------------
+def _cpu_s(pid: int) -> float:
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
+
+
+FLOOD = ("import fcntl, os\n{prelude}fcntl.fcntl(3, 1031, 1 << 20)  # F_SETPIPE_SZ\nb = b'x' * (1 << 20)\n"
+         "while True:\n{body}")
+
+
+@pytest.mark.parametrize("name,prelude,body,kind", [
+    ("write_until_error", "", "    os.write(3, b)\n", "protocol"),
+    ("sigpipe_default", "import signal\nsignal.signal(signal.SIGPIPE, signal.SIG_DFL)\n", "    os.write(3, b)\n",
+     "protocol"),
+    ("ignore_epipe", "", "    try:\n        os.write(3, b)\n    except OSError:\n        pass\n", "timeout"),
+])
+def test_result_pipe_flood_ends_the_supervisors_reading(pool, name, prelude, body, kind):
+    (pid,) = pool.worker_pids()[:1]
+    before, t0 = _cpu_s(pid), time.monotonic()
+    r = pool.render(RenderJob(FLOOD.format(prelude=prelude, body=body)), timeout_s=4)
+    assert r.error_kind == kind, r
+    if kind == "protocol":  # its writes fail at once: no waiting for the deadline (the old code drained to it)
+        assert time.monotonic() - t0 < 3.5
+    # before: ~0.4 CPU-seconds of the root supervisor per second of flooding
+    assert _cpu_s(pid) - before < 0.5
+    _next_job_renders(pool)
+
+
+# -- 3. error kinds come from library refusals, not from the job's own words ----------------------------------------
+@pytest.mark.parametrize("name,code,kind", [
+    ("float_overflow", "import matplotlib.pyplot as plt\nplt.plot([float(10**400)])\n", "crash"),
+    ("own_out_of_memory_text", "raise ValueError('solver ran out of memory budget')\n", "crash"),
+    ("own_too_large_text", "raise RuntimeError('this number is too large')\n", "crash"),
+    ("real_memory_error", "x = bytearray(1 << 40)\n", "memory"),
+    ("matplotlib_image_too_large", "import matplotlib.pyplot as plt\nfig = plt.figure(figsize=(100000, 1), dpi=100)\n"
+     "fig.savefig('out.png')\n", "too_large"),
+])
+def test_error_kind_of_the_jobs_own_exceptions(pool, name, code, kind):
+    r = pool.render(RenderJob(code), timeout_s=10)
+    assert not r.ok and r.error_kind == kind, r
