@@ -1222,8 +1222,9 @@ def _clean_candidate(s: str) -> str:
     s = re.sub(r"\\(?:text|textbf|mathbf|mathrm)\{([^{}]*)\}", r"\1", s)
     s = s.strip().rstrip(".。").strip()
     s = s.strip("*").strip()
-    # A quoted answer, 'The answer is "B".' (the official quick-extract form): the quoted text.
-    m = re.fullmatch(r'"([^"]*)"|\u201c([^\u201c\u201d]*)\u201d', s)
+    # A quoted answer, 'The answer is "B".' (the official quick-extract form): the quoted text, also when the
+    # sentence goes on after it ('"D". I am confident.', '"21.6", since ...')
+    m = re.match(r'(?:"([^"]*)"|\u201c([^\u201c\u201d]*)\u201d)(?:$|[.,;:!\u3002\uff0c])', s)
     if m:
         s = (m.group(1) if m.group(1) is not None else m.group(2)).strip().rstrip(".").strip()
     return s
