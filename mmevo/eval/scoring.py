@@ -157,6 +157,31 @@ def _literal_tower(s: str) -> int | None:
     return value if value <= _MAX_TOWER_EXPONENT else None
 
 
+def _small_literal_chain(s: str, k: int) -> bool:
+    """Whether the power chain with a ``^`` at ``s[k]`` is a chain of integer literals
+    ``a^b^c...`` whose exponents multiply to at most ``_MAX_TOWER_EXPONENT``: latex2sympy2 nests a chain to the left
+    (``2^3^2`` is (2^3)^2 = 64, ``9^9^9`` is 9^81), so that product is the one exponent computed. Any other chain
+    (a base that is no literal, or itself an exponent) is not judged here: False."""
+    start = k
+    while True:  # back to the chain's base: "9^9^9" seen from its second "^"
+        m = re.search(r"(\d+)\s*$", s[:start])
+        if not m:
+            return False
+        b = re.search(r"\^\s*$", s[: m.start()])
+        if not b:
+            break
+        start = b.start()
+    if re.search(r"[\d.}\])]\s*$", s[: m.start()]) or len(m.group(1)) > 4:
+        return False
+    chain = re.match(r"(?:\s*\^\s*(\d{1,4})(?!\d))+", s[start:])
+    product = 1
+    for e in re.findall(r"\d+", chain.group(0)) if chain else []:
+        product *= int(e)
+        if product > _MAX_TOWER_EXPONENT:
+            return False
+    return chain is not None and not re.match(r"\s*[\^_{]", s[start + chain.end():])
+
+
 def _power_of_powers_too_big(s: str, k: int) -> bool:
     """For the ``^`` at ``s[k]`` applied to a group holding powers ((a^{b})^{c} = a^(b*c)):
     whether the numeric exponents multiply to more than ``_MAX_TOWER_EXPONENT``."""
@@ -199,6 +224,10 @@ def _factorial_too_big(s: str) -> bool:
     try:
         while True:  # innermost first: "((3!)!)!" -> "(( 6 )!)!" -> "( 6 !)!" -> ...
             reduced = re.sub(r"[({]\s*(\d+)\s*[)}]", lambda m: f" {m.group(1)} " if operand(m) else m.group(0), t)
+            # a sum / difference of two literals, as latex2sympy2's "(a)_{b}" rewrite writes: "((10)-(3))!" is 7!
+            reduced = re.sub(r"[({]\s*(\d{1,5})\s*([-+])\s*(\d{1,5})\s*[)}]", lambda m: m.group(0) if not operand(m)
+                             or (v := int(m.group(1)) + (1 if m.group(2) == "+" else -1) * int(m.group(3))) < 0
+                             else f" {v} ", reduced)
             reduced = re.sub(r"(\d+)\s*!", reduce, reduced)
             if reduced == t:
                 break
@@ -243,7 +272,9 @@ def _too_costly_for_sympy(s: str) -> bool:
     ``_MAX_DEPTH`` levels of brackets inside those around the whole answer or
     ``_MAX_FUNCTION_DEPTH`` levels of function arguments, less one per 4 "|" (the parse time
     grows with each), counted up to where latex2sympy2 stops reading ("5 triangles ..." is read
-    as 5); an exponent of 5 or more digits or a chain ``9^9^9``; a power tower (``9^{9^{9}}``)
+    as 5); an exponent of 5 or more digits or a chain ``a^b^c`` other than of integer literals whose
+    exponents multiply to at most ``_MAX_TOWER_EXPONENT`` (it nests left: ``9^9^9`` is 9^81, fine; ``x^9^9`` and
+    ``9^99^99`` are refused); a power tower (``9^{9^{9}}``)
     unless it is a tower of integers with an exponent of at most ``_MAX_TOWER_EXPONENT``
     (``2^{2^{2}}``); a power of powers whose exponents multiply to more
     (``(9999^{9999})^{9999}``); a big factorial (:func:`_factorial_too_big`; ``1000 \\cdot 3!``
@@ -256,7 +287,9 @@ def _too_costly_for_sympy(s: str) -> bool:
     bars = len(_BAR_RE.findall(s))
     if bars > _MAX_BARS or depth > _MAX_DEPTH or function_depth + bars / 4 > _MAX_FUNCTION_DEPTH:
         return True
-    if re.search(r"\^\s*\{?\s*[-+]?\s*\d{5,}|\^\s*\d+\s*\^", s):  # 10^{12345}, 9^9^9
+    if re.search(r"\^\s*\{?\s*[-+]?\s*\d{5,}", s):  # 10^{12345}
+        return True
+    if any(not _small_literal_chain(s, m.start()) for m in re.finditer(r"\^\s*\d+\s*\^", s)):  # 9^{9}^9^9
         return True
     for m in re.finditer(r"\^\s*\{[^{}]*\^", s):  # a tower: 9^{9^{9}}
         if _literal_tower(_exponent_after(s, m.start())) is None:
@@ -589,7 +622,7 @@ _L2S2_WORD = re.compile(r"ar(?:c)?(?:sinh|cosh|tanh)|gcd|lcm|floor|ceil|eye|zero
 # "\\toa" is "\\to" "a"; but "\\rightarrow" is an arrow), a matrix's "\\begin{pmatrix}", another command ("\\frac",
 # "\\{"), a number ("1,000.5", "3E2", "5\\%"), a character.
 _L2S2_TOKEN = re.compile(r"\\(?:m?left(?!rightarrow)|m?right(?!arrow)|(?:[lL]ong)?[rR]ightarrow|to)"
-                         r"|\\(?:begin|end)\{[a-zA-Z]*\}|\\(?:[a-zA-Z]+|[{}\\])"
+                         r"|\\(?:begin|end)\{[pbv]?matrix\}|\\(?:[a-zA-Z]+|[{}\\])"
                          r"|(?:\d*(?:,\d{3})*\.\d+|\d+(?:,\d{3})*)(?:E[-+]?\d+|\\%)?|<->|<=>|.", re.S)
 # Each group rule pairs an opener with its own closer: "{5)" and "(5}" are errors, not 5.
 _BRACKETS = {"(": ")", "[": "]", "{": "}", "\\{": "\\}", "\\lbrace": "\\rbrace", "\\lbrack": "\\rbrack",
@@ -685,14 +718,31 @@ def _scan_latex2sympy2(s: str) -> tuple[str, bool]:
     return s, left or right or any(not call for _, _, call, _ in stack)
 
 
+# latex2sympy2's ``(a)_{b}`` permutation rewrite, as its ``latex2sympy`` writes it.
+_L2S2_PERMUTATION = re.compile(r"\(([a-zA-Z0-9+\-*/\\ ]+?)\)_{([a-zA-Z0-9+\-*/\\ ]+?)}")
+
+
+def _latex2sympy2_text_rewrites(s: str) -> str:
+    """The plain text replacements latex2sympy2 1.9.1's ``latex2sympy`` makes before lexing, in its order:
+    ``\\dfrac`` / ``\\tfrac`` -> ``\\frac``, ``\\mathrm{T}`` -> T, ``\\mathrm{d}`` / ``{\\rm d}`` -> d, a
+    ``\\left[\\begin{matrix}`` ... ``\\end{matrix}\\right]`` -> bmatrix, ``(a)_{b}`` -> ``\\frac{(a)!}{((a)-(b))!}``
+    (``(5)_{2}`` is 20), and ``\\displaystyle``, ``\\quad``, ``\\qquad``, ``~``, ``\\,``, ``$`` -> a space
+    (``\\frac \\quad {5}{3}`` is 5/3; ``1\\\\,`` leaves ``1\\ ``, an error)."""
+    s = s.replace("\\dfrac", "\\frac").replace("\\tfrac", "\\frac")
+    s = s.replace("\\mathrm{T}", "T").replace("\\mathrm{d}", "d").replace("{\\rm d}", "d")
+    s = s.replace("\\left[\\begin{matrix}", "\\begin{bmatrix}").replace("\\end{matrix}\\right]", "\\end{bmatrix}")
+    s = _L2S2_PERMUTATION.sub(r"\\frac{(\1)!}{((\1)-(\2))!}", s)
+    s = s.replace("\\displaystyle", " ")
+    s = s.replace("\\quad", " ").replace("\\qquad", " ").replace("~", " ").replace("\\,", " ")
+    return s.replace("$", " ")
+
+
 def _latex2sympy2_like(s: str) -> Any:
-    """Parse ``s`` as the official script's ``latex2sympy`` (latex2sympy2 1.9.1) would, using
-    latex2sympy2_extended plus rewrites for the differences that matter on MATH-V answers.
-    Raises where latex2sympy2 raises."""
+    """Parse ``s`` (already through :func:`_latex2sympy2_text_rewrites`) as the official script's
+    ``latex2sympy`` (latex2sympy2 1.9.1) would, using latex2sympy2_extended plus rewrites for the
+    differences that matter on MATH-V answers. Raises where latex2sympy2 raises."""
     from latex2sympy2_extended.latex2sympy2 import normalize_latex
 
-    s = s.replace("$", " ").replace("~", " ")  # it reads these as spaces: "$5$+1" -> 1+5, "5$3" -> 5*3
-    s = s.replace("\\displaystyle", " ")
     # What follows where it stops reading is never looked at: "5}^{\\circ" is 5, and so is "5 & \\circ" (at
     # "&", a line break or an arrow it stops after a complete expression, and fails after another).
     s, error = _scan_latex2sympy2(s)
@@ -791,7 +841,10 @@ def _latex_value(s: str) -> Any:
     ``eval``-ed: same value and type (``int`` / ``float``), no code execution. A result that is
     symbolic (unknown name), complex, a tuple or that overflows is ``None``.
     """
-    if not isinstance(s, str) or not s.strip() or _too_costly_for_sympy(s):
+    if not isinstance(s, str):
+        return None
+    s = _latex2sympy2_text_rewrites(s)  # first, as latex2sympy2 does: the guards judge what it lexes
+    if not s.strip() or _too_costly_for_sympy(s):
         return None
     try:
         # latex2sympy2 evaluates exp(1) to E (a NameError for the official eval).
