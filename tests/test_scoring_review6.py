@@ -90,3 +90,22 @@ def test_mathvista_quoted_answer_then_more_text(response, expected):
     letters = "ABCD"
     got = extract_mathvista_answer(response, MC)
     assert (MC["choices"][letters.index(got)] if got in letters else got) == expected
+
+
+# -- latex2sympy2 reads relations at the top level only ---------------------------------------------------------------
+@pytest.mark.parametrize("answer,gold,official", [
+    ("(0<1)", "1", False),  # was True: the outer brackets were stripped before the comparison was parsed
+    (r"(1\le 2)", "1", False),
+    ("{1>-3}", "1", False),
+    (r"\left(1\ge-5\right)", "1", False),
+    ("[2<3]", "1", False),
+    ("0<1", "1", True),  # without brackets a comparison is read (and evaluates to 1)
+    ("1<2<3", "1", True),
+    ("(1)", "1", True),
+])
+def test_no_comparison_inside_brackets(answer, gold, official):
+    assert mathvision_is_equal(answer, gold) is official
+
+
+def test_bracketed_comparison_through_the_pipeline():
+    assert score_mathvision(r"\boxed{(0<1)}", {"answer": "1", "options": []}) is False

@@ -718,6 +718,8 @@ def _scan_latex2sympy2(s: str) -> tuple[str, bool]:
     return s, left or right or any(not call for _, _, call, _ in stack)
 
 
+# Its relation tokens (LT, LTE, GT, GTE, UNEQUAL, ASSIGNMENT, EQUAL); "\\left" is gone by the time this is used.
+_L2S2_RELATION = re.compile(r"[<>=]|!=|\\(?:leq?|geq?|leqslant|geqslant|neq?|equiv)(?![a-zA-Z])")
 # latex2sympy2's ``(a)_{b}`` permutation rewrite, as its ``latex2sympy`` writes it.
 _L2S2_PERMUTATION = re.compile(r"\(([a-zA-Z0-9+\-*/\\ ]+?)\)_{([a-zA-Z0-9+\-*/\\ ]+?)}")
 
@@ -779,6 +781,8 @@ def _latex2sympy2_like(s: str) -> Any:
     nc, cc = _l2s_configs()
     stripped = _strip_outer_groups(s)
     in_group = stripped != s.strip()  # "(5. x)": inside brackets nothing ends the parse early (an error)
+    if in_group and _L2S2_RELATION.search(stripped):  # its relations are top-level only: "(0<1)" is an error
+        raise ValueError("latex2sympy2 reads no comparison inside brackets")
     s = normalize_latex(stripped, nc)
     # ANTLR's SLL prediction first: where it parses without a syntax error its tree is the one of the
     # default (full LL) prediction, at a fraction of the cost (full-context prediction rescans a leading
