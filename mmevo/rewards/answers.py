@@ -367,12 +367,38 @@ def _nest_depth(s: str) -> int:
     return deepest
 
 
+# Evaluated while math-verify parses, before `_mv_bounded` can look: a binomial of a power (\\binom{2^{99}}{49999});
+# or slow in sympy whatever their size: a sum / product of powers (\\sum_{k=1}^{99}k^{99}: seconds even numerically),
+# an integral of a high power (\\int_0^1 x^{99999} dx integrates a dense polynomial)
+_BINOM_RE = re.compile(r"\\[dt]?binom(?![A-Za-z])")
+_BIG_ARGUMENT_RE = re.compile(r"[\^!]|\d{5,}")  # a power, a factorial or a 5-digit number
+
+
+def _costly_operators(s: str) -> bool:
+    for m in _BINOM_RE.finditer(s):
+        j = m.end()
+        for _ in range(2):  # its two argument groups ("\\binom52" has no braces: digits only)
+            while j < len(s) and s[j] == " ":
+                j += 1
+            if j >= len(s) or s[j] != "{":
+                break
+            arg = _braced_from(s, j + 1)
+            if arg is None or _BIG_ARGUMENT_RE.search(arg):
+                return True
+            j += len(arg) + 2
+    if "\\choose" in s and _BIG_ARGUMENT_RE.search(s):
+        return True
+    if re.search(r"\\(?:sum|prod)(?![A-Za-z])", s) and s.count("^") > len(re.findall(r"\\(?:sum|prod)\s*_", s)):
+        return True  # more powers than the sums' upper limits: a power in a summand
+    return bool(re.search(r"\\i+nt(?![A-Za-z])", s) and re.search(r"\^\s*\{?\s*[-+]?\d{3,}", s))
+
+
 def _mv_safe(s: str) -> bool:
     if len(s) > _MV_MAX_LEN or _nest_depth(s) > _MV_MAX_NEST:
         return False
     if any(op in s for op in _HEAVY_OPS) and _BIG_INT_RE.search(s):
         return False
-    return _scripts_ok(s)
+    return not _costly_operators(s) and _scripts_ok(s)
 
 
 # sympy evaluates a parsed answer in full (verify, evalf), which cannot be interrupted off the main thread; an answer
@@ -384,7 +410,7 @@ _MV_MAX_TERMS = 100
 
 def _log10_bound(x) -> float:
     """Upper bound on log10 of the size of any number sympy may compute from ``x`` (a symbol counts as 10)."""
-    from sympy import Product, Sum, binomial, exp, factorial, factorial2, gamma, subfactorial
+    from sympy import Product, Sum, binomial, cosh, csch, exp, factorial, factorial2, gamma, sech, sinh, subfactorial
 
     if getattr(x, "is_Rational", False):
         return math.log10(max(abs(int(x.p)), abs(int(x.q)), 1))
@@ -399,7 +425,7 @@ def _log10_bound(x) -> float:
     ls = [_log10_bound(a) for a in args]
     if getattr(x, "is_Pow", False):
         return ls[0] * _pow10(ls[1])
-    if isinstance(x, exp):
+    if isinstance(x, (exp, sinh, cosh, csch, sech)):  # e^x in size (csch / sech: its reciprocal's digits)
         return _pow10(ls[0])
     if isinstance(x, (factorial, factorial2, subfactorial, gamma, binomial)):
         return _pow10(max(ls)) * max(max(ls), 1.0)  # n! < n^n
@@ -449,10 +475,25 @@ def _nesting_ok(x, depth: int = 1, calls: int = 0) -> bool:
     return all(isinstance(a, str) or _nesting_ok(a, depth + 1, calls) for a in getattr(x, "args", ()))
 
 
+# math-verify compares relations also by sympy's simplify / trigsimp and as_set, whose time grows steeply with the
+# degree of a power of a symbol in them ("y=\\sec(x)^{99}" vs "y=1": 12 s; "x^{999}=\\sinh(9)" vs an interval:
+# minutes); answers that are relations keep low degrees
+_MV_MAX_RELATION_DEGREE = 8
+
+
+def _relations_ok(x) -> bool:
+    from sympy import Pow
+    from sympy.core.relational import Relational
+
+    rels = [x] if isinstance(x, Relational) else list(x.atoms(Relational)) if hasattr(x, "atoms") else []
+    return not any(p.exp.is_Number and abs(p.exp) > _MV_MAX_RELATION_DEGREE and p.base.free_symbols
+                   for r in rels for p in r.atoms(Pow))
+
+
 def _mv_bounded(exprs: tuple) -> bool:
     try:
         return all(isinstance(x, str) or (_nesting_ok(x) and _log10_bound(x) <= _MV_MAX_DIGITS
-                                          and _terms_bound(x) <= _MV_MAX_TERMS) for x in exprs)
+                                          and _terms_bound(x) <= _MV_MAX_TERMS and _relations_ok(x)) for x in exprs)
     except Exception:
         return False
 
