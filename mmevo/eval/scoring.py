@@ -542,28 +542,10 @@ def _l2s_converter() -> Any:
                 ops = ((rel.LT, sympy.StrictLessThan), (rel.LTE, sympy.LessThan), (rel.GT, sympy.StrictGreaterThan),
                        (rel.GTE, sympy.GreaterThan))
                 relation = next((r for token, r in ops if token()), None)
-                eq = rel.EQUAL() or rel.ASSIGNMENT()  # "=" is latex2sympy2's ASSIGNMENT ("\\equiv" its EQUAL)
-                if eq is not None and eq.getText() == "=":  # it assigns to a symbol, giving the value ("x=6" is 6)
-                    lh, rh = self.convert_relation(rel.relation(0)), self.convert_relation(rel.relation(1))
-                    if isinstance(lh, sympy.Symbol):
-                        return rh
-                    # else it solves for the symbols (a list of Eq) or keeps an Eq: no value for the official eval
-                    raise ValueError("an equation, not an assignment to a symbol")
-                if relation is None:  # the rest: the base class's handling
+                if relation is None:  # "=" and the rest: the base class's handling
                     return super().convert_relation(rel)
                 lh, rh = self.convert_relation(rel.relation(0)), self.convert_relation(rel.relation(1))
                 return relation(lh, rh, evaluate=False)
-
-            def convert_set_elements_relation(self, expr):
-                # "x=1" reaches this rule of the base class's grammar (symbols "=" elements); latex2sympy2 reads it as
-                # the relation above: an assignment to one symbol gives the value, anything else no value
-                if expr.ASSIGNMENT():
-                    left = self.convert_atom_expr_list(expr.atom_expr_list())
-                    if not isinstance(left, sympy.Symbol):
-                        raise ValueError("an equation, not an assignment to a symbol")
-                    return self.convert_elements_to_set_or_tuple(
-                        self.convert_semicolon_elements_no_relation(expr.semicolon_elements_no_relation()))
-                return super().convert_set_elements_relation(expr)
 
             def convert_mp(self, mp):
                 res = super().convert_mp(mp)
@@ -577,7 +559,7 @@ def _l2s_converter() -> Any:
 
 
 # Constructs the original latex2sympy2 grammar rejects but latex2sympy2_extended accepts.
-_L2S_REJECT = ("\\(", "\\)", "\\[", "\\]", "\\boxed", "\\fbox", "\\circ", "\\text", "\\mbox", "\\!", '"', "{,}",
+_L2S_REJECT = ("\\(", "\\)", "\\[", "\\]", "\\boxed", "\\fbox", "\\circ", "\\text", "\\mbox", "\\!", "=", '"', "{,}",
                "\\cfrac", "\\;", "\\:",
                # commands its lexer has no token for ("1\\approx 2", "1\\lt 2", "1\\thinspace 000", "\\phantom{0}5"),
                # and \\gamma / \\Gamma, which it reads as the symbol "gamma" (the math function there: never a number)
