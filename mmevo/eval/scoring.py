@@ -1050,7 +1050,14 @@ def _eval_tuple(s: str) -> str:
 def mathvision_is_equal(asw: str, gt_asw: str) -> bool:
     """Official ``is_equal``: case-insensitive string match, tuple match, then equality of the
     values (``eval(str(latex2sympy(.)))``, see :func:`_latex_value`) rounded to 2 decimals.
-    Infinity (``oo``) and anything symbolic has no value there: never equal."""
+    Infinity (``oo``) and anything symbolic has no value there: never equal.
+
+    An equation has no value here (``"x=6"`` is not 6). latex2sympy2 1.9.1 reads ``symbol = value`` as an assignment
+    and returns the value, but only in a fresh process: the first differential it parses (``dx``, or the "d" of any
+    word such as "degrees") rebinds its global ``var`` to a Symbol, after which every letter it reads raises, for the
+    rest of the process. The official script scores a whole benchmark in one process, where an early extracted answer
+    such as "30 degrees" does that: this follows the state such a run is in. (Through :func:`score_mathvision` no
+    answer has an "=": extraction keeps what follows the last one.)"""
     try:
         asw, gt_asw = str(asw).lower(), str(gt_asw).lower()
         if not asw.replace(" ", "") or not gt_asw.replace(" ", ""):
