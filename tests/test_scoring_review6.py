@@ -109,3 +109,24 @@ def test_no_comparison_inside_brackets(answer, gold, official):
 
 def test_bracketed_comparison_through_the_pipeline():
     assert score_mathvision(r"\boxed{(0<1)}", {"answer": "1", "options": []}) is False
+
+
+# -- latex2sympy2's lexer has no rule for a whole unknown command: a closer / stop glued to letters is still one ----------
+@pytest.mark.parametrize("answer,gold,official", [
+    (r"5\rvertx", "5", True),  # was False: "\rvertx" was one unknown command, not "\rvert" (closes nothing: stop) "x"
+    (r"5\rbracex", "5", True),
+    (r"5\rfloorx", "5", True),
+    (r"5\urcornerx", "5", True),
+    (r"578\chooseI", "578", True),
+    (r"7\xrightarrowab", "7", True),
+    (r"(5\rvert", "5", False),  # inside brackets a wrong closer is still an error
+    (r"\lvert 5\rvertx", "5", False),
+])
+def test_closers_and_stops_glued_to_letters(answer, gold, official):
+    assert mathvision_is_equal(answer, gold) is official
+
+
+def test_glued_closer_through_the_pipeline():
+    # MATH-V's answer cleaning deletes "\right" inside "\rightarrow", leaving "83.377\rvertarrow"
+    assert score_mathvision(r"the answer should be 83.377\rvert \rightarrow", {"answer": "83.377", "options": []})
+    assert score_mathvision(r"9 \sqrt {11} \xrightarrow{} because", {"answer": r"9 \sqrt {11}", "options": []})

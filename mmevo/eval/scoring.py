@@ -618,10 +618,12 @@ def _group_braces(s: str) -> str:
 # Bare words that latex2sympy2's lexer reads as function names (its FUNC_*_NAME tokens).
 _L2S2_WORD = re.compile(r"ar(?:c)?(?:sinh|cosh|tanh)|gcd|lcm|floor|ceil|eye|zeros|ones|cols|rows|diag|norm|rank"
                         r"|tr|rref|[hv]stack|orth|nullspace|eigen|svd|[pbv]?matrix")
-# One token of its lexer: "\\left", "\\right" or an arrow, also before other letters ("\\rightx" is "\\right" "x",
-# "\\toa" is "\\to" "a"; but "\\rightarrow" is an arrow), a matrix's "\\begin{pmatrix}", another command ("\\frac",
-# "\\{"), a number ("1,000.5", "3E2", "5\\%"), a character.
-_L2S2_TOKEN = re.compile(r"\\(?:m?left(?!rightarrow)|m?right(?!arrow)|(?:[lL]ong)?[rR]ightarrow|to)"
+# One token of its lexer: "\\left", "\\right", an arrow, a closer or "\\choose", also before other letters (its lexer
+# has no rule for a whole unknown command: "\\rightx" is "\\right" "x", "\\toa" "\\to" "a", "\\rvertx" "\\rvert"
+# "x"; but "\\rightarrow" is an arrow), a matrix's "\\begin{pmatrix}", another command ("\\frac", "\\{"), a number
+# ("1,000.5", "3E2", "5\\%"), a character.
+_L2S2_TOKEN = re.compile(r"\\(?:m?left(?!rightarrow)|m?right(?!arrow)|(?:[lL]ong)?[rR]ightarrow|to"
+                         r"|r(?:vert|brace|brack|floor|ceil|group)|[ul]rcorner|x[rR]ightarrow|choose)"
                          r"|\\(?:begin|end)\{[pbv]?matrix\}|\\(?:[a-zA-Z]+|[{}\\])"
                          r"|(?:\d*(?:,\d{3})*\.\d+|\d+(?:,\d{3})*)(?:E[-+]?\d+|\\%)?|<->|<=>|.", re.S)
 # Each group rule pairs an opener with its own closer: "{5)" and "(5}" are errors, not 5.
