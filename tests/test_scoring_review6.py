@@ -130,3 +130,16 @@ def test_glued_closer_through_the_pipeline():
     # MATH-V's answer cleaning deletes "\right" inside "\rightarrow", leaving "83.377\rvertarrow"
     assert score_mathvision(r"the answer should be 83.377\rvert \rightarrow", {"answer": "83.377", "options": []})
     assert score_mathvision(r"9 \sqrt {11} \xrightarrow{} because", {"answer": r"9 \sqrt {11}", "options": []})
+
+
+# -- \pi with an exponent then a subscript: one atom, the subscript dropped --------------------------------------------
+@pytest.mark.parametrize("answer,gold,official", [
+    (r"\pi^2_1", "9.87", True),  # was False: read as the symbol pi_1 squared
+    (r"\pi^{2}_1", "9.87", True),
+    (r"\pi^2_1+1", "10.87", True),  # the parse goes on after it
+    (r"2\pi^2_{1}", "19.74", True),
+    (r"\pi_1^2", "9.87", False),  # a subscript first: the parse ends at "_" (pi)
+    (r"\pi_1", "3.14", True),
+])
+def test_pi_power_then_subscript(answer, gold, official):
+    assert mathvision_is_equal(answer, gold) is official

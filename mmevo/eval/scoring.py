@@ -755,6 +755,9 @@ def _latex2sympy2_like(s: str) -> Any:
     s = re.sub(r"\\m?(?:left(?!rightarrow)|right(?!arrow))", "", s)
     # Its \\pi / \\infty take no exponent of their own: "2^\\pi^2" is (2^pi)^2; "^{\\top}" is a transpose.
     s = re.sub(r"\^\s*(\\(?:pi|infty))(?![a-zA-Z])", r"^{\1}", s).replace("^{\\top}", "'")
+    # Its \\pi with an exponent then a subscript is one atom whose subscript it drops ("\\pi^2_1" is pi^2; the
+    # base class would make a symbol pi_1); "\\pi_1^2" is not (a subscript first ends the parse at "_").
+    s = re.sub(r"(\\pi\s*\^\s*(?:\{[^{}]*\}|\w))\s*_\s*(?:\{[^{}]*\}|\w)", r"\1", s)
     read = s[: m.start()] if (m := re.search(r"&|\\\\|\\(?:to|rightarrow|Rightarrow|longrightarrow)(?![a-zA-Z])", s)) else s
     if (
         any(t in read for t in _L2S_REJECT)
