@@ -143,3 +143,13 @@ def test_glued_closer_through_the_pipeline():
 ])
 def test_pi_power_then_subscript(answer, gold, official):
     assert mathvision_is_equal(answer, gold) is official
+
+
+# -- a matrix's own "&" and "\\" are no stops for the rejected-token check ----------------------------------------------
+@pytest.mark.parametrize("answer,gold,official", [
+    (r"\begin{vmatrix}1&0\\0&1\end{vmatrix}^\circ", "1", False),  # was True: "^\circ" after the matrix went unseen
+    (r"\begin{vmatrix}1&0\\0&1\end{vmatrix}", "1", True),
+    (r"5 & \circ", "5", True),  # outside a matrix "&" ends the reading: what follows is never looked at
+])
+def test_matrix_separators_do_not_end_the_check(answer, gold, official):
+    assert mathvision_is_equal(answer, gold) is official

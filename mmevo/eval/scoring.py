@@ -758,7 +758,10 @@ def _latex2sympy2_like(s: str) -> Any:
     # Its \\pi with an exponent then a subscript is one atom whose subscript it drops ("\\pi^2_1" is pi^2; the
     # base class would make a symbol pi_1); "\\pi_1^2" is not (a subscript first ends the parse at "_").
     s = re.sub(r"(\\pi\s*\^\s*(?:\{[^{}]*\}|\w))\s*_\s*(?:\{[^{}]*\}|\w)", r"\1", s)
-    read = s[: m.start()] if (m := re.search(r"&|\\\\|\\(?:to|rightarrow|Rightarrow|longrightarrow)(?![a-zA-Z])", s)) else s
+    # where it stops reading ("&", a line break, an arrow), not counting a matrix's own "&" and "\\\\"
+    outside = re.sub(r"\\begin\{[pbv]?matrix\}.*?\\end\{[pbv]?matrix\}", lambda m: " " * len(m.group()), s, flags=re.S)
+    m = re.search(r"&|\\\\|\\(?:to|rightarrow|Rightarrow|longrightarrow)(?![a-zA-Z])", outside)
+    read = s[: m.start()] if m else s
     if (
         any(t in read for t in _L2S_REJECT)
         or not read.isascii()
