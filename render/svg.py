@@ -4,9 +4,11 @@ The document is parsed once with the standard library's expat (linear time, no D
 expansion beyond the five predefined ones and character references) after a size cap. Refused
 (``forbidden``): a DOCTYPE internal subset, any entity / notation declaration, an undeclared entity,
 processing instructions (``xml-stylesheet``), XInclude, a root element other than ``svg``, an ``href`` in
-any namespace that is not empty, ``#fragment`` or a ``data:`` URL, and in any attribute value or ``<style>``
-text, after CSS unescaping, ``@import`` or a ``url()`` to anything else; in style attributes and ``<style>``
-text also an ``href`` / ``xlink:href`` property. CSS is screened with comments removed (as tokenised: not
+any namespace that is not empty, ``#fragment`` or a ``data:`` URL, an ``href`` or ``id`` holding ``url(`` (once
+tabs and line breaks are removed: cairosvg fetches what its own ``url\\((.+)\\)`` finds there, up to three times
+over), a ``data:`` URL whose base64 does not decode (with or without its ``#fragment``), and in any attribute value
+or ``<style>`` text, after CSS unescaping, ``@import`` or a ``url()`` to anything else; in style attributes and
+``<style>`` text also an ``href`` / ``xlink:href`` or ``id`` property. CSS is screened with comments removed (as tokenised: not
 inside strings) and as written. ``data:`` URLs holding SVG / XML documents (declared so, or sniffed from the
 decoded payload as cairosvg does) or gzip are refused too (they would need their own screening). Every
 check runs on parsed values (entities and character references already decoded), in time linear in the
@@ -24,12 +26,14 @@ SVG_NS = "http://www.w3.org/2000/svg"
 XINCLUDE_NS = ("http://www.w3.org/2001/XInclude", "http://www.w3.org/2003/XInclude")
 MAX_SVG_BYTES = 1 << 20
 _CSS_WS = " \t\n\r\f"
+_URL_UNSAFE = str.maketrans("", "", "\t\r\n")  # removed by urlsplit
 _URL_STRIP = "".join(map(chr, range(0x21)))  # C0 controls and space (stripped by URL parsers)
 # Comments as a CSS tokenizer sees them: an escape (backslash + any character) and a string (up to its
 # closing quote or an unescaped newline) are kept whole (group 1), so that text between two strings that
 # merely contain "/*" and "*/" is not removed; every other /* ... */ is dropped.
 _CSS_COMMENT = re.compile(r"""(\\.|"(?:[^"\\\n\r\f]|\\.)*"?|'(?:[^'\\\n\r\f]|\\.)*'?)|/\*.*?(?:\*/|\Z)""", re.S)
 _CSS_HREF = re.compile(r"(?:^|[^\w-])href[" + _CSS_WS + r"]*:")  # a declaration with property (xlink:)href
+_CSS_ID = re.compile(r"(?:^|[^\w.#-])id[" + _CSS_WS + r"]*:")  # a declaration with property id
 _CSS_ESCAPE = re.compile(r"\\(?:([0-9a-fA-F]{1,6})(?:\r\n|[ \t\n\r\f])?|(\r\n|[\n\r\f])|(.)|\Z)", re.S)
 
 
@@ -58,13 +62,17 @@ def _data_problem(r: str) -> str | None:
     cairosvg sniffs the bytes (``<svg`` anywhere, gzip) and ignores the declared media type. Decoded the
     way urllib does (percent-decoding, then lenient base64); linear in ``r``, itself under the size cap."""
     head, _, body = r[5:].partition(",")
-    raw = unquote_to_bytes(body)
-    payloads = [raw]
-    if "base64" in head.lower():
-        try:
-            payloads.append(binascii.a2b_base64(raw))
-        except binascii.Error:
-            pass  # urllib fails the same way: nothing is loaded
+    payloads = []
+    # <use>/<tref> (cairosvg's Tree) fetch the URL without its #fragment, <image> with it: screen both
+    for part in {body, body.partition("#")[0]}:
+        raw = unquote_to_bytes(part)
+        payloads.append(raw)
+        if "base64" in head.lower():
+            try:
+                payloads.append(binascii.a2b_base64(raw))
+            except binascii.Error:
+                # fail closed: the screen cannot know what a differently cut URL decodes to
+                return f"data: URL with an undecodable base64 payload is not allowed: {r[:80]!r}"
     for data in payloads:
         start = data.lstrip(b" \t\n\r\f\x00\xef\xbb\xbf\xfe\xff")  # whitespace, UTF-8 / UTF-16 BOMs
         if start.startswith((b"<", b"\x1f\x8b")) or b"<svg" in data:  # cairosvg's own test is b"<svg" in
@@ -89,9 +97,14 @@ def ref_problem(ref: str) -> str | None:
     """None when ``ref`` may be used (empty, ``#fragment``, ``data:`` of a non-document type), both as written
     and as cairosvg reads it: an ``href`` of ``#a URL('#b url(data:...)`` starts with ``#`` but cairosvg fetches
     the ``data:`` URL inside."""
-    inner = _cairosvg_url(ref)
-    problem = _plain_ref_problem(inner) if inner is not None else None
-    return problem and f"url() inside the reference: {problem}" or _plain_ref_problem(ref)
+    # cairosvg runs parse_url (url\((.+)\) search, quote strip, urlsplit: \t\r\n removed) up to three times in a
+    # row on a <use>/<tref> href (use -> Tree -> fetch) and on "#" + id (pattern/gradient href chains): a url(
+    # at any depth, or one that only appears once \t\r\n are removed, is fetched. No legitimate href has one.
+    if "url(" in ref.translate(_URL_UNSAFE).lower():
+        inner = _cairosvg_url(ref)
+        problem = _plain_ref_problem(inner) if inner is not None else None
+        return f"url() inside the reference: {problem or 'not allowed'}"
+    return _plain_ref_problem(ref)
 
 
 def _plain_ref_problem(ref: str) -> str | None:
@@ -126,6 +139,8 @@ def _css_problem(text: str, declarations: bool) -> str | None:
         return "CSS @import is not allowed"
     if declarations and _CSS_HREF.search(s):
         return "an href property in CSS is not allowed"
+    if declarations and _CSS_ID.search(s):
+        return "an id property in CSS is not allowed (cairosvg turns ids into URLs)"
     n, i = len(s), 0
     while True:
         k = s.find("url", i)
@@ -176,10 +191,12 @@ def check_svg(data: bytes | str, max_bytes: int = MAX_SVG_BYTES) -> tuple[str, s
         if ns in XINCLUDE_NS or local == "include":
             refuse("XInclude is not allowed")
         for an, av in attrs.items():
-            problem = ref_problem(av) if an.rpartition(" ")[2] == "href" else None
-            problem = problem or css_problem(av, declarations=an.rpartition(" ")[2] == "style")
+            local_an = an.rpartition(" ")[2]
+            # an id becomes the URL "#" + id in cairosvg's pattern / gradient href chains
+            problem = ref_problem(av) if local_an == "href" else ref_problem("#" + av) if local_an == "id" else None
+            problem = problem or css_problem(av, declarations=local_an == "style")
             if problem:
-                refuse(f"attribute {an.rpartition(' ')[2]}: {problem}")
+                refuse(f"attribute {local_an}: {problem}")
         if local == "style":
             state["style"] += 1
 

@@ -508,15 +508,39 @@ def _run_python(code: str, limits: RenderLimits) -> tuple[str, str]:
     return "ok", "current figure"
 
 
+# What cairosvg may fetch for a job: only raster images from data: URLs (PNG, JPEG, GIF, WebP by their magic bytes)
+_RASTER_MAGIC = (b"\x89PNG\r\n\x1a\n", b"\xff\xd8\xff", b"GIF87a", b"GIF89a")
+
+
+def _raster_only_fetch(url: str, resource_type: str) -> bytes:
+    """cairosvg's ``url_fetcher`` for jobs, behind the screen: every fetch of every nested tree comes here, so no
+    difference between how the screen and cairosvg read a document can make cairosvg load an SVG, a style sheet or
+    gzip the screen did not see. A refusal is a ``PermissionError`` (``forbidden``)."""
+    if not url.startswith("data:"):
+        if resource_type == "image/*":
+            return b""  # an <image> with no href or a bare #fragment: cairosvg draws nothing
+        raise PermissionError(f"SVG fetch of {resource_type} {url[:80]!r} refused")
+    if resource_type != "image/*":
+        raise PermissionError(f"SVG fetch of {resource_type} from a data: URL refused")
+    from urllib.request import urlopen
+
+    with urlopen(url) as f:  # urllib's data: handler (the scheme is checked above): decoded as cairosvg would
+        data = f.read()
+    if not (data.startswith(_RASTER_MAGIC) or (data[:4] == b"RIFF" and data[8:12] == b"WEBP")):
+        raise PermissionError(f"SVG data: image that is not a PNG / JPEG / GIF / WebP refused: {data[:16]!r}")
+    return data
+
+
 def _run_svg(text: str, limits: RenderLimits) -> tuple[str, str]:
     data = text.encode("utf-8", "replace")
     refused = check_svg(data, limits.max_svg_bytes)  # inside the sandbox, before cairosvg sees it
     if refused:
         return refused
-    import cairosvg
+    from cairosvg.surface import PNGSurface  # svg2png does not pass a url_fetcher on
 
     try:
-        cairosvg.svg2png(bytestring=data, write_to=os.path.join(_JOBDIR, OUT_NAME), unsafe=False)
+        PNGSurface.convert(bytestring=data, write_to=os.path.join(_JOBDIR, OUT_NAME), unsafe=False,
+                           url_fetcher=_raster_only_fetch)
     except Exception as e:  # noqa: BLE001
         if type(e).__name__ in ("ParseError", "ExpatError"):
             return "syntax", _exc_text(e)

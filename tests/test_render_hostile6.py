@@ -113,3 +113,70 @@ def test_result_pipe_flood_ends_the_supervisors_reading(pool, name, prelude, bod
 def test_error_kind_of_the_jobs_own_exceptions(pool, name, code, kind):
     r = pool.render(RenderJob(code), timeout_s=10)
     assert not r.ok and r.error_kind == kind, r
+
+
+# -- 4. more screen / cairosvg differences, and a fetcher that never returns a document --------------------------------
+# cairosvg runs parse_url up to three times over a <use> / <tref> href (its url\((.+)\) search, a quote strip and
+# urlsplit, which deletes tabs and line breaks), cuts the #fragment before fetching, and turns ids into "#" + id URLs.
+NEST_PADLESS = base64.b64encode(b'<svg xmlns="http://www.w3.org/2000/svg" id="A" width="40" height="40">'
+                                b'<rect width="40" height="40" fill="red"/></svg> ').decode()  # 3k bytes: no "="
+D_SVG = "data:image/svg+xml;base64," + NEST_PADLESS
+PAT = '<defs><pattern id="q" patternUnits="userSpaceOnUse" width="40" height="40"/>'
+PID = f"p url(data:image/png;base64,) {NEST_PADLESS})"
+BYPASSES_2 = {
+    "two_level_url": f'<use href="#a url(#b url({D_SVG}))"/>',
+    "tab_inside_url": f'<use href="#a u&#9;rl({D_SVG})"/>',
+    "newline_inside_url": f'<use href="#a u&#10;rl({D_SVG})"/>',
+    "tab_inside_url_in_a_data_url": f'<use href="data:image/png,u&#9;rl({D_SVG})"/>',
+    "base64_then_fragment": f'<use href="data:image/png;base64,{NEST_PADLESS}#A"/>',
+    "pattern_id_attribute": f'{PAT}<pattern id="{PID}" href="#q"><rect width="1" height="1"/></pattern></defs>'
+                            f'<rect width="40" height="40" fill="url(#{PID})"/>',
+    "pattern_id_from_css": f'{PAT}<pattern style="id: {PID}" href="#q"><rect width="1" height="1"/></pattern></defs>'
+                           f'<rect width="40" height="40" fill="url(#{PID})"/>',
+}
+PNG_1PX = base64.b64encode(bytes.fromhex(
+    "89504e470d0a1a0a0000000d4948445200000001000000010802000000907753de0000000c4944415408d763f8cf"
+    "c000000301010018dd8db00000000049454e44ae426082")).decode()
+
+
+@pytest.mark.parametrize("name", sorted(BYPASSES_2))
+def test_second_round_bypasses_are_refused_by_the_screen(name):
+    kind, reason = check_svg(OUTER.format(BYPASSES_2[name]))
+    assert kind == "forbidden", reason
+
+
+@pytest.mark.parametrize("name", sorted({**BYPASSES, **BYPASSES_2}))
+def test_the_fetcher_alone_refuses_every_nested_document(name):
+    # defence in depth, without the screen: cairosvg may fetch only raster images from data: URLs
+    from cairosvg.surface import PNGSurface
+
+    from render.worker import _raster_only_fetch
+
+    doc = OUTER.format({**BYPASSES, **BYPASSES_2}[name]).encode()
+    with pytest.raises(PermissionError):
+        PNGSurface.convert(bytestring=doc, unsafe=False, url_fetcher=_raster_only_fetch)
+
+
+def test_raster_images_and_internal_references_still_render(pool):
+    ok = OUTER.format(
+        '<defs><linearGradient id="g1"><stop offset="0" stop-color="red"/></linearGradient>'
+        '<linearGradient id="g2" href="#g1"/><pattern id="p" width="5" height="5" patternUnits="userSpaceOnUse">'
+        '<rect width="2" height="2"/></pattern><pattern id="p2" href="#p"/></defs>'
+        '<rect id="r" width="10" height="10" fill="url(#g2)"/><use href="#r" x="20"/>'
+        '<rect x="30" width="9" height="9" fill="url(#p2)"/><image width="5" height="5" href="#nothing"/>'
+        f'<image x="20" y="20" width="10" height="10" href="data:image/png;base64,{PNG_1PX}"/>'
+        '<text y="35"><tref href="#t"/></text><text id="t">x</text>')
+    assert check_svg(ok) is None
+    r = pool.render(RenderJob(ok, "svg"), timeout_s=10)
+    assert r.ok, r
+    from conftest import png_pixel
+
+    assert png_pixel(r.png, (25, 25))[:3] != (0, 0, 255)  # the embedded PNG is drawn over the blue background
+
+
+def test_a_non_raster_data_image_is_refused_in_the_sandbox(pool):
+    svg = OUTER.format('<image width="10" height="10" href="data:image/png;base64,'
+                       + base64.b64encode(b"GIF88a not an image").decode() + '"/>')
+    assert check_svg(svg) is None  # no document, no gzip: the screen lets it through
+    r = pool.render(RenderJob(svg, "svg"), timeout_s=10)
+    assert not r.ok and r.error_kind == "forbidden" and "not a PNG" in r.message, r
