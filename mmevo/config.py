@@ -293,7 +293,7 @@ class HonestConfig:
     sft_hindsight_frac: float = -1.0  # share of SFT targets with the hindsight slot (-1 = the tier's: tiny 0.5)
     sft_perturbed_frac: float = 0.5  # share of SFT targets with a deliberately wrong answer (the seed gives none)
     health_reward_std_min: float = 1e-4  # reward collapse below this reward std (seed: reward_std < 1e-4)
-    health_collapse_window: int = 5  # consecutive steps under it before reward collapse fires (the seed gives none)
+    health_collapse_window: int = 1  # consecutive steps under it before reward collapse fires (seed: that step)
     health_replay_cooldown: int = 50  # steps the replay mix stays off after low priority entropy (seed: 50)
     health_min_distinct_share: float = 0.1  # generator collapse below this distinct-problem share (seed: 0.1)
     health_mutation_retries: int = 3  # retries of an unverifiable mutation before it is dropped (seed: 3)

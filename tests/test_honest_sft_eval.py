@@ -283,6 +283,18 @@ def test_reward_collapse_detector():
     assert reward_collapse([5e-5], window=1).fired and reward_collapse([]).value is None
 
 
+def test_reward_collapse_fires_on_the_step_by_default():
+    # seed: "Falls back to brier-only when reward_std<1e-4" -- the step itself, no waiting period
+    assert reward_collapse([0.2, 5e-5]).fired and not reward_collapse([5e-5, 0.2]).fired
+    mon = HealthMonitor()
+    assert mon.update({"reward/honest_hindsight/std": 0.3})["health/brier_only"] == 0
+    assert mon.update({"reward/honest_hindsight/std": 5e-5})["health/brier_only"] == 1 and mon.brier_only
+    assert mon.update({"reward/honest_hindsight/std": 0.3})["health/brier_only"] == 0  # recovers the next step
+    from mmevo.config import load_config
+
+    assert load_config(None, []).honest.health_collapse_window == 1
+
+
 def test_replay_entropy_detector():
     assert priority_entropy([1, 1]) == pytest.approx(LOG2) and priority_entropy([3]) == 0.0
     assert priority_entropy([1, 1, 1, 1]) == pytest.approx(math.log(4))

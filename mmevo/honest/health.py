@@ -18,9 +18,11 @@ the strategy or loop that owns the replay buffer, the generator or the head weig
 (``monitor.brier_only``, ``monitor.replay_enabled()``, ``monitor.reseed_generator``). ``retry_until_verified``
 is the mutation guardrail itself.
 
-Where the seed gives no number: reward collapse needs the std under the threshold for ``collapse_window`` (5)
-consecutive steps, so one quiet step does not switch the hindsight head off (a silent hindsight channel, all
-rewards 0, has std 0 and counts as collapsed too: the seed's v1 failure); generator collapse looks at the last
+Reward collapse fires on a step whose std is under the threshold, as the seed states it ("Falls back to brier-only
+when reward_std<1e-4"); ``collapse_window`` > 1 (not in the seed) asks for that many consecutive such steps. The
+hindsight head stays muted only while it lasts: its metrics are still computed, so one quiet step costs one step
+(a silent hindsight channel, all rewards 0, has std 0 and counts as collapsed too: the seed's v1 failure).
+Where the seed gives no number: generator collapse looks at the last
 ``generator_window`` (100) generated ids and needs at least 10 of them (the seed's ratio counts one problem a step).
 """
 
@@ -43,7 +45,7 @@ REWARD_STD_MIN = 1e-4  # seed: "Falls back to brier-only when reward_std<1e-4"
 REPLAY_COOLDOWN_STEPS = 50  # seed: "Auto-disable replay mix for next 50 steps"
 MIN_DISTINCT_SHARE = 0.1  # seed: len(set(generated_pids)) / n_steps < 0.1
 MUTATION_RETRIES = 3  # seed: "Drop the mutated problem, retry up to 3 times"
-COLLAPSE_WINDOW = 5  # consecutive low-std steps before reward collapse fires (not in the seed)
+COLLAPSE_WINDOW = 1  # consecutive low-std steps before reward collapse fires (the seed: the step itself)
 GENERATOR_WINDOW, GENERATOR_MIN_COUNT = 100, 10  # generated ids looked at / needed (not in the seed)
 
 T = TypeVar("T")
