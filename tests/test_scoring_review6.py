@@ -1,7 +1,8 @@
 """Differential fuzzing of the MATH-V and MathVista scorers against the official scripts (about 160,000 MATH-V
 answer / gold pairs and 630,000 MathVista extractions and responses). Every expected verdict below is the official
 MATH-V scorer's (lmms-eval 0.7.3's port of ``evaluation/utils.py`` with the official ``from math import *``, on
-latex2sympy2 1.9.1), run on that exact pair; each case failed before the fix it names."""
+latex2sympy2 1.9.1, in a fresh process), run on that exact pair; the cases commented "was ..." failed before their
+fix, the others pin the neighbouring behaviour the fix must keep."""
 
 from __future__ import annotations
 
