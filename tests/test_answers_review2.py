@@ -20,6 +20,20 @@ def _run_isolated(code: str, timeout: float) -> list:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+def _time_equivalence(pairs: list, group: list, timeout: float) -> list:
+    """``answers_equivalent(p, g)`` of each pair, then ``group_answer_keys(group)``, each timed, in a fresh
+    interpreter: ``[[verdict, seconds], ..., [distinct keys, seconds]]``."""
+    code = (
+        "import json, time\nfrom mmevo.rewards.answers import answers_equivalent, group_answer_keys\n"
+        f"pairs = {list(pairs)!r}\ngroup = {list(group)!r}\nres = []\n"
+        "for p, g in pairs:\n"
+        "    t0 = time.perf_counter(); r = answers_equivalent(p, g); res.append([r, time.perf_counter() - t0])\n"
+        "t0 = time.perf_counter(); keys = group_answer_keys(group); res.append([len(set(keys)), time.perf_counter() - t0])\n"
+        "print(json.dumps(res))\n"
+    )
+    return _run_isolated(code, timeout)
+
+
 # ----------------------------------------------------------------------------- linear-time text handling
 
 def test_long_blank_runs_are_linear():
@@ -76,15 +90,7 @@ HEAVY = [
 
 
 def test_heavy_answers_are_refused_fast():
-    code = (
-        "import json, time\nfrom mmevo.rewards.answers import answers_equivalent, group_answer_keys\n"
-        f"heavy = {HEAVY!r}\nres = []\n"
-        "for h in heavy:\n"
-        "    t0 = time.perf_counter(); r = answers_equivalent(h, '1'); res.append([r, time.perf_counter() - t0])\n"
-        "t0 = time.perf_counter(); keys = group_answer_keys(heavy + ['3']); res.append([len(set(keys)), time.perf_counter() - t0])\n"
-        "print(json.dumps(res))\n"
-    )
-    res = _run_isolated(code, timeout=40)
+    res = _time_equivalence([(h, "1") for h in HEAVY], HEAVY + ["3"], timeout=40)
     assert [r[0] for r in res[:-1]] == [False] * len(HEAVY)
     assert res[-1][0] == len(HEAVY) + 1  # every answer its own class, no exception
     assert sum(r[1] for r in res) < 15.0

@@ -3,7 +3,7 @@
 huge numbers (their size was bounded as if they did not grow), a binomial of a power (evaluated while parsing), sums of
 powers, an integral of a high power, and relations holding a high power of a symbol (simplify / as_set)."""
 
-from test_answers_review2 import _run_isolated
+from test_answers_review2 import _time_equivalence
 
 from mmevo.rewards.answers import answers_equivalent
 
@@ -25,15 +25,7 @@ HEAVY_PAIRS = [
 
 
 def test_costly_answers_are_refused_fast():
-    code = (
-        "import json, time\nfrom mmevo.rewards.answers import answers_equivalent, group_answer_keys\n"
-        f"pairs = {HEAVY_PAIRS!r}\nres = []\n"
-        "for p, g in pairs:\n"
-        "    t0 = time.perf_counter(); r = answers_equivalent(p, g); res.append([r, time.perf_counter() - t0])\n"
-        "t0 = time.perf_counter(); keys = group_answer_keys([p for p, _ in pairs[:8]] + ['1', '1'])\n"
-        "res.append([len(set(keys)), time.perf_counter() - t0])\nprint(json.dumps(res))\n"
-    )
-    res = _run_isolated(code, timeout=60)
+    res = _time_equivalence(HEAVY_PAIRS, [p for p, _ in HEAVY_PAIRS[:8]] + ["1", "1"], timeout=60)
     assert [r[0] for r in res[:-1]] == [False] * len(HEAVY_PAIRS)
     assert res[-1][0] == 8  # the 7 heavy answers among them, each its own class, and "1" (3 times)
     assert max(r[1] for r in res[1:]) < 3.0  # the first includes the one-time math-verify import
