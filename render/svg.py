@@ -37,6 +37,19 @@ _CSS_ID = re.compile(r"(?:^|[^\w.#-])id[" + _CSS_WS + r"]*:")  # a declaration w
 _CSS_ESCAPE = re.compile(r"\\(?:([0-9a-fA-F]{1,6})(?:\r\n|[ \t\n\r\f])?|(\r\n|[\n\r\f])|(.)|\Z)", re.S)
 
 
+# the XML declaration's encoding pseudo-attribute (the declaration must open the document, after an optional BOM)
+_XML_DECL_ENCODING = re.compile(r"\A(\ufeff?<\?xml\s[^>]*?\bencoding\s*=\s*)([\"'])[^\"'>]*\2")
+
+
+def svg_bytes(text: str) -> bytes:
+    """The UTF-8 bytes that the screen and cairosvg parse for an SVG given as text.
+
+    A declared ``encoding`` says how a file's bytes decode, and the text is already decoded: it is rewritten to
+    UTF-8, as the standard library's XML parsers ignore it for text. Kept, it would be applied to the UTF-8 bytes:
+    an ISO-8859-1 declaration renders "90\u00b0" as "90\u00c2\u00b0", a multi-byte one fails to parse."""
+    return _XML_DECL_ENCODING.sub(r"\1\2UTF-8\2", text, count=1).encode("utf-8", "replace")
+
+
 class _Refused(Exception):
     def __init__(self, kind: str, msg: str) -> None:
         super().__init__(msg)
@@ -169,7 +182,7 @@ def _css_problem(text: str, declarations: bool) -> str | None:
 def check_svg(data: bytes | str, max_bytes: int = MAX_SVG_BYTES) -> tuple[str, str] | None:
     """Return ``(error_kind, reason)`` when the SVG must not be rendered, else None."""
     if isinstance(data, str):
-        data = data.encode("utf-8", "replace")
+        data = svg_bytes(data)
     if len(data) > max_bytes:
         return "too_large", f"SVG of {len(data)} bytes exceeds {max_bytes}"
     p = expat.ParserCreate(namespace_separator=" ")
@@ -229,6 +242,8 @@ def check_svg(data: bytes | str, max_bytes: int = MAX_SVG_BYTES) -> tuple[str, s
         return e.kind, e.msg
     except expat.ExpatError as e:
         return "syntax", f"SVG is not well-formed XML: {e}"
+    except ValueError as e:  # bytes declaring an encoding expat cannot read ("multi-byte encodings are not supported")
+        return "syntax", f"SVG cannot be parsed: {e}"
     root = state["root"]
     if root is None or root[1] != "svg" or root[0] not in ("", SVG_NS):
         return "forbidden", "no <svg> root element"

@@ -46,7 +46,7 @@ import time
 import zlib
 
 from . import sandbox as sb
-from .svg import check_svg
+from .svg import check_svg, svg_bytes
 from .types import LANGUAGES, RenderLimits
 
 JOB_UID = JOB_GID = 65534  # default; the pool gives each worker slot its own (``pool.job_uid_candidates``)
@@ -435,6 +435,24 @@ def _child_sandbox(env: dict, pidns_err: str | None) -> tuple[dict, list[str], s
     return layers, errors, jobdir
 
 
+def _matplotlib_dirs_to(jobdir: str) -> None:
+    """Point matplotlib's config / cache directories at the job's directory, as MPLCONFIGDIR says. The zygote
+    imported matplotlib with the pool's HOME, and matplotlib keeps the directories it found then (its getters
+    memoise, TexManager's cache path is a class attribute): left so, a job would see the host's home in them, and
+    a usetex figure would fail writing there as ``forbidden`` instead of failing for want of LaTeX."""
+    import matplotlib
+
+    def job_dir() -> str:
+        return jobdir
+
+    matplotlib.get_configdir = matplotlib.get_cachedir = job_dir
+    texmanager = sys.modules.get("matplotlib.texmanager")
+    if texmanager is not None and hasattr(texmanager.TexManager, "_cache_dir"):
+        from pathlib import Path
+
+        texmanager.TexManager._cache_dir = Path(jobdir, "tex.cache")
+
+
 def _child_main(fds, env: dict, pidns_err: str | None) -> None:
     global _JOBDIR
     _place_fds(fds)
@@ -446,6 +464,7 @@ def _child_main(fds, env: dict, pidns_err: str | None) -> None:
     import tempfile
 
     tempfile.tempdir = jobdir
+    _matplotlib_dirs_to(jobdir)
     sys.argv = ["render"]
     repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     sys.path[:] = [p for p in sys.path if p and os.path.abspath(p) != repo]
@@ -532,7 +551,7 @@ def _raster_only_fetch(url: str, resource_type: str) -> bytes:
 
 
 def _run_svg(text: str, limits: RenderLimits) -> tuple[str, str]:
-    data = text.encode("utf-8", "replace")
+    data = svg_bytes(text)  # the bytes both the screen and cairosvg parse
     refused = check_svg(data, limits.max_svg_bytes)  # inside the sandbox, before cairosvg sees it
     if refused:
         return refused
@@ -681,14 +700,28 @@ def _inflated_size(ctype: bytes, body: bytes, cap: int) -> int:
         return 0
 
 
+# bit depths each colour type allows (PNG spec, IHDR)
+_PNG_DEPTHS = {0: (1, 2, 4, 8, 16), 2: (8, 16), 3: (1, 2, 4, 8), 4: (8, 16), 6: (8, 16)}
+# tRNS length for the colour types that take one without a palette: one grey / one RGB sample of 2 bytes each
+_PNG_TRNS_LEN = {0: 2, 2: 6}
+
+
 def _png_chunk_problem(data: bytes, max_chunks: int, max_inflated: int = 8 << 20) -> str | None:
     """Walk the chunk list (length, type; PIL checks the CRCs) before PIL sees the file. PIL spends ~10 us
     of Python per chunk and stops at IEND, so refuse what would cost the root supervisor unbounded time or
-    be returned unchecked: too many chunks, bytes after IEND, unknown critical chunks, APNG frames; and a palette
-    image's tRNS longer than its PLTE, which decoders read differently; and compressed metadata (zTXt,
-    compressed iTXt, iCCP) inflating to more than ``max_inflated`` bytes in all."""
+    be returned unchecked: too many chunks, bytes after IEND, unknown critical chunks, APNG frames; compressed
+    metadata (zTXt, compressed iTXt, iCCP) inflating to more than ``max_inflated`` bytes in all; and what breaks the
+    PNG rules that decoders handle differently (libpng refuses the file or drops a chunk, PIL reads it, so the
+    consumer could see other pixels than PIL checked): a colour type / bit depth pair that does not exist, a
+    second IHDR (PIL decodes by the last), a palette image without PLTE (PIL makes one up), a PLTE in a grey
+    image, after IDAT, twice or of a size no palette has, a tRNS of the wrong size for its colour type or in an
+    image with an alpha channel, after IDAT, IDAT chunks that are not consecutive, and no IDAT at all."""
     pos, n, end = len(_PNG_SIG), 0, len(data)
-    indexed, palette = data[25:26] == b"\x03", 0  # colour type 3; entries of the PLTE seen so far
+    depth, colour = data[24], data[25]  # the IHDR fields (``_png_size`` checked that IHDR comes first)
+    if depth not in _PNG_DEPTHS.get(colour, ()):
+        return f"colour type {colour} with bit depth {depth} does not exist"
+    palette = None  # entries of the PLTE, once seen
+    idat = "none"  # none / in (the last chunk was IDAT) / done (IDATs seen and ended)
     inflated = 0  # bytes of compressed metadata so far, once inflated
     while pos + 8 <= end:
         length, ctype = struct.unpack_from(">I4s", data, pos)
@@ -703,8 +736,35 @@ def _png_chunk_problem(data: bytes, max_chunks: int, max_inflated: int = 8 << 20
             return "animated PNG (APNG) chunks are not allowed"
         if ctype[:1].isupper() and ctype not in _PNG_CRITICAL:  # upper-case first letter: critical
             return f"unknown critical chunk {ctype.decode()!r}"
+        if ctype == b"IHDR" and (n > 1 or length != 13):
+            return "a second IHDR chunk" if n > 1 else f"IHDR of {length} bytes (13 expected)"
         if ctype == b"PLTE":
+            if colour in (0, 4):
+                return f"PLTE in a greyscale image (colour type {colour})"
+            if palette is not None or idat != "none":
+                return "a second PLTE chunk" if palette is not None else "PLTE after IDAT"
+            if length % 3 or not 3 <= length <= 768:
+                return f"PLTE of {length} bytes (1 to 256 entries of 3 bytes)"
             palette = length // 3
+        if ctype == b"tRNS":
+            if idat != "none":
+                return "tRNS after IDAT"
+            if colour in (4, 6):
+                return f"tRNS in an image with an alpha channel (colour type {colour})"
+            # more alpha values than palette entries (or none before it): libpng drops the chunk (opaque image),
+            # PIL applies it, and past 256 values PIL's convert("RGBA") raises in the consumer
+            if colour == 3 and length > (palette or 0):
+                return f"tRNS with {length} alpha values for a palette of {palette or 0} entries"
+            if colour in _PNG_TRNS_LEN and length != _PNG_TRNS_LEN[colour]:
+                return f"tRNS of {length} bytes for colour type {colour} ({_PNG_TRNS_LEN[colour]} expected)"
+        if ctype == b"IDAT":
+            if idat == "done":
+                return "IDAT chunks are not consecutive"
+            if colour == 3 and palette is None:
+                return "a palette image (colour type 3) without PLTE before its IDAT"
+            idat = "in"
+        elif idat == "in":
+            idat = "done"
         # PIL inflates every zTXt / iTXt / iCCP on every open, up to 1 MiB each (only text has a 64 MiB total, iCCP
         # none): 1 KiB chunks of zeros cost the root supervisor, and every consumer of the PNG, seconds of zlib and
         # up to 64 MiB of metadata per open. Inflated here against one budget, so that cost stays file-sized.
@@ -712,12 +772,10 @@ def _png_chunk_problem(data: bytes, max_chunks: int, max_inflated: int = 8 << 20
             inflated += _inflated_size(ctype, data[pos + 8:pos + 8 + length], max_inflated - inflated)
             if inflated > max_inflated:
                 return f"compressed metadata inflating to more than {max_inflated} bytes"
-        # more alpha values than palette entries (or none before it) breaks the PNG rules: libpng drops the chunk
-        # (opaque image), PIL applies it, and past 256 values PIL's convert("RGBA") raises in the consumer
-        if ctype == b"tRNS" and indexed and length > palette:
-            return f"tRNS with {length} alpha values for a palette of {palette} entries"
         pos += 12 + length
         if ctype == b"IEND":
+            if idat == "none":
+                return "no IDAT chunk"
             return None if pos == end else f"{end - pos} bytes after IEND"
     return "no IEND chunk"
 
@@ -760,10 +818,24 @@ def _result(ok=False, png=None, width=0, height=0, kind=None, msg="", t0=0.0, la
                 elapsed_s=time.monotonic() - t0, isolation=layers or {})
 
 
+# letters that Python calls printable but that draw nothing (Hangul fillers, the braille blank): they could hide text
+_BLANK_LETTERS = frozenset("\u115f\u1160\u3164\uffa0\u2800")
+# combining marks stacked on one character beyond this many are escaped: a long stack draws over the lines around it
+_MAX_COMBINING = 2
+
+
 def _printable(text: str) -> str:
     """Job text with control, bidi and other unprintable characters escaped as ``repr`` writes them: the message
-    reaches terminals and logs, where escape sequences, carriage returns or line breaks could forge lines."""
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+    reaches terminals and logs, where escape sequences, carriage returns or line breaks could forge lines. Blank
+    letters (``_BLANK_LETTERS``) and combining marks past ``_MAX_COMBINING`` in a row are escaped too."""
+    import unicodedata
+
+    out, run = [], 0
+    for c in text:
+        run = run + 1 if unicodedata.combining(c) or unicodedata.category(c) in ("Mn", "Me") else 0
+        keep = c.isprintable() and c not in _BLANK_LETTERS and run <= _MAX_COMBINING
+        out.append(c if keep else c.encode("unicode_escape").decode("ascii") if c.isprintable() else repr(c)[1:-1])
+    return "".join(out)
 
 
 def _parse_frame(raw: bytes) -> tuple[str, str] | None:
