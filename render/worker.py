@@ -514,7 +514,11 @@ def _run_python(code: str, limits: RenderLimits) -> tuple[str, str]:
     if os.path.lexists(out):
         return "ok", "out.png written by the code"
     if not plt.get_fignums():
-        return "no_output", "the code drew no figure and wrote no out.png"
+        saved = _last_png_written()
+        if saved is None:
+            return "no_output", "the code drew no figure and wrote no out.png"
+        os.rename(saved, out)  # the supervisor checks it as any out.png
+        return "ok", f"{os.path.relpath(saved, _JOBDIR)!r} written by the code (no out.png, no open figure)"
     fig = plt.gcf()
     w_in, h_in = fig.get_size_inches()
     w, h = w_in * fig.dpi, h_in * fig.dpi
@@ -525,6 +529,26 @@ def _run_python(code: str, limits: RenderLimits) -> tuple[str, str]:
     with plt.rc_context({"savefig.bbox": "standard"}):
         fig.savefig(out, format="png", dpi=fig.dpi)
     return "ok", "current figure"
+
+
+def _last_png_written(max_entries: int = 4096) -> str | None:
+    """The ``.png`` file the code wrote last anywhere under the job directory (regular files only, no link
+    followed; the first ``max_entries`` entries looked at), or None. Code that saves its figure under another name
+    and closes it (``plt.savefig("chart.png"); plt.close()``) still has its image rendered."""
+    best, seen, stack = None, 0, [_JOBDIR]
+    while stack and seen < max_entries:
+        try:
+            entries = list(os.scandir(stack.pop()))
+        except OSError:
+            continue
+        for e in entries[:max_entries - seen]:
+            seen += 1
+            if e.is_dir(follow_symlinks=False):
+                stack.append(e.path)
+            elif e.name.lower().endswith(".png") and e.is_file(follow_symlinks=False):
+                key = (e.stat(follow_symlinks=False).st_mtime_ns, e.path)
+                best = max(best, key) if best else key
+    return best[1] if best else None
 
 
 # What cairosvg may fetch for a job: only raster images from data: URLs (PNG, JPEG, GIF, WebP by their magic bytes)

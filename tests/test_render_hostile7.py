@@ -154,3 +154,33 @@ def test_blank_letters_and_stacked_combining_marks_are_escaped():
 def test_a_jobs_invisible_message_is_escaped_end_to_end(pool):
     r = pool.render(RenderJob("raise RuntimeError('a\\u3164b' + 'c' + '\\u0301' * 50)\n", "python"), timeout_s=10)
     assert r.error_kind == "crash" and "a\\u3164b" in r.message and r.message.count("\u0301") == 2, r
+
+
+# -- 5. a figure saved under another name and closed is still the job's image -----------------------------------------
+def _blue_figure(save: str) -> str:
+    return ("import matplotlib.pyplot as plt\nfig = plt.figure(figsize=(1, 1), dpi=40)\n"
+            "fig.patches.append(plt.Rectangle((0, 0), 1, 1, color='blue', transform=fig.transFigure))\n" + save)
+
+
+def test_a_png_saved_under_another_name_and_closed_is_rendered(pool):
+    from conftest import png_pixel
+
+    r = pool.render(RenderJob(_blue_figure("fig.savefig('chart.png'); plt.close('all')\n"), "python"), timeout_s=10)
+    assert r.ok and "'chart.png' written by the code" in r.message and (r.width, r.height) == (40, 40), r
+    assert png_pixel(r.png, (20, 20)) == (0, 0, 255)
+    # the last one written wins, in a subdirectory too
+    code = _blue_figure("import os, time\nplt.figure(figsize=(2, 1), dpi=40).savefig('first.png')\ntime.sleep(0.02)\n"
+                        "os.makedirs('sub'); fig.savefig('sub/final.PNG'); plt.close('all')\n")
+    r = pool.render(RenderJob(code, "python"), timeout_s=10)
+    assert r.ok and "'sub/final.PNG'" in r.message and (r.width, r.height) == (40, 40), r
+
+
+def test_without_a_png_file_or_a_figure_there_is_still_no_output(pool):
+    for code in ["open('notes.txt', 'w').write('x')\n",
+                 "import os\nos.symlink('/usr/lib/python3/x.png', 'link.png')\n",  # a link is never followed
+                 "import io, matplotlib.pyplot as plt\nplt.plot([1]); plt.savefig(io.BytesIO()); plt.close()\n"]:
+        r = pool.render(RenderJob(code, "python"), timeout_s=10)
+        assert r.error_kind == "no_output", (code, r)
+    # a file named .png that is not one is checked like any out.png
+    r = pool.render(RenderJob("open('fake.png', 'wb').write(b'not a png')\n", "python"), timeout_s=10)
+    assert r.error_kind == "invalid_image", r
