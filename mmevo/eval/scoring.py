@@ -1289,7 +1289,8 @@ _ANSWER_IS_RE = re.compile(
 
 
 def _clean_candidate(s: str) -> str:
-    s = s.strip()
+    # Markdown bold anywhere in the candidate ("** **B**" after "**Answer:**", "B**, because ...", "B**: text")
+    s = s.replace("**", "").strip()
     s = re.sub(r"^\$+|\$+$", "", s).strip()
     s = re.sub(r"\\(?:text|textbf|mathbf|mathrm)\{([^{}]*)\}", r"\1", s)
     s = s.strip().rstrip(".。").strip()
@@ -1330,13 +1331,20 @@ def _letter_of(text: str, n_options: int) -> str | None:
     if m:
         return m.group(1).upper()
     m = re.match(rf"(?:option|choice)?\s*\(([{letters}])\)", t, flags=re.I) or re.match(
-        rf"([{letters}])(?:[.:)]\s|[.:),]?(?=[\u3000-\u9fff])"  # "C，因为 ..." -> "C,因为 ..."
+        # "Option B. It fits ..." as "B. It fits ..."
+        rf"(?:(?i:option|choice)\s+)?([{letters}])(?:[.:)]\s|[.:),]?(?=[\u3000-\u9fff])"  # "C，因为 ..." -> "C,因为 ..."
         # a reason after the letter: a connective, never a noun ("A square" stays a text for the nearest choice)
         rf"|[.:),;]?\s+(?=(?i:because|since|as|which|given|due)\b))", t
     )
     if m:
         return m.group(1).upper()
     return None
+
+
+def _degrees_as_symbol(text: str) -> str:
+    """Angles written as the choices write them: "$145^\\circ$", "145^{\\circ}", "145 degrees", "145 °" -> "145°"."""
+    text = re.sub(r"(\d)\s*(?:\^\s*\{?\s*\\circ\s*\}?|°|\s+degrees?\b)", r"\1°", text)
+    return re.sub(r"\$", "", text)
 
 
 def _resolve_choice(cand: str, choices: list[str]) -> str | None:
@@ -1353,12 +1361,23 @@ def _resolve_choice(cand: str, choices: list[str]) -> str | None:
     lowered = {c.strip().lower(): c for c in choices}
     if cand.lower() in lowered:
         return lowered[cand.lower()]
+    degrees = {_degrees_as_symbol(c).strip().lower(): c for c in choices}
+    if _degrees_as_symbol(cand).strip().lower() in degrees:  # "145^\\circ", "145 degrees" -> the choice "145°"
+        return degrees[_degrees_as_symbol(cand).strip().lower()]
     # A number equal to exactly one choice that is a number: "12.00" or "12.0" is the choice "12" (the nearest
     # text by edit distance could be "10", or "20" for "2.0").
     if re.fullmatch(_PLAIN_NUM, cand.strip()):
         equal = [c for c in choices if re.fullmatch(_PLAIN_NUM, c.strip()) and float(c) == float(cand)]
         if len(equal) == 1:
             return equal[0]
+    # A choice text followed by a clause: "No, because ...", "No. The bar is shorter", "No, which corresponds to
+    # option B" (the longest choice that fits: "quarter to, since" is "quarter to", not "quarter"; a number
+    # followed by ". " is a numbered line, "1. The area ...", not the choice "1")
+    for c in sorted((c for c in choices if c.strip()), key=len, reverse=True):
+        sep = r"[,;:]" if re.fullmatch(_PLAIN_NUM, c.strip()) else r"[.,;:]"
+        if re.match(re.escape(c.strip()) + r"\$?\s*(?:" + sep + r"\s+|\s+(?=(?i:because|since|as|which|given|due)\b))",
+                    cand, flags=re.I):
+            return c
     return None
 
 
@@ -1467,16 +1486,31 @@ def extract_mathvista_answer(response: str, item: dict) -> str:
                 return resolved
             if whole:
                 letters = "".join(chr(ord("A") + i) for i in range(len(choices)))
+                # A last line that is just an answer ("...\n\n**B**", "...\nC"), else a first one (the answer
+                # stated first: "B\n\nExplanation: ...").
+                lines = [ln for ln in text.splitlines() if ln.strip()]
+                for ln in (lines[-1], lines[0]) if len(lines) > 1 else ():
+                    resolved = _resolve_choice(_clean_candidate(ln), choices)
+                    if resolved is not None:
+                        return resolved
+                # "Option **B** is correct.", "Hence, option A is the correct answer."
+                said = re.findall(rf"\b(?:option|choice)\s*\(?\**([{letters}])\**\)?\s+is\s+(?:the\s+)?"
+                                  rf"(?:correct|right|best)\b", text, flags=re.I) if letters else []
+                if said:
+                    return said[-1].upper()
                 hits = re.findall(rf"\(([{letters}])\)", text) if letters else []
                 if hits:
                     return hits[-1]
-                pos = {c: _last_occurrence(text.lower(), c.strip().lower()) for c in choices if c.strip()}
+                # (angles compared as the choices write them: "is $145^\\circ$." names the choice "145°")
+                canon = _degrees_as_symbol(text).lower()
+                pos = {c: _last_occurrence(canon, _degrees_as_symbol(c).strip().lower()) for c in choices if c.strip()}
                 pos = {c: p for c, p in pos.items() if p >= 0}
                 if pos:
                     # the latest to end ("-5" over the "5" in it, "quarter to" over "quarter"); on a tie the longer
                     return max(pos, key=lambda c: (pos[c] + len(c.strip()), len(c)))
                 # "I think it's C.": a letter alone at the very end.
-                m = re.search(rf"\b([{letters}])\b[.)]?\s*$", text) if letters else None
+                # (also in bold / quotes / with a parenthesis: "... is **A**.", "... is \"A\".", "... is B).")
+                m = re.search(rf"\b([{letters}])\b[*\"')]*[.)]?[*\"]*\s*$", text) if letters else None
                 if m:
                     return m.group(1)
                 # Unmarked text with no letter and no choice text: no answer (the nearest-
@@ -1486,6 +1520,10 @@ def extract_mathvista_answer(response: str, item: dict) -> str:
 
         if atype in ("integer", "float"):
             cand = _latex_numbers_as_decimals(cand, integer=atype == "integer")
+            lines = [ln for ln in text.splitlines() if ln.strip()]
+            first = _clean_candidate(lines[0]) if whole and len(lines) > 1 else ""
+            if re.fullmatch(_PLAIN_NUM, first):  # the answer stated first: "1.2\n\nExplanation: ... 6 to 5."
+                return first
             if whole:  # an unmarked response ends with its conclusion, less the numbers it negates ("12, not 13")
                 nums = _numbers(re.sub(rf"\bnot\s+(?:{_NUM_RE})", " ", _SPACED_THOUSANDS.sub(
                     lambda m: re.sub(r"\D", "", m.group(0)), cand), flags=re.I))
