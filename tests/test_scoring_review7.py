@@ -64,6 +64,11 @@ def test_realistic_answers_are_extracted_as_stated(response, item, extracted):
     ("The ratio is 6 to 5, which is 1.2.", RATIO, "1.2"),
     ("Step 1\n\nThe ratio is 6 to 5.", RATIO, "5"),  # a first line that is not a number alone is no answer
     ("I cannot tell from the picture.", YES_NO, ""),  # nothing stated: no answer
+    # an unmarked response opening with a choice's word: an opener, not the answer (the conclusion comes last)
+    ("Yes, let's analyze.\n\nThe blue bar is shorter, so no.", YES_NO, "No"),
+    ("Yes, let's analyze. The blue bar is shorter, so no.", YES_NO, "No"),
+    ("The bar is shorter.\n\nNo, because it is shorter.", YES_NO, "No"),  # a last line may carry its reason
+    ("**No**\n\nThe bar is shorter than the other.", YES_NO, "No"),  # a first line alone is the answer
 ])
 def test_neighbouring_answers_keep_their_reading(response, item, extracted):
     assert extract_mathvista_answer(response, item) == extracted

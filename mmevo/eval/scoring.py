@@ -1347,12 +1347,25 @@ def _degrees_as_symbol(text: str) -> str:
     return re.sub(r"\$", "", text)
 
 
-def _resolve_choice(cand: str, choices: list[str]) -> str | None:
+def _bare_choice(cand: str, choices: list[str]) -> str | None:
+    """A candidate that is a choice and nothing else: its letter ("B", "(B)", "B.", "Option B") or its text (up to
+    case; angles as the choices write them)."""
+    letters = "".join(chr(ord("A") + i) for i in range(len(choices)))
+    m = re.fullmatch(rf"(?:option|choice)?\s*\(?([{letters}])\)?[.:)]?", cand.strip(), flags=re.I) if letters else None
+    if m:
+        return m.group(1).upper()
+    same = [c for c in choices if c.strip() and _degrees_as_symbol(c).strip().lower() == _degrees_as_symbol(cand).strip().lower()]
+    return same[0] if len(same) == 1 else None
+
+
+def _resolve_choice(cand: str, choices: list[str], followed: bool = True) -> str | None:
     """A candidate that names a choice: the choice text written exactly, else a letter written
     alone (returned as the letter, see :func:`_letter_of`), else the choice text up to case and
-    surrounding spaces, else the one choice that is a number equal to the candidate number. The exact
-    text comes first and the letter before the case-insensitive text: with choices "(c)", "(d)", "(a)",
-    "(b)" (pid 849), "(d)" is a choice text and "(D)" the 4th option, "(b)"."""
+    surrounding spaces, else the one choice that is a number equal to the candidate number, else (``followed``) the
+    choice text followed by a clause. The exact text comes first and the letter before the case-insensitive text:
+    with choices "(c)", "(d)", "(a)", "(b)" (pid 849), "(d)" is a choice text and "(D)" the 4th option, "(b)".
+    ``followed`` is for a marked answer or a last line; a whole unmarked response may open with a choice's word
+    ("Yes, let's look at the chart. ... so no.")."""
     if cand in choices:
         return cand
     letter = _letter_of(cand, len(choices))
@@ -1373,7 +1386,7 @@ def _resolve_choice(cand: str, choices: list[str]) -> str | None:
     # A choice text followed by a clause: "No, because ...", "No. The bar is shorter", "No, which corresponds to
     # option B" (the longest choice that fits: "quarter to, since" is "quarter to", not "quarter"; a number
     # followed by ". " is a numbered line, "1. The area ...", not the choice "1")
-    for c in sorted((c for c in choices if c.strip()), key=len, reverse=True):
+    for c in sorted((c for c in choices if c.strip() and followed), key=len, reverse=True):
         sep = r"[,;:]" if re.fullmatch(_PLAIN_NUM, c.strip()) else r"[.,;:]"
         if re.match(re.escape(c.strip()) + r"\$?\s*(?:" + sep + r"\s+|\s+(?=(?i:because|since|as|which|given|due)\b))",
                     cand, flags=re.I):
@@ -1481,16 +1494,17 @@ def extract_mathvista_answer(response: str, item: dict) -> str:
                 cand, whole = _clean_candidate(text), True
 
         if qtype == "multi_choice":
-            resolved = _resolve_choice(cand, choices)
+            resolved = _resolve_choice(cand, choices, followed=not whole)
             if resolved is not None:
                 return resolved
             if whole:
                 letters = "".join(chr(ord("A") + i) for i in range(len(choices)))
-                # A last line that is just an answer ("...\n\n**B**", "...\nC"), else a first one (the answer
-                # stated first: "B\n\nExplanation: ...").
+                # A last line that is an answer ("...\n\n**B**", "...\nNo, because ..."), else a first line that
+                # is an answer alone (stated first: "B\n\nExplanation: ..."; "Yes, let's look." is an opener)
                 lines = [ln for ln in text.splitlines() if ln.strip()]
-                for ln in (lines[-1], lines[0]) if len(lines) > 1 else ():
-                    resolved = _resolve_choice(_clean_candidate(ln), choices)
+                if len(lines) > 1:
+                    resolved = _resolve_choice(_clean_candidate(lines[-1]), choices)
+                    resolved = resolved if resolved is not None else _bare_choice(_clean_candidate(lines[0]), choices)
                     if resolved is not None:
                         return resolved
                 # "Option **B** is correct.", "Hence, option A is the correct answer."
