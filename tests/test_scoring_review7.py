@@ -72,3 +72,48 @@ def test_realistic_answers_are_extracted_as_stated(response, item, extracted):
 ])
 def test_neighbouring_answers_keep_their_reading(response, item, extracted):
     assert extract_mathvista_answer(response, item) == extracted
+
+
+# -- a second, independent hunt for false extractions (85,476 responses whose intended answer is known by
+# construction): what the rules above made wrong, and older misreadings ---------------------------------------------
+WEIGHTS = {"pid": "2", "question_type": "free_form", "answer_type": "integer", "choices": None, "answer": "1000",
+           "precision": None, "unit": "g"}
+CUBES = {"pid": "17", "question_type": "multi_choice", "answer_type": "text", "choices": ["5", "6", "8", "10"],
+         "answer": "5", "precision": None, "unit": None}
+SKILLS = {"pid": "349", "question_type": "multi_choice", "answer_type": "text",
+          "choices": ["Rec", "OCR", "Know", "Gen", "Spat", "Math"], "answer": "Rec", "precision": None, "unit": None}
+OPTIONS = "A. 135\u00b0\nB. 140\u00b0\nC. 145\u00b0\nD. 150\u00b0"
+
+
+@pytest.mark.parametrize("response,item,extracted", [
+    # a check is no verdict
+    ("To check whether option A is correct, we measure the angle: it is 145\u00b0.", ANGLES, "145\u00b0"),  # was A
+    ("Let's see if option B is correct. It is not; the angle is 145\u00b0, option C.", ANGLES, "145\u00b0"),
+    # a first answer taken back later
+    ("B\n\nWait, let me re-check. Actually it is C.", ANGLES, "C"),  # was B
+    ("999\n\nWait, let me recount. Actually, it is 1000.", WEIGHTS, "1000"),  # was 999
+    # a numbered list's first marker
+    ("1.\nIdentify the weights.\n2.\nAdd them: 1000.", WEIGHTS, "1000"),  # was 1
+    # restated options name every option, not the answer
+    ("Option A: 135\u00b0 - too small.\nOption B: 140\u00b0 - too small.\nOption C: 145\u00b0 - matches.\n"
+     "Option D: 150\u00b0 - too large.\nSo C is the one.", ANGLES, ""),  # was A; now a miss, not a wrong letter
+    (OPTIONS + "\n\nLooking at the figure, angle ABC equals 145\u00b0.", ANGLES, "145\u00b0"),  # was A
+    ("The angle is 145\u00b0.\n\nChoices:\n" + OPTIONS, ANGLES, "145\u00b0"),  # was D
+    ("Choices: (A) 135\u00b0 (B) 140\u00b0 (C) 145\u00b0 (D) 150\u00b0\n\nThe angle is 145\u00b0.", ANGLES, "145\u00b0"),
+    (OPTIONS + "\n\nC. 145\u00b0", ANGLES, "C"),  # the answer restated after the list stays
+    # a number that opens a list of numbers on the last line
+    ("Counting the cubes row by row.\n5, 6 and 8 are too large; the total is 10.", CUBES, "10"),  # was 5
+    ("Counting the cubes.\n10: 5 + 5.", CUBES, "10"),
+    # a sentence checking a marked number
+    ("The answer is 1000. To verify: 2 + 3 = 5 and 10 / 2 = 5.", WEIGHTS, "1000"),  # was 5
+    ("The answer is x = 2 \\cdot 500 = 1000.", WEIGHTS, "1000"),
+    # Chinese "choose C"
+    ("\u6240\u4ee5\u9009C\u3002", ANGLES, "C"),  # was ''
+    ("\u6545\u9009 B", ANGLES, "B"),
+    # closing pleasantries holding a choice's word
+    ("The result is Rec, i.e. option A.\n\nLet me know if you need anything else!", SKILLS, "Rec"),  # was Know
+    ("The bar is not the smallest, so the statement is false: no.\n\nYes, feel free to ask if anything is unclear.",
+     YES_NO, "No"),  # was Yes
+])
+def test_second_hunt_for_false_extractions(response, item, extracted):
+    assert extract_mathvista_answer(response, item) == extracted

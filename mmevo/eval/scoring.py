@@ -1280,7 +1280,9 @@ _ANSWER_IS_RE = re.compile(
     # A heading line with the answer on the next one: "### Answer", "**Final Answer**"
     r"|^[ \t]*(?:#+[ \t]*)?(?:[*_]+[ \t]*)?(?:final[ \t]+)?answer[ \t]*(?:[*_]+[ \t]*)?(?=\r?\n)"
     # Chinese: "答案是 C", "答案：5", "正确答案为 B", "正确选项是 (C)"
-    r"|(?:答案|选项)\s*(?:应该是|应为|是|为|=|:|：))"
+    r"|(?:答案|选项)\s*(?:应该是|应为|是|为|=|:|：)"
+    # "故选 C", "所以选C", "因此选择 B"
+    r"|(?:故|所以|因此|因而|则|应)\s*选(?:择)?)"
     # The rest of the line is captured in a lookahead: a later marker on the same line ("The
     # answer is A. Wait, no. The answer is B.") is found too.
     r"\s*[:：]?\s*(?=([^\n]{0,2000}))",
@@ -1387,11 +1389,45 @@ def _resolve_choice(cand: str, choices: list[str], followed: bool = True) -> str
     # option B" (the longest choice that fits: "quarter to, since" is "quarter to", not "quarter"; a number
     # followed by ". " is a numbered line, "1. The area ...", not the choice "1")
     for c in sorted((c for c in choices if c.strip() and followed), key=len, reverse=True):
-        sep = r"[,;:]" if re.fullmatch(_PLAIN_NUM, c.strip()) else r"[.,;:]"
+        # (a number that opens a list of numbers is no answer: "5, 6 and 8 are too large; the total is 10.")
+        sep = r"(?:,(?!\s*[-+]?\.?\d)|[;:])" if re.fullmatch(_PLAIN_NUM, c.strip()) else r"[.,;:]"
         if re.match(re.escape(c.strip()) + r"\$?\s*(?:" + sep + r"\s+|\s+(?=(?i:because|since|as|which|given|due)\b))",
                     cand, flags=re.I):
             return c
     return None
+
+
+def _drop_restated_options(text: str, choices: list[str]) -> str:
+    """An unmarked response less the options it restates, which name every option and not the answer: a run of
+    lines ("A. 135°", "(B) 140°", "Option C: 145° - too big", "- D: 150°", "| A | 135° |") restating two or more
+    different options, each by its letter and its text, and a line echoing several options ("Choices: (A) 135°
+    (B) 140° (C) 145°")."""
+    def label(ln: str) -> str | None:
+        for i, c in enumerate(choices):
+            if c.strip() and re.match(rf"\s*(?:[-*|]\s*)?(?:\*\*)?(?:(?:option|choice)\s*)?\(?{chr(65 + i)}\)?(?:\*\*)?\s*"
+                                      rf"[.:)|]?\s*(?:\*\*)?\s*{re.escape(c.strip())}(?!\w)", ln, flags=re.I):
+                return chr(65 + i)
+        return None
+
+    def echoed(ln: str) -> int:
+        return sum(1 for i, c in enumerate(choices) if c.strip() and re.search(
+            rf"(?:\({chr(65 + i)}\)|(?<!\w){chr(65 + i)}[.:)])\s*{re.escape(c.strip())}(?!\w)", ln))
+
+    lines = text.splitlines()
+    drop: set[int] = set()
+    run: dict[str, int] = {}
+    for k, ln in enumerate([*lines, "end"]):
+        lab = label(ln) if k < len(lines) else None
+        if lab is not None and lab not in run:
+            run[lab] = k
+            continue
+        if not ln.strip() and k < len(lines):
+            continue
+        if len(run) >= 2:
+            drop.update(run.values())
+        run = {lab: k} if lab is not None else {}
+    drop.update(k for k, ln in enumerate(lines) if echoed(ln) >= min(3, len(choices)) >= 2)
+    return "\n".join(ln for k, ln in enumerate(lines) if k not in drop).strip() if drop else text
 
 
 def _last_occurrence(text: str, choice: str) -> int:
@@ -1402,6 +1438,16 @@ def _last_occurrence(text: str, choice: str) -> int:
     after = r"(?!\w)(?![.,]\d)" if re.search(r"\w$", choice) else ""
     hits = [m.start() for m in re.finditer(before + re.escape(choice) + after, text)]
     return hits[-1] if hits else -1
+
+
+# A closing line that is no answer: "Let me know if you need anything else!" (with the choice "Know"), "Yes, feel
+# free to ask ..." (with the choice "Yes").
+_PLEASANTRY_RE = re.compile(r"(?:\n[ \t]*(?:(?:yes|no|sure|ok(?:ay)?)\b[,!.]?[ \t]*)?(?:let me know|i hope (?:this|that) helps|"
+                            r"hope (?:this|that) helps|feel free to|happy to help|if you have any)[^\n]*)+\s*$", re.I)
+
+
+# A response that takes back what it said first ("12\n\nWait, let me recount. ... Actually, there are 13.")
+_CORRECTION_RE = re.compile(r"\b(?:wait|actually|correction|re-?check|recount|on second thought|mistake)\b", re.I)
 
 
 def _usable_candidate(cand: str, item: dict, choices: list[str]) -> bool:
@@ -1493,7 +1539,15 @@ def extract_mathvista_answer(response: str, item: dict) -> str:
             else:
                 cand, whole = _clean_candidate(text), True
 
+        if qtype == "multi_choice" and whole and _PLEASANTRY_RE.search(text):
+            text = _PLEASANTRY_RE.sub("", text).strip() or text
+            cand = _clean_candidate(text)
         if qtype == "multi_choice":
+            if whole:  # ("A. 135°\nB. 140°\n...\n\nThe angle is 145°." is 145°, not A)
+                text = _drop_restated_options(text, choices)
+                if not text:
+                    return ""
+                cand = _clean_candidate(text)
             resolved = _resolve_choice(cand, choices, followed=not whole)
             if resolved is not None:
                 return resolved
@@ -1504,12 +1558,15 @@ def extract_mathvista_answer(response: str, item: dict) -> str:
                 lines = [ln for ln in text.splitlines() if ln.strip()]
                 if len(lines) > 1:
                     resolved = _resolve_choice(_clean_candidate(lines[-1]), choices)
-                    resolved = resolved if resolved is not None else _bare_choice(_clean_candidate(lines[0]), choices)
+                    if resolved is None and not _CORRECTION_RE.search(text):
+                        resolved = _bare_choice(_clean_candidate(lines[0]), choices)
                     if resolved is not None:
                         return resolved
                 # "Option **B** is correct.", "Hence, option A is the correct answer."
-                said = re.findall(rf"\b(?:option|choice)\s*\(?\**([{letters}])\**\)?\s+is\s+(?:the\s+)?"
-                                  rf"(?:correct|right|best)\b", text, flags=re.I) if letters else []
+                # (not a check: "To see whether option A is correct, ...", "Let's test if option B is correct.")
+                said = [m.group(2) for m in re.finditer(
+                    rf"\b(whether\s+|if\s+)?(?:option|choice)\s*\(?\**([{letters}])\**\)?\s+is\s+(?:the\s+)?"
+                    rf"(?:correct|right|best)\b", text, flags=re.I) if not m.group(1)] if letters else []
                 if said:
                     return said[-1].upper()
                 hits = re.findall(rf"\(([{letters}])\)", text) if letters else []
@@ -1535,7 +1592,11 @@ def extract_mathvista_answer(response: str, item: dict) -> str:
         if atype in ("integer", "float"):
             cand = _latex_numbers_as_decimals(cand, integer=atype == "integer")
             lines = [ln for ln in text.splitlines() if ln.strip()]
-            first = _clean_candidate(lines[0]) if whole and len(lines) > 1 else ""
+            first = _clean_candidate(lines[0]) if whole and len(lines) > 1 and not _CORRECTION_RE.search(text) else ""
+            # (not the number of a numbered list: "1.\nIdentify the parts.\n2.\nCount them: 7.")
+            if re.fullmatch(r"\s*\d+\s*[.)]\s*", lines[0] if lines else "") and any(
+                    re.match(r"\s*\d+\s*[.)](?:\s|$)", ln) for ln in lines[1:]):
+                first = ""
             if re.fullmatch(_PLAIN_NUM, first):  # the answer stated first: "1.2\n\nExplanation: ... 6 to 5."
                 return first
             if whole:  # an unmarked response ends with its conclusion, less the numbers it negates ("12, not 13")
@@ -1544,6 +1605,10 @@ def extract_mathvista_answer(response: str, item: dict) -> str:
                 return nums[-1] if nums else ""
             # A boxed / marked answer states its value first ("1000, not 999"), or after its
             # last "=" ("x = 2 \\cdot 500 = 1000").
+            # Its first sentence when that states the value ("1000. To verify: 2 + 3 = 5" is 1000).
+            head = re.split(r"\.\s+(?=[A-Z])", cand, maxsplit=1)[0]
+            if "=" not in head and _numbers(head):
+                cand = head
             nums = _numbers(cand.rsplit("=", 1)[-1])
             return nums[0] if nums else ""
 
