@@ -858,7 +858,7 @@ def _printable(text: str) -> str:
     for c in text:
         run = run + 1 if unicodedata.combining(c) or unicodedata.category(c) in ("Mn", "Me") else 0
         keep = c.isprintable() and c not in _BLANK_LETTERS and run <= _MAX_COMBINING
-        out.append(c if keep else c.encode("unicode_escape").decode("ascii") if c.isprintable() else repr(c)[1:-1])
+        out.append(c if keep else c.encode("unicode_escape").decode("ascii"))  # as repr writes it: \x1b, \u3164
     return "".join(out)
 
 

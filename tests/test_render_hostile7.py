@@ -23,14 +23,10 @@ BODY = ('<svg xmlns="http://www.w3.org/2000/svg" width="120" height="40"><rect w
         'fill="white"/><text x="5" y="30" font-size="24">90\u00b0 \u00e9\u00e8</text></svg>')
 
 
-@pytest.fixture(scope="module")
-def pool(render_pool):
-    return render_pool
-
-
 # -- 1. an SVG's declared encoding describes bytes the job's text no longer has ------------------------------------
 def test_declared_encoding_is_rewritten_to_utf8():
-    assert svg_bytes('<?xml version="1.0" encoding="ISO-8859-1"?><svg/>') == b'<?xml version="1.0" encoding="UTF-8"?><svg/>'
+    assert svg_bytes('<?xml version="1.0" encoding="ISO-8859-1"?><svg/>') == (
+        b'<?xml version="1.0" encoding="UTF-8"?><svg/>')
     assert svg_bytes("\ufeff<?xml version='1.0' encoding='Shift_JIS' standalone='yes'?><svg/>") == (
         b"\xef\xbb\xbf<?xml version='1.0' encoding='UTF-8' standalone='yes'?><svg/>")
     # only the declaration: an attribute named encoding elsewhere, or text, is left alone
@@ -40,9 +36,9 @@ def test_declared_encoding_is_rewritten_to_utf8():
 
 
 @pytest.mark.parametrize("encoding", ["ISO-8859-1", "windows-1252", "Shift_JIS", "UTF-7", "UTF-16", "no-such-codec"])
-def test_svg_text_renders_the_same_whatever_its_declaration(pool, encoding):
-    plain = pool.render(RenderJob(BODY, "svg"), timeout_s=10)
-    declared = pool.render(RenderJob(f'<?xml version="1.0" encoding="{encoding}"?>' + BODY, "svg"), timeout_s=10)
+def test_svg_text_renders_the_same_whatever_its_declaration(render_pool, encoding):
+    plain = render_pool.render(RenderJob(BODY, "svg"), timeout_s=10)
+    declared = render_pool.render(RenderJob(f'<?xml version="1.0" encoding="{encoding}"?>' + BODY, "svg"), timeout_s=10)
     assert plain.ok and declared.ok, (plain, declared)
     assert declared.png == plain.png  # "90\u00b0" stays "90\u00b0", not "90\u00c2\u00b0"
 
@@ -112,31 +108,31 @@ def test_png_within_the_rules_still_passes(colour, chunks):
         im.load()
 
 
-def test_a_job_writing_a_palette_png_without_plte_is_invalid(pool):
+def test_a_job_writing_a_palette_png_without_plte_is_invalid(render_pool):
     code = ("import struct, zlib\n"
             "def ch(t, d): return struct.pack('>I', len(d)) + t + d + struct.pack('>I', zlib.crc32(t + d))\n"
             "rows = b''.join(b'\\x00' + bytes(64) for _ in range(64))\n"
-            "open('out.png', 'wb').write(b'\\x89PNG\\r\\n\\x1a\\n' + ch(b'IHDR', struct.pack('>IIBBBBB', 64, 64, 8, 3, 0, "
-            "0, 0)) + ch(b'IDAT', zlib.compress(rows)) + ch(b'IEND', b''))\n")
-    r = pool.render(RenderJob(code, "python"), timeout_s=10)
+            "open('out.png', 'wb').write(b'\\x89PNG\\r\\n\\x1a\\n' + ch(b'IHDR', struct.pack('>IIBBBBB', 64, 64, 8, 3, "
+            "0, 0, 0)) + ch(b'IDAT', zlib.compress(rows)) + ch(b'IEND', b''))\n")
+    r = render_pool.render(RenderJob(code, "python"), timeout_s=10)
     assert not r.ok and r.error_kind == "invalid_image" and "without PLTE" in r.message, r
 
 
 # -- 3. matplotlib's directories are the job's ----------------------------------------------------------------------
-def test_matplotlib_config_and_cache_directories_are_the_jobs(pool):
+def test_matplotlib_config_and_cache_directories_are_the_jobs(render_pool):
     code = ("import matplotlib, matplotlib.texmanager as t\n"
             "raise RuntimeError(repr((matplotlib.get_configdir(), matplotlib.get_cachedir(), "
             "str(t.TexManager._cache_dir))))\n")
-    r = pool.render(RenderJob(code, "python"), timeout_s=10)
+    r = render_pool.render(RenderJob(code, "python"), timeout_s=10)
     assert r.error_kind == "crash" and "('/job', '/job', '/job/tex.cache')" in r.message, r
 
 
-def test_a_usetex_figure_does_not_fail_on_the_hosts_home(pool):
+def test_a_usetex_figure_does_not_fail_on_the_hosts_home(render_pool):
     import os
 
     code = ("import matplotlib.pyplot as plt\nplt.rc('text', usetex=True)\nplt.plot([1, 2])\n"
             "plt.xlabel(r'$\\alpha$')\n")
-    r = pool.render(RenderJob(code, "python"), timeout_s=20)
+    r = render_pool.render(RenderJob(code, "python"), timeout_s=20)
     assert not r.ok, r  # no LaTeX can run in the sandbox (no exec)
     assert "Read-only file system" not in r.message and os.path.expanduser("~") not in r.message, r
 
@@ -151,8 +147,9 @@ def test_blank_letters_and_stacked_combining_marks_are_escaped():
     assert _printable("\x1b[31m\n") == "\\x1b[31m\\n"
 
 
-def test_a_jobs_invisible_message_is_escaped_end_to_end(pool):
-    r = pool.render(RenderJob("raise RuntimeError('a\\u3164b' + 'c' + '\\u0301' * 50)\n", "python"), timeout_s=10)
+def test_a_jobs_invisible_message_is_escaped_end_to_end(render_pool):
+    code = "raise RuntimeError('a\\u3164b' + 'c' + '\\u0301' * 50)\n"
+    r = render_pool.render(RenderJob(code, "python"), timeout_s=10)
     assert r.error_kind == "crash" and "a\\u3164b" in r.message and r.message.count("\u0301") == 2, r
 
 
@@ -162,25 +159,26 @@ def _blue_figure(save: str) -> str:
             "fig.patches.append(plt.Rectangle((0, 0), 1, 1, color='blue', transform=fig.transFigure))\n" + save)
 
 
-def test_a_png_saved_under_another_name_and_closed_is_rendered(pool):
+def test_a_png_saved_under_another_name_and_closed_is_rendered(render_pool):
     from conftest import png_pixel
 
-    r = pool.render(RenderJob(_blue_figure("fig.savefig('chart.png'); plt.close('all')\n"), "python"), timeout_s=10)
+    code = _blue_figure("fig.savefig('chart.png'); plt.close('all')\n")
+    r = render_pool.render(RenderJob(code, "python"), timeout_s=10)
     assert r.ok and "'chart.png' written by the code" in r.message and (r.width, r.height) == (40, 40), r
     assert png_pixel(r.png, (20, 20)) == (0, 0, 255)
     # the last one written wins, in a subdirectory too
     code = _blue_figure("import os, time\nplt.figure(figsize=(2, 1), dpi=40).savefig('first.png')\ntime.sleep(0.02)\n"
                         "os.makedirs('sub'); fig.savefig('sub/final.PNG'); plt.close('all')\n")
-    r = pool.render(RenderJob(code, "python"), timeout_s=10)
+    r = render_pool.render(RenderJob(code, "python"), timeout_s=10)
     assert r.ok and "'sub/final.PNG'" in r.message and (r.width, r.height) == (40, 40), r
 
 
-def test_without_a_png_file_or_a_figure_there_is_still_no_output(pool):
+def test_without_a_png_file_or_a_figure_there_is_still_no_output(render_pool):
     for code in ["open('notes.txt', 'w').write('x')\n",
                  "import os\nos.symlink('/usr/lib/python3/x.png', 'link.png')\n",  # a link is never followed
                  "import io, matplotlib.pyplot as plt\nplt.plot([1]); plt.savefig(io.BytesIO()); plt.close()\n"]:
-        r = pool.render(RenderJob(code, "python"), timeout_s=10)
+        r = render_pool.render(RenderJob(code, "python"), timeout_s=10)
         assert r.error_kind == "no_output", (code, r)
     # a file named .png that is not one is checked like any out.png
-    r = pool.render(RenderJob("open('fake.png', 'wb').write(b'not a png')\n", "python"), timeout_s=10)
+    r = render_pool.render(RenderJob("open('fake.png', 'wb').write(b'not a png')\n", "python"), timeout_s=10)
     assert r.error_kind == "invalid_image", r

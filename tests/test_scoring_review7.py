@@ -99,7 +99,8 @@ OPTIONS = "A. 135\u00b0\nB. 140\u00b0\nC. 145\u00b0\nD. 150\u00b0"
      "Option D: 150\u00b0 - too large.\nSo C is the one.", ANGLES, ""),  # was A; now a miss, not a wrong letter
     (OPTIONS + "\n\nLooking at the figure, angle ABC equals 145\u00b0.", ANGLES, "145\u00b0"),  # was A
     ("The angle is 145\u00b0.\n\nChoices:\n" + OPTIONS, ANGLES, "145\u00b0"),  # was D
-    ("Choices: (A) 135\u00b0 (B) 140\u00b0 (C) 145\u00b0 (D) 150\u00b0\n\nThe angle is 145\u00b0.", ANGLES, "145\u00b0"),
+    ("Choices: (A) 135\u00b0 (B) 140\u00b0 (C) 145\u00b0 (D) 150\u00b0\n\nThe angle is 145\u00b0.", ANGLES,
+     "145\u00b0"),
     (OPTIONS + "\n\nC. 145\u00b0", ANGLES, "C"),  # the answer restated after the list stays
     # a number that opens a list of numbers on the last line
     ("Counting the cubes row by row.\n5, 6 and 8 are too large; the total is 10.", CUBES, "10"),  # was 5

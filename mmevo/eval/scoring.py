@@ -1322,19 +1322,29 @@ def _drop_negated(cand: str) -> str:
     return _clean_candidate(rest)
 
 
+def _option_letters(n: int) -> str:
+    """The letters of ``n`` options: "ABCD" for 4."""
+    return "".join(chr(ord("A") + i) for i in range(n))
+
+
+def _lone_letter(t: str, letters: str) -> str | None:
+    """The letter of ``t`` when ``t`` is one option's letter and nothing else: "B", "(B)", "B.", "B)", "Option B"."""
+    m = re.fullmatch(rf"(?:option|choice)?\s*\(?([{letters}])\)?[.:)]?", t, flags=re.I) if letters else None
+    return m.group(1).upper() if m else None
+
+
 def _letter_of(text: str, n_options: int) -> str | None:
     """A choice letter written alone: "B", "(B)", "B.", "B)", "B:", "(B) text", "Option B", and "B because ..." /
     "B, since ..." (the English of "B，因为")."""
-    letters = "".join(chr(ord("A") + i) for i in range(n_options))
+    letters = _option_letters(n_options)
     if not letters:
         return None
     t = text.strip().translate(_FULLWIDTH)
-    m = re.fullmatch(rf"(?:option|choice)?\s*\(?([{letters}])\)?[.:)]?", t, flags=re.I)
-    if m:
-        return m.group(1).upper()
+    if lone := _lone_letter(t, letters):
+        return lone
     m = re.match(rf"(?:option|choice)?\s*\(([{letters}])\)", t, flags=re.I) or re.match(
-        # "Option B. It fits ..." as "B. It fits ..."
-        rf"(?:(?i:option|choice)\s+)?([{letters}])(?:[.:)]\s|[.:),]?(?=[\u3000-\u9fff])"  # "C，因为 ..." -> "C,因为 ..."
+        # "Option B. It fits ..." as "B. It fits ..."; "C，因为 ..." as "C,因为 ..."
+        rf"(?:(?i:option|choice)\s+)?([{letters}])(?:[.:)]\s|[.:),]?(?=[\u3000-\u9fff])"
         # a reason after the letter: a connective, never a noun ("A square" stays a text for the nearest choice)
         rf"|[.:),;]?\s+(?=(?i:because|since|as|which|given|due)\b))", t
     )
@@ -1349,14 +1359,19 @@ def _degrees_as_symbol(text: str) -> str:
     return re.sub(r"\$", "", text)
 
 
+def _choice_key(s: str) -> str:
+    """A choice text compared up to case, surrounding spaces and how an angle is written."""
+    return _degrees_as_symbol(s).strip().lower()
+
+
 def _bare_choice(cand: str, choices: list[str]) -> str | None:
     """A candidate that is a choice and nothing else: its letter ("B", "(B)", "B.", "Option B") or its text (up to
     case; angles as the choices write them)."""
-    letters = "".join(chr(ord("A") + i) for i in range(len(choices)))
-    m = re.fullmatch(rf"(?:option|choice)?\s*\(?([{letters}])\)?[.:)]?", cand.strip(), flags=re.I) if letters else None
-    if m:
-        return m.group(1).upper()
-    same = [c for c in choices if c.strip() and _degrees_as_symbol(c).strip().lower() == _degrees_as_symbol(cand).strip().lower()]
+    lone = _lone_letter(cand.strip(), _option_letters(len(choices)))
+    if lone:
+        return lone
+    key = _choice_key(cand)
+    same = [c for c in choices if c.strip() and _choice_key(c) == key]
     return same[0] if len(same) == 1 else None
 
 
@@ -1376,9 +1391,9 @@ def _resolve_choice(cand: str, choices: list[str], followed: bool = True) -> str
     lowered = {c.strip().lower(): c for c in choices}
     if cand.lower() in lowered:
         return lowered[cand.lower()]
-    degrees = {_degrees_as_symbol(c).strip().lower(): c for c in choices}
-    if _degrees_as_symbol(cand).strip().lower() in degrees:  # "145^\\circ", "145 degrees" -> the choice "145°"
-        return degrees[_degrees_as_symbol(cand).strip().lower()]
+    degrees = {_choice_key(c): c for c in choices}
+    if _choice_key(cand) in degrees:  # "145^\\circ", "145 degrees" -> the choice "145°"
+        return degrees[_choice_key(cand)]
     # A number equal to exactly one choice that is a number: "12.00" or "12.0" is the choice "12" (the nearest
     # text by edit distance could be "10", or "20" for "2.0").
     if re.fullmatch(_PLAIN_NUM, cand.strip()):
@@ -1402,30 +1417,30 @@ def _drop_restated_options(text: str, choices: list[str]) -> str:
     lines ("A. 135°", "(B) 140°", "Option C: 145° - too big", "- D: 150°", "| A | 135° |") restating two or more
     different options, each by its letter and its text, and a line echoing several options ("Choices: (A) 135°
     (B) 140° (C) 145°")."""
+    options = [(letter, c.strip()) for letter, c in zip(_option_letters(len(choices)), choices) if c.strip()]
+
     def label(ln: str) -> str | None:
-        for i, c in enumerate(choices):
-            if c.strip() and re.match(rf"\s*(?:[-*|]\s*)?(?:\*\*)?(?:(?:option|choice)\s*)?\(?{chr(65 + i)}\)?(?:\*\*)?\s*"
-                                      rf"[.:)|]?\s*(?:\*\*)?\s*{re.escape(c.strip())}(?!\w)", ln, flags=re.I):
-                return chr(65 + i)
+        for letter, c in options:
+            if re.match(rf"\s*(?:[-*|]\s*)?(?:\*\*)?(?:(?:option|choice)\s*)?\(?{letter}\)?(?:\*\*)?\s*"
+                        rf"[.:)|]?\s*(?:\*\*)?\s*{re.escape(c)}(?!\w)", ln, flags=re.I):
+                return letter
         return None
 
     def echoed(ln: str) -> int:
-        return sum(1 for i, c in enumerate(choices) if c.strip() and re.search(
-            rf"(?:\({chr(65 + i)}\)|(?<!\w){chr(65 + i)}[.:)])\s*{re.escape(c.strip())}(?!\w)", ln))
+        return sum(1 for letter, c in options
+                   if re.search(rf"(?:\({letter}\)|(?<!\w){letter}[.:)])\s*{re.escape(c)}(?!\w)", ln))
 
     lines = text.splitlines()
     drop: set[int] = set()
-    run: dict[str, int] = {}
-    for k, ln in enumerate([*lines, "end"]):
-        lab = label(ln) if k < len(lines) else None
+    run: dict[str, int] = {}  # option letter -> line, of the run of restating lines being read
+    for k, ln in enumerate(lines):
+        lab = label(ln)
         if lab is not None and lab not in run:
             run[lab] = k
-            continue
-        if not ln.strip() and k < len(lines):
-            continue
-        if len(run) >= 2:
-            drop.update(run.values())
-        run = {lab: k} if lab is not None else {}
+        elif ln.strip():  # (blank lines continue a run) another line, or an option restated again, ends it
+            drop.update(run.values() if len(run) >= 2 else ())
+            run = {lab: k} if lab is not None else {}
+    drop.update(run.values() if len(run) >= 2 else ())
     drop.update(k for k, ln in enumerate(lines) if echoed(ln) >= min(3, len(choices)) >= 2)
     return "\n".join(ln for k, ln in enumerate(lines) if k not in drop).strip() if drop else text
 
@@ -1442,8 +1457,9 @@ def _last_occurrence(text: str, choice: str) -> int:
 
 # A closing line that is no answer: "Let me know if you need anything else!" (with the choice "Know"), "Yes, feel
 # free to ask ..." (with the choice "Yes").
-_PLEASANTRY_RE = re.compile(r"(?:\n[ \t]*(?:(?:yes|no|sure|ok(?:ay)?)\b[,!.]?[ \t]*)?(?:let me know|i hope (?:this|that) helps|"
-                            r"hope (?:this|that) helps|feel free to|happy to help|if you have any)[^\n]*)+\s*$", re.I)
+_PLEASANTRY_RE = re.compile(r"(?:\n[ \t]*(?:(?:yes|no|sure|ok(?:ay)?)\b[,!.]?[ \t]*)?"
+                            r"(?:let me know|i hope (?:this|that) helps|hope (?:this|that) helps|feel free to|"
+                            r"happy to help|if you have any)[^\n]*)+\s*$", re.I)
 
 
 # A response that takes back what it said first ("12\n\nWait, let me recount. ... Actually, there are 13.")
@@ -1539,12 +1555,9 @@ def extract_mathvista_answer(response: str, item: dict) -> str:
             else:
                 cand, whole = _clean_candidate(text), True
 
-        if qtype == "multi_choice" and whole and _PLEASANTRY_RE.search(text):
-            text = _PLEASANTRY_RE.sub("", text).strip() or text
-            cand = _clean_candidate(text)
         if qtype == "multi_choice":
-            if whole:  # ("A. 135°\nB. 140°\n...\n\nThe angle is 145°." is 145°, not A)
-                text = _drop_restated_options(text, choices)
+            if whole:  # less closing pleasantries and restated options ("A. 135°\nB. 140°\n...\n\nIt is 145°.")
+                text = _drop_restated_options(_PLEASANTRY_RE.sub("", text).strip() or text, choices)
                 if not text:
                     return ""
                 cand = _clean_candidate(text)
@@ -1552,7 +1565,7 @@ def extract_mathvista_answer(response: str, item: dict) -> str:
             if resolved is not None:
                 return resolved
             if whole:
-                letters = "".join(chr(ord("A") + i) for i in range(len(choices)))
+                letters = _option_letters(len(choices))
                 # A last line that is an answer ("...\n\n**B**", "...\nNo, because ..."), else a first line that
                 # is an answer alone (stated first: "B\n\nExplanation: ..."; "Yes, let's look." is an opener)
                 lines = [ln for ln in text.splitlines() if ln.strip()]
