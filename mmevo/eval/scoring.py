@@ -213,7 +213,14 @@ def _factorial_too_big(s: str) -> bool:
             return False
         return bool(re.search(r"(?:^|[-+*/=,({\[\d!]|\\cdot|\\times|\\div)\s*$", before))
 
+    def whole_small_exponent(m: re.Match) -> bool:
+        # "2^{3!}", "x^{6!}": the whole exponent of a literal / letter base, at most _MAX_TOWER_EXPONENT
+        return (int(m.group(1)) <= 6 and re.match(r"\s*\}", m.string[m.end():]) is not None
+                and re.search(r"(?:^|[^\d.}\])])(?:\d{1,4}|[a-zA-Z])\s*\^\s*\{\s*$", m.string[: m.start()]) is not None)
+
     def reduce(m: re.Match) -> str:
+        if whole_small_exponent(m):
+            return f" {math.factorial(int(m.group(1)))} "
         if not operand(m):
             return m.group(0)
         n = int(m.group(1)) if len(m.group(1)) < 6 else _MAX_FACTORIAL + 1
@@ -242,15 +249,46 @@ def _factorial_too_big(s: str) -> bool:
 _BIG_ARGUMENT = re.compile(r"[\^!]|\d{5,}")  # a power, a factorial or a 5-digit number
 
 
+def _split_top_level(s: str) -> list[str]:
+    """``s`` cut at the commas outside any bracket: the arguments of "\\gcd(2^{3}, 12)"."""
+    parts, depth, start = [], 0, 0
+    for k, ch in enumerate(s):
+        depth += (ch in "({[") - (ch in ")}]")
+        if ch == "," and depth == 0:
+            parts.append(s[start:k])
+            start = k + 1
+    return [*parts, s[start:]]
+
+
+def _small_literal_argument(arg: str, limit: int) -> bool:
+    """Whether ``arg`` is an integer literal expression ("2^{3}", "3!", "10^2 - 1") of value at most ``limit``.
+    Chains ("2^3^2") and factorials of groups are not judged: False."""
+    t = re.sub(r"\\(?:cdot|times)", "*", re.sub(r"\s+|\\left|\\right", "", arg))
+    if re.search(r"\^\d+\^|[)}]!", t):
+        return False
+    t = re.sub(r"(\d+)!", r"factorial(\1)", t.replace("{", "(").replace("}", ")").replace("^", "**"))
+    if re.fullmatch(r"(?:[\d+\-*()]|factorial)+", t) is None:
+        return False
+    try:
+        value = _py_eval(ast.parse(t, mode="eval"))
+    except (SyntaxError, ValueError, OverflowError, ZeroDivisionError, RecursionError):
+        return False
+    return isinstance(value, int) and abs(value) <= limit
+
+
 def _evaluated_call_too_big(s: str) -> bool:
     """Binomials / gcd / lcm are evaluated while parsing: refused when an argument holds a power, a
-    factorial or a 5-digit number ("\\binom{10^{9}}{5}"); "\\binom{5}{2}^2" and "\\gcd(12, 18)^2" are fine.
+    factorial or a 5-digit number ("\\binom{10^{9}}{5}"), unless it is an integer literal expression of a cheap
+    value: at most 9999 in a binomial ("\\binom{3!}{2}", as big as a 4-digit literal), at most 10^100 in a
+    gcd / lcm of at most 4 arguments ("\\gcd(2^{3}, 12)", "\\gcd(10!, 3)"). "\\binom{5}{2}^2" and
+    "\\gcd(12, 18)^2" are fine.
     "{n \\choose k}" (arguments not delimited) is refused next to any of them."""
     big = _BIG_ARGUMENT
     if "choose" in s and big.search(s):
         return True
     t = s.replace("\\left", "").replace("\\right", "")
     for m in re.finditer(r"binom|gcd|lcm", t):
+        limit = 9999 if m.group(0) == "binom" else 10**100
         j = m.end()
         for _ in range(2):  # up to two argument groups
             while j < len(t) and (t[j].isspace() or t[j] == "}"):  # "\\operatorname{lcm}(4, 6)"
@@ -258,7 +296,9 @@ def _evaluated_call_too_big(s: str) -> bool:
             if j >= len(t) or t[j] not in "({[":
                 break
             end = _group_end(t, j)
-            if big.search(t[j + 1 : end]):
+            args = _split_top_level(t[j + 1 : end])
+            # sympy's gcd / lcm of many unevaluated sums is slow (60 of "2^{13}-k": 8 s): few arguments only
+            if any(big.search(a) and (len(args) > 4 or not _small_literal_argument(a, limit)) for a in args):
                 return True
             j = end + 1
     return False

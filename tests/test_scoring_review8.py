@@ -1,0 +1,67 @@
+"""MATH-V cost guards that refused cheap answers. gcd / lcm / binomials are evaluated while latex2sympy2 parses, so
+an argument holding a power, a factorial or a 5-digit number was refused outright ("\\gcd(2^{3}, 12)" scored False
+against gold 4); so was any factorial in an exponent ("2^{3!}"). The official MATH-V scorer (lmms-eval 0.7.3's port
+with ``from math import *``, latex2sympy2 1.9.1) scores each pair below as given, in milliseconds; the guards now
+bound the value of literal arguments / exponents instead of refusing on the symbol."""
+
+from __future__ import annotations
+
+import pytest
+
+from mmevo.eval.scoring import _too_costly_for_sympy, mathvision_is_equal, score_mathvision
+
+
+@pytest.mark.parametrize("answer,gold,official", [
+    # was refused (False): literal arguments of a cheap value
+    ("\\gcd(2^{3}, 12)", "4", True),
+    ("\\gcd(2^3,12)", "4", True),
+    ("\\binom{10^{2}}{2}", "4950", True),
+    ("\\binom{3!}{2}", "15", True),
+    ("\\operatorname{lcm}(2^{2}, 6)", "12", True),
+    ("\\gcd(2^{10}, 3^{5})", "1", True),
+    ("\\gcd(2^{3}-1, 14)", "7", True),
+    ("\\gcd(10!, 3)", "3", True),
+    ("\\gcd(2^{100}, 2^{99})", "2^{99}", True),
+    ("\\binom{4}{2}+\\gcd(2^{2},6)", "8", True),
+    ("\\binom{2^{13}}{2}", "33550336", True),
+    # was refused: a literal factorial as a whole exponent, at most 6! = 720
+    ("2^{3!}", "64", True),
+    ("2^{6!}", "2^{720}", True),
+    ("10^{3!}", "1000000", True),
+    # the official verdict is False here too (parsed, and a different value or a parse error)
+    ("\\gcd(2^{3}, 1.5)", "1", False),
+    ("\\mathrm{lcm}(2^{2}, 6)", "12", False),
+    ("\\binom{10}{3!}", "210", False),
+    ("x^{3!}", "x^{6}", False),
+    # still refused (too big, or not judged): False, whatever the official says
+    ("\\binom{2^{99}}{3}", "1", False),
+    ("2^{7!}", "1", False),
+    ("2^{3!}!", "1", False),
+])
+def test_cheap_literal_arguments_and_exponents_are_evaluated(answer, gold, official):
+    assert mathvision_is_equal(answer, gold) is official
+    # the same through the official pipeline (a boxed answer)
+    assert score_mathvision(f"So the answer is \\boxed{{{answer}}}.", {"answer": gold, "options": []}) is official
+
+
+@pytest.mark.parametrize("answer", [
+    "\\binom{2^{14}}{2}",  # 16384 is as big as a 5-digit literal
+    "\\binom{2^{99}}{49999}",
+    "\\gcd(9^{9^{9}}, 3)",  # the argument's value is astronomic
+    "\\gcd(2^{2^{2^{2^{2}}}}, 2)",
+    "\\operatorname{lcm}(" + ", ".join(f"2^{{13}}-{2 * i + 1}" for i in range(60)) + ")",  # 8 s in sympy
+    "\\gcd(2^3^2, 8)",  # a chain is not judged
+    "\\gcd((3!)!, 6)",
+    "2^{3!+1}",
+    "2^{7!}",  # 5040 is over the exponent bound (1000), as for any literal exponent
+    "9^{3!}^{3!}",
+])
+def test_costly_or_unjudged_arguments_are_still_refused_by_the_guard(answer):
+    assert _too_costly_for_sympy(answer)  # refused before parsing, not by a parse that happened to be quick
+    assert mathvision_is_equal(answer, "1") is False
+
+
+@pytest.mark.parametrize("answer", ["\\gcd(2^{3}, 12)", "\\binom{3!}{2}", "2^{6!}",
+                                    "\\operatorname{lcm}(2^{60}-1, 2^{60}-3, 2^{60}-5, 2^{60}-7)"])
+def test_cheap_ones_pass_the_guard(answer):
+    assert not _too_costly_for_sympy(answer)
