@@ -180,3 +180,34 @@ def test_packed_attention_refuses_decreasing_segment_starts():
     q = torch.randn(1, 2, 8, 4, dtype=torch.float64)
     with pytest.raises(ValueError, match="must not decrease"):
         attention.packed_attention(q, q, q, torch.tensor([0, 5, 3, 8], dtype=torch.int32))
+
+
+def test_self_attending_buckets_run_as_plain_causal_attention_and_equal_per_segment_attention():
+    """Segments that attend to themselves (q == k, padded at the end of their bucket) need no mask: a real query never
+    reaches its segment's padding under plain causal attention, which skips the masked half of the work. Segments
+    over more keys than queries (shared prompts) keep their bottom-right mask. Values and gradients equal one causal
+    attention per segment, in float64, with grouped K/V heads."""
+    torch.manual_seed(0)
+    lengths = [9, 7, 7, 4, 1]  # one bucket (within the waste factor) holding uneven lengths
+    cu = torch.tensor([0, *torch.tensor(lengths).cumsum(0).tolist()], dtype=torch.int32)
+    n = int(cu[-1])
+    q = torch.randn(1, 4, n, 8, dtype=torch.float64, requires_grad=True)
+    k = torch.randn(1, 2, n, 8, dtype=torch.float64, requires_grad=True)
+    v = torch.randn(1, 2, n, 8, dtype=torch.float64, requires_grad=True)
+    spans = [(s, e, s, e) for s, e in zip(cu[:-1].tolist(), cu[1:].tolist())]
+    layout = attention._padded_layout(cu, None, spans, q.device)
+    assert [b.mask for b in layout.buckets] == [None] * len(layout.buckets)
+    assert any(len({*lengths}) > 1 and b.size[0] > 1 for b in layout.buckets)  # padding inside a bucket
+    out = attention.packed_attention(q, k, v, cu)  # [1, N, H, D]
+    want = torch.cat([torch.nn.functional.scaled_dot_product_attention(
+        q[:, :, s:e], k[:, :, s:e], v[:, :, s:e], is_causal=True, enable_gqa=True) for s, e, _, _ in spans], 2)
+    assert torch.allclose(out, want.transpose(1, 2), atol=1e-12)
+    w = torch.randn_like(out)
+    got = torch.autograd.grad((out * w).sum(), (q, k, v))
+    ref = torch.autograd.grad((want.transpose(1, 2) * w).sum(), (q, k, v))
+    assert all(torch.allclose(a, b, atol=1e-12) for a, b in zip(got, ref))
+    # a prompt's responses attend over more keys than they have queries: those buckets keep their mask
+    kv_index = torch.arange(n)
+    shared = attention._padded_layout(torch.tensor([0, 4, 9], dtype=torch.int32), (kv_index, torch.tensor(
+        [0, 4, 4 + 9], dtype=torch.int32)), [(0, 4, 0, 4), (4, 9, 4, 13)], q.device)
+    assert any(b.mask is not None for b in shared.buckets)

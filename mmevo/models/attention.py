@@ -136,8 +136,9 @@ def packed_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor
         q = q_rows.index_select(0, b.q_index).view(segs, lq, -1, q_rows.shape[-1]).transpose(1, 2)
         k = k_rows.index_select(0, b.k_index).view(segs, lk, -1, k_rows.shape[-1]).transpose(1, 2)
         v = v_rows.index_select(0, b.k_index).view(segs, lk, -1, v_rows.shape[-1]).transpose(1, 2)
-        out = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=b.mask, scale=scaling,
-                                                               enable_gqa=gqa)  # [segs, H, lq, D]
+        # a bucket of self-attending segments is plain causal attention: is_causal skips the masked half
+        out = torch.nn.functional.scaled_dot_product_attention(
+            q, k, v, attn_mask=b.mask, scale=scaling, is_causal=b.mask is None, enable_gqa=gqa)  # [segs, H, lq, D]
         outs.append(out.transpose(1, 2).reshape(segs * lq, out.shape[1], out.shape[3]))  # [segs * lq, H, D]
     flat = outs[0] if len(outs) == 1 else torch.cat(outs)
     return flat.index_select(0, layout.out_index).unsqueeze(0)  # [1, N, H, D]
@@ -150,7 +151,10 @@ class _Bucket:
     size: tuple[int, int, int]  # (segments n, query slots lq, key slots lk)
     q_index: torch.Tensor  # [n * lq] row position of each query slot
     k_index: torch.Tensor  # [n * lk] row position of each key slot
-    mask: torch.Tensor  # [n, 1, lq, lk] bool: key j visible to query i (causal, aligned at the bottom right)
+    # [n, 1, lq, lk] bool: key j visible to query i (causal, aligned at the bottom right); None where every segment
+    # attends to itself (as many keys as queries, padded at the end): then plain causal attention is the same, as a
+    # real query never reaches its segment's padding and a padded query's output is never read
+    mask: torch.Tensor | None
 
 
 @dataclass(frozen=True)
@@ -207,9 +211,11 @@ def _padded_layout(cu_seqlens: torch.Tensor, packed_kv, spans: list[tuple[int, i
         # query i of a q-query segment over k keys sees keys 0 .. k - q + i, which never reaches the key padding;
         # padded query slots (i >= q) see at least all their segment's keys, so no row is fully masked (their
         # outputs are never read)
-        mask = tk[:, None] <= tq[..., None] + (k_len - q_len)[:, None, None]  # [n, lq, lk]
-        buckets.append(_Bucket((n, lq, lk), q_index.flatten().to(device), k_index.flatten().to(device),
-                               mask.unsqueeze(1).to(device)))
+        mask = None
+        if not bool((q_len == k_len).all()):
+            mask = tk[:, None] <= tq[..., None] + (k_len - q_len)[:, None, None]  # [n, lq, lk]
+            mask = mask.unsqueeze(1).to(device)
+        buckets.append(_Bucket((n, lq, lk), q_index.flatten().to(device), k_index.flatten().to(device), mask))
         base += n * lq
     layout = _PaddedLayout(tuple(buckets), out_index.to(device))
     _last_layout[:] = [key, (cu_seqlens, kv_index), layout]
