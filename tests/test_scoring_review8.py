@@ -65,3 +65,37 @@ def test_costly_or_unjudged_arguments_are_still_refused_by_the_guard(answer):
                                     "\\operatorname{lcm}(2^{60}-1, 2^{60}-3, 2^{60}-5, 2^{60}-7)"])
 def test_cheap_ones_pass_the_guard(answer):
     assert not _too_costly_for_sympy(answer)
+
+
+# -- MathVista: a marked answer taken back after it, with no new answer marker --------------------------------------
+FOUR = {"pid": "9", "question_type": "multi_choice", "answer_type": "text", "choices": ["3", "4", "5", "6"],
+        "answer": "6", "precision": None, "unit": None}
+YES_NO = {"pid": "31", "question_type": "multi_choice", "answer_type": "text", "choices": ["Yes", "No"],
+          "answer": "No", "precision": None, "unit": None}
+COUNT = {"pid": "1", "question_type": "free_form", "answer_type": "integer", "choices": None, "answer": "6",
+         "precision": None, "unit": None}
+
+
+@pytest.mark.parametrize("response,item,extracted", [
+    ("The answer is C. Wait, actually it is D.", FOUR, "D"),  # was C
+    ("The answer is C. Hmm, no, it is D.", FOUR, "D"),  # was C
+    ("The answer is C.\n\nCorrection: D.", FOUR, "D"),  # was C
+    ("The answer is C. Actually, it is D, since 6 > 5.", FOUR, "D"),  # was C
+    ("Answer: B\nNo, it's A.", FOUR, "A"),  # was B
+    ("The answer is 5. Wait, actually it is 6.", COUNT, "6"),  # was 5
+    ("The answer is 5. On second thought, it should be 6.", COUNT, "6"),  # was 5
+    # controls: a later sentence that is no answer leaves the marked one
+    ("The answer is C. Actually, it is the only option with a right angle.", FOUR, "C"),
+    ("The answer is 5. Wait, it is consistent with 2+3.", COUNT, "5"),
+    ("The answer is 5. Actually it's 5 apples, not 6.", COUNT, "5"),
+    ("The answer is 5. That is 2+3.", COUNT, "5"),
+    ("The answer is C. No, it is not D.", FOUR, "C"),
+    ("The answer is D. Hmm, it is 5 sides plus one, so 6.", FOUR, "D"),
+    ("The answer is Yes. Actually, it is no wonder the bar is taller.", YES_NO, "Yes"),
+    ("The answer is B. Wait, it is a square.", FOUR, "B"),
+    ("The answer is C. Wait, that is wrong. The correct answer is D.", FOUR, "D"),  # a new marker, as before
+])
+def test_a_marked_answer_taken_back_gives_the_correction(response, item, extracted):
+    from mmevo.eval.scoring import extract_mathvista_answer
+
+    assert extract_mathvista_answer(response, item) == extracted

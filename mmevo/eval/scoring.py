@@ -1506,6 +1506,29 @@ _PLEASANTRY_RE = re.compile(r"(?:\n[ \t]*(?:(?:yes|no|sure|ok(?:ay)?)\b[,!.]?[ \
 _CORRECTION_RE = re.compile(r"\b(?:wait|actually|correction|re-?check|recount|on second thought|mistake)\b", re.I)
 
 
+# A marked answer taken back after it, with no new marker: "The answer is C. Wait, actually it is D.", "... it's 6.",
+# "The answer is C.\n\nCorrection: D." (the restatement must open with the answer: "it is consistent with 2 + 3" is no
+# answer)
+_TAKEN_BACK_RE = re.compile(r"(?:\b(?:wait|actually|hmm+|no|on second thought)\b[^.\n]{0,80}?\b(?:it|this|that)"
+                            r"(?:'s|\u2019s|\s+(?:is|should\s+be|must\s+be))|\bcorrection\s*:)\s+([^\n]+)", re.I)
+
+
+def _taken_back(tail: str, item: dict, choices: list[str]) -> str | None:
+    """The answer a correction after a marked answer states instead (see ``_TAKEN_BACK_RE``), if it reads as one."""
+    for m in reversed(list(_TAKEN_BACK_RE.finditer(tail[:_MAX_RESPONSE_CHARS]))):
+        cand = _drop_negated(_clean_candidate(m.group(1)))
+        if not cand:
+            continue
+        if item.get("question_type") == "multi_choice":
+            if _resolve_choice(cand, choices) is not None:
+                return cand
+        elif item.get("answer_type") in ("integer", "float", "list"):
+            if re.match(r"[$\\(\[]*\s*[-+\u2212]?\.?\d", cand):
+                return cand
+        # (a free-text answer is not re-read: any clause would do)
+    return None
+
+
 def _usable_candidate(cand: str, item: dict, choices: list[str]) -> bool:
     """Whether a marked answer reads as an answer of the item's type."""
     if item.get("question_type") == "multi_choice":
@@ -1530,7 +1553,8 @@ def extract_mathvista_answer(response: str, item: dict) -> str:
          "**Final Answer**", the next non-empty line; a quoted '"text"' -> text; a
          negated answer dropped: "not B but D" -> D, "C, not A" -> C, a bare "not 999" is none)
          that reads as an answer of the item's type (names a choice / has a number), else after
-         the last such marker;
+         the last such marker; an answer it takes back with no new marker ("The answer is C. Wait, actually it is
+         D.", "... Correction: D.") is replaced by the correction when that opens with an answer;
       3. else the whole response.
     Then by item type:
       * multi_choice: the choice text equal to the candidate; else a letter written alone
@@ -1580,18 +1604,21 @@ def extract_mathvista_answer(response: str, item: dict) -> str:
         if boxed is not None:
             cand = _clean_candidate(boxed)
         else:
-            found = [_clean_candidate(f) for f in _ANSWER_IS_RE.findall(text)[-_MAX_ANSWER_MARKERS:]]
+            marks = [(_clean_candidate(m.group(1)), m.end()) for m in
+                     list(_ANSWER_IS_RE.finditer(text))[-_MAX_ANSWER_MARKERS:]]
             # "The answer is not B but D" -> "D"; a choice text is kept ("Not possible"), and so is any text
             # of a multi_choice item that negates without naming another answer ("not A" names no choice).
             if qtype == "multi_choice":
-                found = [f if _resolve_choice(f, choices) is not None else _drop_negated(f) or f for f in found]
+                marks = [(f if _resolve_choice(f, choices) is not None else _drop_negated(f) or f, e) for f, e in marks]
             else:
-                found = [_drop_negated(f) for f in found]
-            found = [f for f in found if f]
-            if found:
+                marks = [(_drop_negated(f), e) for f, e in marks]
+            marks = [(f, e) for f, e in marks if f]
+            if marks:
                 # The last marked answer that reads as one ("The answer is 5. This answer is
                 # correct." -> "5. This answer ..."), else the last marked text.
-                cand = next((f for f in reversed(found) if _usable_candidate(f, item, choices)), found[-1])
+                cand, end = next(((f, e) for f, e in reversed(marks) if _usable_candidate(f, item, choices)),
+                                 marks[-1])
+                cand = _taken_back(text[end:], item, choices) or cand
             else:
                 cand, whole = _clean_candidate(text), True
 
