@@ -99,3 +99,22 @@ def test_a_marked_answer_taken_back_gives_the_correction(response, item, extract
     from mmevo.eval.scoring import extract_mathvista_answer
 
     assert extract_mathvista_answer(response, item) == extracted
+
+
+@pytest.mark.parametrize("response,item,extracted", [
+    ("The answer is either A or C, but most likely C.", FOUR, "C"),  # was the whole text (-> nearest choice)
+    ("The answer is A or C, most likely C.", FOUR, "C"),
+    ("The answer is probably C.", FOUR, "C"),  # was 'probably C'
+    ("The answer is likely (C) 5.", FOUR, "C"),
+    ("The answer is either 5 or 6, but most likely 6.", COUNT, "6"),  # was 5
+    ("The answer is 5 or 6, more likely 6.", COUNT, "6"),  # was 5
+    # controls
+    ("The answer is 6 because it is more likely 3 + 3.", COUNT, "6"),  # no alternatives before it
+    ("The answer is C, which is most likely 5.", FOUR, "C"),
+    ("The answer is 6, most likely.", COUNT, "6"),
+    ("The answer is probably yes.", {**YES_NO, "choices": ["Probably yes", "No"]}, "Probably yes"),  # a choice text
+])
+def test_a_hedged_marked_answer_gives_the_answer_it_leans_to(response, item, extracted):
+    from mmevo.eval.scoring import extract_mathvista_answer
+
+    assert extract_mathvista_answer(response, item) == extracted

@@ -1529,6 +1529,24 @@ def _taken_back(tail: str, item: dict, choices: list[str]) -> str | None:
     return None
 
 
+# A hedged answer and the one it leans to: "either A or C, but most likely C", "5 or 6, more likely 6" (alternatives
+# first), "probably C"
+_HEDGE_PICK_RE = re.compile(r"\b(?:most|more)\s+likely(?:\s+(?:it\s+is|it's|is))?[\s:,]+(\S.*)$"
+                            r"|^(?:probably|likely|possibly|presumably)\s+(\S.*)$", re.I | re.S)
+
+
+def _hedge_pick(cand: str, item: dict, choices: list[str]) -> str | None:
+    """What a hedged marked answer leans to (see ``_HEDGE_PICK_RE``), if the whole does not read as a choice and the
+    pick reads as an answer."""
+    m = _HEDGE_PICK_RE.search(cand)
+    if not m or (item.get("question_type") == "multi_choice" and _resolve_choice(cand, choices) is not None):
+        return None
+    if m.group(1) is not None and not re.search(r"\bor\b", cand[: m.start()], re.I):  # "6 because it is more likely"
+        return None
+    pick = _clean_candidate(m.group(1) or m.group(2))
+    return pick if pick and _usable_candidate(pick, item, choices) else None
+
+
 def _usable_candidate(cand: str, item: dict, choices: list[str]) -> bool:
     """Whether a marked answer reads as an answer of the item's type."""
     if item.get("question_type") == "multi_choice":
@@ -1554,7 +1572,8 @@ def extract_mathvista_answer(response: str, item: dict) -> str:
          negated answer dropped: "not B but D" -> D, "C, not A" -> C, a bare "not 999" is none)
          that reads as an answer of the item's type (names a choice / has a number), else after
          the last such marker; an answer it takes back with no new marker ("The answer is C. Wait, actually it is
-         D.", "... Correction: D.") is replaced by the correction when that opens with an answer;
+         D.", "... Correction: D.") is replaced by the correction when that opens with an answer, and a hedged
+         one by the answer it leans to ("either A or C, but most likely C", "probably C");
       3. else the whole response.
     Then by item type:
       * multi_choice: the choice text equal to the candidate; else a letter written alone
@@ -1618,7 +1637,7 @@ def extract_mathvista_answer(response: str, item: dict) -> str:
                 # correct." -> "5. This answer ..."), else the last marked text.
                 cand, end = next(((f, e) for f, e in reversed(marks) if _usable_candidate(f, item, choices)),
                                  marks[-1])
-                cand = _taken_back(text[end:], item, choices) or cand
+                cand = _taken_back(text[end:], item, choices) or _hedge_pick(cand, item, choices) or cand
             else:
                 cand, whole = _clean_candidate(text), True
 
