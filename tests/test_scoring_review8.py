@@ -118,3 +118,20 @@ def test_a_hedged_marked_answer_gives_the_answer_it_leans_to(response, item, ext
     from mmevo.eval.scoring import extract_mathvista_answer
 
     assert extract_mathvista_answer(response, item) == extracted
+
+
+@pytest.mark.parametrize("response,extracted", [
+    ("There are 1000 g in total. (2 weights, 3 marks.)", "1000"),  # was 3
+    ("There are 6 objects in total. (This counts the 2 spheres and 3 cubes.)", "6"),  # was 3
+    ("6 apples (2 red). Also 1,000 (about 3 kg).", "1000"),  # was 3
+    # controls: a bracketed value, a bracket with no number before it, negations
+    ("So the total is 6 (3 + 3).", "3"),
+    ("The total is (5).", "5"),
+    ("It has (2 legs and 3 arms)", "3"),
+    ("The length is 5.8 (or about 6 when rounded).", "5.8"),
+    ("It is 6, not 7 (not 8 either).", "6"),
+])
+def test_an_unmarked_conclusion_is_read_before_a_closing_remark_in_brackets(response, extracted):
+    from mmevo.eval.scoring import extract_mathvista_answer
+
+    assert extract_mathvista_answer(response, COUNT) == extracted

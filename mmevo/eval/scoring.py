@@ -1589,7 +1589,8 @@ def extract_mathvista_answer(response: str, item: dict) -> str:
         superscript exponents ("10³"), and exponents of units dropped ("1000 cm^2" -> 1000);
         then, of a boxed / marked candidate, the first number after its last "=" or else its
         first number ("1000, not 999" -> 1000); of an unmarked response, its last number not
-        after a "not" (thousands commas dropped, and thousands spaces: "1 000", "12 345",
+        after a "not" and not in a closing remark in brackets ("1000 g in total. (2 weights, 3 marks.)" -> 1000)
+        (thousands commas dropped, and thousands spaces: "1 000", "12 345",
         "1\\,000"; a minus written "\u2212" or "- 4.3" is kept);
       * list: the numbers of the last "[...]" in the candidate (else all its numbers; in
         "[120,150]" the commas separate elements), printed as a Python list "[a, b]".
@@ -1699,8 +1700,16 @@ def extract_mathvista_answer(response: str, item: dict) -> str:
             if re.fullmatch(_PLAIN_NUM, first):  # the answer stated first: "1.2\n\nExplanation: ... 6 to 5."
                 return first
             if whole:  # an unmarked response ends with its conclusion, less the numbers it negates ("12, not 13")
-                nums = _numbers(re.sub(rf"\bnot\s+(?:{_NUM_RE})", " ", _SPACED_THOUSANDS.sub(
-                    lambda m: re.sub(r"\D", "", m.group(0)), cand), flags=re.I))
+                def stated(t: str) -> list[str]:
+                    return _numbers(re.sub(rf"\bnot\s+(?:{_NUM_RE})", " ", _SPACED_THOUSANDS.sub(
+                        lambda m: re.sub(r"\D", "", m.group(0)), t), flags=re.I))
+
+                nums = stated(cand)
+                # less a closing remark in brackets when the conclusion before it has a number ("There are 1000 g in
+                # total. (2 weights, 3 marks.)"); a bracketed value stays ("6 (3 + 3)", "3:2 (1.5)")
+                remark = re.search(r"\([^()]*[A-Za-z]{2}[^()]*\)[.!]?\s*$", cand)
+                if remark and stated(cand[: remark.start()]):
+                    nums = stated(cand[: remark.start()])
                 return nums[-1] if nums else ""
             # A boxed / marked answer states its value first ("1000, not 999"), or after its
             # last "=" ("x = 2 \\cdot 500 = 1000").
