@@ -135,3 +135,23 @@ def test_an_unmarked_conclusion_is_read_before_a_closing_remark_in_brackets(resp
     from mmevo.eval.scoring import extract_mathvista_answer
 
     assert extract_mathvista_answer(response, COUNT) == extracted
+
+
+@pytest.mark.parametrize("response,item,extracted", [
+    ("Evaluating the options:\n- A: incorrect\n- B: incorrect\n- C: correct\n- D: incorrect", FOUR, "C"),  # was ''
+    ("- (A) 3: wrong\n- (B) 4: wrong\n- (C) 5: correct\n- (D) 6: wrong", FOUR, "C"),  # was ''
+    ("A. 3 - incorrect\nB. 4 - correct\nC. 5 - incorrect", FOUR, "B"),  # was ''
+    ("A is incorrect. B is incorrect. C is correct. D is incorrect.", FOUR, "C"),  # was ''
+    ("A: False\nB: True\nC: False", FOUR, "B"),  # was A
+    ("**A**: incorrect\n**B**: correct", FOUR, "B"),  # was A
+    ("Option A is wrong. Option D is right.", FOUR, "D"),
+    # controls: one verdict, two right ones, and verdict words that are the choices' own texts
+    ("A is correct.", FOUR, ""),
+    ("A: correct\nB: correct", FOUR, "A"),  # as before (the whole text read as "A: ...")
+    ("Option A: True - does not match.\nOption B: False - this matches.\nSo B is the one.",
+     {**YES_NO, "choices": ["True", "False"], "answer": "False"}, ""),
+])
+def test_one_option_judged_right_among_several_is_the_answer(response, item, extracted):
+    from mmevo.eval.scoring import extract_mathvista_answer
+
+    assert extract_mathvista_answer(response, item) == extracted

@@ -1547,6 +1547,24 @@ def _hedge_pick(cand: str, item: dict, choices: list[str]) -> str | None:
     return pick if pick and _usable_candidate(pick, item, choices) else None
 
 
+def _judged_options(text: str, choices: list[str]) -> str | None:
+    """The one option judged right when the response judges several, one per line or sentence ("- A: incorrect\n-
+    B: correct", "(A) 3 - wrong", "A is incorrect. B is correct.", "A: False\nB: True"); not by a word that is a
+    choice's text ("Option A: True - does not match" restates choice A)."""
+    letters = _option_letters(len(choices))
+    words = [w for w in ("correct", "incorrect", "wrong", "right", "true", "false")
+             if w not in {c.strip().lower() for c in choices}]
+    if not letters or not words:
+        return None
+    verdicts: dict[str, bool] = {}
+    for m in re.finditer(rf"(?:^|\n|[.;]\s+)[ \t]*(?:[-*\u2022][ \t]*)?[*_]*(?:option[ \t]+)?\(?([{letters}])\)?[*_]*"
+                         rf"(?:[.:)]?[ \t]+[^\n:;]{{0,80}}?)?[ \t]*(?::|-|\u2013|\u2014|\bis\b)[ \t]*[*_]*"
+                         rf"({'|'.join(words)})\b", text, flags=re.I):
+        verdicts[m.group(1).upper()] = m.group(2).lower() in ("correct", "right", "true")
+    right = [k for k, v in verdicts.items() if v]
+    return right[0] if len(verdicts) > 1 and len(right) == 1 else None
+
+
 def _usable_candidate(cand: str, item: dict, choices: list[str]) -> bool:
     """Whether a marked answer reads as an answer of the item's type."""
     if item.get("question_type") == "multi_choice":
@@ -1576,7 +1594,8 @@ def extract_mathvista_answer(response: str, item: dict) -> str:
          one by the answer it leans to ("either A or C, but most likely C", "probably C");
       3. else the whole response.
     Then by item type:
-      * multi_choice: the choice text equal to the candidate; else a letter written alone
+      * multi_choice: of a whole response that judges several options, the one judged right ("- A: incorrect\n- B:
+        correct"); else the choice text equal to the candidate; else a letter written alone
         ("B", "(B)", "B.", "Option B", "(B) text", "B，因为", "B because ...") -> returned as the letter; else the
         choice text equal to it up to case / spaces; else the one choice that is a number equal to it ("12.00" ->
         "12"); else, when the candidate is the whole response,
@@ -1644,7 +1663,12 @@ def extract_mathvista_answer(response: str, item: dict) -> str:
 
         if qtype == "multi_choice":
             if whole:  # less closing pleasantries and restated options ("A. 135°\nB. 140°\n...\n\nIt is 145°.")
-                text = _drop_restated_options(_PLEASANTRY_RE.sub("", text).strip() or text, choices)
+                text = _PLEASANTRY_RE.sub("", text).strip() or text
+                # (before restated options are dropped: "- (A) 3: wrong\n- (B) 4: correct" restates them)
+                judged = _judged_options(text, choices)
+                if judged:
+                    return judged
+                text = _drop_restated_options(text, choices)
                 if not text:
                     return ""
                 cand = _clean_candidate(text)
