@@ -385,7 +385,9 @@ def main(argv=None) -> int:
             Path(a.out).write_text(text + "\n")
         return 1 if "error" in res else 0
 
-    path = build_model(a.cache_dir)  # built once here, so the two halves never race to build it
+    # stdout carries only the JSON: building the model imports DeepSpeed, whose logger writes to stdout
+    with contextlib.redirect_stdout(sys.stderr):
+        path = build_model(a.cache_dir)  # built once here, so the two halves never race to build it
     log(f"tiny model at {path}")
     mm = run_half("mmevo", a)
     tr = run_half("trl", a)

@@ -43,3 +43,20 @@ def test_trl_half_runs_full_length(bench, cache_dir):
     assert res["step_s_median"] > 0
     assert res["completion_length_mean"] == 4  # min_new_tokens=T: EOS is never sampled
     assert res["gen_tokens"] == 2 * 2 * 4
+
+
+def test_stdout_is_one_json_object_when_the_model_is_built_first(tmp_path):
+    """The whole script on a fresh cache dir: the parent builds the tiny model, which imports DeepSpeed, whose
+    logger writes "Setting accelerator to CPU" to stdout; that line made the first run's output unparseable."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[1] / "scripts" / "bench_grpo_step.py"
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    proc = subprocess.run([sys.executable, str(script), *TINY, "--cache-dir", str(tmp_path)], env=env,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    res = json.loads(proc.stdout)  # the whole of stdout
+    assert res["mmevo"]["step_s_median"] > 0 and res["config"]["prompts"] == 2
