@@ -12,6 +12,7 @@ prefill per anchor would push it towards 6.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -22,19 +23,8 @@ from pathlib import Path
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--prompts", type=int, default=8, help="prompts per rollout")
-    ap.add_argument("--n", type=int, default=8, help="maternal responses per prompt")
-    ap.add_argument("--m", type=int, default=5, help="re-inferences per maternal response")
-    ap.add_argument("--omega", type=float, default=0.7, help="retracing rate")
-    ap.add_argument("--max-tokens", type=int, default=128, help="response length (forced)")
-    ap.add_argument("--repeats", type=int, default=3, help="timed repeats (after one warm-up)")
-    ap.add_argument("--cache-dir", default=".cache/mmevo", help="where the tiny model is built")
-    ap.add_argument("--perturb", type=int, default=1, help="1: VSP images for re-inferences (as in CSRS)")
-    ap.add_argument("--out", default="", help="also write the JSON here")
-    args = ap.parse_args()
-
+def measure(args: argparse.Namespace) -> dict:
+    """Median rollout times and token counts of the majority-vote and CSRS rollouts."""
     import torch
 
     torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
@@ -76,6 +66,26 @@ def main() -> int:
                          "rollout_s_all": [r[0] for r in runs], **runs[-1][1],
                          "prefill_s_median": statistics.median(r[1]["prefill_s"] for r in runs)}
         print(f"[bench_csrs] {name}: {results[name]['rollout_s_median']:.3f}s", file=sys.stderr)
+    return results
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--prompts", type=int, default=8, help="prompts per rollout")
+    ap.add_argument("--n", type=int, default=8, help="maternal responses per prompt")
+    ap.add_argument("--m", type=int, default=5, help="re-inferences per maternal response")
+    ap.add_argument("--omega", type=float, default=0.7, help="retracing rate")
+    ap.add_argument("--max-tokens", type=int, default=128, help="response length (forced)")
+    ap.add_argument("--repeats", type=int, default=3, help="timed repeats (after one warm-up)")
+    ap.add_argument("--cache-dir", default=".cache/mmevo", help="where the tiny model is built")
+    ap.add_argument("--perturb", type=int, default=1, help="1: VSP images for re-inferences (as in CSRS)")
+    ap.add_argument("--out", default="", help="also write the JSON here")
+    args = ap.parse_args()
+
+    # stdout carries only the JSON: transformers imports DeepSpeed, whose logger writes to stdout (on a first run,
+    # "Setting accelerator to CPU" while the tiny model is built)
+    with contextlib.redirect_stdout(sys.stderr):
+        results = measure(args)
     mv, cs = results["majority_vote"], results["csrs"]
     anchor = int(args.omega * args.max_tokens)
     out = {

@@ -60,3 +60,19 @@ def test_stdout_is_one_json_object_when_the_model_is_built_first(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     res = json.loads(proc.stdout)  # the whole of stdout
     assert res["mmevo"]["step_s_median"] > 0 and res["config"]["prompts"] == 2
+
+
+def test_bench_csrs_stdout_is_one_json_object_on_a_fresh_cache_dir(tmp_path):
+    """scripts/bench_csrs.py builds the tiny model in-process: the same DeepSpeed line reached its stdout."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[1] / "scripts" / "bench_csrs.py"
+    proc = subprocess.run([sys.executable, str(script), "--prompts", "1", "--n", "2", "--m", "1", "--max-tokens", "4",
+                           "--repeats", "1", "--cache-dir", str(tmp_path)], env={**os.environ, "OMP_NUM_THREADS": "1"},
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    res = json.loads(proc.stdout)
+    assert res["csrs"]["generated_tokens"] > res["majority_vote"]["generated_tokens"] > 0
