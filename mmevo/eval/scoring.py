@@ -1728,12 +1728,10 @@ def extract_mathvista_answer(response: str, item: dict) -> str:
                     return _numbers(re.sub(rf"\bnot\s+(?:{_NUM_RE})", " ", _SPACED_THOUSANDS.sub(
                         lambda m: re.sub(r"\D", "", m.group(0)), t), flags=re.I))
 
-                nums = stated(cand)
                 # less a closing remark in brackets when the conclusion before it has a number ("There are 1000 g in
                 # total. (2 weights, 3 marks.)"); a bracketed value stays ("6 (3 + 3)", "3:2 (1.5)")
                 remark = re.search(r"\([^()]*[A-Za-z]{2}[^()]*\)[.!]?\s*$", cand)
-                if remark and stated(cand[: remark.start()]):
-                    nums = stated(cand[: remark.start()])
+                nums = (stated(cand[: remark.start()]) if remark else []) or stated(cand)
                 return nums[-1] if nums else ""
             # A boxed / marked answer states its value first ("1000, not 999"), or after its
             # last "=" ("x = 2 \\cdot 500 = 1000").
