@@ -15,6 +15,7 @@ import torch
 from mmevo.models.attention import SHARED_PREFIX_KWARG, supports_packing
 from mmevo.models.inputs import EncodedPrompt, collate, unwrap
 from mmevo.rollout.kv_cache import DecodeCache, SharedPrefixCache
+from mmevo.rollout.lean_step import LeanDecodeStep
 from mmevo.rollout.base import Completion, RolloutRequest, SamplingParams, check_request_batch, check_token_ids
 
 
@@ -328,8 +329,10 @@ class HFEngine:
         reps = torch.tensor([int(r.n) for r in reqs], device=self.device)  # int: numpy's uint64 fails in torch.tensor
         row_of = torch.repeat_interleave(torch.arange(len(reqs), device=self.device), reps)  # [N] request index
         shared = supports_packing(model)
+        lean = None
         if shared:
             cache = SharedPrefixCache(cache, attn, row_of)
+            lean = LeanDecodeStep.build(model)
         elif bool((reps != 1).any()):
             cache.batch_select_indices(row_of)
         logits = last_logits[row_of]
@@ -383,16 +386,19 @@ class HFEngine:
             if keep.numel() < active.numel():  # drop finished rows from every per-row state
                 cache.batch_select_indices(keep)
                 tok, attn, next_pos, active, budget = tok[keep], attn[keep], next_pos[keep], active[keep], budget[keep]
-            pos = next_pos[:, None]
-            if vl_positions:
-                pos = pos[None].expand(3, -1, -1)
-            if shared:  # the rows' own tokens have no padding and the prefix mask is in the cache
-                mask = {SHARED_PREFIX_KWARG: cache}
+            if lean is not None:  # the same modules and logits without the model-level wrappers
+                logits = lean(tok, next_pos, cache)
             else:
-                attn = torch.cat([attn, attn.new_ones(attn.shape[0], 1)], dim=1)
-                mask = {"attention_mask": attn}
-            out = model(input_ids=tok[:, None], position_ids=pos, past_key_values=cache, use_cache=True, **mask)
-            logits = out.logits[:, -1]
+                pos = next_pos[:, None]
+                if vl_positions:
+                    pos = pos[None].expand(3, -1, -1)
+                if shared:  # the rows' own tokens have no padding and the prefix mask is in the cache
+                    mask = {SHARED_PREFIX_KWARG: cache}
+                else:
+                    attn = torch.cat([attn, attn.new_ones(attn.shape[0], 1)], dim=1)
+                    mask = {"attention_mask": attn}
+                out = model(input_ids=tok[:, None], position_ids=pos, past_key_values=cache, use_cache=True, **mask)
+                logits = out.logits[:, -1]
             next_pos = next_pos + 1
         self._emit(reqs, row_of, tokens, logps, finish, out_lists, kvs)
 
