@@ -177,3 +177,29 @@ def test_models_it_does_not_recognise_keep_their_forward(tiny_text_path, tmp_pat
     assert LeanDecodeStep.build(plain) is not None
     next(plain.parameters()).ds_id = 0  # what DeepSpeed ZeRO-3 marks its partitioned parameters with
     assert LeanDecodeStep.build(plain) is None
+
+
+def test_engine_flag_turns_the_lean_step_off(vl, monkeypatch):
+    built = []
+    real_build = LeanDecodeStep.build
+    monkeypatch.setattr(hf_module.LeanDecodeStep, "build", staticmethod(lambda m: built.append(1) or real_build(m)))
+    params = SamplingParams(temperature=1.0, max_tokens=6, seed=3)
+    off = hf_engine(vl, lean_decode=False).generate(_vl_requests(vl), params)
+    assert built == []
+    on = hf_engine(vl).generate(_vl_requests(vl), params)
+    assert built == [1]
+    assert [[c.token_ids for c in g] for g in on] == [[c.token_ids for c in g] for g in off]
+
+
+def test_bench_decode_script_compares_both_variants(tiny_vl_path, tmp_path):
+    import os
+
+    from conftest import load_script
+
+    os.symlink(tiny_vl_path, tmp_path / "tiny-qwen2.5-vl")
+    bench = load_script("bench_decode")
+    res = bench.measure(bench.parse_args(["--prompts", "2", "--n", "3", "--max-tokens", "5", "--repeats", "2",
+                                          "--cache-dir", str(tmp_path)]))
+    assert res["identical_samples"] is True
+    assert len(res["lean_s_all"]) == len(res["forward_s_all"]) == 2
+    assert res["ratio_lean_over_forward"] == res["lean_s_median"] / res["forward_s_median"] > 0

@@ -145,8 +145,10 @@ class HFEngine:
     supports_kv_reuse = True  # RolloutRequest.keep_kv / continue_from
 
     def __init__(self, model: torch.nn.Module, pad_id: int, stop_ids: Sequence[int], max_batch_seqs: int = 64,
-                 device: str | torch.device = "cpu", banned_ids: Sequence[int] = ()):
+                 device: str | torch.device = "cpu", banned_ids: Sequence[int] = (), lean_decode: bool = True):
         self.model = model
+        # False: every decode step runs the model's forward, not ``LeanDecodeStep`` (same logits; for comparisons)
+        self.lean_decode = lean_decode
         for name, ids in (("banned_ids", banned_ids), ("stop_ids", stop_ids)):
             check_token_ids(f"HFEngine {name}", ids)
             bad = [t for t in ids if not 0 <= t]  # index_fill reads a banned -1 as the last token of the vocabulary
@@ -332,7 +334,7 @@ class HFEngine:
         lean = None
         if shared:
             cache = SharedPrefixCache(cache, attn, row_of)
-            lean = LeanDecodeStep.build(model)
+            lean = LeanDecodeStep.build(model) if self.lean_decode else None
         elif bool((reps != 1).any()):
             cache.batch_select_indices(row_of)
         logits = last_logits[row_of]
