@@ -2,8 +2,9 @@
 
 Checks, each in its own try/except (a failure is recorded as {"error": ...} and the others still run), in this order:
   env              torch / transformers / deepspeed / vllm versions, the device
-  hf_rollout       HF-engine rollout tokens/s in float32 and bfloat16 (forced length: no stop token)
-                   and greedy decoding over shared prefixes against repeated prefixes (same tokens, log-probs)
+  hf_rollout       HF-engine rollout tokens/s in float32 and bfloat16 (forced length: no stop token),
+                   greedy decoding over shared prefixes against repeated prefixes (same tokens, log-probs), and
+                   seeded sampling with the lean decode step against the model's forward per step (identical)
   grpo_step        GRPO step time in one process (model.device=DEVICE, reference model + KL, format reward)
   packed_forward   padding-free (packed, and packed with shared prompts) against padded forward/backward on the tiny
                    model: log-prob and gradient differences, the kernel packed rows took (GPU bfloat16: torch's
@@ -152,6 +153,7 @@ def check_hf_rollout(args, path) -> dict:
             res[dtype] = {"load_s": load_s, **be.time_generate(engine, requests, params, args.repeats, args.device),
                           **_peak_mem(args.device)}
             res[dtype]["shared_prefix_decode"] = shared_prefix_parity(lm, requests, args, exact=dtype == "float32")
+            res[dtype]["lean_decode"] = lean_decode_parity(lm, requests, args, params)
             del lm, engine
             _free(args.device)
         except Exception as e:  # noqa: BLE001
@@ -182,6 +184,23 @@ def shared_prefix_parity(lm, requests, args, exact: bool) -> dict:
     rec = {"token_share": sum(common) / max(1, sum(len(a.token_ids) for a in ref)), "max_abs_logp_diff": diff}
     if exact and (rec["token_share"] < 1.0 or diff > 1e-3):
         rec["error"] = "float32 shared-prefix decode differs from the repeated-prefix decode"
+    return rec
+
+
+def lean_decode_parity(lm, requests, args, params) -> dict:
+    """The same seeded sampling call with the HF engine's lean decode step and with the model's forward at every
+    decode step: the lean step's logits are bit-identical (``mmevo/rollout/lean_step.py``), so every token and
+    log-prob must be equal, in every dtype; any difference is an error."""
+    outs = {}
+    for lean in (True, False):
+        engine = be.hf_engine(lm, args.device, max_batch_seqs=args.prompts * args.n, lean_decode=lean)
+        t0 = time.perf_counter()
+        outs[lean] = [(c.token_ids, c.logprobs) for r in engine.generate(requests, params) for c in r]
+        outs[f"s_{lean}"] = time.perf_counter() - t0
+    rec = {"lean_s": outs["s_True"], "forward_s": outs["s_False"], "tokens": sum(len(t) for t, _ in outs[True]),
+           "identical": outs[True] == outs[False]}
+    if not rec["identical"]:
+        rec["error"] = "the lean decode step sampled other tokens or log-probs than the model's forward"
     return rec
 
 

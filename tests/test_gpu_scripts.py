@@ -235,6 +235,9 @@ def test_gpu_check_hf_rollout_compares_shared_and_repeated_prefix_decoding(gpu_c
     fp32 = out["float32"]["shared_prefix_decode"]
     assert fp32["token_share"] == 1.0 and fp32["max_abs_logp_diff"] < 1e-4
     assert out["bfloat16"]["shared_prefix_decode"]["token_share"] > 0.5
+    for dtype in ("float32", "bfloat16"):
+        lean = out[dtype]["lean_decode"]
+        assert lean["identical"] is True and lean["tokens"] > 0 and "error" not in lean
 
 
 def test_gpu_check_zero3_vllm_resume_and_sleep_train_sync_on_cpu(cache_dir, tmp_path):
