@@ -191,14 +191,14 @@ def lean_decode_parity(lm, requests, args, params) -> dict:
     """The same seeded sampling call with the HF engine's lean decode step and with the model's forward at every
     decode step: the lean step's logits are bit-identical (``mmevo/rollout/lean_step.py``), so every token and
     log-prob must be equal, in every dtype; any difference is an error."""
-    outs = {}
-    for lean in (True, False):
-        engine = be.hf_engine(lm, args.device, max_batch_seqs=args.prompts * args.n, lean_decode=lean)
+    samples, rec = {}, {}
+    for name in ("lean", "forward"):
+        engine = be.hf_engine(lm, args.device, max_batch_seqs=args.prompts * args.n, lean_decode=name == "lean")
         t0 = time.perf_counter()
-        outs[lean] = [(c.token_ids, c.logprobs) for r in engine.generate(requests, params) for c in r]
-        outs[f"s_{lean}"] = time.perf_counter() - t0
-    rec = {"lean_s": outs["s_True"], "forward_s": outs["s_False"], "tokens": sum(len(t) for t, _ in outs[True]),
-           "identical": outs[True] == outs[False]}
+        samples[name] = [(c.token_ids, c.logprobs) for r in engine.generate(requests, params) for c in r]
+        rec[f"{name}_s"] = time.perf_counter() - t0
+    rec["tokens"] = sum(len(ids) for ids, _ in samples["lean"])
+    rec["identical"] = samples["lean"] == samples["forward"]
     if not rec["identical"]:
         rec["error"] = "the lean decode step sampled other tokens or log-probs than the model's forward"
     return rec

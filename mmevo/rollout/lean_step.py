@@ -4,9 +4,10 @@ A decode step runs one token per row through the model. transformers' forward wr
 decode step over a ``SharedPrefixCache`` does not need: argument and position checks, rope-index bookkeeping, causal
 mask construction (the prefix mask is in the cache), the multimodal rotary recomposition (a decode token's three mrope
 positions are equal) and output dataclasses. On CPU at the tiny models' sizes they take about a tenth of a sampling
-call at 64 rows and a sixth at 4 rows (``scripts/bench_decode.py``). ``LeanDecodeStep`` calls the same modules (embedding, each decoder layer, final norm, LM head)
-with the same arguments and computes the rotary cos / sin with the same operations, so its logits are bit-identical to
-the model's forward (tested per architecture); anything it does not recognise keeps the model's forward.
+call at 64 rows and a sixth at 4 rows (``scripts/bench_decode.py``). ``LeanDecodeStep`` calls the same modules
+(embedding, each decoder layer, final norm, LM head) with the same arguments and computes the rotary cos / sin with the
+same operations, so its logits are bit-identical to the model's forward (tested per architecture); anything it does
+not recognise keeps the model's forward.
 """
 
 from __future__ import annotations
