@@ -9,7 +9,7 @@ layers, bf16, and a rope the lean step leaves to the model's rotary module (yarn
 
 import pytest
 import torch
-from conftest import hf_engine, noise_image, randomize
+from conftest import hf_engine, noise_image, randomize, randomized_model
 
 from mmevo.models.inputs import encode_prompt
 from mmevo.models.loader import load_model
@@ -67,10 +67,7 @@ def _text_requests(lm):
 
 @pytest.fixture(scope="module")
 def vl(tiny_vl_path):
-    lm = load_model(tiny_vl_path)
-    randomize(lm.model)
-    lm.model.eval()
-    return lm
+    return randomized_model(tiny_vl_path)
 
 
 def test_vl_model_streams_are_identical(vl, monkeypatch):
@@ -86,17 +83,14 @@ def test_vl_model_in_bf16(tiny_vl_path, monkeypatch):
 
 
 def test_text_qwen2_streams_are_identical(tiny_text_path, monkeypatch):
-    lm = load_model(tiny_text_path)
-    randomize(lm.model)
-    lm.model.eval()
+    lm = randomized_model(tiny_text_path)
     _assert_same_stream(lm, _text_requests(lm), monkeypatch)
 
 
 def test_lora_layers_are_called_as_modules(tiny_vl_path, monkeypatch):
     from mmevo.models.adapters import apply_lora
 
-    lm = load_model(tiny_vl_path)
-    randomize(lm.model)
+    lm = randomized_model(tiny_vl_path)
     apply_lora(lm.model, rank=4, alpha=8.0, dropout=0.0, target_modules=["q_proj", "v_proj", "down_proj"])
     with torch.no_grad():  # non-zero B matrices: the adapters change the logits
         for name, p in lm.model.named_parameters():
@@ -113,10 +107,7 @@ def _saved_text_model(tiny_text_path, tmp_path, config):
     model = AutoModelForCausalLM.from_config(config)
     model.save_pretrained(tmp_path)
     AutoTokenizer.from_pretrained(tiny_text_path).save_pretrained(tmp_path)
-    lm = load_model(tmp_path)
-    randomize(lm.model)
-    lm.model.eval()
-    return lm
+    return randomized_model(tmp_path)
 
 
 def _text_config(cls, tiny_text_path, **kw):
@@ -155,9 +146,7 @@ def test_other_rope_types_go_through_the_rotary_module(tiny_text_path, tmp_path,
 
 def test_local_rope_applies_the_attention_scaling(tiny_text_path, monkeypatch):
     """A default rope has scaling 1; set another on the module: the lean step must follow the module's value."""
-    lm = load_model(tiny_text_path)
-    randomize(lm.model)
-    lm.model.eval()
+    lm = randomized_model(tiny_text_path)
     monkeypatch.setattr(lm.model.model.rotary_emb, "attention_scaling", 1.5)
     assert LeanDecodeStep.build(lm.model).local_rope
     _assert_same_stream(lm, _text_requests(lm), monkeypatch)
