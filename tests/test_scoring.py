@@ -368,7 +368,7 @@ def test_mathv_official_verdicts(response, gold, ok):
 
 def test_mathv_cost_guard_refuses_huge_numbers_quickly():
     # What the guard exists for: each would take minutes or all memory to evaluate.
-    huge = ["9^{9^{9}}", "9^{9^{9^{9}}}", "2^{2^{2^{2^{2}}}}", "(9^{9})^{9^{9}}", "(9999^{9999})^{9999}",
+    huge = ["9^{9^{9}}", "9^{9^{9^{9}}}", "2^{2^{2^{2^{2^{2}}}}}", "(9^{9})^{9^{9}}", "(9999^{9999})^{9999}",
             "\\{\\frac{3}{(9999^{9999})^{9999}}, 2\\}", "10^{1000000}", "99999!", "(10^{99999})!", "9!!!", "((9!)!)!",
             "9!!! + 9!!!", "\\prod_{k=1}^{99999} k", "\\Gamma(999999)", "\\Gamma(99!)", "\\binom{999999}{500000}",
             "\\gcd(9^{9^{9}}, 6)", "9^{9^{9}} - 9^{9^{9}}", "\\begin{pmatrix}(99!)!&1\\\\1&0\\end{pmatrix}(3)"]

@@ -114,8 +114,15 @@ def _is_number(s: str) -> bool:
         return False
 
 
-# Power towers and powers of powers are parsed only while the exponents they multiply stay at most this.
+# Power towers and powers of powers whose base is no integer literal are parsed only while the exponents they multiply
+# stay at most this; of an integer literal base, while the power has at most _MAX_LITERAL_POWER_BITS bits.
 _MAX_TOWER_EXPONENT = 1000
+# A power of an integer literal ("2^{10000}", "(2^{100})^{100}", "2^{2^{10}}") as big as this is cheap everywhere: Python
+# computes it in microseconds, and sympy's own evaluations of one (a root, a logarithm of it) take milliseconds.
+_MAX_LITERAL_POWER_BITS = 100_000
+# A binomial (evaluated while parsing) of at most this many bits: sympy computes C(16384, 8192) (16,377 bits) in
+# 20 ms, C(100000, 50000) in 0.6 s.
+_MAX_BINOMIAL_BITS = 20_000
 
 
 def _group_end(s: str, i: int) -> int:
@@ -140,9 +147,39 @@ def _exponent_after(s: str, i: int) -> str:
     return m.group(0) if m else ""
 
 
-def _literal_tower(s: str) -> int | None:
-    """|value| of an integer literal or a tower of them ("2^{2^{2}}"), if at most
-    ``_MAX_TOWER_EXPONENT``; else None (also for anything that is no such tower)."""
+def _literal_base(s: str, k: int) -> int | None:
+    """The integer literal that is the whole base of the ``^`` at ``s[k]`` ("2^", "{2}^", "x 2^": the 2; not in
+    "1.5^", "x_2^", "a^2^", "(1+2)^", "}2^"), else None."""
+    m = re.search(r"(?:\{\s*(\d{1,20})\s*\}|(\d{1,20}))\s*$", s[:k])
+    if not m or re.search(r"[\d.}\])_^]\s*$", s[: m.start()]):
+        return None
+    return int(m.group(1) or m.group(2))
+
+
+def _literal_power_bits(s: str, k: int) -> float | None:
+    """Bits of the power at the ``^`` at ``s[k]`` when it is an integer literal to an integer literal ("2^{10000}",
+    "2^{-12345}", "{10}^3") and nothing raises it further; else None."""
+    base = _literal_base(s, k)
+    exponent = _exponent_after(s, k)
+    if base is None or not re.fullmatch(r"\s*[-+]?\s*\d+\s*", exponent):
+        return None
+    j = k + 1
+    while j < len(s) and s[j].isspace():
+        j += 1
+    end = _group_end(s, j) + 1 if s[j : j + 1] == "{" else j + len(exponent)
+    if re.match(r"\s*\^", s[end:]):  # raised further: a chain, judged as one
+        return None
+    return _power_bits(base, int(re.sub(r"\s", "", exponent)))
+
+
+def _power_bits(base: int, exponent: int) -> float:
+    """Bits of ``base ** |exponent|`` (0 for a base of 0 or +-1)."""
+    return abs(exponent) * math.log2(abs(base)) if abs(base) > 1 else 0.0
+
+
+def _literal_tower(s: str, cap: int = _MAX_TOWER_EXPONENT) -> int | None:
+    """|value| of an integer literal or a tower of them ("2^{2^{2}}"), if at most ``cap``; else None (also for
+    anything that is no such tower)."""
     m = re.fullmatch(r"\s*[-+]?(\d{1,4})\s*(?:\^\s*(?:\{(.*)\}|(\d))\s*)?", s, re.S)
     if not m:
         return None
@@ -150,18 +187,18 @@ def _literal_tower(s: str) -> int | None:
     if m.group(2) is None and m.group(3) is None:
         exponent = 1
     else:
-        exponent = _literal_tower(m.group(2) if m.group(2) is not None else m.group(3))
+        exponent = _literal_tower(m.group(2) if m.group(2) is not None else m.group(3), cap)
         if exponent is None or (base > 1 and exponent > 64):
             return None
     value = base**exponent
-    return value if value <= _MAX_TOWER_EXPONENT else None
+    return value if value <= cap else None
 
 
 def _small_literal_chain(s: str, k: int) -> bool:
-    """Whether the power chain with a ``^`` at ``s[k]`` is a chain of integer literals
-    ``a^b^c...`` whose exponents multiply to at most ``_MAX_TOWER_EXPONENT``: latex2sympy2 nests a chain to the left
-    (``2^3^2`` is (2^3)^2 = 64, ``9^9^9`` is 9^81), so that product is the one exponent computed. Any other chain
-    (a base that is no literal, or itself an exponent) is not judged here: False."""
+    """Whether the power chain with a ``^`` at ``s[k]`` is a chain of integer literals ``a^b^c...`` of at most
+    ``_MAX_LITERAL_POWER_BITS`` bits: latex2sympy2 nests a chain to the left (``2^3^2`` is (2^3)^2 = 64, ``9^9^9`` is
+    9^81), so the exponents' product is the one exponent computed. Any other chain (a base that is no literal, or
+    itself an exponent) is not judged here: False."""
     start = k
     while True:  # back to the chain's base: "9^9^9" seen from its second "^"
         m = re.search(r"(\d+)\s*$", s[:start])
@@ -177,14 +214,15 @@ def _small_literal_chain(s: str, k: int) -> bool:
     product = 1
     for e in re.findall(r"\d+", chain.group(0)) if chain else []:
         product *= int(e)
-        if product > _MAX_TOWER_EXPONENT:
+        if _power_bits(int(m.group(1)), product) > _MAX_LITERAL_POWER_BITS:
             return False
     return chain is not None and not re.match(r"\s*[\^_{]", s[start + chain.end():])
 
 
 def _power_of_powers_too_big(s: str, k: int) -> bool:
-    """For the ``^`` at ``s[k]`` applied to a group holding powers ((a^{b})^{c} = a^(b*c)):
-    whether the numeric exponents multiply to more than ``_MAX_TOWER_EXPONENT``."""
+    """For the ``^`` at ``s[k]`` applied to a group holding powers ((a^{b})^{c} = a^(b*c)): whether the numeric
+    exponents multiply to more than ``_MAX_TOWER_EXPONENT``, unless the group is one power of an integer literal and
+    the whole has at most ``_MAX_LITERAL_POWER_BITS`` bits."""
     base = s[:k].rstrip()
     opener = {"}": "{", ")": "(", "]": "["}.get(base[-1:])
     if not opener:
@@ -197,7 +235,12 @@ def _power_of_powers_too_big(s: str, k: int) -> bool:
     for e in [_exponent_after(s, k), *inner]:
         if re.fullmatch(r"\s*[-+]?\d+(?:\.\d+)?\s*", e):
             product *= max(1, math.ceil(abs(float(e))))
-    return product > _MAX_TOWER_EXPONENT
+    if product <= _MAX_TOWER_EXPONENT:
+        return False
+    # a power of one literal power, (2^{100})^{100} = 2^10000: judged by its size
+    literal = re.fullmatch(r"[({\[]\s*(\d{1,20})\s*\^\s*(?:\{\s*[-+]?\d+\s*\}|\d)\s*[)}\]]", base[start:])
+    outer = re.fullmatch(r"\s*[-+]?\d+\s*", _exponent_after(s, k))
+    return not (literal and outer and _power_bits(int(literal.group(1)), product) <= _MAX_LITERAL_POWER_BITS)
 
 
 def _factorial_too_big(s: str) -> bool:
@@ -260,26 +303,51 @@ def _split_top_level(s: str) -> list[str]:
     return [*parts, s[start:]]
 
 
-def _small_literal_argument(arg: str, limit: int) -> bool:
-    """Whether ``arg`` is an integer literal expression ("2^{3}", "3!", "10^2 - 1") of value at most ``limit``.
-    Chains ("2^3^2") and factorials of groups are not judged: False."""
+def _literal_argument_value(arg: str) -> int | None:
+    """The value of ``arg`` when it is an integer literal expression ("2^{3}", "3!", "10^2 - 1", "20000"), else None.
+    Chains ("2^3^2") and factorials of groups are not judged: None."""
     t = re.sub(r"\\(?:cdot|times)", "*", re.sub(r"\s+|\\left|\\right", "", arg))
     if re.search(r"\^\d+\^|[)}]!", t):
-        return False
+        return None
     t = re.sub(r"(\d+)!", r"factorial(\1)", t.replace("{", "(").replace("}", ")").replace("^", "**"))
     if re.fullmatch(r"(?:[\d+\-*()]|factorial)+", t) is None:
-        return False
+        return None
     try:
         value = _py_eval(ast.parse(t, mode="eval"))
     except (SyntaxError, ValueError, OverflowError, ZeroDivisionError, RecursionError):
+        return None
+    return value if isinstance(value, int) else None
+
+
+def _small_literal_argument(arg: str, limit: int) -> bool:
+    """Whether ``arg`` is an integer literal expression (see ``_literal_argument_value``) of value at most ``limit``."""
+    value = _literal_argument_value(arg)
+    return value is not None and abs(value) <= limit
+
+
+def _cheap_binomial(n_arg: str, k_arg: str) -> bool:
+    """Whether C(n, k) of two integer literal expressions has at most ``_MAX_BINOMIAL_BITS`` bits
+    ("\\binom{20000}{2}", "\\binom{2^{14}}{2}"; k < 0 or k > n give 0). A negative n is judged by the 4-digit rule."""
+    n, k = _literal_argument_value(n_arg), _literal_argument_value(k_arg)
+    if n is None or k is None or n < 0:
         return False
-    return isinstance(value, int) and abs(value) <= limit
+    if k < 0 or k > n:
+        return True
+    m = min(k, n - k)
+    if m == 0:
+        return True
+    if n <= 2**50:  # (beyond, the log-gamma terms cancel in floating point)
+        bits = (math.lgamma(n + 1) - math.lgamma(m + 1) - math.lgamma(n - m + 1)) / math.log(2)
+    else:  # an upper bound: C(n, m) <= (e n / m)^m
+        bits = m * (math.log2(n) - math.log2(m) + math.log2(math.e))
+    return bits <= _MAX_BINOMIAL_BITS
 
 
 def _evaluated_call_too_big(s: str) -> bool:
     """Binomials / gcd / lcm are evaluated while parsing: refused when an argument holds a power, a
     factorial or a 5-digit number ("\\binom{10^{9}}{5}"), unless it is an integer literal expression of a cheap
-    value: at most 9999 in a binomial ("\\binom{3!}{2}", as big as a 4-digit literal), at most 10^100 in a
+    value: a binomial of two such arguments of at most ``_MAX_BINOMIAL_BITS`` bits ("\\binom{2^{14}}{2}"), else an
+    argument of at most 9999 ("\\binom{x}{3!}", as big as a 4-digit literal); at most 10^100 in a
     gcd / lcm of at most 4 arguments ("\\gcd(2^{3}, 12)", "\\gcd(10!, 3)"). "\\binom{5}{2}^2" and
     "\\gcd(12, 18)^2" are fine.
     "{n \\choose k}" (arguments not delimited) is refused next to any of them."""
@@ -290,17 +358,21 @@ def _evaluated_call_too_big(s: str) -> bool:
     for m in re.finditer(r"binom|gcd|lcm", t):
         limit = 9999 if m.group(0) == "binom" else 10**100
         j = m.end()
+        groups = []
         for _ in range(2):  # up to two argument groups
             while j < len(t) and (t[j].isspace() or t[j] == "}"):  # "\\operatorname{lcm}(4, 6)"
                 j += 1
             if j >= len(t) or t[j] not in "({[":
                 break
             end = _group_end(t, j)
-            args = _split_top_level(t[j + 1 : end])
+            groups.append(_split_top_level(t[j + 1 : end]))
+            j = end + 1
+        if m.group(0) == "binom" and [len(g) for g in groups] == [1, 1] and _cheap_binomial(groups[0][0], groups[1][0]):
+            continue
+        for args in groups:
             # sympy's gcd / lcm of many unevaluated sums is slow (60 of "2^{13}-k": 8 s): few arguments only
             if any(big.search(a) and (len(args) > 4 or not _small_literal_argument(a, limit)) for a in args):
                 return True
-            j = end + 1
     return False
 
 
@@ -327,12 +399,17 @@ def _too_costly_for_sympy(s: str) -> bool:
     bars = len(_BAR_RE.findall(s))
     if bars > _MAX_BARS or depth > _MAX_DEPTH or function_depth + bars / 4 > _MAX_FUNCTION_DEPTH:
         return True
-    if re.search(r"\^\s*\{?\s*[-+]?\s*\d{5,}", s):  # 10^{12345}
-        return True
+    for m in re.finditer(r"\^\s*\{?\s*[-+]?\s*\d{5,}", s):  # 10^{12345}, unless of a literal and cheap (2^{10000})
+        bits = _literal_power_bits(s, m.start())
+        if bits is None or bits > _MAX_LITERAL_POWER_BITS:
+            return True
     if any(not _small_literal_chain(s, m.start()) for m in re.finditer(r"\^\s*\d+\s*\^", s)):  # 9^{9}^9^9
         return True
-    for m in re.finditer(r"\^\s*\{[^{}]*\^", s):  # a tower: 9^{9^{9}}
-        if _literal_tower(_exponent_after(s, m.start())) is None:
+    for m in re.finditer(r"\^\s*\{[^{}]*\^", s):  # a tower: 9^{9^{9}}; 2^{2^{10}} (1025 bits) is cheap
+        base = _literal_base(s, m.start())
+        exponent = _literal_tower(_exponent_after(s, m.start()), _MAX_TOWER_EXPONENT if base is None
+                                  else _MAX_LITERAL_POWER_BITS)
+        if exponent is None or (base is not None and _power_bits(base, exponent) > _MAX_LITERAL_POWER_BITS):
             return True
     if any(_power_of_powers_too_big(s, k) for k, ch in enumerate(s) if ch == "^"):
         return True
@@ -346,9 +423,8 @@ def _too_costly_for_sympy(s: str) -> bool:
 # there (``E``, ``I``, ``oo``, ``zoo``, ``Abs``, ``Max``, ``sec``, ``x``, ...).
 _MATH_NAMES: dict[str, Any] = {k: getattr(math, k) for k in dir(math) if not k.startswith("_")}
 _MATH_NAMES.update({"True": True, "False": False})
-# Bounds of the expression interpreter: an integer power / factorial beyond these is refused
-# (the official ``eval`` would compute it, for minutes or until memory runs out).
-_MAX_POW_BITS = 100_000
+# Bounds of the expression interpreter: an integer power of more than _MAX_LITERAL_POWER_BITS bits or a factorial
+# beyond this is refused (the official ``eval`` would compute it, for minutes or until memory runs out).
 _MAX_FACTORIAL = 5_000
 
 
@@ -389,9 +465,8 @@ def _py_eval(node: Any) -> Any:
         if isinstance(op, ast.Mod):
             return a % b
         if isinstance(op, ast.Pow):
-            if isinstance(a, int) and isinstance(b, int) and b > 0 and abs(a) > 1:
-                if b * abs(a).bit_length() > _MAX_POW_BITS:
-                    raise OverflowError("power too large")
+            if isinstance(a, int) and isinstance(b, int) and b > 0 and _power_bits(a, b) > _MAX_LITERAL_POWER_BITS:
+                raise OverflowError("power too large")
             return a**b
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and not node.keywords:
         fn = _MATH_NAMES[node.func.id]
