@@ -384,14 +384,14 @@ def _too_costly_for_sympy(s: str) -> bool:
     ``_MAX_DEPTH`` levels of brackets inside those around the whole answer or
     ``_MAX_FUNCTION_DEPTH`` levels of function arguments, less one per 4 "|" (the parse time
     grows with each), counted up to where latex2sympy2 stops reading ("5 triangles ..." is read
-    as 5); an exponent of 5 or more digits or a chain ``a^b^c`` other than of integer literals whose
-    exponents multiply to at most ``_MAX_TOWER_EXPONENT`` (it nests left: ``9^9^9`` is 9^81, fine; ``x^9^9`` and
-    ``9^99^99`` are refused); a power tower (``9^{9^{9}}``)
-    unless it is a tower of integers with an exponent of at most ``_MAX_TOWER_EXPONENT``
-    (``2^{2^{2}}``); a power of powers whose exponents multiply to more
-    (``(9999^{9999})^{9999}``); a big factorial (:func:`_factorial_too_big`; ``1000 \\cdot 3!``
-    is fine); binomials / gcd / lcm (evaluated while parsing) with a power, a factorial or a
-    5-digit number in an argument (:func:`_evaluated_call_too_big`)."""
+    as 5); a power of an integer literal of more than ``_MAX_LITERAL_POWER_BITS`` bits, whether its exponent is a
+    literal (``2^{100001}``; ``2^{10000}`` is fine), a left-nested chain (``9^9^9`` is 9^81 and ``9^99^99`` 9^9801, fine;
+    ``2^9999^9999`` is not), a tower (``2^{2^{10}}`` is fine, ``9^{9^{9}}`` is not) or a power of one such power
+    (``(2^{100})^{100}`` is fine); of any other base, an exponent of 5 or more digits, a chain, a tower with an exponent
+    over ``_MAX_TOWER_EXPONENT`` or a power of powers whose exponents multiply to more (``x^9^9``, ``(x^{100})^{100}``);
+    a big factorial (:func:`_factorial_too_big`; ``1000 \\cdot 3!`` is fine); binomials / gcd / lcm (evaluated while
+    parsing) with a power, a factorial or a 5-digit number in an argument, unless cheap
+    (:func:`_evaluated_call_too_big`)."""
     s = _scan_latex2sympy2(s)[0]  # what latex2sympy2 reads
     if len(s) > _MAX_SYMPY_CHARS or "**" in s:
         return True
