@@ -117,8 +117,10 @@ def _is_number(s: str) -> bool:
 # Power towers and powers of powers whose base is no integer literal are parsed only while the exponents they multiply
 # stay at most this; of an integer literal base, while the power has at most _MAX_LITERAL_POWER_BITS bits.
 _MAX_TOWER_EXPONENT = 1000
-# A power of an integer literal ("2^{10000}", "(2^{100})^{100}", "2^{2^{10}}") as big as this is cheap everywhere: Python
-# computes it in microseconds, and sympy's own evaluations of one (a root, a logarithm of it) take milliseconds.
+# A power of an integer literal ("2^{10000}", "(2^{100})^{100}", "2^{2^{10}}") as big as this is cheap in integer
+# arithmetic (see _plain_integer_arithmetic): Python computes it in microseconds. Not under a root, a logarithm or
+# another function: sympy then evaluates what it can, and a root of a sum of such powers ("\\sqrt{9999^{999}-99^{32}}")
+# has it factor the sum's 13,000-bit value (seconds; minutes at 28,000 bits). There the exponent bounds apply.
 _MAX_LITERAL_POWER_BITS = 100_000
 # A binomial (evaluated while parsing) of at most this many bits: sympy computes C(16384, 8192) (16,377 bits) in
 # 20 ms, C(100000, 50000) in 0.6 s.
@@ -172,6 +174,18 @@ def _literal_power_bits(s: str, k: int) -> float | None:
     return _power_bits(base, int(re.sub(r"\s", "", exponent)))
 
 
+# What integer arithmetic is made of: digits, + - * / ( ) [ ] { } ^ ! , . and the commands for products, quotients
+# and binomials.
+_PLAIN_ARITHMETIC = re.compile(r"(?:[\d\s+\-*/()\[\]{}^!,.]|\\(?:cdot|times|div|d?t?frac|d?t?binom|left|right)(?![a-zA-Z]))*")
+
+
+def _plain_integer_arithmetic(s: str) -> bool:
+    """Whether ``s`` is arithmetic on numbers with integer literal exponents only ("2^{10000} - 3 \\cdot 2^{2^{10}}",
+    "\\binom{2^{14}}{2}"): no root, logarithm, function, symbol or fractional power, which sympy would evaluate."""
+    return bool(_PLAIN_ARITHMETIC.fullmatch(s)) and all(
+        re.fullmatch(r"[\s\d{}^+\-]*", _exponent_after(s, k)) for k, ch in enumerate(s) if ch == "^")
+
+
 def _power_bits(base: int, exponent: int) -> float:
     """Bits of ``base ** |exponent|`` (0 for a base of 0 or +-1)."""
     return abs(exponent) * math.log2(abs(base)) if abs(base) > 1 else 0.0
@@ -194,11 +208,12 @@ def _literal_tower(s: str, cap: int = _MAX_TOWER_EXPONENT) -> int | None:
     return value if value <= cap else None
 
 
-def _small_literal_chain(s: str, k: int) -> bool:
+def _small_literal_chain(s: str, k: int, plain: bool = True) -> bool:
     """Whether the power chain with a ``^`` at ``s[k]`` is a chain of integer literals ``a^b^c...`` of at most
-    ``_MAX_LITERAL_POWER_BITS`` bits: latex2sympy2 nests a chain to the left (``2^3^2`` is (2^3)^2 = 64, ``9^9^9`` is
-    9^81), so the exponents' product is the one exponent computed. Any other chain (a base that is no literal, or
-    itself an exponent) is not judged here: False."""
+    ``_MAX_LITERAL_POWER_BITS`` bits (not ``plain`` integer arithmetic: whose exponents multiply to at most
+    ``_MAX_TOWER_EXPONENT``): latex2sympy2 nests a chain to the left (``2^3^2`` is (2^3)^2 = 64, ``9^9^9`` is 9^81), so
+    the exponents' product is the one exponent computed. Any other chain (a base that is no literal, or itself an
+    exponent) is not judged here: False."""
     start = k
     while True:  # back to the chain's base: "9^9^9" seen from its second "^"
         m = re.search(r"(\d+)\s*$", s[:start])
@@ -214,15 +229,16 @@ def _small_literal_chain(s: str, k: int) -> bool:
     product = 1
     for e in re.findall(r"\d+", chain.group(0)) if chain else []:
         product *= int(e)
-        if _power_bits(int(m.group(1)), product) > _MAX_LITERAL_POWER_BITS:
+        if (_power_bits(int(m.group(1)), product) > _MAX_LITERAL_POWER_BITS if plain
+                else product > _MAX_TOWER_EXPONENT):
             return False
     return chain is not None and not re.match(r"\s*[\^_{]", s[start + chain.end():])
 
 
-def _power_of_powers_too_big(s: str, k: int) -> bool:
+def _power_of_powers_too_big(s: str, k: int, plain: bool = True) -> bool:
     """For the ``^`` at ``s[k]`` applied to a group holding powers ((a^{b})^{c} = a^(b*c)): whether the numeric
-    exponents multiply to more than ``_MAX_TOWER_EXPONENT``, unless the group is one power of an integer literal and
-    the whole has at most ``_MAX_LITERAL_POWER_BITS`` bits."""
+    exponents multiply to more than ``_MAX_TOWER_EXPONENT``, unless in ``plain`` integer arithmetic the group is one
+    power of an integer literal and the whole has at most ``_MAX_LITERAL_POWER_BITS`` bits."""
     base = s[:k].rstrip()
     opener = {"}": "{", ")": "(", "]": "["}.get(base[-1:])
     if not opener:
@@ -237,6 +253,8 @@ def _power_of_powers_too_big(s: str, k: int) -> bool:
             product *= max(1, math.ceil(abs(float(e))))
     if product <= _MAX_TOWER_EXPONENT:
         return False
+    if not plain:
+        return True
     # a power of one literal power, (2^{100})^{100} = 2^10000: judged by its size
     literal = re.fullmatch(r"[({\[]\s*(\d{1,20})\s*\^\s*(?:\{\s*[-+]?\d+\s*\}|\d)\s*[)}\]]", base[start:])
     outer = re.fullmatch(r"\s*[-+]?\d+\s*", _exponent_after(s, k))
@@ -343,10 +361,11 @@ def _cheap_binomial(n_arg: str, k_arg: str) -> bool:
     return bits <= _MAX_BINOMIAL_BITS
 
 
-def _evaluated_call_too_big(s: str) -> bool:
+def _evaluated_call_too_big(s: str, plain: bool = True) -> bool:
     """Binomials / gcd / lcm are evaluated while parsing: refused when an argument holds a power, a
     factorial or a 5-digit number ("\\binom{10^{9}}{5}"), unless it is an integer literal expression of a cheap
-    value: a binomial of two such arguments of at most ``_MAX_BINOMIAL_BITS`` bits ("\\binom{2^{14}}{2}"), else an
+    value: a binomial of two such arguments of at most ``_MAX_BINOMIAL_BITS`` bits in ``plain`` integer arithmetic
+    ("\\binom{2^{14}}{2}"), else an
     argument of at most 9999 ("\\binom{x}{3!}", as big as a 4-digit literal); at most 10^100 in a
     gcd / lcm of at most 4 arguments ("\\gcd(2^{3}, 12)", "\\gcd(10!, 3)"). "\\binom{5}{2}^2" and
     "\\gcd(12, 18)^2" are fine.
@@ -367,7 +386,8 @@ def _evaluated_call_too_big(s: str) -> bool:
             end = _group_end(t, j)
             groups.append(_split_top_level(t[j + 1 : end]))
             j = end + 1
-        if m.group(0) == "binom" and [len(g) for g in groups] == [1, 1] and _cheap_binomial(groups[0][0], groups[1][0]):
+        if (plain and m.group(0) == "binom" and [len(g) for g in groups] == [1, 1]
+                and _cheap_binomial(groups[0][0], groups[1][0])):
             continue
         for args in groups:
             # sympy's gcd / lcm of many unevaluated sums is slow (60 of "2^{13}-k": 8 s): few arguments only
@@ -384,11 +404,13 @@ def _too_costly_for_sympy(s: str) -> bool:
     ``_MAX_DEPTH`` levels of brackets inside those around the whole answer or
     ``_MAX_FUNCTION_DEPTH`` levels of function arguments, less one per 4 "|" (the parse time
     grows with each), counted up to where latex2sympy2 stops reading ("5 triangles ..." is read
-    as 5); a power of an integer literal of more than ``_MAX_LITERAL_POWER_BITS`` bits, whether its exponent is a
+    as 5); in plain integer arithmetic (:func:`_plain_integer_arithmetic`), a power of an integer literal of more
+    than ``_MAX_LITERAL_POWER_BITS`` bits, whether its exponent is a
     literal (``2^{100001}``; ``2^{10000}`` is fine), a left-nested chain (``9^9^9`` is 9^81 and ``9^99^99`` 9^9801, fine;
     ``2^9999^9999`` is not), a tower (``2^{2^{10}}`` is fine, ``9^{9^{9}}`` is not) or a power of one such power
-    (``(2^{100})^{100}`` is fine); of any other base, an exponent of 5 or more digits, a chain, a tower with an exponent
-    over ``_MAX_TOWER_EXPONENT`` or a power of powers whose exponents multiply to more (``x^9^9``, ``(x^{100})^{100}``);
+    (``(2^{100})^{100}`` is fine); elsewhere or of any other base, an exponent of 5 or more digits, a chain, a tower with
+    an exponent over ``_MAX_TOWER_EXPONENT`` or a power of powers whose exponents multiply to more (``x^9^9``,
+    ``(x^{100})^{100}``, ``\\sqrt{2^{10000}}``);
     a big factorial (:func:`_factorial_too_big`; ``1000 \\cdot 3!`` is fine); binomials / gcd / lcm (evaluated while
     parsing) with a power, a factorial or a 5-digit number in an argument, unless cheap
     (:func:`_evaluated_call_too_big`)."""
@@ -399,23 +421,24 @@ def _too_costly_for_sympy(s: str) -> bool:
     bars = len(_BAR_RE.findall(s))
     if bars > _MAX_BARS or depth > _MAX_DEPTH or function_depth + bars / 4 > _MAX_FUNCTION_DEPTH:
         return True
+    plain = _plain_integer_arithmetic(s)
     for m in re.finditer(r"\^\s*\{?\s*[-+]?\s*\d{5,}", s):  # 10^{12345}, unless of a literal and cheap (2^{10000})
-        bits = _literal_power_bits(s, m.start())
+        bits = _literal_power_bits(s, m.start()) if plain else None
         if bits is None or bits > _MAX_LITERAL_POWER_BITS:
             return True
-    if any(not _small_literal_chain(s, m.start()) for m in re.finditer(r"\^\s*\d+\s*\^", s)):  # 9^{9}^9^9
+    if any(not _small_literal_chain(s, m.start(), plain) for m in re.finditer(r"\^\s*\d+\s*\^", s)):  # 9^{9}^9^9
         return True
     for m in re.finditer(r"\^\s*\{[^{}]*\^", s):  # a tower: 9^{9^{9}}; 2^{2^{10}} (1025 bits) is cheap
-        base = _literal_base(s, m.start())
+        base = _literal_base(s, m.start()) if plain else None
         exponent = _literal_tower(_exponent_after(s, m.start()), _MAX_TOWER_EXPONENT if base is None
                                   else _MAX_LITERAL_POWER_BITS)
         if exponent is None or (base is not None and _power_bits(base, exponent) > _MAX_LITERAL_POWER_BITS):
             return True
-    if any(_power_of_powers_too_big(s, k) for k, ch in enumerate(s) if ch == "^"):
+    if any(_power_of_powers_too_big(s, k, plain) for k, ch in enumerate(s) if ch == "^"):
         return True
     if re.search(r"!|\\prod|\\gamma", s, flags=re.I) and _factorial_too_big(s):
         return True
-    return _evaluated_call_too_big(s)
+    return _evaluated_call_too_big(s, plain)
 
 
 # The names the official MATH-V ``utils.py`` evaluates printed sympy expressions with:
