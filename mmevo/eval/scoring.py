@@ -138,15 +138,22 @@ def _group_end(s: str, i: int) -> int:
     return len(s)
 
 
-def _exponent_after(s: str, i: int) -> str:
-    """The exponent of the ``^`` at ``s[i]``: a brace group's content, else the number or character after it."""
+def _exponent_span(s: str, i: int) -> tuple[str, int]:
+    """The exponent of the ``^`` at ``s[i]`` (a brace group's content, else the number or character after it) and the
+    index just past it."""
     j = i + 1
     while j < len(s) and s[j].isspace():
         j += 1
     if s[j : j + 1] == "{":
-        return s[j + 1 : _group_end(s, j)]
+        end = _group_end(s, j)
+        return s[j + 1 : end], end + 1
     m = re.match(r"\d+|\\[a-zA-Z]+|.", s[j:], re.S)
-    return m.group(0) if m else ""
+    return (m.group(0), j + m.end()) if m else ("", j)
+
+
+def _exponent_after(s: str, i: int) -> str:
+    """The exponent of the ``^`` at ``s[i]``: a brace group's content, else the number or character after it."""
+    return _exponent_span(s, i)[0]
 
 
 def _literal_base(s: str, k: int) -> int | None:
@@ -162,13 +169,9 @@ def _literal_power_bits(s: str, k: int) -> float | None:
     """Bits of the power at the ``^`` at ``s[k]`` when it is an integer literal to an integer literal ("2^{10000}",
     "2^{-12345}", "{10}^3") and nothing raises it further; else None."""
     base = _literal_base(s, k)
-    exponent = _exponent_after(s, k)
+    exponent, end = _exponent_span(s, k)
     if base is None or not re.fullmatch(r"\s*[-+]?\s*\d+\s*", exponent):
         return None
-    j = k + 1
-    while j < len(s) and s[j].isspace():
-        j += 1
-    end = _group_end(s, j) + 1 if s[j : j + 1] == "{" else j + len(exponent)
     if re.match(r"\s*\^", s[end:]):  # raised further: a chain, judged as one
         return None
     return _power_bits(base, int(re.sub(r"\s", "", exponent)))
@@ -176,7 +179,8 @@ def _literal_power_bits(s: str, k: int) -> float | None:
 
 # What integer arithmetic is made of: digits, + - * / ( ) [ ] { } ^ ! , . and the commands for products, quotients
 # and binomials.
-_PLAIN_ARITHMETIC = re.compile(r"(?:[\d\s+\-*/()\[\]{}^!,.]|\\(?:cdot|times|div|d?t?frac|d?t?binom|left|right)(?![a-zA-Z]))*")
+_PLAIN_ARITHMETIC = re.compile(
+    r"(?:[\d\s+\-*/()\[\]{}^!,.]|\\(?:cdot|times|div|d?t?frac|d?t?binom|left|right)(?![a-zA-Z]))*")
 
 
 def _plain_integer_arithmetic(s: str) -> bool:
@@ -208,7 +212,7 @@ def _literal_tower(s: str, cap: int = _MAX_TOWER_EXPONENT) -> int | None:
     return value if value <= cap else None
 
 
-def _small_literal_chain(s: str, k: int, plain: bool = True) -> bool:
+def _small_literal_chain(s: str, k: int, plain: bool) -> bool:
     """Whether the power chain with a ``^`` at ``s[k]`` is a chain of integer literals ``a^b^c...`` of at most
     ``_MAX_LITERAL_POWER_BITS`` bits (not ``plain`` integer arithmetic: whose exponents multiply to at most
     ``_MAX_TOWER_EXPONENT``): latex2sympy2 nests a chain to the left (``2^3^2`` is (2^3)^2 = 64, ``9^9^9`` is 9^81), so
@@ -235,7 +239,7 @@ def _small_literal_chain(s: str, k: int, plain: bool = True) -> bool:
     return chain is not None and not re.match(r"\s*[\^_{]", s[start + chain.end():])
 
 
-def _power_of_powers_too_big(s: str, k: int, plain: bool = True) -> bool:
+def _power_of_powers_too_big(s: str, k: int, plain: bool) -> bool:
     """For the ``^`` at ``s[k]`` applied to a group holding powers ((a^{b})^{c} = a^(b*c)): whether the numeric
     exponents multiply to more than ``_MAX_TOWER_EXPONENT``, unless in ``plain`` integer arithmetic the group is one
     power of an integer literal and the whole has at most ``_MAX_LITERAL_POWER_BITS`` bits."""
@@ -361,13 +365,12 @@ def _cheap_binomial(n_arg: str, k_arg: str) -> bool:
     return bits <= _MAX_BINOMIAL_BITS
 
 
-def _evaluated_call_too_big(s: str, plain: bool = True) -> bool:
+def _evaluated_call_too_big(s: str, plain: bool) -> bool:
     """Binomials / gcd / lcm are evaluated while parsing: refused when an argument holds a power, a
     factorial or a 5-digit number ("\\binom{10^{9}}{5}"), unless it is an integer literal expression of a cheap
     value: a binomial of two such arguments of at most ``_MAX_BINOMIAL_BITS`` bits in ``plain`` integer arithmetic
-    ("\\binom{2^{14}}{2}"), else an
-    argument of at most 9999 ("\\binom{x}{3!}", as big as a 4-digit literal); at most 10^100 in a
-    gcd / lcm of at most 4 arguments ("\\gcd(2^{3}, 12)", "\\gcd(10!, 3)"). "\\binom{5}{2}^2" and
+    ("\\binom{2^{14}}{2}"), else an argument of at most 9999 ("\\binom{x}{3!}", as big as a 4-digit literal); at most
+    10^100 in a gcd / lcm of at most 4 arguments ("\\gcd(2^{3}, 12)", "\\gcd(10!, 3)"). "\\binom{5}{2}^2" and
     "\\gcd(12, 18)^2" are fine.
     "{n \\choose k}" (arguments not delimited) is refused next to any of them."""
     big = _BIG_ARGUMENT
@@ -405,14 +408,13 @@ def _too_costly_for_sympy(s: str) -> bool:
     ``_MAX_FUNCTION_DEPTH`` levels of function arguments, less one per 4 "|" (the parse time
     grows with each), counted up to where latex2sympy2 stops reading ("5 triangles ..." is read
     as 5); in plain integer arithmetic (:func:`_plain_integer_arithmetic`), a power of an integer literal of more
-    than ``_MAX_LITERAL_POWER_BITS`` bits, whether its exponent is a
-    literal (``2^{100001}``; ``2^{10000}`` is fine), a left-nested chain (``9^9^9`` is 9^81 and ``9^99^99`` 9^9801, fine;
-    ``2^9999^9999`` is not), a tower (``2^{2^{10}}`` is fine, ``9^{9^{9}}`` is not) or a power of one such power
-    (``(2^{100})^{100}`` is fine); elsewhere or of any other base, an exponent of 5 or more digits, a chain, a tower with
-    an exponent over ``_MAX_TOWER_EXPONENT`` or a power of powers whose exponents multiply to more (``x^9^9``,
-    ``(x^{100})^{100}``, ``\\sqrt{2^{10000}}``);
-    a big factorial (:func:`_factorial_too_big`; ``1000 \\cdot 3!`` is fine); binomials / gcd / lcm (evaluated while
-    parsing) with a power, a factorial or a 5-digit number in an argument, unless cheap
+    than ``_MAX_LITERAL_POWER_BITS`` bits, whether its exponent is a literal (``2^{100001}``; ``2^{10000}`` is fine),
+    a left-nested chain (``9^9^9`` is 9^81 and ``9^99^99`` 9^9801, fine; ``2^9999^9999`` is not), a tower
+    (``2^{2^{10}}`` is fine, ``9^{9^{9}}`` is not) or a power of one such power (``(2^{100})^{100}`` is fine);
+    elsewhere or of any other base, an exponent of 5 or more digits, a chain, a tower with an exponent over
+    ``_MAX_TOWER_EXPONENT`` or a power of powers whose exponents multiply to more (``x^9^9``, ``(x^{100})^{100}``,
+    ``\\sqrt{2^{10000}}``); a big factorial (:func:`_factorial_too_big`; ``1000 \\cdot 3!`` is fine); binomials / gcd /
+    lcm (evaluated while parsing) with a power, a factorial or a 5-digit number in an argument, unless cheap
     (:func:`_evaluated_call_too_big`)."""
     s = _scan_latex2sympy2(s)[0]  # what latex2sympy2 reads
     if len(s) > _MAX_SYMPY_CHARS or "**" in s:
