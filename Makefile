@@ -5,6 +5,9 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 TORCH ?= torch==2.13.0
 EXTRAS ?= dev,cpu,prism
+# pytest-xdist workers for `make test` (0 = one process). Two by default: CI has 2 cores and every test runs with one
+# thread; more workers also mean more vLLM / DeepSpeed process sets alive at once (memory)
+TEST_WORKERS ?= 2
 
 .PHONY: setup parity-env demo test bench clean
 
@@ -41,8 +44,10 @@ $(PARITY_VENV)/.installed: Makefile
 demo: setup
 	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-1} $(VENV)/bin/mmevo demo --out runs/demo
 
+# --dist loadfile: a file's tests share one worker, so a module fixture (a render pool, Prism's trained fixture) is
+# built once, not once per worker
 test: setup parity-env
-	OMP_NUM_THREADS=1 $(PY) -m pytest -q
+	OMP_NUM_THREADS=1 $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 
 bench: setup
 	$(PY) -m pip install -q -e ".[dev,bench]"
