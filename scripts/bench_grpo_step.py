@@ -9,14 +9,19 @@ of M sequences, token-mean loss, group-normalised rewards, lr 1e-6, fp32, and th
 Each half runs in its own subprocess (``--only mmevo`` / ``--only trl``), so the peak RSS of one never includes the
 other; the default mode runs both and prints ONE JSON object on stdout (progress goes to stderr):
 
-    {"config": {...}, "mmevo": {"step_s_median": ..., "stages_s": {...}, ...}, "trl": {...},
-     "ratio_mmevo_over_trl": ..., "target_ratio": 0.33, "meets_target": ...}
+    {"config": {...}, "mmevo": {"step_s_median": ..., "stages_s": {...}, "gflop_per_step": ..., ...}, "trl": {...},
+     "ratio_mmevo_over_trl": ..., "flop_ratio_mmevo_over_trl": ..., "target_ratio": 0.33, "meets_target": ...}
 
 ``ratio_mmevo_over_trl`` is mmevo's median step time over TRL's (lower is better for mmevo); the target is <= 0.33
-(it was <= 0.67 before the padding-free / token-budget / chunked paths). At the defaults on one CPU core in fp32 the
-step's 32.5 GFLOP of matmuls alone take ~0.31 s at the ~105 GFLOP/s one core reaches, about 0.2x TRL's ~1.7 s step; the
-remaining ~0.25 s of the target would have to hold the attention (decode over shared prefixes, training forward and
-backward), sampling, norms, activations and the optimizer, which take ~0.48 s today (step ~0.79 s, ratio ~0.44).
+(it was <= 0.67 before the padding-free / token-budget / chunked paths). ``flop_ratio_mmevo_over_trl`` is the ratio of
+the work the two steps ask for: ``gflop_per_step`` counts the warm-up step's matmul, convolution and attention FLOPs
+(torch's ``FlopCounterMode``, plus the CPU flash-attention kernels its table lacks; attention is counted whole, causal
+masks not discounted, as torch counts it), and ``gflop_per_s`` is that over the median step time: how fast each side
+runs the work it does. The time ratio is the FLOP ratio times the inverse speed ratio. At the defaults mmevo's step
+asks for 39.4 GFLOP and TRL's for 81.7, a FLOP ratio of 0.48 (TRL runs every completion's prompt, image included, in
+generation and in training; mmevo each prompt once per group), and both run at 35-38 GFLOP/s on one core. A time
+ratio of 0.33 therefore needs mmevo to run its FLOPs ~1.46x as fast as TRL runs its own, while mmevo's matmul and
+attention kernels already take ~60 % of its step (torch profiler).
 
 Timing: one warm-up step, then ``--steps`` timed steps; medians are reported. mmevo's step is timed around
 ``GRPOTrainer.step()``; TRL's from ``on_step_begin`` to ``on_step_end`` of a ``TrainerCallback`` (that span covers
@@ -115,6 +120,26 @@ def config_dict(a: argparse.Namespace) -> dict:
             "lr": 1e-6, "temperature": 1.0}
 
 
+def flop_counter():
+    """torch's ``FlopCounterMode`` (no printing) that also counts the CPU flash-attention kernels, forward and
+    backward, which its table lacks. As torch's own SDPA formulas, they count the whole [q, k] score matrix."""
+    import torch
+    from torch.utils import flop_counter as fc
+
+    def forward(query, key, value, *_, out_shape=None, **__):
+        return fc.sdpa_flop_count(query, key, value)
+
+    def backward(grad_out, query, key, value, *_, out_shape=None, **__):
+        return fc.sdpa_backward_flop_count(grad_out, query, key, value)
+
+    extra = {}
+    for name, formula in (("_scaled_dot_product_flash_attention_for_cpu", forward),
+                          ("_scaled_dot_product_flash_attention_for_cpu_backward", backward)):
+        if hasattr(torch.ops.aten, name):
+            extra[getattr(torch.ops.aten, name)] = formula
+    return fc.FlopCounterMode(display=False, custom_mapping=extra)
+
+
 def build_model(cache_dir: str) -> Path:
     from mmevo.models.tiny import build_tiny_qwen2_5_vl
 
@@ -160,12 +185,16 @@ def run_mmevo(a: argparse.Namespace) -> dict:
         tr = GRPOTrainer(cfg, lm, engine, examples, [], ref_model=ref, log=False)
         prompt_lens = [len(tr.prompts(ex).input_ids) for ex in examples]
         log(f"mmevo: P={P} G={G} T={T} M={M} prompt lengths {prompt_lens}")
-        walls, per_step = [], []
+        walls, per_step, gflop = [], [], None
         for i in range(1 + a.steps):
             gen_before = engine.stats["generated_tokens"]
+            counter = flop_counter() if i == 0 else contextlib.nullcontext()  # the untimed warm-up step's FLOPs
             t0 = time.perf_counter()
-            m = tr.step()
+            with counter:
+                m = tr.step()
             wall = time.perf_counter() - t0
+            if i == 0:
+                gflop = counter.get_total_flops() / 1e9
             m["_gen_tokens"] = engine.stats["generated_tokens"] - gen_before
             log(f"mmevo step {i}{' (warm-up)' if i == 0 else ''}: {wall:.3f} s, gen {m['time/gen']:.3f} s, "
                 f"update {m['time/update']:.3f} s, mean length {m['response/length_mean']:.1f}")
@@ -185,6 +214,8 @@ def run_mmevo(a: argparse.Namespace) -> dict:
         "gen_tokens": int(median([m["_gen_tokens"] for m in per_step])),
         "completion_length_mean": median(lengths),
         "prompt_lengths": prompt_lens,
+        "gflop_per_step": gflop,
+        "gflop_per_s": gflop / median(walls),
         "peak_rss_mb": peak_rss_mb(),
     }
 
@@ -262,6 +293,8 @@ def run_trl(a: argparse.Namespace) -> dict:
         class Timer(TrainerCallback):
             def __init__(self):
                 self.t0 = None
+                self.counter = None  # counts the untimed warm-up step's FLOPs
+                self.gflop = None
                 self.last_end = None
                 self.steps: list[float] = []
                 self.walls: list[float] = []
@@ -271,15 +304,25 @@ def run_trl(a: argparse.Namespace) -> dict:
                 self.last_end = time.perf_counter()
 
             def on_step_begin(self, args, state, control, **kw):
+                if not self.steps:
+                    self.counter = flop_counter()
+                    self.counter.__enter__()
                 self.t0 = time.perf_counter()
 
             def on_step_end(self, args, state, control, **kw):
                 now = time.perf_counter()
+                if self.counter is not None:
+                    self.stop_counting()
                 self.steps.append(now - self.t0)
                 self.walls.append(now - self.last_end)
                 self.last_end = now
                 log(f"trl step {len(self.steps) - 1}{' (warm-up)' if len(self.steps) == 1 else ''}: "
                     f"{self.steps[-1]:.3f} s")
+
+            def stop_counting(self):
+                self.counter.__exit__(None, None, None)
+                self.gflop = self.counter.get_total_flops() / 1e9
+                self.counter = None
 
             def on_log(self, args, state, control, logs=None, **kw):
                 if logs:
@@ -316,7 +359,11 @@ def run_trl(a: argparse.Namespace) -> dict:
                                    processing_class=processor, callbacks=[timer])
         log(f"trl: P={P} G={G} T={T} M={M} grad_accum={accum} generation_batch_size={args.generation_batch_size} "
             f"eos_ids={trainer.eos_token_ids}")
-        trainer.train()
+        try:
+            trainer.train()
+        finally:
+            if timer.counter is not None:  # a failed warm-up step must not leave the counting mode on
+                timer.stop_counting()
 
     steps = timer.steps[1:]
     n_timed = len(steps)
@@ -344,6 +391,8 @@ def run_trl(a: argparse.Namespace) -> dict:
         },
         "completion_length_mean": median([lg["completions/mean_length"] for lg in step_logs]),
         "gen_tokens": P * G * int(round(median([lg["completions/mean_length"] for lg in step_logs]) or 0)),
+        "gflop_per_step": timer.gflop,
+        "gflop_per_s": timer.gflop / step_s,
         "peak_rss_mb": peak_rss_mb(),
         "trl_version": __import__("trl").__version__,
     }
@@ -394,7 +443,11 @@ def main(argv=None) -> int:
     ratio = None
     if mm.get("step_s_median") and tr.get("step_s_median"):
         ratio = mm["step_s_median"] / tr["step_s_median"]
+    flop_ratio = None
+    if mm.get("gflop_per_step") and tr.get("gflop_per_step"):
+        flop_ratio = mm["gflop_per_step"] / tr["gflop_per_step"]
     result = {"config": config_dict(a), "mmevo": mm, "trl": tr, "ratio_mmevo_over_trl": ratio,
+              "flop_ratio_mmevo_over_trl": flop_ratio,
               "target_ratio": TARGET_RATIO, "meets_target": bool(ratio is not None and ratio <= TARGET_RATIO)}
     text = json.dumps(result, indent=2)
     print(text, flush=True)
