@@ -617,8 +617,22 @@ def test_mathvista_bad_inputs_never_raise(mathvista):
     assert score_mathvista(None, mathvista["3"]) is False  # type: ignore[arg-type]
     assert score_mathvista("A", {}) is False
     assert score_mathvista("A", {"question_type": "multi_choice", "choices": [], "answer": "x"}) is False
+    # precision None: the official round(x, None) gives "2", not "1.5" (see the test below)
     assert score_mathvista("1.5", {"question_type": "free_form", "answer_type": "float", "precision": None,
                                    "answer": "1.5"}) is False
+    assert score_mathvista("1.5", {"question_type": "free_form", "answer_type": "float", "precision": float("nan"),
+                                   "answer": "2"}) is False  # round(x, nan) raises officially: no prediction
+
+
+@pytest.mark.parametrize("extraction, expected", [("2.7", "3"), ("2.5", "2"), ("3.5", "4"), ("-1.5", "-2"),
+                                                  ("7", "7"), ("inf", None), ("x", None)])
+def test_mathvista_float_row_without_precision_rounds_as_the_official_round_x_none(extraction, expected):
+    """calculate_score.py: ``str(round(float(extraction), precision))``; with precision None Python rounds to the
+    nearest integer, half to even (an int: no ".0"). A float row without a precision was scored wrong whatever the
+    answer (``int(None)`` raised)."""
+    item = {"question_type": "free_form", "answer_type": "float", "precision": None, "answer": expected or "0"}
+    assert normalize_mathvista_extraction(extraction, item) == expected
+    assert mathvista_is_correct(extraction, item) is (expected is not None)
 
 
 # Regression tests from the parity run against lmms-eval's port of the official MathVista scoring

@@ -1898,8 +1898,11 @@ def _normalize_mathvista(extraction: Any, item: dict) -> str | None:
         try:
             # int(): a precision stored as a float (1.0, as in table copies of the data with a
             # float column) would make the official round() raise and every answer score wrong;
-            # testmini.json holds ints, for which this is the official call.
-            return str(round(float(extraction), int(precision)))
+            # testmini.json holds ints, for which this is the official call. A missing precision
+            # (None; testmini's float rows all have one) is the official round(x, None): the
+            # nearest integer, half to even.
+            digits = None if precision is None else int(precision)
+            return str(round(float(extraction), digits))
         except Exception:
             return None
     if atype == "list":
