@@ -20,8 +20,9 @@ masks not discounted, as torch counts it), and ``gflop_per_s`` is that over the 
 runs the work it does. The time ratio is the FLOP ratio times the inverse speed ratio. At the defaults mmevo's step
 asks for 39.4 GFLOP and TRL's for 81.7, a FLOP ratio of 0.48 (TRL runs every completion's prompt, image included, in
 generation and in training; mmevo each prompt once per group), and both run at 29-39 GFLOP/s on one core (mmevo
-1.0-1.25x TRL's rate in the same run). A time ratio of 0.33 therefore needs mmevo to run its FLOPs ~1.46x as fast as
-TRL runs its own, while mmevo's matmul and attention kernels already take ~60 % of its step (torch profiler).
+0.96-1.16x TRL's rate in the same run, over 6 runs). A time ratio of 0.33 therefore needs mmevo to run its FLOPs
+~1.46x as fast as TRL runs its own, while mmevo's matmul and attention kernels already take ~60 % of its step (torch
+profiler).
 
 Timing: one warm-up step, then ``--steps`` timed steps; medians are reported. mmevo's step is timed around
 ``GRPOTrainer.step()``; TRL's from ``on_step_begin`` to ``on_step_end`` of a ``TrainerCallback`` (that span covers
