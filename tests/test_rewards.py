@@ -500,6 +500,18 @@ def test_majority_letters_and_choice_texts_share_a_vote():
     assert m["pseudo_labels"] == {0: "B"}
 
 
+def test_majority_numpy_option_arrays():
+    # options as numpy arrays (answers.py accepts them): the letter and the option text share a vote; an empty array
+    # in the group is skipped like None, so the group's options still come from the sample that has them
+    np = pytest.importorskip("numpy")
+    opts = np.array(["30", "40"])
+    r, m = majority_vote_rewards([r"\boxed{B}", r"\boxed{40}", r"\boxed{A}"], [0, 0, 0], [opts] * 3)
+    assert r.tolist() == [1.0, 1.0, 0.0]
+    assert m["modal_share"] == pytest.approx(2 / 3)
+    r, _ = majority_vote_rewards([r"\boxed{40}", r"\boxed{B}", r"\boxed{B}"], [5, 5, 5], [np.array([]), opts, opts])
+    assert r.tolist() == [1.0, 1.0, 1.0]
+
+
 def test_majority_interleaved_noncontiguous_groups():
     responses = [_box(1), _box(9), _box(1), _box(8), _box(2), _box(8), "none", _box(8)]
     group_ids = [10, 42, 10, 42, 10, 42, 10, 42]

@@ -7,7 +7,7 @@ from collections.abc import Hashable, Sequence
 
 import torch
 
-from .answers import extract_answer, group_answer_keys
+from .answers import _no_choices, extract_answer, group_answer_keys
 
 __all__ = ["majority_vote_rewards"]
 
@@ -49,7 +49,8 @@ def majority_vote_rewards(
     shares: list[float] = []
     distinct: list[int] = []
     for g, idx in members.items():
-        ch = next((choices[i] for i in idx if choices[i]), None)
+        # the group's first non-empty option list; by length, as answers.py tests it (numpy options have no truth)
+        ch = next((choices[i] for i in idx if not _no_choices(choices[i])), None)
         keys = group_answer_keys([answers[i] for i in idx], ch)
         counts: dict[Hashable, int] = {}
         first: dict[Hashable, int] = {}
