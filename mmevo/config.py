@@ -308,7 +308,7 @@ class HonestConfig:
     gss_generator_samples: int = 0  # generator samples per instruction prompt (0 = rollout.n)
     gss_solver_samples: int = 4  # frozen-solver samples per generated problem: the mean |c - y| is over these
     gss_pool_size: int = 512  # accepted generated problems kept for the solver (the latest; trainable mode)
-    gss_stub_mutate_share: float = 0.5  # stub generator: share of its tasks passed through one SMC mutator
+    gss_stub_mutate_share: float = 1.0  # stub generator: share of its tasks passed through one SMC mutator (seed: all)
     gss_warmup_problems: int = 200  # trainable + warm-up: instruction -> <expression> SFT targets for the generator
     warmup_sft: bool = False  # calibration SFT (data honest_sft, the sft section) before the first block
     eval_calibration: bool = True  # calibration report before / after on data.n_heldout held-out tasks (0: none)

@@ -120,7 +120,38 @@ def test_stub_generator_is_deterministic_and_verifiable():
     a.reseed()
     a.draws = 0
     assert [e.id for e in a.propose(4)] != before  # a re-seeded generation draws other problems
-    assert any(e.meta.get("difficulty_hint") for e in xs) and any("mutat" in str(e.meta) or True for e in xs)
+    assert all(e.meta.get("difficulty_hint") for e in xs)
+
+
+def test_stub_generator_mutates_every_draw_by_default():
+    # seed 5.2: the v1 stub "samples from the existing unified sampler + applies a pillar-3 mutator"
+    from mmevo.honest.mutators import MUTATORS
+    from mmevo.honest.tasks import generate_task
+
+    def base_question(g, i):  # the unmutated parent of draw i, as StubGenerator._draw picks it
+        import random
+        rng = random.Random(f"gss-stub/{g.seed}/{g.generation}/{i}")
+        domain, d = rng.choice(g.domains), rng.randint(g.min_d, g.max_d)
+        return generate_task(domain, d, seed=g.seed, index=i, stream=f"gss{g.generation}").question
+
+    g = StubGenerator(seed=3)
+    xs = g.propose(60)
+    m = g.metrics()
+    changed = [e.problem != base_question(g, i) for i, e in enumerate(xs)]
+    assert [e.meta["stub_mutator"] is not None for e in xs] == changed
+    assert all(e.meta["stub_mutator"] in MUTATORS for e in xs if e.meta["stub_mutator"])
+    assert m["gss/stub_mutated"] == sum(changed) and m["gss/stub_mutated"] + m["gss/stub_mutation_failed"] == 60
+    assert sum(changed) >= 45  # failed (unverifiable) mutations keep the parent, and are few
+    none = StubGenerator(seed=3, mutate_share=0.0)
+    ys = none.propose(20)
+    assert all(e.problem == base_question(none, i) and e.meta["stub_mutator"] is None for i, e in enumerate(ys))
+    assert none.metrics()["gss/stub_mutated"] == 0 == none.metrics()["gss/stub_mutation_failed"]
+    half = StubGenerator(seed=3, mutate_share=0.5)
+    half.propose(60)
+    assert 0 < half.metrics()["gss/stub_mutated"] < m["gss/stub_mutated"]
+    resumed = StubGenerator(seed=3)
+    resumed.load_state_dict(g.state_dict())
+    assert resumed.metrics() == m  # the counters survive a checkpoint
 
 
 def test_gss_mix_source_shares_and_state():

@@ -153,14 +153,17 @@ def generator_reward(confidences: Sequence[float | None], correct: Sequence[bool
 
 # -- generators --------------------------------------------------------------------------------------------------
 class StubGenerator:
-    """The seed's v1 generator: a task of a random (domain, difficulty) from the task generator, mutated by one of
-    the SMC mutators with probability ``mutate_share``; every problem is verified (a failed mutation keeps the
-    parent). Deterministic: draw ``i`` of generation ``g`` depends only on (seed, g, i). ``reseed()`` starts a new
-    generation (the health monitor's generator-collapse guardrail)."""
+    """The seed's v1 generator (5.2: it "samples from the existing unified sampler + applies a pillar-3 mutator"):
+    a task of a random (domain, difficulty) from the task generator, passed through one random SMC mutator with
+    probability ``mutate_share`` (default 1: every draw, as the seed says; lower it to keep some tasks unmutated).
+    Every problem is verified; a mutation that fails verification keeps the parent and is counted
+    (``gss/stub_mutation_failed``). The mutator applied is in the example's ``meta["stub_mutator"]`` (None when the
+    task is the unmutated parent). Deterministic: draw ``i`` of generation ``g`` depends only on (seed, g, i).
+    ``reseed()`` starts a new generation (the health monitor's generator-collapse guardrail)."""
 
     def __init__(self, domains: Sequence[str] = DOMAINS, min_difficulty: int = MIN_DIFFICULTY,
                  max_difficulty: int = MAX_DIFFICULTY, seed: int = 0, mutators: Sequence[str] | None = None,
-                 mutate_share: float = 0.5):
+                 mutate_share: float = 1.0):
         from mmevo.honest.mutators import MUTATORS
 
         if not domains or any(d not in DOMAINS for d in domains):
@@ -179,6 +182,7 @@ class StubGenerator:
         self.generation = 0
         self.draws = 0
         self.reseeds = 0
+        self.mutated = self.mutation_failed = 0  # draws that went through a mutator / whose mutation failed
         self.last_ids: list[str] = []
 
     def _draw(self, i: int) -> Example:
@@ -188,16 +192,22 @@ class StubGenerator:
         domain, d = rng.choice(self.domains), rng.randint(self.min_d, self.max_d)
         stream = f"gss{self.generation}"
         task = generate_task(domain, d, seed=self.seed, index=i, stream=stream)
+        applied = None
         if self.mutators and rng.random() < self.mutate_share:
             name = rng.choice(sorted(self.mutators))
             partner = generate_task(domain, d, seed=self.seed, index=i, stream=stream + "p")
             child, _ = checked_mutation(self.mutators[name], task, rng, partner=lambda: partner)
-            task = child if child is not None else task
+            if child is None:
+                self.mutation_failed += 1
+            else:
+                task, applied = child, name
+                self.mutated += 1
         p = problem_from_expression(task.expression)  # the verifier again: the answer is recomputed
         if p.answer != task.answer:
             raise AssertionError(f"stub task {task.id}: verifier {p.answer!r} != generator {task.answer!r}")
         ex = p.to_example("stub")
         ex.problem, ex.meta["task_domain"], ex.meta["difficulty_hint"] = task.question, task.domain, task.difficulty
+        ex.meta["stub_mutator"] = applied
         return ex
 
     def propose(self, k: int) -> list[Example]:
@@ -211,15 +221,19 @@ class StubGenerator:
         self.reseeds += 1
 
     def metrics(self) -> dict[str, float]:
-        return {"gss/stub_reseeds": float(self.reseeds), "gss/stub_draws": float(self.draws)}
+        return {"gss/stub_reseeds": float(self.reseeds), "gss/stub_draws": float(self.draws),
+                "gss/stub_mutated": float(self.mutated), "gss/stub_mutation_failed": float(self.mutation_failed)}
 
     def state_dict(self) -> dict:
-        return {"generation": self.generation, "draws": self.draws, "reseeds": self.reseeds, "seed": self.seed}
+        return {"generation": self.generation, "draws": self.draws, "reseeds": self.reseeds, "seed": self.seed,
+                "mutated": self.mutated, "mutation_failed": self.mutation_failed}
 
     def load_state_dict(self, state: dict) -> None:
         _check_generator_state(state, "stub")
         self.generation, self.draws = int(state["generation"]), int(state["draws"])
         self.reseeds, self.seed = int(state.get("reseeds", 0)), state.get("seed", self.seed)
+        # counters of a checkpoint written before they existed restart at 0
+        self.mutated, self.mutation_failed = int(state.get("mutated", 0)), int(state.get("mutation_failed", 0))
 
 
 class PoolGenerator:
