@@ -13,6 +13,7 @@ from mmevo.grpo.algos import (
     logprobs_from_logits,
     masked_mean,
     policy_loss,
+    reward_std,
 )
 
 ATOL = 1e-5
@@ -56,6 +57,30 @@ def test_group_adv_batch_scale():
     assert adv.dtype == torch.float32
     close(adv, [0.4677072, -0.4677072, -0.4677072, 0.4677072,
                 -1.4031215, -0.4677072, 0.4677072, 1.4031215])
+
+
+def test_group_adv_batch_scale_with_a_given_std():
+    # std_all = 2: the group-centred rewards .5,-.5,-.5,.5,-1.5,-.5,.5,1.5 over 2 (+1e-6)
+    adv = group_advantages(REWARDS, IDS, scale="batch", std_all=2.0)
+    close(adv, [0.25, -0.25, -0.25, 0.25, -0.75, -0.25, 0.25, 0.75])
+    # a batch split in two (a rank's share each) with the whole batch's std gives the unsplit advantages
+    whole = group_advantages(REWARDS, IDS, scale="batch")
+    sigma = reward_std(REWARDS)
+    assert abs(float(sigma) - 1.0690450) < 1e-6
+    halves = torch.cat([group_advantages(REWARDS[:4], IDS[:4], "batch", std_all=sigma),
+                        group_advantages(REWARDS[4:], IDS[4:], "batch", std_all=sigma)])
+    assert torch.equal(halves, whole)
+    # ignored by the other scales; refused when not one finite number >= 0 (a NaN std: another rank's NaN reward)
+    assert torch.equal(group_advantages(REWARDS, IDS, "group", std_all=5.0), group_advantages(REWARDS, IDS, "group"))
+    for bad in (float("nan"), float("inf"), -1.0, torch.tensor([1.0, 2.0])):
+        with pytest.raises(ValueError, match="std_all"):
+            group_advantages(REWARDS, IDS, "batch", std_all=bad)
+
+
+def test_reward_std():
+    assert reward_std(torch.tensor([1.0, 2.0, 4.0])).item() == pytest.approx(torch.tensor([1.0, 2.0, 4.0]).std().item())
+    assert reward_std(torch.tensor([3.0])).item() == 0.0 and reward_std(torch.zeros(0)).item() == 0.0
+    assert reward_std(torch.tensor([1.0, 2.0])).dtype == torch.float64
 
 
 def test_group_adv_none_scale():

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 pytest.importorskip("deepspeed", reason="DeepSpeed is not installed (pip install deepspeed)")
 
@@ -43,6 +44,20 @@ def test_zero3_two_processes_match_single_process(tiny_vl_path, tmp_path):
     assert "dp_step_reward_mean" in r  # a full data-parallel GRPO step ran on both ranks
     assert r["dp_ratio_max"] == max(r["ratio_max_by_rank"])  # a maximum over ranks, not their mean
     assert r["dp_length_min"] == min(r["length_min_by_rank"])
+
+
+def test_batch_advantage_scale_uses_the_std_of_every_ranks_rewards(tiny_vl_path, tmp_path):
+    """``algo.adv_scale=batch`` over 2 ranks with rewards of different scales: each rank trains on the advantages
+    one process would give its samples (std of all 8 rewards), not on its own rewards' std."""
+    r = _torchrun("adv_batch_worker.py", tiny_vl_path, "zero2", tmp_path, "29547")
+    assert r["world_size"] == 2
+    rewards = torch.tensor(r["rewards_by_rank"][0] + r["rewards_by_rank"][1], dtype=torch.float64)  # [8]
+    groups = rewards.reshape(4, 2)  # 2 prompts per rank, 2 samples each, in order
+    expected = (groups - groups.mean(1, keepdim=True)).flatten() / (rewards.std() + 1e-6)
+    got = torch.tensor(r["adv_by_rank"][0] + r["adv_by_rank"][1], dtype=torch.float64)
+    assert torch.allclose(got, expected, rtol=1e-6, atol=1e-7), (got, expected)
+    # each rank's own std (0.5, 0.0577) would give rank 1 advantages of 0.866, 8.6x what one process gives
+    assert abs(got[5]) < 0.15
 
 
 @pytest.mark.parametrize("stage", ["zero2", "zero3"])

@@ -24,6 +24,7 @@ __all__ = [
     "KL_KINDS",
     "AGG_MODES",
     "group_advantages",
+    "reward_std",
     "kl_penalty",
     "masked_mean",
     "agg_loss",
@@ -49,11 +50,22 @@ _K3_OUT_CLAMP = 10.0
 # --------------------------------------------------------------------------- #
 # Advantages
 # --------------------------------------------------------------------------- #
+def reward_std(rewards: Tensor) -> Tensor:
+    """Unbiased (Bessel-corrected) std of ``rewards`` [B] in float64, 0 for B <= 1: ``group_advantages``'
+    :math:`\sigma_{all}`. -> scalar float64 tensor."""
+    r = rewards.detach().to(torch.float64).flatten()  # [B]
+    n = r.numel()
+    if n <= 1:
+        return torch.zeros((), dtype=torch.float64, device=r.device)
+    return ((r - r.mean()) ** 2).sum().div(n - 1).sqrt()
+
+
 def group_advantages(
     rewards: Tensor,
     group_ids: Tensor,
     scale: str = "group",
     eps: float = 1e-6,
+    std_all: float | Tensor | None = None,
 ) -> Tensor:
     r"""Group-relative (GRPO) outcome advantages.
 
@@ -69,7 +81,8 @@ def group_advantages(
     * ``"group"``: :math:`A_i = (r_i - \mu_g) / (\sigma_g + \epsilon)`
       (the original GRPO normalisation, unbiased / Bessel-corrected std);
     * ``"batch"``: :math:`A_i = (r_i - \mu_g) / (\sigma_{all} + \epsilon)`
-      with :math:`\sigma_{all}` the unbiased std of all ``B`` rewards;
+      with :math:`\sigma_{all}` the unbiased std of all ``B`` rewards (or
+      ``std_all``: the trainer passes the std of the global batch, all ranks);
     * ``"none"``: :math:`A_i = r_i - \mu_g` (Dr.GRPO, no std scaling).
 
     A group with a single member has :math:`r_i - \mu_g = 0`, hence advantage
@@ -89,6 +102,11 @@ def group_advantages(
             integers (non-contiguous, unsorted, negative).
         scale: one of ``"group"``, ``"batch"``, ``"none"``.
         eps: added to the std in the denominator.
+        std_all: for ``"batch"`` only: :math:`\sigma_{all}` given instead of
+            computed from ``rewards`` -- when the batch is spread over ranks,
+            ``reward_std`` of the whole batch's rewards (all ranks), so that each
+            rank's share gets the advantages one process would give it. Must
+            be finite and >= 0; ignored by the other scales.
 
     Returns:
         ``[B]`` float32 advantages.
@@ -142,12 +160,15 @@ def group_advantages(
         std_g = var_g.sqrt()
         adv = centered / (std_g[inv] + eps)
     else:  # "batch"
-        n = r.numel()
-        if n > 1:
-            std_all = ((r - r.mean()) ** 2).sum().div(n - 1).sqrt()
+        if std_all is None:
+            sigma = reward_std(r)
         else:
-            std_all = torch.zeros((), dtype=torch.float64, device=r.device)
-        adv = centered / (std_all + eps)
+            sigma = torch.as_tensor(std_all, dtype=torch.float64, device=r.device)
+            if sigma.numel() != 1 or not bool(torch.isfinite(sigma).all()) or float(sigma) < 0:
+                # a NaN here is a non-finite reward on another rank: every rank fails, none trains on NaN
+                raise ValueError(f"std_all must be one finite number >= 0, got {std_all!r}")
+            sigma = sigma.reshape(())
+        adv = centered / (sigma + eps)
     if scale != "none":  # a zero-signal sample (singleton / all-equal group) is 0, not 0/0 = NaN when eps is 0
         adv = torch.where(centered == 0, torch.zeros((), dtype=adv.dtype, device=adv.device), adv)
 

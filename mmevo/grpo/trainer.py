@@ -467,10 +467,10 @@ class GRPOTrainer:
                 rewards, reward_metrics = self.rewards(self.scored_samples(rollout))
                 metrics.update(reward_metrics)
                 metrics.update(self.strategy.after_rewards(rollout, rewards) or {})
-                adv = algos.group_advantages(rewards[idx], rollout.group_ids[idx], cfg.algo.adv_scale,
-                                             cfg.algo.adv_eps)
+                adv = self._advantages(rewards[idx], rollout.group_ids[idx])
         else:  # heads with a collective call per step (e.g. an all-reduce of their state) still take part
             self.rewards.empty_step()
+            self._advantages(torch.zeros(0), torch.zeros(0, dtype=torch.long))  # and so does the batch std
         groups = rollout.group_ids[idx]
         prompts = [rollout.prompts[i] for i in idx]
         responses = [rollout.completions[i].full_ids for i in idx]
@@ -560,6 +560,20 @@ class GRPOTrainer:
                              "maternal" if k else "reinference", par, ex.answer, rollout.aux_of(i), shown[id(ex)])
                 for i, (text, g, ex, c, k, par) in enumerate(zip(rollout.texts, rollout.group_ids.tolist(),
                                                                  rollout.examples, rollout.completions, keep, parents))]
+
+    def _advantages(self, rewards: torch.Tensor, group_ids: torch.Tensor) -> torch.Tensor:
+        """Group advantages of this rank's trainable samples (rewards, group_ids [b]) -> [b]. A group never spans
+        ranks (``_local_share`` splits by prompt), so ``group`` / ``none`` need no other rank; ``batch`` scales by
+        the std of the whole step's rewards, gathered from every rank (a collective: every rank calls this once per
+        step), as one process over the global batch would (TRL gathers the rewards for its batch scaling too)."""
+        from mmevo.grpo.distributed import all_gather_objects, world_size
+
+        a = self.cfg.algo
+        std_all = None
+        if a.adv_scale == "batch" and world_size() > 1:
+            parts = all_gather_objects(rewards.detach().to(torch.float64).tolist())  # exact: float32 -> float
+            std_all = algos.reward_std(torch.tensor([r for part in parts for r in part], dtype=torch.float64))
+        return algos.group_advantages(rewards, group_ids, a.adv_scale, a.adv_eps, std_all=std_all)
 
     def _local_share(self, examples: list[Example]) -> list[Example]:
         """Every rank gets the same global batch and keeps its own contiguous share of whole prompts."""
