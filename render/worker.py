@@ -673,7 +673,8 @@ def _cpu_hard_limit(pid: int) -> int | None:
 
 # --- the supervisor ------------------------------------------------------------------------------------------
 def _png_size(data: bytes) -> tuple[int, int] | None:
-    if len(data) < 24 or not data.startswith(_PNG_SIG) or data[12:16] != b"IHDR":
+    """(width, height) of a file that starts with the signature and a whole IHDR chunk (33 bytes), else None."""
+    if len(data) < 33 or not data.startswith(_PNG_SIG) or data[12:16] != b"IHDR":
         return None
     return struct.unpack(">II", data[16:24])
 
@@ -726,6 +727,54 @@ def _inflated_size(ctype: bytes, body: bytes, cap: int) -> int:
 
 # bit depths each colour type allows (PNG spec, IHDR)
 _PNG_DEPTHS = {0: (1, 2, 4, 8, 16), 2: (8, 16), 3: (1, 2, 4, 8), 4: (8, 16), 6: (8, 16)}
+_PNG_CHANNELS = {0: 1, 2: 3, 3: 1, 4: 2, 6: 4}
+# Adam7 passes: (first column, first row, column step, row step)
+_ADAM7 = ((0, 0, 8, 8), (4, 0, 8, 8), (0, 4, 4, 8), (2, 0, 4, 4), (0, 2, 2, 4), (1, 0, 2, 2), (0, 1, 1, 2))
+
+
+def _png_raw_size(width: int, height: int, depth: int, colour: int, interlaced: bool) -> int:
+    """Bytes of filtered scanlines (a filter byte per row) the IDAT stream of this image inflates to."""
+    bits = _PNG_CHANNELS[colour] * depth  # per pixel
+
+    def rows(w: int, h: int) -> int:
+        return h * (1 + (w * bits + 7) // 8) if w and h else 0  # an empty pass has no rows at all
+
+    if not interlaced:
+        return rows(width, height)
+    return sum(rows((width - x0 + dx - 1) // dx if width > x0 else 0, (height - y0 + dy - 1) // dy if height > y0 else 0)
+               for x0, y0, dx, dy in _ADAM7)
+
+
+def _idat_problem(data: bytes, spans: list[tuple[int, int]], expected: int) -> str | None:
+    """The IDAT chunks' zlib stream (``spans``: (offset, length) of each body) must end, with its checksum, after
+    exactly ``expected`` bytes, and nothing may follow it. PIL stops inflating once the last row is filled and never
+    reads the checksum, libpng refuses a stream that ends early ("Not enough image data"); one that inflates to more
+    than the image, or holds bytes past its end, carries bytes no decoder checks. Output is inflated 1 MiB at a time
+    and dropped, and never past ``expected`` + 1 bytes: a zlib bomb costs at most the image's own size."""
+    z = zlib.decompressobj()
+    got = 0
+    view = memoryview(data)
+    try:
+        for start, length in spans:
+            if z.eof:
+                return "data after the end of the IDAT zlib stream"
+            piece = view[start:start + length]
+            while piece:
+                got += len(z.decompress(piece, min(1 << 20, expected + 1 - got)))
+                if got > expected:
+                    return f"IDAT data inflates to more than the image's {expected} bytes"
+                piece = z.unconsumed_tail
+                if z.eof:
+                    break
+            if z.unused_data:
+                return "data after the end of the IDAT zlib stream"
+    except zlib.error as e:
+        return f"the IDAT zlib stream is corrupt ({e})"
+    if not z.eof:
+        return "the IDAT zlib stream is cut short (no end / checksum)"
+    if got < expected:
+        return f"IDAT data inflates to {got} of the image's {expected} bytes"
+    return None
 # tRNS length for the colour types that take one without a palette: one grey / one RGB sample of 2 bytes each
 _PNG_TRNS_LEN = {0: 2, 2: 6}
 
@@ -739,11 +788,20 @@ def _png_chunk_problem(data: bytes, max_chunks: int, max_inflated: int = 8 << 20
     consumer could see other pixels than PIL checked): a colour type / bit depth pair that does not exist, a
     second IHDR (PIL decodes by the last), a palette image without PLTE (PIL makes one up), a PLTE in a grey
     image, after IDAT, twice or of a size no palette has, a tRNS of the wrong size for its colour type or in an
-    image with an alpha channel, after IDAT, IDAT chunks that are not consecutive, and no IDAT at all."""
+    image with an alpha channel, after IDAT, IDAT chunks that are not consecutive, and no IDAT at all; an IHDR
+    compression / filter / interlace method that does not exist, and an IDAT zlib stream that is corrupt, ends
+    early or without its checksum, inflates to more or fewer bytes than the image's rows or has bytes after its end
+    (``_idat_problem``)."""
     pos, n, end = len(_PNG_SIG), 0, len(data)
-    depth, colour = data[24], data[25]  # the IHDR fields (``_png_size`` checked that IHDR comes first)
+    # the IHDR fields (``_png_size`` checked that a whole IHDR comes first)
+    (width, height), (depth, colour, compression, filtering, interlace) = struct.unpack_from(">II", data, 16), data[24:29]
     if depth not in _PNG_DEPTHS.get(colour, ()):
         return f"colour type {colour} with bit depth {depth} does not exist"
+    # libpng refuses any other method; PIL ignores the compression / filter fields and reads any interlace as Adam7
+    if compression or filtering or interlace > 1:
+        return (f"IHDR compression method {compression}, filter method {filtering}, interlace method {interlace} "
+                "(0, 0 and 0 or 1 exist)")
+    idat_spans: list[tuple[int, int]] = []  # (offset, length) of each IDAT body
     palette = None  # entries of the PLTE, once seen
     idat = "none"  # none / in (the last chunk was IDAT) / done (IDATs seen and ended)
     inflated = 0  # bytes of compressed metadata so far, once inflated
@@ -787,6 +845,7 @@ def _png_chunk_problem(data: bytes, max_chunks: int, max_inflated: int = 8 << 20
             if colour == 3 and palette is None:
                 return "a palette image (colour type 3) without PLTE before its IDAT"
             idat = "in"
+            idat_spans.append((pos + 8, length))
         elif idat == "in":
             idat = "done"
         # PIL inflates every zTXt / iTXt / iCCP on every open, up to 1 MiB each (only text has a 64 MiB total, iCCP
@@ -800,7 +859,9 @@ def _png_chunk_problem(data: bytes, max_chunks: int, max_inflated: int = 8 << 20
         if ctype == b"IEND":
             if idat == "none":
                 return "no IDAT chunk"
-            return None if pos == end else f"{end - pos} bytes after IEND"
+            if pos != end:
+                return f"{end - pos} bytes after IEND"
+            return _idat_problem(data, idat_spans, _png_raw_size(width, height, depth, colour, interlace == 1))
     return "no IEND chunk"
 
 
