@@ -90,8 +90,11 @@ def test_thread_plan_adapts_to_the_machine():
                                             "threads_per_run": 4, "note": None}
 
 
-def test_sft_resumes_from_its_saved_state(tiny_vl_path, tmp_path):
-    """An SFT interrupted after a saved state and rerun ends with the same weights as one uninterrupted run."""
+@pytest.mark.parametrize("extra", [[], ["model.lora.rank=4", "model.lora.dropout=0.3", "sft.lr=3e-3"]],
+                         ids=["full", "lora-dropout"])
+def test_sft_resumes_from_its_saved_state(tiny_vl_path, tmp_path, extra):
+    """An SFT interrupted after a saved state and rerun ends with the same weights as one uninterrupted run; with
+    dropout too (the saved state holds the global generators that draw its masks)."""
     import torch
 
     from mmevo.config import load_config
@@ -101,7 +104,7 @@ def test_sft_resumes_from_its_saved_state(tiny_vl_path, tmp_path):
     def cfg(out):
         return load_config(None, [f"model.path={tiny_vl_path}", "data.train=figures", "data.n_train=24",
                                   "sft.batch_size=4", "sft.epochs=1", "sft.save_every=2", f"sft.output_dir={out}",
-                                  "trainer.progress=false", "data.prompt_template=none"])
+                                  "trainer.progress=false", "data.prompt_template=none", *extra])
 
     full = cfg(tmp_path / "full")
     ref = load_policy(full)

@@ -16,7 +16,7 @@ import torch
 from mmevo.config import Config
 from mmevo.data.schema import Example
 from mmevo.grpo.algos import masked_mean
-from mmevo.grpo.checkpoint import load_state_file
+from mmevo.grpo.checkpoint import load_state_file, rng_state, set_rng_state
 from mmevo.grpo.trainer import PromptCache, configure_training, make_optimizer, make_scheduler, sequence_logprobs
 from mmevo.metrics import RunLogger
 from mmevo.models.loader import LoadedModel
@@ -66,6 +66,8 @@ def run_sft(cfg: Config, policy: LoadedModel, examples: list[Example], log: bool
         opt.load_state_dict(state["optimizer"])
         sched.load_state_dict(state["scheduler"])
         gen.set_state(state["generator"])
+        if "rng" in state:  # the global generators (dropout, e.g. LoRA's); a state file written before they were kept
+            set_rng_state(state["rng"])  # resumes with fresh ones, as it did
         order, pos, start, history = state["order"], state["pos"], state["step"], state["history"]
         if log:
             print(f"[mmevo sft] resuming at step {start}/{n_steps} from {state_path}")
@@ -101,7 +103,8 @@ def run_sft(cfg: Config, policy: LoadedModel, examples: list[Example], log: bool
         bar.set_postfix(loss=f"{m['sft/loss']:.3f}")
         if s.save_every > 0 and (step + 1) % s.save_every == 0 and step + 1 < n_steps:
             _save_state(state_path, {"model": model.state_dict(), "optimizer": opt.state_dict(),
-                                     "scheduler": sched.state_dict(), "generator": gen.get_state(), "order": order,
+                                     "scheduler": sched.state_dict(), "generator": gen.get_state(), "rng": rng_state(),
+                                     "order": order,
                                      "pos": pos, "step": step + 1, "history": history, "n_steps": n_steps,
                                      "n_examples": len(examples)})
     logger.close()
