@@ -148,7 +148,7 @@ class TrainerConfig:
     keep_checkpoints: int = 2  # newest checkpoints kept; 0 = keep all
     eval_every: int = 0  # held-out evaluation period in steps; 0 = only before and after
     eval_max_tokens: int = 0  # max tokens at evaluation (0 = rollout.max_tokens)
-    resume: bool = True  # continue from the newest checkpoint in output_dir when there is one
+    resume: bool = True  # continue from the newest checkpoint in output_dir; false: start afresh, removing them
     wandb_mode: str = "offline"  # offline | online | disabled
     wandb_project: str = "mmevo"  # wandb project name
     progress: bool = True  # show a progress bar

@@ -420,18 +420,52 @@ def test_a_crash_while_deleting_old_checkpoints_leaves_no_half_checkpoint(tiny_v
             raise Killed()
         return real_rmtree(path, *a, **k)
 
-    # a fresh run in the same dir: its first save removes the abandoned run's later step_000002 and step_000004
+    # a fresh run in the same dir removes the earlier run's step_000002 and step_000004 as it starts
     fresh = _trainer(_cfg(out, **{**over, "trainer.resume": False}), tiny_vl_path, data)
     monkeypatch.setattr(checkpoint.shutil, "rmtree", killed_midway)
     with pytest.raises(Killed):
         fresh.train(steps=1)
     monkeypatch.undo()
-    # neither a half-deleted checkpoint nor the abandoned run's step_000004 is taken for the newest one
-    assert [p.name for p in list_checkpoints(out)] == ["step_000001"]
+    # neither a half-deleted checkpoint nor the earlier run's step_000004 is left to be taken for the newest one
+    assert list_checkpoints(out) == []
     resumed = _trainer(_cfg(out, **over), tiny_vl_path, data)
     resumed.train(steps=0)
-    assert resumed.step_idx == 1
-    assert [p.name for p in (out / "checkpoints").iterdir()] == ["step_000001"]  # leftovers cleared on resume
+    assert resumed.step_idx == 0
+    assert list((out / "checkpoints").iterdir()) == []  # leftovers cleared on resume
+
+    # pruning at a save: the doomed checkpoint is renamed away before it is deleted
+    pruned = _trainer(_cfg(out, **{**over, "trainer.keep_checkpoints": 1}), tiny_vl_path, data)
+    pruned.train(steps=1)
+    calls.clear()
+    monkeypatch.setattr(checkpoint.shutil, "rmtree", killed_midway)
+    with pytest.raises(Killed):
+        pruned.train(steps=1)
+    monkeypatch.undo()
+    assert [p.name for p in list_checkpoints(out)] == ["step_000002"]
+
+
+def test_a_fresh_run_leaves_no_earlier_checkpoint_for_a_later_rerun(tiny_vl_path, tmp_path, data, capsys):
+    """trainer.resume=false in a dir with checkpoints, stopped before its own first save: a rerun (resuming by
+    default) must not pick up the earlier run's state under the new run's curve."""
+    out = tmp_path / "run"
+    over = {"algo.kl_coef": 0, "trainer.steps": 3}
+    _trainer(_cfg(out, **{**over, "trainer.save_every": 3}), tiny_vl_path, data).train()
+    assert [p.name for p in list_checkpoints(out)] == ["step_000003"]
+    fresh = _trainer(_cfg(out, **{**over, "trainer.resume": False, "trainer.save_every": 2}), tiny_vl_path, data)
+    fresh.train(steps=1)  # stopped before its first save
+    assert "removed 1 checkpoint(s) of an earlier run" in capsys.readouterr().out
+    assert list_checkpoints(out) == []
+    rerun = _trainer(_cfg(out, **{**over, "trainer.save_every": 2}), tiny_vl_path, data)
+    rerun.train(steps=0)
+    assert rerun.step_idx == 0  # starts again, not at the earlier run's step 3
+    rows = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows] == []  # the fresh curve restarts too: no step of either earlier run stays
+    # a run that resumes (the default) keeps its checkpoints
+    again = _trainer(_cfg(out, **{**over, "trainer.save_every": 1}), tiny_vl_path, data)
+    again.train(steps=1)
+    kept = _trainer(_cfg(out, **over), tiny_vl_path, data)
+    kept.train(steps=0)
+    assert kept.step_idx == 1 and [p.name for p in list_checkpoints(out)] == ["step_000001"]
 
 
 def test_rng_state_round_trips_the_cuda_generator(monkeypatch):

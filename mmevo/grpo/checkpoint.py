@@ -121,6 +121,17 @@ def commit_checkpoint(tmp: Path, output_dir: str | Path, step: int, keep: int) -
     return final
 
 
+def abandon_checkpoints(output_dir: str | Path) -> list[str]:
+    """A run that starts afresh (``trainer.resume=false``) in ``output_dir``: the checkpoints there belong to an
+    earlier run. Removed now, not at this run's first save: until then a rerun (resuming by default) would resume the
+    old run's state under this run's curve, and with ``save_every=0`` they would never go. Returns their names."""
+    ckpts = list_checkpoints(output_dir)
+    doomed = [_move_aside(c) for c in ckpts]  # all renamed before any is deleted, as in ``commit_checkpoint``
+    for gone in doomed:
+        shutil.rmtree(gone, ignore_errors=True)
+    return [c.name for c in ckpts]
+
+
 def _move_aside(ckpt: Path) -> Path:
     """Rename (atomic) a checkpoint dir to a temp name that resume ignores and ``remove_partial_checkpoints`` clears;
     returns the dir to delete."""

@@ -27,9 +27,10 @@ from mmevo.data.prompts import EpochSampler, PromptSource
 from mmevo.data.schema import Example
 from mmevo.grpo import algos
 from mmevo.grpo.distributed import is_max_metric
-from mmevo.grpo.checkpoint import (DamagedCheckpointError, checkpoint_root, commit_checkpoint, latest_checkpoint,
-                                   load_model_weights, load_state_file, load_trainer_state, remove_partial_checkpoints,
-                                   rng_state, save_checkpoint, save_model, set_rng_state, write_checkpoint_files)
+from mmevo.grpo.checkpoint import (DamagedCheckpointError, abandon_checkpoints, checkpoint_root, commit_checkpoint,
+                                   latest_checkpoint, load_model_weights, load_state_file, load_trainer_state,
+                                   remove_partial_checkpoints, rng_state, save_checkpoint, save_model, set_rng_state,
+                                   write_checkpoint_files)
 from mmevo.metrics import RunLogger, StageTimer, peak_memory_mb
 from mmevo.models.attention import supports_packing
 from mmevo.models.inputs import (EncodedPrompt, collate, collate_for_training, distinct_prompts, encode_prompt, pack,
@@ -854,6 +855,19 @@ class GRPOTrainer:
         D.barrier()  # nobody reads or writes the next checkpoint before this one is in place
         return final
 
+    def _abandon_earlier_run(self) -> None:
+        """``trainer.resume=false`` in an output_dir with checkpoints: they are an earlier run's, removed at once."""
+        from mmevo.grpo import distributed as D
+
+        if self.cfg.trainer.resume:
+            return
+        gone = abandon_checkpoints(self.out) if D.is_main() else []
+        if gone:
+            print(f"[mmevo] trainer.resume=false: removed {len(gone)} checkpoint(s) of an earlier run in "
+                  f"{self.out / 'checkpoints'} ({gone[0]} .. {gone[-1]})")
+        if self.ds_engine is not None:
+            D.barrier()  # no rank saves (or looks for checkpoints) before they are gone
+
     def maybe_resume(self) -> bool:
         from mmevo.grpo import distributed as D
 
@@ -941,6 +955,7 @@ class GRPOTrainer:
         if not self._started:  # resume (or start a fresh curve) once per trainer, not on every train() call
             if not self.maybe_resume():
                 self.logger.truncate_after(self.step_idx)  # a fresh run never appends to an old run's curve
+                self._abandon_earlier_run()
             self._started = True
         target = t.steps if steps is None else self.step_idx + steps
         history = []
