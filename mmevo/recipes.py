@@ -232,6 +232,9 @@ def run_grpo(cfg: Config, evaluate_before_after: bool = True) -> dict:
         return _run_grpo(cfg, evaluate_before_after)
 
 
+EVAL_BEFORE_FILE = "eval_before.json"  # the held-out accuracy before training, in trainer.output_dir
+
+
 def _run_grpo(cfg: Config, evaluate_before_after: bool) -> dict:
     train, train_stats = load_examples(cfg, "train")  # before the model: a bad data path fails in seconds
     if cfg.trainer.steps > 0:
@@ -246,10 +249,15 @@ def _run_grpo(cfg: Config, evaluate_before_after: bool) -> dict:
     out = Path(cfg.trainer.output_dir)
     summary: dict = {"config": to_dict(cfg), "data": train_stats}
     resumed = latest_checkpoint_exists(out) and cfg.trainer.resume
+    before_file = out / EVAL_BEFORE_FILE  # kept for the summary of a resumed (or rerun) run
     if evaluate_before_after and heldout and not resumed:
         summary["eval_before"] = _strip(trainer.evaluate())
         if main:
             print(f"[mmevo] held-out accuracy before GRPO: {summary['eval_before']['accuracy']:.3f}")
+            out.mkdir(parents=True, exist_ok=True)
+            before_file.write_text(json.dumps(summary["eval_before"], indent=2, default=str))
+    elif evaluate_before_after and heldout and main and before_file.exists():
+        summary["eval_before"] = json.loads(before_file.read_text())  # measured when this run started
     t0 = time.time()
     trainer.train()
     summary["train_seconds"] = time.time() - t0

@@ -47,6 +47,12 @@ def test_sft_then_train_then_eval(tmp_path, tiny_vl_path, capsys):
     assert 0.0 <= summary["eval_before"]["accuracy"] <= 1.0 and "eval_after" in summary
     assert (out / "final" / "model.safetensors").exists() and (out / "curves.png").exists()
     assert len((out / "metrics.jsonl").read_text().splitlines()) == 2
+    # a rerun of the finished run resumes at its last step: its summary keeps the accuracy measured before training
+    assert main(["train", f"model.path={sft_model}", f"trainer.output_dir={out}", "trainer.steps=2",
+                 "trainer.prompts_per_step=2", "trainer.mini_batch_prompts=2", "rollout.n=2", "trainer.save_every=1",
+                 "algo.kl_coef=0.01"] + common) == 0
+    again = json.loads((out / "summary.json").read_text())
+    assert again["eval_before"] == summary["eval_before"] and again["eval_after"] == summary["eval_after"]
     capsys.readouterr()
     assert main(["eval", f"model.path={out / 'final'}"] + common) == 0
     result = json.loads(capsys.readouterr().out)
