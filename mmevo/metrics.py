@@ -101,6 +101,12 @@ def _row(line: str) -> dict | None:
     return row if isinstance(row, dict) else None
 
 
+def read_curve(path: str | Path) -> list[dict]:
+    """A run's metrics.jsonl rows, without blank lines or the torn last line of a run killed mid-write."""
+    p = Path(path)
+    return [row for line in p.read_text().splitlines() if (row := _row(line)) is not None] if p.exists() else []
+
+
 def read_jsonl(path: str | Path) -> list[dict]:
     p = Path(path)
     return [json.loads(l) for l in p.read_text().splitlines() if l.strip()] if p.exists() else []

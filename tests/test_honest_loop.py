@@ -223,13 +223,16 @@ def test_tiny_run_with_hcr_cpr_smc_and_stub_gss_resumes(tiny_text_path, tmp_path
     assert (out / "warmup" / "solver" / "model" / "config.json").exists()
     saved = json.loads((out / "summary.json").read_text())
     assert saved["final_model"] == summary["final_model"]
-    # a rerun resumes: nothing is retrained, the curve is not extended or duplicated
+    events = (out / "health_events.jsonl").read_text()
+    # a rerun resumes: nothing is retrained, the curve is not extended or duplicated; the summary's blocks still
+    # report their steps (from the curve), as the uninterrupted run's did
     again = run_honest(_tiny_cfg(tiny_text_path, out))
-    assert [b["solver_steps"] for b in again["blocks"]] == [0, 0]
+    assert again["blocks"] == summary["blocks"]
     assert [r["step"] for r in _rows(out / "solver" / "metrics.jsonl")] == [1, 2, 3, 4]
+    assert (out / "health_events.jsonl").read_text() == events  # no event logged twice
     # and a longer run continues from the checkpoint (curriculum / replay / stub state from its plugin state)
     more = run_honest(_tiny_cfg(tiny_text_path, out, "honest.gss_blocks=3"))
-    assert [b["solver_steps"] for b in more["blocks"]] == [0, 0, 2]
+    assert [b["solver_steps"] for b in more["blocks"]] == [2, 2, 2] and more["blocks"][:2] == summary["blocks"]
     rows = _rows(out / "solver" / "metrics.jsonl")
     assert [r["step"] for r in rows] == [1, 2, 3, 4, 5, 6] and rows[-1]["gss/generated_total"] >= \
         rows[3]["gss/generated_total"]

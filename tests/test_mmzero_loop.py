@@ -367,8 +367,12 @@ def test_tiny_coevolution_iteration_end_to_end_and_resume(tiny_vl_path, tmp_path
     proposer_done = (b / "iter_0" / "proposer" / "done.json").stat().st_mtime
     cfg_b = load_config("configs/mmzero_tiny.yaml", [f"model.path={tiny_vl_path}", f"mmzero.output_dir={b}",
                                                      "trainer.progress=false"])
-    run_mmzero(cfg_b)
+    resumed = run_mmzero(cfg_b)
     assert (b / "iter_0" / "proposer" / "done.json").stat().st_mtime == proposer_done
+    # the resumed phase's summary covers both its steps (the one before the interruption too), as the first run's
+    first, again = summary["iterations"][0]["solver"], resumed["iterations"][0]["solver"]
+    assert again["steps"] == first["steps"] == 2
+    assert again["metrics"] == pytest.approx(first["metrics"], rel=1e-6)
     wa = load_model(out / "iter_0" / "solver" / "final").model.state_dict()
     wb = load_model(solver / "final").model.state_dict()
     assert max(float((wa[k] - wb[k]).abs().max()) for k in wa) < 1e-6

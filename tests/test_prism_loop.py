@@ -140,8 +140,12 @@ def test_rerun_skips_finished_phases_and_an_interrupted_solver_resumes(prism_run
     shutil.rmtree(steps[-1])  # interrupted after its first step
     done_q = (b / "iter_2" / "questioner" / "done.json").stat().st_mtime
     cfg_b = _cfg(tiny_text_path, b, f"prism.centroids={out}/clusters/centroids.npy")
-    run_prism(cfg_b)
+    resumed = run_prism(cfg_b)
     assert (b / "iter_2" / "questioner" / "done.json").stat().st_mtime == done_q
+    # the resumed phase's summary covers all its steps (the one before the interruption too), as the first run's
+    first, again = summary["iterations"][1]["solver"], resumed["iterations"][1]["solver"]
+    assert again["steps"] == first["steps"] == cfg.prism.solver_steps
+    assert again["metrics"] == pytest.approx(first["metrics"], rel=1e-6)
     wa = load_model(solver / "final").model.state_dict()
     wb = load_model(sb / "final").model.state_dict()
     assert max(float((wa[k] - wb[k]).abs().max()) for k in wa) < 1e-6

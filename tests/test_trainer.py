@@ -468,6 +468,27 @@ def test_a_fresh_run_leaves_no_earlier_checkpoint_for_a_later_rerun(tiny_vl_path
     assert kept.step_idx == 1 and [p.name for p in list_checkpoints(out)] == ["step_000001"]
 
 
+def test_logged_history_covers_the_steps_before_a_resume(tiny_vl_path, tmp_path, data):
+    out = tmp_path / "run"
+    over = {"algo.kl_coef": 0, "trainer.steps": 3}
+    first = _trainer(_cfg(out, **over), tiny_vl_path, data)
+    ran = first.train(steps=2)
+    resumed = _trainer(_cfg(out, **over), tiny_vl_path, data)
+    assert len(resumed.train()) == 1  # train() returns the steps that call ran
+    rows = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
+    full = resumed.logged_history()
+    assert len(full) == 3 and full == [{k: v for k, v in r.items() if k != "step"} for r in rows]
+    assert full[0]["reward/total/mean"] == ran[0]["reward/total/mean"]
+    assert resumed.logged_history(2, 3) == full[1:] and resumed.logged_history(4, 9) == []
+    # a trainer that writes no curve: the steps it ran itself
+    cfg = _cfg(tmp_path / "quiet", **{**over, "trainer.save_every": 0})
+    lm = load_model(tiny_vl_path)
+    quiet = GRPOTrainer(cfg, lm, build_engine(cfg, lm), data[0], data[1], log=False)
+    got = quiet.train(steps=2)
+    assert quiet.logged_history() == got and quiet.logged_history(2) == got[1:]
+    assert not (tmp_path / "quiet" / "metrics.jsonl").exists()
+
+
 def test_rng_state_round_trips_the_cuda_generator(monkeypatch):
     from mmevo.grpo import checkpoint
 

@@ -613,7 +613,8 @@ def run_phase(cfg: Config, role: str, t: int, role_index: int, phase_dir: Path, 
         policy = load_policy(rc)
         trainer = build_trainer(rc, policy, examples, strategy=strategy, prompt_source=EpochSampler(examples, t))
         trainer.seed_offset = 3 * t + role_index  # iterations and roles draw different samples
-        history = trainer.train()
+        trainer.train()
+        history = trainer.logged_history()  # all the phase's steps, those before a resume too
         final = trainer.export(phase_dir / "final")
         trainer.close()
     finally:

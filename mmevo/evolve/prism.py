@@ -263,7 +263,8 @@ def run_questioner(cfg: Config, t: int, role_index: int, phase_dir: Path, solver
         if counts_state:  # the previous iteration's counts; a resumed checkpoint overrides them with its own
             trainer.rewards.heads["prism_coverage"].load_state_dict(counts_state)
         trainer.seed_offset = len(PHASES) * t + role_index  # 2t + role gave solver t and questioner t + 1 one seed
-        history = trainer.train()
+        trainer.train()
+        history = trainer.logged_history()  # all the phase's steps, those before a resume too
         head_state = trainer.rewards.heads["prism_coverage"].state_dict()
         final = trainer.export(phase_dir / "final")
         trainer.close()
@@ -360,7 +361,8 @@ def run_solver(cfg: Config, t: int, role_index: int, phase_dir: Path, solver_pat
     policy = load_policy(rc)
     trainer = build_trainer(rc, policy, examples, prompt_source=EpochSampler(examples, t))
     trainer.seed_offset = len(PHASES) * t + role_index  # 2t + role gave solver t and questioner t + 1 one seed
-    history = trainer.train()
+    trainer.train()
+    history = trainer.logged_history()  # all the phase's steps, those before a resume too
     final = trainer.export(phase_dir / "final")
     trainer.close()
     return {"model": str(final), "steps": len(history), "examples": len(examples), "seconds": time.time() - t0,

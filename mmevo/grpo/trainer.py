@@ -432,6 +432,7 @@ class GRPOTrainer:
         self.logger = RunLogger(self.out, to_dict(cfg), t.wandb_mode, t.wandb_project, enabled=log and is_main())
         self.counters = {"skipped_prompts": 0, "skipped_steps": 0}  # cumulative, checkpointed
         self._pad_sample: tuple[EncodedPrompt, list[int]] | None = None  # see _update
+        self._ran: list[tuple[int, dict]] = []  # (step, metrics) of every step this trainer ran (see logged_history)
         self._started = False
 
     # -- the algorithm ------------------------------------------------------------------------------------------
@@ -958,7 +959,7 @@ class GRPOTrainer:
                 self._abandon_earlier_run()
             self._started = True
         target = t.steps if steps is None else self.step_idx + steps
-        history = []
+        history = []  # this call's steps (``logged_history`` has the run's whole curve)
         from mmevo.grpo.distributed import is_main
 
         bar = _progress(target, self.step_idx, enabled=t.progress and is_main())
@@ -977,6 +978,7 @@ class GRPOTrainer:
                     metrics.update({f"eval/{k}": v for k, v in self.evaluate().items() if not isinstance(v, dict)})
                 self.logger.log(self.step_idx, metrics)
                 history.append(metrics)
+                self._ran.append((self.step_idx, metrics))
                 if on_step:
                     on_step(self.step_idx, metrics)
                 if t.save_every and self.step_idx % t.save_every == 0:
@@ -990,6 +992,21 @@ class GRPOTrainer:
             if bar is not None:
                 bar.close()
         return history
+
+    def logged_history(self, first: int = 1, last: int | None = None) -> list[dict]:
+        """Per-step metrics of steps ``first``..``last`` (default: through the current step), in step order: the
+        run's curve (metrics.jsonl), steps run before a resume included, which ``train``'s return value (the steps
+        that call ran) lacks, so a loop's summary of a resumed phase or block covers all its steps. Where this
+        trainer writes no curve (``log=False``, ranks other than 0): the steps it ran itself."""
+        from mmevo.metrics import read_curve
+
+        last = self.step_idx if last is None else last
+        if self.logger.enabled and self.logger.path.exists():
+            rows = [(int(r["step"]), {k: v for k, v in r.items() if k != "step"}) for r in read_curve(self.logger.path)
+                    if "step" in r]
+        else:
+            rows = self._ran
+        return [m for step, m in sorted(rows, key=lambda sm: sm[0]) if first <= step <= last]
 
     def export(self, path: str | Path) -> Path:
         """Final model in HF format (under DeepSpeed: gathered on every rank, written by rank 0)."""

@@ -284,7 +284,7 @@ def run_honest(cfg: Config) -> dict:
                                  "gss": h.gss_mode}, "blocks": []}
     summary["calibration_before"] = _report_summary(calibration_eval(cfg, start, out / "eval_before", "before RL"))
 
-    solver, _, _ = build_solver(cfg, start, out)
+    solver, solver_strategy, _ = build_solver(cfg, start, out)
     generator = gstrategy = None
     pool_writer = PoolWriter(out / "generator" / "pool.jsonl")
     if h.gss_mode == "trainable":
@@ -293,13 +293,17 @@ def run_honest(cfg: Config) -> dict:
         generator, gstrategy = build_generator(cfg, gstart, out, pool_writer)
     try:
         solver.train(steps=0)  # resume (or start a fresh curve) before the first block
+        if solver_strategy.monitor is not None:  # the steps that run again log their health events again
+            solver_strategy.monitor.truncate_events_after(solver.step_idx)
         if generator is not None:
             generator.train(steps=0)
         g_steps = h.gss_generator_steps or h.gss_block_steps
         for b in range(1, h.gss_blocks + 1):
             block: dict = {"block": b}
-            hist = solver.train(steps=max(0, b * h.gss_block_steps - solver.step_idx))
+            solver.train(steps=max(0, b * h.gss_block_steps - solver.step_idx))
             _save_if_needed(solver)
+            # the block's steps from the run's curve: a resumed block (or one finished before a rerun) counts them all
+            hist = solver.logged_history((b - 1) * h.gss_block_steps + 1, b * h.gss_block_steps)
             block["solver_steps"], block["solver"] = len(hist), _means(hist, ("reward/", "gss/", "difficulty/"))
             if generator is not None and generator.step_idx < b * g_steps:
                 frozen_path = out / "blocks" / f"block_{b}" / "solver"
@@ -310,17 +314,18 @@ def run_honest(cfg: Config) -> dict:
                 try:
                     gstrategy.solver = frozen
                     pool_writer.step = generator.step_idx
-                    ghist = generator.train(steps=b * g_steps - generator.step_idx,
-                                            on_step=lambda step, _m: setattr(pool_writer, "step", step))
+                    generator.train(steps=b * g_steps - generator.step_idx,
+                                    on_step=lambda step, _m: setattr(pool_writer, "step", step))
                     _save_if_needed(generator)
                 finally:
                     frozen.close()
                     gstrategy.solver = None
-                block["generator_steps"] = len(ghist)
-                block["generator"] = _means(ghist, ("reward/", "gss/"))
                 pool = read_pool(pool_writer.path, h.gss_pool_size)
                 solver.prompt_source.generator.pool = pool
                 block["pool_size"] = len(pool)
+            if generator is not None:  # from the generator's curve, as the solver's above
+                ghist = generator.logged_history((b - 1) * g_steps + 1, b * g_steps)
+                block["generator_steps"], block["generator"] = len(ghist), _means(ghist, ("reward/", "gss/"))
             summary["blocks"].append(block)
         final = solver.export(out / "solver" / "final")
         if generator is not None:
