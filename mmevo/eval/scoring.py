@@ -216,7 +216,8 @@ def _small_literal_chain(s: str, k: int, plain: bool) -> bool:
     """Whether the power chain with a ``^`` at ``s[k]`` is a chain of integer literals ``a^b^c...`` of at most
     ``_MAX_LITERAL_POWER_BITS`` bits (not ``plain`` integer arithmetic: whose exponents multiply to at most
     ``_MAX_TOWER_EXPONENT``): latex2sympy2 nests a chain to the left (``2^3^2`` is (2^3)^2 = 64, ``9^9^9`` is 9^81), so
-    the exponents' product is the one exponent computed. Any other chain (a base that is no literal, or itself an
+    the exponents' product is the one exponent computed; an exponent may be braced (``2^3^{2}`` is 64 too). Any
+    other chain (a base that is no literal, or itself an
     exponent) is not judged here: False."""
     start = k
     while True:  # back to the chain's base: "9^9^9" seen from its second "^"
@@ -229,7 +230,7 @@ def _small_literal_chain(s: str, k: int, plain: bool) -> bool:
         start = b.start()
     if re.search(r"[\d.}\])]\s*$", s[: m.start()]) or len(m.group(1)) > 4:
         return False
-    chain = re.match(r"(?:\s*\^\s*(\d{1,4})(?!\d))+", s[start:])
+    chain = re.match(r"(?:\s*\^\s*(?:\d{1,4}(?!\d)|\{\s*\d{1,4}\s*\}))+", s[start:])  # "^3", "^{2}"
     product = 1
     for e in re.findall(r"\d+", chain.group(0)) if chain else []:
         product *= int(e)
@@ -708,6 +709,9 @@ _L2S_REJECT = ("\\(", "\\)", "\\[", "\\]", "\\boxed", "\\fbox", "\\circ", "\\tex
 # Commands whose next brace group(s) are arguments (not a plain grouping ``{...}``); the constants \\pi and \\infty
 # take none ("\\pi{2}" is pi*2).
 _ARG_COMMAND = re.compile(r"\\(?!(?:pi|infty)\s*$)([a-zA-Z]+)\s*$|\\sqrt\s*\[[^\[\]]*\]\s*$")
+# A function name with scripts before a "{": "\\log_{2}{8}/2" is log_2 of what follows (its func_arg_noparens,
+# "{8}/2" -> 4, as after "\\log_2 "), not of a group "(8)" that ends its argument (log_2(8) / 2).
+_SCRIPTED_COMMAND = re.compile(r"\\(?!(?:pi|infty)(?![a-zA-Z]))[a-zA-Z]+\s*(?:[_^]\s*(?:\{[^{}]*\}|\w)\s*)+$")
 _TWO_ARG_COMMANDS = ("frac", "dfrac", "tfrac", "cfrac", "binom", "dbinom", "tbinom")
 
 
@@ -735,7 +739,7 @@ def _group_braces(s: str) -> str:
             elif m:
                 n_args = 2 if m.group(1) in _TWO_ARG_COMMANDS else 1
                 stack.append((False, n_args - 1, len(out)))
-            elif prefix.endswith(("^", "_")):
+            elif prefix.endswith(("^", "_")) or _SCRIPTED_COMMAND.search(prefix):
                 stack.append((False, 0, len(out)))
             else:
                 stack.append((True, 0, len(out)))
