@@ -26,6 +26,7 @@ def _cfg(out, **over):
 
 
 def _trainer(cfg, path, train):
+    torch.manual_seed(cfg.trainer.seed)  # as recipes.load_policy: dropout masks are drawn from the run's seed
     lm = load_model(path)
     randomize(lm.model, std=0.15, seed=3)
     return GRPOTrainer(cfg, lm, build_engine(cfg, lm), train, [], log=False)
@@ -78,7 +79,8 @@ def test_merge_accepts_any_order_and_reports_missing_parts():
 
 
 def test_grpo_with_lora_trains_adapters_exports_merged_and_resumes(tiny_vl_path, tmp_path, train):
-    over = {"model.lora.rank": 4, "model.lora.alpha": 8, "trainer.steps": 3}
+    # with dropout: the resumed step draws its masks from the checkpoint's RNG state (else it differs from run a's)
+    over = {"model.lora.rank": 4, "model.lora.alpha": 8, "model.lora.dropout": 0.3, "trainer.steps": 3}
     a = _trainer(_cfg(tmp_path / "a", **over), tiny_vl_path, train)
     base_before = {n: p.clone() for n, p in a.model.named_parameters() if not p.requires_grad}
     hist_a = a.train()
