@@ -1,6 +1,7 @@
 """``mmevo eval --benchmark``: end to end with the tiny Qwen2.5-VL on real MATH-V rows, resume, report, errors."""
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -192,6 +193,49 @@ def test_resume_regenerates_too_long_prompts_and_changed_golds_and_rescores(tiny
     after = {r["id"]: r for r in _lines(out)}
     assert after["4"]["correct"] is True and after["4"]["extracted"] == "6" and s["correct"] >= 1
     assert after["5"]["gold"] == "61"
+
+
+def test_resume_bookkeeping_lower_limit_duplicates_and_identity(tiny_vl_path, tmp_path):
+    out = tmp_path / "ev"
+    s = run_benchmark(_cfg(tiny_vl_path, out, **{"eval.limit": 3}))
+    recs = _lines(out)
+    assert s["prompt_too_long"] == 0 and all(r["prompt_tokens"] > 10 for r in recs)
+    # a lower prompt limit on resume: the kept answers are re-checked against it, as a fresh run would score them
+    s = run_benchmark(_cfg(tiny_vl_path, out, **{"eval.limit": 3, "eval.max_prompt_length": 10}))
+    assert (s["prompt_too_long"], s["correct"], s["generated_items"]) == (3, 0, 3)
+    # a run killed after appending a regenerated record, before its final rewrite: two lines of one id; the next
+    # run keeps the last and rewrites the file to one line per item
+    dup = _lines(out)
+    (out / "responses.jsonl").write_text("".join(json.dumps(r) + "\n" for r in [*recs, *dup]))
+    s = run_benchmark(_cfg(tiny_vl_path, out, **{"eval.limit": 3, "eval.max_prompt_length": 10}))
+    assert (s["generated_items"], s["prompt_too_long"]) == (0, 3)
+    assert [r["id"] for r in _lines(out)] == ["4", "5", "6"]
+    # other data, another image root, another dtype: a different run, refused
+    other = tmp_path / "copy"
+    shutil.copytree(MATHV, other)
+    for over, key in (({"eval.data": str(other)}, "source"), ({"eval.image_root": str(other)}, "image_root"),
+                      ({"model.dtype": "bfloat16"}, "dtype")):
+        with pytest.raises(ValueError, match=rf"different run \({key}: "):
+            run_benchmark(_cfg(tiny_vl_path, out, **{"eval.limit": 3, "eval.max_prompt_length": 10, **over}))
+    # a run.json written before these keys were part of the identity still resumes
+    run = json.loads((out / "run.json").read_text())
+    for key in ("source", "image_root", "dtype"):
+        run.pop(key)
+    (out / "run.json").write_text(json.dumps(run))
+    s = run_benchmark(_cfg(tiny_vl_path, out, **{"eval.limit": 3, "eval.max_prompt_length": 10}))
+    assert s["resumed_items"] == 3 and json.loads((out / "run.json").read_text())["dtype"] == "float32"
+
+
+def test_sampled_eval_identity_holds_the_seed(tiny_vl_path, tmp_path):
+    out = tmp_path / "ev"
+    over = {"eval.limit": 2, "rollout.eval_temperature": 1.0}
+    run_benchmark(_cfg(tiny_vl_path, out, **over))
+    with pytest.raises(ValueError, match=r"different run \(seed: "):
+        run_benchmark(_cfg(tiny_vl_path, out, **{**over, "trainer.seed": 7}))
+    greedy = tmp_path / "greedy"
+    run_benchmark(_cfg(tiny_vl_path, greedy, **{"eval.limit": 2}))
+    s = run_benchmark(_cfg(tiny_vl_path, greedy, **{"eval.limit": 2, "trainer.seed": 7}))  # greedy: no seed
+    assert s["resumed_items"] == 2 and "seed" not in json.loads((greedy / "run.json").read_text())
 
 
 def test_corrupt_image_is_recorded_left_out_and_not_retried(tiny_vl_path, tmp_path):

@@ -120,13 +120,14 @@ def resolve(cfg: Config) -> tuple[str, str, str, tuple[str, ...]]:
 _RECORD_KEYS = ("id", "response", "extracted", "correct", "gold", "finish_reason")  # what a resume reads
 
 
-def _read_records(path: Path) -> tuple[dict[str, dict], int]:
-    """Finished records by id; unparsable lines (a run killed mid-write) and records lacking a field a resume reads
-    are dropped (so generated again) and counted."""
+def _read_records(path: Path) -> tuple[dict[str, dict], int, int]:
+    """(finished records by id, lines dropped, lines superseded). Unparsable lines (a run killed mid-write) and
+    records lacking a field a resume reads are dropped (so generated again) and counted; of several lines of one id
+    (a regenerated item is appended, the file rewritten only at the end of its run) the last stands."""
     records: dict[str, dict] = {}
-    bad = 0
+    bad = superseded = 0
     if not path.exists():
-        return records, 0
+        return records, 0, 0
     for line in path.read_text(encoding="utf-8").splitlines():
         if not line.strip():
             continue
@@ -135,10 +136,11 @@ def _read_records(path: Path) -> tuple[dict[str, dict], int]:
         except json.JSONDecodeError:
             rec = None
         if isinstance(rec, dict) and all(k in rec for k in _RECORD_KEYS) and isinstance(rec["response"], str):
+            superseded += str(rec["id"]) in records
             records[str(rec["id"])] = rec
         else:
             bad += 1
-    return records, bad
+    return records, bad, superseded
 
 
 def _prepare_out_dir(out: Path, identity: dict, overwrite: bool) -> tuple[dict[str, dict], int]:
@@ -149,14 +151,15 @@ def _prepare_out_dir(out: Path, identity: dict, overwrite: bool) -> tuple[dict[s
         resp_file.unlink(missing_ok=True)
     elif run_file.exists() and resp_file.exists():
         before = json.loads(run_file.read_text())
-        diff = sorted(k for k in identity if before.get(k) != identity[k])
+        # a key the earlier run.json lacks (written before it was part of the identity) is not a difference
+        diff = sorted(k for k in identity if before.get(k, identity[k]) != identity[k])
         if diff:
             changes = ", ".join(f"{k}: {before.get(k)!r} -> {identity[k]!r}" for k in diff)
             raise ValueError(f"{out} holds responses of a different run ({changes}); "
                              "use another eval.out_dir or eval.overwrite=true")
     run_file.write_text(json.dumps(identity, indent=2))
-    records, bad = _read_records(resp_file)
-    if bad:  # rewrite without the broken lines, so appends start on a clean line
+    records, bad, superseded = _read_records(resp_file)
+    if bad or superseded:  # one line per item again, and appends start on a clean line
         _write_records(resp_file, records)
     return records, bad
 
@@ -292,13 +295,19 @@ def run_benchmark(cfg: Config, policy=None, engine=None) -> dict:
     identity = {"benchmark": name, "model": str(model_path), "format": fmt, "split": split,
                 "template": cfg.data.prompt_template, "system_prompt": cfg.data.system_prompt,
                 "max_tokens": max_tokens, "temperature": cfg.rollout.eval_temperature,
-                "pixels": [cfg.data.min_pixels, cfg.data.max_pixels]}
+                "pixels": [cfg.data.min_pixels, cfg.data.max_pixels], "source": str(source),
+                "image_root": e.image_root or None, "dtype": cfg.model.dtype}
+    if cfg.rollout.eval_temperature > 0:  # sampled answers depend on the seed; greedy ones do not
+        identity["seed"] = cfg.trainer.seed
     records, dropped = _prepare_out_dir(out, identity, e.overwrite)
     def final(rec: dict | None, it: BenchmarkItem) -> bool:
-        """A record stands unless its gold changed, its prompt was too long under another limit, or its image did
-        not decode and now does (or bad rows are no longer skipped: then the image's error is raised)."""
+        """A record stands unless its gold changed, its prompt was too long under another limit or is now longer
+        than ``eval.max_prompt_length``, or its image did not decode and now does (or bad rows are no longer
+        skipped: then the image's error is raised)."""
         if rec is None or rec.get("gold") != it.answer:
             return False
+        if e.max_prompt_length and rec.get("prompt_tokens", 0) > e.max_prompt_length:
+            return False  # answered under a larger limit: scored as a fresh run with this limit would score it
         if rec["finish_reason"] == "image_corrupt":
             return cfg.data.skip_bad_rows and not _decodes(it)
         return rec["finish_reason"] != "prompt_too_long" or rec.get("max_prompt_length") == e.max_prompt_length
@@ -342,9 +351,10 @@ def run_benchmark(cfg: Config, policy=None, engine=None) -> dict:
                     else:
                         prompts.append((it, p))
                 outs = engine.generate([RolloutRequest(p, n=1) for _, p in prompts], params) if prompts else []
-                for (it, _), (c,) in zip(prompts, outs, strict=True):
+                for (it, p), (c,) in zip(prompts, outs, strict=True):
                     text = decode(policy.tokenizer, c.full_ids)
-                    fresh.append(_record(it, text, *score(text, it), len(c.token_ids), c.finish_reason))
+                    fresh.append({**_record(it, text, *score(text, it), len(c.token_ids), c.finish_reason),
+                                  "prompt_tokens": len(p.input_ids)})
                 records.update((r["id"], r) for r in fresh)
                 generated.update(r["id"] for r in fresh)
                 fh.write("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in fresh))

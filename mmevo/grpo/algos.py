@@ -51,7 +51,7 @@ _K3_OUT_CLAMP = 10.0
 # Advantages
 # --------------------------------------------------------------------------- #
 def reward_std(rewards: Tensor) -> Tensor:
-    """Unbiased (Bessel-corrected) std of ``rewards`` [B] in float64, 0 for B <= 1: ``group_advantages``'
+    r"""Unbiased (Bessel-corrected) std of ``rewards`` [B] in float64, 0 for B <= 1: ``group_advantages``'
     :math:`\sigma_{all}`. -> scalar float64 tensor."""
     r = rewards.detach().to(torch.float64).flatten()  # [B]
     n = r.numel()
