@@ -69,6 +69,26 @@ def load_policy(cfg: Config, path: str | None = None) -> LoadedModel:
     return load_model(path or resolve_model_path(cfg), cfg.model.dtype, cfg.model.device)
 
 
+def _check_split(key: str, source: str, split: str | None, which: str) -> None:
+    """A ``@split`` names a split of a folder, saved dataset or hub dataset: on a .jsonl / .parquet file (one set of
+    rows) it was ignored, and the file's rows loaded as that split. The held-out set of a source with several splits
+    needs one: without it a saved DatasetDict or a hub dataset gave its train split."""
+    from mmevo.data.sources import is_saved_dataset, looks_like_hub_name
+
+    path = Path(source)
+    single_saved = path.is_dir() and is_saved_dataset(path) and not (path / "dataset_dict.json").is_file()
+    if split is not None and (single_saved or path.is_file() and path.suffix.lower() in (".jsonl", ".parquet")):
+        what = "one saved Dataset" if single_saved else "one file"
+        raise ValueError(f"{key}={source}@{split}: {source} is {what}, it has no splits; drop '@{split}' or give "
+                         "the folder / dataset that holds the split")
+    if split is None and which == "heldout":
+        several = (path.is_dir() and is_saved_dataset(path) and (path / "dataset_dict.json").is_file()
+                   and len(json.loads((path / "dataset_dict.json").read_text()).get("splits", [])) > 1)
+        if several or looks_like_hub_name(source):
+            raise ValueError(f"{key}={source}: name the held-out split ({source}@test, ...), else the train split "
+                             "would be read as held-out data")
+
+
 def source_split(source: str) -> tuple[str, str | None]:
     """EasyR1's ``SOURCE@SPLIT`` (``hiyouga/geometry3k@train``, ``data/geometry3k@test``): a source that does not exist
     as written and ends in ``@name`` is that split of ``SOURCE``; anything else is the source itself, no split."""
@@ -114,6 +134,7 @@ def load_examples(cfg: Config, which: str) -> tuple[list[Example], dict]:
     from mmevo.data.images import fit_pixels
 
     source, split = source_split(source)
+    _check_split(f"data.{which}", source, split, which)
     if cfg.data.format == "geometry3k" and not cfg.data.fields:
         from mmevo.data.geometry3k import load_geometry3k
 
@@ -239,7 +260,7 @@ def _run_grpo(cfg: Config, evaluate_before_after: bool) -> dict:
     train, train_stats = load_examples(cfg, "train")  # before the model: a bad data path fails in seconds
     if cfg.trainer.steps > 0:
         _need_train_rows(cfg, train)
-    heldout, _ = load_examples(cfg, "heldout")
+    heldout, heldout_stats = load_examples(cfg, "heldout")
     check_engine(cfg)
     policy = load_policy(cfg)
     trainer = build_trainer(cfg, policy, train, heldout)
@@ -247,7 +268,8 @@ def _run_grpo(cfg: Config, evaluate_before_after: bool) -> dict:
 
     main = is_main()  # under DeepSpeed every rank runs this; only rank 0 prints and writes files
     out = Path(cfg.trainer.output_dir)
-    summary: dict = {"config": to_dict(cfg), "data": train_stats}
+    # the held-out rows skipped at load time (data.skip_bad_rows) show beside the accuracies measured without them
+    summary: dict = {"config": to_dict(cfg), "data": train_stats, "data_heldout": heldout_stats if heldout else None}
     resumed = latest_checkpoint_exists(out) and cfg.trainer.resume
     before_file = out / EVAL_BEFORE_FILE  # kept for the summary of a resumed (or rerun) run
     if evaluate_before_after and heldout and not resumed:

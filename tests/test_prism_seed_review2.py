@@ -130,6 +130,9 @@ def test_loop_seed_offsets_are_distinct_per_iteration_and_phase(monkeypatch, tmp
             offsets[self.key] = self.seed_offset
             return []
 
+        def logged_history(self):
+            return []
+
         def export(self, path):
             return path
 

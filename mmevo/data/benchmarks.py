@@ -360,6 +360,12 @@ def _choice_texts(r: _Row, values: list, fld: str) -> list[str]:
     return out
 
 
+# Qwen's chat and vision control tokens: in a data set's text the tokenizer reads them as those tokens
+_CONTROL_TOKEN = re.compile(r"<\|(?:im_start|im_end|endoftext|vision_start|vision_end|vision_pad|image_pad|video_pad"
+                            r"|object_ref_start|object_ref_end|box_start|box_end|quad_start|quad_end"
+                            r"|fim_prefix|fim_middle|fim_suffix|fim_pad|repo_name|file_sep)\|>")
+
+
 def _non_unicode(value: Any, name: str = "") -> str | None:
     """The field (``choices[2]``, ``metadata.task``) of the first text in ``value`` that is not Unicode: JSON decodes a
     lone surrogate escape ("\\ud83d", half of an emoji cut by an exporter) that no tokenizer or UTF-8 file takes."""
@@ -510,6 +516,10 @@ def _intergps(row: dict, r: _Row, extra: dict) -> BenchmarkItem:
 
 
 _ANSWER_TAG = re.compile(r"<answer>(.*?)</answer>", re.S)
+# column names that hold a row's image(s) in common layouts: one of them beside a missing image field is a misnamed
+# field, not a text-only row
+_IMAGE_FIELD_NAMES = ("images", "image", "image_path", "image_paths", "img", "imgs", "picture", "figure",
+                      "decoded_image", "image_url")
 
 
 def _generic(row: dict, r: _Row, extra: dict) -> BenchmarkItem:
@@ -530,6 +540,11 @@ def _generic(row: dict, r: _Row, extra: dict) -> BenchmarkItem:
         if not tags or not tags[-1].strip():
             raise r.err("solution", "has no <answer>...</answer> and the row has no answer field", "missing_answer")
         answer = tags[-1].strip()
+    if f["choices"] not in row:  # options under another column name: the gold would stay a bare letter
+        other = next((k for k in ("options", "choice", "answer_choices") if row.get(k) not in (None, "", [])), None)
+        if other is not None:
+            raise r.err(f["choices"], f"the row has no such field, but has {other!r}: name the choices field "
+                        f"(data.fields.choices={other})", "missing_choices")
     choices = _choice_texts(r, r.choices(row, f["choices"], required=False) or [], f["choices"])
     m = _LETTER_RE.match(answer)
     if choices and answer not in choices and m:  # gold given as a letter: the choice text (one convention)
@@ -537,6 +552,13 @@ def _generic(row: dict, r: _Row, extra: dict) -> BenchmarkItem:
         if j >= len(choices):
             raise r.err(f["answer"], f"letter {answer!r} out of range for {len(choices)} choices", "bad_answer")
         answer = choices[j]
+    if f["image"] not in row:  # a text-only row, unless the images are under another name: then they were lost
+        if f["image"] != "images":  # a column named in data.fields (the default is "images")
+            raise r.err(f["image"], "the row has no such field (data.fields.image names it)", "missing_images")
+        other = next((k for k in _IMAGE_FIELD_NAMES if k != f["image"] and row.get(k) not in (None, "", [])), None)
+        if other is not None:
+            raise r.err(f["image"], f"the row has no such field, but has {other!r}: name the image field "
+                        f"(data.fields.image={other}; R1-V GeoQA rows: data.format=geoqa)", "missing_images")
     raw = row.get(f["image"])
     values = [] if raw is None else list(raw) if isinstance(raw, (list, tuple)) else [raw]
     images = [r.image(v, f["image"]) for v in values]
@@ -684,6 +706,12 @@ def load_items(fmt: str, source: str | Path, split: str | None = None, *, image_
             item = convert(ref.row, r, extra)
             if (bad := _non_unicode(ref.row)) is not None:  # else the tokenizer or the records file fails far later
                 raise r.err(bad, "text with a lone surrogate (\\ud800-\\udfff), not Unicode", "invalid_text")
+            for fld, text in (("problem", item.problem), ("answer", item.answer), *(
+                    (f"choices[{k}]", c) for k, c in enumerate(item.choices))):
+                if isinstance(text, str) and (m := _CONTROL_TOKEN.search(text)):
+                    # the tokenizer reads it as the token itself: a fake chat turn in the prompt, or an image
+                    # placeholder with no pixels (a bare StopIteration inside the processor)
+                    raise r.err(fld, f"holds the chat / vision control token {m.group()!r}", "invalid_text")
             item.file, item.index, item.line, item.row_id = ref.label, ref.index, ref.line, r.id
         except DataError as e:
             if not skip_bad:
