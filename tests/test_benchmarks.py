@@ -309,10 +309,29 @@ def test_mathvista_query_json_wins_over_the_rows_own_query(tmp_path):
     rows = json.loads((MATHVISTA / "testmini.json").read_text())
     (tmp_path / "images").mkdir()
     Image.new("RGB", (5, 5)).save(tmp_path / "images" / "2.jpg")
-    (tmp_path / "testmini.json").write_text(json.dumps({"2": dict(rows["2"], query="ROW QUERY")}))
-    assert load_items("mathvista", tmp_path, "testmini")[0][0].problem == "<image>ROW QUERY"
-    (tmp_path / "query.json").write_text(json.dumps({"2": "FILE QUERY"}))
-    assert load_items("mathvista", tmp_path, "testmini")[0][0].problem == "<image>FILE QUERY"
+    q = rows["2"]["question"]
+    (tmp_path / "testmini.json").write_text(json.dumps({"2": dict(rows["2"], query=f"ROW QUERY {q}")}))
+    assert load_items("mathvista", tmp_path, "testmini")[0][0].problem == f"<image>ROW QUERY {q}"
+    (tmp_path / "query.json").write_text(json.dumps({"2": f"FILE QUERY\n{q}"}))
+    assert load_items("mathvista", tmp_path, "testmini")[0][0].problem == f"<image>FILE QUERY\n{q}"
+
+
+def test_a_query_json_out_of_step_with_the_annotations_is_refused(tmp_path):
+    """Every official query holds its row's question: another pid's query (a swapped or stale query.json) would
+    ask one question and score another's gold."""
+    rows = json.loads((MATHVISTA / "testmini.json").read_text())
+    queries = json.loads((MATHVISTA / "query.json").read_text())
+    (tmp_path / "images").mkdir()
+    for pid in ("1", "2"):
+        Image.new("RGB", (5, 5)).save(tmp_path / "images" / f"{pid}.jpg")
+    (tmp_path / "testmini.json").write_text(json.dumps({pid: rows[pid] for pid in ("1", "2")}))
+    (tmp_path / "query.json").write_text(json.dumps({"1": queries["1"], "2": queries["2"]}))
+    assert len(load_items("mathvista", tmp_path, "testmini")[0]) == 2
+    (tmp_path / "query.json").write_text(json.dumps({"1": queries["2"], "2": queries["1"]}))
+    with pytest.raises(DataError, match=r"field 'query': query.json's query does not hold the row's question"):
+        load_items("mathvista", tmp_path, "testmini")
+    items, stats = load_items("mathvista", tmp_path, "testmini", skip_bad=True)
+    assert items == [] and stats["skipped_by_reason"] == {"bad_value": 2}
 
 
 def test_intergps_split_folders(tmp_path):

@@ -201,8 +201,8 @@ def test_resume_drops_records_lacking_a_field_it_reads(tmp_path):
 def test_mathvista_query_json_with_a_bom_loads_and_a_repeated_pid_is_an_error(tmp_path):
     (tmp_path / "a.png").write_bytes(_png())
     (tmp_path / "testmini.json").write_text(json.dumps({"1": _vista()}))
-    (tmp_path / "query.json").write_bytes(b"\xef\xbb\xbf" + json.dumps({"1": "Official prompt"}).encode())
-    assert load_items("mathvista", tmp_path, "testmini")[0][0].problem == "<image>Official prompt"
+    (tmp_path / "query.json").write_bytes(b"\xef\xbb\xbf" + json.dumps({"1": "Official prompt: How many?"}).encode())
+    assert load_items("mathvista", tmp_path, "testmini")[0][0].problem == "<image>Official prompt: How many?"
     (tmp_path / "query.json").write_text('{"1": "Official prompt", "1": "Another prompt"}')
     with pytest.raises(DataError, match=r"query\.json: cannot read: duplicate key '1'"):
         load_items("mathvista", tmp_path, "testmini")

@@ -465,7 +465,14 @@ def _mathvista(row: dict, r: _Row, extra: dict) -> BenchmarkItem:
     # given to it as the texts checked here (a gold 3 in the file would otherwise never equal "3")
     item_row = {**_clean_row(row), "answer": answer, "choices": [str(c) for c in choices] if choices else None,
                 "metadata": meta}
-    query = extra.get("queries", {}).get(r.id) or r.get(row, "query", required=False)
+    query = extra.get("queries", {}).get(r.id)
+    question = " ".join(str(row.get("question") or "").split())
+    # every official query holds its row's question: one from query.json that does not is another pid's (a file out
+    # of step with the annotations would ask one question and score another's gold). A row's own query is its own.
+    if query and question and question not in " ".join(query.split()):
+        raise r.err("query", f"query.json's query does not hold the row's question {question[:60]!r}: another pid's "
+                    "query (a query.json out of step with the annotations?)", "bad_value")
+    query = query or r.get(row, "query", required=False)
     if not query:
         try:
             query = mathvista_query(item_row)
