@@ -91,7 +91,7 @@ def test_mathvision_nan_options_level_and_subject_of_a_pandas_export(tmp_path):
     items, _ = load_items("mathvision", _write_jsonl(tmp_path / "t.jsonl", rows))
     it = items[0]
     assert it.problem == "How many?\n<image>" and it.choices == [] and it.row["options"] == []
-    assert it.categories == {"subject": ["unknown"], "level": ["3"]}
+    assert it.categories == {"subject": ["unknown"], "level": ["3"], "subject_level": ["unknown_level3"]}
     assert scorer_for("mathvision")("\\boxed{6}", it)[1] is True
 
 

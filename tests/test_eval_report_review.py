@@ -67,10 +67,12 @@ def official_mathvista(rows: dict[str, dict], verdicts: dict[str, bool]) -> dict
 
 
 def official_mathvision(rows: dict[str, dict], verdicts: dict[str, bool]) -> dict[str, str]:
-    """math_level_subject_acc's '-all', '-level{N}' and '{subject}' entries."""
+    """math_level_subject_acc's entries: '-all', '-level{N}', '{subject}', '{subject}_level{N}' (and its
+    '-level{N}_{subject}', the same counts under another name)."""
     counts: dict[str, list[int]] = {}
     for rid, ok in verdicts.items():
-        for key in ("-all", f"-level{rows[rid]['level']}", rows[rid]["subject"]):
+        level, subject = rows[rid]["level"], rows[rid]["subject"]
+        for key in ("-all", f"-level{level}", subject, f"{subject}_level{level}", f"-level{level}_{subject}"):
             c = counts.setdefault(key, [0, 0])
             c[0] += bool(ok)
             c[1] += 1
@@ -147,7 +149,11 @@ def test_mathvision_subject_and_level_match_the_official_result_file(tmp_path, n
         "eval.benchmark=mathvision_test"]))[3])
     fmt = lambda g: f"{g['correct']}/{g['n']}={round(g['accuracy'] * 100, 2)}%"  # noqa: E731
     mine = {"-all": fmt(s), **{f"-level{v}": fmt(g) for v, g in s["by"]["level"].items()},
-            **{v: fmt(g) for v, g in s["by"]["subject"].items()}}
+            **{v: fmt(g) for v, g in s["by"]["subject"].items()},
+            **{v: fmt(g) for v, g in s["by"]["subject_level"].items()}}
+    for v, g in s["by"]["subject_level"].items():  # the official reversed name of each cross entry
+        subject, level = v.rsplit("_level", 1)
+        mine[f"-level{level}_{subject}"] = fmt(g)
     assert mine == official_mathvision(rows, verdicts)
 
 
@@ -176,7 +182,8 @@ def test_report_md_shows_the_official_two_decimal_percentages(tmp_path):
 
 def test_data_given_with_a_format_gets_that_formats_breakdowns():
     # the same rows gave no breakdown at all when named by eval.format instead of eval.benchmark
-    for fmt, data, keys in (("mathvision", MATHV, ("subject", "level")), ("mathvista", MATHVISTA, MATHVISTA_KEYS)):
+    for fmt, data, keys in (("mathvision", MATHV, ("subject", "level", "subject_level")),
+                            ("mathvista", MATHVISTA, MATHVISTA_KEYS)):
         cfg = load_config(None, [f"eval.data={data}", f"eval.format={fmt}", "eval.split=testmini"])
         assert resolve(cfg)[3] == keys
 

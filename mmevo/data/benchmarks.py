@@ -412,8 +412,10 @@ def _mathvision(row: dict, r: _Row, extra: dict) -> BenchmarkItem:
     item_row = {**_clean_row(row), "options": options}  # NaN options (a pandas export) would crash both readers
     # labels as the official per-subject / per-level tables print them (a level 3.0 of a float column is "3")
     subject, level = r.get(row, "subject", required=False), r.get(row, "level", required=False)
+    subject, level = subject or "unknown", level or "unknown"
+    # subject_level: the official evaluate.py's cross-breakdown key f"{subject}_level{level}"
     return BenchmarkItem(r.id, mathvision_problem(item_row, len(images)), answer, [str(o) for o in options], images,
-                         item_row, {"subject": [subject or "unknown"], "level": [level or "unknown"]})
+                         item_row, {"subject": [subject], "level": [level], "subject_level": [f"{subject}_level{level}"]})
 
 
 _MATHVISTA_QTYPES = ("multi_choice", "free_form")

@@ -37,11 +37,13 @@ class BenchmarkSpec:
 # BenchmarkItem.categories keys each format's rows carry; MathVista's are the breakdowns of its official
 # calculate_score.py, in its order
 CATEGORIES: dict[str, tuple[str, ...]] = {
-    "mathvision": ("subject", "level"),
+    "mathvision": ("subject", "level", "subject_level"),
     "mathvista": ("question_type", "answer_type", "language", "source", "category", "task", "context", "grade",
                   "skills"),
     "intergps": ("graph", "goal", "official_goal", "official_graph"),
 }
+# breakdowns reported in scores.json and report.md but not plotted (MATH-V's subject x level: up to 80 bars)
+_TABLE_ONLY = ("subject_level",)
 # InterGPS's per-type table (symbolic_solver/sub_acc.py): its rows in its column order, and its counting, once per
 # label occurrence (a problem tagged Rectangle and Square counts twice under Quad)
 ROW_ORDER: dict[str, tuple[str, ...]] = {
@@ -245,7 +247,7 @@ def _plot(path: Path, summary: dict) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    keys = list(summary["by"])
+    keys = [k for k in summary["by"] if k not in _TABLE_ONLY]
     heights = [max(1.5, 0.28 * len(summary["by"][k]) + 0.8) for k in keys]
     fig, axes = plt.subplots(len(keys), 1, figsize=(7, sum(heights)), squeeze=False,
                              gridspec_kw={"height_ratios": heights})
