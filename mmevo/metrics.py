@@ -78,11 +78,8 @@ class RunLogger:
 
     def truncate_after(self, step: int) -> None:
         """On resume, drop lines logged after the checkpoint so the curve has no duplicates (writing rank only)."""
-        if not self.enabled or not self.path.exists():
-            return
-        keep = [line for line in self.path.read_text().splitlines() if (row := _row(line)) is not None
-                and row.get("step", 0) <= step]
-        self.path.write_text("".join(l + "\n" for l in keep))
+        if self.enabled:
+            truncate_rows_after(self.path, step)
 
     def close(self) -> None:
         """Finish this logger's own wandb run (idempotent); metrics.jsonl needs no closing."""
@@ -99,6 +96,16 @@ def _row(line: str) -> dict | None:
     except json.JSONDecodeError:
         return None
     return row if isinstance(row, dict) else None
+
+
+def truncate_rows_after(path: str | Path, step: int) -> None:
+    """Keep the rows of a per-step jsonl (a curve, an event log) up to ``step``; the torn last line of a run killed
+    mid-write goes too. A missing file is left missing."""
+    p = Path(path)
+    if p.exists():
+        keep = [line for line in p.read_text().splitlines() if (row := _row(line)) is not None
+                and row.get("step", 0) <= step]
+        p.write_text("".join(line + "\n" for line in keep))
 
 
 def read_curve(path: str | Path) -> list[dict]:

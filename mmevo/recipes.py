@@ -75,15 +75,15 @@ def _check_split(key: str, source: str, split: str | None, which: str) -> None:
     needs one: without it a saved DatasetDict or a hub dataset gave its train split."""
     from mmevo.data.sources import is_saved_dataset, looks_like_hub_name
 
-    path = Path(source)
-    single_saved = path.is_dir() and is_saved_dataset(path) and not (path / "dataset_dict.json").is_file()
+    path, splits_file = Path(source), Path(source) / "dataset_dict.json"
+    saved = path.is_dir() and is_saved_dataset(path)
+    single_saved = saved and not splits_file.is_file()
     if split is not None and (single_saved or path.is_file() and path.suffix.lower() in (".jsonl", ".parquet")):
         what = "one saved Dataset" if single_saved else "one file"
         raise ValueError(f"{key}={source}@{split}: {source} is {what}, it has no splits; drop '@{split}' or give "
                          "the folder / dataset that holds the split")
     if split is None and which == "heldout":
-        several = (path.is_dir() and is_saved_dataset(path) and (path / "dataset_dict.json").is_file()
-                   and len(json.loads((path / "dataset_dict.json").read_text()).get("splits", [])) > 1)
+        several = saved and not single_saved and len(json.loads(splits_file.read_text()).get("splits", [])) > 1
         if several or looks_like_hub_name(source):
             raise ValueError(f"{key}={source}: name the held-out split ({source}@test, ...), else the train split "
                              "would be read as held-out data")

@@ -414,8 +414,9 @@ def _mathvision(row: dict, r: _Row, extra: dict) -> BenchmarkItem:
     subject, level = r.get(row, "subject", required=False), r.get(row, "level", required=False)
     subject, level = subject or "unknown", level or "unknown"
     # subject_level: the official evaluate.py's cross-breakdown key f"{subject}_level{level}"
+    cats = {"subject": [subject], "level": [level], "subject_level": [f"{subject}_level{level}"]}
     return BenchmarkItem(r.id, mathvision_problem(item_row, len(images)), answer, [str(o) for o in options], images,
-                         item_row, {"subject": [subject], "level": [level], "subject_level": [f"{subject}_level{level}"]})
+                         item_row, cats)
 
 
 _MATHVISTA_QTYPES = ("multi_choice", "free_form")

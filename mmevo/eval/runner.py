@@ -384,7 +384,7 @@ def run_benchmark(cfg: Config, policy=None, engine=None) -> dict:
     if corrupt:
         stats["skipped_at_generation"] = {"image_corrupt": len(corrupt)}
     done = [it for it in items if records[it.id]["finish_reason"] != "image_corrupt"]
-    summary = {**identity, **summarize(done, records, categories), "source": str(source), "data": stats,
+    summary = {**identity, **summarize(done, records, categories), "data": stats,
                "resumed_items": resumed, "generated_items": len(items) - resumed, "dropped_corrupt_lines": dropped,
                "seconds": time.time() - t0, "out_dir": str(out)}
     (out / "scores.json").write_text(json.dumps(summary, indent=2))

@@ -113,11 +113,7 @@ def commit_checkpoint(tmp: Path, output_dir: str | Path, step: int, keep: int) -
     ckpts = list_checkpoints(output_dir)
     stale = [c for c in ckpts if _step_of(c) > step]
     kept = [c for c in ckpts if _step_of(c) <= step]
-    # every doomed checkpoint is renamed away before any file is deleted: a crash mid-deletion (a whole optimizer
-    # state takes a while) leaves only temp dirs that resume ignores, never a half-deleted or an abandoned step_*
-    doomed = [_move_aside(c) for c in stale + (kept[:-keep] if keep > 0 else [])]
-    for gone in ([replaced] if replaced else []) + doomed:
-        shutil.rmtree(gone, ignore_errors=True)
+    _remove_checkpoints(stale + (kept[:-keep] if keep > 0 else []), [replaced] if replaced else [])
     return final
 
 
@@ -126,10 +122,16 @@ def abandon_checkpoints(output_dir: str | Path) -> list[str]:
     earlier run. Removed now, not at this run's first save: until then a rerun (resuming by default) would resume the
     old run's state under this run's curve, and with ``save_every=0`` they would never go. Returns their names."""
     ckpts = list_checkpoints(output_dir)
-    doomed = [_move_aside(c) for c in ckpts]  # all renamed before any is deleted, as in ``commit_checkpoint``
-    for gone in doomed:
-        shutil.rmtree(gone, ignore_errors=True)
+    _remove_checkpoints(ckpts)
     return [c.name for c in ckpts]
+
+
+def _remove_checkpoints(ckpts: list[Path], moved: list[Path] = ()) -> None:
+    """Delete checkpoint dirs (and dirs ``moved`` aside already). Every one is renamed away before any file is
+    deleted: a crash mid-deletion (a whole optimizer state takes a while) leaves only temp dirs that resume ignores,
+    never a half-deleted or an abandoned step_*."""
+    for gone in [*moved, *(_move_aside(c) for c in ckpts)]:
+        shutil.rmtree(gone, ignore_errors=True)
 
 
 def _move_aside(ckpt: Path) -> Path:

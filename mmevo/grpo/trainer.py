@@ -1006,7 +1006,7 @@ class GRPOTrainer:
                     if "step" in r]
         else:
             rows = self._ran
-        return [m for step, m in sorted(rows, key=lambda sm: sm[0]) if first <= step <= last]
+        return [m for step, m in rows if first <= step <= last]
 
     def export(self, path: str | Path) -> Path:
         """Final model in HF format (under DeepSpeed: gathered on every rank, written by rank 0)."""

@@ -294,17 +294,10 @@ class HealthMonitor:
     def truncate_events_after(self, step: int) -> None:
         """Drop the events file's rows of steps after ``step`` (the step a run resumed at, 0 for a fresh start):
         those steps run again and log their events again, as ``RunLogger.truncate_after`` does for the curve."""
-        if self.events_path is None or not self.events_path.exists():
-            return
-        keep = []
-        for line in self.events_path.read_text(encoding="utf-8").splitlines():
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError:  # the torn last line of a run killed mid-write
-                continue
-            if isinstance(row, dict) and int(row.get("step", 0)) <= step:
-                keep.append(line + "\n")
-        self.events_path.write_text("".join(keep), encoding="utf-8")
+        if self.events_path is not None:
+            from mmevo.metrics import truncate_rows_after
+
+            truncate_rows_after(self.events_path, step)
 
     # -- checkpointing ----------------------------------------------------------------------------------------
     def state_dict(self) -> dict:
