@@ -251,9 +251,37 @@ def test_corrupt_image_is_recorded_left_out_and_not_retried(tiny_vl_path, tmp_pa
     cfg = _cfg(tiny_vl_path, tmp_path / "ev", **{"eval.data": tmp_path, "data.skip_bad_rows": "true"})
     s = run_benchmark(cfg)
     assert s["n"] == 2 and s["data"]["skipped_at_generation"] == {"image_corrupt": 1}
+    # the official scripts score all 3 rows: the left-out one counts as wrong there
+    assert s["all_rows"] == {"n": 3, "correct": s["correct"], "accuracy": s["correct"] / 3}
     s = run_benchmark(cfg)
     assert (s["generated_items"], s["n"]) == (0, 2)  # nothing to generate: the model is not even loaded
-    assert "left out at generation" in (tmp_path / "ev" / "report.md").read_text()
+    report = (tmp_path / "ev" / "report.md").read_text()
+    assert "left out at generation" in report
+    assert "Counting the 1 rows left out as wrong" in report and f"({s['correct']}/3)" in report
+
+
+def test_rows_skipped_at_load_count_as_wrong_over_all_rows(tiny_vl_path, tmp_path):
+    """A row that does not load (here a gold-less row) is left out of ``accuracy`` and counted wrong in
+    ``all_rows``: with 1 of 3 rows skipped and both others right, 100% of those scored, 66.67% of the set."""
+    rows = [json.loads(x) for x in (MATHV / "testmini.jsonl").read_text().splitlines()[:3]]
+    rows[2]["answer"] = None
+    (tmp_path / "testmini.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    shutil.copytree(MATHV / "images", tmp_path / "images")
+    out = tmp_path / "ev"
+    cfg = _cfg(tiny_vl_path, out, **{"eval.data": tmp_path, "data.skip_bad_rows": "true"})
+    run_benchmark(cfg)
+    recs = _lines(out)
+    for r in recs:  # kept responses are re-scored on the next run: make both right
+        r["response"] = f"The answer is \\boxed{{{r['gold']}}}"
+    (out / "responses.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
+    s = run_benchmark(cfg)
+    assert (s["n"], s["correct"], s["accuracy"], s["generated_items"]) == (2, 2, 1.0, 0)
+    assert s["data"]["skipped"] == 1
+    assert s["all_rows"] == {"n": 3, "correct": 2, "accuracy": 2 / 3}
+    assert "**66.67%** (2/3)" in (out / "report.md").read_text()
+    # nothing left out: no second figure
+    s = run_benchmark(_cfg(tiny_vl_path, tmp_path / "ev2", **{"eval.limit": 2}))
+    assert s["all_rows"]["n"] == 2 and "Counting the" not in (tmp_path / "ev2" / "report.md").read_text()
 
 
 def test_cli_flag_values_are_taken_literally(tiny_vl_path, tmp_path, capsys):

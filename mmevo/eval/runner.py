@@ -225,6 +225,10 @@ def write_report(out: Path, summary: dict, records: dict[str, dict], items: list
              f"Responses that hit the token budget: {summary['truncated']}; prompts over "
              f"eval.max_prompt_length or the context window (scored wrong): {summary['prompt_too_long']}; rows skipped while loading: "
              f"{skipped}.", ""]
+    left_out = summary["all_rows"]["n"] - summary["n"]
+    if left_out:
+        lines[3:3] = [f"Counting the {left_out} rows left out as wrong, as the official scripts score every row: "
+                      f"**{_pct(summary['all_rows']['accuracy'])}** ({summary['correct']}/{summary['all_rows']['n']})."]
     for key, groups in summary["by"].items():
         lines += [f"## By {key}", "", "| " + key + " | n | correct | accuracy |", "|---|---:|---:|---:|"]
         lines += [f"| {_cell(v)} | {g['n']} | {g['correct']} | {_pct(g['accuracy'])} |" for v, g in groups.items()]
@@ -384,7 +388,12 @@ def run_benchmark(cfg: Config, policy=None, engine=None) -> dict:
     if corrupt:
         stats["skipped_at_generation"] = {"image_corrupt": len(corrupt)}
     done = [it for it in items if records[it.id]["finish_reason"] != "image_corrupt"]
-    summary = {**identity, **summarize(done, records, categories), "data": stats,
+    scores = summarize(done, records, categories)
+    # the official scripts score every row of the set: a row skipped at load or at generation counts as wrong there
+    rows = stats["rows"]
+    scores["all_rows"] = {"n": rows, "correct": scores["correct"],
+                          "accuracy": scores["correct"] / rows if rows else 0.0}
+    summary = {**identity, **scores, "data": stats,
                "resumed_items": resumed, "generated_items": len(items) - resumed, "dropped_corrupt_lines": dropped,
                "seconds": time.time() - t0, "out_dir": str(out)}
     (out / "scores.json").write_text(json.dumps(summary, indent=2))
