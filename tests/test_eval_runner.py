@@ -306,3 +306,34 @@ def test_prompt_limit_fits_the_context_window(tiny_vl_path):
     assert _prompt_limit(model, 100, 256) == 100
     with pytest.raises(ValueError, match="leaves no room for a prompt"):
         _prompt_limit(model, 8192, context)
+
+
+def test_resume_refuses_new_weights_under_the_same_model_path(tiny_vl_path, tmp_path):
+    """A checkpoint retrained and saved over the old one keeps its path: the run identity's weight fingerprint
+    refuses to mix its answers with the old weights' ones; the same weights (also copied elsewhere) fingerprint alike."""
+    import torch
+    from transformers import AutoModelForImageTextToText
+
+    from mmevo.eval.runner import weights_fingerprint
+
+    model_dir = tmp_path / "model"
+    shutil.copytree(tiny_vl_path, model_dir)
+    assert weights_fingerprint(model_dir) == weights_fingerprint(tiny_vl_path) is not None
+    assert weights_fingerprint(tmp_path / "no-such-dir") is None and weights_fingerprint("Qwen/Qwen2.5-VL-7B-Instruct") is None
+    out = tmp_path / "ev"
+    s = run_benchmark(_cfg(model_dir, out, **{"eval.limit": 1}))
+    assert json.loads((out / "run.json").read_text())["weights"] == weights_fingerprint(model_dir)
+    assert run_benchmark(_cfg(model_dir, out, **{"eval.limit": 1}))["resumed_items"] == 1
+    model = AutoModelForImageTextToText.from_pretrained(model_dir)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(1e-3)  # one small step of "training"
+    model.save_pretrained(model_dir)
+    with pytest.raises(ValueError, match=r"holds responses of a different run \(weights: '[0-9a-f]{16}' -> '[0-9a-f]{16}'\)"):
+        run_benchmark(_cfg(model_dir, out, **{"eval.limit": 1}))
+    # an out_dir of an older version (no weights in run.json) still resumes
+    run = json.loads((out / "run.json").read_text())
+    del run["weights"]
+    (out / "run.json").write_text(json.dumps(run))
+    assert run_benchmark(_cfg(model_dir, out, **{"eval.limit": 1}))["resumed_items"] == 1
+    assert s["n"] == 1

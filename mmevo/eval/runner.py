@@ -145,6 +145,34 @@ def _read_records(path: Path) -> tuple[dict[str, dict], int, int]:
     return records, bad, superseded
 
 
+_WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth")
+_FINGERPRINT_CHUNKS, _FINGERPRINT_CHUNK_BYTES = 16, 1 << 16
+
+
+def weights_fingerprint(model_path: str | os.PathLike) -> str | None:
+    """A short digest of a local checkpoint's weight files, so that a resume notices new weights under the same path
+    (a retrained checkpoint saved over the old one): each file's name and size and 16 evenly spaced 64 KiB chunks of
+    its bytes, about a MiB a file whatever its size. Training changes weights throughout a file, so any fine-tune
+    shows in the sampled chunks. None where ``model_path`` is not a local directory (a hub name)."""
+    import hashlib
+
+    root = Path(model_path)
+    if not root.is_dir():
+        return None
+    digest = hashlib.sha256()
+    files = sorted(p for p in root.iterdir() if p.is_file() and p.name.endswith(_WEIGHT_SUFFIXES))
+    for f in files:
+        size = f.stat().st_size
+        digest.update(f"{f.name}\0{size}\0".encode())
+        with open(f, "rb") as fh:
+            starts = sorted({size * k // _FINGERPRINT_CHUNKS for k in range(_FINGERPRINT_CHUNKS)} | {
+                max(0, size - _FINGERPRINT_CHUNK_BYTES)})
+            for start in starts:
+                fh.seek(start)
+                digest.update(fh.read(_FINGERPRINT_CHUNK_BYTES))
+    return digest.hexdigest()[:16] if files else None
+
+
 def _prepare_out_dir(out: Path, identity: dict, overwrite: bool) -> tuple[dict[str, dict], int]:
     """Check the run identity against an earlier run in ``out``; return its finished records."""
     out.mkdir(parents=True, exist_ok=True)
@@ -225,10 +253,11 @@ def write_report(out: Path, summary: dict, records: dict[str, dict], items: list
              f"Responses that hit the token budget: {summary['truncated']}; prompts over "
              f"eval.max_prompt_length or the context window (scored wrong): {summary['prompt_too_long']}; rows skipped while loading: "
              f"{skipped}.", ""]
-    left_out = summary["all_rows"]["n"] - summary["n"]
+    all_rows = summary.get("all_rows")  # absent from a summary built by summarize() alone
+    left_out = all_rows["n"] - summary["n"] if all_rows else 0
     if left_out:
         lines[3:3] = [f"Counting the {left_out} rows left out as wrong, as the official scripts score every row: "
-                      f"**{_pct(summary['all_rows']['accuracy'])}** ({summary['correct']}/{summary['all_rows']['n']})."]
+                      f"**{_pct(all_rows['accuracy'])}** ({summary['correct']}/{all_rows['n']})."]
     for key, groups in summary["by"].items():
         lines += [f"## By {key}", "", "| " + key + " | n | correct | accuracy |", "|---|---:|---:|---:|"]
         lines += [f"| {_cell(v)} | {g['n']} | {g['correct']} | {_pct(g['accuracy'])} |" for v, g in groups.items()]
@@ -302,7 +331,8 @@ def run_benchmark(cfg: Config, policy=None, engine=None) -> dict:
                 "template": cfg.data.prompt_template, "system_prompt": cfg.data.system_prompt,
                 "max_tokens": max_tokens, "temperature": cfg.rollout.eval_temperature,
                 "pixels": [cfg.data.min_pixels, cfg.data.max_pixels], "source": str(source),
-                "image_root": e.image_root or None, "dtype": cfg.model.dtype}
+                "image_root": e.image_root or None, "dtype": cfg.model.dtype,
+                "weights": weights_fingerprint(model_path)}
     if cfg.rollout.eval_temperature > 0:  # sampled answers depend on the seed; greedy ones do not
         identity["seed"] = cfg.trainer.seed
     records, dropped = _prepare_out_dir(out, identity, e.overwrite)
