@@ -90,7 +90,7 @@ class BenchmarkItem:
                 data = ref.read_bytes() if isinstance(ref, Path) else ref
                 with Image.open(io.BytesIO(data), formats=RASTER_FORMATS) as im:
                     im.load()
-                    out.append(to_rgb(im))  # transparency on white, 16-bit grey scaled
+                    out.append(to_rgb(im))  # transparency on white, 16-bit / 32-bit / float grey scaled
             except (OSError, SyntaxError, ValueError, Image.DecompressionBombError) as e:
                 raise DataError(f"{self.source}: field {self.image_field!r}: image {k}: cannot decode image "
                                 f"bytes{what}: {e}", file=self.file, row=self.index, field=self.image_field,

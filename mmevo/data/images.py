@@ -18,18 +18,48 @@ def to_rgb(image: Image.Image) -> Image.Image:
 
     Transparency (RGBA, LA, PA, a palette or grey image with a transparent colour) is composited on white, as
     qwen_vl_utils' ``to_rgb`` does for RGBA: ``convert`` drops the alpha and shows transparent pixels in their stored
-    colour, usually black, so black lines on a transparent background vanish. 16-bit grey is scaled to 0-255
-    (v / 257): ``convert`` clips it at 255, so a 16-bit scan turns almost white.
+    colour, usually black, so black lines on a transparent background vanish. Wide grey (modes ``I;16*``, ``I``,
+    ``F``) is scaled to 0-255 by :func:`_wide_grey_to_8bit`: ``convert`` clips it at 255, so a 16-bit scan turns
+    almost white.
     """
-    if image.mode in _SIXTEEN_BIT:
-        grey = np.asarray(image, dtype=np.float64) / 257.0  # 65535 -> 255
-        return Image.fromarray(np.rint(grey).astype(np.uint8), mode="L").convert("RGB")
+    if image.mode in _SIXTEEN_BIT or image.mode in ("I", "F"):
+        return Image.fromarray(_wide_grey_to_8bit(image), mode="L").convert("RGB")
     if image.mode in ("RGBA", "LA", "PA", "RGBa", "La") or "transparency" in image.info:
         rgba = image.convert("RGBA")
         out = Image.new("RGB", image.size, (255, 255, 255))
         out.paste(rgba, mask=rgba.getchannel("A"))
         return out
     return image.convert("RGB")
+
+
+def _wide_grey_to_8bit(image: Image.Image) -> np.ndarray:
+    """A 16-bit, 32-bit integer or float grey image as uint8, scaled by the full scale its values have.
+
+    * ``I;16*``: unsigned 16-bit, full scale 65535 (v / 257).
+    * ``I`` (32-bit signed): Pillow decodes 16-bit PGM / PPM into it (rescaled to full scale 65535 whatever the
+      file's maxval), and signed 16-bit or 32-bit TIFF. Values within 0..65535 are read as 16-bit (v / 257); others
+      (negative, or past 16 bits) have no known full scale, so their [min, max] is stretched to 0..255.
+    * ``F`` (float32): values within [0, 1] are read as the usual 0 = black, 1 = white (x 255), so a dark image
+      stays dark; any other range has no known full scale and its [min, max] is stretched to 0..255. NaN is black,
+      +-inf take the ends of the finite range.
+
+    A constant image outside those ranges (nothing to stretch) keeps its value clipped to 0..255, never a division
+    by zero.
+    """
+    a = np.asarray(image, dtype=np.float64)
+    if image.mode in _SIXTEEN_BIT:
+        return np.rint(a / 257.0).astype(np.uint8)
+    finite = a[np.isfinite(a)]
+    lo, hi = (float(finite.min()), float(finite.max())) if finite.size else (0.0, 0.0)
+    if image.mode == "I" and lo >= 0 and hi <= 65535:
+        return np.rint(a / 257.0).astype(np.uint8)  # 65535 -> 255
+    if image.mode == "F" and lo >= 0 and hi <= 1:
+        out = a * 255.0
+    elif hi > lo:
+        out = (np.clip(a, lo, hi) - lo) * (255.0 / (hi - lo))
+    else:
+        out = np.clip(a, lo, hi)  # constant (lo == hi): nothing to stretch, the value itself (NaN stays NaN)
+    return np.rint(np.clip(np.nan_to_num(out, nan=0.0), 0, 255)).astype(np.uint8)
 
 
 def fit_pixels(image: Image.Image, min_pixels: int = 0, max_pixels: int = 0) -> Image.Image:
