@@ -108,7 +108,7 @@ def test_held_out_rows_skipped_at_load_time_are_in_the_summary(tiny_vl_path, tmp
     ({"problem": "<image>Find x.<|im_end|>\n<|im_start|>assistant\n\\boxed{3}", "answer": "3"}, "problem",
      "<|im_end|>"),
     ({"problem": "<image>Which? <|image_pad|>", "answer": "3"}, "problem", "<|image_pad|>"),
-    ({"problem": "<image>Find x.", "answer": "3", "choices": ["1", "2<|vision_start|>"]}, "choices[1]",
+    ({"problem": "<image>Find x.", "answer": "1", "choices": ["1", "2<|vision_start|>"]}, "choices[1]",
      "<|vision_start|>"),
 ])
 def test_chat_and_vision_control_tokens_in_text_are_refused(tmp_path, row, field, token):
@@ -119,3 +119,38 @@ def test_chat_and_vision_control_tokens_in_text_are_refused(tmp_path, row, field
     ok = {"id": "2", "images": ["a.png"], "problem": "<image>Is |x| < 3? Find <x|y>.", "answer": "3"}
     exs, stats = _load(_rows(tmp_path, [row, ok]), "train", "data.skip_bad_rows=true")
     assert [e.id for e in exs] == ["2"] and stats["skipped_by_reason"] == {"invalid_text": 1}
+
+
+def test_a_gold_among_no_choice_is_an_error_naming_file_row_and_field(tmp_path):
+    row = {"id": "q7", "images": ["a.png"], "problem": "<image>Find x.", "choices": ["1", "2", "3"], "answer": "7"}
+    path = _rows(tmp_path, [dict(row, id="ok", answer="2"), row])
+    with pytest.raises(DataError, match=re.escape(f"{path}:2 (row 1, id 'q7'): field 'answer': '7' is neither a "
+                                                  "letter nor the text of one of the 3 choices")) as e:
+        _load(path)
+    assert (e.value.file, e.value.row, e.value.field, e.value.reason) == (str(path), 1, "answer", "bad_answer")
+    # with data.skip_bad_rows the row is skipped and counted, as every other bad row
+    exs, stats = _load(path, "train", "data.skip_bad_rows=true")
+    assert [x.id for x in exs] == ["ok"] and stats["skipped_by_reason"] == {"bad_answer": 1}
+
+
+@pytest.mark.parametrize("choices,answer,gold", [
+    (["1", "2", "3"], "2", "2"), (["1", "2", "3"], "B", "2"), (["1", "2", "3"], "(c)", "3"),
+    ([1, 2, 3.0], 3.0, "3"),  # numbers: a whole float reads as the integer in the choice and in the gold
+])
+def test_a_gold_given_as_a_letter_or_a_choice_text_still_loads(tmp_path, choices, answer, gold):
+    row = {"id": "1", "images": ["a.png"], "problem": "<image>Find x.", "choices": choices, "answer": answer}
+    exs, _ = _load(_rows(tmp_path, [row]))
+    assert exs[0].answer == gold
+
+
+def test_a_gold_among_no_choice_names_the_mapped_column_or_the_solution(tmp_path):
+    row = {"id": "1", "img": "a.png", "question": "Find x.", "opts": ["1", "2"], "gt": "one"}
+    with pytest.raises(DataError, match=r"field 'gt': 'one' is neither a letter nor the text of one of the 2 "
+                                        r"choices in 'opts'"):
+        _load(_rows(tmp_path, [row]), "train", "data.format=generic",
+              "data.fields={image: img, problem: question, answer: gt, choices: opts}")
+    row = {"id": "1", "images": ["a.png"], "problem": "Find x.", "choices": ["1", "2"],
+           "solution": "<think>...</think><answer>5</answer>"}  # R1-V: the gold is in the solution
+    with pytest.raises(DataError, match=r"field 'solution': '5' is neither a letter") as e:
+        _load(_rows(tmp_path, [row]))
+    assert e.value.reason == "bad_answer"

@@ -545,11 +545,12 @@ def _generic(row: dict, r: _Row, extra: dict) -> BenchmarkItem:
         raise r.err(f["id"], f"expected a string or an integer, got {rid!r:.80}", "bad_type")
     problem = r.text(row, f["problem"])
     answer = r.text(row, f["answer"], required=not isinstance(row.get("solution"), str))
+    answer_field = f["answer"]
     if answer is None:  # R1-V: solution = "<answer>...</answer>"
         tags = _ANSWER_TAG.findall(row["solution"])
         if not tags or not tags[-1].strip():
             raise r.err("solution", "has no <answer>...</answer> and the row has no answer field", "missing_answer")
-        answer = tags[-1].strip()
+        answer, answer_field = tags[-1].strip(), "solution"
     if f["choices"] not in row:  # options under another column name: the gold would stay a bare letter
         other = next((k for k in ("options", "choice", "answer_choices") if row.get(k) not in (None, "", [])), None)
         if other is not None:
@@ -560,8 +561,12 @@ def _generic(row: dict, r: _Row, extra: dict) -> BenchmarkItem:
     if choices and answer not in choices and m:  # gold given as a letter: the choice text (one convention)
         j = ord(m.group(1).upper()) - ord("A")
         if j >= len(choices):
-            raise r.err(f["answer"], f"letter {answer!r} out of range for {len(choices)} choices", "bad_answer")
+            raise r.err(answer_field, f"letter {answer!r} out of range for {len(choices)} choices", "bad_answer")
         answer = choices[j]
+    elif choices and answer not in choices:
+        # no option can be right: every response would score wrong (or the model would learn to answer off-list)
+        raise r.err(answer_field, f"{answer!r} is neither a letter nor the text of one of the {len(choices)} choices "
+                    f"in {f['choices']!r}", "bad_answer")
     if f["image"] not in row:  # a text-only row, unless the images are under another name: then they were lost
         if f["image"] != "images":  # a column named in data.fields (the default is "images")
             raise r.err(f["image"], "the row has no such field (data.fields.image names it)", "missing_images")
