@@ -32,6 +32,13 @@ def render_prompt(template: str, problem: str) -> str:
     """The user text for ``problem``: a named suffix (r1v | none) or a custom template containing ``{problem}``."""
     if template in PROMPT_SUFFIXES:
         return problem + PROMPT_SUFFIXES[template]
+    if "<image>" in template:  # mmevo.data.schema.IMAGE_PLACEHOLDER (not imported: config stays free of PIL)
+        # chat_messages reads every <image> of the rendered text as an image's place: one more than the images makes
+        # the count wrong, so all images go first and every <image> (the problem's own included) is dropped
+        raise ConfigError(f"prompt template {template!r} contains '<image>': mmevo places each image itself, where "
+                          "the problem's own <image> marks it (else before the text), and a template's <image> would "
+                          "count as one more image placeholder (the images would all move to the front). Remove "
+                          "'<image>' from the template; an image's place belongs in the data's problem text")
     if "{problem}" in template:
         return template.replace("{problem}", problem)
     raise ConfigError(f"prompt template {template!r} is neither one of {sorted(PROMPT_SUFFIXES)} "
@@ -77,7 +84,7 @@ class DataConfig:
     seed: int = 0  # synthetic data seed (train and held-out derive disjoint streams from it)
     image_size: int = 56  # synthetic diagram side in pixels
     mc_fraction: float = 0.5  # share of synthetic problems that are multiple choice
-    prompt_template: str = "r1v"  # r1v (EasyR1 <think> + \boxed{} instruction) | none | a text containing {problem}
+    prompt_template: str = "r1v"  # r1v (EasyR1 <think> + \boxed{} instruction) | none | text with {problem}, no <image>
     system_prompt: str = ""  # optional system message ("" keeps the chat template's default)
     max_prompt_length: int = 1024  # prompts longer than this are skipped and counted (CSRS Table 6: 1024)
     max_pixels: int = 4194304  # images above this many pixels are scaled down, aspect kept (EasyR1: 4194304); 0 = off
@@ -791,6 +798,11 @@ def _check_roles(cfg: Config) -> None:
                     set_dotted(trial, str(key), value)
                 except ConfigError as e:
                     raise ConfigError(f"{loop}.roles.{role}: {e}") from None
+            if isinstance(trial.data.prompt_template, str):  # else only when the role's phase starts
+                try:
+                    render_prompt(trial.data.prompt_template, "")
+                except ConfigError as e:
+                    raise ConfigError(f"{loop}.roles.{role}: data.prompt_template: {e}") from None
             for key, instead in LOOP_SET_KEYS[loop].items():  # the loop's role_config overwrites these afterwards
                 if _get(trial, key) is not unset:
                     raise ConfigError(f"{loop}.roles.{role} sets {key}, which the loop sets for every phase (it would "
