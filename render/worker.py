@@ -57,6 +57,7 @@ FRAME_MAX = 16384  # bytes of the job's result frame
 MESSAGE_MAX = 1000  # characters of a job's message that are kept
 JOB_MESSAGE_PREFIX = "job: "  # marks text that comes from the job (untrusted once job code ran)
 JOB_SOURCE_NAME = "<render>"  # the file name job code is compiled under (its frames in tracebacks)
+JOB_RNG_SEED = 0  # every job's random and numpy.random start here: one program, one image, on any worker
 SETUP_TIMEOUT_S = 10.0
 STATUS_FD, CTL_FD, JOB_FD = 3, 4, 5
 _PNG_SIG = b"\x89PNG\r\n\x1a\n"
@@ -480,6 +481,7 @@ def _child_main(fds, env: dict, pidns_err: str | None) -> None:
     job = json.loads(raw)
     del raw
     limits = RenderLimits(**job["limits"])
+    _seed_job_rngs()
     try:
         if job["language"] == "python":
             kind, msg = _run_python(job["code"], limits)
@@ -492,6 +494,18 @@ def _child_main(fds, env: dict, pidns_err: str | None) -> None:
     except Exception:  # noqa: BLE001
         pass
     os._exit(0)
+
+
+def _seed_job_rngs(seed: int = JOB_RNG_SEED) -> None:
+    """Python's ``random`` and numpy's global RNG set to ``seed`` in the job child. Left alone, numpy's state is the
+    zygote's (drawn from the OS when it imported numpy: one per worker, so per worker start) and ``random`` reseeds
+    itself from the OS after every fork, so a program using either drew another image on each worker or each run."""
+    import random
+
+    random.seed(seed)
+    np_random = sys.modules.get("numpy.random")  # imported by the zygote when numpy is installed
+    if np_random is not None:
+        np_random.seed(seed)
 
 
 def _run_python(code: str, limits: RenderLimits) -> tuple[str, str]:
