@@ -26,6 +26,11 @@ R1V_SUFFIX = (
     "The reasoning process MUST BE enclosed within <think> </think> tags. The final answer MUST BE put in \\boxed{}."
 )
 PROMPT_SUFFIXES = {"r1v": R1V_SUFFIX, "none": ""}
+# Qwen's chat and vision control tokens: in data, a template or a system prompt the tokenizer reads them as those
+# tokens (a fake chat turn, or an image placeholder with no pixels)
+CONTROL_TOKEN = re.compile(r"<\|(?:im_start|im_end|endoftext|vision_start|vision_end|vision_pad|image_pad|video_pad"
+                           r"|object_ref_start|object_ref_end|box_start|box_end|quad_start|quad_end"
+                           r"|fim_prefix|fim_middle|fim_suffix|fim_pad|repo_name|file_sep)\|>")
 
 
 def render_prompt(template: str, problem: str) -> str:
@@ -39,6 +44,10 @@ def render_prompt(template: str, problem: str) -> str:
                           "the problem's own <image> marks it (else before the text), and a template's <image> would "
                           "count as one more image placeholder (the images would all move to the front). Remove "
                           "'<image>' from the template; an image's place belongs in the data's problem text")
+    if m := CONTROL_TOKEN.search(template):
+        raise ConfigError(f"prompt template {template!r} holds the chat / vision control token {m.group()!r}: the "
+                          "tokenizer reads it as that token (a fake chat turn, or an image placeholder without "
+                          "pixels); remove it (the chat template adds the turns, mmevo the images)")
     if "{problem}" in template:
         return template.replace("{problem}", problem)
     raise ConfigError(f"prompt template {template!r} is neither one of {sorted(PROMPT_SUFFIXES)} "
@@ -891,6 +900,10 @@ def validate(cfg: Config) -> None:
         render_prompt(cfg.data.prompt_template, "")
     except ConfigError as e:
         raise ConfigError(f"data.prompt_template: {e}") from None
+    if isinstance(cfg.data.system_prompt, str) and (m := CONTROL_TOKEN.search(cfg.data.system_prompt)):
+        raise ConfigError(f"data.system_prompt holds the chat / vision control token {m.group()!r}: the tokenizer "
+                          "reads it as that token (a fake chat turn, or an image placeholder without pixels); the "
+                          "chat template adds the turns, so remove it")
     validate_mmzero(cfg.mmzero)
     band = cfg.prism.pool_band  # the loop compares these with floats: a word crashed it with a TypeError
     if (len(band) != 2 or not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in band)

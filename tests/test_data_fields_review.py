@@ -136,6 +136,7 @@ def test_a_gold_among_no_choice_is_an_error_naming_file_row_and_field(tmp_path):
 @pytest.mark.parametrize("choices,answer,gold", [
     (["1", "2", "3"], "2", "2"), (["1", "2", "3"], "B", "2"), (["1", "2", "3"], "(c)", "3"),
     ([1, 2, 3.0], 3.0, "3"),  # numbers: a whole float reads as the integer in the choice and in the gold
+    (["10", "30", "45"], "30.0", "30"), (["1.5", "2"], " 1.50", "1.5"),  # the same number, written another way
 ])
 def test_a_gold_given_as_a_letter_or_a_choice_text_still_loads(tmp_path, choices, answer, gold):
     row = {"id": "1", "images": ["a.png"], "problem": "<image>Find x.", "choices": choices, "answer": answer}

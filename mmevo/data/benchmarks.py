@@ -40,6 +40,8 @@ from typing import Any
 
 from PIL import Image
 
+from mmevo.config import CONTROL_TOKEN
+
 from .images import RASTER_FORMATS, to_rgb
 from .schema import IMAGE_PLACEHOLDER, DataError, Example
 from .sources import RowRef, _unique_keys, iter_rows
@@ -360,10 +362,6 @@ def _choice_texts(r: _Row, values: list, fld: str) -> list[str]:
     return out
 
 
-# Qwen's chat and vision control tokens: in a data set's text the tokenizer reads them as those tokens
-_CONTROL_TOKEN = re.compile(r"<\|(?:im_start|im_end|endoftext|vision_start|vision_end|vision_pad|image_pad|video_pad"
-                            r"|object_ref_start|object_ref_end|box_start|box_end|quad_start|quad_end"
-                            r"|fim_prefix|fim_middle|fim_suffix|fim_pad|repo_name|file_sep)\|>")
 
 
 def _non_unicode(value: Any, name: str = "") -> str | None:
@@ -532,6 +530,20 @@ _IMAGE_FIELD_NAMES = ("images", "image", "image_path", "image_paths", "img", "im
                       "decoded_image", "image_url")
 
 
+def _same_number_choice(answer: str, choices: list[str]) -> str | None:
+    """The one choice holding the same finite number as ``answer`` ("30.0" and "30"), else None."""
+    def number(text: str) -> float | None:
+        try:
+            x = float(text.strip().replace(",", ""))
+        except ValueError:
+            return None
+        return x if math.isfinite(x) else None
+
+    gold = number(answer)
+    same = [c for c in choices if gold is not None and number(c) == gold]
+    return same[0] if len(same) == 1 else None
+
+
 def _generic(row: dict, r: _Row, extra: dict) -> BenchmarkItem:
     """Geometry3K hub schema (and any layout through a field mapping): the rules training data is read with."""
     f = {"id": "id", "image": "images", "problem": "problem", "answer": "answer", "choices": "choices",
@@ -563,6 +575,8 @@ def _generic(row: dict, r: _Row, extra: dict) -> BenchmarkItem:
         if j >= len(choices):
             raise r.err(answer_field, f"letter {answer!r} out of range for {len(choices)} choices", "bad_answer")
         answer = choices[j]
+    elif choices and answer not in choices and (same := _same_number_choice(answer, choices)) is not None:
+        answer = same  # "30.0" beside a choice "30": the same number, written as the choice writes it
     elif choices and answer not in choices:
         # no option can be right: every response would score wrong (or the model would learn to answer off-list)
         raise r.err(answer_field, f"{answer!r} is neither a letter nor the text of one of the {len(choices)} choices "
@@ -723,7 +737,7 @@ def load_items(fmt: str, source: str | Path, split: str | None = None, *, image_
                 raise r.err(bad, "text with a lone surrogate (\\ud800-\\udfff), not Unicode", "invalid_text")
             for fld, text in (("problem", item.problem), ("answer", item.answer), *(
                     (f"choices[{k}]", c) for k, c in enumerate(item.choices))):
-                if isinstance(text, str) and (m := _CONTROL_TOKEN.search(text)):
+                if isinstance(text, str) and (m := CONTROL_TOKEN.search(text)):
                     # the tokenizer reads it as the token itself: a fake chat turn in the prompt, or an image
                     # placeholder with no pixels (a bare StopIteration inside the processor)
                     raise r.err(fld, f"holds the chat / vision control token {m.group()!r}", "invalid_text")
