@@ -17,8 +17,10 @@ procfs of the job's own pid namespace (``mount_proc``), uid drop, ``no_new_privs
   namespace / bpf / io_uring / keyring / module / kexec / reboot system calls, answers EPERM to sockets, SysV IPC and
   POSIX message queues, inotify / fanotify and dnotify (``fcntl(F_NOTIFY)``), ``memfd_create`` / ``memfd_secret``
   (their pages would escape ``RLIMIT_AS``), ``kill``, ``syslog``, ``io_setup`` (host-wide AIO pool), ``sync`` /
-  ``syncfs`` (host-wide writeback), ``prctl(PR_SET_PDEATHSIG)`` (the signal that ends the job when its worker dies)
-  and ``prctl(PR_SET_DUMPABLE)`` (a dumpable job's crash reaches the host's core handler), and ENOSYS to ``clone3``
+  ``syncfs`` (host-wide writeback), ``vmsplice`` / ``splice`` / ``tee`` (pinned pages outside ``RLIMIT_AS``), the
+  Landlock calls (rulesets are kernel memory), ``prctl(PR_SET_PDEATHSIG)`` (the signal that ends the job when its
+  worker dies), ``prctl(PR_SET_THP_DISABLE)`` (huge pages stay off) and ``prctl(PR_SET_DUMPABLE)`` (a dumpable
+  job's crash reaches the host's core handler), and ENOSYS to ``clone3``
   (so glibc falls back to ``clone``, which is allowed only with ``CLONE_THREAD``: threads but no processes).
 """
 
@@ -55,6 +57,7 @@ if MACHINE == "x86_64":
         mq_timedreceive=243, mq_notify=244, mq_getsetattr=245, inotify_init=253, inotify_add_watch=254,
         inotify_rm_watch=255, inotify_init1=294, fanotify_init=300, fanotify_mark=301, memfd_create=319,
         memfd_secret=447, kill=62, syslog=103, io_setup=206, sync=162, syncfs=306, prctl=157, fcntl=72,
+        splice=275, tee=276, vmsplice=278,
     )
     X32_BIT = 0x40000000
 elif MACHINE == "aarch64":
@@ -72,7 +75,7 @@ elif MACHINE == "aarch64":
         semget=190, semop=193, semctl=191, semtimedop=192, mq_open=180, mq_unlink=181, mq_timedsend=182,
         mq_timedreceive=183, mq_notify=184, mq_getsetattr=185, inotify_add_watch=27, inotify_rm_watch=28,
         inotify_init1=26, fanotify_init=262, fanotify_mark=263, memfd_create=279, memfd_secret=447, kill=129,
-        syslog=116, io_setup=0, sync=81, syncfs=267, prctl=167, fcntl=25,
+        syslog=116, io_setup=0, sync=81, syncfs=267, prctl=167, fcntl=25, vmsplice=75, splice=76, tee=77,
     )
     X32_BIT = None
 else:  # pragma: no cover - other architectures get no seccomp/landlock (reduced isolation)
@@ -101,6 +104,12 @@ EPERM_CALLS = (
     "kill", "syslog",
     # host-wide: AIO contexts come from one pool for the whole host (fs.aio-max-nr), sync flushes every file system
     "io_setup", "sync", "syncfs",
+    # page pinning: vmsplice hands the pipe a reference to the job's own pages (a 1-byte splice of a huge page pins
+    # 2 MiB), splice / tee pin page-cache pages; pinned pages stay after munmap, outside RLIMIT_AS and the job's RSS
+    "vmsplice", "splice", "tee",
+    # kernel memory: every Landlock ruleset / rule is kernel memory outside RLIMIT_AS (millions of rules over the
+    # bound library trees: hundreds of MiB); the job's own Landlock layer is applied before this filter
+    "landlock_create_ruleset", "landlock_add_rule", "landlock_restrict_self",
 )
 
 CLONE_THREAD = 0x00010000
@@ -113,6 +122,7 @@ CLONE_NEWNET = 0x40000000
 PR_SET_NO_NEW_PRIVS = 38
 PR_SET_PDEATHSIG = 1
 PR_SET_DUMPABLE = 4
+PR_SET_THP_DISABLE = 41
 F_NOTIFY = 1026  # dnotify
 PR_SET_SECCOMP = 22
 SECCOMP_MODE_FILTER = 2
@@ -196,6 +206,12 @@ def no_new_privs() -> None:
     _check(_libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(PR_SET_NO_NEW_PRIVS)")
 
 
+def set_thp_disabled() -> None:
+    """No transparent huge pages for the job: each page it can get pinned or locked is then 4 KiB, not 2 MiB (the
+    filter keeps the job from turning them back on)."""
+    _check(_libc.prctl(PR_SET_THP_DISABLE, 1, 0, 0, 0), "prctl(PR_SET_THP_DISABLE)")
+
+
 def set_dumpable(flag: bool) -> None:
     """Not dumpable: the job's /proc/self files (environ, mem, ...) belong to root, not to the job uid."""
     _check(_libc.prctl(PR_SET_DUMPABLE, int(bool(flag)), 0, 0, 0), "prctl(PR_SET_DUMPABLE)")
@@ -239,6 +255,7 @@ def build_seccomp_program() -> bytes:
     labels["prctl"] = len(prog)
     ins(_BPF_LD_W_ABS, 16)  # args[0]: the prctl option
     ins(_BPF_JEQ_K, PR_SET_PDEATHSIG, "eperm", 0)
+    ins(_BPF_JEQ_K, PR_SET_THP_DISABLE, "eperm", 0)  # huge pages stay off (see set_thp_disabled)
     ins(_BPF_JEQ_K, PR_SET_DUMPABLE, "eperm", "allow")
     # dnotify, the watch that needs no inotify call: fcntl(dir, F_NOTIFY) on a bound host directory signals the job
     # on every read / write there by host processes (DN_ACCESS: which library the trainer just imported, ...)

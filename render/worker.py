@@ -426,6 +426,10 @@ def _child_sandbox(env: dict, pidns_err: str | None) -> tuple[dict, list[str], s
         sb.set_dumpable(False)
     except Exception:  # noqa: BLE001 - both are belt and braces; the supervisor checks what matters
         pass
+    try:
+        sb.set_thp_disabled()
+    except Exception:  # noqa: BLE001 - a kernel without the option: vmsplice / splice are denied anyway
+        pass
     step("no_new_privs", sb.no_new_privs)
     sinks = ("/dev/null", "/dev/zero")  # writable, as anywhere: `open(os.devnull, "w")` is a common idiom
     if layers.get("minimal_root"):

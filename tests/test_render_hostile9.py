@@ -1,0 +1,63 @@
+"""render/: a ninth red-team pass. A job pinned gigabytes outside its RLIMIT_AS with vmsplice (a 1-byte splice of a
+transparent huge page holds the whole 2 MiB page in the pipe after munmap, out of the job's RSS, so the OOM killer
+would pick the trainer), and used hundreds of MiB of kernel memory in Landlock rulesets of its own."""
+
+import json
+import platform
+import sys
+
+import pytest
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="render sandbox is Linux-only")
+
+from render import RenderJob  # noqa: E402
+
+_NR = {"x86_64": {"vmsplice": 278, "splice": 275, "tee": 276, "landlock_create_ruleset": 444,
+                  "landlock_add_rule": 445, "landlock_restrict_self": 446},
+       "aarch64": {"vmsplice": 75, "splice": 76, "tee": 77, "landlock_create_ruleset": 444,
+                   "landlock_add_rule": 445, "landlock_restrict_self": 446}}
+
+PINNING_JOB = """
+import ctypes, errno, json, os
+libc = ctypes.CDLL(None, use_errno=True)
+nr = {nrs!r}
+res = {{}}
+def call(name, *args):
+    rc = libc.syscall(nr[name], *args)
+    res[name] = "OK" if rc >= 0 else errno.errorcode[ctypes.get_errno()]
+r, w = os.pipe()
+r2, w2 = os.pipe()
+buf = ctypes.create_string_buffer(b"x" * 4096)
+iov = (ctypes.c_void_p * 2)(ctypes.cast(buf, ctypes.c_void_p), 1)  # struct iovec {{base, len}}
+call("vmsplice", w, iov, 1, 0)
+os.write(w, b"y")
+call("splice", r, None, w2, None, 1, 0)
+call("tee", r, w2, 1, 0)
+call("landlock_create_ruleset", None, 0, 1)  # LANDLOCK_CREATE_RULESET_VERSION: the cheapest call
+call("landlock_add_rule", 0, 1, None, 0)
+call("landlock_restrict_self", 0, 0)
+res["thp_disabled"] = libc.prctl(42, 0, 0, 0, 0)  # PR_GET_THP_DISABLE
+res["thp_enable"] = "OK" if libc.prctl(41, 0, 0, 0, 0) == 0 else errno.errorcode[ctypes.get_errno()]
+res["thp_disabled_after"] = libc.prctl(42, 0, 0, 0, 0)
+raise RuntimeError(json.dumps(res))
+"""
+
+
+def test_page_pinning_and_landlock_rulesets_are_denied(render_pool):
+    nrs = _NR.get(platform.machine())
+    if nrs is None:
+        pytest.skip("no syscall numbers for this architecture")
+    r = render_pool.render(RenderJob(PINNING_JOB.format(nrs=nrs)), timeout_s=20)
+    assert r.error_kind == "crash" and "RuntimeError: {" in r.message, r
+    res = json.loads(r.message[r.message.index("{"):])
+    assert res == {"vmsplice": "EPERM", "splice": "EPERM", "tee": "EPERM", "landlock_create_ruleset": "EPERM",
+                   "landlock_add_rule": "EPERM", "landlock_restrict_self": "EPERM",
+                   "thp_disabled": 1, "thp_enable": "EPERM", "thp_disabled_after": 1}, res
+
+
+def test_plots_still_render_with_the_tighter_filter(render_pool):
+    # numpy, matplotlib's Agg and PNG writing need none of the denied calls
+    code = ("import numpy as np, matplotlib.pyplot as plt\nx = np.linspace(0, 6, 200)\nplt.plot(x, np.sin(x))\n"
+            "plt.savefig('out.png', dpi=40)\n")
+    r = render_pool.render(RenderJob(code), timeout_s=30)
+    assert r.ok and r.png.startswith(b"\x89PNG"), r
