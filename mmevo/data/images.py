@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from PIL import Image
+from PIL import Image, ImageOps
 
 _SIXTEEN_BIT = ("I;16", "I;16L", "I;16B", "I;16N")
 # what a data set's image may be: raster formats Pillow decodes itself. Pillow would otherwise also open EPS / PS by
@@ -21,15 +21,26 @@ def to_rgb(image: Image.Image) -> Image.Image:
     colour, usually black, so black lines on a transparent background vanish. Wide grey (modes ``I;16*``, ``I``,
     ``F``) is scaled to 0-255 by :func:`_wide_grey_to_8bit`: ``convert`` clips it at 255, so a 16-bit scan turns
     almost white.
+
+    An EXIF orientation (an EXIF block, or PNG text / XMP holding one) is applied, as image viewers and vLLM's input
+    processing (``normalize_image``) apply it, and the copy carries no metadata: otherwise vLLM would rotate the
+    image while the HF processor (training, log-probs, the HF engine) reads the stored pixels, so the rollout and the
+    update would see different images.
     """
+    try:
+        image = ImageOps.exif_transpose(image)
+    except Exception:  # noqa: BLE001 - a malformed EXIF block: the stored orientation, as vLLM leaves it then
+        pass
     if image.mode in _SIXTEEN_BIT or image.mode in ("I", "F"):
-        return Image.fromarray(_wide_grey_to_8bit(image), mode="L").convert("RGB")
-    if image.mode in ("RGBA", "LA", "PA", "RGBa", "La") or "transparency" in image.info:
+        out = Image.fromarray(_wide_grey_to_8bit(image), mode="L").convert("RGB")
+    elif image.mode in ("RGBA", "LA", "PA", "RGBa", "La") or "transparency" in image.info:
         rgba = image.convert("RGBA")
         out = Image.new("RGB", image.size, (255, 255, 255))
         out.paste(rgba, mask=rgba.getchannel("A"))
-        return out
-    return image.convert("RGB")
+    else:
+        out = image.convert("RGB")
+    out.info = {}  # no EXIF / XMP left for a consumer to apply a second time
+    return out
 
 
 def _wide_grey_to_8bit(image: Image.Image) -> np.ndarray:
