@@ -24,7 +24,8 @@ def _torchrun(worker: str, model, stage: str, tmp_path, port: str) -> dict:
     ds_config = json.loads((ROOT / "configs" / "deepspeed" / f"{stage}.json").read_text())
     ds_config["zero_optimization"]["stage3_param_persistence_threshold"] = 0
     (tmp_path / f"{stage}.json").write_text(json.dumps(ds_config))
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
+    # faulthandler: a rank that aborts (SIGABRT from C++) prints every Python thread's stack into the failure message
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT), "PYTHONFAULTHANDLER": "1"}
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", port,
            str(WORKER.parent / worker), str(model), str(tmp_path / f"{stage}.json"), str(out),
            str(tmp_path / "run")]
