@@ -266,45 +266,205 @@ def _power_of_powers_too_big(s: str, k: int, plain: bool) -> bool:
     return not (literal and outer and _power_bits(int(literal.group(1)), product) <= _MAX_LITERAL_POWER_BITS)
 
 
-def _factorial_too_big(s: str) -> bool:
-    """Whether a factorial (or \\prod, \\Gamma) in ``s`` could be of a number over ``_MAX_FACTORIAL``.
-    Factorials of integer literals are worked out ("3!!" = 720!, "9!!" = 362880! is too big; "2^5 - 5!"
-    is fine); any other (of a group, in an exponent: "(2^3)!", "2^{3!}") is refused next to a power, a
-    4-digit number or another factorial."""
-    t = re.sub(r"(\d+)\.0+(?![\d.])", r"\1", s.replace("\\left", "").replace("\\right", ""))
+# Integer literal arithmetic as latex2sympy2 reads it (see _literal_int): numbers ("1,000" too), + - * \cdot \times,
+# brackets, ^, ! and "#", which stands for a number too big to write out (see _factorial_too_big).
+_LITERAL_TOKEN = re.compile(r"\s*(\d+(?:,\d{3})*|\\(?:cdot|times)(?![a-zA-Z])|[-+*()\[\]{}^!#])")
+_LITERAL_CLOSERS = {"(": ")", "[": "]", "{": "}"}
 
-    def operand(m: re.Match) -> bool:  # not an exponent, index or argument: "2^{10}!" is (2^10)!
-        before = m.string[: m.start()]
-        if re.search(r"\^\s*(?:\{[^{}]*)?$", before):  # in an exponent: "2^{3!}" (99^{99!} is astronomic)
-            return False
-        return bool(re.search(r"(?:^|[-+*/=,({\[\d!]|\\cdot|\\times|\\div)\s*$", before))
 
-    def whole_small_exponent(m: re.Match) -> bool:
-        # "2^{3!}", "x^{6!}": the whole exponent of a literal / letter base, at most _MAX_TOWER_EXPONENT
-        return (int(m.group(1)) <= 6 and re.match(r"\s*\}", m.string[m.end():]) is not None
-                and re.search(r"(?:^|[^\d.}\])])(?:\d{1,4}|[a-zA-Z])\s*\^\s*\{\s*$", m.string[: m.start()]) is not None)
+def _literal_int(text: str) -> int | None:
+    """The value of ``text`` when it is integer literal arithmetic, read as latex2sympy2 reads it: + - * \\cdot \\times
+    and juxtaposition ("2(3)"), brackets, powers (a chain nests to the left: "2^3^{2}" is 64) and factorials, which
+    take the whole power before them ("2^{3}!" is 8!); else None (a letter, a division, a decimal, a negative exponent
+    or factorial). Raises OverflowError for a power of more than ``_MAX_LITERAL_POWER_BITS`` bits, a factorial of more
+    than ``_MAX_FACTORIAL`` or a "#"."""
+    tokens, pos = [], 0
+    text = text.rstrip()
+    while pos < len(text):
+        m = _LITERAL_TOKEN.match(text, pos)
+        if not m:
+            return None
+        tokens.append(m.group(1).replace(",", ""))  # its numbers take thousands separators: "1,000"
+        pos = m.end()
+    i = 0
 
-    def reduce(m: re.Match) -> str:
-        if whole_small_exponent(m):
-            return f" {math.factorial(int(m.group(1)))} "
-        if not operand(m):
-            return m.group(0)
-        n = int(m.group(1)) if len(m.group(1)) < 6 else _MAX_FACTORIAL + 1
-        if n > _MAX_FACTORIAL:
-            raise OverflowError
-        return f" {min(math.factorial(n), _MAX_FACTORIAL + 1)} "
+    def peek() -> str | None:
+        return tokens[i] if i < len(tokens) else None
+
+    def take(expected: str | None = None) -> str:
+        nonlocal i
+        tok = peek()
+        if tok is None or (expected is not None and tok != expected):
+            raise ValueError("not integer literal arithmetic")
+        i += 1
+        return tok
+
+    def bounded(v: int) -> int:  # sums and products of big powers stay cheap up to a few such powers
+        if v.bit_length() > 4 * _MAX_LITERAL_POWER_BITS:
+            raise OverflowError("integer too large")
+        return v
+
+    def atom() -> int:
+        tok = take()
+        if tok == "#":
+            raise OverflowError("integer too large")
+        if tok.isdigit():
+            return int(tok)
+        if tok not in _LITERAL_CLOSERS:
+            raise ValueError("not integer literal arithmetic")
+        v = expr()
+        take(_LITERAL_CLOSERS[tok])
+        return v
+
+    def power() -> int:
+        v = atom()
+        while peek() == "^":  # left-nested, as latex2sympy2 builds a chain
+            take()
+            if peek() == "{":
+                take()
+                e = expr()
+                take("}")
+            elif (peek() or "").isdigit():
+                e = int(take())
+            else:
+                raise ValueError("not integer literal arithmetic")
+            if e < 0:
+                raise ValueError("not an integer")
+            if _power_bits(v, e) > _MAX_LITERAL_POWER_BITS:
+                raise OverflowError("power too large")
+            v = v**e
+        return v
+
+    def postfix() -> int:
+        v = power()
+        while peek() == "!":
+            take()
+            if v < 0:
+                raise ValueError("factorial of a negative number")
+            if v > _MAX_FACTORIAL:
+                raise OverflowError("factorial too large")
+            v = bounded(math.factorial(v))
+        return v
+
+    def unary() -> int:
+        if peek() in ("-", "+"):
+            sign = -1 if take() == "-" else 1
+            return sign * unary()
+        return postfix()
+
+    def term() -> int:
+        v = unary()
+        while True:
+            tok = peek()
+            if tok in ("*", "\\cdot", "\\times"):
+                take()
+                v = bounded(v * unary())
+            elif tok is not None and (tok.isdigit() or tok in _LITERAL_CLOSERS or tok == "#"):  # juxtaposed
+                v = bounded(v * postfix())
+            else:
+                return v
+
+    def expr() -> int:
+        v = term()
+        while peek() in ("+", "-"):
+            v = bounded(v + term() if take() == "+" else v - term())
+        return v
 
     try:
-        while True:  # innermost first: "((3!)!)!" -> "(( 6 )!)!" -> "( 6 !)!" -> ...
-            reduced = re.sub(r"[({]\s*(\d+)\s*[)}]", lambda m: f" {m.group(1)} " if operand(m) else m.group(0), t)
-            # a sum / difference of two literals, as latex2sympy2's "(a)_{b}" rewrite writes: "((10)-(3))!" is 7!
-            reduced = re.sub(r"[({]\s*(\d{1,5})\s*([-+])\s*(\d{1,5})\s*[)}]", lambda m: m.group(0) if not operand(m)
-                             or (v := int(m.group(1)) + (1 if m.group(2) == "+" else -1) * int(m.group(3))) < 0
-                             else f" {v} ", reduced)
-            reduced = re.sub(r"(\d+)\s*!", reduce, reduced)
-            if reduced == t:
-                break
-            t = reduced
+        value = expr()
+    except (ValueError, RecursionError):
+        return None
+    return value if i == len(tokens) else None
+
+
+# A factorial's value is written out in the guard's text up to this many bits (1,234 digits, under Python's limit of
+# 4,300 for reading one back): "(300!-300!)!" is 0!.
+_EXACT_FACTORIAL_BITS = 4096
+# A factorial's "!" ("!=" is its "not equal").
+_FACTORIAL_SIGN = re.compile(r"!(?!=)")
+# Commands that are operators, not functions taking the number or group after them as an argument.
+_OPERATOR_COMMAND = re.compile(r"\\(?:cdot|times|div|leq?|geq?|leqslant|geqslant|neq?|pm|mp)\s*$")
+
+
+def _factorial_operand_start(t: str, end: int) -> int | None:
+    """Where the operand of the factorial whose "!" is at ``t[end]`` starts, as latex2sympy2 reads it: the whole power
+    before it ("2^{3}!" is (2^3)!, "2^3^2!" is ((2^3)^2)!) of a number or a bracket group ("(1+2)!", "{2^{2}}!");
+    None where it is anything else or not known here (a letter, an index, a command's argument, a decimal)."""
+    j = end
+    while True:
+        while j > 0 and t[j - 1].isspace():
+            j -= 1
+        ch = t[j - 1] if j > 0 else ""
+        if ch == "#":
+            start = j - 1
+        elif ch.isdigit():
+            k = j
+            while k > 0 and (t[k - 1].isdigit() or t[k - 1] == ","):
+                k -= 1
+            # its lexer's numbers take thousands separators ("1,000"); matched reversed, in linear time
+            start = j - re.match(r"(?:\d{3},)*\d+", t[k:j][::-1]).end()
+            before = t[:start].rstrip()
+            if t[start - 1 : start] in (".", "_") or (
+                    re.search(r"[a-zA-Z]$", before) and not _OPERATOR_COMMAND.search(before)):
+                return None  # a decimal, an index, or after a letter or command: "1.5!", "x_2!", "\\sqrt 4!"
+        elif ch in (")", "]", "}"):
+            opener, depth, start = {")": "(", "]": "[", "}": "{"}[ch], 0, j - 1
+            while start >= 0:
+                depth += (t[start] == ch) - (t[start] == opener)
+                if depth == 0:
+                    break
+                start -= 1
+            before = t[: max(start, 0)].rstrip()
+            if start < 0 or before.endswith("_") or (ch == "}" and before.endswith(("}", "]"))) or (
+                    re.search(r"[a-zA-Z]$", before) and not _OPERATOR_COMMAND.search(before)):
+                return None  # an index, a call or a command's argument: "x_{5}!", "f(3)!", "\\frac{1}{5}!"
+        else:
+            return None
+        k = start
+        while k > 0 and t[k - 1].isspace():
+            k -= 1
+        if k > 0 and t[k - 1] == "^":  # an exponent: the operand is the power, from its base on
+            j = k - 1
+            continue
+        return start
+
+
+def _factorial_too_big(s: str) -> bool:
+    """Whether a factorial (or \\prod, \\Gamma) in ``s`` could be of a number over ``_MAX_FACTORIAL``.
+
+    The operand of each factorial (:func:`_factorial_operand_start`) is worked out where it is integer literal
+    arithmetic (:func:`_literal_int`), innermost first, and the factorial replaced by its value: "3!!" is 720!,
+    "(2^{2})!" 4!, "2^{3}!" 8!, "4^{1/2}<5!" holds 5!; "9!!" (362880!), "(10^{10})!" and "2^34!" are too big. In an
+    exponent only the whole exponent of a literal / letter base is, at most 6! = 720 ("2^{3!}", "2^{(1+2)!}"; 99^{99!}
+    is astronomic). Any other factorial (of a letter, a fraction, in an exponent) is refused next to a power, a 4-digit
+    number or another factorial."""
+    t = re.sub(r"(\d+)\.0+(?![\d.])", r"\1", s.replace("\\left", "").replace("\\right", ""))
+    t = t.replace("\\{", "(").replace("\\}", ")")  # an escaped brace is a group there ("\\{5\\}!" is 120)
+
+    def whole_small_exponent(start: int, end: int, n: int) -> bool:
+        # "2^{3!}", "x^{6!}": the whole exponent of a literal / letter base, at most _MAX_TOWER_EXPONENT
+        return (0 <= n <= 6 and re.match(r"\s*\}", t[end:]) is not None
+                and re.search(r"(?:^|[^\d.}\])])(?:\d{1,4}|[a-zA-Z])\s*\^\s*\{\s*$", t[:start]) is not None)
+
+    # Left to right, which is innermost first (an operand is before its "!"): "((3!)!)!" -> "(( 6 )!)!" -> "( 720 )!"
+    # -> too big. A replacement changes nothing before it: one pass.
+    pos = 0
+    try:
+        while m := _FACTORIAL_SIGN.search(t, pos):
+            pos = m.end()
+            start = _factorial_operand_start(t, m.start())
+            n = None if start is None else _literal_int(t[start : m.start()])
+            if n is None or n < 0:
+                continue
+            if re.search(r"\^\s*(?:\{[^{}]*)?$", t[:start]) and not whole_small_exponent(start, m.end(), n):
+                continue  # in an exponent
+            if n > _MAX_FACTORIAL:
+                return True
+            value = math.factorial(n)
+            # a value too long to write out is "#", too big for any factorial it is in: "(1000!)!"
+            replacement = f" {value} " if value.bit_length() <= _EXACT_FACTORIAL_BITS else " # "
+            t = t[:start] + replacement + t[m.end() :]
+            pos = start + len(replacement)
     except OverflowError:
         return True
     rest = re.findall(r"!|\\prod|\\gamma", t, flags=re.I)
@@ -328,18 +488,15 @@ def _split_top_level(s: str) -> list[str]:
 
 def _literal_argument_value(arg: str) -> int | None:
     """The value of ``arg`` when it is an integer literal expression ("2^{3}", "3!", "10^2 - 1", "20000"), else None.
-    Chains ("2^3^2") and factorials of groups are not judged: None."""
-    t = re.sub(r"\\(?:cdot|times)", "*", re.sub(r"\s+|\\left|\\right", "", arg))
-    if re.search(r"\^\d+\^|[)}]!", t):
-        return None
-    t = re.sub(r"(\d+)!", r"factorial(\1)", t.replace("{", "(").replace("}", ")").replace("^", "**"))
-    if re.fullmatch(r"(?:[\d+\-*()]|factorial)+", t) is None:
+    Bare chains ("2^3^2") and factorials of groups are not judged: None. A braced chain nests to the left, as
+    latex2sympy2 reads it ("2^{2}^{9}" is 2^18, not Python's 2**(2**9))."""
+    t = re.sub(r"\s+|\\left|\\right", "", arg)
+    if re.search(r"\^\d+\^|[)}]!|[#\[\]]", t):
         return None
     try:
-        value = _py_eval(ast.parse(t, mode="eval"))
-    except (SyntaxError, ValueError, OverflowError, ZeroDivisionError, RecursionError):
+        return _literal_int(t)
+    except OverflowError:
         return None
-    return value if isinstance(value, int) else None
 
 
 def _small_literal_argument(arg: str, limit: int) -> bool:
@@ -657,6 +814,19 @@ def _l2s_converter() -> Any:
                     return sympy.Rational(text.replace(",", ""))
                 except (TypeError, ValueError):
                     return super().parse_number(text)
+
+            def convert_atom_expr(self, atom_expr):
+                # In the state an official run is in (see mathvision_is_equal: its global ``var`` rebound by a
+                # differential), latex2sympy2 raises on every letter, Greek letter, other symbol command and accent
+                # it reads as an atom: "\\tau" has no value there (a fresh process would give math's tau, 6.28),
+                # nor "\\binom{x}{0}" (else 1). Its \\pi is a token of its own, and "I" is returned before that
+                # check: both are read as before.
+                greek = atom_expr.GREEK_CMD()
+                letter = atom_expr.LETTER_NO_E()
+                if not ((greek is not None and greek.getText().strip() == "\\pi")
+                        or (letter is not None and letter.getText() == "I")):
+                    raise ValueError("latex2sympy2 raises on a letter here")
+                return super().convert_atom_expr(atom_expr)
 
             def convert_atom(self, atom):
                 # latex2sympy2's percent is the Rational number/100 ("100\\%" is the integer 1, not 1.0).
