@@ -518,7 +518,8 @@ def _run_python(code: str, limits: RenderLimits) -> tuple[str, str]:
     import matplotlib.pyplot as plt
 
     try:
-        compiled = compile(code, JOB_SOURCE_NAME, "exec")
+        # a leading byte-order mark, as an editor may write it: `python file.py` reads past it, compile() of text not
+        compiled = compile(code.removeprefix("\ufeff"), JOB_SOURCE_NAME, "exec")
     except (SyntaxError, ValueError) as e:
         return "syntax", _exc_text(e)
     except (MemoryError, RecursionError) as e:
@@ -605,6 +606,8 @@ def _run_svg(text: str, limits: RenderLimits) -> tuple[str, str]:
     except Exception as e:  # noqa: BLE001
         if type(e).__name__ in ("ParseError", "ExpatError"):
             return "syntax", _exc_text(e)
+        if isinstance(e, OverflowError):  # a width / height / viewBox past any integer surface size (1e308, 1e400)
+            return "too_large", "SVG size: " + _exc_text(e)
         raise
     return "ok", "svg"
 

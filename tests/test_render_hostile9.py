@@ -61,3 +61,19 @@ def test_plots_still_render_with_the_tighter_filter(render_pool):
             "plt.savefig('out.png', dpi=40)\n")
     r = render_pool.render(RenderJob(code), timeout_s=30)
     assert r.ok and r.png.startswith(b"\x89PNG"), r
+
+
+@pytest.mark.parametrize("size", ['width="-10" height="1e308"', 'width="1e400" height="10"', 'width="10" height="1e30"'])
+def test_an_svg_size_past_any_surface_is_too_large_not_a_crash(render_pool, size):
+    svg = f'<svg xmlns="http://www.w3.org/2000/svg" {size}><rect width="5" height="5"/></svg>'
+    r = render_pool.render(RenderJob(svg, "svg"), timeout_s=20)
+    assert r.error_kind == "too_large" and "SVG size: OverflowError" in r.message, r
+
+
+def test_python_code_with_a_byte_order_mark_runs_as_the_interpreter_runs_it(render_pool):
+    code = "import matplotlib.pyplot as plt\nplt.plot([1, 2])\nplt.savefig('out.png', dpi=30)\n"
+    plain = render_pool.render(RenderJob(code), timeout_s=30)
+    marked = render_pool.render(RenderJob("\ufeff" + code), timeout_s=30)
+    assert plain.ok and marked.ok and marked.png == plain.png, marked
+    inner = render_pool.render(RenderJob("x = 1\n\ufeff" + code), timeout_s=30)  # only a leading one is a BOM
+    assert inner.error_kind == "syntax", inner
