@@ -314,7 +314,7 @@ class HonestConfig:
     health_min_distinct_share: float = 0.1  # generator collapse below this distinct-problem share (seed: 0.1)
     health_mutation_retries: int = 3  # retries of an unverifiable mutation before it is dropped (seed: 3)
     # GSS / loop (mmevo.honest.selfplay, mmevo.honest.loop: `mmevo evolve honest CONFIG`; CPR / SMC: the flags above)
-    hcr_enabled: bool = True  # HCR: the solver is rewarded by honest_hindsight (weight 1; its k is honest.k) too
+    hcr_enabled: bool = False  # HCR: the solver is rewarded by honest_hindsight (weight 1; k is honest.k) too (seed §7: off)
     format_weight: float = 0.0  # weight of the honest_format head in the solver's reward (0 = not used)
     gss_mode: str = "off"  # GSS generator: off | stub (v1: task generator + mutators) | trainable (v2: a GRPO policy)
     gss_blocks: int = 2  # solver / generator blocks; the solver trains gss_blocks * gss_block_steps steps in all

@@ -60,6 +60,12 @@ def test_readme_commands_use_flags_and_keys_that_exist(no_runs, capsys):
         assert rc == 0, (argv, capsys.readouterr().err)
 
 
+def test_the_csrs_7b_config_evaluates_every_5_steps():
+    # CSRS Appendix A.4: "We evaluated the model every 5 training steps" (it ran only before and after)
+    cfg = load_config("configs/csrs_qwen2_5_vl_7b_geometry3k.yaml", [])
+    assert cfg.trainer.eval_every == 5 and cfg.data.heldout
+
+
 # -- CSRS ranges are checked whether or not csrs.enabled -------------------------------------------------------------
 @pytest.mark.parametrize("override, message", [
     ("csrs.m=0", r"csrs\.m=0 must be >= 1"), ("csrs.omega=1.5", r"csrs\.omega=1\.5 must be in \[0, 1\]"),

@@ -181,6 +181,14 @@ def test_loop_config_errors_name_the_field():
             check_loop_config(load_config(None, [override]))
     h = load_config(None, ["honest.hcr_enabled=false", "honest.format_weight=0.5"]).honest
     assert solver_heads(h) == {"honest_brier": 1.0, "honest_format": 0.5}
+    # seed §7: "All four flags default to off"; the shipped configs turn on the recommended HCR + SMC
+    h = load_config(None, []).honest
+    assert (h.hcr_enabled, h.replay_enabled, h.smc_enabled, h.gss_mode) == (False, False, False, "off")
+    assert solver_heads(h) == {"honest_brier": 1.0}
+    for shipped in ("configs/honest_tiny.yaml", "configs/honest_qwen2_5_1_5b.yaml"):
+        h = load_config(shipped, []).honest
+        assert h.hcr_enabled and h.smc_enabled and "honest_hindsight" in solver_heads(h)
+
 
 
 # -- end to end on the tiny text model ----------------------------------------------------------------------------
