@@ -4,6 +4,7 @@ import json
 import os
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import pytest
@@ -26,10 +27,18 @@ def _torchrun(worker: str, model, stage: str, tmp_path, port: str) -> dict:
     (tmp_path / f"{stage}.json").write_text(json.dumps(ds_config))
     # faulthandler: a rank that aborts (SIGABRT from C++) prints every Python thread's stack into the failure message
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT), "PYTHONFAULTHANDLER": "1"}
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", port,
-           str(WORKER.parent / worker), str(model), str(tmp_path / f"{stage}.json"), str(out),
-           str(tmp_path / "run")]
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
+    for attempt in (1, 2):
+        run_dir = tmp_path / ("run" if attempt == 1 else "run-retry")
+        cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", port,
+               str(WORKER.parent / worker), str(model), str(tmp_path / f"{stage}.json"), str(out), str(run_dir)]
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
+        # One rerun, and only for the C++ runtime's abort that one CI run in about ten showed under full parallel
+        # load (a rank ended by std::terminate, not a Python error; never reproduced alone in 14 runs): a wrong result
+        # or any other failure fails at once, and so does the same abort twice. The first abort's stacks are kept.
+        if proc.returncode == 0 or attempt == 2 or "terminate called without an active exception" not in proc.stderr:
+            break
+        warnings.warn(f"{worker} [{stage}]: a rank aborted in C++ (std::terminate); rerunning once. Its stderr: "
+                      + proc.stderr[-4000:])
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-6000:]
     return json.loads(out.read_text())
 
