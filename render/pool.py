@@ -129,11 +129,17 @@ class _Worker:
         env = dict(_WORKER_ENV)
         if "HOME" in os.environ:  # matplotlib's font cache lives below it
             env["HOME"] = os.environ["HOME"]
-        # -I ignores PYTHON* variables, so -B: the root worker never writes .pyc files into the repository
+        # A fixed hash seed: str / bytes hashes, and with them the order of a set of strings that a job iterates
+        # (labels, legend entries), are the same on every worker and run, as the seeded RNGs are. -I would ignore
+        # it (-I is -E -s -P): -E is left out, so the interpreter reads PYTHON* variables, but only from this
+        # environment, built here. -s: no user site; -P (3.11+): no cwd on sys.path, on 3.10 the cwd is the
+        # worker's own root-owned dir instead; -B: the root worker never writes .pyc files into the repository.
+        env["PYTHONHASHSEED"] = "0"
+        flags = ["-s", "-B"] + (["-P"] if sys.version_info >= (3, 11) else [])
         self.proc = subprocess.Popen(
-            [sys.executable, "-I", "-B", "-c", _BOOT, _PKG_PARENT, self.base, str(int(disk_bytes)),
+            [sys.executable, *flags, "-c", _BOOT, _PKG_PARENT, self.base, str(int(disk_bytes)),
              ",".join(skip_layers), str(int(uid))],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, close_fds=True,
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, close_fds=True, cwd=self.base,
             start_new_session=True,
         )
         self.isolation: dict = {}

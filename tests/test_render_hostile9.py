@@ -77,3 +77,23 @@ def test_python_code_with_a_byte_order_mark_runs_as_the_interpreter_runs_it(rend
     assert plain.ok and marked.ok and marked.png == plain.png, marked
     inner = render_pool.render(RenderJob("x = 1\n\ufeff" + code), timeout_s=30)  # only a leading one is a BOM
     assert inner.error_kind == "syntax", inner
+
+
+SET_ORDER_JOB = ("import matplotlib.pyplot as plt\nlabels = {'alpha', 'beta', 'gamma', 'delta', 'epsilon', 'zeta'}\n"
+                 "for i, name in enumerate(labels):\n    plt.bar(i, i + 1, label=name)\nplt.legend()\n"
+                 "plt.savefig('out.png', dpi=30)\nimport os\nos.write(3, ('ok\\n' + ','.join(labels)).encode())\n"
+                 "os._exit(0)\n")
+
+
+def test_the_order_of_a_set_of_strings_is_the_same_on_every_worker_and_pool():
+    # str hashes were salted per worker start (-I ignores PYTHONHASHSEED): a legend built from a set came out in
+    # another order, as another image, on another worker or run
+    from render import RenderPool
+
+    seen = set()
+    for _ in range(2):
+        with RenderPool(workers=2) as pool:
+            for r in pool.render_many([RenderJob(SET_ORDER_JOB)] * 2, timeout_s=30):
+                assert r.ok, r
+                seen.add((r.message, r.png))
+    assert len(seen) == 1, [m for m, _ in seen]
