@@ -145,7 +145,7 @@ def test_an_unmarked_conclusion_is_read_before_a_closing_remark_in_brackets(resp
     ("**A**: incorrect\n**B**: correct", FOUR, "B"),  # was A
     ("Option A is wrong. Option D is right.", FOUR, "D"),
     # controls: one verdict, two right ones, and verdict words that are the choices' own texts
-    ("A is correct.", FOUR, ""),
+    ("A is correct.", FOUR, "A"),  # one verdict is no judged set; read as a bare letter said to be correct
     ("A: correct\nB: correct", FOUR, "A"),  # as before (the whole text read as "A: ...")
     ("Option A: True - does not match.\nOption B: False - this matches.\nSo B is the one.",
      {**YES_NO, "choices": ["True", "False"], "answer": "False"}, ""),

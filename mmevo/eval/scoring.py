@@ -1647,9 +1647,10 @@ def _lone_letter(t: str, letters: str) -> str | None:
     return m.group(1).upper() if m else None
 
 
-def _letter_of(text: str, n_options: int) -> str | None:
+def _letter_of(text: str, n_options: int, dash: bool = True) -> str | None:
     """A choice letter written alone: "B", "(B)", "B.", "B)", "B:", "(B) text", "Option B", and "B because ..." /
-    "B, since ..." (the English of "B，因为")."""
+    "B, since ..." (the English of "B，因为"); with ``dash``, also "B - text" / "B – text" / "B — text" (not "A - B":
+    a difference of points)."""
     letters = _option_letters(n_options)
     if not letters:
         return None
@@ -1660,7 +1661,9 @@ def _letter_of(text: str, n_options: int) -> str | None:
         # "Option B. It fits ..." as "B. It fits ..."; "C，因为 ..." as "C,因为 ..."
         rf"(?:(?i:option|choice)\s+)?([{letters}])(?:[.:)]\s|[.:),]?(?=[\u3000-\u9fff])"
         # a reason after the letter: a connective, never a noun ("A square" stays a text for the nearest choice)
-        rf"|[.:),;]?\s+(?=(?i:because|since|as|which|given|due)\b))", t
+        rf"|[.:),;]?\s+(?=(?i:because|since|as|which|given|due)\b)"
+        # "C - 5", "C — 145°" (a dash set off by spaces, or an unspaced em dash), unless a lone capital follows
+        + (r"|(?:\s+[-\u2013\u2014]\s+|\s*\u2014\s*)(?![A-Z](?![A-Za-z]))" if dash else "") + ")", t
     )
     if m:
         return m.group(1).upper()
@@ -1699,7 +1702,8 @@ def _resolve_choice(cand: str, choices: list[str], followed: bool = True) -> str
     ("Yes, let's look at the chart. ... so no.")."""
     if cand in choices:
         return cand
-    letter = _letter_of(cand, len(choices))
+    # (not in a whole unmarked response: its first line may restate an option, "A - 135°")
+    letter = _letter_of(cand, len(choices), dash=followed)
     if letter:
         return letter
     lowered = {c.strip().lower(): c for c in choices}
@@ -1839,6 +1843,81 @@ def _judged_options(text: str, choices: list[str]) -> str | None:
     return right[0] if len(verdicts) > 1 and len(right) == 1 else None
 
 
+_UNIT_WORDS = ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve",
+               "thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen", "nineteen"]
+_TENS_WORDS = ["twenty", "thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety"]
+_NUMBER_WORDS = {w: v for v, w in enumerate(_UNIT_WORDS)} | {w: 20 + 10 * k for k, w in enumerate(_TENS_WORDS)}
+_NW = "|".join(sorted(_NUMBER_WORDS, key=len, reverse=True))
+# "six", "twenty-one", "twenty one", "three hundred (and) five", "a hundred", "two thousand", "one point two"; not
+# part of a hyphenated word ("one-to-one") and not the pronoun "one" ("no one", "the one on the left", "one of them")
+_NUMBER_PHRASE_RE = re.compile(
+    rf"(?<![\w-])(?:(?:{_NW}|a(?=[ \t]+(?:hundred|thousand)\b))"
+    rf"(?:(?:[ \t]+|-|(?:(?<=hundred)|(?<=thousand))[ \t]+and[ \t]+)(?:{_NW}|hundred|thousand)(?![\w-]))*"
+    rf"(?:[ \t]+point(?:[ \t]+(?:{'|'.join(_UNIT_WORDS[:10])})(?![\w-]))+)?)(?![\w-])", re.I)
+# "one" after a determiner, also with a word between ("the only one", "the first one"), is the pronoun
+_PRONOUN_ONE_RE = re.compile(r"\b(?:no|any|some|every|each|the|this|that|which|a|an|another|such)\s+(?:[a-z]+\s+)?$",
+                             re.I)
+
+
+def _number_word_value(phrase: str) -> float | int | None:
+    """The value of a number written in words ("twenty-one" -> 21, "a hundred" -> 100, "one point two" -> 1.2),
+    None when the words do not make one number ("two three", a lone "a")."""
+    whole, _, frac = re.sub(r"\s+", " ", phrase.lower()).partition(" point ")
+    toks = [t for t in re.split(r"[ -]", whole) if t != "and"]
+    total = current = 0
+    prev = None
+    for k, t in enumerate(toks):
+        if t == "a":
+            if k != 0 or len(toks) < 2 or toks[1] not in ("hundred", "thousand"):
+                return None
+            current = 1
+        elif t == "hundred":
+            if prev in (None, "hundred", "thousand") or not 1 <= current % 1000 <= 9:
+                return None
+            current *= 100
+        elif t == "thousand":
+            if prev in (None, "thousand") or not current:
+                return None
+            total, current = total + current * 1000, 0
+        else:
+            v = _NUMBER_WORDS[t]
+            # a unit follows only a tens word or a hundred ("twenty one", "two hundred five"; not "two three")
+            if prev is not None and prev not in ("hundred", "thousand") and not (prev in _TENS_WORDS and v < 10):
+                return None
+            if v == 0 and prev is not None:
+                return None
+            current += v
+        prev = t
+    value = total + current
+    if frac:
+        return float(f"{value}." + "".join(str(_NUMBER_WORDS[d]) for d in frac.split()))
+    return value
+
+
+def _number_words(text: str, atype: str) -> list[str]:
+    """The numbers written in words in ``text`` (see ``_NUMBER_PHRASE_RE``), as digits; a decimal ("one point two")
+    only for a float answer."""
+    found = []
+    for m in _NUMBER_PHRASE_RE.finditer(text):
+        phrase = m.group(0)
+        if atype != "float" and re.search(r"\spoint\s", phrase, re.I):
+            continue
+        if phrase.lower() == "one" and (_PRONOUN_ONE_RE.search(text[max(0, m.start() - 40): m.start()])
+                                        or re.match(r"\s+(?:of|another|by|or|else)\b", text[m.end():], re.I)):
+            continue
+        value = _number_word_value(phrase)
+        if value is not None:
+            found.append(_show(float(value)) if isinstance(value, float) else str(value))
+    return found
+
+
+def _final_statement(text: str) -> str:
+    """The last sentence of a response, less a closing pleasantry."""
+    text = _PLEASANTRY_RE.sub("", text).strip() or text
+    parts = [p for p in re.split(r"(?<=[.!?\u3002])\s+|\n+", text) if p.strip()]
+    return parts[-1] if parts else ""
+
+
 def _usable_candidate(cand: str, item: dict, choices: list[str]) -> bool:
     """Whether a marked answer reads as an answer of the item's type."""
     if item.get("question_type") == "multi_choice":
@@ -1870,9 +1949,11 @@ def extract_mathvista_answer(response: str, item: dict) -> str:
     Then by item type:
       * multi_choice: of a whole response that judges several options, the one judged right ("- A: incorrect\n- B:
         correct"); else the choice text equal to the candidate; else a letter written alone
-        ("B", "(B)", "B.", "Option B", "(B) text", "B，因为", "B because ...") -> returned as the letter; else the
+        ("B", "(B)", "B.", "Option B", "(B) text", "B - text", "B，因为", "B because ...") -> returned as the letter
+        (the dash not in a whole unmarked response); else the
         choice text equal to it up to case / spaces; else the one choice that is a number equal to it ("12.00" ->
         "12"); else, when the candidate is the whole response,
+        an option said to be the answer ("Option B is correct.", "So B is the correct answer."), else
         the last "(X)" letter in it, else the choice text occurring last in it (as a text of its own: "5" does not
         occur in "45", "no" not in "not"), else a letter
         alone at its end ("I think it's C."); else the candidate itself (which the official
@@ -1882,7 +1963,9 @@ def extract_mathvista_answer(response: str, item: dict) -> str:
         superscript exponents ("10³"), and exponents of units dropped ("1000 cm^2" -> 1000);
         then, of a boxed / marked candidate, the first number after its last "=" or else its
         first number ("1000, not 999" -> 1000); of an unmarked response, its last number not
-        after a "not" and not in a closing remark in brackets ("1000 g in total. (2 weights, 3 marks.)" -> 1000)
+        after a "not" and not in a closing remark in brackets ("1000 g in total. (2 weights, 3 marks.)" -> 1000);
+        with no digits there, a number in words ("six", "twenty-one", "one point two" for a float) of that marked
+        answer (or an earlier one), or of an unmarked response's final sentence (the pronoun "one" is none)
         (thousands commas dropped, and thousands spaces: "1 000", "12 345",
         "1\\,000"; a minus written "\u2212" or "- 4.3" is kept);
       * list: the numbers of the last "[...]" in the candidate (else all its numbers; in
@@ -1914,6 +1997,7 @@ def extract_mathvista_answer(response: str, item: dict) -> str:
 
         boxed = _last_boxed(text)
         whole = False
+        marks: list[tuple[str, int]] = []
         if boxed is not None:
             cand = _clean_candidate(boxed)
         else:
@@ -1960,13 +2044,20 @@ def extract_mathvista_answer(response: str, item: dict) -> str:
                         resolved = _bare_choice(_clean_candidate(lines[0]), choices)
                     if resolved is not None:
                         return resolved
-                # "Option **B** is correct.", "Hence, option A is the correct answer."
+                # "Option **B** is correct.", "Hence, option A is the correct answer.", "Option C is the answer."
                 # (not a check: "To see whether option A is correct, ...", "Let's test if option B is correct.")
-                said = [m.group(2) for m in re.finditer(
+                said = [(m.start(2), m.group(2)) for m in re.finditer(
                     rf"\b(whether\s+|if\s+)?(?:option|choice)\s*\(?\**([{letters}])\**\)?\s+is\s+(?:the\s+)?"
-                    rf"(?:correct|right|best)\b", text, flags=re.I) if not m.group(1)] if letters else []
+                    rf"(?:correct|right|best|answer)\b", text, flags=re.I) if not m.group(1)] if letters else []
+                # A bare capital letter of an option, where a sentence or clause opens: "C is correct.", "So C is the
+                # correct answer.", "Therefore, A is the answer." Only the verdict itself ends the clause, so that
+                # a statement about a point stays one ("In triangle ABC, A is the right angle.").
+                said += [(m.start(1), m.group(1)) for m in re.finditer(
+                    rf"(?:^|(?<=[.!?:;,])\s+|\b(?i:so|thus|therefore|hence|then|clearly)\s+)[*(]*([{letters}])[*)]*"
+                    rf"\s+is\s+(?:the\s+)?(?i:(?:correct|right|best)(?:\s+(?:answer|option|choice))?|answer)"
+                    rf"(?=\s*(?:[.!,;)]|$)|\s+(?i:because|since|as)\b)", text, flags=re.M)] if letters else []
                 if said:
-                    return said[-1].upper()
+                    return max(said)[1].upper()
                 hits = re.findall(rf"\(([{letters}])\)", text) if letters else []
                 if hits:
                     return hits[-1]
@@ -2006,7 +2097,11 @@ def extract_mathvista_answer(response: str, item: dict) -> str:
                 # total. (2 weights, 3 marks.)"); a bracketed value stays ("6 (3 + 3)", "3:2 (1.5)")
                 remark = re.search(r"\([^()]*[A-Za-z]{2}[^()]*\)[.!]?\s*$", cand)
                 nums = (stated(cand[: remark.start()]) if remark else []) or stated(cand)
-                return nums[-1] if nums else ""
+                if nums:
+                    return nums[-1]
+                # No digits: a number in words in the final statement ("There are three cars.")
+                words = _number_words(_final_statement(text), atype)
+                return words[-1] if words else ""
             # A boxed / marked answer states its value first ("1000, not 999"), or after its
             # last "=" ("x = 2 \\cdot 500 = 1000").
             # Its first sentence when that states the value ("1000. To verify: 2 + 3 = 5" is 1000).
@@ -2014,7 +2109,15 @@ def extract_mathvista_answer(response: str, item: dict) -> str:
             if "=" not in head and _numbers(head):
                 cand = head
             nums = _numbers(cand.rsplit("=", 1)[-1])
-            return nums[0] if nums else ""
+            if nums:
+                return nums[0]
+            # No digits: a number in words, in this marked answer ("The answer is six.", "\\boxed{three}") or else
+            # in the last earlier marked one that has one (never over a marked answer with digits)
+            for f in [cand] + ([] if boxed is not None else [f for f, _ in reversed(marks)]):
+                words = _number_words(f.rsplit("=", 1)[-1], atype)
+                if words:
+                    return words[0]
+            return ""
 
         if atype == "list":
             brackets = re.findall(r"\[([^\[\]]*)\]", cand)
