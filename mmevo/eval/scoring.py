@@ -875,7 +875,10 @@ _L2S_REJECT = ("\\(", "\\)", "\\[", "\\]", "\\boxed", "\\fbox", "\\circ", "\\tex
                # commands its lexer has no token for ("1\\approx 2", "1\\lt 2", "1\\thinspace 000", "\\phantom{0}5"),
                # and \\gamma / \\Gamma, which it reads as the symbol "gamma" (the math function there: never a number)
                "\\approx", "\\lt", "\\gt", "\\thinspace", "\\medspace", "\\thickspace", "\\negthinspace",
-               "\\negmedspace", "\\negthickspace", "\\phantom", "\\hphantom", "\\vphantom", "\\gamma", "\\Gamma")
+               "\\negmedspace", "\\negthickspace", "\\phantom", "\\hphantom", "\\vphantom", "\\gamma", "\\Gamma",
+               # latex2sympy2_extended's lexer skips ("2\\vspace3" -> 6) or reads as a degree sign ("30^\\degree",
+               # "30^{\\degree}" -> 30) what is a lexer error there
+               "\\degree", "\\vspace", "\\vskip", "\\vrule", "\\vcenter", "\\vbox", "\\hfil")
 # Commands whose next brace group(s) are arguments (not a plain grouping ``{...}``); the constants \\pi and \\infty
 # take none ("\\pi{2}" is pi*2).
 _ARG_COMMAND = re.compile(r"\\(?!(?:pi|infty)\s*$)([a-zA-Z]+)\s*$|\\sqrt\s*\[[^\[\]]*\]\s*$")
@@ -932,12 +935,12 @@ def _group_braces(s: str) -> str:
 # Bare words that latex2sympy2's lexer reads as function names (its FUNC_*_NAME tokens).
 _L2S2_WORD = re.compile(r"ar(?:c)?(?:sinh|cosh|tanh)|gcd|lcm|floor|ceil|eye|zeros|ones|cols|rows|diag|norm|rank"
                         r"|tr|rref|[hv]stack|orth|nullspace|eigen|svd|[pbv]?matrix")
-# One token of its lexer: "\\left", "\\right", an arrow, a closer or "\\choose", also before other letters (its lexer
+# One token of its lexer: "\\left", "\\right", an arrow, a bracket or "\\choose", also before other letters (its lexer
 # has no rule for a whole unknown command: "\\rightx" is "\\right" "x", "\\toa" "\\to" "a", "\\rvertx" "\\rvert"
-# "x"; but "\\rightarrow" is an arrow), a matrix's "\\begin{pmatrix}", another command ("\\frac", "\\{"), a number
-# ("1,000.5", "3E2", "5\\%"), a character.
+# "x", "\\lfloore^2" "\\lfloor" "e" "^" "2"; but "\\rightarrow" is an arrow), a matrix's "\\begin{pmatrix}", another
+# command ("\\frac", "\\{"), a number ("1,000.5", "3E2", "5\\%"), a character.
 _L2S2_TOKEN = re.compile(r"\\(?:m?left(?!rightarrow)|m?right(?!arrow)|(?:[lL]ong)?[rR]ightarrow|to"
-                         r"|r(?:vert|brace|brack|floor|ceil|group)|[ul]rcorner|x[rR]ightarrow|choose)"
+                         r"|[lr](?:vert|brace|brack|floor|ceil|group)|[ul][lr]corner|x[rR]ightarrow|choose)"
                          r"|\\(?:begin|end)\{[pbv]?matrix\}|\\(?:[a-zA-Z]+|[{}\\])"
                          r"|(?:\d*(?:,\d{3})*\.\d+|\d+(?:,\d{3})*)(?:E[-+]?\d+|\\%)?|<->|<=>|.", re.S)
 # Each group rule pairs an opener with its own closer: "{5)" and "(5}" are errors, not 5.

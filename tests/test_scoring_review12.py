@@ -1,0 +1,143 @@
+"""MATH-V: more places where ours read an answer otherwise than the official scorer (lmms-eval 0.7.3's port with
+``from math import *``, latex2sympy2 1.9.1, after one parse of a differential: the state a whole-benchmark run is in;
+see tests/test_scoring_review11.py). Every value and verdict below is that scorer's on the same input;
+``test_the_official_scorer_agrees`` recomputes them in ``.venv-parity`` (skipped without it).
+
+1. "30^\\degree", "30^{\\degree}" read 30 and "2\\vspace3" 6: latex2sympy2_extended's lexer has tokens for a degree
+   sign and skips \\vspace, \\vskip, \\vrule, \\vcenter, \\vbox and \\hfil; latex2sympy2's lexer has no token for any
+   of them (a lexer error). "^\\circ" is removed before parsing by the official answer cleaning, as by ours.
+2. An opening delimiter glued to a letter ("\\lfloor e^2 \\rfloor" is "\\lfloore^2\\rfloor" once spaces are gone) was
+   one unknown command in our model of its lexer, so the "\\rfloor" closed nothing; its lexer reads the longest token,
+   "\\lfloor", then "e", as it already did for a closer ("\\rvertx").
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from mmevo.eval.scoring import _latex_value, _too_costly_for_sympy, mathvision_is_equal, score_mathvision
+
+ROOT = Path(__file__).resolve().parents[1]
+PARITY_PY = ROOT / ".venv-parity" / "bin" / "python"
+
+# (answer, the official value: eval(str(latex2sympy(answer))) rounded to 2 decimals, None where it raises)
+VALUES = [
+    # 1. commands latex2sympy2's lexer has no token for
+    ("30^\\degree", None),
+    ("30^{\\degree}", None),
+    ("30\\degree", None),
+    ("2\\vspace3", None),
+    ("2\\vspace{3}", None),
+    ("2\\vskip3", None),
+    ("\\vrule5", None),
+    ("2\\vcenter3", None),
+    ("2\\vbox3", None),
+    ("5\\hfil", None),
+    ("(5)\\vspace", None),
+    ("5.\\degree", 5),  # never lexed: the parse stops at "."
+    ("5&\\vspace", 5),
+    ("30^\\circ", None),
+    ("30^{\\circ}", None),
+    # 2. an opening delimiter glued to a letter
+    ("\\lfloore^2\\rfloor", 7),
+    ("\\lfloore^{2}\\rfloor", 7),
+    ("\\lfloore^2\\rfloor+1", 8),
+    ("\\left\\lfloore^2\\right\\rfloor", 7),
+    ("\\llcornere^2\\lrcorner", 7),
+    ("\\lbracee^2\\rbrace", 7.39),
+    ("\\lbracke^2\\rbrack", 7.39),
+    ("\\lgroupe^2\\rgroup", 7.39),
+    ("\\lceile^2\\rceil", None),  # ceiling(...): a NameError
+    ("\\lfloore\\rfloor", None),  # a lone e is a letter
+    ("\\pie^2", 23.21),
+    ("\\sine^2", 0.89),
+    ("2\\cdote^2", 14.78),
+]
+
+# (response, gold, the official verdict)
+VERDICTS = [
+    ("\\boxed{30^\\degree}", "30", False),
+    ("\\boxed{30^{\\degree}}", "30", False),
+    ("The angle is $30^\\degree$.", "30", False),
+    ("\\boxed{30^\\circ}", "30", True),
+    ("\\boxed{30^{\\circ}}", "30", True),
+    ("\\boxed{2\\vspace3}", "6", False),
+    ("\\boxed{\\lfloor e^2 \\rfloor}", "7", True),
+    ("\\boxed{\\lfloor e^2 \\rfloor}", "8", False),
+]
+
+
+@pytest.mark.parametrize("latex,official", VALUES, ids=[v for v, _ in VALUES])
+def test_values_match_the_official_scorer(latex, official):
+    value = _latex_value(latex)
+    if official is None:
+        assert value is None
+    else:
+        assert value is not None and round(value, 2) == official, value
+        assert type(value) is type(official)
+
+
+@pytest.mark.parametrize("response,gold,official", VERDICTS)
+def test_verdicts_match_the_official_scorer(response, gold, official):
+    assert score_mathvision(response, {"answer": gold, "options": []}) is official
+
+
+# Run in .venv-parity: the official value of each answer and the official verdict of each response, after one parse
+# of a differential ("dx"), which puts latex2sympy2 in the state an official run is in after its first such answer.
+_OFFICIAL = r"""
+import json, math, signal, sys
+sys.path.insert(0, sys.argv[1])
+from parity_mathvision import _load_reference
+from loguru import logger
+import latex2sympy2
+
+logger.remove()
+eval_utils, utils = _load_reference()
+for name in dir(math):  # the official utils.py's ``from math import *``
+    if not name.startswith("_"):
+        eval_utils.__dict__.setdefault(name, getattr(math, name))
+latex2sympy2.latex2sympy("dx")
+assert not isinstance(latex2sympy2.var, dict)
+cases = json.load(sys.stdin)
+
+def on_alarm(signum, frame):
+    raise TimeoutError
+
+signal.signal(signal.SIGALRM, on_alarm)
+values = []
+for latex in cases["values"]:
+    signal.alarm(20)
+    try:
+        v = round(eval(str(eval_utils.latex2sympy(latex)), eval_utils.__dict__), 2)
+        values.append(None if isinstance(v, tuple) else v)
+    except TimeoutError:
+        values.append("timeout")
+    except Exception:
+        values.append(None)
+    signal.alarm(0)
+verdicts = [bool(utils.mathvision_process_results({"answer": gold, "options": []}, [response])
+                 ["mathvision_standard_eval"]["scores"][0]) for response, gold in cases["verdicts"]]
+print(json.dumps({"values": [v if v is None or isinstance(v, str) else repr(v) for v in values],
+                  "verdicts": verdicts}))
+"""
+
+
+def test_the_official_scorer_agrees():
+    if not PARITY_PY.exists():
+        pytest.skip("the reference venv .venv-parity is missing: run `make parity-env`")
+    cases = {"values": [v for v, _ in VALUES], "verdicts": [[r, g] for r, g, _ in VERDICTS]}
+    proc = subprocess.run([str(PARITY_PY), "-c", _OFFICIAL, str(ROOT / "scripts")], input=json.dumps(cases),
+                          capture_output=True, text=True, timeout=600, cwd=ROOT,
+                          env={"OMP_NUM_THREADS": "1", "PATH": "/usr/bin:/bin"})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    for (latex, expected), got in zip(VALUES, out["values"]):
+        # repr keeps int vs float and the exact digits of a big factorial
+        assert got == (None if expected is None else repr(expected)), latex
+    assert out["verdicts"] == [official for _, _, official in VERDICTS]
