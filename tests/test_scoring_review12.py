@@ -9,6 +9,11 @@ see tests/test_scoring_review11.py). Every value and verdict below is that score
 2. An opening delimiter glued to a letter ("\\lfloor e^2 \\rfloor" is "\\lfloore^2\\rfloor" once spaces are gone) was
    one unknown command in our model of its lexer, so the "\\rfloor" closed nothing; its lexer reads the longest token,
    "\\lfloor", then "e", as it already did for a closer ("\\rvertx").
+3. Its number rule lets a decimal start at a thousands separator with no digit before it ("DIGIT* (',' DIGIT DIGIT
+   DIGIT)* '.' DIGIT+"): ",500.5" is 500.5 and "1.5, 100.5" the juxtaposed numbers 1.5 and 100.5 (150.75); ours
+   read neither.
+4. "4.0" is written 4 before parsing (an exact rational, printed as an integer); before ",ddd" that made a
+   thousands separator: "1.0, 250" (a list there) read 1250, "12.0,000" 12000.
 """
 
 from __future__ import annotations
@@ -58,6 +63,28 @@ VALUES = [
     ("\\pie^2", 23.21),
     ("\\sine^2", 0.89),
     ("2\\cdote^2", 14.78),
+    # 3. a decimal that starts at a thousands separator
+    (",500.5", 500.5),
+    ("1.5,100.5", 150.75),
+    ("1.5,100.5+1", 151.75),
+    (".5,100.5", 50.25),
+    ("1.0,250.5", 250.5),
+    ("(,500.5)", 500.5),
+    ("2(,500.5)", 1001.0),
+    ("\\frac{1}{2},100.5", 50.25),
+    (".51,000.5", 0.26),
+    ("1,0000.5", 500.0),  # 1,000 then 0.5
+    ("1,500.5", 1500.5),
+    (",500", None),  # no decimal point: "," then 500
+    ("1.5,100", None),
+    (".51,000", None),
+    # 4. a whole decimal before ",ddd" stays a decimal
+    ("1.0,250", None),
+    ("12.0,000", None),
+    ("12.00,000", None),
+    ("1,000.0,000", None),
+    ("1,000.0", 1000),
+    ("4.00", 4),
 ]
 
 # (response, gold, the official verdict)
@@ -70,6 +97,11 @@ VERDICTS = [
     ("\\boxed{2\\vspace3}", "6", False),
     ("\\boxed{\\lfloor e^2 \\rfloor}", "7", True),
     ("\\boxed{\\lfloor e^2 \\rfloor}", "8", False),
+    ("\\boxed{1.5, 100.5}", "150.75", True),
+    ("\\boxed{,500.5}", "500.5", True),
+    ("\\boxed{1.0, 250}", "1250", False),
+    ("\\boxed{12.0,000}", "12000", False),
+    ("\\boxed{1,000.0}", "1000", True),
 ]
 
 

@@ -1086,18 +1086,20 @@ def _latex2sympy2_like(s: str) -> Any:
     ):
         raise ValueError("latex2sympy2 rejects this")
     s = s.strip().rstrip(".")  # "6." -> 6 ("." ends the parse)
-    # Its numbers take thousands separators, greedily: "100,100" -> 100100, and
-    # "1047,1047" -> the number 1047104 then the number 7, i.e. 1047104*7.
+    # Its numbers (longest match) take thousands separators, greedily: "100,100" -> 100100, and "1047,1047" -> the
+    # number 1047104 then the number 7, i.e. 1047104*7. A decimal's leading digits may be absent ("DIGIT* (','
+    # DIGIT DIGIT DIGIT)* '.' DIGIT+"): ",500.5" is 500.5 and "1.5,100.5" the juxtaposed numbers 1.5 and 100.5.
     # Not in a decimal's fraction: ".51,000" is 0.51 then ",000" (a list).
     s = re.sub(
-        r"\d*\.\d+|\d+(?:,\d{3})+",
-        lambda m: m.group(0) if "." in m.group(0) else
-        m.group(0).replace(",", "") + (" " if m.string[m.end() : m.end() + 1].isdigit() else ""),
+        r"\d*(?:,\d{3})*\.\d+|\d+(?:,\d{3})*",
+        lambda m: (" " if m.group(0)[0] == "," else "") + m.group(0).replace(",", "")
+        + (" " if m.string[m.end() : m.end() + 1].isdigit() else ""),
         s,
     )
     # Its decimals are exact rationals: "4.0" is the integer 4 (printed "4", not "4.0", by the
-    # official eval_tuple; see also the converter's parse_number).
-    s = re.sub(r"(?<![\d.])(\d+)\.0+(?![\d.])", r"\1", s)
+    # official eval_tuple; see also the converter's parse_number). Not before ",ddd", which would make it a
+    # thousands separator: "1.0,250" is 1.0 then ",", a list.
+    s = re.sub(r"(?<![\d.])(\d+)\.0+(?![\d.]|,\d)", r"\1", s)
     s = _group_braces(s)
     # Its \\pi (and power) before a bracket is a factor ("\\pi(2)" is 2*pi); latex2sympy2_extended reads a function.
     s = re.sub(r"(?<!\\frac)(?<!\\sqrt)(\\pi(?:\s*\^\s*(?:\{[^{}]*\}|\w))?)(?=\s*[(\[])", r"\1\\cdot ", s)
