@@ -14,12 +14,14 @@ see tests/test_scoring_review11.py). Every value and verdict below is that score
    read neither.
 4. "4.0" is written 4 before parsing (an exact rational, printed as an integer); before ",ddd" that made a
    thousands separator: "1.0, 250" (a list there) read 1250, "12.0,000" 12000.
+5. "{6 \\choose 2}^2" and "{6 \\choose 2} \\cdot 4!" were refused by the cost guard (a "\\choose" next to any power,
+   factorial or 5-digit number). A "{n \\choose k}" of integer literal arguments with a cheap value is now judged
+   as that value written out, like "\\binom"'s arguments: "{99 \\choose 50}!" and "2^{{99 \\choose 50}}" stay refused.
 """
 
 from __future__ import annotations
 
 import json
-import math
 import subprocess
 import time
 from pathlib import Path
@@ -85,6 +87,16 @@ VALUES = [
     ("1,000.0,000", None),
     ("1,000.0", 1000),
     ("4.00", 4),
+    # 5. a cheap "{n \\choose k}" next to a power or a factorial
+    ("{6 \\choose 2}^2", 225),
+    ("{6 \\choose 2} \\cdot 4!", 360),
+    ("{3! \\choose 2}^2", 225.0),
+    ("{{6\\choose2}\\choose2}^2", 11025),
+    ("{6 \\choose 2}+2^{10}", 1039),
+    ("\\sqrt{{6\\choose 2}}^2", 15.0),
+    ("{6 \\choose 2}^{2^{3}}", 2562890625),
+    ("{20000 \\choose 2}", 199990000),
+    ("{x \\choose 2}^2", None),
 ]
 
 # (response, gold, the official verdict)
@@ -102,7 +114,13 @@ VERDICTS = [
     ("\\boxed{1.0, 250}", "1250", False),
     ("\\boxed{12.0,000}", "12000", False),
     ("\\boxed{1,000.0}", "1000", True),
+    ("\\boxed{{6 \\choose 2}^2}", "225", True),
+    ("\\boxed{{6 \\choose 2} \\cdot 4!}", "360", True),
 ]
+
+# Too costly for the official eval: still refused by the guard, before parsing.
+HUGE = ["{99 \\choose 50}!", "2^{{99\\choose 50}}", "{100000 \\choose 50000}", "{(10!)! \\choose 5}",
+        "{6 \\choose 2}^{9^{9}}", "{2^{100} \\choose 2^{50}}", "{x \\choose 2}^{99999}"]
 
 
 @pytest.mark.parametrize("latex,official", VALUES, ids=[v for v, _ in VALUES])
@@ -118,6 +136,19 @@ def test_values_match_the_official_scorer(latex, official):
 @pytest.mark.parametrize("response,gold,official", VERDICTS)
 def test_verdicts_match_the_official_scorer(response, gold, official):
     assert score_mathvision(response, {"answer": gold, "options": []}) is official
+
+
+@pytest.mark.parametrize("latex", [v for v, official in VALUES if official is not None and "choose" in v])
+def test_cheap_binomials_pass_the_guard(latex):
+    assert not _too_costly_for_sympy(latex)
+
+
+@pytest.mark.parametrize("latex", HUGE)
+def test_huge_ones_are_still_refused_by_the_guard(latex):
+    t0 = time.perf_counter()
+    assert _too_costly_for_sympy(latex)  # refused before parsing, not by a parse that happened to fail
+    assert mathvision_is_equal(latex, "1") is False
+    assert time.perf_counter() - t0 < 1.0
 
 
 # Run in .venv-parity: the official value of each answer and the official verdict of each response, after one parse

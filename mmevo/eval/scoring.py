@@ -523,6 +523,29 @@ def _cheap_binomial(n_arg: str, k_arg: str) -> bool:
     return bits <= _MAX_BINOMIAL_BITS
 
 
+def _cheap_chooses_as_values(s: str) -> str:
+    """``s`` with each ``{n \\choose k}`` of a cheap binomial (:func:`_cheap_binomial`; its brace group holds the two
+    arguments, as ``\\binom``'s two groups do) written as its value " 15 ", innermost first, for the guards to judge
+    what the binomial is an operand of: "{6 \\choose 2}^2" is cheap, "{99 \\choose 50}!" is not."""
+    pos = 0
+    while m := re.compile(r"\\choose(?![a-zA-Z])").search(s, pos):
+        pos = m.end()
+        depth, j = 0, m.start() - 1
+        while j >= 0 and not (depth == 0 and s[j] in "({["):  # the innermost bracket around it
+            depth += (s[j] in ")}]") - (s[j] in "({[")
+            j -= 1
+        if j < 0 or s[j] != "{" or s[j - 1 : j] == "\\":
+            continue
+        end = _group_end(s, j)
+        n_arg, k_arg = s[j + 1 : m.start()], s[m.end() : end]
+        if end < len(s) and _cheap_binomial(n_arg, k_arg):
+            n, k = _literal_argument_value(n_arg), _literal_argument_value(k_arg)
+            value = f" {math.comb(n, k) if 0 <= k else 0} "  # judged as that literal would be
+            s = s[:j] + value + s[end + 1 :]
+            pos = j + len(value)
+    return s
+
+
 def _evaluated_call_too_big(s: str, plain: bool) -> bool:
     """Binomials / gcd / lcm are evaluated while parsing: refused when an argument holds a power, a
     factorial or a 5-digit number ("\\binom{10^{9}}{5}"), unless it is an integer literal expression of a cheap
@@ -530,7 +553,8 @@ def _evaluated_call_too_big(s: str, plain: bool) -> bool:
     ("\\binom{2^{14}}{2}"), else an argument of at most 9999 ("\\binom{x}{3!}", as big as a 4-digit literal); at most
     10^100 in a gcd / lcm of at most 4 arguments ("\\gcd(2^{3}, 12)", "\\gcd(10!, 3)"). "\\binom{5}{2}^2" and
     "\\gcd(12, 18)^2" are fine.
-    "{n \\choose k}" (arguments not delimited) is refused next to any of them."""
+    "{n \\choose k}" (of arguments that are no cheap literals, see :func:`_cheap_chooses_as_values`) is refused next to
+    any of them."""
     big = _BIG_ARGUMENT
     if "choose" in s and big.search(s):
         return True
@@ -581,6 +605,7 @@ def _too_costly_for_sympy(s: str) -> bool:
     bars = len(_BAR_RE.findall(s))
     if bars > _MAX_BARS or depth > _MAX_DEPTH or function_depth + bars / 4 > _MAX_FUNCTION_DEPTH:
         return True
+    s = _cheap_chooses_as_values(s)
     plain = _plain_integer_arithmetic(s)
     for m in re.finditer(r"\^\s*\{?\s*[-+]?\s*\d{5,}", s):  # 10^{12345}, unless of a literal and cheap (2^{10000})
         bits = _literal_power_bits(s, m.start()) if plain else None
