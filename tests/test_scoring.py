@@ -238,14 +238,14 @@ def test_mathv_self_consistency_fixture_rows(mathv_mini, mathv_test):
 
 
 def test_mathv_self_consistency_all_rows(mathv_mini_full, mathv_test_full):
-    t0 = time.time()
+    t0 = time.process_time()
     rows = list(mathv_mini_full.values()) + mathv_test_full
     assert len(rows) == 304 + 3040
     fails = sorted({r["id"] for r in rows if not score_mathvision(r["answer"], r)}, key=int)
     assert set(fails) == MATHV_SELF_FAILS, fails
     # testmini: 304/304; test: 3034/3040
     assert sum(score_mathvision(r["answer"], r) for r in mathv_test_full) == 3034
-    assert time.time() - t0 < 20
+    assert time.process_time() - t0 < 20
 
 
 # Regression tests of the classes found by scripts/parity_mathvision.py (ours vs lmms-eval's port of
@@ -372,13 +372,13 @@ def test_mathv_cost_guard_refuses_huge_numbers_quickly():
             "\\{\\frac{3}{(9999^{9999})^{9999}}, 2\\}", "10^{1000000}", "99999!", "(10^{99999})!", "9!!!", "((9!)!)!",
             "9!!! + 9!!!", "\\prod_{k=1}^{99999} k", "\\Gamma(999999)", "\\Gamma(99!)", "\\binom{999999}{500000}",
             "\\gcd(9^{9^{9}}, 6)", "9^{9^{9}} - 9^{9^{9}}", "\\begin{pmatrix}(99!)!&1\\\\1&0\\end{pmatrix}(3)"]
-    t0 = time.time()
+    t0 = time.process_time()
     for s in huge:
         # gold 7, not 1: the box "\\prod_{k=1}^{99999} k" is read after its "=", "1}^{99999}k", which
         # latex2sympy2 stops reading at the "}": the official verdict for gold 1 is right.
         assert score_mathvision(f"\\boxed{{{s}}}", _ff("7")) is False, s
         assert mathvision_is_equal(s, s.lower() + "+0") is False, s
-    assert time.time() - t0 < 5
+    assert time.process_time() - t0 < 5
 
 
 _RICH = ("\\log_{2}(8)+\\pi/2.5\\times10^{3}\\times 7\\cdot 10^{-2}\\cdot \\sin(1)+\\frac{1}{3}/2^{3}\\times "
@@ -430,17 +430,17 @@ def test_mathv_cost_guard_bounds_long_answers():
         ("(\\pi^2+" + "+".join(["1"] * 140) + ")", "149.87", True),
     ]
     for answer, gold, ok in cases:
-        t0 = time.time()
+        t0 = time.process_time()
         assert mathvision_is_equal(gold, answer) is ok, answer[:40]
-        assert time.time() - t0 < 2.5, answer[:40]
+        assert time.process_time() - t0 < 2.5, answer[:40]
     # refused, quickly (the official script evaluates the first three): longer than 1000 characters, deeper
     # than 50 levels or 5 of function arguments, more than 16 "|"
-    t0 = time.time()
+    t0 = time.process_time()
     assert mathvision_is_equal("600", "+".join(["1"] * 600)) is False
     assert mathvision_is_equal("5", "2+" + "(" * 51 + "3" + ")" * 51) is False
     assert mathvision_is_equal("0", "\\sin(" * 6 + "0" + ")" * 6) is False
     assert mathvision_is_equal("27", "+".join(["|-3|"] * 9)) is False
-    assert time.time() - t0 < 1
+    assert time.process_time() - t0 < 1
 
 
 def test_mathv_parser_leaves_math_verify_alone():
@@ -600,11 +600,11 @@ def test_mathvista_self_consistency_fixture_rows(mathvista):
 
 
 def test_mathvista_self_consistency_all_rows(mathvista_full):
-    t0 = time.time()
+    t0 = time.process_time()
     assert len(mathvista_full) == 1000
     fails = [pid for pid, item in mathvista_full.items() if not score_mathvista(str(item["answer"]), item)]
     assert fails == MATHVISTA_SELF_FAILS
-    assert time.time() - t0 < 10
+    assert time.process_time() - t0 < 10
 
 
 @pytest.mark.parametrize("response", GARBAGE)
@@ -656,9 +656,9 @@ def test_edit_distance_matches_dynamic_programming():
         a = "".join(rng.choice("ab c°") for _ in range(rng.randrange(0, 25)))
         b = "".join(rng.choice("ab c°") for _ in range(rng.randrange(0, 80)))
         assert edit_distance(a, b) == dp(a, b) == edit_distance(b, a)
-    t0 = time.time()
+    t0 = time.process_time()
     assert edit_distance("x" * 20000 + "145°", "145°") == 20000
-    assert time.time() - t0 < 0.5
+    assert time.process_time() - t0 < 0.5
 
 
 def test_mathvista_nearest_choice_reads_the_whole_extraction(mathvista):

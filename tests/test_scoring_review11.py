@@ -148,10 +148,10 @@ def test_cheap_factorials_pass_the_guard(latex):
 
 @pytest.mark.parametrize("latex", HUGE)
 def test_huge_ones_are_still_refused_by_the_guard(latex):
-    t0 = time.perf_counter()
+    t0 = time.process_time()
     assert _too_costly_for_sympy(latex)  # refused before parsing, not by a parse that happened to fail
     assert mathvision_is_equal(latex, "1") is False
-    assert time.perf_counter() - t0 < 1.0
+    assert time.process_time() - t0 < 1.0
 
 
 # Run in .venv-parity: the official value of each answer and the official verdict of each response, after one parse

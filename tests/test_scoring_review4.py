@@ -228,6 +228,6 @@ def test_mathvista_long_digit_run_is_read_in_linear_time():
     import time
 
     item = {"question_type": "free_form", "answer_type": "integer", "choices": None, "answer": "8", "precision": None}
-    t0 = time.time()
+    t0 = time.process_time()
     assert extract_mathvista_answer("8" * 12000 + " 8", item) == "8"
-    assert time.time() - t0 < 1.0
+    assert time.process_time() - t0 < 1.0

@@ -71,9 +71,9 @@ def test_large_chains_and_permutations_stay_refused_at_once(answer):
     # beyond the guards' budget the official eval computes for seconds to minutes; refused here without parsing
     import time
 
-    t0 = time.perf_counter()
+    t0 = time.process_time()
     assert mathvision_is_equal(answer, "1") is False
-    assert time.perf_counter() - t0 < 1.0
+    assert time.process_time() - t0 < 1.0
 
 
 # -- MathVista: a quoted answer followed by more of its sentence ------------------------------------------------------
