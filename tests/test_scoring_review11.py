@@ -21,18 +21,14 @@ Python's right-nested 2**(2**9) (over the gcd bound: refused) instead of latex2s
 
 from __future__ import annotations
 
-import json
 import math
-import subprocess
 import time
-from pathlib import Path
 
 import pytest
 
+from mathv_official import assert_official_agrees
 from mmevo.eval.scoring import _latex_value, _too_costly_for_sympy, mathvision_is_equal, score_mathvision
 
-ROOT = Path(__file__).resolve().parents[1]
-PARITY_PY = ROOT / ".venv-parity" / "bin" / "python"
 
 # (answer, the official value: eval(str(latex2sympy(answer))) rounded to 2 decimals, None where it raises)
 VALUES = [
@@ -154,56 +150,5 @@ def test_huge_ones_are_still_refused_by_the_guard(latex):
     assert time.process_time() - t0 < 1.0
 
 
-# Run in .venv-parity: the official value of each answer and the official verdict of each response, after one parse
-# of a differential ("dx"), which puts latex2sympy2 in the state an official run is in after its first such answer.
-_OFFICIAL = r"""
-import json, math, signal, sys
-sys.path.insert(0, sys.argv[1])
-from parity_mathvision import _load_reference
-from loguru import logger
-import latex2sympy2
-
-logger.remove()
-eval_utils, utils = _load_reference()
-for name in dir(math):  # the official utils.py's ``from math import *``
-    if not name.startswith("_"):
-        eval_utils.__dict__.setdefault(name, getattr(math, name))
-latex2sympy2.latex2sympy("dx")
-assert not isinstance(latex2sympy2.var, dict)
-cases = json.load(sys.stdin)
-
-def on_alarm(signum, frame):
-    raise TimeoutError
-
-signal.signal(signal.SIGALRM, on_alarm)
-values = []
-for latex in cases["values"]:
-    signal.alarm(20)
-    try:
-        v = round(eval(str(eval_utils.latex2sympy(latex)), eval_utils.__dict__), 2)
-        values.append(None if isinstance(v, tuple) else v)
-    except TimeoutError:
-        values.append("timeout")
-    except Exception:
-        values.append(None)
-    signal.alarm(0)
-verdicts = [bool(utils.mathvision_process_results({"answer": gold, "options": []}, [response])
-                 ["mathvision_standard_eval"]["scores"][0]) for response, gold in cases["verdicts"]]
-print(json.dumps({"values": [v if v is None or isinstance(v, str) else repr(v) for v in values],
-                  "verdicts": verdicts}))
-"""
-
-
 def test_the_official_scorer_agrees():
-    if not PARITY_PY.exists():
-        pytest.skip("the reference venv .venv-parity is missing: run `make parity-env`")
-    cases = {"values": [v for v, _ in VALUES], "verdicts": [[r, g] for r, g, _ in VERDICTS]}
-    proc = subprocess.run([str(PARITY_PY), "-c", _OFFICIAL, str(ROOT / "scripts")], input=json.dumps(cases),
-                          capture_output=True, text=True, timeout=600, cwd=ROOT,
-                          env={"OMP_NUM_THREADS": "1", "PATH": "/usr/bin:/bin"})
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    out = json.loads(proc.stdout.strip().splitlines()[-1])
-    for (latex, expected), got in zip(VALUES, out["values"]):
-        # repr keeps int vs float and the exact digits of a big factorial
-        assert got == (None if expected is None else repr(expected)), latex
-    assert out["verdicts"] == [official for _, _, official in VERDICTS]
+    assert_official_agrees(VALUES, VERDICTS)

@@ -1,0 +1,68 @@
+"""The official MATH-V scorer in the state a whole-benchmark run is in, run in ``.venv-parity``: shared by the parity
+tests that pin values and verdicts (tests/test_scoring_review11.py, tests/test_scoring_review12.py)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PARITY_PY = ROOT / ".venv-parity" / "bin" / "python"
+
+# Run in .venv-parity: the official value of each answer and the official verdict of each response, after one parse
+# of a differential ("dx"), which puts latex2sympy2 in the state an official run is in after its first such answer.
+_OFFICIAL = r"""
+import json, math, signal, sys
+sys.path.insert(0, sys.argv[1])
+from parity_mathvision import _load_reference
+from loguru import logger
+import latex2sympy2
+
+logger.remove()
+eval_utils, utils = _load_reference()
+for name in dir(math):  # the official utils.py's ``from math import *``
+    if not name.startswith("_"):
+        eval_utils.__dict__.setdefault(name, getattr(math, name))
+latex2sympy2.latex2sympy("dx")
+assert not isinstance(latex2sympy2.var, dict)
+cases = json.load(sys.stdin)
+
+def on_alarm(signum, frame):
+    raise TimeoutError
+
+signal.signal(signal.SIGALRM, on_alarm)
+values = []
+for latex in cases["values"]:
+    signal.alarm(20)
+    try:
+        v = round(eval(str(eval_utils.latex2sympy(latex)), eval_utils.__dict__), 2)
+        values.append(None if isinstance(v, tuple) else v)
+    except TimeoutError:
+        values.append("timeout")
+    except Exception:
+        values.append(None)
+    signal.alarm(0)
+verdicts = [bool(utils.mathvision_process_results({"answer": gold, "options": []}, [response])
+                 ["mathvision_standard_eval"]["scores"][0]) for response, gold in cases["verdicts"]]
+print(json.dumps({"values": [v if v is None or isinstance(v, str) else repr(v) for v in values],
+                  "verdicts": verdicts}))
+"""
+
+
+def assert_official_agrees(values: list[tuple[str, object]], verdicts: list[tuple[str, str, bool]]) -> None:
+    """Each (answer, value) and (response, gold, verdict) as the official scorer gives them; skips without the venv."""
+    if not PARITY_PY.exists():
+        pytest.skip("the reference venv .venv-parity is missing: run `make parity-env`")
+    cases = {"values": [v for v, _ in values], "verdicts": [[r, g] for r, g, _ in verdicts]}
+    proc = subprocess.run([str(PARITY_PY), "-c", _OFFICIAL, str(ROOT / "scripts")], input=json.dumps(cases),
+                          capture_output=True, text=True, timeout=600, cwd=ROOT,
+                          env={"OMP_NUM_THREADS": "1", "PATH": "/usr/bin:/bin"})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    for (latex, expected), got in zip(values, out["values"]):
+        # repr keeps int vs float and the exact digits of a big factorial
+        assert got == (None if expected is None else repr(expected)), latex
+    assert out["verdicts"] == [official for _, _, official in verdicts]
