@@ -66,3 +66,27 @@ def assert_official_agrees(values: list[tuple[str, object]], verdicts: list[tupl
         # repr keeps int vs float and the exact digits of a big factorial
         assert got == (None if expected is None else repr(expected)), latex
     assert out["verdicts"] == [official for _, _, official in verdicts]
+
+
+def assert_value_is_official(latex: str, official) -> None:
+    """Ours reads ``latex`` as the official value (None: no value), int vs float included."""
+    from mmevo.eval.scoring import _latex_value
+
+    value = _latex_value(latex)
+    if official is None:
+        assert value is None
+    else:
+        assert value is not None and round(value, 2) == official, value
+        assert type(value) is type(official)
+
+
+def assert_refused_quickly(latex: str) -> None:
+    """The cost guard refuses ``latex`` before parsing (not a parse that happened to fail), within a CPU second."""
+    import time
+
+    from mmevo.eval.scoring import _too_costly_for_sympy, mathvision_is_equal
+
+    t0 = time.process_time()
+    assert _too_costly_for_sympy(latex)
+    assert mathvision_is_equal(latex, "1") is False
+    assert time.process_time() - t0 < 1.0

@@ -22,12 +22,11 @@ Python's right-nested 2**(2**9) (over the gcd bound: refused) instead of latex2s
 from __future__ import annotations
 
 import math
-import time
 
 import pytest
 
-from mathv_official import assert_official_agrees
-from mmevo.eval.scoring import _latex_value, _too_costly_for_sympy, mathvision_is_equal, score_mathvision
+from mathv_official import assert_official_agrees, assert_refused_quickly, assert_value_is_official
+from mmevo.eval.scoring import _too_costly_for_sympy, mathvision_is_equal, score_mathvision
 
 
 # (answer, the official value: eval(str(latex2sympy(answer))) rounded to 2 decimals, None where it raises)
@@ -123,12 +122,7 @@ HUGE = ["(10^{10})!", "100000!", "99,999!", "(9^{9})!", "2^34!", "2^{13}!", "(2^
 
 @pytest.mark.parametrize("latex,official", VALUES, ids=[v for v, _ in VALUES])
 def test_values_match_the_official_scorer(latex, official):
-    value = _latex_value(latex)
-    if official is None:
-        assert value is None
-    else:
-        assert value is not None and round(value, 2) == official, value
-        assert type(value) is type(official)
+    assert_value_is_official(latex, official)
 
 
 @pytest.mark.parametrize("response,gold,official", VERDICTS)
@@ -144,10 +138,7 @@ def test_cheap_factorials_pass_the_guard(latex):
 
 @pytest.mark.parametrize("latex", HUGE)
 def test_huge_ones_are_still_refused_by_the_guard(latex):
-    t0 = time.process_time()
-    assert _too_costly_for_sympy(latex)  # refused before parsing, not by a parse that happened to fail
-    assert mathvision_is_equal(latex, "1") is False
-    assert time.process_time() - t0 < 1.0
+    assert_refused_quickly(latex)
 
 
 def test_the_official_scorer_agrees():
