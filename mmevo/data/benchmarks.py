@@ -362,8 +362,6 @@ def _choice_texts(r: _Row, values: list, fld: str) -> list[str]:
     return out
 
 
-
-
 def _non_unicode(value: Any, name: str = "") -> str | None:
     """The field (``choices[2]``, ``metadata.task``) of the first text in ``value`` that is not Unicode: JSON decodes a
     lone surrogate escape ("\\ud83d", half of an emoji cut by an exporter) that no tokenizer or UTF-8 file takes."""
@@ -570,17 +568,17 @@ def _generic(row: dict, r: _Row, extra: dict) -> BenchmarkItem:
                         f"(data.fields.choices={other})", "missing_choices")
     choices = _choice_texts(r, r.choices(row, f["choices"], required=False) or [], f["choices"])
     m = _LETTER_RE.match(answer)
-    if choices and answer not in choices and m:  # gold given as a letter: the choice text (one convention)
-        j = ord(m.group(1).upper()) - ord("A")
-        if j >= len(choices):
-            raise r.err(answer_field, f"letter {answer!r} out of range for {len(choices)} choices", "bad_answer")
-        answer = choices[j]
-    elif choices and answer not in choices and (same := _same_number_choice(answer, choices)) is not None:
-        answer = same  # "30.0" beside a choice "30": the same number, written as the choice writes it
-    elif choices and answer not in choices:
-        # no option can be right: every response would score wrong (or the model would learn to answer off-list)
-        raise r.err(answer_field, f"{answer!r} is neither a letter nor the text of one of the {len(choices)} choices "
-                    f"in {f['choices']!r}", "bad_answer")
+    if choices and answer not in choices:
+        if m:  # gold given as a letter: the choice text (one convention)
+            j = ord(m.group(1).upper()) - ord("A")
+            if j >= len(choices):
+                raise r.err(answer_field, f"letter {answer!r} out of range for {len(choices)} choices", "bad_answer")
+            answer = choices[j]
+        elif (same := _same_number_choice(answer, choices)) is not None:
+            answer = same  # "30.0" beside a choice "30": the same number, written as the choice writes it
+        else:  # no option can be right: every response would score wrong (or the model would learn to answer off-list)
+            raise r.err(answer_field, f"{answer!r} is neither a letter nor the text of one of the {len(choices)} "
+                        f"choices in {f['choices']!r}", "bad_answer")
     if f["image"] not in row:  # a text-only row, unless the images are under another name: then they were lost
         if f["image"] != "images":  # a column named in data.fields (the default is "images")
             raise r.err(f["image"], "the row has no such field (data.fields.image names it)", "missing_images")

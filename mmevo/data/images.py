@@ -8,6 +8,7 @@ import numpy as np
 from PIL import Image, ImageOps
 
 _SIXTEEN_BIT = ("I;16", "I;16L", "I;16B", "I;16N")
+_EXIF_ORIENTATION = 0x0112  # the tag ImageOps.exif_transpose applies (also read from XMP / PNG text)
 # what a data set's image may be: raster formats Pillow decodes itself. Pillow would otherwise also open EPS / PS by
 # running Ghostscript on the file, a program a hostile data set should never reach
 RASTER_FORMATS = ("PNG", "JPEG", "GIF", "BMP", "WEBP", "TIFF", "PPM")  # JPEG opens MPO files too
@@ -28,7 +29,8 @@ def to_rgb(image: Image.Image) -> Image.Image:
     update would see different images.
     """
     try:
-        image = ImageOps.exif_transpose(image)
+        if image.getexif().get(_EXIF_ORIENTATION, 1) != 1:  # exif_transpose copies the pixels even when it has no turn
+            image = ImageOps.exif_transpose(image)
     except Exception:  # noqa: BLE001 - a malformed EXIF block: the stored orientation, as vLLM leaves it then
         pass
     if image.mode in _SIXTEEN_BIT or image.mode in ("I", "F"):
