@@ -13,11 +13,13 @@
 # Preview:         DRY_RUN=1 bash scripts/train_csrs_8gpu.sh   (prints the command, runs nothing)
 #
 # Environment (defaults in brackets):
+#   CONFIG           the run's config [configs/csrs_qwen2_5_vl_7b_geometry3k.yaml]; the MM-UPT (majority vote) baseline
+#                    under the same settings: CONFIG=configs/mmupt_qwen2_5_vl_7b_geometry3k.yaml
 #   MODEL_PATH       policy to start from: a local checkpoint dir or a hub id [Qwen/Qwen2.5-VL-7B-Instruct]
 #   DATA_TRAIN       Geometry3K-schema train file/dir (images, problem with <image>, answer)
 #                    [data/geometry3k/train.parquet]
 #   DATA_TEST        held-out file/dir for the before/after evaluation; "" disables it [data/geometry3k/test.parquet]
-#   OUTPUT_DIR       metrics.jsonl, checkpoints/, final/ [runs/csrs_qwen2_5_vl_7b_geometry3k]
+#   OUTPUT_DIR       metrics.jsonl, checkpoints/, final/ [runs/<CONFIG's file name without .yaml>]
 #   NPROC_PER_NODE   GPUs (ranks) per node [8]
 #   NNODES           nodes [1]; NODE_RANK this node's index [0]
 #   MASTER_ADDR      node 0's address, reachable from every node [127.0.0.1]; MASTER_PORT [29500]
@@ -35,10 +37,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+CONFIG="${CONFIG:-configs/csrs_qwen2_5_vl_7b_geometry3k.yaml}"
+if [ ! -f "$CONFIG" ]; then echo "train_csrs_8gpu.sh: CONFIG=$CONFIG: no such file" >&2; exit 2; fi
 MODEL_PATH="${MODEL_PATH:-Qwen/Qwen2.5-VL-7B-Instruct}"
 DATA_TRAIN="${DATA_TRAIN:-data/geometry3k/train.parquet}"
 DATA_TEST="${DATA_TEST-data/geometry3k/test.parquet}"
-OUTPUT_DIR="${OUTPUT_DIR:-runs/csrs_qwen2_5_vl_7b_geometry3k}"
+CONFIG_NAME="$(basename "$CONFIG")"
+OUTPUT_DIR="${OUTPUT_DIR:-runs/${CONFIG_NAME%.yaml}}"
 NPROC_PER_NODE="${NPROC_PER_NODE:-8}"
 NNODES="${NNODES:-1}"
 NODE_RANK="${NODE_RANK:-0}"
@@ -64,7 +69,7 @@ fi
 #     rollout.engine=vllm rollout.gpu_memory_utilization=0.6 rollout.enable_sleep_mode=true ...
 
 read -r -a LAUNCHER <<< "$TORCHRUN"  # may be several words, e.g. "python -m torch.distributed.run"
-CMD=("${LAUNCHER[@]}" "${LAUNCH[@]}" -m mmevo.cli train configs/csrs_qwen2_5_vl_7b_geometry3k.yaml
+CMD=("${LAUNCHER[@]}" "${LAUNCH[@]}" -m mmevo.cli train "$CONFIG"
      "model.path=$MODEL_PATH"
      model.dtype=bfloat16
      model.device=cuda

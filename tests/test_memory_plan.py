@@ -13,7 +13,8 @@ from mmevo.config import load_config
 
 ROOT = Path(__file__).resolve().parent.parent
 GiB = 1024 ** 3
-SHIPPED_7B = ["configs/csrs_qwen2_5_vl_7b_geometry3k.yaml", "configs/qwen2_5_vl_7b_geometry3k.yaml"]
+SHIPPED_7B = ["configs/csrs_qwen2_5_vl_7b_geometry3k.yaml", "configs/qwen2_5_vl_7b_geometry3k.yaml",
+              "configs/mmupt_qwen2_5_vl_7b_geometry3k.yaml"]
 
 # h 8, i 16, L 2, a 2 heads of d 4, k 1 KV head (k*d = 4), V 10, untied lm_head, q/k/v biases, no vision tower
 SMALL = mp.ModelDims(hidden=8, intermediate=16, layers=2, heads=2, kv_heads=1, vocab=10)
