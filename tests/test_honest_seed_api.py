@@ -85,3 +85,23 @@ def test_smc_promotes_past_5_after_min_episodes_above_the_threshold_and_samples_
 ])
 def test_parse_hindsight(text, r):
     assert parse_hindsight(text) == r
+
+
+def test_controller_retune_checks_first_keeps_outcomes_and_refuses_a_cap_under_a_reached_ceiling():
+    ctl = DifficultyController(["logic"], start=5, window=4, min_episodes=4, cooldown=0)
+    for y in (True, False, True):
+        ctl.record("logic", 5, y)
+    with pytest.raises(ValueError, match="demote < promote"):
+        ctl.retune(8, 0.1, 0.2, 6)
+    assert (ctl.cap, ctl.promote_at, ctl.min_episodes, ctl.window) == (8, 0.75, 4, 4)  # untouched by a refused call
+    ctl.retune(7, 0.6, 0.1, 6)
+    assert (ctl.cap, ctl.promote_at, ctl.demote_below, ctl.min_episodes, ctl.window) == (7, 0.6, 0.1, 6, 6)
+    assert list(ctl.outcomes[("logic", 5)]) == [1, 0, 1] and ctl.outcomes[("logic", 5)].maxlen == 6
+    assert list(ctl.recent["logic"]) == [1, 0, 1] and ctl.recent["logic"].maxlen == 6
+    for y in (True, True, True):  # 5/6 > 0.6 over 6 episodes: promoted under the new rules
+        ctl.record("logic", 5, y)
+    assert ctl.ceiling("logic") == 6 and ctl.maybe_change("logic") is None
+    with pytest.raises(ValueError, match=r"below the ceilings already reached: \{'logic': 6\}"):
+        ctl.retune(5, 0.6, 0.1, 6)
+    with pytest.raises(ValueError, match="unknown curriculum domain"):
+        ctl.maybe_change("chemistry")

@@ -61,15 +61,7 @@ class DifficultyController:
                  cooldown: int = 10):
         if not domains:
             raise ValueError("the difficulty controller needs at least one domain")
-        if not 1 <= start <= cap:
-            raise ValueError(f"need 1 <= start ceiling <= cap, got start={start}, cap={cap}")
-        if not 1 <= min_episodes <= window:
-            raise ValueError(f"need 1 <= min_episodes <= window (the window must hold the episodes promotion needs), "
-                             f"got min_episodes={min_episodes}, window={window}")
-        if not 0.0 <= demote < promote <= 1.0:
-            raise ValueError(f"need 0 <= demote < promote <= 1, got demote={demote}, promote={promote}")
-        if cooldown < 0:
-            raise ValueError(f"cooldown must be >= 0 episodes, got {cooldown}")
+        self._check_rules(start, cap, window, promote, demote, min_episodes, cooldown)
         self.domains = list(dict.fromkeys(domains))
         self.start, self.cap, self.window = int(start), int(cap), int(window)
         self.promote_at, self.demote_below = float(promote), float(demote)
@@ -79,6 +71,39 @@ class DifficultyController:
         self.outcomes: dict[tuple[str, int], collections.deque] = {}  # (domain, difficulty) -> deque of 0/1
         self.recent = {d: collections.deque(maxlen=self.window) for d in self.domains}  # any difficulty
         self.promotions = self.demotions = 0
+
+    @staticmethod
+    def _check_rules(start, cap, window, promote, demote, min_episodes, cooldown) -> None:
+        if not 1 <= start <= cap:
+            raise ValueError(f"need 1 <= start ceiling <= cap, got start={start}, cap={cap}")
+        if not 1 <= min_episodes <= window:
+            raise ValueError(f"need 1 <= min_episodes <= window (the window must hold the episodes promotion needs), "
+                             f"got min_episodes={min_episodes}, window={window}")
+        if not 0.0 <= demote < promote <= 1.0:
+            raise ValueError(f"need 0 <= demote < promote <= 1, got demote={demote}, promote={promote}")
+        if cooldown < 0:
+            raise ValueError(f"cooldown must be >= 0 episodes, got {cooldown}")
+
+    def retune(self, cap: int, promote: float, demote: float, min_episodes: int) -> None:
+        """Replace the promotion rules (the seed's SMC parameters) under the same checks as the constructor. The
+        window grows to hold ``min_episodes`` if it must, keeping the outcomes recorded so far."""
+        window = max(self.window, int(min_episodes))
+        self._check_rules(self.start, cap, window, promote, demote, min_episodes, self.cooldown)
+        above = {d: c for d, c in self.ceilings.items() if c > cap}
+        if above:
+            raise ValueError(f"cap {cap} is below the ceilings already reached: {above}")
+        self.cap, self.promote_at, self.demote_below = int(cap), float(promote), float(demote)
+        self.min_episodes = int(min_episodes)
+        if window != self.window:
+            self.window = window
+            self.recent = {d: collections.deque(q, maxlen=window) for d, q in self.recent.items()}
+            self.outcomes = {k: collections.deque(q, maxlen=window) for k, q in self.outcomes.items()}
+
+    def maybe_change(self, domain: str) -> str | None:
+        """Apply the promotion / demotion rules to ``domain`` now: PROMOTE / DEMOTE when its ceiling changed, else
+        None (``record`` already does this after every outcome)."""
+        self._check_domain(domain)
+        return self._maybe_change(domain)
 
     def _check_domain(self, domain: str) -> None:
         if domain not in self.ceilings:
@@ -276,6 +301,11 @@ class CurriculumSource:
         self._count("mutation_gave_up")
         return parent
 
+    def draw(self, domain: str) -> HonestTask:
+        """A task of ``domain`` at a difficulty drawn up to its ceiling (``ceiling_share`` of draws at the ceiling)."""
+        self.controller.ceiling(domain)  # an unknown domain is an error here, not a KeyError deeper down
+        return self.task(domain, self._difficulty(domain))
+
     def _count(self, key: str) -> None:
         self.counts[key] += 1
         self.last_counts[key] += 1
@@ -293,7 +323,7 @@ class CurriculumSource:
         for _ in range(k):
             domain = self.controller.domains[self.cursor % len(self.controller.domains)]
             self.cursor += 1
-            out.append(self._example(self.task(domain, self._difficulty(domain))))
+            out.append(self._example(self.draw(domain)))
             self.draws += 1
         return out
 

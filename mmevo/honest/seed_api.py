@@ -79,21 +79,7 @@ class SelfMutatingCurriculum:
     def __init__(self, controller: DifficultyController, max_hard_difficulty: int = 8,
                  promote_threshold: float = 0.75, min_episodes_at_max: int = 20, demote_threshold: float = 0.20,
                  seed: int = 0, pool=()):
-        # the controller's own checks, on the seed's parameters
-        DifficultyController(controller.domains, controller.start, max_hard_difficulty,
-                             max(controller.window, min_episodes_at_max), promote_threshold, demote_threshold,
-                             min_episodes_at_max, controller.cooldown)
-        controller.cap, controller.promote_at, controller.demote_below = (int(max_hard_difficulty),
-                                                                           float(promote_threshold),
-                                                                           float(demote_threshold))
-        controller.min_episodes = int(min_episodes_at_max)
-        if controller.window < controller.min_episodes:  # the window must hold the episodes a change needs
-            import collections
-
-            controller.window = controller.min_episodes
-            controller.recent = {d: collections.deque(q, maxlen=controller.window) for d, q in controller.recent.items()}
-            controller.outcomes = {k: collections.deque(q, maxlen=controller.window)
-                                   for k, q in controller.outcomes.items()}
+        controller.retune(max_hard_difficulty, promote_threshold, demote_threshold, min_episodes_at_max)
         self.controller = controller
         self.source = CurriculumSource(controller, pool, seed=seed)
 
@@ -104,18 +90,17 @@ class SelfMutatingCurriculum:
 
     def maybe_promote(self, domain: str) -> str | None:
         """Raise (or lower) ``domain``'s ceiling when the rules say so: "promote" / "demote", else None."""
-        self.controller._check_domain(domain)
-        return self.controller._maybe_change(domain)
+        return self.controller.maybe_change(domain)
 
     def ceiling(self, domain: str) -> int:
         return self.controller.ceiling(domain)
 
     def sample(self, domain: str, rng: random.Random | None = None) -> HonestTask:
         """A task of ``domain`` at a difficulty up to its ceiling: a base task up to 5, a verified mutation above."""
-        self.controller._check_domain(domain)
+        self.controller.ceiling(domain)  # an unknown domain fails before the rng is swapped
         if rng is not None:
             self.source.rng = rng
-        return self.source.task(domain, self.source._difficulty(domain))
+        return self.source.draw(domain)
 
     def snapshot(self) -> dict:
         return self.controller.snapshot()
