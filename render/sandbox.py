@@ -17,11 +17,12 @@ procfs of the job's own pid namespace (``mount_proc``), uid drop, ``no_new_privs
   namespace / bpf / io_uring / keyring / module / kexec / reboot system calls, answers EPERM to sockets, SysV IPC and
   POSIX message queues, inotify / fanotify and dnotify (``fcntl(F_NOTIFY)``), ``memfd_create`` / ``memfd_secret``
   (their pages would escape ``RLIMIT_AS``), ``kill``, ``syslog``, ``io_setup`` (host-wide AIO pool), ``sync`` /
-  ``syncfs`` (host-wide writeback), ``vmsplice`` / ``splice`` / ``tee`` (pinned pages outside ``RLIMIT_AS``), the
-  Landlock calls (rulesets are kernel memory), ``prctl(PR_SET_PDEATHSIG)`` (the signal that ends the job when its
+  ``syncfs`` (host-wide writeback), ``vmsplice`` / ``splice`` / ``tee`` / ``sendfile`` (pinned pages outside
+  ``RLIMIT_AS``), the Landlock calls (rulesets are kernel memory), ``prctl(PR_SET_PDEATHSIG)`` (the signal that ends the job when its
   worker dies), ``prctl(PR_SET_THP_DISABLE)`` (huge pages stay off) and ``prctl(PR_SET_DUMPABLE)`` (a dumpable
   job's crash reaches the host's core handler), and ENOSYS to ``clone3``
-  (so glibc falls back to ``clone``, which is allowed only with ``CLONE_THREAD``: threads but no processes).
+  (so glibc falls back to ``clone``, which is allowed only with ``CLONE_VM | CLONE_FS | CLONE_FILES | CLONE_SIGHAND |
+  CLONE_THREAD``, as pthread_create sets them: threads sharing the job's fd table, no processes).
 """
 
 from __future__ import annotations
@@ -57,7 +58,7 @@ if MACHINE == "x86_64":
         mq_timedreceive=243, mq_notify=244, mq_getsetattr=245, inotify_init=253, inotify_add_watch=254,
         inotify_rm_watch=255, inotify_init1=294, fanotify_init=300, fanotify_mark=301, memfd_create=319,
         memfd_secret=447, kill=62, syslog=103, io_setup=206, sync=162, syncfs=306, prctl=157, fcntl=72,
-        splice=275, tee=276, vmsplice=278,
+        splice=275, tee=276, vmsplice=278, sendfile=40,
     )
     X32_BIT = 0x40000000
 elif MACHINE == "aarch64":
@@ -76,6 +77,7 @@ elif MACHINE == "aarch64":
         mq_timedreceive=183, mq_notify=184, mq_getsetattr=185, inotify_add_watch=27, inotify_rm_watch=28,
         inotify_init1=26, fanotify_init=262, fanotify_mark=263, memfd_create=279, memfd_secret=447, kill=129,
         syslog=116, io_setup=0, sync=81, syncfs=267, prctl=167, fcntl=25, vmsplice=75, splice=76, tee=77,
+        sendfile=71,
     )
     X32_BIT = None
 else:  # pragma: no cover - other architectures get no seccomp/landlock (reduced isolation)
@@ -105,14 +107,23 @@ EPERM_CALLS = (
     # host-wide: AIO contexts come from one pool for the whole host (fs.aio-max-nr), sync flushes every file system
     "io_setup", "sync", "syncfs",
     # page pinning: vmsplice hands the pipe a reference to the job's own pages (a 1-byte splice of a huge page pins
-    # 2 MiB), splice / tee pin page-cache pages; pinned pages stay after munmap, outside RLIMIT_AS and the job's RSS
-    "vmsplice", "splice", "tee",
+    # 2 MiB), splice / tee pin page-cache pages, and so does sendfile into a pipe (the kernel splices file pages into
+    # it: a 1-byte send pins a whole page-cache folio of a bound library); pinned pages stay after munmap, outside
+    # RLIMIT_AS and the job's RSS. shutil's copies fall back to read / write on the first refused sendfile.
+    "vmsplice", "splice", "tee", "sendfile",
     # kernel memory: every Landlock ruleset / rule is kernel memory outside RLIMIT_AS (millions of rules over the
     # bound library trees: hundreds of MiB); the job's own Landlock layer is applied before this filter
     "landlock_create_ruleset", "landlock_add_rule", "landlock_restrict_self",
 )
 
+CLONE_VM = 0x00000100
+CLONE_FS = 0x00000200
+CLONE_FILES = 0x00000400
+CLONE_SIGHAND = 0x00000800
 CLONE_THREAD = 0x00010000
+# a thread as pthread_create makes one: one address space, fs info, fd table and signal handlers with the job. Any
+# of them missing (a thread with its own fd table: RLIMIT_NOFILE holds per table, so 255 threads x 64 fds) is killed
+THREAD_CLONE_FLAGS = CLONE_VM | CLONE_FS | CLONE_FILES | CLONE_SIGHAND | CLONE_THREAD
 CLONE_NEWNS = 0x00020000
 CLONE_NEWCGROUP = 0x02000000
 CLONE_NEWUTS = 0x04000000
@@ -135,8 +146,8 @@ EPERM, ENOSYS = 1, 38
 _BPF_LD_W_ABS = 0x20
 _BPF_JEQ_K = 0x15
 _BPF_JGE_K = 0x35
-_BPF_JSET_K = 0x45
 _BPF_RET_K = 0x06
+_BPF_ALU_AND_K = 0x54
 
 
 class SandboxError(OSError):
@@ -247,7 +258,8 @@ def build_seccomp_program() -> bytes:
     labels = {}
     labels["clone"] = len(prog)
     ins(_BPF_LD_W_ABS, 16)  # low 32 bits of args[0] (clone flags; little endian)
-    ins(_BPF_JSET_K, CLONE_THREAD, "allow", "kill")
+    ins(_BPF_ALU_AND_K, THREAD_CLONE_FLAGS)
+    ins(_BPF_JEQ_K, THREAD_CLONE_FLAGS, "allow", "kill")
     # The parent-death signal is what ends a job whose worker is killed mid-job (the job left the worker's
     # process group with setsid): the job may not clear or change it. Nor may it make itself dumpable again:
     # a crash would then core-dump, and a pipe core_pattern (apport, systemd-coredump) runs the host's helper,
