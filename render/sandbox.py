@@ -10,8 +10,9 @@ Job side (in the forked job child, see ``worker._child_main``): new mount / netw
 namespaces (``unshare``), ``enter_root`` (``pivot_root`` into the tree, the host tree detached), a fresh
 procfs of the job's own pid namespace (``mount_proc``), uid drop, ``no_new_privs``, Landlock, seccomp.
 
-* ``apply_landlock``: read + execute below ``read_paths``, read-write below ``write_paths``, write + truncate
-  on the files ``write_files`` (``/dev/null``, ``/dev/zero``); with the kernel
+* ``apply_landlock``: read + execute below ``read_paths`` (for a job: every top-level entry of the tree but
+  ``/proc``, ``tree_read_paths``), read-write below ``write_paths``, write + truncate on the files ``write_files``
+  (``/dev/null``, ``/dev/zero``), listing only below ``list_paths`` (``/proc``); with the kernel
   ABI's help also denies every TCP bind/connect (ABI 4) and scopes abstract unix sockets / signals (ABI 6).
 * ``apply_seccomp``: a BPF filter that kills the process (SIGSYS) on process creation / exec / ptrace / mount /
   namespace / bpf / io_uring / keyring / module / kexec / reboot system calls, answers EPERM to sockets, SysV IPC and
@@ -335,9 +336,10 @@ def landlock_abi() -> int:
     return int(rc) if rc > 0 else 0
 
 
-def apply_landlock(read_paths, write_paths, write_files=()) -> int:
+def apply_landlock(read_paths, write_paths, write_files=(), list_paths=()) -> int:
     """Restrict the calling process; returns the ABI used. Missing paths are skipped. ``write_files`` (files
-    such as ``/dev/null``) get only the file rights write + truncate on top of what they have."""
+    such as ``/dev/null``) get only the file rights write + truncate on top of what they have; ``list_paths``
+    (directories) only the right to list directories below them: no file there can be opened."""
     abi = landlock_abi()
     if abi < 1:
         raise SandboxError(ENOSYS, "landlock unavailable")
@@ -363,7 +365,7 @@ def apply_landlock(read_paths, write_paths, write_files=()) -> int:
         ro = LL_EXECUTE | LL_READ_FILE | LL_READ_DIR
         rw = fs & ~(LL_IOCTL_DEV)
         wf = (LL_WRITE_FILE | LL_TRUNCATE) & fs
-        for paths, access in ((read_paths, ro), (write_paths, rw), (write_files, wf)):
+        for paths, access in ((read_paths, ro), (write_paths, rw), (write_files, wf), (list_paths, LL_READ_DIR)):
             for p in paths:
                 try:
                     pfd = os.open(p, O_PATH | os.O_CLOEXEC)
@@ -478,6 +480,14 @@ def build_root(root: str, sources, devices=(), masked=()) -> list[str]:
         _mkdirs(root + d)
     mount(None, root, None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC)
     return bound
+
+
+def tree_read_paths(root: str, hidden=("proc",)) -> list[str]:
+    """The paths a job may read in the tree built at ``root``: each of its top-level entries, as seen from inside
+    it, but ``hidden``. Landlock grants rights below a path, so a rule on ``/`` would take in the job's procfs,
+    whose ``mountinfo`` / ``mounts`` (of the job's own pid, its threads' ``/proc/<tid>`` and ``task/<tid>``, each a
+    path of its own) show every bind's source path and file-system options on the host."""
+    return ["/" + name for name in sorted(os.listdir(root)) if name not in hidden]
 
 
 def mount_job_tmpfs(path: str, size_bytes: int, nr_inodes: int = 4096, uid: int = 65534, gid: int = 65534) -> None:

@@ -433,7 +433,8 @@ def _child_sandbox(env: dict, pidns_err: str | None) -> tuple[dict, list[str], s
     step("no_new_privs", sb.no_new_privs)
     sinks = ("/dev/null", "/dev/zero")  # writable, as anywhere: `open(os.devnull, "w")` is a common idiom
     if layers.get("minimal_root"):
-        step("landlock", lambda: sb.apply_landlock(["/"], [JOB_DIR], sinks))
+        # the whole tree but its procfs, where only directories may be listed (``sb.tree_read_paths``)
+        step("landlock", lambda: sb.apply_landlock(env["tree_read"], [JOB_DIR], sinks, list_paths=["/proc"]))
     else:
         step("landlock", lambda: sb.apply_landlock(env["read_paths"], [jobdir], sinks))
     step("seccomp", sb.apply_seccomp)
@@ -1009,6 +1010,7 @@ class Supervisor:
         self.base, self.disk_bytes, self.skip, self.uid = base, disk_bytes, tuple(skip), int(uid)
         self.errors: list[str] = []
         self.root: str | None = None
+        self.tree_read: list[str] = []  # what a job may read in the tree (``sb.tree_read_paths``)
         self.private_ns = False
         self.tmpfs_ok = False
         self.zygote_pid = 0
@@ -1030,6 +1032,7 @@ class Supervisor:
             try:
                 sources, devices, masked = _tree_sources()
                 sb.build_root(root, sources, devices, masked)
+                self.tree_read = sb.tree_read_paths(root)
                 self.root = root
                 st = os.stat(root)
                 self.root_id = (st.st_dev, st.st_ino)
@@ -1049,7 +1052,8 @@ class Supervisor:
                 self.own_ns[ns] = os.stat(f"/proc/self/ns/{ns}").st_ino
             except OSError:
                 pass
-        env = {"root": self.root, "jobdir_host": self.jobdir, "skip": self.skip, "read_paths": [], "uid": self.uid}
+        env = {"root": self.root, "tree_read": self.tree_read, "jobdir_host": self.jobdir, "skip": self.skip,
+               "read_paths": [], "uid": self.uid}
         a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         me = os.getpid()
         pid = os.fork()
