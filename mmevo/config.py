@@ -273,6 +273,7 @@ class PrismConfig:
 class HonestConfig:
     hindsight_mode: str = "legacy"  # legacy (<hindsight>, -k(r-y)^2) | refined (CASR: <critique>, <refined_confidence>)
     k: float = 0.3  # HCR weight k of -k(r-y)^2 (seed: 0.3)
+    hindsight_prob: float = 0.3  # legacy HCR: share of GRPO steps offering the <hindsight> slot (seed --hindsight-prob 0.3)
     casr_alpha: float = 1.0  # CASR weight of the Brier improvement (c-y)^2 - (r-y)^2 (seed: 1.0)
     casr_beta: float = 0.05  # CASR bonus for a critique of >= 16 characters (seed: 0.05)
     casr_gamma: float = 0.05  # CASR anti-copy penalty when |r - c| < copy_tol (seed: 0.05)

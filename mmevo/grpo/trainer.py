@@ -95,6 +95,10 @@ class PromptCache:
     def __len__(self) -> int:
         return len(self._cache)
 
+    def with_system_prompt(self, system_prompt: str) -> PromptCache:
+        """A cache like this one (processor, template, size bound) for another system prompt, with its own entries."""
+        return PromptCache(self.processor, self.is_vl, self.template, system_prompt, self.max_bytes / 2**20)
+
 
 def _prompt_bytes(enc: EncodedPrompt) -> int:
     pixels = enc.pixel_values
@@ -1056,12 +1060,22 @@ class GRPOTrainer:
 
 
 def default_strategy(cfg: Config) -> RolloutStrategy:
-    """The rollout strategy the config asks for: CSRS when ``csrs.enabled``, else plain GRPO groups."""
+    """The rollout strategy the config asks for: CSRS when ``csrs.enabled``, else plain GRPO groups; in a legacy HCR
+    run (``mmevo.honest.draws_hindsight_slot``) wrapped in the per-step hindsight slot draw (``honest.hindsight_prob``,
+    ``mmevo.honest.strategy.HindsightSlotDraw``). The HONEST loop's solver strategy wraps this one in turn."""
+    from mmevo.honest import draws_hindsight_slot
+
     if cfg.csrs.enabled:
         from mmevo.csrs.strategy import CSRSStrategy
 
-        return CSRSStrategy(cfg.csrs)
-    return PlainGroups()
+        strategy: RolloutStrategy = CSRSStrategy(cfg.csrs)
+    else:
+        strategy = PlainGroups()
+    if draws_hindsight_slot(cfg):
+        from mmevo.honest.strategy import HindsightSlotDraw
+
+        strategy = HindsightSlotDraw(strategy, cfg.honest.hindsight_prob, cfg.trainer.seed)
+    return strategy
 
 
 def head_arguments(cfg: Config) -> dict[str, dict]:

@@ -14,7 +14,9 @@
   verification, ``GeneratorStrategy`` + the ``honest_generator`` head, GSS prompt mix, ``SolverStrategy`` with the
   health monitor), ``loop`` (``run_honest``: ``mmevo evolve honest CONFIG``, solver / generator blocks).
 
-``resolve_honest_config`` ties the ``honest`` config section to the rest of a run (called by ``load_config``).
+``resolve_honest_config`` ties the ``honest`` config section to the rest of a run (called by ``load_config``);
+``draws_hindsight_slot`` says whether a run offers the legacy hindsight slot per step (``honest.hindsight_prob``,
+``strategy.HindsightSlotDraw``).
 """
 
 from __future__ import annotations
@@ -22,6 +24,14 @@ from __future__ import annotations
 HONEST_HEADS = ("honest_brier", "honest_hindsight", "honest_format")
 HONEST_DATA = "honest_tasks"  # the data.train / data.heldout name of the generated tasks
 HONEST_SFT_DATA = "honest_sft"  # the data.train name of the calibration SFT targets (mmevo.honest.sft)
+
+
+def draws_hindsight_slot(cfg) -> bool:
+    """Whether the run's GRPO steps draw the legacy ``<hindsight>`` slot with ``honest.hindsight_prob`` (seed 2.3:
+    "epsilon-probability per step"): legacy mode with the ``honest_hindsight`` head in the reward (HCR). Else the
+    prompt is the same on every step: refined mode (CASR) teaches its tags on each one, and a run without the head
+    has nothing that rewards the slot."""
+    return cfg.honest.hindsight_mode == "legacy" and bool(cfg.reward.heads.get("honest_hindsight"))
 
 
 def build_honest_plugins(cfg, train_examples=()):
@@ -47,10 +57,16 @@ def resolve_honest_config(cfg) -> None:
       becomes the protocol's system prompt for ``honest.hindsight_mode``; the r1v template (``<think>`` +
       ``\\boxed{}``, which contradicts the protocol) then becomes ``none``;
     - each HONEST head in ``reward.heads`` gets its arguments from the section; ``reward.head_args`` entries win,
-      except the mode, which only ``honest.hindsight_mode`` sets (it also picks the prompt).
+      except the mode, which only ``honest.hindsight_mode`` sets (it also picks the prompt);
+    - ``honest.hindsight_prob`` must be in [0, 1]; a run that draws the hindsight slot (``draws_hindsight_slot``) with
+      a probability below 1 switches between the protocol's prompts with and without the slot, so it needs that
+      prompt (not a custom ``data.system_prompt``). Refined mode ignores the probability (a warning when it was
+      changed from its default): CASR's tags are taught on every step.
     """
-    from mmevo.config import ConfigError
-    from mmevo.honest.protocol import MODES, system_prompt
+    import warnings
+
+    from mmevo.config import ConfigError, HonestConfig
+    from mmevo.honest.protocol import LEGACY_SYSTEM_PROMPT, MODES, system_prompt
     from mmevo.honest.tasks import DOMAINS, MAX_DIFFICULTY, MIN_DIFFICULTY
 
     h = cfg.honest
@@ -64,6 +80,13 @@ def resolve_honest_config(cfg) -> None:
                           f"got {h.min_difficulty}, {h.max_difficulty}")
     if not (h.k >= 0 and h.casr_clip >= 0 and h.copy_tol >= 0):
         raise ConfigError(f"honest: k, casr_clip and copy_tol must be >= 0, got {h.k}, {h.casr_clip}, {h.copy_tol}")
+    if not 0.0 <= h.hindsight_prob <= 1.0:  # NaN fails too
+        raise ConfigError(f"honest.hindsight_prob={h.hindsight_prob} must be in [0, 1]: the share of GRPO steps whose "
+                          "prompt offers the <hindsight> slot")
+    if h.hindsight_mode == "refined" and h.hindsight_prob != HonestConfig.hindsight_prob:
+        warnings.warn(f"honest.hindsight_prob={h.hindsight_prob} is ignored in honest.hindsight_mode=refined: CASR's "
+                      "<critique> and <refined_confidence> are taught on every step (only the legacy <hindsight> "
+                      "slot is offered per step)", stacklevel=2)
     used = [n for n in HONEST_HEADS if n in cfg.reward.heads]
     d = cfg.data
     if d.system_prompt == "honest" or (not d.system_prompt and (used or {HONEST_DATA, HONEST_SFT_DATA} & {d.train, d.heldout})):
@@ -78,3 +101,8 @@ def resolve_honest_config(cfg) -> None:
                               f"honest.hindsight_mode={h.hindsight_mode!r}: set honest.hindsight_mode only (it also "
                               "switches the system prompt)")
         cfg.reward.head_args[name] = {**defaults[name], **given}
+    if draws_hindsight_slot(cfg) and h.hindsight_prob < 1.0 and d.system_prompt != LEGACY_SYSTEM_PROMPT:
+        raise ConfigError(f"honest.hindsight_prob={h.hindsight_prob}: the hindsight slot is offered per step by "
+                          "switching between the HONEST protocol prompts with and without it, but data.system_prompt "
+                          f"is a custom prompt ({d.system_prompt[:60]!r}): set data.system_prompt=honest, or "
+                          "honest.hindsight_prob=1 to keep yours on every step")

@@ -335,7 +335,14 @@ def hindsight_audit(metrics_path: str | Path, head: str = "honest_hindsight") ->
     slot) is reported beside it: a legacy slot can fire and still earn exactly 0 when r equals y. A step logged
     twice (a resumed run) counts once, its last line; a line without a step (or a null one) is a step of its own. A
     line that is not JSON, or whose step (a finite number or a string), share (a number in [0, 1]) or fired count
-    (a number >= 0) is not one, is an error naming file and line."""
+    (a number >= 0) is not one, is an error naming file and line.
+
+    With ``honest.hindsight_prob`` < 1 only some steps offer the slot (``honest/hindsight_offered`` 1; a line
+    without it offered it, as every step did before): ``offered_steps`` counts them and ``nonzero_share_offered`` is
+    the non-zero share among them (the head pays 0 on the other steps by design). An offered flag other than 0 / 1
+    is an error naming file and line."""
+    from mmevo.honest.strategy import OFFERED_METRIC
+
     path = Path(metrics_path)
     if path.is_dir():
         path = path / "metrics.jsonl"
@@ -365,19 +372,26 @@ def hindsight_audit(metrics_path: str | Path, head: str = "honest_hindsight") ->
         if isinstance(step, bool) or not isinstance(step, (int, float, str)) \
                 or (isinstance(step, float) and not math.isfinite(step)):
             raise ValueError(f"{where}: field 'step' must be a finite number or a string, got {step!r}")
-        by_step[step] = (_logged_share(row, key, where, 1.0), _logged_share(row, fired_key, where, math.inf))
+        offered = row.get(OFFERED_METRIC, 1)
+        if isinstance(offered, bool) or offered not in (0, 1):
+            raise ValueError(f"{where}: field {OFFERED_METRIC!r} must be 0 or 1, got {offered!r}")
+        by_step[step] = (_logged_share(row, key, where, 1.0), _logged_share(row, fired_key, where, math.inf),
+                         offered == 1)
     steps = len(by_step)
     ordered = [by_step[s] for s in sorted(by_step, key=_step_order)]
     tenth = max(1, steps // 10)
-    nonzero = [s for s, (f, _) in by_step.items() if f > 0]
-    fired = [s for s, (_, n) in by_step.items() if n > 0]
+    nonzero = [s for s, (f, _, _) in by_step.items() if f > 0]
+    fired = [s for s, (_, n, _) in by_step.items() if n > 0]
+    offered_steps = sum(o for _, _, o in by_step.values())
     return {"path": str(path), "head": head, "metric": key, "steps": steps, "nonzero_steps": len(nonzero),
             "nonzero_share": len(nonzero) / steps if steps else None,
             "fired_steps": len(fired), "fired_share": len(fired) / steps if steps else None,
-            "mean_nonzero_frac": sum(f for f, _ in by_step.values()) / steps if steps else None,
+            "offered_steps": offered_steps,
+            "nonzero_share_offered": len(nonzero) / offered_steps if offered_steps else None,
+            "mean_nonzero_frac": sum(f for f, _, _ in by_step.values()) / steps if steps else None,
             # the trend: mean share of samples with a non-zero hindsight reward in the first / last tenth of steps
-            "nonzero_frac_start": sum(f for f, _ in ordered[:tenth]) / tenth if steps else None,
-            "nonzero_frac_end": sum(f for f, _ in ordered[-tenth:]) / tenth if steps else None,
+            "nonzero_frac_start": sum(f for f, _, _ in ordered[:tenth]) / tenth if steps else None,
+            "nonzero_frac_end": sum(f for f, _, _ in ordered[-tenth:]) / tenth if steps else None,
             "first_nonzero_step": min(nonzero, key=_step_order) if nonzero else None, "lines": lines, "lines_without_metric": without}
 
 

@@ -21,7 +21,9 @@ is the mutation guardrail itself.
 Reward collapse fires on a step whose std is under the threshold, as the seed states it ("Falls back to brier-only
 when reward_std<1e-4"); ``collapse_window`` > 1 (not in the seed) asks for that many consecutive such steps. The
 hindsight head stays muted only while it lasts: its metrics are still computed, so one quiet step costs one step
-(a silent hindsight channel, all rewards 0, has std 0 and counts as collapsed too: the seed's v1 failure).
+(a silent hindsight channel, all rewards 0, has std 0 and counts as collapsed too: the seed's v1 failure). A step
+whose prompts did not offer the hindsight slot (``honest/hindsight_offered`` 0, ``honest.hindsight_prob``) is not
+judged on the hindsight head's std: that head pays 0 there by design; the window goes on over the offered steps.
 Where the seed gives no number: generator collapse looks at the last
 ``generator_window`` (100) generated ids and needs at least 10 of them (the seed's ratio counts one problem a step).
 """
@@ -47,6 +49,8 @@ MIN_DISTINCT_SHARE = 0.1  # seed: len(set(generated_pids)) / n_steps < 0.1
 MUTATION_RETRIES = 3  # seed: "Drop the mutated problem, retry up to 3 times"
 COLLAPSE_WINDOW = 1  # consecutive low-std steps before reward collapse fires (the seed: the step itself)
 GENERATOR_WINDOW, GENERATOR_MIN_COUNT = 100, 10  # generated ids looked at / needed (not in the seed)
+OFFERED_KEY = "honest/hindsight_offered"  # 0: the step's prompts offered no hindsight slot (strategy.OFFERED_METRIC)
+HINDSIGHT_REWARD_PREFIX = "reward/honest_hindsight/"  # the hindsight head's metrics, not judged on such a step
 
 T = TypeVar("T")
 
@@ -153,8 +157,10 @@ class HealthMonitor:
     ``replay_entropy_key`` (judged only while ``replay_active_key`` is not 0 and ``replay_size_key`` not 0: a buffer
     in warm-up or switched off is not replaying), ``mutations_key`` / ``unverifiable_key`` (the names
     ``mmevo.honest.replay`` / ``curriculum`` log); generated problem ids come as
-    ``update(..., generated_ids=[...])``. Events (fired detectors, recoveries) are in ``last_events`` after each
-    update, in ``events`` (the latest ``max_events``) and, with ``events_path``, appended there as JSON lines.
+    ``update(..., generated_ids=[...])``. On a step with ``offered_key`` at 0 the reward stds under
+    ``reward/honest_hindsight/`` are skipped (the slot was not offered: its head paid 0). Events (fired detectors,
+    recoveries) are in ``last_events`` after each update, in ``events`` (the latest ``max_events``) and, with
+    ``events_path``, appended there as JSON lines.
     """
 
     def __init__(self, reward_std_keys: Sequence[str] = ("reward/honest_hindsight/std",),
@@ -165,7 +171,7 @@ class HealthMonitor:
                  unverifiable_key: str = "curriculum/unverifiable_mutations",
                  min_distinct_share: float = MIN_DISTINCT_SHARE, generator_window: int = GENERATOR_WINDOW,
                  generator_min_count: int = GENERATOR_MIN_COUNT, events_path: str | Path | None = None,
-                 max_events: int = 1000):
+                 max_events: int = 1000, offered_key: str = OFFERED_KEY):
         if collapse_window < 1 or replay_cooldown < 0 or generator_window < 1:
             raise ValueError("collapse_window and generator_window must be >= 1, replay_cooldown >= 0")
         self.reward_std_keys = list(reward_std_keys)
@@ -176,6 +182,7 @@ class HealthMonitor:
         self.mutations_key, self.unverifiable_key = mutations_key, unverifiable_key
         self.min_distinct_share, self.generator_min_count = float(min_distinct_share), int(generator_min_count)
         self.generator_window = int(generator_window)
+        self.offered_key = offered_key
         self.events_path = Path(events_path) if events_path else None
         self.max_events = int(max_events)
         self.step = 0
@@ -223,7 +230,10 @@ class HealthMonitor:
 
     def _rewards(self, m: dict) -> dict[str, float]:
         lows = []
+        unoffered = m.get(self.offered_key) == 0
         for key in self.reward_std_keys:
+            if unoffered and key.startswith(HINDSIGHT_REWARD_PREFIX):
+                continue  # no slot offered this step: the head's 0 rewards say nothing about collapse
             if key in m and m[key] is not None:
                 self.std_history[key].append(float(m[key]))
             d = reward_collapse(self.std_history[key], self.reward_std_min, self.collapse_window, key)

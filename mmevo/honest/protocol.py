@@ -6,7 +6,9 @@ A response states its reasoning, an answer and the probability that the answer i
 
 or abstains, ``<reasoning>...</reasoning><abstain/>``. Two optional slots follow the confidence:
 
-- legacy mode (HCR, seed section 2.1-2.4): ``<hindsight>r</hindsight>``, a reconsidered probability;
+- legacy mode (HCR, seed section 2.1-2.4): ``<hindsight>r</hindsight>``, a reconsidered probability (in GRPO with
+  the hindsight head, offered by the prompt on a share ``honest.hindsight_prob`` of the steps; ``CORE_SYSTEM_PROMPT``
+  is the prompt of the other steps);
 - refined mode (CASR, seed section 2.5): ``<critique>...</critique><refined_confidence>r</refined_confidence>``.
 
 ``parse_strict`` is for training rewards: the tags must appear once each, in that order, with only whitespace
@@ -30,8 +32,9 @@ import math
 import re
 from dataclasses import dataclass
 
-__all__ = ["MODES", "TAGS", "ParsedResponse", "system_prompt", "parse_strict", "parse_lenient", "parse_response",
-           "format_response", "CORE_REASONS", "HINDSIGHT_REASONS", "REFINEMENT_REASONS"]
+__all__ = ["MODES", "TAGS", "ParsedResponse", "system_prompt", "LEGACY_SYSTEM_PROMPT", "CORE_SYSTEM_PROMPT",
+           "parse_strict", "parse_lenient", "parse_response", "format_response", "CORE_REASONS", "HINDSIGHT_REASONS",
+           "REFINEMENT_REASONS"]
 
 MODES = ("legacy", "refined")
 TAGS = ("reasoning", "answer", "confidence", "hindsight", "critique", "refined_confidence")  # <name>...</name> slots
@@ -100,6 +103,9 @@ _CORE_PROMPT = (
 )
 _SCORING = "Your confidence is scored with the Brier score: being sure of a wrong answer costs the most."
 
+# the legacy protocol without the hindsight slot: a GRPO step's prompt when it does not offer it (honest.hindsight_prob)
+CORE_SYSTEM_PROMPT = _CORE_PROMPT + _SCORING
+
 LEGACY_SYSTEM_PROMPT = _CORE_PROMPT + (
     "After the confidence you may look back over your work and add\n"
     "<hindsight>your reconsidered probability from 0 to 1 that the answer is correct</hindsight>\n"
@@ -112,11 +118,18 @@ REFINED_SYSTEM_PROMPT = _CORE_PROMPT + (
 ) + _SCORING
 
 
-def system_prompt(mode: str = "legacy") -> str:
-    """The system prompt that teaches the protocol of ``mode`` (legacy: optional hindsight; refined: critique)."""
+def system_prompt(mode: str = "legacy", hindsight_slot: bool = True) -> str:
+    """The system prompt that teaches the protocol of ``mode`` (legacy: optional hindsight; refined: critique).
+
+    ``hindsight_slot=False``: the legacy protocol without the ``<hindsight>`` slot (a step that does not offer it,
+    ``honest.hindsight_prob``). Refined mode has no such variant: CASR's tags are taught on every step (seed 2.5: a
+    prompt that does not describe a tag never gets it written)."""
     if mode == "legacy":
-        return LEGACY_SYSTEM_PROMPT
+        return LEGACY_SYSTEM_PROMPT if hindsight_slot else CORE_SYSTEM_PROMPT
     if mode == "refined":
+        if not hindsight_slot:
+            raise ValueError("HONEST refined mode (CASR) has no prompt without its critique slots: only the legacy "
+                             "<hindsight> slot is offered per step")
         return REFINED_SYSTEM_PROMPT
     raise ValueError(f"HONEST hindsight mode {mode!r} not in {list(MODES)}")
 

@@ -477,7 +477,9 @@ class SolverStrategy(HonestStrategy):
             metrics.update(gss_outcome_metrics(rollout))
             ids = list(self.gss_source.last_ids)
         if self.monitor is not None:
-            step_metrics = {**(self.tap.last_metrics if self.tap is not None else {}), **metrics}
+            # the rollout's own metrics too: whether the step offered the hindsight slot (HindsightSlotDraw)
+            step_metrics = {**rollout.extra_metrics, **(self.tap.last_metrics if self.tap is not None else {}),
+                            **metrics}
             metrics.update(self.monitor.update(step_metrics, generated_ids=ids))
             self._act_on_guardrails()
         return metrics

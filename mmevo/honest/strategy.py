@@ -23,10 +23,20 @@ samples, a tie is not a majority; mean confidence over the samples that stated o
 
 and returns their metrics plus the prompt source's (``difficulty/<domain>/ceiling``, replay buffer health): the
 trainer logs what ``after_rewards`` returns, and a prompt source has no other way into ``metrics.jsonl``.
+
+``HindsightSlotDraw`` (the inner strategy of legacy HCR runs, ``grpo.trainer.default_strategy``) is the seed's
+hindsight step "with epsilon-probability per step" (2.3; ``--hindsight-prob``, section 7: ``honest.hindsight_prob``):
+each GRPO step offers the ``<hindsight>`` slot (the legacy protocol prompt) with that probability, else every prompt
+of the step uses the protocol without the slot (``protocol.CORE_SYSTEM_PROMPT``). The draw is a pure function of the
+trainer seed and the step (``hindsight_slot_offered``): a resumed run, and every rank, draws the same. Each sample's
+aux gets ``hindsight_offered`` (the ``honest_hindsight`` head pays 0 where it is False) and the step logs
+``honest/hindsight_offered`` (1 or 0).
 """
 
 from __future__ import annotations
 
+import dataclasses
+import random
 from typing import Any
 
 import torch
@@ -36,7 +46,11 @@ from mmevo.honest.curriculum import PROMOTE, DifficultyController
 from mmevo.honest.replay import REPLAY_FLAG, GroupOutcome, ReplayBuffer, group_outcomes, replay_write_back
 from mmevo.rollout.strategy import PlainGroups, Rollout, RolloutContext, RolloutStrategy
 
-__all__ = ["HonestStrategy", "honest_aux", "curriculum_write_back"]
+__all__ = ["HonestStrategy", "honest_aux", "curriculum_write_back", "HindsightSlotDraw", "hindsight_slot_offered",
+           "HINDSIGHT_OFFERED", "OFFERED_METRIC"]
+
+HINDSIGHT_OFFERED = "hindsight_offered"  # aux key: the sample's prompt offered the <hindsight> slot
+OFFERED_METRIC = "honest/hindsight_offered"  # per step: 1.0 when its prompts offered the slot, else 0.0
 
 
 def honest_aux(text: str, example: Example, use_gold: bool = True) -> dict:
@@ -111,3 +125,58 @@ class HonestStrategy(RolloutStrategy):
     def load_state_dict(self, state: dict) -> None:
         self.inner.load_state_dict(state.get("inner") or {})
         self.rounds = int(state.get("rounds", 0))
+
+
+def hindsight_slot_offered(prob: float, seed: int, step: int) -> bool:
+    """Whether GRPO step ``step`` of a run seeded ``seed`` offers the hindsight slot: True with probability ``prob``,
+    from a generator seeded by (seed, step) alone (not by how many steps this process ran, nor by the rank)."""
+    if prob >= 1.0:
+        return True
+    if prob <= 0.0:
+        return False
+    return random.Random(f"honest-hindsight-slot/{seed}/{step}").random() < prob
+
+
+class HindsightSlotDraw(RolloutStrategy):
+    """``inner`` on prompts that offer the legacy ``<hindsight>`` slot on a share ``prob`` of the steps, the protocol
+    without it on the others (see the module docstring). It needs the run's encoder to be a ``PromptCache`` of the
+    legacy protocol prompt (``resolve_honest_config`` refuses a custom one); the prompts without the slot come from a
+    second cache of the same kind. The draw needs no state: ``state_dict`` is the inner strategy's, unchanged."""
+
+    name = "hindsight_slot"
+
+    def __init__(self, inner: RolloutStrategy, prob: float, seed: int):
+        if not 0.0 <= prob <= 1.0:
+            raise ValueError(f"hindsight slot probability must be in [0, 1], got {prob}")
+        self.inner, self.prob, self.seed = inner, float(prob), int(seed)
+        self._without: tuple[Any, Any] | None = None  # (the run's encoder, its sibling without the slot)
+
+    def _encoder_without_slot(self, encode):
+        from mmevo.honest.protocol import CORE_SYSTEM_PROMPT, LEGACY_SYSTEM_PROMPT
+
+        if self._without is None or self._without[0] is not encode:
+            if getattr(encode, "system_prompt", None) != LEGACY_SYSTEM_PROMPT or \
+                    not callable(getattr(encode, "with_system_prompt", None)):
+                raise ValueError("honest.hindsight_prob < 1 needs the run's prompts encoded with the HONEST legacy "
+                                 "protocol prompt (data.system_prompt=honest) by a PromptCache, to drop the "
+                                 "<hindsight> slot on the steps that do not offer it")
+            self._without = (encode, encode.with_system_prompt(CORE_SYSTEM_PROMPT))
+        return self._without[1]
+
+    def rollout(self, ctx: RolloutContext, examples: list[Example]) -> Rollout:
+        offered = hindsight_slot_offered(self.prob, self.seed, ctx.step)
+        if not offered:
+            ctx = dataclasses.replace(ctx, encode=self._encoder_without_slot(ctx.encode))
+        ro = self.inner.rollout(ctx, examples)
+        ro.aux = [{**ro.aux_of(i), HINDSIGHT_OFFERED: offered} for i in range(len(ro))]
+        ro.extra_metrics[OFFERED_METRIC] = float(offered)
+        return ro
+
+    def after_rewards(self, rollout: Rollout, rewards: torch.Tensor) -> dict | None:
+        return self.inner.after_rewards(rollout, rewards)
+
+    def state_dict(self) -> dict:
+        return self.inner.state_dict()
+
+    def load_state_dict(self, state: dict) -> None:
+        self.inner.load_state_dict(state)

@@ -27,6 +27,12 @@ answer):
   abstains, unanswered and rejected responses. CASR additionally needs a valid confidence c (its Delta-Brier
   compares r with c), else 0; an empty ``<critique>`` counts as absent and an invalid ``<refined_confidence>`` as
   absent, so either alone with the other present is a partial refinement (-delta).
+- the hindsight head pays 0 for a sample whose prompt did not offer the hindsight slot (``aux["hindsight_offered"]``
+  False: a step drawn out by ``honest.hindsight_prob``; seed 2.4: 0 for "every completion that is not a
+  HindsightAction"), also when the response writes the slot anyway: it is neither rewarded (the step asked for no
+  hindsight) nor penalised (the slot stays part of the protocol, taught on the other steps). Such responses are
+  counted (``unoffered_slot``); ``honest_brier`` and ``honest_format`` score them like any other response. A sample
+  without that aux key counts as offered (the legacy prompt offers the slot on every step).
 """
 
 from __future__ import annotations
@@ -234,6 +240,18 @@ def _grade(samples, parsed, head: str) -> tuple[list[bool], list[bool]]:
     return has_gold, correct
 
 
+def _offered(samples, head: str) -> list[bool]:
+    """Per sample, whether its prompt offered the hindsight slot (``aux["hindsight_offered"]``; absent: offered)."""
+    out = []
+    for i, s in enumerate(samples):
+        flag = (getattr(s, "aux", None) or {}).get("hindsight_offered", True)
+        if not isinstance(flag, bool):
+            raise ValueError(f"reward head {head!r}: samples[{i}].aux['hindsight_offered'] must be True or False, "
+                             f"got {flag!r}")
+        out.append(flag)
+    return out
+
+
 def _reason_counts(parsed, reasons: Sequence[str]) -> dict[str, float]:
     return {f"bad/{r}": float(sum(r in p.malformed for p in parsed)) for r in reasons}
 
@@ -285,8 +303,12 @@ class HonestHindsightHead:
     refined (CASR): ``casr_reward`` for a real answer with a valid confidence; 0 otherwise (and for responses with
     neither critique nor refined confidence).
 
+    Either mode pays 0 to a sample whose prompt did not offer the slot (``aux["hindsight_offered"]`` False; see the
+    module docstring).
+
     Metrics: nonzero_frac (the seed's "is hindsight firing" audit), per mode the counts of firing samples, of slots
-    skipped because there was no real answer, and of each malformation reason of the mode's slots."""
+    skipped because there was no real answer, and of each malformation reason of the mode's slots; not_offered (the
+    samples whose prompt did not offer the slot) and unoffered_slot (those of them that wrote it anyway)."""
 
     name = "honest_hindsight"
 
@@ -304,11 +326,25 @@ class HonestHindsightHead:
     def score(self, samples):
         parsed = _parse_all(samples)
         has_gold, correct = _grade(samples, parsed, self.name)
+        offered = _offered(samples, self.name)
         rewards = torch.zeros(len(samples), dtype=torch.float32)
-        metrics = self._legacy(parsed, has_gold, correct, rewards) if self.mode == "legacy" else \
-            self._refined(parsed, has_gold, correct, rewards)
+        # a sample whose prompt offered no slot takes no part: as if it had no gold to grade against
+        live = [g and o for g, o in zip(has_gold, offered)]
+        metrics = self._legacy(parsed, live, correct, rewards) if self.mode == "legacy" else \
+            self._refined(parsed, live, correct, rewards)
+        metrics["not_offered"] = float(sum(not o for o in offered))
+        metrics["unoffered_slot"] = float(sum(self._wrote_slot(p) and not o for p, o in zip(parsed, offered)))
         metrics["nonzero_frac"] = float((rewards != 0).float().mean().item()) if len(samples) else 0.0
         return rewards, metrics
+
+    def _wrote_slot(self, p) -> bool:
+        """The response has the mode's slot, valid or not (a bad value empties the slot but leaves its reason)."""
+        from mmevo.honest.protocol import HINDSIGHT_REASONS, REFINEMENT_REASONS
+
+        if self.mode == "legacy":
+            return p.hindsight is not None or any(r in p.malformed for r in HINDSIGHT_REASONS)
+        return p.critique is not None or p.refined_confidence is not None or \
+            any(r in p.malformed for r in REFINEMENT_REASONS)
 
     def _legacy(self, parsed, has_gold, correct, rewards) -> dict:
         from mmevo.honest.protocol import HINDSIGHT_REASONS
