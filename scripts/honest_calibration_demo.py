@@ -8,7 +8,8 @@ Phases (each resumes: a finished phase is read back from ``--out``):
 2. calibration SFT (``data.train=honest_sft``, the seed's tiny tier: 1500 examples, 2 epochs, difficulty 1-2,
    hindsight share 0.5, legacy mode) and evaluate;
 3. GRPO with ``honest_brier`` + ``honest_hindsight`` + ``honest_format`` on ``honest_tasks`` (difficulty 1-2) and
-   evaluate; the hindsight audit and the health monitor read the run's ``metrics.jsonl``.
+   evaluate; the ``<hindsight>`` slot is offered on ``honest.hindsight_prob`` (default 0.3) of the steps (the others
+   prompt without it); the hindsight audit and the health monitor read the run's ``metrics.jsonl``.
 
 Held-out tasks: the difficulty range of the SFT tier, disjoint from the SFT set and the GRPO train tasks; greedy
 decoding (``rollout.eval_temperature`` 0) and ``--samples`` samples at temperature 1 (greedy decoding shows only the

@@ -348,3 +348,12 @@ def test_real_trainer_at_p1_keeps_the_legacy_prompt(tiny_text_path, tmp_path):
         assert [p.input_ids for p in ro.prompts[::2]] == [tr.prompts(ex).input_ids for ex in examples]
         assert ro.extra_metrics[OFFERED_METRIC] == 1.0
     tr.close()
+
+
+def test_readme_quotes_the_default_and_no_longer_says_not_implemented():
+    from pathlib import Path
+
+    readme = " ".join((Path(__file__).resolve().parent.parent / "README.md").read_text().split())
+    assert load_config(None, []).honest.hindsight_prob == 0.3
+    assert "probability `honest.hindsight_prob`, default 0.3" in readme
+    assert "Not implemented: the seed's `--hindsight-prob`" not in readme

@@ -13,6 +13,10 @@ what the seed's snippets show, so code written against the seed runs on mmevo's 
 - ``SelfMutatingCurriculum(controller, max_hard_difficulty=8, promote_threshold=0.75, min_episodes_at_max=20)``:
   ``record_outcome``, ``maybe_promote(domain)`` (after every outcome) and ``sample(domain, rng)`` (seed 4.3) over
   a ``DifficultyController`` and a ``CurriculumSource``; demotion below ``demote_threshold`` (0.20) as there.
+
+The seed's flags need no adapter: ``--hindsight-prob`` (2.3, 7) is ``honest.hindsight_prob``, the share of GRPO steps
+whose prompt offers the hindsight slot (``mmevo.honest.strategy.HindsightSlotDraw``); ``parse_hindsight`` reads the
+slot whether or not the step offered it (the reward head pays 0 on a step that did not).
 """
 
 from __future__ import annotations
