@@ -212,7 +212,10 @@ def test_shared_prefix_logprobs_and_gradients_match_full_sequences(tiny_vl_path)
     assert torch.allclose(l0, l1, atol=1e-4) and torch.allclose(e0, e1, atol=1e-4)
     assert g0.keys() == g1.keys() and any("visual" in n for n in g1)  # gradients reach the vision tower too
     for n in g0:
-        assert torch.allclose(g0[n], g1[n], atol=1e-4, rtol=1e-3), n
+        # relative to the whole gradient: an element near 0 of a tensor whose entries reach 100 (the embedding's) is a
+        # sum of large terms that cancel, and differs by 5e-4 between the two summation orders on some CPUs
+        err = float((g0[n] - g1[n]).norm() / g0[n].norm().clamp(min=1e-12))
+        assert err < 1e-4, (n, err)
 
 
 def test_per_request_token_budget(vl):
