@@ -35,8 +35,9 @@ from mmevo.eval.scoring import _too_costly_for_sympy, mathvision_is_equal, score
     ("x^{3!}", "x^{6}", False),
     # still refused (too big, or not judged): False, whatever the official says
     ("\\binom{2^{99}}{3}", "1", False),
-    ("2^{7!}", "1", False),
     ("2^{3!}!", "1", False),
+    # judged by its value since tests/test_scoring_review13.py (2^5040): a different value
+    ("2^{7!}", "1", False),
 ])
 def test_cheap_literal_arguments_and_exponents_are_evaluated(answer, gold, official):
     assert mathvision_is_equal(answer, gold) is official
@@ -51,9 +52,6 @@ def test_cheap_literal_arguments_and_exponents_are_evaluated(answer, gold, offic
     "\\operatorname{lcm}(" + ", ".join(f"2^{{13}}-{2 * i + 1}" for i in range(60)) + ")",  # 8 s in sympy
     "\\gcd(2^3^2, 8)",  # a chain is not judged
     "\\gcd((3!)!, 6)",
-    "2^{3!+1}",
-    "2^{7!}",  # 5040 is over the exponent bound (1000), as for any literal exponent
-    "9^{3!}^{3!}",
 ])
 def test_costly_or_unjudged_arguments_are_still_refused_by_the_guard(answer):
     assert _too_costly_for_sympy(answer)  # refused before parsing, not by a parse that happened to be quick
@@ -61,7 +59,10 @@ def test_costly_or_unjudged_arguments_are_still_refused_by_the_guard(answer):
 
 
 @pytest.mark.parametrize("answer", ["\\gcd(2^{3}, 12)", "\\binom{3!}{2}", "2^{6!}", "\\binom{2^{14}}{2}",
-                                    "\\operatorname{lcm}(2^{60}-1, 2^{60}-3, 2^{60}-5, 2^{60}-7)"])
+                                    "\\operatorname{lcm}(2^{60}-1, 2^{60}-3, 2^{60}-5, 2^{60}-7)",
+                                    # refused as unjudged shapes before tests/test_scoring_review13.py, which judges
+                                    # literal arithmetic by its values (2^7, 2^5040, 9^36)
+                                    "2^{3!+1}", "2^{7!}", "9^{3!}^{3!}"])
 def test_cheap_ones_pass_the_guard(answer):
     assert not _too_costly_for_sympy(answer)
 

@@ -44,9 +44,7 @@ def test_cheap_literal_powers_and_binomials_are_evaluated(answer, gold, official
     "x^{12345}",  # not a literal base: the exponent bound of 1000 stays
     "1.5^{12345}",
     "x_2^{12345}",
-    "\\frac{1}{2}^{99999}",
     "(x^{100})^{100}",
-    "2^{10000}^{2}",
     # under a root, a logarithm or a function, or next to a symbol or a fractional power, sympy evaluates what it can:
     # "\\sqrt{7^{10000}-99^{32}}" has it factor a 28,000-bit number (minutes), so the exponent bounds stay there
     "\\sqrt{7^{10000}-99^{32}}",
@@ -66,6 +64,9 @@ def test_large_or_unjudged_powers_are_still_refused(answer):
 
 @pytest.mark.parametrize("answer", ["2^{10000}", "{2}^{99999}", "2^{-12345}", "(2^{100})^{100}", "2^{2^{16}}",
                                     "9^99^99", "\\binom{16384}{8192}", "\\binom{10^{99}}{2}",
-                                    "\\frac{2^{10000}-1}{3} \\cdot 5 \\div (7^{5000}+1)", "1.5 + 2^{10000}"])
+                                    "\\frac{2^{10000}-1}{3} \\cdot 5 \\div (7^{5000}+1)", "1.5 + 2^{10000}",
+                                    # refused as unjudged shapes before tests/test_scoring_review13.py, which judges
+                                    # literal arithmetic by its values: 0.0 (a float), 2^20000
+                                    "\\frac{1}{2}^{99999}", "2^{10000}^{2}"])
 def test_cheap_ones_pass_the_guard(answer):
     assert not _too_costly_for_sympy(answer)

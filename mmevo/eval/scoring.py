@@ -19,7 +19,8 @@ import operator
 import re
 import unicodedata
 from decimal import Decimal
-from typing import Any
+from fractions import Fraction
+from typing import Any, Union
 
 __all__ = [
     "extract_mathvision_answer",
@@ -266,115 +267,203 @@ def _power_of_powers_too_big(s: str, k: int, plain: bool) -> bool:
     return not (literal and outer and _power_bits(int(literal.group(1)), product) <= _MAX_LITERAL_POWER_BITS)
 
 
-# Integer literal arithmetic as latex2sympy2 reads it (see _literal_int): numbers ("1,000" too), + - * \cdot \times,
-# brackets, ^, ! and "#", which stands for a number too big to write out (see _factorial_too_big).
-_LITERAL_TOKEN = re.compile(r"\s*(\d+(?:,\d{3})*|\\(?:cdot|times)(?![a-zA-Z])|[-+*()\[\]{}^!#])")
-_LITERAL_CLOSERS = {"(": ")", "[": "]", "{": "}"}
+# Literal arithmetic as latex2sympy2 reads it (see _literal_number): numbers ("1,000", "0.5", ",500.5"), + - * / \cdot
+# \times \div, brackets, \frac{a}{b}, \sqrt{x}, \sqrt[n]{x}, \lfloor \rfloor, \lceil \rceil, \pi, e, ^, ! and "#",
+# which stands for a number too big to write out (see _factorial_too_big).
+_LITERAL_TOKEN = re.compile(r"\s*(\d*(?:,\d{3})*\.\d+|\d+(?:,\d{3})*|#|e"
+                            r"|\\(?:cdot|times|div|frac|sqrt|pi|[lr]floor|[lr]ceil)(?![a-zA-Z])|[-+*/()\[\]{}^!])")
+_LITERAL_CLOSERS = {"(": ")", "[": "]", "{": "}", "\\lfloor": "\\rfloor", "\\lceil": "\\rceil"}
+_LITERAL_ATOM_START = {"(", "[", "{", "#", "e", "\\pi", "\\frac", "\\sqrt", "\\lfloor", "\\lceil"}
 
 
-def _literal_int(text: str) -> int | None:
-    """The value of ``text`` when it is integer literal arithmetic, read as latex2sympy2 reads it: + - * \\cdot \\times
-    and juxtaposition ("2(3)"), brackets, powers (a chain nests to the left: "2^3^{2}" is 64) and factorials, which
-    take the whole power before them ("2^{3}!" is 8!); else None (a letter, a division, a decimal, a negative exponent
-    or factorial). Raises OverflowError for a power of more than ``_MAX_LITERAL_POWER_BITS`` bits, a factorial of more
-    than ``_MAX_FACTORIAL`` or a "#"."""
+def _is_number_token(tok: str | None) -> bool:
+    return bool(tok) and (tok[0].isdigit() or tok[0] in ".,")
+
+
+# An exact power in literal arithmetic with a floor, a ceiling or e, whose sympy functions may compute it exactly (see
+# _LiteralReader), may have at most this many bits: a 4-digit literal to the power _MAX_TOWER_EXPONENT, the most the
+# shape rules of _too_costly_for_sympy let through under a function. Elsewhere _MAX_LITERAL_POWER_BITS.
+_MAX_EXACT_POWER_BITS = int(_MAX_TOWER_EXPONENT * math.log2(9999))
+
+# A value of literal arithmetic: an int, a Fraction (an exact rational: see _LiteralReader) or a float.
+_Literal = Union[int, Fraction, float]
+
+
+class _TooCostly(OverflowError):
+    """Literal arithmetic whose evaluation would be too costly."""
+
+
+def _exact_bits(v: int | Fraction) -> float:
+    """Bits of an exact value: log2 of the larger of its numerator and denominator (0 for 0 and +-1)."""
+    v = Fraction(v)
+    return max(math.log2(abs(v.numerator)) if v.numerator else 0.0, math.log2(v.denominator))
+
+
+def _literal_power(base: _Literal, exponent: _Literal, max_bits: float, exact: bool) -> _Literal:
+    """``base ** exponent``: exact for an int base and an integer exponent of at least 0 (any integer exponent, and a
+    Fraction base, where ``exact``), refused (_TooCostly) beyond ``max_bits`` bits; else as Python computes it (an int
+    to a negative int is a float), which raises OverflowError for a float beyond its range; ValueError for a complex
+    power."""
+    if not isinstance(base, float) and not isinstance(exponent, float) and Fraction(exponent).denominator == 1 and (
+            exact or exponent >= 0):
+        n, bits = int(exponent), _exact_bits(base)
+        if bits and abs(n) > max_bits / bits:
+            raise _TooCostly("power too large")
+        return base**n if n >= 0 else Fraction(base) ** n
+    value = (float(base) if isinstance(base, Fraction) else base) ** (
+        float(exponent) if isinstance(exponent, Fraction) else exponent)
+    if isinstance(value, complex):
+        raise ValueError("a complex power")
+    return value
+
+
+def _literal_factorial(v: _Literal) -> int:
+    """``v!`` of an integer of at most _MAX_FACTORIAL (_TooCostly beyond; ValueError for a float, a Fraction or a
+    negative integer: the official eval's math.factorial raises there)."""
+    if not isinstance(v, int) or v < 0:
+        raise ValueError("a factorial of no natural number")
+    if v > _MAX_FACTORIAL:
+        raise _TooCostly("factorial too large")
+    return math.factorial(v)
+
+
+class _LiteralReader:
+    """A recursive-descent reader of literal arithmetic (``_LITERAL_TOKEN``) with latex2sympy2's grammar:
+    ``expr: mp (+|- mp)*; mp: unary (*|/ unary)*; unary: (+|-) unary | postfix+`` (juxtaposition, "2(3)", binds more
+    tightly than "*" and "/": "2/3 4" is 2/12); ``postfix: power !*`` (a factorial takes the whole power before it:
+    "2^{3}!" is 8!); ``power: atom (^ exponent)*`` nested to the left ("2^3^{2}" is (2^3)^2 = 64, "2^{3^{2}}" 2^9),
+    an exponent being a braced expression, a number, \\pi or "#".
+
+    Integer arithmetic is exact, with powers of up to _MAX_LITERAL_POWER_BITS bits, as in the official eval of the
+    printed expression; decimals and quotients are floats there, cheap whatever the exponent ("0.5^{9^{9}}" is 0.0 at
+    once, "1.5^{9999}" overflows). Where sympy may compute them exactly they are ``exact`` rationals (Fractions), and
+    every exact power has at most _MAX_EXACT_POWER_BITS bits: in an answer with a floor, a ceiling or an e, whose sympy
+    functions evaluate their argument, exactly where floating point cannot decide ("\\lfloor 1.0000001^{7000000000}
+    \\rfloor+1", "e^{-(1.0000001^{7000000000})}": minutes in either scorer). e, \\pi and roots are floats."""
+
+    def __init__(self, tokens: list[str], exact: bool):
+        self.tokens, self.i, self.exact = tokens, 0, exact
+        self.max_power_bits = _MAX_EXACT_POWER_BITS if exact else _MAX_LITERAL_POWER_BITS
+
+    def peek(self) -> str | None:
+        return self.tokens[self.i] if self.i < len(self.tokens) else None
+
+    def take(self, expected: str | None = None) -> str:
+        tok = self.peek()
+        if tok is None or (expected is not None and tok != expected):
+            raise ValueError("not literal arithmetic")
+        self.i += 1
+        return tok
+
+    def bounded(self, v: _Literal) -> _Literal:
+        # sums and products of big powers stay cheap up to a few such powers
+        if not isinstance(v, float) and _exact_bits(v) > 4 * self.max_power_bits:
+            raise _TooCostly("number too large")
+        return v
+
+    def quotient(self, a: _Literal, b: _Literal) -> _Literal:
+        exact = self.exact and not isinstance(a, float) and not isinstance(b, float)
+        return Fraction(a) / b if exact else (float(a) if isinstance(a, Fraction) else a) / b
+
+    def group(self, opener: str = "{") -> _Literal:
+        self.take(opener)
+        v = self.expr()
+        self.take(_LITERAL_CLOSERS[opener])
+        return v
+
+    def expr(self) -> _Literal:
+        v = self.mp()
+        while self.peek() in ("+", "-"):
+            v = self.bounded(v + self.mp() if self.take() == "+" else v - self.mp())
+        return v
+
+    def mp(self) -> _Literal:
+        v = self.unary()
+        while self.peek() in ("*", "\\cdot", "\\times", "/", "\\div"):
+            v = self.bounded(self.quotient(v, self.unary()) if self.take() in ("/", "\\div") else v * self.unary())
+        return v
+
+    def unary(self) -> _Literal:
+        if self.peek() in ("+", "-"):
+            return -self.unary() if self.take() == "-" else self.unary()
+        v = self.postfix()
+        while _is_number_token(self.peek()) or self.peek() in _LITERAL_ATOM_START:
+            v = self.bounded(v * self.postfix())  # juxtaposed
+        return v
+
+    def postfix(self) -> _Literal:
+        v = self.power()
+        while self.peek() == "!":
+            self.take()
+            v = self.bounded(_literal_factorial(v))
+        return v
+
+    def power(self) -> _Literal:
+        v = self.atom()
+        while self.peek() == "^":
+            self.take()
+            if self.peek() == "{":
+                exponent = self.group()
+            elif self.peek() in ("\\pi", "#") or _is_number_token(self.peek()):
+                exponent = self.atom()
+            else:
+                raise ValueError("not literal arithmetic")
+            v = _literal_power(v, exponent, self.max_power_bits, self.exact)
+        return v
+
+    def atom(self) -> _Literal:
+        tok = self.peek()
+        if tok == "#":
+            raise _TooCostly("number too large")
+        if tok in _LITERAL_CLOSERS:
+            v = self.group(tok)
+            return (math.ceil(v) if tok == "\\lceil" else math.floor(v)) if tok in ("\\lfloor", "\\lceil") else v
+        tok = self.take()
+        if _is_number_token(tok):
+            number = Fraction(tok.replace(",", ""))  # an exact rational there ("4.0" is 4); "1,000" is 1000
+            return number.numerator if number.denominator == 1 else number if self.exact else float(number)
+        if tok in ("e", "\\pi"):
+            return math.e if tok == "e" else math.pi
+        if tok == "\\frac":
+            numerator = self.group()
+            return self.quotient(numerator, self.group())
+        if tok == "\\sqrt":  # a root: \\sqrt[n]{x} is the power 1/n
+            degree = self.group("[") if self.peek() == "[" else 2
+            return _literal_power(self.group(), 1 / float(degree), self.max_power_bits, self.exact)
+        raise ValueError("not literal arithmetic")
+
+
+def _literal_number(text: str) -> _Literal | None:
+    """The value of ``text`` when it is literal arithmetic (see ``_LiteralReader``; its rationals exact where it has a
+    floor, a ceiling or an e), computed with bounded cost. None for anything else (a letter, another command, "2^-1")
+    and where it has no value (a division by 0, a complex power, a factorial of no natural number, a float beyond its
+    range: the official eval has none either). Raises _TooCostly (an OverflowError) where it would be costly: an exact
+    power of more bits than its bound (see ``_LiteralReader``), a factorial of more than _MAX_FACTORIAL, an exact sum
+    or product of more than 4 times that bound, or a "#"."""
     tokens, pos = [], 0
-    text = text.rstrip()
+    text = re.sub(r"\\(?:left|right)(?![a-zA-Z])", "", text).rstrip()
     while pos < len(text):
         m = _LITERAL_TOKEN.match(text, pos)
         if not m:
             return None
-        tokens.append(m.group(1).replace(",", ""))  # its numbers take thousands separators: "1,000"
+        tokens.append(m.group(1))
         pos = m.end()
-    i = 0
-
-    def peek() -> str | None:
-        return tokens[i] if i < len(tokens) else None
-
-    def take(expected: str | None = None) -> str:
-        nonlocal i
-        tok = peek()
-        if tok is None or (expected is not None and tok != expected):
-            raise ValueError("not integer literal arithmetic")
-        i += 1
-        return tok
-
-    def bounded(v: int) -> int:  # sums and products of big powers stay cheap up to a few such powers
-        if v.bit_length() > 4 * _MAX_LITERAL_POWER_BITS:
-            raise OverflowError("integer too large")
-        return v
-
-    def atom() -> int:
-        tok = take()
-        if tok == "#":
-            raise OverflowError("integer too large")
-        if tok.isdigit():
-            return int(tok)
-        if tok not in _LITERAL_CLOSERS:
-            raise ValueError("not integer literal arithmetic")
-        v = expr()
-        take(_LITERAL_CLOSERS[tok])
-        return v
-
-    def power() -> int:
-        v = atom()
-        while peek() == "^":  # left-nested, as latex2sympy2 builds a chain
-            take()
-            if peek() == "{":
-                take()
-                e = expr()
-                take("}")
-            elif (peek() or "").isdigit():
-                e = int(take())
-            else:
-                raise ValueError("not integer literal arithmetic")
-            if e < 0:
-                raise ValueError("not an integer")
-            if _power_bits(v, e) > _MAX_LITERAL_POWER_BITS:
-                raise OverflowError("power too large")
-            v = v**e
-        return v
-
-    def postfix() -> int:
-        v = power()
-        while peek() == "!":
-            take()
-            if v < 0:
-                raise ValueError("factorial of a negative number")
-            if v > _MAX_FACTORIAL:
-                raise OverflowError("factorial too large")
-            v = bounded(math.factorial(v))
-        return v
-
-    def unary() -> int:
-        if peek() in ("-", "+"):
-            sign = -1 if take() == "-" else 1
-            return sign * unary()
-        return postfix()
-
-    def term() -> int:
-        v = unary()
-        while True:
-            tok = peek()
-            if tok in ("*", "\\cdot", "\\times"):
-                take()
-                v = bounded(v * unary())
-            elif tok is not None and (tok.isdigit() or tok in _LITERAL_CLOSERS or tok == "#"):  # juxtaposed
-                v = bounded(v * postfix())
-            else:
-                return v
-
-    def expr() -> int:
-        v = term()
-        while peek() in ("+", "-"):
-            v = bounded(v + term() if take() == "+" else v - term())
-        return v
-
+    reader = _LiteralReader(tokens, exact=any(t in ("\\lfloor", "\\lceil", "e") for t in tokens))
     try:
-        value = expr()
-    except (ValueError, RecursionError):
+        value = reader.expr()
+    except _TooCostly:
+        raise
+    except (ValueError, ZeroDivisionError, OverflowError, TypeError, RecursionError):
         return None
-    return value if i == len(tokens) else None
+    return value if reader.i == len(tokens) else None
+
+
+def _literal_int(text: str) -> int | None:
+    """The value of ``text`` when it is integer literal arithmetic (:func:`_literal_number` with only integers,
+    integer exponents of at least 0 and factorials: "2^3^{2}" is 64, "2^{3}!" 8!), else None (a letter, a division, a
+    decimal, a negative exponent). Raises OverflowError where :func:`_literal_number` does."""
+    value = _literal_number(text)
+    return value if type(value) is int else None
 
 
 # A factorial's value is written out in the guard's text up to this many bits (1,234 digits, under Python's limit of
@@ -581,6 +670,21 @@ def _evaluated_call_too_big(s: str, plain: bool) -> bool:
     return False
 
 
+def _literal_arithmetic_too_costly(s: str) -> bool | None:
+    """For an answer that is wholly literal arithmetic (numbers, decimals, signs, brackets, fractions, roots,
+    factorials, floors, ceilings, e and \\pi: see :func:`_literal_number`): whether it is too costly, judged by the
+    values its evaluation computes rather than by its shape (see ``_LiteralReader`` for the bounds): "0.5^2^2",
+    "2^3^{-1}", "{8}^{3!}", "2^{2^{0.5}}", "e^{2^{1.5}}", "0.5^{9^{9}}" (0.0) pass; "2^{100001}", "2^{9^{9}}",
+    "e^{2^{3!}^{3000}}", "\\lfloor 1.0000001^{7000000000} \\rfloor" do not. None for any other answer, and for one
+    without a value (a float overflows: "1.5^{9999}\\cdot \\pi"): the shape rules of :func:`_too_costly_for_sympy`
+    judge it."""
+    try:
+        value = _literal_number(s)
+    except _TooCostly:
+        return True
+    return None if value is None else False
+
+
 def _too_costly_for_sympy(s: str) -> bool:
     """Refuse inputs whose parse or printing could compute astronomically large numbers.
 
@@ -589,7 +693,9 @@ def _too_costly_for_sympy(s: str) -> bool:
     ``_MAX_DEPTH`` levels of brackets inside those around the whole answer or
     ``_MAX_FUNCTION_DEPTH`` levels of function arguments, less one per 4 "|" (the parse time
     grows with each), counted up to where latex2sympy2 stops reading ("5 triangles ..." is read
-    as 5); in plain integer arithmetic (:func:`_plain_integer_arithmetic`), a power of an integer literal of more
+    as 5). An answer that is wholly literal arithmetic ("0.5^2^2", "{8}^{3!}", "e^{2^{1.5}}") is then judged by the
+    values its evaluation computes (:func:`_literal_arithmetic_too_costly`); any other by these shape rules: in plain
+    integer arithmetic (:func:`_plain_integer_arithmetic`), a power of an integer literal of more
     than ``_MAX_LITERAL_POWER_BITS`` bits, whether its exponent is a literal (``2^{100001}``; ``2^{10000}`` is fine),
     a left-nested chain (``9^9^9`` is 9^81 and ``9^99^99`` 9^9801, fine; ``2^9999^9999`` is not), a tower
     (``2^{2^{10}}`` is fine, ``9^{9^{9}}`` is not) or a power of one such power (``(2^{100})^{100}`` is fine);
@@ -607,6 +713,8 @@ def _too_costly_for_sympy(s: str) -> bool:
         return True
     s = _cheap_chooses_as_values(s)
     plain = _plain_integer_arithmetic(s)
+    if (costly := _literal_arithmetic_too_costly(s)) is not None:
+        return costly
     for m in re.finditer(r"\^\s*\{?\s*[-+]?\s*\d{5,}", s):  # 10^{12345}, unless of a literal and cheap (2^{10000})
         bits = _literal_power_bits(s, m.start()) if plain else None
         if bits is None or bits > _MAX_LITERAL_POWER_BITS:
