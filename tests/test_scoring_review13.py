@@ -66,6 +66,9 @@ VALUES = [
     # exact under a floor or in e's exponent, where sympy may compute it: 13,200 bits
     ("e^{-(1.0001^{990})}", 0.33),
     ("\\lfloor 1.0001^{990}\\rfloor+1", 2),
+    # floors nested two deep (three are refused: see HUGE)
+    ("\\lfloor \\lfloor 2.5\\rfloor\\rfloor+1", 3),
+    ("\\lfloor \\lfloor 2.5\\rfloor+\\lfloor 3.5\\rfloor\\rfloor+1", 6),
     # cheap, and no value there either
     ("\\lceil 1.5\\rceil^{2}", None),  # ceiling: a NameError
     ("0^{-1}^2", None),
@@ -107,6 +110,10 @@ HUGE = [
     "0.5^{\\lfloor 2.5\\rfloor}^{100000}",  # exact under a floor: 200,000 bits
     "e^{2^{20}}",  # a float overflow, then the tower rule
     "1.5^{100000}",
+    # floors nested three deep: printing a sum holding one costs 0.3 s, four levels 3 s, five 37 s, in either scorer
+    "\\lfloor \\lfloor \\lfloor 2\\rfloor\\rfloor\\rfloor+1",
+    "\\left\\lfloor \\lceil \\llcorner 2\\lrcorner\\rceil \\right\\rfloor+1",
+    "\\lfloor " * 5 + "2" + "\\rfloor" * 5 + "+1",
 ]
 
 
@@ -141,6 +148,8 @@ LONG = [
     "+".join(["\\lfloor 9999^{999}\\rfloor"] * 35),
     "+".join(["e^{-(1.0001^{990}-1.0001^{990})}"] * 25),
     "+".join(["\\lceil \\frac{9999^{999}+%d}{3}\\rceil" % i for i in range(25)]),
+    "+".join(["\\lfloor \\lfloor 2.5\\rfloor\\rfloor"] * 28) + "+1",
+    "\\lfloor " + "+".join(["\\lceil %d.5\\rceil" % i for i in range(40)]) + "\\rfloor+1",
 ]
 
 

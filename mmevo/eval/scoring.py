@@ -55,6 +55,13 @@ _MAX_BARS = 16
 _MAX_DEPTH = 50
 _MAX_FUNCTION_DEPTH = 5
 _BAR_RE = re.compile(r"\\[lr]?[vV]ert|\\\||\|")
+# Floors and ceilings nested more deeply than this are refused: printing a sum that holds one has sympy evaluate each
+# level again for each level around it, about ten times as long a level ("\\lfloor\\lfloor\\lfloor 2\\rfloor\\rfloor
+# \\rfloor+1": 0.3 s; four levels 3 s, five 37 s, in either scorer). (\\llcorner / \\ulcorner are its lexer's floor /
+# ceiling too.)
+_MAX_FLOOR_DEPTH = 2
+_FLOOR_BRACKET = re.compile(r"\\(?:[lr]floor|[lr]ceil|[lu][lr]corner)")
+_FLOOR_OPENERS = ("\\lfloor", "\\lceil", "\\llcorner", "\\ulcorner")
 # What makes the bracket after it a function's argument or a juxtaposed group: a command and its sub- and
 # superscripts ("\\sin(", "\\log_{2}(", "\\cos^{2}(", "\\sin{"; not one of _CHEAP_COMMANDS), or, before a "(" or
 # "[", a letter, digit or closing bracket ("2(", "f(", "(1)(").
@@ -78,6 +85,15 @@ def _bracket_depth(s: str) -> tuple[int, int]:
         elif ch in ")]}" and stack:
             fn -= stack.pop()
     return deepest, deepest_fn
+
+
+def _floor_depth(s: str) -> int:
+    """The deepest nesting of floors and ceilings in ``s``."""
+    depth = deepest = 0
+    for m in _FLOOR_BRACKET.finditer(s):
+        depth = depth + 1 if m.group(0) in _FLOOR_OPENERS else max(0, depth - 1)
+        deepest = max(deepest, depth)
+    return deepest
 
 
 # What the parser skips like a space: "\\," "\\:" "\\;" "\\quad" "\\qquad" "\\thinspace" ...
@@ -692,8 +708,8 @@ def _too_costly_for_sympy(s: str) -> bool:
     answer states in practice: over ``_MAX_SYMPY_CHARS`` characters, ``_MAX_BARS`` "|",
     ``_MAX_DEPTH`` levels of brackets inside those around the whole answer or
     ``_MAX_FUNCTION_DEPTH`` levels of function arguments, less one per 4 "|" (the parse time
-    grows with each), counted up to where latex2sympy2 stops reading ("5 triangles ..." is read
-    as 5). An answer that is wholly literal arithmetic ("0.5^2^2", "{8}^{3!}", "e^{2^{1.5}}") is then judged by the
+    grows with each) or ``_MAX_FLOOR_DEPTH`` levels of floors and ceilings (their printing time), counted up to
+    where latex2sympy2 stops reading ("5 triangles ..." is read as 5). An answer that is wholly literal arithmetic ("0.5^2^2", "{8}^{3!}", "e^{2^{1.5}}") is then judged by the
     values its evaluation computes (:func:`_literal_arithmetic_too_costly`); any other by these shape rules: in plain
     integer arithmetic (:func:`_plain_integer_arithmetic`), a power of an integer literal of more
     than ``_MAX_LITERAL_POWER_BITS`` bits, whether its exponent is a literal (``2^{100001}``; ``2^{10000}`` is fine),
@@ -710,6 +726,8 @@ def _too_costly_for_sympy(s: str) -> bool:
     depth, function_depth = _bracket_depth(_strip_outer_groups(s.replace("\\left", "").replace("\\right", "")))
     bars = len(_BAR_RE.findall(s))
     if bars > _MAX_BARS or depth > _MAX_DEPTH or function_depth + bars / 4 > _MAX_FUNCTION_DEPTH:
+        return True
+    if _floor_depth(s) > _MAX_FLOOR_DEPTH:
         return True
     s = _cheap_chooses_as_values(s)
     plain = _plain_integer_arithmetic(s)
