@@ -90,3 +90,22 @@ def assert_refused_quickly(latex: str) -> None:
     assert _too_costly_for_sympy(latex)
     assert mathvision_is_equal(latex, "1") is False
     assert time.process_time() - t0 < 1.0
+
+
+def parity_tests(values: list[tuple[str, object]], verdicts: list[tuple[str, str, bool]]):
+    """The two per-case tests of a MATH-V parity file, bound in it as ``test_values_match_the_official_scorer,
+    test_verdicts_match_the_official_scorer = parity_tests(VALUES, VERDICTS)``: ours reads each answer as its official
+    value, and gives each response its official verdict (``assert_official_agrees`` checks the expectations against
+    the official scorer itself)."""
+
+    @pytest.mark.parametrize("latex,official", values, ids=[v for v, _ in values])
+    def test_values_match_the_official_scorer(latex, official):
+        assert_value_is_official(latex, official)
+
+    @pytest.mark.parametrize("response,gold,official", verdicts)
+    def test_verdicts_match_the_official_scorer(response, gold, official):
+        from mmevo.eval.scoring import score_mathvision
+
+        assert score_mathvision(response, {"answer": gold, "options": []}) is official
+
+    return test_values_match_the_official_scorer, test_verdicts_match_the_official_scorer
