@@ -93,10 +93,10 @@ def assert_refused_quickly(latex: str) -> None:
 
 
 def parity_tests(values: list[tuple[str, object]], verdicts: list[tuple[str, str, bool]]):
-    """The two per-case tests of a MATH-V parity file, bound in it as ``test_values_match_the_official_scorer,
-    test_verdicts_match_the_official_scorer = parity_tests(VALUES, VERDICTS)``: ours reads each answer as its official
-    value, and gives each response its official verdict (``assert_official_agrees`` checks the expectations against
-    the official scorer itself)."""
+    """The three parity tests of a MATH-V parity file, bound in it as ``(test_values_match_the_official_scorer,
+    test_verdicts_match_the_official_scorer, test_the_official_scorer_agrees) = parity_tests(VALUES, VERDICTS)``: ours
+    reads each answer as its official value and gives each response its official verdict, and the official scorer
+    itself gives those values and verdicts (``assert_official_agrees``)."""
 
     @pytest.mark.parametrize("latex,official", values, ids=[v for v, _ in values])
     def test_values_match_the_official_scorer(latex, official):
@@ -108,4 +108,7 @@ def parity_tests(values: list[tuple[str, object]], verdicts: list[tuple[str, str
 
         assert score_mathvision(response, {"answer": gold, "options": []}) is official
 
-    return test_values_match_the_official_scorer, test_verdicts_match_the_official_scorer
+    def test_the_official_scorer_agrees():
+        assert_official_agrees(values, verdicts)
+
+    return test_values_match_the_official_scorer, test_verdicts_match_the_official_scorer, test_the_official_scorer_agrees

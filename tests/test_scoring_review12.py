@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import pytest
 
-from mathv_official import assert_official_agrees, assert_refused_quickly, parity_tests
+from mathv_official import assert_refused_quickly, parity_tests
 from mmevo.eval.scoring import _too_costly_for_sympy
 
 
@@ -118,7 +118,8 @@ HUGE = ["{99 \\choose 50}!", "2^{{99\\choose 50}}", "{100000 \\choose 50000}", "
         "{6 \\choose 2}^{9^{9}}", "{2^{100} \\choose 2^{50}}", "{x \\choose 2}^{99999}"]
 
 
-test_values_match_the_official_scorer, test_verdicts_match_the_official_scorer = parity_tests(VALUES, VERDICTS)
+(test_values_match_the_official_scorer, test_verdicts_match_the_official_scorer,
+ test_the_official_scorer_agrees) = parity_tests(VALUES, VERDICTS)
 
 
 @pytest.mark.parametrize("latex", [v for v, official in VALUES if official is not None and "choose" in v])
@@ -129,7 +130,3 @@ def test_cheap_binomials_pass_the_guard(latex):
 @pytest.mark.parametrize("latex", HUGE)
 def test_huge_ones_are_still_refused_by_the_guard(latex):
     assert_refused_quickly(latex)
-
-
-def test_the_official_scorer_agrees():
-    assert_official_agrees(VALUES, VERDICTS)
