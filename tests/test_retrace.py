@@ -12,7 +12,8 @@ from mmevo.csrs.retrace import anchor_position, anchor_prefixes, sample_omegas
 @pytest.mark.parametrize(
     "length, omega, expected",
     [
-        (10, 0.7, 7),  # 0.7 * 10 is 7.000000000000001 in doubles but the exact binary 0.7 is below 0.7
+        (10, 0.7, 7),  # the exact binary value of 0.7 is below 0.7: read as that value, 10 * it floors to 6
+        (90, 0.7, 63),  # the double product 0.7 * 90 is 62.99999999999999: floor(float) would give 62
         (20, 0.7, 14),
         (10, 0.3, 3),
         (30, 0.1, 3),
