@@ -104,7 +104,7 @@ HUGE = [
     "{8}^{3!}^{9^{9}}",
     "\\lfloor 7!\\rfloor^{2^{20}}",  # 12.9 million bits: seconds in the official scorer
     "2\\cdot 2^{1000}^{10^{5}}",
-    "\\lfloor 2^{3!}^{3000}\\rfloor",  # 18,000 exact bits under a floor: over the bound of 13,288 there
+    "\\lfloor 2^{3!}^{17000}\\rfloor",  # 102,000 exact bits under a floor: over the bound of 100,000 there (review 14)
     "\\lfloor 1.0000001^{7000000000} \\rfloor+1",  # sympy's floor compares the exact power with 0: minutes
     "e^{-(1.0000001^{7000000000})}",  # sympy's exp evaluates the exact power: minutes
     "0.5^{\\lfloor 2.5\\rfloor}^{100000}",  # exact under a floor: 200,000 bits

@@ -287,9 +287,17 @@ def _power_of_powers_too_big(s: str, k: int, plain: bool) -> bool:
 # \times \div, brackets, \frac{a}{b}, \sqrt{x}, \sqrt[n]{x}, \lfloor \rfloor, \lceil \rceil, \pi, e, ^, ! and "#",
 # which stands for a number too big to write out (see _factorial_too_big).
 _LITERAL_TOKEN = re.compile(r"\s*(\d*(?:,\d{3})*\.\d+|\d+(?:,\d{3})*|#|e"
-                            r"|\\(?:cdot|times|div|frac|sqrt|pi|[lr]floor|[lr]ceil)(?![a-zA-Z])|[-+*/()\[\]{}^!])")
+                            r"|\\(?:cdot|times|div|frac|sqrt|pi|[lr]floor|[lr]ceil|exp|ln|log|(?:arc)?(?:sin|cos|tan)"
+                            r"|sinh|cosh|tanh|csc|sec|cot)(?![a-zA-Z])|[-+*/()\[\]{}^!_])")
 _LITERAL_CLOSERS = {"(": ")", "[": "]", "{": "}", "\\lfloor": "\\rfloor", "\\lceil": "\\rceil"}
-_LITERAL_ATOM_START = {"(", "[", "{", "#", "e", "\\pi", "\\frac", "\\sqrt", "\\lfloor", "\\lceil"}
+# The functions latex2sympy2 builds unevaluated (printed, then computed by the official eval's ``math``), as ``math``
+# computes them: the guard only needs what their arguments cost. \\exp is sympy's exp, evaluated like e's power.
+_LITERAL_FUNCTIONS = {"\\sin": math.sin, "\\cos": math.cos, "\\tan": math.tan, "\\arcsin": math.asin,
+                      "\\arccos": math.acos, "\\arctan": math.atan, "\\sinh": math.sinh, "\\cosh": math.cosh,
+                      "\\tanh": math.tanh, "\\csc": lambda x: 1 / math.sin(x), "\\sec": lambda x: 1 / math.cos(x),
+                      "\\cot": lambda x: 1 / math.tan(x), "\\exp": math.exp, "\\ln": math.log,
+                      "\\log": math.log10}
+_LITERAL_ATOM_START = {"(", "[", "{", "#", "e", "\\pi", "\\frac", "\\sqrt", "\\lfloor", "\\lceil", *_LITERAL_FUNCTIONS}
 
 
 def _is_number_token(tok: str | None) -> bool:
@@ -297,9 +305,12 @@ def _is_number_token(tok: str | None) -> bool:
 
 
 # An exact power in literal arithmetic with a floor, a ceiling or e, whose sympy functions may compute it exactly (see
-# _LiteralReader), may have at most this many bits: a 4-digit literal to the power _MAX_TOWER_EXPONENT, the most the
-# shape rules of _too_costly_for_sympy let through under a function. Elsewhere _MAX_LITERAL_POWER_BITS.
-_MAX_EXACT_POWER_BITS = int(_MAX_TOWER_EXPONENT * math.log2(9999))
+# _LiteralReader), may have at most this many bits, as many as an integer power elsewhere: sympy's floor and exp of one
+# of 100,000 bits take at most 0.05 s ("\\lfloor 2^{99999}\\rfloor", "e^{-(1.0001^{7500})}"), of 7,000,000 bits
+# minutes ("e^{-(1.0000001^{300000})}"). And all of them together at most _MAX_EXACT_WORK_BITS: a sum of such powers
+# costs each of them ("e^{1.0001^{7500}-1.0001^{7500}}": 0.5 s).
+_MAX_EXACT_POWER_BITS = _MAX_LITERAL_POWER_BITS
+_MAX_EXACT_WORK_BITS = 4 * _MAX_EXACT_POWER_BITS
 
 # A value of literal arithmetic: an int, a Fraction (an exact rational: see _LiteralReader) or a float.
 _Literal = Union[int, Fraction, float]
@@ -343,6 +354,14 @@ def _literal_factorial(v: _Literal) -> int:
     return math.factorial(v)
 
 
+def _literal_log(x: _Literal, base: _Literal) -> float:
+    """log_base(x) of any size (a Fraction's numerator and denominator apart: its float may overflow)."""
+    def ln(v: _Literal) -> float:
+        return math.log(v.numerator) - math.log(v.denominator) if isinstance(v, Fraction) else math.log(v)
+
+    return ln(x) / ln(base)
+
+
 class _LiteralReader:
     """A recursive-descent reader of literal arithmetic (``_LITERAL_TOKEN``) with latex2sympy2's grammar:
     ``expr: mp (+|- mp)*; mp: unary (*|/ unary)*; unary: (+|-) unary | postfix+`` (juxtaposition, "2(3)", binds more
@@ -359,6 +378,7 @@ class _LiteralReader:
 
     def __init__(self, tokens: list[str], exact: bool):
         self.tokens, self.i, self.exact = tokens, 0, exact
+        self.work = 0.0  # bits of the exact powers computed so far
         self.max_power_bits = _MAX_EXACT_POWER_BITS if exact else _MAX_LITERAL_POWER_BITS
 
     def peek(self) -> str | None:
@@ -424,8 +444,33 @@ class _LiteralReader:
                 exponent = self.atom()
             else:
                 raise ValueError("not literal arithmetic")
-            v = _literal_power(v, exponent, self.max_power_bits, self.exact)
+            v = self.exact_work(_literal_power(v, exponent, self.max_power_bits, self.exact))
         return v
+
+    def exact_work(self, v: _Literal) -> _Literal:
+        # where sympy computes powers exactly, all of them together are bounded too
+        if self.exact and not isinstance(v, float):
+            self.work += _exact_bits(v)
+            if self.work > _MAX_EXACT_WORK_BITS:
+                raise _TooCostly("exact powers too large")
+        return v
+
+    def function(self, name: str) -> float:
+        """A function's value, ``\\log_{b}``'s base and a power ``\\sin^{2}`` included; its argument a bracket group or,
+        without one, a power ("\\log 2^{10000}")."""
+        base = power = None
+        while self.peek() in ("_", "^"):
+            if self.take() == "_":
+                base = self.group() if self.peek() == "{" else self.atom()
+            else:
+                power = self.group() if self.peek() == "{" else self.atom()
+        arg = self.group(self.peek()) if self.peek() in ("(", "[", "{") else self.power()
+        if base is not None and name not in ("\\log", "\\ln"):
+            raise ValueError("not literal arithmetic")
+        value = _literal_log(arg, base) if base is not None else (
+            _literal_log(arg, 10 if name == "\\log" else math.e) if name in ("\\log", "\\ln")
+            else _LITERAL_FUNCTIONS[name](arg))
+        return value if power is None else _literal_power(value, power, self.max_power_bits, self.exact)
 
     def atom(self) -> _Literal:
         tok = self.peek()
@@ -443,6 +488,8 @@ class _LiteralReader:
         if tok == "\\frac":
             numerator = self.group()
             return self.quotient(numerator, self.group())
+        if tok in _LITERAL_FUNCTIONS:
+            return self.function(tok)
         if tok == "\\sqrt":  # a root: \\sqrt[n]{x} is the power 1/n
             degree = self.group("[") if self.peek() == "[" else 2
             return _literal_power(self.group(), 1 / float(degree), self.max_power_bits, self.exact)
@@ -464,7 +511,7 @@ def _literal_number(text: str) -> _Literal | None:
             return None
         tokens.append(m.group(1))
         pos = m.end()
-    reader = _LiteralReader(tokens, exact=any(t in ("\\lfloor", "\\lceil", "e") for t in tokens))
+    reader = _LiteralReader(tokens, exact=any(t in ("\\lfloor", "\\lceil", "e", "\\exp") for t in tokens))
     try:
         value = reader.expr()
     except _TooCostly:
