@@ -551,7 +551,7 @@ class GRPOTrainer:
         stop = getattr(self.engine, "stop_ids", ())
         stop = stop.tolist() if torch.is_tensor(stop) else list(stop)
         return RolloutContext(self.engine, self.policy.processor, self.policy.tokenizer, self.prompts, params,
-                              cfg.rollout.n, cfg.data.max_prompt_length, self.step_idx, seed, stop)
+                              cfg.rollout.n, cfg.data.max_prompt_length, self.step_idx, seed, stop, self.seed_offset)
 
     def scored_samples(self, rollout: Rollout) -> list[ScoredSample]:
         """What the reward heads see of each sample; in label-free runs no gold answer reaches them."""

@@ -38,6 +38,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
+from mmevo.honest.strategy import OFFERED_METRIC
+
 __all__ = ["LOG2", "REWARD_STD_MIN", "REPLAY_COOLDOWN_STEPS", "MIN_DISTINCT_SHARE", "MUTATION_RETRIES",
            "Detection", "reward_collapse", "priority_entropy", "replay_entropy_low", "unverifiable_mutations",
            "generator_collapse", "retry_until_verified", "HealthMonitor"]
@@ -49,7 +51,7 @@ MIN_DISTINCT_SHARE = 0.1  # seed: len(set(generated_pids)) / n_steps < 0.1
 MUTATION_RETRIES = 3  # seed: "Drop the mutated problem, retry up to 3 times"
 COLLAPSE_WINDOW = 1  # consecutive low-std steps before reward collapse fires (the seed: the step itself)
 GENERATOR_WINDOW, GENERATOR_MIN_COUNT = 100, 10  # generated ids looked at / needed (not in the seed)
-OFFERED_KEY = "honest/hindsight_offered"  # 0: the step's prompts offered no hindsight slot (strategy.OFFERED_METRIC)
+OFFERED_KEY = OFFERED_METRIC  # 0: the step's prompts offered no hindsight slot (one name, the strategy's)
 HINDSIGHT_REWARD_PREFIX = "reward/honest_hindsight/"  # the hindsight head's metrics, not judged on such a step
 
 T = TypeVar("T")

@@ -28,7 +28,8 @@ trainer logs what ``after_rewards`` returns, and a prompt source has no other wa
 hindsight step "with epsilon-probability per step" (2.3; ``--hindsight-prob``, section 7: ``honest.hindsight_prob``):
 each GRPO step offers the ``<hindsight>`` slot (the legacy protocol prompt) with that probability, else every prompt
 of the step uses the protocol without the slot (``protocol.CORE_SYSTEM_PROMPT``). The draw is a pure function of the
-trainer seed and the step (``hindsight_slot_offered``): a resumed run, and every rank, draws the same. Each sample's
+trainer seed, its ``seed_offset`` (a loop's iteration / role) and the step (``hindsight_slot_offered``): a resumed run,
+and every rank, draws the same, and each iteration of a loop draws afresh. Each sample's
 aux gets ``hindsight_offered`` (the ``honest_hindsight`` head pays 0 where it is False) and the step logs
 ``honest/hindsight_offered`` (1 or 0).
 """
@@ -127,14 +128,19 @@ class HonestStrategy(RolloutStrategy):
         self.rounds = int(state.get("rounds", 0))
 
 
-def hindsight_slot_offered(prob: float, seed: int, step: int) -> bool:
+def hindsight_slot_offered(prob: float, seed: int, step: int, offset: int = 0) -> bool:
     """Whether GRPO step ``step`` of a run seeded ``seed`` offers the hindsight slot: True with probability ``prob``,
-    from a generator seeded by (seed, step) alone (not by how many steps this process ran, nor by the rank)."""
+    from a generator seeded by (seed, offset, step) alone (not by how many steps this process ran, nor by the rank).
+
+    ``offset`` is the trainer's ``seed_offset``, which a loop sets per iteration / role so that they do not repeat
+    the same random draws (``rollout.strategy.step_seed``): without it every iteration of a loop would offer the
+    slot on the same steps. Offset 0 keeps the stream of a run without one (the draws of earlier runs, resumes)."""
     if prob >= 1.0:
         return True
     if prob <= 0.0:
         return False
-    return random.Random(f"honest-hindsight-slot/{seed}/{step}").random() < prob
+    key = f"honest-hindsight-slot/{seed}/{step}" + (f"/offset{offset}" if offset else "")
+    return random.Random(key).random() < prob
 
 
 class HindsightSlotDraw(RolloutStrategy):
@@ -164,7 +170,7 @@ class HindsightSlotDraw(RolloutStrategy):
         return self._without[1]
 
     def rollout(self, ctx: RolloutContext, examples: list[Example]) -> Rollout:
-        offered = hindsight_slot_offered(self.prob, self.seed, ctx.step)
+        offered = hindsight_slot_offered(self.prob, self.seed, ctx.step, ctx.seed_offset)
         if not offered:
             ctx = dataclasses.replace(ctx, encode=self._encoder_without_slot(ctx.encode))
         ro = self.inner.rollout(ctx, examples)

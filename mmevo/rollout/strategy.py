@@ -80,6 +80,7 @@ class RolloutContext:
     step: int  # the trainer's step index
     seed: int  # this step's seed (run seed, step, rank and the trainer's seed_offset)
     stop_ids: Sequence[int] = ()  # tokens that end a response (retrace strips a trailing one)
+    seed_offset: int = 0  # the trainer's seed_offset (a loop's iteration / role), for draws that must not use the rank
 
     def decode(self, ids: Sequence[int]) -> str:
         return decode(self.tokenizer, ids)

@@ -1,0 +1,104 @@
+"""HONEST leftovers of the seed-conformance audit: the per-step hindsight slot draw follows the trainer's
+``seed_offset`` (as every other per-step draw of a loop does), and the health monitor reads the strategy's metric name
+(no second copy of the literal)."""
+
+import inspect
+import random
+from types import SimpleNamespace
+
+import pytest
+
+from mmevo.config import load_config
+from mmevo.honest.protocol import CORE_SYSTEM_PROMPT, LEGACY_SYSTEM_PROMPT
+from mmevo.honest.strategy import OFFERED_METRIC, HindsightSlotDraw, hindsight_slot_offered
+
+
+# -- the slot draw and the trainer's seed_offset --------------------------------------------------------------------
+def _reference_draw(prob, seed, step, offset):
+    """The draw written out independently: one uniform number per (seed, offset, step); offset 0 is the stream a
+    run without an offset always had."""
+    key = f"honest-hindsight-slot/{seed}/{step}" + (f"/offset{offset}" if offset else "")
+    return random.Random(key).random() < prob
+
+
+def test_slot_draw_depends_on_the_seed_offset():
+    steps = range(300)
+    by_offset = {o: [hindsight_slot_offered(0.3, 5, s, o) for s in steps] for o in (0, 1, 2, 7)}
+    for o, draws in by_offset.items():
+        assert draws == [_reference_draw(0.3, 5, s, o) for s in steps]
+        assert 60 <= sum(draws) <= 120  # ~0.3 of 300 steps for every offset
+    # offset 0 is the old stream (resumed runs draw what they drew); other offsets draw afresh
+    assert by_offset[0] == [hindsight_slot_offered(0.3, 5, s) for s in steps]
+    assert len({tuple(d) for d in by_offset.values()}) == 4
+    # p = 0 / 1 stay never / always whatever the offset
+    assert not any(hindsight_slot_offered(0.0, 5, s, 3) for s in steps)
+    assert all(hindsight_slot_offered(1.0, 5, s, 3) for s in steps)
+
+
+class _Encoder:
+    def __init__(self, system):
+        self.system_prompt = system
+
+    def with_system_prompt(self, system):
+        return _Encoder(system)
+
+    def __call__(self, ex):
+        return self.system_prompt
+
+
+class _Inner:
+    def __init__(self):
+        self.seen = []
+
+    def rollout(self, ctx, examples):
+        import torch
+
+        from mmevo.rollout.strategy import Rollout
+
+        self.seen.append(ctx.encode(examples[0]))
+        n = len(examples)
+        return Rollout([None] * n, [None] * n, ["x"] * n, torch.arange(n), list(examples))
+
+
+def test_strategy_draws_with_the_context_seed_offset():
+    from mmevo.rollout.strategy import RolloutContext
+
+    steps = range(40)
+    for offset in (0, 1, 4):
+        inner = _Inner()
+        draw = HindsightSlotDraw(inner, 0.5, seed=3)
+        got = []
+        for s in steps:
+            ctx = RolloutContext(None, None, None, _Encoder(LEGACY_SYSTEM_PROMPT), None, 2, 100, s, 0,
+                                 seed_offset=offset)
+            got.append(draw.rollout(ctx, ["a"]).aux[0]["hindsight_offered"])
+        expect = [_reference_draw(0.5, 3, s, offset) for s in steps]
+        assert got == expect
+        assert inner.seen == [LEGACY_SYSTEM_PROMPT if e else CORE_SYSTEM_PROMPT for e in expect]
+    # the context default (a strategy driven without a trainer) is offset 0
+    ctx = RolloutContext(None, None, None, _Encoder(LEGACY_SYSTEM_PROMPT), None, 2, 100, 0, 0)
+    assert ctx.seed_offset == 0
+
+
+def test_trainer_context_carries_its_seed_offset():
+    """``GRPOTrainer.rollout_context`` hands the trainer's current ``seed_offset`` to the strategy (a loop sets it
+    after building the trainer), and it is not the rank-dependent step seed."""
+    from mmevo.grpo.trainer import GRPOTrainer
+    from mmevo.rollout.strategy import step_seed
+
+    cfg = load_config(None, ["trainer.seed=4"])
+    fake = SimpleNamespace(cfg=cfg, step_idx=6, seed_offset=5, engine=SimpleNamespace(stop_ids=[2]),
+                           policy=SimpleNamespace(processor=None, tokenizer=None), prompts=None)
+    ctx = GRPOTrainer.rollout_context(fake)
+    assert (ctx.step, ctx.seed_offset, ctx.seed) == (6, 5, step_seed(4, 6, 0, 5))
+    fake.seed_offset = 0
+    assert GRPOTrainer.rollout_context(fake).seed_offset == 0
+
+
+# -- health reads the strategy's metric name --------------------------------------------------------------------------
+def test_health_uses_the_strategy_metric_name_not_a_copy():
+    import mmevo.honest.health as health
+
+    assert health.OFFERED_KEY is OFFERED_METRIC
+    assert health.HealthMonitor().offered_key is OFFERED_METRIC
+    assert '"honest/hindsight_offered"' not in inspect.getsource(health)
