@@ -1,6 +1,7 @@
 """HONEST leftovers of the seed-conformance audit: the per-step hindsight slot draw follows the trainer's
-``seed_offset`` (as every other per-step draw of a loop does), and the health monitor reads the strategy's metric name
-(no second copy of the literal)."""
+``seed_offset`` (as every other per-step draw of a loop does), the health monitor reads the strategy's metric name
+(no second copy of the literal), and the calibration SFT prompts each target the way the RL steps after it do (the
+slot offered exactly where the target writes it, seed 2.3 / 2.6)."""
 
 import inspect
 import random
@@ -9,6 +10,7 @@ from types import SimpleNamespace
 import pytest
 
 from mmevo.config import load_config
+from mmevo.data.schema import SFT_SYSTEM_PROMPT, Example
 from mmevo.honest.protocol import CORE_SYSTEM_PROMPT, LEGACY_SYSTEM_PROMPT
 from mmevo.honest.strategy import OFFERED_METRIC, HindsightSlotDraw, hindsight_slot_offered
 
@@ -102,3 +104,82 @@ def test_health_uses_the_strategy_metric_name_not_a_copy():
     assert health.OFFERED_KEY is OFFERED_METRIC
     assert health.HealthMonitor().offered_key is OFFERED_METRIC
     assert '"honest/hindsight_offered"' not in inspect.getsource(health)
+
+
+# -- calibration SFT prompts ------------------------------------------------------------------------------------------
+def _sft_cfg(*over):
+    return load_config(None, ["data.train=honest_sft", "honest.sft_n=40", *over])
+
+
+def _prompts(rows):
+    return [ex.meta.get(SFT_SYSTEM_PROMPT) for ex in rows]
+
+
+def test_sft_prompt_offers_the_slot_exactly_on_targets_that_write_it():
+    from mmevo.honest.sft import calibration_sft_examples, load_calibration_sft
+
+    for over in ((), ("reward.heads={honest_brier: 1.0, honest_hindsight: 1.0}",)):  # mmevo sft's own; HCR heads
+        rows = calibration_sft_examples(_sft_cfg(*over))
+        with_slot = [ex for ex in rows if "<hindsight>" in ex.solution]
+        assert len(with_slot) == 20  # the tiny tier's hindsight_frac 0.5 of 40
+        for ex in rows:
+            writes = "<hindsight>" in ex.solution
+            assert ex.meta[SFT_SYSTEM_PROMPT] == (LEGACY_SYSTEM_PROMPT if writes else CORE_SYSTEM_PROMPT), ex.id
+        _, stats = load_calibration_sft(_sft_cfg(*over), "train")
+        assert stats["prompted_without_slot"] == 20 and stats["plan"]["slot_prompts"] is True
+
+
+@pytest.mark.parametrize("over", [
+    ("honest.hindsight_prob=1",),  # the slot on every RL step: the one legacy prompt everywhere
+    ("reward.heads={honest_brier: 1.0}",),  # RL heads without HCR: the legacy prompt on every RL step
+    ("honest.hindsight_mode=refined",),  # CASR's tags are taught on every step
+])
+def test_sft_keeps_the_run_prompt_where_rl_does(over):
+    from mmevo.honest.sft import calibration_sft_examples
+
+    rows = calibration_sft_examples(_sft_cfg(*over))
+    assert _prompts(rows) == [None] * len(rows)
+
+
+def test_loop_solver_sft_follows_its_rl_steps():
+    from pathlib import Path
+
+    from mmevo.honest.loop import role_config
+    from mmevo.honest.sft import slot_follows_target
+
+    tiny = load_config("configs/honest_tiny.yaml", [])
+    assert slot_follows_target(role_config(tiny, "solver", Path("unused"), "tiny-text"))  # HCR at 0.3
+    no_hcr = load_config("configs/honest_tiny.yaml", ["honest.hcr_enabled=false"])
+    assert not slot_follows_target(role_config(no_hcr, "solver", Path("unused"), "tiny-text"))
+
+
+def test_run_sft_encodes_each_example_with_its_own_system_prompt(tiny_text_path, tmp_path, monkeypatch):
+    import mmevo.grpo.sft as sft_mod
+    from mmevo.models.loader import load_model
+
+    cfg = load_config(None, [f"model.path={tiny_text_path}", f"sft.output_dir={tmp_path}", "sft.batch_size=3",
+                             "sft.epochs=1", "sft.save_every=0", "data.system_prompt=run prompt",
+                             "data.prompt_template=none"])
+    rows = [Example("a", "q1", "1", [], [], solution="s1", meta={SFT_SYSTEM_PROMPT: "own prompt A"}),
+            Example("b", "q2", "2", [], [], solution="s2"),
+            Example("c", "q3", "3", [], [], solution="s3", meta={SFT_SYSTEM_PROMPT: "own prompt B"})]
+    policy = load_model(cfg.model.path)
+    seen = {}
+
+    class Stop(Exception):
+        pass
+
+    def capture(model, prompts, targets, *a, **k):
+        for p in prompts:
+            seen[p.text.split("q")[-1][:1]] = p.text
+        raise Stop
+
+    monkeypatch.setattr(sft_mod, "sequence_logprobs", capture)
+    with pytest.raises(Stop):
+        sft_mod.run_sft(cfg, policy, rows, log=False)
+    assert "own prompt A" in seen["1"] and "run prompt" not in seen["1"]
+    assert "run prompt" in seen["2"]
+    assert "own prompt B" in seen["3"] and "run prompt" not in seen["3"]
+    bad = [Example("d", "q", "1", [], [], solution="s", meta={SFT_SYSTEM_PROMPT: 3})]
+    with pytest.raises(ValueError, match=r"SFT example 'd' \(index 0\): meta\['sft_system_prompt'\] must be a string"):
+        sft_mod.run_sft(cfg, policy, bad, log=False)

@@ -13,6 +13,9 @@ from typing import Any
 from PIL import Image
 
 IMAGE_PLACEHOLDER = "<image>"
+# meta key: a system prompt for this example's SFT prompt in place of data.system_prompt (``grpo.sft.run_sft``); the
+# HONEST calibration SFT offers the hindsight slot only on the targets that write it (``honest.sft``)
+SFT_SYSTEM_PROMPT = "sft_system_prompt"
 
 
 @dataclass

@@ -14,7 +14,7 @@ from typing import Sequence
 import torch
 
 from mmevo.config import Config
-from mmevo.data.schema import Example
+from mmevo.data.schema import SFT_SYSTEM_PROMPT, Example
 from mmevo.grpo.algos import masked_mean
 from mmevo.grpo.checkpoint import load_state_file, rng_state, set_rng_state
 from mmevo.grpo.trainer import PromptCache, configure_training, make_optimizer, make_scheduler, sequence_logprobs
@@ -33,11 +33,31 @@ def sft_targets(tokenizer, examples: Sequence[Example]) -> list[list[int]]:
     return out
 
 
+def _prompt_encoder(prompts: PromptCache, examples: Sequence[Example]):
+    """``prompts`` for an example, or a cache of the same kind for its own system prompt when its meta has one
+    (``SFT_SYSTEM_PROMPT``: a string, else a ValueError naming the example, checked before the first step)."""
+    own: dict[str, PromptCache] = {}
+    for i, ex in enumerate(examples):
+        sp = (ex.meta or {}).get(SFT_SYSTEM_PROMPT)
+        if sp is not None and not isinstance(sp, str):
+            raise ValueError(f"SFT example {ex.id!r} (index {i}): meta[{SFT_SYSTEM_PROMPT!r}] must be a string, got "
+                             f"{type(sp).__name__}")
+        if sp is not None and sp not in own:
+            own[sp] = prompts.with_system_prompt(sp)
+
+    def encode(ex: Example):
+        sp = (ex.meta or {}).get(SFT_SYSTEM_PROMPT)
+        return prompts(ex) if sp is None else own[sp](ex)
+
+    return encode
+
+
 def run_sft(cfg: Config, policy: LoadedModel, examples: list[Example], log: bool = True) -> list[dict]:
     """Train ``policy.model`` in place on (prompt, solution) pairs; returns per-step metrics.
 
     ``model.lora``, ``model.freeze_vision_tower`` and ``model.gradient_checkpointing`` apply as in RL (with LoRA the
-    adapters train and the export holds the merged weights); ``model.trainable`` is RL-only: SFT trains the rest."""
+    adapters train and the export holds the merged weights); ``model.trainable`` is RL-only: SFT trains the rest.
+    An example whose ``meta`` has ``SFT_SYSTEM_PROMPT`` is prompted with that system prompt, not ``data.system_prompt``."""
     s = cfg.sft
     if not examples:  # else an IndexError deep in the batch loop
         raise ValueError("SFT needs at least one example and got none (is data.train empty, or was every row skipped?)")
@@ -46,6 +66,7 @@ def run_sft(cfg: Config, policy: LoadedModel, examples: list[Example], log: bool
     configure_training(model, cfg.model, cfg.trainer.seed, subset=False)
     prompts = PromptCache(policy.processor, policy.is_vl, cfg.data.prompt_template, cfg.data.system_prompt,
                           cfg.data.prompt_cache_mb)
+    encode = _prompt_encoder(prompts, examples)
     targets = sft_targets(policy.tokenizer, examples)
     n_steps = max(1, math.ceil(len(examples) * s.epochs / s.batch_size))
     opt = make_optimizer(model, s.lr, s.weight_decay)
@@ -84,7 +105,7 @@ def run_sft(cfg: Config, policy: LoadedModel, examples: list[Example], log: bool
                 order, pos = torch.randperm(len(examples), generator=gen).tolist(), 0
             idx.append(order[pos])
             pos += 1
-        logp, _, mask = sequence_logprobs(model, [prompts(examples[i]) for i in idx], [targets[i] for i in idx],
+        logp, _, mask = sequence_logprobs(model, [encode(examples[i]) for i in idx], [targets[i] for i in idx],
                                           policy.tokenizer.pad_token_id, 1.0, device,
                                           padding_free=cfg.trainer.padding_free)
         loss = -masked_mean(logp, mask)

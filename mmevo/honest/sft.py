@@ -16,6 +16,14 @@ the seed's three priors into one assistant target:
    where c is already within 0.04 of y there is no room to refine without copying (CASR's anti-copy tolerance is
    0.02) and the target has no refinement slots.
 
+The prompt of each target (seed 2.3: the slot is injected "with epsilon-probability per step", ``--hindsight-prob``):
+where the RL phase offers the legacy ``<hindsight>`` slot only on some steps (legacy mode, ``honest.hindsight_prob``
+< 1, see ``slot_follows_target``), a target that writes the slot is prompted with the legacy protocol prompt (which
+offers it) and every other target with the protocol without the slot (``protocol.CORE_SYSTEM_PROMPT``), the two
+prompts the GRPO steps switch between (``strategy.HindsightSlotDraw``). Otherwise every target keeps the run's one
+prompt: SFT would else teach "the slot is offered, leave it out" on the prompt where RL pays for writing it, and never
+show the prompt without it. The per-target prompt is ``meta[SFT_SYSTEM_PROMPT]`` (read by ``grpo.sft.run_sft``).
+
 Knobs come from the seed's tier table (``SFT_PRESETS``, quoted below); ``honest.sft_tier`` names a tier or a preset,
 ``honest.sft_n`` / ``sft_max_difficulty`` / ``sft_hindsight_frac`` override single values. The seed gives no share of
 perturbed targets: ``honest.sft_perturbed_frac`` (default 0.5, equal classes, so neither confidence band dominates).
@@ -34,7 +42,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
-from mmevo.data.schema import Example
+from mmevo.data.schema import SFT_SYSTEM_PROMPT, Example
 from mmevo.honest.tasks import DOMAINS, MAX_DIFFICULTY, MIN_DIFFICULTY, HonestTask, generate_tasks
 
 __all__ = ["SFTPreset", "SFT_PRESETS", "TIER_PRESETS", "CORRECT_BAND", "PERTURBED_BAND", "SFTPlan", "sft_plan",
@@ -90,6 +98,7 @@ class SFTPlan:
     hindsight_share: float
     perturbed_share: float
     mode: str  # legacy | refined: which hindsight slot the hindsight share gets
+    slot_prompts: bool  # legacy: prompt a target with the slot iff it writes the slot (``slot_follows_target``)
     domains: tuple[str, ...]
     min_difficulty: int
     max_difficulty: int
@@ -111,11 +120,30 @@ def preset_for(tier: str) -> SFTPreset:
     raise ValueError(f"honest.sft_tier={tier!r}: give a tier {sorted(TIER_PRESETS)} or a preset {sorted(SFT_PRESETS)}")
 
 
+def slot_follows_target(cfg) -> bool:
+    """Whether the calibration SFT of ``cfg`` prompts each target with the ``<hindsight>`` slot exactly when the
+    target writes it: when the RL phase after it offers the slot only on some steps, i.e. legacy mode with
+    ``honest.hindsight_prob`` < 1, unless ``reward.heads`` names HONEST heads without the hindsight one (the RL run
+    of this config then prompts with the slot on every step). A config without HONEST heads (``mmevo sft``'s own)
+    is taken to precede the seed's ``--hindsight`` run."""
+    from mmevo.honest import HONEST_HEADS, draws_hindsight_slot
+
+    h = cfg.honest
+    if h.hindsight_mode != "legacy" or h.hindsight_prob >= 1.0:
+        return False
+    heads = getattr(getattr(cfg, "reward", None), "heads", None) or {}
+    if not any(heads.get(name) for name in HONEST_HEADS):
+        return True
+    return draws_hindsight_slot(cfg)
+
+
 def sft_plan(cfg=None, *, n: int | None = None, tier: str | None = None, seed: int | None = None,
              hindsight_share: float | None = None, perturbed_share: float | None = None, mode: str | None = None,
              domains: Sequence[str] | None = None, min_difficulty: int | None = None,
-             max_difficulty: int | None = None) -> SFTPlan:
+             max_difficulty: int | None = None, slot_prompts: bool | None = None) -> SFTPlan:
     """Resolve the knobs: explicit arguments win, then ``cfg.honest`` (when given), then the tier's preset.
+    ``slot_prompts`` defaults to ``slot_follows_target(cfg)``, without a config to legacy mode (whose RL default,
+    ``hindsight_prob`` 0.3, offers the slot per step); it applies to legacy mode only.
 
     The difficulty range is ``[min_difficulty, preset max_d]`` cut to the config's ``[min_difficulty,
     max_difficulty]`` (at least one difficulty)."""
@@ -142,6 +170,9 @@ def sft_plan(cfg=None, *, n: int | None = None, tier: str | None = None, seed: i
         max_difficulty = (h.sft_max_difficulty if h is not None and h.sft_max_difficulty else preset.max_difficulty)
         max_difficulty = max(lo, min(max_difficulty, cap))
     seed = pick(seed, "seed", 0)
+    if slot_prompts is None:
+        slot_prompts = slot_follows_target(cfg) if cfg is not None else True
+    slot_prompts = bool(slot_prompts) and mode == "legacy"
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise ValueError(f"honest.sft_n must be a positive integer (0 = the tier's), got {n!r}")
     for name, share in (("sft_hindsight_frac", share_h), ("sft_perturbed_frac", share_p)):
@@ -153,7 +184,8 @@ def sft_plan(cfg=None, *, n: int | None = None, tier: str | None = None, seed: i
         raise ValueError(f"calibration SFT difficulty range {lo}..{max_difficulty} is not inside "
                          f"{MIN_DIFFICULTY}..{MAX_DIFFICULTY} (honest.min_difficulty / honest.sft_max_difficulty)")
     return SFTPlan(n=n, tier=tier, seed=seed, hindsight_share=float(share_h), perturbed_share=float(share_p),
-                   mode=mode, domains=domains, min_difficulty=lo, max_difficulty=max_difficulty, preset=preset)
+                   mode=mode, slot_prompts=slot_prompts, domains=domains, min_difficulty=lo,
+                   max_difficulty=max_difficulty, preset=preset)
 
 
 # ------------------------------------------------------------------------------------------------------- targets
@@ -214,9 +246,12 @@ def _critique(expr: str, gold: str, shown: str) -> str:
     return f"Check: {_worked(expr, gold)}, not {shown}, so the answer is wrong."
 
 
-def sft_example(task: HonestTask, perturbed: bool, with_hindsight: bool, mode: str, rng: random.Random) -> Example:
-    """One calibration SFT example of ``task`` (its ``solution`` is the protocol target, ``meta`` says what it holds)."""
-    from mmevo.honest.protocol import format_response
+def sft_example(task: HonestTask, perturbed: bool, with_hindsight: bool, mode: str, rng: random.Random,
+                slot_prompt: bool = False) -> Example:
+    """One calibration SFT example of ``task`` (its ``solution`` is the protocol target, ``meta`` says what it holds).
+    ``slot_prompt`` (legacy mode): its prompt offers the ``<hindsight>`` slot iff the target writes it
+    (``meta[SFT_SYSTEM_PROMPT]``); else the run's system prompt."""
+    from mmevo.honest.protocol import format_response, system_prompt
 
     expr = displayed_expression(task.question)
     shown = perturb_answer(task, rng) if perturbed else task.answer
@@ -231,6 +266,8 @@ def sft_example(task: HonestTask, perturbed: bool, with_hindsight: bool, mode: s
     solution = format_response(_worked(expr, shown), shown, c, **slots)
     meta = {**task.meta, "sft_perturbed": perturbed, "sft_answer": shown, "sft_confidence": c,
             "sft_hindsight": slots.get("hindsight"), "sft_refined_confidence": slots.get("refined_confidence")}
+    if slot_prompt and mode == "legacy":
+        meta[SFT_SYSTEM_PROMPT] = system_prompt("legacy", hindsight_slot="hindsight" in slots)
     return Example(id=f"{task.id}-sft", problem=task.question, answer=task.answer, choices=[], images=[],
                    solution=solution, meta=meta)
 
@@ -242,14 +279,14 @@ def _chosen(n: int, share: float, key: str) -> set[int]:
 
 def calibration_sft_examples(cfg=None, **knobs) -> list[Example]:
     """The calibration SFT set of ``sft_plan(cfg, **knobs)`` (knobs: n, tier, seed, hindsight_share,
-    perturbed_share, mode, domains, min_difficulty, max_difficulty)."""
+    perturbed_share, mode, domains, min_difficulty, max_difficulty, slot_prompts)."""
     plan = sft_plan(cfg, **knobs)
     tasks = generate_tasks(plan.n, plan.seed, plan.domains, plan.min_difficulty, plan.max_difficulty,
                            stream=SFT_STREAM)
     perturbed = _chosen(plan.n, plan.perturbed_share, f"honest-sft/{plan.seed}/perturbed")
     hindsight = _chosen(plan.n, plan.hindsight_share, f"honest-sft/{plan.seed}/hindsight")
-    return [sft_example(t, i in perturbed, i in hindsight, plan.mode, random.Random(f"honest-sft/{plan.seed}/{i}"))
-            for i, t in enumerate(tasks)]
+    return [sft_example(t, i in perturbed, i in hindsight, plan.mode, random.Random(f"honest-sft/{plan.seed}/{i}"),
+                        plan.slot_prompts) for i, t in enumerate(tasks)]
 
 
 def load_calibration_sft(cfg, which: str) -> tuple[list[Example], dict]:
@@ -270,5 +307,7 @@ def load_calibration_sft(cfg, which: str) -> tuple[list[Example], dict]:
              "perturbed": sum(ex.meta["sft_perturbed"] for ex in rows),
              "with_hindsight": sum(ex.meta["sft_hindsight"] is not None for ex in rows),
              "with_refinement": sum(ex.meta["sft_refined_confidence"] is not None for ex in rows),
+             "prompted_without_slot": sum(ex.meta.get(SFT_SYSTEM_PROMPT) == system_prompt("legacy", False)
+                                          for ex in rows),
              "preset_epochs": plan.preset.epochs, "recommended_hindsight_mode": plan.preset.hindsight_mode}
     return rows, stats
