@@ -3,6 +3,7 @@
 (no second copy of the literal), and the calibration SFT prompts each target the way the RL steps after it do (the
 slot offered exactly where the target writes it, seed 2.3 / 2.6)."""
 
+import json
 import inspect
 import random
 from types import SimpleNamespace
@@ -183,3 +184,18 @@ def test_run_sft_encodes_each_example_with_its_own_system_prompt(tiny_text_path,
     bad = [Example("d", "q", "1", [], [], solution="s", meta={SFT_SYSTEM_PROMPT: 3})]
     with pytest.raises(ValueError, match=r"SFT example 'd' \(index 0\): meta\['sft_system_prompt'\] must be a string"):
         sft_mod.run_sft(cfg, policy, bad, log=False)
+
+
+def test_health_events_file_exists_empty_until_a_detector_fires(tmp_path):
+    # a run's outputs list health_events.jsonl: a run whose detectors never fire has it empty, not missing
+    import mmevo.honest.health as health
+
+    path = tmp_path / "run" / "health_events.jsonl"
+    mon = health.HealthMonitor(events_path=path)
+    assert path.read_text() == ""
+    mon.update({"reward/honest_hindsight/std": 0.5})  # no collapse: nothing appended
+    assert path.read_text() == ""
+    mon.update({"reward/honest_hindsight/std": 0.0})  # the seed's std < 1e-4: one reward-collapse event
+    assert [json.loads(line)["detector"] for line in path.read_text().splitlines()] == ["reward_collapse"]
+    health.HealthMonitor(events_path=path)  # a resumed run's monitor keeps what was logged
+    assert len(path.read_text().splitlines()) == 1

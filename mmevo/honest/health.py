@@ -162,7 +162,7 @@ class HealthMonitor:
     ``update(..., generated_ids=[...])``. On a step with ``offered_key`` at 0 the reward stds under
     ``reward/honest_hindsight/`` are skipped (the slot was not offered: its head paid 0). Events (fired detectors,
     recoveries) are in ``last_events`` after each update, in ``events`` (the latest ``max_events``) and, with
-    ``events_path``, appended there as JSON lines.
+    ``events_path``, appended there as JSON lines (the file is created empty when the monitor is).
     """
 
     def __init__(self, reward_std_keys: Sequence[str] = ("reward/honest_hindsight/std",),
@@ -186,6 +186,9 @@ class HealthMonitor:
         self.generator_window = int(generator_window)
         self.offered_key = offered_key
         self.events_path = Path(events_path) if events_path else None
+        if self.events_path is not None:  # created empty: a run whose detectors never fired still has the file
+            self.events_path.parent.mkdir(parents=True, exist_ok=True)
+            self.events_path.touch(exist_ok=True)
         self.max_events = int(max_events)
         self.step = 0
         self.std_history: dict[str, collections.deque] = {k: collections.deque(maxlen=self.collapse_window)
