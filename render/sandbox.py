@@ -19,11 +19,14 @@ procfs of the job's own pid namespace (``mount_proc``), uid drop, ``no_new_privs
   POSIX message queues, inotify / fanotify and dnotify (``fcntl(F_NOTIFY)``), ``memfd_create`` / ``memfd_secret``
   (their pages would escape ``RLIMIT_AS``), ``kill``, ``syslog``, ``io_setup`` (host-wide AIO pool), ``sync`` /
   ``syncfs`` (host-wide writeback), ``vmsplice`` / ``splice`` / ``tee`` / ``sendfile`` (pinned pages outside
-  ``RLIMIT_AS``), the Landlock calls (rulesets are kernel memory), ``prctl(PR_SET_PDEATHSIG)`` (the signal that ends the job when its
-  worker dies), ``prctl(PR_SET_THP_DISABLE)`` (huge pages stay off) and ``prctl(PR_SET_DUMPABLE)`` (a dumpable
+  ``RLIMIT_AS``), the Landlock and seccomp calls (rulesets and filters are kernel memory; ``prctl(PR_SET_SECCOMP)``
+  too), ``listmount`` / ``statmount`` (the mount table), ``cachestat`` (page-cache residency of host files),
+  ``prctl(PR_SET_PDEATHSIG)`` (the signal that ends the job
+  when its worker dies), ``prctl(PR_SET_THP_DISABLE)`` (huge pages stay off) and ``prctl(PR_SET_DUMPABLE)`` (a dumpable
   job's crash reaches the host's core handler), and ENOSYS to ``clone3``
   (so glibc falls back to ``clone``, which is allowed only with ``CLONE_VM | CLONE_FS | CLONE_FILES | CLONE_SIGHAND |
-  CLONE_THREAD``, as pthread_create sets them: threads sharing the job's fd table, no processes).
+  CLONE_THREAD``, as pthread_create sets them: threads sharing the job's fd table, no processes) and to every call
+  numbered past ``LAST_REVIEWED_NR`` (added by a kernel newer than this filter).
 """
 
 from __future__ import annotations
@@ -85,6 +88,11 @@ else:  # pragma: no cover - other architectures get no seccomp/landlock (reduced
     AUDIT_ARCH = None
     NR = {}
     X32_BIT = None
+if NR:  # calls added since Linux 5.1 have one number on every architecture
+    NR.update(cachestat=451, statmount=457, listmount=458, open_tree_attr=467)
+# The newest call this filter was reviewed against (file_setattr, Linux 6.17). Every higher number is ENOSYS, as on a
+# kernel without it (glibc and Python fall back): a call a later kernel adds is refused until someone has read it.
+LAST_REVIEWED_NR = 469
 
 KILLED = (
     "execve", "execveat", "fork", "vfork", "ptrace", "mount", "umount2", "unshare", "setns", "bpf",
@@ -92,7 +100,7 @@ KILLED = (
     "kexec_file_load", "reboot", "init_module", "finit_module", "delete_module", "process_vm_readv",
     "process_vm_writev", "perf_event_open", "userfaultfd", "pivot_root", "chroot", "swapon", "swapoff",
     "open_by_handle_at", "name_to_handle_at", "open_tree", "move_mount", "fsopen", "fsconfig", "fsmount",
-    "fspick", "mount_setattr",
+    "fspick", "mount_setattr", "open_tree_attr",
 )
 EPERM_CALLS = (
     "socket", "socketpair",
@@ -115,6 +123,17 @@ EPERM_CALLS = (
     # kernel memory: every Landlock ruleset / rule is kernel memory outside RLIMIT_AS (millions of rules over the
     # bound library trees: hundreds of MiB); the job's own Landlock layer is applied before this filter
     "landlock_create_ruleset", "landlock_add_rule", "landlock_restrict_self",
+    # the mount table without /proc (Linux 6.8): every bind's root in its source file system (a host path), its source
+    # device and its options (an overlay's lowerdir / upperdir), as /proc/<pid>/mountinfo shows them (refused there)
+    "statmount", "listmount",
+    # page-cache residency of any file the job can open (Linux 6.5): of the bound host files, what host processes read
+    # (which libraries the trainer loads, and when). Recent kernels refuse it, as mincore, on a file the caller could
+    # not write; the first ones with it answer.
+    "cachestat",
+    # kernel memory: each filter a thread stacks on top of the job's is a BPF program and its JIT image, per thread
+    # (200 threads stacked 600 filters of 4095 instructions: ~65 MiB of vmalloc outside RLIMIT_AS);
+    # prctl(PR_SET_SECCOMP) too
+    "seccomp",
 )
 
 CLONE_VM = 0x00000100
@@ -147,6 +166,7 @@ EPERM, ENOSYS = 1, 38
 _BPF_LD_W_ABS = 0x20
 _BPF_JEQ_K = 0x15
 _BPF_JGE_K = 0x35
+_BPF_JGT_K = 0x25
 _BPF_RET_K = 0x06
 _BPF_ALU_AND_K = 0x54
 
@@ -245,6 +265,7 @@ def build_seccomp_program() -> bytes:
     ins(_BPF_LD_W_ABS, 0)  # seccomp_data.nr
     if X32_BIT is not None:
         ins(_BPF_JGE_K, X32_BIT, "kill", 0)
+    ins(_BPF_JGT_K, LAST_REVIEWED_NR, "enosys", 0)
     for name in KILLED:
         if name in NR:
             ins(_BPF_JEQ_K, NR[name], "kill", 0)
@@ -269,6 +290,7 @@ def build_seccomp_program() -> bytes:
     ins(_BPF_LD_W_ABS, 16)  # args[0]: the prctl option
     ins(_BPF_JEQ_K, PR_SET_PDEATHSIG, "eperm", 0)
     ins(_BPF_JEQ_K, PR_SET_THP_DISABLE, "eperm", 0)  # huge pages stay off (see set_thp_disabled)
+    ins(_BPF_JEQ_K, PR_SET_SECCOMP, "eperm", 0)  # as the seccomp call: filters are kernel memory per thread
     ins(_BPF_JEQ_K, PR_SET_DUMPABLE, "eperm", "allow")
     # dnotify, the watch that needs no inotify call: fcntl(dir, F_NOTIFY) on a bound host directory signals the job
     # on every read / write there by host processes (DN_ACCESS: which library the trainer just imported, ...)
