@@ -1,7 +1,8 @@
 """Isolation layers for the render sandbox (Linux only, ctypes, no third-party code).
 
 Worker side (once per worker, ``build_root``): a private mount namespace holding a minimal root tree, a
-read-only tmpfs skeleton with read-only bind mounts of only the interpreter's stdlib, its site-packages,
+read-only tmpfs skeleton with read-only views (overlayfs for directories where it can be mounted, so that a job's
+file locks never reach the host's files; else bind mounts) of only the interpreter's stdlib, its site-packages,
 shared libraries, fonts, a few ``/etc`` files and ``/dev/{null,zero,random,urandom}``, with empty read-only
 tmpfs over ``masked`` directories (the base interpreter's own site-packages); a fresh size-capped tmpfs is
 mounted on its ``/job`` for every job (``mount_job_tmpfs``) and unmounted afterwards.
@@ -35,6 +36,7 @@ import ctypes
 import ctypes.util
 import os
 import platform
+import re
 import resource
 import struct
 
@@ -461,18 +463,53 @@ def _mkdirs(path: str, mode: int = 0o711) -> None:
         os.chmod(d, mode)
 
 
+def _mount_points() -> list[str]:
+    """Every mount point of the caller's mount namespace (``/proc/self/mountinfo``, octal escapes decoded)."""
+    try:
+        with open("/proc/self/mountinfo", "rb") as f:
+            rows = f.read().splitlines()
+    except OSError:
+        return []
+    unescape = lambda b: os.fsdecode(re.sub(rb"\\([0-7]{3})", lambda m: bytes([int(m[1], 8)]), b))  # noqa: E731
+    return [unescape(r.split()[4]) for r in rows if len(r.split()) > 4]
+
+
+def _overlay_view(real: str, dst: str, empty: str, mount_points: list[str]) -> bool:
+    """Show the directory ``real`` at ``dst`` through a read-only overlayfs (``empty`` as the second, empty layer:
+    overlayfs wants two without an upper one) instead of a bind mount. A file opened through it is an overlay inode,
+    and ``flock`` / ``fcntl`` locks belong to the inode: a job's lock then holds against other jobs of this worker
+    only, never against a host process locking the real file (through a bind it did, for up to the job's timeout).
+    False, and nothing mounted, where overlayfs cannot show it as a bind would: mounts below ``real`` (an overlay
+    shows only its own file system), a path that the option string cannot carry, a kernel or file system that refuses
+    (stacked too deep, no overlayfs); the caller binds it then."""
+    below = real.rstrip("/") + "/"
+    if any(c in real + empty for c in ",:\\") or any(m.startswith(below) for m in mount_points):
+        return False
+    try:
+        mount("overlay", dst, "overlay", MS_RDONLY | MS_NOSUID | MS_NODEV, f"lowerdir={real}:{empty}")
+    except SandboxError:
+        return False
+    return True
+
+
 def build_root(root: str, sources, devices=(), masked=()) -> list[str]:
     """Build the jobs' root tree at ``root`` (call inside a private mount namespace, as root).
 
     ``root`` becomes a small tmpfs whose directories are mode 0711 (traversable, not listable); every path
-    of ``sources`` (directories or files) is bind-mounted read-only, nosuid, nodev at the same path inside it,
-    ``devices`` the same without nodev; ``/proc``, ``/job`` and ``/tmp`` are empty mount points, ``/dev/shm``
+    of ``sources`` (directories or files) is shown read-only, nosuid, nodev at the same path inside it (a directory
+    through a read-only overlayfs where it can be, ``_overlay_view``, else a bind mount, as files are),
+    ``devices`` bound the same without nodev; ``/proc``, ``/job`` and ``/tmp`` are empty mount points, ``/dev/shm``
     an empty read-only directory (``multiprocessing``'s POSIX semaphores then fail with EROFS, a refusal,
     instead of ENOENT). Each
     directory of ``masked`` that a bind shows gets an empty read-only tmpfs over it (the caller makes sure
     no source lies in it). The skeleton is then made read-only. Returns the paths bound. Sources that do not
     exist are skipped."""
     os.makedirs(root, exist_ok=True)
+    # the overlays' empty lower layer: outside the tree, a read-only tmpfs of this mount namespace (nothing adds to it)
+    empty = root.rstrip("/") + ".empty"
+    os.makedirs(empty, exist_ok=True)
+    mount("tmpfs", empty, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=4k,nr_inodes=2,mode=0555")
+    mount_points = _mount_points()
     mount("tmpfs", root, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=1m,nr_inodes=2048,mode=0711")
     bound: list[str] = []
     for src, is_dev in [(p, False) for p in sources] + [(p, True) for p in devices]:
@@ -489,8 +526,9 @@ def build_root(root: str, sources, devices=(), masked=()) -> list[str]:
                 _mkdirs(os.path.dirname(dst))
                 if not os.path.lexists(dst):
                     os.close(os.open(dst, os.O_CREAT | os.O_WRONLY | os.O_CLOEXEC, 0o644))
-            mount(real, dst, None, MS_BIND | MS_REC)
-            _readonly(dst, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | (0 if is_dev else MOUNT_ATTR_NODEV))
+            if is_dev or not os.path.isdir(real) or not _overlay_view(real, dst, empty, mount_points):
+                mount(real, dst, None, MS_BIND | MS_REC)
+                _readonly(dst, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | (0 if is_dev else MOUNT_ATTR_NODEV))
             bound.append(target)
     for m in masked:
         for target in dict.fromkeys((m, os.path.realpath(m))):

@@ -1,11 +1,13 @@
-"""render/: a twelfth red-team pass. What the seccomp filter still allowed:
+"""render/: a twelfth red-team pass. What the seccomp filter still allowed, and one open item of the last pass:
 
 1. ``listmount`` / ``statmount`` (Linux 6.8) gave the job the mount table that Landlock keeps it from reading in
    ``/proc/<pid>/mountinfo``: every bind's root in its source file system, the source device and the options.
 2. ``seccomp`` / ``prctl(PR_SET_SECCOMP)``: every thread may stack filters of its own, each a BPF program and its JIT
    image in kernel memory outside RLIMIT_AS (200 threads held 600 filters of 4095 instructions, ~65 MiB of vmalloc).
 3. ``cachestat`` (page-cache residency of a bound host file, what host processes read; refused by recent kernels
-   only) and every call newer than the filter: each is now refused by the filter itself."""
+   only) and every call newer than the filter: each is now refused by the filter itself.
+4. A read-only bind shares the host file's inode, and locks belong to the inode: a job's flock / lockf on a bound
+   library held up a host process locking it until the job ended. Bound directories are now read-only overlays."""
 
 import json
 import platform
@@ -152,3 +154,58 @@ def test_plots_and_svg_still_render(render_pool):
     assert [r.ok for r in rs] == [True, True], rs
     assert (rs[1].width, rs[1].height) == (40, 30)
 
+
+# --- locks on bound host files -------------------------------------------------------------------------------------
+LOCK_JOB = """
+import fcntl, json, os, time
+res = {}
+lib = os.open(os.__file__, os.O_RDONLY)  # a bound host file (the stdlib's os.py)
+fcntl.flock(lib, fcntl.LOCK_EX | fcntl.LOCK_NB)
+res["flock"] = "OK"
+fcntl.lockf(lib, fcntl.LOCK_SH | fcntl.LOCK_NB)  # a POSIX read lock: a host writer's F_SETLKW would wait on it
+res["lockf"] = "OK"
+st = os.statvfs(os.path.dirname(os.__file__))
+res["read_only"] = bool(st.f_flag & os.ST_RDONLY)
+time.sleep(4)
+raise RuntimeError(json.dumps(res))
+"""
+
+
+def _host_lock_conflicts(path: str) -> dict:
+    """Would a host process wait on ``path``: an exclusive flock, and a POSIX write lock (asked with F_GETLK)."""
+    import fcntl
+    import os
+
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            flock = False
+            fcntl.flock(fd, fcntl.LOCK_UN)
+        except BlockingIOError:
+            flock = True
+        query = struct.pack("hh4xqqi4x", fcntl.F_WRLCK, 0, 0, 0, 0)
+        posix = struct.unpack("hh4xqqi4x", fcntl.fcntl(fd, fcntl.F_GETLK, query))[0] != fcntl.F_UNLCK
+        return {"flock": flock, "posix": posix}
+    finally:
+        os.close(fd)
+
+
+def test_a_job_lock_on_a_bound_host_file_never_holds_up_the_host(render_pool):
+    # before: the job's flock and POSIX read lock were on the host file's own inode (a read-only bind shares it), so a
+    # host process locking the stdlib's os.py waited for them until the job ended (up to its timeout)
+    import os
+    import threading
+    import time
+
+    out = {}
+    t = threading.Thread(target=lambda: out.setdefault("r", render_pool.render(RenderJob(LOCK_JOB), timeout_s=30)))
+    t.start()
+    seen = {"flock": False, "posix": False}
+    while t.is_alive():
+        for k, v in _host_lock_conflicts(os.__file__).items():
+            seen[k] = seen[k] or v
+        time.sleep(0.05)
+    t.join()
+    assert _job_json(out["r"]) == {"flock": "OK", "lockf": "OK", "read_only": True}
+    assert seen == {"flock": False, "posix": False}
