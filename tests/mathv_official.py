@@ -1,5 +1,5 @@
 """The official MATH-V scorer in the state a whole-benchmark run is in, run in ``.venv-parity``: shared by the parity
-tests that pin values and verdicts (tests/test_scoring_review11.py, tests/test_scoring_review12.py)."""
+tests that pin values and verdicts (tests/test_scoring_review11.py to tests/test_scoring_review14.py)."""
 
 from __future__ import annotations
 
@@ -90,6 +90,20 @@ def assert_refused_quickly(latex: str) -> None:
     assert _too_costly_for_sympy(latex)
     assert mathvision_is_equal(latex, "1") is False
     assert time.process_time() - t0 < 1.0
+
+
+def assert_scored_in_bounded_time(answers: list[str], gold: str, cpu_s: float) -> None:
+    """Each answer (at most 1,000 characters) scores False against ``gold``, all of them within ``cpu_s`` CPU seconds:
+    answers whose every part is under the cost guard's bounds still cost a bounded verdict together."""
+    import time
+
+    from mmevo.eval.scoring import mathvision_is_equal
+
+    t0 = time.process_time()
+    for latex in answers:
+        assert len(latex) <= 1000
+        assert mathvision_is_equal(latex, gold) is False, latex
+    assert time.process_time() - t0 < cpu_s
 
 
 def parity_tests(values: list[tuple[str, object]], verdicts: list[tuple[str, str, bool]]):
