@@ -3,8 +3,9 @@
 The document is parsed once with the standard library's expat (linear time, no DTD loading, no entity
 expansion beyond the five predefined ones and character references) after a size cap. Refused
 (``forbidden``): a DOCTYPE internal subset, any entity / notation declaration, an undeclared entity,
-processing instructions (``xml-stylesheet``), XInclude, a root element other than ``svg``, an ``href`` in
-any namespace that is not empty, ``#fragment`` or a ``data:`` URL, an ``href`` or ``id`` holding ``url(`` (once
+processing instructions (``xml-stylesheet``), XInclude, a root element other than ``svg``, an ``href`` or
+``xml:base`` (the base cairosvg resolves an ``<image>`` href against) in any namespace that is not empty,
+``#fragment`` or a ``data:`` URL, an ``href`` or ``id`` holding ``url(`` (once
 tabs and line breaks are removed: cairosvg fetches what its own ``url\\((.+)\\)`` finds there, up to three times
 over), a ``data:`` URL whose base64 does not decode (with or without its ``#fragment``), and in any attribute value
 or ``<style>`` text, after CSS unescaping, ``@import`` or a ``url()`` to anything else; in style attributes and
@@ -26,6 +27,7 @@ SVG_NS = "http://www.w3.org/2000/svg"
 XINCLUDE_NS = ("http://www.w3.org/2001/XInclude", "http://www.w3.org/2003/XInclude")
 MAX_SVG_BYTES = 1 << 20
 _CSS_WS = " \t\n\r\f"
+_REF_ATTRS = ("href", "base")  # attributes (any namespace) that cairosvg reads as a URL: (xlink:)href, xml:base
 _URL_UNSAFE = str.maketrans("", "", "\t\r\n")  # removed by urlsplit
 _URL_STRIP = "".join(map(chr, range(0x21)))  # C0 controls and space (stripped by URL parsers)
 # Comments as a CSS tokenizer sees them: an escape (backslash + any character) and a string (up to its
@@ -205,8 +207,9 @@ def check_svg(data: bytes | str, max_bytes: int = MAX_SVG_BYTES) -> tuple[str, s
             refuse("XInclude is not allowed")
         for an, av in attrs.items():
             local_an = an.rpartition(" ")[2]
-            # an id becomes the URL "#" + id in cairosvg's pattern / gradient href chains
-            problem = ref_problem(av) if local_an == "href" else ref_problem("#" + av) if local_an == "id" else None
+            # an id becomes the URL "#" + id in cairosvg's pattern / gradient href chains; xml:base is the URL an
+            # <image> href is resolved against (``<image xml:base="/etc/x" href="#a">`` fetches file:///etc/x#a)
+            problem = ref_problem(av) if local_an in _REF_ATTRS else ref_problem("#" + av) if local_an == "id" else None
             problem = problem or css_problem(av, declarations=local_an == "style")
             if problem:
                 refuse(f"attribute {local_an}: {problem}")

@@ -595,16 +595,42 @@ def _raster_only_fetch(url: str, resource_type: str) -> bytes:
     return data
 
 
+_C_INT_MAX = 2**31 - 1
+
+
+class _SvgTooLarge(Exception):
+    """The raster an SVG asks for is past ``max_side``: refused before cairo allocates or draws it."""
+
+
+def _side_checked_png_surface(max_side: int):
+    """cairosvg's ``PNGSurface``, refusing an image larger than ``max_side`` pixels a side before its surface exists.
+    cairosvg sizes the surface from the parsed document (width / height / viewBox / units) and only then draws: a
+    ``width="100in"`` SVG (9600 px square) otherwise took 5 s and 350 MiB to draw an image the supervisor refuses."""
+    from cairosvg.surface import PNGSurface
+
+    class SideCheckedPNGSurface(PNGSurface):
+        def _create_surface(self, width, height):
+            w, h = int(round(width)), int(round(height))  # the size PNGSurface gives its image (NaN, inf raise here)
+            # past a C int, cairo's own OverflowError says so (``too_large``, "SVG size: ...") without allocating
+            if max_side < max(w, h) <= _C_INT_MAX:
+                raise _SvgTooLarge(f"SVG of {w}x{h} px exceeds {max_side} px")
+            return super()._create_surface(width, height)
+
+    return SideCheckedPNGSurface
+
+
 def _run_svg(text: str, limits: RenderLimits) -> tuple[str, str]:
     data = svg_bytes(text)  # the bytes both the screen and cairosvg parse
     refused = check_svg(data, limits.max_svg_bytes)  # inside the sandbox, before cairosvg sees it
     if refused:
         return refused
-    from cairosvg.surface import PNGSurface  # svg2png does not pass a url_fetcher on
+    surface = _side_checked_png_surface(limits.max_side)  # svg2png does not pass a url_fetcher on
 
     try:
-        PNGSurface.convert(bytestring=data, write_to=os.path.join(_JOBDIR, OUT_NAME), unsafe=False,
-                           url_fetcher=_raster_only_fetch)
+        surface.convert(bytestring=data, write_to=os.path.join(_JOBDIR, OUT_NAME), unsafe=False,
+                        url_fetcher=_raster_only_fetch)
+    except _SvgTooLarge as e:
+        return "too_large", str(e)
     except Exception as e:  # noqa: BLE001
         if type(e).__name__ in ("ParseError", "ExpatError"):
             return "syntax", _exc_text(e)
