@@ -27,6 +27,7 @@ VALUES = [
     ("\\log 2^{10000}", 3010.3),
     ("\\log_2 2^{20000}", 20000.0),
     ("\\log_{2}{2^{99999}}", 99999.0),
+    ("\\log_{2}(\\log_{2}(2^{65536}))", 16.0),  # review 9 had it refused: the logarithms are literal arithmetic now
     ("\\log_2 8", 3.0),
     ("\\log 100", 2.0),
     ("\\ln 2", None),  # log(2, E): E is no name there
