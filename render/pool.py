@@ -28,7 +28,7 @@ import warnings
 from dataclasses import replace
 
 from .types import LANGUAGES, RenderJob, RenderLimits, RenderResult
-from .worker import LAYERS, WORKER_LAYERS, send_msg
+from .worker import LAYERS, VALIDATOR_TIMEOUT_S, WORKER_LAYERS, send_msg
 
 log = logging.getLogger(__name__)
 
@@ -249,8 +249,8 @@ class RenderPool:
             raise ValueError(f"limits.disk_bytes must be > 0 bytes, got {self.limits.disk_bytes!r}")
         self.allow_reduced_isolation = allow_reduced_isolation
         self.start_timeout_s = start_timeout_s
-        self.reply_grace_s = reply_grace_s  # extra wait for a worker's answer beyond the job timeout
-        self._skip_layers = tuple(_skip_layers)  # tests only: simulate a kernel lacking these layers
+        self.reply_grace_s = reply_grace_s  # extra wait for a worker's answer beyond the job timeout and its validator
+        self._skip_layers = tuple(_skip_layers)  # tests only: missing layers, validator faults
         self._lock = threading.Lock()  # one render_many at a time
         # workers and uids change only under this lock: a close() during a render must not race a replacement
         # (which would start a worker after close, on a uid already released)
@@ -387,7 +387,7 @@ class RenderPool:
                "limits": replace(self.limits), "strict": not self.allow_reduced_isolation}
         try:
             w.send(msg)
-            reply = w.recv(timeout_s + self.reply_grace_s)
+            reply = w.recv(timeout_s + VALIDATOR_TIMEOUT_S + self.reply_grace_s)  # the job, then its output's validator
         except Exception as e:  # noqa: BLE001 - any failed exchange leaves the worker out of step: its late reply
             # would be read as the next job's result, so the worker is replaced whatever the error
             if self.closed:  # the pool was closed under this job: its worker is gone, not broken

@@ -14,8 +14,11 @@ with a small environment. The supervisor (root, never runs or parses job code):
    report (written and closed before the child has received its job), checks it against ``/proc/<pid>``,
    sets the rlimits with ``prlimit``, sends the job, enforces the wall-clock timeout (pidfd + SIGKILL), reads
    the job's one result frame (at most ``FRAME_MAX`` bytes of ``kind\\nmessage``: anything else is
-   ``protocol``), validates ``out.png`` (bounded chunk walk and IDAT stream check, CRCs, PIL's chunk handlers on a
-   one-pixel copy; never a decode of the pixels) and unmounts the job dir.
+   ``protocol``), runs the cheap checks on ``out.png`` that never inflate nor import PIL (``png_precheck``: header,
+   limits, chunk walk) and unmounts the job dir; then a **validator child**, forked and sandboxed as a job child on
+   a fresh job dir, runs the rest on a copy of the bytes (``validate_png``: IDAT stream and filter bytes, compressed
+   metadata, CRCs, PIL's chunk handlers on a one-pixel copy; never a decode of the pixels) and returns one verdict
+   frame, which counts only from a clean exit in time (``_validator_verdict``).
 
 The **job child** (pid 1 of its own pid namespace) sandboxes itself before it reads the job: ``setsid``, new
 mount / net / IPC / UTS / cgroup namespaces, ``pivot_root`` into the read-only tree, a fresh procfs, its
@@ -60,6 +63,15 @@ JOB_MESSAGE_PREFIX = "job: "  # marks text that comes from the job (untrusted on
 JOB_SOURCE_NAME = "<render>"  # the file name job code is compiled under (its frames in tracebacks)
 JOB_RNG_SEED = 0  # every job's random and numpy.random start here: one program, one image, on any worker
 SETUP_TIMEOUT_S = 10.0
+# The output validator: a child forked from the zygote after the job has ended, with a job's layers and limits and a
+# fresh job dir, that inflates and parses (PIL) a copy of the output so that the root supervisor never does. Its verdict
+# frame (``ok\n`` or ``invalid_image\nmessage``, at most FRAME_MAX bytes) counts only from a clean exit in time.
+VALIDATE_OP = "validate_png"
+VALIDATOR_TIMEOUT_S = 5.0  # wall clock; the costliest PNGs known take ~0.3 s of CPU
+VERDICT_KINDS = ("invalid_image", "too_large")
+VERDICT_MESSAGE_MAX = 2048  # characters of a verdict's message that are kept
+# test hooks (``_skip_layers``): make the validator fail in one of these ways
+VALIDATOR_FAULTS = ("validator_crash", "validator_hang", "validator_flood", "validator_exit1")
 STATUS_FD, CTL_FD, JOB_FD = 3, 4, 5
 _PNG_SIG = b"\x89PNG\r\n\x1a\n"
 _PNG_CRITICAL = (b"IHDR", b"PLTE", b"IDAT", b"IEND")
@@ -484,9 +496,12 @@ def _child_main(fds, env: dict, pidns_err: str | None) -> None:
     os.close(JOB_FD)
     if not raw:  # the supervisor refused to run a job in this sandbox
         os._exit(0)
-    job = json.loads(raw)
+    head, _, blob = raw.partition(b"\0")  # JSON, then the validator's PNG (json.dumps writes no NUL byte)
     del raw
+    job = json.loads(head)
     limits = RenderLimits(**job["limits"])
+    if job.get("op") == VALIDATE_OP:
+        _validator_main(blob, limits, env.get("skip", ()))
     _seed_job_rngs()
     try:
         if job["language"] == "python":
@@ -500,6 +515,40 @@ def _child_main(fds, env: dict, pidns_err: str | None) -> None:
     except Exception:  # noqa: BLE001
         pass
     os._exit(0)
+
+
+def _validator_main(data: bytes, limits: RenderLimits, faults=()) -> None:
+    """The validator child (sandboxed as a job child is, after its job has ended): ``validate_png`` on the bytes the
+    supervisor read, one verdict frame on STATUS_FD, exit. Never returns."""
+    _validator_fault(faults)
+    try:
+        kind, msg = validate_png(data, limits)[2:]
+        frame = "ok\n" if kind is None else f"{kind}\n{msg}"
+    except BaseException as e:  # noqa: BLE001 - e.g. MemoryError: reported, and not ok
+        frame = f"invalid_image\nPNG validator error: {_describe(e)[1]}"
+    try:
+        _write_all(STATUS_FD, frame.encode("utf-8", "replace"))
+    except Exception:  # noqa: BLE001 - no verdict is invalid_image
+        pass
+    os._exit(0)
+
+
+def _validator_fault(faults) -> None:
+    """Test hooks only (``RenderPool(_skip_layers=...)``): a validator that crashes, hangs, floods its verdict pipe or
+    says ``ok`` but exits with an error, so that tests can show none of these is taken for ``ok``."""
+    if "validator_crash" in faults:
+        import ctypes
+
+        ctypes.string_at(0)  # SIGSEGV from the kernel: a fault kills even a pid namespace's init
+    if "validator_hang" in faults:
+        while True:
+            pass
+    if "validator_flood" in faults:
+        _write_all(STATUS_FD, b"ok\n" + b"x" * (4 * FRAME_MAX))
+        os._exit(0)
+    if "validator_exit1" in faults:
+        _write_all(STATUS_FD, b"ok\n")
+        os._exit(1)
 
 
 def _seed_job_rngs(seed: int = JOB_RNG_SEED) -> None:
@@ -864,36 +913,36 @@ def _idat_problem(data: bytes, spans: list[tuple[int, int]], scanlines: list[tup
     if got < expected:
         return f"IDAT data inflates to {got} of the image's {expected} bytes"
     return None
+
+
 # tRNS length for the colour types that take one without a palette: one grey / one RGB sample of 2 bytes each
 _PNG_TRNS_LEN = {0: 2, 2: 6}
 
 
-def _png_chunk_problem(data: bytes, max_chunks: int, max_inflated: int = 8 << 20) -> str | None:
-    """Walk the chunk list (length, type; PIL checks the CRCs) before PIL sees the file. PIL spends ~10 us
-    of Python per chunk and stops at IEND, so refuse what would cost the root supervisor unbounded time or
-    be returned unchecked: too many chunks, bytes after IEND, unknown critical chunks, APNG frames; compressed
-    metadata (zTXt, compressed iTXt, iCCP) inflating to more than ``max_inflated`` bytes in all; and what breaks the
-    PNG rules that decoders handle differently (libpng refuses the file or drops a chunk, PIL reads it, so the
-    consumer could see other pixels than PIL checked): a colour type / bit depth pair that does not exist, a
-    second IHDR (PIL decodes by the last), a palette image without PLTE (PIL makes one up), a PLTE in a grey
-    image, after IDAT, twice or of a size no palette has, a tRNS of the wrong size for its colour type or in an
-    image with an alpha channel, after IDAT, IDAT chunks that are not consecutive, and no IDAT at all; an IHDR
-    compression / filter / interlace method that does not exist, and an IDAT zlib stream that is corrupt, ends
-    early or without its checksum, inflates to more or fewer bytes than the image's rows, has a row of a filter type
-    that does not exist or has bytes after its end (``_idat_problem``)."""
+def _png_chunk_walk(data: bytes, max_chunks: int, idat_spans: list[tuple[int, int]],
+                    packed: list[tuple[int, int]]) -> str | None:
+    """Walk the chunk list (lengths, types, order; PIL checks the CRCs) without inflating anything: cheap pure Python,
+    so the root supervisor runs it on every output before any validator sees the file. Appends (offset, length) of
+    each IDAT body to ``idat_spans`` and of each zTXt / iTXt / iCCP chunk body to ``packed``. PIL spends ~10 us of
+    Python per chunk and stops at IEND, so refuse what would cost unbounded time or be returned unchecked: too many
+    chunks, bytes after IEND, unknown critical chunks, APNG frames; and what breaks the PNG rules that decoders handle
+    differently (libpng refuses the file or drops a chunk, PIL reads it, so the consumer could see other pixels than
+    PIL checked): a colour type / bit depth pair that does not exist, a second IHDR (PIL decodes by the last), a
+    palette image without PLTE (PIL makes one up), a PLTE in a grey image, after IDAT, twice or of a size no palette
+    has, a tRNS of the wrong size for its colour type or in an image with an alpha channel, after IDAT, IDAT chunks
+    that are not consecutive, and no IDAT at all; an IHDR compression / filter / interlace method that does not
+    exist."""
     pos, n, end = len(_PNG_SIG), 0, len(data)
     # the IHDR fields (``_png_size`` checked that a whole IHDR comes first)
-    (width, height), (depth, colour, compression, filtering, interlace) = struct.unpack_from(">II", data, 16), data[24:29]
+    depth, colour, compression, filtering, interlace = data[24:29]
     if depth not in _PNG_DEPTHS.get(colour, ()):
         return f"colour type {colour} with bit depth {depth} does not exist"
     # libpng refuses any other method; PIL ignores the compression / filter fields and reads any interlace as Adam7
     if compression or filtering or interlace > 1:
         return (f"IHDR compression method {compression}, filter method {filtering}, interlace method {interlace} "
                 "(0, 0 and 0 or 1 exist)")
-    idat_spans: list[tuple[int, int]] = []  # (offset, length) of each IDAT body
     palette = None  # entries of the PLTE, once seen
     idat = "none"  # none / in (the last chunk was IDAT) / done (IDATs seen and ended)
-    inflated = 0  # bytes of compressed metadata so far, once inflated
     while pos + 8 <= end:
         length, ctype = struct.unpack_from(">I4s", data, pos)
         n += 1
@@ -937,21 +986,39 @@ def _png_chunk_problem(data: bytes, max_chunks: int, max_inflated: int = 8 << 20
             idat_spans.append((pos + 8, length))
         elif idat == "in":
             idat = "done"
-        # PIL inflates every zTXt / iTXt / iCCP on every open, up to 1 MiB each (only text has a 64 MiB total, iCCP
-        # none): 1 KiB chunks of zeros cost the root supervisor, and every consumer of the PNG, seconds of zlib and
-        # up to 64 MiB of metadata per open. Inflated here against one budget, so that cost stays file-sized.
         if ctype in (b"zTXt", b"iTXt", b"iCCP"):
-            inflated += _inflated_size(ctype, data[pos + 8:pos + 8 + length], max_inflated - inflated)
-            if inflated > max_inflated:
-                return f"compressed metadata inflating to more than {max_inflated} bytes"
+            packed.append((pos + 8, length))
         pos += 12 + length
         if ctype == b"IEND":
             if idat == "none":
                 return "no IDAT chunk"
             if pos != end:
                 return f"{end - pos} bytes after IEND"
-            return _idat_problem(data, idat_spans, _png_scanlines(width, height, depth, colour, interlace == 1))
+            return None
     return "no IEND chunk"
+
+
+def _png_chunk_problem(data: bytes, max_chunks: int, max_inflated: int = 8 << 20) -> str | None:
+    """The chunk walk (``_png_chunk_walk``), then what needs inflating (the sandboxed validator's part, never the root
+    supervisor's): compressed metadata (zTXt, compressed iTXt, iCCP) inflating to more than ``max_inflated`` bytes in
+    all, and an IDAT zlib stream that is corrupt, ends early or without its checksum, inflates to more or fewer bytes
+    than the image's rows, has a row of a filter type that does not exist or has bytes after its end
+    (``_idat_problem``)."""
+    idat_spans: list[tuple[int, int]] = []
+    packed: list[tuple[int, int]] = []
+    problem = _png_chunk_walk(data, max_chunks, idat_spans, packed)
+    if problem:
+        return problem
+    # PIL inflates every zTXt / iTXt / iCCP on every open, up to 1 MiB each (only text has a 64 MiB total, iCCP
+    # none): 1 KiB chunks of zeros cost the validator, and every consumer of the PNG, seconds of zlib and up to
+    # 64 MiB of metadata per open. Inflated here against one budget, so that cost stays file-sized.
+    inflated = 0
+    for start, length in packed:
+        inflated += _inflated_size(data[start - 4:start], data[start:start + length], max_inflated - inflated)
+        if inflated > max_inflated:
+            return f"compressed metadata inflating to more than {max_inflated} bytes"
+    (width, height), (depth, colour, interlace) = struct.unpack_from(">II", data, 16), (data[24], data[25], data[28])
+    return _idat_problem(data, idat_spans, _png_scanlines(width, height, depth, colour, interlace == 1))
 
 
 def _png_chunk(ctype: bytes, body: bytes) -> bytes:
@@ -977,12 +1044,11 @@ def _one_pixel_probe(data: bytes) -> bytes:
     return b"".join(out)
 
 
-def validate_png(data: bytes, limits: RenderLimits) -> tuple[int, int, str | None, str]:
-    """Header, size limits, decode budget (``_png_decode_budget``), the chunk list and the IDAT stream
-    (``_png_chunk_problem``), then PIL: every chunk's CRC (``verify``) and a full ``load`` of the one-pixel probe
-    (``_one_pixel_probe``). The pixels are never unfiltered here: the stream checks prove they decode, and this root
-    process spends per output at most one inflate of a legitimate render's size plus work in proportion to the
-    file's bytes (a 4096 px square RGBA PNG with Paeth rows took 0.7 s of PIL decoding, 16-bit 1.3 s)."""
+def png_precheck(data: bytes, limits: RenderLimits) -> tuple[int, int, str | None, str]:
+    """The root supervisor's part of the output check: cheap pure Python that never inflates and never imports PIL.
+    Header, size limits, decode budget (``_png_decode_budget``) and the chunk walk (``_png_chunk_walk``); returns
+    (width, height, error kind or None, message). What needs zlib or PIL runs in a sandboxed validator child
+    (``validate_png`` there, ``Supervisor._validated`` here), on a file that passed this."""
     size = _png_size(data)
     if size is None:
         return 0, 0, "invalid_image", "not a PNG file"
@@ -999,7 +1065,27 @@ def validate_png(data: bytes, limits: RenderLimits) -> tuple[int, int, str | Non
         if raw > budget:
             return w, h, "too_large", (f"image {w}x{h} of {depth}-bit colour type {colour} decodes to {raw} bytes, "
                                        f"more than the {budget} of a {limits.max_side} px square 8-bit RGBA render")
-    problem = _png_chunk_problem(data, max(MAX_PNG_CHUNKS, limits.max_png_bytes >> 11), limits.max_png_bytes)
+    problem = _png_chunk_walk(data, _png_max_chunks(limits), [], [])
+    if problem:
+        return w, h, "invalid_image", f"PNG refused: {problem}"
+    return w, h, None, ""
+
+
+def _png_max_chunks(limits: RenderLimits) -> int:
+    return max(MAX_PNG_CHUNKS, limits.max_png_bytes >> 11)
+
+
+def validate_png(data: bytes, limits: RenderLimits) -> tuple[int, int, str | None, str]:
+    """The whole output check: ``png_precheck``, the inflating checks (``_png_chunk_problem``: compressed metadata,
+    the IDAT stream), then PIL: every chunk's CRC (``verify``) and a full ``load`` of the one-pixel probe
+    (``_one_pixel_probe``). Runs in the sandboxed validator child, never in the root supervisor. The pixels are never
+    unfiltered: the stream checks prove they decode, and the check spends per output at most one inflate of a
+    legitimate render's size plus work in proportion to the file's bytes (a 4096 px square RGBA PNG with Paeth rows
+    took 0.7 s of PIL decoding, 16-bit 1.3 s)."""
+    w, h, kind, msg = png_precheck(data, limits)
+    if kind:
+        return w, h, kind, msg
+    problem = _png_chunk_problem(data, _png_max_chunks(limits), limits.max_png_bytes)
     if problem:
         return w, h, "invalid_image", f"PNG refused: {problem}"
     try:
@@ -1042,6 +1128,46 @@ def _printable(text: str) -> str:
         keep = c.isprintable() and c not in _BLANK_LETTERS and run <= _MAX_COMBINING
         out.append(c if keep else c.encode("unicode_escape").decode("ascii"))  # as repr writes it: \x1b, \u3164
     return "".join(out)
+
+
+def _parse_verdict(raw: bytes) -> tuple[str | None, str] | None:
+    """The validator's frame: ``ok`` and a newline alone -> (None, ""); a kind of VERDICT_KINDS, a newline and a
+    message (made printable, cut to VERDICT_MESSAGE_MAX characters) -> (kind, message); anything else None."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    kind, sep, msg = text.partition("\n")
+    if not sep:
+        return None
+    if kind == "ok":
+        return (None, "") if not msg else None
+    if kind not in VERDICT_KINDS or not msg:
+        return None
+    return kind, _printable(msg[:VERDICT_MESSAGE_MAX])[:VERDICT_MESSAGE_MAX]
+
+
+def _validator_verdict(exit_info: dict, timed_out: bool, frame: bytes, overflow: bool) -> tuple[str | None, str]:
+    """(error kind, message) of the output from its validator child: (None, "") only for a child that exited with 0
+    in time after writing exactly ``ok`` and a newline; else its own kind and message, or ``invalid_image`` saying
+    what failed."""
+    if timed_out:
+        return "invalid_image", f"PNG validator timed out after {VALIDATOR_TIMEOUT_S} s"
+    if overflow:  # its further writes failed (EPIPE): whatever it exited with, this is why
+        return "invalid_image", f"PNG validator verdict larger than {FRAME_MAX} bytes"
+    wstatus = exit_info.get("status") if isinstance(exit_info, dict) else None
+    if not isinstance(wstatus, int):
+        return "invalid_image", "PNG validator: no exit status"
+    if os.WIFSIGNALED(wstatus):
+        sig = os.WTERMSIG(wstatus)
+        name = signal.Signals(sig).name if sig in signal.Signals._value2member_map_ else str(sig)
+        return "invalid_image", f"PNG validator killed by {name}"
+    if not os.WIFEXITED(wstatus) or os.WEXITSTATUS(wstatus) != 0:
+        return "invalid_image", f"PNG validator exited with status {wstatus}"
+    verdict = _parse_verdict(frame)
+    if verdict is None:
+        return "invalid_image", f"malformed PNG validator verdict ({len(frame)} bytes)"
+    return verdict
 
 
 def _parse_frame(raw: bytes) -> tuple[str, str] | None:
@@ -1095,6 +1221,14 @@ def _remove_tree(path: str) -> None:
 
 class _ZygoteGone(RuntimeError):
     pass
+
+
+class _SetupFailed(Exception):
+    """A child's sandbox could not be set up as asked (its errors as the message); it has been killed."""
+
+    def __init__(self, message: str, layers: dict) -> None:
+        super().__init__(message)
+        self.layers = layers
 
 
 def _kill(pidfd: int) -> None:
@@ -1169,7 +1303,6 @@ class Supervisor:
                 os._exit(1)
         b.close()
         self.zygote_pid, self.zsock = pid, a
-        from PIL import Image, PngImagePlugin  # noqa: F401 - for validate_png, loaded once here
         ready = self._zrecv(None)
         if not ready.get("ready"):
             raise RuntimeError(f"zygote failed to start: {ready!r}")
@@ -1306,7 +1439,43 @@ class Supervisor:
         if not isinstance(code, str) or len(code) > limits.max_code_chars:
             return _result(kind="too_large", msg="source missing or too long", t0=t0)
         timeout_s = float(job["timeout_s"])
+        strict = job.get("strict", True)
         payload = json.dumps({"code": code, "language": language, "limits": dataclasses.asdict(limits)}).encode()
+
+        def classify(exit_info, timed_out, frame, overflow, layers) -> dict:  # reads out.png: the job dir is mounted
+            return self._classify(exit_info, timed_out, frame, overflow, limits, timeout_s, t0, layers)
+
+        try:
+            res = self._in_sandbox(payload, limits, timeout_s, strict, classify)
+        except _SetupFailed as e:
+            return _result(kind="crash", msg="sandbox setup failed: " + str(e)[:1500], t0=t0, layers=e.layers)
+        return self._validated(res, limits, strict, t0) if res["ok"] else res
+
+    def _validated(self, res: dict, limits: RenderLimits, strict: bool, t0: float) -> dict:
+        """``res``, an ``ok`` result whose PNG passed ``png_precheck``, once a validator child has run ``validate_png``
+        on a copy of its bytes: forked from the zygote after the job has ended (the job dir unmounted), on a fresh job
+        dir, under a job's layers and limits, so that zlib and PIL parse the job's bytes only there. Anything but a
+        clean ``ok`` verdict within VALIDATOR_TIMEOUT_S (a crash, a timeout, a malformed or oversized frame, a failed
+        sandbox) makes the output ``invalid_image``."""
+        payload = json.dumps({"op": VALIDATE_OP, "limits": dataclasses.asdict(limits)}).encode() + b"\0" + res["png"]
+
+        def verdict(exit_info, timed_out, frame, overflow, layers) -> tuple[str | None, str]:
+            return _validator_verdict(exit_info, timed_out, frame, overflow)
+
+        try:
+            kind, msg = self._in_sandbox(payload, limits, VALIDATOR_TIMEOUT_S, strict, verdict)
+        except _SetupFailed as e:
+            kind, msg = "invalid_image", "PNG validator sandbox setup failed: " + str(e)[:1500]
+        if kind:
+            return _result(kind=kind, msg=msg, width=res["width"], height=res["height"], t0=t0,
+                           layers=res["isolation"])
+        return {**res, "elapsed_s": time.monotonic() - t0}
+
+    def _in_sandbox(self, payload: bytes, limits: RenderLimits, timeout_s: float, strict: bool, on_exit):
+        """One child from the zygote on a fresh job dir: its limits, its setup report checked against /proc (a missing
+        layer in strict mode ends it: ``_SetupFailed``), then ``payload``; waits for its exit or ``timeout_s``, reading
+        its result frame, and returns ``on_exit(exit_info, timed_out, frame, overflow, layers)``, called while the job
+        dir is still mounted."""
         pid = pidfd = -1
         exit_info = None
         own: list[int] = []
@@ -1352,18 +1521,17 @@ class Supervisor:
             layers["job_tmpfs"] = self.tmpfs_ok
             layers["errors"] = errors
             missing = [k for k in LAYERS + WORKER_LAYERS if not layers.get(k)]
-            if report is None or (missing and job.get("strict", True)):
+            if report is None or (missing and strict):
                 _kill(pidfd)
                 exit_info = self._zrecv(SETUP_TIMEOUT_S)
-                return _result(kind="crash", msg="sandbox setup failed: " + "; ".join(errors)[:1500],
-                               t0=t0, layers=layers)
+                raise _SetupFailed("; ".join(errors), layers)
 
             # 2. the job
             own.remove(job_w)
             self._send_job(job_w, payload)
             timed_out, frame, overflow = self._wait(pidfd, st_r, timeout_s)
             exit_info = self._zrecv(SETUP_TIMEOUT_S)
-            return self._classify(exit_info, timed_out, frame, overflow, limits, timeout_s, t0, layers)
+            return on_exit(exit_info, timed_out, frame, overflow, layers)
         finally:
             if pidfd >= 0 and exit_info is None:  # something went wrong half-way: end the child
                 try:
@@ -1512,7 +1680,7 @@ class Supervisor:
         data, err, emsg = _read_output(self.jobdir, limits)
         if err:
             return _result(kind=err, msg=emsg, t0=t0, layers=layers)
-        w, h, err, emsg = validate_png(data, limits)
+        w, h, err, emsg = png_precheck(data, limits)  # the rest in a sandboxed validator (``_validated``)
         if err:
             return _result(kind=err, msg=emsg, width=w, height=h, t0=t0, layers=layers)
         return _result(ok=True, png=data, width=w, height=h, msg=msg, t0=t0, layers=layers)
