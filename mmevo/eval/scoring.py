@@ -943,21 +943,6 @@ def _l2s_converter() -> Any:
                     raise _LexerError(msg, recognizer._tokenStartCharIndex)
                 raise _LLSyntaxError(msg, -1 if offendingSymbol.type == -1 else offendingSymbol.start)  # -1: EOF
 
-        def _evaluate_exp(e: Any) -> Any:
-            """``e`` with each exp evaluated and what holds one rebuilt unevaluated, as latex2sympy2 built it:
-            "\\lfloor \\exp(1) \\rfloor" is floor(E) there (a NameError for the official eval), not 2."""
-            if not e.args:
-                return e
-            args = [_evaluate_exp(a) for a in e.args]
-            if isinstance(e, sympy.exp):
-                return sympy.exp(*args)
-            if all(a is b for a, b in zip(args, e.args)):
-                return e
-            try:
-                return e.func(*args, evaluate=False)
-            except TypeError:
-                return e.func(*args)
-
         def _unevaluated_division(lh: Any, rh: Any) -> Any:
             return sympy.Mul(lh, sympy.Pow(rh, -1, evaluate=False), evaluate=False)
 
@@ -983,12 +968,19 @@ def _l2s_converter() -> Any:
                         recognizer.addErrorListener(_LLErrorListener())
                 return parser
 
-            def parse(self, latex_str):
-                # latex2sympy2 builds \exp(x) evaluated (sympy.exp(x): "\exp(\ln(5))" is 5, "\exp(1)" is E);
-                # the base class keeps it unevaluated.
-                res = super().parse(latex_str)
-                if isinstance(res, sympy.Basic) and res.has(sympy.exp):
-                    res = _evaluate_exp(res)
+            def convert_func(self, func):
+                # latex2sympy2 builds \exp(x) evaluated, as sympy.exp(x) ("\exp(\ln(5))" is 5, "\exp(1)" is E, a
+                # NameError for the official eval); the base class as exp(x, evaluate=False). Only that call is
+                # evaluated: an exp that sympy.exp itself leaves unevaluated ("e^{\lfloor 0\rfloor+1}" is
+                # exp(1, evaluate=False), printed "exp(1)", which the official eval computes with math.exp) stays so.
+                res = super().convert_func(func)
+                single = func.func_normal_single_arg()
+                if single is None or single.start.text[1:] not in ("exp", "exponentialE"):
+                    return res
+                if isinstance(res, sympy.exp):
+                    return sympy.exp(*res.args)
+                if isinstance(res, sympy.Pow) and isinstance(res.base, sympy.exp):  # "\exp^{2}(1)"
+                    return sympy.Pow(sympy.exp(*res.base.args), res.exp, evaluate=False)
                 return res
 
             def convert_postfix_list(self, arr, i=0):
@@ -1376,8 +1368,7 @@ def _latex_value(s: str) -> Any:
     if not s.strip() or _too_costly_for_sympy(s):
         return None
     try:
-        # latex2sympy2 evaluates exp(1) to E (a NameError for the official eval).
-        printed = re.sub(r"\bexp\(1\)", "E", str(_latex2sympy2_like(s)))
+        printed = str(_latex2sympy2_like(s))
         value = _py_eval(ast.parse(printed, mode="eval"))
     except Exception:
         return None
