@@ -285,10 +285,11 @@ def _power_of_powers_too_big(s: str, k: int, plain: bool) -> bool:
 
 # Literal arithmetic as latex2sympy2 reads it (see _literal_number): numbers ("1,000", "0.5", ",500.5"), + - * / \cdot
 # \times \div, brackets, \frac{a}{b}, \sqrt{x}, \sqrt[n]{x}, \lfloor \rfloor, \lceil \rceil, \pi, e, ^, ! and "#",
-# which stands for a number too big to write out (see _factorial_too_big).
+# which stands for a number too big to write out (see _factorial_too_big). Its lexer reads a command before an "e"
+# as that command and e: "2\cdote^{2}" (what extraction, which drops spaces, makes of "2 \cdot e^{2}") is 2 e^2.
 _LITERAL_TOKEN = re.compile(r"\s*(\d*(?:,\d{3})*\.\d+|\d+(?:,\d{3})*|#|e"
                             r"|\\(?:cdot|times|div|frac|sqrt|pi|[lr]floor|[lr]ceil|exp|ln|log|(?:arc)?(?:sin|cos|tan)"
-                            r"|sinh|cosh|tanh|csc|sec|cot)(?![a-zA-Z])|[-+*/()\[\]{}^!_])")
+                            r"|sinh|cosh|tanh|csc|sec|cot)(?![a-df-zA-Z])|[-+*/()\[\]{}^!_])")
 _LITERAL_CLOSERS = {"(": ")", "[": "]", "{": "}", "\\lfloor": "\\rfloor", "\\lceil": "\\rceil"}
 # The functions latex2sympy2 builds unevaluated (printed, then computed by the official eval's ``math``), as ``math``
 # computes them: the guard only needs what their arguments cost. \\exp is sympy's exp, evaluated like e's power.
@@ -413,18 +414,24 @@ class _LiteralReader:
             v = self.bounded(v + self.mp() if self.take() == "+" else v - self.mp())
         return v
 
-    def mp(self) -> _Literal:
-        v = self.unary()
+    def mp(self, argument: bool = False) -> _Literal:
+        """A product or quotient; with ``argument``, a function's unbracketed argument (latex2sympy2's mp_nofunc)."""
+        v = self.unary(argument)
         while self.peek() in ("*", "\\cdot", "\\times", "/", "\\div"):
-            v = self.bounded(self.quotient(v, self.unary()) if self.take() in ("/", "\\div") else v * self.unary())
+            if self.take() in ("/", "\\div"):
+                v = self.bounded(self.quotient(v, self.unary(argument)))
+            else:
+                v = self.bounded(v * self.unary(argument))
         return v
 
-    def unary(self) -> _Literal:
+    def unary(self, argument: bool = False) -> _Literal:
         if self.peek() in ("+", "-"):
-            return -self.unary() if self.take() == "-" else self.unary()
+            return -self.unary(argument) if self.take() == "-" else self.unary(argument)
         v = self.postfix()
-        while _is_number_token(self.peek()) or self.peek() in _LITERAL_ATOM_START:
-            v = self.bounded(v * self.postfix())  # juxtaposed
+        # juxtaposed factors; in a function's unbracketed argument no function: "\\sin 2 \\cos 3" is sin(2) cos(3)
+        while _is_number_token(self.peek()) or self.peek() in _LITERAL_ATOM_START and not (
+                argument and self.peek() in _LITERAL_FUNCTIONS):
+            v = self.bounded(v * self.postfix())
         return v
 
     def postfix(self) -> _Literal:
@@ -456,15 +463,23 @@ class _LiteralReader:
         return v
 
     def function(self, name: str) -> float:
-        """A function's value, ``\\log_{b}``'s base and a power ``\\sin^{2}`` included; its argument a bracket group or,
-        without one, a power ("\\log 2^{10000}")."""
+        """A function's value, ``\\log_{b}``'s base and a power ``\\sin^{2}`` included; its argument a parenthesised
+        expression or, without brackets, a product or quotient of signed factors (latex2sympy2's
+        func_single_arg_noparens: "\\log 2^{10000}", "\\tan{2}/3" is tan(2/3), "\\sin -1" sin(-1), "\\sin 1+1"
+        sin(1)+1, and "\\sin 3!^{2}" sin(6), whose power then raises the function: sin(6)^2)."""
         base = power = None
         while self.peek() in ("_", "^"):
             if self.take() == "_":
                 base = self.group() if self.peek() == "{" else self.atom()
             else:
                 power = self.group() if self.peek() == "{" else self.atom()
-        arg = self.group(self.peek()) if self.peek() in ("(", "[", "{") else self.power()
+        start, work = self.i, self.work
+        arg = self.mp(argument=True)
+        if self.tokens[start] == "(" and not (self.peek() == "^" and self.tokens[self.i - 1] == "!"):
+            # a bracket group is the argument itself ("\\sin(3)/2" is sin(3)/2, "\\sin(3)!" (sin 3)!) unless
+            # only the unbracketed reading goes on: a power after a factorial ("\\sin(1)!^{2}" is sin(1!)^2)
+            self.i, self.work = start, work
+            arg = self.group("(")
         if base is not None and name not in ("\\log", "\\ln"):
             raise ValueError("not literal arithmetic")
         value = _literal_log(arg, base) if base is not None else (
@@ -536,6 +551,15 @@ _EXACT_FACTORIAL_BITS = 4096
 _FACTORIAL_SIGN = re.compile(r"!(?!=)")
 # Commands that are operators, not functions taking the number or group after them as an argument.
 _OPERATOR_COMMAND = re.compile(r"\\(?:cdot|times|div|leq?|geq?|leqslant|geqslant|neq?|pm|mp)\s*$")
+# Functions whose unbracketed argument holds the factorial after them: "\\sin 3!" is sin(3!), "\\sin{3}!" too.
+_FUNCTION_BEFORE_ARGUMENT = re.compile(r"\\(?:log|ln|exp|(?:arc?)?(?:sin|cos|tan)h?|(?:arc)?(?:csc|sec|cot))\s*$")
+
+
+def _after_a_command(before: str) -> bool:
+    """Whether ``before`` ends with a letter or a command that takes what follows as its argument or index (neither an
+    operator nor a function whose unbracketed argument it starts)."""
+    return bool(re.search(r"[a-zA-Z]$", before)) and not (
+        _OPERATOR_COMMAND.search(before) or _FUNCTION_BEFORE_ARGUMENT.search(before))
 
 
 def _factorial_operand_start(t: str, end: int) -> int | None:
@@ -556,8 +580,7 @@ def _factorial_operand_start(t: str, end: int) -> int | None:
             # its lexer's numbers take thousands separators ("1,000"); matched reversed, in linear time
             start = j - re.match(r"(?:\d{3},)*\d+", t[k:j][::-1]).end()
             before = t[:start].rstrip()
-            if t[start - 1 : start] in (".", "_") or (
-                    re.search(r"[a-zA-Z]$", before) and not _OPERATOR_COMMAND.search(before)):
+            if t[start - 1 : start] in (".", "_") or _after_a_command(before):
                 return None  # a decimal, an index, or after a letter or command: "1.5!", "x_2!", "\\sqrt 4!"
         elif ch in (")", "]", "}"):
             opener, depth, start = {")": "(", "]": "[", "}": "{"}[ch], 0, j - 1
@@ -567,8 +590,8 @@ def _factorial_operand_start(t: str, end: int) -> int | None:
                     break
                 start -= 1
             before = t[: max(start, 0)].rstrip()
-            if start < 0 or before.endswith("_") or (ch == "}" and before.endswith(("}", "]"))) or (
-                    re.search(r"[a-zA-Z]$", before) and not _OPERATOR_COMMAND.search(before)):
+            if start < 0 or before.endswith("_") or (ch == "}" and before.endswith(("}", "]"))) or _after_a_command(
+                    before):
                 return None  # an index, a call or a command's argument: "x_{5}!", "f(3)!", "\\frac{1}{5}!"
         else:
             return None
@@ -1151,6 +1174,14 @@ _ACCENT = re.compile(r"\\(?:acute|bar|overline|breve|check|widecheck|dot|ddot|gr
 _CALL = re.compile(r"[a-zA-Z]\s*(?:[_^]\s*(?:\{[^{}]*\}|\w)\s*)*$")
 
 
+# Its functions of one argument (func_normal_single_arg), whose argument may be unbracketed ("\\sin 2 \\cdot 3" is
+# sin(6)): a "^" after a factorial that ends such an argument raises the function ("\\sin 3!^{2}" is sin(6)^2).
+_L2S2_SINGLE_ARG_FUNCTION = re.compile(r"\\(?:log|ln|exp|(?:arc?)?(?:sin|cos|tan)h?|(?:arc)?(?:csc|sec|cot))")
+# The tokens that end an operand, after which a "+" or "-" is a sum (not a sign: "\\sin -3!^{2}"), which ends a
+# function's unbracketed argument: a number, a letter, a closer, a factorial or prime, \\pi, \\infty, a bar.
+_L2S2_OPERAND_END = re.compile(r"[\w.].*|[)\]}!'|]|\\(?:pi|infty|r[a-z]+|\}|\|)")
+
+
 def _scan_latex2sympy2(s: str) -> tuple[str, bool]:
     """What latex2sympy2 reads of ``s``, and whether it raises there for a token that cannot be where it is.
 
@@ -1160,13 +1191,18 @@ def _scan_latex2sympy2(s: str) -> tuple[str, bool]:
     no number ("18.because..." -> 18: what follows is never read, however long), one of ``_STOPS`` ("6&" -> 6,
     "12\\to a" -> 12), a "_" after what takes no subscript (a number, \\pi, \\infty, a closed group or fraction,
     "!" or "'": "3_", "\\pi_1" and "\\sin 0_" are 3, pi and 0; a letter, an accent or a power takes one) or a "^"
-    after "!" or "'" ("3!^2" is 6; "^T" is a transpose). Such a "_" or "^" inside brackets is an error, as is
-    a bracket closed by another kind ("{5)", "(5}"), by a "\\right" the opener had no "\\left" for or the other
-    way round ("\\left(5)"), a "\\left" before no bracket and a bracket never closed; a function's argument
-    may end in ")" or "]" and take "\\left" / "\\right" or not ("f(x]")."""
+    after "!" or "'" ("3!^2" is 6; "^T" is a transpose), unless that ends a function's unbracketed argument, whose
+    power it is then ("\\sin 3!^{2}" is sin(6)^2, "\\sin 2 \\cdot 3!^2" sin(12)^2; not "\\sin 3 + 2!^2": a sum
+    ends the argument). Such a "_" or "^" inside brackets is an error, as is a bracket closed by another kind
+    ("{5)", "(5}"), by a "\\right" the opener had no "\\left" for or the other way round ("\\left(5)"), a "\\left"
+    before no bracket and a bracket never closed; a function's argument may end in ")" or "]" and take "\\left" /
+    "\\right" or not ("f(x]")."""
     stack: list[tuple[str, bool, bool, str]] = []  # per open bracket: (closer, after \\left, function argument, kind)
     last = ""  # what the last token ended: "atom" (a number, \\pi, \\infty), "closed", "postfix" ("!", "'")
     caret = left = right = False  # the last token was "^" / "\\left" / "\\right"
+    # per bracket level: how many functions' unbracketed arguments are open in it, and whether a function's name (and
+    # its scripts) was the last thing in it; and the last token
+    open_arguments, after_name, prev = [0], [False], ""
     i = 0
     while i < len(s):
         m = _L2S2_TOKEN.match(s, i)
@@ -1185,16 +1221,30 @@ def _scan_latex2sympy2(s: str) -> tuple[str, bool]:
             i += len(tok)
             continue
         top = not stack
+        raises_function = tok == "^" and last == "postfix" and open_arguments[-1] > 0
         stop = (tok == "_" and last in ("atom", "closed", "postfix")) or (
-            tok == "^" and last == "postfix" and not re.match(r"\^(?:T|\{T\}|\{\\top\})", s[i:]))
+            tok == "^" and last == "postfix" and not raises_function
+            and not re.match(r"\^(?:T|\{T\}|\{\\top\})", s[i:]))
         if stop:
             return s[:i], not top
+        if raises_function:  # the function, its argument closed, is the base of this power
+            open_arguments[-1], after_name[-1] = open_arguments[-1] - 1, False
+        elif _L2S2_SINGLE_ARG_FUNCTION.fullmatch(tok):
+            open_arguments[-1], after_name[-1] = open_arguments[-1] + 1, True
+        elif not (after_name[-1] and (tok in ("^", "_") or prev in ("^", "_"))):  # not its scripts ("\\sin^{2} -1")
+            if (tok in ("+", "-") and not after_name[-1] and _L2S2_OPERAND_END.fullmatch(prev)
+                    or tok == "," or _L2S2_RELATION.fullmatch(tok)):
+                open_arguments[-1] = 0  # a sum, a list or a relation ends every argument of this level
+            after_name[-1] = False
+        prev = tok
         if top and (re.fullmatch(r"\\m?right", tok) or tok in _STOPS
                     or (len(tok) == 1 and (_L2S2_WORD.match(s, i) or (tok == "." and not s[i + 1 : i + 2].isdigit())))):
             return s[:i], False
         kind = "sup" if caret else ""
         if tok.startswith("\\begin{"):  # a matrix: its "&" and "\\\\" are no stops
             stack.append(("\\end", False, True, ""))
+            open_arguments.append(0)
+            after_name.append(False)
             last = ""
         elif tok in _BRACKETS:
             prefix = re.sub(r"\\m?left\s*$", "", s[:i])
@@ -1202,11 +1252,15 @@ def _scan_latex2sympy2(s: str) -> tuple[str, bool]:
             if tok == "{" and _ACCENT.search(prefix):
                 kind = "accent"
             stack.append((_BRACKETS[tok], left, call, kind))
+            open_arguments.append(0)
+            after_name.append(False)
             last = ""
         elif tok in _CLOSERS or tok.startswith("\\end{"):
             if top:
                 return s[:i], False
             closer, opened_left, call, kind = stack.pop()
+            open_arguments.pop()
+            after_name.pop()
             if closer == "\\end":
                 ok = tok.startswith("\\end{")
             elif call:
