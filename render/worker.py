@@ -1147,6 +1147,14 @@ def _parse_verdict(raw: bytes) -> tuple[str | None, str] | None:
     return kind, _printable(msg[:VERDICT_MESSAGE_MAX])[:VERDICT_MESSAGE_MAX]
 
 
+def _signal_name(sig: int) -> str:
+    """"SIGSEGV" for 11; the number itself for a signal this Python has no name for."""
+    try:
+        return signal.Signals(sig).name
+    except ValueError:
+        return str(sig)
+
+
 def _validator_verdict(exit_info: dict, timed_out: bool, frame: bytes, overflow: bool) -> tuple[str | None, str]:
     """(error kind, message) of the output from its validator child: (None, "") only for a child that exited with 0
     in time after writing exactly ``ok`` and a newline; else its own kind and message, or ``invalid_image`` saying
@@ -1159,9 +1167,7 @@ def _validator_verdict(exit_info: dict, timed_out: bool, frame: bytes, overflow:
     if not isinstance(wstatus, int):
         return "invalid_image", "PNG validator: no exit status"
     if os.WIFSIGNALED(wstatus):
-        sig = os.WTERMSIG(wstatus)
-        name = signal.Signals(sig).name if sig in signal.Signals._value2member_map_ else str(sig)
-        return "invalid_image", f"PNG validator killed by {name}"
+        return "invalid_image", f"PNG validator killed by {_signal_name(os.WTERMSIG(wstatus))}"
     if not os.WIFEXITED(wstatus) or os.WEXITSTATUS(wstatus) != 0:
         return "invalid_image", f"PNG validator exited with status {wstatus}"
     verdict = _parse_verdict(frame)
@@ -1639,7 +1645,7 @@ class Supervisor:
             return _result(kind="timeout", msg=f"wall-clock timeout after {timeout_s} s", t0=t0, layers=layers)
         if os.WIFSIGNALED(wstatus):
             sig = os.WTERMSIG(wstatus)
-            name = signal.Signals(sig).name if sig in signal.Signals._value2member_map_ else str(sig)
+            name = _signal_name(sig)
             if sig == signal.SIGSYS:
                 return _result(kind="forbidden", msg="blocked system call (seccomp)", t0=t0, layers=layers)
             if sig == signal.SIGPIPE and overflow:  # its result pipe was closed on it for an oversized frame
