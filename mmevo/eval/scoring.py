@@ -306,12 +306,11 @@ def _is_number_token(tok: str | None) -> bool:
 
 
 # An exact power in literal arithmetic with a floor, a ceiling or e, whose sympy functions may compute it exactly (see
-# _LiteralReader), may have at most this many bits, as many as an integer power elsewhere: sympy's floor and exp of one
-# of 100,000 bits take at most 0.05 s ("\\lfloor 2^{99999}\\rfloor", "e^{-(1.0001^{7500})}"), of 7,000,000 bits
-# minutes ("e^{-(1.0000001^{300000})}"). And all of them together at most _MAX_EXACT_WORK_BITS: a sum of such powers
-# costs each of them ("e^{1.0001^{7500}-1.0001^{7500}}": 0.5 s).
-_MAX_EXACT_POWER_BITS = _MAX_LITERAL_POWER_BITS
-_MAX_EXACT_WORK_BITS = 4 * _MAX_EXACT_POWER_BITS
+# _LiteralReader), has the bound of an integer power elsewhere, _MAX_LITERAL_POWER_BITS: sympy's floor and exp of one of
+# 100,000 bits take at most 0.05 s ("\\lfloor 2^{99999}\\rfloor", "e^{-(1.0001^{7500})}"), of 7,000,000 bits minutes
+# ("e^{-(1.0000001^{300000})}"). And all of them together at most _MAX_EXACT_WORK_BITS: a sum of such powers costs
+# each of them ("e^{1.0001^{7500}-1.0001^{7500}}": 0.5 s).
+_MAX_EXACT_WORK_BITS = 4 * _MAX_LITERAL_POWER_BITS
 
 # A value of literal arithmetic: an int, a Fraction (an exact rational: see _LiteralReader) or a float.
 _Literal = Union[int, Fraction, float]
@@ -372,15 +371,15 @@ class _LiteralReader:
 
     Integer arithmetic is exact, with powers of up to _MAX_LITERAL_POWER_BITS bits, as in the official eval of the
     printed expression; decimals and quotients are floats there, cheap whatever the exponent ("0.5^{9^{9}}" is 0.0 at
-    once, "1.5^{9999}" overflows). Where sympy may compute them exactly they are ``exact`` rationals (Fractions), and
-    every exact power has at most _MAX_EXACT_POWER_BITS bits: in an answer with a floor, a ceiling or an e, whose sympy
-    functions evaluate their argument, exactly where floating point cannot decide ("\\lfloor 1.0000001^{7000000000}
-    \\rfloor+1", "e^{-(1.0000001^{7000000000})}": minutes in either scorer). e, \\pi and roots are floats."""
+    once, "1.5^{9999}" overflows). Where sympy may compute them exactly they are ``exact`` rationals (Fractions), each
+    exact power bounded as an integer one and all of them together at most _MAX_EXACT_WORK_BITS: in an answer with a
+    floor, a ceiling or an e, whose sympy functions evaluate their argument, exactly where floating point cannot decide
+    ("\\lfloor 1.0000001^{7000000000} \\rfloor+1", "e^{-(1.0000001^{7000000000})}": minutes in either scorer). e, \\pi
+    and roots are floats."""
 
     def __init__(self, tokens: list[str], exact: bool):
         self.tokens, self.i, self.exact = tokens, 0, exact
         self.work = 0.0  # bits of the exact powers computed so far
-        self.max_power_bits = _MAX_EXACT_POWER_BITS if exact else _MAX_LITERAL_POWER_BITS
 
     def peek(self) -> str | None:
         return self.tokens[self.i] if self.i < len(self.tokens) else None
@@ -394,7 +393,7 @@ class _LiteralReader:
 
     def bounded(self, v: _Literal) -> _Literal:
         # sums and products of big powers stay cheap up to a few such powers
-        if not isinstance(v, float) and _exact_bits(v) > 4 * self.max_power_bits:
+        if not isinstance(v, float) and _exact_bits(v) > 4 * _MAX_LITERAL_POWER_BITS:
             raise _TooCostly("number too large")
         return v
 
@@ -451,7 +450,7 @@ class _LiteralReader:
                 exponent = self.atom()
             else:
                 raise ValueError("not literal arithmetic")
-            v = self.exact_work(_literal_power(v, exponent, self.max_power_bits, self.exact))
+            v = self.exact_work(_literal_power(v, exponent, _MAX_LITERAL_POWER_BITS, self.exact))
         return v
 
     def exact_work(self, v: _Literal) -> _Literal:
@@ -485,7 +484,7 @@ class _LiteralReader:
         value = _literal_log(arg, base) if base is not None else (
             _literal_log(arg, 10 if name == "\\log" else math.e) if name in ("\\log", "\\ln")
             else _LITERAL_FUNCTIONS[name](arg))
-        return value if power is None else _literal_power(value, power, self.max_power_bits, self.exact)
+        return value if power is None else _literal_power(value, power, _MAX_LITERAL_POWER_BITS, self.exact)
 
     def atom(self) -> _Literal:
         tok = self.peek()
@@ -507,7 +506,7 @@ class _LiteralReader:
             return self.function(tok)
         if tok == "\\sqrt":  # a root: \\sqrt[n]{x} is the power 1/n
             degree = self.group("[") if self.peek() == "[" else 2
-            return _literal_power(self.group(), 1 / float(degree), self.max_power_bits, self.exact)
+            return _literal_power(self.group(), 1 / float(degree), _MAX_LITERAL_POWER_BITS, self.exact)
         raise ValueError("not literal arithmetic")
 
 
