@@ -3,6 +3,7 @@
 import pytest
 import torch
 
+from mmevo.rewards.answers import answers_equivalent
 from mmevo.rewards.mmzero import (cluster_shares, coder_reward, diversity_adjustment, easy_accuracy, easy_hard_penalty,
                                   modal_share, proposal_rewards, type_penalties)
 
@@ -85,6 +86,14 @@ def test_easy_accuracy_uses_answer_equivalence():
     assert easy_accuracy(["7.0", "\\frac{14}{2}", "7", None, "8"], "7") == pytest.approx(3 / 5)
     assert easy_accuracy(["Yes.", "YES", "no"], "yes") == pytest.approx(2 / 3)
     assert easy_accuracy([], "7") == 0.0
+
+
+def test_easy_accuracy_accepts_a_match_in_either_direction():
+    # MM-Zero's released proposer reward grades grade(ans, easy) or grade(easy, ans); the set reading is one-sided
+    assert answers_equivalent("(1,2)", "\\{2,1\\}") and not answers_equivalent("\\{2,1\\}", "(1,2)")
+    assert easy_accuracy(["\\{2,1\\}", "(1,2)", None, "(3,4)"], "(1,2)") == pytest.approx(2 / 4)
+    assert easy_accuracy(["(1,2)", "\\{2,1\\}"], "\\{2,1\\}") == pytest.approx(1.0)
+    assert easy_accuracy(["x<3", "x>3"], "(-\\infty,3)") == pytest.approx(1 / 2)
 
 
 def test_the_seed_lab_categorical_policy_learns_the_balanced_renderable_proposal():

@@ -96,8 +96,13 @@ def proposal_rewards(executed: Tensor, easy_accuracy: Tensor, consistency: Tenso
 # -- pieces supplied upstream (MM-Zero's released code) ------------------------------------------------------------
 def easy_accuracy(answers: Sequence[str | None], easy_answer: str) -> float:
     """Share of the frozen solver's extracted answers equivalent to the proposal's easy answer (``answers_equivalent``:
-    7 / 7.0 / \\frac{14}{2} all match "7"); None never matches but counts in the denominator. 0.0 without answers."""
-    return sum(answers_equivalent(a, easy_answer) for a in answers) / len(answers) if answers else 0.0
+    7 / 7.0 / \\frac{14}{2} all match "7"); None never matches but counts in the denominator. 0.0 without answers.
+    A match in either direction counts, as in MM-Zero's released proposer reward (its grader is not symmetric: gold
+    "(1,2)" accepts "\\{2,1\\}" but gold "\\{2,1\\}" refuses "(1,2)")."""
+    if not answers:
+        return 0.0
+    return sum(answers_equivalent(a, easy_answer) or answers_equivalent(easy_answer, a)
+               for a in answers if a is not None) / len(answers)
 
 
 def modal_share(answers: Sequence[Hashable | None], answered_only: bool = False) -> tuple[Hashable | None, float]:
