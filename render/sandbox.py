@@ -17,11 +17,13 @@ procfs of the job's own pid namespace (``mount_proc``), uid drop, ``no_new_privs
   ABI's help also denies every TCP bind/connect (ABI 4) and scopes abstract unix sockets / signals (ABI 6).
 * ``apply_seccomp``: a BPF filter that kills the process (SIGSYS) on process creation / exec / ptrace / mount /
   namespace / bpf / io_uring / keyring / module / kexec / reboot system calls, answers EPERM to sockets, SysV IPC and
-  POSIX message queues, inotify / fanotify and dnotify (``fcntl(F_NOTIFY)``), ``memfd_create`` / ``memfd_secret``
-  (their pages would escape ``RLIMIT_AS``), ``kill``, ``syslog``, ``io_setup`` (host-wide AIO pool), ``sync`` /
-  ``syncfs`` (host-wide writeback), ``vmsplice`` / ``splice`` / ``tee`` / ``sendfile`` (pinned pages outside
-  ``RLIMIT_AS``), the Landlock and seccomp calls (rulesets and filters are kernel memory; ``prctl(PR_SET_SECCOMP)``
-  too), ``listmount`` / ``statmount`` (the mount table), ``cachestat`` (page-cache residency of host files),
+  POSIX message queues, inotify / fanotify and dnotify (``fcntl(F_NOTIFY)``), a pipe grown past the default size
+  (``fcntl(F_SETPIPE_SZ)`` above ``PIPE_SIZE_MAX``: pipe pages are outside ``RLIMIT_AS``), ``memfd_create`` /
+  ``memfd_secret`` (their pages would escape ``RLIMIT_AS``), ``kill``, ``syslog``, ``io_setup`` (host-wide AIO
+  pool), ``sync`` / ``syncfs`` (host-wide writeback), ``vmsplice`` / ``splice`` / ``tee`` / ``sendfile`` (pinned
+  pages outside ``RLIMIT_AS``), the Landlock and seccomp calls (rulesets and filters are kernel memory;
+  ``prctl(PR_SET_SECCOMP)`` too), ``listmount`` / ``statmount`` (the mount table), ``cachestat`` (page-cache
+  residency of host files),
   ``prctl(PR_SET_PDEATHSIG)`` (the signal that ends the job
   when its worker dies), ``prctl(PR_SET_THP_DISABLE)`` (huge pages stay off) and ``prctl(PR_SET_DUMPABLE)`` (a dumpable
   job's crash reaches the host's core handler), and ENOSYS to ``clone3``
@@ -157,6 +159,11 @@ PR_SET_PDEATHSIG = 1
 PR_SET_DUMPABLE = 4
 PR_SET_THP_DISABLE = 41
 F_NOTIFY = 1026  # dnotify
+F_SETPIPE_SZ = 1031
+# The most a job may set a pipe's buffer to: the kernel's default size (16 pages), so a program may shrink a pipe and
+# restore it, but not grow one. Grown to fs.pipe-max-size (1 MiB), every pipe the job may open held ~57 MiB of pipe
+# pages in all, outside RLIMIT_AS; at this size ~3.5 MiB.
+PIPE_SIZE_MAX = 1 << 16
 PR_SET_SECCOMP = 22
 SECCOMP_MODE_FILTER = 2
 SECCOMP_RET_KILL_PROCESS = 0x80000000
@@ -298,7 +305,14 @@ def build_seccomp_program() -> bytes:
     # on every read / write there by host processes (DN_ACCESS: which library the trainer just imported, ...)
     labels["fcntl"] = len(prog)
     ins(_BPF_LD_W_ABS, 24)  # low 32 bits of args[1]: the command (an unsigned int)
-    ins(_BPF_JEQ_K, F_NOTIFY, "eperm", "allow")
+    ins(_BPF_JEQ_K, F_NOTIFY, "eperm", 0)
+    ins(_BPF_JEQ_K, F_SETPIPE_SZ, 0, "allow")
+    # F_SETPIPE_SZ: the size (args[2]) at most PIPE_SIZE_MAX. Kernels read it as an unsigned int or long: a size with
+    # any of its high 32 bits set is refused whatever its low ones
+    ins(_BPF_LD_W_ABS, 36)  # high 32 bits of args[2]
+    ins(_BPF_JEQ_K, 0, 0, "eperm")
+    ins(_BPF_LD_W_ABS, 32)  # low 32 bits of args[2]
+    ins(_BPF_JGT_K, PIPE_SIZE_MAX, "eperm", "allow")
     labels["allow"] = len(prog)
     ins(_BPF_RET_K, SECCOMP_RET_ALLOW)
     labels["kill"] = len(prog)
