@@ -2,8 +2,9 @@
 
 Worker side (once per worker, ``build_root``): a private mount namespace holding a minimal root tree, a
 read-only tmpfs skeleton with read-only views (overlayfs for directories where it can be mounted, so that a job's
-file locks never reach the host's files; else bind mounts) of only the interpreter's stdlib, its site-packages,
-shared libraries, fonts, a few ``/etc`` files and ``/dev/{null,zero,random,urandom}``, with empty read-only
+file locks never reach the host's files; else bind mounts; copies of single files; device nodes of its own) of only
+the interpreter's stdlib, its site-packages, shared libraries, fonts, a few ``/etc`` files and
+``/dev/{null,zero,random,urandom}``, with empty read-only
 tmpfs over ``masked`` directories (the base interpreter's own site-packages); a fresh size-capped tmpfs is
 mounted on its ``/job`` for every job (``mount_job_tmpfs``) and unmounted afterwards.
 
@@ -40,6 +41,7 @@ import os
 import platform
 import re
 import resource
+import stat
 import struct
 
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -506,25 +508,92 @@ def _overlay_view(real: str, dst: str, empty: str, mount_points: list[str]) -> b
     return True
 
 
+def _copy_file(real: str, dst: str) -> bool:
+    """Put a copy of the regular file ``real`` at ``dst`` (an empty file of the skeleton), with its owner and its
+    permission bits less write, set-id and sticky ones. False, and nothing copied, for anything but a regular file."""
+    try:  # no FIFO wait, no link followed
+        fd = os.open(real, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return False
+        with open(dst, "wb") as out:
+            while chunk := os.read(fd, 1 << 20):
+                out.write(chunk)
+            os.fchown(out.fileno(), st.st_uid, st.st_gid)
+            os.fchmod(out.fileno(), st.st_mode & 0o555)
+        return True
+    finally:
+        os.close(fd)
+
+
+def _device_node(real: str, dst: str) -> bool:
+    """A device node of its own at ``dst`` for the character device ``real`` (its type and permission bits), that
+    opens (a file system that ignores device nodes, or a kernel that refuses the ``mknod``, as in a user namespace:
+    False, and nothing left at ``dst``)."""
+    st = os.stat(real)
+    if not stat.S_ISCHR(st.st_mode):
+        return False
+    try:
+        os.mknod(dst, stat.S_IFCHR | stat.S_IMODE(st.st_mode), st.st_rdev)
+    except OSError:
+        return False
+    try:
+        os.chmod(dst, stat.S_IMODE(st.st_mode))  # mknod applied the umask
+        os.close(os.open(dst, os.O_RDONLY | os.O_CLOEXEC))
+    except OSError:
+        os.unlink(dst)
+        return False
+    return True
+
+
+def _regular_file_bytes(paths) -> int:
+    """Bytes of tmpfs pages that copies of the regular files among ``paths`` take (each copied twice at most: at the
+    path as given and at the path it resolves to)."""
+    total = 0
+    for p in paths:
+        try:
+            st = os.stat(p)
+        except (OSError, ValueError):
+            continue
+        if stat.S_ISREG(st.st_mode):
+            total += 2 * -(-st.st_size // 4096) * 4096
+    return total
+
+
 def build_root(root: str, sources, devices=(), masked=()) -> list[str]:
     """Build the jobs' root tree at ``root`` (call inside a private mount namespace, as root).
 
     ``root`` becomes a small tmpfs whose directories are mode 0711 (traversable, not listable); every path
-    of ``sources`` (directories or files) is shown read-only, nosuid, nodev at the same path inside it (a directory
-    through a read-only overlayfs where it can be, ``_overlay_view``, else a bind mount, as files are),
-    ``devices`` bound the same without nodev; ``/proc``, ``/job`` and ``/tmp`` are empty mount points, ``/dev/shm``
+    of ``sources`` is shown read-only, nosuid, nodev at the same path inside it: a directory through a read-only
+    overlayfs where it can be (``_overlay_view``), else a bind mount; a regular file as a copy in the skeleton. A file
+    lock belongs to the inode and a bind shares the host's: a job's ``flock`` / ``lockf`` there held up host processes
+    locking the file until the job ended. ``devices`` (character devices in ``/dev``) are device nodes of their own
+    in a tmpfs on ``/dev`` that allows them (bound without nodev where the kernel refuses the ``mknod``, as in a user
+    namespace); ``/proc``, ``/job`` and ``/tmp`` are empty mount points, ``/dev/shm``
     an empty read-only directory (``multiprocessing``'s POSIX semaphores then fail with EROFS, a refusal,
     instead of ENOENT). Each
     directory of ``masked`` that a bind shows gets an empty read-only tmpfs over it (the caller makes sure
-    no source lies in it). The skeleton is then made read-only. Returns the paths bound. Sources that do not
-    exist are skipped."""
+    no source lies in it). The skeleton and ``/dev`` are then made read-only. Returns the paths shown. Sources that do
+    not exist are skipped."""
     os.makedirs(root, exist_ok=True)
     # the overlays' empty lower layer: outside the tree, a read-only tmpfs of this mount namespace (nothing adds to it)
     empty = root.rstrip("/") + ".empty"
     os.makedirs(empty, exist_ok=True)
     mount("tmpfs", empty, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=4k,nr_inodes=2,mode=0555")
     mount_points = _mount_points()
-    mount("tmpfs", root, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=1m,nr_inodes=2048,mode=0711")
+    size = (1 << 20) + _regular_file_bytes(sources)
+    mount("tmpfs", root, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, f"size={size},nr_inodes=2048,mode=0711")
+    dev_tmpfs = False
+    if devices:
+        _mkdirs(root + "/dev")
+        try:  # without nodev: the device nodes made there must open
+            mount("tmpfs", root + "/dev", "tmpfs", MS_NOSUID | MS_NOEXEC, "size=4k,nr_inodes=32,mode=0711")
+            dev_tmpfs = True
+        except SandboxError:
+            pass
     bound: list[str] = []
     for src, is_dev in [(p, False) for p in sources] + [(p, True) for p in devices]:
         if not src or not os.path.isabs(src) or not os.path.exists(src):
@@ -536,11 +605,18 @@ def build_root(root: str, sources, devices=(), masked=()) -> list[str]:
             dst = root + target
             if os.path.isdir(real):
                 _mkdirs(dst)
+                shown = not is_dev and _overlay_view(real, dst, empty, mount_points)
             else:
                 _mkdirs(os.path.dirname(dst))
+                if is_dev:
+                    shown = dev_tmpfs and os.path.dirname(target) == "/dev" and _device_node(real, dst)
+                else:
+                    if not os.path.lexists(dst):
+                        os.close(os.open(dst, os.O_CREAT | os.O_WRONLY | os.O_CLOEXEC, 0o644))
+                    shown = _copy_file(real, dst)
+            if not shown:
                 if not os.path.lexists(dst):
                     os.close(os.open(dst, os.O_CREAT | os.O_WRONLY | os.O_CLOEXEC, 0o644))
-            if is_dev or not os.path.isdir(real) or not _overlay_view(real, dst, empty, mount_points):
                 mount(real, dst, None, MS_BIND | MS_REC)
                 _readonly(dst, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | (0 if is_dev else MOUNT_ATTR_NODEV))
             bound.append(target)
@@ -552,6 +628,8 @@ def build_root(root: str, sources, devices=(), masked=()) -> list[str]:
                       "size=4k,nr_inodes=4,mode=0555")
     for d in ("/proc", "/job", "/tmp", "/dev/shm"):
         _mkdirs(root + d)
+    if dev_tmpfs:
+        mount(None, root + "/dev", None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NOEXEC)
     mount(None, root, None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC)
     return bound
 

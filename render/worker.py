@@ -374,6 +374,15 @@ def _place_fds(fds) -> None:
     os.closerange(JOB_FD + 1, 1 << 20)
 
 
+def _stdio_to_tree_null() -> None:
+    """0/1/2 onto the tree's own ``/dev/null`` (in the root tree, after ``pivot_root``). ``_place_fds`` opened the
+    host's, before the tree existed: a lock is the inode's, and a job's ``flock(0)`` held one on the host's node."""
+    null = os.open("/dev/null", os.O_RDWR | os.O_CLOEXEC)
+    for target in (0, 1, 2):
+        os.dup2(null, target)
+    os.close(null)
+
+
 def _read_n(fd: int, n: int) -> bytes:
     buf = b""
     while len(buf) < n:
@@ -426,7 +435,7 @@ def _child_sandbox(env: dict, pidns_err: str | None) -> tuple[dict, list[str], s
     step("utsns", lambda: (sb.unshare(sb.CLONE_NEWUTS), sb.sethostname(b"render"))[-1])
     step("cgroupns", lambda: sb.unshare(sb.CLONE_NEWCGROUP))
     if env.get("root"):
-        step("minimal_root", lambda: sb.enter_root(env["root"]), needs=("mntns",))
+        step("minimal_root", lambda: (sb.enter_root(env["root"]), _stdio_to_tree_null())[0], needs=("mntns",))
     else:
         layers["minimal_root"] = False
         errors.append("minimal_root: no root tree (see the worker's errors)")
