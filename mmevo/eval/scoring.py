@@ -1837,7 +1837,8 @@ def _last_boxed(text: str) -> str | None:
 _ANSWER_IS_RE = re.compile(
     # (Markdown emphasis may close around the noun: "**Answer**: 19".)
     r"(?:(?:final\s+answer|correct\s+answer|answer|correct\s+option|correct\s+choice)[*_]*"
-    r"\s*(?:is|should\s+be|would\s+be|will\s+be|=|:)"
+    # ("Answer - 5.": a dash set off by spaces separates, it is no minus sign)
+    r"\s*(?:is|should\s+be|would\s+be|will\s+be|=|:|(?<=\s)[-\u2013\u2014](?=\s))"
     # A heading line with the answer on the next one: "### Answer", "**Final Answer**"
     r"|^[ \t]*(?:#+[ \t]*)?(?:[*_]+[ \t]*)?(?:final[ \t]+)?answer[ \t]*(?:[*_]+[ \t]*)?(?=\r?\n)"
     # Chinese: "答案是 C", "答案：5", "正确答案为 B", "正确选项是 (C)"
@@ -1928,15 +1929,58 @@ def _choice_key(s: str) -> str:
     return _degrees_as_symbol(s).strip().lower()
 
 
+def _letter_with_its_text(cand: str, choices: list[str]) -> str | None:
+    """The letter of a candidate that is a letter with its own option's text in brackets: "C (5)", "B ($145^\\circ$)"."""
+    m = re.fullmatch(rf"([{_option_letters(len(choices))}])\s*\((.+)\)", cand.strip()) if choices else None
+    if m and _choice_key(m.group(2)) == _choice_key(choices[ord(m.group(1)) - ord("A")]):
+        return m.group(1)
+    return None
+
+
 def _bare_choice(cand: str, choices: list[str]) -> str | None:
     """A candidate that is a choice and nothing else: its letter ("B", "(B)", "B.", "Option B") or its text (up to
     case; angles as the choices write them)."""
-    lone = _lone_letter(cand.strip(), _option_letters(len(choices)))
+    lone = _lone_letter(cand.strip(), _option_letters(len(choices))) or _letter_with_its_text(cand, choices)
     if lone:
         return lone
     key = _choice_key(cand)
     same = [c for c in choices if c.strip() and _choice_key(c) == key]
-    return same[0] if len(same) == 1 else None
+    return same[0] if len(same) == 1 else _choice_of_number(cand, choices)
+
+
+# A unit after a number: an angle or percent sign, or one to three words ("cm", "cm^2", "square units", "objects")
+_UNIT = r"(?:°|%|[a-zA-Z]+(?:\^\{?[23]\}?|[²³])?(?:[ \t]+[a-zA-Z]+(?:\^\{?[23]\}?|[²³])?){0,2})"
+
+
+def _number_and_unit(text: str) -> float | None:
+    """The value of a text that is one number and at most a unit ("70", "145.0", "6 degrees", "$11^{\\circ}$",
+    "4 cm", "47.6\\%", "400 square units"), else None."""
+    t = re.sub(r"\\(?:text|mathrm|mbox)\{\s*~?([^{}]*)\}", r"\1", text)
+    t = _degrees_as_symbol(re.sub(r"\\[,;!]|~|\\(?=%)", " ", t)).strip()
+    m = re.fullmatch(rf"({_PLAIN_NUM})\s*{_UNIT}?", t)
+    return float(m.group(1)) if m else None
+
+
+def _lone_number(line: str, integer: bool) -> str | None:
+    """The number of a line that states one number and nothing else but a unit, a currency sign or the name it is
+    given ("400 units", "$1.2^\\circ$", "\\$16", "15,017", "x = 18", "\\frac{14}{2}"), else None."""
+    t = _latex_numbers_as_decimals(line, integer=integer)
+    t = re.sub(r"^\s*(?:[a-zA-Z]\w*\s*=\s*)?(?:\\?\$\s*)*", "", t)
+    t = re.sub(r"(?<=\d),(?=\d{3}(?!\d))", "", t).replace("\\$", "").replace("$", "")
+    if _number_and_unit(t) is None:
+        return None
+    return re.search(_PLAIN_NUM, t).group(0)
+
+
+def _choice_of_number(cand: str, choices: list[str]) -> str | None:
+    """The one choice that is a number (and a unit) equal to a candidate that is a number (and a unit): "70" or
+    "70.0" is the choice "70°", "6 degrees" the choice "6", "4" the choice "4cm". The official GPT extractor returns
+    the number, which the normaliser maps to the nearest choice text, that one."""
+    value = _number_and_unit(cand)
+    if value is None:
+        return None
+    equal = [c for c in choices if _number_and_unit(c) == value]
+    return equal[0] if len(equal) == 1 else None
 
 
 def _resolve_choice(cand: str, choices: list[str], followed: bool = True) -> str | None:
@@ -1953,6 +1997,8 @@ def _resolve_choice(cand: str, choices: list[str], followed: bool = True) -> str
     letter = _letter_of(cand, len(choices), dash=followed)
     if letter:
         return letter
+    if (lettered := _letter_with_its_text(cand, choices)) is not None:
+        return lettered
     lowered = {c.strip().lower(): c for c in choices}
     if cand.lower() in lowered:
         return lowered[cand.lower()]
@@ -1965,6 +2011,8 @@ def _resolve_choice(cand: str, choices: list[str], followed: bool = True) -> str
         equal = [c for c in choices if re.fullmatch(_PLAIN_NUM, c.strip()) and float(c) == float(cand)]
         if len(equal) == 1:
             return equal[0]
+    if (numbered := _choice_of_number(cand, choices)) is not None:
+        return numbered
     # A choice text followed by a clause: "No, because ...", "No. The bar is shorter", "No, which corresponds to
     # option B" (the longest choice that fits: "quarter to, since" is "quarter to", not "quarter"; a number
     # followed by ". " is a numbered line, "1. The area ...", not the choice "1")
@@ -2199,8 +2247,10 @@ def extract_mathvista_answer(response: str, item: dict) -> str:
         ("B", "(B)", "B.", "Option B", "(B) text", "B - text", "B，因为", "B because ...") -> returned as the letter
         (the dash not in a whole unmarked response); else the
         choice text equal to it up to case / spaces; else the one choice that is a number equal to it ("12.00" ->
-        "12"); else, when the candidate is the whole response,
+        "12"), also up to a unit ("70" -> "70°", "6 degrees" -> "6", "4" -> "4cm"), or a letter with its option's
+        text in brackets ("C (5)"); else, when the candidate is the whole response,
         an option said to be the answer ("Option B is correct.", "So B is the correct answer."), else
+        a choice named at the end of its final statement ("So the result is 130.0."), else
         the last "(X)" letter in it, else the choice text occurring last in it (as a text of its own: "5" does not
         occur in "45", "no" not in "not"), else a letter
         alone at its end ("I think it's C."); else the candidate itself (which the official
@@ -2211,11 +2261,14 @@ def extract_mathvista_answer(response: str, item: dict) -> str:
         then, of a boxed / marked candidate, the first number after its last "=" or else its
         first number ("1000, not 999" -> 1000); of an unmarked response, its last number not
         after a "not" and not in a closing remark in brackets ("1000 g in total. (2 weights, 3 marks.)" -> 1000);
+        of an unmarked response that states one number first, alone on its line (with at most a unit, a currency
+        sign or a name: "400 units\n\nExplanation: ...", "x = 18\n\n..."), that number;
         with no digits there, a number in words ("six", "twenty-one", "one point two" for a float) of that marked
         answer (or an earlier one), or of an unmarked response's final sentence (the pronoun "one" is none)
         (thousands commas dropped, and thousands spaces: "1 000", "12 345",
         "1\\,000"; a minus written "\u2212" or "- 4.3" is kept);
-      * list: the numbers of the last "[...]" in the candidate (else all its numbers; in
+      * list: the numbers of the last "[...]" in the candidate (else all its numbers, of an unmarked response those of
+        its last line with numbers; in
         "[120,150]" the commas separate elements), printed as a Python list "[a, b]".
     Returns "" when nothing is found.
     """
@@ -2305,6 +2358,12 @@ def extract_mathvista_answer(response: str, item: dict) -> str:
                     rf"(?=\s*(?:[.!,;)]|$)|\s+(?i:because|since|as)\b)", text, flags=re.M)] if letters else []
                 if said:
                     return max(said)[1].upper()
+                # Else a final statement that ends by naming a choice: "So the result is 130.0." (the choice
+                # "130°"), "So the result is **B**."
+                named = re.match(r".*\b(?:is|are|equals)\s+(\S.*)$", _final_statement(text), flags=re.I | re.S)
+                resolved = _resolve_choice(_clean_candidate(named.group(1)), choices, followed=False) if named else None
+                if resolved is not None:
+                    return resolved
                 hits = re.findall(rf"\(([{letters}])\)", text) if letters else []
                 if hits:
                     return hits[-1]
@@ -2333,8 +2392,9 @@ def extract_mathvista_answer(response: str, item: dict) -> str:
             if re.fullmatch(r"\s*\d+\s*[.)]\s*", lines[0] if lines else "") and any(
                     re.match(r"\s*\d+\s*[.)](?:\s|$)", ln) for ln in lines[1:]):
                 first = ""
-            if re.fullmatch(_PLAIN_NUM, first):  # the answer stated first: "1.2\n\nExplanation: ... 6 to 5."
-                return first
+            # the answer stated first: "1.2\n\nExplanation: ... 6 to 5.", "400 units\n\n...", "x = 18\n\n..."
+            if (stated_first := _lone_number(first, integer=atype == "integer")) is not None:
+                return stated_first
             if whole:  # an unmarked response ends with its conclusion, less the numbers it negates ("12, not 13")
                 def stated(t: str) -> list[str]:
                     return _numbers(re.sub(rf"\bnot\s+(?:{_NUM_RE})", " ", _SPACED_THOUSANDS.sub(
@@ -2372,6 +2432,8 @@ def extract_mathvista_answer(response: str, item: dict) -> str:
             # by a space: "[1,000, 2,000]".
             if brackets and not re.search(r",\s", brackets[-1]):
                 brackets[-1] = brackets[-1].replace(",", ", ")
+            if whole and not brackets:  # an unmarked response ends with its list: its last line with numbers
+                cand = next((ln for ln in reversed(cand.splitlines()) if _numbers(ln)), cand)
             nums = _numbers(brackets[-1]) if brackets else _numbers(cand)
             if not nums:
                 return ""
