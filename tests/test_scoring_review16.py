@@ -155,3 +155,57 @@ def test_the_official_mathvista_pipeline_agrees():
         pytest.skip("the reference venv .venv-parity lacks the MathVista deps: run `make parity-env`")
     got = _official_mathvista([(item, response, extraction) for item, response, extraction, _ in VISTA])
     assert got == [official for *_, official in VISTA]
+
+
+# MATH-V: 48,640 realistic response / row pairs over all 3,040 test rows agreed with the official scorer. A sample
+# of those shapes, pinned with the official verdicts (``test_the_official_mathvision_scorer_agrees`` recomputes them
+# with lmms-eval's port given back the official ``from math import *``): (response, answer, options, official)
+LETTERS = ["A", "B", "C", "D", "E"]
+AREAS_CM = ["$16 \\mathrm{~cm}^{2}$", "$18 \\mathrm{~cm}^{2}$", "$20 \\mathrm{~cm}^{2}$", "$24 \\mathrm{~cm}^{2}$",
+            "$56 \\mathrm{~cm}^{2}$"]
+MATHV_COT = "Let's analyze the figure step by step.\n\nThe angle at A is 40^\\circ, so the base angles are equal."
+MATHV = [
+    (f"{MATHV_COT}\n\nTherefore, the answer is $\\boxed{{D}}$.", "D", LETTERS, True),
+    (f"{MATHV_COT}\n\nThe answer is D.", "D", LETTERS, True),
+    (f"{MATHV_COT}\n\n**Answer:** (D)", "D", LETTERS, False),  # no flag, no box: the whole text is compared
+    (f"{MATHV_COT}\n\nThe answer is (D) 24.", "D", LETTERS, False),  # "d24"
+    (f"{MATHV_COT}\n\n**Final Answer:** D", "D", LETTERS, False),  # no flag, no box: the whole text is compared
+    (f"{MATHV_COT}\n\n\\boxed{{24 \\mathrm{{~cm}}^{{2}}}}", "D", AREAS_CM, False),  # the option text, less its "$"
+    (f"{MATHV_COT}\n\nThe answer is $24 \\mathrm{{~cm}}^{{2}}$.", "D", AREAS_CM, False),
+    (f"{MATHV_COT}\n\n\\boxed{{24}}", "D", AREAS_CM, False),
+    (f"{MATHV_COT}\n\nThe final answer is: $\\boxed{{16\\sqrt{{3}}}}$", "$16 \\sqrt{3}$", [], True),
+    (f"{MATHV_COT}\n\n\\[\n\\boxed{{27.71}}\n\\]", "$16 \\sqrt{3}$", [], True),
+    (f"{MATHV_COT}\n\n\\boxed{{27.7}}", "$16 \\sqrt{3}$", [], False),
+    (f"{MATHV_COT}\n\nThe answer is $27.7128$.", "$16 \\sqrt{3}$", [], True),
+    (f"{MATHV_COT}\n\n\\boxed{{1,200}}", "1200", [], True),  # latex2sympy2 reads the thousands comma
+    (f"{MATHV_COT}\n\n\\boxed{{60^\\circ}}", "60", [], True),
+    (f"{MATHV_COT}\n\n\\boxed{{12 \\text{{ cm}}}}", "12", [], False),  # "12{cm}"
+    (f"{MATHV_COT}\n\n\\boxed{{12\\,\\text{{cm}}^2}}", "12", [], False),
+    (f"{MATHV_COT}\n\n\\boxed{{\\frac{{360}}{{7}}}}", "\\frac{360}7", [], False),  # the gold has no value there
+    (f"{MATHV_COT}\n\n\\boxed{{51.43}}", "\\frac{360}7", [], False),
+    (f"{MATHV_COT}\n\n\\boxed{{(3, -4)}}", "(3,-4)", [], True),
+    (f"{MATHV_COT}\n\n\\boxed{{0.5}}", "\\frac{1}{2}", [], True),
+    (f"{MATHV_COT}\n\n\\boxed{{50\\%}}", "\\frac{1}{2}", [], False),
+    (f"{MATHV_COT}\n\nSo there are 6 in total.", "6", [], False),
+    (f"{MATHV_COT}\n\nThe value is 6.", "6", [], True),
+    (f"{MATHV_COT}\n\n答案是 6", "6", [], False),
+]
+
+
+@pytest.mark.parametrize("response,answer,options,official", MATHV)
+def test_mathvision_realistic_answers_keep_the_official_verdict(response, answer, options, official):
+    from mmevo.eval.scoring import score_mathvision
+
+    assert score_mathvision(response, {"answer": answer, "options": options}) is official
+
+
+def test_the_official_mathvision_scorer_agrees():
+    if not PARITY_PY.exists():
+        pytest.skip("the reference venv .venv-parity is missing: run `make parity-env`")
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import parity_mathvision
+
+    pairs = [{"response": r, "answer": a, "options": o} for r, a, o, _ in MATHV]
+    got = parity_mathvision.score_reference(pairs, 1, 20.0, math_namespace=True)
+    assert [g["status"] for g in got] == ["ok"] * len(MATHV)
+    assert [g["ok"] for g in got] == [official for *_, official in MATHV]

@@ -1930,7 +1930,8 @@ def _choice_key(s: str) -> str:
 
 
 def _letter_with_its_text(cand: str, choices: list[str]) -> str | None:
-    """The letter of a candidate that is a letter with its own option's text in brackets: "C (5)", "B ($145^\\circ$)"."""
+    """The letter of a candidate that is a letter with its own option's text in brackets: "C (5)",
+    "B ($145^\\circ$)"."""
     m = re.fullmatch(rf"([{_option_letters(len(choices))}])\s*\((.+)\)", cand.strip()) if choices else None
     if m and _choice_key(m.group(2)) == _choice_key(choices[ord(m.group(1)) - ord("A")]):
         return m.group(1)
@@ -2361,8 +2362,7 @@ def extract_mathvista_answer(response: str, item: dict) -> str:
                 # Else a final statement that ends by naming a choice: "So the result is 130.0." (the choice
                 # "130°"), "So the result is **B**."
                 named = re.match(r".*\b(?:is|are|equals)\s+(\S.*)$", _final_statement(text), flags=re.I | re.S)
-                resolved = _resolve_choice(_clean_candidate(named.group(1)), choices, followed=False) if named else None
-                if resolved is not None:
+                if named and (resolved := _resolve_choice(_clean_candidate(named.group(1)), choices, False)):
                     return resolved
                 hits = re.findall(rf"\(([{letters}])\)", text) if letters else []
                 if hits:
