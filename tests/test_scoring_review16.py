@@ -10,7 +10,7 @@ an int / float (those rule paths are run as they are); GPT returns the answer th
 normaliser (calculate_score.py) then maps: a number to the nearest choice text by edit distance, "45.0" to the int
 45. Below, each case gives that extraction; ``test_the_official_pipeline_agrees`` recomputes the official verdict in
 ``.venv-parity`` (lmms-eval's port of the rule paths and the normaliser, the GPT call stubbed to return the stated
-answer's extraction). mmevo's rule-based extractor missed five classes, each a "was ..." below:
+answer's extraction). mmevo's rule-based extractor missed eight classes, each a "was ..." below:
 
 1. a number (and a unit) where the choices are numbers with a unit, or a unit where they are plain numbers: "70" or
    "70.0" for the choice "70°", "4" for "4cm", "6 degrees" / "11^{\\circ}" for "6" / "11" (was no answer, or the
@@ -21,7 +21,11 @@ answer's extraction). mmevo's rule-based extractor missed five classes, each a "
 4. a letter with its option's text in brackets, "C (5)" (was the nearest text to "C (5)");
 5. an unmarked response whose last line is the list (was every number of the response in one list);
 6. an unmarked response whose final statement ends by naming a choice, "So the result is 130.0." / "... is **B**."
-   (was no answer, or a choice text or letter met earlier).
+   (was no answer, or a choice text or letter met earlier);
+7. an unmarked response whose last line is a number naming no choice, "...\n\n**0.4**" against "0.38", "0.42", ...
+   (was no answer; the official normaliser maps the number to the nearest choice text);
+8. an approximation ("about 18", "\\approx 47.6", "18 (rounded)"), an answer in single quotes ("'decrease'") and an
+   answer followed by a clause ("6.0, as shown in the figure").
 """
 
 from __future__ import annotations
@@ -59,6 +63,9 @@ FIVES = _mc("271", ["3", "4.5", "5", "6"], "5")
 SMALL = _mc("283", ["2", "4", "5", "10"], "5")
 ANGLES_130 = _mc("195", ["120°", "125°", "130°", "135°"], "130°")
 COUNTS = _mc("371", ["3", "4", "5", "6"], "4")
+ROUNDED = _mc("388", ["0.38", "0.42", "0.92", "2.40"], "0.42")
+TREND = _mc("418", ["remain the same", "increase", "decrease", "NA"], "decrease")
+LETTER_CHOICES = _mc("706", ["A", "B", "C", "D", "E"], "C")
 COUNT_400 = _ff("19", "integer", "400")
 COUNT_16 = _ff("67", "integer", "16")
 COUNT_18 = _ff("71", "integer", "18")
@@ -107,6 +114,18 @@ VISTA = [
     (COUNTS, f"{COT} A cube has 6 faces.\n\nSo the result is **B**.", "B", True),  # was '6' (the last choice text)
     (COUNTS, f"{COT} There are (A) 3 cubes.\n\nSo the result is **B**.", "B", True),  # was 'A'
     (COUNTS, f"{COT}\n\nSo the result is **C**.", "C", False),
+    # 7. a number alone on an unmarked last line that names no choice: the official nearest choice text
+    (ROUNDED, f"{COT}\n\n**0.4**", "0.4", True),  # was '' (no answer)
+    (ROUNDED, "0.4", "0.4", True),  # was ''
+    (ROUNDED, f"{COT}\n\n0.9", "0.9", False),
+    # 8. an approximation, a single-quoted answer, an answer followed by a clause
+    (ANGLE_FLOAT, "\\approx 47.6" + EXPLANATION, "47.6", True),  # was '70'
+    (COUNT_18, "about 18" + EXPLANATION, "18", True),  # was '70'
+    (COUNT_18, "18 (rounded)" + EXPLANATION, "18", True),  # was '70'
+    (FIVES, f"{COT}\n\nI think the answer is about 5.", "5", True),  # was 'about 5' -> nearest '4.5'
+    (TREND, f"{COT}\n\nThe answer is 'decrease', as shown in the figure.", "decrease", True),  # was 'increase'
+    (ROOTS, f"{COT}\n\nThe answer is 6.0, as shown in the figure.", "6.0", True),  # was '6 \\sqrt 2'
+    (LETTER_CHOICES, "'C'\n\nUsing the formula $A = \\frac{1}{2}bh$, the area is 12.", "C", True),  # was 'A'
 ]
 
 
@@ -124,7 +143,8 @@ def test_mathvista_realistic_answers_get_the_official_verdict(item, response, gp
     (COUNT_5, "Answer: -5", "-5"),
     (ANGLES_70, "The answer is 75.", "75"),  # a number equal to no choice: the official nearest-text rule
     (FIVES, "The answer is 4.5.", "4.5"),
-    (_mc("x", ["5 cm", "5 m"], "5 m"), "5", ""),  # two choices of that number: none is read
+    (_mc("x", ["5 cm", "5 m"], "5 m"), "Reasoning.\n\n5", "5"),  # two choices of that number: the official nearest
+    (_mc("x", ["5 cm", "5 m"], "5 m"), "The length is 5.", ""),  # no line of its own, no choice named: no answer
 ])
 def test_neighbouring_answers_keep_their_reading(item, response, extracted):
     assert extract_mathvista_answer(response, item) == extracted

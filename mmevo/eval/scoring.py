@@ -1859,11 +1859,12 @@ def _clean_candidate(s: str) -> str:
     s = re.sub(r"\\(?:text|textbf|mathbf|mathrm)\{([^{}]*)\}", r"\1", s)
     s = s.strip().rstrip(".。").strip()
     s = s.strip("*").strip()
-    # A quoted answer, 'The answer is "B".' (the official quick-extract form): the quoted text, also when the
-    # sentence goes on after it ('"D". I am confident.', '"21.6", since ...')
-    m = re.match(r'(?:"([^"]*)"|\u201c([^\u201c\u201d]*)\u201d)(?:$|[.,;:!\u3002\uff0c])', s)
+    # A quoted answer, 'The answer is "B".' (the official quick-extract form) or "The answer is 'decrease'.": the
+    # quoted text, also when the sentence goes on after it ('"D". I am confident.', '"21.6", since ...')
+    m = re.match(r'(?:"([^"]*)"|\u201c([^\u201c\u201d]*)\u201d|\'([^\']*)\'|\u2018([^\u2018\u2019]*)\u2019)'
+                 r'(?:$|[.,;:!\u3002\uff0c])', s)
     if m:
-        s = (m.group(1) if m.group(1) is not None else m.group(2)).strip().rstrip(".").strip()
+        s = next(g for g in m.groups() if g is not None).strip().rstrip(".").strip()
     return s
 
 
@@ -1958,6 +1959,10 @@ def _number_and_unit(text: str) -> float | None:
     "4 cm", "47.6\\%", "400 square units"), else None."""
     t = re.sub(r"\\(?:text|mathrm|mbox)\{\s*~?([^{}]*)\}", r"\1", text)
     t = _degrees_as_symbol(re.sub(r"\\[,;!]|~|\\(?=%)", " ", t)).strip()
+    # "about 5", "\\approx 13.8", "5 (rounded)": an approximation is its number
+    t = re.sub(r"^(?:(?:about|approximately|approx\.|roughly|around|nearly)\s+|(?:\\approx|\u2248)\s*)", "", t,
+               flags=re.I)
+    t = re.sub(r"\s*\([^()]*[A-Za-z]{2}[^()]*\)$", "", t)
     m = re.fullmatch(rf"({_PLAIN_NUM})\s*{_UNIT}?", t)
     return float(m.group(1)) if m else None
 
@@ -2023,7 +2028,9 @@ def _resolve_choice(cand: str, choices: list[str], followed: bool = True) -> str
         if re.match(re.escape(c.strip()) + r"\$?\s*(?:" + sep + r"\s+|\s+(?=(?i:because|since|as|which|given|due)\b))",
                     cand, flags=re.I):
             return c
-    return None
+    # Any other answer followed by such a clause: "6.0, as shown in the figure", "C (6), which ..."
+    head = re.match(r"(.+?)(?:,\s*|\s+)(?=(?i:because|since|as|which|given|due)\b)", cand) if followed else None
+    return _resolve_choice(_clean_candidate(head.group(1)), choices, False) if head else None
 
 
 def _drop_restated_options(text: str, choices: list[str]) -> str:
@@ -2235,7 +2242,7 @@ def extract_mathvista_answer(response: str, item: dict) -> str:
       1. the content of the last ``\\boxed{...}``;
       2. else the text after the last "answer is / answer: / **Answer**: / correct option is ..." or Chinese
          "答案是 / 答案：/ 正确选项为 ..." (to the end of that line; after a heading line "### Answer" /
-         "**Final Answer**", the next non-empty line; a quoted '"text"' -> text; a
+         "**Final Answer**", the next non-empty line; a quoted '"text"' or "'text'" -> text; a
          negated answer dropped: "not B but D" -> D, "C, not A" -> C, a bare "not 999" is none)
          that reads as an answer of the item's type (names a choice / has a number), else after
          the last such marker; an answer it takes back with no new marker ("The answer is C. Wait, actually it is
@@ -2248,8 +2255,10 @@ def extract_mathvista_answer(response: str, item: dict) -> str:
         ("B", "(B)", "B.", "Option B", "(B) text", "B - text", "B，因为", "B because ...") -> returned as the letter
         (the dash not in a whole unmarked response); else the
         choice text equal to it up to case / spaces; else the one choice that is a number equal to it ("12.00" ->
-        "12"), also up to a unit ("70" -> "70°", "6 degrees" -> "6", "4" -> "4cm"), or a letter with its option's
-        text in brackets ("C (5)"); else, when the candidate is the whole response,
+        "12"), also up to a unit or an approximation ("70" -> "70°", "6 degrees" -> "6", "4" -> "4cm", "about 5" ->
+        "5"), or a letter with its option's text in brackets ("C (5)"), also before a clause ("6.0, as shown in the
+        figure"); else, when the candidate is the whole response, a last line that is a number alone (returned as
+        it is, for the official nearest-choice rule), else
         an option said to be the answer ("Option B is correct.", "So B is the correct answer."), else
         a choice named at the end of its final statement ("So the result is 130.0."), else
         the last "(X)" letter in it, else the choice text occurring last in it (as a text of its own: "5" does not
@@ -2260,10 +2269,10 @@ def extract_mathvista_answer(response: str, item: dict) -> str:
         1000, "1.2 \\times 10^3" -> 1200, exactly), so are "14/2", "4 1/2", "4½", "1{,}020", full-width digits and
         superscript exponents ("10³"), and exponents of units dropped ("1000 cm^2" -> 1000);
         then, of a boxed / marked candidate, the first number after its last "=" or else its
-        first number ("1000, not 999" -> 1000); of an unmarked response, its last number not
+        first number ("1000, not 999" -> 1000); of an unmarked response, the number it states first, alone on its
+        line (with at most a unit, a currency sign, an approximation or a name: "400 units\n\nExplanation: ...",
+        "x = 18\n\n...", "about 18\n\n..."), else its last number not
         after a "not" and not in a closing remark in brackets ("1000 g in total. (2 weights, 3 marks.)" -> 1000);
-        of an unmarked response that states one number first, alone on its line (with at most a unit, a currency
-        sign or a name: "400 units\n\nExplanation: ...", "x = 18\n\n..."), that number;
         with no digits there, a number in words ("six", "twenty-one", "one point two" for a float) of that marked
         answer (or an earlier one), or of an unmarked response's final sentence (the pronoun "one" is none)
         (thousands commas dropped, and thousands spaces: "1 000", "12 345",
@@ -2345,6 +2354,10 @@ def extract_mathvista_answer(response: str, item: dict) -> str:
                         resolved = _bare_choice(_clean_candidate(lines[0]), choices)
                     if resolved is not None:
                         return resolved
+                # A last line that is a number alone and names no choice ("...\n\n**0.4**" against "0.38", "0.42"):
+                # the answer, which the official extractor returns and its normaliser maps to the nearest choice text
+                if lines and _number_and_unit(last := _clean_candidate(lines[-1])) is not None:
+                    return last
                 # "Option **B** is correct.", "Hence, option A is the correct answer.", "Option C is the answer."
                 # (not a check: "To see whether option A is correct, ...", "Let's test if option B is correct.")
                 said = [(m.start(2), m.group(2)) for m in re.finditer(
