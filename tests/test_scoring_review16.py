@@ -138,6 +138,7 @@ def test_mathvista_realistic_answers_get_the_official_verdict(item, response, gp
     # neighbours the new rules must leave alone
     (COUNT_400, "Step 1\n\nThe count is 400.", "400"),  # a first line without a lone number is no answer
     (COUNT_400, "3 red and 2 blue\n\nSo 400 in all.", "400"),  # nor one with two numbers
+    (COUNT_400, "2015 Sales Report\n\nThe bars add up to 400.", "400"),  # nor a title
     (COUNT_400, "1.\nCount the cubes.\n2.\nCount them: 400.", "400"),  # a numbered list
     (COUNT_5, "The answer is -5.", "-5"),  # a minus right after "is" stays a sign
     (COUNT_5, "Answer: -5", "-5"),

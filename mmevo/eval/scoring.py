@@ -1950,8 +1950,9 @@ def _bare_choice(cand: str, choices: list[str]) -> str | None:
     return same[0] if len(same) == 1 else _choice_of_number(cand, choices)
 
 
-# A unit after a number: an angle or percent sign, or one to three words ("cm", "cm^2", "square units", "objects")
-_UNIT = r"(?:°|%|[a-zA-Z]+(?:\^\{?[23]\}?|[²³])?(?:[ \t]+[a-zA-Z]+(?:\^\{?[23]\}?|[²³])?){0,2})"
+# A unit after a number: an angle or percent sign, or one to three lower-case words ("cm", "cm^2", "square units",
+# "objects"; not a title: "2015 Sales Report")
+_UNIT = r"(?:°|%|[a-z][a-zA-Z]*(?:\^\{?[23]\}?|[²³])?(?:[ \t]+[a-z][a-zA-Z]*(?:\^\{?[23]\}?|[²³])?){0,2})"
 
 
 def _number_and_unit(text: str) -> float | None:
