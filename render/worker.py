@@ -668,11 +668,23 @@ def _side_checked_png_surface(max_side: int):
 
     class SideCheckedPNGSurface(PNGSurface):
         def _create_surface(self, width, height):
-            w, h = int(round(width)), int(round(height))  # the size PNGSurface gives its image (NaN, inf raise here)
-            # past a C int, cairo's own OverflowError says so (``too_large``, "SVG size: ...") without allocating
+            # Only here is an OverflowError the SVG's size (``too_large``, "SVG size: ..."): raised while drawing (an
+            # arc of radius 1e308 squared) it is arithmetic like any other, a ``crash``.
+            try:
+                w, h = int(round(width)), int(round(height))  # the size PNGSurface gives its image (inf raises here)
+            except ValueError:  # NaN
+                raise ValueError(f"The SVG size is undefined: {width:g}x{height:g} px") from None
+            except OverflowError as e:
+                raise _SvgTooLarge("SVG size: " + _exc_text(e)) from None
+            # past a C int, cairo's own OverflowError says so without allocating
             if max_side < max(w, h) <= _C_INT_MAX:
                 raise _SvgTooLarge(f"SVG of {w}x{h} px exceeds {max_side} px")
-            return super()._create_surface(width, height)
+            if min(w, h) < 0 and max(w, h) <= _C_INT_MAX:  # cairo's INVALID_SIZE would read as too large
+                raise ValueError(f"The SVG size is negative: {w}x{h} px")
+            try:
+                return super()._create_surface(width, height)
+            except OverflowError as e:
+                raise _SvgTooLarge("SVG size: " + _exc_text(e)) from None
 
     return SideCheckedPNGSurface
 
@@ -692,8 +704,6 @@ def _run_svg(text: str, limits: RenderLimits) -> tuple[str, str]:
     except Exception as e:  # noqa: BLE001
         if type(e).__name__ in ("ParseError", "ExpatError"):
             return "syntax", _exc_text(e)
-        if isinstance(e, OverflowError):  # a width / height / viewBox past any integer surface size (1e308, 1e400)
-            return "too_large", "SVG size: " + _exc_text(e)
         raise
     return "ok", "svg"
 
