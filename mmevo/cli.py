@@ -382,9 +382,16 @@ def _plan_memory(argv: list[str]) -> int:
     return 0
 
 
+# XML's byte order marks (XML 1.0, appendix F), UTF-32 before the UTF-16 mark that starts it
+_XML_BOMS = ((b"\xef\xbb\xbf", "utf-8"), (b"\xff\xfe\x00\x00", "utf-32"), (b"\x00\x00\xfe\xff", "utf-32"),
+             (b"\xff\xfe", "utf-16"), (b"\xfe\xff", "utf-16"))
+
+
 def _source_text(raw: bytes, language: str) -> str:
-    """A source file's text in the encoding it declares: Python's coding cookie (PEP 263), the XML declaration's
-    ``encoding`` of an SVG; UTF-8 (with or without a BOM) otherwise."""
+    """A source file's text in the encoding it declares: Python's coding cookie (PEP 263); for an SVG its byte order
+    mark (a UTF-16 / UTF-32 file has one), else its XML declaration's ``encoding``; UTF-8 otherwise. A declared
+    encoding that does not read back the declaration it was found in (``UTF-16`` on ASCII bytes) is a
+    ``UnicodeError``, as is any failure of the codec (``undefined``, ``punycode`` raise plain ``UnicodeError``)."""
     import io
     import re
     import tokenize
@@ -392,10 +399,15 @@ def _source_text(raw: bytes, language: str) -> str:
     if language == "python":
         encoding = tokenize.detect_encoding(io.BytesIO(raw).readline)[0]
     else:
-        declared = re.match(rb"(?:\xef\xbb\xbf)?\s*<\?xml[^>]*?\bencoding\s*=\s*[\"']([A-Za-z0-9._-]+)", raw)
-        encoding = declared.group(1).decode() if declared else "utf-8"
+        bom = next((enc for mark, enc in _XML_BOMS if raw.startswith(mark)), None)
+        declared = None if bom else re.match(rb"\s*<\?xml[^>]*?\bencoding\s*=\s*[\"']([A-Za-z0-9._-]+)", raw)
+        encoding = bom or (declared.group(1).decode() if declared else "utf-8")
     text = raw.decode(encoding)
-    return text[1:] if text.startswith("\ufeff") else text
+    text = text[1:] if text.startswith("\ufeff") else text
+    if language != "python" and not bom and declared and not text.lstrip().startswith("<?xml"):
+        raise UnicodeError(f"its bytes are not in the encoding it declares ({encoding!r}: the declaration does not "
+                           f"decode to itself)")
+    return text
 
 
 def _render(argv: list[str]) -> int:
@@ -420,7 +432,7 @@ def _render(argv: list[str]) -> int:
     language = "svg" if src.suffix.lower() == ".svg" else "python"
     try:
         code = _source_text(src.read_bytes(), language)
-    except (UnicodeDecodeError, LookupError, SyntaxError) as e:
+    except (UnicodeError, LookupError, SyntaxError) as e:
         print(f"mmevo render: error: {src} cannot be decoded as text ({e})", file=sys.stderr)
         return 2
     with RenderPool(workers=1) as pool:

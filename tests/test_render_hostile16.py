@@ -11,7 +11,13 @@ limit as ``memory``). Two were labelled wrongly:
    is the SVG's size now; an overflow while drawing is arithmetic, a ``crash`` as in a python job.
 2. A negative width / height (``width="-100"``, ``viewBox="0 0 -10 10"`` alone) reached cairo, whose
    ``INVALID_SIZE`` ("typically too big") made it ``too_large``. It is now a ``crash``, "The SVG size is negative",
-   as cairosvg's own "The SVG size is undefined" (zero) is; a NaN size says so too."""
+   as cairosvg's own "The SVG size is undefined" (zero) is; a NaN size says so too.
+3. ``mmevo render FILE`` read an SVG's encoding from its XML declaration only: a UTF-16 / UTF-32 file, which XML
+   marks with a byte order mark, was "cannot be decoded" (its bytes taken as UTF-8), and ASCII bytes declaring
+   ``UTF-16`` were decoded into CJK mojibake and sent as a job (a ``syntax`` error for a file error). A codec that
+   fails with a plain ``UnicodeError`` (``undefined``, ``punycode``; also as a Python coding cookie) escaped the
+   decoding error to ``main``'s catch-all, whose message does not name the file. The byte order mark now decides, a
+   declaration must decode to itself, and every ``UnicodeError`` is the decoding error that names the file."""
 
 import sys
 import time
@@ -20,6 +26,7 @@ import pytest
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="render sandbox is Linux-only")
 
+from mmevo.cli import _source_text, main  # noqa: E402
 from render import RenderJob  # noqa: E402
 
 SVG_HEAD = ('<svg xmlns="http://www.w3.org/2000/svg" xmlns:xlink="http://www.w3.org/1999/xlink" '
@@ -112,3 +119,46 @@ def test_ordinary_svgs_still_render(render_pool):
           _sized('width="40" height="30" viewBox="0 0 4 3"'), _sized('viewBox="0 0 64 48"')]
     assert [(r.ok, r.width, r.height) for r in render_pool.render_many(ok, timeout_s=20)] == [
         (True, 100, 100), (True, 40, 30), (True, 64, 48)]
+
+
+# -- 3. mmevo render FILE: the byte order mark decides, a declaration must decode to itself ---------------------------
+GREEN = ('<svg xmlns="http://www.w3.org/2000/svg" width="40" height="40"><title>caf\u00e9</title>'
+         '<rect width="40" height="40" fill="#00ff00"/></svg>\n')
+
+
+@pytest.mark.parametrize("encoding", ["utf-16-le", "utf-16-be", "utf-32-le", "utf-32-be", "utf-8"])
+@pytest.mark.parametrize("declared", ["", '<?xml version="1.0" encoding="UTF-16"?>\n'])
+def test_an_svg_file_with_a_byte_order_mark_is_read_in_its_encoding(encoding, declared):
+    # before: a UTF-16 / UTF-32 file was UnicodeDecodeError ("'utf-8' codec can't decode byte 0xff"); a UTF-8 BOM
+    # before a UTF-16 declaration decoded the UTF-8 bytes as UTF-16
+    raw = "\ufeff".encode(encoding) + (declared + GREEN).encode(encoding)
+    assert _source_text(raw, "svg") == declared + GREEN
+
+
+def test_a_utf16_svg_file_renders(render_pool):
+    text = _source_text(b"\xff\xfe" + GREEN.encode("utf-16-le"), "svg")
+    r = render_pool.render(RenderJob(text, language="svg"), timeout_s=20)
+    assert r.ok and (r.width, r.height) == (40, 40), r
+
+
+@pytest.mark.parametrize("name, raw, error", [
+    ("undefined.svg", b'<?xml version="1.0" encoding="undefined"?>' + GREEN.encode(),
+     "decoding with 'undefined' codec failed (UnicodeError: undefined encoding)"),
+    ("puny.svg", b'<?xml version="1.0" encoding="punycode"?>' + GREEN.replace("\u00e9", "e").encode(),
+     "decoding with 'punycode' codec failed"),
+    ("undefined.py", b"# -*- coding: undefined -*-\nimport matplotlib\n",
+     "decoding with 'undefined' codec failed (UnicodeError: undefined encoding)"),
+    ("ascii16.svg", b'<?xml version="1.0" encoding="UTF-16"?>' + GREEN.encode(),
+     "its bytes are not in the encoding it declares ('UTF-16': the declaration does not decode to itself)"),
+    ("ebcdic.svg", b'<?xml version="1.0" encoding="cp500"?>' + GREEN.encode(),
+     "its bytes are not in the encoding it declares ('cp500'"),
+])
+def test_a_source_its_codec_cannot_read_is_a_named_error(tmp_path, capsys, name, raw, error):
+    # before: the first three were "mmevo render: error: decoding with ..." (main's catch-all: no file named),
+    # the last two a job sent in mojibake (exit 1, a syntax error)
+    src = tmp_path / name
+    src.write_bytes(raw)
+    assert main(["render", str(src), "-o", str(tmp_path / "no.png")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"mmevo render: error: {src} cannot be decoded as text (") and error in err, err
+    assert not (tmp_path / "no.png").exists()
