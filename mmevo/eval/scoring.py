@@ -1839,6 +1839,8 @@ _ANSWER_IS_RE = re.compile(
     r"(?:(?:final\s+answer|correct\s+answer|answer|correct\s+option|correct\s+choice)[*_]*"
     # ("Answer - 5.": a dash set off by spaces separates, it is no minus sign)
     r"\s*(?:is|should\s+be|would\s+be|will\s+be|=|:|(?<=\s)[-\u2013\u2014](?=\s))"
+    # A table row labelled as the answer: "| **Final answer** | **C** |" (the row's closing "|" is cleaned off)
+    r"|^[ \t]*\|[ \t]*[*_]*(?:final[ \t]+|correct[ \t]+)?answer[*_]*[ \t]*[*_]*[ \t]*\|"
     # A heading line with the answer on the next one: "### Answer", "**Final Answer**"
     r"|^[ \t]*(?:#+[ \t]*)?(?:[*_]+[ \t]*)?(?:final[ \t]+)?answer[ \t]*(?:[*_]+[ \t]*)?(?=\r?\n)"
     # Chinese: "答案是 C", "答案：5", "正确答案为 B", "正确选项是 (C)"
@@ -1855,6 +1857,8 @@ _ANSWER_IS_RE = re.compile(
 def _clean_candidate(s: str) -> str:
     # Markdown bold anywhere in the candidate ("** **B**" after "**Answer:**", "B**, because ...", "B**: text")
     s = s.replace("**", "").strip()
+    # the closing "|" of a table cell ("C |" from "| Answer | C |"), not the bar of an absolute value ("|x|")
+    s = re.sub(r"^([^|]*?)\s*\|$", r"\1", s)
     s = re.sub(r"^\$+|\$+$", "", s).strip()
     s = re.sub(r"\\(?:text|textbf|mathbf|mathrm)\{([^{}]*)\}", r"\1", s)
     s = s.strip().rstrip(".。").strip()
@@ -1931,11 +1935,17 @@ def _choice_key(s: str) -> str:
 
 
 def _letter_with_its_text(cand: str, choices: list[str]) -> str | None:
-    """The letter of a candidate that is a letter with its own option's text in brackets: "C (5)",
-    "B ($145^\\circ$)"."""
-    m = re.fullmatch(rf"([{_option_letters(len(choices))}])\s*\((.+)\)", cand.strip()) if choices else None
+    """The letter of a candidate that is a letter with its own option's text in brackets, "C (5)", "B ($145^\\circ$)",
+    or the option's text with its letter named in brackets, "quarter (option B)", "(b) (choice E)"."""
+    letters = _option_letters(len(choices))
+    if not letters:
+        return None
+    m = re.fullmatch(rf"([{letters}])\s*\((.+)\)", cand.strip())
     if m and _choice_key(m.group(2)) == _choice_key(choices[ord(m.group(1)) - ord("A")]):
         return m.group(1)
+    m = re.fullmatch(rf"(.+?)\s*\((?:option|choice)\s+([{letters}])\)", cand.strip(), flags=re.I)
+    if m and _choice_key(m.group(1)) == _choice_key(choices[ord(m.group(2).upper()) - ord("A")]):
+        return m.group(2).upper()
     return None
 
 
@@ -2000,12 +2010,13 @@ def _resolve_choice(cand: str, choices: list[str], followed: bool = True) -> str
     ("Yes, let's look at the chart. ... so no.")."""
     if cand in choices:
         return cand
+    # (before a letter written alone: "(b) (option E)" with the choice texts "(a)" ... names option E)
+    if (lettered := _letter_with_its_text(cand, choices)) is not None:
+        return lettered
     # (not in a whole unmarked response: its first line may restate an option, "A - 135°")
     letter = _letter_of(cand, len(choices), dash=followed)
     if letter:
         return letter
-    if (lettered := _letter_with_its_text(cand, choices)) is not None:
-        return lettered
     lowered = {c.strip().lower(): c for c in choices}
     if cand.lower() in lowered:
         return lowered[cand.lower()]
@@ -2163,6 +2174,20 @@ _PRONOUN_ONE_RE = re.compile(r"\b(?:no|any|some|every|each|the|this|that|which|a
                              re.I)
 
 
+# A sign in words right before a number in words: "negative five", "is minus three"
+_SIGN_WORD_RE = re.compile(r"(?:^|(\S+)\s+)(negative|minus)\s+$", re.I)
+
+
+def _signed_in_words(before: str) -> bool:
+    """Whether the text ``before`` a number in words ends with its sign in words: "negative", or "minus" unless a
+    number or a closing bracket precedes it ("ten minus three", "(a + b) minus two": the operator)."""
+    m = _SIGN_WORD_RE.search(before)
+    if not m:
+        return False
+    prev = (m.group(1) or "").lower()
+    return m.group(2).lower() == "negative" or not (re.search(r"[\d)\]}]$", prev) or prev in _NUMBER_WORDS)
+
+
 def _number_word_value(phrase: str) -> float | int | None:
     """The value of a number written in words ("twenty-one" -> 21, "a hundred" -> 100, "one point two" -> 1.2),
     None when the words do not make one number ("two three", a lone "a")."""
@@ -2210,8 +2235,12 @@ def _number_words(text: str, atype: str) -> list[str]:
                                         or re.match(r"\s+(?:of|another|by|or|else)\b", text[m.end():], re.I)):
             continue
         value = _number_word_value(phrase)
-        if value is not None:
-            found.append(_show(float(value)) if isinstance(value, float) else str(value))
+        if value is None:
+            continue
+        # "negative five", "minus three": a sign in words (not the operator of "ten minus three")
+        if _signed_in_words(text[max(0, m.start() - 40): m.start()]):
+            value = -value
+        found.append(_show(float(value)) if isinstance(value, float) else str(value))
     return found
 
 
