@@ -200,10 +200,17 @@ def kl_penalty(logp: Tensor, ref_logp: Tensor, kind: str) -> Tensor:
         kind: one of :data:`KL_KINDS` (verl's ``"kl"`` = k1, ``"mse"`` = k2, ``"abs"`` = |logp - ref|).
 
     Returns:
-        ``[...]`` elementwise KL estimate.
+        ``[...]`` elementwise KL estimate, computed and returned in at least
+        float32 (bf16 / fp16 inputs give float32, as ``logprobs_from_logits``).
+        A NaN input propagates to NaN at its position (so does k3 of two
+        ``-inf`` log-probs, whose difference is undefined).
     """
     if ref_logp.shape != logp.shape:  # a [B, 1] or [T] ref_logp would broadcast silently over the tokens
         raise ValueError(f"ref_logp must have the shape of logp, got {tuple(ref_logp.shape)} and {tuple(logp.shape)}")
+    # at least float32 (k3: float64 inside): in bf16 / fp16 exp(d) rounds to 1 for |d| < ~4e-3, so k3 of d = -0.001
+    # came out 1e-3 (true 5e-7) and that of d = 0.001 as 0
+    work = torch.promote_types(_acc_dtype(logp.dtype), _acc_dtype(ref_logp.dtype))
+    logp, ref_logp = logp.to(work), ref_logp.to(work)
     if kind in ("k1", "kl"):
         return logp - ref_logp
     if kind == "abs":
@@ -211,9 +218,11 @@ def kl_penalty(logp: Tensor, ref_logp: Tensor, kind: str) -> Tensor:
     if kind in ("k2", "mse"):
         return 0.5 * (logp - ref_logp).square()
     if kind in ("k3", "low_var_kl"):
-        d = torch.clamp(ref_logp - logp, min=-_K3_DIFF_CLAMP, max=_K3_DIFF_CLAMP)
-        kl = torch.exp(d) - d - 1.0
-        return torch.clamp(kl, min=-_K3_OUT_CLAMP, max=_K3_OUT_CLAMP)
+        # float64: near d = 0, e^d - d - 1 ~ d^2 / 2 cancels ~|d| away (float32 gave 0 for d = 1e-4, bf16 |d| for
+        # d = -1e-3); expm1 drops the "- 1" and float64 the ulp of d, so the float32 result is correctly rounded
+        d = torch.clamp(ref_logp.double() - logp.double(), min=-_K3_DIFF_CLAMP, max=_K3_DIFF_CLAMP)
+        kl = torch.expm1(d) - d
+        return torch.clamp(kl, min=-_K3_OUT_CLAMP, max=_K3_OUT_CLAMP).to(work)
     raise ValueError(f"unknown kl kind {kind!r}; valid choices: {', '.join(KL_KINDS)}")
 
 
@@ -395,7 +404,10 @@ def policy_loss(
     The arithmetic follows torch type promotion as in verl: ``advantages`` are
     never rounded to the dtype of ``logp`` (float32 advantages with bf16
     log-probs give a float32 loss), and the aggregation runs in at least
-    float32 (see :func:`agg_loss`).
+    float32 (see :func:`agg_loss`). The ratio is taken in the dtype of
+    ``logp`` (bf16 as in verl), except fp16, whose range ends below
+    :math:`e^{20}`: there it is taken in float32, so that a clamped ratio stays
+    finite and a zero advantage gives a zero loss, not ``0 * inf = NaN``.
 
     Returns:
         ``(loss, metrics)`` with ``loss`` a scalar tensor.
@@ -420,6 +432,8 @@ def policy_loss(
     mask_f = mask.to(logp.dtype)  # [B, T]
 
     log_ratio = torch.clamp(logp - old_logp, min=-_LOG_RATIO_CLAMP, max=_LOG_RATIO_CLAMP)
+    if log_ratio.dtype == torch.float16:  # fp16 tops out at 65504 < e^20: an inf ratio made A = 0 tokens 0 * inf = NaN
+        log_ratio = log_ratio.float()
     ratio = torch.exp(log_ratio)  # [B, T]
 
     pg_unclipped = -adv * ratio  # [B, T]
