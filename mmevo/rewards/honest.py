@@ -69,6 +69,12 @@ def _check_probability(name: str, x: Tensor, where: Tensor | None = None) -> Non
         raise ValueError(f"{name} must lie in [0, 1], got {bad}")
 
 
+def _work(x: Tensor) -> Tensor:
+    """``x`` in float64: a bf16 / fp16 / float32 formula evaluated in its own dtype rounds after every operation and
+    misses the correctly rounded value by an ulp (bf16 -(0.3 - 1)^2); the caller rounds the result once."""
+    return x.to(torch.float64)
+
+
 def _correctness(correct, like: Tensor) -> Tensor:
     """``correct`` (bool / int / float tensor of 0 and 1) as a tensor of ``like``'s dtype and device."""
     if not torch.is_tensor(correct):
@@ -114,7 +120,7 @@ def brier_reward(conf: Tensor, correct: Tensor) -> Tensor:
     c = _float_tensor("conf", conf).detach()  # [B]
     _check_probability("conf", c)
     y = _correctness(correct, c)  # [B]
-    return -(c - y) ** 2
+    return (-(_work(c) - _work(y)) ** 2).to(c.dtype)
 
 
 def hindsight_reward(retro: Tensor, correct: Tensor, k: float = 0.3) -> Tensor:
@@ -126,7 +132,7 @@ def hindsight_reward(retro: Tensor, correct: Tensor, k: float = 0.3) -> Tensor:
     if not 0 <= k < math.inf:  # NaN fails too; k = inf makes a perfect r = y earn NaN
         raise ValueError(f"k must be finite and >= 0 (a negative k rewards miscalibration), got {k}")
     y = _correctness(correct, r)  # [B]
-    return -k * (r - y) ** 2
+    return (-k * (_work(r) - _work(y)) ** 2).to(r.dtype)
 
 
 def casr_reward(conf: Tensor, refined: Tensor, correct: Tensor, critique_chars: Tensor, has_refined: Tensor,
@@ -166,6 +172,8 @@ def casr_reward(conf: Tensor, refined: Tensor, correct: Tensor, critique_chars: 
     partial = has_critique ^ has_refined  # [B]
     _check_probability("refined", r, has_refined)
     _check_probability("conf", c, has_refined)
+    out_dtype = c.dtype
+    c, r, y = _work(c), _work(r), _work(y)
     zero = torch.zeros_like(c)
     c_r = torch.where(has_refined, c, zero)  # [B] unused values (maybe NaN) replaced before any arithmetic
     r_r = torch.where(has_refined, r, zero)  # [B]
@@ -175,7 +183,7 @@ def casr_reward(conf: Tensor, refined: Tensor, correct: Tensor, critique_chars: 
               + beta * (critique_chars.to(c.device) >= CRITIQUE_MIN_CHARS).to(c.dtype)
               - gamma * copied.to(c.dtype)
               - delta * partial.to(c.dtype))  # [B]; every term is 0 where neither is present
-    return reward.clamp(-clip, clip)
+    return reward.clamp(-clip, clip).to(out_dtype)
 
 
 def ece_bins(conf: Tensor, bins: int) -> Tensor:
@@ -217,7 +225,7 @@ def replay_priorities(conf: Tensor, correct: Tensor, alpha: float = 0.6, eps: fl
     if not 0 <= alpha < math.inf or not 0 <= eps < math.inf:  # inf gives 0 or inf priorities, NaN probabilities
         raise ValueError(f"alpha and eps must be finite and >= 0, got {alpha}, {eps}")
     y = _correctness(correct, c)  # [B]
-    return ((c - y).abs() + eps) ** alpha
+    return (((_work(c) - _work(y)).abs() + eps) ** alpha).to(c.dtype)
 
 
 # --------------------------------------------------------------------------------------------------------- heads

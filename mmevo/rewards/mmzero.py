@@ -38,14 +38,14 @@ def diversity_adjustment(shares: Tensor, valid_count: int, strength: float = .5)
     if not 0 <= strength < math.inf:  # inf: a balanced row gives 0 * inf = NaN (seed: finite inputs)
         raise ValueError(f"strength must be finite and >= 0, got {strength!r}")
     M = float(valid_count)
-    s = shares.detach()
+    s = shares.detach().to(torch.float64)  # evaluated in float64, rounded once to the shares' dtype at the end
     # seed: finite inputs. A NaN share used to come out as a NaN adjustment (clamp keeps NaN), silently; the range is
     # not checked (the seed does not bound a row, and any finite row gives a finite, clipped adjustment)
     if not bool(torch.isfinite(s).all()):
         raise ValueError(f"shares must be finite, got {s[~torch.isfinite(s)][0].item()}")
     w = torch.tensor(DIVERSITY_WEIGHTS, dtype=s.dtype, device=s.device)  # [3]
     excess = ((s - 1.0 / M) * w).sum(dim=1) * M * strength  # [B]: > 0 for crowded clusters
-    return -excess.clamp(-strength, strength)
+    return (-excess.clamp(-strength, strength)).to(shares.dtype)
 
 
 def proposal_rewards(executed: Tensor, easy_accuracy: Tensor, consistency: Tensor, adjustments: Tensor,
@@ -70,9 +70,10 @@ def proposal_rewards(executed: Tensor, easy_accuracy: Tensor, consistency: Tenso
     dtype = easy_accuracy.dtype
     if not dtype.is_floating_point:
         raise ValueError(f"easy_accuracy must be floating point, got {dtype}")
-    s = easy_accuracy.detach()
-    c = consistency.detach().to(dtype)
-    a = adjustments.detach().to(dtype)
+    work = torch.float64  # evaluated in float64, rounded once to ``dtype`` at the end (not an ulp off per step)
+    s = easy_accuracy.detach().to(work)
+    c = consistency.detach().to(dtype).to(work)
+    a = adjustments.detach().to(dtype).to(work)
     # seed: s, c in [0, 1] and finite inputs. Checked where they are used (executed attempts of valid rows): a c of
     # 1.5 used to score min(c, 1 - c) = -0.5 and a NaN to give a NaN reward, silently. Failed attempts and invalid
     # rows may hold any placeholder (they score 0 / -1 whatever it is).
@@ -90,7 +91,7 @@ def proposal_rewards(executed: Tensor, easy_accuracy: Tensor, consistency: Tenso
     # placeholder there would turn 0 * NaN into a NaN reward
     per_attempt = torch.where(executed, s.clamp(max=0.5) + torch.minimum(c, 1.0 - c), s.new_zeros(()))
     reward = per_attempt.sum(dim=1) / N + a.sum(dim=1)  # [B]
-    return torch.where(valid, reward, torch.full_like(reward, -1.0))
+    return torch.where(valid, reward, torch.full_like(reward, -1.0)).to(dtype)
 
 
 # -- pieces supplied upstream (MM-Zero's released code) ------------------------------------------------------------

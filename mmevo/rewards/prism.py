@@ -62,10 +62,11 @@ def zpd(p: Tensor) -> Tensor:
     p = _as_float(p)
     if not p.is_floating_point():
         raise ValueError(f"p must be a floating-point tensor, got {p.dtype}")
-    p = p.detach()
+    out_dtype = p.dtype
+    p = p.detach().to(torch.float64)  # evaluated in float64 and rounded once (bf16 / fp16 / float32 were an ulp off)
     score = (1.0 - (p - ZPD_CENTER).abs() / ZPD_WIDTH).clamp(min=0.0)  # [B]
     band = (p >= ZPD_LOW) & (p <= ZPD_HIGH)  # [B] bool
-    return torch.where(band, score, torch.zeros_like(score))
+    return torch.where(band, score, torch.zeros_like(score)).to(out_dtype)
 
 
 def coverage_rewards(p: Tensor, clusters: Tensor, counts: Tensor, lam: float = 5.0,
