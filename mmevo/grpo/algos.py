@@ -494,6 +494,7 @@ def entropy_from_logits(logits: Tensor) -> Tensor:
 
     Returns:
         ``[...]`` entropy (computed in at least float32); ``-inf`` logits (tokens with probability 0) are allowed.
+        A row with a NaN or ``+inf`` logit, or with every logit ``-inf`` (no distribution), gives NaN there.
     """
     z = logits.float() if logits.dtype in (torch.float16, torch.bfloat16) else logits
     lse = torch.logsumexp(z, dim=-1)  # [...]
@@ -521,7 +522,8 @@ def logprobs_from_logits(logits: Tensor, labels: Tensor) -> Tensor:
 
     Returns:
         ``[B, T]`` log-probs in at least float32 (bf16 / fp16 logits give
-        float32, float64 logits stay float64 as in verl).
+        float32, float64 logits stay float64 as in verl). A label whose logit
+        is ``-inf`` gets ``-inf``; a row with a NaN or ``+inf`` logit gives NaN.
     """
     if labels.shape != logits.shape[:-1]:  # gather accepts a smaller index: [B, 1] labels broadcast to a wrong [B, T]
         raise ValueError(f"labels must have shape {tuple(logits.shape[:-1])} for logits {tuple(logits.shape)}, "
