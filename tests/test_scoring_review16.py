@@ -168,14 +168,20 @@ def _official_mathvista(cases: list[tuple[dict, str, str]]) -> list[bool]:
     return [e["official_equal"] if e["rules_fired"] else n["official_equal"] for n, e in zip(ref_norm, ref_ext)]
 
 
-def test_the_official_mathvista_pipeline_agrees():
+def assert_official_mathvista_agrees(cases) -> None:
+    """The official pipeline's verdicts on ``cases`` (item, response, GPT extraction, official verdict) are the
+    pinned ones (skips without the reference venv's MathVista dependencies)."""
     if not PARITY_PY.exists():
         pytest.skip("the reference venv .venv-parity is missing: run `make parity-env`")
     probe = subprocess.run([str(PARITY_PY), "-c", "import lmms_eval, Levenshtein, yaml, loguru"], capture_output=True)
     if probe.returncode != 0:
         pytest.skip("the reference venv .venv-parity lacks the MathVista deps: run `make parity-env`")
-    got = _official_mathvista([(item, response, extraction) for item, response, extraction, _ in VISTA])
-    assert got == [official for *_, official in VISTA]
+    got = _official_mathvista([(item, response, extraction) for item, response, extraction, _ in cases])
+    assert got == [official for *_, official in cases]
+
+
+def test_the_official_mathvista_pipeline_agrees():
+    assert_official_mathvista_agrees(VISTA)
 
 
 # MATH-V: 48,640 realistic response / row pairs over all 3,040 test rows agreed with the official scorer. A sample

@@ -21,16 +21,10 @@ the answer the response states, then the official normaliser and ``safe_equal`` 
 
 from __future__ import annotations
 
-import subprocess
-from pathlib import Path
-
 import pytest
 
 from mmevo.eval.scoring import extract_mathvista_answer, score_mathvista
-from test_scoring_review16 import _ff, _mc, _official_mathvista
-
-ROOT = Path(__file__).resolve().parents[1]
-PARITY_PY = ROOT / ".venv-parity" / "bin" / "python"
+from test_scoring_review16 import _ff, _mc, assert_official_mathvista_agrees
 
 # MathVista testmini rows, as in testmini.json
 ANGLES_145 = _mc("3", ["135°", "140°", "145°", "150°"], "145°")
@@ -95,10 +89,4 @@ def test_neighbouring_answers_keep_their_reading(item, response, extracted):
 
 
 def test_the_official_mathvista_pipeline_agrees():
-    if not PARITY_PY.exists():
-        pytest.skip("the reference venv .venv-parity is missing: run `make parity-env`")
-    probe = subprocess.run([str(PARITY_PY), "-c", "import lmms_eval, Levenshtein, yaml, loguru"], capture_output=True)
-    if probe.returncode != 0:
-        pytest.skip("the reference venv .venv-parity lacks the MathVista deps: run `make parity-env`")
-    got = _official_mathvista([(item, response, extraction) for item, response, extraction, _ in VISTA])
-    assert got == [official for *_, official in VISTA]
+    assert_official_mathvista_agrees(VISTA)
