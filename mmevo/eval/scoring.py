@@ -1817,11 +1817,8 @@ def _latex_numbers_as_decimals(text: str, integer: bool = False) -> str:
     return re.sub(r"\^\s*(?:\{[^{}]*\}|[-+]?\d+)", "", text)
 
 
-def _last_boxed(text: str) -> str | None:
-    """Content of the last ``\\boxed{...}`` (balanced braces), or None."""
-    start = text.rfind("\\boxed{")
-    if start < 0:
-        return None
+def _boxed_at(text: str, start: int) -> str:
+    """Content of the ``\\boxed{...}`` opening at ``start`` (balanced braces; to the end when unclosed)."""
     i, depth = start + len("\\boxed{"), 1
     for j in range(i, len(text)):
         ch = text[j]
@@ -1832,6 +1829,25 @@ def _last_boxed(text: str) -> str | None:
             if depth == 0:
                 return text[i:j]
     return text[i:]
+
+
+def _last_boxed(text: str) -> str | None:
+    """Content of the last non-empty ``\\boxed{...}``, or None. An empty box ("\\boxed{}", a template the model
+    did not fill) states nothing: the answer is the one stated elsewhere ("The answer is B.\n\n\\boxed{}")."""
+    start = text.rfind("\\boxed{")
+    while start >= 0:
+        content = _boxed_at(text, start)
+        if content.strip():
+            return content
+        start = text.rfind("\\boxed{", 0, start)
+    return None
+
+
+def _last_answer_tag(text: str) -> str | None:
+    """Content of the last non-empty ``<answer>...</answer>`` (the r1 format; to the end when unclosed), or None."""
+    tagged = [m.group(1) for m in re.finditer(r"<answer>(.*?)(?:</answer>|$)", text, flags=re.I | re.S)]
+    tagged = [t for t in tagged if t.strip()]
+    return tagged[-1] if tagged else None
 
 
 _ANSWER_IS_RE = re.compile(
@@ -1872,7 +1888,9 @@ def _clean_candidate(s: str) -> str:
     return s
 
 
-_FULLWIDTH = str.maketrans("（）：，。；", "():,.;")
+# (full-width letters too: "（Ｂ）" is the option B)
+_FULLWIDTH = str.maketrans("（）：，。；" + "".join(map(chr, range(0xFF21, 0xFF3B))) + "".join(map(chr, range(0xFF41, 0xFF5B))),
+                           "():,.;ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz")
 
 
 def _drop_negated(cand: str) -> str:
@@ -2040,6 +2058,10 @@ def _resolve_choice(cand: str, choices: list[str], followed: bool = True) -> str
         if re.match(re.escape(c.strip()) + r"\$?\s*(?:" + sep + r"\s+|\s+(?=(?i:because|since|as|which|given|due)\b))",
                     cand, flags=re.I):
             return c
+    # An approximated choice text: "approximately May" is the choice "May" (as "about 5" is the choice "5" above)
+    approx = re.match(r"(?:about|approximately|approx\.|roughly|around|nearly)\s+(\S.*)", cand, flags=re.I | re.S)
+    if approx and (named := _resolve_choice(approx.group(1), choices, followed)) is not None:
+        return named
     # Any other answer followed by such a clause: "6.0, as shown in the figure", "C (6), which ..."
     head = re.match(r"(.+?)(?:,\s*|\s+)(?=(?i:because|since|as|which|given|due)\b)", cand) if followed else None
     return _resolve_choice(_clean_candidate(head.group(1)), choices, False) if head else None
@@ -2269,7 +2291,8 @@ def extract_mathvista_answer(response: str, item: dict) -> str:
     "1000"); a float response that ``float()`` parses, as ``str(float(response))``.
 
     Then (in place of the official GPT extractor) rules, first that applies:
-      1. the content of the last ``\\boxed{...}``;
+      1. the content of the last non-empty ``\\boxed{...}``;
+      (else, in the r1 format, steps 2-3 read the last non-empty ``<answer>...</answer>`` as a marked answer;)
       2. else the text after the last "answer is / answer: / **Answer**: / correct option is ..." or Chinese
          "答案是 / 答案：/ 正确选项为 ..." (to the end of that line; after a heading line "### Answer" /
          "**Final Answer**", the next non-empty line; a quoted '"text"' or "'text'" -> text; a
@@ -2338,11 +2361,15 @@ def extract_mathvista_answer(response: str, item: dict) -> str:
         boxed = _last_boxed(text)
         whole = False
         marks: list[tuple[str, int]] = []
+        # (a boxed answer first, also inside answer tags: "<answer>\\boxed{B}</answer>"; the reasoning in the think
+        # block before an answer tag is no answer)
+        tagged = _last_answer_tag(text) if boxed is None else None
+        scope = text if tagged is None else tagged
         if boxed is not None:
             cand = _clean_candidate(boxed)
         else:
             marks = [(_clean_candidate(m.group(1)), m.end()) for m in
-                     list(_ANSWER_IS_RE.finditer(text))[-_MAX_ANSWER_MARKERS:]]
+                     list(_ANSWER_IS_RE.finditer(scope))[-_MAX_ANSWER_MARKERS:]]
             # "The answer is not B but D" -> "D"; a choice text is kept ("Not possible"), and so is any text
             # of a multi_choice item that negates without naming another answer ("not A" names no choice).
             if qtype == "multi_choice":
@@ -2355,7 +2382,9 @@ def extract_mathvista_answer(response: str, item: dict) -> str:
                 # correct." -> "5. This answer ..."), else the last marked text.
                 cand, end = next(((f, e) for f, e in reversed(marks) if _usable_candidate(f, item, choices)),
                                  marks[-1])
-                cand = _taken_back(text[end:], item, choices) or _hedge_pick(cand, item, choices) or cand
+                cand = _taken_back(scope[end:], item, choices) or _hedge_pick(cand, item, choices) or cand
+            elif tagged is not None:
+                cand = _clean_candidate(tagged)
             else:
                 cand, whole = _clean_candidate(text), True
 
@@ -2428,6 +2457,10 @@ def extract_mathvista_answer(response: str, item: dict) -> str:
             return cand
 
         if atype in ("integer", "float"):
+            # A decimal comma in a boxed / marked float answer: "1,2" is 1.2 (one or two digits after the comma: no
+            # thousands separator; "1,200" stays 1200)
+            if atype == "float" and not whole:
+                cand = re.sub(r"(?<![\d,.])(\d+),(\d{1,2})(?![\d,.])", r"\1.\2", cand)
             cand = _latex_numbers_as_decimals(cand, integer=atype == "integer")
             lines = [ln for ln in text.splitlines() if ln.strip()]
             first = _clean_candidate(lines[0]) if whole and len(lines) > 1 and not _CORRECTION_RE.search(text) else ""
