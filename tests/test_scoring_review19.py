@@ -2,17 +2,18 @@
 
 A fourth, independent generator wrote the shapes small VLMs produce on MATH-V rows with options and on free-form rows:
 an empty ``\\boxed{}`` before or after the answer, two different boxes (apart or glued, ``\\boxed{B}\\boxed{C}``), a
-box revised in words, ``<answer>`` tags with and without a box inside, ``\\boxed{B: 12}``, ``\\boxed{\\text{(B) }12}``,
-``\\boxed{(b)}``, full-width "（Ｂ）" / "５", looping and truncated text (cut inside a box), ``\\fbox{}``, ``\\boxed {B}``,
-``$\\boxed{B}$``, "**B**", ``\\boxed{B.}``, ``\\text`` / ``\\mathrm`` / ``\\textbf`` in the box, decimal commas, units in
-words, degrees, percents, ``\\frac12``, ``\\sqrt2``, ``2\\sqrt{3}`` for ``\\sqrt{12}``, negative zero, leading plus
-signs, Unicode minus signs and no-break spaces, Chinese conclusions. On 81,842 such response / row pairs (every 4th
-and every 16th test row, all 95 rows with a symbolic or odd gold and 141 rows with text options), mmevo and the
-official scorer (lmms-eval's port given back the official ``from math import *``, 20 s per answer, never reached)
-disagreed on none. The official readings are often not what the response means (an empty box after the answer, a
-space before the brace, ``\\fbox``, a full-width letter, ``\\mathrm{B}`` or a decimal comma score wrong; ``\\boxed{12\\%}``
-scores right against 12): mmevo follows them. A sample of the shapes, pinned with the official verdicts, which
-``test_the_official_mathvision_scorer_agrees`` recomputes in ``.venv-parity`` with review 16's check.
+box revised in words, ``<answer>`` tags with and without a box inside, ``\\boxed{B: 12}``,
+``\\boxed{\\text{(B) }12}``, ``\\boxed{(b)}``, full-width "（Ｂ）" / "５", looping and truncated text (cut inside a box),
+``\\fbox{}``, ``\\boxed {B}``, ``$\\boxed{B}$``, "**B**", ``\\boxed{B.}``, ``\\text`` / ``\\mathrm`` / ``\\textbf`` in
+the box, decimal commas, units in words, degrees, percents, ``\\frac12``, ``\\sqrt2``, ``2\\sqrt{3}`` for
+``\\sqrt{12}``, negative zero, leading plus signs, Unicode minus signs and no-break spaces, Chinese conclusions. On
+93,357 such response / row pairs (67,327 distinct, 164 shapes over 970 test rows: every 4th row, all 95 rows with a
+symbolic or odd gold and 141 rows with text options), mmevo and the official scorer (lmms-eval's port given back the
+official ``from math import *``, 20 s per answer, never reached) disagreed on none. The official readings are often
+not what the response means (an empty box after the answer, a space before the brace, ``\\fbox``, a full-width letter,
+``\\mathrm{B}`` or a decimal comma score wrong; ``\\boxed{12\\%}`` scores right against 12): mmevo follows them. A
+sample of the shapes, pinned with the official verdicts, which ``test_the_official_mathvision_scorer_agrees``
+recomputes in ``.venv-parity`` with review 16's check.
 """
 
 from __future__ import annotations
