@@ -119,6 +119,15 @@ def test_kl_penalty_small_differences_in_every_dtype(dtype):
     assert math.isnan(nan[0].item()) and nan[1].item() == 0.0
 
 
+def test_kl_penalty_k3_of_float64_differences_far_below_float32s_reach():
+    # float64 log-probs can differ by 1e-9: e^d - d - 1 is then float64 rounding noise (~1e-16, or 0), expm1(d) - d
+    # its true ~d^2 / 2 = 5e-19
+    logp = torch.tensor([0.0, 0.0, -1.5], dtype=torch.float64)
+    ref = torch.tensor([1e-9, -1e-9, -1.5 + 3e-8], dtype=torch.float64)
+    want = [k3(b - a) for a, b in zip(logp.tolist(), ref.tolist())]
+    assert kl_penalty(logp, ref, "k3").tolist() == pytest.approx(want, rel=1e-6, abs=0.0)
+
+
 @pytest.mark.parametrize("dtype", FLOATS)
 @pytest.mark.parametrize("adv", [0.0, 1.0, -1.0])
 def test_policy_loss_huge_ratio_every_dtype(dtype, adv):
