@@ -1875,6 +1875,8 @@ def _clean_candidate(s: str) -> str:
     s = s.replace("**", "").strip()
     # the closing "|" of a table cell ("C |" from "| Answer | C |"), not the bar of an absolute value ("|x|")
     s = re.sub(r"^([^|]*?)\s*\|$", r"\1", s)
+    # LaTeX math delimiters, inline or display: "\\(5\\)", "\\[ x = 30 \\]" (not a line break's "\\\\[2pt]")
+    s = re.sub(r"(?<!\\)\\[()\[\]]", " ", s).strip()
     s = re.sub(r"^\$+|\$+$", "", s).strip()
     s = re.sub(r"\\(?:text|textbf|mathbf|mathrm)\{([^{}]*)\}", r"\1", s)
     s = s.strip().rstrip(".。").strip()
@@ -1948,18 +1950,20 @@ def _degrees_as_symbol(text: str) -> str:
 
 
 def _choice_key(s: str) -> str:
-    """A choice text compared up to case, surrounding spaces and how an angle is written."""
-    return _degrees_as_symbol(s).strip().lower()
+    """A choice text compared up to case, spaces and how an angle is written (the choices' LaTeX is spaced out,
+    "\\frac { 20 } { 3 }", "6 \\sqrt 2", which a model writes "\\frac{20}{3}", "6\\sqrt2")."""
+    return re.sub(r"\s+", "", _degrees_as_symbol(s)).lower()
 
 
 def _letter_with_its_text(cand: str, choices: list[str]) -> str | None:
-    """The letter of a candidate that is a letter with its own option's text in brackets, "C (5)", "B ($145^\\circ$)",
-    or the option's text with its letter named in brackets, "quarter (option B)", "(b) (choice E)"."""
+    """The letter of a candidate that is a letter with its own option's text in brackets or after a comma, "C (5)",
+    "B ($145^\\circ$)", "C, 5", or the option's text with its letter named in brackets, "quarter (option B)",
+    "(b) (choice E)"."""
     letters = _option_letters(len(choices))
     if not letters:
         return None
-    m = re.fullmatch(rf"([{letters}])\s*\((.+)\)", cand.strip())
-    if m and _choice_key(m.group(2)) == _choice_key(choices[ord(m.group(1)) - ord("A")]):
+    m = re.fullmatch(rf"([{letters}])\s*(?:\((.+)\)|,\s*(.+))", cand.strip())
+    if m and _choice_key(m.group(2) or m.group(3)) == _choice_key(choices[ord(m.group(1)) - ord("A")]):
         return m.group(1)
     m = re.fullmatch(rf"(.+?)\s*\((?:option|choice)\s+([{letters}])\)", cand.strip(), flags=re.I)
     if m and _choice_key(m.group(1)) == _choice_key(choices[ord(m.group(2).upper()) - ord("A")]):
@@ -2269,8 +2273,20 @@ def _number_words(text: str, atype: str) -> list[str]:
 def _final_statement(text: str) -> str:
     """The last sentence of a response, less a closing pleasantry."""
     text = _PLEASANTRY_RE.sub("", text).strip() or text
-    parts = [p for p in re.split(r"(?<=[.!?\u3002])\s+|\n+", text) if p.strip()]
+    # (a line that only opens or closes display math, "$$" or "\\]", is no statement)
+    parts = [p for p in re.split(r"(?<=[.!?\u3002])\s+|\n+", text) if p.strip() and not re.fullmatch(
+        r"\s*(?:\$\$|\\[\[\]])\s*[.,]?\s*", p)]
     return parts[-1] if parts else ""
+
+
+def _display_math_on_one_line(text: str) -> str:
+    """Display math written over several lines as one line ("\\[\n\\text{B}\n\\]" -> "\\[ \\text{B} \\]", so too
+    "$$"), so that the line read after "The answer is:", or as the last line, is the math, not its "\\["."""
+    for opener, closer in ((r"\\\[", r"\\\]"), (r"\$\$", r"\$\$")):
+        text = re.sub(rf"({opener})[ \t]*\n\s*((?:(?!{opener}|{closer})[^\n]){{1,500}}(?:\n(?:(?!{opener}|{closer})"
+                      rf"[^\n]){{1,500}}){{0,5}}?)\n\s*({closer})",
+                      lambda m: f"{m.group(1)} {' '.join(m.group(2).split())} {m.group(3)}", text)
+    return text
 
 
 def _usable_candidate(cand: str, item: dict, choices: list[str]) -> bool:
@@ -2302,18 +2318,21 @@ def extract_mathvista_answer(response: str, item: dict) -> str:
          D.", "... Correction: D.") is replaced by the correction when that opens with an answer, and a hedged
          one by the answer it leans to ("either A or C, but most likely C", "probably C");
       3. else the whole response.
+    (Display math over several lines is read as one line first: "The answer is:\n\\[\n\\text{B}\n\\]".)
     Then by item type:
       * multi_choice: of a whole response that judges several options, the one judged right ("- A: incorrect\n- B:
         correct"); else the choice text equal to the candidate; else a letter written alone
         ("B", "(B)", "B.", "Option B", "(B) text", "B - text", "B，因为", "B because ...") -> returned as the letter
         (the dash not in a whole unmarked response); else the
-        choice text equal to it up to case / spaces; else the one choice that is a number equal to it ("12.00" ->
+        choice text equal to it up to case / spaces ("\\frac{20}{3}" is the choice "\\frac { 20 } { 3 }"); else the
+        one choice that is a number equal to it ("12.00" ->
         "12"), also up to a unit or an approximation ("70" -> "70°", "6 degrees" -> "6", "4" -> "4cm", "about 5" ->
-        "5"), or a letter with its option's text in brackets ("C (5)"), also before a clause ("6.0, as shown in the
-        figure"); else, when the candidate is the whole response, a last line that is a number alone (returned as
-        it is, for the official nearest-choice rule), else
+        "5"), or a letter with its option's text in brackets ("C (5)", or "C, 5"), also before a clause ("6.0, as
+        shown in the figure"); else, when the candidate is the whole response, a last line that is a number alone
+        (returned as it is, for the official nearest-choice rule), else
         an option said to be the answer ("Option B is correct.", "So B is the correct answer."), else
-        a choice named at the end of its final statement ("So the result is 130.0."), else
+        a choice named at the end of its final statement ("So the result is 130.0.", "Therefore, $x = 30$.",
+        "\\[ x = 30 \\]", "- **Result: 30**"), else
         the last "(X)" letter in it, else the choice text occurring last in it (as a text of its own: "5" does not
         occur in "45", "no" not in "not"), else a letter
         alone at its end ("I think it's C."); else the candidate itself (which the official
@@ -2354,7 +2373,7 @@ def extract_mathvista_answer(response: str, item: dict) -> str:
             except (ValueError, TypeError, OverflowError):
                 pass
 
-        text = response[-_MAX_RESPONSE_CHARS:].strip()
+        text = _display_math_on_one_line(response[-_MAX_RESPONSE_CHARS:]).strip()
         if not text:
             return ""
 
@@ -2432,8 +2451,9 @@ def extract_mathvista_answer(response: str, item: dict) -> str:
                 if said:
                     return max(said)[1].upper()
                 # Else a final statement that ends by naming a choice: "So the result is 130.0." (the choice
-                # "130°"), "So the result is **B**."
-                named = re.match(r".*\b(?:is|are|equals)\s+(\S.*)$", _final_statement(text), flags=re.I | re.S)
+                # "130°"), "So the result is **B**.", "Therefore, $x = 30$.", "\\[ x = 30 \\]", "- **Result: 30**"
+                named = re.match(r".*(?:\b(?:is|are|equals)\s+|=\s*|:\s+)(\S.*)$", _final_statement(text),
+                                 flags=re.I | re.S)
                 if named and (resolved := _resolve_choice(_clean_candidate(named.group(1)), choices, False)):
                     return resolved
                 hits = re.findall(rf"\(([{letters}])\)", text) if letters else []
@@ -2464,6 +2484,8 @@ def extract_mathvista_answer(response: str, item: dict) -> str:
             cand = _latex_numbers_as_decimals(cand, integer=atype == "integer")
             lines = [ln for ln in text.splitlines() if ln.strip()]
             first = _clean_candidate(lines[0]) if whole and len(lines) > 1 and not _CORRECTION_RE.search(text) else ""
+            if re.match(r"\s*(?:\\\[|\$\$)", lines[0] if lines else ""):  # display math opens a derivation
+                first = ""
             # (not the number of a numbered list: "1.\nIdentify the parts.\n2.\nCount them: 7.")
             if re.fullmatch(r"\s*\d+\s*[.)]\s*", lines[0] if lines else "") and any(
                     re.match(r"\s*\d+\s*[.)](?:\s|$)", ln) for ln in lines[1:]):
