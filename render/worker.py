@@ -63,6 +63,12 @@ JOB_MESSAGE_PREFIX = "job: "  # marks text that comes from the job (untrusted on
 JOB_SOURCE_NAME = "<render>"  # the file name job code is compiled under (its frames in tracebacks)
 JOB_RNG_SEED = 0  # every job's random and numpy.random start here: one program, one image, on any worker
 SETUP_TIMEOUT_S = 10.0
+# Page tables are kernel memory outside RLIMIT_AS: one 4 KiB page mapped per 1 GiB of address space (mmap hints, 64969
+# mappings) held 508 MiB of page tables for 254 MiB of address space. Used densely, an address space needs 1/512 of its
+# size in page tables (one 4 KiB table maps 2 MiB); a child's may reach 1/64 of its RLIMIT_AS (8 times that), checked
+# every PAGE_TABLE_POLL_S while it runs (a job adds at most ~20 MiB in between), else it is killed (``memory``).
+PAGE_TABLE_SHARE = 64
+PAGE_TABLE_POLL_S = 0.05
 # The output validator: a child forked from the zygote after the job has ended, with a job's layers and limits and a
 # fresh job dir, that inflates and parses (PIL) a copy of the output so that the root supervisor never does. Its verdict
 # frame (``ok\n`` or ``invalid_image\nmessage``, at most FRAME_MAX bytes) counts only from a clean exit in time.
@@ -789,6 +795,24 @@ def _cpu_hard_limit(pid: int) -> int | None:
 
 
 # --- the supervisor ------------------------------------------------------------------------------------------
+def _page_table_cap(address_space: int) -> int:
+    """The page-table bytes a child with this RLIMIT_AS may hold: PAGE_TABLE_SHARE-th of it."""
+    return address_space // PAGE_TABLE_SHARE
+
+
+def _page_table_bytes(status_fd: int) -> int:
+    """``VmPTE`` (page tables of every level) of the process whose ``/proc/<pid>/status`` is open as ``status_fd``; 0
+    once it has exited or left its memory (a zombie shows none)."""
+    try:
+        text = os.pread(status_fd, 8192, 0)  # VmPTE comes early in the file; procfs writes it afresh on every read
+    except OSError:
+        return 0
+    k = text.find(b"\nVmPTE:")
+    if k < 0:
+        return 0
+    return int(text[k + 8:text.index(b"kB", k)]) * 1024
+
+
 def _png_size(data: bytes) -> tuple[int, int] | None:
     """(width, height) of a file that starts with the signature and a whole IHDR chunk (33 bytes), else None."""
     if len(data) < 33 or not data.startswith(_PNG_SIG) or data[12:16] != b"IHDR":
@@ -1467,8 +1491,8 @@ class Supervisor:
         strict = job.get("strict", True)
         payload = json.dumps({"code": code, "language": language, "limits": dataclasses.asdict(limits)}).encode()
 
-        def classify(exit_info, timed_out, frame, overflow, layers) -> dict:  # reads out.png: the job dir is mounted
-            return self._classify(exit_info, timed_out, frame, overflow, limits, timeout_s, t0, layers)
+        def classify(exit_info, timed_out, frame, overflow, layers, page_tables) -> dict:  # reads out.png: mounted
+            return self._classify(exit_info, timed_out, frame, overflow, limits, timeout_s, t0, layers, page_tables)
 
         try:
             res = self._in_sandbox(payload, limits, timeout_s, strict, classify)
@@ -1484,8 +1508,8 @@ class Supervisor:
         sandbox) makes the output ``invalid_image``."""
         payload = json.dumps({"op": VALIDATE_OP, "limits": dataclasses.asdict(limits)}).encode() + b"\0" + res["png"]
 
-        def verdict(exit_info, timed_out, frame, overflow, layers) -> tuple[str | None, str]:
-            return _validator_verdict(exit_info, timed_out, frame, overflow)
+        def verdict(exit_info, timed_out, frame, overflow, layers, page_tables) -> tuple[str | None, str]:
+            return _validator_verdict(exit_info, timed_out, frame, overflow)  # killed for its page tables: SIGKILL
 
         try:
             kind, msg = self._in_sandbox(payload, limits, VALIDATOR_TIMEOUT_S, strict, verdict)
@@ -1499,7 +1523,7 @@ class Supervisor:
     def _in_sandbox(self, payload: bytes, limits: RenderLimits, timeout_s: float, strict: bool, on_exit):
         """One child from the zygote on a fresh job dir: its limits, its setup report checked against /proc (a missing
         layer in strict mode ends it: ``_SetupFailed``), then ``payload``; waits for its exit or ``timeout_s``, reading
-        its result frame, and returns ``on_exit(exit_info, timed_out, frame, overflow, layers)``, called while the job
+        its result frame, and returns ``on_exit(exit_info, timed_out, frame, overflow, layers, page_tables)``, called while the job
         dir is still mounted."""
         pid = pidfd = -1
         exit_info = None
@@ -1527,6 +1551,7 @@ class Supervisor:
             # 1. the child's setup report, written before it has the job; checked against /proc
             layers: dict = {}
             errors: list[str] = []
+            vm = 0
             report = self._read_report(ctl_r, pidfd)
             if report is None:
                 errors.append("sandbox setup: no report from the job child")
@@ -1551,12 +1576,15 @@ class Supervisor:
                 exit_info = self._zrecv(SETUP_TIMEOUT_S)
                 raise _SetupFailed("; ".join(errors), layers)
 
-            # 2. the job
+            # 2. the job (its /proc status opened before: that of this child, whatever pid is reused later)
+            proc_status = os.open(f"/proc/{pid}/status", os.O_RDONLY | os.O_CLOEXEC)
+            own.append(proc_status)
             own.remove(job_w)
             self._send_job(job_w, payload)
-            timed_out, frame, overflow = self._wait(pidfd, st_r, timeout_s)
+            timed_out, frame, overflow, page_tables = self._wait(
+                pidfd, st_r, timeout_s, proc_status, _page_table_cap(vm + limits.memory_bytes))
             exit_info = self._zrecv(SETUP_TIMEOUT_S)
-            return on_exit(exit_info, timed_out, frame, overflow, layers)
+            return on_exit(exit_info, timed_out, frame, overflow, layers, page_tables)
         finally:
             if pidfd >= 0 and exit_info is None:  # something went wrong half-way: end the child
                 try:
@@ -1612,19 +1640,31 @@ class Supervisor:
             os.close(job_w)
 
     @staticmethod
-    def _wait(pidfd: int, st_r: int, timeout_s: float) -> tuple[bool, bytes, bool]:
-        """Wait for the child's exit or the deadline, reading its result frame meanwhile (capped)."""
+    def _wait(pidfd: int, st_r: int, timeout_s: float, proc_status: int = -1,
+              max_page_tables: int = 0) -> tuple[bool, bytes, bool, int]:
+        """Wait for the child's exit or the deadline, reading its result frame meanwhile (capped). With ``proc_status``
+        (its ``/proc/<pid>/status``, open) the child is killed once its page tables pass ``max_page_tables`` bytes;
+        what they held then is returned with the result (0 if never seen past the cap)."""
         deadline = time.monotonic() + timeout_s
         frame = bytearray()
         overflow = False
         reading = True
         timed_out = False
         exited = False
+        page_tables = 0
         while not exited:
             left = deadline - time.monotonic()
             if left <= 0:
                 timed_out = True
                 break
+            if proc_status >= 0:
+                seen = _page_table_bytes(proc_status)
+                if seen > max_page_tables:
+                    page_tables = seen
+                    _kill(pidfd)
+                    select.select([pidfd], [], [], SETUP_TIMEOUT_S)
+                    break
+                left = min(left, PAGE_TABLE_POLL_S)
             ready = select.select([pidfd] + ([st_r] if reading else []), [], [], left)[0]
             if st_r in ready and reading:
                 chunk = os.read(st_r, 65536)
@@ -1656,12 +1696,15 @@ class Supervisor:
                     frame += chunk
             except BlockingIOError:
                 pass
-        return timed_out, bytes(frame), overflow
+        return timed_out, bytes(frame), overflow, page_tables
 
-    def _classify(self, exit_info, timed_out, frame, overflow, limits, timeout_s, t0, layers) -> dict:
+    def _classify(self, exit_info, timed_out, frame, overflow, limits, timeout_s, t0, layers, page_tables=0) -> dict:
         wstatus, cpu = int(exit_info.get("status", 0)), float(exit_info.get("cpu_s", 0.0))
         if timed_out:
             return _result(kind="timeout", msg=f"wall-clock timeout after {timeout_s} s", t0=t0, layers=layers)
+        if page_tables:
+            return _result(kind="memory", msg=f"killed for its page tables: {page_tables >> 20} MiB, past 1/"
+                           f"{PAGE_TABLE_SHARE} of its address-space limit", t0=t0, layers=layers)
         if os.WIFSIGNALED(wstatus):
             sig = os.WTERMSIG(wstatus)
             name = _signal_name(sig)
