@@ -26,7 +26,7 @@ procfs of the job's own pid namespace (``mount_proc``), uid drop, ``no_new_privs
   ``prctl(PR_SET_SECCOMP)`` too), ``listmount`` / ``statmount`` (the mount table), ``cachestat`` (page-cache
   residency of host files),
   ``prctl(PR_SET_PDEATHSIG)`` (the signal that ends the job
-  when its worker dies), ``prctl(PR_SET_THP_DISABLE)`` (huge pages stay off) and ``prctl(PR_SET_DUMPABLE)`` (a dumpable
+  when its worker dies), ``prctl(PR_FUTEX_HASH)`` (a futex hash of any size: vmalloc outside ``RLIMIT_AS``), ``prctl(PR_SET_THP_DISABLE)`` (huge pages stay off) and ``prctl(PR_SET_DUMPABLE)`` (a dumpable
   job's crash reaches the host's core handler), and ENOSYS to ``clone3``
   (so glibc falls back to ``clone``, which is allowed only with ``CLONE_VM | CLONE_FS | CLONE_FILES | CLONE_SIGHAND |
   CLONE_THREAD``, as pthread_create sets them: threads sharing the job's fd table, no processes) and to every call
@@ -167,6 +167,10 @@ F_SETPIPE_SZ = 1031
 # pages in all, outside RLIMIT_AS; at this size ~3.5 MiB.
 PIPE_SIZE_MAX = 1 << 16
 PR_SET_SECCOMP = 22
+# Linux 6.16: a process's own futex hash of N buckets (64 bytes each), kvzalloc'ed, kernel memory outside RLIMIT_AS:
+# PR_FUTEX_HASH_SET_SLOTS of 2**24 took 1 GiB of vmalloc for one job. Without it a threaded process still gets a hash
+# sized by its thread count, as before the call existed.
+PR_FUTEX_HASH = 78
 SECCOMP_MODE_FILTER = 2
 SECCOMP_RET_KILL_PROCESS = 0x80000000
 SECCOMP_RET_ERRNO = 0x00050000
@@ -302,6 +306,7 @@ def build_seccomp_program() -> bytes:
     ins(_BPF_JEQ_K, PR_SET_PDEATHSIG, "eperm", 0)
     ins(_BPF_JEQ_K, PR_SET_THP_DISABLE, "eperm", 0)  # huge pages stay off (see set_thp_disabled)
     ins(_BPF_JEQ_K, PR_SET_SECCOMP, "eperm", 0)  # as the seccomp call: filters are kernel memory per thread
+    ins(_BPF_JEQ_K, PR_FUTEX_HASH, "eperm", 0)  # a futex hash of the job's chosen size: up to 1 GiB of vmalloc
     ins(_BPF_JEQ_K, PR_SET_DUMPABLE, "eperm", "allow")
     # dnotify, the watch that needs no inotify call: fcntl(dir, F_NOTIFY) on a bound host directory signals the job
     # on every read / write there by host processes (DN_ACCESS: which library the trainer just imported, ...)

@@ -5,8 +5,14 @@
    read each (the zero page: no memory of its own) held 508 MiB of page tables for 254 MiB of address space, in
    ~1.2 s, per job: the host's ``PageTables`` grew by that much, invisible to the job's limits and RSS. The
    supervisor now reads the child's ``VmPTE`` while it runs (every ``PAGE_TABLE_POLL_S``) and kills it past 1/64 of
-   its address-space limit (dense use of all of it needs 1/512): ``memory``."""
+   its address-space limit (dense use of all of it needs 1/512): ``memory``.
+2. ``prctl(PR_FUTEX_HASH, PR_FUTEX_HASH_SET_SLOTS, 2**24)`` (Linux 6.16) gave the job a private futex hash of 16M
+   buckets: 1 GiB of kernel vmalloc outside ``RLIMIT_AS`` (the host's ``VmallocUsed`` grew by 1094 MiB) for as long
+   as the job ran. The filter refuses the option (``EPERM``); a threaded job still gets the hash the kernel sizes
+   by its thread count."""
 
+import json
+import platform
 import sys
 
 import pytest
@@ -14,7 +20,10 @@ import pytest
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="render sandbox is Linux-only")
 
 from render import RenderJob  # noqa: E402
+from render import sandbox as sb  # noqa: E402
 from render import worker as wk  # noqa: E402
+
+from test_render_hostile12 import _NRS, ALLOW, EPERM, _run_filter  # noqa: E402
 
 # -- 1. page tables stay within a share of the address-space limit -----------------------------------------------------
 SPARSE_MAPPINGS = r"""
@@ -78,3 +87,42 @@ def test_page_table_bytes_are_read_from_an_open_status_file(tmp_path):
     finally:
         os.close(fd)
     assert wk._page_table_bytes(-1) == 0  # a closed or bad descriptor reads as nothing
+
+
+# -- 2. no futex hash of the job's own size ----------------------------------------------------------------------------
+def test_the_filter_refuses_a_futex_hash_of_any_size():
+    nr = _NRS.get(platform.machine())
+    if nr is None or sb.AUDIT_ARCH is None:
+        pytest.skip("no seccomp filter for this architecture")
+    prog = sb.build_seccomp_program()
+
+    def prctl(*args) -> int:
+        return _run_filter(prog, nr["prctl"], args + (0,) * (6 - len(args)))
+
+    assert [prctl(78, sub, 1 << 24) for sub in (1, 2, 3)] == [EPERM] * 3  # PR_FUTEX_HASH: set, get, get-immutable
+    assert prctl(2**32 + 78, 1, 1 << 24) == EPERM  # the option is an int: its high bits are not part of it
+    assert [prctl(option, 1) for option in (15, 16, 77, 79)] == [ALLOW] * 4  # PR_SET_NAME, ... pass as before
+    assert sb.PR_FUTEX_HASH == 78
+
+
+FUTEX_HASH_JOB = r"""
+import ctypes, errno, json, threading
+libc = ctypes.CDLL(None, use_errno=True)
+rc = libc.prctl(78, 1, ctypes.c_ulong(1 << 24), ctypes.c_ulong(0), ctypes.c_ulong(0))  # 16M buckets: 1 GiB
+res = {"set_slots": rc if rc >= 0 else errno.errorcode[ctypes.get_errno()]}
+done = []
+threads = [threading.Thread(target=lambda: done.append(1)) for _ in range(8)]  # the kernel's own hash for threads
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+res["threads"] = len(done)
+raise RuntimeError(json.dumps(res))
+"""
+
+
+def test_a_job_cannot_size_its_futex_hash(render_pool):
+    # before: {"set_slots": 0} on Linux 6.16+, and the host's VmallocUsed grew by 1094 MiB until the job ended
+    r = render_pool.render(RenderJob(FUTEX_HASH_JOB), timeout_s=20)
+    assert r.error_kind == "crash" and "RuntimeError: {" in r.message, r
+    assert json.loads(r.message[r.message.index("{"):]) == {"set_slots": "EPERM", "threads": 8}
