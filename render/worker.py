@@ -1523,8 +1523,8 @@ class Supervisor:
     def _in_sandbox(self, payload: bytes, limits: RenderLimits, timeout_s: float, strict: bool, on_exit):
         """One child from the zygote on a fresh job dir: its limits, its setup report checked against /proc (a missing
         layer in strict mode ends it: ``_SetupFailed``), then ``payload``; waits for its exit or ``timeout_s``, reading
-        its result frame, and returns ``on_exit(exit_info, timed_out, frame, overflow, layers, page_tables)``, called while the job
-        dir is still mounted."""
+        its result frame, and returns ``on_exit(exit_info, timed_out, frame, overflow, layers, page_tables)``, called
+        while the job dir is still mounted."""
         pid = pidfd = -1
         exit_info = None
         own: list[int] = []
