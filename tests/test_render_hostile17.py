@@ -5,7 +5,8 @@
    read each (the zero page: no memory of its own) held 508 MiB of page tables for 254 MiB of address space, in
    ~1.2 s, per job: the host's ``PageTables`` grew by that much, invisible to the job's limits and RSS. The
    supervisor now reads the child's ``VmPTE`` while it runs (every ``PAGE_TABLE_POLL_S``) and kills it past 1/64 of
-   its address-space limit (dense use of all of it needs 1/512): ``memory``.
+   its address-space limit (dense use of all of it needs 1/512): ``memory``. That bounds how long, not the peak (a job
+   faulting its pages from threads in C passes the cap further within one poll; see render/README.md).
 2. ``prctl(PR_FUTEX_HASH, PR_FUTEX_HASH_SET_SLOTS, 2**24)`` (Linux 6.16) gave the job a private futex hash of 16M
    buckets: 1 GiB of kernel vmalloc outside ``RLIMIT_AS`` (the host's ``VmallocUsed`` grew by 1094 MiB) for as long
    as the job ran. The filter refuses the option (``EPERM``); a threaded job still gets the hash the kernel sizes
@@ -51,7 +52,8 @@ def test_sparse_mappings_cannot_hold_page_tables_past_a_share_of_the_address_spa
     r = render_pool.render(RenderJob(SPARSE_MAPPINGS), timeout_s=20)
     assert r.error_kind == "memory" and r.message.startswith("killed for its page tables: "), r
     held_mib = int(r.message.split(": ")[1].split()[0])
-    assert 16 <= held_mib < 128, r.message  # past 1/64 of ~1.7 GiB of address space, killed within a poll or two
+    # past 1/64 of ~1.7 GiB of address space, killed within a poll or a few (the supervisor may wait for a busy CPU)
+    assert 16 <= held_mib < 300, r.message
 
 
 def test_dense_memory_use_stays_well_within_the_page_table_share(render_pool):
