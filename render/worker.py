@@ -1578,9 +1578,13 @@ class Supervisor:
                 exit_info = self._zrecv(SETUP_TIMEOUT_S)
                 raise _SetupFailed("; ".join(errors), layers)
 
-            # 2. the job (its /proc status opened before: that of this child, whatever pid is reused later)
-            proc_status = os.open(f"/proc/{pid}/status", os.O_RDONLY | os.O_CLOEXEC)
-            own.append(proc_status)
+            # 2. the job (its /proc status opened before: that of this child, whatever pid is reused later; a child
+            # already gone has no page tables to watch)
+            try:
+                proc_status = os.open(f"/proc/{pid}/status", os.O_RDONLY | os.O_CLOEXEC)
+                own.append(proc_status)
+            except OSError:
+                proc_status = -1
             own.remove(job_w)
             self._send_job(job_w, payload)
             timed_out, frame, overflow, page_tables = self._wait(
