@@ -1746,6 +1746,8 @@ def _numbers(text: str) -> list[str]:
     text = re.sub("[\u2212\u2013\uff0d]", "-", text)
     text = re.sub(r"(^|[^\d)}\]\s])(\s*)-\s+(?=\.?\d)", r"\1\2-", text)
     text = _SPACED_THOUSANDS.sub(lambda m: re.sub(r"\D", "", m.group(0)), text)
+    # Thousands separated by points, as in German: "100.000.000" (two or more groups: no decimal; "1.200" stays 1.2)
+    text = re.sub(r"(?<![\d.,])\d{1,3}(?:\.\d{3}){2,}(?![\d.])", lambda m: m.group(0).replace(".", ""), text)
     return [m.replace(",", "") for m in re.findall(_NUM_RE, text)]
 
 
@@ -1843,18 +1845,32 @@ def _last_boxed(text: str) -> str | None:
     return None
 
 
+# Tags that hold the answer: the r1 format's <answer>, and those other prompts ask for ("<final>B</final>",
+# "<final_answer>12</final_answer>", "<output>12</output>", "<result>B</result>")
+_ANSWER_TAG_RE = re.compile(r"<(answer|final_answer|final|output|result)>(.*?)(?:</\1>|$)", re.I | re.S)
+
+
 def _last_answer_tag(text: str) -> str | None:
-    """Content of the last non-empty ``<answer>...</answer>`` (the r1 format; to the end when unclosed), or None."""
-    tagged = [m.group(1) for m in re.finditer(r"<answer>(.*?)(?:</answer>|$)", text, flags=re.I | re.S)]
+    """Content of the last non-empty answer tag, ``<answer>...</answer>`` (the r1 format) or one of the others of
+    ``_ANSWER_TAG_RE`` (to the end when unclosed), or None."""
+    tagged = [m.group(2) for m in _ANSWER_TAG_RE.finditer(text)]
     tagged = [t for t in tagged if t.strip()]
     return tagged[-1] if tagged else None
 
 
 _ANSWER_IS_RE = re.compile(
     # (Markdown emphasis may close around the noun: "**Answer**: 19".)
-    r"(?:(?:final\s+answer|correct\s+answer|answer|correct\s+option|correct\s+choice)[*_]*"
+    # (A JSON or YAML key too: '{"answer": "B"}', '{"final_answer": 12}', "answer: B".)
+    r"(?:(?:final\s+answer|correct\s+answer|answer|correct\s+option|correct\s+choice)[*_]*[\"']?"
     # ("Answer - 5.": a dash set off by spaces separates, it is no minus sign)
     r"\s*(?:is|should\s+be|would\s+be|will\s+be|=|:|(?<=\s)[-\u2013\u2014](?=\s))"
+    # Other languages: "La respuesta es B", "La réponse est 12", "Die Antwort ist C" / "lautet C", "A resposta é
+    # B", "La risposta è B", "Ответ: 12", "Итак, ответ C", "答えは B です", "正解は12", "정답은 B입니다", "답: 12"
+    r"|(?:respuesta|r[ée]ponse|antwort|resposta|risposta)(?:\s+(?:correcta|correcte|finale?|correta|corretta))?"
+    r"[*_]*\s*(?:(?:es|est|ist|lautet|é|è|sería|serait|wäre|seria|sarebbe)(?!\w)|:)"
+    r"|ответ[*_]*\s*(?:[:=\u2014\u2013]|-(?=\s))"
+    r"|(?:итак|значит|поэтому|следовательно),?\s+(?:правильный\s+)?ответ(?=\s)"
+    r"|(?:答え|正解|解答)\s*(?:は|:|：)|(?:정답|답)\s*(?:은|는|:)"
     # A table row labelled as the answer: "| **Final answer** | **C** |" (the row's closing "|" is cleaned off)
     r"|^[ \t]*\|[ \t]*[*_]*(?:final[ \t]+|correct[ \t]+)?answer[*_]*[ \t]*[*_]*[ \t]*\|"
     # A heading line with the answer on the next one: "### Answer", "**Final Answer**"
@@ -1880,19 +1896,25 @@ def _clean_candidate(s: str) -> str:
     s = re.sub(r"^\$+|\$+$", "", s).strip()
     s = re.sub(r"\\(?:text|textbf|mathbf|mathrm)\{([^{}]*)\}", r"\1", s)
     s = s.strip().rstrip(".。").strip()
+    # a Japanese / Korean copula after the answer: "B です", "12입니다", "B이다"
+    s = re.sub(r"\s*(?:です|である|だ|입니다|이다|이에요|예요|임)[.!。]?$", "", s).strip()
     s = s.strip("*").strip()
     # A quoted answer, 'The answer is "B".' (the official quick-extract form) or "The answer is 'decrease'.": the
-    # quoted text, also when the sentence goes on after it ('"D". I am confident.', '"21.6", since ...')
+    # quoted text, also when the sentence goes on after it ('"D". I am confident.', '"21.6", since ...'), or a JSON
+    # value ('"B"}' of '{"final_answer": "B"}')
     m = re.match(r'(?:"([^"]*)"|\u201c([^\u201c\u201d]*)\u201d|\'([^\']*)\'|\u2018([^\u2018\u2019]*)\u2019)'
-                 r'(?:$|[.,;:!\u3002\uff0c])', s)
+                 r'(?:$|[.,;:!}\u3002\uff0c])', s)
     if m:
         s = next(g for g in m.groups() if g is not None).strip().rstrip(".").strip()
     return s
 
 
-# (full-width letters too: "（Ｂ）" is the option B)
-_FULLWIDTH = str.maketrans("（）：，。；" + "".join(map(chr, range(0xFF21, 0xFF3B))) + "".join(map(chr, range(0xFF41, 0xFF5B))),
-                           "():,.;ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz")
+# (full-width letters too: "（Ｂ）" is the option B; and the Greek capitals alpha, beta, epsilon and the Cyrillic
+# capital a, which look like A, B, E, A and stand where those stand in their alphabets: "Answer: (Β)". Not the
+# Cyrillic В / С / Е, the third / 18th / sixth letters: "Ответ: В" may be the third option.)
+_FULLWIDTH = str.maketrans("（）：，。；" + "".join(map(chr, range(0xFF21, 0xFF3B))) + "".join(map(chr, range(0xFF41, 0xFF5B)))
+                           + "\u0391\u0392\u0395\u0410",
+                           "():,.;ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz" + "ABEA")
 
 
 def _drop_negated(cand: str) -> str:
@@ -1914,29 +1936,44 @@ def _option_letters(n: int) -> str:
     return "".join(chr(ord("A") + i) for i in range(n))
 
 
+# The word "option" before a letter, also in other languages and with an article: "the option B", "la opción B",
+# "l'option B", "a alternativa B", "вариант B", "選択肢B", "보기 B"
+_OPTION_WORD = (r"(?:(?:the|la|a|die|l['\u2019])\s*)?"
+                r"(?:option|choice|opci[óo]n|op[çc][ãa]o|opzione|alternativa|вариант|選択肢|선택지|보기)")
+
+
+# A connective that opens the reason after an answer ("B because ...", "B, porque ...", "B, car ...", "B, weil ...",
+# "B, потому что ..."); never a noun
+_BECAUSE = (r"(?i:because|since|as|which|given|due|porque|pues|ya\s+que|car|parce\s+que|puisque|weil|da|denn|pois|"
+            r"perché|poiché|потому|так\s+как|поскольку)")
+
+
 def _lone_letter(t: str, letters: str) -> str | None:
     """The letter of ``t`` when ``t`` is one option's letter and nothing else: "B", "(B)", "B.", "B)", "Option B"."""
-    m = re.fullmatch(rf"(?:option|choice)?\s*\(?([{letters}])\)?[.:)]?", t, flags=re.I) if letters else None
+    m = re.fullmatch(rf"{_OPTION_WORD}?\s*\(?([{letters}])\)?[.:)]?", t, flags=re.I) if letters else None
     return m.group(1).upper() if m else None
 
 
 def _letter_of(text: str, n_options: int, dash: bool = True) -> str | None:
-    """A choice letter written alone: "B", "(B)", "B.", "B)", "B:", "(B) text", "Option B", and "B because ..." /
-    "B, since ..." (the English of "B，因为"); with ``dash``, also "B - text" / "B – text" / "B — text" (not "A - B":
-    a difference of points)."""
+    """A choice letter written alone: "B", "(B)", "B.", "B)", "B:", "(B) text", "Option B" (also "la opción B",
+    "вариант B", "選択肢B"), and "B because ..." / "B, since ..." (the English of "B，因为"; "B, porque ...", "B, weil
+    ..."); with ``dash`` (a marked answer), also "B - text" / "B – text" / "B — text" (not "A - B": a difference of
+    points) and "B です。..." / "B 입니다"."""
     letters = _option_letters(n_options)
     if not letters:
         return None
     t = text.strip().translate(_FULLWIDTH)
     if lone := _lone_letter(t, letters):
         return lone
-    m = re.match(rf"(?:option|choice)?\s*\(([{letters}])\)", t, flags=re.I) or re.match(
+    m = re.match(rf"{_OPTION_WORD}?\s*\(([{letters}])\)", t, flags=re.I) or re.match(
         # "Option B. It fits ..." as "B. It fits ..."; "C，因为 ..." as "C,因为 ..."
-        rf"(?:(?i:option|choice)\s+)?([{letters}])(?:[.:)]\s|[.:),]?(?=[\u3000-\u9fff])"
+        rf"(?:(?i:{_OPTION_WORD})\s*)?([{letters}])(?:[.:)]\s|[.:),]?(?=[\u3000-\u9fff\uac00-\ud7af])"
         # a reason after the letter: a connective, never a noun ("A square" stays a text for the nearest choice)
-        rf"|[.:),;]?\s+(?=(?i:because|since|as|which|given|due)\b)"
-        # "C - 5", "C — 145°" (a dash set off by spaces, or an unspaced em dash), unless a lone capital follows
-        + (r"|(?:\s+[-\u2013\u2014]\s+|\s*\u2014\s*)(?![A-Z](?![A-Za-z]))" if dash else "") + ")", t
+        rf"|[.:),;]?\s+(?={_BECAUSE}\b)"
+        # "C - 5", "C — 145°" (a dash set off by spaces, or an unspaced em dash), unless a lone capital follows; and
+        # a Japanese or Korean copula or sentence after the letter, "B です。なぜなら ...", "B 입니다"
+        + (r"|(?:\s+[-\u2013\u2014]\s+|\s*\u2014\s*)(?![A-Z](?![A-Za-z]))|\s+(?=[\u3040-\u30ff\uac00-\ud7af])"
+           if dash else "") + ")", t
     )
     if m:
         return m.group(1).upper()
@@ -2059,15 +2096,23 @@ def _resolve_choice(cand: str, choices: list[str], followed: bool = True) -> str
     for c in sorted((c for c in choices if c.strip() and followed), key=len, reverse=True):
         # (a number that opens a list of numbers is no answer: "5, 6 and 8 are too large; the total is 10.")
         sep = r"(?:,(?!\s*[-+]?\.?\d)|[;:])" if re.fullmatch(_PLAIN_NUM, c.strip()) else r"[.,;:]"
-        if re.match(re.escape(c.strip()) + r"\$?\s*(?:" + sep + r"\s+|\s+(?=(?i:because|since|as|which|given|due)\b))",
+        if re.match(re.escape(c.strip()) + r"\$?\s*(?:" + sep + r"\s+|\s+(?=" + _BECAUSE + r"\b))",
                     cand, flags=re.I):
             return c
+    # A choice text called "the ... one / option / choice": "the blue one", "the quarter option" (not "the second
+    # option": which option a model counts as second is not stated)
+    called = re.fullmatch(r"(?:the|a|an)\s+(\S.*?)\s+(?:one|option|choice)", cand.strip(), flags=re.I | re.S)
+    if called:
+        key = _choice_key(called.group(1))
+        same = [c for c in choices if c.strip() and _choice_key(c) == key]
+        if len(same) == 1:
+            return same[0]
     # An approximated choice text: "approximately May" is the choice "May" (as "about 5" is the choice "5" above)
     approx = re.match(r"(?:about|approximately|approx\.|roughly|around|nearly)\s+(\S.*)", cand, flags=re.I | re.S)
     if approx and (named := _resolve_choice(approx.group(1), choices, followed)) is not None:
         return named
     # Any other answer followed by such a clause: "6.0, as shown in the figure", "C (6), which ..."
-    head = re.match(r"(.+?)(?:,\s*|\s+)(?=(?i:because|since|as|which|given|due)\b)", cand) if followed else None
+    head = re.match(r"(.+?)(?:,\s*|\s+)(?=" + _BECAUSE + r"\b)", cand) if followed else None
     return _resolve_choice(_clean_candidate(head.group(1)), choices, False) if head else None
 
 
@@ -2149,7 +2194,7 @@ def _taken_back(tail: str, item: dict, choices: list[str]) -> str | None:
 
 
 # A hedged answer and the one it leans to: "either A or C, but most likely C", "5 or 6, more likely 6" (alternatives
-# first), "probably C"
+# first), "between 10 and 12, most likely 11" (a range first), "probably C"
 _HEDGE_PICK_RE = re.compile(r"\b(?:most|more)\s+likely(?:\s+(?:it\s+is|it's|is))?[\s:,]+(\S.*)$"
                             r"|^(?:probably|likely|possibly|presumably)\s+(\S.*)$", re.I | re.S)
 
@@ -2160,7 +2205,9 @@ def _hedge_pick(cand: str, item: dict, choices: list[str]) -> str | None:
     m = _HEDGE_PICK_RE.search(cand)
     if not m or (item.get("question_type") == "multi_choice" and _resolve_choice(cand, choices) is not None):
         return None
-    if m.group(1) is not None and not re.search(r"\bor\b", cand[: m.start()], re.I):  # "6 because it is more likely"
+    # (alternatives or a range first: "5 or 6, more likely 6", "between 10 and 12, most likely 11"; not "6 because it
+    # is more likely")
+    if m.group(1) is not None and not re.search(r"\bor\b|\bbetween\b", cand[: m.start()], re.I):
         return None
     pick = _clean_candidate(m.group(1) or m.group(2))
     return pick if pick and _usable_candidate(pick, item, choices) else None
@@ -2251,23 +2298,30 @@ def _number_word_value(phrase: str) -> float | int | None:
 
 def _number_words(text: str, atype: str) -> list[str]:
     """The numbers written in words in ``text`` (see ``_NUMBER_PHRASE_RE``), as digits; a decimal ("one point two")
-    only for a float answer."""
+    only for a float answer; a half ("three and a half" 3.5, "one half" 0.5) and "a dozen" (12) for any."""
     found = []
     for m in _NUMBER_PHRASE_RE.finditer(text):
         phrase = m.group(0)
         if atype != "float" and re.search(r"\spoint\s", phrase, re.I):
             continue
-        if phrase.lower() == "one" and (_PRONOUN_ONE_RE.search(text[max(0, m.start() - 40): m.start()])
-                                        or re.match(r"\s+(?:of|another|by|or|else)\b", text[m.end():], re.I)):
+        after = text[m.end():]
+        half = re.match(r"\s+and\s+a\s+half\b", after, re.I)
+        one_half = phrase.lower() == "one" and re.match(r"[ \t-]+half\b", after, re.I)
+        if phrase.lower() == "one" and not one_half and (
+                _PRONOUN_ONE_RE.search(text[max(0, m.start() - 40): m.start()])
+                or re.match(r"\s+(?:of|another|by|or|else|dozen)\b", after, re.I)):
             continue
-        value = _number_word_value(phrase)
+        value = 0.5 if one_half else _number_word_value(phrase)
         if value is None:
             continue
+        if half:
+            value += 0.5
         # "negative five", "minus three": a sign in words (not the operator of "ten minus three")
         if _signed_in_words(text[max(0, m.start() - 40): m.start()]):
             value = -value
-        found.append(_show(float(value)) if isinstance(value, float) else str(value))
-    return found
+        found.append((m.start(), _show(float(value)) if isinstance(value, float) else str(value)))
+    found += [(m.start(), "12") for m in re.finditer(r"(?<![\w-])(?:a|one)\s+dozen\b", text, re.I)]
+    return [v for _, v in sorted(found)]
 
 
 def _final_statement(text: str) -> str:
@@ -2289,6 +2343,16 @@ def _display_math_on_one_line(text: str) -> str:
     return text
 
 
+# The words before an answer marker that make it the object of a check: "Let me verify the answer: ...", "To
+# double-check the final answer: ..."
+_CHECKED_ANSWER_RE = re.compile(r"\b(?:verify(?:ing)?|(?:double-?|re-?)?check(?:ing)?|confirm(?:ing)?|validat(?:e|ing))"
+                                r"\s+(?:(?:the|our|my|this|that)\s+)?$", re.I)
+
+
+# A last line that closes a markdown code block
+_CLOSING_FENCE_RE = re.compile(r"\n[ \t]*```[ \t]*$")
+
+
 def _usable_candidate(cand: str, item: dict, choices: list[str]) -> bool:
     """Whether a marked answer reads as an answer of the item's type."""
     if item.get("question_type") == "multi_choice":
@@ -2308,15 +2372,20 @@ def extract_mathvista_answer(response: str, item: dict) -> str:
 
     Then (in place of the official GPT extractor) rules, first that applies:
       1. the content of the last non-empty ``\\boxed{...}``;
-      (else, in the r1 format, steps 2-3 read the last non-empty ``<answer>...</answer>`` as a marked answer;)
+      (else, in the r1 format, steps 2-3 read the last non-empty ``<answer>...</answer>`` as a marked answer, so
+      too ``<final>``, ``<final_answer>``, ``<output>``, ``<result>``;)
       2. else the text after the last "answer is / answer: / **Answer**: / correct option is ..." or Chinese
-         "答案是 / 答案：/ 正确选项为 ..." (to the end of that line; after a heading line "### Answer" /
+         "答案是 / 答案：/ 正确选项为 ..." or a JSON key '"answer": ' or another language's marker ("la respuesta
+         es", "la réponse est", "die Antwort lautet", "Ответ:", "答えは", "정답은"; a Japanese / Korean copula after
+         the answer dropped) (to the end of that line; after a heading line "### Answer" /
          "**Final Answer**", the next non-empty line; a quoted '"text"' or "'text'" -> text; a
-         negated answer dropped: "not B but D" -> D, "C, not A" -> C, a bare "not 999" is none)
+         negated answer dropped: "not B but D" -> D, "C, not A" -> C, a bare "not 999" is none; the heading of a
+         check, "Let me verify the answer: ...", only when no other marker is left)
          that reads as an answer of the item's type (names a choice / has a number), else after
          the last such marker; an answer it takes back with no new marker ("The answer is C. Wait, actually it is
          D.", "... Correction: D.") is replaced by the correction when that opens with an answer, and a hedged
-         one by the answer it leans to ("either A or C, but most likely C", "probably C");
+         one by the answer it leans to ("either A or C, but most likely C", "between 4 and 6, most likely 5",
+         "probably C");
       3. else the whole response.
     (Display math over several lines is read as one line first: "The answer is:\n\\[\n\\text{B}\n\\]".)
     Then by item type:
@@ -2345,8 +2414,9 @@ def extract_mathvista_answer(response: str, item: dict) -> str:
         line (with at most a unit, a currency sign, an approximation or a name: "400 units\n\nExplanation: ...",
         "x = 18\n\n...", "about 18\n\n..."), else its last number not
         after a "not" and not in a closing remark in brackets ("1000 g in total. (2 weights, 3 marks.)" -> 1000);
-        with no digits there, a number in words ("six", "twenty-one", "one point two" for a float) of that marked
-        answer (or an earlier one), or of an unmarked response's final sentence (the pronoun "one" is none)
+        with no digits there, a number in words ("six", "twenty-one", "three and a half", "a dozen", "one point
+        two" for a float) of that marked answer (or an earlier one), or of an unmarked response's final sentence (the
+        pronoun "one" is none)
         (thousands commas dropped, and thousands spaces: "1 000", "12 345",
         "1\\,000"; a minus written "\u2212" or "- 4.3" is kept);
       * list: the numbers of the last "[...]" in the candidate (else all its numbers, of an unmarked response those of
@@ -2374,6 +2444,9 @@ def extract_mathvista_answer(response: str, item: dict) -> str:
                 pass
 
         text = _display_math_on_one_line(response[-_MAX_RESPONSE_CHARS:]).strip()
+        # (a closing code fence states nothing: "...\n\n```\nB\n```" ends with "B"; an opening one is kept, so that
+        # the first line of the code, "width = 3", is not read as an answer stated first)
+        text = _CLOSING_FENCE_RE.sub("", text).strip()
         if not text:
             return ""
 
@@ -2387,8 +2460,12 @@ def extract_mathvista_answer(response: str, item: dict) -> str:
         if boxed is not None:
             cand = _clean_candidate(boxed)
         else:
-            marks = [(_clean_candidate(m.group(1)), m.end()) for m in
-                     list(_ANSWER_IS_RE.finditer(scope))[-_MAX_ANSWER_MARKERS:]]
+            found = list(_ANSWER_IS_RE.finditer(scope))[-_MAX_ANSWER_MARKERS:]
+            # (the heading of a check, "Let me verify the answer: 3 + 4 = 7", states no answer when another marker is
+            # left; "I can confirm the answer is 12" does)
+            found = [m for m in found if not (re.search(r"[:\uff1a]\s*$", m.group(0)) and _CHECKED_ANSWER_RE.search(
+                scope[max(0, m.start() - 40): m.start()]))] or found
+            marks = [(_clean_candidate(m.group(1)), m.end()) for m in found]
             # "The answer is not B but D" -> "D"; a choice text is kept ("Not possible"), and so is any text
             # of a multi_choice item that negates without naming another answer ("not A" names no choice).
             if qtype == "multi_choice":
@@ -2421,6 +2498,10 @@ def extract_mathvista_answer(response: str, item: dict) -> str:
             resolved = _resolve_choice(cand, choices, followed=not whole)
             if resolved is not None:
                 return resolved
+            # A Greek or Cyrillic letter alone that does not read as a Latin one ("Ответ: В": the look says B, the
+            # Russian order C): which option it names is not stated, and its nearest choice text would be a guess
+            if not whole and re.fullmatch(r"\(?[\u0370-\u03ff\u0400-\u04ff]\)?", cand.strip()):
+                return ""
             if whole:
                 letters = _option_letters(len(choices))
                 # A last line that is an answer ("...\n\n**B**", "...\nNo, because ..."), else a first line that
