@@ -165,6 +165,11 @@ def test_mathvista_fifth_generator_answers_get_the_official_verdict(item, respon
     (CLOCK, "The answer is the second option.", "the second option"),  # an ordinal: the official nearest text
     (CLOCK, "The answer is the quarter or half one.", "the quarter or half one"),
     (COUNT_5, "```python\nwidth = 3\nheight = 4\nprint(width + height)\n```", "4"),  # no output: not the code's 3
+    # French "car", German "da", Spanish "pues" open a reason only after a comma: "a car" is no letter A
+    (CLOCK, "The answer is a car.", "a car"),
+    (CLOCK, "Réponse : B, car le quart est montré.", "B"),
+    # the Chinese "解答：" heads a worked solution, it marks no answer: the last number of the response, not its first
+    (COUNT_5, "解答：首先数一数，共有3个红色的和2个蓝色的。\n总数是 3 + 2 = 5。", "5"),
 ])
 def test_neighbouring_answers_keep_their_reading(item, response, extracted):
     assert extract_mathvista_answer(response, item) == extracted

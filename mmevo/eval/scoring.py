@@ -1870,7 +1870,7 @@ _ANSWER_IS_RE = re.compile(
     r"[*_]*\s*(?:(?:es|est|ist|lautet|é|è|sería|serait|wäre|seria|sarebbe)(?!\w)|:)"
     r"|ответ[*_]*\s*(?:[:=\u2014\u2013]|-(?=\s))"
     r"|(?:итак|значит|поэтому|следовательно),?\s+(?:правильный\s+)?ответ(?=\s)"
-    r"|(?:答え|正解|解答)\s*(?:は|:|：)|(?:정답|답)\s*(?:은|는|:)"
+    r"|(?:答え|正解)\s*(?:は|:|：)|(?:정답|답)\s*(?:은|는|:)"
     # A table row labelled as the answer: "| **Final answer** | **C** |" (the row's closing "|" is cleaned off)
     r"|^[ \t]*\|[ \t]*[*_]*(?:final[ \t]+|correct[ \t]+)?answer[*_]*[ \t]*[*_]*[ \t]*\|"
     # A heading line with the answer on the next one: "### Answer", "**Final Answer**"
@@ -1942,10 +1942,12 @@ _OPTION_WORD = (r"(?:(?:the|la|a|die|l['\u2019])\s*)?"
                 r"(?:option|choice|opci[óo]n|op[çc][ãa]o|opzione|alternativa|вариант|選択肢|선택지|보기)")
 
 
-# A connective that opens the reason after an answer ("B because ...", "B, porque ...", "B, car ...", "B, weil ...",
-# "B, потому что ..."); never a noun
-_BECAUSE = (r"(?i:because|since|as|which|given|due|porque|pues|ya\s+que|car|parce\s+que|puisque|weil|da|denn|pois|"
-            r"perché|poiché|потому|так\s+как|поскольку)")
+# A connective that opens the reason after an answer ("B because ...", "B porque ...", "B, weil ...", "B, потому что
+# ..."); never a noun
+_BECAUSE = (r"(?i:because|since|as|which|given|due|porque|ya\s+que|parce\s+que|puisque|weil|perché|poiché|потому|"
+            r"так\s+как|поскольку)")
+# ... and those that are English words too ("a car", "da", "pues"): a connective only after a comma ("B, car ...")
+_BECAUSE_AFTER_COMMA = r"(?i:car|da|denn|pues|pois)"
 
 
 def _lone_letter(t: str, letters: str) -> str | None:
@@ -1969,7 +1971,7 @@ def _letter_of(text: str, n_options: int, dash: bool = True) -> str | None:
         # "Option B. It fits ..." as "B. It fits ..."; "C，因为 ..." as "C,因为 ..."
         rf"(?:(?i:{_OPTION_WORD})\s*)?([{letters}])(?:[.:)]\s|[.:),]?(?=[\u3000-\u9fff\uac00-\ud7af])"
         # a reason after the letter: a connective, never a noun ("A square" stays a text for the nearest choice)
-        rf"|[.:),;]?\s+(?={_BECAUSE}\b)"
+        rf"|[.:),;]?\s+(?={_BECAUSE}\b)|[,;]\s*(?={_BECAUSE_AFTER_COMMA}\b)"
         # "C - 5", "C — 145°" (a dash set off by spaces, or an unspaced em dash), unless a lone capital follows; and
         # a Japanese or Korean copula or sentence after the letter, "B です。なぜなら ...", "B 입니다"
         + (r"|(?:\s+[-\u2013\u2014]\s+|\s*\u2014\s*)(?![A-Z](?![A-Za-z]))|\s+(?=[\u3040-\u30ff\uac00-\ud7af])"
@@ -2112,7 +2114,8 @@ def _resolve_choice(cand: str, choices: list[str], followed: bool = True) -> str
     if approx and (named := _resolve_choice(approx.group(1), choices, followed)) is not None:
         return named
     # Any other answer followed by such a clause: "6.0, as shown in the figure", "C (6), which ..."
-    head = re.match(r"(.+?)(?:,\s*|\s+)(?=" + _BECAUSE + r"\b)", cand) if followed else None
+    head = re.match(r"(.+?)(?:,\s*(?=" + _BECAUSE_AFTER_COMMA + r"\b)|(?:,\s*|\s+)(?=" + _BECAUSE + r"\b))",
+                    cand) if followed else None
     return _resolve_choice(_clean_candidate(head.group(1)), choices, False) if head else None
 
 
