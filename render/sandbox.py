@@ -26,7 +26,9 @@ procfs of the job's own pid namespace (``mount_proc``), uid drop, ``no_new_privs
   ``prctl(PR_SET_SECCOMP)`` too), ``listmount`` / ``statmount`` (the mount table), ``cachestat`` (page-cache
   residency of host files),
   ``prctl(PR_SET_PDEATHSIG)`` (the signal that ends the job
-  when its worker dies), ``prctl(PR_FUTEX_HASH)`` (a futex hash of any size: vmalloc outside ``RLIMIT_AS``),
+  when its worker dies), ``prctl(PR_FUTEX_HASH)`` (a futex hash of any size: vmalloc outside ``RLIMIT_AS``), the
+  ``setxattr`` family (POSIX ACLs are tmpfs kernel memory outside every cap), ``prctl(PR_SET_MEMORY_MERGE)`` and
+  ``madvise(MADV_MERGEABLE)`` (KSM: a timing side channel where the host runs it),
   ``prctl(PR_SET_THP_DISABLE)`` (huge pages stay off) and ``prctl(PR_SET_DUMPABLE)`` (a dumpable
   job's crash reaches the host's core handler), and ENOSYS to ``clone3``
   (so glibc falls back to ``clone``, which is allowed only with ``CLONE_VM | CLONE_FS | CLONE_FILES | CLONE_SIGHAND |
@@ -69,7 +71,7 @@ if MACHINE == "x86_64":
         mq_timedreceive=243, mq_notify=244, mq_getsetattr=245, inotify_init=253, inotify_add_watch=254,
         inotify_rm_watch=255, inotify_init1=294, fanotify_init=300, fanotify_mark=301, memfd_create=319,
         memfd_secret=447, kill=62, syslog=103, io_setup=206, sync=162, syncfs=306, prctl=157, fcntl=72,
-        splice=275, tee=276, vmsplice=278, sendfile=40,
+        splice=275, tee=276, vmsplice=278, sendfile=40, setxattr=188, lsetxattr=189, fsetxattr=190, madvise=28,
     )
     X32_BIT = 0x40000000
 elif MACHINE == "aarch64":
@@ -88,7 +90,7 @@ elif MACHINE == "aarch64":
         mq_timedreceive=183, mq_notify=184, mq_getsetattr=185, inotify_add_watch=27, inotify_rm_watch=28,
         inotify_init1=26, fanotify_init=262, fanotify_mark=263, memfd_create=279, memfd_secret=447, kill=129,
         syslog=116, io_setup=0, sync=81, syncfs=267, prctl=167, fcntl=25, vmsplice=75, splice=76, tee=77,
-        sendfile=71,
+        sendfile=71, setxattr=5, lsetxattr=6, fsetxattr=7, madvise=233,
     )
     X32_BIT = None
 else:  # pragma: no cover - other architectures get no seccomp/landlock (reduced isolation)
@@ -96,7 +98,7 @@ else:  # pragma: no cover - other architectures get no seccomp/landlock (reduced
     NR = {}
     X32_BIT = None
 if NR:  # calls added since Linux 5.1 have one number on every architecture
-    NR.update(cachestat=451, statmount=457, listmount=458, open_tree_attr=467)
+    NR.update(cachestat=451, statmount=457, listmount=458, setxattrat=463, open_tree_attr=467)
 # The newest call this filter was reviewed against (file_setattr, Linux 6.17). Every higher number is ENOSYS, as on a
 # kernel without it (glibc and Python fall back): a call a later kernel adds is refused until someone has read it.
 LAST_REVIEWED_NR = 469
@@ -141,6 +143,11 @@ EPERM_CALLS = (
     # (200 threads stacked 600 filters of 4095 instructions: ~65 MiB of vmalloc outside RLIMIT_AS);
     # prctl(PR_SET_SECCOMP) too
     "seccomp",
+    # kernel memory: an extended attribute is kept in kernel memory by the job tmpfs. user.* ones are charged to its
+    # inode cap (~4 MiB), but a POSIX ACL (system.posix_acl_access / _default: 8,000 entries, 64 KiB) is not: 2,000
+    # directories with both held 250 MiB of unreclaimable slab, and the 4,096 inodes of a job dir ~0.5 GiB, outside
+    # RLIMIT_AS. Nothing a plot or an SVG runs sets one (shutil's copystat ignores EPERM).
+    "setxattr", "lsetxattr", "fsetxattr", "setxattrat",
 )
 
 CLONE_VM = 0x00000100
@@ -172,6 +179,11 @@ PR_SET_SECCOMP = 22
 # PR_FUTEX_HASH_SET_SLOTS of 2**24 took 1 GiB of vmalloc for one job. Without it a threaded process still gets a hash
 # sized by its thread count, as before the call existed.
 PR_FUTEX_HASH = 78
+# Kernel same-page merging for the whole process (Linux 6.4) or a range: where an operator runs KSM, a job's pages
+# merged with equal pages of other processes (other jobs' images, the trainer's) and the time a write then takes to
+# unshare a page tells whether another process holds those bytes. Off for the job, as nothing it runs asks for it.
+PR_SET_MEMORY_MERGE = 67
+MADV_MERGEABLE = 12
 SECCOMP_MODE_FILTER = 2
 SECCOMP_RET_KILL_PROCESS = 0x80000000
 SECCOMP_RET_ERRNO = 0x00050000
@@ -203,6 +215,11 @@ def _check(rc: int, what: str) -> int:
 # scales with the host's RAM (~96k on 23 GiB): timer_create alone then pinned ~36 MiB of unreclaimable kernel
 # memory per job, outside RLIMIT_AS (hundreds of MiB to GiBs on a large host, unbounded where it is unlimited).
 SIGPENDING = 256
+# Locked memory (mlock, MAP_LOCKED) of the job: pages the kernel may never reclaim. Inherited, it is whatever the
+# pool's caller had (8 MiB by default, unlimited in many GPU containers): nothing a plot or an SVG runs locks memory.
+# POSIX message queues (refused by the filter) are charged to RLIMIT_MSGQUEUE: 0 too, should one ever pass.
+MEMLOCK = 0
+MSGQUEUE = 0
 
 
 def set_rlimits(*, address_space: int, cpu_s: int, fsize: int, nofile: int = 64, nproc: int = 256) -> None:
@@ -215,6 +232,8 @@ def set_rlimits(*, address_space: int, cpu_s: int, fsize: int, nofile: int = 64,
     resource.setrlimit(resource.RLIMIT_RTPRIO, (0, 0))
     resource.setrlimit(resource.RLIMIT_NICE, (0, 0))
     resource.setrlimit(resource.RLIMIT_SIGPENDING, (SIGPENDING, SIGPENDING))
+    resource.setrlimit(resource.RLIMIT_MEMLOCK, (MEMLOCK, MEMLOCK))
+    resource.setrlimit(resource.RLIMIT_MSGQUEUE, (MSGQUEUE, MSGQUEUE))
     # counts every task (threads too) of the job uid; ignored for root, effective after the uid drop.
     # seccomp is the real fork barrier; this only caps thread bombs (RLIMIT_AS caps them as well).
     resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
@@ -292,6 +311,7 @@ def build_seccomp_program() -> bytes:
     ins(_BPF_JEQ_K, NR["clone"], "clone", 0)
     ins(_BPF_JEQ_K, NR["prctl"], "prctl", 0)
     ins(_BPF_JEQ_K, NR["fcntl"], "fcntl", 0)
+    ins(_BPF_JEQ_K, NR["madvise"], "madvise", 0)
     ins(_BPF_RET_K, SECCOMP_RET_ALLOW)
     labels = {}
     labels["clone"] = len(prog)
@@ -308,6 +328,7 @@ def build_seccomp_program() -> bytes:
     ins(_BPF_JEQ_K, PR_SET_THP_DISABLE, "eperm", 0)  # huge pages stay off (see set_thp_disabled)
     ins(_BPF_JEQ_K, PR_SET_SECCOMP, "eperm", 0)  # as the seccomp call: filters are kernel memory per thread
     ins(_BPF_JEQ_K, PR_FUTEX_HASH, "eperm", 0)  # a futex hash of the job's chosen size: up to 1 GiB of vmalloc
+    ins(_BPF_JEQ_K, PR_SET_MEMORY_MERGE, "eperm", 0)  # KSM for all its memory (see PR_SET_MEMORY_MERGE)
     ins(_BPF_JEQ_K, PR_SET_DUMPABLE, "eperm", "allow")
     # dnotify, the watch that needs no inotify call: fcntl(dir, F_NOTIFY) on a bound host directory signals the job
     # on every read / write there by host processes (DN_ACCESS: which library the trainer just imported, ...)
@@ -321,6 +342,9 @@ def build_seccomp_program() -> bytes:
     ins(_BPF_JEQ_K, 0, 0, "eperm")
     ins(_BPF_LD_W_ABS, 32)  # low 32 bits of args[2]
     ins(_BPF_JGT_K, PIPE_SIZE_MAX, "eperm", "allow")
+    labels["madvise"] = len(prog)
+    ins(_BPF_LD_W_ABS, 32)  # low 32 bits of args[2]: the advice (an int)
+    ins(_BPF_JEQ_K, MADV_MERGEABLE, "eperm", "allow")
     labels["allow"] = len(prog)
     ins(_BPF_RET_K, SECCOMP_RET_ALLOW)
     labels["kill"] = len(prog)

@@ -1472,7 +1472,8 @@ class Supervisor:
                 "Max open files": (limits.nofile,) * 2, "Max processes": (limits.nproc,) * 2,
                 "Max core file size": (0, 0), "Max address space": (vm + limits.memory_bytes,) * 2,
                 "Max realtime priority": (0, 0), "Max nice priority": (0, 0),
-                "Max pending signals": (sb.SIGPENDING,) * 2}
+                "Max pending signals": (sb.SIGPENDING,) * 2, "Max locked memory": (sb.MEMLOCK,) * 2,
+                "Max msgqueue size": (sb.MSGQUEUE,) * 2}
         with open(f"/proc/{pid}/limits") as f:
             rows = [re.split(r"\s{2,}", line.strip()) for line in f.read().splitlines()[1:]]
         have = {r[0]: r[1:3] for r in rows if len(r) >= 3}

@@ -1,0 +1,162 @@
+"""render/: an eighteenth pass, an inventory of the kernel memory a job can hold outside ``RLIMIT_AS``.
+
+Measured on the real sandbox as the host's ``/proc/meminfo`` deltas while a job ran and after it ended (the bounded
+ones are listed in render/README.md); three were not bounded by anything of the job's:
+
+1. POSIX ACLs on the job tmpfs. A tmpfs keeps ``system.posix_acl_access`` / ``_default`` in kernel memory and, unlike
+   ``user.*`` attributes, charges them to none of its caps: an ACL of 8,100 named users is 64 KiB, two per directory.
+   A job that made 4,095 directories (its inode cap) with both held 514 MiB of unreclaimable slab for as long as it
+   ran, in ~3.5 s. The filter now refuses the ``setxattr`` family (``EPERM``: ``forbidden``).
+2. ``RLIMIT_MEMLOCK`` was inherited from the pool's caller (8 MiB here, unlimited in many GPU containers): a job
+   locked that much memory that the kernel may never reclaim. It is 0 now (``RLIMIT_MSGQUEUE`` too), checked
+   against ``/proc/<pid>/limits`` like the other limits.
+3. Kernel same-page merging: ``prctl(PR_SET_MEMORY_MERGE)`` and ``madvise(MADV_MERGEABLE)`` succeeded; where an
+   operator runs KSM, merged pages are a timing side channel on other processes' memory. Both are ``EPERM`` now."""
+
+import json
+import platform
+import resource
+import sys
+
+import pytest
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="render sandbox is Linux-only")
+
+from render import RenderJob  # noqa: E402
+from render import sandbox as sb  # noqa: E402
+
+from conftest import start_render_pool  # noqa: E402
+from test_render_hostile12 import ALLOW, EPERM, _job_json, _run_filter  # noqa: E402
+
+# syscall numbers of this machine for the calls checked below (setxattrat, Linux 6.13, is the same on both)
+_NRS = {"x86_64": dict(setxattr=188, lsetxattr=189, fsetxattr=190, getxattr=191, listxattr=194, removexattr=197,
+                       madvise=28, prctl=157),
+        "aarch64": dict(setxattr=5, lsetxattr=6, fsetxattr=7, getxattr=8, listxattr=11, removexattr=14,
+                        madvise=233, prctl=167)}
+
+
+def _filter_and_numbers():
+    nr = _NRS.get(platform.machine())
+    if nr is None or sb.AUDIT_ARCH is None:
+        pytest.skip("no seccomp filter for this architecture")
+    return sb.build_seccomp_program(), nr
+
+
+# -- 1. no extended attributes: POSIX ACLs are tmpfs kernel memory outside every cap -----------------------------------
+def test_the_filter_refuses_setting_extended_attributes():
+    prog, nr = _filter_and_numbers()
+    assert [_run_filter(prog, nr[c]) for c in ("setxattr", "lsetxattr", "fsetxattr")] == [EPERM] * 3
+    assert _run_filter(prog, 463) == EPERM  # setxattrat
+    # reading them, and removing one (which frees memory), stay allowed
+    assert [_run_filter(prog, nr[c]) for c in ("getxattr", "listxattr", "removexattr")] == [ALLOW] * 3
+
+
+ACL_JOB = r"""
+import errno, json, os, struct
+def acl(users):  # POSIX ACL xattr v2: (tag, perm, id) entries in tag order, a mask for the named users
+    ent = lambda tag, qid=0xFFFFFFFF: struct.pack("<HHI", tag, 7, qid)
+    return struct.pack("<I", 2) + b"".join([ent(1)] + [ent(2, 100000 + u) for u in range(users)]
+                                           + [ent(4), ent(0x10), ent(0x20)])
+res = {}
+os.mkdir("/job/d")
+for name in ("system.posix_acl_access", "system.posix_acl_default", "user.note"):
+    try:  # 8,100 named users: 64 KiB of kernel memory per ACL, two per directory
+        os.setxattr("/job/d", name, acl(8100) if name.startswith("system.") else b"x")
+        res[name] = "set"
+    except OSError as e:
+        res[name] = errno.errorcode[e.errno]
+res["listed"] = os.listxattr("/job/d")
+raise RuntimeError(json.dumps(res))
+"""
+
+
+def test_a_job_cannot_hold_acls_in_kernel_memory(render_pool):
+    # before: all three "set"; 4,095 directories with both ACLs held 514 MiB of unreclaimable slab for one job
+    res = _job_json(render_pool.render(RenderJob(ACL_JOB), timeout_s=20))
+    assert res == {"system.posix_acl_access": "EPERM", "system.posix_acl_default": "EPERM", "user.note": "EPERM",
+                   "listed": []}
+
+
+def test_a_refused_extended_attribute_is_forbidden(render_pool):
+    r = render_pool.render(RenderJob("import os\nos.setxattr('/job', 'user.a', b'1')\n"), timeout_s=20)
+    assert r.error_kind == "forbidden" and "PermissionError" in r.message, r
+
+
+def test_shutil_copy2_still_copies_a_file_with_its_metadata(render_pool):
+    code = ("import os, shutil\nimport matplotlib.pyplot as plt\n"
+            "open('a.txt', 'w').write('hi')\nos.chmod('a.txt', 0o640)\n"
+            "shutil.copy2('a.txt', 'b.txt')\nassert open('b.txt').read() == 'hi'\n"
+            "assert os.stat('b.txt').st_mode & 0o777 == 0o640\nplt.figure(figsize=(1, 1), dpi=50)\nplt.plot([1, 2])\n")
+    r = render_pool.render(RenderJob(code), timeout_s=20)
+    assert r.ok, r
+
+
+# -- 2. no locked memory, whatever the pool's caller may lock ----------------------------------------------------------
+MLOCK_JOB = r"""
+import ctypes, errno, json, mmap, resource
+libc = ctypes.CDLL(None, use_errno=True)
+libc.mlock.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+buf = mmap.mmap(-1, 1 << 20)
+addr = ctypes.addressof(ctypes.c_char.from_buffer(buf))
+rc = libc.mlock(ctypes.c_void_p(addr), 1 << 20)
+res = {"mlock": rc if rc == 0 else errno.errorcode[ctypes.get_errno()],
+       "memlock": list(resource.getrlimit(resource.RLIMIT_MEMLOCK)),
+       "msgqueue": list(resource.getrlimit(resource.RLIMIT_MSGQUEUE))}
+raise RuntimeError(json.dumps(res))
+"""
+
+
+@pytest.fixture(scope="module")
+def pool_of_a_caller_without_memlock_limit():
+    """A pool started by a caller whose RLIMIT_MEMLOCK is unlimited (as in many GPU containers), where root may raise
+    it; the workers inherit it."""
+    saved = resource.getrlimit(resource.RLIMIT_MEMLOCK)
+    try:
+        resource.setrlimit(resource.RLIMIT_MEMLOCK, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+    except (ValueError, OSError):
+        pass  # not allowed: the caller's own limit, whatever it is
+    try:
+        pool = start_render_pool(workers=1)
+    finally:
+        resource.setrlimit(resource.RLIMIT_MEMLOCK, saved)
+    yield pool
+    pool.close()
+
+
+def test_a_job_can_lock_no_memory(pool_of_a_caller_without_memlock_limit):
+    # before: {"mlock": 0, "memlock": [-1, -1], ...}: the caller's limit, here unlimited (8 MiB by default)
+    res = _job_json(pool_of_a_caller_without_memlock_limit.render(RenderJob(MLOCK_JOB), timeout_s=20))
+    assert res == {"mlock": "EPERM", "memlock": [0, 0], "msgqueue": [0, 0]}
+    assert (sb.MEMLOCK, sb.MSGQUEUE) == (0, 0)
+
+
+# -- 3. no kernel same-page merging ------------------------------------------------------------------------------------
+def test_the_filter_refuses_same_page_merging():
+    prog, nr = _filter_and_numbers()
+    assert _run_filter(prog, nr["prctl"], (67, 1, 0, 0, 0, 0)) == EPERM  # PR_SET_MEMORY_MERGE
+    assert _run_filter(prog, nr["prctl"], (68, 0, 0, 0, 0, 0)) == ALLOW  # PR_GET_MEMORY_MERGE
+    madvise = lambda advice: _run_filter(prog, nr["madvise"], (1 << 30, 4096, advice, 0, 0, 0))  # noqa: E731
+    assert madvise(12) == EPERM  # MADV_MERGEABLE
+    assert madvise((1 << 32) + 12) == EPERM  # the advice is an int: its high bits are not part of it
+    # DONTNEED, FREE, UNMERGEABLE, HUGEPAGE (ignored: huge pages are off), POPULATE_WRITE: as before
+    assert [madvise(a) for a in (4, 8, 13, 14, 23)] == [ALLOW] * 5
+    assert (sb.PR_SET_MEMORY_MERGE, sb.MADV_MERGEABLE) == (67, 12)
+
+
+KSM_JOB = r"""
+import ctypes, errno, json, mmap
+libc = ctypes.CDLL(None, use_errno=True)
+libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+buf = mmap.mmap(-1, 1 << 20)
+addr = ctypes.c_void_p(ctypes.addressof(ctypes.c_char.from_buffer(buf)))
+answer = lambda rc: rc if rc == 0 else errno.errorcode[ctypes.get_errno()]
+res = {"process": answer(libc.prctl(67, 1, 0, 0, 0)), "range": answer(libc.madvise(addr, 1 << 20, 12)),
+       "dontneed": answer(libc.madvise(addr, 1 << 20, 4))}
+raise RuntimeError(json.dumps(res))
+"""
+
+
+def test_a_job_cannot_ask_for_same_page_merging(render_pool):
+    # before: {"process": 0, "range": 0, ...}: its pages merged with other processes' where the host runs KSM
+    res = _job_json(render_pool.render(RenderJob(KSM_JOB), timeout_s=20))
+    assert res == {"process": "EPERM", "range": "EPERM", "dontneed": 0}
