@@ -28,7 +28,8 @@ procfs of the job's own pid namespace (``mount_proc``), uid drop, ``no_new_privs
   ``prctl(PR_SET_PDEATHSIG)`` (the signal that ends the job
   when its worker dies), ``prctl(PR_FUTEX_HASH)`` (a futex hash of any size: vmalloc outside ``RLIMIT_AS``), the
   ``setxattr`` family (POSIX ACLs are tmpfs kernel memory outside every cap), ``prctl(PR_SET_MEMORY_MERGE)`` and
-  ``madvise(MADV_MERGEABLE)`` (KSM: a timing side channel where the host runs it),
+  ``madvise(MADV_MERGEABLE)`` (KSM: a timing side channel where the host runs it), ``mmap(MAP_HUGETLB)`` (pages
+  of the host's reserved hugetlb pool),
   ``prctl(PR_SET_THP_DISABLE)`` (huge pages stay off) and ``prctl(PR_SET_DUMPABLE)`` (a dumpable
   job's crash reaches the host's core handler), and ENOSYS to ``clone3``
   (so glibc falls back to ``clone``, which is allowed only with ``CLONE_VM | CLONE_FS | CLONE_FILES | CLONE_SIGHAND |
@@ -72,6 +73,7 @@ if MACHINE == "x86_64":
         inotify_rm_watch=255, inotify_init1=294, fanotify_init=300, fanotify_mark=301, memfd_create=319,
         memfd_secret=447, kill=62, syslog=103, io_setup=206, sync=162, syncfs=306, prctl=157, fcntl=72,
         splice=275, tee=276, vmsplice=278, sendfile=40, setxattr=188, lsetxattr=189, fsetxattr=190, madvise=28,
+        mmap=9,
     )
     X32_BIT = 0x40000000
 elif MACHINE == "aarch64":
@@ -90,7 +92,7 @@ elif MACHINE == "aarch64":
         mq_timedreceive=183, mq_notify=184, mq_getsetattr=185, inotify_add_watch=27, inotify_rm_watch=28,
         inotify_init1=26, fanotify_init=262, fanotify_mark=263, memfd_create=279, memfd_secret=447, kill=129,
         syslog=116, io_setup=0, sync=81, syncfs=267, prctl=167, fcntl=25, vmsplice=75, splice=76, tee=77,
-        sendfile=71, setxattr=5, lsetxattr=6, fsetxattr=7, madvise=233,
+        sendfile=71, setxattr=5, lsetxattr=6, fsetxattr=7, madvise=233, mmap=222,
     )
     X32_BIT = None
 else:  # pragma: no cover - other architectures get no seccomp/landlock (reduced isolation)
@@ -184,6 +186,11 @@ PR_FUTEX_HASH = 78
 # unshare a page tells whether another process holds those bytes. Off for the job, as nothing it runs asks for it.
 PR_SET_MEMORY_MERGE = 67
 MADV_MERGEABLE = 12
+# hugetlb pages come from the host's reserved pool (vm.nr_hugepages, and surplus ones past it): pages that other
+# programs reserved, never reclaimed, and not charged to a memory cgroup unless it is mounted with
+# memory_hugetlb_accounting. RLIMIT_AS counts them, nothing else does: a job could take up to its whole limit from the
+# pool. Nothing it runs asks for them (CPython's optional hugepage arenas fall back to plain pages).
+MAP_HUGETLB = 0x40000
 SECCOMP_MODE_FILTER = 2
 SECCOMP_RET_KILL_PROCESS = 0x80000000
 SECCOMP_RET_ERRNO = 0x00050000
@@ -312,6 +319,7 @@ def build_seccomp_program() -> bytes:
     ins(_BPF_JEQ_K, NR["prctl"], "prctl", 0)
     ins(_BPF_JEQ_K, NR["fcntl"], "fcntl", 0)
     ins(_BPF_JEQ_K, NR["madvise"], "madvise", 0)
+    ins(_BPF_JEQ_K, NR["mmap"], "mmap", 0)
     ins(_BPF_RET_K, SECCOMP_RET_ALLOW)
     labels = {}
     labels["clone"] = len(prog)
@@ -345,6 +353,10 @@ def build_seccomp_program() -> bytes:
     labels["madvise"] = len(prog)
     ins(_BPF_LD_W_ABS, 32)  # low 32 bits of args[2]: the advice (an int)
     ins(_BPF_JEQ_K, MADV_MERGEABLE, "eperm", "allow")
+    labels["mmap"] = len(prog)
+    ins(_BPF_LD_W_ABS, 40)  # low 32 bits of args[3]: the flags (the kernel reads no higher ones)
+    ins(_BPF_ALU_AND_K, MAP_HUGETLB)
+    ins(_BPF_JEQ_K, 0, "allow", "eperm")
     labels["allow"] = len(prog)
     ins(_BPF_RET_K, SECCOMP_RET_ALLOW)
     labels["kill"] = len(prog)

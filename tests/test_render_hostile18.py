@@ -11,7 +11,10 @@ ones are listed in render/README.md); three were not bounded by anything of the 
    locked that much memory that the kernel may never reclaim. It is 0 now (``RLIMIT_MSGQUEUE`` too), checked
    against ``/proc/<pid>/limits`` like the other limits.
 3. Kernel same-page merging: ``prctl(PR_SET_MEMORY_MERGE)`` and ``madvise(MADV_MERGEABLE)`` succeeded; where an
-   operator runs KSM, merged pages are a timing side channel on other processes' memory. Both are ``EPERM`` now."""
+   operator runs KSM, merged pages are a timing side channel on other processes' memory. Both are ``EPERM`` now.
+4. ``mmap(MAP_HUGETLB)`` reached the host's hugetlb pool (reserved pages, or surplus ones past it, that no memory
+   cgroup is charged for by default): a job could take up to its address-space limit of them. Not measured here (the
+   host has no pool: ``ENOMEM``); the filter now answers ``EPERM``."""
 
 import json
 import platform
@@ -30,9 +33,9 @@ from test_render_hostile12 import ALLOW, EPERM, _job_json, _run_filter  # noqa: 
 
 # syscall numbers of this machine for the calls checked below (setxattrat, Linux 6.13, is the same on both)
 _NRS = {"x86_64": dict(setxattr=188, lsetxattr=189, fsetxattr=190, getxattr=191, listxattr=194, removexattr=197,
-                       madvise=28, prctl=157),
+                       madvise=28, prctl=157, mmap=9),
         "aarch64": dict(setxattr=5, lsetxattr=6, fsetxattr=7, getxattr=8, listxattr=11, removexattr=14,
-                        madvise=233, prctl=167)}
+                        madvise=233, prctl=167, mmap=222)}
 
 
 def _filter_and_numbers():
@@ -160,3 +163,33 @@ def test_a_job_cannot_ask_for_same_page_merging(render_pool):
     # before: {"process": 0, "range": 0, ...}: its pages merged with other processes' where the host runs KSM
     res = _job_json(render_pool.render(RenderJob(KSM_JOB), timeout_s=20))
     assert res == {"process": "EPERM", "range": "EPERM", "dontneed": 0}
+
+
+# -- 4. no pages of the host's hugetlb pool ---------------------------------------------------------------------------
+def test_the_filter_refuses_hugetlb_mappings():
+    prog, nr = _filter_and_numbers()
+    mmap = lambda flags: _run_filter(prog, nr["mmap"], (0, 2 << 20, 3, flags, -1, 0))  # noqa: E731
+    assert mmap(0x22 | 0x40000) == EPERM  # MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB
+    assert mmap(0x22 | 0x40000 | (21 << 26)) == EPERM  # with MAP_HUGE_2MB
+    assert mmap((1 << 32) | 0x22) == ALLOW  # the flags the kernel reads are the low 32 bits
+    # what glibc, numpy and cairo map: private / shared, anonymous / file, fixed, populate, stack, noreserve
+    assert [mmap(f) for f in (0x22, 0x21, 0x02, 0x01, 0x32, 0x8022, 0x20022, 0x4022, 0x100022)] == [ALLOW] * 9
+    assert sb.MAP_HUGETLB == 0x40000
+
+
+HUGETLB_JOB = r"""
+import ctypes, errno, json
+libc = ctypes.CDLL(None, use_errno=True)
+libc.mmap.restype = ctypes.c_void_p
+libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+def answer(flags):
+    p = libc.mmap(None, 2 << 20, 3, flags, -1, 0)
+    return "mapped" if p not in (None, ctypes.c_void_p(-1).value) else errno.errorcode[ctypes.get_errno()]
+raise RuntimeError(json.dumps({"hugetlb": answer(0x22 | 0x40000), "plain": answer(0x22)}))
+"""
+
+
+def test_a_job_cannot_map_hugetlb_pages(render_pool):
+    # before: "ENOMEM" on a host without a pool, "mapped" where one has pages free
+    res = _job_json(render_pool.render(RenderJob(HUGETLB_JOB), timeout_s=20))
+    assert res == {"hugetlb": "EPERM", "plain": "mapped"}
