@@ -1,7 +1,7 @@
 """render/: an eighteenth pass, an inventory of the kernel memory a job can hold outside ``RLIMIT_AS``.
 
 Measured on the real sandbox as the host's ``/proc/meminfo`` deltas while a job ran and after it ended (the bounded
-ones are listed in render/README.md); three were not bounded by anything of the job's:
+ones are listed in render/README.md); four were bounded by nothing of the job's but (at most) ``RLIMIT_AS``:
 
 1. POSIX ACLs on the job tmpfs. A tmpfs keeps ``system.posix_acl_access`` / ``_default`` in kernel memory and, unlike
    ``user.*`` attributes, charges them to none of its caps: an ACL of 8,100 named users is 64 KiB, two per directory.
