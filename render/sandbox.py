@@ -14,7 +14,8 @@ procfs of the job's own pid namespace (``mount_proc``), uid drop, ``no_new_privs
 
 * ``apply_landlock``: read + execute below ``read_paths`` (for a job: every top-level entry of the tree but
   ``/proc``, ``tree_read_paths``), read-write below ``write_paths``, write + truncate on the files ``write_files``
-  (``/dev/null``, ``/dev/zero``), listing only below ``list_paths`` (``/proc``); with the kernel
+  (``/dev/null``: ``/dev/zero`` is only read, see ``MAP_SHARED``), listing only below ``list_paths`` (``/proc``);
+  with the kernel
   ABI's help also denies every TCP bind/connect (ABI 4) and scopes abstract unix sockets / signals (ABI 6).
 * ``apply_seccomp``: a BPF filter that kills the process (SIGSYS) on process creation / exec / ptrace / mount /
   namespace / bpf / io_uring / keyring / module / kexec / reboot system calls, answers EPERM to sockets, SysV IPC and
@@ -29,7 +30,8 @@ procfs of the job's own pid namespace (``mount_proc``), uid drop, ``no_new_privs
   when its worker dies), ``prctl(PR_FUTEX_HASH)`` (a futex hash of any size: vmalloc outside ``RLIMIT_AS``), the
   ``setxattr`` family (POSIX ACLs are tmpfs kernel memory outside every cap), ``prctl(PR_SET_MEMORY_MERGE)`` and
   ``madvise(MADV_MERGEABLE)`` (KSM: a timing side channel where the host runs it), ``mmap(MAP_HUGETLB)`` (pages
-  of the host's reserved hugetlb pool),
+  of the host's reserved hugetlb pool) and shared anonymous ``mmap`` (a shmem object that keeps its pages when
+  mostly unmapped),
   ``prctl(PR_SET_THP_DISABLE)`` (huge pages stay off) and ``prctl(PR_SET_DUMPABLE)`` (a dumpable
   job's crash reaches the host's core handler), and ENOSYS to ``clone3``
   (so glibc falls back to ``clone``, which is allowed only with ``CLONE_VM | CLONE_FS | CLONE_FILES | CLONE_SIGHAND |
@@ -191,6 +193,14 @@ MADV_MERGEABLE = 12
 # memory_hugetlb_accounting. RLIMIT_AS counts them, nothing else does: a job could take up to its whole limit from the
 # pool. Nothing it runs asks for them (CPython's optional hugepage arenas fall back to plain pages).
 MAP_HUGETLB = 0x40000
+# Shared anonymous memory is a shmem object as large as the mapping, and the object keeps every page it was given
+# when all of the mapping but a page is unmapped (munmap, mremap, MAP_FIXED over it): RLIMIT_AS then counts the page
+# left, and a job that mapped, filled and unmapped 512 MiB six times held 3 GiB of shmem for 1 GiB of limit. Refused,
+# as memfd and SysV / POSIX shared memory are (Python's mmap.mmap(-1, n) is shared: pass flags=mmap.MAP_PRIVATE). A
+# shared mapping of /dev/zero is the same object: the job may open /dev/zero only for reading (Landlock), and the
+# kernel makes a shared mapping of a file not open for writing a private one.
+MAP_SHARED = 0x01  # also set in MAP_SHARED_VALIDATE (0x03)
+MAP_ANONYMOUS = 0x20
 SECCOMP_MODE_FILTER = 2
 SECCOMP_RET_KILL_PROCESS = 0x80000000
 SECCOMP_RET_ERRNO = 0x00050000
@@ -356,7 +366,10 @@ def build_seccomp_program() -> bytes:
     labels["mmap"] = len(prog)
     ins(_BPF_LD_W_ABS, 40)  # low 32 bits of args[3]: the flags (the kernel reads no higher ones)
     ins(_BPF_ALU_AND_K, MAP_HUGETLB)
-    ins(_BPF_JEQ_K, 0, "allow", "eperm")
+    ins(_BPF_JEQ_K, 0, 0, "eperm")
+    ins(_BPF_LD_W_ABS, 40)
+    ins(_BPF_ALU_AND_K, MAP_SHARED | MAP_ANONYMOUS)
+    ins(_BPF_JEQ_K, MAP_SHARED | MAP_ANONYMOUS, "eperm", "allow")
     labels["allow"] = len(prog)
     ins(_BPF_RET_K, SECCOMP_RET_ALLOW)
     labels["kill"] = len(prog)

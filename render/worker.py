@@ -461,7 +461,9 @@ def _child_sandbox(env: dict, pidns_err: str | None) -> tuple[dict, list[str], s
     except Exception:  # noqa: BLE001 - a kernel without the option: vmsplice / splice are denied anyway
         pass
     step("no_new_privs", sb.no_new_privs)
-    sinks = ("/dev/null", "/dev/zero")  # writable, as anywhere: `open(os.devnull, "w")` is a common idiom
+    # writable, as anywhere: `open(os.devnull, "w")` is a common idiom. /dev/zero is only read: opened read-write, a
+    # shared mapping of it is a shmem object whose pages stay when most of it is unmapped, outside RLIMIT_AS
+    sinks = ("/dev/null",)
     if layers.get("minimal_root"):
         # the whole tree but its procfs, where only directories may be listed (``sb.tree_read_paths``)
         step("landlock", lambda: sb.apply_landlock(env["tree_read"], [JOB_DIR], sinks, list_paths=["/proc"]))

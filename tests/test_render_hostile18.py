@@ -1,7 +1,7 @@
 """render/: an eighteenth pass, an inventory of the kernel memory a job can hold outside ``RLIMIT_AS``.
 
 Measured on the real sandbox as the host's ``/proc/meminfo`` deltas while a job ran and after it ended (the bounded
-ones are listed in render/README.md); four were bounded by nothing of the job's but (at most) ``RLIMIT_AS``:
+ones are listed in render/README.md); five were bounded by nothing of the job's but (at most) ``RLIMIT_AS``:
 
 1. POSIX ACLs on the job tmpfs. A tmpfs keeps ``system.posix_acl_access`` / ``_default`` in kernel memory and, unlike
    ``user.*`` attributes, charges them to none of its caps: an ACL of 8,100 named users is 64 KiB, two per directory.
@@ -14,7 +14,12 @@ ones are listed in render/README.md); four were bounded by nothing of the job's 
    operator runs KSM, merged pages are a timing side channel on other processes' memory. Both are ``EPERM`` now.
 4. ``mmap(MAP_HUGETLB)`` reached the host's hugetlb pool (reserved pages, or surplus ones past it, that no memory
    cgroup is charged for by default): a job could take up to its address-space limit of them. Not measured here (the
-   host has no pool: ``ENOMEM``); the filter now answers ``EPERM``."""
+   host has no pool: ``ENOMEM``); the filter now answers ``EPERM``.
+5. Shared anonymous memory (``MAP_SHARED | MAP_ANONYMOUS``, or a shared mapping of ``/dev/zero`` opened read-write)
+   is a shmem object that keeps every page it was given when all of the mapping but one page is unmapped: a job with
+   1 GiB of memory limit mapped, filled and unmapped 512 MiB six times and held 3 GiB of the host's ``Shmem`` (as far
+   as the host's RAM goes, in seconds). The filter refuses shared anonymous mappings (``EPERM``) and ``/dev/zero`` is
+   read-only for the job (a shared mapping of a file open only for reading is a private one)."""
 
 import json
 import platform
@@ -99,7 +104,7 @@ MLOCK_JOB = r"""
 import ctypes, errno, json, mmap, resource
 libc = ctypes.CDLL(None, use_errno=True)
 libc.mlock.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
-buf = mmap.mmap(-1, 1 << 20)
+buf = mmap.mmap(-1, 1 << 20, flags=mmap.MAP_PRIVATE)
 addr = ctypes.addressof(ctypes.c_char.from_buffer(buf))
 rc = libc.mlock(ctypes.c_void_p(addr), 1 << 20)
 res = {"mlock": rc if rc == 0 else errno.errorcode[ctypes.get_errno()],
@@ -150,7 +155,7 @@ KSM_JOB = r"""
 import ctypes, errno, json, mmap
 libc = ctypes.CDLL(None, use_errno=True)
 libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
-buf = mmap.mmap(-1, 1 << 20)
+buf = mmap.mmap(-1, 1 << 20, flags=mmap.MAP_PRIVATE)
 addr = ctypes.c_void_p(ctypes.addressof(ctypes.c_char.from_buffer(buf)))
 answer = lambda rc: rc if rc == 0 else errno.errorcode[ctypes.get_errno()]
 res = {"process": answer(libc.prctl(67, 1, 0, 0, 0)), "range": answer(libc.madvise(addr, 1 << 20, 12)),
@@ -172,8 +177,8 @@ def test_the_filter_refuses_hugetlb_mappings():
     assert mmap(0x22 | 0x40000) == EPERM  # MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB
     assert mmap(0x22 | 0x40000 | (21 << 26)) == EPERM  # with MAP_HUGE_2MB
     assert mmap((1 << 32) | 0x22) == ALLOW  # the flags the kernel reads are the low 32 bits
-    # what glibc, numpy and cairo map: private / shared, anonymous / file, fixed, populate, stack, noreserve
-    assert [mmap(f) for f in (0x22, 0x21, 0x02, 0x01, 0x32, 0x8022, 0x20022, 0x4022, 0x100022)] == [ALLOW] * 9
+    # what glibc, numpy and cairo map: private anonymous or file, shared file, fixed, populate, stack, noreserve
+    assert [mmap(f) for f in (0x22, 0x02, 0x01, 0x03, 0x32, 0x8022, 0x20022, 0x4022, 0x100022)] == [ALLOW] * 9
     assert sb.MAP_HUGETLB == 0x40000
 
 
@@ -193,3 +198,57 @@ def test_a_job_cannot_map_hugetlb_pages(render_pool):
     # before: "ENOMEM" on a host without a pool, "mapped" where one has pages free
     res = _job_json(render_pool.render(RenderJob(HUGETLB_JOB), timeout_s=20))
     assert res == {"hugetlb": "EPERM", "plain": "mapped"}
+
+
+# -- 5. no shared anonymous memory: its pages outlive the part of the mapping that RLIMIT_AS counts --------------------
+def test_the_filter_refuses_shared_anonymous_mappings():
+    prog, nr = _filter_and_numbers()
+    mmap = lambda flags: _run_filter(prog, nr["mmap"], (0, 1 << 20, 3, flags, -1, 0))  # noqa: E731
+    assert [mmap(f) for f in (0x21, 0x23, 0x21 | 0x8000, 0x21 | 0x10)] == [EPERM] * 4  # shared / shared-validate
+    assert [mmap(f) for f in (0x22, 0x01, 0x03)] == [ALLOW] * 3  # private anonymous; shared files (fonts' caches)
+    assert (sb.MAP_SHARED, sb.MAP_ANONYMOUS) == (0x01, 0x20)
+
+
+SHMEM_JOB = r"""
+import ctypes, errno, json, mmap, os
+libc = ctypes.CDLL(None, use_errno=True)
+libc.mmap.restype = ctypes.c_void_p
+libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+SZ = 64 << 20
+def held(flags, fd=-1):  # map, fill, unmap all but one page: the pages of a shmem object stay with it
+    p = libc.mmap(None, SZ, 3, flags, fd, 0)
+    if p in (None, ctypes.c_void_p(-1).value):
+        return errno.errorcode[ctypes.get_errno()]
+    libc.madvise(p, SZ, 23)  # MADV_POPULATE_WRITE
+    libc.munmap(p + 4096, SZ - 4096)
+    return "held"
+res = {"anon_shared": held(0x21), "anon_private": held(0x22)}
+try:
+    res["zero_rdwr"] = held(0x01, os.open("/dev/zero", os.O_RDWR))
+except OSError as e:
+    res["zero_rdwr"] = errno.errorcode[e.errno]
+res["zero_read"] = open("/dev/zero", "rb").read(3).hex()
+try:
+    res["module"] = len(mmap.mmap(-1, 4096))  # Python's default for an anonymous map is MAP_SHARED
+except OSError as e:
+    res["module"] = errno.errorcode[e.errno]
+res["module_private"] = len(mmap.mmap(-1, 4096, flags=mmap.MAP_PRIVATE))
+raise RuntimeError(json.dumps(res))
+"""
+
+
+def test_a_job_cannot_keep_shared_pages_outside_its_address_space(render_pool):
+    # before: {"anon_shared": "held", "zero_rdwr": "held", "module": 4096, ...}: six rounds of 512 MiB held 3 GiB of
+    # shmem for a job of 1 GiB of memory limit, and as much more as the host's RAM allowed
+    res = _job_json(render_pool.render(RenderJob(SHMEM_JOB), timeout_s=20))
+    assert res == {"anon_shared": "EPERM", "anon_private": "held", "zero_rdwr": "EACCES", "zero_read": "000000",
+                   "module": "EPERM", "module_private": 4096}
+
+
+def test_a_refused_shared_mapping_is_forbidden(render_pool):
+    r = render_pool.render(RenderJob("import mmap\nmmap.mmap(-1, 4096)\n"), timeout_s=20)
+    assert r.error_kind == "forbidden" and "PermissionError" in r.message, r
+    r = render_pool.render(RenderJob("open('/dev/zero', 'wb').write(b'x')\n"), timeout_s=20)
+    assert r.error_kind == "forbidden" and "PermissionError" in r.message, r
