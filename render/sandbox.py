@@ -33,7 +33,9 @@ procfs of the job's own pid namespace (``mount_proc``), uid drop, ``no_new_privs
   of the host's reserved hugetlb pool) and shared anonymous ``mmap`` (a shmem object that keeps its pages when
   mostly unmapped),
   ``prctl(PR_SET_THP_DISABLE)`` (huge pages stay off) and ``prctl(PR_SET_DUMPABLE)`` (a dumpable
-  job's crash reaches the host's core handler), and ENOSYS to ``clone3``
+  job's crash reaches the host's core handler), answers "done" without running them to ``fsync`` / ``fdatasync``
+  (a host file system's disk cache flush; the job's tmpfs has nothing to sync) and
+  ``posix_fadvise(POSIX_FADV_DONTNEED)`` (it drops the host's page cache of a bound file), and ENOSYS to ``clone3``
   (so glibc falls back to ``clone``, which is allowed only with ``CLONE_VM | CLONE_FS | CLONE_FILES | CLONE_SIGHAND |
   CLONE_THREAD``, as pthread_create sets them: threads sharing the job's fd table, no processes) and to every call
   numbered past ``LAST_REVIEWED_NR`` (added by a kernel newer than this filter).
@@ -75,7 +77,7 @@ if MACHINE == "x86_64":
         inotify_rm_watch=255, inotify_init1=294, fanotify_init=300, fanotify_mark=301, memfd_create=319,
         memfd_secret=447, kill=62, syslog=103, io_setup=206, sync=162, syncfs=306, prctl=157, fcntl=72,
         splice=275, tee=276, vmsplice=278, sendfile=40, setxattr=188, lsetxattr=189, fsetxattr=190, madvise=28,
-        mmap=9,
+        mmap=9, fadvise64=221, fsync=74, fdatasync=75,
     )
     X32_BIT = 0x40000000
 elif MACHINE == "aarch64":
@@ -94,7 +96,8 @@ elif MACHINE == "aarch64":
         mq_timedreceive=183, mq_notify=184, mq_getsetattr=185, inotify_add_watch=27, inotify_rm_watch=28,
         inotify_init1=26, fanotify_init=262, fanotify_mark=263, memfd_create=279, memfd_secret=447, kill=129,
         syslog=116, io_setup=0, sync=81, syncfs=267, prctl=167, fcntl=25, vmsplice=75, splice=76, tee=77,
-        sendfile=71, setxattr=5, lsetxattr=6, fsetxattr=7, madvise=233, mmap=222,
+        sendfile=71, setxattr=5, lsetxattr=6, fsetxattr=7, madvise=233, mmap=222, fadvise64=223, fsync=82,
+        fdatasync=83,
     )
     X32_BIT = None
 else:  # pragma: no cover - other architectures get no seccomp/landlock (reduced isolation)
@@ -153,6 +156,12 @@ EPERM_CALLS = (
     # RLIMIT_AS. Nothing a plot or an SVG runs sets one (shutil's copystat ignores EPERM).
     "setxattr", "lsetxattr", "fsetxattr", "setxattrat",
 )
+# Answered "done" without running them (ERRNO 0), as they have nothing to do for the job: everything it may write is
+# on tmpfs, whose fsync is a no-op. On a host file system they are not: ext4 sends the disk a cache flush for every
+# fsync, also of a clean file open only for reading through a read-only mount. A job's loop on a bound file (a
+# directory shown as a bind where overlayfs cannot show it) flushed the host's disk ~390 times a second, its writes
+# (the trainer's checkpoints) waiting behind them. (Through overlayfs a lower file's fsync is already a no-op.)
+IGNORED_CALLS = ("fsync", "fdatasync")
 
 CLONE_VM = 0x00000100
 CLONE_FS = 0x00000200
@@ -188,6 +197,11 @@ PR_FUTEX_HASH = 78
 # unshare a page tells whether another process holds those bytes. Off for the job, as nothing it runs asks for it.
 PR_SET_MEMORY_MERGE = 67
 MADV_MERGEABLE = 12
+# posix_fadvise(POSIX_FADV_DONTNEED) drops a file's clean, unmapped page-cache pages, of the host's file behind a
+# bound one too (overlayfs passes the advice to it): a job emptied the host's cache of torch's libraries, and a host
+# process then read them from disk again. Advice may be ignored, so the filter answers it "done" without running it;
+# the other advice (WILLNEED, SEQUENTIAL, ...) only adds pages or changes the job's own reading.
+POSIX_FADV_DONTNEED = 4  # the same on x86_64 and aarch64 (s390 alone numbers it 6)
 # hugetlb pages come from the host's reserved pool (vm.nr_hugepages, and surplus ones past it): pages that other
 # programs reserved, never reclaimed, and not charged to a memory cgroup unless it is mounted with
 # memory_hugetlb_accounting. RLIMIT_AS counts them, nothing else does: a job could take up to its whole limit from the
@@ -324,12 +338,16 @@ def build_seccomp_program() -> bytes:
     for name in EPERM_CALLS:
         if name in NR:
             ins(_BPF_JEQ_K, NR[name], "eperm", 0)
+    for name in IGNORED_CALLS:
+        if name in NR:
+            ins(_BPF_JEQ_K, NR[name], "ignored", 0)
     ins(_BPF_JEQ_K, NR["clone3"], "enosys", 0)
     ins(_BPF_JEQ_K, NR["clone"], "clone", 0)
     ins(_BPF_JEQ_K, NR["prctl"], "prctl", 0)
     ins(_BPF_JEQ_K, NR["fcntl"], "fcntl", 0)
     ins(_BPF_JEQ_K, NR["madvise"], "madvise", 0)
     ins(_BPF_JEQ_K, NR["mmap"], "mmap", 0)
+    ins(_BPF_JEQ_K, NR["fadvise64"], "fadvise", 0)
     ins(_BPF_RET_K, SECCOMP_RET_ALLOW)
     labels = {}
     labels["clone"] = len(prog)
@@ -370,6 +388,9 @@ def build_seccomp_program() -> bytes:
     ins(_BPF_LD_W_ABS, 40)
     ins(_BPF_ALU_AND_K, MAP_SHARED | MAP_ANONYMOUS)
     ins(_BPF_JEQ_K, MAP_SHARED | MAP_ANONYMOUS, "eperm", "allow")
+    labels["fadvise"] = len(prog)
+    ins(_BPF_LD_W_ABS, 40)  # low 32 bits of args[3]: the advice (an int), last on both architectures
+    ins(_BPF_JEQ_K, POSIX_FADV_DONTNEED, "ignored", "allow")
     labels["allow"] = len(prog)
     ins(_BPF_RET_K, SECCOMP_RET_ALLOW)
     labels["kill"] = len(prog)
@@ -378,6 +399,8 @@ def build_seccomp_program() -> bytes:
     ins(_BPF_RET_K, SECCOMP_RET_ERRNO | EPERM)
     labels["enosys"] = len(prog)
     ins(_BPF_RET_K, SECCOMP_RET_ERRNO | ENOSYS)
+    labels["ignored"] = len(prog)
+    ins(_BPF_RET_K, SECCOMP_RET_ERRNO | 0)  # the call returns 0 and does nothing
 
     out = bytearray()
     for i, (code, jt, jf, k) in enumerate(prog):
