@@ -87,6 +87,12 @@ _APNG_CHUNKS = (b"acTL", b"fcTL", b"fdAT")  # later frames are never decoded her
 # matplotlib (PIL) writes 64 KiB IDATs, cairo (libpng) 8 KiB ones: 1024 chunks for 8 MiB. The bound grows
 # with max_png_bytes (one chunk per 2 KiB) so that normal output stays far below it.
 MAX_PNG_CHUNKS = 4096
+# The most bytes of EXIF a returned PNG may carry (an eXIf chunk, or a "Raw profile type exif" text chunk's hex), as
+# much as a JPEG's APP1 segment holds (65,533 bytes): every block a camera or editor writes fits, and matplotlib and
+# cairo write none. The trainer's to_rgb parses the block in its own process (getexif) and, for an orientation,
+# decodes every entry (exif_transpose rewrites it): 7 MiB of one RATIONAL entry, written in 0.2 s by a job, took the
+# trainer 3 s of CPU and ~175 MiB per image; 64 KiB of it takes ~20 ms.
+MAX_EXIF_BYTES = 1 << 16
 # per job child, recorded and checked by the supervisor
 LAYERS = ("setsid", "pidns", "mntns", "minimal_root", "procfs", "netns", "ipcns", "utsns", "cgroupns",
           "uid_drop", "no_new_privs", "landlock", "seccomp", "rlimits")
@@ -1147,9 +1153,25 @@ def validate_png(data: bytes, limits: RenderLimits) -> tuple[int, int, str | Non
             im.verify()
         with Image.open(io.BytesIO(_one_pixel_probe(data)), formats=["PNG"]) as im:
             im.load()
+            exif_bytes = _exif_block_bytes(im.info)
     except Exception as e:  # noqa: BLE001
         return w, h, "invalid_image", f"PNG does not decode: {_exc_text(e)}"
+    if exif_bytes > MAX_EXIF_BYTES:
+        return w, h, "too_large", f"PNG refused: an EXIF block of {exif_bytes} bytes (at most {MAX_EXIF_BYTES})"
     return w, h, None, ""
+
+
+def _exif_block_bytes(info: dict) -> int:
+    """Bytes of the EXIF block that PIL's ``getexif`` parses for a PNG whose chunks gave ``info``: its eXIf chunk (the
+    last one; PIL prefixes ``Exif\\0\\0``), else the hex of a "Raw profile type exif" text chunk past its three header
+    lines (zTXt and iTXt ones come here inflated)."""
+    exif = info.get("exif")
+    if isinstance(exif, bytes):
+        return len(exif)
+    raw = info.get("Raw profile type exif")
+    if isinstance(raw, str):
+        return len("".join("".join(raw.split("\n")[3:]).split())) // 2  # bytes.fromhex skips the whitespace
+    return 0
 
 
 def _result(ok=False, png=None, width=0, height=0, kind=None, msg="", t0=0.0, layers=None) -> dict:

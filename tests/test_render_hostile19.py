@@ -27,6 +27,7 @@ pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="re
 
 from render import RenderJob  # noqa: E402
 from render import sandbox as sb  # noqa: E402
+from render import worker as wk  # noqa: E402
 
 from test_render_hostile12 import ALLOW, _job_json, _run_filter  # noqa: E402
 
@@ -124,3 +125,59 @@ def test_a_job_fsync_is_answered_by_the_filter(render_pool):
     res = _job_json(render_pool.render(RenderJob(FSYNC_JOB), timeout_s=20))
     assert res == {"/dev/null": [None, None], os.__file__.replace(os.sep, "/"): [None, None], "/job": [None, None],
                    "sqlite": [[7]]}
+
+
+# -- 3. no EXIF block that costs the trainer more than the job spent writing it ---------------------------------------
+EXIF_JOB = r"""
+import io, struct, zlib
+from PIL import Image
+def chunk(t, d):
+    return struct.pack(">I", len(d)) + t + d + struct.pack(">I", zlib.crc32(t + d) & 0xffffffff)
+def exif(n):  # big-endian TIFF: IFD0 of an orientation (6: turned 90 degrees) and one tag of n SRATIONAL values
+    return (b"MM\0*" + struct.pack(">IH", 8, 2) + struct.pack(">HHIHH", 0x0112, 3, 1, 6, 0)
+            + struct.pack(">HHII", 0xC000, 10, n, 38) + b"\0\0\0\0" + b"\0\0\0\1\0\0\0\3" * n)
+buf = io.BytesIO()
+Image.new("RGB", (40, 20), "white").save(buf, "PNG")
+png = buf.getvalue()
+idat, iend = png.index(b"IDAT") - 4, png.index(b"IEND") - 4
+block = exif(N)
+if WHERE == "before":
+    png = png[:idat] + chunk(b"eXIf", block) + png[idat:]
+elif WHERE == "after":
+    png = png[:iend] + chunk(b"eXIf", block) + png[iend:]
+else:  # ImageMagick's text form, which PIL's getexif reads too: a zTXt of hex lines
+    hexed = block.hex().encode()
+    text = b"\nexif\n%8d\n" % len(block) + b"\n".join(hexed[i:i + 72] for i in range(0, len(hexed), 72))
+    png = png[:idat] + chunk(b"zTXt", b"Raw profile type exif\0\0" + zlib.compress(text)) + png[idat:]
+open("/job/out.png", "wb").write(png)
+"""
+
+
+def _exif_job(n: int, where: str) -> RenderJob:
+    return RenderJob(EXIF_JOB.replace("N)", f"{n})").replace("WHERE ==", f"{where!r} =="))
+
+
+@pytest.mark.parametrize("where", ["before", "after", "text"])
+def test_a_png_with_an_oversized_exif_block_is_refused(render_pool, where):
+    # before: ok, and the trainer's load_image of the 7 MiB block (an orientation and 917,000 SRATIONALs) took 3 s of
+    # CPU and ~175 MiB in the trainer's own process, for a PNG written in 0.2 s
+    r = render_pool.render(_exif_job(50_000 if where == "text" else 917_000, where), timeout_s=20)
+    assert r.error_kind == "too_large" and "PNG refused: an EXIF block of " in r.message, r
+    assert f"(at most {wk.MAX_EXIF_BYTES})" in r.message
+
+
+def test_a_png_with_exif_within_the_bound_is_returned_and_turned(render_pool):
+    from mmevo.evolve.mmzero import load_image
+
+    for where in ("before", "text"):
+        r = render_pool.render(_exif_job(8000, where), timeout_s=20)  # 64,038 bytes of EXIF
+        assert r.ok, r
+        assert load_image(r.png, 0, 0).size == (20, 40)  # the orientation still applies
+
+
+def test_exif_block_bytes_counts_what_getexif_parses():
+    assert wk._exif_block_bytes({}) == 0
+    assert wk._exif_block_bytes({"exif": b"Exif\0\0" + b"x" * 10}) == 16
+    raw = "\nexif\n      4\nde ad\nbe\tef\n"
+    assert wk._exif_block_bytes({"Raw profile type exif": raw}) == 4
+    assert wk._exif_block_bytes({"exif": b"ab", "Raw profile type exif": raw}) == 2  # the eXIf chunk wins, as in PIL
