@@ -34,7 +34,7 @@ procfs of the job's own pid namespace (``mount_proc``), uid drop, ``no_new_privs
   mostly unmapped),
   ``prctl(PR_SET_THP_DISABLE)`` (huge pages stay off) and ``prctl(PR_SET_DUMPABLE)`` (a dumpable
   job's crash reaches the host's core handler), answers "done" without running them to ``fsync`` / ``fdatasync``
-  (a host file system's disk cache flush; the job's tmpfs has nothing to sync) and
+  / ``msync`` (a host file system's disk cache flush; the job's tmpfs has nothing to sync) and
   ``posix_fadvise(POSIX_FADV_DONTNEED)`` (it drops the host's page cache of a bound file), and ENOSYS to ``clone3``
   (so glibc falls back to ``clone``, which is allowed only with ``CLONE_VM | CLONE_FS | CLONE_FILES | CLONE_SIGHAND |
   CLONE_THREAD``, as pthread_create sets them: threads sharing the job's fd table, no processes) and to every call
@@ -77,7 +77,7 @@ if MACHINE == "x86_64":
         inotify_rm_watch=255, inotify_init1=294, fanotify_init=300, fanotify_mark=301, memfd_create=319,
         memfd_secret=447, kill=62, syslog=103, io_setup=206, sync=162, syncfs=306, prctl=157, fcntl=72,
         splice=275, tee=276, vmsplice=278, sendfile=40, setxattr=188, lsetxattr=189, fsetxattr=190, madvise=28,
-        mmap=9, fadvise64=221, fsync=74, fdatasync=75,
+        mmap=9, fadvise64=221, fsync=74, fdatasync=75, msync=26,
     )
     X32_BIT = 0x40000000
 elif MACHINE == "aarch64":
@@ -97,7 +97,7 @@ elif MACHINE == "aarch64":
         inotify_init1=26, fanotify_init=262, fanotify_mark=263, memfd_create=279, memfd_secret=447, kill=129,
         syslog=116, io_setup=0, sync=81, syncfs=267, prctl=167, fcntl=25, vmsplice=75, splice=76, tee=77,
         sendfile=71, setxattr=5, lsetxattr=6, fsetxattr=7, madvise=233, mmap=222, fadvise64=223, fsync=82,
-        fdatasync=83,
+        fdatasync=83, msync=227,
     )
     X32_BIT = None
 else:  # pragma: no cover - other architectures get no seccomp/landlock (reduced isolation)
@@ -161,7 +161,9 @@ EPERM_CALLS = (
 # fsync, also of a clean file open only for reading through a read-only mount. A job's loop on a bound file (a
 # directory shown as a bind where overlayfs cannot show it) flushed the host's disk ~390 times a second, its writes
 # (the trainer's checkpoints) waiting behind them. (Through overlayfs a lower file's fsync is already a no-op.)
-IGNORED_CALLS = ("fsync", "fdatasync")
+# msync(MS_SYNC) of a shared mapping runs the same fsync on the mapped file (a bound one may be mapped shared for
+# reading): the same answer.
+IGNORED_CALLS = ("fsync", "fdatasync", "msync")
 
 CLONE_VM = 0x00000100
 CLONE_FS = 0x00000200

@@ -33,8 +33,8 @@ from test_render_hostile12 import ALLOW, _job_json, _run_filter  # noqa: E402
 
 DONE = sb.SECCOMP_RET_ERRNO | 0  # the call returns 0 without running
 # syscall numbers of this machine for the calls checked below
-_NRS = {"x86_64": dict(fadvise64=221, fsync=74, fdatasync=75, sync_file_range=277, readahead=187),
-        "aarch64": dict(fadvise64=223, fsync=82, fdatasync=83, sync_file_range=84, readahead=213)}
+_NRS = {"x86_64": dict(fadvise64=221, fsync=74, fdatasync=75, msync=26, sync_file_range=277, readahead=187),
+        "aarch64": dict(fadvise64=223, fsync=82, fdatasync=83, msync=227, sync_file_range=84, readahead=213)}
 
 
 def _filter_and_numbers():
@@ -101,6 +101,8 @@ def test_a_job_cannot_drop_the_host_page_cache_of_a_bound_file(render_pool):
 def test_the_filter_answers_fsync_without_running_it():
     prog, nr = _filter_and_numbers()
     assert [_run_filter(prog, nr[c], (3, 0, 0, 0, 0, 0)) for c in ("fsync", "fdatasync")] == [DONE] * 2
+    # msync(MS_SYNC = 4) of a shared mapping of a file is an fsync of that file
+    assert _run_filter(prog, nr["msync"], (0x7F0000000000, 4096, 4, 0, 0, 0)) == DONE
     assert _run_filter(prog, nr["sync_file_range"], (3, 0, 0, 7, 0, 0)) == ALLOW  # starts writeback, no flush
 
 
@@ -110,6 +112,11 @@ res = {}
 for path in ("/dev/null", os.__file__, "/job"):
     fd = os.open(path, os.O_RDONLY)
     res[path] = [os.fsync(fd), os.fdatasync(fd)]
+    if path == os.__file__:  # msync(MS_SYNC) of a shared mapping of a bound file: that file's fsync
+        import mmap
+        m = mmap.mmap(fd, 0, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ)
+        m.flush()
+        m.close()
 db = sqlite3.connect("/job/a.db")  # sqlite syncs its journal: still works
 db.execute("create table t (x)")
 db.execute("insert into t values (7)")
