@@ -93,6 +93,12 @@ MAX_PNG_CHUNKS = 4096
 # decodes every entry (exif_transpose rewrites it): 7 MiB of one RATIONAL entry, written in 0.2 s by a job, took the
 # trainer 3 s of CPU and ~175 MiB per image; 64 KiB of it takes ~20 ms.
 MAX_EXIF_BYTES = 1 << 16
+# The most bytes a PNG may have beyond its pixels stored uncompressed (its scanlines, plus 1/64 for deflate's stored
+# blocks and chunk headers): metadata, EXIF included. A returned PNG is saved with the run's records (MM-Zero's
+# images/), and a job padded a 64 px square to the 8 MiB max_png_bytes (one private chunk, or 100,000 empty deflate
+# blocks in its IDAT) at no cost: every attempt of a step then wrote 8 MiB to the run's disk. matplotlib and cairo
+# write a few hundred bytes of metadata.
+PNG_SLACK_BYTES = 256 << 10
 # per job child, recorded and checked by the supervisor
 LAYERS = ("setsid", "pidns", "mntns", "minimal_root", "procfs", "netns", "ipcns", "utsns", "cgroupns",
           "uid_drop", "no_new_privs", "landlock", "seccomp", "rlimits")
@@ -1118,6 +1124,11 @@ def png_precheck(data: bytes, limits: RenderLimits) -> tuple[int, int, str | Non
         if raw > budget:
             return w, h, "too_large", (f"image {w}x{h} of {depth}-bit colour type {colour} decodes to {raw} bytes, "
                                        f"more than the {budget} of a {limits.max_side} px square 8-bit RGBA render")
+        most = raw + raw // 64 + PNG_SLACK_BYTES
+        if len(data) > most:
+            return w, h, "too_large", (f"PNG of {len(data)} bytes for an image {w}x{h} whose pixels take {raw} bytes "
+                                       f"uncompressed: at most {most} (those, plus {PNG_SLACK_BYTES >> 10} KiB of "
+                                       f"metadata)")
     problem = _png_chunk_walk(data, _png_max_chunks(limits), [], [])
     if problem:
         return w, h, "invalid_image", f"PNG refused: {problem}"

@@ -225,3 +225,38 @@ def test_a_job_sixteen_bit_grey_png_reaches_the_trainer_scaled(pool):
     assert Image.open(io.BytesIO(r.png)).mode == "I;16"
     out = np.asarray(load_image(r.png, 0, 0))
     assert out.shape == (256, 256, 3) and np.array_equal(out[:, 0, 0], np.arange(256))  # row y is grey level y
+
+
+# -- 4. a PNG no larger than its pixels plus some metadata: the run's records keep every returned PNG -------------------
+PADDED_SRC = r'''
+import io, struct, zlib
+from PIL import Image
+buf = io.BytesIO()
+Image.new("RGBA", (64, 64), "white").save(buf, "PNG")
+png = buf.getvalue()
+end = png.index(b"IEND") - 4
+pad = b"\0" * PAD
+png = png[:end] + struct.pack(">I", len(pad)) + b"prVt" + pad + struct.pack(">I", zlib.crc32(b"prVt" + pad)) + png[end:]
+open("/job/out.png", "wb").write(png)
+'''
+
+
+@pytest.mark.parametrize("pad,ok", [((8 << 20) - 4096, False), (200 << 10, True)])
+def test_a_job_png_padded_past_its_pixels_is_refused(pool, pad, ok):
+    # before: 8 MiB of one private chunk around a 64 px square came back ok, and MM-Zero's recorder saved all of it
+    # for every such attempt (a step of attempts x max_png_bytes on the run's disk)
+    res = pool.render(RenderJob(PADDED_SRC.replace("PAD", str(pad))), timeout_s=20)
+    assert res.ok is ok, (res.error_kind, res.message)
+    if not ok:
+        raw = 64 * (1 + 64 * 4)
+        assert res.error_kind == "too_large"
+        assert f"whose pixels take {raw} bytes uncompressed: at most {raw + raw // 64 + wk.PNG_SLACK_BYTES}" in \
+            res.message
+
+
+def test_incompressible_pixels_still_fit_the_bound():
+    # noise stores as deflate's stored blocks: its file is its scanlines plus a few bytes per block, well inside
+    arr = np.random.default_rng(0).integers(0, 256, (700, 700, 4), dtype=np.uint8)
+    buf = io.BytesIO()
+    Image.fromarray(arr, "RGBA").save(buf, "PNG", compress_level=0)  # all stored blocks: the largest an encoder writes
+    assert wk.validate_png(buf.getvalue(), RenderLimits())[2:] == (None, "")
