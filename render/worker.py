@@ -1124,11 +1124,6 @@ def png_precheck(data: bytes, limits: RenderLimits) -> tuple[int, int, str | Non
         if raw > budget:
             return w, h, "too_large", (f"image {w}x{h} of {depth}-bit colour type {colour} decodes to {raw} bytes, "
                                        f"more than the {budget} of a {limits.max_side} px square 8-bit RGBA render")
-        most = raw + raw // 64 + PNG_SLACK_BYTES
-        if len(data) > most:
-            return w, h, "too_large", (f"PNG of {len(data)} bytes for an image {w}x{h} whose pixels take {raw} bytes "
-                                       f"uncompressed: at most {most} (those, plus {PNG_SLACK_BYTES >> 10} KiB of "
-                                       f"metadata)")
     problem = _png_chunk_walk(data, _png_max_chunks(limits), [], [])
     if problem:
         return w, h, "invalid_image", f"PNG refused: {problem}"
@@ -1173,6 +1168,12 @@ def validate_png(data: bytes, limits: RenderLimits) -> tuple[int, int, str | Non
     if exif_warnings:
         return w, h, "invalid_image", (f"PNG refused: PIL gives {len(exif_warnings)} warning(s) reading its EXIF block "
                                        f"(first: {exif_warnings[0]})")
+    # last, so that a file refused for what it holds is labelled by that (a bomb, a bad stream, a large EXIF block)
+    raw = _png_raw_size(w, h, data[24], data[25], data[28] == 1)
+    most = raw + raw // 64 + PNG_SLACK_BYTES
+    if len(data) > most:
+        return w, h, "too_large", (f"PNG of {len(data)} bytes for an image {w}x{h} whose pixels take {raw} bytes "
+                                   f"uncompressed: at most {most} (those, plus {PNG_SLACK_BYTES >> 10} KiB of metadata)")
     return w, h, None, ""
 
 
