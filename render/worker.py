@@ -711,12 +711,29 @@ def _side_checked_png_surface(max_side: int):
     return SideCheckedPNGSurface
 
 
+def _check_tile_sizes() -> None:
+    """cairosvg draws a pattern tile or a mask on a ``SVGSurface`` of the size the document gives it, and refuses only
+    a zero one: a negative size reached cairo, whose ``NO_MEMORY`` made ``<pattern width="-5">`` in a 20 px SVG a
+    ``memory`` error. It is the document's error, a ``crash``, as the SVG's own negative size is. Job child only
+    (``cairosvg.defs`` imports the class from ``cairosvg.surface`` at every pattern and mask)."""
+    import cairosvg.surface
+
+    class SizeCheckedSVGSurface(cairosvg.surface.SVGSurface):
+        def _create_surface(self, width, height):
+            if width < 0 or height < 0:
+                raise ValueError(f"The SVG pattern / mask size is negative: {width:g}x{height:g}")
+            return super()._create_surface(width, height)
+
+    cairosvg.surface.SVGSurface = SizeCheckedSVGSurface
+
+
 def _run_svg(text: str, limits: RenderLimits) -> tuple[str, str]:
     data = svg_bytes(text)  # the bytes both the screen and cairosvg parse
     refused = check_svg(data, limits.max_svg_bytes)  # inside the sandbox, before cairosvg sees it
     if refused:
         return refused
     surface = _side_checked_png_surface(limits.max_side)  # svg2png does not pass a url_fetcher on
+    _check_tile_sizes()
 
     try:
         surface.convert(bytestring=data, write_to=os.path.join(_JOBDIR, OUT_NAME), unsafe=False,
