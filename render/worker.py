@@ -672,7 +672,23 @@ def _raster_only_fetch(url: str, resource_type: str) -> bytes:
         data = f.read()
     if not (data.startswith(_RASTER_MAGIC) or (data[:4] == b"RIFF" and data[8:12] == b"WEBP")):
         raise PermissionError(f"SVG data: image that is not a PNG / JPEG / GIF / WebP refused: {data[:16]!r}")
+    _png_bomb_check(data)
     return data
+
+
+def _png_bomb_check(data: bytes) -> None:
+    """PIL's decompression-bomb refusal (``too_large``) for a PNG too: cairosvg decodes a PNG with cairo itself and
+    every other format with PIL, so a 100000 px square data: PNG was cairo's ``NO_MEMORY`` (``memory``) where the same
+    image as a GIF was PIL's ``DecompressionBombError``. Same limit as PIL's: twice ``Image.MAX_IMAGE_PIXELS``."""
+    from PIL import Image
+
+    limit = Image.MAX_IMAGE_PIXELS
+    if not (limit and data.startswith(_RASTER_MAGIC[0]) and data[12:16] == b"IHDR"):
+        return
+    w, h = struct.unpack(">II", data[16:24])
+    if w * h > 2 * limit:
+        raise Image.DecompressionBombError(f"SVG data: PNG of {w}x{h} pixels exceeds the limit of {2 * limit} "
+                                           "pixels (could be a decompression bomb)")
 
 
 _C_INT_MAX = 2**31 - 1
