@@ -611,11 +611,21 @@ def _canaries():
     return found
 
 
+# a program whose label is not ``timeout`` runs under at least this timeout: on a loaded CI machine (two test workers
+# on two cores) a matplotlib job that takes 0.5 s alone can take several, and must not turn into a ``timeout``
+SLOW_MACHINE_TIMEOUT_S = 15.0
+
+
+def _timeout_of(program) -> float:
+    _, _, timeout_s, expected = program
+    return timeout_s if "timeout" in expected else max(timeout_s, SLOW_MACHINE_TIMEOUT_S)
+
+
 def _run_group(pool, programs):
     """{name: (kind, message, elapsed_s)}, the programs batched by timeout through the pool's workers."""
     got = {}
-    for timeout_s in sorted({t for _, _, t, _ in programs.values()}):
-        names = [n for n, (_, _, t, _) in programs.items() if t == timeout_s]
+    for timeout_s in sorted({_timeout_of(p) for p in programs.values()}):
+        names = [n for n, p in programs.items() if _timeout_of(p) == timeout_s]
         t0 = time.monotonic()
         results = pool.render_many([RenderJob(programs[n][0], programs[n][1]) for n in names], timeout_s=timeout_s)
         batch_s = time.monotonic() - t0
@@ -623,8 +633,8 @@ def _run_group(pool, programs):
             assert r.ok == (r.error_kind is None) and (r.png is not None) == r.ok, (n, r)
             got[n] = ("ok" if r.ok else r.error_kind, r.message, r.elapsed_s)
             # past its timeout only by the validator's and the worker's own setup (a hang would be far past it)
-            assert r.elapsed_s < timeout_s + 4, (n, got[n])
-        assert batch_s < len(names) * (timeout_s + 4), (timeout_s, batch_s)
+            assert r.elapsed_s < timeout_s + 10, (n, got[n])
+        assert batch_s < len(names) * (timeout_s + 10), (timeout_s, batch_s)
     return got
 
 
