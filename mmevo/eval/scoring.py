@@ -1845,6 +1845,17 @@ def _last_boxed(text: str) -> str | None:
     return None
 
 
+def _last_boxed_end(text: str) -> int:
+    """Where the last non-empty ``\\boxed{...}`` (see :func:`_last_boxed`) ends in ``text``, 0 if none."""
+    start = text.rfind("\\boxed{")
+    while start >= 0:
+        content = _boxed_at(text, start)
+        if content.strip():
+            return min(len(text), start + len("\\boxed{") + len(content) + 1)
+        start = text.rfind("\\boxed{", 0, start)
+    return 0
+
+
 # Tags that hold the answer: the r1 format's <answer>, and those other prompts ask for ("<final>B</final>",
 # "<final_answer>12</final_answer>", "<output>12</output>", "<result>B</result>")
 _ANSWER_TAG_RE = re.compile(r"<(answer|final_answer|final|output|result)>(.*?)(?:</\1>|$)", re.I | re.S)
@@ -1853,7 +1864,9 @@ _ANSWER_TAG_RE = re.compile(r"<(answer|final_answer|final|output|result)>(.*?)(?
 def _last_answer_tag(text: str) -> str | None:
     """Content of the last non-empty answer tag, ``<answer>...</answer>`` (the r1 format) or one of the others of
     ``_ANSWER_TAG_RE`` (to the end when unclosed), or None."""
-    tagged = [m.group(2) for m in _ANSWER_TAG_RE.finditer(text)]
+    # (a tag nested in the answer tag is markup, not the answer: "<answer><answer>C</answer></answer>" is C)
+    tagged = [re.sub(r"</?(?:answer|final_answer|final|output|result)>", "", m.group(2), flags=re.I)
+              for m in _ANSWER_TAG_RE.finditer(text)]
     tagged = [t for t in tagged if t.strip()]
     return tagged[-1] if tagged else None
 
@@ -1877,8 +1890,10 @@ _ANSWER_IS_RE = re.compile(
     r"|^[ \t]*(?:#+[ \t]*)?(?:[*_]+[ \t]*)?(?:final[ \t]+)?answer[ \t]*(?:[*_]+[ \t]*)?(?=\r?\n)"
     # Chinese: "答案是 C", "答案：5", "正确答案为 B", "正确选项是 (C)"
     r"|(?:答案|选项)\s*(?:应该是|应为|是|为|=|:|：)"
-    # "故选 C", "所以选C", "因此选择 B"
-    r"|(?:故|所以|因此|因而|则|应)\s*选(?:择)?)"
+    # "故选 C", "所以选C", "因此选择 B", "答案选B" (not "所以选项 ...": the option named next, see below)
+    r"|(?:故|所以|因此|因而|则|应|答案)\s*选(?:择)?(?!项)"
+    # an option said to be right: "选项B正确", "所以选项 B 是正确的" (the verdict is cleaned off the candidate)
+    r"|选项(?=\s*[（(]?[A-Za-zＡ-Ｚ][)）]?\s*(?:是|为)?\s*正确))"
     # The rest of the line is captured in a lookahead: a later marker on the same line ("The
     # answer is A. Wait, no. The answer is B.") is found too.
     r"\s*[:：]?\s*(?=([^\n]{0,2000}))",
@@ -1898,6 +1913,8 @@ def _clean_candidate(s: str) -> str:
     s = s.strip().rstrip(".。").strip()
     # a Japanese / Korean copula after the answer: "B です", "12입니다", "B이다"
     s = re.sub(r"\s*(?:です|である|だ|입니다|이다|이에요|예요|임)[.!。]?$", "", s).strip()
+    # a Chinese verdict after the option: "B 是正确的", "B正确。"
+    s = re.sub(r"\s*(?:是|为)?\s*正确的?(?:选项|答案)?[.!。]?$", "", s).strip()
     s = s.strip("*").strip()
     # A quoted answer, 'The answer is "B".' (the official quick-extract form) or "The answer is 'decrease'.": the
     # quoted text, also when the sentence goes on after it ('"D". I am confident.', '"21.6", since ...'), or a JSON
@@ -2365,6 +2382,27 @@ def _usable_candidate(cand: str, item: dict, choices: list[str]) -> bool:
     return True
 
 
+def _marked_after(tail: str, item: dict, choices: list[str]) -> str | None:
+    """The last answer marked in ``tail`` (the text after a box) that is an answer and nothing else: a choice (its
+    letter or text, see :func:`_resolve_choice`), or a number with at most a unit; not the heading of a check ("Let
+    me verify the answer: 3 + 4 = 7") nor a remark on the boxed answer ("The answer is reasonable since 12 < 20")."""
+    qtype, atype = item.get("question_type"), item.get("answer_type")
+    for m in reversed(list(_ANSWER_IS_RE.finditer(tail[:_MAX_RESPONSE_CHARS]))[-_MAX_ANSWER_MARKERS:]):
+        if _CHECKED_ANSWER_RE.search(tail[max(0, m.start() - 40): m.start()]):
+            continue
+        cand = _drop_negated(_clean_candidate(m.group(1)))
+        if not cand or "\\boxed" in cand:
+            continue
+        if qtype == "multi_choice":
+            if _resolve_choice(cand, choices) is not None:
+                return cand
+        elif atype in ("integer", "float") and _lone_number(cand, integer=atype == "integer") is not None:
+            return cand
+        elif atype == "list" and re.fullmatch(r"\[[^\[\]]*\d[^\[\]]*\]", cand):
+            return cand
+    return None
+
+
 def extract_mathvista_answer(response: str, item: dict) -> str:
     """Rule-based stand-in for MathVista's GPT answer extractor.
 
@@ -2373,8 +2411,10 @@ def extract_mathvista_answer(response: str, item: dict) -> str:
     an integer response that ``int()`` parses is returned as ``str(int(response))`` ("1_000" ->
     "1000"); a float response that ``float()`` parses, as ``str(float(response))``.
 
-    Then (in place of the official GPT extractor) rules, first that applies:
-      1. the content of the last non-empty ``\\boxed{...}``;
+    Then (in place of the official GPT extractor) rules, first that applies (in the r1 format, to the answer part
+    after the last ``</think>``, and to the whole response, think tags as line breaks, when that part states none):
+      1. the content of the last non-empty ``\\boxed{...}`` (unless an answer marked after it is a choice, a
+         number with at most a unit or a list: "The total is $\\boxed{7}$ units. Therefore, the answer is C.");
       (else, in the r1 format, steps 2-3 read the last non-empty ``<answer>...</answer>`` as a marked answer, so
       too ``<final>``, ``<final_answer>``, ``<output>``, ``<result>``;)
       2. else the text after the last "answer is / answer: / **Answer**: / correct option is ..." or Chinese
@@ -2390,7 +2430,8 @@ def extract_mathvista_answer(response: str, item: dict) -> str:
          one by the answer it leans to ("either A or C, but most likely C", "between 4 and 6, most likely 5",
          "probably C");
       3. else the whole response.
-    (Display math over several lines is read as one line first: "The answer is:\n\\[\n\\text{B}\n\\]".)
+    (Display math over several lines is read as one line first: "The answer is:\n\\[\n\\text{B}\n\\]". Nested answer
+    tags are one, "<answer><answer>C</answer></answer>"; Chinese option verdicts are markers: "选项B正确", "答案选B".)
     Then by item type:
       * multi_choice: of a whole response that judges several options, the one judged right ("- A: incorrect\n- B:
         correct"); else the choice text equal to the candidate; else a letter written alone
@@ -2446,7 +2487,19 @@ def extract_mathvista_answer(response: str, item: dict) -> str:
             except (ValueError, TypeError, OverflowError):
                 pass
 
+        # The r1 format: the answer part after a closed think block states the answer, the think block only
+        # reasons toward it ("<think>... \\boxed{7}? ... the answer is 8.</think>\n<answer>12</answer>",
+        # "...</think>\n\n12"); the whole response when the answer part states none ("<think>... 12</think>",
+        # "...</think>\nassistant")
+        closes = list(re.finditer(r"</think\s*>", response[-_MAX_RESPONSE_CHARS:], flags=re.I))
+        if closes and (answer_part := response[-_MAX_RESPONSE_CHARS:][closes[-1].end():]).strip():
+            stated = extract_mathvista_answer(answer_part, item)
+            if stated:
+                return stated
+
         text = _display_math_on_one_line(response[-_MAX_RESPONSE_CHARS:]).strip()
+        # (a think tag ends the line before it: "... So the answer is B.</think>" states B, not "B.</think>")
+        text = re.sub(r"</?think\s*>", "\n", text, flags=re.I).strip()
         # (a closing code fence states nothing: "...\n\n```\nB\n```" ends with "B"; an opening one is kept, so that
         # the first line of the code, "width = 3", is not read as an answer stated first)
         text = _CLOSING_FENCE_RE.sub("", text).strip()
@@ -2462,6 +2515,9 @@ def extract_mathvista_answer(response: str, item: dict) -> str:
         scope = text if tagged is None else tagged
         if boxed is not None:
             cand = _clean_candidate(boxed)
+            # a box in the reasoning, then the answer marked after it: "The total is $\\boxed{7}$ units. ... Therefore,
+            # the answer is C." is C
+            cand = _marked_after(text[_last_boxed_end(text):], item, choices) or cand
         else:
             found = list(_ANSWER_IS_RE.finditer(scope))[-_MAX_ANSWER_MARKERS:]
             # (the heading of a check, "Let me verify the answer: 3 + 4 = 7", states no answer when another marker is
