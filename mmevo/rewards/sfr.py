@@ -81,6 +81,9 @@ def softened_frequency_rewards(
         beta: tanh slope (paper: 5.0).
         eps: stabiliser in ``f_r / (f_base + eps)``.
 
+    Raises:
+        ValueError: a NaN key (it equals nothing, not even itself, so Eq. 7's Count is undefined for it).
+
     Returns:
         float64 tensor of shape ``[len(maternal)]``. ``R = R_base`` when ``reinference`` is empty
         (there is no re-inference frequency to calibrate with).
@@ -91,6 +94,12 @@ def softened_frequency_rewards(
 
     maternal = answer_keys(maternal)
     reinference = answer_keys(reinference)
+    for name, keys in (("maternal", maternal), ("reinference", reinference)):
+        for i, k in enumerate(keys):
+            # Count(a, A) needs a key equal to itself: NaN never is, so its count depended on object identity (the
+            # same NaN object twice counted 2, two NaNs from a tensor 1 each)
+            if k is not None and k != k:
+                raise ValueError(f"{name}[{i}] is NaN: an answer key must equal itself to be counted (Eq. 7)")
     n = len(maternal)
     if n == 0:
         return torch.zeros(0, dtype=torch.float64)
