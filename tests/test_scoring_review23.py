@@ -15,8 +15,9 @@ Of 99,795 distinct R1-style responses (52 shapes, 26 drawn per row with one righ
 one every third shape) and 158,950 distinct (form, row) pairs that hand each of the generator's answer forms to the
 official extraction directly (in a box, an answer tag, "the answer is", bare, a Chinese conclusion), mmevo and the
 official scorer (lmms-eval's port given back the official ``from math import *``, 20 s per answer, never reached)
-disagreed on none. Reviews 16 and 22's generators were rerun too (16's 48,640 pairs over every row: no
-disagreement; 22's shapes on every row: see the README).
+disagreed on none, nor on 29,991 reasoning tails after a last "=". Review 16's 48,640 pairs over every row,
+rescored, and reviews 19 and 22's generators on every row (24,847 and 20,317 distinct pairs, a random draw of each
+row's shapes) found none either.
 
 The official script knows no tags: a response whose answer sits in ``<answer>12</answer>`` without a box or an
 English flag is read whole (after its last "=") and scores wrong, as do 故选B and 所以答案为 12, while the answer tag
