@@ -145,6 +145,13 @@ def proc_status():
         yield int(d), fields
 
 
+def job_processes(pool):
+    """Live processes started for a render pool's jobs: children of its workers or of their zygotes, not the zygotes."""
+    zygotes = {w.zygote_pid for w in pool._workers}
+    parents = set(pool.worker_pids()) | zygotes
+    return [pid for pid, f in proc_status() if int(f["PPid"].strip()) in parents and pid not in zygotes]
+
+
 def png_pixel(png: bytes, xy):
     """The RGB colour of pixel ``xy`` of a PNG given as bytes."""
     import io

@@ -10,7 +10,7 @@ import uuid
 
 import pytest
 
-from conftest import png_pixel as _pixel, proc_status, start_render_pool
+from conftest import job_processes as _job_processes, png_pixel as _pixel, start_render_pool
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="render sandbox is Linux-only")
 
@@ -33,17 +33,6 @@ BLUE_SVG = ('<svg xmlns="http://www.w3.org/2000/svg" width="40" height="30">'
 @pytest.fixture(scope="module")
 def pool(render_pool):
     return render_pool
-
-
-def _children_of(pids):
-    """Live processes whose parent is one of ``pids`` (the job children of the workers)."""
-    return [pid for pid, f in proc_status() if int(f["PPid"].strip()) in pids]
-
-
-def _job_processes(pool):
-    """Live processes started for jobs: children of the workers or of their zygotes, other than the zygotes."""
-    zygotes = {w.zygote_pid for w in pool._workers}
-    return [p for p in _children_of(set(pool.worker_pids()) | zygotes) if p not in zygotes]
 
 
 def _tmp_marker():

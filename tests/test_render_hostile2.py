@@ -3,13 +3,12 @@ ending in a clean, classified result with the pool unchanged; plus the caller-si
 a failed exchange leaving a stale reply) and the fallback save drawing more than the figure it checked."""
 
 import json
-import os
 import sys
 import time
 
 import pytest
 
-from conftest import png_pixel as _pixel, proc_status
+from conftest import job_processes as _job_processes, png_pixel as _pixel
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="render sandbox is Linux-only")
 
@@ -26,12 +25,6 @@ SVG = ('<svg xmlns="http://www.w3.org/2000/svg" xmlns:xlink="http://www.w3.org/1
 @pytest.fixture(scope="module")
 def pool(render_pool):
     return render_pool
-
-
-def _job_processes(pool):
-    zygotes = {w.zygote_pid for w in pool._workers}
-    parents = set(pool.worker_pids()) | zygotes
-    return [pid for pid, f in proc_status() if int(f["PPid"].strip()) in parents and pid not in zygotes]
 
 
 def _assert_pool_unchanged(pool, pids, replaced):

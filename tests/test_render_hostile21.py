@@ -33,7 +33,7 @@ import time
 
 import pytest
 
-from conftest import png_pixel as _pixel, proc_status
+from conftest import job_processes as _job_processes, png_pixel as _pixel
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="render sandbox is Linux-only")
 
@@ -592,12 +592,6 @@ JOB_ENV = {"HOME", "LANG", "MPLBACKEND", "MPLCONFIGDIR", "PATH", "TMPDIR"}
 @pytest.fixture(scope="module")
 def pool(render_pool):
     return render_pool
-
-
-def _job_processes(pool):
-    zygotes = {w.zygote_pid for w in pool._workers}
-    parents = set(pool.worker_pids()) | zygotes
-    return [pid for pid, f in proc_status() if int(f["PPid"].strip()) in parents and pid not in zygotes]
 
 
 def _canaries():
