@@ -683,7 +683,7 @@ def _png_bomb_check(data: bytes) -> None:
     from PIL import Image
 
     limit = Image.MAX_IMAGE_PIXELS
-    if not (limit and data.startswith(_RASTER_MAGIC[0]) and data[12:16] == b"IHDR"):
+    if not (limit and len(data) >= 24 and data.startswith(_RASTER_MAGIC[0]) and data[12:16] == b"IHDR"):
         return
     w, h = struct.unpack(">II", data[16:24])
     if w * h > 2 * limit:

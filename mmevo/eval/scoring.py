@@ -1836,24 +1836,19 @@ def _boxed_at(text: str, start: int) -> str:
 def _last_boxed(text: str) -> str | None:
     """Content of the last non-empty ``\\boxed{...}``, or None. An empty box ("\\boxed{}", a template the model
     did not fill) states nothing: the answer is the one stated elsewhere ("The answer is B.\n\n\\boxed{}")."""
+    span = _last_boxed_span(text)
+    return None if span is None else span[0]
+
+
+def _last_boxed_span(text: str) -> tuple[str, int] | None:
+    """(content, where the box ends in ``text``) of the last non-empty ``\\boxed{...}`` (see :func:`_last_boxed`)."""
     start = text.rfind("\\boxed{")
     while start >= 0:
         content = _boxed_at(text, start)
         if content.strip():
-            return content
+            return content, min(len(text), start + len("\\boxed{") + len(content) + 1)
         start = text.rfind("\\boxed{", 0, start)
     return None
-
-
-def _last_boxed_end(text: str) -> int:
-    """Where the last non-empty ``\\boxed{...}`` (see :func:`_last_boxed`) ends in ``text``, 0 if none."""
-    start = text.rfind("\\boxed{")
-    while start >= 0:
-        content = _boxed_at(text, start)
-        if content.strip():
-            return min(len(text), start + len("\\boxed{") + len(content) + 1)
-        start = text.rfind("\\boxed{", 0, start)
-    return 0
 
 
 # Tags that hold the answer: the r1 format's <answer>, and those other prompts ask for ("<final>B</final>",
@@ -2506,7 +2501,8 @@ def extract_mathvista_answer(response: str, item: dict) -> str:
         if not text:
             return ""
 
-        boxed = _last_boxed(text)
+        boxed_span = _last_boxed_span(text)
+        boxed = None if boxed_span is None else boxed_span[0]
         whole = False
         marks: list[tuple[str, int]] = []
         # (a boxed answer first, also inside answer tags: "<answer>\\boxed{B}</answer>"; the reasoning in the think
@@ -2517,7 +2513,7 @@ def extract_mathvista_answer(response: str, item: dict) -> str:
             cand = _clean_candidate(boxed)
             # a box in the reasoning, then the answer marked after it: "The total is $\\boxed{7}$ units. ... Therefore,
             # the answer is C." is C
-            cand = _marked_after(text[_last_boxed_end(text):], item, choices) or cand
+            cand = _marked_after(text[boxed_span[1]:], item, choices) or cand
         else:
             found = list(_ANSWER_IS_RE.finditer(scope))[-_MAX_ANSWER_MARKERS:]
             # (the heading of a check, "Let me verify the answer: 3 + 4 = 7", states no answer when another marker is
