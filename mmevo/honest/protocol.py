@@ -19,7 +19,8 @@ non-numeric or out-of-range number, empty answer) only empties its own slot.
 
 ``parse_lenient`` is for evaluation: any order, text around the tags, tag names in any case, the last occurrence of
 a tag wins, probabilities may be percentages (``85%``), a missing ``<answer>`` falls back to the last ``\\boxed{}``
-and a missing ``<confidence>`` tag to a ``confidence: 0.8`` phrase. Out-of-range numbers are never clamped.
+and a missing ``<confidence>`` tag to a ``confidence: 0.8`` phrase (a number with more glued to it,
+``confidence: 0.7.5`` or ``0x1``, is non-numeric, not its prefix). Out-of-range numbers are never clamped.
 
 Both return a ``ParsedResponse``; ``malformed`` lists reason codes (the ``REASON_*`` names below) that the reward
 heads count in their metrics.
@@ -279,9 +280,12 @@ def _fill(slots: dict[str, str], lenient: bool, reasons: list[str], abstain: boo
 
 # ------------------------------------------------------------------------------------------------------- lenient
 _LENIENT_ABSTAIN = re.compile(r"<\s*abstain(?:\s*/)?\s*>", re.IGNORECASE)  # linear: see _LENIENT_NUMBER
-# the number as _LENIENT_NUMBER reads it, exponent included: without it "confidence: 1e-1" was read as 1.0
+# the number as _LENIENT_NUMBER reads it, exponent included: without it "confidence: 1e-1" was read as 1.0; with
+# whatever is glued to it ("0.7.5", "0x1"): the whole token is judged (non-numeric), never its prefix (0.7, 0); a
+# lone trailing "e" is no exponent and stays outside the number, as before
 _CONFIDENCE_PHRASE = re.compile(
-    r"confidence(?:\s*(?:is|[:=]))?\s*([+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?\s*%?)", re.IGNORECASE)
+    r"confidence(?:\s*(?:is|[:=]))?\s*([+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?(?:(?![eE]\b)[\w.]*\w)?\s*%?)",
+    re.IGNORECASE)
 _ABSTAIN_WORDS = {"abstain", "i abstain", "<abstain/>", "abstained"}
 
 

@@ -1,0 +1,45 @@
+"""Self-play loops, fifth review: degenerate model outputs and loop state across a resume.
+
+HONEST's lenient parser read a ``confidence: 0.7.5`` or ``confidence: 0x1`` phrase (a garbled or hex number, what a
+model cut mid-number or rambling writes) as its prefix, 0.7 or 0.0: a confidence the response never stated went into
+the calibration report. The trainable GSS generator's ``pool.jsonl`` kept the accepted problems of the generator
+steps after its last checkpoint when a run was killed: the resumed run ran those steps again and added theirs, so the
+solver's pool held problems of a generator state no checkpoint had (and each row was labelled with the step before
+its own)."""
+
+import json
+
+import pytest
+
+from mmevo.honest.calibration import calibration_report
+from mmevo.honest.protocol import parse_lenient
+
+
+# ------------------------------------------------------------------------ lenient confidence phrase: whole token
+@pytest.mark.parametrize("text", ["confidence: 0.7.5", "Confidence: 0x1", "confidence = 0.5abc", "confidence: 1e-3x",
+                                  "confidence: 0.9.9 and more"])
+def test_a_garbled_confidence_phrase_is_non_numeric_not_its_prefix(text):
+    p = parse_lenient("The answer is \\boxed{4}. " + text)
+    assert (p.answer, p.confidence, p.malformed) == ("4", None, ("non_numeric_confidence",))
+
+
+@pytest.mark.parametrize("text, conf", [
+    ("Confidence: 0.8.", 0.8), ("confidence=0.9, so", 0.9), ("confidence is 85 %.", 0.85), ("confidence: 1e-1", 0.1),
+    ("confidence: 0.5e", 0.5),  # review 4: a lone 'e' is no exponent
+])
+def test_well_written_confidence_phrases_are_still_read(text, conf):
+    p = parse_lenient("\\boxed{4} " + text)
+    assert (p.answer, p.confidence, p.malformed) == ("4", conf, ())
+
+
+def test_the_last_phrase_wins_even_when_it_is_garbled():
+    """The phrase read is the last one, as before; a garbled last one leaves the response ungraded."""
+    p = parse_lenient("\\boxed{4} confidence: 0.8, then on reflection confidence: 0.7.5")
+    assert p.confidence is None and p.malformed == ("non_numeric_confidence",)
+
+
+def test_report_leaves_a_garbled_phrase_ungraded():
+    rep = calibration_report([{"response": "\\boxed{4} confidence: 0x1", "gold": "4"},
+                              {"response": "\\boxed{4} confidence: 0.75", "gold": "4"}])
+    # only the second is graded: c = 0.75, y = 1 -> Brier 0.0625 (with 0x1 read as 0: (0.0625 + 1) / 2 = 0.53125)
+    assert rep["graded"] == 1 and rep["brier"] == pytest.approx(0.0625)
