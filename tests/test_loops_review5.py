@@ -43,3 +43,44 @@ def test_report_leaves_a_garbled_phrase_ungraded():
                               {"response": "\\boxed{4} confidence: 0.75", "gold": "4"}])
     # only the second is graded: c = 0.75, y = 1 -> Brier 0.0625 (with 0x1 read as 0: (0.0625 + 1) / 2 = 0.53125)
     assert rep["graded"] == 1 and rep["brier"] == pytest.approx(0.0625)
+
+
+# ------------------------------------------------------------------ trainable GSS: pool.jsonl across a resume
+def _gss_cfg(model, out, *extra):
+    from mmevo.config import load_config
+
+    return load_config("configs/honest_tiny.yaml", [
+        f"model.path={model}", f"honest.output_dir={out}", "honest.sft_n=32", "sft.epochs=1", "data.n_train=40",
+        "honest.gss_mode=trainable", "honest.gss_blocks=1", "honest.gss_block_steps=1", "honest.gss_generator_steps=2",
+        "honest.gss_warmup_problems=16", "honest.gss_solver_samples=2", "honest.eval_calibration=false",
+        "honest.hcr_enabled=false", "trainer.prompts_per_step=2", "trainer.mini_batch_prompts=2", "rollout.n=2", "rollout.max_tokens=16",
+        "honest.roles={generator: {rollout.max_tokens: 8}}", *extra])
+
+
+@pytest.fixture
+def every_generation_accepted(monkeypatch):
+    """A stub for the tiny generator and frozen solver: every generator sample is the problem 3 + 4 and every solver
+    sample a graded answer, so each step accepts prompts_per_step x rollout.n = 4 problems."""
+    import mmevo.honest.selfplay as sp
+
+    monkeypatch.setattr(sp, "parse_generated", lambda text: (sp.problem_from_expression("3 + 4"), ""))
+    monkeypatch.setattr(sp, "honest_aux", lambda text, ex: {"confidence": 0.5, "correct": True})
+
+
+def test_a_resumed_generator_does_not_keep_the_pool_rows_of_the_steps_it_runs_again(
+        tiny_text_path, tmp_path, every_generation_accepted):
+    import shutil
+
+    from mmevo.honest.loop import run_honest
+
+    out = tmp_path / "honest"
+    run_honest(_gss_cfg(tiny_text_path, out))
+    pool = out / "generator" / "pool.jsonl"
+    straight = [json.loads(line) for line in pool.read_text().splitlines()]
+    assert [r["step"] for r in straight] == [1] * 4 + [2] * 4  # the step that accepted it (was 0 and 1)
+    # killed after generator step 2 wrote its rows but before its checkpoint: the rerun runs step 2 again
+    shutil.rmtree(out / "generator" / "checkpoints" / "step_000002")
+    shutil.rmtree(out / "generator" / "final")
+    (out / "summary.json").unlink()
+    run_honest(_gss_cfg(tiny_text_path, out))
+    assert [r["step"] for r in (json.loads(line) for line in pool.read_text().splitlines())] == [1] * 4 + [2] * 4

@@ -17,7 +17,8 @@ honest_hindsight when ``hcr_enabled``, + honest_format at ``format_weight``; str
 ``build_honest_plugins``: CPR with ``replay_enabled``, SMC with ``smc_enabled``; GSS problems mixed in at
 ``gss_share``), then, in trainable mode, the generator trains ``gss_generator_steps`` steps against a frozen copy of
 that solver. Both trainers persist across blocks (``trainer.train(steps=k)`` continues); a rerun resumes each from
-its latest checkpoint and skips what is done. Per-role overrides: ``honest.roles.{solver,generator}`` (dotted keys).
+its latest checkpoint and skips what is done (``pool.jsonl`` loses the rows of generator steps after its checkpoint:
+they run again). Per-role overrides: ``honest.roles.{solver,generator}`` (dotted keys).
 """
 
 from __future__ import annotations
@@ -193,7 +194,8 @@ def read_pool(path: Path, limit: int) -> list:
 
 
 class PoolWriter:
-    """Appends the generator's accepted problems (with the step) to ``pool.jsonl``."""
+    """Appends the generator's accepted problems to ``pool.jsonl``, each with ``step``: the generator step that
+    accepted it (the loop sets it to the step about to run), so a resumed run can drop the steps it runs again."""
 
     def __init__(self, path: Path):
         self.path, self.step = path, 0
@@ -267,6 +269,7 @@ def run_honest(cfg: Config) -> dict:
     """``mmevo evolve honest``: warm-up, calibration before, blocks of solver (+ generator) GRPO, calibration after,
     hindsight audit; returns the summary (also ``<honest.output_dir>/summary.json``)."""
     from mmevo.evolve.mmzero import FrozenRole
+    from mmevo.metrics import truncate_rows_after
     from mmevo.recipes import resolve_model_path
 
     h = cfg.honest
@@ -297,6 +300,9 @@ def run_honest(cfg: Config) -> dict:
             solver_strategy.monitor.truncate_events_after(solver.step_idx)
         if generator is not None:
             generator.train(steps=0)
+            # problems of generator steps after its checkpoint: those steps run again and accept their own
+            truncate_rows_after(pool_writer.path, generator.step_idx)
+            solver.prompt_source.generator.pool = read_pool(pool_writer.path, h.gss_pool_size)  # read before the cut
         g_steps = h.gss_generator_steps or h.gss_block_steps
         for b in range(1, h.gss_blocks + 1):
             block: dict = {"block": b}
@@ -313,9 +319,9 @@ def run_honest(cfg: Config) -> dict:
                                     str(frozen_path))
                 try:
                     gstrategy.solver = frozen
-                    pool_writer.step = generator.step_idx
+                    pool_writer.step = generator.step_idx + 1
                     generator.train(steps=b * g_steps - generator.step_idx,
-                                    on_step=lambda step, _m: setattr(pool_writer, "step", step))
+                                    on_step=lambda step, _m: setattr(pool_writer, "step", step + 1))
                     _save_if_needed(generator)
                 finally:
                     frozen.close()
