@@ -84,3 +84,20 @@ def test_a_resumed_generator_does_not_keep_the_pool_rows_of_the_steps_it_runs_ag
     (out / "summary.json").unlink()
     run_honest(_gss_cfg(tiny_text_path, out))
     assert [r["step"] for r in (json.loads(line) for line in pool.read_text().splitlines())] == [1] * 4 + [2] * 4
+
+
+# ------------------------------------------------------------------------- Prism: non-answers are no agreement
+def test_prism_agreement_counts_non_answers_as_unanswered():
+    """6 of 8 solver samples box "None": p was 6/8 = 0.75, the ZPD peak (zpd = 1, the highest reward a question can
+    get) and the pool's silver label "None". Now the 6 are answerless: p = 2/8 (the two 3s), silver 3."""
+    from mmevo.evolve.prism import agreement
+    from mmevo.rewards.prism import zpd
+
+    a = agreement(["\\boxed{None}"] * 6 + ["\\boxed{3}"] * 2)
+    assert (a["p"], a["silver"], a["answered"], a["samples"]) == (0.25, "3", 2, 8)
+    assert zpd(a["p"]) == 0.0
+    spelled = agreement(["\\boxed{\\text{N/A}}", "\\boxed{unknown}", "\\boxed{none}", "\\boxed{\\mathrm{None}}"] +
+                        ["\\boxed{3}"] * 3 + ["no answer"])
+    assert (spelled["p"], spelled["silver"], spelled["answered"]) == (3 / 8, "3", 3)
+    only_none = agreement(["\\boxed{None}"] * 8)  # was p = 1 with silver "None"
+    assert (only_none["p"], only_none["silver"], only_none["answered"]) == (0.0, None, 0)

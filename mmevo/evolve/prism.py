@@ -28,7 +28,7 @@ from typing import Sequence
 from mmevo.config import Config, set_dotted, to_dict, validate
 from mmevo.data.prompts import EpochSampler
 from mmevo.data.schema import Example
-from mmevo.evolve.mmzero import FrozenRole, Recorder, content_id
+from mmevo.evolve.mmzero import FrozenRole, Recorder, content_id, substantive
 from mmevo.rewards.answers import extract_answer, group_answer_keys, single_tag
 from mmevo.rewards.mmzero import modal_share
 from mmevo.rollout.strategy import RolloutStrategy, sample_groups
@@ -60,8 +60,10 @@ def questioner_examples(n: int, seed: int) -> list[Example]:
 def agreement(texts: Sequence[str]) -> dict:
     """p(q) from one question's solver samples: the modal answer's share, math-equivalent answers agreeing as in the
     majority-vote head; answerless samples count in the denominator; nobody answers (or no sample) -> p = 0 and
-    silver None. Also the modal answer (``silver``) and how many samples answered."""
-    answers = [extract_answer(t, None) for t in texts]
+    silver None. A non-answer ("None", "N/A", "unknown", in any LaTeX spelling) is an answerless sample, as in
+    MM-Zero: a solver agreeing that it cannot answer is no solvability, and "None" no silver label. Also the modal
+    answer (``silver``) and how many samples answered."""
+    answers = [substantive(extract_answer(t, None)) for t in texts]
     keys = group_answer_keys(answers)
     mode, p = modal_share(keys) if keys else (None, 0.0)
     silver = None if mode is None else answers[keys.index(mode)]
