@@ -109,6 +109,15 @@ def parse_proposal(text: str) -> tuple[Proposal | None, str]:
     return Proposal(**fields), ""
 
 
+def invalid_kind(why: str) -> str:
+    """A bounded metric name for ``parse_proposal``'s reason (its text may quote the model's content type):
+    ``missing_<tag>``, ``bad_<tag>``, ``unknown_content_type`` or ``trailing_text``."""
+    m = re.fullmatch(r"(missing or misplaced|bad) <([a-z_]+)>( value)?", why)
+    if m:
+        return ("missing_" if m.group(1) == "missing or misplaced" else "bad_") + m.group(2)
+    return "unknown_content_type" if why.startswith("unknown content type") else "trailing_text"
+
+
 _FENCE_LABEL = re.compile(r"[ \t]*([A-Za-z]*)")
 
 
@@ -396,6 +405,9 @@ class ProposerStrategy(RolloutStrategy):
         ro.extra_metrics.update(render_metrics(renders))
         if len(ro):  # a share of nothing is undefined, not 0: left out, so the phase means skip this step
             ro.extra_metrics["mmzero/valid_frac"] = len(valid) / len(ro)
+        kinds = [invalid_kind(why) for p, why in parsed if p is None]
+        for kind in sorted(set(kinds)):  # which rule each -1 broke (a count, like the render errors)
+            ro.extra_metrics[f"mmzero/invalid/{kind}"] = kinds.count(kind)
         self._step = ctx.step
         return ro
 
@@ -626,14 +638,21 @@ def run_phase(cfg: Config, role: str, t: int, role_index: int, phase_dir: Path, 
 
 def phase_means(history: Sequence[dict]) -> dict:
     """Means over a phase's steps of the loop's and the heads' metrics. A rate is averaged over the steps that logged
-    it (a step without its denominator leaves it out); a failure count (``mmzero/render_error/<kind>``, logged only by
-    the steps where that kind occurred) over every step, absent counting 0: averaged only over the steps that had the
-    failure, one timeout in one step of ten would read as one timeout per step."""
-    keys = sorted({k for h in history for k in h if k.startswith(("mmzero/", "reward/"))})
+    it (a step without its denominator leaves it out); a failure count (``mmzero/render_error/<kind>``,
+    ``mmzero/invalid/<kind>``, logged only by the steps where that kind occurred) over every step, absent counting 0:
+    averaged only over the steps that had the failure, one timeout in one step of ten would read as one timeout per
+    step."""
+    return step_means(history, ("mmzero/", "reward/"), ("mmzero/render_error/", "mmzero/invalid/"))
+
+
+def step_means(history: Sequence[dict], prefixes: tuple[str, ...], counts: tuple[str, ...] = ()) -> dict:
+    """Per key with one of ``prefixes``: the mean over the steps that logged it, or, for a count (a key starting with
+    one of ``counts``, logged only where it is non-zero), over every step."""
+    keys = sorted({k for h in history for k in h if k.startswith(prefixes)})
     means = {}
     for k in keys:
         logged = [h[k] for h in history if k in h]
-        means[k] = sum(logged) / (len(history) if k.startswith("mmzero/render_error/") else len(logged))
+        means[k] = sum(logged) / (len(history) if k.startswith(counts) else len(logged))
     return means
 
 

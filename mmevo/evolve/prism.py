@@ -28,7 +28,7 @@ from typing import Sequence
 from mmevo.config import Config, set_dotted, to_dict, validate
 from mmevo.data.prompts import EpochSampler
 from mmevo.data.schema import Example
-from mmevo.evolve.mmzero import FrozenRole, Recorder, content_id, substantive
+from mmevo.evolve.mmzero import FrozenRole, Recorder, content_id, step_means, substantive
 from mmevo.rewards.answers import extract_answer, group_answer_keys, single_tag
 from mmevo.rewards.mmzero import modal_share
 from mmevo.rollout.strategy import RolloutStrategy, sample_groups
@@ -243,8 +243,9 @@ def run_prism(cfg: Config) -> dict:
 
 
 def _means(history: list[dict], prefixes: tuple[str, ...]) -> dict:
-    keys = sorted({k for h in history for k in h if k.startswith(prefixes)})
-    return {k: sum(h[k] for h in history if k in h) / max(1, sum(k in h for h in history)) for k in keys}
+    """Phase means; ``prism/invalid/<why>`` is a count logged only by the steps that had it, so it is averaged over
+    every step (over those steps alone, one bad sample in one step of ten read as one per step)."""
+    return step_means(history, prefixes, ("prism/invalid/",))
 
 
 def run_questioner(cfg: Config, t: int, role_index: int, phase_dir: Path, solver_path: str,
