@@ -59,6 +59,34 @@ def pool():
         yield p
 
 
+def test_a_solver_saying_none_does_not_confirm_an_easy_answer_of_none(monkeypatch, tmp_path, pool):
+    """A collapsed solver answers "None" to everything. On the hard question that is no answer (c = 0); on the easy one
+    it used to match a proposal whose easy answer is "None", s = 1, and the proposer earned min(s, .5) = .5 per render
+    for a question nobody solved. Seed: r = 1/N sum_j e_j [min(s_j, .5) + min(c_j, 1 - c_j)] + sum_k a_k."""
+    ro, r = _proposer_step(monkeypatch, tmp_path, pool, [NONE_EASY], lambda ex: [BARS] * 2,
+                           lambda ex: ["\\boxed{None}"] * 4)
+    assert ro.aux[0]["executed"] == [True, True]  # real matplotlib renders, judged by the (scripted) solver
+    assert ro.aux[0]["easy"] == [0.0, 0.0] and ro.aux[0]["consistency"] == [0.0, 0.0]
+    # s = 0, c = 0: base 0; easy-hard: mean min(c, 1 - c) = 0 < .15 -> -.3; one type -> no type penalty; M = 1, share
+    # 1 -> excess (1 - 1/1) * M * .5 = 0 -> no diversity adjustment
+    assert r.tolist() == pytest.approx([-0.3], abs=1e-6)
+    row = Recorder.read(tmp_path)[0]
+    assert row["renders"][0]["easy_answers"] == ["None"] * 4  # the record keeps what the solver said
+    # the coder's reward for such a render: 1 + s + min(c, 1 - c) + penalties = 1 + 0 + 0 - .3
+    assert row["penalties"] == pytest.approx(-0.3)
+    assert coder_reward(True, ro.aux[0]["easy"][0], ro.aux[0]["consistency"][0], row["penalties"]) == pytest.approx(0.7)
+
+
+def test_a_real_easy_answer_is_still_credited(monkeypatch, tmp_path, pool):
+    text = NONE_EASY.replace("Which bar is missing?", "What is A?").replace(">None<", ">3<")
+    ro, r = _proposer_step(monkeypatch, tmp_path, pool, [text], lambda ex: [BARS] * 2,
+                           lambda ex: ["\\boxed{3}", "\\boxed{3}", "\\boxed{8}", "\\boxed{None}"])
+    # easy: 2 of 4 samples equal "3" (the non-answer is a wrong one, in the denominator); hard: answered 3 / 3 / 8,
+    # "None" left out -> c = 2/3
+    assert ro.aux[0]["easy"] == [0.5, 0.5] and ro.aux[0]["consistency"] == pytest.approx([2 / 3, 2 / 3])
+    assert r.tolist() == pytest.approx([0.5 + 1 / 3], abs=1e-6)  # min(.5, .5) + min(2/3, 1/3), no penalty
+
+
 @pytest.mark.parametrize("why, kind", [
     (parse_proposal("")[1], "missing_content_type"),
     (parse_proposal(NONE_EASY[:-25])[1], "missing_hard_answer"),  # cut at the token limit mid-field

@@ -289,7 +289,9 @@ class Judge:
             keys = group_answer_keys([substantive(a) for a in hard_raw])
             mode, share = modal_share(keys, answered_only=True)
             r = out[i]
-            r.easy = easy_accuracy(easy_raw, proposals[i].easy_answer)
+            # a non-answer ("None", "unknown") is an unanswered sample here too: it shows no solvability, and a
+            # solver that says "None" to everything would otherwise confirm a proposal whose easy answer is "None"
+            r.easy = easy_accuracy([substantive(a) for a in easy_raw], proposals[i].easy_answer)
             r.consistency = share
             r.silver = next((a for a, k in zip(hard_raw, keys) if mode is not None and k == mode), None)
             r.easy_answers, r.hard_answers = easy_raw, hard_raw
