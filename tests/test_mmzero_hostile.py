@@ -232,7 +232,8 @@ def test_repeated_proposals_and_programs_keep_their_own_images(monkeypatch, tmp_
 def test_rates_without_a_denominator_are_not_logged_as_zero(monkeypatch, tmp_path):
     # every proposal invalid: no render attempt, so no render success / easy accuracy / consistency (were logged 0.0)
     _, ro = _proposer_rollout(monkeypatch, tmp_path, ["no tags", GOOD + GOOD], lambda ex: [SVG] * 2)
-    assert ro.extra_metrics == {"mmzero/valid_frac": 0.0}
+    assert ro.extra_metrics == {"mmzero/valid_frac": 0.0, "mmzero/invalid/missing_content_type": 1,
+                                "mmzero/invalid/trailing_text": 1}
     # every render failing: render success 0 is real; accuracy and consistency over no executed render are not
     _, ro = _proposer_rollout(monkeypatch, tmp_path, [GOOD, MAP], lambda ex: [SVG] * 2, fail=lambda job: "timeout")
     assert ro.extra_metrics == {"mmzero/valid_frac": 1.0, "mmzero/render_success": 0.0,
