@@ -69,7 +69,17 @@ def init_distributed(device: str) -> None:
     if launched_world_size() > 1 and not dist.is_initialized():
         on_gpu = str(device).startswith("cuda")
         if on_gpu:
-            torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", 0)))
+            gpu = int(os.environ.get("LOCAL_RANK", 0))
+            # torch.cuda.set_device on a machine without that GPU fails deep in torch (a CPU build: AttributeError
+            # '_cuda_setDevice'), once per rank, naming no setting
+            from mmevo.models.loader import check_device
+
+            check_device("model.device", device)
+            if gpu >= torch.cuda.device_count():
+                raise ValueError(f"model.device={device}: this rank (LOCAL_RANK={gpu}) needs GPU {gpu}, and this "
+                                 f"machine has {torch.cuda.device_count()} visible: start at most that many ranks "
+                                 "per node (--nproc_per_node)")
+            torch.cuda.set_device(gpu)
         import deepspeed
 
         deepspeed.init_distributed(dist_backend="nccl" if on_gpu else "gloo")

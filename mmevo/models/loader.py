@@ -73,7 +73,14 @@ def load_model(name_or_path: str | Path, dtype: str = "float32", device: str = "
     # every loader (trainer, frozen MM-Zero roles, demo / calibration evaluations) checks before reading the checkpoint
     check_device("model.device", device)
     _check_source(name)
-    config = AutoConfig.from_pretrained(name)
+    try:
+        config = AutoConfig.from_pretrained(name)
+    except OSError as e:  # transformers' offline / unknown-repo text names a URL, not the model or the setting
+        if Path(name).exists():
+            raise
+        reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise OSError(f"model {name!r} is not a local directory, and loading it from the hub failed ({reason}); "
+                      "pass a local checkpoint directory") from None
     is_vl = hasattr(config, "vision_config")
     kwargs = {"dtype": resolve_dtype(dtype)}
     if attn_implementation:
