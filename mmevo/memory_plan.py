@@ -105,6 +105,11 @@ BUILTIN_MODELS: dict[str, ModelDims] = {
                                               vision=VisionDims(out_hidden=5120, **_QWEN25_VIT)),
     "Qwen/Qwen2.5-VL-72B-Instruct": ModelDims(8192, 29568, 80, 64, 8, 152064, tie_embeddings=False,
                                               vision=VisionDims(out_hidden=8192, **_QWEN25_VIT)),
+    # the text models of the shipped Prism and HONEST GPU configs (their plan-memory needed a local download):
+    # Qwen2.5-1.5B 1.54e9 parameters (tied embedding); Qwen3-4B 4.02e9 (head_dim 128, q/k norms, no biases, tied)
+    "Qwen/Qwen2.5-1.5B-Instruct": ModelDims(1536, 8960, 28, 12, 2, 151936, tie_embeddings=True),
+    "Qwen/Qwen3-4B-Base": ModelDims(2560, 9728, 36, 32, 8, 151936, head_dim=128, tie_embeddings=True,
+                                    qkv_bias=False, qk_norm=True),
 }
 
 
