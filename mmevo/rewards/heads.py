@@ -265,7 +265,10 @@ class RewardMixer:
         if mat.any():
             metrics["reward/total/mean"] = total[mat].mean().item()
             metrics["reward/total/std"] = total[mat].std(unbiased=False).item()
-        metrics["response/empty_frac"] = sum(not s.response.strip() for s in samples) / max(1, len(samples))
+        # over the trained samples like the other response/* metrics: a CSRS re-inference's text holds its maternal
+        # prefix, so counting it diluted the share of empty maternal responses by a factor m + 1
+        trained = [s for s, keep in zip(samples, mat.tolist()) if keep]
+        metrics["response/empty_frac"] = sum(not s.response.strip() for s in trained) / max(1, len(trained))
         return total, metrics
 
     def empty_step(self) -> None:
