@@ -144,3 +144,64 @@ def test_empty_response_share_counts_maternal_responses_only(lm, tmp_path):
         mat = [s for s in seen["samples"] if s.role == "maternal"]
         assert sum(not s.response.strip() for s in mat) == 1 and len(mat) == len(SCRIPT)
         assert metrics["response/empty_frac"] == pytest.approx(1 / len(SCRIPT))
+
+
+RESUME_SCRIPT = ["\\boxed{3}", "so \\boxed{3}", "\\boxed{4}", "hmm"]
+
+
+def _resume_trainer(lm_path, out, heads):
+    """A fresh trainer (fresh weights, as a new process builds them) on ``out``: 4 CSRS steps, a checkpoint every 2."""
+    lm = load_model(lm_path)
+    randomize(lm.model, std=0.15, seed=2)
+    over = {"data.prompt_template": "none", "rollout.n": len(RESUME_SCRIPT), "rollout.max_tokens": 8,
+            "trainer.steps": 4, "trainer.save_every": 2, "trainer.prompts_per_step": 2,
+            "trainer.mini_batch_prompts": 1, "trainer.micro_batch_seqs": 32, "trainer.output_dir": str(out),
+            "trainer.wandb_mode": "disabled", "trainer.progress": False, "algo.kl_coef": 0, "csrs.enabled": True,
+            "csrs.m": 2, "csrs.random_anchor": True, "reward.heads": heads, "data.hide_labels": True,
+            "trainer.lr": 1e-2}
+    cfg = load_config(None, [f"{k}={v}" for k, v in over.items()])
+    train, held = split_train_heldout(6, 0, seed=3)
+    engine = build_engine(cfg, lm)
+    stop = int(engine.stop_ids[0])
+    script = [(lm.tokenizer.encode(t, add_special_tokens=False) + [stop], "stop") for t in RESUME_SCRIPT]
+    spy = ScriptedMaternal(engine, script)
+    return GRPOTrainer(cfg, lm, spy, train, held, strategy=CSRSStrategy(cfg.csrs), log=True), spy
+
+
+def _reinference_inputs(spy):
+    """Per step: each re-inference request's anchor tokens and a digest of its noised pixels."""
+    return [[(list(r.prefix_ids), float(r.image_override.pixel_values.double().sum())) for r in call]
+            for call in spy.calls[1::2]]
+
+
+def _curve(out):
+    import json
+
+    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    timing = ("time/", "throughput/", "memory/")
+    return [{k: v for k, v in row.items() if not k.startswith(timing)} for row in rows]
+
+
+@pytest.mark.parametrize("heads", ["{sfr: 1.0}", "{majority: 1.0}"])
+def test_resume_mid_run_matches_the_straight_run(tiny_vl_path, tmp_path, heads):
+    straight, spy = _resume_trainer(tiny_vl_path, tmp_path / "straight", heads)
+    straight.train()
+    inputs = _reinference_inputs(spy)
+    assert len(inputs) == 4 and any(a for step in inputs for a, _ in step)
+    curve = _curve(tmp_path / "straight")
+    assert any(row[f"reward/{heads[1:-6]}/mean"] > 0 for row in curve)  # the updates had a signal to learn from
+
+    # killed after step 3 was logged, with the newest checkpoint at step 2; a new process with other global RNG state
+    first, _ = _resume_trainer(tiny_vl_path, tmp_path / "resumed", heads)
+    first.train(3)
+    del first
+    torch.manual_seed(12345)
+    again, spy2 = _resume_trainer(tiny_vl_path, tmp_path / "resumed", heads)
+    again.train()
+    assert again.step_idx == 4
+    assert len(spy2.calls) == 4  # steps 3 and 4 again, from the step-2 checkpoint
+    assert _reinference_inputs(spy2) == inputs[2:]  # anchors and VSP noise of the same steps
+    assert _curve(tmp_path / "resumed") == curve  # steps 1-4 once each, same numbers
+    assert again.counters == straight.counters
+    for (name, a), b in zip(straight.model.state_dict().items(), again.model.state_dict().values()):
+        assert torch.equal(a, b), name
