@@ -144,6 +144,12 @@ def test_empty_response_share_counts_maternal_responses_only(lm, tmp_path):
         mat = [s for s in seen["samples"] if s.role == "maternal"]
         assert sum(not s.response.strip() for s in mat) == 1 and len(mat) == len(SCRIPT)
         assert metrics["response/empty_frac"] == pytest.approx(1 / len(SCRIPT))
+        # MM-UPT: the mode of the pooled answers (maternal and re-inference; ties to the first seen, no answer never
+        # votes) is the pseudo label, reward 1 for each sample whose answer is it
+        keys = group_answer_keys([extract_answer(s.response, s.choices) for s in seen["samples"]], None)
+        votes = [k for k in keys if k is not None]
+        mode = max(votes, key=lambda k: (votes.count(k), -votes.index(k))) if votes else None
+        assert seen["rewards"].tolist() == [float(k is not None and k == mode) for k in keys]
 
 
 RESUME_SCRIPT = ["\\boxed{3}", "so \\boxed{3}", "\\boxed{4}", "hmm"]
