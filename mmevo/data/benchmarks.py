@@ -42,7 +42,7 @@ from PIL import Image
 
 from mmevo.config import CONTROL_TOKEN
 
-from .images import RASTER_FORMATS, to_rgb
+from .images import RASTER_FORMATS, aspect_problem, to_rgb
 from .schema import IMAGE_PLACEHOLDER, DataError, Example
 from .sources import RowRef, _unique_keys, iter_rows
 
@@ -97,6 +97,11 @@ class BenchmarkItem:
                 raise DataError(f"{self.source}: field {self.image_field!r}: image {k}: cannot decode image "
                                 f"bytes{what}: {e}", file=self.file, row=self.index, field=self.image_field,
                                 reason="image_corrupt", row_id=self.row_id) from e
+            problem = aspect_problem(out[-1])
+            if problem:  # here, naming the row, not at the first step that encodes it (the processor's error)
+                raise DataError(f"{self.source}: field {self.image_field!r}: image {k}{what}: {problem}",
+                                file=self.file, row=self.index, field=self.image_field, reason="image_aspect",
+                                row_id=self.row_id)
         return out
 
     def to_example(self) -> Example:

@@ -18,6 +18,19 @@ _SIXTEEN_TO_8 = ((np.arange(65536, dtype=np.uint32) + 128) // 257).astype(np.uin
 # what a data set's image may be: raster formats Pillow decodes itself. Pillow would otherwise also open EPS / PS by
 # running Ghostscript on the file, a program a hostile data set should never reach
 RASTER_FORMATS = ("PNG", "JPEG", "GIF", "BMP", "WEBP", "TIFF", "PPM")  # JPEG opens MPO files too
+# Qwen2-VL's smart_resize (transformers' image processor and vLLM's) refuses an image whose longer side is more than
+# this many times its shorter one, with an error that names no example, at the first step that encodes it
+MAX_ASPECT_RATIO = 200
+
+
+def aspect_problem(image: Image.Image) -> str | None:
+    """Why the vision processors would refuse ``image`` (its aspect ratio), or None when they take it."""
+    w, h = image.size
+    ratio = max(w, h) / max(1, min(w, h))
+    if min(w, h) == 0 or ratio > MAX_ASPECT_RATIO:
+        return (f"image of {w}x{h} pixels has an aspect ratio of {ratio:.1f}:1; Qwen2-VL's image processor refuses "
+                f"more than {MAX_ASPECT_RATIO}:1")
+    return None
 
 
 def to_rgb(image: Image.Image) -> Image.Image:

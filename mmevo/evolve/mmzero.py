@@ -32,7 +32,7 @@ from typing import Sequence
 from PIL import Image
 
 from mmevo.config import Config, set_dotted, to_dict, validate
-from mmevo.data.images import fit_pixels, to_rgb
+from mmevo.data.images import aspect_problem, fit_pixels, to_rgb
 from mmevo.data.prompts import EpochSampler
 from mmevo.data.schema import Example
 from mmevo.rewards.answers import canonical_answer, extract_answer, group_answer_keys
@@ -214,10 +214,14 @@ class RenderedImage:
 
 def load_image(src, min_pixels: int, max_pixels: int) -> Image.Image:
     """A rendered PNG (bytes or path) as RGB, scaled into the solver's data.min_pixels / data.max_pixels like every
-    dataset image (the sandbox allows 4096 px a side; the engines refuse or drop images above the bound)."""
+    dataset image (the sandbox allows 4096 px a side; the engines refuse or drop images above the bound). ValueError
+    for an aspect ratio the processors refuse (``Judge`` makes the attempt ``invalid_image``)."""
     # on white: an SVG (cairosvg) or transparent matplotlib render is RGBA, and convert("RGB") shows its transparent
     # background black, hiding black strokes
     img = to_rgb(Image.open(io.BytesIO(src) if isinstance(src, bytes) else src))
+    problem = aspect_problem(img)
+    if problem:  # within the sandbox's max_side (4096x20 is 204.8:1), but the solver's processor would fail the step
+        raise ValueError(problem)
     return fit_pixels(img, min_pixels, max_pixels)
 
 
