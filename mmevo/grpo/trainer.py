@@ -323,10 +323,12 @@ def _right_padded(responses, pad_id: int, device) -> tuple[torch.Tensor, torch.T
     return response_ids.to(device), mask.to(device)
 
 
-# policy_loss metrics that are means over the micro-batch's tokens: a mini-batch's value is their token-weighted mean
-# (the value over all its tokens), never a mean of micro-batch means, which would depend on how it was split
+# update metrics that are means over the micro-batch's tokens: a mini-batch's value is their token-weighted mean
+# (the value over all its tokens), never a mean of micro-batch means, which would depend on how it was split.
+# entropy / kl are logged per response token whatever loss_agg (the loss terms keep loss_agg): aggregated like the loss,
+# seq-mean-token-sum-norm divided them by rollout.max_tokens and the seq-mean modes counted token-less samples
 _TOKEN_MEAN_METRICS = frozenset({"clip_frac", "clip_frac_low", "clip_frac_high", "clip_frac_dual", "approx_kl",
-                                 "ratio_mean"})
+                                 "ratio_mean", "entropy", "kl"})
 
 
 class TorchBackend:
@@ -740,13 +742,14 @@ class GRPOTrainer:
                                                       loss_scale_factor=scale_factor, clip_ratio_c=a.clip_ratio_c)
                     loss = pg_loss
                     if ref is not None:
-                        kl = algos.agg_loss(algos.kl_penalty(logp, ref, a.kl_type), mask, a.loss_agg, scale_factor)
+                        kl_tok = algos.kl_penalty(logp, ref, a.kl_type)  # [b, R]
+                        kl = algos.agg_loss(kl_tok, mask, a.loss_agg, scale_factor)
                         loss = loss + a.kl_coef * kl
-                        pg_m["kl"] = float(kl.detach())
+                        pg_m["kl"] = float(algos.masked_mean(kl_tok.detach(), mask))  # per token, as the README says
                     ent_mean = algos.agg_loss(ent, mask, a.loss_agg, scale_factor)
                     if a.entropy_coef:
                         loss = loss - a.entropy_coef * ent_mean
-                    pg_m["entropy"] = float(ent_mean.detach())
+                    pg_m["entropy"] = float(algos.masked_mean(ent.detach(), mask))
                     pg_m["pg_loss"] = float(pg_loss.detach())
                     pg_m["loss"] = float(loss.detach())
                     if not torch.isfinite(loss):
