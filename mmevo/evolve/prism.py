@@ -131,7 +131,10 @@ class QuestionerStrategy(RolloutStrategy):
         reasons = [why for q, why in parsed if q is None]
         ro.extra_metrics.update({"prism/valid_frac": len(valid) / n,
                                  "prism/p_mean": sum(s["p"] for s in scores) / max(1, len(scores)),
-                                 "prism/unanswered_frac": sum(s["answered"] == 0 for s in scores) / max(1, len(scores))})
+                                 "prism/unanswered_frac": sum(s["answered"] == 0 for s in scores) / max(1, len(scores)),
+                                 # the frozen solver got no sample (prompt over its data.max_prompt_length): p = 0
+                                 # like an unanswered question, so counted apart, as MM-Zero's "unjudged"
+                                 "prism/unsampled": sum(s["samples"] == 0 for s in scores)})
         for why in sorted(set(reasons)):
             ro.extra_metrics[f"prism/invalid/{why}"] = reasons.count(why)
         self._rows, self._step = rows, ctx.step
@@ -317,6 +320,7 @@ def build_pool(cfg: Config, t: int, phase_dir: Path, questioner_path: str, solve
         for r in rows:
             f.write(json.dumps(r) + "\n")
     return {"generated": len(flat), "valid_distinct": len(questions), "invalid": reasons,
+            "unsampled": sum(r["samples"] == 0 for r in rows),  # no solver sample: prompt over max_prompt_length
             "in_band": sum(r["in_band"] for r in rows), "kept": len(kept),
             "capped": sum(r["in_band"] and not r["kept"] for r in rows), "k": k,
             "diversity_generated": diversity_stats(clusters, k) if clusters else None,
