@@ -5,11 +5,13 @@ non-answer responses of real MATH-V rows, checked row by row against the officia
 
 import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
 
-from test_loops_review6 import Scripted, _rollout
+from conftest import png_pixel
+from test_loops_review6 import NONE_EASY, Scripted, _rollout
 
 # ===================================================================================== Prism: degenerate groups
 LAM, GAMMA = 5.0, 0.99
@@ -143,3 +145,94 @@ def test_prism_questions_the_solver_got_no_sample_for_are_counted(monkeypatch, t
     assert (summary["unsampled"], summary["in_band"], summary["kept"]) == (1, 1, 1)
     rows = [json.loads(x) for x in (tmp_path / "generated.jsonl").read_text().splitlines()]
     assert [(r["question"], r["samples"], r["p"]) for r in rows] == [(LONE, 0, 0.0), (ARITH[0], 10, 0.5)]
+
+
+# ==================================================================== MM-Zero Judge: odd coder outputs, real sandbox
+RED_THEN_BLUE = ("```python\nimport matplotlib.pyplot as plt\nplt.figure(facecolor='red')\nplt.bar(['A'], [3])\n```\n"
+                 "and a second one\n"
+                 "```python\nimport matplotlib.pyplot as plt\nplt.figure(facecolor='blue')\nplt.bar(['A'], [3])\n```")
+BLANK = "```python\nimport matplotlib.pyplot as plt\nplt.figure(figsize=(2, 2))\n```"
+PRINTS = ("```python\nimport matplotlib.pyplot as plt\nprint('hello ' * 5000)\nplt.figure(facecolor='green')\n"
+          "plt.bar(['A', 'B'], [3, 5])\n```")
+SVG = ('```svg\n<svg xmlns="http://www.w3.org/2000/svg" width="64" height="48">'
+       '<rect width="64" height="48" fill="#0000ff"/></svg>\n```')
+
+
+def test_judge_runs_the_first_block_and_the_solver_sees_exactly_the_accepted_images(render_pool):
+    from mmevo.evolve.mmzero import Judge, load_image, parse_proposal
+
+    seen = []
+
+    def solver(ex):
+        seen.append(ex)
+        return ["\\boxed{8}"] * 4
+
+    proposal = parse_proposal(NONE_EASY)[0]
+    judge = Judge(render_pool, Scripted(solver), 4, 15.0, min_pixels=0, max_pixels=0)
+    out = judge([RED_THEN_BLUE, BLANK, PRINTS, SVG, "no code here"], [proposal] * 5, seed=0)
+    assert [(o.ok, o.error_kind) for o in out] == [(True, None), (True, None), (True, None), (True, None),
+                                                   (False, "no_code")]
+    # extract_code: the FIRST fenced block runs (red figure), the second is ignored
+    assert png_pixel(out[0].png, (1, 1)) == (255, 0, 0)
+    # an all-white figure is an image like any other: the sandbox and the seed gate on execution, not on content
+    assert png_pixel(out[1].png, (1, 1)) == (255, 255, 255)
+    # stdout does not replace or spoil the drawing
+    assert png_pixel(out[2].png, (1, 1)) == (0, 128, 0)
+    assert png_pixel(out[3].png, (1, 1)) == (0, 0, 255)
+    # the solver got each accepted image twice (easy, hard question), in order, nothing for the failed attempt
+    assert len(seen) == 8
+    want = [load_image(o.png, 0, 0) for o in out[:4]]
+    for k, ex in enumerate(seen):
+        img, q = want[k // 2], (proposal.easy_question, proposal.hard_question)[k % 2]
+        assert ex.problem == "<image>" + q and len(ex.images) == 1
+        assert ex.images[0].size == img.size and ex.images[0].tobytes() == img.tobytes()
+    assert all(o.consistency == 1.0 and o.easy == 0.0 and o.silver == "8" for o in out[:4])
+
+
+# ======================================================================== eval runner: degenerate responses
+class ScriptedEngine:
+    """Returns the scripted (text, finish reason) of each request in turn, tokenized by the policy's tokenizer."""
+
+    def __init__(self, tokenizer, script):
+        self.tokenizer, self.script = tokenizer, list(script)
+
+    def generate(self, requests, params):
+        from mmevo.rollout.base import Completion
+
+        outs = []
+        for _ in requests:
+            text, why = self.script.pop(0)
+            ids = self.tokenizer(text, add_special_tokens=False)["input_ids"] if text else []
+            outs.append([Completion(ids, [0.0] * len(ids), why)])
+        return outs
+
+
+def test_eval_of_empty_cut_and_non_answer_responses_equals_the_scorer_row_by_row(tiny_vl_path, tmp_path):
+    from datapaths import FIXTURES
+    from mmevo.config import load_config
+    from mmevo.data.benchmarks import load_items
+    from mmevo.eval.runner import run_benchmark
+    from mmevo.eval.scoring import extract_mathvision_answer, score_mathvision
+    from mmevo.recipes import load_policy
+
+    data = FIXTURES / "mathvision"
+    items, _ = load_items("mathvision", str(data), "testmini", limit=5)
+    gold = items[4].answer
+    script = [("", "stop"), ("The angle is \\boxed{1", "length"), ("\\boxed{None}", "stop"),
+              ("\\boxed{}", "stop"), (f"So \\boxed{{{gold}}}", "stop")]
+    out = tmp_path / "ev"
+    cfg = load_config(None, [f"model.path={tiny_vl_path}", "eval.benchmark=mathvision_testmini", f"eval.data={data}",
+                             f"eval.out_dir={out}", "eval.max_tokens=8", "eval.batch_size=2", "eval.limit=5",
+                             "trainer.progress=false"])
+    policy = load_policy(cfg, str(tiny_vl_path))
+    s = run_benchmark(cfg, policy=policy, engine=ScriptedEngine(policy.tokenizer, script))
+    recs = [json.loads(x) for x in (Path(out) / "responses.jsonl").read_text().splitlines()]
+    assert [r["response"] for r in recs] == [t for t, _ in script]
+    assert [r["finish_reason"] for r in recs] == [w for _, w in script]
+    verdicts = [score_mathvision(t, it.row) for (t, _), it in zip(script, items)]
+    assert [r["correct"] for r in recs] == verdicts == [False, False, False, False, True]
+    assert [r["extracted"] for r in recs] == [extract_mathvision_answer(t) for t, _ in script]
+    assert (s["n"], s["correct"], s["accuracy"], s["truncated"], s["prompt_too_long"]) == (5, 1, 0.2, 1, 0)
+    assert s["all_rows"]["n"] >= 5
+    report = (out / "report.md").read_text()
+    assert "Responses that hit the token budget: 1" in report
