@@ -292,7 +292,8 @@ def test_prism_questioner_step_aux_and_metrics(monkeypatch, tmp_path):
                       {"question": "Q2?", "valid": True, "p": 0.25, "cluster": 7}]
     # valid 2 of 3; mean p over the 2 valid questions = (1.0 + 0.25) / 2; no valid question went unanswered
     assert ro.extra_metrics == pytest.approx({"prism/valid_frac": 2 / 3, "prism/p_mean": 0.625,
-                                              "prism/unanswered_frac": 0.0, "prism/invalid/no_tag": 1})
+                                              "prism/unanswered_frac": 0.0, "prism/unsampled": 0,
+                                              "prism/invalid/no_tag": 1})
     strategy.after_rewards(ro, torch.tensor([0.5, -1.0, 0.0]))
     rows = Recorder.read(tmp_path)
     assert [r.get("reward") for r in rows] == [0.5, -1.0, 0.0] and rows[2]["silver"] == "2"
