@@ -302,7 +302,8 @@ def run_honest(cfg: Config) -> dict:
             generator.train(steps=0)
             # problems of generator steps after its checkpoint: those steps run again and accept their own
             truncate_rows_after(pool_writer.path, generator.step_idx)
-            solver.prompt_source.generator.pool = read_pool(pool_writer.path, h.gss_pool_size)  # read before the cut
+            # the solver's source read the pool when it was built, before the cut: read it again
+            solver.prompt_source.generator.pool = read_pool(pool_writer.path, h.gss_pool_size)
         g_steps = h.gss_generator_steps or h.gss_block_steps
         for b in range(1, h.gss_blocks + 1):
             block: dict = {"block": b}
