@@ -74,3 +74,34 @@ def test_an_mmzero_render_with_a_refused_aspect_does_not_load():
     with pytest.raises(ValueError, match="aspect ratio of 204.8:1"):
         load_image(_png((4096, 20)), 0, 4194304)
     assert load_image(_png((4000, 20)), 0, 4194304).size == (4000, 20)
+
+
+def test_eval_records_a_refused_aspect_under_its_own_reason(tiny_vl_path, tmp_path):
+    """An eval item whose image the processor refuses is left out as ``image_aspect`` (not ``image_corrupt``: the
+    file decodes), counted by reason beside an undecodable one, and not retried on resume."""
+    from pathlib import Path
+
+    from mmevo.config import load_config
+    from mmevo.eval.runner import run_benchmark
+
+    mathv = Path(__file__).resolve().parents[2] / "shared" / "data" / "mathvision"
+    rows = [json.loads(x) for x in (mathv / "testmini.jsonl").read_text().splitlines()[:3]]
+    (tmp_path / "images").mkdir()
+    for r in rows:
+        (tmp_path / r["image"]).write_bytes((mathv / r["image"]).read_bytes())
+    (tmp_path / rows[1]["image"]).write_bytes(_png((4096, 20)))
+    (tmp_path / rows[2]["image"]).write_bytes(b"not an image")
+    (tmp_path / "testmini.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    args = [f"model.path={tiny_vl_path}", "eval.benchmark=mathvision_testmini", f"eval.data={tmp_path}",
+            f"eval.out_dir={tmp_path / 'ev'}", "eval.max_tokens=4", "trainer.progress=false",
+            "data.skip_bad_rows=true"]
+    s = run_benchmark(load_config(None, args))
+    assert s["n"] == 1 and s["data"]["skipped_at_generation"] == {"image_aspect": 1, "image_corrupt": 1}
+    assert s["all_rows"]["n"] == 3
+    recs = {json.loads(x)["id"]: json.loads(x) for x in (tmp_path / "ev" / "responses.jsonl").read_text().splitlines()}
+    reasons = {k: v["finish_reason"] for k, v in recs.items()}
+    assert sorted(reasons.values()) == sorted([reasons[rows[0]["id"]], "image_aspect", "image_corrupt"])
+    assert "aspect ratio" in recs[str(rows[1]["id"])]["response"]
+    s = run_benchmark(load_config(None, args))
+    assert (s["generated_items"], s["n"]) == (0, 1)  # both stand: neither image became usable
+    assert s["data"]["skipped_at_generation"] == {"image_aspect": 1, "image_corrupt": 1}

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -120,6 +121,8 @@ def resolve(cfg: Config) -> tuple[str, str, str, tuple[str, ...]]:
 
 
 _RECORD_KEYS = ("id", "response", "extracted", "correct", "gold", "finish_reason")  # what a resume reads
+# finish reasons of items whose image could not be used (recorded so a resume skips them, left out of the scores)
+IMAGE_SKIPS = ("image_corrupt", "image_aspect")
 
 
 def _read_records(path: Path) -> tuple[dict[str, dict], int, int]:
@@ -344,7 +347,7 @@ def run_benchmark(cfg: Config, policy=None, engine=None) -> dict:
             return False
         if e.max_prompt_length and rec.get("prompt_tokens", 0) > e.max_prompt_length:
             return False  # answered under a larger limit: scored as a fresh run with this limit would score it
-        if rec["finish_reason"] == "image_corrupt":
+        if rec["finish_reason"] in IMAGE_SKIPS:
             return cfg.data.skip_bad_rows and not _decodes(it)
         return rec["finish_reason"] != "prompt_too_long" or rec.get("max_prompt_length") == e.max_prompt_length
 
@@ -376,8 +379,10 @@ def run_benchmark(cfg: Config, policy=None, engine=None) -> dict:
                     except DataError as err:
                         if not cfg.data.skip_bad_rows:
                             raise
-                        # recorded, so a resume does not load the model again for it; left out of the scores
-                        fresh.append(_record(it, str(err), None, False, 0, "image_corrupt"))
+                        # recorded under its reason (undecodable, or an aspect ratio the processor refuses), so a
+                        # resume does not load the model again for it; left out of the scores
+                        reason = err.reason if err.reason in IMAGE_SKIPS else "image_corrupt"
+                        fresh.append(_record(it, str(err), None, False, 0, reason))
                         continue
                     p = encode_prompt(policy.processor, policy.is_vl, render_prompt(cfg.data.prompt_template,
                                       it.problem), images, cfg.data.system_prompt or None)
@@ -405,7 +410,7 @@ def run_benchmark(cfg: Config, policy=None, engine=None) -> dict:
             rec["categories"] = it.categories
             rewrite = True
         if rec is not None and it.id not in generated and rec["finish_reason"] not in ("prompt_too_long",
-                                                                                         "image_corrupt"):
+                                                                                         *IMAGE_SKIPS):
             extracted, correct = score(rec["response"], it)
             extracted = None if extracted is None else str(extracted)
             if (extracted, correct) != (rec["extracted"], rec["correct"]):
@@ -414,10 +419,10 @@ def run_benchmark(cfg: Config, policy=None, engine=None) -> dict:
     if rewrite:
         _write_records(out / "responses.jsonl", records)
 
-    corrupt = [it for it in items if records[it.id]["finish_reason"] == "image_corrupt"]
-    if corrupt:
-        stats["skipped_at_generation"] = {"image_corrupt": len(corrupt)}
-    done = [it for it in items if records[it.id]["finish_reason"] != "image_corrupt"]
+    unusable = Counter(records[it.id]["finish_reason"] for it in items if records[it.id]["finish_reason"] in IMAGE_SKIPS)
+    if unusable:
+        stats["skipped_at_generation"] = dict(sorted(unusable.items()))
+    done = [it for it in items if records[it.id]["finish_reason"] not in IMAGE_SKIPS]
     scores = summarize(done, records, categories)
     # the official scripts score every row of the set: a row skipped at load or at generation counts as wrong there
     rows = stats["rows"]
@@ -460,7 +465,7 @@ def _write_records(path: Path, records: dict[str, dict]) -> None:
 
 
 def _record(it: BenchmarkItem, text: str, extracted, correct: bool, n_tokens: int, finish: str) -> dict:
-    # categories: with the finish reason (image_corrupt is left out) enough to recompute scores.json from this file
+    # categories: with the finish reason (IMAGE_SKIPS are left out) enough to recompute scores.json from this file
     return {"id": it.id, "response": text, "extracted": None if extracted is None else str(extracted),
             "correct": bool(correct), "gold": it.answer, "n_tokens": n_tokens, "finish_reason": finish,
             "categories": it.categories}
