@@ -291,12 +291,25 @@ def _varlen_kernel():
         warnings.warn("this torch build has no torch.nn.attention.varlen: packed sequences are attended as padded "
                       "SDPA batches (exact, slower); trainer.padding_free=false keeps padded batches")
         return None
+    if not _takes_scale_and_window(varlen_attn):
+        # torch 2.10's varlen_attn(..., is_causal, return_aux) has neither: the call below would raise a TypeError
+        # in every packed forward on a GPU
+        warnings.warn("this torch build's varlen_attn takes no scale / window_size (torch < 2.11): packed sequences "
+                      "are attended as padded SDPA batches (exact, slower)")
+        return None
     return varlen_attn
+
+
+def _takes_scale_and_window(kernel) -> bool:
+    """Whether ``kernel`` takes the ``scale`` and ``window_size`` keywords ``packed_attention`` passes (torch >= 2.11;
+    torch 2.11-2.14 read causality from ``window_size == (-1, 0)``, so the tuple matters, not only the keyword)."""
+    params = inspect.signature(kernel).parameters
+    return "scale" in params and "window_size" in params
 
 
 @functools.cache
 def _takes_gqa(kernel) -> bool:
-    """torch 2.13's varlen_attn takes ``enable_gqa``; other releases' signatures differ."""
+    """torch 2.12+'s varlen_attn takes ``enable_gqa``; 2.11's does not (K/V heads are then repeated)."""
     return "enable_gqa" in inspect.signature(kernel).parameters
 
 
