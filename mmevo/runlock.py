@@ -57,8 +57,10 @@ class RunLock:
     """Exclusive lock on ``<output_dir>/.mmevo.lock`` for one run; ``acquire`` raises ``OutputDirBusy`` when held.
 
     The kernel drops an ``flock`` when its holder dies (also on SIGKILL), so a lock file left by a dead run is simply
-    taken over: no stale-pid detection is needed. The file itself is never deleted: a run that opened it just before
-    a deletion would lock the deleted file while a third run locks a new one.
+    taken over: no stale-pid detection is needed. The file is not deleted on release: a run that opened it just before
+    a deletion would lock the deleted file while a third run locks a new one. The one exception is ``discard``: a run
+    that created the directory and fails before anything else is written there removes both while it still holds the
+    lock, so a failed start (no GPU, a bad data path) leaves no empty directory behind.
     """
 
     def __init__(self, output_dir: str | Path):
@@ -66,6 +68,7 @@ class RunLock:
         self.path = self.dir / LOCK_FILE
         self._fd: int | None = None
         self.previous: dict | None = None  # the record found on acquiring: a run that died without releasing
+        self.created_dir = False  # whether acquiring made the directory (only then may ``discard`` remove it)
 
     @property
     def held(self) -> bool:
@@ -76,6 +79,7 @@ class RunLock:
             raise RuntimeError(f"{self.path} is already held by this RunLock")
         import fcntl
 
+        self.created_dir = not self.dir.exists()
         self.dir.mkdir(parents=True, exist_ok=True)
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
         try:
@@ -108,6 +112,21 @@ class RunLock:
             os.ftruncate(fd, 0)  # an empty file: nobody holds it, and no run died holding it
         finally:
             os.close(fd)  # drops the flock
+
+    def discard(self) -> bool:
+        """While held: remove the lock file and the directory when this lock created the directory and nothing else
+        was written there (a run that failed at its start); True when removed. Never touches a directory that held
+        anything else, nor one that existed before."""
+        if self._fd is None or not self.created_dir:
+            return False
+        try:
+            if [p.name for p in self.dir.iterdir()] != [LOCK_FILE]:
+                return False
+            self.path.unlink()
+            self.dir.rmdir()
+        except OSError:  # something appeared meanwhile, or no permission: keep what is there
+            return False
+        return True
 
     def __enter__(self) -> "RunLock":
         return self.acquire()
@@ -158,6 +177,10 @@ def output_dir_lock(output_dir: str | Path):
         raise OutputDirBusy(f"(rank {D.rank()}, from rank 0) {verdict}")
     try:
         yield lock
+    except BaseException:
+        if lock is not None:
+            lock.discard()  # a run that failed before writing anything leaves no empty output_dir behind
+        raise
     finally:
         if lock is not None:
             lock.release()
