@@ -46,26 +46,58 @@ class RunLogger:
     process (e.g. a self-play loop with one logger per phase), and starting or closing one never
     ends another's run. Logging and finishing go through the logger's own run object, never the
     global ``wandb.run``. If the run fails to start, the logger still writes ``metrics.jsonl``.
+
+    The run starts at construction, or with ``defer_wandb=True`` at ``begin`` (the trainer's choice: only once it
+    knows whether it resumes a checkpoint, whose wandb run the logger then continues rather than opening another).
     """
 
     def __init__(self, output_dir: str | Path, config: dict | None = None, wandb_mode: str = "offline",
-                 project: str = "mmevo", enabled: bool = True, filename: str = "metrics.jsonl"):
+                 project: str = "mmevo", enabled: bool = True, filename: str = "metrics.jsonl",
+                 defer_wandb: bool = False):
         self.dir = Path(output_dir)
         self.enabled = enabled
         self.path = self.dir / filename
         self._wandb = None
+        self._wandb_args = {"project": project, "dir": str(self.dir), "mode": wandb_mode, "config": config or {},
+                            "reinit": "create_new"}
+        self._wandb_first_step = 0  # steps below it are already in the wandb run (a resumed one): never sent again
         if not enabled:
             return
         self.dir.mkdir(parents=True, exist_ok=True)
-        if wandb_mode != "disabled":
-            try:
-                import wandb
+        if not defer_wandb:
+            self.start_wandb()
 
-                os.environ.setdefault("WANDB_SILENT", "true")
-                self._wandb = wandb.init(project=project, dir=str(self.dir), mode=wandb_mode, config=config or {},
-                                         reinit="create_new")
-            except Exception as e:  # logging must never kill a run
-                print(f"[mmevo] wandb disabled: {e}")
+    @property
+    def wandb_run_id(self) -> str | None:
+        """The id of this logger's wandb run (None without one): a checkpoint keeps it so that a resume continues it."""
+        return self._wandb.id if self._wandb is not None else None
+
+    def start_wandb(self, run_id: str | None = None, step: int = 0) -> None:
+        """Open this logger's wandb run (once): a new one, or the run ``run_id`` continued after ``step``.
+
+        Continuing rewinds the run to ``step`` (``resume_from="<id>?_step=<step>"``), so the steps logged after a
+        checkpoint and run again after the resume replace the old ones instead of appearing twice. Offline, wandb
+        only records the rewind in the new run segment; ``wandb sync`` replays the segments in start order and the
+        server rewinds there. Online, a server that refuses the rewind gets the run resumed instead
+        (``resume="allow"``), and the steps it already has are not sent again."""
+        mode = self._wandb_args["mode"]
+        if not self.enabled or mode == "disabled" or self._wandb is not None:
+            return
+        try:
+            import wandb
+
+            os.environ.setdefault("WANDB_SILENT", "true")
+            self._wandb = _open_wandb_run(wandb, self._wandb_args, run_id, step)
+            self._wandb_first_step = self._wandb.starting_step
+        except Exception as e:  # logging must never kill a run
+            self._wandb = None
+            print(f"[mmevo] wandb disabled: {e}")
+
+    def begin(self, step: int, wandb_run_id: str | None = None) -> None:
+        """A trainer starts (``step`` 0) or resumes at ``step``: drop the curve's lines after it and open the wandb
+        run, the checkpoint's own (``wandb_run_id``) continued after ``step`` when it has one."""
+        self.truncate_after(step)
+        self.start_wandb(wandb_run_id, step)
 
     def log(self, step: int, metrics: dict) -> None:
         if not self.enabled:
@@ -73,7 +105,7 @@ class RunLogger:
         clean = {k: (float(v) if isinstance(v, (int, float)) and math.isfinite(float(v)) else v) for k, v in metrics.items()}
         with self.path.open("a") as f:
             f.write(json.dumps({"step": step, **clean}, default=str) + "\n")
-        if self._wandb is not None:
+        if self._wandb is not None and step >= self._wandb_first_step:
             self._wandb.log({k: v for k, v in clean.items() if isinstance(v, (int, float))}, step=step)
 
     def truncate_after(self, step: int) -> None:
@@ -86,6 +118,20 @@ class RunLogger:
         run, self._wandb = self._wandb, None
         if run is not None:
             run.finish()
+
+
+def _open_wandb_run(wandb, args: dict, run_id: str | None, step: int):
+    """A new wandb run, or run ``run_id`` rewound to ``step``; online, resumed where rewinding fails."""
+    if run_id is None:
+        return wandb.init(**args)
+    try:
+        return wandb.init(resume_from=f"{run_id}?_step={step}", **args)
+    except Exception as e:
+        if args["mode"] == "offline":  # offline nothing is asked of a server: this failure is not about rewinding
+            raise
+        print(f"[mmevo] wandb could not rewind run {run_id} to step {step} ({e}); resuming it instead: the steps "
+              "it already has are not logged again")
+        return wandb.init(id=run_id, resume="allow", **args)
 
 
 def _row(line: str) -> dict | None:

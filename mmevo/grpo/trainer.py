@@ -435,7 +435,9 @@ class GRPOTrainer:
             self.backend = TorchBackend(self.model, self.optimizer, self.scheduler, t.max_grad_norm)
         from mmevo.grpo.distributed import is_main
 
-        self.logger = RunLogger(self.out, to_dict(cfg), t.wandb_mode, t.wandb_project, enabled=log and is_main())
+        # the wandb run opens in train(): a resume continues its checkpoint's run instead of opening another
+        self.logger = RunLogger(self.out, to_dict(cfg), t.wandb_mode, t.wandb_project, enabled=log and is_main(),
+                                defer_wandb=True)
         self.counters = {"skipped_prompts": 0, "skipped_steps": 0}  # cumulative, checkpointed
         self._pad_sample: tuple[EncodedPrompt, list[int]] | None = None  # see _update
         self._ran: list[tuple[int, dict]] = []  # (step, metrics) of every step this trainer ran (see logged_history)
@@ -820,7 +822,8 @@ class GRPOTrainer:
 
     def trainer_state(self, with_optimizer: bool = True) -> dict:
         """What a checkpoint holds besides the weights (``with_optimizer=False``: no optimizer / scheduler state)."""
-        state = {**self.plugin_state(), "config": to_dict(self.cfg)}
+        # the wandb run's id: a resume from this checkpoint continues that run (rank 0's logger has it)
+        state = {**self.plugin_state(), "config": to_dict(self.cfg), "wandb_run_id": self.logger.wandb_run_id}
         if self.cfg.model.lora.rank > 0 and self.ds_engine is None:  # model/ holds merged weights: keep the adapters
             from mmevo.models.adapters import lora_state_dict
 
@@ -911,7 +914,7 @@ class GRPOTrainer:
         self.load_plugin_state(state)
         self.step_idx = int(state["step"])
         self.engine.sync_weights(self.model)
-        self.logger.truncate_after(self.step_idx)
+        self.logger.begin(self.step_idx, state.get("wandb_run_id"))  # the curve and wandb run go on after it
         if D.is_main():
             print(f"[mmevo] resumed from {ckpt} (step {self.step_idx})")
         return True
@@ -962,7 +965,7 @@ class GRPOTrainer:
         t = self.cfg.trainer
         if not self._started:  # resume (or start a fresh curve) once per trainer, not on every train() call
             if not self.maybe_resume():
-                self.logger.truncate_after(self.step_idx)  # a fresh run never appends to an old run's curve
+                self.logger.begin(self.step_idx)  # a fresh run: a new wandb run, never an old run's curve
                 self._abandon_earlier_run()
             self._started = True
         target = t.steps if steps is None else self.step_idx + steps
