@@ -214,3 +214,15 @@ def no_runs(monkeypatch):
     # the shipped configs name configs/deepspeed/*.json from the repository root
     monkeypatch.chdir(Path(__file__).resolve().parent.parent)
     return calls
+
+
+@pytest.fixture
+def wandb_offline(tmp_path, monkeypatch):
+    # the suite runs with wandb disabled (above); a test that takes this fixture really writes offline runs, under tmp_path
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    for var, sub in (("WANDB_DIR", "wandb_dir"), ("WANDB_CACHE_DIR", "wandb_cache"),
+                     ("WANDB_CONFIG_DIR", "wandb_config"), ("WANDB_DATA_DIR", "wandb_data")):
+        (tmp_path / sub).mkdir()
+        monkeypatch.setenv(var, str(tmp_path / sub))
+    return tmp_path

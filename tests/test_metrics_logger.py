@@ -7,18 +7,6 @@ from mmevo.metrics import RunLogger, read_jsonl
 wandb = pytest.importorskip("wandb")
 
 
-@pytest.fixture
-def wandb_offline(tmp_path, monkeypatch):
-    # conftest.py disables wandb for the suite; this test really exercises offline runs
-    monkeypatch.setenv("WANDB_MODE", "offline")
-    monkeypatch.setenv("WANDB_SILENT", "true")
-    for var, sub in (("WANDB_DIR", "wandb_dir"), ("WANDB_CACHE_DIR", "wandb_cache"),
-                     ("WANDB_CONFIG_DIR", "wandb_config"), ("WANDB_DATA_DIR", "wandb_data")):
-        (tmp_path / sub).mkdir()
-        monkeypatch.setenv(var, str(tmp_path / sub))
-    return tmp_path
-
-
 def offline_run_dirs(output_dir):
     return sorted(p for p in (output_dir / "wandb").glob("offline-run-*") if p.is_dir())
 

@@ -16,18 +16,6 @@ wandb = pytest.importorskip("wandb")
 from wandb.proto import wandb_internal_pb2  # noqa: E402
 
 
-@pytest.fixture
-def wandb_offline(tmp_path, monkeypatch):
-    # conftest.py disables wandb for the suite; these tests really write offline runs
-    monkeypatch.setenv("WANDB_MODE", "offline")
-    monkeypatch.setenv("WANDB_SILENT", "true")
-    for var, sub in (("WANDB_DIR", "wandb_dir"), ("WANDB_CACHE_DIR", "wandb_cache"),
-                     ("WANDB_CONFIG_DIR", "wandb_config"), ("WANDB_DATA_DIR", "wandb_data")):
-        (tmp_path / sub).mkdir()
-        monkeypatch.setenv(var, str(tmp_path / sub))
-    return tmp_path
-
-
 def wandb_records(path) -> list:
     """The records of an offline run's ``.wandb`` transaction log: a 7-byte header (":W&B", magic, version), then
     leveldb-log chunks in 32 KiB blocks, each chunk a 7-byte header (crc32c, little-endian length, type: 1 full,
