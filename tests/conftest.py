@@ -218,7 +218,7 @@ def no_runs(monkeypatch):
 
 @pytest.fixture
 def wandb_offline(tmp_path, monkeypatch):
-    # the suite runs with wandb disabled (above); a test that takes this fixture really writes offline runs, under tmp_path
+    # the suite runs with wandb disabled (above); a test taking this fixture really writes offline runs, under tmp_path
     monkeypatch.setenv("WANDB_MODE", "offline")
     monkeypatch.setenv("WANDB_SILENT", "true")
     for var, sub in (("WANDB_DIR", "wandb_dir"), ("WANDB_CACHE_DIR", "wandb_cache"),
