@@ -12,7 +12,9 @@ Each iteration trains three roles in turn, each by GRPO from its previous export
 
 Everything a later phase needs is written as records (jsonl + PNG) under ``<out>/iter_<t>/<role>/``, so a finished
 phase is skipped on rerun and an unfinished one resumes from its checkpoints exactly (its steps are re-run with the
-same seeds and overwrite their records).
+same seeds and overwrite their records). Where a re-run samples other programs than the interrupted attempt (vLLM is
+not bit-reproducible), that attempt's PNGs for those steps lose their records; a finishing phase deletes every image
+no record of its own references (``orphan_images_removed`` in its summary).
 """
 
 from __future__ import annotations
@@ -208,6 +210,7 @@ class RenderedImage:
     easy: float = 0.0  # share of solver answers equivalent to the easy answer
     consistency: float = 0.0  # modal share of the answered solver samples on the hard question, non-answers left out
     silver: str | None = None  # the modal hard answer
+    blank: bool = False  # executed, but every pixel one colour (a blank canvas): still e_j = 1, counted apart
     easy_answers: list = field(default_factory=list)
     hard_answers: list = field(default_factory=list)
 
@@ -216,9 +219,23 @@ def load_image(src, min_pixels: int, max_pixels: int) -> Image.Image:
     """A rendered PNG (bytes or path) as RGB, scaled into the solver's data.min_pixels / data.max_pixels like every
     dataset image (the sandbox allows 4096 px a side; the engines refuse or drop images above the bound). ValueError
     for an aspect ratio the processors refuse (``Judge`` makes the attempt ``invalid_image``)."""
+    return solver_view(decode_render(src), min_pixels, max_pixels)
+
+
+def decode_render(src) -> Image.Image:
+    """A rendered PNG (bytes or path) as RGB at its own size."""
     # on white: an SVG (cairosvg) or transparent matplotlib render is RGBA, and convert("RGB") shows its transparent
     # background black, hiding black strokes
-    img = to_rgb(Image.open(io.BytesIO(src) if isinstance(src, bytes) else src))
+    return to_rgb(Image.open(io.BytesIO(src) if isinstance(src, bytes) else src))
+
+
+def single_colour(img: Image.Image) -> bool:
+    """Every pixel the same colour (a blank canvas), read off the per-band extrema of the decoded RGB image."""
+    return all(lo == hi for lo, hi in img.getextrema())
+
+
+def solver_view(img: Image.Image, min_pixels: int, max_pixels: int) -> Image.Image:
+    """A decoded render scaled into the solver's pixel bounds; ValueError for an aspect ratio it cannot take."""
     problem = aspect_problem(img)
     if problem:  # within the sandbox's max_side (4096x20 is 204.8:1), but the solver's processor would fail the step
         raise ValueError(problem)
@@ -269,7 +286,10 @@ class Judge:
             out[i] = RenderedImage(bool(res.ok), res.error_kind, res.message[:500], res.png if res.ok else None)
             if res.ok:
                 try:
-                    img = load_image(res.png, self.min_pixels, self.max_pixels)
+                    rgb = decode_render(res.png)
+                    # on the render as made: a resize could blur a faint line into, or a blank canvas out of, one colour
+                    out[i].blank = single_colour(rgb)
+                    img = solver_view(rgb, self.min_pixels, self.max_pixels)
                 except (OSError, ValueError, Image.DecompressionBombError) as e:  # PIL's decode errors
                     # the sandbox checks every PNG, but a decoder disagreement must fail this attempt, not the step
                     out[i] = RenderedImage(False, "invalid_image", f"the rendered PNG does not load: {e}"[:500])
@@ -322,8 +342,23 @@ class Recorder:
 
     def image(self, key: str, png: bytes) -> str:
         name = f"images/{key}.png"
-        (self.dir / name).write_bytes(png)
+        path = self.dir / name
+        tmp = path.with_suffix(".tmp")
+        tmp.write_bytes(png)
+        tmp.replace(path)  # a kill mid-write leaves a .tmp, never a torn PNG under a name a record may reference
         return name
+
+    def remove_orphan_images(self) -> int:
+        """Deletes the files under ``images/`` that no record of this phase references; returns how many. For a
+        finished phase only: a resumed step's re-run may sample other programs than the interrupted attempt, whose
+        images then stay behind unreferenced (and a kill mid-write leaves a ``.tmp``). Reads every rank's records, so
+        under data parallelism it runs once, after all ranks have written theirs."""
+        referenced = {r["image"] for row in self.read(self.dir) for r in row.get("renders", ()) if r.get("image")}
+        orphans = [p for p in sorted((self.dir / "images").iterdir())
+                   if p.is_file() and f"images/{p.name}" not in referenced]
+        for p in orphans:
+            p.unlink()
+        return len(orphans)
 
     @staticmethod
     def read(phase_dir: Path) -> list[dict]:
@@ -341,7 +376,7 @@ def _render_rows(recorder: Recorder, prefix: str, renders: list[RenderedImage],
         rows.append({"ok": r.ok, "error_kind": r.error_kind, "message": r.message, "code": (prog or "")[:4000],
                      "image": recorder.image(key, r.png) if r.ok else None, "easy": r.easy,
                      "consistency": r.consistency, "silver": r.silver, "easy_answers": r.easy_answers,
-                     "hard_answers": r.hard_answers})
+                     "hard_answers": r.hard_answers, "blank": r.blank})
     return rows
 
 
@@ -352,12 +387,17 @@ def render_error_counts(renders: Sequence[RenderedImage]) -> dict:
 
 
 def render_metrics(renders: Sequence[RenderedImage], judged: bool = True) -> dict:
-    """Render success over the attempts, easy accuracy / consistency over the executed ones (``judged``), and the
-    failures by kind. A rate with an empty denominator (no attempt, or none executed) is left out rather than logged
-    as 0: a step whose proposals were all invalid, or whose renders all failed, would otherwise drag the phase means
-    and curves of the steps that had renders towards 0."""
+    """Render success over the attempts, easy accuracy / consistency over the executed ones (``judged``), the
+    failures by kind, and ``mmzero/render_blank``: how many executed renders are one colour all over (a blank canvas
+    still executed, so the seed's e_j = 1 and the rewards stand; logged, like the failure counts, only when non-zero).
+    A rate with an empty denominator (no attempt, or none executed) is left out rather than logged as 0: a step whose
+    proposals were all invalid, or whose renders all failed, would otherwise drag the phase means and curves of the
+    steps that had renders towards 0."""
     out = render_error_counts(renders)
     ok = [r for r in renders if r.ok]
+    blank = sum(r.blank for r in ok)
+    if blank:
+        out["mmzero/render_blank"] = blank
     if renders:
         out["mmzero/render_success"] = len(ok) / len(renders)
     if ok and judged:
@@ -576,7 +616,9 @@ def run_mmzero(cfg: Config) -> dict:
                     result = json.loads(done.read_text())
                 else:
                     result = run_phase(cfg, role, t, role_index, phase_dir, paths, pool, out)
+                    barrier()  # every rank's records and images are written before the orphans are read off them
                     if is_main():
+                        result["orphan_images_removed"] = Recorder(phase_dir).remove_orphan_images()
                         done.write_text(json.dumps(result, indent=2))
                     barrier()  # every rank reads the phase's records (a filesystem all ranks share) next
                 it[role] = result
@@ -644,11 +686,12 @@ def run_phase(cfg: Config, role: str, t: int, role_index: int, phase_dir: Path, 
 
 def phase_means(history: Sequence[dict]) -> dict:
     """Means over a phase's steps of the loop's and the heads' metrics. A rate is averaged over the steps that logged
-    it (a step without its denominator leaves it out); a failure count (``mmzero/render_error/<kind>``,
-    ``mmzero/invalid/<kind>``, logged only by the steps where that kind occurred) over every step, absent counting 0:
-    averaged only over the steps that had the failure, one timeout in one step of ten would read as one timeout per
-    step."""
-    return step_means(history, ("mmzero/", "reward/"), ("mmzero/render_error/", "mmzero/invalid/"))
+    it (a step without its denominator leaves it out); a count (``mmzero/render_error/<kind>``,
+    ``mmzero/invalid/<kind>``, ``mmzero/render_blank``, logged only by the steps where it occurred) over every step,
+    absent counting 0: averaged only over the steps that had the failure, one timeout in one step of ten would read as
+    one timeout per step."""
+    return step_means(history, ("mmzero/", "reward/"),
+                      ("mmzero/render_error/", "mmzero/invalid/", "mmzero/render_blank"))
 
 
 def step_means(history: Sequence[dict], prefixes: tuple[str, ...], counts: tuple[str, ...] = ()) -> dict:
