@@ -6,8 +6,8 @@ import json
 import pytest
 
 from mmevo.config import ConfigError, load_config
-from mmevo.evolve.mmzero import (Judge, Proposal, coder_train_set, extract_code, parse_proposal, render_error_counts,
-                                 role_config, solver_train_set)
+from mmevo.evolve.mmzero import (Judge, Proposal, Recorder, coder_train_set, extract_code, parse_proposal,
+                                 render_error_counts, role_config, solver_train_set)
 from mmevo.evolve.mmzero_demos import demos
 from mmevo.rewards.heads import RewardMixer, ScoredSample
 
@@ -356,6 +356,12 @@ def test_tiny_coevolution_iteration_end_to_end_and_resume(tiny_vl_path, tmp_path
     assert records and all("reward" in r for r in records)
     assert all(r["reward"] == -1.0 for r in records if not r["valid"])
     assert all(isinstance(r["penalties"], float) for r in records if r["valid"])  # kept for the coder phase
+    # an uninterrupted run leaves no orphans: every PNG a phase wrote is one its records reference
+    for role in ("proposer", "coder"):
+        d = out / "iter_0" / role
+        referenced = {x["image"] for row in Recorder.read(d) for x in row.get("renders", ()) if x["image"]}
+        assert {f"images/{p.name}" for p in (d / "images").iterdir()} == referenced
+        assert it[role]["orphan_images_removed"] == 0
     # interrupt the solver phase after its first step, then rerun: it resumes, the other phases are skipped
     b = tmp_path / "b"
     shutil.copytree(out, b)

@@ -113,8 +113,8 @@ def _fake_phases(attempts: dict):
         recorder = Recorder(phase_dir)
         for step, keys in attempts.get(role, []):
             renders = [RenderedImage(True, png=_png(len(k))) for k in keys]
-            recorder.write(step, [{"valid": True, "proposal": PROPOSAL_FIELDS, "renders": _render_rows(recorder, f"p{step}",
-                                                                                           renders, keys)}])
+            rows = _render_rows(recorder, f"p{step}", renders, keys)
+            recorder.write(step, [{"valid": True, "proposal": PROPOSAL_FIELDS, "renders": rows}])
         if role == "solver":
             return {"skipped": "nothing to train", "model": None}
         return {"model": None, "steps": 2}
