@@ -361,7 +361,7 @@ def test_tiny_coevolution_iteration_end_to_end_and_resume(tiny_vl_path, tmp_path
         d = out / "iter_0" / role
         referenced = {x["image"] for row in Recorder.read(d) for x in row.get("renders", ()) if x["image"]}
         assert {f"images/{p.name}" for p in (d / "images").iterdir()} == referenced
-        assert it[role]["orphan_images_removed"] == 0
+        assert (it[role]["orphan_images_removed"], it[role]["stale_records_removed"]) == (0, 0)
     # interrupt the solver phase after its first step, then rerun: it resumes, the other phases are skipped
     b = tmp_path / "b"
     shutil.copytree(out, b)

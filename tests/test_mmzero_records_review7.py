@@ -147,13 +147,14 @@ def test_a_finishing_phase_removes_and_counts_its_orphans_in_done_json_and_the_s
 
     out = tmp_path / "run"
     cfg = load_config("configs/mmzero_tiny.yaml", [f"mmzero.output_dir={out}", "mmzero.warmup_demos=0",
-                                                   "mmzero.iterations=1", "trainer.progress=false"])
+                                                   "mmzero.iterations=1", "mmzero.phase_steps=2",
+                                                   "trainer.progress=false"])
     monkeypatch.setattr(render, "RenderPool", _NoPool)
     monkeypatch.setattr(mmevo.recipes, "resolve_model_path", lambda cfg: "unused")
-    # proposer: step 1, step 2, then the resumed step 2 with other programs (3 orphans); coder: one clean step
+    # proposer: step 0, step 1, then the resumed step 1 with other programs (3 orphans); coder: one clean step
     monkeypatch.setattr(mmzero, "run_phase", _fake_phases({
-        "proposer": [(1, ["a", "b"]), (2, ["c", "d", "e"]), (2, ["f", "g", "h"])],
-        "coder": [(1, ["i", "j"])]}))
+        "proposer": [(0, ["a", "b"]), (1, ["c", "d", "e"]), (1, ["f", "g", "h"])],
+        "coder": [(0, ["i", "j"])]}))
     summary = mmzero.run_mmzero(cfg)
     it = summary["iterations"][0]
     assert [it[r]["orphan_images_removed"] for r in ("proposer", "coder", "solver")] == [3, 0, 0]
@@ -246,3 +247,35 @@ def test_single_colour_reads_every_band(colours, blank):
     if len(colours) > 1:
         img.putpixel((63, 47), colours[1])  # one pixel of another colour, in one band only
     assert mmzero.single_colour(img) is blank
+
+
+def test_a_finishing_phase_removes_the_records_another_launch_left(monkeypatch, tmp_path):
+    """An attempt killed before its first checkpoint under 2 ranks left ``step_0000_rank{0,1}.jsonl``; the phase
+    restarted from scratch on one rank writes ``step_0000.jsonl``. Before, ``Recorder.read`` returned both, so the
+    next phase trained on that step's data twice (and on the dead attempt's images)."""
+    import render
+
+    import mmevo.recipes
+    from mmevo.config import load_config
+
+    out = tmp_path / "run"
+    cfg = load_config("configs/mmzero_tiny.yaml", [f"mmzero.output_dir={out}", "mmzero.warmup_demos=0",
+                                                   "mmzero.iterations=1", "mmzero.phase_steps=2",
+                                                   "trainer.progress=false"])
+    prop = out / "iter_0" / "proposer"
+    dead = Recorder(prop)
+    for r in (0, 1):  # what the 2-rank attempt wrote (its names), plus a step past the phase and a torn write
+        rows = _render_rows(dead, f"dead{r}", [RenderedImage(True, png=_png(50 + r))], ["x"])
+        (prop / "records" / f"step_0000_rank{r}.jsonl").write_text(json.dumps(
+            {"valid": True, "proposal": PROPOSAL_FIELDS, "renders": rows}) + "\n")
+    (prop / "records" / "step_0002.jsonl").write_text("")
+    (prop / "records" / "step_0003.tmp").write_text("{")
+    monkeypatch.setattr(render, "RenderPool", _NoPool)
+    monkeypatch.setattr(mmevo.recipes, "resolve_model_path", lambda cfg: "unused")
+    monkeypatch.setattr(mmzero, "run_phase", _fake_phases({"proposer": [(0, ["a"]), (1, ["b", "c"])]}))
+    it = mmzero.run_mmzero(cfg)["iterations"][0]
+    assert sorted(p.name for p in (prop / "records").iterdir()) == ["step_0000.jsonl", "step_0001.jsonl"]
+    assert it["proposer"]["stale_records_removed"] == 4
+    assert it["proposer"]["orphan_images_removed"] == 2  # the dead attempt's images went with its records
+    assert len(Recorder.read(prop)) == 2 and _images(prop) == _referenced(prop) and len(_images(prop)) == 3
+    assert "stale_records_removed" not in it["solver"]  # skipped: it trained nothing, so nothing of it is final

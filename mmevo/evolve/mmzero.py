@@ -348,6 +348,18 @@ class Recorder:
         tmp.replace(path)  # a kill mid-write leaves a .tmp, never a torn PNG under a name a record may reference
         return name
 
+    def remove_stale_records(self, steps: int, world_size: int) -> int:
+        """Deletes the files under ``records/`` that the finished phase (``steps`` steps, 0-based, on ``world_size``
+        ranks) did not write: another world size's names (a phase restarted from scratch under another launch, whose
+        ``step_0001.jsonl`` would otherwise be read beside ``step_0001_rank0.jsonl``, doubling that step's data),
+        steps past its last, a torn ``.tmp``. Returns how many. Run once, after every rank wrote its records."""
+        suffixes = [f"_rank{r}" for r in range(world_size)] if world_size > 1 else [""]
+        keep = {f"step_{k:04d}{sfx}.jsonl" for k in range(steps) for sfx in suffixes}
+        stale = [p for p in sorted((self.dir / "records").iterdir()) if p.is_file() and p.name not in keep]
+        for p in stale:
+            p.unlink()
+        return len(stale)
+
     def remove_orphan_images(self) -> int:
         """Deletes the files under ``images/`` that no record of this phase references; returns how many. For a
         finished phase only: a resumed step's re-run may sample other programs than the interrupted attempt, whose
@@ -593,7 +605,7 @@ def run_mmzero(cfg: Config) -> dict:
     """``mmevo evolve mmzero``: ``mmzero.iterations`` x (proposer, coder, solver) phases; returns the summary."""
     from render import RenderPool
 
-    from mmevo.grpo.distributed import barrier, init_distributed, is_main
+    from mmevo.grpo.distributed import barrier, init_distributed, is_main, world_size
     from mmevo.recipes import resolve_model_path
 
     if cfg.trainer.deepspeed:  # every rank runs the loop; each samples, renders and judges its own share
@@ -618,7 +630,11 @@ def run_mmzero(cfg: Config) -> dict:
                     result = run_phase(cfg, role, t, role_index, phase_dir, paths, pool, out)
                     barrier()  # every rank's records and images are written before the orphans are read off them
                     if is_main():
-                        result["orphan_images_removed"] = Recorder(phase_dir).remove_orphan_images()
+                        recorder = Recorder(phase_dir)
+                        if "skipped" not in result:  # trained: its records are final (stale first: their images too)
+                            result["stale_records_removed"] = recorder.remove_stale_records(cfg.mmzero.phase_steps,
+                                                                                             world_size())
+                        result["orphan_images_removed"] = recorder.remove_orphan_images()
                         done.write_text(json.dumps(result, indent=2))
                     barrier()  # every rank reads the phase's records (a filesystem all ranks share) next
                 it[role] = result
