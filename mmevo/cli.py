@@ -168,6 +168,8 @@ def main(argv: list[str] | None = None) -> int:
         cfg = load_config(args.config, args.overrides)
         if cmd == "train":
             _check_train(cfg)
+        if cmd in ("train", "sft"):
+            _check_no_loop_settings(cfg, cmd)
         if cmd == "eval" and args.calibration and (cfg.eval.benchmark or cfg.eval.format):  # the benchmark ran,
             # --calibration was dropped unseen
             raise ConfigError(f"--calibration and eval.benchmark={cfg.eval.benchmark!r} / eval.format="
@@ -214,6 +216,46 @@ def _did_you_mean(word: str, choices) -> str:
 
     close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
     return f"; did you mean {close[0]!r}?" if close else ""
+
+
+# settings only a self-evolution loop reads -> the commands that read them (honest: only its loop's keys; the others
+# configure honest_* heads, the calibration SFT and eval, which train / sft / eval read too)
+LOOP_ONLY_KEYS = {
+    "mmzero": (None, ("evolve mmzero",)),
+    "prism": (None, ("evolve prism", "prism build-clusters")),
+    "honest": (("hcr_enabled", "replay_enabled", "smc_enabled", "format_weight", "gss_mode", "gss_blocks", "gss_block_steps", "gss_generator_steps",
+                "gss_share", "gss_generator_samples", "gss_solver_samples", "gss_pool_size", "gss_stub_mutate_share",
+                "gss_warmup_problems", "warmup_sft", "eval_calibration", "output_dir", "roles"), ("evolve honest",)),
+}
+
+
+def set_loop_keys(cfg, section: str) -> list[str]:
+    """The loop-only keys of ``section`` whose value differs from the default, as ``section.key``."""
+    import dataclasses
+
+    keys, _ = LOOP_ONLY_KEYS[section]
+    given, default = getattr(cfg, section), type(getattr(cfg, section))()
+    names = keys or [f.name for f in dataclasses.fields(given)]
+    return [f"{section}.{k}" for k in names if getattr(given, k) != getattr(default, k)]
+
+
+def _check_no_loop_settings(cfg, command: str) -> None:
+    """A config written for another command (``mmevo train configs/mmzero_tiny.yaml``): the command would run
+    without the loop's settings, e.g. 100 plain GRPO steps where one MM-Zero iteration was meant. A loop's command
+    takes a config that sets its own section too: one file may hold the sections of several loops."""
+    from mmevo.config import ConfigError
+
+    own = [section for section, (_, readers) in LOOP_ONLY_KEYS.items() if command in readers]
+    if any(getattr(cfg, section) != type(getattr(cfg, section))() for section in own):
+        return
+    for section, (_, readers) in LOOP_ONLY_KEYS.items():
+        given = [] if section in own else set_loop_keys(cfg, section)
+        if given:
+            shown = ", ".join(given[:4]) + (", ..." if len(given) > 4 else "")
+            unset = f" (it sets nothing of {own[0]}.*)" if own else ""
+            raise ConfigError(f"{shown}: only `mmevo {' / mmevo '.join(readers)}` reads these settings, and "
+                              f"`mmevo {command}` would run without them{unset}: run `mmevo {readers[0]} CONFIG`, "
+                              f"or remove them from the config")
 
 
 def _check_train(cfg) -> None:
@@ -307,6 +349,7 @@ def _check_loop(loop: str, cfg) -> None:
     e.g. ``{solver: {rollout.top_p: 5}}``, would otherwise fail only when that role's first phase starts)."""
     from mmevo.config import ConfigError
 
+    _check_no_loop_settings(cfg, f"evolve {loop}")
     if loop == "mmzero":
         from mmevo.evolve.mmzero import ROLES as roles, role_config
         out = cfg.mmzero.output_dir
@@ -345,6 +388,7 @@ def _prism(argv: list[str]) -> int:
 
     args = _parse(argv[1:], "prism build-clusters")
     cfg = load_config(args.config, args.overrides)
+    _check_no_loop_settings(cfg, "prism build-clusters")
     from mmevo.prism.clusters import build_clusters
     from mmevo.recipes import check_device
 

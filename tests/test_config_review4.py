@@ -45,7 +45,7 @@ def test_train_refuses_honest_loop_switches_it_would_ignore(no_runs, capsys):
     assert "honest.smc_enabled=true: " in capsys.readouterr().err
     assert no_runs == []
     assert main(["evolve", "honest", "configs/honest_tiny.yaml"]) == 0  # where they do apply
-    assert main(["train", "configs/honest_tiny.yaml", "honest.replay_enabled=false", "honest.smc_enabled=false"]) == 0
+    assert main(["train", "honest.replay_enabled=false", "honest.smc_enabled=false"]) == 0
     assert no_runs == ["honest", "train"]
 
 

@@ -1,0 +1,66 @@
+"""Hostile input to the CLI entry points and the data they read: each is refused before any model loads, naming the
+keys / file / row, or skipped and counted."""
+
+from pathlib import Path
+
+import pytest
+
+from mmevo.cli import main
+
+ROOT = Path(__file__).resolve().parent.parent
+CONFIGS = ROOT / "configs"
+
+
+# -- a config written for another command -----------------------------------------------------------------------------
+@pytest.mark.parametrize("argv, keys, run", [
+    # 100 plain GRPO steps on synthetic geometry, mmzero.* never read: one MM-Zero iteration was meant
+    (["train", "mmzero_tiny.yaml"], "mmzero.iterations, mmzero.output_dir, mmzero.roles, mmzero.phase_steps, ...",
+     "evolve mmzero"),
+    (["sft", "mmzero_tiny.yaml"], "mmzero.iterations, mmzero.output_dir, mmzero.roles, mmzero.phase_steps, ...",
+     "evolve mmzero"),
+    (["train", "prism_tiny.yaml"], "prism.k, prism.centroids, prism.corpus_size, prism.questioner_steps, ...",
+     "evolve prism"),
+    # HCR, GSS and the warm-up SFT are the loop's: train ran the accuracy head on geometry with the text model
+    (["train", "honest_tiny.yaml", "honest.replay_enabled=false", "honest.smc_enabled=false"],
+     "honest.hcr_enabled, honest.gss_mode, honest.gss_block_steps, honest.gss_share, ...", "evolve honest"),
+    (["sft", "honest_qwen2_5_1_5b.yaml"], "honest.hcr_enabled, honest.replay_enabled, honest.smc_enabled, "
+     "honest.gss_mode, ...", "evolve honest"),
+])
+def test_a_loop_config_given_to_train_or_sft_is_refused(argv, keys, run, no_runs, capsys):
+    cmd, config, *overrides = argv
+    assert main([cmd, str(CONFIGS / config), *overrides]) == 2
+    err = capsys.readouterr().err
+    readers = "evolve prism / mmevo prism build-clusters" if run == "evolve prism" else run
+    assert err == (f"mmevo {cmd}: error: {keys}: only `mmevo {readers}` reads these settings, and `mmevo {cmd}` would "
+                   f"run without them: run `mmevo {run} CONFIG`, or remove them from the config\n")
+    assert no_runs == []
+
+
+@pytest.mark.parametrize("argv, keys, own", [
+    (["evolve", "mmzero", "prism_tiny.yaml"], "prism.k, prism.centroids, prism.corpus_size, prism.questioner_steps, "
+     "...", "mmzero"),
+    (["evolve", "prism", "mmzero_tiny.yaml"], "mmzero.iterations, mmzero.output_dir, mmzero.roles, "
+     "mmzero.phase_steps, ...", "prism"),
+    (["evolve", "honest", "prism_tiny.yaml"], "prism.k, prism.centroids, prism.corpus_size, prism.questioner_steps, "
+     "...", "honest"),
+    (["prism", "build-clusters", "mmzero_tiny.yaml"], "mmzero.iterations, mmzero.output_dir, mmzero.roles, "
+     "mmzero.phase_steps, ...", "prism"),
+])
+def test_a_config_for_another_loop_is_refused(argv, keys, own, no_runs, capsys):
+    *cmd, config = argv
+    assert main([*cmd, str(CONFIGS / config)]) == 2
+    err = capsys.readouterr().err
+    assert f"error: {keys}: only `mmevo " in err
+    assert f"would run without them (it sets nothing of {own}.*): run `mmevo " in err
+    assert no_runs == []
+
+
+def test_configs_that_set_the_commands_own_settings_still_run(no_runs, tmp_path):
+    # one file may hold several loops' sections; head settings of the honest section are read by train too
+    both = tmp_path / "both.yaml"
+    both.write_text((CONFIGS / "mmzero_tiny.yaml").read_text() + "prism:\n  k: 8\n  iterations: 1\n")
+    assert main(["evolve", "mmzero", str(both)]) == 0
+    assert main(["train", "honest.hindsight_mode=refined", "honest.k=0.5"]) == 0
+    assert main(["sft", "honest.sft_tier=small"]) == 0
+    assert main(["eval", str(CONFIGS / "mmzero_tiny.yaml")]) == 0  # eval reads the model and data sections only
+    assert no_runs == ["mmzero", "train", "sft", "eval"]
