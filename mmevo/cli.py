@@ -377,6 +377,10 @@ def _check_loop(loop: str, cfg) -> None:
                               f"sentence-transformers model directory, or '' for the packaged {DEFAULT_EMBEDDER}")
     if loop != "honest":  # the HONEST loop refuses trainer.deepspeed itself
         _check_deepspeed(cfg)
+    try:  # the loop makes it first thing, where a file or an unwritable place was a bare OSError naming no setting
+        Path(out).mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise ConfigError(f"{loop}.output_dir={out}: cannot be the loop's output directory ({e.strerror or e})") from None
 
 
 def _prism(argv: list[str]) -> int:

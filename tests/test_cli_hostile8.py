@@ -64,3 +64,16 @@ def test_configs_that_set_the_commands_own_settings_still_run(no_runs, tmp_path)
     assert main(["sft", "honest.sft_tier=small"]) == 0
     assert main(["eval", str(CONFIGS / "mmzero_tiny.yaml")]) == 0  # eval reads the model and data sections only
     assert no_runs == ["mmzero", "train", "sft", "eval"]
+
+
+# -- a loop's output directory that cannot be made --------------------------------------------------------------------
+@pytest.mark.parametrize("loop", ["mmzero", "prism", "honest"])
+def test_a_loop_output_dir_that_cannot_be_made_names_the_key(loop, no_runs, tmp_path, capsys):
+    afile = tmp_path / "f"
+    afile.write_text("x")
+    for path, why in ((afile, "File exists"), (afile / "sub", "Not a directory")):
+        # was the bare "[Errno 17] File exists: '...'" from the loop's first mkdir, naming no setting
+        assert main(["evolve", loop, str(CONFIGS / f"{loop}_tiny.yaml"), f"{loop}.output_dir={path}"]) == 2
+        assert capsys.readouterr().err == (f"mmevo evolve: error: {loop}.output_dir={path}: cannot be the loop's "
+                                           f"output directory ({why})\n")
+    assert no_runs == []
