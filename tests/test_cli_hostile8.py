@@ -1,9 +1,11 @@
 """Hostile input to the CLI entry points and the data they read: each is refused before any model loads, naming the
 keys / file / row, or skipped and counted."""
 
+import json
 from pathlib import Path
 
 import pytest
+from PIL import Image
 
 from mmevo.cli import main
 
@@ -77,3 +79,22 @@ def test_a_loop_output_dir_that_cannot_be_made_names_the_key(loop, no_runs, tmp_
         assert capsys.readouterr().err == (f"mmevo evolve: error: {loop}.output_dir={path}: cannot be the loop's "
                                            f"output directory ({why})\n")
     assert no_runs == []
+
+
+# -- data: an image path that is a directory --------------------------------------------------------------------------
+def test_an_image_path_that_is_a_directory_says_so(tmp_path):
+    from mmevo.data.geometry3k import load_geometry3k
+    from mmevo.data.schema import DataError
+
+    (tmp_path / "images").mkdir()
+    Image.new("RGB", (8, 8)).save(tmp_path / "images" / "a.png")
+    rows = [{"id": "a", "problem": "<image>x?", "answer": "3", "images": ["images/a.png"]},
+            {"id": "b", "problem": "<image>x?", "answer": "4", "images": ["images"]}]
+    data = tmp_path / "train.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with pytest.raises(DataError) as e:  # was "image file images not found (looked in ...)": it is right there
+        load_geometry3k(data)
+    assert str(e.value) == (f"{data}:2 (row 1, id 'b'): field 'images': image file images is a directory "
+                            f"({tmp_path / 'images'}), not an image file")
+    examples, stats = load_geometry3k(data, skip_bad=True)
+    assert [x.id for x in examples] == ["a"] and stats["skipped_by_reason"] == {"image_missing": 1}

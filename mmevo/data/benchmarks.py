@@ -317,6 +317,9 @@ class _Row:
                 return c
         if (data := _base64_raster(value)) is not None:  # no such file, but the text is an encoded image
             return data
+        folder = next((c for c in candidates if c.is_dir()), None)
+        if folder is not None:  # "not found" would send the user looking for a file that is there, as a folder
+            raise self.err(fld, f"image file {shown} is a directory ({folder}), not an image file", "image_missing")
         raise self.err(fld, f"image file {shown} not found (looked in {', '.join(str(c.parent) for c in candidates)})",
                        "image_missing")
 
