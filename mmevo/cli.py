@@ -113,7 +113,12 @@ def main(argv: list[str] | None = None) -> int:
                 return _usage("mmevo build-tiny DIR [--text]  (the tiny Qwen2.5-VL, or with --text the tiny Qwen2)",
                               rest)
             build = build_tiny_qwen2 if "--text" in rest else build_tiny_qwen2_5_vl
-            print(build(dirs[0]))
+            if Path(dirs[0]).exists() and not Path(dirs[0]).is_dir():  # else found only at the rename, after the build
+                raise ConfigError(f"{dirs[0]}: cannot build the tiny model there (a file, not a directory)")
+            try:
+                print(build(dirs[0]))
+            except OSError as e:  # it builds into a temp dir beside DIR: the bare error named that temp path
+                raise ConfigError(f"{dirs[0]}: cannot build the tiny model there ({e.strerror or e})") from None
             return 0
         if cmd == "render":
             return _render(rest)

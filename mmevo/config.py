@@ -913,6 +913,9 @@ def validate(cfg: Config) -> None:
     for key in ("trainer.output_dir", "sft.output_dir", "mmzero.output_dir", "prism.output_dir", "honest.output_dir"):
         if not _get(cfg, key).strip():  # Path("") is the current directory: checkpoints and the lock would land there
             raise ConfigError(f"{key} is empty: give the run's output directory")
+    if not cfg.model.path.strip():  # Path("") is the current directory: "model path . exists but has no config.json"
+        raise ConfigError("model.path is empty: give a checkpoint directory, a hub id or 'tiny' / 'tiny-wide' / "
+                          "'tiny-text'")
     bad = [m for m in cfg.honest.smc_mutators if not isinstance(m, str)]
     if bad:  # a nested list is no dict key: check_plugin_config would raise a TypeError
         raise ConfigError(f"honest.smc_mutators={list(cfg.honest.smc_mutators)!r}: each entry is a mutator's name, "

@@ -98,3 +98,50 @@ def test_an_image_path_that_is_a_directory_says_so(tmp_path):
                             f"({tmp_path / 'images'}), not an image file")
     examples, stats = load_geometry3k(data, skip_bad=True)
     assert [x.id for x in examples] == ["a"] and stats["skipped_by_reason"] == {"image_missing": 1}
+
+
+# -- output places that cannot be made, named by their key ------------------------------------------------------------
+def test_an_empty_model_path_is_refused_at_load(no_runs, capsys):
+    from mmevo.config import ConfigError, load_config
+
+    message = "model.path is empty: give a checkpoint directory, a hub id or 'tiny' / 'tiny-wide' / 'tiny-text'"
+    with pytest.raises(ConfigError) as e:  # Path("") is the current directory: "model path . exists but has no
+        load_config(None, ["model.path= "])  # config.json", after the data loaded
+    assert str(e.value) == message
+    assert main(["eval", "--model", ""]) == 2
+    assert capsys.readouterr().err == f"mmevo eval: error: {message}\n"
+    assert no_runs == []
+
+
+def test_an_eval_out_dir_that_cannot_be_made_names_the_key(tmp_path):
+    from mmevo.config import load_config
+    from mmevo.eval.runner import run_benchmark
+    from mmevo.honest.calibration import run_calibration_eval
+
+    afile = tmp_path / "f"
+    afile.write_text("x")
+    empty_model = tmp_path / "model"  # never loaded: the out dir is made first
+    empty_model.mkdir()
+    for path, why in ((afile, "File exists"), (afile / "sub", "Not a directory")):
+        cfg = load_config(None, [f"model.path={empty_model}", "eval.benchmark=mathvision_testmini",
+                                 f"eval.data={ROOT / 'data/fixtures/mathvision'}", "eval.limit=1",
+                                 f"eval.out_dir={path}"])
+        with pytest.raises(ValueError) as e:  # was "[Errno 17] File exists: '...'"
+            run_benchmark(cfg)
+        assert str(e.value) == f"eval.out_dir={path}: cannot be the evaluation's output directory ({why})"
+        cfg = load_config(None, [f"model.path={empty_model}", "data.heldout=honest_tasks", "data.n_heldout=2",
+                                 f"eval.out_dir={path}"])
+        with pytest.raises(ValueError) as e:
+            run_calibration_eval(cfg)
+        assert str(e.value) == f"eval.out_dir={path}: cannot be the evaluation's output directory ({why})"
+    assert afile.read_text() == "x"
+
+
+def test_build_tiny_into_a_file_names_the_directory_given(tmp_path, capsys):
+    afile = tmp_path / "f"
+    afile.write_text("x")
+    # was "[Errno 17] File exists: '.../f/sub.tmpXXXX'" (its temp dir), or a whole build before the rename failed
+    for path, why in ((afile, "a file, not a directory"), (afile / "sub", "File exists")):
+        assert main(["build-tiny", str(path)]) == 2
+        assert capsys.readouterr().err == f"mmevo build-tiny: error: {path}: cannot build the tiny model there ({why})\n"
+    assert afile.read_text() == "x"

@@ -176,9 +176,19 @@ def weights_fingerprint(model_path: str | os.PathLike) -> str | None:
     return digest.hexdigest()[:16] if files else None
 
 
+def make_eval_out_dir(out: Path) -> None:
+    """``eval.out_dir`` (or its default below runs/eval), made; a file there, or below one, was the bare OSError
+    ("[Errno 17] File exists: ..."), naming no setting."""
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise ValueError(f"eval.out_dir={out}: cannot be the evaluation's output directory ({e.strerror or e})") \
+            from None
+
+
 def _prepare_out_dir(out: Path, identity: dict, overwrite: bool) -> tuple[dict[str, dict], int]:
     """Check the run identity against an earlier run in ``out``; return its finished records."""
-    out.mkdir(parents=True, exist_ok=True)
+    make_eval_out_dir(out)
     run_file, resp_file = out / "run.json", out / "responses.jsonl"
     if overwrite:
         resp_file.unlink(missing_ok=True)

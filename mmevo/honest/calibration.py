@@ -315,12 +315,14 @@ def calibration_heldout(cfg) -> tuple[list, dict]:
 def run_calibration_eval(cfg) -> dict:
     """``mmevo eval --calibration``: the report of ``model.path`` on held-out ``honest_tasks`` in ``eval.out_dir``
     (default ``runs/eval/calibration``)."""
+    from mmevo.eval.runner import make_eval_out_dir
     from mmevo.recipes import resolve_model_path
 
     held, stats = calibration_heldout(cfg)
     if not held:
         raise ValueError("no held-out honest_tasks to evaluate: raise data.n_heldout")
     out = Path(cfg.eval.out_dir or "runs/eval/calibration")
+    make_eval_out_dir(out)  # before the model loads and generates
     report = evaluate_calibration(cfg, resolve_model_path(cfg), held, out, max_tokens=cfg.eval.max_tokens or None)
     return {**{k: v for k, v in report.items() if k not in ("bins", "by")}, "data": stats,
             "files": [str(out / f) for f in ("calibration.json", "reliability.png", "responses.jsonl")]}
