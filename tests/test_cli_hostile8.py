@@ -145,3 +145,18 @@ def test_build_tiny_into_a_file_names_the_directory_given(tmp_path, capsys):
         assert main(["build-tiny", str(path)]) == 2
         assert capsys.readouterr().err == f"mmevo build-tiny: error: {path}: cannot build the tiny model there ({why})\n"
     assert afile.read_text() == "x"
+
+
+def test_prism_centroids_below_a_file_are_refused_before_the_corpus_is_embedded(tmp_path, monkeypatch, capsys):
+    import mmevo.prism.clusters as clusters
+
+    def never(*args, **kwargs):
+        raise AssertionError("the corpus was read")
+
+    monkeypatch.setattr(clusters, "load_corpus", never)
+    afile = tmp_path / "f"
+    afile.write_text("x")
+    path = afile / "centroids.npy"  # was "[Errno 17] File exists: '...'" once every question was embedded
+    assert main(["prism", "build-clusters", f"prism.centroids={path}"]) == 2
+    assert capsys.readouterr().err == (f"mmevo prism: error: prism.centroids={path}: cannot write the centroids there "
+                                       "(File exists)\n")

@@ -409,6 +409,11 @@ def build_clusters(cfg) -> dict:
     """Embed the corpus, seeded K-means, save ``prism.centroids`` + sidecar; returns the sidecar's summary."""
     check_prism_config(cfg)
     p = cfg.prism
+    try:  # save_centroids makes it too, but only after the corpus is embedded (minutes): a bare OSError then
+        Path(p.centroids).parent.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise ValueError(f"prism.centroids={p.centroids}: cannot write the centroids there ({e.strerror or e})") \
+            from None
     corpus = load_corpus(cfg)
     n = len(corpus.questions)
     if n < p.k:
