@@ -307,12 +307,17 @@ LOOP_HEADS = {"mmzero_proposer": "mmzero", "mmzero_coder": "mmzero", "prism_cove
 
 
 def _check_group(cfg) -> None:
-    """GRPO's group: a group of one has advantage exactly 0 (``group_advantages``), whatever ``algo.adv_scale``."""
+    """GRPO's group: a group of one has advantage exactly 0 (``group_advantages`` subtracts the group mean whatever
+    ``algo.adv_scale``), and the advantages of n copies of one greedy response cancel."""
     from mmevo.config import ConfigError
 
     if cfg.rollout.n < 2:
         raise ConfigError(f"rollout.n={cfg.rollout.n}: GRPO needs a group of >= 2 samples per prompt (a group of one "
                           "has advantage 0, so no step would change the policy)")
+    if cfg.rollout.temperature == 0:  # greedy: the group is one response n times, whose advantages sum to 0
+        raise ConfigError("rollout.temperature=0 decodes greedily: the rollout.n responses of a prompt are the same "
+                          "text, their advantages cancel and no step would change the policy; sample at a temperature "
+                          "> 0 (EasyR1: 1.0); greedy evaluation is rollout.eval_temperature=0")
 
 
 def _check_demo_runs(cfg, out: str, method: str) -> None:

@@ -160,3 +160,32 @@ def test_prism_centroids_below_a_file_are_refused_before_the_corpus_is_embedded(
     assert main(["prism", "build-clusters", f"prism.centroids={path}"]) == 2
     assert capsys.readouterr().err == (f"mmevo prism: error: prism.centroids={path}: cannot write the centroids there "
                                        "(File exists)\n")
+
+
+# -- GRPO at temperature 0 --------------------------------------------------------------------------------------------
+GREEDY = ("rollout.temperature=0 decodes greedily: the rollout.n responses of a prompt are the same text, their "
+          "advantages cancel and no step would change the policy; sample at a temperature > 0 (EasyR1: 1.0); greedy "
+          "evaluation is rollout.eval_temperature=0")
+
+
+def test_grpo_at_temperature_0_is_refused_before_the_model_loads(no_runs, capsys, tmp_path):
+    import torch
+
+    from mmevo.grpo.algos import group_advantages
+
+    # why: n copies of one response get advantages that sum to 0, so the policy gradient of the group is 0 whatever
+    # the rewards (here a reward that differs per copy, as SFR's re-inferences can)
+    adv = group_advantages(torch.tensor([1.0, 0.0, 0.5, 0.5]), torch.tensor([0, 0, 0, 0]))
+    assert adv.sum().item() == pytest.approx(0.0, abs=1e-6) and adv.abs().max().item() > 0.5
+    assert main(["train", "rollout.temperature=0"]) == 2  # the whole run learned nothing, silently
+    assert capsys.readouterr().err == f"mmevo train: error: {GREEDY}\n"
+    assert main(["demo", "--out", str(tmp_path / "demo"), "rollout.temperature=0"]) == 2
+    assert f"the demo's csrs run: {GREEDY}" in capsys.readouterr().err
+    out = f"mmzero.output_dir={tmp_path / 'mz'}"
+    assert main(["evolve", "mmzero", out, "mmzero.roles.solver={rollout.temperature: 0}"]) == 2
+    assert f"mmevo evolve: error: mmzero.roles.solver: the solver phase's config: {GREEDY}" in capsys.readouterr().err
+    assert no_runs == []
+    assert main(["train", "rollout.temperature=0.01", "rollout.eval_temperature=0"]) == 0
+    assert main(["evolve", "mmzero", out, "rollout.temperature=0", "mmzero.phase_steps=0"]) == 0  # no GRPO step
+    assert main(["eval", "rollout.temperature=0"]) == 0
+    assert no_runs == ["train", "mmzero", "eval"]
