@@ -88,7 +88,7 @@ EVAL_FLAGS = [
     ("--benchmark", "eval.benchmark", "mathvista_testmini | mathvision_testmini | mathvision_test | geometry3k_test"),
     ("--data", "eval.data", "local file or directory of the benchmark (default: its hub dataset)"),
     ("--out", "eval.out_dir", "output directory (default runs/eval/<benchmark>)"),
-    ("--limit", "eval.limit", "evaluate the first N items only"),
+    ("--limit", "eval.limit", "evaluate the first N items only (0: all of them)"),
     ("--engine", "rollout.engine", "hf | vllm"),
     ("--max-tokens", "eval.max_tokens", "response token budget"),
     ("--template", "data.prompt_template", "r1v | none | a text containing {problem}"),
