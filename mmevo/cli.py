@@ -228,9 +228,10 @@ def _did_you_mean(word: str, choices) -> str:
 LOOP_ONLY_KEYS = {
     "mmzero": (None, ("evolve mmzero",)),
     "prism": (None, ("evolve prism", "prism build-clusters")),
-    "honest": (("hcr_enabled", "replay_enabled", "smc_enabled", "format_weight", "gss_mode", "gss_blocks", "gss_block_steps", "gss_generator_steps",
-                "gss_share", "gss_generator_samples", "gss_solver_samples", "gss_pool_size", "gss_stub_mutate_share",
-                "gss_warmup_problems", "warmup_sft", "eval_calibration", "output_dir", "roles"), ("evolve honest",)),
+    "honest": (("hcr_enabled", "replay_enabled", "smc_enabled", "format_weight", "gss_mode", "gss_blocks",
+                "gss_block_steps", "gss_generator_steps", "gss_share", "gss_generator_samples", "gss_solver_samples",
+                "gss_pool_size", "gss_stub_mutate_share", "gss_warmup_problems", "warmup_sft", "eval_calibration",
+                "output_dir", "roles"), ("evolve honest",)),
 }
 
 
@@ -390,7 +391,8 @@ def _check_loop(loop: str, cfg) -> None:
     try:  # the loop makes it first thing, where a file or an unwritable place was a bare OSError naming no setting
         Path(out).mkdir(parents=True, exist_ok=True)
     except OSError as e:
-        raise ConfigError(f"{loop}.output_dir={out}: cannot be the loop's output directory ({e.strerror or e})") from None
+        raise ConfigError(f"{loop}.output_dir={out}: cannot be the loop's output directory "
+                          f"({e.strerror or e})") from None
 
 
 def _prism(argv: list[str]) -> int:
