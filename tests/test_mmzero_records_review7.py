@@ -18,8 +18,8 @@ from mmevo.evolve.mmzero import (CoderStrategy, Judge, ProposerStrategy, Recorde
                                  phase_means, render_metrics)
 from mmevo.rewards.heads import RewardMixer, ScoredSample
 from mmevo.rewards.mmzero import coder_reward
-from mmevo.rollout.base import Completion
-from mmevo.rollout.strategy import Rollout
+from scripted_roles import Scripted
+from scripted_roles import scripted_rollout as _rollout
 
 PROPOSAL = ("<content_type>data_chart</content_type><caption>A bar chart with bars A=3 and B=5.</caption>"
             "<easy_question>What is A?</easy_question><easy_answer>3</easy_answer>"
@@ -30,23 +30,6 @@ BLANK_FIGURE = "```python\nimport matplotlib.pyplot as plt\nfig = plt.figure()\n
 PROPOSAL_FIELDS = dataclasses.asdict(mmzero.parse_proposal(PROPOSAL)[0])
 PENALTIES = {"threshold": 0.15, "penalty": 0.3, "type_weight": 0.15}
 RENDER_TIMEOUT_S = 15.0
-
-
-class Scripted:
-    """A frozen role whose samples ``script(example)`` forces."""
-
-    def __init__(self, script):
-        self.script = script
-
-    def sample(self, exs, n, seed):
-        return [self.script(ex) for ex in exs]
-
-
-def _rollout(texts):
-    n = len(texts)
-    return Rollout([None] * n, [Completion([1], [0.0], "stop") for _ in texts], list(texts),
-                   torch.tensor(list(range(n)), dtype=torch.long),
-                   [SimpleNamespace(id=f"e{i}", meta={}, choices=None) for i in range(n)])
 
 
 def _proposer_step(monkeypatch, phase_dir, pool, step, programs, solver, texts=(PROPOSAL,)):
