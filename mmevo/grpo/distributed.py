@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 import numbers
 import os
+import time
+import warnings
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -82,7 +84,37 @@ def init_distributed(device: str) -> None:
             torch.cuda.set_device(gpu)
         import deepspeed
 
+        if not on_gpu and int(os.environ.get("LOCAL_RANK", 0)) == 0:
+            warn_stale_build_lock(SHM_COMM_EXTENSION)
         deepspeed.init_distributed(dist_backend="nccl" if on_gpu else "gloo")
+
+
+SHM_COMM_EXTENSION = "deepspeed_shm_comm"  # the op DeepSpeed JIT-builds (torch cpp_extension) when it joins on CPU
+STALE_BUILD_LOCK_S = 600.0  # the build takes about a minute on 2 cores: a lock this old is almost surely abandoned
+
+
+def stale_build_lock(name: str, older_than_s: float = STALE_BUILD_LOCK_S) -> Path | None:
+    """The lock file of torch's JIT build of extension ``name`` when it is older than ``older_than_s``, else None.
+
+    A build killed mid-way (Ctrl-C, a timeout) leaves that file behind, and every later process that loads the
+    extension waits for it to vanish, with no timeout and no message."""
+    try:
+        from torch.utils.cpp_extension import _get_build_directory
+
+        lock = Path(_get_build_directory(name, verbose=False)) / "lock"
+        age = time.time() - lock.stat().st_mtime
+    except Exception:  # no lock (the usual case), or a torch without that helper: nothing to say
+        return None
+    return lock if age > older_than_s else None
+
+
+def warn_stale_build_lock(name: str) -> None:
+    lock = stale_build_lock(name)
+    if lock is not None:
+        age_min = (time.time() - lock.stat().st_mtime) / 60
+        warnings.warn(f"{lock} is {age_min:.0f} min old: DeepSpeed waits for it before loading its CPU communication "
+                      f"op ({name}), without a timeout. Unless another process is building that op right now, a build "
+                      "killed earlier left it: delete that file, or this run hangs here", stacklevel=2)
 
 
 def load_ds_config(path: str | Path, model: torch.nn.Module, max_grad_norm: float) -> dict:
