@@ -327,6 +327,10 @@ def _check_demo_runs(cfg, out: str, method: str) -> None:
     from mmevo.config import ConfigError, validate
     from mmevo.demo import METHODS, run_config
 
+    try:  # the demo makes it first thing: a file there, or below one, was a bare OSError naming no option
+        Path(out).mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise ConfigError(f"--out {out}: cannot be the demo's output directory ({e.strerror or e})") from None
     for name in METHODS[method]:
         try:
             rc = run_config(cfg, name, Path(out), Path(cfg.sft.output_dir) / "model")

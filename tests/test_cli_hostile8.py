@@ -81,6 +81,18 @@ def test_a_loop_output_dir_that_cannot_be_made_names_the_key(loop, no_runs, tmp_
     assert no_runs == []
 
 
+def test_a_demo_out_that_cannot_be_made_names_the_option(no_runs, tmp_path, capsys):
+    afile = tmp_path / "f"
+    afile.write_text("x")
+    assert main(["demo", "--out", str(afile)]) == 2  # a file itself: refused by name already
+    assert "give the demo's output directory (that path is a file)" in capsys.readouterr().err
+    path = afile / "sub"  # below a file: was the bare "[Errno 20] Not a directory: '.../f/sub'", naming no option
+    assert main(["demo", "--out", str(path)]) == 2
+    assert capsys.readouterr().err == (f"mmevo demo: error: --out {path}: cannot be the demo's output directory "
+                                       "(Not a directory)\n")
+    assert no_runs == []
+
+
 # -- data: an image path that is a directory --------------------------------------------------------------------------
 def test_an_image_path_that_is_a_directory_says_so(tmp_path):
     from mmevo.data.geometry3k import load_geometry3k
