@@ -60,7 +60,9 @@ class RunLock:
     taken over: no stale-pid detection is needed. The file is not deleted on release: a run that opened it just before
     a deletion would lock the deleted file while a third run locks a new one. The one exception is ``discard``: a run
     that created the directory and fails before anything else is written there removes both while it still holds the
-    lock, so a failed start (no GPU, a bad data path) leaves no empty directory behind.
+    lock, so a failed start (no GPU, a bad data path) leaves no empty directory behind. A run starting beside it may
+    have opened the file just before: after its ``flock`` it checks that it locked the file still at the path, and
+    starts over (making the directory again) where it did not.
     """
 
     def __init__(self, output_dir: str | Path):
@@ -79,19 +81,27 @@ class RunLock:
             raise RuntimeError(f"{self.path} is already held by this RunLock")
         import fcntl
 
-        self.created_dir = not self.dir.exists()
-        self.dir.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as e:
-            os.close(fd)
-            if e.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
-                raise OutputDirBusy(busy_message(self.dir, read_holder(self.dir))) from None
-            # ENOLCK / EOPNOTSUPP / ENOSYS: this filesystem does not do flock
-            warnings.warn(f"cannot lock {self.path} ({e.strerror}): this filesystem does not support flock; the run "
-                          "goes on without protection against a second run on the same output_dir", stacklevel=2)
-            return self
+        while True:  # again when a failed start's ``discard`` removed the file between our open and our flock
+            self.created_dir = not self.dir.exists()
+            self.dir.mkdir(parents=True, exist_ok=True)
+            try:
+                fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            except FileNotFoundError:  # the directory was discarded between our mkdir and our open
+                continue
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError as e:
+                os.close(fd)
+                if e.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                    raise OutputDirBusy(busy_message(self.dir, read_holder(self.dir))) from None
+                # ENOLCK / EOPNOTSUPP / ENOSYS: this filesystem does not do flock
+                warnings.warn(f"cannot lock {self.path} ({e.strerror}): this filesystem does not support flock; the "
+                              "run goes on without protection against a second run on the same output_dir",
+                              stacklevel=2)
+                return self
+            if _same_file(fd, self.path):
+                break
+            os.close(fd)  # we locked an unlinked file: a third run would lock a new one beside us
         try:
             self.previous = read_holder(self.dir)
             data = json.dumps(_record(self.dir), indent=1).encode()
@@ -133,6 +143,16 @@ class RunLock:
 
     def __exit__(self, *exc) -> None:
         self.release()
+
+
+def _same_file(fd: int, path: Path) -> bool:
+    """Whether ``fd`` is still the file at ``path`` (not one unlinked since it was opened)."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return False
+    own = os.fstat(fd)
+    return (own.st_dev, own.st_ino) == (st.st_dev, st.st_ino)
 
 
 def busy_message(output_dir: Path, holder: dict | None) -> str:

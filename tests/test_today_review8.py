@@ -1,0 +1,63 @@
+"""Review of the day's changes: defects found, each with the case that showed it."""
+
+import sys
+
+import pytest
+
+from mmevo.runlock import LOCK_FILE, OutputDirBusy, RunLock
+
+linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="flock: Linux")
+
+
+def _discard_first(monkeypatch, module, name, holder, after=False):
+    """Wrap ``module.name`` so that, on its first call, ``holder`` (a failed start) discards its directory and lets
+    go of the lock before (``after``: right after) the real call: the moment a second run can hit between two of its
+    own calls."""
+    real = getattr(module, name)
+    fired = []
+
+    def wrapped(*args, **kwargs):
+        result = real(*args, **kwargs) if after else None
+        if not fired:
+            fired.append(True)
+            assert holder.discard()
+            holder.release()
+        return result if after else real(*args, **kwargs)
+
+    monkeypatch.setattr(module, name, wrapped)
+    return fired
+
+
+@linux_only
+def test_a_run_starting_while_a_failed_start_discards_locks_the_file_at_the_path(tmp_path, monkeypatch):
+    """B opened the lock file, then A (which created the directory and failed) removed file and directory and let go;
+    B's flock then succeeded on the unlinked file: B ran with no directory and no lock file, and a third run C made a
+    new directory and lock beside it, two live runs on one output_dir."""
+    import fcntl
+
+    out = tmp_path / "run"
+    a = RunLock(out).acquire()
+    fired = _discard_first(monkeypatch, fcntl, "flock", a)
+    b = RunLock(out).acquire()
+    monkeypatch.undo()
+    assert fired and b.held
+    assert (out / LOCK_FILE).is_file() and b.created_dir  # B made the directory again and locked the file there
+    with pytest.raises(OutputDirBusy):
+        RunLock(out).acquire()
+    b.release()
+
+
+@linux_only
+def test_a_run_whose_directory_is_discarded_before_its_open_starts_over(tmp_path, monkeypatch):
+    """A discard between B's mkdir and B's open of the lock file failed B with a bare FileNotFoundError."""
+    from pathlib import Path
+
+    out = tmp_path / "run"
+    a = RunLock(out).acquire()
+    fired = _discard_first(monkeypatch, Path, "mkdir", a, after=True)
+    b = RunLock(out).acquire()
+    monkeypatch.undo()
+    assert fired and b.held and (out / LOCK_FILE).is_file()
+    with pytest.raises(OutputDirBusy):
+        RunLock(out).acquire()
+    b.release()
