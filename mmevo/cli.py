@@ -328,7 +328,7 @@ def _check_demo_runs(cfg, out: str, method: str) -> None:
     from mmevo.demo import METHODS, run_config
 
     try:  # the demo makes it first thing: a file there, or below one, was a bare OSError naming no option
-        Path(out).mkdir(parents=True, exist_ok=True)
+        _try_making_dir(Path(out))
     except OSError as e:
         raise ConfigError(f"--out {out}: cannot be the demo's output directory ({e.strerror or e})") from None
     for name in METHODS[method]:
@@ -338,6 +338,24 @@ def _check_demo_runs(cfg, out: str, method: str) -> None:
             _check_train(rc)
         except ConfigError as e:
             raise ConfigError(f"the demo's {name} run: {e}") from None
+
+
+def _try_making_dir(path: Path) -> None:
+    """Raise the OSError that making ``path`` would raise, leaving nothing behind: a check must not leave an empty
+    output directory when a later check, or the run's own start, fails (the run makes it itself)."""
+    made = []  # the missing directories, deepest first
+    q = path
+    while not q.exists() and q != q.parent:
+        made.append(q)
+        q = q.parent
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    finally:
+        for d in made:
+            try:
+                d.rmdir()
+            except OSError:  # never made (the mkdir failed above it), or another process put something there
+                pass
 
 
 def _check_deepspeed(cfg) -> None:
@@ -393,7 +411,7 @@ def _check_loop(loop: str, cfg) -> None:
     if loop != "honest":  # the HONEST loop refuses trainer.deepspeed itself
         _check_deepspeed(cfg)
     try:  # the loop makes it first thing, where a file or an unwritable place was a bare OSError naming no setting
-        Path(out).mkdir(parents=True, exist_ok=True)
+        _try_making_dir(Path(out))
     except OSError as e:
         raise ConfigError(f"{loop}.output_dir={out}: cannot be the loop's output directory "
                           f"({e.strerror or e})") from None

@@ -61,3 +61,28 @@ def test_a_run_whose_directory_is_discarded_before_its_open_starts_over(tmp_path
     with pytest.raises(OutputDirBusy):
         RunLock(out).acquire()
     b.release()
+
+
+@pytest.mark.parametrize("argv, made", [
+    (["evolve", "mmzero", "configs/mmzero_tiny.yaml"], "mmzero.output_dir"),
+    (["evolve", "prism", "configs/prism_tiny.yaml"], "prism.output_dir"),
+    (["evolve", "honest", "configs/honest_tiny.yaml"], "honest.output_dir"),
+    (["demo"], "--out"),
+])
+def test_the_up_front_checks_leave_no_output_dir_behind(tmp_path, no_runs, capsys, argv, made):
+    """The loops' and the demo's checks made the output directory (to name the key when it cannot be made): a run
+    refused by a later check (no such device, missing centroids) then left an empty directory, nested ones too, and
+    so did a check-only run. The check still names the key when the place cannot be made."""
+    from mmevo.cli import main
+
+    out = tmp_path / "a" / "b"
+    given = ["--out", str(out)] if made == "--out" else [f"{made}={out}"]
+    assert main([*argv, *given]) == 0 and no_runs  # only the checks ran: the runner (replaced) makes it itself
+    assert not (tmp_path / "a").exists()
+    (tmp_path / "file").write_text("x")
+    below_file = tmp_path / "file" / "out"
+    given = ["--out", str(below_file)] if made == "--out" else [f"{made}={below_file}"]
+    capsys.readouterr()
+    assert main([*argv, *given]) == 2
+    assert f"{made} {below_file}" in capsys.readouterr().err.replace("=", " ")
+    assert (tmp_path / "file").read_text() == "x"
