@@ -269,7 +269,8 @@ def _check_train(cfg) -> None:
     from mmevo.config import ConfigError
     from mmevo.rewards.heads import resolve_head
 
-    _check_group(cfg)
+    if cfg.trainer.steps > 0:  # trainer.steps=0 evaluates model.path only (as a loop's phase_steps=0): no group
+        _check_group(cfg)
     if not any(cfg.reward.heads.values()):
         raise ConfigError(f"reward.heads={cfg.reward.heads!r}: every weight is 0, so every reward is 0 and no step would "
                           "change the policy")

@@ -86,3 +86,18 @@ def test_the_up_front_checks_leave_no_output_dir_behind(tmp_path, no_runs, capsy
     assert main([*argv, *given]) == 2
     assert f"{made} {below_file}" in capsys.readouterr().err.replace("=", " ")
     assert (tmp_path / "file").read_text() == "x"
+
+
+def test_train_with_no_step_is_not_refused_for_its_rollout_settings(no_runs, capsys):
+    """``trainer.steps=0`` runs no GRPO step (``run_grpo`` evaluates ``model.path`` before / after and exports it);
+    the new ``rollout.temperature=0`` refusal ("no step would change the policy") blocked it, while the loops exempt
+    ``phase_steps=0`` from the same check. A run with steps is still refused."""
+    from mmevo.cli import main
+
+    assert main(["train", "rollout.temperature=0", "trainer.steps=0"]) == 0 and no_runs == ["train"]
+    assert main(["train", "rollout.n=1", "trainer.prompts_per_step=2", "trainer.mini_batch_prompts=2",
+                 "trainer.steps=0"]) == 0
+    capsys.readouterr()
+    assert main(["train", "rollout.temperature=0", "trainer.steps=1"]) == 2
+    assert "rollout.temperature=0 decodes greedily" in capsys.readouterr().err
+    assert no_runs == ["train", "train"]
