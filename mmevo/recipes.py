@@ -229,9 +229,9 @@ def _run_sft(cfg: Config) -> dict:
     summary = {"model": str(out), "steps": len(history), "final_loss": history[-1]["sft/loss"] if history else None,
                "seconds": time.time() - t0, "data": stats}
     (Path(cfg.sft.output_dir) / "summary.json").write_text(json.dumps(summary, indent=2))
-    from mmevo.grpo.sft import STATE_FILE
+    from mmevo.grpo.sft import discard_state
 
-    (Path(cfg.sft.output_dir) / STATE_FILE).unlink(missing_ok=True)  # finished: a rerun starts a new SFT
+    discard_state(cfg.sft.output_dir)  # finished: a rerun starts a new SFT
     return summary
 
 

@@ -731,7 +731,7 @@ def warm_up(cfg: Config, paths: dict, out: Path) -> dict:
     """SFT each role on embedded demonstrations (tiny models only learn the formats this way); cached in ``out``."""
     from mmevo.evolve.mmzero_demos import demos
     from mmevo.grpo.checkpoint import save_model
-    from mmevo.grpo.sft import run_sft
+    from mmevo.grpo.sft import discard_state, run_sft
     from mmevo.recipes import load_policy
 
     ds = demos(cfg.mmzero.warmup_demos, seed=cfg.trainer.seed)
@@ -759,6 +759,7 @@ def warm_up(cfg: Config, paths: dict, out: Path) -> dict:
             policy = load_policy(rc)
             run_sft(rc, policy, exs, log=False)
             save_model(target, policy.model, policy.processor)
+            discard_state(rc.sft.output_dir)
         new[role] = str(target)
     return new
 

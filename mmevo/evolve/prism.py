@@ -382,7 +382,7 @@ def warm_up(cfg: Config, base_path: str, out: Path) -> str:
     instruction -> ``<question>q</question>`` and q -> ``<think>…</think> \\boxed{a}``; cached in ``out``."""
     from mmevo.data.text_questions import generate_text_questions
     from mmevo.grpo.checkpoint import save_model
-    from mmevo.grpo.sft import run_sft
+    from mmevo.grpo.sft import discard_state, run_sft
     from mmevo.recipes import load_policy
 
     target = out / "model"
@@ -400,6 +400,7 @@ def warm_up(cfg: Config, base_path: str, out: Path) -> str:
     policy = load_policy(rc, base_path)
     run_sft(rc, policy, exs, log=False)
     save_model(target, policy.model, policy.processor)
+    discard_state(rc.sft.output_dir)
     return str(target)
 
 

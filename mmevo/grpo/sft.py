@@ -135,6 +135,12 @@ def run_sft(cfg: Config, policy: LoadedModel, examples: list[Example], log: bool
 STATE_FILE = "sft_state.pt"
 
 
+def discard_state(output_dir) -> None:
+    """Remove a finished SFT's resumable state once its model is exported: nothing reads it again (a cached model is
+    reused), and a later SFT in the same dir (the export deleted, the config changed) would resume from it."""
+    (Path(output_dir) / STATE_FILE).unlink(missing_ok=True)
+
+
 def _save_state(path: Path, state: dict) -> None:
     """Write atomically: an interruption during the write leaves the previous state intact."""
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -102,7 +102,7 @@ def role_config(cfg: Config, role: str, out_dir: Path, model_path: str) -> Confi
 # -- warm-up and evaluation ---------------------------------------------------------------------------------------
 def _sft(cfg: Config, base_path: str, examples, out: Path) -> str:
     from mmevo.grpo.checkpoint import save_model
-    from mmevo.grpo.sft import run_sft
+    from mmevo.grpo.sft import discard_state, run_sft
     from mmevo.recipes import load_policy
 
     target = out / "model"
@@ -113,6 +113,7 @@ def _sft(cfg: Config, base_path: str, examples, out: Path) -> str:
     policy = load_policy(rc, base_path)
     run_sft(rc, policy, examples, log=False)
     save_model(target, policy.model, policy.processor)
+    discard_state(rc.sft.output_dir)
     return str(target)
 
 

@@ -1,0 +1,73 @@
+"""Review 5 of the user-facing documents: every documented command run at tiny scale and what it wrote compared with
+README.md. What differed in code is pinned here: the self-play loops' SFT warm-ups left their resumable SFT state
+(model + optimizer, about three times the model) beside the exported warm-up model, which `mmevo sft` removes."""
+
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+import mmevo.grpo.checkpoint
+import mmevo.grpo.sft
+import mmevo.recipes
+from mmevo.config import load_config
+from mmevo.grpo.sft import STATE_FILE
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def sft_stub(monkeypatch):
+    """SFT without a model: each run leaves a mid-run state file in its sft.output_dir, as an SFT longer than
+    sft.save_every does, and the export writes the model's config.json; returns the SFT output dirs in order."""
+    runs = []
+
+    def run_sft(cfg, policy, examples, log=True):
+        assert examples
+        out = Path(cfg.sft.output_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / STATE_FILE).write_bytes(b"state at step 50 of 120")
+        runs.append(out)
+        return [{"sft/loss": 1.0}]
+
+    def save_model(target, model, processor):
+        Path(target).mkdir(parents=True, exist_ok=True)
+        (Path(target) / "config.json").write_text("{}")
+        return Path(target)
+
+    monkeypatch.setattr(mmevo.grpo.sft, "run_sft", run_sft)
+    monkeypatch.setattr(mmevo.grpo.checkpoint, "save_model", save_model)
+    monkeypatch.setattr(mmevo.recipes, "load_policy", lambda *a, **k: SimpleNamespace(model=None, processor=None))
+    return runs
+
+
+def _assert_exported_without_state(runs, n):
+    assert len(runs) == n
+    for out in runs:
+        assert (out / "model" / "config.json").exists()
+        assert not (out / STATE_FILE).exists(), f"{out / STATE_FILE} left beside the exported warm-up model"
+
+
+def test_prism_warm_up_keeps_the_model_and_not_its_sft_state(sft_stub, tmp_path):
+    from mmevo.evolve.prism import warm_up
+
+    cfg = load_config(ROOT / "configs" / "prism_tiny.yaml", ["prism.warmup_questions=4"])
+    assert warm_up(cfg, "tiny-text", tmp_path / "warmup") == str(tmp_path / "warmup" / "model")
+    _assert_exported_without_state(sft_stub, 1)
+
+
+def test_honest_warm_up_keeps_the_model_and_not_its_sft_state(sft_stub, tmp_path):
+    from mmevo.honest.loop import warm_up_solver
+
+    cfg = load_config(ROOT / "configs" / "honest_tiny.yaml", ["honest.sft_n=8"])
+    warm_up_solver(cfg, "tiny-text", tmp_path / "warmup" / "solver")
+    _assert_exported_without_state(sft_stub, 1)
+
+
+def test_mmzero_warm_up_keeps_each_roles_model_and_not_its_sft_state(sft_stub, tmp_path):
+    from mmevo.evolve.mmzero import ROLES, warm_up
+
+    cfg = load_config(ROOT / "configs" / "mmzero_tiny.yaml", ["mmzero.warmup_demos=2"])
+    paths = warm_up(cfg, {role: "tiny" for role in ROLES}, tmp_path / "warmup")
+    assert paths == {role: str(tmp_path / "warmup" / role / "model") for role in ROLES}
+    _assert_exported_without_state(sft_stub, len(ROLES))
