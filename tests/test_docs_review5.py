@@ -71,3 +71,20 @@ def test_mmzero_warm_up_keeps_each_roles_model_and_not_its_sft_state(sft_stub, t
     paths = warm_up(cfg, {role: "tiny" for role in ROLES}, tmp_path / "warmup")
     assert paths == {role: str(tmp_path / "warmup" / role / "model") for role in ROLES}
     _assert_exported_without_state(sft_stub, len(ROLES))
+
+
+# -- README "What a run writes": how many checkpoints a run keeps --------------------------------------------------
+def test_a_run_keeps_the_newest_checkpoints_the_readme_names(tiny_vl_path, tmp_path):
+    from mmevo.cli import main
+    from mmevo.config import Config
+
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    section = readme[readme.index("### What a run writes"):readme.index("## CSRS")]
+    assert "the newest `trainer.keep_checkpoints` kept (2; 0 keeps all)" in section
+    assert Config().trainer.keep_checkpoints == 2
+    out = tmp_path / "grpo"
+    assert main(["train", f"model.path={tiny_vl_path}", f"trainer.output_dir={out}", "data.prompt_template=none",
+                 "data.n_train=4", "data.n_heldout=1", "trainer.progress=false", "rollout.max_tokens=2",
+                 "trainer.wandb_mode=disabled", "trainer.prompts_per_step=1", "trainer.mini_batch_prompts=1",
+                 "rollout.n=2", "algo.kl_coef=0", "trainer.steps=3", "trainer.save_every=1"]) == 0
+    assert sorted(p.name for p in (out / "checkpoints").iterdir()) == ["step_000002", "step_000003"]
