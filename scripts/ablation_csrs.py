@@ -8,8 +8,8 @@ and the difference to the MajorityVote row with a noise bound (2 x the standard 
 seed means); a row "beats MV beyond noise" when the difference exceeds that bound. Also per row: the mean training
 reward and pseudo-label accuracy, which show whether RRM / VSP change what the reward sees.
 
-Writes ``<out>/ablation.json``, ``<out>/ablation.md`` and ``<out>/ablation.png``; prints the JSON. Resumable: runs
-whose evaluation exists are kept.
+Writes ``<out>/ablation.json``, ``<out>/ablation.md`` and ``<out>/ablation.png``; prints the JSON, alone on stdout
+(progress goes to stderr). Resumable: runs whose evaluation exists are kept.
 
     python scripts/ablation_csrs.py --out runs/ablation_csrs --seeds 1,2,3 --jobs 2
     python scripts/ablation_csrs.py --sft-dir runs/demo/sft        # start from the demo's SFT model
@@ -18,6 +18,7 @@ whose evaluation exists are kept.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -93,19 +94,20 @@ def main() -> int:
     seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
     torch.set_num_threads(max(1, len(os.sched_getaffinity(0))))
     t0 = time.time()
-    if not (sft_dir / "summary.json").exists():
-        print("[ablation] SFT warm-up", file=sys.stderr)
-        run_sft(cfg)
-    sft_model = sft_dir / "model"
-    heldout, _ = load_examples(cfg, "heldout")
-    start = cached_eval(out / "evals" / "sft.json", cfg, sft_model, heldout)
+    with contextlib.redirect_stdout(sys.stderr):  # stdout carries only the JSON (the runs' progress lines go to stderr)
+        if not (sft_dir / "summary.json").exists():
+            print("[ablation] SFT warm-up")
+            run_sft(cfg)
+        sft_model = sft_dir / "model"
+        heldout, _ = load_examples(cfg, "heldout")
+        start = cached_eval(out / "evals" / "sft.json", cfg, sft_model, heldout)
 
-    jobs = {}
-    for name, head, retrace, perturb in ROWS:
-        for seed in seeds:
-            c = row_config(cfg, out, sft_model, name, head, retrace, perturb, seed, args.steps)
-            jobs[f"{name}_s{seed}"] = (c, out / "evals" / f"{name}_s{seed}.json")
-    run_jobs(jobs, args.jobs, 1)
+        jobs = {}
+        for name, head, retrace, perturb in ROWS:
+            for seed in seeds:
+                c = row_config(cfg, out, sft_model, name, head, retrace, perturb, seed, args.steps)
+                jobs[f"{name}_s{seed}"] = (c, out / "evals" / f"{name}_s{seed}.json")
+        run_jobs(jobs, args.jobs, 1)
 
     table = []
     for name, head, retrace, perturb in ROWS:

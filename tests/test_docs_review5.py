@@ -1,12 +1,17 @@
 """Review 5 of the user-facing documents: every documented command run at tiny scale and what it wrote compared with
 README.md. What differed in code is pinned here: the self-play loops' SFT warm-ups left their resumable SFT state
-(model + optimizer, about three times the model) beside the exported warm-up model, which `mmevo sft` removes."""
+(model + optimizer, about three times the model) beside the exported warm-up model, which `mmevo sft` removes; and
+`scripts/ablation_csrs.py`, which prints its JSON, printed the runs' progress lines before it on stdout."""
 
+import json
+import sys
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from conftest import load_script
 
+import mmevo.demo
 import mmevo.grpo.checkpoint
 import mmevo.grpo.sft
 import mmevo.recipes
@@ -88,3 +93,35 @@ def test_a_run_keeps_the_newest_checkpoints_the_readme_names(tiny_vl_path, tmp_p
                  "trainer.wandb_mode=disabled", "trainer.prompts_per_step=1", "trainer.mini_batch_prompts=1",
                  "rollout.n=2", "algo.kl_coef=0", "trainer.steps=3", "trainer.save_every=1"]) == 0
     assert sorted(p.name for p in (out / "checkpoints").iterdir()) == ["step_000002", "step_000003"]
+
+
+# -- scripts/ablation_csrs.py: "prints the JSON" ------------------------------------------------------------------
+def test_ablation_script_stdout_is_its_json_alone(monkeypatch, tmp_path, capsys):
+    """The runs' progress lines ("[mmevo] CSRS_s1: 1 steps, log in ...", printed by the demo's job runner) reached
+    stdout before the JSON, so `python scripts/ablation_csrs.py ... > table.json` was no JSON file."""
+    ablation = load_script("ablation_csrs")
+    (tmp_path / "sft").mkdir()
+    (tmp_path / "sft" / "summary.json").write_text("{}")  # the SFT is done: no warm-up
+
+    def cached_eval(path, cfg, model, heldout, controls=False):
+        print(f"[mmevo demo] evaluating {model}")
+        return {"real": {"pass1": 0.25, "maj": 0.5, "samples_per_problem": 8}, "per_problem": {"pass1": [0.25, 0.25]}}
+
+    def run_jobs(jobs, parallel, threads, labels=None):
+        for name, (_cfg, eval_path) in jobs.items():
+            print(f"[mmevo] {name}: 1 steps, log in {eval_path.parent}")  # what the real runner prints
+            eval_path.parent.mkdir(parents=True, exist_ok=True)
+            eval_path.write_text(json.dumps({"real": {"pass1": 0.5, "maj": 0.5, "pass1_ci": [0.25, 0.75]}}))
+
+    monkeypatch.setattr(mmevo.demo, "cached_eval", cached_eval)
+    monkeypatch.setattr(mmevo.demo, "run_jobs", run_jobs)
+    monkeypatch.setattr(mmevo.recipes, "load_examples", lambda cfg, split: ([None, None], {}))
+    monkeypatch.setattr(ablation, "_plot", lambda *a, **k: None)
+    monkeypatch.setattr(sys, "argv", ["ablation_csrs.py", "--out", str(tmp_path), "--sft-dir", str(tmp_path / "sft"),
+                                      "--steps", "1", "--seeds", "1,2", "--jobs", "1"])
+    assert ablation.main() == 0
+    captured = capsys.readouterr()
+    report = json.loads(captured.out)  # the whole of stdout
+    assert [r["row"] for r in report["rows"]][:2] == ["MajorityVote", "+SFR"]
+    assert report["pass1_sft"] == 0.25 and report["rows"][1]["lift_over_sft"] == 0.25
+    assert "[mmevo] CSRS_s2: 1 steps" in captured.err and "[mmevo demo] evaluating" in captured.err
