@@ -102,6 +102,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     cmd, rest = argv[0], argv[1:]
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    if cmd in MODEL_COMMANDS:
+        _deepspeed_logs_to_stderr()
     from mmevo.config import ConfigError, load_config
 
     try:
@@ -214,6 +216,23 @@ def _usage(text: str, argv: list[str], what: str = "", choices=()) -> int:
     wrong = f"mmevo: unknown {what} {argv[0]!r}{_did_you_mean(argv[0], choices)}\n" if what and argv else ""
     print(f"{wrong}usage: {text}", file=sys.stderr)
     return 2
+
+
+MODEL_COMMANDS = ("demo", "train", "sft", "eval", "build-tiny", "evolve", "prism")  # they load transformers models
+
+
+def _deepspeed_logs_to_stderr() -> None:
+    """DeepSpeed's logger writes to the ``sys.stdout`` of the moment it is made, and transformers imports DeepSpeed
+    with its models: its "Setting accelerator to CPU" line then led the JSON ``mmevo eval`` prints, or the path
+    ``mmevo build-tiny`` prints. Made here with stdout pointing at stderr, it logs to stderr for the whole run."""
+    import contextlib
+    import importlib
+
+    with contextlib.redirect_stdout(sys.stderr):
+        try:
+            importlib.import_module("deepspeed.utils.logging")
+        except Exception:  # not installed (it is an extra), or broken: nothing of it will print
+            pass
 
 
 def _did_you_mean(word: str, choices) -> str:

@@ -125,3 +125,19 @@ def test_ablation_script_stdout_is_its_json_alone(monkeypatch, tmp_path, capsys)
     assert [r["row"] for r in report["rows"]][:2] == ["MajorityVote", "+SFR"]
     assert report["pass1_sft"] == 0.25 and report["rows"][1]["lift_over_sft"] == 0.25
     assert "[mmevo] CSRS_s2: 1 steps" in captured.err and "[mmevo demo] evaluating" in captured.err
+
+
+def test_build_tiny_stdout_is_the_path_alone(tmp_path):
+    """DeepSpeed's logger writes to the stdout of its making: its "Setting accelerator to CPU" line (a CPU machine)
+    came before the path, so ``DIR=$(mmevo build-tiny X)`` captured it too, as it led ``mmevo eval``'s JSON."""
+    import os
+    import subprocess
+
+    root = Path(__file__).resolve().parent.parent
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(root)}
+    out = tmp_path / "tiny"
+    done = subprocess.run([sys.executable, "-m", "mmevo.cli", "build-tiny", str(out)], env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout == f"{out}\n"
+    assert (out / "config.json").is_file()
