@@ -93,25 +93,30 @@ SHM_COMM_EXTENSION = "deepspeed_shm_comm"  # the op DeepSpeed JIT-builds (torch 
 STALE_BUILD_LOCK_S = 600.0  # the build takes about a minute on 2 cores: a lock this old is almost surely abandoned
 
 
+def _build_lock_age(name: str) -> tuple[Path, float] | None:
+    """The lock file of torch's JIT build of extension ``name`` and its age in seconds; None without one."""
+    try:
+        from torch.utils.cpp_extension import _get_build_directory
+
+        lock = Path(_get_build_directory(name, verbose=False)) / "lock"
+        return lock, time.time() - lock.stat().st_mtime
+    except Exception:  # no lock (the usual case), or a torch without that helper: nothing to say
+        return None
+
+
 def stale_build_lock(name: str, older_than_s: float = STALE_BUILD_LOCK_S) -> Path | None:
     """The lock file of torch's JIT build of extension ``name`` when it is older than ``older_than_s``, else None.
 
     A build killed mid-way (Ctrl-C, a timeout) leaves that file behind, and every later process that loads the
     extension waits for it to vanish, with no timeout and no message."""
-    try:
-        from torch.utils.cpp_extension import _get_build_directory
-
-        lock = Path(_get_build_directory(name, verbose=False)) / "lock"
-        age = time.time() - lock.stat().st_mtime
-    except Exception:  # no lock (the usual case), or a torch without that helper: nothing to say
-        return None
-    return lock if age > older_than_s else None
+    found = _build_lock_age(name)
+    return found[0] if found and found[1] > older_than_s else None
 
 
 def warn_stale_build_lock(name: str) -> None:
-    lock = stale_build_lock(name)
-    if lock is not None:
-        age_min = (time.time() - lock.stat().st_mtime) / 60
+    found = _build_lock_age(name)  # one stat: a build finishing now removes the file between two
+    if found and found[1] > STALE_BUILD_LOCK_S:
+        lock, age_min = found[0], found[1] / 60
         warnings.warn(f"{lock} is {age_min:.0f} min old: DeepSpeed waits for it before loading its CPU communication "
                       f"op ({name}), without a timeout. Unless another process is building that op right now, a build "
                       "killed earlier left it: delete that file, or this run hangs here", stacklevel=2)
