@@ -224,15 +224,23 @@ MODEL_COMMANDS = ("demo", "train", "sft", "eval", "build-tiny", "evolve", "prism
 def _deepspeed_logs_to_stderr() -> None:
     """DeepSpeed's logger writes to the ``sys.stdout`` of the moment it is made, and transformers imports DeepSpeed
     with its models: its "Setting accelerator to CPU" line then led the JSON ``mmevo eval`` prints, or the path
-    ``mmevo build-tiny`` prints. Made here with stdout pointing at stderr, it logs to stderr for the whole run."""
+    ``mmevo build-tiny`` prints. Made here, its handler is pointed at stderr for the whole run; what it says while
+    being imported (that accelerator line, a note that the CPU is the accelerator) is dropped, so a command's stderr
+    starts with its own messages."""
     import contextlib
     import importlib
+    import io
+    import logging
 
-    with contextlib.redirect_stdout(sys.stderr):
+    during_import = io.StringIO()
+    with contextlib.redirect_stdout(during_import):
         try:
             importlib.import_module("deepspeed.utils.logging")
         except Exception:  # not installed (it is an extra), or broken: nothing of it will print
-            pass
+            return
+    for handler in logging.getLogger("DeepSpeed").handlers:
+        if isinstance(handler, logging.StreamHandler) and handler.stream is during_import:
+            handler.setStream(sys.stderr)
 
 
 def _did_you_mean(word: str, choices) -> str:
@@ -347,10 +355,7 @@ def _check_demo_runs(cfg, out: str, method: str) -> None:
     from mmevo.config import ConfigError, validate
     from mmevo.demo import METHODS, run_config
 
-    try:  # the demo makes it first thing: a file there, or below one, was a bare OSError naming no option
-        _try_making_dir(Path(out))
-    except OSError as e:
-        raise ConfigError(f"--out {out}: cannot be the demo's output directory ({e.strerror or e})") from None
+    _check_output_dir(Path(out), f"--out {out}", "the demo's")
     for name in METHODS[method]:
         try:
             rc = run_config(cfg, name, Path(out), Path(cfg.sft.output_dir) / "model")
@@ -360,9 +365,20 @@ def _check_demo_runs(cfg, out: str, method: str) -> None:
             raise ConfigError(f"the demo's {name} run: {e}") from None
 
 
+def _check_output_dir(path: Path, setting: str, whose: str) -> None:
+    """``path`` can be made: else a ConfigError naming ``setting`` (the run makes it first thing, where a file there,
+    or below one, was a bare OSError naming no setting). Leaves nothing behind: a check must not leave an empty output
+    directory when a later check, or the run's own start, fails."""
+    from mmevo.config import ConfigError
+
+    try:
+        _try_making_dir(path)
+    except OSError as e:
+        raise ConfigError(f"{setting}: cannot be {whose} output directory ({e.strerror or e})") from None
+
+
 def _try_making_dir(path: Path) -> None:
-    """Raise the OSError that making ``path`` would raise, leaving nothing behind: a check must not leave an empty
-    output directory when a later check, or the run's own start, fails (the run makes it itself)."""
+    """Raise the OSError that making ``path`` would raise, removing whatever it made."""
     made = []  # the missing directories, deepest first
     q = path
     while not q.exists() and q != q.parent:
@@ -430,11 +446,7 @@ def _check_loop(loop: str, cfg) -> None:
                               f"sentence-transformers model directory, or '' for the packaged {DEFAULT_EMBEDDER}")
     if loop != "honest":  # the HONEST loop refuses trainer.deepspeed itself
         _check_deepspeed(cfg)
-    try:  # the loop makes it first thing, where a file or an unwritable place was a bare OSError naming no setting
-        _try_making_dir(Path(out))
-    except OSError as e:
-        raise ConfigError(f"{loop}.output_dir={out}: cannot be the loop's output directory "
-                          f"({e.strerror or e})") from None
+    _check_output_dir(Path(out), f"{loop}.output_dir={out}", "the loop's")
 
 
 def _prism(argv: list[str]) -> int:
