@@ -81,7 +81,9 @@ def run_demo(cfg: Config, out_dir: str = "runs/demo", method: str = "csrs") -> d
     base_model = resolve_model_path(cfg)
 
     sft_dir = Path(cfg.sft.output_dir)
+    reused = []  # phases finished by an earlier invocation: their time is not in this one's total
     if (sft_dir / "summary.json").exists():
+        reused.append("sft")
         sft_summary = json.loads((sft_dir / "summary.json").read_text())
         expected = math.ceil(cfg.data.n_train * cfg.sft.epochs / cfg.sft.batch_size)
         if sft_summary.get("steps") != expected:
@@ -103,8 +105,8 @@ def run_demo(cfg: Config, out_dir: str = "runs/demo", method: str = "csrs") -> d
     configs = {n: run_config(cfg, n, out, sft_model) for n in names}
     t_runs = time.time()
     parallel = len(names) if threads["parallel"] else 1
-    run_jobs({n: (configs[n], out / "evals" / f"{n}.json") for n in names}, parallel,
-             threads["threads_per_run"] if parallel > 1 else threads["threads"], LABELS)
+    reused += run_jobs({n: (configs[n], out / "evals" / f"{n}.json") for n in names}, parallel,
+                       threads["threads_per_run"] if parallel > 1 else threads["threads"], LABELS)
     for n in names:
         evals[n] = json.loads((out / "evals" / f"{n}.json").read_text())
         _print_eval(n, evals[n])
@@ -112,7 +114,7 @@ def run_demo(cfg: Config, out_dir: str = "runs/demo", method: str = "csrs") -> d
 
     result = build_result(evals, names, train, heldout)
     result.update(method=method, base_model=base_model, sft_model=str(sft_model), sft_seconds=t_sft,
-                  runs_seconds=time.time() - t_runs, total_seconds=total, threads=threads,
+                  runs_seconds=time.time() - t_runs, total_seconds=total, reused_phases=reused, threads=threads,
                   sft_steps=sft_summary.get("steps"))
     (out / "result.json").write_text(json.dumps(result, indent=2))
     write_report(out, cfg, configs, result, evals)
@@ -250,21 +252,22 @@ def _run_child(cfg: Config, threads: int, log_path: str, eval_path: str) -> None
         cached_eval(Path(eval_path), cfg, out / "final", heldout, controls=True)
 
 
-def run_jobs(jobs: dict[str, tuple[Config, Path]], parallel: int, threads_per_job: int, labels=None) -> None:
+def run_jobs(jobs: dict[str, tuple[Config, Path]], parallel: int, threads_per_job: int, labels=None) -> list[str]:
     """Train and evaluate every job (name -> (config, eval json path)) without an evaluation of the model now in its
     ``final/`` (missing, or of a model deleted or retrained since), ``parallel`` at a time, one spawned process each
     with ``threads_per_job`` threads; each resumes from its last checkpoint. Progress is read from the runs'
     metrics.jsonl every 15 s. A failed job stops the rest and raises with its log's tail; a finished run (its
-    summary.json) whose config differs from the job's is refused, naming the keys."""
+    summary.json) whose config differs from the job's is refused, naming the keys. Returns the names of the jobs
+    that were already trained and evaluated (nothing run for them)."""
     for cfg, _ in jobs.values():  # a finished run is reused as it is: it must be the run its config asks for
         changed = finished_run_changes(cfg)
         if changed:
             raise ValueError(f"{cfg.trainer.output_dir} holds a finished run with other settings "
                              f"({', '.join(changed)}): use another --out (or delete that run)")
     todo = [n for n, (cfg, ev) in jobs.items() if not evaluated(ev, cfg)]
-    for n in jobs:
-        if n not in todo:
-            print(f"[mmevo] {(labels or {}).get(n, n)}: finished earlier, reusing {jobs[n][1]}")
+    reused = [n for n in jobs if n not in todo]
+    for n in reused:
+        print(f"[mmevo] {(labels or {}).get(n, n)}: finished earlier, reusing {jobs[n][1]}")
     ctx = multiprocessing.get_context("spawn")
     running: dict[str, multiprocessing.Process] = {}
     try:
@@ -297,6 +300,7 @@ def run_jobs(jobs: dict[str, tuple[Config, Path]], parallel: int, threads_per_jo
             if p.is_alive():
                 p.terminate()
             p.join()
+    return reused
 
 
 def evaluated(eval_path: Path, cfg: Config) -> bool:
@@ -393,12 +397,15 @@ def write_report(out: Path, cfg: Config, configs: dict[str, Config], r: dict, ev
                        f"{ci(r['pass1_csrs_minus_mv_ci'])}.")
     c0 = configs[names[0]]
     label_free = all(configs[n].data.hide_labels for n in names)
+    reused = r.get("reused_phases") or []
+    reused_note = (f"; reused from an earlier invocation, so not in these times: "
+                   f"{', '.join(LABELS.get(n, n) for n in reused)}" if reused else "")
     text = f"""# mmevo demo report
 
 Tiny Qwen2.5-VL ({r['base_model']}) on figure tasks whose values are drawn only in the image (digit tables, bar
 charts; the problem text holds no number), CPU, {r['threads']['threads']} thread(s)
 {'(two runs at once)' if r['threads']['parallel'] and len(names) > 1 else ''}. Total time {r['total_seconds'] / 60:.1f} min
-(SFT {r['sft_seconds'] / 60:.1f} min, runs {r['runs_seconds'] / 60:.1f} min).
+(SFT {r['sft_seconds'] / 60:.1f} min, runs {r['runs_seconds'] / 60:.1f} min{reused_note}).
 
 {'Label-free: no gold answer reaches any reward; gold answers only score the held-out set and the logged pseudo-label accuracy.' if label_free else 'Verifiable reward: the gold answers of the train set reach the accuracy reward.'}
 

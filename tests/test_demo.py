@@ -43,6 +43,11 @@ def test_demo_runs_reports_and_resumes(tiny_vl_path, tmp_path, capsys):
     printed = capsys.readouterr().out
     assert "reusing the SFT model" in printed and printed.count("finished earlier") == 2
     assert again["pass1_after_csrs"] == r["pass1_after_csrs"]
+    # the rerun's times are its own: the phases it reused are named, in result.json and in the report
+    assert r["reused_phases"] == [] and again["reused_phases"] == ["sft", "csrs", "mv"]
+    assert json.loads((out / "result.json").read_text())["reused_phases"] == ["sft", "csrs", "mv"]
+    assert ("reused from an earlier invocation, so not in these times: SFT (start), CSRS (label-free), "
+            "majority vote (label-free)") in " ".join((out / "report.md").read_text().split())
 
     # a changed SFT budget is refused instead of silently reusing the old model
     with pytest.raises(ValueError, match="another --out"):
