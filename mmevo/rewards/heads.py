@@ -249,19 +249,20 @@ class RewardMixer:
         metrics: dict[str, float] = {}
         mat = torch.tensor([s.role == "maternal" for s in samples], dtype=torch.bool)
         for name, head in self.heads.items():
-            r, m = head.score(samples)
-            r = r.float()
-            if r.shape != total.shape:
-                raise ValueError(f"reward head {name!r} returned {tuple(r.shape)} rewards for {len(samples)} samples")
-            if not torch.isfinite(r).all():
-                raise FloatingPointError(f"reward head {name!r} returned non-finite rewards")
+            try:
+                out = head.score(samples)
+            except Exception as e:  # a user head's KeyError / IndexError says nothing of which head raised it
+                if hasattr(e, "add_note"):  # Python >= 3.11
+                    e.add_note(f"raised by reward head {name!r}")
+                raise
+            r, m = head_output(name, out, len(samples))
             total += self.weights[name] * r
             label = self.labels[name]
             if mat.any():
                 metrics[f"reward/{label}/mean"] = r[mat].mean().item()
                 metrics[f"reward/{label}/std"] = r[mat].std(unbiased=False).item()
             for k, v in m.items():
-                metrics[f"reward/{label}/{k}"] = float(v)
+                metrics[f"reward/{label}/{k}"] = v
         if mat.any():
             metrics["reward/total/mean"] = total[mat].mean().item()
             metrics["reward/total/std"] = total[mat].std(unbiased=False).item()
@@ -292,6 +293,43 @@ class RewardMixer:
         for n, s in state.items():
             if n in self.heads and hasattr(self.heads[n], "load_state_dict"):
                 self.heads[n].load_state_dict(s)
+
+
+def head_output(name: str, out, n: int) -> tuple[torch.Tensor, dict[str, float]]:
+    """A head's ``score`` result checked: (rewards as finite float32 [n] on the CPU, detached; metrics as numbers).
+
+    Anything else is an error naming the head: a bare tensor, a list / array that is no [n] of numbers, a NaN / inf
+    reward, a metric that is no number, or one named ``mean`` / ``std`` (the mixer logs those itself; a head's own
+    would silently replace them)."""
+    if not (isinstance(out, tuple) and len(out) == 2):
+        raise TypeError(f"reward head {name!r}: score(samples) must return (rewards [B], metrics dict), got "
+                        f"{type(out).__name__}")
+    r, m = out
+    try:  # a list or numpy array of numbers is taken as given; strings, None, nested objects are not
+        r = torch.as_tensor(r).detach().to("cpu", torch.float32)
+    except (TypeError, ValueError, RuntimeError) as e:
+        raise TypeError(f"reward head {name!r} returned rewards of type {type(r).__name__} that are not numbers "
+                        f"({e})") from None
+    if r.shape != (n,):
+        raise ValueError(f"reward head {name!r} returned {tuple(r.shape)} rewards for {n} samples")
+    bad = (~torch.isfinite(r)).nonzero().flatten().tolist()
+    if bad:
+        raise FloatingPointError(f"reward head {name!r} returned non-finite rewards for {len(bad)} of {n} samples "
+                                 f"(first: sample {bad[0]}, {r[bad[0]].item()})")
+    if not isinstance(m, dict):
+        raise TypeError(f"reward head {name!r}: its metrics must be a dict of numbers, got {type(m).__name__}")
+    metrics = {}
+    for k, v in m.items():
+        if k in ("mean", "std"):
+            raise ValueError(f"reward head {name!r} returned a metric named {k!r}: the mixer logs each head's "
+                             f"maternal mean and std under that name; call it something else")
+        try:
+            if isinstance(v, str):  # float("1.5") would pass
+                raise TypeError("text")
+            metrics[k] = float(v)
+        except (TypeError, ValueError, RuntimeError):
+            raise TypeError(f"reward head {name!r}: metric {k!r} must be a number, got {type(v).__name__}") from None
+    return r, metrics
 
 
 def _signature(factory) -> str:
