@@ -298,6 +298,7 @@ def _check_train(cfg) -> None:
 
     if cfg.trainer.steps > 0:  # trainer.steps=0 evaluates model.path only (as a loop's phase_steps=0): no group
         _check_group(cfg)
+        _check_gold(cfg)
     if not any(cfg.reward.heads.values()):
         raise ConfigError(f"reward.heads={cfg.reward.heads!r}: every weight is 0, so every reward is 0 and no step would "
                           "change the policy")
@@ -333,6 +334,17 @@ def _check_train(cfg) -> None:
 # reward heads of the self-evolution loops' roles (registered in mmevo.rewards.heads) -> the loop that feeds them
 LOOP_HEADS = {"mmzero_proposer": "mmzero", "mmzero_coder": "mmzero", "prism_coverage": "prism",
               "honest_generator": "honest"}
+
+
+def _check_gold(cfg) -> None:
+    """``accuracy`` scores against gold answers, which ``data.hide_labels`` removes: the trainer would refuse it only
+    at the first reward, after the model loaded and the first rollout ran (in a loop: when that role's phase starts)."""
+    from mmevo.config import ConfigError
+
+    if cfg.data.hide_labels and "accuracy" in cfg.reward.heads:
+        raise ConfigError(f"reward.heads={cfg.reward.heads!r} has 'accuracy', which scores against gold answers, and "
+                          "data.hide_labels=true hides them from every reward head: use a label-free head ('majority', "
+                          "or 'sfr' with csrs.enabled=true), or data.hide_labels=false")
 
 
 def _check_group(cfg) -> None:
@@ -436,6 +448,7 @@ def _check_loop(loop: str, cfg) -> None:
             rc = role_config(cfg, role, Path(out) / role, cfg.model.path)
             if rc.trainer.steps > 0:  # every role trains by GRPO: with rollout.n=1 the loop ran and learned nothing
                 _check_group(rc)
+                _check_gold(rc)
         except ValueError as e:  # ConfigError too
             raise ConfigError(f"{loop}.roles.{role}: the {role} phase's config: {e}") from None
     if loop == "mmzero" and cfg.mmzero.embedder:  # read by the proposer's reward, mid-phase after models loaded
