@@ -299,6 +299,7 @@ def _check_train(cfg) -> None:
     if cfg.trainer.steps > 0:  # trainer.steps=0 evaluates model.path only (as a loop's phase_steps=0): no group
         _check_group(cfg)
         _check_gold(cfg)
+        _check_reinference_use(cfg)
     if not any(cfg.reward.heads.values()):
         raise ConfigError(f"reward.heads={cfg.reward.heads!r}: every weight is 0, so every reward is 0 and no step would "
                           "change the policy")
@@ -345,6 +346,22 @@ def _check_gold(cfg) -> None:
         raise ConfigError(f"reward.heads={cfg.reward.heads!r} has 'accuracy', which scores against gold answers, and "
                           "data.hide_labels=true hides them from every reward head: use a label-free head ('majority', "
                           "or 'sfr' with csrs.enabled=true), or data.hide_labels=false")
+
+
+# heads that score each sample on its own: they never read a CSRS re-inference
+_SAMPLEWISE_HEADS = frozenset({"accuracy", "format"})
+
+
+def _check_reinference_use(cfg) -> None:
+    """CSRS samples m re-inferences per maternal response only for the reward heads that compare against them (``sfr``,
+    the pooled ``majority`` vote, a head of one's own): with ``accuracy`` / ``format`` alone they cost the rollout
+    time and change nothing, a run that looks like CSRS and trains as plain GRPO."""
+    from mmevo.config import ConfigError
+
+    if cfg.csrs.enabled and set(cfg.reward.heads) <= _SAMPLEWISE_HEADS:
+        raise ConfigError(f"csrs.enabled=true with reward.heads={cfg.reward.heads!r}: these heads score each sample "
+                          "on its own, so CSRS's re-inferences would be sampled and never used; add a head that uses "
+                          "them ('sfr', or 'majority' for the pooled vote), or set csrs.enabled=false")
 
 
 def _check_group(cfg) -> None:
@@ -449,6 +466,7 @@ def _check_loop(loop: str, cfg) -> None:
             if rc.trainer.steps > 0:  # every role trains by GRPO: with rollout.n=1 the loop ran and learned nothing
                 _check_group(rc)
                 _check_gold(rc)
+                _check_reinference_use(rc)
         except ValueError as e:  # ConfigError too
             raise ConfigError(f"{loop}.roles.{role}: the {role} phase's config: {e}") from None
     if loop == "mmzero" and cfg.mmzero.embedder:  # read by the proposer's reward, mid-phase after models loaded

@@ -281,3 +281,18 @@ def test_accuracy_with_hidden_labels_is_refused_before_anything_loads(no_runs, c
     assert main(["train", "configs/csrs_tiny.yaml"]) == 0
     assert main(["evolve", "mmzero", "configs/mmzero_tiny_csrs_solver.yaml"]) == 0
     assert no_runs == ["train", "train", "train", "mmzero"]
+
+
+def test_csrs_with_heads_that_never_read_a_reinference_is_refused(no_runs, capsys):
+    # before: accepted; the run sampled m re-inferences per maternal response (2-3x the rollout time) that no reward
+    # read, and trained exactly as plain GRPO while its config said CSRS
+    for heads in ("{accuracy: 1.0}", "{accuracy: 0.9, format: 0.1}"):
+        assert main(["train", "configs/grpo_tiny.yaml", "csrs.enabled=true", f"reward.heads={heads}"]) == 2
+        assert "CSRS's re-inferences would be sampled and never used" in capsys.readouterr().err
+    assert main(["evolve", "mmzero", "configs/mmzero_tiny.yaml", "mmzero.roles={solver: {csrs.enabled: true}}"]) == 2
+    assert "mmzero.roles.solver" in capsys.readouterr().err
+    assert no_runs == []
+    # heads that read them, or one of one's own (it may read ScoredSample.role), are accepted
+    for heads in ("{sfr: 1.0, format: 0.5}", "{majority: 1.0, accuracy: 1.0}", "{loop_plugins:AuxHead: 1.0}"):
+        assert main(["train", "configs/grpo_tiny.yaml", "csrs.enabled=true", f"reward.heads={heads}"]) == 0
+    assert no_runs == ["train"] * 3
