@@ -91,6 +91,9 @@ def test_several_heads_sum_with_their_weights_per_sample_and_each_logs(heads):
         assert metrics[f"reward/{name}/mean"] == pytest.approx(parts[name][mat].mean().item())
         assert metrics[f"reward/{name}/std"] == pytest.approx(parts[name][mat].std(unbiased=False).item())
     assert metrics["reward/total/mean"] == pytest.approx(by_hand[mat].mean().item())
+    if "sfr" in heads:  # Eq. 7-8: group 0 all 3 -> R_base 1, f_r / R_base 1 -> 1; group 1: 4 twice of 3 answers,
+        # the one re-inference 4 -> (0.2 tanh(5 (1 / (2/3) - 1)) + 1) 2/3; no answer 0; re-inferences 0; format 0.5 x 1
+        assert total.tolist() == pytest.approx([1.5, 1.0, (0.2 * math.tanh(2.5) + 1) * 2 / 3, 0.0, 0.0, 0.0], abs=1e-5)
     if "accuracy" in heads:  # gold 3: maternal 1, 1, 0, 0; majority pools maternal and re-inference answers
         assert parts["accuracy"].tolist() == [1, 1, 0, 0, 1, 0]
         assert total.tolist() == [2.0, 2.0, 1.0, 0.0, 2.0, 1.0]
