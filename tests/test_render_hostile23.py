@@ -184,6 +184,22 @@ def _move(pids, cgroup: str) -> None:
             pass
 
 
+def _remove_cgroup(child: str, base: str) -> None:
+    """Move whatever still runs in ``child`` (a job or validator the pool started meanwhile) back to ``base`` and
+    remove ``child``; a cgroup that stays busy is left behind rather than failing the test on a loaded machine."""
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            with open(os.path.join(child, "cgroup.procs")) as f:
+                _move([int(p) for p in f.read().split()], base)
+            os.rmdir(child)
+            return
+        except OSError:
+            if time.monotonic() > deadline:
+                return
+            time.sleep(0.1)
+
+
 def _hog_job_threads(pool) -> int:
     """The most threads any live job process of ``pool`` has."""
     counts = [0]
@@ -231,7 +247,7 @@ def test_a_thread_bomb_leaves_its_neighbours_labels_and_bytes_alone(render_pool,
     finally:
         if child:
             _move(workers, base)
-            os.rmdir(child)
+            _remove_cgroup(child, base)
     assert hog and not hog[0].ok, hog
     # before: the plot was a `timeout`, starved by the neighbour's 200 threads (in the cgroup, on 2 cores)
     assert plot.ok and plot.png == heavy_reference, plot
