@@ -100,6 +100,40 @@ class PromptCache:
         return PromptCache(self.processor, self.is_vl, self.template, system_prompt, self.max_bytes / 2**20)
 
 
+# output dir -> the trainer of this process that started on it last: two live trainers of a loop on one output_dir
+# resume each other's checkpoints and write one metrics.jsonl (the CLI's run lock is per process: it cannot see them)
+_OUTPUT_DIR_OWNERS: dict[Path, weakref.ref] = {}
+
+
+def _output_dir_owner(trainer: "GRPOTrainer") -> "GRPOTrainer | None":
+    holder = _OUTPUT_DIR_OWNERS.get(trainer.out.resolve())
+    return holder() if holder is not None else None
+
+
+def _take_output_dir(trainer: "GRPOTrainer") -> None:
+    """At a trainer's start: it owns its output_dir from now on. Taking it from another live, unclosed trainer is
+    allowed (a rerun in one process, after a crash) but warned of: that one can no longer train or save."""
+    other = _output_dir_owner(trainer)
+    if other is not None and other is not trainer:
+        warnings.warn(f"trainer.output_dir={trainer.out} was started by another trainer of this process that is not "
+                      "closed: this one takes it over (resuming its checkpoints), and that one can no longer train or "
+                      "save. Each trainer of a loop (role, phase) needs its own output_dir.", stacklevel=3)
+    _OUTPUT_DIR_OWNERS[trainer.out.resolve()] = weakref.ref(trainer)
+
+
+def _check_output_dir(trainer: "GRPOTrainer") -> None:
+    other = _output_dir_owner(trainer)
+    if other is not None and other is not trainer:
+        raise ValueError(f"trainer.output_dir={trainer.out} was taken over by another trainer of this process that "
+                         "started on it later (it resumed this one's checkpoints and writes its metrics.jsonl): each "
+                         "trainer of a loop (role, phase) needs its own output_dir")
+
+
+def _release_output_dir(trainer: "GRPOTrainer") -> None:
+    if _output_dir_owner(trainer) in (trainer, None):
+        _OUTPUT_DIR_OWNERS.pop(trainer.out.resolve(), None)
+
+
 def _prompt_bytes(enc: EncodedPrompt) -> int:
     pixels = enc.pixel_values
     return (pixels.numel() * pixels.element_size() if pixels is not None else 0) + 16 * len(enc.input_ids)
@@ -442,6 +476,7 @@ class GRPOTrainer:
         self._pad_sample: tuple[EncodedPrompt, list[int]] | None = None  # see _update
         self._ran: list[tuple[int, dict]] = []  # (step, metrics) of every step this trainer ran (see logged_history)
         self._started = False
+        self._unstarted_steps = 0  # steps run through step() before the first train() (a resume would discard them)
 
     # -- the algorithm ------------------------------------------------------------------------------------------
     def step(self, examples: Sequence[Example] | None = None) -> dict:
@@ -469,14 +504,15 @@ class GRPOTrainer:
         # only trainable samples (all, except CSRS re-inferences) reach advantages and the loss
         keep = rollout.trainable_mask()
         idx = keep.nonzero().flatten().tolist()
-        metrics: dict = dict(rollout.extra_metrics)
+        metrics: dict = {}
+        strategy_metrics = dict(rollout.extra_metrics)  # merged last: a name the trainer logs too is refused
         rewards = torch.zeros(len(rollout))
         adv = torch.zeros(0)
         if len(rollout):
             with timer("reward"):
                 rewards, reward_metrics = self.rewards(self.scored_samples(rollout))
                 metrics.update(reward_metrics)
-                metrics.update(self.strategy.after_rewards(rollout, rewards) or {})
+                strategy_metrics.update(self.strategy.after_rewards(rollout, rewards) or {})
                 adv = self._advantages(rewards[idx], rollout.group_ids[idx])
         else:  # heads with a collective call per step (e.g. an all-reduce of their state) still take part
             self.rewards.empty_step()
@@ -513,6 +549,7 @@ class GRPOTrainer:
             metrics.update(self._response_metrics(rollout, rewards[idx], adv, idx))
 
         self.step_idx += 1
+        self._unstarted_steps += not self._started
         metrics.update(timer.metrics())
         metrics.update(peak_memory_mb())
         total_time = time.perf_counter() - t_start  # the step's wall time, not just its named stages
@@ -526,6 +563,13 @@ class GRPOTrainer:
         if hasattr(self.prompt_source, "epoch"):
             metrics["data/epoch"] = self.prompt_source.epoch
         metrics["lr"] = lr
+        clash = sorted(strategy_metrics.keys() & metrics.keys())
+        if clash:
+            name = getattr(self.strategy, "name", type(self.strategy).__name__)
+            raise ValueError(f"strategy {name!r} returned metric(s) {clash} that the trainer or a reward head logs "
+                             f"too (one would silently overwrite the other): name them under a prefix of its own, "
+                             f"e.g. '{name}/...'")
+        metrics.update(strategy_metrics)
         return metrics
 
     def _sampling_weights(self):
@@ -834,6 +878,7 @@ class GRPOTrainer:
 
     def save(self) -> Path | None:
         """Checkpoint (every rank must call it under DeepSpeed: ZeRO-3 weights are gathered; rank 0 writes)."""
+        _check_output_dir(self)
         if self.ds_engine is None:
             return save_checkpoint(self.out, self.step_idx, self.model, self.policy.processor, self.trainer_state(),
                                    keep=self.cfg.trainer.keep_checkpoints)
@@ -964,10 +1009,21 @@ class GRPOTrainer:
         """Run until ``trainer.steps`` (or ``steps`` more); returns the per-step metrics."""
         t = self.cfg.trainer
         if not self._started:  # resume (or start a fresh curve) once per trainer, not on every train() call
+            ckpt = latest_checkpoint(self.out) if self._unstarted_steps and t.resume else None
+            if ckpt is not None:  # resuming would replace the weights and state of the steps run since
+                raise ValueError(f"this trainer ran {self._unstarted_steps} step(s) through step() before its first "
+                                 f"train(), and resuming {ckpt} would silently discard them: call train(steps=0) "
+                                 "(resume) before the first step(), or start afresh with trainer.resume=false or "
+                                 "another trainer.output_dir")
+            _take_output_dir(self)
             if not self.maybe_resume():
+                # as a resume restores them from its checkpoint: a plug-in's random / numpy / torch draws are seeded
+                # by the run's seed and this trainer's seed_offset (a loop's roles and phases draw differently)
+                seed_everything(step_seed(t.seed, 0, 0, self.seed_offset))
                 self.logger.begin(self.step_idx)  # a fresh run: a new wandb run, never an old run's curve
                 self._abandon_earlier_run()
             self._started = True
+        _check_output_dir(self)
         target = t.steps if steps is None else self.step_idx + steps
         history = []  # this call's steps (``logged_history`` has the run's whole curve)
         from mmevo.grpo.distributed import is_main
@@ -1033,6 +1089,7 @@ class GRPOTrainer:
 
     def close(self) -> None:
         """End the run's logging and free the engine (a loop builds and drops several trainers)."""
+        _release_output_dir(self)
         self.logger.close()
         close = getattr(self.engine, "close", None)
         if close is not None:
