@@ -175,6 +175,28 @@ HAND_RECORDS = [
 ]
 
 
+def test_gold_form_rate_counts_answers_that_cannot_be_right():
+    """A Brier reward pays "24" at confidence 0 for a True / False question as much as a sure right answer: the
+    report's gold-form rate (and per domain) shows how often the policy answers outside the question's form."""
+    from mmevo.honest.calibration import answer_has_gold_form
+
+    assert answer_has_gold_form("False", "True") and answer_has_gold_form(" true ", "False")
+    assert answer_has_gold_form("24", "True") is False and answer_has_gold_form("-3", "17")
+    assert answer_has_gold_form("+3", "-17") and answer_has_gold_form("True", "4") is False
+    assert answer_has_gold_form("3.5", "4") is False and answer_has_gold_form("x", "1/2") is None
+    recs = [{"response": R("24", 0.0), "gold": "True", "domain": "logic"},  # a number for True / False
+            {"response": R("False", 0.6), "gold": "True", "domain": "logic"},
+            {"response": R("True", 0.6), "gold": "True", "domain": "logic"},
+            {"response": R("7", 0.1), "gold": "-2", "domain": "arithmetic"},
+            {"response": R(abstain=True), "gold": "3", "domain": "arithmetic"},  # no answer: not counted
+            {"response": "no tags at all", "gold": "3", "domain": "arithmetic"}]  # unreadable: not counted
+    rep = calibration_report(recs)
+    assert rep["gold_form_rate"] == pytest.approx(3 / 4)
+    by = rep["by"]["domain"]
+    assert by["logic"]["gold_form_rate"] == pytest.approx(2 / 3) and by["arithmetic"]["gold_form_rate"] == 1.0
+    assert calibration_report(recs[4:])["gold_form_rate"] is None
+
+
 def test_calibration_report_against_hand_computed_values():
     rep = calibration_report(HAND_RECORDS)
     assert (rep["n"], rep["graded"], rep["correct"]) == (7, 5, 3)

@@ -15,7 +15,9 @@ Definitions (N = records): accuracy = correct / N (abstains and unreadable respo
 abstain rate = abstains / N; malformed rate = responses that are neither a graded answer nor an abstain under the
 lenient parser / N; ECE, Brier (mean (c - y)^2) and mean confidence over the graded responses (an answer with a
 confidence), None when there are none; confidence sd (near 0: one degenerate value, seed 8's histogram check) and
-confidence gap (mean confidence on correct answers minus on wrong ones: does the confidence discriminate).
+confidence gap (mean confidence on correct answers minus on wrong ones: does the confidence discriminate);
+gold-form rate (answers of the form the gold has, True / False or an integer, over the answers whose gold has one
+of these forms: an answer of another form is sure to be wrong, the Brier reward's exploit at confidence 0).
 """
 
 from __future__ import annotations
@@ -23,14 +25,16 @@ from __future__ import annotations
 import copy
 import json
 import math
+import re
 import time
 from collections.abc import Sequence
 from pathlib import Path
 
 import torch
 
-__all__ = ["score_response", "calibration_report", "reliability_bins", "plot_reliability", "generate_records",
-           "evaluate_calibration", "calibration_heldout", "run_calibration_eval", "hindsight_audit", "pillar_works"]
+__all__ = ["score_response", "answer_has_gold_form", "calibration_report", "reliability_bins", "plot_reliability",
+           "generate_records", "evaluate_calibration", "calibration_heldout", "run_calibration_eval", "hindsight_audit",
+           "pillar_works"]
 
 N_BINS = 10  # equal-width confidence bins of the ECE and the reliability diagram (seed 8)
 PILLAR_ECE_BAR = -0.01  # seed 8: a pillar "works" if Delta ECE <= -0.01 vs. the base GRPO run (same seed, data, steps)
@@ -53,7 +57,30 @@ def score_response(response: str, gold: str, choices: Sequence[str] | None = Non
     return {"answer": p.answer, "confidence": p.confidence, "abstain": p.abstain, "graded": p.graded,
             "well_formed": p.well_formed, "strict_well_formed": parse_strict(response).well_formed,
             "correct": correct, "hindsight": p.hindsight, "refined_confidence": p.refined_confidence,
-            "malformed": list(p.malformed)}
+            "malformed": list(p.malformed),
+            "gold_form": answer_has_gold_form(p.answer, gold) if p.answered and not choices else None}
+
+
+_INTEGER = re.compile(r"[+-]?\d+")
+_BOOLEANS = ("true", "false")
+
+
+def answer_has_gold_form(answer: str, gold: str) -> bool | None:
+    """Whether ``answer`` is of the form the question asks: True / False where the gold is one, an integer where the
+    gold is one; None for any other gold. A Brier reward pays a sure-wrong answer at confidence 0 as much as a
+    sure-right one at 1, and an answer of the wrong form is sure to be wrong: its share falling is that exploit."""
+    gold = str(gold).strip()
+    if gold.lower() in _BOOLEANS:
+        return answer.strip().lower() in _BOOLEANS
+    if _INTEGER.fullmatch(gold):
+        return _INTEGER.fullmatch(answer.strip()) is not None
+    return None
+
+
+def _form_rate(scored: Sequence[dict]) -> float | None:
+    """Share of the answers with a known gold form that have it (``answer_has_gold_form``); None without any."""
+    known = [s["gold_form"] for s in scored if s.get("gold_form") is not None]
+    return sum(known) / len(known) if known else None
 
 
 def _checked(records: Sequence[dict]) -> list[dict]:
@@ -126,7 +153,7 @@ def calibration_report(records: Sequence[dict], bins: int = N_BINS) -> dict:
               "refinement_rate": None if not n else sum(s["refined_confidence"] is not None for s in scored) / n,
               "accuracy_graded": sum(hits) / len(hits) if hits else None,
               "mean_confidence": sum(conf) / len(conf) if conf else None,
-              "confidence_sd": _sd(conf), "confidence_gap": _gap(conf, hits),
+              "confidence_sd": _sd(conf), "confidence_gap": _gap(conf, hits), "gold_form_rate": _form_rate(scored),
               "ece": None, "brier": None, "n_bins": bins, "bins": reliability_bins(conf, hits, bins)}
     if graded:
         c = torch.tensor(conf, dtype=torch.float64)
@@ -153,7 +180,8 @@ def _gap(conf: list[float], hits: list[bool]) -> float | None:
 
 
 def _breakdown(records: list[dict], scored: list[dict]) -> dict:
-    """n, accuracy, well-formed rate and mean confidence per domain and per difficulty (when records carry them)."""
+    """n, accuracy, well-formed rate, gold-form rate and mean confidence per domain and per difficulty (when records
+    carry them)."""
     by: dict[str, dict] = {}
     for key in ("domain", "difficulty"):
         groups: dict[str, list[dict]] = {}
@@ -163,6 +191,7 @@ def _breakdown(records: list[dict], scored: list[dict]) -> dict:
         if groups:
             by[key] = {g: {"n": len(ss), "accuracy": sum(s["correct"] for s in ss) / len(ss),
                            "well_formed_rate": sum(s["well_formed"] for s in ss) / len(ss),
+                           "gold_form_rate": _form_rate(ss),
                            "mean_confidence": (sum(s["confidence"] for s in ss if s["graded"])
                                                / max(1, sum(s["graded"] for s in ss)))
                            if any(s["graded"] for s in ss) else None}
