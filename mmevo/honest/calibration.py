@@ -54,11 +54,14 @@ def score_response(response: str, gold: str, choices: Sequence[str] | None = Non
 
     p = parse_lenient(response)
     correct = bool(p.answered and answers_equivalent(p.answer, gold, list(choices) if choices else None))
+    gold_form = answer_has_gold_form(p.answer, gold) if p.answered and not choices else None
+    if gold_form is False and correct:  # "5.0", "1,000", "true." are graded right: not of a sure-wrong form
+        gold_form = True
     return {"answer": p.answer, "confidence": p.confidence, "abstain": p.abstain, "graded": p.graded,
             "well_formed": p.well_formed, "strict_well_formed": parse_strict(response).well_formed,
             "correct": correct, "hindsight": p.hindsight, "refined_confidence": p.refined_confidence,
             "malformed": list(p.malformed),
-            "gold_form": answer_has_gold_form(p.answer, gold) if p.answered and not choices else None}
+            "gold_form": gold_form}
 
 
 _INTEGER = re.compile(r"[+-]?\d+")
