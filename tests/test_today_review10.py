@@ -3,12 +3,26 @@
 - HONEST's ``gold_form_rate`` counted answers the grader accepts ("5.0" for 5, "1,000" for 1000, "true." for True)
   as answers of another form, which the report calls sure to be wrong: a run answering right read as exploiting the
   Brier reward.
+- ``step()`` before the first ``train()``: a trainer that saved its own checkpoint at its current step was refused
+  ("resuming would silently discard" steps that the checkpoint holds).
+- The registry of output dirs resolved a relative ``trainer.output_dir`` anew at each look-up: a trainer closed after
+  the working directory changed stayed registered, and the next trainer on that directory was warned of a live,
+  unclosed one.
 """
 
-import pytest
+import os
+import warnings
 
+import pytest
+import torch
+
+from conftest import randomize
+from mmevo.config import load_config
+from mmevo.data.schema import Example
 from mmevo.honest.calibration import calibration_report, score_response
 from mmevo.honest.protocol import format_response
+from mmevo.models.loader import load_model
+from mmevo.recipes import build_trainer
 
 
 # -- HONEST: gold_form_rate ----------------------------------------------------------------------------------------
@@ -31,3 +45,74 @@ def test_gold_form_rate_counts_right_answers_of_another_spelling_and_still_flags
     assert rep["gold_form_rate"] == pytest.approx(3 / 5)  # was 0 / 5
     by = rep["by"]["domain"]
     assert by["arithmetic"]["gold_form_rate"] == pytest.approx(2 / 3) and by["logic"]["gold_form_rate"] == 0.5
+
+
+# -- trainer: step() before train(), the output-dir registry -------------------------------------------------------
+def _cfg(out, **over):
+    base = {"data.prompt_template": "none", "rollout.n": 2, "rollout.max_tokens": 4, "trainer.prompts_per_step": 2,
+            "trainer.mini_batch_prompts": 1, "trainer.micro_batch_seqs": 4, "trainer.lr": 1e-2, "trainer.steps": 4,
+            "trainer.output_dir": str(out), "trainer.wandb_mode": "disabled", "trainer.progress": False,
+            "trainer.save_every": 1, "algo.kl_coef": 0, "trainer.seed": 3, "reward.heads": "{format: 1.0}"}
+    base.update(over)
+    return load_config(None, [f"{k}={v}" for k, v in base.items()])
+
+
+def _problems(k=8):
+    return [Example(f"p{i}", f"What is {i} + {i + 1}?", str(2 * i + 1), [], []) for i in range(k)]
+
+
+def _trainer(path, out, **over):
+    lm = load_model(path)
+    randomize(lm.model, std=0.15, seed=1)
+    return build_trainer(_cfg(out, **over), lm, _problems())
+
+
+def test_step_then_its_own_save_then_train_goes_on(tiny_text_path, tmp_path):
+    """A loop driving step() and save() itself, then train(): the newest checkpoint is the one it just wrote, whose
+    resume discards nothing (it was refused as if it rewound the steps)."""
+    tr = _trainer(tiny_text_path, tmp_path)
+    tr.step()
+    tr.step()
+    assert tr.save().name == "step_000002"
+    weights = {k: v.clone() for k, v in tr.model.state_dict().items()}
+    tr.train(steps=0)  # resumes its own step 2: the same weights
+    assert tr.step_idx == 2
+    assert all(torch.equal(weights[k], v) for k, v in tr.model.state_dict().items())
+    tr.train(steps=1)
+    assert tr.step_idx == 3 and (tmp_path / "checkpoints" / "step_000003").is_dir()
+    tr.close()
+    # a step after its own save: the checkpoint would rewind it, still refused
+    again = _trainer(tiny_text_path, tmp_path / "b")
+    again.step()
+    again.save()
+    again.step()
+    with pytest.raises(ValueError, match=r"ran 2 step\(s\) through step\(\).*step_000001"):
+        again.train(steps=1)
+    assert again.step_idx == 2
+    again.close()
+
+
+def test_a_trainer_closed_after_a_chdir_releases_its_relative_output_dir(tiny_text_path, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    first = _trainer(tiny_text_path, "run", **{"trainer.save_every": 0})
+    first.train(steps=0)
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")  # e.g. a notebook cell, or a plug-in that changes directory
+    first.close()
+    monkeypatch.chdir(tmp_path)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # was: "started by another trainer of this process that is not closed"
+        second = _trainer(tiny_text_path, "run", **{"trainer.save_every": 0})
+        second.train(steps=0)
+    second.close()
+    # a symlinked output_dir and its target are one directory: the second trainer takes it over, warned
+    os.symlink(tmp_path / "run", tmp_path / "link")
+    a = _trainer(tiny_text_path, "run", **{"trainer.save_every": 0})
+    b = _trainer(tiny_text_path, "link", **{"trainer.save_every": 0})
+    a.train(steps=0)
+    with pytest.warns(UserWarning, match="not closed"):
+        b.train(steps=0)
+    with pytest.raises(ValueError, match="taken over"):
+        a.train(steps=1)
+    b.close()
+    a.close()

@@ -105,8 +105,14 @@ class PromptCache:
 _OUTPUT_DIR_OWNERS: dict[Path, weakref.ref] = {}
 
 
+def _output_dir_key(trainer: "GRPOTrainer") -> Path:
+    """The registry's key of a trainer's output_dir: as resolved when it took the directory (a relative output_dir or a
+    symlink resolves elsewhere once the working directory changes or the link moves), else as resolved now."""
+    return getattr(trainer, "_output_dir_key", None) or trainer.out.resolve()
+
+
 def _output_dir_owner(trainer: "GRPOTrainer") -> "GRPOTrainer | None":
-    holder = _OUTPUT_DIR_OWNERS.get(trainer.out.resolve())
+    holder = _OUTPUT_DIR_OWNERS.get(_output_dir_key(trainer))
     return holder() if holder is not None else None
 
 
@@ -118,7 +124,8 @@ def _take_output_dir(trainer: "GRPOTrainer") -> None:
         warnings.warn(f"trainer.output_dir={trainer.out} was started by another trainer of this process that is not "
                       "closed: this one takes it over (resuming its checkpoints), and that one can no longer train or "
                       "save. Each trainer of a loop (role, phase) needs its own output_dir.", stacklevel=3)
-    _OUTPUT_DIR_OWNERS[trainer.out.resolve()] = weakref.ref(trainer)
+    trainer._output_dir_key = trainer.out.resolve()
+    _OUTPUT_DIR_OWNERS[trainer._output_dir_key] = weakref.ref(trainer)
 
 
 def _check_output_dir(trainer: "GRPOTrainer") -> None:
@@ -131,7 +138,7 @@ def _check_output_dir(trainer: "GRPOTrainer") -> None:
 
 def _release_output_dir(trainer: "GRPOTrainer") -> None:
     if _output_dir_owner(trainer) in (trainer, None):
-        _OUTPUT_DIR_OWNERS.pop(trainer.out.resolve(), None)
+        _OUTPUT_DIR_OWNERS.pop(_output_dir_key(trainer), None)
 
 
 def _prompt_bytes(enc: EncodedPrompt) -> int:
@@ -477,6 +484,8 @@ class GRPOTrainer:
         self._ran: list[tuple[int, dict]] = []  # (step, metrics) of every step this trainer ran (see logged_history)
         self._started = False
         self._unstarted_steps = 0  # steps run through step() before the first train() (a resume would discard them)
+        self._saved_step = -1  # step_idx at this trainer's last save(): resuming that checkpoint discards nothing
+        self._output_dir_key: Path | None = None  # see _take_output_dir
 
     # -- the algorithm ------------------------------------------------------------------------------------------
     def step(self, examples: Sequence[Example] | None = None) -> dict:
@@ -880,9 +889,12 @@ class GRPOTrainer:
         """Checkpoint (every rank must call it under DeepSpeed: ZeRO-3 weights are gathered; rank 0 writes)."""
         _check_output_dir(self)
         if self.ds_engine is None:
-            return save_checkpoint(self.out, self.step_idx, self.model, self.policy.processor, self.trainer_state(),
-                                   keep=self.cfg.trainer.keep_checkpoints)
-        return self._save_deepspeed()
+            saved = save_checkpoint(self.out, self.step_idx, self.model, self.policy.processor, self.trainer_state(),
+                                    keep=self.cfg.trainer.keep_checkpoints)
+        else:
+            saved = self._save_deepspeed()
+        self._saved_step = self.step_idx
+        return saved
 
     def _save_deepspeed(self) -> Path | None:
         """ZeRO partitions the optimizer state across ranks (its torch state_dict cannot even be built), so DeepSpeed
@@ -1010,7 +1022,8 @@ class GRPOTrainer:
         t = self.cfg.trainer
         if not self._started:  # resume (or start a fresh curve) once per trainer, not on every train() call
             ckpt = latest_checkpoint(self.out) if self._unstarted_steps and t.resume else None
-            if ckpt is not None:  # resuming would replace the weights and state of the steps run since
+            own = ckpt is not None and self._saved_step == self.step_idx and ckpt.name == f"step_{self.step_idx:06d}"
+            if ckpt is not None and not own:  # resuming would replace the weights and state of the steps run since
                 raise ValueError(f"this trainer ran {self._unstarted_steps} step(s) through step() before its first "
                                  f"train(), and resuming {ckpt} would silently discard them: call train(steps=0) "
                                  "(resume) before the first step(), or start afresh with trainer.resume=false or "
