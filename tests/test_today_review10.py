@@ -8,6 +8,8 @@
 - The registry of output dirs resolved a relative ``trainer.output_dir`` anew at each look-up: a trainer closed after
   the working directory changed stayed registered, and the next trainer on that directory was warned of a live,
   unclosed one.
+- A fresh ``train()`` seeded the process's generators with step 0's sampling seed: a plug-in's first draws repeated
+  the numbers CSRS's anchors and the HF sampler drew at step 0.
 """
 
 import os
@@ -116,3 +118,27 @@ def test_a_trainer_closed_after_a_chdir_releases_its_relative_output_dir(tiny_te
         a.train(steps=1)
     b.close()
     a.close()
+
+
+def test_a_fresh_start_seeds_the_global_generators_apart_from_step_0s_sampling(tiny_text_path, tmp_path):
+    """The global generators were seeded with step 0's sampling seed: a plug-in's first ``random`` / torch draws were
+    the very numbers CSRS drew its anchors from (``random.Random(ctx.seed)``) and the HF sampler its tokens from."""
+    import random
+
+    from mmevo.rollout.strategy import step_seed
+
+    tr = _trainer(tiny_text_path, tmp_path, **{"trainer.save_every": 0})
+    tr.seed_offset = 2
+    tr.train(steps=0)
+    step0 = step_seed(3, 0, 0, 2)  # trainer.seed 3: what rollout_context gives step 0 on rank 0
+    plugin_py, plugin_torch = [random.random() for _ in range(4)], torch.rand(4)
+    assert plugin_py != [random.Random(step0).random() for _ in range(4)]
+    assert not torch.equal(plugin_torch, torch.rand(4, generator=torch.Generator().manual_seed(step0)))
+    tr.close()
+    # still reproducible from trainer.seed and seed_offset
+    again = _trainer(tiny_text_path, tmp_path / "b", **{"trainer.save_every": 0})
+    again.seed_offset = 2
+    random.seed(99)
+    again.train(steps=0)
+    assert [random.random() for _ in range(4)] == plugin_py
+    again.close()

@@ -1031,8 +1031,9 @@ class GRPOTrainer:
             _take_output_dir(self)
             if not self.maybe_resume():
                 # as a resume restores them from its checkpoint: a plug-in's random / numpy / torch draws are seeded
-                # by the run's seed and this trainer's seed_offset (a loop's roles and phases draw differently)
-                seed_everything(step_seed(t.seed, 0, 0, self.seed_offset))
+                # by the run's seed and this trainer's seed_offset (a loop's roles and phases draw differently); as
+                # "step -1", not step 0's sampling seed, whose streams CSRS's anchors and the HF sampler draw from
+                seed_everything(step_seed(t.seed, -1, 0, self.seed_offset))
                 self.logger.begin(self.step_idx)  # a fresh run: a new wandb run, never an old run's curve
                 self._abandon_earlier_run()
             self._started = True
