@@ -10,6 +10,8 @@
   unclosed one.
 - A fresh ``train()`` seeded the process's generators with step 0's sampling seed: a plug-in's first draws repeated
   the numbers CSRS's anchors and the HF sampler drew at step 0.
+- With ``trainer.resume=false`` the first ``train()`` removed the checkpoint the trainer itself had saved after its
+  ``step()`` calls, reporting it as an earlier run's.
 """
 
 import os
@@ -142,3 +144,22 @@ def test_a_fresh_start_seeds_the_global_generators_apart_from_step_0s_sampling(t
     again.train(steps=0)
     assert [random.random() for _ in range(4)] == plugin_py
     again.close()
+
+
+def test_a_fresh_start_keeps_the_checkpoint_it_saved_itself_and_removes_the_earlier_runs(tiny_text_path, tmp_path,
+                                                                                        capsys):
+    """``trainer.resume=false``: train() removes an earlier run's checkpoints, and used to remove the one this trainer
+    had just saved after its step()s too, reporting it as "of an earlier run"."""
+    earlier = _trainer(tiny_text_path, tmp_path)
+    earlier.train(steps=1)  # an earlier run's step_000001
+    earlier.close()
+    tr = _trainer(tiny_text_path, tmp_path, **{"trainer.resume": "false", "trainer.save_every": 0})
+    tr.step()
+    tr.step()
+    tr.save()  # its own step_000002
+    capsys.readouterr()
+    tr.train(steps=0)
+    assert sorted(p.name for p in (tmp_path / "checkpoints").iterdir()) == ["step_000002"]
+    assert "removed 1 checkpoint(s) of an earlier run" in capsys.readouterr().out
+    assert tr.step_idx == 2
+    tr.close()

@@ -13,6 +13,7 @@ import random
 import re
 import shutil
 import tempfile
+from collections.abc import Collection
 from pathlib import Path
 
 import numpy as np
@@ -117,11 +118,12 @@ def commit_checkpoint(tmp: Path, output_dir: str | Path, step: int, keep: int) -
     return final
 
 
-def abandon_checkpoints(output_dir: str | Path) -> list[str]:
+def abandon_checkpoints(output_dir: str | Path, keep: Collection[str] = ()) -> list[str]:
     """A run that starts afresh (``trainer.resume=false``) in ``output_dir``: the checkpoints there belong to an
     earlier run. Removed now, not at this run's first save: until then a rerun (resuming by default) would resume the
-    old run's state under this run's curve, and with ``save_every=0`` they would never go. Returns their names."""
-    ckpts = list_checkpoints(output_dir)
+    old run's state under this run's curve, and with ``save_every=0`` they would never go. ``keep``: names of this
+    run's own (saved after ``step()`` calls, before its first ``train()``). Returns the names removed."""
+    ckpts = [c for c in list_checkpoints(output_dir) if c.name not in keep]
     _remove_checkpoints(ckpts)
     return [c.name for c in ckpts]
 

@@ -484,7 +484,7 @@ class GRPOTrainer:
         self._ran: list[tuple[int, dict]] = []  # (step, metrics) of every step this trainer ran (see logged_history)
         self._started = False
         self._unstarted_steps = 0  # steps run through step() before the first train() (a resume would discard them)
-        self._saved_step = -1  # step_idx at this trainer's last save(): resuming that checkpoint discards nothing
+        self._own_checkpoints: set[str] = set()  # names of the checkpoints this trainer saved (not an earlier run's)
         self._output_dir_key: Path | None = None  # see _take_output_dir
 
     # -- the algorithm ------------------------------------------------------------------------------------------
@@ -893,7 +893,7 @@ class GRPOTrainer:
                                     keep=self.cfg.trainer.keep_checkpoints)
         else:
             saved = self._save_deepspeed()
-        self._saved_step = self.step_idx
+        self._own_checkpoints.add(f"step_{self.step_idx:06d}")
         return saved
 
     def _save_deepspeed(self) -> Path | None:
@@ -929,7 +929,7 @@ class GRPOTrainer:
 
         if self.cfg.trainer.resume:
             return
-        gone = abandon_checkpoints(self.out) if D.is_main() else []
+        gone = abandon_checkpoints(self.out, keep=self._own_checkpoints) if D.is_main() else []
         if gone:
             print(f"[mmevo] trainer.resume=false: removed {len(gone)} checkpoint(s) of an earlier run in "
                   f"{self.out / 'checkpoints'} ({gone[0]} .. {gone[-1]})")
@@ -1022,7 +1022,7 @@ class GRPOTrainer:
         t = self.cfg.trainer
         if not self._started:  # resume (or start a fresh curve) once per trainer, not on every train() call
             ckpt = latest_checkpoint(self.out) if self._unstarted_steps and t.resume else None
-            own = ckpt is not None and self._saved_step == self.step_idx and ckpt.name == f"step_{self.step_idx:06d}"
+            own = ckpt is not None and ckpt.name == f"step_{self.step_idx:06d}" and ckpt.name in self._own_checkpoints
             if ckpt is not None and not own:  # resuming would replace the weights and state of the steps run since
                 raise ValueError(f"this trainer ran {self._unstarted_steps} step(s) through step() before its first "
                                  f"train(), and resuming {ckpt} would silently discard them: call train(steps=0) "
