@@ -21,8 +21,7 @@ import pytest
 import torch
 
 from conftest import randomize
-from mmevo.config import load_config
-from mmevo.data.schema import Example
+from test_hooks_review9 import _cfg, _problems
 from mmevo.honest.calibration import calibration_report, score_response
 from mmevo.honest.protocol import format_response
 from mmevo.models.loader import load_model
@@ -52,23 +51,10 @@ def test_gold_form_rate_counts_right_answers_of_another_spelling_and_still_flags
 
 
 # -- trainer: step() before train(), the output-dir registry -------------------------------------------------------
-def _cfg(out, **over):
-    base = {"data.prompt_template": "none", "rollout.n": 2, "rollout.max_tokens": 4, "trainer.prompts_per_step": 2,
-            "trainer.mini_batch_prompts": 1, "trainer.micro_batch_seqs": 4, "trainer.lr": 1e-2, "trainer.steps": 4,
-            "trainer.output_dir": str(out), "trainer.wandb_mode": "disabled", "trainer.progress": False,
-            "trainer.save_every": 1, "algo.kl_coef": 0, "trainer.seed": 3, "reward.heads": "{format: 1.0}"}
-    base.update(over)
-    return load_config(None, [f"{k}={v}" for k, v in base.items()])
-
-
-def _problems(k=8):
-    return [Example(f"p{i}", f"What is {i} + {i + 1}?", str(2 * i + 1), [], []) for i in range(k)]
-
-
 def _trainer(path, out, **over):
     lm = load_model(path)
     randomize(lm.model, std=0.15, seed=1)
-    return build_trainer(_cfg(out, **over), lm, _problems())
+    return build_trainer(_cfg(out, **over), lm, _problems("p"))
 
 
 def test_step_then_its_own_save_then_train_goes_on(tiny_text_path, tmp_path):
