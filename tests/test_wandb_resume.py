@@ -1,6 +1,8 @@
 """A resumed trainer continues its checkpoint's wandb run (same id, rewound to the checkpoint's step) instead of
 opening a second run, and what ``wandb sync`` would upload holds every step once. Real wandb, offline, no network."""
 
+import time
+
 import pytest
 
 from conftest import randomize
@@ -40,11 +42,28 @@ def wandb_records(path) -> list:
     return records
 
 
+def finished_records(path, timeout_s: float = 60.0) -> list:
+    """``wandb_records`` once the log holds its run's ``exit`` record. ``run.finish()`` can return before wandb's
+    service process has written the run out (seen on a loaded CI machine: a log with its header and no run record yet),
+    so the log is read again until it is complete, or as it is after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            records = wandb_records(path)
+        except Exception:  # a log still empty, or its last chunk half-written
+            records = None
+        if records and any(r.WhichOneof("record_type") == "exit" for r in records):
+            return records
+        if time.monotonic() > deadline:
+            return records if records is not None else wandb_records(path)
+        time.sleep(0.2)
+
+
 def offline_segment(run_dir) -> dict:
     """One offline run directory: its run id, its rewind point (None: a new run), the steps its history holds and
     its start time."""
     (log,) = run_dir.glob("*.wandb")
-    records = wandb_records(log)
+    records = finished_records(log)
     (run,) = [r.run for r in records if r.WhichOneof("record_type") == "run"]
     branch = (run.branch_point.run, run.branch_point.value) if run.HasField("branch_point") else None
     steps = [int(r.history.step.num) for r in records if r.WhichOneof("record_type") == "history"]
