@@ -297,9 +297,7 @@ def _check_train(cfg) -> None:
     from mmevo.rewards.heads import resolve_head
 
     if cfg.trainer.steps > 0:  # trainer.steps=0 evaluates model.path only (as a loop's phase_steps=0): no group
-        _check_group(cfg)
-        _check_gold(cfg)
-        _check_reinference_use(cfg)
+        _check_grpo(cfg)
     if not any(cfg.reward.heads.values()):
         raise ConfigError(f"reward.heads={cfg.reward.heads!r}: every weight is 0, so every reward is 0 and no step would "
                           "change the policy")
@@ -335,6 +333,13 @@ def _check_train(cfg) -> None:
 # reward heads of the self-evolution loops' roles (registered in mmevo.rewards.heads) -> the loop that feeds them
 LOOP_HEADS = {"mmzero_proposer": "mmzero", "mmzero_coder": "mmzero", "prism_coverage": "prism",
               "honest_generator": "honest"}
+
+
+def _check_grpo(cfg) -> None:
+    """What a GRPO run that trains (``train``, a demo run, a loop role) needs of its group and its reward heads."""
+    _check_group(cfg)
+    _check_gold(cfg)
+    _check_reinference_use(cfg)
 
 
 def _check_gold(cfg) -> None:
@@ -464,9 +469,7 @@ def _check_loop(loop: str, cfg) -> None:
         try:
             rc = role_config(cfg, role, Path(out) / role, cfg.model.path)
             if rc.trainer.steps > 0:  # every role trains by GRPO: with rollout.n=1 the loop ran and learned nothing
-                _check_group(rc)
-                _check_gold(rc)
-                _check_reinference_use(rc)
+                _check_grpo(rc)
         except ValueError as e:  # ConfigError too
             raise ConfigError(f"{loop}.roles.{role}: the {role} phase's config: {e}") from None
     if loop == "mmzero" and cfg.mmzero.embedder:  # read by the proposer's reward, mid-phase after models loaded

@@ -730,8 +730,7 @@ def _judge(pool, solver: FrozenRole, m) -> Judge:
 def warm_up(cfg: Config, paths: dict, out: Path) -> dict:
     """SFT each role on embedded demonstrations (tiny models only learn the formats this way); cached in ``out``."""
     from mmevo.evolve.mmzero_demos import demos
-    from mmevo.grpo.checkpoint import save_model
-    from mmevo.grpo.sft import discard_state, run_sft
+    from mmevo.grpo.sft import sft_and_export
     from mmevo.recipes import load_policy
 
     ds = demos(cfg.mmzero.warmup_demos, seed=cfg.trainer.seed)
@@ -756,10 +755,7 @@ def warm_up(cfg: Config, paths: dict, out: Path) -> dict:
                     for q, a in ((p.easy_question, p.easy_answer), (p.hard_question, p.hard_answer)):
                         exs.append(Example(content_id("demo", d.svg, q), SOLVER_INSTRUCTION.format(question=q), a, [],
                                            [img], solution=f"<think>I read the image.</think> \\boxed{{{a}}}"))
-            policy = load_policy(rc)
-            run_sft(rc, policy, exs, log=False)
-            save_model(target, policy.model, policy.processor)
-            discard_state(rc.sft.output_dir)
+            sft_and_export(rc, load_policy(rc), exs, target)
         new[role] = str(target)
     return new
 

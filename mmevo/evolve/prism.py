@@ -381,8 +381,7 @@ def warm_up(cfg: Config, base_path: str, out: Path) -> str:
     """SFT a tiny model on embedded questions, both roles in one model (the questioner starts from the solver):
     instruction -> ``<question>q</question>`` and q -> ``<think>…</think> \\boxed{a}``; cached in ``out``."""
     from mmevo.data.text_questions import generate_text_questions
-    from mmevo.grpo.checkpoint import save_model
-    from mmevo.grpo.sft import discard_state, run_sft
+    from mmevo.grpo.sft import sft_and_export
     from mmevo.recipes import load_policy
 
     target = out / "model"
@@ -397,10 +396,7 @@ def warm_up(cfg: Config, base_path: str, out: Path) -> str:
     rc = copy.deepcopy(cfg)
     rc.data.prompt_template = "none"
     rc.sft.output_dir = str(out)
-    policy = load_policy(rc, base_path)
-    run_sft(rc, policy, exs, log=False)
-    save_model(target, policy.model, policy.processor)
-    discard_state(rc.sft.output_dir)
+    sft_and_export(rc, load_policy(rc, base_path), exs, target)
     return str(target)
 
 

@@ -77,10 +77,15 @@ def latest_checkpoint(output_dir: str | Path) -> Path | None:
     return ckpts[-1] if ckpts else None
 
 
+def checkpoint_name(step: int) -> str:
+    """The directory name of the checkpoint at ``step`` (under ``checkpoint_root``)."""
+    return f"step_{step:06d}"
+
+
 def save_checkpoint(output_dir: str | Path, step: int, model, processor, trainer_state: dict, keep: int = 2,
                     state_dict: dict | None = None) -> Path:
     """Write ``step_<step>`` atomically; prune to the newest ``keep``. ``state_dict``: gathered weights (ZeRO-3)."""
-    tmp = Path(tempfile.mkdtemp(prefix=f".step_{step:06d}.tmp", dir=checkpoint_root(output_dir)))
+    tmp = Path(tempfile.mkdtemp(prefix=f".{checkpoint_name(step)}.tmp", dir=checkpoint_root(output_dir)))
     try:
         write_checkpoint_files(tmp, step, model, processor, trainer_state, state_dict)
         return commit_checkpoint(tmp, output_dir, step, keep)
@@ -108,7 +113,7 @@ def commit_checkpoint(tmp: Path, output_dir: str | Path, step: int, keep: int) -
     Checkpoints of later steps belong to an abandoned run in the same output_dir (this one started afresh): they are
     removed, so neither pruning nor a later resume can prefer them to this run's own.
     """
-    final = checkpoint_root(output_dir) / f"step_{step:06d}"
+    final = checkpoint_root(output_dir) / checkpoint_name(step)
     replaced = _move_aside(final) if final.exists() else None
     os.replace(tmp, final)
     ckpts = list_checkpoints(output_dir)

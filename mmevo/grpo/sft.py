@@ -141,6 +141,15 @@ def discard_state(output_dir) -> None:
     (Path(output_dir) / STATE_FILE).unlink(missing_ok=True)
 
 
+def sft_and_export(cfg: Config, policy: LoadedModel, examples: list[Example], target: Path) -> None:
+    """A loop's warm-up: ``run_sft`` (no log), the model saved to ``target``, the SFT's resumable state discarded."""
+    from mmevo.grpo.checkpoint import save_model
+
+    run_sft(cfg, policy, examples, log=False)
+    save_model(target, policy.model, policy.processor)
+    discard_state(cfg.sft.output_dir)
+
+
 def _save_state(path: Path, state: dict) -> None:
     """Write atomically: an interruption during the write leaves the previous state intact."""
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -27,8 +27,8 @@ from mmevo.data.prompts import EpochSampler, PromptSource
 from mmevo.data.schema import Example
 from mmevo.grpo import algos
 from mmevo.grpo.distributed import is_max_metric
-from mmevo.grpo.checkpoint import (DamagedCheckpointError, abandon_checkpoints, checkpoint_root, commit_checkpoint,
-                                   latest_checkpoint, load_model_weights, load_state_file, load_trainer_state,
+from mmevo.grpo.checkpoint import (DamagedCheckpointError, abandon_checkpoints, checkpoint_name, checkpoint_root,
+                                   commit_checkpoint, latest_checkpoint, load_model_weights, load_state_file, load_trainer_state,
                                    remove_partial_checkpoints, rng_state, save_checkpoint, save_model, set_rng_state,
                                    write_checkpoint_files)
 from mmevo.metrics import RunLogger, StageTimer, peak_memory_mb
@@ -108,7 +108,7 @@ _OUTPUT_DIR_OWNERS: dict[Path, weakref.ref] = {}
 def _output_dir_key(trainer: "GRPOTrainer") -> Path:
     """The registry's key of a trainer's output_dir: as resolved when it took the directory (a relative output_dir or a
     symlink resolves elsewhere once the working directory changes or the link moves), else as resolved now."""
-    return getattr(trainer, "_output_dir_key", None) or trainer.out.resolve()
+    return trainer._output_dir_key or trainer.out.resolve()
 
 
 def _output_dir_owner(trainer: "GRPOTrainer") -> "GRPOTrainer | None":
@@ -893,7 +893,7 @@ class GRPOTrainer:
                                     keep=self.cfg.trainer.keep_checkpoints)
         else:
             saved = self._save_deepspeed()
-        self._own_checkpoints.add(f"step_{self.step_idx:06d}")
+        self._own_checkpoints.add(checkpoint_name(self.step_idx))
         return saved
 
     def _save_deepspeed(self) -> Path | None:
@@ -906,7 +906,7 @@ class GRPOTrainer:
 
         gathered = full_state_items(self.model, device="cpu")  # collective under ZeRO-3: every rank takes part
         weights = dict(gathered) if D.is_main() else collections.deque(gathered, maxlen=0)  # only rank 0 keeps it
-        tmp = checkpoint_root(self.out) / f".step_{self.step_idx:06d}.tmp"  # one name on every rank
+        tmp = checkpoint_root(self.out) / f".{checkpoint_name(self.step_idx)}.tmp"  # one name on every rank
         if D.is_main():
             shutil.rmtree(tmp, ignore_errors=True)
             tmp.mkdir()
@@ -1022,7 +1022,7 @@ class GRPOTrainer:
         t = self.cfg.trainer
         if not self._started:  # resume (or start a fresh curve) once per trainer, not on every train() call
             ckpt = latest_checkpoint(self.out) if self._unstarted_steps and t.resume else None
-            own = ckpt is not None and ckpt.name == f"step_{self.step_idx:06d}" and ckpt.name in self._own_checkpoints
+            own = ckpt is not None and ckpt.name == checkpoint_name(self.step_idx) and ckpt.name in self._own_checkpoints
             if ckpt is not None and not own:  # resuming would replace the weights and state of the steps run since
                 raise ValueError(f"this trainer ran {self._unstarted_steps} step(s) through step() before its first "
                                  f"train(), and resuming {ckpt} would silently discard them: call train(steps=0) "

@@ -101,8 +101,7 @@ def role_config(cfg: Config, role: str, out_dir: Path, model_path: str) -> Confi
 
 # -- warm-up and evaluation ---------------------------------------------------------------------------------------
 def _sft(cfg: Config, base_path: str, examples, out: Path) -> str:
-    from mmevo.grpo.checkpoint import save_model
-    from mmevo.grpo.sft import discard_state, run_sft
+    from mmevo.grpo.sft import sft_and_export
     from mmevo.recipes import load_policy
 
     target = out / "model"
@@ -110,10 +109,7 @@ def _sft(cfg: Config, base_path: str, examples, out: Path) -> str:
         return str(target)
     rc = copy.deepcopy(cfg)
     rc.sft.output_dir = str(out)
-    policy = load_policy(rc, base_path)
-    run_sft(rc, policy, examples, log=False)
-    save_model(target, policy.model, policy.processor)
-    discard_state(rc.sft.output_dir)
+    sft_and_export(rc, load_policy(rc, base_path), examples, target)
     return str(target)
 
 
