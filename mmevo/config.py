@@ -482,11 +482,17 @@ def _apply(obj: Any, data: dict, prefix: str, from_file: bool = False) -> None:
             setattr(obj, key, _coerce(value, hints[key], where))
 
 
+# mappings of names to single values whose names may hold dots (a head's import path): an override's key below one
+# is one name, not nested keys
+_NAME_KEYED_MAPPINGS = frozenset({"reward.heads"})
+
+
 def set_dotted(cfg: Config, dotted: str, value: Any) -> None:
     """Set ``a.b.c`` to value (type-coerced).
 
     A key below a mapping field sets that entry and keeps the others: ``reward.heads.format=0.1`` adds a head
-    (``reward.heads='{format: 0.1}'`` replaces them all).
+    (``reward.heads='{format: 0.1}'`` replaces them all); below ``reward.heads`` the rest of the key is the head's
+    name, so ``reward.heads.mypkg.heads:Coverage=0.5`` adds the head ``mypkg.heads:Coverage``.
     """
     parts = dotted.split(".")
     obj: Any = cfg
@@ -502,6 +508,10 @@ def set_dotted(cfg: Config, dotted: str, value: Any) -> None:
             if not isinstance(nxt, dict):
                 raise ConfigError(f"{dotted}: {where} is a single value ({_fmt(nxt)}), not a section or mapping")
             merged = copy.deepcopy(nxt)
+            if where in _NAME_KEYED_MAPPINGS:  # the rest of the key is one entry's name, dots and all
+                merged[".".join(parts[i + 1:])] = value
+                _apply(obj, {p: merged}, ".".join(parts[:i]) + "." if i else "")
+                return
             cur = merged
             for q in parts[i + 1:-1]:
                 if not isinstance(cur.get(q), dict):

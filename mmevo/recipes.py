@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import time
+import warnings
 from pathlib import Path
 
 import torch
@@ -179,6 +180,9 @@ def build_trainer(cfg: Config, policy: LoadedModel, train=(), heldout=None, stra
     if cfg.algo.kl_coef > 0:  # the reference is the run's starting model, also after a resume
         ref_device = "cpu" if cfg.model.ref_offload else cfg.model.device  # offloaded: visits the GPU per pass
         ref = load_model(policy.path, cfg.model.dtype, ref_device).model.eval().requires_grad_(False)
+    elif cfg.model.ref_offload:  # said, not refused: a config may keep the setting while toggling the KL term
+        warnings.warn(f"model.ref_offload=true has no effect with algo.kl_coef={cfg.algo.kl_coef}: no reference model "
+                      "is loaded (it serves only the KL term)", UserWarning, stacklevel=2)
     trainer = GRPOTrainer(cfg, policy, None, train, heldout, ref_model=ref, strategy=strategy,
                           prompt_source=prompt_source, log=log)
     # the engine starts after DeepSpeed has partitioned the policy (ZeRO-3): vLLM claims its share of the GPU

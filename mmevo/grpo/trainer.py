@@ -368,6 +368,10 @@ def _right_padded(responses, pad_id: int, device) -> tuple[torch.Tensor, torch.T
 # (the value over all its tokens), never a mean of micro-batch means, which would depend on how it was split.
 # entropy / kl are logged per response token whatever loss_agg (the loss terms keep loss_agg): aggregated like the loss,
 # seq-mean-token-sum-norm divided them by rollout.max_tokens and the seq-mean modes counted token-less samples
+# what the trainer itself logs in a step (besides the reward heads'): a strategy metric of these names or namespaces
+# is refused before the step's update
+TRAINER_METRICS = frozenset({"lr", "frac_reward_zero_std"})
+TRAINER_METRIC_PREFIXES = ("actor/", "response/", "advantage/", "time/", "memory/", "throughput/", "data/", "eval/")
 _TOKEN_MEAN_METRICS = frozenset({"clip_frac", "clip_frac_low", "clip_frac_high", "clip_frac_dual", "approx_kl",
                                  "ratio_mean", "entropy", "kl"})
 
@@ -526,6 +530,8 @@ class GRPOTrainer:
         else:  # heads with a collective call per step (e.g. an all-reduce of their state) still take part
             self.rewards.empty_step()
             self._advantages(torch.zeros(0), torch.zeros(0, dtype=torch.long))  # and so does the batch std
+        # refused before the update: a step that raises must not have moved the weights
+        self._refuse_metric_clash(strategy_metrics, metrics, reserved=True)
         groups = rollout.group_ids[idx]
         prompts = [rollout.prompts[i] for i in idx]
         responses = [rollout.completions[i].full_ids for i in idx]
@@ -572,14 +578,22 @@ class GRPOTrainer:
         if hasattr(self.prompt_source, "epoch"):
             metrics["data/epoch"] = self.prompt_source.epoch
         metrics["lr"] = lr
-        clash = sorted(strategy_metrics.keys() & metrics.keys())
-        if clash:
-            name = getattr(self.strategy, "name", type(self.strategy).__name__)
-            raise ValueError(f"strategy {name!r} returned metric(s) {clash} that the trainer or a reward head logs "
-                             f"too (one would silently overwrite the other): name them under a prefix of its own, "
-                             f"e.g. '{name}/...'")
+        self._refuse_metric_clash(strategy_metrics, metrics)  # a name outside the namespaces known up front
         metrics.update(strategy_metrics)
         return metrics
+
+    def _refuse_metric_clash(self, strategy_metrics: dict, metrics: dict, reserved: bool = False) -> None:
+        """ValueError for a strategy metric named as one of ``metrics`` (the reward heads' so far) or, with
+        ``reserved``, as one the trainer logs later in the step (its names and namespaces, see ``TRAINER_METRICS``)."""
+        clash = {k for k in strategy_metrics if k in metrics}
+        if reserved:
+            clash |= {k for k in strategy_metrics if k in TRAINER_METRICS or k.startswith(TRAINER_METRIC_PREFIXES)}
+        if clash:
+            name = getattr(self.strategy, "name", type(self.strategy).__name__)
+            raise ValueError(f"strategy {name!r} returned metric(s) {sorted(clash)} that the trainer or a reward head "
+                             f"logs too (one would silently overwrite the other; the trainer's own are "
+                             f"{sorted(TRAINER_METRICS)} and {list(TRAINER_METRIC_PREFIXES)}...): name them under a "
+                             f"prefix of its own, e.g. '{name}/...'")
 
     def _sampling_weights(self):
         """Under ZeRO-3 an engine that samples from the trained module itself (HF) gets its full weights for the
