@@ -13,6 +13,7 @@ Files in ``eval.out_dir``:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import time
@@ -312,23 +313,45 @@ def _plot(path: Path, summary: dict) -> None:
     plt.close(fig)
 
 
+def run_name(cfg: Config) -> tuple[str, Path]:
+    """(the run's name, its output directory: ``eval.out_dir``, else ``runs/eval/<name>``)."""
+    fmt, _, source, _ = resolve(cfg)
+    name = cfg.eval.benchmark or f"{fmt}:{Path(source).name}"
+    return name, Path(cfg.eval.out_dir or Path("runs/eval") / name.replace(":", "_"))
+
+
 def run_benchmark(cfg: Config, policy=None, engine=None) -> dict:
     """Evaluate ``model.path`` on ``eval.benchmark``; returns the summary written to scores.json.
 
     ``policy`` / ``engine`` reuse an already loaded model and rollout engine (``policy.path`` names the model).
+    Holds ``eval.out_dir`` for the run (``mmevo.runlock``), as train and sft hold theirs: a second live evaluation
+    into the same directory would generate every pending item again and append each one a second time.
     """
+    from mmevo.grpo.distributed import world_size
+    from mmevo.runlock import output_dir_lock
+
+    if world_size() > 1:  # every rank would generate every item and write the same out_dir
+        raise ValueError(f"mmevo eval --benchmark runs as one process, not under a launcher with WORLD_SIZE="
+                         f"{world_size()} (for several GPUs: --engine vllm rollout.tensor_parallel_size=N)")
+    _, out = run_name(cfg)
+    with contextlib.ExitStack() as held:
+        try:
+            held.enter_context(output_dir_lock(out))
+        except OSError as e:  # a file at (or above) out_dir: the bare "[Errno 17] File exists" named no setting
+            raise ValueError(f"eval.out_dir={out}: cannot be the evaluation's output directory "
+                             f"({e.strerror or e})") from None
+        return _run_benchmark(cfg, out, policy, engine)
+
+
+def _run_benchmark(cfg: Config, out: Path, policy=None, engine=None) -> dict:
     from tqdm import tqdm
 
-    from mmevo.grpo.distributed import world_size
     from mmevo.grpo.trainer import decode
     from mmevo.models.inputs import encode_prompt
     from mmevo.recipes import load_policy, resolve_model_path
     from mmevo.rollout.base import RolloutRequest, SamplingParams
     from mmevo.rollout.factory import build_engine
 
-    if world_size() > 1:  # every rank would generate every item and write the same out_dir
-        raise ValueError(f"mmevo eval --benchmark runs as one process, not under a launcher with WORLD_SIZE="
-                         f"{world_size()} (for several GPUs: --engine vllm rollout.tensor_parallel_size=N)")
     e = cfg.eval
     fmt, split, source, categories = resolve(cfg)
     t0 = time.time()
@@ -336,8 +359,7 @@ def run_benchmark(cfg: Config, policy=None, engine=None) -> dict:
                               skip_bad=cfg.data.skip_bad_rows, limit=e.limit or None)
     if not items:
         raise ValueError(f"{source}: no usable items ({stats})")
-    name = e.benchmark or f"{fmt}:{Path(source).name}"
-    out = Path(e.out_dir or Path("runs/eval") / name.replace(":", "_"))
+    name, _ = run_name(cfg)
     model_path = policy.path if policy is not None else resolve_model_path(cfg)
     max_tokens = e.max_tokens or cfg.trainer.eval_max_tokens or cfg.rollout.max_tokens
     identity = {"benchmark": name, "model": str(model_path), "format": fmt, "split": split,
