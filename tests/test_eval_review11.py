@@ -92,3 +92,24 @@ def test_mmevo_eval_on_the_heldout_set_scores_what_the_training_run_scored(tiny_
     before = json.loads((tmp_path / "run" / "eval_before.json").read_text())
     assert (before["n"], before["skipped_overlong_prompts"]) == (3, 1)
     assert [s["response"] for s in got["samples"]] == [s["response"] for s in before["samples"]]
+
+
+def test_held_out_evaluation_during_training_logs_numbers_and_the_per_kind_breakdown(tiny_vl_path, tmp_path):
+    """trainer.eval_every wrote the held-out summary's sample list (up to 20 whole responses) into every evaluated
+    step of metrics.jsonl and dropped its per-kind accuracy (a dict). Now: numbers only, and eval/by_kind/<kind>."""
+    from mmevo import recipes
+
+    cfg = load_config(None, [f"model.path={tiny_vl_path}", "data.n_train=8", "data.n_heldout=6", "rollout.n=2",
+                             "rollout.max_tokens=4", "trainer.steps=2", "trainer.eval_every=1",
+                             "trainer.prompts_per_step=2", "trainer.mini_batch_prompts=2", "trainer.save_every=0",
+                             f"trainer.output_dir={tmp_path / 'run'}", "trainer.progress=false"])
+    summary = recipes.run_grpo(cfg)
+    rows = [json.loads(x) for x in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows] == [1, 2]
+    for r in rows:
+        assert all(v is None or isinstance(v, (int, float)) for v in r.values()), \
+            {k: type(v).__name__ for k, v in r.items() if not isinstance(v, (int, float, type(None)))}
+        kinds = {k[len("eval/by_kind/"):]: v for k, v in r.items() if k.startswith("eval/by_kind/")}
+        assert r["eval/n"] == 6 and kinds  # the held-out set's kinds, each with its accuracy
+    # the last step's evaluation is the run's "after" evaluation of the same weights
+    assert kinds == summary["eval_after"]["by_kind"] and rows[-1]["eval/accuracy"] == summary["eval_after"]["accuracy"]

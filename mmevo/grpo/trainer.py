@@ -1069,7 +1069,7 @@ class GRPOTrainer:
                     raise TrainingDiverged(f"{e} at step {self.step_idx}: stopping; the last good checkpoint in "
                                            f"{self.out / 'checkpoints'} is kept") from e
                 if t.eval_every and self.step_idx % t.eval_every == 0 and self.heldout:
-                    metrics.update({f"eval/{k}": v for k, v in self.evaluate().items() if not isinstance(v, dict)})
+                    metrics.update(eval_metrics(self.evaluate()))
                 self.logger.log(self.step_idx, metrics)
                 history.append(metrics)
                 self._ran.append((self.step_idx, metrics))
@@ -1228,6 +1228,14 @@ def _progress(total: int, initial: int, enabled: bool):
     from tqdm import tqdm
 
     return tqdm(total=total, initial=initial, desc="grpo", dynamic_ncols=True)
+
+
+def eval_metrics(summary: dict) -> dict[str, float]:
+    """A held-out summary as per-step metrics: its numbers and the accuracy of each kind (``eval/by_kind/<kind>``),
+    not its sample responses (up to 20 whole responses on every evaluated step of metrics.jsonl)."""
+    out = {f"eval/{k}": v for k, v in summary.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+    out.update({f"eval/by_kind/{kind}": acc for kind, acc in summary.get("by_kind", {}).items()})
+    return out
 
 
 def fitting_examples(prompts: PromptCache, examples: Sequence[Example], max_prompt_length: int) -> tuple[list[Example], int]:
