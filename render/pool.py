@@ -258,6 +258,11 @@ class RenderPool:
         self._workers: list[_Worker] = []
         self._slot_locks = [threading.Lock() for _ in range(workers)]  # held for each send / reply exchange
         self.replaced = 0
+        # jobs whose threads multiplied but could not be reniced (``worker._renice_group`` failed on the live job: a
+        # reduced sandbox without setsid, a supervisor without CAP_SYS_NICE); their threads kept their full weight
+        # against the other workers' jobs
+        self.renice_failed = 0
+        self._count_lock = threading.Lock()  # serve threads count concurrently
         self.closed = False
         self._uids = [_take_uid() for _ in range(workers)]  # slot -> job uid, kept by replacements
         try:
@@ -400,6 +405,13 @@ class RenderPool:
                 log.error("could not replace render worker: %s", e2)
             return RenderResult(ok=False, error_kind="crash", message=f"render worker failed: {e}",
                                 elapsed_s=time.monotonic() - t0)
+        if reply.pop("renice_failed", False):
+            with self._count_lock:
+                self.renice_failed += 1
+                first = self.renice_failed == 1
+            (log.warning if first else log.debug)(
+                "render worker %d could not renice a job's threads (%d job(s) so far): they weigh as many threads "
+                "against the other workers' jobs", w.pid, self.renice_failed)
         return RenderResult(**reply)
 
 

@@ -83,6 +83,13 @@ NICE_WEIGHTS = (1024, 820, 655, 526, 423, 335, 272, 215, 172, 137, 110, 87, 70, 
 # frame (``ok\n`` or ``invalid_image\nmessage``, at most FRAME_MAX bytes) counts only from a clean exit in time.
 VALIDATE_OP = "validate_png"
 VALIDATOR_TIMEOUT_S = 5.0  # wall clock; the costliest PNGs known take ~0.3 s of CPU
+# The OOM killer's preference (``/proc/<pid>/oom_score_adj``, set by the supervisor before the child has its job): a
+# job first, then a validator, before any worker process. Under a memory cgroup limit filled by a job's tmpfs files,
+# the killer chose by resident size alone and took a zygote (91 MiB, where a forked job child shows ~64 MiB): the
+# neighbour's job became a `crash` ("zygote exited") and its worker was replaced, while the job that filled the
+# cgroup went on.
+JOB_OOM_SCORE_ADJ = 1000
+VALIDATOR_OOM_SCORE_ADJ = 500
 VERDICT_KINDS = ("invalid_image", "too_large")
 VERDICT_MESSAGE_MAX = 2048  # characters of a verdict's message that are kept
 # test hooks (``_skip_layers``): make the validator fail in one of these ways
@@ -893,16 +900,32 @@ def _fair_nice(threads: int) -> int:
     return len(NICE_WEIGHTS) - 1
 
 
-def _renice_group(pgid: int, pidfd: int, nice: int) -> bool:
+def _renice_group(pgid: int, pidfd: int, nice: int) -> bool | None:
     """Set every thread of the process group ``pgid`` (a job: its own session) to ``nice``, while the job whose pidfd
-    this is still runs (a process group id outlives no member: once the job has exited, its id may name another's)."""
+    this is still runs (a process group id outlives no member: once the job has exited, its id may name another's).
+    True when set, None when the job has exited (nothing to weigh), False when ``setpriority`` failed on a live job
+    (no session of its own in a reduced sandbox, ``ESRCH``; a supervisor without ``CAP_SYS_NICE`` over the job uid,
+    ``EPERM``): the job's threads then keep their weight, which the caller counts."""
     if select.select([pidfd], [], [], 0)[0]:
-        return False
+        return None
     try:
         os.setpriority(os.PRIO_PGRP, pgid, nice)
-    except OSError:  # gone meanwhile, or no session of its own (a reduced sandbox): nothing to weigh
-        return False
+    except OSError:
+        return None if select.select([pidfd], [], [], 0)[0] else False
     return True
+
+
+def _set_oom_score_adj(pid: int, adj: int) -> str | None:
+    """Raise the OOM killer's preference for child ``pid`` (no privilege needed to raise it; the job cannot open its
+    /proc files to lower it, and lowering needs ``CAP_SYS_RESOURCE``); None when set and read back, else why not."""
+    try:
+        with open(f"/proc/{pid}/oom_score_adj", "w") as f:
+            f.write(str(adj))
+        with open(f"/proc/{pid}/oom_score_adj") as f:
+            got = int(f.read())
+    except (OSError, ValueError) as e:
+        return f"oom_score_adj: {e}"
+    return None if got == adj else f"oom_score_adj: {got}, not {adj}"
 
 
 def _png_size(data: bytes) -> tuple[int, int] | None:
@@ -1439,6 +1462,7 @@ class Supervisor:
         self.own_ns: dict = {}
         self.isolation: dict = {}
         self.broken = False  # the zygote channel is out of step: answer, then let the pool replace us
+        self.renice_failed = False  # the last job's threads multiplied and could not be reniced (``_wait``)
 
     # -- start-up --
     def start(self, close_in_zygote=()) -> None:
@@ -1539,6 +1563,7 @@ class Supervisor:
     # -- one job --
     def run(self, job: dict) -> dict:
         t0 = time.monotonic()
+        self.renice_failed = False
         try:
             return self._run(job, t0)
         except _ZygoteGone:
@@ -1634,7 +1659,7 @@ class Supervisor:
             return self._classify(exit_info, timed_out, frame, overflow, limits, timeout_s, t0, layers, page_tables)
 
         try:
-            res = self._in_sandbox(payload, limits, timeout_s, strict, classify)
+            res = self._in_sandbox(payload, limits, timeout_s, strict, classify, oom_adj=JOB_OOM_SCORE_ADJ)
         except _SetupFailed as e:
             return _result(kind="crash", msg="sandbox setup failed: " + str(e)[:1500], t0=t0, layers=e.layers)
         return self._validated(res, limits, strict, t0) if res["ok"] else res
@@ -1651,7 +1676,8 @@ class Supervisor:
             return _validator_verdict(exit_info, timed_out, frame, overflow)  # killed for its page tables: SIGKILL
 
         try:
-            kind, msg = self._in_sandbox(payload, limits, VALIDATOR_TIMEOUT_S, strict, verdict)
+            kind, msg = self._in_sandbox(payload, limits, VALIDATOR_TIMEOUT_S, strict, verdict,
+                                         oom_adj=VALIDATOR_OOM_SCORE_ADJ)
         except _SetupFailed as e:
             kind, msg = "invalid_image", "PNG validator sandbox setup failed: " + str(e)[:1500]
         if kind:
@@ -1659,11 +1685,12 @@ class Supervisor:
                            layers=res["isolation"])
         return {**res, "elapsed_s": time.monotonic() - t0}
 
-    def _in_sandbox(self, payload: bytes, limits: RenderLimits, timeout_s: float, strict: bool, on_exit):
+    def _in_sandbox(self, payload: bytes, limits: RenderLimits, timeout_s: float, strict: bool, on_exit,
+                    oom_adj: int = JOB_OOM_SCORE_ADJ):
         """One child from the zygote on a fresh job dir: its limits, its setup report checked against /proc (a missing
-        layer in strict mode ends it: ``_SetupFailed``), then ``payload``; waits for its exit or ``timeout_s``, reading
-        its result frame, and returns ``on_exit(exit_info, timed_out, frame, overflow, layers, page_tables)``, called
-        while the job dir is still mounted."""
+        layer in strict mode ends it: ``_SetupFailed``), its ``oom_score_adj``, then ``payload``; waits for its exit or
+        ``timeout_s``, reading its result frame, and returns ``on_exit(exit_info, timed_out, frame, overflow, layers,
+        page_tables)``, called while the job dir is still mounted."""
         pid = pidfd = -1
         exit_info = None
         own: list[int] = []
@@ -1707,6 +1734,9 @@ class Supervisor:
                 if bad and layers.get("rlimits"):
                     layers["rlimits"] = False
                     errors.append(f"rlimits: {bad}")
+                oom = _set_oom_score_adj(pid, oom_adj)
+                if oom:  # reported with the layers' errors; the job still runs (no isolation layer is missing)
+                    errors.append(oom)
             layers["job_tmpfs"] = self.tmpfs_ok
             layers["errors"] = errors
             missing = [k for k in LAYERS + WORKER_LAYERS if not layers.get(k)]
@@ -1724,8 +1754,9 @@ class Supervisor:
                 proc_status = -1
             own.remove(job_w)
             self._send_job(job_w, payload)
-            timed_out, frame, overflow, page_tables = self._wait(
+            timed_out, frame, overflow, page_tables, renice_failed = self._wait(
                 pidfd, st_r, timeout_s, proc_status, _page_table_cap(vm + limits.memory_bytes), pgid=pid)
+            self.renice_failed = self.renice_failed or renice_failed
             exit_info = self._zrecv(SETUP_TIMEOUT_S)
             return on_exit(exit_info, timed_out, frame, overflow, layers, page_tables)
         finally:
@@ -1784,12 +1815,12 @@ class Supervisor:
 
     @staticmethod
     def _wait(pidfd: int, st_r: int, timeout_s: float, proc_status: int = -1,
-              max_page_tables: int = 0, pgid: int = 0) -> tuple[bool, bytes, bool, int]:
+              max_page_tables: int = 0, pgid: int = 0) -> tuple[bool, bytes, bool, int, bool]:
         """Wait for the child's exit or the deadline, reading its result frame meanwhile (capped). With ``proc_status``
         (its ``/proc/<pid>/status``, open) the child is killed once its page tables pass ``max_page_tables`` bytes;
         what they held then is returned with the result (0 if never seen past the cap); and with ``pgid`` (its process
         group: its pid, as it is a session of its own) its threads are reniced as their number grows
-        (``_fair_nice``)."""
+        (``_fair_nice``); whether a renice failed on the live job comes last (it is not tried again)."""
         deadline = time.monotonic() + timeout_s
         frame = bytearray()
         overflow = False
@@ -1798,6 +1829,7 @@ class Supervisor:
         exited = False
         page_tables = 0
         nice = 0
+        renice_failed = False
         while not exited:
             left = deadline - time.monotonic()
             if left <= 0:
@@ -1806,8 +1838,10 @@ class Supervisor:
             if proc_status >= 0:
                 status = _read_status(proc_status)
                 fair = _fair_nice(_status_threads(status))
-                if pgid > 0 and fair > nice and _renice_group(pgid, pidfd, fair):
-                    nice = fair
+                if pgid > 0 and fair > nice and not renice_failed:
+                    done = _renice_group(pgid, pidfd, fair)
+                    nice = fair if done else nice
+                    renice_failed = done is False
                 seen = _page_table_bytes(proc_status, status)
                 if seen > max_page_tables:
                     page_tables = seen
@@ -1846,7 +1880,7 @@ class Supervisor:
                     frame += chunk
             except BlockingIOError:
                 pass
-        return timed_out, bytes(frame), overflow, page_tables
+        return timed_out, bytes(frame), overflow, page_tables, renice_failed
 
     def _classify(self, exit_info, timed_out, frame, overflow, limits, timeout_s, t0, layers, page_tables=0) -> dict:
         wstatus, cpu = int(exit_info.get("status", 0)), float(exit_info.get("cpu_s", 0.0))
@@ -1937,6 +1971,7 @@ def main() -> None:
             except _ZygoteGone as e:  # answer, then end: the pool replaces this worker
                 send_msg(out_fd, _result(kind="crash", msg=f"render worker failed: {e}", t0=t0))
                 break
+            reply["renice_failed"] = sup.renice_failed  # counted by the pool (``RenderPool.renice_failed``)
             send_msg(out_fd, reply)
             if sup.broken:
                 break
