@@ -262,3 +262,31 @@ def test_a_job_cannot_lower_its_oom_score_adj(render_pool):
     # its /proc files are closed to it (Landlock), and lowering would need CAP_SYS_RESOURCE
     r = render_pool.render(RenderJob(LOWER_OOM_ADJ_JOB), timeout_s=TIMEOUT_S)
     assert r.error_kind == "forbidden", r
+
+
+def test_a_cgroup_that_never_oom_kills_stalls_jobs_into_their_timeout_only(memory_cgroup):
+    # an operator's `memory.oom_control` = 1 (cgroup v1): jobs at the limit sleep in the kernel until memory is freed;
+    # the supervisor's wall clock still ends them (SIGKILL wakes them), or a tmpfs write fails with ENOMEM (`memory`),
+    # and the worker serves on (measured: both `timeout` at 5.0 s, or one `memory`; nothing replaced; no defect found)
+    base, child = memory_cgroup
+    pool = start_render_pool(workers=2, limits=RenderLimits(memory_bytes=512 << 20, disk_bytes=80 << 20))
+    try:
+        procs = _worker_processes(pool)
+        with open(os.path.join(child, "memory.limit_in_bytes"), "w") as f:
+            f.write(str(90 << 20))
+        try:
+            with open(os.path.join(child, "memory.oom_control"), "w") as f:
+                f.write("1")
+        except OSError as e:
+            pytest.skip(f"cannot disable the OOM killer here: {e}")
+        try:
+            _move(procs, child)
+            results = pool.render_many([RenderJob(TMPFS_FILLER)] * 2, timeout_s=5)
+        finally:
+            _move(procs, base)
+        assert all(r.ok or r.error_kind in ("timeout", "memory") for r in results), results
+        assert all(r.ok for r in pool.render_many([RenderJob(PLOT)] * 2, timeout_s=TIMEOUT_S))
+        assert _worker_processes(pool) == procs and pool.replaced == 0
+        assert _job_processes(pool) == []
+    finally:
+        pool.close()
