@@ -282,3 +282,25 @@ def test_old_and_reference_passes_run_the_head_one_chunk_at_a_time(tiny_text_pat
         assert rows == ([n] if chunk == 0 else [3, 3, 3, 3, 2]), rows
     for a, b in zip(got[0], got[3]):
         assert torch.allclose(a, b, atol=1e-6, rtol=0)
+
+
+@pytest.mark.parametrize("offload,where", [(True, "cpu"), (False, "cuda")])
+def test_an_offloaded_reference_is_loaded_into_host_memory(tmp_path, monkeypatch, offload, where):
+    """Mutant: ``build_trainer`` loading the reference on ``model.device`` whatever ``model.ref_offload``. With a CPU
+    run both are "cpu", so the existing test (the built reference is on the CPU) cannot tell; here the run is a GPU
+    run that stops at the reference's load, where the device it is loaded on is recorded (no GPU needed)."""
+    import mmevo.recipes as R
+    from mmevo.models.loader import LoadedModel
+
+    class Loaded(Exception):
+        pass
+
+    def load(path, dtype, device):
+        raise Loaded(device)
+
+    monkeypatch.setattr(R, "load_model", load)
+    cfg = _cfg(tmp_path / "run", **{"algo.kl_coef": 0.01, "model.ref_offload": offload, "model.device": "cuda"})
+    policy = LoadedModel(model=None, processor=None, tokenizer=None, is_vl=False, path="some/model")
+    with pytest.raises(Loaded) as e:
+        R.build_trainer(cfg, policy)
+    assert str(e.value) == where
