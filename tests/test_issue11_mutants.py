@@ -304,3 +304,67 @@ def test_an_offloaded_reference_is_loaded_into_host_memory(tmp_path, monkeypatch
     with pytest.raises(Loaded) as e:
         R.build_trainer(cfg, policy)
     assert str(e.value) == where
+
+
+def test_plan_counts_no_vision_activations_under_lora(tmp_path):
+    """Mutant: the planner's ``_vision_frozen`` ignoring LoRA. LoRA adapts the language model only (the ViT gets no
+    gradients, as with ``model.freeze_vision_tower``), so autograd keeps no ViT activations; the mutant planned them
+    anyway (5.66 GiB per GPU for the shipped 7B config) and no planner test looked at the ViT under LoRA."""
+    from mmevo import memory_plan as mp
+
+    root = __import__("pathlib").Path(__file__).resolve().parent.parent
+    cfg_path = root / "configs" / "qwen2_5_vl_7b_geometry3k.yaml"
+
+    def plan(*over):
+        return mp.plan(load_config(cfg_path, list(over)), 8, 80.0, config_path=cfg_path)
+
+    full = plan("model.lora.rank=0", "model.freeze_vision_tower=false")
+    assert full["per_gpu_gib"]["activations_vision"] > 0 and full["setup"]["image_patches_per_micro_batch"] > 0
+    for over in (("model.lora.rank=16", "model.freeze_vision_tower=false"),
+                 ("model.lora.rank=0", "model.freeze_vision_tower=true")):
+        p = plan(*over)
+        assert p["per_gpu_gib"]["activations_vision"] == 0, over
+        assert p["setup"]["image_patches_per_micro_batch"] == 0, over
+
+
+_BUILD_RANK = """
+import json, os, sys
+import torch.distributed as dist
+from mmevo.config import load_config
+from mmevo.recipes import resolve_model_path
+store, rank, cache, report = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+dist.init_process_group("gloo", init_method="file://" + store, rank=rank, world_size=2)
+try:
+    resolve_model_path(load_config(None, ["model.path=tiny-text", "model.cache_dir=" + cache]))
+    result = {"ok": True}
+except Exception as e:
+    result = {"error": f"{type(e).__name__}: {e}"}
+open(report, "w").write(json.dumps(result))
+dist.destroy_process_group()
+"""
+
+
+def test_a_failed_tiny_build_fails_every_rank_naming_the_builder(tmp_path):
+    """Mutant: ``resolve_model_path`` where a rank checks only its own build for a failure. The waiting rank then
+    went on to build the model itself (here failing with its own, unrelated error; on a node whose builder died it
+    would build a second copy) instead of reporting the builder's failure. Two real processes in a gloo group; the
+    cache directory lies below a regular file, so the builder (LOCAL_RANK 0) fails."""
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    (tmp_path / "file").write_text("not a directory")
+    cache = tmp_path / "file" / "cache"
+    procs = [subprocess.Popen([sys.executable, "-c", _BUILD_RANK, str(tmp_path / "store"), str(r), str(cache),
+                               str(tmp_path / f"rank{r}.json")],
+                              env={**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(root), "LOCAL_RANK": str(r)})
+             for r in (0, 1)]
+    for p in procs:
+        assert p.wait(timeout=120) == 0
+    r0, r1 = (json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1))
+    assert r0["error"].startswith(("NotADirectoryError", "FileExistsError")), r0
+    assert r1["error"].startswith(f"RuntimeError: rank 0 could not build the tiny model in {cache / 'tiny-qwen2'}: "
+                                  + r0["error"]), r1
