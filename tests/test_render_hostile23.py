@@ -160,19 +160,23 @@ spin()
 """
 
 
-def _cpu_cgroup_v1() -> str | None:
-    """This process's cgroup in the cgroup v1 cpu hierarchy, where it may make a child there (root), else None."""
+def _cgroup_v1(controller: str, probe: str) -> str | None:
+    """This process's cgroup in the cgroup v1 ``controller`` hierarchy (holding the file ``probe``), where it may make
+    a child there (root), else None."""
     if os.geteuid() != 0:
         return None
     with open("/proc/self/cgroup") as f:
         rows = [line.rstrip("\n").split(":", 2) for line in f]
     for _, controllers, path in rows:
-        if "cpu" in controllers.split(","):
-            mount = os.path.join("/sys/fs/cgroup", controllers)
-            here = os.path.join(mount, path.lstrip("/"))
-            if os.path.isfile(os.path.join(here, "cgroup.procs")) and os.access(here, os.W_OK):
+        if controller in controllers.split(","):
+            here = os.path.join("/sys/fs/cgroup", controllers, path.lstrip("/"))
+            if os.path.isfile(os.path.join(here, probe)) and os.access(here, os.W_OK):
                 return here
     return None
+
+
+def _cpu_cgroup_v1() -> str | None:
+    return _cgroup_v1("cpu", "cgroup.procs")
 
 
 def _move(pids, cgroup: str) -> None:

@@ -36,7 +36,7 @@ from render import RenderJob, RenderLimits  # noqa: E402
 from render import worker as wk  # noqa: E402
 
 from test_render_hostile12 import _job_json  # noqa: E402
-from test_render_hostile23 import _counts, _move, _remove_cgroup  # noqa: E402
+from test_render_hostile23 import _cgroup_v1, _counts, _move, _remove_cgroup  # noqa: E402
 
 TIMEOUT_S = 20
 
@@ -44,17 +44,7 @@ PLOT = "import matplotlib.pyplot as plt\nplt.plot([0, 1], [1, 0])\n"
 
 
 def _memory_cgroup_v1() -> str | None:
-    """This process's cgroup in the cgroup v1 memory hierarchy, where it may make a child there (root), else None."""
-    if os.geteuid() != 0:
-        return None
-    with open("/proc/self/cgroup") as f:
-        rows = [line.rstrip("\n").split(":", 2) for line in f]
-    for _, controllers, path in rows:
-        if "memory" in controllers.split(","):
-            here = os.path.join("/sys/fs/cgroup", controllers, path.lstrip("/"))
-            if os.path.isfile(os.path.join(here, "memory.limit_in_bytes")) and os.access(here, os.W_OK):
-                return here
-    return None
+    return _cgroup_v1("memory", "memory.limit_in_bytes")
 
 
 def _worker_processes(pool) -> list[int]:
@@ -95,23 +85,32 @@ def _oom_kills(cgroup: str) -> int:
     return int(fields.get("oom_kill", 0))
 
 
+def _run_under_limit(pool, base: str, child: str, limit: int, jobs) -> tuple[list[int], list, list[str]]:
+    """Run ``jobs`` with the pool's workers and zygotes moved into ``child`` at ``limit`` bytes (charges made before
+    the move stay behind), then moved back: (their pids before, the results, the sorted result kinds); skips where
+    the kernel made no OOM kill in the cgroup (it charged the memory elsewhere: nothing to check)."""
+    procs = _worker_processes(pool)
+    with open(os.path.join(child, "memory.limit_in_bytes"), "w") as f:
+        f.write(str(limit))
+    try:
+        _move(procs, child)
+        results = pool.render_many(jobs, timeout_s=TIMEOUT_S)
+        kills = _oom_kills(child)
+    finally:
+        _move(procs, base)
+    kinds = sorted("ok" if r.ok else r.error_kind for r in results)
+    if kills == 0:
+        pytest.skip(f"no OOM kill in the cgroup ({kinds})")
+    return procs, results, kinds
+
+
 def test_the_oom_killer_takes_a_job_not_a_zygote_under_a_pool_cgroup_limit(memory_cgroup):
     base, child = memory_cgroup
     pool = start_render_pool(workers=2, limits=RenderLimits(memory_bytes=512 << 20, disk_bytes=80 << 20))
     try:
         before = _counts(pool)
-        procs = _worker_processes(pool)
-        with open(os.path.join(child, "memory.limit_in_bytes"), "w") as f:
-            f.write(str(90 << 20))  # below the two jobs' 124 MiB of files (charges made before the move stay behind)
-        try:
-            _move(procs, child)
-            results = pool.render_many([RenderJob(TMPFS_FILLER)] * 2, timeout_s=TIMEOUT_S)
-            kills = _oom_kills(child)
-        finally:
-            _move(procs, base)
-        kinds = sorted("ok" if r.ok else r.error_kind for r in results)
-        if kills == 0:  # a kernel that charged the files elsewhere: nothing to check
-            pytest.skip(f"no OOM kill in the cgroup ({kinds})")
+        # 90 MiB: below the two jobs' 124 MiB of files
+        procs, results, kinds = _run_under_limit(pool, base, child, 90 << 20, [RenderJob(TMPFS_FILLER)] * 2)
         # before: a zygote was killed, its job a `crash` ("render worker failed: zygote exited"), its worker replaced
         assert all(p == q for p, q in zip(procs, _worker_processes(pool))), (procs, _worker_processes(pool))
         assert all(r.ok or r.error_kind == "memory" for r in results), results
@@ -146,18 +145,7 @@ def test_jobs_near_their_own_limit_under_a_smaller_pool_limit(memory_cgroup):
     pool = start_render_pool(workers=3, limits=RenderLimits(memory_bytes=512 << 20))
     try:
         before = _counts(pool)
-        procs = _worker_processes(pool)
-        with open(os.path.join(child, "memory.limit_in_bytes"), "w") as f:
-            f.write(str(900 << 20))
-        try:
-            _move(procs, child)
-            results = pool.render_many([RenderJob(RESIDENT_HOG)] * 3, timeout_s=TIMEOUT_S)
-            kills = _oom_kills(child)
-        finally:
-            _move(procs, base)
-        kinds = sorted("ok" if r.ok else r.error_kind for r in results)
-        if kills == 0:
-            pytest.skip(f"no OOM kill in the cgroup ({kinds})")
+        procs, results, kinds = _run_under_limit(pool, base, child, 900 << 20, [RenderJob(RESIDENT_HOG)] * 3)
         assert all(r.ok or r.error_kind == "memory" for r in results), results
         assert "ok" in kinds and "memory" in kinds, results
         assert _worker_processes(pool) == procs
