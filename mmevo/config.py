@@ -485,6 +485,19 @@ def _apply(obj: Any, data: dict, prefix: str, from_file: bool = False) -> None:
 # mappings of names to single values whose names may hold dots (a head's import path): an override's key below one
 # is one name, not nested keys
 _NAME_KEYED_MAPPINGS = frozenset({"reward.heads"})
+# mappings of those names to keyword arguments: below one, the head's name comes first, then the argument's path
+_HEAD_KEYED_MAPPINGS = frozenset({"reward.head_args"})
+
+
+def _head_name_parts(cfg: Config, rest: list[str]) -> int:
+    """How many of ``rest`` (an override's key below ``reward.head_args``) spell the head's name: the longest run that
+    names a head of ``reward.heads`` / ``reward.head_args``, else one ending at an import path's ``:``, else one part.
+    An import path ``pkg.mod:Class`` split on its dots read as head ``pkg`` with nested arguments before."""
+    known = set(cfg.reward.heads) | set(cfg.reward.head_args)
+    for n in range(len(rest), 0, -1):
+        if ".".join(rest[:n]) in known:
+            return n
+    return next((n + 1 for n, q in enumerate(rest) if ":" in q), 1)
 
 
 def set_dotted(cfg: Config, dotted: str, value: Any) -> None:
@@ -512,12 +525,16 @@ def set_dotted(cfg: Config, dotted: str, value: Any) -> None:
                 merged[".".join(parts[i + 1:])] = value
                 _apply(obj, {p: merged}, ".".join(parts[:i]) + "." if i else "")
                 return
+            rest = parts[i + 1:]
+            if where in _HEAD_KEYED_MAPPINGS:  # reward.head_args.<head name, dots and all>.<argument>
+                n = _head_name_parts(cfg, rest)
+                rest = [".".join(rest[:n]), *rest[n:]]
             cur = merged
-            for q in parts[i + 1:-1]:
+            for q in rest[:-1]:
                 if not isinstance(cur.get(q), dict):
                     cur[q] = {}
                 cur = cur[q]
-            cur[parts[-1]] = value
+            cur[rest[-1]] = value
             _apply(obj, {p: merged}, ".".join(parts[:i]) + "." if i else "")
             return
         obj = nxt
