@@ -279,7 +279,7 @@ def _run_grpo(cfg: Config, evaluate_before_after: bool) -> dict:
     if evaluate_before_after and heldout and not resumed:
         summary["eval_before"] = _strip(trainer.evaluate())
         if main:
-            print(f"[mmevo] held-out accuracy before GRPO: {summary['eval_before']['accuracy']:.3f}")
+            print(f"[mmevo] held-out accuracy before GRPO: {_accuracy_text(summary['eval_before'], cfg)}")
             out.mkdir(parents=True, exist_ok=True)
             before_file.write_text(json.dumps(summary["eval_before"], indent=2, default=str))
     elif evaluate_before_after and heldout and main and before_file.exists():
@@ -298,7 +298,7 @@ def _run_grpo(cfg: Config, evaluate_before_after: bool) -> dict:
     if evaluate_before_after and heldout:
         summary["eval_after"] = _strip(trainer.evaluate())
         if main:
-            print(f"[mmevo] held-out accuracy after GRPO: {summary['eval_after']['accuracy']:.3f}")
+            print(f"[mmevo] held-out accuracy after GRPO: {_accuracy_text(summary['eval_after'], cfg)}")
     trainer.close()
     if not main:
         return summary
@@ -309,6 +309,15 @@ def _run_grpo(cfg: Config, evaluate_before_after: bool) -> dict:
                  "time/step"], "GRPO")
     (out / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
     return summary
+
+
+def _accuracy_text(result: dict, cfg: Config) -> str:
+    """A held-out summary's accuracy for the log line; every prompt over data.max_prompt_length leaves none (the
+    line read ``result["accuracy"]``: a KeyError that ended the run before training, or after it on a resume)."""
+    if "accuracy" in result:
+        return f"{result['accuracy']:.3f}"
+    return (f"none: all {result.get('skipped_overlong_prompts', 0)} held-out prompts are over "
+            f"data.max_prompt_length={cfg.data.max_prompt_length}")
 
 
 def run_eval(cfg: Config) -> dict:
@@ -326,6 +335,9 @@ def run_eval(cfg: Config) -> dict:
     # the set a training run's held-out evaluation scores (its summary's before / after): prompts over
     # data.max_prompt_length left out and counted
     heldout, overlong = fitting_examples(prompts, heldout, cfg.data.max_prompt_length)
+    if not heldout:  # else a summary without an accuracy, and exit 0
+        raise ValueError(f"data.heldout: all {overlong} prompts are over data.max_prompt_length="
+                         f"{cfg.data.max_prompt_length} tokens: raise it to evaluate them")
     result = evaluate(build_engine(cfg, policy), prompts, heldout, policy.tokenizer,
                       cfg.trainer.eval_max_tokens or cfg.rollout.max_tokens, cfg.rollout.eval_temperature,
                       seed=cfg.trainer.seed)

@@ -1265,8 +1265,16 @@ def eval_records(engine, prompts: PromptCache, examples: list[Example], tokenize
     texts = [decode(tokenizer, o[0].full_ids) for o in outs]
     acc = accuracy_rewards(texts, [ex.answer for ex in examples], [ex.choices for ex in examples]).tolist()
     fmt = format_rewards(texts).tolist()
-    return [{"id": ex.id, "kind": ex.meta.get("kind", "all"), "response": t, "gold": ex.answer, "correct": a,
+    return [{"id": ex.id, "kind": eval_kind(ex), "response": t, "gold": ex.answer, "correct": a,
              "format": f} for ex, t, a, f in zip(examples, texts, acc, fmt)]
+
+
+def eval_kind(ex: Example) -> str:
+    """An example's kind in the per-kind breakdown: its ``meta.kind`` as text, "all" where it has none. A data file's
+    meta may hold null or a number there: such kinds beside text ones could not be sorted (a TypeError after the whole
+    set was generated), and 7 and "7" are one key in summary.json and in ``eval/by_kind/<kind>`` anyway."""
+    kind = ex.meta.get("kind")
+    return "all" if kind is None or kind == "" else str(kind)
 
 
 def summarize_eval(records: list[dict]) -> dict:
