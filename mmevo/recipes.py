@@ -296,7 +296,7 @@ def _run_grpo(cfg: Config, evaluate_before_after: bool) -> dict:
         trainer.save()
     summary["final_model"] = str(trainer.export(out / "final"))
     if evaluate_before_after and heldout:
-        summary["eval_after"] = _strip(trainer.evaluate())
+        summary["eval_after"] = _strip(trainer.heldout_eval_now())
         if main:
             print(f"[mmevo] held-out accuracy after GRPO: {_accuracy_text(summary['eval_after'], cfg)}")
     trainer.close()

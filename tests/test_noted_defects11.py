@@ -6,8 +6,11 @@
 - ``model.ref_offload=true`` with ``algo.kl_coef=0`` loaded no reference and said nothing.
 - ``reward.heads.pkg.mod:Class=W`` (a head by import path, set by an override) was split at its dots into nested keys
   and refused with "a head's weight must be a finite number" naming the package, not the head.
+- With ``trainer.eval_every`` dividing ``trainer.steps``, the run's final held-out evaluation scored the weights that
+  train()'s evaluation at the last step had just scored: a second whole pass.
 """
 
+import json
 import warnings
 
 import pytest
@@ -71,3 +74,34 @@ def test_a_head_by_import_path_can_be_set_by_an_override():
     # head_args stay nested: the last part is the argument
     cfg = load_config(None, ["reward.heads.sfr=1", "reward.head_args.sfr.gamma=0.3", "csrs.enabled=true"])
     assert cfg.reward.head_args["sfr"] == {"gamma": 0.3}
+
+
+@pytest.mark.parametrize("eval_every", [2, 3])
+def test_the_final_evaluation_reuses_the_last_periodic_one_of_the_same_weights(tiny_text_path, tmp_path, monkeypatch,
+                                                                                 eval_every):
+    """With trainer.eval_every dividing trainer.steps, train()'s evaluation at the last step and the run's final
+    (eval_after) one scored the same weights: a second whole held-out pass. Now the final one reuses it; where the
+    last step was not evaluated (eval_every=3 of 4 steps) it still runs. ``calls``: the step of each held-out pass."""
+    from mmevo import recipes
+    from mmevo.grpo.trainer import GRPOTrainer
+
+    calls = []
+    real = GRPOTrainer.evaluate
+
+    def counted(self, *a, **k):
+        calls.append(self.step_idx)
+        return real(self, *a, **k)
+
+    monkeypatch.setattr(GRPOTrainer, "evaluate", counted)
+    cfg = load_config(None, [f"model.path={tiny_text_path}", "data.train=honest_tasks", "data.n_train=8",
+                             "data.n_heldout=4", "data.prompt_template=none", "rollout.n=2", "rollout.max_tokens=4",
+                             "trainer.steps=4", f"trainer.eval_every={eval_every}", "trainer.prompts_per_step=2",
+                             "trainer.mini_batch_prompts=2", "trainer.save_every=0", "reward.heads={format: 1.0}",
+                             f"trainer.output_dir={tmp_path / 'run'}", "trainer.progress=false"])
+    summary = recipes.run_grpo(cfg)
+    last = json.loads((tmp_path / "run" / "metrics.jsonl").read_text().splitlines()[-1])
+    if eval_every == 2:
+        assert calls == [0, 2, 4]  # before, steps 2 and 4; the final one reused step 4's (was [0, 2, 4, 4])
+        assert last["eval/accuracy"] == summary["eval_after"]["accuracy"] and last["eval/n"] == summary["eval_after"]["n"]
+    else:
+        assert calls == [0, 3, 4] and "eval/accuracy" not in last  # before, step 3, the final one

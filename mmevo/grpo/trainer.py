@@ -486,6 +486,9 @@ class GRPOTrainer:
         self.counters = {"skipped_prompts": 0, "skipped_steps": 0}  # cumulative, checkpointed
         self._pad_sample: tuple[EncodedPrompt, list[int]] | None = None  # see _update
         self._ran: list[tuple[int, dict]] = []  # (step, metrics) of every step this trainer ran (see logged_history)
+        # (step, summary) of train()'s last held-out evaluation (trainer.eval_every): the weights it scored until the
+        # next step, so a caller evaluating them again may reuse it (``heldout_eval_now``)
+        self._last_heldout_eval: tuple[int, dict] | None = None
         self._started = False
         self._unstarted_steps = 0  # steps run through step() before the first train() (a resume would discard them)
         self._own_checkpoints: set[str] = set()  # names of the checkpoints this trainer saved (not an earlier run's)
@@ -1069,7 +1072,9 @@ class GRPOTrainer:
                     raise TrainingDiverged(f"{e} at step {self.step_idx}: stopping; the last good checkpoint in "
                                            f"{self.out / 'checkpoints'} is kept") from e
                 if t.eval_every and self.step_idx % t.eval_every == 0 and self.heldout:
-                    metrics.update(eval_metrics(self.evaluate()))
+                    heldout = self.evaluate()
+                    self._last_heldout_eval = (self.step_idx, heldout)
+                    metrics.update(eval_metrics(heldout))
                 self.logger.log(self.step_idx, metrics)
                 history.append(metrics)
                 self._ran.append((self.step_idx, metrics))
@@ -1122,6 +1127,14 @@ class GRPOTrainer:
         close = getattr(self.engine, "close", None)
         if close is not None:
             close()
+
+    def heldout_eval_now(self) -> dict:
+        """``evaluate()`` of the held-out set at the current weights, reused from train()'s periodic evaluation when
+        it ran at this step (``trainer.eval_every`` dividing the steps: the run's final evaluation would score the same
+        weights again, a whole held-out pass). Every rank gets the same answer (a collective where it evaluates)."""
+        if self._last_heldout_eval is not None and self._last_heldout_eval[0] == self.step_idx:
+            return self._last_heldout_eval[1]
+        return self.evaluate()
 
     def evaluate(self, examples: Sequence[Example] | None = None, max_tokens: int | None = None) -> dict:
         """Held-out accuracy; under DeepSpeed every rank evaluates every world_size-th example and the records are
