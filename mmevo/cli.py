@@ -447,12 +447,44 @@ def _check_deepspeed(cfg) -> None:
         raise ConfigError(f"trainer.deepspeed={path}: a DeepSpeed config is a JSON object, got {type(ds).__name__}")
 
 
+# base-config keys that every phase of the loop overwrites with its own value (role_config): set at the top level they
+# would be ignored without a word (``trainer.steps=10`` ran gss_blocks x gss_block_steps steps); where to set them
+LOOP_OWNED_KEYS = {
+    "honest": {"trainer.steps": "honest.gss_blocks x honest.gss_block_steps (solver), honest.gss_generator_steps",
+               "reward.heads": "the pillar toggles (honest.hcr_enabled, honest.format_weight) or honest.roles.solver",
+               "reward.head_args": "the honest section, or honest.roles.<role>",
+               "data.train": "the solver trains on generated honest_tasks (data.n_train), or honest.roles.solver",
+               "data.hide_labels": "honest.roles.<role>"},
+    "prism": {"trainer.steps": "prism.questioner_steps / prism.solver_steps",
+              "reward.heads": "prism.roles.<role> (questioner: prism_coverage, solver: majority)",
+              "reward.head_args": "the prism section, or prism.roles.<role>",
+              "data.train": "the solver trains on the questioner's pool; the cluster corpus is prism.corpus",
+              "data.hide_labels": "prism.roles.<role>"},
+}
+
+
+def loop_owned_settings(loop: str, cfg) -> list[str]:
+    """``key=value (set instead: ...)`` for each base-config key the loop overwrites in every phase and that ``cfg``
+    changes from the default."""
+    from mmevo.config import Config, _get
+
+    default = Config()
+    given = [k for k in LOOP_OWNED_KEYS.get(loop, {}) if _get(cfg, k) != _get(default, k)]
+    if "reward.heads" in given and "reward.head_args" in given:  # filled in from the heads given (HONEST's): one note
+        given.remove("reward.head_args")
+    return [f"{k}={_get(cfg, k)!r} (set instead: {LOOP_OWNED_KEYS[loop][k]})" for k in given]
+
+
 def _check_loop(loop: str, cfg) -> None:
     """Each role's phase config of an evolve loop, built and validated before anything loads (a bad role override,
     e.g. ``{solver: {rollout.top_p: 5}}``, would otherwise fail only when that role's first phase starts)."""
     from mmevo.config import ConfigError
 
     _check_no_loop_settings(cfg, f"evolve {loop}")
+    owned = loop_owned_settings(loop, cfg)
+    if owned:
+        raise ConfigError(f"`mmevo evolve {loop}` sets these for each of its phases and would ignore them: "
+                          + "; ".join(owned))
     if loop == "mmzero":
         from mmevo.evolve.mmzero import ROLES as roles, role_config
         out = cfg.mmzero.output_dir
