@@ -51,3 +51,36 @@ def test_shipped_loop_configs_set_none_of_them(loop, config):
     role = "solver"
     cfg = load_config(config, [f"{loop}.roles.{role}={{data.hide_labels: true}}"])
     assert loop_owned_settings(loop, cfg) == []
+
+
+def test_resumed_trainable_run_keeps_each_blocks_pool_size(tiny_text_path, tmp_path):
+    """A rerun that extends a trainable-GSS run (honest.gss_blocks 1 -> 2, documented as a resume) summarised the
+    block finished before it without ``pool_size`` (the key was only set where the generator trained in that
+    invocation); a kill -9 after a block's generator steps and a rerun did the same. It is now counted from the pool
+    rows of the block's generator steps, as the run that trained it counted them."""
+    from mmevo.config import load_config
+    from mmevo.honest.loop import run_honest
+
+    out = tmp_path / "gss"
+    base = [f"model.path={tiny_text_path}", f"honest.output_dir={out}", "honest.gss_mode=trainable",
+            "honest.warmup_sft=false", "honest.eval_calibration=false", "honest.gss_block_steps=1",
+            "honest.gss_solver_samples=2", "data.n_train=16", "trainer.prompts_per_step=2",
+            "trainer.mini_batch_prompts=2", "rollout.n=2", "rollout.max_tokens=12"]
+    first = run_honest(load_config("configs/honest_tiny.yaml", [*base, "honest.gss_blocks=1"]))
+    assert "pool_size" in first["blocks"][0]
+    more = run_honest(load_config("configs/honest_tiny.yaml", [*base, "honest.gss_blocks=2"]))
+    assert [b["block"] for b in more["blocks"]] == [1, 2]
+    assert more["blocks"][0].get("pool_size") == first["blocks"][0]["pool_size"]
+    assert "pool_size" in more["blocks"][1]
+
+
+def test_read_pool_up_to_a_step(tmp_path):
+    import json
+
+    from mmevo.honest.loop import read_pool
+
+    path = tmp_path / "pool.jsonl"
+    rows = [{"id": f"p{i}", "meta": {"expression": f"{i} + 1"}, "step": s} for i, s in enumerate([1, 1, 2, 3])]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows) + '{"id": "torn", "st')
+    assert [len(read_pool(path, 10, last_step=s)) for s in (0, 1, 2, 3)] == [0, 2, 3, 4]
+    assert len(read_pool(path, 10)) == 4

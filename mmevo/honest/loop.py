@@ -163,10 +163,11 @@ def _report_summary(report: dict | None) -> dict | None:
 
 
 # -- the generator pool -------------------------------------------------------------------------------------------
-def read_pool(path: Path, limit: int) -> list:
+def read_pool(path: Path, limit: int, last_step: int | None = None) -> list:
     """The latest ``limit`` distinct accepted problems of ``pool.jsonl`` as solver examples; each is re-verified
     (its answer recomputed from the expression), never trusted from the file. A line that is no JSON row with an
-    id (torn by a run killed mid-write; the next append continues it) is dropped like an unverifiable row."""
+    id (torn by a run killed mid-write; the next append continues it) is dropped like an unverifiable row.
+    ``last_step``: only the rows of generator steps up to it (the pool as it was after that step)."""
     from mmevo.honest.selfplay import problem_from_expression
 
     if not path.exists():
@@ -176,7 +177,10 @@ def read_pool(path: Path, limit: int) -> list:
         try:
             row = json.loads(line) if line.strip() else None
             key = str(row["id"]) if row is not None else None
-        except (json.JSONDecodeError, KeyError, TypeError):
+            later = key is not None and last_step is not None and int(row.get("step") or 0) > last_step
+        except (json.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError):
+            continue
+        if later:
             continue
         if key is not None:
             latest.pop(key, None)
@@ -324,10 +328,10 @@ def run_honest(cfg: Config) -> dict:
                 finally:
                     frozen.close()
                     gstrategy.solver = None
-                pool = read_pool(pool_writer.path, h.gss_pool_size)
-                solver.prompt_source.generator.pool = pool
-                block["pool_size"] = len(pool)
-            if generator is not None:  # from the generator's curve, as the solver's above
+                solver.prompt_source.generator.pool = read_pool(pool_writer.path, h.gss_pool_size)
+            if generator is not None:  # from the generator's curve and pool rows, as the solver's above: a block
+                # finished before a rerun is summarised as the run that trained it did
+                block["pool_size"] = len(read_pool(pool_writer.path, h.gss_pool_size, last_step=b * g_steps))
                 ghist = generator.logged_history((b - 1) * g_steps + 1, b * g_steps)
                 block["generator_steps"], block["generator"] = len(ghist), _means(ghist, ("reward/", "gss/"))
             summary["blocks"].append(block)
