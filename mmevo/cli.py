@@ -486,7 +486,8 @@ def _check_loop(loop: str, cfg) -> None:
         raise ConfigError(f"`mmevo evolve {loop}` sets these for each of its phases and would ignore them: "
                           + "; ".join(owned))
     if loop == "mmzero":
-        from mmevo.evolve.mmzero import ROLES as roles, role_config
+        from mmevo.evolve.mmzero import ROLES as roles, check_start_model, role_config
+        check_start_model(cfg)
         out = cfg.mmzero.output_dir
     elif loop == "prism":
         from mmevo.evolve.prism import check_loop_config, role_config

@@ -612,8 +612,9 @@ def run_mmzero(cfg: Config) -> dict:
         init_distributed(cfg.model.device)
     m = cfg.mmzero
     out = Path(m.output_dir)
-    out.mkdir(parents=True, exist_ok=True)
     base = resolve_model_path(cfg)
+    out.mkdir(parents=True, exist_ok=True)
+    check_rerun_config(out, cfg, write=is_main())
     paths = {role: base for role in ROLES}
     if m.warmup_demos > 0:
         paths = warm_up(cfg, paths, out / "warmup")
@@ -650,6 +651,58 @@ def run_mmzero(cfg: Config) -> dict:
         plot_iterations(summary, out / "curves.png")
         (out / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
     return summary
+
+
+# settings a rerun into the same output dir may change: where it writes, how it logs, how many render workers, and
+# its length in iterations (a rerun may add iterations) and phase steps (as a resumed trainer's trainer.steps)
+_RERUN_FREE_KEYS = frozenset({"mmzero.output_dir", "mmzero.iterations", "mmzero.phase_steps", "mmzero.render_workers"})
+RUN_CONFIG = "run_config.json"
+
+
+def check_start_model(cfg: Config) -> None:
+    """A local ``model.path`` is a checkpoint directory: else a ConfigError naming the key before the output dir is made
+    (the first load is the warm-up's or the proposer phase's, after the loop made its output dir). Tiny aliases are
+    built later; a hub id (``owner/name``, no such directory) is the loader's to fetch or refuse."""
+    from mmevo.config import TINY_ALIASES, ConfigError
+    from mmevo.models.loader import _check_source
+
+    p = cfg.model.path
+    hub_id = not Path(p).exists() and p.count("/") == 1 and not p.startswith((".", "/", "~"))
+    if p in TINY_ALIASES or hub_id:
+        return
+    try:
+        _check_source(cfg.model.path)
+    except FileNotFoundError as e:
+        raise ConfigError(f"model.path={cfg.model.path}: {e}") from None
+
+
+def check_rerun_config(out: Path, cfg: Config, write: bool = True) -> None:
+    """Refuse a rerun into ``out`` whose settings differ from those its first run recorded in ``run_config.json``:
+    finished phases are skipped on rerun, so their records, images and exports would silently keep the old settings
+    while ``summary.json`` names the new ones. ``_RERUN_FREE_KEYS`` and the trainer's resume-free keys may change. The
+    first run (or one into a directory from before this file existed) writes it (``write``: the main rank only)."""
+    from mmevo.config import ConfigError
+    from mmevo.grpo.trainer import resume_config_changes
+
+    path = out / RUN_CONFIG
+    current = json.loads(json.dumps(to_dict(cfg), default=str))  # as the file holds it (tuples as lists)
+    if path.exists():
+        try:
+            saved = json.loads(path.read_text())
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+            raise ConfigError(f"{path}: not a readable run config ({e}); restore it, or use another "
+                              "mmzero.output_dir") from None
+        changed = [k for k in resume_config_changes(saved, current) if k not in _RERUN_FREE_KEYS]
+        if changed:
+            flat = {f"{s}.{k}": v for s, sub in saved.items() if isinstance(sub, dict) for k, v in sub.items()}
+            was = ", ".join(f"{k}={flat.get(k, '<unset>')!r}" for k in changed)
+            raise ConfigError(f"mmzero.output_dir={out} holds a run with other settings ({was} in {RUN_CONFIG}); its "
+                              "finished phases would be reused under this run's settings: rerun with those settings, "
+                              "or use another mmzero.output_dir")
+    elif write:
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(current, indent=2))
+        tmp.replace(path)  # a kill mid-write leaves no torn file to refuse on the next run
 
 
 def run_phase(cfg: Config, role: str, t: int, role_index: int, phase_dir: Path, paths: dict, pool,
