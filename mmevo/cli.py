@@ -455,6 +455,13 @@ LOOP_OWNED_KEYS = {
                "reward.head_args": "the honest section, or honest.roles.<role>",
                "data.train": "the solver trains on generated honest_tasks (data.n_train), or honest.roles.solver",
                "data.hide_labels": "honest.roles.<role>"},
+    "mmzero": {"trainer.steps": "mmzero.phase_steps",
+               "reward.heads": "mmzero.roles.<role>",
+               "reward.head_args": "the mmzero section (diversity_strength, easy_hard_threshold, ...), or "
+                                   "mmzero.roles.<role>",
+               "data.train": "MM-Zero makes its own data (the proposer's questions, the coder's figures); nothing "
+                             "reads it",
+               "csrs.enabled": "mmzero.roles.solver (CSRS applies to the solver only)"},
     "prism": {"trainer.steps": "prism.questioner_steps / prism.solver_steps",
               "reward.heads": "prism.roles.<role> (questioner: prism_coverage, solver: majority)",
               "reward.head_args": "the prism section, or prism.roles.<role>",

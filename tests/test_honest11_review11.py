@@ -1,4 +1,4 @@
-"""Review 11 (honest11): the HONEST and Prism loops as the README runs them.
+"""Review 11 (honest11): the HONEST and Prism loops as the README runs them (MM-Zero's keys added after it).
 
 A base-config key that every phase of a loop overwrites (``trainer.steps``, ``reward.heads``, ``data.train``, ...)
 was accepted by ``mmevo evolve honest|prism`` and ignored: ``trainer.steps=10`` on configs/honest_tiny.yaml ran
@@ -18,9 +18,13 @@ from mmevo.cli import main
     ("honest", "configs/honest_tiny.yaml", "data.hide_labels=true", "data.hide_labels=True", "honest.roles"),
     ("prism", "configs/prism_tiny.yaml", "trainer.steps=5", "trainer.steps=5", "prism.questioner_steps"),
     ("prism", "configs/prism_tiny.yaml", "reward.heads={majority: 1.0}", "reward.heads=", "prism.roles"),
+    ("mmzero", "configs/mmzero_tiny.yaml", "trainer.steps=7", "trainer.steps=7", "mmzero.phase_steps"),
+    ("mmzero", "configs/mmzero_tiny.yaml", "data.train=my.jsonl", "data.train='my.jsonl'", "nothing reads it"),
+    ("mmzero", "configs/mmzero_tiny.yaml", "csrs.enabled=true", "csrs.enabled=True", "mmzero.roles.solver"),
 ])
 def test_loop_refuses_base_keys_its_phases_overwrite(tmp_path, capsys, monkeypatch, loop, config, override, named,
                                                      instead):
+    import mmevo.evolve.mmzero
     import mmevo.evolve.prism
     import mmevo.honest.loop
 
@@ -29,6 +33,7 @@ def test_loop_refuses_base_keys_its_phases_overwrite(tmp_path, capsys, monkeypat
 
     monkeypatch.setattr(mmevo.honest.loop, "run_honest", ran)
     monkeypatch.setattr(mmevo.evolve.prism, "run_prism", ran)
+    monkeypatch.setattr(mmevo.evolve.mmzero, "run_mmzero", ran)
     out = tmp_path / "run"
     rc = main(["evolve", loop, config, override, f"{loop}.output_dir={out}"])
     err = capsys.readouterr().err
@@ -41,6 +46,8 @@ def test_loop_refuses_base_keys_its_phases_overwrite(tmp_path, capsys, monkeypat
 @pytest.mark.parametrize("loop, config", [
     ("honest", "configs/honest_tiny.yaml"), ("honest", "configs/honest_qwen2_5_1_5b.yaml"),
     ("prism", "configs/prism_tiny.yaml"), ("prism", "configs/prism_qwen3_4b.yaml"),
+    ("mmzero", "configs/mmzero_tiny.yaml"), ("mmzero", "configs/mmzero_qwen2_5_vl_7b.yaml"),
+    ("mmzero", "configs/mmzero_tiny_csrs_solver.yaml"),
 ])
 def test_shipped_loop_configs_set_none_of_them(loop, config):
     from mmevo.cli import loop_owned_settings
