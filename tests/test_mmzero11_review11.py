@@ -61,3 +61,31 @@ def test_a_missing_start_model_is_refused_naming_model_path_and_leaves_no_output
                  f"mmzero.output_dir={out}"]) == 2
     assert f"model.path={missing}" in capsys.readouterr().err
     assert not out.exists()
+
+
+def test_prism_refuses_a_rerun_with_other_settings_too(tmp_path, monkeypatch):
+    """Prism skips finished phases on rerun as MM-Zero does: ``prism.pool_band`` changed over a finished run kept the
+    old pool while summary.json named the new band."""
+    import mmevo.recipes
+    from mmevo.evolve import prism
+
+    out = tmp_path / "run"
+    (out / "clusters").mkdir(parents=True)
+    (out / "clusters" / "centroids.npy").write_bytes(b"")  # never read: every phase below is finished
+    monkeypatch.setattr(mmevo.recipes, "resolve_model_path", lambda cfg: "unused")
+    monkeypatch.setattr(prism, "write_diversity", lambda out, summary: None)
+    for phase in prism.PHASES:
+        d = out / "iter_1" / phase
+        d.mkdir(parents=True, exist_ok=True)
+        (d / "done.json").write_text(json.dumps({"model": None, "head_state": {}}))
+
+    def rerun(*overrides):
+        return prism.run_prism(load_config("configs/prism_tiny.yaml", [
+            f"prism.output_dir={out}", f"prism.centroids={out}/clusters/centroids.npy", "prism.warmup_questions=0",
+            "prism.iterations=1", *overrides]))
+
+    rerun()
+    rerun("prism.solver_steps=9", "trainer.progress=false")  # its length and how it logs may change
+    with pytest.raises(ConfigError, match=r"prism\.pool_band=\[0\.5, 0\.9\] in run_config\.json.*another "
+                                          r"prism\.output_dir"):
+        rerun("prism.pool_band=[0.2, 0.8]")

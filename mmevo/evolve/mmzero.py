@@ -37,6 +37,7 @@ from mmevo.config import Config, set_dotted, to_dict, validate
 from mmevo.data.images import aspect_problem, fit_pixels, to_rgb
 from mmevo.data.prompts import EpochSampler
 from mmevo.data.schema import Example
+from mmevo.evolve.rerun import check_rerun_config
 from mmevo.rewards.answers import canonical_answer, extract_answer, group_answer_keys
 from mmevo.rewards.mmzero import easy_accuracy, modal_share, proposal_penalties
 from mmevo.rollout.base import RolloutRequest, SamplingParams
@@ -614,7 +615,7 @@ def run_mmzero(cfg: Config) -> dict:
     out = Path(m.output_dir)
     base = resolve_model_path(cfg)
     out.mkdir(parents=True, exist_ok=True)
-    check_rerun_config(out, cfg, write=is_main())
+    check_rerun_config(out, cfg, "mmzero", _RERUN_FREE_KEYS, write=is_main())
     paths = {role: base for role in ROLES}
     if m.warmup_demos > 0:
         paths = warm_up(cfg, paths, out / "warmup")
@@ -653,10 +654,9 @@ def run_mmzero(cfg: Config) -> dict:
     return summary
 
 
-# settings a rerun into the same output dir may change: where it writes, how it logs, how many render workers, and
-# its length in iterations (a rerun may add iterations) and phase steps (as a resumed trainer's trainer.steps)
+# settings a rerun into the same output dir may change: where it writes, how many render workers, and its length in
+# iterations (a rerun may add iterations) and phase steps (as a resumed trainer's trainer.steps)
 _RERUN_FREE_KEYS = frozenset({"mmzero.output_dir", "mmzero.iterations", "mmzero.phase_steps", "mmzero.render_workers"})
-RUN_CONFIG = "run_config.json"
 
 
 def check_start_model(cfg: Config) -> None:
@@ -674,35 +674,6 @@ def check_start_model(cfg: Config) -> None:
         _check_source(cfg.model.path)
     except FileNotFoundError as e:
         raise ConfigError(f"model.path={cfg.model.path}: {e}") from None
-
-
-def check_rerun_config(out: Path, cfg: Config, write: bool = True) -> None:
-    """Refuse a rerun into ``out`` whose settings differ from those its first run recorded in ``run_config.json``:
-    finished phases are skipped on rerun, so their records, images and exports would silently keep the old settings
-    while ``summary.json`` names the new ones. ``_RERUN_FREE_KEYS`` and the trainer's resume-free keys may change. The
-    first run (or one into a directory from before this file existed) writes it (``write``: the main rank only)."""
-    from mmevo.config import ConfigError
-    from mmevo.grpo.trainer import resume_config_changes
-
-    path = out / RUN_CONFIG
-    current = json.loads(json.dumps(to_dict(cfg), default=str))  # as the file holds it (tuples as lists)
-    if path.exists():
-        try:
-            saved = json.loads(path.read_text())
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-            raise ConfigError(f"{path}: not a readable run config ({e}); restore it, or use another "
-                              "mmzero.output_dir") from None
-        changed = [k for k in resume_config_changes(saved, current) if k not in _RERUN_FREE_KEYS]
-        if changed:
-            flat = {f"{s}.{k}": v for s, sub in saved.items() if isinstance(sub, dict) for k, v in sub.items()}
-            was = ", ".join(f"{k}={flat.get(k, '<unset>')!r}" for k in changed)
-            raise ConfigError(f"mmzero.output_dir={out} holds a run with other settings ({was} in {RUN_CONFIG}); its "
-                              "finished phases would be reused under this run's settings: rerun with those settings, "
-                              "or use another mmzero.output_dir")
-    elif write:
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(current, indent=2))
-        tmp.replace(path)  # a kill mid-write leaves no torn file to refuse on the next run
 
 
 def run_phase(cfg: Config, role: str, t: int, role_index: int, phase_dir: Path, paths: dict, pool,

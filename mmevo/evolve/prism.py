@@ -29,6 +29,7 @@ from mmevo.config import Config, set_dotted, to_dict, validate
 from mmevo.data.prompts import EpochSampler
 from mmevo.data.schema import Example
 from mmevo.evolve.mmzero import FrozenRole, Recorder, content_id, step_means, substantive
+from mmevo.evolve.rerun import check_rerun_config
 from mmevo.rewards.answers import extract_answer, group_answer_keys, single_tag
 from mmevo.rewards.mmzero import modal_share
 from mmevo.rollout.strategy import RolloutStrategy, sample_groups
@@ -193,6 +194,11 @@ def check_loop_config(cfg: Config) -> None:
 
 
 # -- the loop -------------------------------------------------------------------------------------------------------
+# settings a rerun into the same output dir may change: where it writes, and its length in iterations (a rerun may add
+# iterations) and phase steps (as a resumed trainer's trainer.steps)
+_RERUN_FREE_KEYS = frozenset({"prism.output_dir", "prism.iterations", "prism.questioner_steps", "prism.solver_steps"})
+
+
 def run_prism(cfg: Config) -> dict:
     """``mmevo evolve prism``: ``prism.iterations`` x (questioner, pool, solver); returns the summary."""
     from mmevo.grpo.distributed import barrier, init_distributed, is_main
@@ -206,8 +212,9 @@ def run_prism(cfg: Config) -> dict:
     if cfg.trainer.deepspeed:
         init_distributed(cfg.model.device)
     out = Path(p.output_dir)
-    out.mkdir(parents=True, exist_ok=True)
     solver_path = resolve_model_path(cfg)
+    out.mkdir(parents=True, exist_ok=True)
+    check_rerun_config(out, cfg, "prism", _RERUN_FREE_KEYS, write=is_main())
     if p.warmup_questions > 0:
         solver_path = warm_up(cfg, solver_path, out / "warmup")
     counts_state: dict = {}
