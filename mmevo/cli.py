@@ -487,14 +487,16 @@ def _check_loop(loop: str, cfg) -> None:
     e.g. ``{solver: {rollout.top_p: 5}}``, would otherwise fail only when that role's first phase starts)."""
     from mmevo.config import ConfigError
 
+    from mmevo.evolve.rerun import check_start_model
+
     _check_no_loop_settings(cfg, f"evolve {loop}")
+    check_start_model(cfg)  # every loop makes its output dir before its first model load
     owned = loop_owned_settings(loop, cfg)
     if owned:
         raise ConfigError(f"`mmevo evolve {loop}` sets these for each of its phases and would ignore them: "
                           + "; ".join(owned))
     if loop == "mmzero":
-        from mmevo.evolve.mmzero import ROLES as roles, check_start_model, role_config
-        check_start_model(cfg)
+        from mmevo.evolve.mmzero import ROLES as roles, role_config
         out = cfg.mmzero.output_dir
     elif loop == "prism":
         from mmevo.evolve.prism import check_loop_config, role_config

@@ -89,3 +89,14 @@ def test_prism_refuses_a_rerun_with_other_settings_too(tmp_path, monkeypatch):
     with pytest.raises(ConfigError, match=r"prism\.pool_band=\[0\.5, 0\.9\] in run_config\.json.*another "
                                           r"prism\.output_dir"):
         rerun("prism.pool_band=[0.2, 0.8]")
+
+
+@pytest.mark.parametrize("loop, config", [("prism", "configs/prism_tiny.yaml"), ("honest", "configs/honest_tiny.yaml")])
+def test_every_loop_refuses_a_missing_start_model_before_making_its_output_dir(tmp_path, capsys, loop, config):
+    """Prism and HONEST made their output dir before the first model load, as MM-Zero did: an empty dir was left
+    and the error ("model path '...' does not exist") named no setting."""
+    out = tmp_path / loop
+    missing = tmp_path / "no_such_model"
+    assert main(["evolve", loop, config, f"model.path={missing}", f"{loop}.output_dir={out}"]) == 2
+    assert f"model.path={missing}" in capsys.readouterr().err
+    assert not out.exists()

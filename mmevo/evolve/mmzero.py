@@ -659,23 +659,6 @@ def run_mmzero(cfg: Config) -> dict:
 _RERUN_FREE_KEYS = frozenset({"mmzero.output_dir", "mmzero.iterations", "mmzero.phase_steps", "mmzero.render_workers"})
 
 
-def check_start_model(cfg: Config) -> None:
-    """A local ``model.path`` is a checkpoint directory: else a ConfigError naming the key before the output dir is made
-    (the first load is the warm-up's or the proposer phase's, after the loop made its output dir). Tiny aliases are
-    built later; a hub id (``owner/name``, no such directory) is the loader's to fetch or refuse."""
-    from mmevo.config import TINY_ALIASES, ConfigError
-    from mmevo.models.loader import _check_source
-
-    p = cfg.model.path
-    hub_id = not Path(p).exists() and p.count("/") == 1 and not p.startswith((".", "/", "~"))
-    if p in TINY_ALIASES or hub_id:
-        return
-    try:
-        _check_source(cfg.model.path)
-    except FileNotFoundError as e:
-        raise ConfigError(f"model.path={cfg.model.path}: {e}") from None
-
-
 def run_phase(cfg: Config, role: str, t: int, role_index: int, phase_dir: Path, paths: dict, pool,
               out: Path) -> dict:
     """One role's GRPO phase (resumable); returns {model, steps, data counts, metrics means} or a skip reason."""

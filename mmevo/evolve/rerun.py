@@ -1,4 +1,5 @@
-"""A self-evolution loop's rerun into an output dir: the settings of its first run, and a rerun with others refused.
+"""A self-evolution loop's start: its start model, checked before it makes its output dir; the settings of its first run
+into that dir, and a rerun with others refused.
 
 A loop skips every finished phase (``done.json``) on rerun, so a rerun with other settings would keep the finished
 phases' records, images and exports while its ``summary.json`` named the new settings. The first run into a directory
@@ -11,7 +12,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from mmevo.config import Config, ConfigError, to_dict
+from mmevo.config import TINY_ALIASES, Config, ConfigError, to_dict
 
 RUN_CONFIG = "run_config.json"
 
@@ -41,3 +42,19 @@ def check_rerun_config(out: Path, cfg: Config, section: str, free_keys: frozense
         tmp = path.with_suffix(".tmp")
         tmp.write_text(json.dumps(current, indent=2))
         tmp.replace(path)  # a kill mid-write leaves no torn file to refuse on the next run
+
+
+def check_start_model(cfg: Config) -> None:
+    """A local ``model.path`` is a checkpoint directory: else a ConfigError naming the key before the loop makes its
+    output dir (its first load, the warm-up's or the first phase's, comes after that). Tiny aliases are built later; a
+    hub id (``owner/name``, no such directory) is the loader's to fetch or refuse."""
+    from mmevo.models.loader import _check_source
+
+    p = cfg.model.path
+    hub_id = not Path(p).exists() and p.count("/") == 1 and not p.startswith((".", "/", "~"))
+    if p in TINY_ALIASES or hub_id:
+        return
+    try:
+        _check_source(cfg.model.path)
+    except FileNotFoundError as e:
+        raise ConfigError(f"model.path={cfg.model.path}: {e}") from None
