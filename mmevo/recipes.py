@@ -191,13 +191,13 @@ def build_trainer(cfg: Config, policy: LoadedModel, train=(), heldout=None, stra
     return trainer
 
 
-def _hold_output_dir(held: contextlib.ExitStack, lock, key: str, path: str) -> None:
+def hold_output_dir(held: contextlib.ExitStack, lock, key: str, path, owner: str = "run") -> None:
     """Enter the run's output-dir lock; a path that is a file (or lies below one) failed there with the bare OSError
-    ("[Errno 17] File exists: ..."), naming no setting."""
+    ("[Errno 17] File exists: ..."), naming no setting. ``owner`` names the run in the message."""
     try:
         held.enter_context(lock(path))
     except OSError as e:
-        raise ValueError(f"{key}={path}: cannot be the run's output directory ({e.strerror or e})") from None
+        raise ValueError(f"{key}={path}: cannot be the {owner}'s output directory ({e.strerror or e})") from None
 
 
 def run_sft(cfg: Config) -> dict:
@@ -209,7 +209,7 @@ def run_sft(cfg: Config) -> dict:
 
     exit_with_parent_if_launched()  # under a launcher: end with it (SFT never joins a process group)
     with contextlib.ExitStack() as held:
-        _hold_output_dir(held, output_dir_lock, "sft.output_dir", cfg.sft.output_dir)
+        hold_output_dir(held, output_dir_lock, "sft.output_dir", cfg.sft.output_dir)
         return _run_sft(cfg)
 
 
@@ -253,7 +253,7 @@ def run_grpo(cfg: Config, evaluate_before_after: bool = True) -> dict:
     from mmevo.runlock import output_dir_lock
 
     with contextlib.ExitStack() as held:  # after joining the group: rank 0's verdict is broadcast
-        _hold_output_dir(held, output_dir_lock, "trainer.output_dir", cfg.trainer.output_dir)
+        hold_output_dir(held, output_dir_lock, "trainer.output_dir", cfg.trainer.output_dir)
         return _run_grpo(cfg, evaluate_before_after)
 
 

@@ -328,22 +328,19 @@ def run_benchmark(cfg: Config, policy=None, engine=None) -> dict:
     into the same directory would generate every pending item again and append each one a second time.
     """
     from mmevo.grpo.distributed import world_size
+    from mmevo.recipes import hold_output_dir
     from mmevo.runlock import output_dir_lock
 
     if world_size() > 1:  # every rank would generate every item and write the same out_dir
         raise ValueError(f"mmevo eval --benchmark runs as one process, not under a launcher with WORLD_SIZE="
                          f"{world_size()} (for several GPUs: --engine vllm rollout.tensor_parallel_size=N)")
-    _, out = run_name(cfg)
+    name, out = run_name(cfg)
     with contextlib.ExitStack() as held:
-        try:
-            held.enter_context(output_dir_lock(out))
-        except OSError as e:  # a file at (or above) out_dir: the bare "[Errno 17] File exists" named no setting
-            raise ValueError(f"eval.out_dir={out}: cannot be the evaluation's output directory "
-                             f"({e.strerror or e})") from None
-        return _run_benchmark(cfg, out, policy, engine)
+        hold_output_dir(held, output_dir_lock, "eval.out_dir", out, owner="evaluation")
+        return _run_benchmark(cfg, name, out, policy, engine)
 
 
-def _run_benchmark(cfg: Config, out: Path, policy=None, engine=None) -> dict:
+def _run_benchmark(cfg: Config, name: str, out: Path, policy=None, engine=None) -> dict:
     from tqdm import tqdm
 
     from mmevo.grpo.trainer import decode
@@ -359,7 +356,6 @@ def _run_benchmark(cfg: Config, out: Path, policy=None, engine=None) -> dict:
                               skip_bad=cfg.data.skip_bad_rows, limit=e.limit or None)
     if not items:
         raise ValueError(f"{source}: no usable items ({stats})")
-    name, _ = run_name(cfg)
     model_path = policy.path if policy is not None else resolve_model_path(cfg)
     max_tokens = e.max_tokens or cfg.trainer.eval_max_tokens or cfg.rollout.max_tokens
     identity = {"benchmark": name, "model": str(model_path), "format": fmt, "split": split,
