@@ -338,9 +338,13 @@ def run_eval(cfg: Config) -> dict:
     if not heldout:  # else a summary without an accuracy, and exit 0
         raise ValueError(f"data.heldout: all {overlong} prompts are over data.max_prompt_length="
                          f"{cfg.data.max_prompt_length} tokens: raise it to evaluate them")
-    result = evaluate(build_engine(cfg, policy), prompts, heldout, policy.tokenizer,
-                      cfg.trainer.eval_max_tokens or cfg.rollout.max_tokens, cfg.rollout.eval_temperature,
-                      seed=cfg.trainer.seed)
+    engine = build_engine(cfg, policy)
+    try:
+        result = evaluate(engine, prompts, heldout, policy.tokenizer,
+                          cfg.trainer.eval_max_tokens or cfg.rollout.max_tokens, cfg.rollout.eval_temperature,
+                          seed=cfg.trainer.seed)
+    finally:  # vLLM's process group and memory go with it (a caller in the same process may start another)
+        engine.close()
     if overlong:
         result["skipped_overlong_prompts"] = overlong
     return {**_strip(result), "data": stats}
