@@ -238,6 +238,13 @@ def test_tiny_run_with_hcr_cpr_smc_and_stub_gss_resumes(tiny_text_path, tmp_path
     assert again["blocks"] == summary["blocks"]
     assert [r["step"] for r in _rows(out / "solver" / "metrics.jsonl")] == [1, 2, 3, 4]
     assert (out / "health_events.jsonl").read_text() == events  # no event logged twice
+    # a rerun with another setting would reuse blocks trained under the first run's: refused before anything runs
+    from mmevo.config import ConfigError
+
+    with pytest.raises(ConfigError, match=r"honest.gss_share=0.25.*run_config.json"):
+        run_honest(_tiny_cfg(tiny_text_path, out, "honest.gss_share=0.5"))
+    assert json.loads((out / "summary.json").read_text())["config"]["honest"]["gss_share"] == 0.25
+    assert [r["step"] for r in _rows(out / "solver" / "metrics.jsonl")] == [1, 2, 3, 4]
     # and a longer run continues from the checkpoint (curriculum / replay / stub state from its plugin state)
     more = run_honest(_tiny_cfg(tiny_text_path, out, "honest.gss_blocks=3"))
     assert [b["solver_steps"] for b in more["blocks"]] == [2, 2, 2] and more["blocks"][:2] == summary["blocks"]

@@ -29,11 +29,15 @@ import time
 from pathlib import Path
 
 from mmevo.config import Config, ConfigError, set_dotted, to_dict, validate
+from mmevo.evolve.rerun import check_rerun_config
 from mmevo.honest.selfplay import GSS_MODES
 
 __all__ = ["run_honest", "check_loop_config", "role_config", "solver_heads", "read_pool"]
 
 ROLES = ("solver", "generator")
+# what a rerun into a finished (or interrupted) run's output dir may change: more blocks extend the run (each run
+# resumes from its checkpoint); the calibration reports are of the start and final models, whatever the blocks
+_RERUN_FREE_KEYS = frozenset({"honest.output_dir", "honest.gss_blocks", "honest.eval_calibration"})
 
 
 def check_loop_config(cfg: Config) -> None:
@@ -280,6 +284,8 @@ def run_honest(cfg: Config) -> dict:
                          "not implemented yet)")
     out = Path(h.output_dir)
     out.mkdir(parents=True, exist_ok=True)
+    # a rerun skips the finished warm-up, reports and blocks: with other settings they would be summarised as its own
+    check_rerun_config(out, cfg, "honest", _RERUN_FREE_KEYS)
     t0 = time.time()
     base = resolve_model_path(cfg)
     start = warm_up_solver(cfg, base, out / "warmup" / "solver") if h.warmup_sft else base
