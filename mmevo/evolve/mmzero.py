@@ -521,15 +521,19 @@ def coder_example(p: Proposal, language: str) -> Example:
     return Example(content_id("coder", text), text, "", [], [], meta={"proposal": dataclasses.asdict(p)})
 
 
-def proposer_examples(n: int, seed: int, hints: Sequence[str] | None = None) -> list[Example]:
-    """n proposer prompts; content-type hints cycle through CONTENT_TYPES unless ``hints`` gives each one's."""
+def proposer_examples(n: int, hints: Sequence[str] | None = None) -> list[Example]:
+    """n proposer prompts; content-type hints cycle through CONTENT_TYPES unless ``hints`` gives each one's.
+
+    The same prompts in every iteration (samples differ by the phase's seed): a number per iteration in the text
+    ("Variant 1000") put every prompt of iteration 1 outside the warmed-up tiny proposer's demonstrations, and none of
+    its 16 samples was a valid proposal (0.75 in iteration 0)."""
     exs = []
     for k in range(n):
         if hints is None:
             hint, variant = CONTENT_TYPES[k % len(CONTENT_TYPES)], k // len(CONTENT_TYPES)
         else:
             hint, variant = hints[k], k  # given hints repeat: the variant keeps every prompt distinct
-        text = PROPOSER_INSTRUCTION.format(hint=hint) + f" Variant {variant + seed * 1000}."
+        text = PROPOSER_INSTRUCTION.format(hint=hint) + f" Variant {variant}."
         exs.append(Example(content_id("proposer", text), text, "", [], [], meta={"hint": hint}))
     return exs
 
@@ -671,7 +675,7 @@ def run_phase(cfg: Config, role: str, t: int, role_index: int, phase_dir: Path, 
     t0 = time.time()
     try:
         if role == "proposer":
-            examples = proposer_examples(m.proposer_prompts, seed=t)
+            examples = proposer_examples(m.proposer_prompts)
             coder = FrozenRole(role_config(cfg, "coder", phase_dir, paths["coder"]), paths["coder"])
             solver = FrozenRole(role_config(cfg, "solver", phase_dir, paths["solver"]), paths["solver"])
             frozen += [coder, solver]
@@ -749,7 +753,7 @@ def warm_up(cfg: Config, paths: dict, out: Path) -> dict:
             rc.sft.output_dir = str(out / role)
             if role == "proposer":
                 # each prompt asks for its demonstration's content type: a cycled hint would teach ignoring it
-                hints = proposer_examples(len(ds), seed=0, hints=[d.proposal.content_type for d in ds])
+                hints = proposer_examples(len(ds), hints=[d.proposal.content_type for d in ds])
                 exs = [dataclasses.replace(h, solution=d.proposal.text()) for h, d in zip(hints, ds)]
             elif role == "coder":
                 lang = cfg.mmzero.code_language
