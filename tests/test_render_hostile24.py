@@ -17,6 +17,7 @@ the supervisor could not apply.
    silent. In a reduced sandbox without ``setsid`` the job's pid is no process group (``ESRCH``), so a job's 8 threads
    kept nice 0, uncounted. It is now counted per job (``RenderPool.renice_failed``, beside ``replaced``, and a warning
    the first time), and not retried at every poll.
+3. Could a job take item 1's preference back (lower its own ``oom_score_adj``)? No: checked, nothing changed.
 """
 
 import json
@@ -278,3 +279,31 @@ def test_a_cgroup_that_never_oom_kills_stalls_jobs_into_their_timeout_only(memor
         assert _job_processes(pool) == []
     finally:
         pool.close()
+
+
+OOM_ADJ_LOWERING = """
+import json, os
+res = {}
+for path in ("/proc/self/oom_score_adj", f"/proc/{os.getpid()}/oom_score_adj", "/proc/self/oom_adj"):
+    for value in ("0", "-1000"):
+        try:
+            with open(path, "w") as f:
+                f.write(value)
+            res[f"{path}={value}"] = "written"
+        except OSError as e:
+            res[f"{path}={value}"] = e.errno
+raise RuntimeError(json.dumps(res))
+"""
+
+
+def test_a_job_cannot_lower_the_oom_score_adj_it_was_given(render_pool):
+    """The supervisor raises a job's ``oom_score_adj`` as root; a process without CAP_SYS_RESOURCE may lower its own
+    back to the minimum its last privileged writer set (the kernel keeps ``oom_score_adj_min`` only for such writers),
+    so under a non-root supervisor a job could take back the preference of item 1. It cannot open the file for writing
+    at all: its procfs is mounted read-only (EROFS). Beneath that, measured by removing the layers one by one: Landlock
+    gives it no write access below ``/proc``, and its ``/proc/<pid>`` files belong to root (a job is not dumpable) while
+    it runs under another uid (EACCES, also with the read-only mount and the Landlock rule removed and no adj set)."""
+    import errno
+
+    res = _job_json(render_pool.render(RenderJob(OOM_ADJ_LOWERING), timeout_s=TIMEOUT_S))
+    assert len(res) == 6 and set(res.values()) == {errno.EROFS}, res
