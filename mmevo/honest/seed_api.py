@@ -7,7 +7,8 @@ what the seed's snippets show, so code written against the seed runs on mmevo's 
 - ``parse_hindsight(text)``: the retrospective confidence r of a response's ``<hindsight>`` slot, or None (seed 2.3:
   a response without one, or with a malformed one, is silently skipped).
 - ``CalibrationPrioritizedReplay``: ``add(prompt, gt, domain, difficulty, conf, correct)``,
-  ``sample(n, alpha=0.6, eps=1e-3) -> list[dict]``, ``snapshot() -> dict`` (seed 3.3) over ``ReplayBuffer``.
+  ``sample(n, alpha=0.6, eps=1e-3) -> list[dict]``, ``snapshot() -> dict`` (seed 3.3) and
+  ``entropy_of_priorities()`` (seed 9's replay-collapse detector) over ``ReplayBuffer``.
   As there, priorities are (|c - y| + eps)^alpha, computed at sample time; as in mmevo, a prompt written again
   (same domain, difficulty and text) is updated in place rather than stored twice.
 - ``SelfMutatingCurriculum(controller, max_hard_difficulty=8, promote_threshold=0.75, min_episodes_at_max=20)``:
@@ -69,6 +70,12 @@ class CalibrationPrioritizedReplay:
                         "difficulty": e.example.meta["difficulty"], "conf": e.confidence, "correct": e.correct,
                         "priority": (e.error + eps) ** alpha})
         return out
+
+    def entropy_of_priorities(self, alpha: float | None = None, eps: float | None = None) -> float:
+        """Shannon entropy (nats) of the priority sampling distribution, by default at the alpha / eps this buffer
+        was built with (as ``snapshot()["priority_entropy"]``): the seed's replay-collapse detector (section 9) calls
+        ``buffer.entropy_of_priorities()`` and fires below log(2)."""
+        return self.buffer.entropy_of_priorities(alpha, eps)
 
     def snapshot(self) -> dict:
         return self.buffer.snapshot()

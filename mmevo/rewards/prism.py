@@ -96,8 +96,10 @@ def coverage_rewards(p: Tensor, clusters: Tensor, counts: Tensor, lam: float = 5
     bad = (idx < 0) | (idx >= K)
     if bad.any():
         raise ValueError(f"cluster id {int(idx[bad][0])} of a valid sample is outside [0, {K})")
-    work = torch.promote_types(p.dtype, counts.dtype if counts.is_floating_point() else torch.float32)
-    work = torch.promote_types(work, torch.float32)  # bf16 / fp16 inputs: compute in fp32, return in p's dtype
+    # evaluated in float64 and rounded once to p's dtype, as zpd is: a float32 / bf16 / fp16 evaluation rounded after
+    # every operation and missed the correctly rounded reward by an ulp or more (float32 p 0.5733: 0.80796272 for
+    # 0.80796278)
+    work = torch.float64
     n = counts.detach().to(device=p.device, dtype=work)  # [K]
     if not bool(((n >= 0) & torch.isfinite(n)).all()):  # NaN fails n >= 0
         raise ValueError(f"counts must be finite and >= 0, got min {float(n.min())} max {float(n.max())}")
@@ -136,7 +138,10 @@ def ema_counts(counts: Tensor, visited: Tensor, gamma: float = 0.99, mode: str =
         raise ValueError(f"visited cluster ids must be in [0, {K}), got min {int(v.min())} max {int(v.max())}")
     hits = torch.bincount(v, minlength=K)  # [K] visits per cluster
     add = (hits > 0) if mode == "indicator" else hits
-    return gamma * counts.detach() + (1.0 - gamma) * add.to(counts.dtype)
+    # float64, rounded once to counts' dtype: in float32 / bf16 / fp16 gamma itself and each product were rounded, so
+    # the new count missed the correctly rounded one by an ulp (fp16 3.25 -> 1.2539 for 1.2549 at gamma 0.113)
+    new = gamma * counts.detach().to(torch.float64) + (1.0 - gamma) * add.to(torch.float64)
+    return new.to(counts.dtype)
 
 
 def diversity_stats(clusters: Sequence[int] | Tensor, k: int) -> dict:
