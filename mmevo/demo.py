@@ -400,11 +400,13 @@ def write_report(out: Path, cfg: Config, configs: dict[str, Config], r: dict, ev
     reused = r.get("reused_phases") or []
     reused_note = (f"; reused from an earlier invocation, so not in these times: "
                    f"{', '.join(LABELS.get(n, n) for n in reused)}" if reused else "")
+    # one run, or runs one after the other: nothing between "thread(s)" and the full stop
+    together = " (two runs at once)" if r["threads"]["parallel"] and len(names) > 1 else ""
     text = f"""# mmevo demo report
 
-Tiny Qwen2.5-VL ({r['base_model']}) on figure tasks whose values are drawn only in the image (digit tables, bar
-charts; the problem text holds no number), CPU, {r['threads']['threads']} thread(s)
-{'(two runs at once)' if r['threads']['parallel'] and len(names) > 1 else ''}. Total time {r['total_seconds'] / 60:.1f} min
+Tiny Qwen2.5-VL ({r['base_model']}) on figure tasks whose values are drawn only in the image (bar heights,
+seven-segment digits or dot counts, each colour in a random quadrant; the problem text holds no number), CPU,
+{r['threads']['threads']} thread(s){together}. Total time {r['total_seconds'] / 60:.1f} min
 (SFT {r['sft_seconds'] / 60:.1f} min, runs {r['runs_seconds'] / 60:.1f} min{reused_note}).
 
 {'Label-free: no gold answer reaches any reward; gold answers only score the held-out set and the logged pseudo-label accuracy.' if label_free else 'Verifiable reward: the gold answers of the train set reach the accuracy reward.'}
