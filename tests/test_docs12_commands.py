@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 
 import mmevo.demo
+from conftest import randomized_model
 from mmevo.data.figures import FIGURE_KINDS
 from mmevo.demo import demo_config, write_report
 
@@ -44,3 +45,30 @@ def test_demo_report_describes_the_figures_and_has_no_stray_line(names, parallel
     assert ("(two runs at once)" in intro) == (parallel and len(names) > 1)
     assert "thread(s). Total time" in intro.replace("\n", " ") or "(two runs at once). Total time" in intro.replace(
         "\n", " ")
+
+
+def test_honest_rerun_with_more_blocks_reports_the_new_final_model(tiny_text_path, tmp_path):
+    # `mmevo evolve honest configs/honest_tiny.yaml`, then the same with honest.gss_blocks=3 ("more blocks extend the
+    # run"): block 3 trained and solver/final was exported anew, but eval_after/calibration.json (and summary.json's
+    # calibration_after) stayed the report of the 2-block model: the cache was kept whatever weights it described
+    import shutil
+
+    from mmevo.config import load_config
+    from mmevo.honest.loop import calibration_eval
+
+    root = Path(__file__).resolve().parent.parent
+    cfg = load_config(root / "configs" / "honest_tiny.yaml", ["data.n_heldout=3", "eval.max_tokens=12"])
+    model = tmp_path / "final"
+    shutil.copytree(tiny_text_path, model)
+    out = tmp_path / "eval_after"
+    first = calibration_eval(cfg, str(model), out, "after RL")
+    responses = out / "responses.jsonl"
+    kept = responses.stat().st_mtime_ns
+    assert calibration_eval(cfg, str(model), out, "after RL") == first
+    assert responses.stat().st_mtime_ns == kept  # same weights: the report is reused, nothing generated
+
+    randomized_model(tiny_text_path, seed=3).model.save_pretrained(model)  # the run trained on: new final weights
+    second = calibration_eval(cfg, str(model), out, "after RL")
+    fresh = calibration_eval(cfg, str(model), tmp_path / "fresh", "after RL")
+    assert responses.read_text() == (tmp_path / "fresh" / "responses.jsonl").read_text() != ""
+    assert second["n"] == fresh["n"] == 3 and second.get("weights") == fresh.get("weights") != first.get("weights")

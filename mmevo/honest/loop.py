@@ -139,15 +139,19 @@ def warm_up_generator(cfg: Config, base_path: str, out: Path) -> str:
 
 
 def calibration_eval(cfg: Config, model_path: str, out: Path, title: str) -> dict | None:
-    """The calibration report of ``model_path`` on held-out honest_tasks (cached in ``out/calibration.json``);
-    None when ``honest.eval_calibration`` is off or ``data.n_heldout`` is 0."""
+    """The calibration report of ``model_path`` on held-out honest_tasks (cached in ``out/calibration.json`` for
+    these weights); None when ``honest.eval_calibration`` is off or ``data.n_heldout`` is 0."""
+    from mmevo.eval.runner import weights_fingerprint
     from mmevo.honest.calibration import calibration_heldout, evaluate_calibration
 
     if not cfg.honest.eval_calibration or cfg.data.n_heldout < 1:
         return None
     done = out / "calibration.json"
-    if done.exists():
-        return json.loads(done.read_text())
+    weights = weights_fingerprint(model_path)
+    if done.exists():  # a rerun that trained on (honest.gss_blocks raised) exports new weights to the same path
+        cached = json.loads(done.read_text())
+        if weights is not None and cached.get("weights") == weights:
+            return cached
     rc = copy.deepcopy(cfg)
     rc.data.heldout = "honest_tasks"
     if cfg.honest.warmup_sft:
@@ -155,7 +159,10 @@ def calibration_eval(cfg: Config, model_path: str, out: Path, title: str) -> dic
     held, _ = calibration_heldout(rc)
     if not held:
         return None
-    return evaluate_calibration(rc, model_path, held, out, max_tokens=rc.eval.max_tokens or None, title=title)
+    report = evaluate_calibration(rc, model_path, held, out, max_tokens=rc.eval.max_tokens or None, title=title)
+    report["weights"] = weights
+    done.write_text(json.dumps(report, indent=2))
+    return report
 
 
 def _report_summary(report: dict | None) -> dict | None:
