@@ -294,6 +294,8 @@ def _run_grpo(cfg: Config, evaluate_before_after: bool) -> dict:
     last = broadcast_from_main(latest_checkpoint(out))
     if cfg.trainer.save_every and (last is None or last.name != f"step_{trainer.step_idx:06d}"):
         trainer.save()
+    if trainer.settings_changes:  # summary["config"] holds the last run's values only: earlier steps ran under others
+        summary["resumed_with_changes"] = trainer.settings_changes
     summary["final_model"] = str(trainer.export(out / "final"))
     if evaluate_before_after and heldout:
         summary["eval_after"] = _strip(trainer.heldout_eval_now())

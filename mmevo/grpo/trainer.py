@@ -215,6 +215,11 @@ _RESUME_FREE_KEYS = frozenset({"trainer.output_dir", "trainer.steps", "trainer.r
                                "model.cache_dir", "sft.output_dir"})
 
 
+# step metrics that are counts over the step's global batch: each rank counts its own share, so they are summed over
+# ranks (the rest are averaged); averaged, a 2-process run logged half the re-inference tokens of one process
+SUMMED_STEP_METRICS = ("data/skipped_overlong_prompts", "data/samples", "csrs/reinference_tokens")
+
+
 def resume_config_changes(saved: dict | None, current: dict) -> list[str]:
     """Dotted config keys (``section.key``) whose value differs between the config a checkpoint was saved with and
     this run's (both ``to_dict``), leaving out ``_RESUME_FREE_KEYS``; [] for a checkpoint without a config."""
@@ -228,6 +233,19 @@ def resume_config_changes(saved: dict | None, current: dict) -> list[str]:
     a, b = flat(saved), flat(current)
     return sorted(k for k in a.keys() | b.keys()
                   if k not in _RESUME_FREE_KEYS and (k in a, a.get(k)) != (k in b, b.get(k)))
+
+
+def resume_config_diff(saved: dict | None, current: dict, step: int) -> list[dict]:
+    """``resume_config_changes`` with the values: one ``{"step", "key", "was", "now"}`` per changed key, ``step``
+    being the checkpoint's (the steps after it ran under ``now``); a key absent on one side has ``None`` there."""
+    keys = resume_config_changes(saved, current)
+
+    def value(d: dict | None, key: str):
+        sec, _, k = key.partition(".")
+        sub = (d or {}).get(sec)
+        return sub.get(k) if isinstance(sub, dict) else None
+
+    return [{"step": step, "key": k, "was": value(saved, k), "now": value(current, k)} for k in keys]
 
 
 def sequence_logprobs(model, prompts: Sequence[EncodedPrompt], responses: Sequence[Sequence[int]], pad_id: int,
@@ -492,6 +510,9 @@ class GRPOTrainer:
         self._started = False
         self._unstarted_steps = 0  # steps run through step() before the first train() (a resume would discard them)
         self._own_checkpoints: set[str] = set()  # names of the checkpoints this trainer saved (not an earlier run's)
+        # every setting a resume changed, oldest first ({"step", "key", "was", "now"}; see resume_config_diff):
+        # checkpointed, so the summary of a run resumed several times names each change and the steps it applied to
+        self.settings_changes: list[dict] = []
         self._output_dir_key: Path | None = None  # see _take_output_dir
 
     # -- the algorithm ------------------------------------------------------------------------------------------
@@ -893,7 +914,8 @@ class GRPOTrainer:
     def trainer_state(self, with_optimizer: bool = True) -> dict:
         """What a checkpoint holds besides the weights (``with_optimizer=False``: no optimizer / scheduler state)."""
         # the wandb run's id: a resume from this checkpoint continues that run (rank 0's logger has it)
-        state = {**self.plugin_state(), "config": to_dict(self.cfg), "wandb_run_id": self.logger.wandb_run_id}
+        state = {**self.plugin_state(), "config": to_dict(self.cfg), "wandb_run_id": self.logger.wandb_run_id,
+                 "settings_changes": list(self.settings_changes)}
         if self.cfg.model.lora.rank > 0 and self.ds_engine is None:  # model/ holds merged weights: keep the adapters
             from mmevo.models.adapters import lora_state_dict
 
@@ -977,13 +999,16 @@ class GRPOTrainer:
                              "with the settings it was saved with, or start afresh with trainer.resume=false or "
                              "another trainer.output_dir") from e
         state = {**state, **self._rank_plugin_state(ckpt)}
+        diff = resume_config_diff(state.get("config"), to_dict(self.cfg), int(state["step"]))
+        self.settings_changes = list(state.get("settings_changes", [])) + diff
         if changed and D.is_main():  # verl / TRL resume silently; a changed algorithm or data is most likely a mistake
             # the loaded optimizer / scheduler state brings its own lr, betas and weight decay (as in verl and TRL)
             kept = [k for k in changed if k in ("trainer.lr", "trainer.betas", "trainer.weight_decay")]
             note = f", except {', '.join(kept)}: the checkpoint's optimizer state keeps its own" if kept else ""
             warnings.warn(f"resuming {ckpt} with settings other than those it was saved with: {', '.join(changed)} "
                           f"(this run's values apply{note}; use another trainer.output_dir or trainer.resume=false "
-                          "to start afresh)", stacklevel=2)
+                          "to start afresh); saved -> now: "
+                          + "; ".join(f"{d['key']} {d['was']!r} -> {d['now']!r}" for d in diff), stacklevel=2)
         _reapply_schedule(self.scheduler)
         self.load_plugin_state(state)
         self.step_idx = int(state["step"])
@@ -1067,7 +1092,7 @@ class GRPOTrainer:
                     if self.ds_engine is not None:
                         from mmevo.grpo.distributed import all_reduce_mean
 
-                        metrics = all_reduce_mean(metrics, sum_keys=("data/skipped_overlong_prompts", "data/samples"))
+                        metrics = all_reduce_mean(metrics, sum_keys=SUMMED_STEP_METRICS)
                 except FloatingPointError as e:
                     raise TrainingDiverged(f"{e} at step {self.step_idx}: stopping; the last good checkpoint in "
                                            f"{self.out / 'checkpoints'} is kept") from e

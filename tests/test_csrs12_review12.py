@@ -1,0 +1,74 @@
+"""CSRS review 12: a CSRS run resumed under other settings (a documented knob changed between reruns into one
+trainer.output_dir) warns, and its summary.json names each change with the step it took effect, its old and new
+value; summary["config"] alone holds the last run's values, as if every step had run under them."""
+
+import json
+
+import pytest
+
+from mmevo import recipes
+from mmevo.config import load_config
+
+
+def _cfg(model, out, *over):
+    return load_config(None, [
+        f"model.path={model}", "data.train=synthetic", "data.n_train=8", "data.n_heldout=2",
+        "data.prompt_template=none", "data.hide_labels=true", "csrs.enabled=true", "csrs.m=1", "csrs.omega=0.7",
+        "reward.heads={sfr: 1.0}", "rollout.n=2", "rollout.max_tokens=4", "trainer.prompts_per_step=2",
+        "trainer.mini_batch_prompts=2", "trainer.save_every=1", "trainer.wandb_mode=disabled",
+        "trainer.progress=false", f"trainer.output_dir={out}", *over])
+
+
+def test_resume_config_diff_names_old_and_new_values():
+    from mmevo.grpo.trainer import resume_config_diff
+
+    saved = {"csrs": {"omega": 0.7, "m": 5}, "trainer": {"steps": 2, "lr": 1.0}, "reward": {"heads": {"sfr": 1.0}}}
+    now = {"csrs": {"omega": 0.5, "m": 5}, "trainer": {"steps": 4, "lr": 1.0}, "reward": {"heads": {"majority": 1.0}}}
+    assert resume_config_diff(saved, now, 2) == [
+        {"step": 2, "key": "csrs.omega", "was": 0.7, "now": 0.5},
+        {"step": 2, "key": "reward.heads", "was": {"sfr": 1.0}, "now": {"majority": 1.0}}]
+    assert resume_config_diff(saved, saved, 2) == [] and resume_config_diff(None, now, 2) == []
+
+
+def test_a_csrs_run_resumed_with_another_omega_says_so_in_its_summary(tiny_vl_path, tmp_path):
+    out = tmp_path / "run"
+    first = recipes.run_grpo(_cfg(tiny_vl_path, out, "trainer.steps=1"))
+    assert "resumed_with_changes" not in first  # nothing changed: the key set of a plain run stays as it was
+    with pytest.warns(UserWarning, match=r"csrs\.omega \(this run's values apply.*csrs\.omega 0\.7 -> 0\.5"):
+        second = recipes.run_grpo(_cfg(tiny_vl_path, out, "trainer.steps=2", "csrs.omega=0.5"))
+    change = {"step": 1, "key": "csrs.omega", "was": 0.7, "now": 0.5}
+    assert second["config"]["csrs"]["omega"] == 0.5 and second["resumed_with_changes"] == [change]
+    assert json.loads((out / "summary.json").read_text())["resumed_with_changes"] == [change]
+    # a later rerun that changes nothing more still names it: the change is kept in the checkpoints
+    third = recipes.run_grpo(_cfg(tiny_vl_path, out, "trainer.steps=3", "csrs.omega=0.5"))
+    assert third["resumed_with_changes"] == [change]
+    assert [json.loads(line)["step"] for line in (out / "metrics.jsonl").read_text().splitlines()] == [1, 2, 3]
+
+
+def _reduce_on_rank(rank: int, init_file: str, results) -> None:
+    import torch.distributed as dist
+
+    from mmevo.grpo.distributed import all_reduce_mean
+    from mmevo.grpo.trainer import SUMMED_STEP_METRICS
+
+    dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=2)
+    try:  # each rank's share of one step: 4 prompts x (2 maternal + 2 x 5 re-inferences), its own token counts
+        mine = {"csrs/reinference_tokens": [1254.0, 1340.0][rank], "data/samples": 192.0,
+                "csrs/anchor_mean": [15.0, 16.0][rank], "csrs/reinference_frac": 5 / 6}
+        results[rank] = all_reduce_mean(mine, sum_keys=SUMMED_STEP_METRICS)
+    finally:
+        dist.destroy_process_group()
+
+
+def test_reinference_tokens_are_summed_over_ranks_as_the_step_total(tmp_path):
+    # csrs/reinference_tokens is the step's total (one process: every prompt's re-inference tokens); a 2-process
+    # CSRS run logged the mean of the ranks' totals, 1254 where one process logs about 2594 for the same step
+    import torch.multiprocessing as mp
+
+    with mp.Manager() as manager:
+        results = manager.dict()
+        mp.spawn(_reduce_on_rank, args=(str(tmp_path / "init"), results), nprocs=2, join=True)
+        got = dict(results)
+    assert got[0] == got[1]
+    assert got[0]["csrs/reinference_tokens"] == 2594.0 and got[0]["data/samples"] == 384.0
+    assert got[0]["csrs/anchor_mean"] == 15.5 and got[0]["csrs/reinference_frac"] == 5 / 6  # means stay means
