@@ -151,7 +151,11 @@ def truncate_rows_after(path: str | Path, step: int) -> None:
     if p.exists():
         keep = [line for line in p.read_text().splitlines() if (row := _row(line)) is not None
                 and row.get("step", 0) <= step]
-        p.write_text("".join(line + "\n" for line in keep))
+        # through a temp file and a rename: written in place, a kill or a full disk mid-write left the curve empty or
+        # torn, and the rows up to the checkpoint are never logged again
+        tmp = p.with_name(p.name + ".tmp")
+        tmp.write_text("".join(line + "\n" for line in keep))
+        os.replace(tmp, p)
 
 
 def read_curve(path: str | Path) -> list[dict]:

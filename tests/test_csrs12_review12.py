@@ -72,3 +72,27 @@ def test_reinference_tokens_are_summed_over_ranks_as_the_step_total(tmp_path):
     assert got[0] == got[1]
     assert got[0]["csrs/reinference_tokens"] == 2594.0 and got[0]["data/samples"] == 384.0
     assert got[0]["csrs/anchor_mean"] == 15.5 and got[0]["csrs/reinference_frac"] == 5 / 6  # means stay means
+
+
+def test_a_failed_rewrite_of_the_curve_on_resume_keeps_its_rows(tmp_path, monkeypatch):
+    # the resume truncates metrics.jsonl to the checkpoint's step; a full disk (or a kill) mid-rewrite lost every row,
+    # and the steps up to the checkpoint are never run again
+    from pathlib import Path
+
+    from mmevo.metrics import read_curve, truncate_rows_after
+
+    curve = tmp_path / "metrics.jsonl"
+    curve.write_text("".join(json.dumps({"step": s, "reward/sfr/mean": s / 10}) + "\n" for s in (1, 2, 3)))
+    real_write = Path.write_text
+
+    def disk_full(self, text, *a, **k):  # opens (truncating) and writes part, as a write hitting ENOSPC does
+        real_write(self, text[:5], *a, **k)
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(Path, "write_text", disk_full)
+    with pytest.raises(OSError):
+        truncate_rows_after(curve, 2)
+    monkeypatch.undo()
+    assert [r["step"] for r in read_curve(curve)] == [1, 2, 3]  # untouched: the rerun truncates it again
+    truncate_rows_after(curve, 2)
+    assert [r["step"] for r in read_curve(curve)] == [1, 2] and not (tmp_path / "metrics.jsonl.tmp").exists()
