@@ -96,3 +96,22 @@ def test_a_failed_rewrite_of_the_curve_on_resume_keeps_its_rows(tmp_path, monkey
     assert [r["step"] for r in read_curve(curve)] == [1, 2, 3]  # untouched: the rerun truncates it again
     truncate_rows_after(curve, 2)
     assert [r["step"] for r in read_curve(curve)] == [1, 2] and not (tmp_path / "metrics.jsonl.tmp").exists()
+
+
+
+def test_a_geoqa_row_with_an_empty_answer_tag_is_named_as_such(tmp_path):
+    # an R1-V row whose solution is "<answer></answer>" was reported as having no <answer> tag at all
+    from PIL import Image
+
+    from mmevo.data.benchmarks import load_items
+    from mmevo.data.schema import DataError
+
+    Image.new("RGB", (8, 8)).save(tmp_path / "a.png")
+    rows = [{"image": "a.png", "problem": "<image>Find x.", "solution": s}
+            for s in ("<answer>3</answer>", "<answer> </answer>", "x is 3")]
+    (tmp_path / "g.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with pytest.raises(DataError, match=r"g\.jsonl:2 \(row 1\): field 'solution': has an empty <answer></answer>"):
+        load_items("geoqa", tmp_path / "g.jsonl")
+    (tmp_path / "g.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows[::2]))
+    with pytest.raises(DataError, match=r"g\.jsonl:2 \(row 1\): field 'solution': has no <answer>\.\.\.</answer>"):
+        load_items("geoqa", tmp_path / "g.jsonl")

@@ -566,8 +566,9 @@ def _generic(row: dict, r: _Row, extra: dict) -> BenchmarkItem:
     answer_field = f["answer"]
     if answer is None:  # R1-V: solution = "<answer>...</answer>"
         tags = _ANSWER_TAG.findall(row["solution"])
-        if not tags or not tags[-1].strip():
-            raise r.err("solution", "has no <answer>...</answer> and the row has no answer field", "missing_answer")
+        if not tags or not tags[-1].strip():  # an empty tag is named as such: "has none" sent one looking for a typo
+            what = "has no <answer>...</answer>" if not tags else "has an empty <answer></answer> (its last)"
+            raise r.err("solution", f"{what} and the row has no answer field", "missing_answer")
         answer, answer_field = tags[-1].strip(), "solution"
     if f["choices"] not in row:  # options under another column name: the gold would stay a bare letter
         other = next((k for k in ("options", "choice", "answer_choices") if row.get(k) not in (None, "", [])), None)
