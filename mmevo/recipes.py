@@ -66,6 +66,10 @@ def check_engine(cfg: Config) -> None:
 
 def load_policy(cfg: Config, path: str | None = None) -> LoadedModel:
     check_device("model.device", cfg.model.device)
+    if path is None:  # the loader's "model path ... does not exist" named no setting: train / sft / eval name it
+        from mmevo.evolve.rerun import check_start_model
+
+        check_start_model(cfg)
     torch.manual_seed(cfg.trainer.seed)
     return load_model(path or resolve_model_path(cfg), cfg.model.dtype, cfg.model.device)
 

@@ -115,3 +115,15 @@ def test_a_geoqa_row_with_an_empty_answer_tag_is_named_as_such(tmp_path):
     (tmp_path / "g.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows[::2]))
     with pytest.raises(DataError, match=r"g\.jsonl:2 \(row 1\): field 'solution': has no <answer>\.\.\.</answer>"):
         load_items("geoqa", tmp_path / "g.jsonl")
+
+
+@pytest.mark.parametrize("command", ["train", "sft"])
+def test_a_missing_model_path_is_named_by_its_setting(tmp_path, capsys, command):
+    # "mmevo train: error: model path '...' does not exist" named no setting (the loops' own check names model.path)
+    from mmevo.cli import main
+
+    missing = tmp_path / "no_such_model"
+    out = "trainer.output_dir" if command == "train" else "sft.output_dir"
+    assert main([command, "configs/csrs_tiny.yaml", f"model.path={missing}", "data.n_train=8", "data.n_heldout=2",
+                 f"{out}={tmp_path / 'run'}"]) == 2
+    assert f"model.path={missing}: model path" in capsys.readouterr().err
