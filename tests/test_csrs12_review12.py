@@ -127,3 +127,20 @@ def test_a_missing_model_path_is_named_by_its_setting(tmp_path, capsys, command)
     assert main([command, "configs/csrs_tiny.yaml", f"model.path={missing}", "data.n_train=8", "data.n_heldout=2",
                  f"{out}={tmp_path / 'run'}"]) == 2
     assert f"model.path={missing}: model path" in capsys.readouterr().err
+
+
+def test_a_resume_onto_another_train_set_is_refused_naming_the_setting(tiny_vl_path, tmp_path):
+    # was: the warning "this run's values apply" for data.n_train, then a bare "checkpoint was made with 8 training
+    # rows, this run has 6" naming neither the checkpoint nor the setting
+    import warnings
+
+    out = tmp_path / "run"
+    recipes.run_grpo(_cfg(tiny_vl_path, out, "trainer.steps=1", "data.n_heldout=0"))
+    with warnings.catch_warnings(record=True) as caught, pytest.raises(
+            ValueError, match=r"cannot resume \S*step_000001: its data position / plug-in state do not fit this run, "
+                              r"whose settings differ from the checkpoint's in data\.n_train \(ValueError: checkpoint "
+                              r"was made with 8 training rows, this run has 6\)"):
+        warnings.simplefilter("always")
+        recipes.run_grpo(_cfg(tiny_vl_path, out, "trainer.steps=2", "data.n_heldout=0", "data.n_train=6"))
+    assert not [w for w in caught if "values apply" in str(w.message)]
+    assert len((out / "metrics.jsonl").read_text().splitlines()) == 1

@@ -987,18 +987,23 @@ class GRPOTrainer:
             return False
         state = load_trainer_state(ckpt)
         changed = resume_config_changes(state.get("config"), to_dict(self.cfg))
+        what = "its weights / optimizer state"
         try:
             self._load_checkpoint_state(ckpt, state)
+            state = {**state, **self._rank_plugin_state(ckpt)}
+            # before the warning below: a data position that does not fit this run's train set (another data.n_train
+            # or data.train) was refused after "this run's values apply", in words that named no setting
+            what = "its data position / plug-in state"
+            self.load_plugin_state(state)
         except DamagedCheckpointError:
             raise
         except (RuntimeError, ValueError, KeyError) as e:  # torch's shape / group-size messages name no setting
             if not changed:
                 raise
-            raise ValueError(f"cannot resume {ckpt}: its weights / optimizer state do not fit this run, whose settings "
+            raise ValueError(f"cannot resume {ckpt}: {what} do not fit this run, whose settings "
                              f"differ from the checkpoint's in {', '.join(changed)} ({type(e).__name__}: {e}); resume "
                              "with the settings it was saved with, or start afresh with trainer.resume=false or "
                              "another trainer.output_dir") from e
-        state = {**state, **self._rank_plugin_state(ckpt)}
         diff = resume_config_diff(state.get("config"), to_dict(self.cfg), int(state["step"]))
         self.settings_changes = list(state.get("settings_changes", [])) + diff
         if changed and D.is_main():  # verl / TRL resume silently; a changed algorithm or data is most likely a mistake
@@ -1010,7 +1015,6 @@ class GRPOTrainer:
                           "to start afresh); saved -> now: "
                           + "; ".join(f"{d['key']} {d['was']!r} -> {d['now']!r}" for d in diff), stacklevel=2)
         _reapply_schedule(self.scheduler)
-        self.load_plugin_state(state)
         self.step_idx = int(state["step"])
         self.engine.sync_weights(self.model)
         self.logger.begin(self.step_idx, state.get("wandb_run_id"))  # the curve and wandb run go on after it
