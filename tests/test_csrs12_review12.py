@@ -23,10 +23,12 @@ def test_resume_config_diff_names_old_and_new_values():
     from mmevo.grpo.trainer import resume_config_diff
 
     saved = {"csrs": {"omega": 0.7, "m": 5}, "trainer": {"steps": 2, "lr": 1.0}, "reward": {"heads": {"sfr": 1.0}}}
-    now = {"csrs": {"omega": 0.5, "m": 5}, "trainer": {"steps": 4, "lr": 1.0}, "reward": {"heads": {"majority": 1.0}}}
+    now = {"csrs": {"omega": 0.5, "m": 5}, "trainer": {"steps": 4, "lr": 0.5}, "reward": {"heads": {"majority": 1.0}}}
     assert resume_config_diff(saved, now, 2) == [
         {"step": 2, "key": "csrs.omega", "was": 0.7, "now": 0.5},
-        {"step": 2, "key": "reward.heads", "was": {"sfr": 1.0}, "now": {"majority": 1.0}}]
+        {"step": 2, "key": "reward.heads", "was": {"sfr": 1.0}, "now": {"majority": 1.0}},
+        # the loaded optimizer state keeps its lr: the record must not claim 0.5 applied
+        {"step": 2, "key": "trainer.lr", "was": 1.0, "now": 0.5, "applied": False}]
     assert resume_config_diff(saved, saved, 2) == [] and resume_config_diff(None, now, 2) == []
 
 

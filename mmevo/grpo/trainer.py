@@ -237,7 +237,9 @@ def resume_config_changes(saved: dict | None, current: dict) -> list[str]:
 
 def resume_config_diff(saved: dict | None, current: dict, step: int) -> list[dict]:
     """``resume_config_changes`` with the values: one ``{"step", "key", "was", "now"}`` per changed key, ``step``
-    being the checkpoint's (the steps after it ran under ``now``); a key absent on one side has ``None`` there."""
+    being the checkpoint's (the steps after it ran under ``now``); a key absent on one side has ``None`` there. An
+    optimizer setting the loaded optimizer state keeps (``OPTIMIZER_STATE_KEYS``) has ``"applied": False``: the
+    steps after the checkpoint ran under ``was``."""
     keys = resume_config_changes(saved, current)
 
     def value(d: dict | None, key: str):
@@ -245,7 +247,12 @@ def resume_config_diff(saved: dict | None, current: dict, step: int) -> list[dic
         sub = (d or {}).get(sec)
         return sub.get(k) if isinstance(sub, dict) else None
 
-    return [{"step": step, "key": k, "was": value(saved, k), "now": value(current, k)} for k in keys]
+    return [{"step": step, "key": k, "was": value(saved, k), "now": value(current, k),
+             **({"applied": False} if k in OPTIMIZER_STATE_KEYS else {})} for k in keys]
+
+
+# what a resumed optimizer / scheduler state brings with it (as in verl and TRL): this run's values do not apply
+OPTIMIZER_STATE_KEYS = ("trainer.lr", "trainer.betas", "trainer.weight_decay")
 
 
 def sequence_logprobs(model, prompts: Sequence[EncodedPrompt], responses: Sequence[Sequence[int]], pad_id: int,
@@ -1008,7 +1015,7 @@ class GRPOTrainer:
         self.settings_changes = list(state.get("settings_changes", [])) + diff
         if changed and D.is_main():  # verl / TRL resume silently; a changed algorithm or data is most likely a mistake
             # the loaded optimizer / scheduler state brings its own lr, betas and weight decay (as in verl and TRL)
-            kept = [k for k in changed if k in ("trainer.lr", "trainer.betas", "trainer.weight_decay")]
+            kept = [k for k in changed if k in OPTIMIZER_STATE_KEYS]
             note = f", except {', '.join(kept)}: the checkpoint's optimizer state keeps its own" if kept else ""
             warnings.warn(f"resuming {ckpt} with settings other than those it was saved with: {', '.join(changed)} "
                           f"(this run's values apply{note}; use another trainer.output_dir or trainer.resume=false "
