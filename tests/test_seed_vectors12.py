@@ -27,6 +27,8 @@ from mmevo.rewards.mmzero import diversity_adjustment, proposal_rewards
 from mmevo.rewards.prism import coverage_rewards, ema_counts, zpd
 from mmevo.rewards.sfr import softened_frequency_rewards
 
+from test_seed_vectors_edge import ref_sfr  # Eq. 7-8 from the seed text (the edge file's reference)
+
 LOW = (torch.float32, torch.bfloat16, torch.float16)
 
 
@@ -53,22 +55,6 @@ def ref_proposal(executed, easy, cons, adj, valid):  # MM-Zero: mean over ALL N 
         return -1.0
     n = len(executed)
     return sum(min(s, 0.5) + min(c, 1 - c) for e, s, c in zip(executed, easy, cons) if e) / n + sum(adj)
-
-
-def ref_sfr(maternal, reinference, gamma=0.2, beta=5.0, eps=1e-6):  # CSRS Eq. 7-8; None: no answer, reward 0
-    everything = list(maternal) + list(reinference)
-    out = []
-    for a in maternal:
-        if a is None:
-            out.append(0.0)
-            continue
-        f_base = sum(x == a for x in everything) / len(everything)
-        if not reinference:
-            out.append(f_base)
-            continue
-        f_r = sum(x == a for x in reinference) / len(reinference)
-        out.append((gamma * math.tanh(beta * (f_r / (f_base + eps) - 1)) + 1) * f_base)
-    return out
 
 
 def ref_casr(c, r, y, chars):  # HONEST 2.5, defaults alpha 1, beta gamma delta 0.05, clip 0.30; r None: absent
