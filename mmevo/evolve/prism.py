@@ -261,6 +261,7 @@ def _means(history: list[dict], prefixes: tuple[str, ...]) -> dict:
 def run_questioner(cfg: Config, t: int, role_index: int, phase_dir: Path, solver_path: str,
                    counts_state: dict) -> dict:
     """Questioner GRPO from S_{t-1} (resumable); its coverage counts start from the previous iteration's."""
+    from mmevo.grpo.distributed import barrier, is_main, world_size
     from mmevo.recipes import build_trainer, load_policy
 
     p = cfg.prism
@@ -280,11 +281,16 @@ def run_questioner(cfg: Config, t: int, role_index: int, phase_dir: Path, solver
         history = trainer.logged_history()  # all the phase's steps, those before a resume too
         head_state = trainer.rewards.heads["prism_coverage"].state_dict()
         final = trainer.export(phase_dir / "final")
+        steps = trainer.step_idx
         trainer.close()
     finally:
         solver.close()
+    # the records of steps this phase did not finish with (an attempt killed past a checkpoint that a rerun with
+    # fewer prism.questioner_steps resumed from; another world size's names), as MM-Zero's finished phases
+    barrier()  # every rank's records are written before the stale ones are read off the directory
+    stale = strategy.recorder.remove_stale_records(steps, world_size()) if is_main() else 0
     return {"model": str(final), "steps": len(history), "seconds": time.time() - t0, "head_state": head_state,
-            "metrics": _means(history, ("prism/", "reward/"))}
+            "metrics": _means(history, ("prism/", "reward/")), "stale_records_removed": stale}
 
 
 def build_pool(cfg: Config, t: int, phase_dir: Path, questioner_path: str, solver_path: str) -> dict:

@@ -7,6 +7,7 @@ rewards. A short SFT pass teaches the format and some skill; GRPO then improves 
 from __future__ import annotations
 
 import math
+import shutil
 import os
 from pathlib import Path
 from typing import Sequence
@@ -142,11 +143,24 @@ def discard_state(output_dir) -> None:
 
 
 def sft_and_export(cfg: Config, policy: LoadedModel, examples: list[Example], target: Path) -> None:
-    """A loop's warm-up: ``run_sft`` (no log), the model saved to ``target``, the SFT's resumable state discarded."""
+    """A loop's warm-up: ``run_sft`` (no log), the model saved to ``target``, the SFT's resumable state discarded.
+
+    The loops take ``target/config.json`` for a finished warm-up, and ``save_model`` writes it first: the export goes
+    to a sibling directory moved into place once complete, so a kill mid-export leaves no ``target`` to be reused
+    without its weights or tokenizer (the rerun resumes the SFT from its state and exports again)."""
     from mmevo.grpo.checkpoint import save_model
 
     run_sft(cfg, policy, examples, log=False)
-    save_model(target, policy.model, policy.processor)
+    target = Path(target)
+    partial = target.with_name(f"{target.name}.partial-{os.getpid()}")  # per process: ranks of one launch each export
+    shutil.rmtree(partial, ignore_errors=True)
+    save_model(partial, policy.model, policy.processor)
+    if not (target / "config.json").exists():
+        shutil.rmtree(target, ignore_errors=True)  # a torn export from before the move into place
+    try:
+        os.replace(partial, target)
+    except OSError:  # another rank's complete export is in place already
+        shutil.rmtree(partial, ignore_errors=True)
     discard_state(cfg.sft.output_dir)
 
 
