@@ -623,6 +623,7 @@ def run_mmzero(cfg: Config) -> dict:
     paths = {role: base for role in ROLES}
     if m.warmup_demos > 0:
         paths = warm_up(cfg, paths, out / "warmup")
+        barrier()  # the main rank exports the warm-ups (sft_and_export): in place before any rank loads them
     summary: dict = {"config": to_dict(cfg), "iterations": []}
     with RenderPool(workers=m.render_workers) as pool:
         for t in range(m.iterations):

@@ -217,6 +217,7 @@ def run_prism(cfg: Config) -> dict:
     check_rerun_config(out, cfg, "prism", _RERUN_FREE_KEYS, write=is_main())
     if p.warmup_questions > 0:
         solver_path = warm_up(cfg, solver_path, out / "warmup")
+        barrier()  # the main rank exports the warm-up (sft_and_export): in place before any rank loads it
     counts_state: dict = {}
     summary: dict = {"config": to_dict(cfg), "start_model": solver_path, "iterations": []}
     for t in range(1, p.iterations + 1):

@@ -7,8 +7,8 @@ rewards. A short SFT pass teaches the format and some skill; GRPO then improves 
 from __future__ import annotations
 
 import math
-import shutil
 import os
+import shutil
 from pathlib import Path
 from typing import Sequence
 
@@ -147,20 +147,22 @@ def sft_and_export(cfg: Config, policy: LoadedModel, examples: list[Example], ta
 
     The loops take ``target/config.json`` for a finished warm-up, and ``save_model`` writes it first: the export goes
     to a sibling directory moved into place once complete, so a kill mid-export leaves no ``target`` to be reused
-    without its weights or tokenizer (the rerun resumes the SFT from its state and exports again)."""
+    without its weights or tokenizer (the rerun resumes the SFT from its state and exports again). Every rank trains
+    the same warm-up; the main rank alone exports it (the loops wait for it with a barrier before any rank loads it):
+    transformers writes no weights on the other ranks, and a rank's tokenizer-only export moved into place first
+    would have kept the main rank's out."""
     from mmevo.grpo.checkpoint import save_model
+    from mmevo.grpo.distributed import is_main
 
     run_sft(cfg, policy, examples, log=False)
-    target = Path(target)
-    partial = target.with_name(f"{target.name}.partial-{os.getpid()}")  # per process: ranks of one launch each export
-    shutil.rmtree(partial, ignore_errors=True)
-    save_model(partial, policy.model, policy.processor)
-    if not (target / "config.json").exists():
-        shutil.rmtree(target, ignore_errors=True)  # a torn export from before the move into place
-    try:
+    if is_main():
+        target = Path(target)
+        partial = target.with_name(f"{target.name}.partial")
+        shutil.rmtree(partial, ignore_errors=True)  # a kill mid-export leaves it: exported again
+        partial.mkdir(parents=True)
+        save_model(partial, policy.model, policy.processor)
+        shutil.rmtree(target, ignore_errors=True)  # the callers export only where no config.json is: a torn export
         os.replace(partial, target)
-    except OSError:  # another rank's complete export is in place already
-        shutil.rmtree(partial, ignore_errors=True)
     discard_state(cfg.sft.output_dir)
 
 
