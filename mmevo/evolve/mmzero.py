@@ -701,6 +701,7 @@ def run_phase(cfg: Config, role: str, t: int, role_index: int, phase_dir: Path, 
         policy = load_policy(rc)
         trainer = build_trainer(rc, policy, examples, strategy=strategy, prompt_source=EpochSampler(examples, t))
         trainer.seed_offset = 3 * t + role_index  # iterations and roles draw different samples
+        trainer.resume_free_keys = _RERUN_FREE_KEYS  # a rerun's iterations / phase steps: not a changed setting
         trainer.train()
         history = trainer.logged_history()  # all the phase's steps, those before a resume too
         final = trainer.export(phase_dir / "final")

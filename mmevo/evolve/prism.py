@@ -278,6 +278,7 @@ def run_questioner(cfg: Config, t: int, role_index: int, phase_dir: Path, solver
         if counts_state:  # the previous iteration's counts; a resumed checkpoint overrides them with its own
             trainer.rewards.heads["prism_coverage"].load_state_dict(counts_state)
         trainer.seed_offset = len(PHASES) * t + role_index  # 2t + role gave solver t and questioner t + 1 one seed
+        trainer.resume_free_keys = _RERUN_FREE_KEYS  # a rerun's iterations / phase steps: not a changed setting
         trainer.train()
         history = trainer.logged_history()  # all the phase's steps, those before a resume too
         head_state = trainer.rewards.heads["prism_coverage"].state_dict()
@@ -382,6 +383,7 @@ def run_solver(cfg: Config, t: int, role_index: int, phase_dir: Path, solver_pat
     policy = load_policy(rc)
     trainer = build_trainer(rc, policy, examples, prompt_source=EpochSampler(examples, t))
     trainer.seed_offset = len(PHASES) * t + role_index  # 2t + role gave solver t and questioner t + 1 one seed
+    trainer.resume_free_keys = _RERUN_FREE_KEYS  # a rerun's iterations / phase steps: not a changed setting
     trainer.train()
     history = trainer.logged_history()  # all the phase's steps, those before a resume too
     final = trainer.export(phase_dir / "final")

@@ -220,9 +220,10 @@ _RESUME_FREE_KEYS = frozenset({"trainer.output_dir", "trainer.steps", "trainer.r
 SUMMED_STEP_METRICS = ("data/skipped_overlong_prompts", "data/samples", "csrs/reinference_tokens")
 
 
-def resume_config_changes(saved: dict | None, current: dict) -> list[str]:
+def resume_config_changes(saved: dict | None, current: dict, free: frozenset[str] = frozenset()) -> list[str]:
     """Dotted config keys (``section.key``) whose value differs between the config a checkpoint was saved with and
-    this run's (both ``to_dict``), leaving out ``_RESUME_FREE_KEYS``; [] for a checkpoint without a config."""
+    this run's (both ``to_dict``), leaving out ``_RESUME_FREE_KEYS`` and ``free``; [] for a checkpoint without a
+    config."""
     if not saved:
         return []
 
@@ -232,15 +233,15 @@ def resume_config_changes(saved: dict | None, current: dict) -> list[str]:
 
     a, b = flat(saved), flat(current)
     return sorted(k for k in a.keys() | b.keys()
-                  if k not in _RESUME_FREE_KEYS and (k in a, a.get(k)) != (k in b, b.get(k)))
+                  if k not in _RESUME_FREE_KEYS and k not in free and (k in a, a.get(k)) != (k in b, b.get(k)))
 
 
-def resume_config_diff(saved: dict | None, current: dict, step: int) -> list[dict]:
+def resume_config_diff(saved: dict | None, current: dict, step: int, free: frozenset[str] = frozenset()) -> list[dict]:
     """``resume_config_changes`` with the values: one ``{"step", "key", "was", "now"}`` per changed key, ``step``
     being the checkpoint's (the steps after it ran under ``now``); a key absent on one side has ``None`` there. An
     optimizer setting the loaded optimizer state keeps (``OPTIMIZER_STATE_KEYS``) has ``"applied": False``: the
     steps after the checkpoint ran under ``was``."""
-    keys = resume_config_changes(saved, current)
+    keys = resume_config_changes(saved, current, free)
 
     def value(d: dict | None, key: str):
         sec, _, k = key.partition(".")
@@ -520,6 +521,9 @@ class GRPOTrainer:
         # every setting a resume changed, oldest first ({"step", "key", "was", "now"}; see resume_config_diff):
         # checkpointed, so the summary of a run resumed several times names each change and the steps it applied to
         self.settings_changes: list[dict] = []
+        # keys a loop lets its rerun change (its length, its reports: ``honest.gss_blocks``, ``mmzero.iterations``):
+        # the role trainer's resume neither warns of them nor records them as a change of its settings
+        self.resume_free_keys: frozenset[str] = frozenset()
         self._output_dir_key: Path | None = None  # see _take_output_dir
 
     # -- the algorithm ------------------------------------------------------------------------------------------
@@ -993,7 +997,7 @@ class GRPOTrainer:
         if ckpt is None:
             return False
         state = load_trainer_state(ckpt)
-        changed = resume_config_changes(state.get("config"), to_dict(self.cfg))
+        changed = resume_config_changes(state.get("config"), to_dict(self.cfg), self.resume_free_keys)
         what = "its weights / optimizer state"
         try:
             self._load_checkpoint_state(ckpt, state)
@@ -1011,7 +1015,7 @@ class GRPOTrainer:
                              f"differ from the checkpoint's in {', '.join(changed)} ({type(e).__name__}: {e}); resume "
                              "with the settings it was saved with, or start afresh with trainer.resume=false or "
                              "another trainer.output_dir") from e
-        diff = resume_config_diff(state.get("config"), to_dict(self.cfg), int(state["step"]))
+        diff = resume_config_diff(state.get("config"), to_dict(self.cfg), int(state["step"]), self.resume_free_keys)
         self.settings_changes = list(state.get("settings_changes", [])) + diff
         if changed and D.is_main():  # verl / TRL resume silently; a changed algorithm or data is most likely a mistake
             # the loaded optimizer / scheduler state brings its own lr, betas and weight decay (as in verl and TRL)

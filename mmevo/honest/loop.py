@@ -271,6 +271,17 @@ def build_generator(cfg: Config, start: str, out: Path, pool_writer: PoolWriter)
     return trainer, strategy
 
 
+def _check_blocks_not_fewer(cfg: Config, solver_steps: int, out: Path) -> None:
+    """A rerun may add blocks, not drop them: with fewer, the solver resumed past the last one trains nothing, and
+    the summary listed the fewer blocks beside the final model (and its calibration report) of all the trained."""
+    h = cfg.honest
+    trained = -(-solver_steps // h.gss_block_steps)  # blocks begun: a block cut short by a kill counts
+    if trained > h.gss_blocks:
+        raise ConfigError(f"honest.gss_blocks={h.gss_blocks}: honest.output_dir={out} holds a solver trained "
+                          f"{solver_steps} steps ({trained} blocks of honest.gss_block_steps={h.gss_block_steps}); "
+                          f"rerun with honest.gss_blocks>={trained}, or use another honest.output_dir")
+
+
 def _save_if_needed(trainer) -> None:
     every = trainer.cfg.trainer.save_every
     if trainer.step_idx and (not every or trainer.step_idx % every):
@@ -308,8 +319,12 @@ def run_honest(cfg: Config) -> dict:
         warm = h.warmup_sft and h.gss_warmup_problems > 0
         gstart = warm_up_generator(cfg, base, out / "warmup" / "generator") if warm else base
         generator, gstrategy = build_generator(cfg, gstart, out, pool_writer)
+    for trainer in (solver, generator):  # a rerun's more blocks / other reports are no change of a role's settings
+        if trainer is not None:
+            trainer.resume_free_keys = _RERUN_FREE_KEYS
     try:
         solver.train(steps=0)  # resume (or start a fresh curve) before the first block
+        _check_blocks_not_fewer(cfg, solver.step_idx, out)
         if solver_strategy.monitor is not None:  # the steps that run again log their health events again
             solver_strategy.monitor.truncate_events_after(solver.step_idx)
         if generator is not None:

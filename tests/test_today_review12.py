@@ -1,0 +1,51 @@
+"""Review 12 of the day's changes: the HONEST rerun's free keys as seen by the role trainers' resume, and a rerun
+with fewer honest.gss_blocks than the solver trained."""
+
+import json
+import warnings
+
+import pytest
+
+from test_honest_loop import _rows, _tiny_cfg
+
+
+def test_resume_config_changes_leaves_out_a_loops_free_keys():
+    from mmevo.grpo.trainer import resume_config_changes, resume_config_diff
+
+    saved = {"honest": {"gss_blocks": 2, "gss_share": 0.25}, "algo": {"clip_high": 0.2}}
+    now = {"honest": {"gss_blocks": 3, "gss_share": 0.25}, "algo": {"clip_high": 0.3}}
+    assert resume_config_changes(saved, now) == ["algo.clip_high", "honest.gss_blocks"]
+    assert resume_config_changes(saved, now, frozenset({"honest.gss_blocks"})) == ["algo.clip_high"]
+    assert [d["key"] for d in resume_config_diff(saved, now, 4, frozenset({"honest.gss_blocks"}))] == ["algo.clip_high"]
+
+
+def _checkpoint_changes(out):
+    import torch
+
+    ckpts = sorted((out / "solver" / "checkpoints").glob("step_*"))
+    return torch.load(ckpts[-1] / "trainer_state.pt", map_location="cpu", weights_only=False)["settings_changes"]
+
+
+def test_honest_rerun_free_keys_are_no_settings_change_and_fewer_blocks_are_refused(tiny_text_path, tmp_path):
+    from mmevo.config import ConfigError
+    from mmevo.honest.loop import run_honest
+
+    out = tmp_path / "honest"
+    run_honest(_tiny_cfg(tiny_text_path, out))
+    # more blocks (a free key of the loop): the solver resumes without a warning naming them as a changed setting,
+    # and its checkpoints do not record them as one (they did: "honest.gss_blocks 2 -> 3", "this run's values apply")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        more = run_honest(_tiny_cfg(tiny_text_path, out, "honest.gss_blocks=3"))
+    resumed = [str(w.message) for w in caught if "settings other than" in str(w.message)]
+    assert resumed == [], resumed
+    assert [b["solver_steps"] for b in more["blocks"]] == [2, 2, 2]
+    assert _checkpoint_changes(out) == []
+    # fewer blocks than the solver trained: refused (the summary listed 1 block beside the 3-block final model and
+    # its calibration report), and the finished run's summary is left as it was
+    before = (out / "summary.json").read_text()
+    with pytest.raises(ConfigError, match=r"honest.gss_blocks=1: .* trained 6 steps \(3 blocks .*gss_blocks>=3"):
+        run_honest(_tiny_cfg(tiny_text_path, out, "honest.gss_blocks=1"))
+    assert (out / "summary.json").read_text() == before
+    assert len(json.loads(before)["blocks"]) == 3
+    assert [r["step"] for r in _rows(out / "solver" / "metrics.jsonl")] == [1, 2, 3, 4, 5, 6]
