@@ -49,3 +49,19 @@ def test_honest_rerun_free_keys_are_no_settings_change_and_fewer_blocks_are_refu
     assert (out / "summary.json").read_text() == before
     assert len(json.loads(before)["blocks"]) == 3
     assert [r["step"] for r in _rows(out / "solver" / "metrics.jsonl")] == [1, 2, 3, 4, 5, 6]
+
+
+def test_honest_calibration_report_is_reused_only_under_the_eval_settings_it_was_made_with(tiny_text_path, tmp_path):
+    # the rerun check leaves the eval section out (as a resume does), so a rerun may change eval.max_tokens or
+    # eval.limit: the cached report (64 tokens, 6 examples) was returned under a summary whose config said 8 / 2
+    from mmevo.honest.loop import calibration_eval
+
+    out = tmp_path / "eval_after"
+    first = calibration_eval(_tiny_cfg(tiny_text_path, tmp_path), str(tiny_text_path), out, "t")
+    assert (first["max_tokens"], first["examples"]) == (64, 6)
+    same = calibration_eval(_tiny_cfg(tiny_text_path, tmp_path), str(tiny_text_path), out, "t")
+    assert same == first  # same weights, same settings: the cached report, not a new evaluation
+    shorter = calibration_eval(_tiny_cfg(tiny_text_path, tmp_path, "eval.max_tokens=8"), str(tiny_text_path), out, "t")
+    assert shorter["max_tokens"] == 8 and json.loads((out / "calibration.json").read_text())["max_tokens"] == 8
+    fewer = calibration_eval(_tiny_cfg(tiny_text_path, tmp_path, "eval.limit=2"), str(tiny_text_path), out, "t")
+    assert fewer["examples"] == 2

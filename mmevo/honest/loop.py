@@ -140,7 +140,8 @@ def warm_up_generator(cfg: Config, base_path: str, out: Path) -> str:
 
 def calibration_eval(cfg: Config, model_path: str, out: Path, title: str) -> dict | None:
     """The calibration report of ``model_path`` on held-out honest_tasks (cached in ``out/calibration.json`` for
-    these weights); None when ``honest.eval_calibration`` is off or ``data.n_heldout`` is 0."""
+    these weights and this ``eval`` section); None when ``honest.eval_calibration`` is off or ``data.n_heldout`` is
+    0."""
     from mmevo.eval.runner import weights_fingerprint
     from mmevo.honest.calibration import calibration_heldout, evaluate_calibration
 
@@ -148,9 +149,12 @@ def calibration_eval(cfg: Config, model_path: str, out: Path, title: str) -> dic
         return None
     done = out / "calibration.json"
     weights = weights_fingerprint(model_path)
+    # eval.max_tokens / eval.limit shape the report, and a rerun may change them (the rerun check, as a resume,
+    # leaves the eval section out): a report of 64 tokens was kept under a summary whose config said 8
+    settings = json.loads(json.dumps(to_dict(cfg)["eval"], default=str))
     if done.exists():  # a rerun that trained on (honest.gss_blocks raised) exports new weights to the same path
         cached = json.loads(done.read_text())
-        if weights is not None and cached.get("weights") == weights:
+        if weights is not None and cached.get("weights") == weights and cached.get("eval_settings") == settings:
             return cached
     rc = copy.deepcopy(cfg)
     rc.data.heldout = "honest_tasks"
@@ -160,7 +164,7 @@ def calibration_eval(cfg: Config, model_path: str, out: Path, title: str) -> dic
     if not held:
         return None
     report = evaluate_calibration(rc, model_path, held, out, max_tokens=rc.eval.max_tokens or None, title=title)
-    report["weights"] = weights
+    report["weights"], report["eval_settings"] = weights, settings
     done.write_text(json.dumps(report, indent=2))
     return report
 
