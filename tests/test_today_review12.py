@@ -65,3 +65,33 @@ def test_honest_calibration_report_is_reused_only_under_the_eval_settings_it_was
     assert shorter["max_tokens"] == 8 and json.loads((out / "calibration.json").read_text())["max_tokens"] == 8
     fewer = calibration_eval(_tiny_cfg(tiny_text_path, tmp_path, "eval.limit=2"), str(tiny_text_path), out, "t")
     assert fewer["examples"] == 2
+
+
+def test_a_rerun_into_a_finished_run_from_before_run_config_json_is_compared_with_its_summary(tmp_path):
+    # a finished HONEST / MM-Zero / Prism run written before run_config.json existed: its first rerun recorded its
+    # own settings as the run's (honest.gss_share 0.5 over blocks trained at 0.25, summary rewritten saying 0.5), and
+    # the run's own settings were refused from then on
+    from mmevo.config import ConfigError, load_config, to_dict
+    from mmevo.evolve.rerun import RUN_CONFIG, check_rerun_config
+
+    free = frozenset({"honest.output_dir", "honest.gss_blocks"})
+    out = tmp_path / "old_run"
+    out.mkdir()
+    first = load_config(None, ["honest.gss_share=0.25", "honest.gss_blocks=2"])
+    saved = to_dict(first)
+    saved["honest"].pop("eval_calibration")  # a setting its mmevo did not have yet: not held against a rerun
+    (out / "summary.json").write_text(json.dumps({"config": saved, "blocks": [{}, {}]}, default=str))
+    with pytest.raises(ConfigError, match=r"honest.gss_share=0.25 in summary.json"):
+        check_rerun_config(out, load_config(None, ["honest.gss_share=0.5"]), "honest", free)
+    assert not (out / RUN_CONFIG).exists()
+    # its own settings (and a free key) pass, and are recorded from then on
+    check_rerun_config(out, load_config(None, ["honest.gss_share=0.25", "honest.gss_blocks=3"]), "honest", free)
+    assert json.loads((out / RUN_CONFIG).read_text())["honest"]["gss_share"] == 0.25
+    # a directory without a summary (a run not finished) or with an unreadable one: the first run's settings, as before
+    for name, text in (("fresh", None), ("torn", '{"config": {"hon')):
+        d = tmp_path / name
+        d.mkdir()
+        if text is not None:
+            (d / "summary.json").write_text(text)
+        check_rerun_config(d, load_config(None, ["honest.gss_share=0.5"]), "honest", free)
+        assert json.loads((d / RUN_CONFIG).read_text())["honest"]["gss_share"] == 0.5

@@ -19,29 +19,47 @@ RUN_CONFIG = "run_config.json"
 
 def check_rerun_config(out: Path, cfg: Config, section: str, free_keys: frozenset[str], write: bool = True) -> None:
     """Refuse a rerun into ``out`` (``<section>.output_dir``) whose settings differ, beyond ``free_keys`` (what the loop
-    lets a rerun change: its output dir, its length), from those its first run recorded. The first run (or one into a
-    directory from before this file existed) writes them (``write``: the main rank only)."""
+    lets a rerun change: its output dir, its length), from those its first run recorded. The first run writes them
+    (``write``: the main rank only); a directory from before this file existed is compared with its ``summary.json``'s
+    config where it has one (a finished run), on the settings that config holds."""
     from mmevo.grpo.trainer import resume_config_changes
 
     path = out / RUN_CONFIG
     current = json.loads(json.dumps(to_dict(cfg), default=str))  # as the file holds it (tuples as lists)
+    saved, source = None, RUN_CONFIG
     if path.exists():
         try:
             saved = json.loads(path.read_text())
         except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
             raise ConfigError(f"{path}: not a readable run config ({e}); restore it, or use another "
                               f"{section}.output_dir") from None
-        changed = [k for k in resume_config_changes(saved, current) if k not in free_keys]
+    else:
+        saved, source = _summary_config(out), "summary.json"
+    if saved is not None:
+        flat = {f"{s}.{k}": v for s, sub in saved.items() if isinstance(sub, dict) for k, v in sub.items()}
+        changed = [k for k in resume_config_changes(saved, current) if k not in free_keys
+                   # a summary of an older mmevo lacks the settings added since: those it cannot tell
+                   and (source == RUN_CONFIG or k in flat)]
         if changed:
-            flat = {f"{s}.{k}": v for s, sub in saved.items() if isinstance(sub, dict) for k, v in sub.items()}
             was = ", ".join(f"{k}={flat.get(k, '<unset>')!r}" for k in changed)
-            raise ConfigError(f"{section}.output_dir={out} holds a run with other settings ({was} in {RUN_CONFIG}); "
+            raise ConfigError(f"{section}.output_dir={out} holds a run with other settings ({was} in {source}); "
                               "its finished phases would be reused under this run's settings: rerun with those "
                               f"settings, or use another {section}.output_dir")
-    elif write:
+    if not path.exists() and write:
         tmp = path.with_suffix(".tmp")
         tmp.write_text(json.dumps(current, indent=2))
         tmp.replace(path)  # a kill mid-write leaves no torn file to refuse on the next run
+
+
+def _summary_config(out: Path) -> dict | None:
+    """The config in ``out/summary.json`` of a run finished before ``run_config.json`` existed, else None. Without it
+    such a run's first rerun recorded its own settings as the run's: other settings were let through, and the
+    finished run's own were refused from then on."""
+    try:
+        config = json.loads((out / "summary.json").read_text()).get("config")
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, AttributeError):
+        return None
+    return config if isinstance(config, dict) else None
 
 
 def check_start_model(cfg: Config) -> None:
