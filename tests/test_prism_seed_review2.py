@@ -123,6 +123,8 @@ def test_loop_seed_offsets_are_distinct_per_iteration_and_phase(monkeypatch, tmp
     offsets = {}
 
     class Trainer:
+        step_idx = 0
+
         def __init__(self):
             self.rewards = SimpleNamespace(heads={"prism_coverage": SimpleNamespace(state_dict=lambda: {})})
 
@@ -152,6 +154,9 @@ def test_loop_seed_offsets_are_distinct_per_iteration_and_phase(monkeypatch, tmp
 
         def close(self):
             pass
+
+        def remove_stale_records(self, *a):  # a finished questioner's clean-up (Recorder)
+            return 0
 
     monkeypatch.setattr(recipes, "build_trainer", build_trainer)
     monkeypatch.setattr(recipes, "load_policy", lambda *a, **kw: None)
