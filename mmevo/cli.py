@@ -486,8 +486,7 @@ def _check_loop(loop: str, cfg) -> None:
     """Each role's phase config of an evolve loop, built and validated before anything loads (a bad role override,
     e.g. ``{solver: {rollout.top_p: 5}}``, would otherwise fail only when that role's first phase starts)."""
     from mmevo.config import ConfigError
-
-    from mmevo.evolve.rerun import check_start_model
+    from mmevo.recipes import check_start_model
 
     _check_no_loop_settings(cfg, f"evolve {loop}")
     check_start_model(cfg)  # every loop makes its output dir before its first model load

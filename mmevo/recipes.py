@@ -10,10 +10,23 @@ from pathlib import Path
 
 import torch
 
-from mmevo.config import TINY_ALIASES, Config, to_dict
+from mmevo.config import TINY_ALIASES, Config, ConfigError, to_dict
 from mmevo.data.schema import Example
-from mmevo.models.loader import LoadedModel, check_device, load_model
+from mmevo.models.loader import LoadedModel, _check_source, check_device, load_model
 
+
+def check_start_model(cfg: Config) -> None:
+    """A local ``model.path`` is a checkpoint directory: else a ConfigError naming the key (the loader's message names
+    none), checked by ``load_policy`` and by the evolve loops before they make their output dir. Tiny aliases are built
+    later; a hub id (``owner/name``, no such directory) is the loader's to fetch or refuse."""
+    p = cfg.model.path
+    hub_id = not Path(p).exists() and p.count("/") == 1 and not p.startswith((".", "/", "~"))
+    if p in TINY_ALIASES or hub_id:
+        return
+    try:
+        _check_source(cfg.model.path)
+    except FileNotFoundError as e:
+        raise ConfigError(f"model.path={cfg.model.path}: {e}") from None
 
 
 def resolve_model_path(cfg: Config) -> str:
@@ -67,8 +80,6 @@ def check_engine(cfg: Config) -> None:
 def load_policy(cfg: Config, path: str | None = None) -> LoadedModel:
     check_device("model.device", cfg.model.device)
     if path is None:  # the loader's "model path ... does not exist" named no setting: train / sft / eval name it
-        from mmevo.evolve.rerun import check_start_model
-
         check_start_model(cfg)
     torch.manual_seed(cfg.trainer.seed)
     return load_model(path or resolve_model_path(cfg), cfg.model.dtype, cfg.model.device)

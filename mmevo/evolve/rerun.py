@@ -1,5 +1,4 @@
-"""A self-evolution loop's start: its start model, checked before it makes its output dir; the settings of its first run
-into that dir, and a rerun with others refused.
+"""A self-evolution loop's rerun: the settings of its first run into its output dir, and a rerun with others refused.
 
 A loop skips every finished phase (``done.json``) on rerun, so a rerun with other settings would keep the finished
 phases' records, images and exports while its ``summary.json`` named the new settings. The first run into a directory
@@ -12,7 +11,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from mmevo.config import TINY_ALIASES, Config, ConfigError, to_dict
+from mmevo.config import Config, ConfigError, to_dict
 
 RUN_CONFIG = "run_config.json"
 
@@ -22,7 +21,7 @@ def check_rerun_config(out: Path, cfg: Config, section: str, free_keys: frozense
     lets a rerun change: its output dir, its length), from those its first run recorded. The first run writes them
     (``write``: the main rank only); a directory from before this file existed is compared with its ``summary.json``'s
     config where it has one (a finished run), on the settings that config holds."""
-    from mmevo.grpo.trainer import resume_config_changes
+    from mmevo.grpo.trainer import flat_config, resume_config_changes
 
     path = out / RUN_CONFIG
     current = json.loads(json.dumps(to_dict(cfg), default=str))  # as the file holds it (tuples as lists)
@@ -36,10 +35,10 @@ def check_rerun_config(out: Path, cfg: Config, section: str, free_keys: frozense
     else:
         saved, source = _summary_config(out), "summary.json"
     if saved is not None:
-        flat = {f"{s}.{k}": v for s, sub in saved.items() if isinstance(sub, dict) for k, v in sub.items()}
-        changed = [k for k in resume_config_changes(saved, current) if k not in free_keys
+        flat = flat_config(saved)
+        changed = [k for k in resume_config_changes(saved, current, free_keys)
                    # a summary of an older mmevo lacks the settings added since: those it cannot tell
-                   and (source == RUN_CONFIG or k in flat)]
+                   if source == RUN_CONFIG or k in flat]
         if changed:
             was = ", ".join(f"{k}={flat.get(k, '<unset>')!r}" for k in changed)
             raise ConfigError(f"{section}.output_dir={out} holds a run with other settings ({was} in {source}); "
@@ -60,19 +59,3 @@ def _summary_config(out: Path) -> dict | None:
     except (OSError, UnicodeDecodeError, json.JSONDecodeError, AttributeError):
         return None
     return config if isinstance(config, dict) else None
-
-
-def check_start_model(cfg: Config) -> None:
-    """A local ``model.path`` is a checkpoint directory: else a ConfigError naming the key before the loop makes its
-    output dir (its first load, the warm-up's or the first phase's, comes after that). Tiny aliases are built later; a
-    hub id (``owner/name``, no such directory) is the loader's to fetch or refuse."""
-    from mmevo.models.loader import _check_source
-
-    p = cfg.model.path
-    hub_id = not Path(p).exists() and p.count("/") == 1 and not p.startswith((".", "/", "~"))
-    if p in TINY_ALIASES or hub_id:
-        return
-    try:
-        _check_source(cfg.model.path)
-    except FileNotFoundError as e:
-        raise ConfigError(f"model.path={cfg.model.path}: {e}") from None

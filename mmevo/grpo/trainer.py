@@ -220,18 +220,24 @@ _RESUME_FREE_KEYS = frozenset({"trainer.output_dir", "trainer.steps", "trainer.r
 SUMMED_STEP_METRICS = ("data/skipped_overlong_prompts", "data/samples", "csrs/reinference_tokens")
 
 
+# what a resumed optimizer / scheduler state brings with it (as in verl and TRL): this run's values do not apply
+OPTIMIZER_STATE_KEYS = ("trainer.lr", "trainer.betas", "trainer.weight_decay")
+
+
+def flat_config(d: dict | None) -> dict:
+    """A ``to_dict`` config as ``{"section.key": value}`` (sections only; the ``eval`` section left out: it is
+    ``mmevo eval``'s, never a run's)."""
+    return {f"{sec}.{k}": v for sec, sub in (d or {}).items() if sec != "eval"
+            for k, v in (sub if isinstance(sub, dict) else {}).items()}
+
+
 def resume_config_changes(saved: dict | None, current: dict, free: frozenset[str] = frozenset()) -> list[str]:
     """Dotted config keys (``section.key``) whose value differs between the config a checkpoint was saved with and
     this run's (both ``to_dict``), leaving out ``_RESUME_FREE_KEYS`` and ``free``; [] for a checkpoint without a
     config."""
     if not saved:
         return []
-
-    def flat(d: dict) -> dict:
-        return {f"{sec}.{k}": v for sec, sub in d.items() if sec != "eval"
-                for k, v in (sub if isinstance(sub, dict) else {}).items()}
-
-    a, b = flat(saved), flat(current)
+    a, b = flat_config(saved), flat_config(current)
     return sorted(k for k in a.keys() | b.keys()
                   if k not in _RESUME_FREE_KEYS and k not in free and (k in a, a.get(k)) != (k in b, b.get(k)))
 
@@ -241,19 +247,10 @@ def resume_config_diff(saved: dict | None, current: dict, step: int, free: froze
     being the checkpoint's (the steps after it ran under ``now``); a key absent on one side has ``None`` there. An
     optimizer setting the loaded optimizer state keeps (``OPTIMIZER_STATE_KEYS``) has ``"applied": False``: the
     steps after the checkpoint ran under ``was``."""
-    keys = resume_config_changes(saved, current, free)
-
-    def value(d: dict | None, key: str):
-        sec, _, k = key.partition(".")
-        sub = (d or {}).get(sec)
-        return sub.get(k) if isinstance(sub, dict) else None
-
-    return [{"step": step, "key": k, "was": value(saved, k), "now": value(current, k),
-             **({"applied": False} if k in OPTIMIZER_STATE_KEYS else {})} for k in keys]
-
-
-# what a resumed optimizer / scheduler state brings with it (as in verl and TRL): this run's values do not apply
-OPTIMIZER_STATE_KEYS = ("trainer.lr", "trainer.betas", "trainer.weight_decay")
+    was, now = flat_config(saved), flat_config(current)
+    return [{"step": step, "key": k, "was": was.get(k), "now": now.get(k),
+             **({"applied": False} if k in OPTIMIZER_STATE_KEYS else {})}
+            for k in resume_config_changes(saved, current, free)]
 
 
 def sequence_logprobs(model, prompts: Sequence[EncodedPrompt], responses: Sequence[Sequence[int]], pad_id: int,
@@ -997,7 +994,8 @@ class GRPOTrainer:
         if ckpt is None:
             return False
         state = load_trainer_state(ckpt)
-        changed = resume_config_changes(state.get("config"), to_dict(self.cfg), self.resume_free_keys)
+        diff = resume_config_diff(state.get("config"), to_dict(self.cfg), int(state["step"]), self.resume_free_keys)
+        changed = [d["key"] for d in diff]
         what = "its weights / optimizer state"
         try:
             self._load_checkpoint_state(ckpt, state)
@@ -1015,7 +1013,6 @@ class GRPOTrainer:
                              f"differ from the checkpoint's in {', '.join(changed)} ({type(e).__name__}: {e}); resume "
                              "with the settings it was saved with, or start afresh with trainer.resume=false or "
                              "another trainer.output_dir") from e
-        diff = resume_config_diff(state.get("config"), to_dict(self.cfg), int(state["step"]), self.resume_free_keys)
         self.settings_changes = list(state.get("settings_changes", [])) + diff
         if changed and D.is_main():  # verl / TRL resume silently; a changed algorithm or data is most likely a mistake
             # the loaded optimizer / scheduler state brings its own lr, betas and weight decay (as in verl and TRL)
