@@ -22,10 +22,12 @@ of these forms: an answer of another form is sure to be wrong, the Brier reward'
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 import math
 import re
+import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -33,8 +35,8 @@ from pathlib import Path
 import torch
 
 __all__ = ["score_response", "answer_has_gold_form", "calibration_report", "reliability_bins", "plot_reliability",
-           "generate_records", "evaluate_calibration", "calibration_heldout", "run_calibration_eval", "hindsight_audit",
-           "pillar_works"]
+           "generate_records", "evaluate_calibration", "report_identity", "earlier_report", "write_report",
+           "calibration_heldout", "run_calibration_eval", "hindsight_audit", "pillar_works"]
 
 N_BINS = 10  # equal-width confidence bins of the ECE and the reliability diagram (seed 8)
 PILLAR_ECE_BAR = -0.01  # seed 8: a pillar "works" if Delta ECE <= -0.01 vs. the base GRPO run (same seed, data, steps)
@@ -302,24 +304,83 @@ def generate_records(cfg, model_path, examples, samples: int = 1, max_tokens: in
 
 def evaluate_calibration(cfg, model_path, examples, out_dir, samples: int = 1, max_tokens: int | None = None,
                          temperature: float | None = None, title: str = "") -> dict:
-    """Generate, score and write ``out_dir/responses.jsonl``, ``calibration.json`` (the report and the settings)
-    and ``reliability.png``; returns the report."""
+    """Generate, score and write ``out_dir/responses.jsonl``, ``calibration.json`` (the report, the settings and
+    their ``identity``, see ``report_identity``) and ``reliability.png``; returns the report."""
     t0 = time.time()
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
+    examples = list(examples)
+    identity = report_identity(cfg, model_path, examples, samples, max_tokens, temperature)
     records = generate_records(cfg, model_path, examples, samples, max_tokens, temperature)
     report = calibration_report(records)
-    c = _protocol_config(cfg)
-    report.update(model=str(model_path), examples=len(list(examples)), samples=samples,
-                  max_tokens=max_tokens or c.eval.max_tokens or c.trainer.eval_max_tokens or c.rollout.max_tokens,
-                  temperature=c.rollout.eval_temperature if temperature is None else temperature,
-                  hindsight_mode=c.honest.hindsight_mode, seconds=time.time() - t0, out_dir=str(out),
-                  truncated=sum(r["finish_reason"] == "length" for r in records))
+    report.update(model=str(model_path), examples=len(examples), samples=samples,
+                  max_tokens=identity["max_tokens"], temperature=identity["temperature"],
+                  hindsight_mode=cfg.honest.hindsight_mode, seconds=time.time() - t0, out_dir=str(out),
+                  truncated=sum(r["finish_reason"] == "length" for r in records), identity=identity)
     (out / "responses.jsonl").write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records),
                                          encoding="utf-8")
-    (out / "calibration.json").write_text(json.dumps(report, indent=2))
     plot_reliability(report, out / "reliability.png", title or Path(str(model_path)).name)
+    write_report(out, report)  # last: a report on disk is a finished one
     return report
+
+
+REPORT_FILE = "calibration.json"
+
+
+def write_report(out: Path, report: dict) -> None:
+    """``out/calibration.json``, replaced whole: a kill mid-write leaves the earlier report or none, never a torn one."""
+    tmp = out / (REPORT_FILE + ".tmp")
+    tmp.write_text(json.dumps(report, indent=2))
+    tmp.replace(out / REPORT_FILE)
+
+
+def report_identity(cfg, model_path, examples, samples: int = 1, max_tokens: int | None = None,
+                    temperature: float | None = None) -> dict:
+    """What a calibration report measures: the model (its path and a fingerprint of its weights), the tasks (their
+    number and a digest of their ids, questions and gold answers: ``data.n_heldout``, ``eval.limit``, the task
+    settings all show there), the prompt and the decoding. Two reports of one identity are the same evaluation."""
+    import hashlib
+
+    from mmevo.eval.runner import weights_fingerprint
+
+    c = _protocol_config(cfg)
+    temperature = c.rollout.eval_temperature if temperature is None else temperature
+    tasks = json.dumps([[ex.id, ex.problem, str(ex.answer), list(ex.choices)] for ex in examples], default=str)
+    identity = {"model": str(model_path), "weights": weights_fingerprint(model_path), "dtype": c.model.dtype,
+                "tasks": len(examples), "tasks_digest": hashlib.sha256(tasks.encode()).hexdigest()[:16],
+                "template": c.data.prompt_template, "system_prompt": c.data.system_prompt, "samples": samples,
+                "max_tokens": max_tokens or c.eval.max_tokens or c.trainer.eval_max_tokens or c.rollout.max_tokens,
+                "temperature": temperature}
+    if temperature > 0:  # sampled responses depend on the seed; greedy ones do not
+        identity["seed"] = c.trainer.seed
+    return identity
+
+
+def earlier_report(out: Path, identity: dict, overwrite: bool) -> dict | None:
+    """The finished report in ``out`` when it is of ``identity`` (to reuse), else None (to evaluate). A report of
+    another evaluation is refused, naming the file and what differs, unless ``overwrite`` (``eval.overwrite``): then
+    it is replaced, and stderr says what the replaced one measured."""
+    path = out / REPORT_FILE
+    if not path.exists():
+        return None
+    try:
+        report = json.loads(path.read_text(encoding="utf-8"))
+        before = report.get("identity") if isinstance(report, dict) else None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        report, before, why = None, None, f"it is not readable ({e})"
+    else:
+        why = "it records no identity (written by an older mmevo, or not a calibration report)"
+    if isinstance(before, dict):
+        diff = [k for k in identity if before.get(k) != identity[k]] + [k for k in before if k not in identity]
+        if not diff:
+            return report
+        why = "another evaluation: " + ", ".join(f"{k} {before.get(k, '<unset>')!r} -> {identity.get(k, '<unset>')!r}"
+                                                 for k in diff)
+    if not overwrite:
+        raise ValueError(f"{path} holds a finished calibration report of {why}; use another eval.out_dir, or "
+                         "eval.overwrite=true to replace it")
+    print(f"[mmevo] eval.overwrite=true: replacing {path}, a calibration report of {why}", file=sys.stderr)
+    return None
 
 
 def calibration_heldout(cfg) -> tuple[list, dict]:
@@ -346,18 +407,29 @@ def calibration_heldout(cfg) -> tuple[list, dict]:
 
 def run_calibration_eval(cfg) -> dict:
     """``mmevo eval --calibration``: the report of ``model.path`` on held-out ``honest_tasks`` in ``eval.out_dir``
-    (default ``runs/eval/calibration``)."""
-    from mmevo.eval.runner import make_eval_out_dir
-    from mmevo.recipes import resolve_model_path
+    (default ``runs/eval/calibration``). Holds the directory for the run (``mmevo.runlock``), as the benchmark
+    evaluation does: two live evaluations into it wrote their files over each other. A finished report of the same
+    evaluation is reused (``reused``: true); one of another is refused unless ``eval.overwrite=true``."""
+    from mmevo.recipes import hold_output_dir, resolve_model_path
+    from mmevo.runlock import output_dir_lock
 
     held, stats = calibration_heldout(cfg)
     if not held:
         raise ValueError("no held-out honest_tasks to evaluate: raise data.n_heldout")
     out = Path(cfg.eval.out_dir or "runs/eval/calibration")
-    make_eval_out_dir(out)  # before the model loads and generates
-    report = evaluate_calibration(cfg, resolve_model_path(cfg), held, out, max_tokens=cfg.eval.max_tokens or None)
-    return {**{k: v for k, v in report.items() if k not in ("bins", "by")}, "data": stats,
-            "files": [str(out / f) for f in ("calibration.json", "reliability.png", "responses.jsonl")]}
+    max_tokens = cfg.eval.max_tokens or None
+    with contextlib.ExitStack() as lock:
+        hold_output_dir(lock, output_dir_lock, "eval.out_dir", out, owner="evaluation")  # before the model loads
+        model_path = resolve_model_path(cfg)
+        report = earlier_report(out, report_identity(cfg, model_path, held, max_tokens=max_tokens), cfg.eval.overwrite)
+        reused = report is not None
+        if reused:
+            print(f"[mmevo] {out / REPORT_FILE}: the same evaluation (weights, tasks, prompt, decoding) finished "
+                  "before: its report is reused (eval.overwrite=true evaluates again)", file=sys.stderr)
+        else:
+            report = evaluate_calibration(cfg, model_path, held, out, max_tokens=max_tokens)
+    return {**{k: v for k, v in report.items() if k not in ("bins", "by")}, "data": stats, "reused": reused,
+            "files": [str(out / f) for f in (REPORT_FILE, "reliability.png", "responses.jsonl")]}
 
 
 # -------------------------------------------------------------------------------------------------------- audit

@@ -143,7 +143,7 @@ def calibration_eval(cfg: Config, model_path: str, out: Path, title: str) -> dic
     these weights and this ``eval`` section); None when ``honest.eval_calibration`` is off or ``data.n_heldout`` is
     0."""
     from mmevo.eval.runner import weights_fingerprint
-    from mmevo.honest.calibration import calibration_heldout, evaluate_calibration
+    from mmevo.honest.calibration import calibration_heldout, evaluate_calibration, write_report
 
     if not cfg.honest.eval_calibration or cfg.data.n_heldout < 1:
         return None
@@ -165,7 +165,7 @@ def calibration_eval(cfg: Config, model_path: str, out: Path, title: str) -> dic
         return None
     report = evaluate_calibration(rc, model_path, held, out, max_tokens=rc.eval.max_tokens or None, title=title)
     report["weights"], report["eval_settings"] = weights, settings
-    done.write_text(json.dumps(report, indent=2))
+    write_report(out, report)
     return report
 
 
