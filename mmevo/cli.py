@@ -21,7 +21,7 @@ commands:
               --calibration (or data.heldout=honest_tasks): HONEST calibration report on held-out honest_tasks
               (accuracy, abstain rate, ECE, Brier, reliability diagram; calibration.json + reliability.png)
   build-tiny  write the embedded tiny Qwen2.5-VL (or text model) to a directory:  mmevo build-tiny DIR [--text]
-  render      run matplotlib code or an SVG file in the sandbox:  mmevo render FILE -o out.png [--timeout S]
+  render      run matplotlib code or an SVG file in the sandbox:  mmevo render FILE -o OUT.png [--timeout S]
   plan-memory per-GPU memory plan of a run, one JSON object (phases, peak, fits):
               mmevo plan-memory CONFIG [section.key=value ...] --gpus 8 --gpu-mem-gib 80
   evolve      self-evolution loops:  mmevo evolve mmzero CONFIG [section.key=value ...]  (resumable; mmzero.*)
@@ -629,7 +629,9 @@ def _render(argv: list[str]) -> int:
     if not result.ok:
         print(f"mmevo render: {result.error_kind}: {result.message}", file=sys.stderr)
         return 1
-    Path(args.out).write_bytes(result.png)
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)  # as every command makes its output directory (runs/...)
+    out.write_bytes(result.png)
     print(f"{args.out} {result.width}x{result.height} ({result.elapsed_s * 1000:.0f} ms)")
     return 0
 
