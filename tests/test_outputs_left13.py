@@ -189,3 +189,115 @@ def test_render_makes_the_directory_of_its_output(tmp_path, capsys):
     out = tmp_path / "runs" / "figs" / "plot.png"
     assert main(["render", str(src), "-o", str(out)]) == 0
     assert out.read_bytes()[:4] == b"\x89PNG"
+
+
+# -- a rerun with other phase steps: finished phases keep theirs, and say so --------------------------------------------
+def _prism_cfg(tiny_text_path, out, centroids, *extra):
+    return load_config(ROOT / "configs" / "prism_tiny.yaml", [
+        f"model.path={tiny_text_path}", f"prism.output_dir={out}", f"prism.centroids={centroids}",
+        "prism.warmup_questions=8", "sft.epochs=1", "prism.questioner_prompts=4", "prism.pool_prompts=4",
+        "prism.solver_samples=4", "trainer.progress=false", *extra])
+
+
+@pytest.fixture(scope="module")
+def prism_two_steps(tiny_text_path, tmp_path_factory):
+    """A finished one-iteration Prism run whose questioner trained 2 steps."""
+    from mmevo.evolve.prism import run_prism
+    from mmevo.prism.clusters import build_clusters
+
+    root = tmp_path_factory.mktemp("prism_steps")
+    centroids = root / "clusters" / "centroids.npy"
+    cfg = _prism_cfg(tiny_text_path, root / "run", centroids, "prism.iterations=1", "prism.questioner_steps=2",
+                     "prism.solver_steps=1")
+    build_clusters(cfg)
+    summary = run_prism(cfg)
+    assert summary["iterations"][0]["questioner"]["steps"] == 2 and not summary.get("steps_mismatch")
+    return root / "run", centroids
+
+
+@pytest.mark.parametrize("steps", [1, 3])
+def test_prism_rerun_that_would_only_relabel_finished_phases_is_refused(prism_two_steps, tiny_text_path, tmp_path,
+                                                                        steps):
+    # `mmevo evolve prism ... prism.questioner_steps=1` into a finished 2-step run trained nothing (the finished
+    # questioner is skipped) and rewrote summary.json with questioner_steps=1 in its config, without a word
+    from mmevo.config import ConfigError
+    from mmevo.evolve.prism import run_prism
+
+    run, centroids = prism_two_steps
+    out = tmp_path / "run"
+    shutil.copytree(run, out)
+    before = (out / "summary.json").read_text()
+    cfg = _prism_cfg(tiny_text_path, out, centroids, "prism.iterations=1", f"prism.questioner_steps={steps}",
+                     "prism.solver_steps=1")
+    with pytest.raises(ConfigError) as e:
+        run_prism(cfg)
+    assert str(e.value).startswith(f"prism.questioner_steps={steps}: every phase of prism.output_dir={out} it "
+                                   "applies to has finished, with other steps (iter_1/questioner 2)")
+    assert "not trained again, extended or cut" in str(e.value)
+    assert (out / "summary.json").read_text() == before
+
+
+def test_prism_rerun_with_other_steps_names_the_finished_phases_that_keep_theirs(prism_two_steps, tiny_text_path,
+                                                                                 tmp_path, capsys):
+    from mmevo.evolve.prism import run_prism
+
+    run, centroids = prism_two_steps
+    out = tmp_path / "run"
+    shutil.copytree(run, out)
+    capsys.readouterr()
+    cfg = _prism_cfg(tiny_text_path, out, centroids, "prism.iterations=2", "prism.questioner_steps=1",
+                     "prism.solver_steps=1")
+    summary = run_prism(cfg)
+    err = capsys.readouterr().err
+    assert "finished phases keep the steps they trained" in err
+    assert "iter_1/questioner trained 2 steps, prism.questioner_steps=1" in err
+    first, second = summary["iterations"]
+    assert first["questioner"]["steps"] == 2 and second["questioner"]["steps"] == 1  # kept / trained now
+    expected = [{"phase": "iter_1/questioner", "steps": 2, "key": "prism.questioner_steps", "config": 1}]
+    assert summary["steps_mismatch"] == expected
+    assert json.loads((out / "summary.json").read_text())["steps_mismatch"] == expected
+
+
+def _mmzero_cfg(out, *extra):
+    # no warm-up: the random tiny proposer writes nothing parsable, so coder and solver are skipped (no data); the
+    # proposer phase still trains its steps
+    return load_config(ROOT / "configs" / "mmzero_tiny.yaml", [
+        f"mmzero.output_dir={out}", "mmzero.warmup_demos=0", "mmzero.proposer_prompts=4", "mmzero.code_samples=1",
+        "mmzero.solver_samples=2", "rollout.n=2", "trainer.prompts_per_step=2", "trainer.mini_batch_prompts=2",
+        "mmzero.roles={proposer: {rollout.max_tokens: 16}, coder: {rollout.max_tokens: 16}, "
+        "solver: {rollout.max_tokens: 8, data.prompt_template: r1v}}", "trainer.progress=false", *extra])
+
+
+def test_mmzero_rerun_with_other_phase_steps_is_refused_or_reported(tmp_path, capsys):
+    from mmevo.config import ConfigError
+    from mmevo.evolve.mmzero import run_mmzero
+
+    out = tmp_path / "run"
+    proposer = out / "iter_0" / "proposer"
+    first = run_mmzero(_mmzero_cfg(out, "mmzero.iterations=1", "mmzero.phase_steps=2"))
+    assert first["iterations"][0]["proposer"]["steps"] == 2 and not first.get("steps_mismatch")
+    records = sorted(p.name for p in (proposer / "records").iterdir())
+    assert records == ["step_0000.jsonl", "step_0001.jsonl"]
+    before = (out / "summary.json").read_text()
+    with pytest.raises(ConfigError) as e:  # nothing left to train under phase_steps=1: it would only relabel
+        run_mmzero(_mmzero_cfg(out, "mmzero.iterations=1", "mmzero.phase_steps=1"))
+    assert str(e.value).startswith(f"mmzero.phase_steps=1: every phase of mmzero.output_dir={out} it applies to "
+                                   "has finished, with other steps (iter_0/proposer 2)")
+    assert (out / "summary.json").read_text() == before
+
+    # killed after its last checkpoint, before done.json: the rerun with phase_steps=1 resumes it at step 2, past the
+    # new end; it trains nothing and exports the 2-step model, whose step-1 proposals its records must keep (they were
+    # deleted as "past mmzero.phase_steps", so the coder phase read half the proposals the exported proposer made)
+    (proposer / "done.json").unlink()
+    expected = [{"phase": "iter_0/proposer", "steps": 2, "key": "mmzero.phase_steps", "config": 1}]
+    resumed = run_mmzero(_mmzero_cfg(out, "mmzero.iterations=1", "mmzero.phase_steps=1"))
+    assert resumed["iterations"][0]["proposer"]["steps"] == 2
+    assert resumed["iterations"][0]["proposer"]["stale_records_removed"] == 0
+    assert sorted(p.name for p in (proposer / "records").iterdir()) == records
+    assert resumed["steps_mismatch"] == expected
+
+    capsys.readouterr()
+    second = run_mmzero(_mmzero_cfg(out, "mmzero.iterations=2", "mmzero.phase_steps=1"))
+    assert "iter_0/proposer trained 2 steps, mmzero.phase_steps=1" in capsys.readouterr().err
+    assert [it["proposer"]["steps"] for it in second["iterations"]] == [2, 1]
+    assert second["steps_mismatch"] == json.loads((out / "summary.json").read_text())["steps_mismatch"] == expected

@@ -37,7 +37,7 @@ from mmevo.config import Config, set_dotted, to_dict, validate
 from mmevo.data.images import aspect_problem, fit_pixels, to_rgb
 from mmevo.data.prompts import EpochSampler
 from mmevo.data.schema import Example
-from mmevo.evolve.rerun import check_rerun_config
+from mmevo.evolve.rerun import check_finished_steps, check_rerun_config, finished_steps_mismatches
 from mmevo.rewards.answers import canonical_answer, extract_answer, group_answer_keys
 from mmevo.rewards.mmzero import easy_accuracy, modal_share, proposal_penalties
 from mmevo.rollout.base import RolloutRequest, SamplingParams
@@ -620,6 +620,8 @@ def run_mmzero(cfg: Config) -> dict:
     base = resolve_model_path(cfg)
     out.mkdir(parents=True, exist_ok=True)
     check_rerun_config(out, cfg, "mmzero", _RERUN_FREE_KEYS, write=is_main())
+    planned = [(f"iter_{t}/{role}", "mmzero.phase_steps", m.phase_steps) for t in range(m.iterations) for role in ROLES]
+    check_finished_steps(out, planned, "mmzero", say=is_main())
     paths = {role: base for role in ROLES}
     if m.warmup_demos > 0:
         paths = warm_up(cfg, paths, out / "warmup")
@@ -639,7 +641,9 @@ def run_mmzero(cfg: Config) -> dict:
                     if is_main():
                         recorder = Recorder(phase_dir)
                         if "skipped" not in result:  # trained: its records are final (stale first: their images too)
-                            result["stale_records_removed"] = recorder.remove_stale_records(cfg.mmzero.phase_steps,
+                            # the steps it trained, not mmzero.phase_steps: a phase resumed from a checkpoint past a
+                            # lowered phase_steps trained (and exported) them all, and the next phase reads them
+                            result["stale_records_removed"] = recorder.remove_stale_records(result["steps"],
                                                                                              world_size())
                         result["orphan_images_removed"] = recorder.remove_orphan_images()
                         done.write_text(json.dumps(result, indent=2))
@@ -653,6 +657,7 @@ def run_mmzero(cfg: Config) -> dict:
             if is_main():
                 write_gallery(out / f"iter_{t}")
             summary["iterations"].append(it)
+    summary["steps_mismatch"] = finished_steps_mismatches(out, planned)  # also a phase resumed past lowered steps
     if is_main():
         plot_iterations(summary, out / "curves.png")
         (out / "summary.json").write_text(json.dumps(summary, indent=2, default=str))

@@ -29,7 +29,7 @@ from mmevo.config import Config, set_dotted, to_dict, validate
 from mmevo.data.prompts import EpochSampler
 from mmevo.data.schema import Example
 from mmevo.evolve.mmzero import FrozenRole, Recorder, content_id, step_means, substantive
-from mmevo.evolve.rerun import check_rerun_config
+from mmevo.evolve.rerun import check_finished_steps, check_rerun_config, finished_steps_mismatches
 from mmevo.rewards.answers import extract_answer, group_answer_keys, single_tag
 from mmevo.rewards.mmzero import modal_share
 from mmevo.rollout.strategy import RolloutStrategy, sample_groups
@@ -215,6 +215,9 @@ def run_prism(cfg: Config) -> dict:
     solver_path = resolve_model_path(cfg)
     out.mkdir(parents=True, exist_ok=True)
     check_rerun_config(out, cfg, "prism", _RERUN_FREE_KEYS, write=is_main())
+    planned = [(f"iter_{t}/{phase}", f"prism.{phase}_steps", getattr(p, f"{phase}_steps"))
+               for t in range(1, p.iterations + 1) for phase in ("questioner", "solver")]
+    check_finished_steps(out, planned, "prism", say=is_main())
     if p.warmup_questions > 0:
         solver_path = warm_up(cfg, solver_path, out / "warmup")
         barrier()  # the main rank exports the warm-up (sft_and_export): in place before any rank loads it
@@ -247,6 +250,7 @@ def run_prism(cfg: Config) -> dict:
             solver_path = it["solver"]["model"]
         it["solver_out"] = solver_path
         summary["iterations"].append(it)
+    summary["steps_mismatch"] = finished_steps_mismatches(out, planned)  # also a phase resumed past lowered steps
     if is_main():
         write_diversity(out, summary)
         (out / "summary.json").write_text(json.dumps(summary, indent=2, default=str))

@@ -4,6 +4,10 @@ A loop skips every finished phase (``done.json``) on rerun, so a rerun with othe
 phases' records, images and exports while its ``summary.json`` named the new settings. The first run into a directory
 records its config (``run_config.json``); a rerun is compared with it by the trainer's own comparison
 (``resume_config_changes``, which leaves out where runs write and how they log) and the loop's own free keys.
+
+Among those free keys are the phases' steps: they apply to the phases not finished yet, a finished phase keeping the
+steps it trained. ``check_finished_steps`` names the finished phases whose steps differ (stderr, and ``summary.json``'s
+``steps_mismatch``), and refuses new steps that would apply to no phase at all (a rerun that would only relabel).
 """
 
 from __future__ import annotations
@@ -59,3 +63,56 @@ def _summary_config(out: Path) -> dict | None:
     except (OSError, UnicodeDecodeError, json.JSONDecodeError, AttributeError):
         return None
     return config if isinstance(config, dict) else None
+
+
+def finished_steps_mismatches(out: Path, planned: list[tuple[str, str, int]]) -> list[dict]:
+    """The finished phases among ``planned`` (``(phase dir under out, config key, steps it gives)``) that trained
+    another number of steps than the key now gives: ``{"phase", "steps" (recorded in its done.json), "key",
+    "config"}`` each. A finished phase is skipped on rerun, so it keeps the steps it trained whatever the key says
+    now; a phase skipped for want of data trained none and is left out."""
+    found = []
+    for phase, key, steps in planned:
+        done = _done(out / phase)
+        if done is not None and not done.get("skipped") and isinstance(done.get("steps"), int) \
+                and done["steps"] != steps:
+            found.append({"phase": phase, "steps": done["steps"], "key": key, "config": steps})
+    return found
+
+
+def check_finished_steps(out: Path, planned: list[tuple[str, str, int]], section: str, say: bool = True) -> list[dict]:
+    """Before a rerun: the finished phases that trained other steps than their key now gives (printed on stderr when
+    ``say``, the main rank). Refused where a key applies to no phase at all, every phase it covers being finished
+    with other steps: the rerun would train nothing and only relabel ``summary.json`` with steps no phase trained."""
+    import sys
+
+    mismatches = finished_steps_mismatches(out, planned)
+    for key in dict.fromkeys(m["key"] for m in mismatches):
+        covered = [(phase, steps) for phase, k, steps in planned if k == key]
+        unfinished = [phase for phase, _ in covered if _done(out / phase) is None]
+        matching = [phase for phase, steps in covered if phase not in unfinished
+                    and (_done(out / phase) or {}).get("steps") == steps]
+        if not unfinished and not matching:
+            value = covered[0][1]
+            was = ", ".join(f"{m['phase']} {m['steps']}" for m in mismatches if m["key"] == key)
+            raise ConfigError(f"{key}={value}: every phase of {section}.output_dir={out} it applies to has finished, "
+                              f"with other steps ({was}); a finished phase is not trained again, extended or cut, so "
+                              f"this rerun would train nothing and only relabel summary.json: rerun with the steps "
+                              f"they trained, add iterations ({section}.iterations), or use another "
+                              f"{section}.output_dir")
+    if mismatches and say:
+        print(f"[mmevo] finished phases keep the steps they trained (they are not trained again, extended or cut): "
+              + "; ".join(f"{m['phase']} trained {m['steps']} steps, {m['key']}={m['config']}" for m in mismatches)
+              + " (summary.json lists them under steps_mismatch)", file=sys.stderr)
+    return mismatches
+
+
+def _done(phase_dir: Path) -> dict | None:
+    """A finished phase's ``done.json``, else None."""
+    try:
+        done = json.loads((phase_dir / "done.json").read_text())
+    except FileNotFoundError:
+        return None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ConfigError(f"{phase_dir / 'done.json'}: not a readable phase record ({e}); remove it to train the "
+                          "phase again") from None
+    return done if isinstance(done, dict) else {}
