@@ -191,7 +191,7 @@ def test_render_makes_the_directory_of_its_output(tmp_path, capsys):
     assert out.read_bytes()[:4] == b"\x89PNG"
 
 
-# -- a rerun with other phase steps: finished phases keep theirs, and say so --------------------------------------------
+# -- a rerun with other phase steps: finished phases keep theirs, and say so ---------------------------------------
 def _prism_cfg(tiny_text_path, out, centroids, *extra):
     return load_config(ROOT / "configs" / "prism_tiny.yaml", [
         f"model.path={tiny_text_path}", f"prism.output_dir={out}", f"prism.centroids={centroids}",

@@ -328,7 +328,7 @@ REPORT_FILE = "calibration.json"
 
 
 def write_report(out: Path, report: dict) -> None:
-    """``out/calibration.json``, replaced whole: a kill mid-write leaves the earlier report or none, never a torn one."""
+    """``out/calibration.json``, replaced whole: a kill mid-write leaves the earlier report or none, not a torn one."""
     tmp = out / (REPORT_FILE + ".tmp")
     tmp.write_text(json.dumps(report, indent=2))
     tmp.replace(out / REPORT_FILE)
