@@ -176,6 +176,22 @@ def save_model(path: str | Path, model, processor, state_dict: dict | None = Non
     return path
 
 
+def export_atomically(target: str | Path, write) -> Path:
+    """``write(dir)`` (an HF export) into a sibling ``<target>.partial`` moved into place once complete.
+
+    The loops take a directory with ``config.json`` for a finished export, and ``save_model`` writes that file
+    first: exported in place, a kill mid-export left a model without weights or tokenizer for a rerun to reuse. A
+    leftover ``.partial`` of such a kill is written again."""
+    target = Path(target)
+    partial = target.with_name(f"{target.name}.partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    partial.mkdir(parents=True)
+    write(partial)
+    shutil.rmtree(target, ignore_errors=True)
+    os.replace(partial, target)
+    return target
+
+
 def load_trainer_state(ckpt: str | Path) -> dict:
     return load_state_file(Path(ckpt) / "trainer_state.pt")
 

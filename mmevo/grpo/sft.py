@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import math
 import os
-import shutil
 from pathlib import Path
 from typing import Sequence
 
@@ -151,18 +150,12 @@ def sft_and_export(cfg: Config, policy: LoadedModel, examples: list[Example], ta
     the same warm-up; the main rank alone exports it (the loops wait for it with a barrier before any rank loads it):
     transformers writes no weights on the other ranks, and a rank's tokenizer-only export moved into place first
     would have kept the main rank's out."""
-    from mmevo.grpo.checkpoint import save_model
+    from mmevo.grpo.checkpoint import export_atomically, save_model
     from mmevo.grpo.distributed import is_main
 
     run_sft(cfg, policy, examples, log=False)
     if is_main():
-        target = Path(target)
-        partial = target.with_name(f"{target.name}.partial")
-        shutil.rmtree(partial, ignore_errors=True)  # a kill mid-export leaves it: exported again
-        partial.mkdir(parents=True)
-        save_model(partial, policy.model, policy.processor)
-        shutil.rmtree(target, ignore_errors=True)  # the callers export only where no config.json is: a torn export
-        os.replace(partial, target)
+        export_atomically(target, lambda d: save_model(d, policy.model, policy.processor))
     discard_state(cfg.sft.output_dir)
 
 

@@ -296,6 +296,7 @@ def run_honest(cfg: Config) -> dict:
     """``mmevo evolve honest``: warm-up, calibration before, blocks of solver (+ generator) GRPO, calibration after,
     hindsight audit; returns the summary (also ``<honest.output_dir>/summary.json``)."""
     from mmevo.evolve.mmzero import FrozenRole
+    from mmevo.grpo.checkpoint import export_atomically
     from mmevo.metrics import truncate_rows_after
     from mmevo.recipes import resolve_model_path
 
@@ -347,8 +348,10 @@ def run_honest(cfg: Config) -> dict:
             block["solver_steps"], block["solver"] = len(hist), _means(hist, ("reward/", "gss/", "difficulty/"))
             if generator is not None and generator.step_idx < b * g_steps:
                 frozen_path = out / "blocks" / f"block_{b}" / "solver"
-                if not (frozen_path / "config.json").exists():
-                    solver.export(frozen_path)
+                # the solver holds block b's weights until the generator's block b is done: exported anew, through
+                # a sibling directory (a kill mid-export left config.json without weights, taken for an export)
+                if solver.step_idx == b * h.gss_block_steps or not (frozen_path / "config.json").exists():
+                    export_atomically(frozen_path, solver.export)
                 frozen = FrozenRole(role_config(cfg, "solver", frozen_path.parent, str(frozen_path)),
                                     str(frozen_path))
                 try:
