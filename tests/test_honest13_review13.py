@@ -61,3 +61,53 @@ def _same_curves(a, b):
     def clean(rows):
         return [{k: v for k, v in r.items() if not k.startswith(("time/", "throughput/", "memory/"))} for r in rows]
     return clean(a) == clean(b)
+
+
+def _gss_rollout(examples, aux):
+    import torch
+
+    from mmevo.rollout.strategy import Rollout
+
+    n = len(examples)
+    return Rollout([None] * n, [None] * n, [""] * n, torch.arange(n) // 2, examples, aux=aux)
+
+
+def test_gss_metrics_count_this_steps_generated_problems_not_replayed_ones():
+    from mmevo.honest.replay import ReplayBuffer, ReplayMixSource
+    from mmevo.honest.selfplay import GSSMixSource, StubGenerator, gss_outcome_metrics
+
+    # a stub problem of an earlier step sits in the replay buffer (the buffer takes generated problems like any)
+    old = StubGenerator(seed=3).propose(1)[0]
+    buffer = ReplayBuffer()
+    buffer.add(old, 0.9, False)
+    # this step: every base prompt is a replay (share 1), and the GSS mix hands out one fresh stub problem
+    replay = ReplayMixSource(_Fresh(), buffer, share=1.0, warmup_steps=0)
+    mix = GSSMixSource(replay, StubGenerator(seed=4), share=0.5, seed=1)
+    batch = []
+    while not (any(ex.meta.get("replay") for ex in batch) and mix.last_generated == 1):
+        batch = mix.take(2)
+    fresh = [ex for ex in batch if not ex.meta.get("replay")]
+    replayed = [ex for ex in batch if ex.meta.get("replay")]
+    assert len(fresh) == len(replayed) == 1 and replayed[0].meta["domain"] == fresh[0].meta["domain"] == "gss"
+    # two samples per prompt: the fresh problem's |c - y| are 0.2 and 0.4 (mean 0.3), the replayed one's 0.9 and 1
+    examples = [fresh[0], fresh[0], replayed[0], replayed[0]]
+    aux = [{"correct": True, "confidence": 0.8}, {"correct": False, "confidence": 0.4},
+           {"correct": False, "confidence": 0.9}, {"correct": False, "confidence": 1.0}]
+    m = gss_outcome_metrics(_gss_rollout(examples, aux))
+    # the replayed problem counted as generated: gss/problems 2 beside gss/batch_generated 1, and the generator's
+    # reward averaged with the replay's (0.3 + 0.95) / 2 = 0.625
+    assert m["gss/problems"] == mix.metrics()["gss/batch_generated"] == 1.0
+    assert abs(m["gss/generator_reward"] - 0.3) < 1e-12
+
+
+class _Fresh:
+    """A base source the replay mix never reaches (share 1): any take of it is a test failure."""
+
+    epoch = 0
+
+    def take(self, k):
+        assert k == 0, k
+        return []
+
+    def state_dict(self):
+        return {}

@@ -37,6 +37,7 @@ from dataclasses import dataclass
 import torch
 
 from mmevo.data.schema import Example
+from mmevo.honest.replay import REPLAY_FLAG
 from mmevo.honest.strategy import HonestStrategy, honest_aux
 from mmevo.honest.tasks import (
     _QUESTION,
@@ -509,12 +510,13 @@ class SolverStrategy(HonestStrategy):
 
 def gss_outcome_metrics(rollout) -> dict[str, float]:
     """The generator's reward on this step's generated problems: per problem group, the mean |c - y| of the
-    solver's graded samples (``generator_reward``), averaged over the generated groups that had one."""
+    solver's graded samples (``generator_reward``), averaged over the generated groups that had one. A generated
+    problem the replay mix hands out again (``meta["replay"]``) is CPR's prompt, not this step's proposal."""
     groups: dict[int, tuple[list, list]] = {}
     trainable = rollout.trainable_mask()
     for i in range(len(rollout)):
         meta = rollout.examples[i].meta or {}
-        if meta.get("domain") != GSS_DOMAIN or not trainable[i]:
+        if meta.get("domain") != GSS_DOMAIN or meta.get(REPLAY_FLAG) or not trainable[i]:
             continue
         aux = rollout.aux_of(i)
         c, y = groups.setdefault(int(rollout.group_ids[i]), ([], []))
