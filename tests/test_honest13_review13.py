@@ -111,3 +111,38 @@ class _Fresh:
 
     def state_dict(self):
         return {}
+
+
+def test_a_step_whose_prompts_are_all_generated_reports_no_replays_or_mutations_of_its_own():
+    from mmevo.data.schema import Example
+    from mmevo.honest.curriculum import CurriculumSource, DifficultyController
+    from mmevo.honest.health import HealthMonitor
+    from mmevo.honest.replay import ReplayBuffer, ReplayMixSource
+    from mmevo.honest.selfplay import GSSMixSource, StubGenerator
+
+    ctl = DifficultyController(["arithmetic"], start=5)
+    ctl.ceilings["arithmetic"] = 6  # every draw at 6 is one mutation of a difficulty-5 task
+    buffer = ReplayBuffer()
+    buffer.add(Example("old", "What is 2 + 2?", "4", [], []), 0.9, False)
+    replay = ReplayMixSource(CurriculumSource(ctl, seed=0, ceiling_share=1.0), buffer, share=0.5, warmup_steps=0)
+    mix = GSSMixSource(replay, StubGenerator(seed=0), share=0.5, seed=0)
+    monitor = HealthMonitor(reward_std_keys=())
+    steps = []
+    # step A hands out a replay and a mutated curriculum task, the step after it two generated problems (seeded:
+    # the first such pair of steps)
+    while not (len(steps) >= 2 and steps[-2][0] == (0, 1) and steps[-1][0] == (2, 0)):
+        batch = mix.take(2)
+        kinds = (mix.last_generated, sum(bool(ex.meta.get("replay")) for ex in batch))
+        metrics = mix.metrics()
+        monitor.update(metrics)
+        steps.append((kinds, metrics))
+        assert len(steps) < 200
+    before, after = steps[-2][1], steps[-1][1]
+    assert before["replay/batch_replayed"] == 1.0 and before["curriculum/mutations"] == 1.0
+    # the replay mix was not asked for a prompt on the all-generated step: it logged the step before's replay and
+    # mutation, the health monitor counted that mutation twice, and the replay warm-up counted its own takes, not
+    # steps (the seed's --replay-warmup is in steps)
+    assert after["replay/batch_replayed"] == 0.0 and after["replay/active"] == 1.0
+    assert after["curriculum/mutations"] == 0.0
+    assert replay.takes == len(steps)
+    assert monitor.counts["mutations"] == sum(m["curriculum/mutations"] for _, m in steps)

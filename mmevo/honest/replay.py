@@ -240,7 +240,7 @@ class ReplayMixSource:
         self.last_active = self.active()
         from_replay = [self.rng.random() < self.share for _ in range(k)] if self.last_active else [False] * k
         n_replay = sum(from_replay)
-        fresh = iter(self.base.take(k - n_replay) if k - n_replay else [])
+        fresh = iter(self.base.take(k - n_replay))  # even 0: the curriculum's metrics are of this take
         replays = iter(dataclasses.replace(e.example, meta={**(e.example.meta or {}), REPLAY_FLAG: True})
                        for e in self.buffer.sample(n_replay, self.alpha, self.eps, self.rng))
         out = [next(replays) if r else next(fresh) for r in from_replay]

@@ -304,7 +304,9 @@ class GSSMixSource:
         picks = [self.rng.random() < self.share for _ in range(k)]
         gen = self.generator.propose(sum(picks)) if any(picks) else []
         n_gen = len(gen)
-        fresh = iter(self.base.take(k - n_gen) if k - n_gen else [])
+        # asked even for 0 prompts: a replay mix counts its warm-up in steps and reports this step's replays (and
+        # its curriculum this step's mutations), not the step before's
+        fresh = iter(self.base.take(k - n_gen))
         it = iter(gen)
         out, used = [], 0
         for p in picks:
