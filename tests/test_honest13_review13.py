@@ -5,6 +5,8 @@ import hashlib
 import json
 import shutil
 
+import pytest
+
 from test_honest_loop import _rows, _tiny_cfg
 
 
@@ -54,6 +56,38 @@ def test_a_frozen_block_solver_torn_by_a_kill_mid_export_is_exported_again(tiny_
         _digest(ref / "generator" / "final" / "model.safetensors")
     assert summary["blocks"] == json.loads((ref / "summary.json").read_text())["blocks"]
     assert not list((out / "blocks" / "block_1").glob("*.partial"))  # no export left half-way beside it
+
+
+class Killed(Exception):
+    pass
+
+
+def test_a_kill_mid_export_leaves_no_frozen_block_solver_to_reuse(tiny_text_path, tmp_path, monkeypatch):
+    # save_pretrained writes config.json and the weights before the tokenizer: killed in between (the tokenizer
+    # save raising stands in for the kill), no blocks/block_1/solver may look finished
+    import transformers
+
+    from mmevo.honest.loop import run_honest
+
+    ref = tmp_path / "uninterrupted"
+    run_honest(_gss_cfg(tiny_text_path, ref))
+    out = tmp_path / "killed"
+    save = transformers.PreTrainedTokenizerBase.save_pretrained
+
+    def die_in_block_export(self, path, *args, **kwargs):
+        if "blocks" in str(path):
+            raise Killed
+        return save(self, path, *args, **kwargs)
+
+    with monkeypatch.context() as m:
+        m.setattr(transformers.PreTrainedTokenizerBase, "save_pretrained", die_in_block_export)
+        with pytest.raises(Killed):
+            run_honest(_gss_cfg(tiny_text_path, out))
+    assert not (out / "blocks" / "block_1" / "solver" / "config.json").exists()
+    run_honest(_gss_cfg(tiny_text_path, out))
+    frozen = "blocks/block_1/solver/model.safetensors"
+    assert _digest(out / frozen) == _digest(ref / frozen)
+    assert _same_curves(_rows(out / "generator" / "metrics.jsonl"), _rows(ref / "generator" / "metrics.jsonl"))
 
 
 def _same_curves(a, b):
