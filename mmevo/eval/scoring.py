@@ -1739,8 +1739,18 @@ def _plain_digits(text: str) -> str:
     return re.sub(r"(?<=\d)\{,\}(?=\d{3})", ",", text.translate(_FULLWIDTH_NUM))
 
 
+# A sign in words before a number in digits, read as before a number in words (``_signed_in_words``): "negative 5" is
+# -5, "is minus 3" is -3; "10 minus 3" keeps the operator
+_SIGN_WORD_BEFORE_DIGITS_RE = re.compile(r"\b(?:negative|minus)[ \t]+(?=\.?\d)", re.I)
+
+
+def _sign_words_as_minus(text: str) -> str:
+    return _SIGN_WORD_BEFORE_DIGITS_RE.sub(
+        lambda m: "-" if _signed_in_words(text[max(0, m.start() - 40): m.end()]) else m.group(0), text)
+
+
 def _numbers(text: str) -> list[str]:
-    text = _plain_digits(text)
+    text = _sign_words_as_minus(_plain_digits(text))
     # A minus written U+2212 / U+2013 / U+FF0D, or "- 4.3" where it cannot be a binary minus
     # (not after a digit or a closer), is the sign of the number.
     text = re.sub("[\u2212\u2013\uff0d]", "-", text)
@@ -2046,7 +2056,10 @@ def _number_and_unit(text: str) -> float | None:
     # "about 5", "\\approx 13.8", "5 (rounded)": an approximation is its number
     t = re.sub(r"^(?:(?:about|approximately|approx\.|roughly|around|nearly)\s+|(?:\\approx|\u2248)\s*)", "", t,
                flags=re.I)
-    t = re.sub(r"\s*\([^()]*[A-Za-z]{2}[^()]*\)$", "", t)
+    t = _sign_words_as_minus(re.sub(r"\s*\([^()]*[A-Za-z]{2}[^()]*\)$", "", t))
+    # a minus written U+2212 / U+2013 / U+FF0D and full-width digits, as _numbers reads them ("−2", "－２" are
+    # the choice "-2"; they were "2", the other sign's choice)
+    t = re.sub(r"[\u2212\u2013\uff0d]\s*(?=\.?\d)", "-", _plain_digits(t))
     m = re.fullmatch(rf"({_PLAIN_NUM})\s*{_UNIT}?", t)
     return float(m.group(1)) if m else None
 
@@ -2435,9 +2448,9 @@ def extract_mathvista_answer(response: str, item: dict) -> str:
         choice text equal to it up to case / spaces ("\\frac{20}{3}" is the choice "\\frac { 20 } { 3 }"); else the
         one choice that is a number equal to it ("12.00" ->
         "12"), also up to a unit or an approximation ("70" -> "70°", "6 degrees" -> "6", "4" -> "4cm", "about 5" ->
-        "5"), or a letter with its option's text in brackets ("C (5)", or "C, 5"), also before a clause ("6.0, as
-        shown in the figure"); else, when the candidate is the whole response, a last line that is a number alone
-        (returned as it is, for the official nearest-choice rule), else
+        "5", "\u22122" or "negative 2" -> "-2"), or a letter with its option's text in brackets ("C (5)", or "C, 5"),
+        also before a clause ("6.0, as shown in the figure"); else, when the candidate is the whole response, a last
+        line that is a number alone (returned as it is, for the official nearest-choice rule), else
         an option said to be the answer ("Option B is correct.", "So B is the correct answer."), else
         a choice named at the end of its final statement ("So the result is 130.0.", "Therefore, $x = 30$.",
         "\\[ x = 30 \\]", "- **Result: 30**"), else
@@ -2457,7 +2470,7 @@ def extract_mathvista_answer(response: str, item: dict) -> str:
         two" for a float) of that marked answer (or an earlier one), or of an unmarked response's final sentence (the
         pronoun "one" is none)
         (thousands commas dropped, and thousands spaces: "1 000", "12 345",
-        "1\\,000"; a minus written "\u2212" or "- 4.3" is kept);
+        "1\\,000"; a minus written "\u2212" or "- 4.3" is kept, and a sign in words before digits: "negative 3");
       * list: the numbers of the last "[...]" in the candidate (else all its numbers, of an unmarked response those of
         its last line with numbers; in
         "[120,150]" the commas separate elements), printed as a Python list "[a, b]".

@@ -1,0 +1,87 @@
+"""Review 24 (MathVista): adversarial answers built from every answer type, precision, unit and choice form of
+testmini.json (LaTeX, units, degrees, percent, thousands commas, scientific notation, trailing periods, several boxes,
+letter vs text, "(A)" / "A." / "A)", lists, full-width digits, signs). Two classes read the wrong sign:
+
+1. a sign in words before digits: "The answer is negative 3." was 3 (a sign in words before a number in words,
+   "negative three", was already -3), also "minus 3" unless it is the operator of "10 minus 3";
+2. a choice that is a negative number, stated with the minus U+2212 / U+2013 / U+FF0D or full-width digits ("x =
+   \u22122", "\\boxed{\u22122}", "\uff0d\uff12"): was "2", the choice of the other sign, or the written text
+   left to the nearest-choice rule (which picks "2" when it comes first). A free-form answer already read them.
+
+As in reviews 16-23, where the official rule paths do not fire the official GPT extraction is taken to be the answer
+the response states; ``test_the_official_mathvista_pipeline_agrees`` recomputes every verdict below in
+``.venv-parity``.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from mmevo.eval.scoring import extract_mathvista_answer, score_mathvista
+from test_scoring_review16 import _ff, _mc, assert_official_mathvista_agrees
+
+# MathVista testmini rows, as in testmini.json
+DMV_WAIT = _ff("45", "integer", "-3")
+ELEVATOR = _ff("421", "integer", "-47")
+PHE_ENERGY = _ff("833", "float", "-4.3", 1)
+# testmini has no choice that is a negative number; these are such rows, both orders of the two signs
+SIGNS_POSITIVE_FIRST = _mc("x1", ["2", "-2", "0", "-1"], "-2")
+SIGNS_NEGATIVE_FIRST = _mc("x2", ["-2", "2", "0", "-1"], "-2")
+SIGNS_POSITIVE_GOLD = _mc("x3", ["-2", "2", "0", "-1"], "2")
+
+COT = "From the graph, the value starts at 4 and falls by 7 over the interval."
+
+# (item, response, what the official GPT extractor returns for it, the official verdict)
+VISTA = [
+    # 1. a sign in words before digits
+    (DMV_WAIT, f"{COT}\n\nThe answer is negative 3.", "-3", True),  # was '3'
+    (DMV_WAIT, f"{COT}\n\nThe answer is minus 3.", "-3", True),  # was '3'
+    (DMV_WAIT, f"{COT} So the change is negative 3.", "-3", True),  # was '3' (unmarked)
+    (DMV_WAIT, "\\boxed{\\text{negative } 3}", "-3", True),  # was '3'
+    (ELEVATOR, f"{COT}\n\nAnswer: negative 47", "-47", True),  # was '47'
+    (PHE_ENERGY, f"{COT}\n\nThe energy is negative 4.3 kcal/mol.", "-4.3", True),  # was '4.3'
+    (PHE_ENERGY, f"{COT}\n\nThe answer is negative 4.2.", "-4.2", False),  # (was '4.2': wrong either way)
+    (SIGNS_POSITIVE_FIRST, f"{COT}\n\nThe answer is negative 2.", "B", True),  # was 'negative 2' -> nearest '2'
+    # 2. a negative choice stated with another minus sign or full-width digits
+    (SIGNS_POSITIVE_FIRST, f"{COT}\n\n\\boxed{{\u22122}}", "B", True),  # was '\u22122' -> nearest '2'
+    (SIGNS_POSITIVE_FIRST, f"{COT}\n\nThe answer is \u22122.", "B", True),  # was '\u22122' -> nearest '2'
+    (SIGNS_POSITIVE_FIRST, f"{COT}\n\nThe answer is \u2212 2.", "B", True),  # was '\u2212 2' -> nearest '2'
+    (SIGNS_POSITIVE_FIRST, f"{COT}\n\nx = \u22122", "B", True),  # was '2'
+    (SIGNS_POSITIVE_FIRST, "\u22122", "B", True),  # was '2'
+    (SIGNS_POSITIVE_FIRST, "\uff0d\uff12", "B", True),  # was '2'
+    (SIGNS_NEGATIVE_FIRST, f"{COT}\n\nSo the value is \u22122.", "A", True),  # was '2'
+    (SIGNS_POSITIVE_GOLD, f"{COT}\n\nx = \u22122", "A", False),  # was '2': scored right
+    # shapes that already agreed, pinned
+    (DMV_WAIT, f"{COT}\n\nThe answer is -3.", "-3", True),
+    (DMV_WAIT, f"{COT}\n\nThe answer is \u22123.", "-3", True),
+    (DMV_WAIT, f"{COT}\n\n\\boxed{{\uff0d\uff13}}", "-3", True),
+    (DMV_WAIT, f"{COT}\n\nThe answer is negative three.", "-3", True),
+    (DMV_WAIT, f"{COT}\n\nIt is 7 minus 10 = -3.", "-3", True),
+    (SIGNS_POSITIVE_FIRST, f"{COT}\n\nThe answer is -2.", "B", True),
+    (SIGNS_POSITIVE_FIRST, f"{COT}\n\n\\boxed{{B}}", "B", True),
+    (SIGNS_POSITIVE_GOLD, f"{COT}\n\nThe answer is 2.", "B", True),
+]
+
+
+@pytest.mark.parametrize("item,response,gpt_extraction,official", VISTA)
+def test_mathvista_signed_answers_get_the_official_verdict(item, response, gpt_extraction, official):
+    assert score_mathvista(response, item) is official
+
+
+@pytest.mark.parametrize("item,response,extracted", [
+    (DMV_WAIT, "The answer is negative 3.", "-3"),
+    (PHE_ENERGY, "So the value is negative 4.3.", "-4.3"),
+    (SIGNS_POSITIVE_FIRST, "x = \u22122", "-2"),
+    (SIGNS_POSITIVE_FIRST, "\\boxed{\uff0d\uff12}", "-2"),
+    # neighbours the new rules must leave alone
+    (DMV_WAIT, "The answer is 10 minus 13, which is -3.", "10"),  # the operator (the marked answer's first number)
+    (DMV_WAIT, "The answer is non-negative 3.", "3"),  # a word ending in "negative" is no sign
+    (DMV_WAIT, "The answer is 3; the trend is negative.", "3"),  # a sign word before no number
+    (SIGNS_POSITIVE_GOLD, "The answer is 2.", "2"),
+])
+def test_signed_answers_are_read_with_their_sign(item, response, extracted):
+    assert extract_mathvista_answer(response, item) == extracted
+
+
+def test_the_official_mathvista_pipeline_agrees():
+    assert_official_mathvista_agrees(VISTA)
