@@ -8,6 +8,12 @@ letter vs text, "(A)" / "A." / "A)", lists, full-width digits, signs). Two class
    \u22122", "\\boxed{\u22122}", "\uff0d\uff12"): was "2", the choice of the other sign, or the written text
    left to the nearest-choice rule (which picks "2" when it comes first). A free-form answer already read them.
 
+And one class missed the choice stated:
+
+3. a choice with a square root or pi written otherwise than the choice writes it: the choices "2√{3}", "√{2}",
+   "10 \\sqrt { 3 }" stated "2√3", "$√2$", "10√3" (was the text, which the nearest-choice rule maps to "2", or
+   "2" read from "$√2$"), "9\\pi" for "9π" (agreed before, by the nearest text).
+
 As in reviews 16-23, where the official rule paths do not fire the official GPT extraction is taken to be the answer
 the response states; ``test_the_official_mathvista_pipeline_agrees`` recomputes every verdict below in
 ``.venv-parity``.
@@ -28,6 +34,12 @@ PHE_ENERGY = _ff("833", "float", "-4.3", 1)
 SIGNS_POSITIVE_FIRST = _mc("x1", ["2", "-2", "0", "-1"], "-2")
 SIGNS_NEGATIVE_FIRST = _mc("x2", ["-2", "2", "0", "-1"], "-2")
 SIGNS_POSITIVE_GOLD = _mc("x3", ["-2", "2", "0", "-1"], "2")
+ROOT_3 = _mc("492", ["1", "√{3}", "2", "2√{3}"], "2√{3}")
+ROOT_OR_3 = _mc("752", ["1", "√{3}", "2", "3"], "2")
+ROOT_2 = _mc("916", ["2", "√{3}", "√{2}", "2-\\frac{√{3}}{3}"], "√{2}")
+LATEX_ROOT = _mc("386", ["5", "10", "10 \\sqrt { 3 }", "20"], "10 \\sqrt { 3 }")
+ROOT_METRES = _mc("523", ["10m", "5m", "5√{3}m", "10√{3}m"], "5√{3}m")
+PI_CHOICES = _mc("538", ["9π", "6π", "3π", "π"], "9π")
 
 COT = "From the graph, the value starts at 4 and falls by 7 over the interval."
 
@@ -51,6 +63,16 @@ VISTA = [
     (SIGNS_POSITIVE_FIRST, "\uff0d\uff12", "B", True),  # was '2'
     (SIGNS_NEGATIVE_FIRST, f"{COT}\n\nSo the value is \u22122.", "A", True),  # was '2'
     (SIGNS_POSITIVE_GOLD, f"{COT}\n\nx = \u22122", "A", False),  # was '2': scored right
+    # 3. a root or pi written otherwise than the choice writes it
+    (ROOT_3, f"{COT}\n\nThe answer is 2√3.", "D", True),  # was '2√3' -> nearest '2'
+    (ROOT_3, f"{COT}\n\n\\boxed{{2√3}}", "D", True),  # was '2√3' -> nearest '2'
+    (ROOT_2, f"{COT}\n\nSo the distance is $√2$.", "C", True),  # was '2'
+    (ROOT_2, f"{COT}\n\n\\boxed{{√2}}", "C", True),  # was '√2' -> nearest '2'
+    (LATEX_ROOT, f"{COT}\n\n\\boxed{{10√3}}", "C", True),  # was '10√3' -> nearest '10'
+    (ROOT_3, f"{COT}\n\nThe answer is √3.", "B", False),  # (was '√3' -> nearest '1': wrong either way)
+    (ROOT_OR_3, f"{COT}\n\nThe answer is √3.", "B", False),  # (was '√3' -> nearest '3': wrong either way)
+    (ROOT_METRES, f"{COT}\n\nThe answer is 5√3 m.", "C", True),  # (agreed by the nearest text)
+    (PI_CHOICES, f"{COT}\n\n\\boxed{{9\\pi}}", "A", True),  # (agreed by the nearest text)
     # shapes that already agreed, pinned
     (DMV_WAIT, f"{COT}\n\nThe answer is -3.", "-3", True),
     (DMV_WAIT, f"{COT}\n\nThe answer is \u22123.", "-3", True),
@@ -64,7 +86,7 @@ VISTA = [
 
 
 @pytest.mark.parametrize("item,response,gpt_extraction,official", VISTA)
-def test_mathvista_signed_answers_get_the_official_verdict(item, response, gpt_extraction, official):
+def test_mathvista_signed_and_root_answers_get_the_official_verdict(item, response, gpt_extraction, official):
     assert score_mathvista(response, item) is official
 
 
@@ -73,13 +95,17 @@ def test_mathvista_signed_answers_get_the_official_verdict(item, response, gpt_e
     (PHE_ENERGY, "So the value is negative 4.3.", "-4.3"),
     (SIGNS_POSITIVE_FIRST, "x = \u22122", "-2"),
     (SIGNS_POSITIVE_FIRST, "\\boxed{\uff0d\uff12}", "-2"),
+    (ROOT_3, "The answer is 2√3.", "2√{3}"),
+    (ROOT_2, "So the distance is $√2$.", "√{2}"),
+    (LATEX_ROOT, "\\boxed{10√3}", "10 \\sqrt { 3 }"),
+    (PI_CHOICES, "\\boxed{9\\pi}", "9π"),
     # neighbours the new rules must leave alone
     (DMV_WAIT, "The answer is 10 minus 13, which is -3.", "10"),  # the operator (the marked answer's first number)
     (DMV_WAIT, "The answer is non-negative 3.", "3"),  # a word ending in "negative" is no sign
     (DMV_WAIT, "The answer is 3; the trend is negative.", "3"),  # a sign word before no number
     (SIGNS_POSITIVE_GOLD, "The answer is 2.", "2"),
 ])
-def test_signed_answers_are_read_with_their_sign(item, response, extracted):
+def test_signs_and_roots_are_read_as_stated(item, response, extracted):
     assert extract_mathvista_answer(response, item) == extracted
 
 
