@@ -8,15 +8,18 @@ letter vs text, "(A)" / "A." / "A)", lists, full-width digits, signs). Two class
    \u22122", "\\boxed{\u22122}", "\uff0d\uff12"): was "2", the choice of the other sign, or the written text
    left to the nearest-choice rule (which picks "2" when it comes first). A free-form answer already read them.
 
-And one class missed the choice stated:
+And two classes missed the choice stated:
 
 3. a choice with a square root or pi written otherwise than the choice writes it: the choices "2√{3}", "√{2}",
    "10 \\sqrt { 3 }" stated "2√3", "$√2$", "10√3" (was the text, which the nearest-choice rule maps to "2", or
-   "2" read from "$√2$"), "9\\pi" for "9π" (agreed before, by the nearest text).
+   "2" read from "$√2$"), "9\\pi" for "9π" (agreed before, by the nearest text);
+4. a choice that is a fraction, stated with a slash: the choices "\\frac{20}{3}", "\\frac { 40 } { 3 }",
+   "\\frac{4}{3}" stated "20/3", "40/3", "4/3" (was the text, which the nearest-choice rule maps to "7" / "10" / "0.6").
 
 As in reviews 16-23, where the official rule paths do not fire the official GPT extraction is taken to be the answer
-the response states; ``test_the_official_mathvista_pipeline_agrees`` recomputes every verdict below in
-``.venv-parity``.
+the response states (for a multiple-choice row the letter of the choice stated, as the extraction prompt's own
+multiple-choice example extracts "B" from "(B) 8/11"); ``test_the_official_mathvista_pipeline_agrees`` recomputes
+every verdict below in ``.venv-parity``.
 """
 
 from __future__ import annotations
@@ -39,6 +42,10 @@ ROOT_OR_3 = _mc("752", ["1", "√{3}", "2", "3"], "2")
 ROOT_2 = _mc("916", ["2", "√{3}", "√{2}", "2-\\frac{√{3}}{3}"], "√{2}")
 LATEX_ROOT = _mc("386", ["5", "10", "10 \\sqrt { 3 }", "20"], "10 \\sqrt { 3 }")
 ROOT_METRES = _mc("523", ["10m", "5m", "5√{3}m", "10√{3}m"], "5√{3}m")
+THIRDS = _mc("186", ["\\frac{20}{3}", "\\frac{10}{3}", "7", "\\frac{14}{3}"], "\\frac{20}{3}")
+SPACED_THIRDS = _mc("310", ["10", "\\frac { 32 } { 3 }", "\\frac { 40 } { 3 }", "\\frac { 50 } { 3 }"],
+                    "\\frac { 40 } { 3 }")
+RATIO = _mc("203", ["\\frac{4}{3}", "0.75", "0.6", "0.8"], "\\frac{4}{3}")
 PI_CHOICES = _mc("538", ["9π", "6π", "3π", "π"], "9π")
 
 COT = "From the graph, the value starts at 4 and falls by 7 over the interval."
@@ -73,7 +80,14 @@ VISTA = [
     (ROOT_OR_3, f"{COT}\n\nThe answer is √3.", "B", False),  # (was '√3' -> nearest '3': wrong either way)
     (ROOT_METRES, f"{COT}\n\nThe answer is 5√3 m.", "C", True),  # (agreed by the nearest text)
     (PI_CHOICES, f"{COT}\n\n\\boxed{{9\\pi}}", "A", True),  # (agreed by the nearest text)
+    # 4. a fraction stated with a slash
+    (THIRDS, f"{COT}\n\nThe answer is 20/3.", "A", True),  # was '20/3' -> nearest '7'
+    (THIRDS, f"{COT}\n\n\\boxed{{20/3}}", "A", True),  # was '20/3' -> nearest '7'
+    (SPACED_THIRDS, f"{COT}\n\n\\boxed{{40/3}}", "C", True),  # was '40/3' -> nearest '10'
+    (RATIO, f"{COT}\n\nAnswer: $4/3$", "A", True),  # was '4/3' -> nearest '0.6'
+    (THIRDS, f"{COT}\n\n\\boxed{{10/3}}", "B", False),  # (was '10/3' -> nearest '7': wrong either way)
     # shapes that already agreed, pinned
+    (THIRDS, f"{COT}\n\n\\boxed{{\\dfrac{{20}}{{3}}}}", "A", True),
     (DMV_WAIT, f"{COT}\n\nThe answer is -3.", "-3", True),
     (DMV_WAIT, f"{COT}\n\nThe answer is \u22123.", "-3", True),
     (DMV_WAIT, f"{COT}\n\n\\boxed{{\uff0d\uff13}}", "-3", True),
@@ -86,7 +100,7 @@ VISTA = [
 
 
 @pytest.mark.parametrize("item,response,gpt_extraction,official", VISTA)
-def test_mathvista_signed_and_root_answers_get_the_official_verdict(item, response, gpt_extraction, official):
+def test_mathvista_signs_roots_and_fractions_get_the_official_verdict(item, response, gpt_extraction, official):
     assert score_mathvista(response, item) is official
 
 
@@ -99,13 +113,15 @@ def test_mathvista_signed_and_root_answers_get_the_official_verdict(item, respon
     (ROOT_2, "So the distance is $√2$.", "√{2}"),
     (LATEX_ROOT, "\\boxed{10√3}", "10 \\sqrt { 3 }"),
     (PI_CHOICES, "\\boxed{9\\pi}", "9π"),
+    (THIRDS, "The answer is 20/3.", "\\frac{20}{3}"),
+    (SPACED_THIRDS, "\\boxed{40/3}", "\\frac { 40 } { 3 }"),
     # neighbours the new rules must leave alone
     (DMV_WAIT, "The answer is 10 minus 13, which is -3.", "10"),  # the operator (the marked answer's first number)
     (DMV_WAIT, "The answer is non-negative 3.", "3"),  # a word ending in "negative" is no sign
     (DMV_WAIT, "The answer is 3; the trend is negative.", "3"),  # a sign word before no number
     (SIGNS_POSITIVE_GOLD, "The answer is 2.", "2"),
 ])
-def test_signs_and_roots_are_read_as_stated(item, response, extracted):
+def test_signs_roots_and_fractions_are_read_as_stated(item, response, extracted):
     assert extract_mathvista_answer(response, item) == extracted
 
 

@@ -2013,10 +2013,12 @@ def _degrees_as_symbol(text: str) -> str:
 def _choice_key(s: str) -> str:
     """A choice text compared up to case, spaces and how an angle is written (the choices' LaTeX is spaced out,
     "\\frac { 20 } { 3 }", "6 \\sqrt 2", which a model writes "\\frac{20}{3}", "6\\sqrt2"), and how a square root or
-    pi is written: the choices "2√{3}", "5√{3}m", "10 \\sqrt { 3 }", "3π" are "2√3", "5\\sqrt{3} m", "10√3", "3\\pi"."""
+    pi is written: the choices "2√{3}", "5√{3}m", "10 \\sqrt { 3 }", "3π" are "2√3", "5\\sqrt{3} m", "10√3", "3\\pi";
+    and a fraction of plain terms as a slash: the choices "\\frac{20}{3}", "\\frac { 40 } { 3 }" are "20/3", "40/3"."""
     s = re.sub(r"\\sqrt(?![a-zA-Z])", "√", _degrees_as_symbol(s))
     s = re.sub(r"√\s*\{\s*([\w.]+)\s*\}", r"√\1", s)  # a root of one number or letter, braced or not
     s = re.sub(r"\\pi(?![a-zA-Z])", "π", s)
+    s = re.sub(r"\\[dt]?frac\s*\{\s*([\w.√π]+)\s*\}\s*\{\s*([\w.√π]+)\s*\}", r"\1/\2", s)
     return re.sub(r"\s+", "", s).lower()
 
 
