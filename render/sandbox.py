@@ -199,6 +199,13 @@ PR_FUTEX_HASH = 78
 # unshare a page tells whether another process holds those bytes. Off for the job, as nothing it runs asks for it.
 PR_SET_MEMORY_MERGE = 67
 MADV_MERGEABLE = 12
+# Core scheduling (Linux 5.14, CONFIG_SCHED_CORE, hosts with SMT): any process may give itself a "cookie", and no
+# other task may then run on an SMT sibling of a core where one of its threads runs (the sibling is forced idle). The
+# first cookie on the host switches core scheduling on host-wide (a static key patched on every CPU, an RCU grace
+# period, every core's run-queue locks taken), and the last one dropped switches it off again: a job could idle the
+# siblings of the cores its threads ran on, for the trainer and the other workers' jobs, and toggle the host's
+# scheduler as often as it liked. Nothing a plot or an SVG runs asks for it.
+PR_SCHED_CORE = 62
 # posix_fadvise(POSIX_FADV_DONTNEED) drops a file's clean, unmapped page-cache pages, of the host's file behind a
 # bound one too (overlayfs passes the advice to it): a job emptied the host's cache of torch's libraries, and a host
 # process then read them from disk again. Advice may be ignored, so the filter answers it "done" without running it;
@@ -367,6 +374,7 @@ def build_seccomp_program() -> bytes:
     ins(_BPF_JEQ_K, PR_SET_SECCOMP, "eperm", 0)  # as the seccomp call: filters are kernel memory per thread
     ins(_BPF_JEQ_K, PR_FUTEX_HASH, "eperm", 0)  # a futex hash of the job's chosen size: up to 1 GiB of vmalloc
     ins(_BPF_JEQ_K, PR_SET_MEMORY_MERGE, "eperm", 0)  # KSM for all its memory (see PR_SET_MEMORY_MERGE)
+    ins(_BPF_JEQ_K, PR_SCHED_CORE, "eperm", 0)  # a core-scheduling cookie: siblings forced idle host-wide
     ins(_BPF_JEQ_K, PR_SET_DUMPABLE, "eperm", "allow")
     # dnotify, the watch that needs no inotify call: fcntl(dir, F_NOTIFY) on a bound host directory signals the job
     # on every read / write there by host processes (DN_ACCESS: which library the trainer just imported, ...)

@@ -1,0 +1,80 @@
+"""render/: a twenty-eighth pass, on what a job may still ask of the host's scheduler.
+
+1. Core scheduling (``prctl(PR_SCHED_CORE)``, Linux 5.14, ``CONFIG_SCHED_CORE`` on a host with SMT) needs no privilege
+   over the caller's own tasks: a job could give its threads a cookie of their own. No task of another cookie (the
+   trainer's, the other workers' jobs) may then run on an SMT sibling of a core where one of those threads runs: the
+   sibling is forced idle. The first cookie on the host also switches core scheduling on host-wide (a static key
+   patched on every CPU, an RCU grace period, every core's run-queue locks), and the last one dropped switches it off,
+   so a job creating and dropping cookies in a loop toggled the host's scheduler as fast as it could. The filter allowed
+   the option; it is now refused (``EPERM``), whatever its sub-command. On this test machine's kernel (no SMT, no
+   ``CONFIG_SCHED_CORE``) the call failed with ``EINVAL`` / ``ENODEV`` before, so the sandbox test reads the errno.
+"""
+
+import json
+import platform
+import sys
+
+import pytest
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="render sandbox is Linux-only")
+
+from render import RenderJob  # noqa: E402
+from render import sandbox as sb  # noqa: E402
+
+from test_render_hostile12 import _NRS, ALLOW, EPERM, _run_filter  # noqa: E402
+
+PR_SCHED_CORE = 62
+SUBCOMMANDS = {"get": 0, "create": 1, "share_to": 2, "share_from": 3}
+PIDTYPE_TGID = 1
+
+
+def test_the_filter_refuses_core_scheduling_cookies():
+    nr = _NRS.get(platform.machine())
+    if nr is None or sb.AUDIT_ARCH is None:
+        pytest.skip("no seccomp filter for this architecture")
+    prog = sb.build_seccomp_program()
+
+    def prctl(*args) -> int:
+        return _run_filter(prog, nr["prctl"], args + (0,) * (6 - len(args)))
+
+    assert [prctl(PR_SCHED_CORE, sub, 0, PIDTYPE_TGID) for sub in SUBCOMMANDS.values()] == [EPERM] * 4
+    assert prctl(2**32 + PR_SCHED_CORE, 1, 0, PIDTYPE_TGID) == EPERM  # the option is an int: high bits are not part
+    assert [prctl(option, 1) for option in (15, 16, 61, 63)] == [ALLOW] * 4  # PR_SET_NAME, ... pass as before
+    assert sb.PR_SCHED_CORE == PR_SCHED_CORE
+
+
+SCHED_CORE_JOB = r"""
+import ctypes, errno, json, threading
+libc = ctypes.CDLL(None, use_errno=True)
+res = {}
+for name, sub in (("create", 1), ("share_to", 2), ("get", 0)):
+    cookie = ctypes.c_ulonglong(0)
+    uaddr = ctypes.addressof(cookie) if sub == 0 else 0
+    pidtype = 0 if sub == 0 else 1  # the calling thread for GET, its whole thread group otherwise
+    rc = libc.prctl(62, ctypes.c_ulong(sub), ctypes.c_ulong(0), ctypes.c_ulong(pidtype), ctypes.c_ulong(uaddr))
+    res[name] = "ok" if rc == 0 else errno.errorcode[ctypes.get_errno()]
+done = []
+threads = [threading.Thread(target=lambda: done.append(1)) for _ in range(4)]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+res["threads"] = len(done)
+raise RuntimeError(json.dumps(res))
+"""
+
+
+def test_a_job_cannot_take_a_core_scheduling_cookie(render_pool):
+    # before: {"create": "ok", ...} on an SMT host whose kernel has CONFIG_SCHED_CORE; EINVAL (no such option) or
+    # ENODEV (no SMT) elsewhere, as on the machine these tests were written on
+    r = render_pool.render(RenderJob(SCHED_CORE_JOB), timeout_s=20)
+    assert r.error_kind == "crash" and "RuntimeError: {" in r.message, r
+    got = json.loads(r.message[r.message.index("{"):])
+    assert got == {"create": "EPERM", "share_to": "EPERM", "get": "EPERM", "threads": 4}, got
+
+
+def test_a_plot_with_threads_still_renders(render_pool):
+    code = ("import threading\nimport matplotlib.pyplot as plt\nt = threading.Thread(target=lambda: None)\n"
+            "t.start(); t.join()\nplt.plot([1, 3, 2])\n")
+    r = render_pool.render(RenderJob(code), timeout_s=20)
+    assert r.ok and (r.width, r.height) == (640, 480), r
