@@ -501,9 +501,9 @@ def _child_sandbox(env: dict, pidns_err: str | None) -> tuple[dict, list[str], s
 
 def _matplotlib_dirs_to(jobdir: str) -> None:
     """Point matplotlib's config / cache directories at the job's directory, as MPLCONFIGDIR says. The zygote
-    imported matplotlib with the pool's HOME, and matplotlib keeps the directories it found then (its getters
-    memoise, TexManager's cache path is a class attribute): left so, a job would see the host's home in them, and
-    a usetex figure would fail writing there as ``forbidden`` instead of failing for want of LaTeX."""
+    imported matplotlib with the worker's MPLCONFIGDIR (a dir of the pool's), and matplotlib keeps the directories it
+    found then (its getters memoise, TexManager's cache path is a class attribute): left so, a job would see the
+    pool's dir in them, and a usetex figure would fail writing there as ``forbidden`` instead of failing for want of LaTeX."""
     import matplotlib
 
     def job_dir() -> str:

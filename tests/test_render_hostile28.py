@@ -111,3 +111,40 @@ def test_the_oom_kill_count_is_read_from_vmstat():
     with open("/proc/vmstat") as f:  # Linux 4.13+
         want = next(int(line.split()[1]) for line in f if line.startswith("oom_kill "))
     assert _oom_kills() == want
+
+
+_READ_OWN_ARGV_AND_ENV = (
+    "import ctypes, os\n"
+    "from PIL import Image\n"
+    "Image.new('RGB', (4, 4)).save('out.png')\n"
+    "libc = ctypes.CDLL(None)\n"
+    # program_invocation_name points at argv[0] on the stack; the exec'd environment strings follow the argv ones
+    "import sys\n"
+    "p = ctypes.c_void_p.in_dll(libc, 'program_invocation_name').value\n"
+    "p += sum(len(a.encode()) + 1 for a in sys.orig_argv)\n"
+    "found = []\n"
+    "for _ in range(200):\n"  # string by string (each read stops at its NUL): the stack ends a few bytes after
+    "    s = ctypes.string_at(p)\n"
+    "    if not s:\n"
+    "        break\n"
+    "    found.append(s)\n"
+    "    p += len(s) + 1\n"
+    "os.write(3, b'ok\\n' + b'\\n'.join(found))\n"
+    "os._exit(0)\n")
+
+
+def test_a_job_does_not_find_the_callers_home_in_its_memory(monkeypatch):
+    # the worker was started with the caller's HOME (for matplotlib's font cache); its environment strings stay on
+    # the stack of every job forked from it, and a job read them there with ctypes
+    from conftest import start_render_pool
+
+    marker = "/home/mmevo-caller-home-marker"
+    monkeypatch.setenv("HOME", marker)
+    pool = start_render_pool(workers=1)
+    try:
+        r = pool.render(RenderJob(_READ_OWN_ARGV_AND_ENV), timeout_s=20)
+    finally:
+        pool.close()
+    assert r.ok, r
+    assert "MPLBACKEND=Agg" in r.message, r.message[:400]  # the block read is the worker's environment
+    assert marker not in r.message, [line for line in r.message.splitlines() if marker in line]
