@@ -609,6 +609,10 @@ class GRPOTrainer:
         metrics["data/samples"] = len(rollout)
         if hasattr(self.prompt_source, "epoch"):
             metrics["data/epoch"] = self.prompt_source.epoch
+        # draws that were held-out tasks (HONEST), drawn again; averaged over ranks, not summed: every rank draws
+        # the same global batch from its own copy of the source, so each holds the whole count
+        if hasattr(self.prompt_source, "heldout_overlap_skipped"):
+            metrics["data/heldout_overlap_skipped"] = self.prompt_source.heldout_overlap_skipped
         metrics["lr"] = lr
         self._refuse_metric_clash(strategy_metrics, metrics)  # a name outside the namespaces known up front
         metrics.update(strategy_metrics)

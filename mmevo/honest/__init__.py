@@ -34,11 +34,11 @@ def draws_hindsight_slot(cfg) -> bool:
     return cfg.honest.hindsight_mode == "legacy" and bool(cfg.reward.heads.get("honest_hindsight"))
 
 
-def build_honest_plugins(cfg, train_examples=()):
+def build_honest_plugins(cfg, train_examples=(), heldout=None):
     """(HonestStrategy, prompt source) of the ``honest`` section's CPR / SMC settings (``mmevo.honest.plugins``)."""
     from mmevo.honest.plugins import build_honest_plugins as build
 
-    return build(cfg, train_examples)
+    return build(cfg, train_examples, heldout)
 
 
 def head_defaults(h) -> dict[str, dict]:

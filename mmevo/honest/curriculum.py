@@ -43,6 +43,7 @@ import random
 from collections.abc import Callable, Mapping, Sequence
 
 from mmevo.data.schema import Example
+from mmevo.honest.heldout import HeldoutGuard, draw_outside
 from mmevo.honest.mutators import MUTATORS, MutatedTask, checked_mutation
 from mmevo.honest.tasks import DOMAINS, MAX_DIFFICULTY, MIN_DIFFICULTY, HonestTask, generate_task, verify_task
 from mmevo.rewards.honest import is_outcome
@@ -220,11 +221,12 @@ class CurriculumSource:
     """Prompt source of the SMC curriculum over ``controller``'s domains (see the module docstring).
 
     ``pool``: train examples whose HONEST tasks are the base draws at difficulty <= 5 (cells without any come from
-    ``generate_task(..., stream="smc")``); ``mutators``: name -> mutator (default: the three of the seed)."""
+    ``generate_task(..., stream="smc")``); ``mutators``: name -> mutator (default: the three of the seed);
+    ``heldout``: a draw whose question is a held-out task is drawn again (counted by the guard)."""
 
     def __init__(self, controller: DifficultyController, pool: Sequence[Example] = (), seed: int = 0,
                  min_difficulty: int = 1, ceiling_share: float = 0.5, max_retries: int = 3,
-                 mutators: Mapping[str, Callable] | Sequence[str] | None = None):
+                 mutators: Mapping[str, Callable] | Sequence[str] | None = None, heldout: HeldoutGuard | None = None):
         if not 0.0 <= ceiling_share <= 1.0:
             raise ValueError(f"ceiling_share must be in [0, 1], got {ceiling_share}")
         if max_retries < 0:
@@ -243,16 +245,18 @@ class CurriculumSource:
             mutators = {m: MUTATORS[m] for m in mutators}
         if not mutators:
             raise ValueError("the curriculum needs at least one mutator")
-        self.controller, self.seed = controller, seed
+        self.controller, self.seed, self.heldout = controller, seed, heldout
         self.min_difficulty, self.ceiling_share, self.max_retries = min_difficulty, ceiling_share, max_retries
         self.mutators = dict(mutators)
         self.pool: dict[tuple[str, int], list[HonestTask]] = collections.defaultdict(list)
-        self.pool_skipped = 0  # HONEST train rows left out: difficulty not 1..5 or answer not the verifier's
+        self.pool_skipped = 0  # rows of its domains left out: no difficulty / expression, difficulty not 1..5, or an
+        # answer not the verifier's
         for ex in pool:
-            t = _pool_task(ex)
-            if t is None or t.domain not in controller.ceilings:
+            domain = (ex.meta or {}).get("domain")
+            if not isinstance(domain, str) or domain not in controller.ceilings:  # another domain's row (GSS ...)
                 continue
-            if not _usable(t):
+            t = _pool_task(ex)
+            if t is None or not _usable(t):  # of this curriculum's domains, but no difficulty or expression to verify
                 self.pool_skipped += 1
                 continue
             self.pool[(t.domain, int(t.difficulty))].append(t)
@@ -323,7 +327,9 @@ class CurriculumSource:
         for _ in range(k):
             domain = self.controller.domains[self.cursor % len(self.controller.domains)]
             self.cursor += 1
-            out.append(self._example(self.draw(domain)))
+            task = draw_outside(self.heldout, lambda: self.draw(domain), lambda t: t.question,
+                                f"curriculum draws of domain {domain!r}")
+            out.append(self._example(task))
             self.draws += 1
         return out
 

@@ -229,28 +229,59 @@ def _means(history: list[dict], prefixes: tuple[str, ...]) -> dict:
 
 
 # -- the loop -----------------------------------------------------------------------------------------------------
-def build_solver(cfg: Config, start: str, out: Path):
-    """(solver trainer, SolverStrategy, GSS source or None) with CPR / SMC / GSS / health per the config."""
+def heldout_guard(cfg: Config):
+    """The ``data.n_heldout`` held-out honest_tasks of the calibration reports, whose questions the solver never
+    trains on (all of them, whatever ``eval.limit`` evaluates: a rerun may evaluate more)."""
+    from mmevo.honest.heldout import HeldoutGuard
+    from mmevo.recipes import load_examples
+
+    if cfg.data.n_heldout < 1:
+        return HeldoutGuard()
+    rc = copy.deepcopy(cfg)
+    rc.data.heldout = "honest_tasks"
+    held, _ = load_examples(rc, "heldout")
+    return HeldoutGuard(ex.problem for ex in held)
+
+
+def solver_sources(cfg: Config, rc: Config, out: Path):
+    """(HonestStrategy, the solver's prompt source or None, its GSS mix or None, train set) of the solver config
+    ``rc``: CPR / SMC / GSS per the config, every producer drawing around the held-out tasks (``heldout_guard``)."""
     from mmevo.honest import build_honest_plugins
-    from mmevo.honest.health import HealthMonitor
-    from mmevo.honest.selfplay import GSSMixSource, PoolGenerator, RewardTap, SolverStrategy, StubGenerator
-    from mmevo.recipes import build_trainer, load_examples, load_policy
+    from mmevo.honest.heldout import HeldoutGuardSource
+    from mmevo.honest.selfplay import GSSMixSource, PoolGenerator, StubGenerator
+    from mmevo.recipes import load_examples
 
     h = cfg.honest
-    rc = role_config(cfg, "solver", out / "solver", start)
+    guard = heldout_guard(rc)
     train, _ = load_examples(rc, "train")
-    honest_strategy, source = build_honest_plugins(rc, train)
+    train = [ex for ex in train if not guard.turns_away(ex.problem)]
+    honest_strategy, source = build_honest_plugins(rc, train, guard)
     gss_source = None
     if h.gss_mode != "off":
         seed = rc.trainer.seed * 1_000_003 + h.seed + 7
         if h.gss_mode == "stub":
             generator = StubGenerator(h.domains, h.min_difficulty, h.max_difficulty, seed=seed,
-                                      mutators=list(h.smc_mutators), mutate_share=h.gss_stub_mutate_share)
+                                      mutators=list(h.smc_mutators), mutate_share=h.gss_stub_mutate_share,
+                                      heldout=guard)
         else:
-            generator = PoolGenerator(read_pool(out / "generator" / "pool.jsonl", h.gss_pool_size), seed=seed)
+            generator = PoolGenerator(read_pool(out / "generator" / "pool.jsonl", h.gss_pool_size), seed=seed,
+                                      heldout=guard)
         if source is None:
             raise ValueError("honest.gss_mode needs fresh prompts to mix with: give data.n_train > 0")
         gss_source = source = GSSMixSource(source, generator, h.gss_share, seed=seed)
+    if source is not None:
+        source = HeldoutGuardSource(source, guard)
+    return honest_strategy, source, gss_source, train
+
+
+def build_solver(cfg: Config, start: str, out: Path):
+    """(solver trainer, SolverStrategy, GSS source or None) with CPR / SMC / GSS / health per the config."""
+    from mmevo.honest.health import HealthMonitor
+    from mmevo.honest.selfplay import RewardTap, SolverStrategy
+    from mmevo.recipes import build_trainer, load_policy
+
+    rc = role_config(cfg, "solver", out / "solver", start)
+    honest_strategy, source, gss_source, train = solver_sources(cfg, rc, out)
     std_keys = ("reward/honest_hindsight/std",) if "honest_hindsight" in rc.reward.heads else ()
     monitor = HealthMonitor.from_config(rc, reward_std_keys=std_keys, events_path=out / "health_events.jsonl")
     strategy = SolverStrategy(honest_strategy, monitor, None, gss_source)
@@ -378,6 +409,8 @@ def run_honest(cfg: Config) -> dict:
         if generator is not None:
             generator.close()
     summary["final_model"] = str(final)
+    # training prompts that were held-out tasks, drawn again (their count survives a resume: it is checkpointed)
+    summary["heldout_overlap_skipped"] = getattr(solver.prompt_source, "heldout_overlap_skipped", 0)
     summary["calibration_after"] = _report_summary(calibration_eval(cfg, str(final), out / "eval_after", "after RL"))
     if h.hcr_enabled:
         from mmevo.honest.calibration import hindsight_audit

@@ -49,8 +49,9 @@ def check_plugin_config(h) -> None:
         raise ConfigError(f"honest.smc_mutators={list(h.smc_mutators)!r}: give one or more of {list(MUTATORS)}")
 
 
-def build_honest_plugins(cfg, train_examples: Sequence[Example] = ()):
-    """(HonestStrategy, prompt source or None) for ``cfg``; see the module docstring."""
+def build_honest_plugins(cfg, train_examples: Sequence[Example] = (), heldout=None):
+    """(HonestStrategy, prompt source or None) for ``cfg``; see the module docstring. ``heldout``: a
+    ``mmevo.honest.heldout.HeldoutGuard`` the curriculum draws around (the train set is the caller's to filter)."""
     from mmevo.data.prompts import EpochSampler
     from mmevo.grpo.trainer import default_strategy
     from mmevo.honest.curriculum import CurriculumSource, DifficultyController
@@ -67,7 +68,8 @@ def build_honest_plugins(cfg, train_examples: Sequence[Example] = ()):
                                           cooldown=h.smc_cooldown)
         source = CurriculumSource(controller, train_examples, seed=seed * 1_000_003 + h.seed,
                                   min_difficulty=h.min_difficulty, ceiling_share=h.smc_ceiling_share,
-                                  max_retries=h.health_mutation_retries, mutators=list(h.smc_mutators))
+                                  max_retries=h.health_mutation_retries, mutators=list(h.smc_mutators),
+                                  heldout=heldout)
     else:
         source = EpochSampler(train_examples, seed) if len(train_examples) else None
     buffer = None

@@ -164,7 +164,7 @@ class StubGenerator:
 
     def __init__(self, domains: Sequence[str] = DOMAINS, min_difficulty: int = MIN_DIFFICULTY,
                  max_difficulty: int = MAX_DIFFICULTY, seed: int = 0, mutators: Sequence[str] | None = None,
-                 mutate_share: float = 1.0):
+                 mutate_share: float = 1.0, heldout=None):
         from mmevo.honest.mutators import MUTATORS
 
         if not domains or any(d not in DOMAINS for d in domains):
@@ -180,6 +180,7 @@ class StubGenerator:
             raise ValueError(f"stub generator mutate_share={mutate_share} must be in [0, 1]")
         self.domains, self.min_d, self.max_d = list(domains), int(min_difficulty), int(max_difficulty)
         self.seed, self.mutators, self.mutate_share = seed, {m: MUTATORS[m] for m in names}, float(mutate_share)
+        self.heldout = heldout  # a HeldoutGuard: a held-out task is drawn again (the next index)
         self.generation = 0
         self.draws = 0
         self.reseeds = 0
@@ -211,9 +212,14 @@ class StubGenerator:
         ex.meta["stub_mutator"] = applied
         return ex
 
+    def _next(self) -> Example:
+        self.draws += 1
+        return self._draw(self.draws - 1)
+
     def propose(self, k: int) -> list[Example]:
-        out = [self._draw(self.draws + j) for j in range(k)]
-        self.draws += k
+        from mmevo.honest.heldout import draw_outside
+
+        out = [draw_outside(self.heldout, self._next, lambda ex: ex.problem, "GSS stub generator") for _ in range(k)]
         self.last_ids = [ex.id for ex in out]
         return out
 
@@ -241,17 +247,23 @@ class PoolGenerator:
     """The trainable generator's accepted problems (expressions), drawn uniformly with a seeded RNG; the loop
     replaces ``pool`` after every generator block (the pool lives in a file, not in this checkpoint)."""
 
-    def __init__(self, pool: Sequence[Example] = (), seed: int = 0):
+    def __init__(self, pool: Sequence[Example] = (), seed: int = 0, heldout=None):
         self.pool, self.seed = list(pool), seed
+        self.heldout = heldout  # a HeldoutGuard: a held-out problem is drawn again
         self.rng = random.Random(f"gss-pool/{seed}")
         self.draws = 0
         self.last_ids: list[str] = []
 
     def propose(self, k: int) -> list[Example]:
-        if not self.pool:
+        from mmevo.honest.heldout import draw_outside
+
+        guard = self.heldout
+        # nothing to give when every problem is held out (the mix takes the whole batch from its base then)
+        if not self.pool or (guard is not None and all(guard.holds(ex.problem) for ex in self.pool)):
             self.last_ids = []
             return []
-        out = [dataclasses.replace(self.pool[self.rng.randrange(len(self.pool))]) for _ in range(k)]
+        out = [dataclasses.replace(draw_outside(guard, lambda: self.pool[self.rng.randrange(len(self.pool))],
+                                                lambda ex: ex.problem, "GSS problem pool")) for _ in range(k)]
         for ex in out:
             ex.meta = dict(ex.meta)
         self.draws += k
