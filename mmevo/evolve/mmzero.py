@@ -646,7 +646,7 @@ def run_mmzero(cfg: Config) -> dict:
                             result["stale_records_removed"] = recorder.remove_stale_records(result["steps"],
                                                                                              world_size())
                         result["orphan_images_removed"] = recorder.remove_orphan_images()
-                        done.write_text(json.dumps(result, indent=2))
+                        write_json_atomic(done, result)  # a rerun reads it back: a kill mid-write left it torn
                     barrier()  # every rank reads the phase's records (a filesystem all ranks share) next
                 it[role] = result
                 if result.get("model"):
@@ -660,8 +660,16 @@ def run_mmzero(cfg: Config) -> dict:
     summary["steps_mismatch"] = finished_steps_mismatches(out, planned)  # also a phase resumed past lowered steps
     if is_main():
         plot_iterations(summary, out / "curves.png")
-        (out / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
+        write_json_atomic(out / "summary.json", summary)
     return summary
+
+
+def write_json_atomic(path: Path, obj) -> None:
+    """``obj`` as indented JSON, written to a temporary name and renamed: a kill mid-write never leaves a torn file
+    under ``path`` (a torn ``done.json`` made every rerun fail decoding it instead of resuming the phase)."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(obj, indent=2, default=str))
+    tmp.replace(path)
 
 
 # settings a rerun into the same output dir may change: where it writes, how many render workers, and its length in

@@ -1,0 +1,51 @@
+"""Review 13 of `mmevo evolve mmzero`: what a kill leaves behind and what a user can recompute. A ``done.json`` torn
+by a kill mid-write is never read back."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from mmevo.config import load_config
+from mmevo.evolve import mmzero
+from mmevo.evolve.mmzero import Recorder
+from test_mmzero_records_review7 import _fake_phases, _NoPool
+
+
+def _cfg(out, *overrides):
+    return load_config("configs/mmzero_tiny.yaml", [f"mmzero.output_dir={out}", "mmzero.warmup_demos=0",
+                                                   "mmzero.iterations=1", "trainer.progress=false", *overrides])
+
+
+def _stub_heavy_parts(monkeypatch, run_phase):
+    import render
+
+    import mmevo.recipes
+
+    monkeypatch.setattr(render, "RenderPool", _NoPool)
+    monkeypatch.setattr(mmevo.recipes, "resolve_model_path", lambda cfg: "unused")
+    monkeypatch.setattr(mmzero, "run_phase", run_phase)
+
+
+def test_a_kill_while_done_json_is_written_leaves_none_a_rerun_cannot_read(monkeypatch, tmp_path):
+    """Killed mid-write of the proposer's done.json (its first bytes on disk), the rerun failed decoding it
+    (JSONDecodeError) on every try; now the file appears whole or not at all, and the rerun finishes the phase."""
+    out = tmp_path / "run"
+    phases = _fake_phases({"proposer": [(0, ["a"]), (1, ["b"])], "coder": [(0, ["c"])]})
+    _stub_heavy_parts(monkeypatch, phases)
+    real_write_text = Path.write_text
+
+    def killed_mid_write(self, data, *a, **k):
+        if self.parent.name == "proposer" and self.name.startswith("done.json"):
+            real_write_text(self, data[:7], *a, **k)
+            raise KeyboardInterrupt  # stands for the SIGKILL: nothing after this line runs
+        return real_write_text(self, data, *a, **k)
+
+    monkeypatch.setattr(Path, "write_text", killed_mid_write)
+    with pytest.raises(KeyboardInterrupt):
+        mmzero.run_mmzero(_cfg(out))
+    monkeypatch.setattr(Path, "write_text", real_write_text)
+    summary = mmzero.run_mmzero(_cfg(out))  # the rerun: the proposer phase is redone (its records are rewritten)
+    done = json.loads((out / "iter_0" / "proposer" / "done.json").read_text())
+    assert done == summary["iterations"][0]["proposer"] and done["steps"] == 2
+    assert [p.name for p in (out / "iter_0" / "proposer").iterdir() if p.name.startswith("done")] == ["done.json"]
