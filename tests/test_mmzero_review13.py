@@ -49,3 +49,19 @@ def test_a_kill_while_done_json_is_written_leaves_none_a_rerun_cannot_read(monke
     done = json.loads((out / "iter_0" / "proposer" / "done.json").read_text())
     assert done == summary["iterations"][0]["proposer"] and done["steps"] == 2
     assert [p.name for p in (out / "iter_0" / "proposer").iterdir() if p.name.startswith("done")] == ["done.json"]
+
+
+def test_a_truncated_warm_up_model_is_an_error_naming_its_directory(tiny_vl_path, tmp_path):
+    """A warm-up export whose weights file was cut short (config.json whole, so the loop reuses it): the proposer
+    phase's frozen coder failed deep in transformers with safetensors' 'invalid header length', naming no file."""
+    import shutil
+
+    from mmevo.models.loader import load_model
+
+    model = tmp_path / "warmup" / "coder" / "model"
+    shutil.copytree(tiny_vl_path, model)
+    weights = model / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:1000])
+    with pytest.raises(ValueError, match=rf"model {model}: its weights cannot be read \(SafetensorError") as e:
+        load_model(model)
+    assert "redone once its directory is deleted" in str(e.value)

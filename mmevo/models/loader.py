@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -87,7 +88,7 @@ def load_model(name_or_path: str | Path, dtype: str = "float32", device: str = "
         kwargs["attn_implementation"] = attn_implementation
     auto = AutoModelForImageTextToText if is_vl else AutoModelForCausalLM
     if weights:
-        model = auto.from_pretrained(name, **kwargs)
+        model = _read_weights(auto, name, kwargs)
     else:
         from transformers import GenerationConfig
 
@@ -112,6 +113,19 @@ def load_model(name_or_path: str | Path, dtype: str = "float32", device: str = "
     if weights:
         model.to(device)
     return LoadedModel(model=model, processor=processor, tokenizer=tokenizer, is_vl=is_vl, path=name)
+
+
+def _read_weights(auto, name: str, kwargs: dict):
+    """The checkpoint's module with its weights; a damaged weights or index file is a ValueError naming the model
+    directory (transformers re-raised safetensors' bare "invalid header length", naming no file)."""
+    from safetensors import SafetensorError
+
+    try:
+        return auto.from_pretrained(name, **kwargs)
+    except (SafetensorError, json.JSONDecodeError) as e:
+        raise ValueError(f"model {name}: its weights cannot be read ({type(e).__name__}: {e}); the checkpoint is "
+                         "damaged (a full disk, an interrupted copy?): restore it, or export it again (a loop's "
+                         "warm-up model is redone once its directory is deleted)") from None
 
 
 def stop_token_ids(tokenizer, model) -> list[int]:
