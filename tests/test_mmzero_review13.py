@@ -65,3 +65,43 @@ def test_a_truncated_warm_up_model_is_an_error_naming_its_directory(tiny_vl_path
     with pytest.raises(ValueError, match=rf"model {model}: its weights cannot be read \(SafetensorError") as e:
         load_model(model)
     assert "redone once its directory is deleted" in str(e.value)
+
+
+def _proposer_records(phase_dir: Path) -> Path:
+    """One step of proposer records as the strategy writes them: a valid proposal with one render, an invalid one."""
+    from mmevo.evolve.mmzero import RenderedImage, _render_rows
+    from test_mmzero_records_review7 import PROPOSAL_FIELDS, _png
+
+    recorder = Recorder(phase_dir)
+    renders = _render_rows(recorder, "p0", [RenderedImage(True, png=_png(9), consistency=0.5, silver="8")], ["x"])
+    recorder.write(0, [{"valid": True, "proposal": PROPOSAL_FIELDS, "renders": renders, "penalties": 0.0},
+                       {"valid": False, "reason": "missing or misplaced <caption>", "text": "oops"}])
+    return phase_dir / "records" / "step_0000.jsonl"
+
+
+@pytest.mark.parametrize("damage, why", [
+    (lambda rows: rows[:1] + ['{"valid": true, "proposal": {'], r"2: not JSON \("),
+    (lambda rows: [rows[0].replace('"hard_question": "What is A plus B?", ', "")] + rows[1:],
+     r"1: proposal field 'hard_question' is missing or not text"),
+    (lambda rows: [rows[0].replace('"silver": "8"', '"silver_": "8"')] + rows[1:], r"1: renders\[0\] lacks 'silver'"),
+    (lambda rows: ["[1, 2]"] + rows[1:], r"1: a record must be a JSON object, got list"),
+], ids=["cut_line", "no_hard_question", "render_without_silver", "not_an_object"])
+def test_a_damaged_record_is_an_error_naming_its_file_and_line(tmp_path, damage, why):
+    """The coder phase reads the proposer's records: a line cut short was a bare 'Expecting ...' JSON error naming no
+    file, and a proposal without its hard question a TypeError from Proposal() deep in the coder's data set."""
+    out = tmp_path / "run"
+    prop = out / "iter_0" / "proposer"
+    path = _proposer_records(prop)
+    whole = path.read_text()
+    path.write_text("\n".join(damage(whole.splitlines())) + "\n")
+    coder_dir = out / "iter_0" / "coder"
+    with pytest.raises(ValueError, match=rf"{path}:{why}.*delete {prop} to run that phase again"):
+        # the coder phase reads the records before it loads a model or renders: no model path, no pool
+        mmzero.run_phase(_cfg(out), "coder", 0, 1, coder_dir, dict.fromkeys(mmzero.ROLES, "unused"), None, out)
+    with pytest.raises(ValueError, match=rf"{path}:{why}"):
+        mmzero.solver_train_set([prop], 0.0, 1.0, 0, 0)
+    with pytest.raises(ValueError, match=rf"{path}:{why}"):
+        mmzero.write_gallery(out / "iter_0")
+    path.write_text(whole)  # whole: every reader takes it
+    assert len(mmzero.coder_train_set(Recorder.read(prop, mmzero.record_problem), 0.0, 1.0, "python")) == 1
+    assert len(mmzero.solver_train_set([prop], 0.0, 1.0, 0, 0)) == 1 and mmzero.write_gallery(out / "iter_0").exists()

@@ -374,11 +374,56 @@ class Recorder:
         return len(orphans)
 
     @staticmethod
-    def read(phase_dir: Path) -> list[dict]:
+    def read(phase_dir: Path, check=None) -> list[dict]:
+        """Every record of the phase, in step order. A line that is not JSON, or one ``check(row)`` finds a problem
+        with (MM-Zero's phases: ``record_problem``), is a ``ValueError`` naming its file and line (it was a bare JSON
+        error naming no file, or a TypeError deep in the coder phase's data set)."""
         rows = []
         for p in sorted((phase_dir / "records").glob("step_*.jsonl")):
-            rows += [json.loads(line) for line in p.read_text().splitlines() if line.strip()]
+            for n, line in enumerate(p.read_text().splitlines(), 1):
+                if not line.strip():
+                    continue
+                try:
+                    row = json.loads(line)
+                except json.JSONDecodeError as e:
+                    row, why = None, f"not JSON ({e})"
+                else:
+                    why = check(row) if check else ""
+                if why:
+                    raise ValueError(f"{p}:{n}: {why}; the phase's records are damaged: restore the file, or delete "
+                                     f"{phase_dir} to run that phase again")
+                rows.append(row)
         return rows
+
+
+# what the coder / solver data sets read of each render (the gallery shows the rest where a row has it)
+_RENDER_RECORD_KEYS = ("ok", "image", "consistency", "silver")
+
+
+def record_problem(row) -> str:
+    """What a record row lacks that the later phases read (its proposal's six fields as text, its renders' outcome),
+    or "" when it is whole. An invalid proposal's row needs nothing more."""
+    if not isinstance(row, dict):
+        return f"a record must be a JSON object, got {type(row).__name__}"
+    if row.get("valid") is False:
+        return ""
+    proposal = row.get("proposal")
+    if not isinstance(proposal, dict):
+        return "no 'proposal' object"
+    for tag in PROPOSAL_TAGS:
+        if not isinstance(proposal.get(tag), str):
+            return f"proposal field {tag!r} is missing or not text"
+    extra = sorted(set(proposal) - set(PROPOSAL_TAGS))
+    if extra:
+        return f"proposal has unknown field {extra[0]!r}"
+    renders = row.get("renders")
+    if not isinstance(renders, list):
+        return "no 'renders' list"
+    for k, r in enumerate(renders):
+        missing = [key for key in _RENDER_RECORD_KEYS if not isinstance(r, dict) or key not in r]
+        if missing:
+            return f"renders[{k}] lacks {missing[0]!r}"
+    return ""
 
 
 def _render_rows(recorder: Recorder, prefix: str, renders: list[RenderedImage],
@@ -563,7 +608,7 @@ def solver_train_set(phase_dirs: Sequence[Path], lo: float, hi: float, min_pixel
     images scaled into the solver's data.min_pixels / data.max_pixels (records keep the render as made)."""
     seen, out = set(), []
     for d in phase_dirs:
-        for row in Recorder.read(d):
+        for row in Recorder.read(d, record_problem):
             if row.get("valid") is False:
                 continue
             for r in row["renders"]:
@@ -698,7 +743,7 @@ def run_phase(cfg: Config, role: str, t: int, role_index: int, phase_dir: Path, 
                                          "type_weight": m.type_penalty})
         elif role == "coder":
             prop_dir = out / f"iter_{t}" / "proposer"
-            rows = Recorder.read(prop_dir)
+            rows = Recorder.read(prop_dir, record_problem)
             examples = coder_train_set(rows, *m.coder_success_range, m.code_language)
             if not examples:
                 return {"skipped": "no proposal with render success in the coder range", "model": None}
@@ -802,7 +847,7 @@ def write_gallery(iter_dir: Path) -> Path:
              f"<h1>MM-Zero {html.escape(iter_dir.name)}</h1>"]
     for role in ("proposer", "coder"):
         d = iter_dir / role
-        rows = Recorder.read(d) if (d / "records").exists() else []
+        rows = Recorder.read(d, record_problem) if (d / "records").exists() else []
         invalid = sum(1 for r in rows if r.get("valid") is False)
         parts.append(f"<h2>{role} phase: {len(rows)} records, {invalid} invalid proposals</h2><table>")
         for row in rows:
@@ -811,14 +856,16 @@ def write_gallery(iter_dir: Path) -> Path:
             p = row["proposal"]
             for r in row["renders"]:
                 cell = (f"<img src='{role}/{html.escape(r['image'])}'>" if r["ok"] else
-                        f"<b>render failed: {html.escape(str(r['error_kind']))}</b><br>{html.escape(r['message'])}")
+                        f"<b>render failed: {html.escape(str(r.get('error_kind')))}</b><br>"
+                        f"{html.escape(str(r.get('message', '')))}")
                 reward = f"<br>proposal reward {row['reward']:.3f}" if "reward" in row else ""
                 parts.append(
                     f"<tr><td>{cell}</td><td><b>{html.escape(p['content_type'])}</b>: {html.escape(p['caption'])}<br>"
                     f"easy: {html.escape(p['easy_question'])} [{html.escape(p['easy_answer'])}] solver: "
-                    f"{html.escape(str(r['easy_answers']))} (acc {r['easy']:.2f})<br>hard: "
+                    f"{html.escape(str(r.get('easy_answers', [])))} (acc {r.get('easy', 0.0):.2f})<br>hard: "
                     f"{html.escape(p['hard_question'])} [{html.escape(p['hard_answer'])}] solver: "
-                    f"{html.escape(str(r['hard_answers']))} (consistency {r['consistency']:.2f}){reward}</td></tr>")
+                    f"{html.escape(str(r.get('hard_answers', [])))} (consistency {r['consistency']:.2f}){reward}"
+                    "</td></tr>")
         parts.append("</table>")
     parts.append("</body></html>")
     path = iter_dir / "gallery.html"
