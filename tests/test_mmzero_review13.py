@@ -3,6 +3,7 @@ by a kill mid-write is never read back."""
 
 import json
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -105,3 +106,36 @@ def test_a_damaged_record_is_an_error_naming_its_file_and_line(tmp_path, damage,
     path.write_text(whole)  # whole: every reader takes it
     assert len(mmzero.coder_train_set(Recorder.read(prop, mmzero.record_problem), 0.0, 1.0, "python")) == 1
     assert len(mmzero.solver_train_set([prop], 0.0, 1.0, 0, 0)) == 1 and mmzero.write_gallery(out / "iter_0").exists()
+
+
+def test_the_coder_records_hold_each_programs_reward_and_the_penalties_it_added(monkeypatch, tmp_path, render_pool):
+    """README: records hold the rewards. The coder's rows held none (nor the proposal's penalties its reward adds),
+    so the phase's reward/mmzero_coder/mean (1.679 in the tiny run) could not be recomputed from its records."""
+    import torch
+
+    from mmevo.evolve.mmzero import CoderStrategy, Judge
+    from mmevo.rewards.heads import RewardMixer, ScoredSample
+    from scripted_roles import Scripted, scripted_rollout
+    from test_mmzero_records_review7 import BARS, PROPOSAL_FIELDS, RENDER_TIMEOUT_S, _answer_3_then_8
+
+    judge = Judge(render_pool, Scripted(_answer_3_then_8), 4, RENDER_TIMEOUT_S, min_pixels=0, max_pixels=0)
+    strategy = CoderStrategy(judge, Recorder(tmp_path))
+    ro = scripted_rollout(["no code", BARS, BARS, "no code either"])
+    for ex, pen in zip(ro.examples, (-0.3, -0.3, -0.05, -0.05)):
+        ex.meta.update(proposal=PROPOSAL_FIELDS, penalties=pen)
+    ro.group_ids = torch.tensor([0, 0, 1, 1])  # two groups, their samples as the trainer lays them out
+    monkeypatch.setattr(mmzero, "sample_groups", lambda ctx, examples: ro)
+    out = strategy.rollout(SimpleNamespace(seed=3, step=0), [])
+    samples = [ScoredSample(t, i, None, [], aux=a) for i, (t, a) in enumerate(zip(out.texts, out.aux))]
+    rewards, _ = RewardMixer({"mmzero_coder": 1.0})(samples)
+    strategy.after_rewards(out, rewards)
+    rows = Recorder.read(tmp_path)
+    assert [row["penalties"] for row in rows] == [-0.3, -0.05]
+    recorded = [r["reward"] for row in rows for r in row["renders"]]
+    assert recorded == pytest.approx(rewards.tolist())
+    # s = 1 (every sample answers 3), c = 3/4 (8, 8, 7, 8): 1 + 1 + 1/4 + the penalties; 0 without an image
+    assert recorded == pytest.approx([0.0, 1.95, 2.2, 0.0], abs=1e-6)
+    for row in rows:
+        for r in row["renders"]:
+            expect = 1 + r["easy"] + min(r["consistency"], 1 - r["consistency"]) + row["penalties"] if r["ok"] else 0
+            assert r["reward"] == pytest.approx(expect, abs=1e-6)

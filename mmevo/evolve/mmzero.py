@@ -544,19 +544,25 @@ class CoderStrategy(RolloutStrategy):
         renders = self.judge(ro.texts, proposals, ctx.seed + 23) if len(ro) else []
         ro.aux = [{"rendered": r.ok, "easy": r.easy, "consistency": r.consistency,
                    "penalties": float(ex.meta.get("penalties", 0.0))} for r, ex in zip(renders, ro.examples)]
-        self._rows = []
+        self._rows, self._where = [], [None] * len(ro)
         for g in sorted(set(ro.group_ids.tolist())):  # g in the image names: one proposal may fill two groups
             idx = [i for i, x in enumerate(ro.group_ids.tolist()) if x == g]
             p = proposals[idx[0]]
-            self._rows.append({"proposal": dataclasses.asdict(p), "renders": _render_rows(
-                self.recorder, content_id("c", ro.examples[idx[0]].id, str(ctx.step), str(ctx.seed), str(g)),
-                [renders[i] for i in idx],
-                [ro.texts[i] for i in idx])})
+            prefix = content_id("c", ro.examples[idx[0]].id, str(ctx.step), str(ctx.seed), str(g))
+            rows = _render_rows(self.recorder, prefix, [renders[i] for i in idx], [ro.texts[i] for i in idx])
+            self._rows.append({"proposal": dataclasses.asdict(p), "penalties": ro.aux[idx[0]]["penalties"],
+                               "renders": rows})
+            for k, i in enumerate(idx):
+                self._where[i] = (len(self._rows) - 1, k)
         self._step = ctx.step
         ro.extra_metrics.update(render_metrics(renders, judged=False))
         return ro
 
     def after_rewards(self, rollout, rewards):
+        # each program's reward beside its render, as the proposer's records hold theirs: the penalties added are the
+        # first record's of the proposal (coder_train_set), which a later step may have scored otherwise
+        for (row, k), r in zip(self._where, rewards.tolist()):
+            self._rows[row]["renders"][k]["reward"] = r
         self.recorder.write(self._step, self._rows)
         return None
 
