@@ -139,3 +139,30 @@ def test_the_coder_records_hold_each_programs_reward_and_the_penalties_it_added(
         for r in row["renders"]:
             expect = 1 + r["easy"] + min(r["consistency"], 1 - r["consistency"]) + row["penalties"] if r["ok"] else 0
             assert r["reward"] == pytest.approx(expect, abs=1e-6)
+
+
+def test_the_phase_type_shares_are_over_every_step_with_proposals_and_sum_to_one(monkeypatch):
+    """The tiny run's proposer phase logged type_share geometry 0.333, table 0.583, data_chart 0.5 (sum 1.42): each
+    type's share was logged only by the steps where it occurred, so its phase mean skipped the steps without it
+    (geometry: 1/3 of step 1's proposals, none of step 2's, is 1/6 of the phase's)."""
+    import mmevo.models.embedder as emb
+    from mmevo.evolve.mmzero import CONTENT_TYPES, phase_means
+    from mmevo.rewards.heads import RewardMixer, ScoredSample
+    from test_mmzero_review4 import _ExactEmbedder
+
+    monkeypatch.setattr(emb, "get_embedder", lambda name="": _ExactEmbedder())
+
+    def step(types):
+        samples = [ScoredSample("", 0, None, [], aux={
+            "valid": True, "content_type": t, "caption": f"c{k}", "easy_question": f"e{k}", "hard_question": f"h{k}",
+            "executed": [True], "easy": [1.0], "consistency": [0.5]}) for k, t in enumerate(types)]
+        invalid = ScoredSample("", 0, None, [], aux={"valid": False})
+        return RewardMixer({"mmzero_proposer": 1.0})(samples + [invalid])[1]
+
+    history = [step(["geometry", "table", "table"]), step(["data_chart", "table", "data_chart"]),
+               RewardMixer({"mmzero_proposer": 1.0})([ScoredSample("", 0, None, [], aux={"valid": False})])[1]]
+    means = phase_means(history)
+    shares = {k.rsplit("/", 1)[1]: v for k, v in means.items() if "/type_share/" in k}
+    assert set(shares) == set(CONTENT_TYPES)  # a step without valid proposals logs no share: it is left out
+    assert shares["geometry"] == pytest.approx(1 / 6) and shares["data_chart"] == pytest.approx(1 / 3)
+    assert shares["table"] == pytest.approx(1 / 2) and sum(shares.values()) == pytest.approx(1.0)

@@ -257,7 +257,11 @@ class ProposerHead:
             adjustments[valid_idx, 2] = diversity_adjustment(shares[valid_idx], M, self.strength)
             metrics["diversity_adjustment"] = float(adjustments[valid_idx, 2].mean())
             metrics["easy_hard_penalized"] = float((adjustments[valid_idx, 0] < 0).double().mean())
-            for t in sorted({p[3] for p in population}):
+            from mmevo.evolve.mmzero import CONTENT_TYPES
+
+            # every type, 0 where a step has none of it: logged only when present, a phase's mean was over the steps
+            # that had the type (a type in one of two steps at 1/3 read 1/3, not 1/6; the means summed to 1.42)
+            for t in sorted(set(CONTENT_TYPES) | {p[3] for p in population}):
                 metrics[f"type_share/{t}"] = sum(p[3] == t for p in population) / M
         valid = torch.tensor([bool(a.get("valid")) for a in aux], dtype=torch.bool)
         reward = torch.empty(B, dtype=torch.float64)
