@@ -181,14 +181,28 @@ def cached_eval(path: Path, cfg: Config, model_path: Path, examples, controls: b
     """``sampled_eval``, written to ``path`` and read back on a rerun while ``eval_key`` (model files, problems,
     sampling) is unchanged."""
     key = eval_key(cfg, model_path, examples, controls)
-    if path.exists():
-        cached = json.loads(path.read_text())
-        if all(cached.get(k) == v for k, v in key.items()):
-            return cached
+    cached = read_cached_eval(path)
+    if cached is not None and all(cached.get(k) == v for k, v in key.items()):
+        return cached
     res = {**key, **sampled_eval(cfg, model_path, examples, controls)}
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(res))
+    tmp = path.with_name(path.name + ".tmp")  # through a rename: a kill mid-write leaves the old file or none
+    tmp.write_text(json.dumps(res))
+    os.replace(tmp, path)
     return res
+
+
+def read_cached_eval(path: Path) -> dict | None:
+    """The evaluation saved at ``path``; None where there is none, or where it is unreadable (torn by a kill while an
+    earlier build wrote it in place: the rerun raised a bare JSONDecodeError), which is said and evaluated again."""
+    if not path.exists():
+        return None
+    try:
+        cached = json.loads(path.read_text())
+    except ValueError as e:
+        print(f"[mmevo demo] {path} is unreadable ({e}): evaluating again", flush=True)
+        return None
+    return cached if isinstance(cached, dict) else None
 
 
 def _print_eval(name: str, ev: dict) -> None:
@@ -233,11 +247,22 @@ def build_result(evals: dict, names, train, heldout) -> dict:
 
 
 # -- the training runs --------------------------------------------------------------------------------------------
-def _run_child(cfg: Config, threads: int, log_path: str, eval_path: str) -> None:
+def _end_with_parent(parent_pid: int) -> None:
+    """End this run's process when the demo that spawned it dies: after a ``kill -9`` of the demo its runs went on
+    training for minutes, holding their output directories, so a rerun's runs failed as busy."""
+    from mmevo.runlock import exit_with_parent
+
+    exit_with_parent()  # the kernel sends SIGTERM when the parent dies (Linux)
+    if os.getppid() != parent_pid:  # it died before that was armed (or nothing could be armed): end now
+        os._exit(1)
+
+
+def _run_child(cfg: Config, threads: int, log_path: str, eval_path: str, parent_pid: int) -> None:
     """One run in its own process (spawned): train (resuming), then the sampled held-out evaluation of its final
-    model with the image controls; output goes to ``log_path``."""
+    model with the image controls; output goes to ``log_path``. Ends when the demo (``parent_pid``) dies."""
     import sys
 
+    _end_with_parent(parent_pid)
     import torch
 
     with open(log_path, "a", buffering=1) as log:
@@ -280,7 +305,7 @@ def run_jobs(jobs: dict[str, tuple[Config, Path]], parallel: int, threads_per_jo
                 out = Path(c.trainer.output_dir)
                 out.mkdir(parents=True, exist_ok=True)
                 p = ctx.Process(target=_run_child, name=f"mmevo-{n}",
-                                args=(c, threads_per_job, str(out / "train.log"), str(ev)))
+                                args=(c, threads_per_job, str(out / "train.log"), str(ev), os.getpid()))
                 p.start()
                 running[n] = p
                 print(f"[mmevo] {(labels or {}).get(n, n)}: {c.trainer.steps} steps, log in {out / 'train.log'}",
@@ -306,9 +331,9 @@ def run_jobs(jobs: dict[str, tuple[Config, Path]], parallel: int, threads_per_jo
 def evaluated(eval_path: Path, cfg: Config) -> bool:
     """``eval_path`` holds an evaluation, with this config's sampling, of the model now in the run's ``final/`` (not
     of one deleted or retrained since). Its problems follow from the run's data settings (``finished_run_changes``)."""
-    if not eval_path.exists():
+    cached = read_cached_eval(eval_path)
+    if cached is None:
         return False
-    cached = json.loads(eval_path.read_text())
     model = Path(cfg.trainer.output_dir) / "final"
     stamp = model_stamp(model)
     return (bool(stamp) and cached.get("model") == str(model) and cached.get("files") == stamp
@@ -347,10 +372,11 @@ def _flat(d: dict, prefix: str = "") -> dict:
 
 
 def _progress_line(name: str, cfg: Config) -> str:
-    from mmevo.metrics import read_jsonl
+    from mmevo.metrics import read_curve
 
-    path = Path(cfg.trainer.output_dir) / "metrics.jsonl"
-    rows = read_jsonl(path) if path.exists() else []
+    # read_curve skips the torn last line of a run killed mid-write (read_jsonl raised on it and ended the demo:
+    # before the resumed run's own clean-up, or where a run died, instead of its "failed" message)
+    rows = read_curve(Path(cfg.trainer.output_dir) / "metrics.jsonl")
     if not rows:
         return f"{name} starting"
     last = rows[-1]
@@ -467,9 +493,9 @@ def _plot_runs(out: Path, names) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from mmevo.metrics import read_jsonl
+    from mmevo.metrics import read_curve
 
-    data = {n: read_jsonl(out / n / "metrics.jsonl") for n in names if (out / n / "metrics.jsonl").exists()}
+    data = {n: read_curve(out / n / "metrics.jsonl") for n in names if (out / n / "metrics.jsonl").exists()}
     fig, axes = plt.subplots(len(CURVE_KEYS), 1, figsize=(7, 2.3 * len(CURVE_KEYS)), squeeze=False)
     for ax, key in zip(axes[:, 0], CURVE_KEYS):
         for i, (n, rows) in enumerate(data.items()):

@@ -1,0 +1,105 @@
+"""Demo review 13: a killed demo leaves no run behind, and a rerun after a kill reads what the kill left torn."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+TINY = ["data.n_train=64", "data.n_heldout=2", "rollout.n=4", "csrs.m=2", "rollout.max_tokens=12",
+        "trainer.prompts_per_step=2", "trainer.mini_batch_prompts=2", "trainer.progress=false"]
+
+
+def _spawned_children(pid: int) -> list[int]:
+    """The multiprocessing-spawned children of ``pid`` (not its resource tracker)."""
+    kids = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    return [int(k) for k in kids if b"spawn_main" in _cmdline(int(k))]
+
+
+def _cmdline(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state not in ("Z", "X")  # a zombie has ended; only its reaping is left
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").exists() or not sys.platform.startswith("linux"),
+                    reason="reads /proc; PR_SET_PDEATHSIG is Linux's")
+def test_a_run_ends_when_the_demo_is_killed(tiny_vl_path, tmp_path):
+    # run_jobs as the demo calls it, in a process of its own that the test kills with SIGKILL while its run trains
+    # (500 steps: minutes). Before, the run went on training, holding its directory, and a rerun's run failed as busy
+    script = f"""
+from pathlib import Path
+from mmevo.demo import demo_config, run_config, run_jobs
+out = Path({str(tmp_path)!r})
+cfg = run_config(demo_config({TINY + ["trainer.steps=500"]!r}, str(out)), "mv", out, Path({str(tiny_vl_path)!r}))
+run_jobs({{"mv": (cfg, out / "evals" / "mv.json")}}, 1, 1)
+"""
+    demo = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    children: list[int] = []
+    try:
+        deadline = time.time() + 180
+        while not (tmp_path / "mv" / "train.log").exists():  # the run opens its log once it is set to end with us
+            assert demo.poll() is None and time.time() < deadline, "the run never started"
+            time.sleep(0.5)
+        children = _spawned_children(demo.pid)
+        assert len(children) == 1
+        os.kill(demo.pid, signal.SIGKILL)
+        demo.wait()
+        deadline = time.time() + 60
+        while _alive(children[0]) and time.time() < deadline:
+            time.sleep(0.5)
+        assert not _alive(children[0]), "the run kept training after the demo was killed"
+    finally:
+        if demo.poll() is None:
+            demo.kill()
+            demo.wait()
+        for pid in children:  # only the run this test started, by its pid
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)
+
+
+def test_progress_reads_past_the_torn_last_line_of_a_killed_run(tmp_path):
+    from mmevo.demo import _progress_line, demo_config
+
+    cfg = demo_config(TINY + ["trainer.steps=80", f"trainer.output_dir={tmp_path / 'csrs'}"], str(tmp_path))
+    (tmp_path / "csrs").mkdir()
+    # a run killed while it appended its step-3 row; the rerun's progress line comes before its resume drops that row
+    rows = [json.dumps({"step": s, "reward/total/mean": 0.25 * s}) for s in (1, 2)]
+    (tmp_path / "csrs" / "metrics.jsonl").write_text("\n".join(rows) + '\n{"step": 3, "reward/to')
+    assert _progress_line("csrs", cfg) == "csrs step 2/80 reward 0.50"
+
+
+def test_a_torn_cached_evaluation_is_evaluated_again(tiny_vl_path, tmp_path, capsys):
+    from mmevo.demo import cached_eval, demo_config, evaluated
+    from mmevo.recipes import load_examples
+
+    cfg = demo_config(TINY + [f"model.path={tiny_vl_path}", f"trainer.output_dir={tmp_path / 'mv'}"], str(tmp_path))
+    heldout, _ = load_examples(cfg, "heldout")
+    path = tmp_path / "evals" / "sft.json"
+    first = cached_eval(path, cfg, Path(tiny_vl_path), heldout)
+    assert not path.with_name("sft.json.tmp").exists()  # written through a rename
+    text = path.read_text()
+    path.write_text(text[: len(text) // 2])  # a kill while an in-place write was half done
+    again = cached_eval(path, cfg, Path(tiny_vl_path), heldout)
+    assert "is unreadable" in capsys.readouterr().out
+    assert again["real"]["pass1"] == first["real"]["pass1"] and again["per_problem"] == first["per_problem"]
+    assert json.loads(path.read_text())["per_problem"] == first["per_problem"]
+    # the run's evaluation torn the same way: not evaluated (so the run is evaluated again), not a crash
+    run_eval = tmp_path / "evals" / "mv.json"
+    run_eval.write_text(text[:100])
+    assert evaluated(run_eval, cfg) is False
