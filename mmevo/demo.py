@@ -282,13 +282,20 @@ def run_jobs(jobs: dict[str, tuple[Config, Path]], parallel: int, threads_per_jo
     ``final/`` (missing, or of a model deleted or retrained since), ``parallel`` at a time, one spawned process each
     with ``threads_per_job`` threads; each resumes from its last checkpoint. Progress is read from the runs'
     metrics.jsonl every 15 s. A failed job stops the rest and raises with its log's tail; a finished run (its
-    summary.json) whose config differs from the job's is refused, naming the keys. Returns the names of the jobs
-    that were already trained and evaluated (nothing run for them)."""
+    summary.json) or an interrupted one (its last checkpoint) whose config differs from the job's is refused, naming
+    the keys. Returns the names of the jobs that were already trained and evaluated (nothing run for them)."""
     for cfg, _ in jobs.values():  # a finished run is reused as it is: it must be the run its config asks for
         changed = finished_run_changes(cfg)
         if changed:
             raise ValueError(f"{cfg.trainer.output_dir} holds a finished run with other settings "
                              f"({', '.join(changed)}): use another --out (or delete that run)")
+        # an interrupted run resumes under this config: its report would state settings its first steps did not
+        # use (after trainer.lr=0, "lr 0.0", while the resumed optimizer state kept stepping at the saved lr)
+        changed = interrupted_run_changes(cfg)
+        if changed:
+            raise ValueError(f"{cfg.trainer.output_dir} holds an interrupted run with other settings "
+                             f"({', '.join(changed)}): rerun with its settings to resume it, or use another --out "
+                             "(or delete that run)")
     todo = [n for n, (cfg, ev) in jobs.items() if not evaluated(ev, cfg)]
     reused = [n for n in jobs if n not in todo]
     for n in reused:
@@ -349,15 +356,33 @@ _RUN_PLACE_KEYS = ("model.path", "model.cache_dir", "trainer.output_dir", "sft.o
 def finished_run_changes(cfg: Config) -> list[str]:
     """The config keys in which the finished run in ``cfg.trainer.output_dir`` (its ``summary.json``) differs from
     ``cfg``; [] when there is none or it matches."""
-    from mmevo.config import to_dict
-
     path = Path(cfg.trainer.output_dir) / "summary.json"
     if not path.exists():
         return []
-    recorded = _flat(json.loads(path.read_text()).get("config") or {})
-    wanted = _flat(json.loads(json.dumps(to_dict(cfg), default=str)))
-    return sorted(k for k in recorded.keys() | wanted.keys()
-                  if k not in _RUN_PLACE_KEYS and recorded.get(k) != wanted.get(k))
+    return _changed_keys(json.loads(path.read_text()).get("config") or {}, cfg)
+
+
+def interrupted_run_changes(cfg: Config) -> list[str]:
+    """The config keys in which the newest checkpoint of an unfinished run in ``cfg.trainer.output_dir`` (which
+    ``trainer.resume`` would continue) differs from ``cfg``; [] when there is none, it matches, or the run is
+    finished (``finished_run_changes``)."""
+    from mmevo.grpo.checkpoint import latest_checkpoint, load_trainer_state
+
+    out = Path(cfg.trainer.output_dir)
+    ckpt = latest_checkpoint(out) if cfg.trainer.resume and not (out / "summary.json").exists() else None
+    if ckpt is None:
+        return []
+    return _changed_keys(load_trainer_state(ckpt).get("config") or {}, cfg)
+
+
+def _changed_keys(recorded: dict, cfg: Config) -> list[str]:
+    """The keys, other than where a run is and how it logs (``_RUN_PLACE_KEYS``), in which the config ``recorded``
+    by a run differs from ``cfg`` (both through JSON, as summary.json holds them)."""
+    from mmevo.config import to_dict
+
+    was = _flat(json.loads(json.dumps(recorded, default=str)))
+    now = _flat(json.loads(json.dumps(to_dict(cfg), default=str)))
+    return sorted(k for k in was.keys() | now.keys() if k not in _RUN_PLACE_KEYS and was.get(k) != now.get(k))
 
 
 def _flat(d: dict, prefix: str = "") -> dict:

@@ -103,3 +103,29 @@ def test_a_torn_cached_evaluation_is_evaluated_again(tiny_vl_path, tmp_path, cap
     run_eval = tmp_path / "evals" / "mv.json"
     run_eval.write_text(text[:100])
     assert evaluated(run_eval, cfg) is False
+
+
+def test_an_interrupted_run_with_other_settings_is_refused_not_resumed(tiny_vl_path, tmp_path):
+    from mmevo.demo import demo_config, interrupted_run_changes, run_config, run_jobs
+    from mmevo.recipes import run_grpo
+
+    def mv_config(*extra):
+        cfg = demo_config(TINY + ["trainer.steps=1", "trainer.save_every=1", *extra], str(tmp_path))
+        return run_config(cfg, "mv", tmp_path, Path(tiny_vl_path))
+
+    run_grpo(mv_config(), evaluate_before_after=False)
+    run = tmp_path / "mv"
+    # what a kill leaves: the checkpoint, no summary.json, no final model
+    (run / "summary.json").unlink()
+    for f in (run / "final").iterdir():
+        f.unlink()
+    (run / "final").rmdir()
+    assert interrupted_run_changes(mv_config()) == []  # the same settings: it resumes
+    assert interrupted_run_changes(mv_config("trainer.threads=1")) == []  # where / how it runs is no change
+    lr0 = mv_config("trainer.lr=0")
+    assert interrupted_run_changes(lr0) == ["trainer.lr"]
+    assert interrupted_run_changes(mv_config("trainer.lr=0", "trainer.resume=false")) == []  # starts afresh
+    # before, the rerun resumed it (the saved optimizer state keeping its own lr) and the report said "lr 0.0"
+    with pytest.raises(ValueError, match=r"interrupted run with other settings \(trainer.lr\).*another --out"):
+        run_jobs({"mv": (lr0, tmp_path / "evals" / "mv.json")}, 1, 1)
+    assert not (run / "final").exists()
