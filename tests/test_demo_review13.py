@@ -129,3 +129,26 @@ def test_an_interrupted_run_with_other_settings_is_refused_not_resumed(tiny_vl_p
     with pytest.raises(ValueError, match=r"interrupted run with other settings \(trainer.lr\).*another --out"):
         run_jobs({"mv": (lr0, tmp_path / "evals" / "mv.json")}, 1, 1)
     assert not (run / "final").exists()
+
+
+def test_the_report_says_below_for_a_run_that_lost_accuracy(tmp_path):
+    from mmevo.data.figures import FIGURE_KINDS
+    from mmevo.demo import against_start, demo_config, write_report
+
+    assert [against_start(x, [0.43, 0.49]) for x in (0.50, 0.46, 0.43, 0.40)] == ["above", "within", "within", "below"]
+    ev = {"real": {"by_kind": {k: {"pass1": 0.4, "maj": 0.5} for k in FIGURE_KINDS}},
+          "blank": {"pass1": 0.09}, "shuffled": {"pass1": 0.1}}
+    r = {"base_model": "tiny-wide", "threads": {"threads": 2, "parallel": True}, "total_seconds": 600.0,
+         "sft_seconds": 300.0, "runs_seconds": 300.0, "reused_phases": [], "heldout_problems": 400,
+         "samples_per_problem": 8, "pass1_before": 0.458, "pass1_before_ci": [0.429, 0.488], "maj8_before": 0.6,
+         "maj8_before_ci": [0.55, 0.65], "text_only_chance": 0.14, "sft_steps": 320}
+    for n, after, lift in (("csrs", 0.395, -0.063), ("mv", 0.458, 0.0)):  # one lost accuracy, one did not move
+        r.update({f"pass1_after_{n}": after, f"pass1_after_{n}_ci": [after - 0.03, after + 0.03],
+                  f"maj8_after_{n}": 0.6, f"maj8_after_{n}_ci": [0.55, 0.65], f"pass1_lift_{n}": lift,
+                  f"pass1_lift_{n}_ci": [lift - 0.02, lift + 0.02]})
+    r.update(pass1_csrs_minus_mv=-0.063, pass1_csrs_minus_mv_ci=[-0.08, -0.04])
+    cfg = demo_config(out_dir=str(tmp_path))
+    write_report(tmp_path, cfg, {"csrs": cfg, "mv": cfg}, r, {n: ev for n in ("sft", "csrs", "mv")})
+    text = " ".join((tmp_path / "report.md").read_text().split())
+    assert "pass@1 0.458 -> 0.395 (below the start's interval [0.429, 0.488]; paired lift -0.063" in text
+    assert "pass@1 0.458 -> 0.458 (within the start's interval [0.429, 0.488]; paired lift +0.000" in text
