@@ -21,6 +21,7 @@ import os
 import time
 from pathlib import Path
 
+from mmevo.atomic import write_json_atomic
 from mmevo.config import Config, load_config, set_dotted
 
 DEMO_CONFIG = Path(__file__).resolve().parent.parent / "configs" / "demo_tiny.yaml"
@@ -186,9 +187,7 @@ def cached_eval(path: Path, cfg: Config, model_path: Path, examples, controls: b
         return cached
     res = {**key, **sampled_eval(cfg, model_path, examples, controls)}
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")  # through a rename: a kill mid-write leaves the old file or none
-    tmp.write_text(json.dumps(res))
-    os.replace(tmp, path)
+    write_json_atomic(path, res, indent=None)  # a kill mid-write leaves the old file or none
     return res
 
 

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import torch
 
+from mmevo.atomic import write_text_atomic
+
 
 class StageTimer:
     """Accumulates wall time per named stage (gen, reward, old, ref, update, sync)."""
@@ -153,9 +155,7 @@ def truncate_rows_after(path: str | Path, step: int) -> None:
                 and row.get("step", 0) <= step]
         # through a temp file and a rename: written in place, a kill or a full disk mid-write left the curve empty or
         # torn, and the rows up to the checkpoint are never logged again
-        tmp = p.with_name(p.name + ".tmp")
-        tmp.write_text("".join(line + "\n" for line in keep))
-        os.replace(tmp, p)
+        write_text_atomic(p, "".join(line + "\n" for line in keep))
 
 
 def read_curve(path: str | Path) -> list[dict]:

@@ -22,6 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from mmevo.atomic import write_text_atomic
 from mmevo.config import Config, render_prompt
 from mmevo.data.benchmarks import BenchmarkItem, load_items
 from mmevo.data.images import fit_pixels
@@ -487,9 +488,7 @@ def _prompt_limit(model, max_prompt_length: int, max_tokens: int) -> int:
 
 def _write_records(path: Path, records: dict[str, dict]) -> None:
     """Rewrite ``responses.jsonl`` atomically, one line per id."""
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records.values()), encoding="utf-8")
-    os.replace(tmp, path)
+    write_text_atomic(path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records.values()))
 
 
 def _record(it: BenchmarkItem, text: str, extracted, correct: bool, n_tokens: int, finish: str) -> dict:

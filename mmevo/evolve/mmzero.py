@@ -33,6 +33,7 @@ from typing import Sequence
 
 from PIL import Image
 
+from mmevo.atomic import write_json_atomic, write_text_atomic
 from mmevo.config import Config, set_dotted, to_dict, validate
 from mmevo.data.images import aspect_problem, fit_pixels, to_rgb
 from mmevo.data.prompts import EpochSampler
@@ -337,9 +338,7 @@ class Recorder:
 
         suffix = f"_rank{rank()}" if world_size() > 1 else ""  # data-parallel: each rank records its own share
         path = self.dir / "records" / f"step_{step:04d}{suffix}.jsonl"
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text("".join(json.dumps(r) + "\n" for r in rows))
-        tmp.replace(path)
+        write_text_atomic(path, "".join(json.dumps(r) + "\n" for r in rows))
 
     def image(self, key: str, png: bytes) -> str:
         name = f"images/{key}.png"
@@ -713,14 +712,6 @@ def run_mmzero(cfg: Config) -> dict:
         plot_iterations(summary, out / "curves.png")
         write_json_atomic(out / "summary.json", summary)
     return summary
-
-
-def write_json_atomic(path: Path, obj) -> None:
-    """``obj`` as indented JSON, written to a temporary name and renamed: a kill mid-write never leaves a torn file
-    under ``path`` (a torn ``done.json`` made every rerun fail decoding it instead of resuming the phase)."""
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(obj, indent=2, default=str))
-    tmp.replace(path)
 
 
 # settings a rerun into the same output dir may change: where it writes, how many render workers, and its length in

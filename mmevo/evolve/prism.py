@@ -25,6 +25,7 @@ import time
 from pathlib import Path
 from typing import Sequence
 
+from mmevo.atomic import write_json_atomic
 from mmevo.config import Config, set_dotted, to_dict, validate
 from mmevo.data.prompts import EpochSampler
 from mmevo.data.schema import Example
@@ -240,7 +241,7 @@ def run_prism(cfg: Config) -> dict:
                 else:
                     result = run_solver(cfg, t, role_index, phase_dir, solver_path, it_dir / "pool" / "pool.jsonl")
                 if is_main():
-                    done.write_text(json.dumps(result, indent=2))
+                    write_json_atomic(done, result)  # a rerun reads it back: a kill mid-write left it torn
                 barrier()
                 if not is_main():
                     result = json.loads(done.read_text())
@@ -253,7 +254,7 @@ def run_prism(cfg: Config) -> dict:
     summary["steps_mismatch"] = finished_steps_mismatches(out, planned)  # also a phase resumed past lowered steps
     if is_main():
         write_diversity(out, summary)
-        (out / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
+        write_json_atomic(out / "summary.json", summary)
     return summary
 
 

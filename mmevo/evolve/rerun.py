@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from mmevo.atomic import write_json_atomic
 from mmevo.config import Config, ConfigError, to_dict
 
 RUN_CONFIG = "run_config.json"
@@ -49,9 +50,7 @@ def check_rerun_config(out: Path, cfg: Config, section: str, free_keys: frozense
                               "its finished phases would be reused under this run's settings: rerun with those "
                               f"settings, or use another {section}.output_dir")
     if not path.exists() and write:
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(current, indent=2))
-        tmp.replace(path)  # a kill mid-write leaves no torn file to refuse on the next run
+        write_json_atomic(path, current)  # a kill mid-write leaves no torn file to refuse on the next run
 
 
 def _summary_config(out: Path) -> dict | None:

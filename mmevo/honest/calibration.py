@@ -34,6 +34,8 @@ from pathlib import Path
 
 import torch
 
+from mmevo.atomic import write_json_atomic
+
 __all__ = ["score_response", "answer_has_gold_form", "calibration_report", "reliability_bins", "plot_reliability",
            "generate_records", "evaluate_calibration", "report_identity", "earlier_report", "write_report",
            "calibration_heldout", "run_calibration_eval", "hindsight_audit", "pillar_works"]
@@ -329,9 +331,7 @@ REPORT_FILE = "calibration.json"
 
 def write_report(out: Path, report: dict) -> None:
     """``out/calibration.json``, replaced whole: a kill mid-write leaves the earlier report or none, not a torn one."""
-    tmp = out / (REPORT_FILE + ".tmp")
-    tmp.write_text(json.dumps(report, indent=2))
-    tmp.replace(out / REPORT_FILE)
+    write_json_atomic(out / REPORT_FILE, report)
 
 
 def report_identity(cfg, model_path, examples, samples: int = 1, max_tokens: int | None = None,

@@ -28,6 +28,7 @@ import json
 import time
 from pathlib import Path
 
+from mmevo.atomic import write_json_atomic
 from mmevo.config import Config, ConfigError, set_dotted, to_dict, validate
 from mmevo.evolve.rerun import check_rerun_config
 from mmevo.honest.selfplay import GSS_MODES
@@ -417,5 +418,5 @@ def run_honest(cfg: Config) -> dict:
 
         summary["hindsight_audit"] = hindsight_audit(out / "solver" / "metrics.jsonl")
     summary["seconds"] = time.time() - t0
-    (out / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
+    write_json_atomic(out / "summary.json", summary)
     return summary
