@@ -90,6 +90,10 @@ def run_demo(cfg: Config, out_dir: str = "runs/demo", method: str = "csrs") -> d
         if sft_summary.get("steps") != expected:
             raise ValueError(f"{sft_dir} holds an SFT of {sft_summary.get('steps')} steps, this config asks for "
                              f"{expected}: use another --out (or delete {sft_dir} and the runs after it)")
+        changed = sft_changes(sft_summary, cfg)
+        if changed:  # before, an SFT of the same length was reused whatever its sft.lr, data or model
+            raise ValueError(f"{sft_dir} holds an SFT with other settings ({', '.join(changed)}): use another --out "
+                             f"(or delete {sft_dir} and the runs after it)")
         print(f"[mmevo demo] reusing the SFT model in {sft_dir / 'model'}")
     else:
         print(f"[mmevo demo] SFT warm-up on {cfg.data.n_train} worked solutions ({cfg.data.train} tasks)")
@@ -359,6 +363,20 @@ def finished_run_changes(cfg: Config) -> list[str]:
     if not path.exists():
         return []
     return _changed_keys(json.loads(path.read_text()).get("config") or {}, cfg)
+
+
+# what the SFT warm-up reads (sft / data / model sections, the seed), less the held-out set only the evaluations use
+_SFT_KEY_PREFIXES = ("sft.", "data.", "model.", "trainer.seed", "trainer.padding_free")
+_SFT_FREE_KEYS = ("data.n_heldout", "data.heldout", "data.heldout_split")
+
+
+def sft_changes(summary: dict, cfg: Config) -> list[str]:
+    """The keys the SFT reads in which the SFT that wrote ``summary`` (its ``config``) differs from ``cfg``; [] for
+    an SFT from before summaries held their config (its step count is checked alone)."""
+    recorded = summary.get("config")
+    if not isinstance(recorded, dict):
+        return []
+    return [k for k in _changed_keys(recorded, cfg) if k.startswith(_SFT_KEY_PREFIXES) and k not in _SFT_FREE_KEYS]
 
 
 def interrupted_run_changes(cfg: Config) -> list[str]:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import torch
 
+from mmevo.atomic import write_json_atomic
 from mmevo.config import TINY_ALIASES, Config, ConfigError, to_dict
 from mmevo.data.schema import Example
 from mmevo.models.loader import LoadedModel, _check_source, check_device, load_model
@@ -246,8 +247,8 @@ def _run_sft(cfg: Config) -> dict:
     history = sft_loop(cfg, policy, train)
     out = save_model(Path(cfg.sft.output_dir) / "model", policy.model, policy.processor)
     summary = {"model": str(out), "steps": len(history), "final_loss": history[-1]["sft/loss"] if history else None,
-               "seconds": time.time() - t0, "data": stats}
-    (Path(cfg.sft.output_dir) / "summary.json").write_text(json.dumps(summary, indent=2))
+               "seconds": time.time() - t0, "data": stats, "config": to_dict(cfg)}  # config: what a reuse compares
+    write_json_atomic(Path(cfg.sft.output_dir) / "summary.json", summary)
     from mmevo.grpo.sft import discard_state
 
     discard_state(cfg.sft.output_dir)  # finished: a rerun starts a new SFT

@@ -152,3 +152,28 @@ def test_the_report_says_below_for_a_run_that_lost_accuracy(tmp_path):
     text = " ".join((tmp_path / "report.md").read_text().split())
     assert "pass@1 0.458 -> 0.395 (below the start's interval [0.429, 0.488]; paired lift -0.063" in text
     assert "pass@1 0.458 -> 0.458 (within the start's interval [0.429, 0.488]; paired lift +0.000" in text
+
+
+def test_an_sft_of_other_settings_is_not_reused(tmp_path, monkeypatch):
+    """The demo reused an SFT whenever its step count matched: after `sft.lr=...` (or another data seed) the runs
+    started from the old warm-up while report.md named the new settings. SFT summaries now hold their config."""
+    import json
+    import math
+
+    from mmevo.config import to_dict
+    from mmevo.demo import demo_config, run_demo, sft_changes
+
+    cfg = demo_config(TINY, str(tmp_path))
+    summary = {"steps": math.ceil(cfg.data.n_train * cfg.sft.epochs / cfg.sft.batch_size), "config": to_dict(cfg)}
+    assert sft_changes(summary, cfg) == []
+    # what the SFT does not read: the runs' settings, the held-out set, where things are written
+    free = demo_config(TINY + ["trainer.lr=0", "data.n_heldout=3", "csrs.m=3"], str(tmp_path / "elsewhere"))
+    assert sft_changes(summary, free) == []
+    assert sft_changes(summary, demo_config(TINY + ["sft.lr=0.5", "data.seed=9"], str(tmp_path))) == [
+        "data.seed", "sft.lr"]
+    assert sft_changes({"steps": summary["steps"]}, cfg) == []  # an SFT from before: its step count alone
+    sft_dir = tmp_path / "sft"
+    sft_dir.mkdir(parents=True)
+    (sft_dir / "summary.json").write_text(json.dumps(summary, default=str))
+    with pytest.raises(ValueError, match=r"holds an SFT with other settings \(sft.lr\): use another --out"):
+        run_demo(demo_config(TINY + ["sft.lr=0.5"], str(tmp_path)), str(tmp_path))
