@@ -40,12 +40,11 @@ from mmevo.data.prompts import EpochSampler
 from mmevo.data.schema import Example
 from mmevo.evolve.rerun import check_finished_steps, check_rerun_config, finished_steps_mismatches
 from mmevo.rewards.answers import canonical_answer, extract_answer, group_answer_keys
-from mmevo.rewards.mmzero import easy_accuracy, modal_share, proposal_penalties
+from mmevo.rewards.mmzero import CONTENT_TYPES, easy_accuracy, modal_share, proposal_penalties
 from mmevo.rollout.base import RolloutRequest, SamplingParams
 from mmevo.rollout.strategy import RolloutStrategy, sample_groups
 
 ROLES = ("proposer", "coder", "solver")
-CONTENT_TYPES = ("data_chart", "diagram", "geometry", "timeline", "map", "table", "other")
 PROPOSAL_TAGS = ("content_type", "caption", "easy_question", "easy_answer", "hard_question", "hard_answer")
 MAX_FIELD_CHARS = 2000
 

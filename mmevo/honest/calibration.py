@@ -305,9 +305,10 @@ def generate_records(cfg, model_path, examples, samples: int = 1, max_tokens: in
 
 
 def evaluate_calibration(cfg, model_path, examples, out_dir, samples: int = 1, max_tokens: int | None = None,
-                         temperature: float | None = None, title: str = "") -> dict:
+                         temperature: float | None = None, title: str = "", extra: dict | None = None) -> dict:
     """Generate, score and write ``out_dir/responses.jsonl``, ``calibration.json`` (the report, the settings and
-    their ``identity``, see ``report_identity``) and ``reliability.png``; returns the report."""
+    their ``identity``, see ``report_identity``, plus the caller's ``extra`` keys) and ``reliability.png``; returns
+    the report."""
     t0 = time.time()
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -318,7 +319,7 @@ def evaluate_calibration(cfg, model_path, examples, out_dir, samples: int = 1, m
     report.update(model=str(model_path), examples=len(examples), samples=samples,
                   max_tokens=identity["max_tokens"], temperature=identity["temperature"],
                   hindsight_mode=cfg.honest.hindsight_mode, seconds=time.time() - t0, out_dir=str(out),
-                  truncated=sum(r["finish_reason"] == "length" for r in records), identity=identity)
+                  truncated=sum(r["finish_reason"] == "length" for r in records), identity=identity, **(extra or {}))
     (out / "responses.jsonl").write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records),
                                          encoding="utf-8")
     plot_reliability(report, out / "reliability.png", title or Path(str(model_path)).name)

@@ -144,7 +144,7 @@ def calibration_eval(cfg: Config, model_path: str, out: Path, title: str) -> dic
     these weights and this ``eval`` section); None when ``honest.eval_calibration`` is off or ``data.n_heldout`` is
     0."""
     from mmevo.eval.runner import weights_fingerprint
-    from mmevo.honest.calibration import calibration_heldout, evaluate_calibration, write_report
+    from mmevo.honest.calibration import calibration_heldout, evaluate_calibration
 
     if not cfg.honest.eval_calibration or cfg.data.n_heldout < 1:
         return None
@@ -164,10 +164,8 @@ def calibration_eval(cfg: Config, model_path: str, out: Path, title: str) -> dic
     held, _ = calibration_heldout(rc)
     if not held:
         return None
-    report = evaluate_calibration(rc, model_path, held, out, max_tokens=rc.eval.max_tokens or None, title=title)
-    report["weights"], report["eval_settings"] = weights, settings
-    write_report(out, report)
-    return report
+    return evaluate_calibration(rc, model_path, held, out, max_tokens=rc.eval.max_tokens or None, title=title,
+                                extra={"weights": weights, "eval_settings": settings})
 
 
 def _report_summary(report: dict | None) -> dict | None:

@@ -23,6 +23,8 @@ from torch import Tensor
 
 from mmevo.rewards.answers import answers_equivalent
 
+# the proposer's content types (its prompts' hints; logged as type_share/<type> every step)
+CONTENT_TYPES = ("data_chart", "diagram", "geometry", "timeline", "map", "table", "other")
 DIVERSITY_WEIGHTS = (0.45, 0.20, 0.35)  # caption / easy question / hard question cluster shares
 _TIE_TOL = 1e-9  # float rounding at a threshold; shares of solver samples are k/m with m far below 1e9
 
@@ -257,8 +259,6 @@ class ProposerHead:
             adjustments[valid_idx, 2] = diversity_adjustment(shares[valid_idx], M, self.strength)
             metrics["diversity_adjustment"] = float(adjustments[valid_idx, 2].mean())
             metrics["easy_hard_penalized"] = float((adjustments[valid_idx, 0] < 0).double().mean())
-            from mmevo.evolve.mmzero import CONTENT_TYPES
-
             # every type, 0 where a step has none of it: logged only when present, a phase's mean was over the steps
             # that had the type (a type in one of two steps at 1/3 read 1/3, not 1/6; the means summed to 1.42)
             for t in sorted(set(CONTENT_TYPES) | {p[3] for p in population}):
