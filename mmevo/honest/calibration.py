@@ -106,8 +106,9 @@ def _checked(records: Sequence[dict]) -> list[dict]:
 
 def reliability_bins(conf: Sequence[float], correct: Sequence[bool], bins: int = N_BINS) -> list[dict]:
     """Per equal-width bin of [0, 1]: edges, count, mean confidence and accuracy (None when empty). The binning is
-    ``expected_calibration_error``'s: lo <= c < hi, c = 1.0 in the last bin."""
-    from mmevo.rewards.honest import ece_bins, is_outcome, n_bins
+    ``expected_calibration_error``'s: lo <= c < hi, c = 1.0 in the last bin, and lo / hi are the very edges it
+    compares with (``ece_edges``: 0.30000000000000004, not 0.3, so c = 0.3 lies below the hi of the bin it is in)."""
+    from mmevo.rewards.honest import ece_bins, ece_edges, is_outcome, n_bins
 
     bins = n_bins(bins)
     correct, conf = list(correct), list(conf)
@@ -124,11 +125,12 @@ def reliability_bins(conf: Sequence[float], correct: Sequence[bool], bins: int =
     if c.shape != y.shape:
         raise ValueError(f"{len(c)} confidences but {len(y)} correctness values")
     idx = ece_bins(c, bins)  # [G] bin of each confidence
+    edges = ece_edges(bins)  # [bins + 1]
     out = []
     for b in range(bins):
         sel = idx == b
         n = int(sel.sum())
-        out.append({"lo": b / bins, "hi": (b + 1) / bins, "count": n,
+        out.append({"lo": edges[b], "hi": edges[b + 1], "count": n,
                     "mean_confidence": float(c[sel].mean()) if n else None,
                     "accuracy": float(y[sel].mean()) if n else None})
     return out

@@ -186,6 +186,13 @@ def casr_reward(conf: Tensor, refined: Tensor, correct: Tensor, critique_chars: 
     return reward.clamp(-clip, clip).to(out_dtype)
 
 
+def ece_edges(bins: int) -> list[float]:
+    """The ``bins + 1`` edges of the equal-width ECE bins, ``numpy.linspace(0, 1, bins + 1)`` as floats: the values
+    ``ece_bins`` compares with, so also the labels of the reliability bins (b / bins is another float at 1051 of the
+    edges of 1..100 bins: 3 / 10 is 0.3, the edge 0.30000000000000004)."""
+    return [float(e) for e in np.linspace(0.0, 1.0, n_bins(bins) + 1)]
+
+
 def ece_bins(conf: Tensor, bins: int) -> Tensor:
     """The ECE bin of each confidence, as the seed's reference ``compute_ece`` bins them: float64 confidences against
     ``numpy.linspace(0, 1, bins + 1)``, lo <= c < hi, c = 1.0 in the last bin. conf [N] in [0, 1] -> long [N].
@@ -194,7 +201,7 @@ def ece_bins(conf: Tensor, bins: int) -> Tensor:
     leave c = 0.3, 0.6, 0.7 in the bin below, so the reference does too. A float32 c is binned as its own value: 0.3
     and 0.6 round up past those edges and 0.9 down below its exact edge, so confidences read from text are binned in
     float64 (as the heads and ``calibration_report`` do) to agree with the reference on the same responses."""
-    edges = torch.from_numpy(np.linspace(0.0, 1.0, bins + 1)[1:-1]).to(conf.device)  # [bins - 1] float64
+    edges = torch.tensor(ece_edges(bins)[1:-1], dtype=torch.float64, device=conf.device)  # [bins - 1]
     return torch.bucketize(conf.double(), edges, right=True)  # number of interior edges <= c, in 0 .. bins - 1
 
 
