@@ -4,6 +4,7 @@ run cannot use (2); the HONEST reward equations against a restatement from the s
 from __future__ import annotations
 
 import json
+import re
 import math
 import random
 
@@ -106,3 +107,238 @@ def test_ece_of_the_report_equals_an_independent_computation_from_responses_json
         assert by_bins == pytest.approx(want, abs=1e-12), bins
         assert expected_calibration_error(torch.tensor(conf, dtype=torch.float64), torch.tensor(hits), bins) \
             == pytest.approx(want, abs=1e-12)
+
+
+# -- 3. the HONEST equations restated from the seed's text, against mmevo on random and edge vectors -----------------
+# Written from the memo alone (sections 2.1, 2.5, 3.1, 4.3, 5.1, 8), in exact rational arithmetic where a threshold
+# decides (|r - c| < 0.02 on two-decimal texts), plus mmevo's documented rules for what the seed leaves open (module
+# docstring of mmevo.rewards.honest): malformed -1, abstain -0.25, hindsight only after a real answer.
+from fractions import Fraction
+
+from mmevo.rewards.heads import ScoredSample
+from mmevo.rewards.honest import (HonestBrierHead, HonestHindsightHead, brier_reward, casr_reward, hindsight_reward,
+                                  replay_priorities)
+
+K, ALPHA, BETA, GAMMA, DELTA, CLIP, COPY = Fraction(3, 10), 1, Fraction(5, 100), Fraction(5, 100), \
+    Fraction(5, 100), Fraction(3, 10), Fraction(2, 100)
+PROB_TEXTS = ["0", "1", "0.0", "1.0", "0.5", "0.3", "0.6", "0.7", "0.02", "0.98", "0.52", "0.50", "0.48", ".5",
+              "abc", "1.5", "-0.1", "85%", "", "1e-1"]
+
+
+def _prob(text: str | None) -> Fraction | None:
+    """The seed's probability slot: a plain decimal in [0, 1]; anything else is no value."""
+    if text is None or not re.fullmatch(r"\s*[+-]?(\d+(\.\d*)?|\.\d+)\s*", text):
+        return None
+    v = Fraction(text.strip())
+    return v if 0 <= v <= 1 else None
+
+
+def seed_brier(c: Fraction, y: int) -> Fraction:
+    return -(c - y) ** 2  # 2.1: R_B = -(c - y)^2
+
+
+def seed_hindsight(r: Fraction, y: int, k: Fraction = K) -> Fraction:
+    return -k * (r - y) ** 2  # 2.1: R_H = -k (r - y)^2, k = 0.3
+
+
+def seed_casr(c: Fraction, r: Fraction | None, y: int, critique: str | None) -> Fraction:
+    """2.5: alpha [(c-y)^2 - (r-y)^2] 1[full] + beta 1[critique >= 16 chars] - gamma 1[|r-c| < 0.02]
+    - delta 1[critique XOR r], clipped to +-0.30; silent (0) without any refinement structure."""
+    has_c = bool(critique and critique.strip())
+    has_r = r is not None
+    if not has_c and not has_r:
+        return Fraction(0)
+    out = Fraction(0)
+    if has_c and has_r:
+        out += ALPHA * ((c - y) ** 2 - (r - y) ** 2)
+    if has_c and len(critique.strip()) >= 16:
+        out += BETA
+    if has_r and abs(r - c) < COPY:
+        out -= GAMMA
+    if has_c != has_r:
+        out -= DELTA
+    return max(-CLIP, min(CLIP, out))
+
+
+def _random_prob_text(rng: random.Random) -> str | None:
+    roll = rng.random()
+    if roll < 0.1:
+        return None
+    if roll < 0.55:
+        return rng.choice(PROB_TEXTS)
+    if roll < 0.85:
+        return f"{rng.randint(0, 100) / 100:.2f}"
+    return f"{rng.random():.4f}"
+
+
+def _random_response(rng: random.Random, mode: str):
+    """(response text, its parts) built from parts, so the expectation never reads mmevo's parser."""
+    if rng.random() < 0.07:
+        return "<reasoning>r</reasoning><abstain/>", {"abstain": True}
+    answer = rng.choice(["4", "4", "5", "four?", "", " 4 "])
+    conf = _random_prob_text(rng)
+    parts = ["<reasoning>work</reasoning>", f"<answer>{answer}</answer>"]
+    if conf is not None:
+        parts.append(f"<confidence>{conf}</confidence>")
+    extra: dict = {}
+    if mode == "legacy" and rng.random() < 0.7:
+        extra["hindsight"] = _random_prob_text(rng)
+        if extra["hindsight"] is not None:
+            parts.append(f"<hindsight>{extra['hindsight']}</hindsight>")
+    if mode == "refined":
+        crit = rng.choice([None, None, "", "   ", "x" * 15, "y" * 16, "  " + "z" * 15 + "  ",
+                           "the step 2 + 2 is fine, no error"])
+        ref = _random_prob_text(rng) if rng.random() < 0.7 else None
+        if rng.random() < 0.3 and conf is not None and _prob(conf) is not None:  # near-copies of c: the boundary
+            ref = str(Fraction(conf.strip()) + rng.choice([0, Fraction(1, 100), Fraction(2, 100), Fraction(-2, 100),
+                                                          Fraction(3, 100)]))
+            ref = f"{float(Fraction(ref)):.2f}" if 0 <= Fraction(ref) <= 1 else None
+        if crit is not None:
+            parts.append(f"<critique>{crit}</critique>")
+        if ref is not None:
+            parts.append(f"<refined_confidence>{ref}</refined_confidence>")
+        extra.update(critique=crit, refined=ref)
+    return "".join(parts), {"abstain": False, "answer": answer.strip(), "conf": conf, **extra}
+
+
+def _seed_rewards(parts: dict, mode: str) -> tuple[Fraction, Fraction]:
+    """(Brier head, hindsight head) as the seed and the documented bad-input rules give them (gold "4")."""
+    if parts["abstain"]:
+        return Fraction(-1, 4), Fraction(0)
+    y = int(parts["answer"] == "4")
+    c = _prob(parts["conf"])
+    answered = parts["answer"] != ""
+    brier = seed_brier(c, y) if answered and c is not None else Fraction(-1)
+    if mode == "legacy":
+        r = _prob(parts.get("hindsight"))
+        return brier, (seed_hindsight(r, y) if answered and r is not None else Fraction(0))
+    if not answered or c is None:
+        return brier, Fraction(0)
+    return brier, seed_casr(c, _prob(parts.get("refined")), y, parts.get("critique"))
+
+
+@pytest.mark.parametrize("mode", ["legacy", "refined"])
+def test_heads_match_the_seed_equations_on_thousands_of_responses(mode):
+    rng = random.Random(f"honest14/{mode}")
+    built = [_random_response(rng, mode) for _ in range(3000)]
+    samples = [ScoredSample(response=t, group_id=0, gold="4", choices=None) for t, _ in built]
+    brier, _ = HonestBrierHead().score(samples)
+    hind, _ = HonestHindsightHead(mode=mode).score(samples)
+    mismatches = []
+    for i, (text, parts) in enumerate(built):
+        want_b, want_h = _seed_rewards(parts, mode)
+        if abs(brier[i].item() - float(want_b)) > 1e-6 or abs(hind[i].item() - float(want_h)) > 1e-6:
+            mismatches.append((text, float(want_b), brier[i].item(), float(want_h), hind[i].item()))
+    assert not mismatches, mismatches[:5]
+    assert sum(1 for _, p in built if not p["abstain"] and _prob(p["conf"]) in (0, 1)) > 100  # the edges were drawn
+
+
+def test_pure_functions_match_the_seed_equations_on_random_and_edge_vectors():
+    rng = random.Random(1414)
+    edges = [0.0, 1.0, 0.5, 0.02, 0.98, 0.3, 0.7]
+    for _ in range(200):
+        n = rng.randint(1, 64)
+        c = [rng.choice(edges) if rng.random() < 0.3 else rng.random() for _ in range(n)]
+        r = [rng.choice(edges) if rng.random() < 0.3 else rng.random() for _ in range(n)]
+        y = [rng.randint(0, 1) for _ in range(n)]
+        ct, rt, yt = (torch.tensor(v, dtype=torch.float64) for v in (c, r, y))
+        assert brier_reward(ct, yt).tolist() == pytest.approx([float(seed_brier(Fraction(a), b)) for a, b in zip(c, y)],
+                                                              abs=1e-15)
+        assert hindsight_reward(rt, yt).tolist() == pytest.approx(
+            [float(seed_hindsight(Fraction(a), b)) for a, b in zip(r, y)], abs=1e-15)
+        alpha, eps = rng.choice([0.6, 0.0, 1.0, 2.5]), rng.choice([1e-3, 0.0, 0.1])
+        prio = replay_priorities(ct, yt, alpha, eps)
+        want = [(abs(a - b) + eps) ** alpha for a, b in zip(c, y)]  # 3.1: (|c - y| + eps)^alpha
+        assert prio.tolist() == pytest.approx(want, rel=1e-12, abs=1e-300)
+        # CASR on float vectors, the copy test away from its 1e-6 tolerance band (the band is tested on texts above)
+        crit = [rng.choice([0, 1, 15, 16, 40]) for _ in range(n)]
+        has_r = [rng.random() < 0.7 for _ in range(n)]
+        r = [a if not h or abs(abs(a - b) - 0.02) > 2e-6 else b for a, b, h in zip(r, c, has_r)]
+        got = casr_reward(ct, torch.tensor(r, dtype=torch.float64), yt, torch.tensor(crit), torch.tensor(has_r))
+        want = [float(seed_casr(Fraction(a), Fraction(b) if h else None, yy, "q" * k if k else None))
+                for a, b, yy, k, h in zip(c, r, y, crit, has_r)]
+        assert got.tolist() == pytest.approx(want, abs=1e-12)
+
+
+def seed_generator_reward(conf: list, correct: list) -> float:
+    """5.1: R_G(p) = |c_S(p) - y(p)|, averaged over the solver samples that have both (none: 0)."""
+    pairs = [(Fraction(c), int(y)) for c, y in zip(conf, correct) if c is not None and y is not None]
+    return float(sum(abs(c - y) for c, y in pairs) / len(pairs)) if pairs else 0.0
+
+
+def test_generator_reward_matches_the_seed_on_random_groups_with_missing_confidences():
+    from mmevo.honest.selfplay import generator_reward
+
+    rng = random.Random(55)
+    for _ in range(2000):
+        n = rng.randint(1, 8)
+        conf = [None if rng.random() < 0.25 else rng.choice([0.0, 1.0, 0.5, rng.random()]) for _ in range(n)]
+        corr = [None if rng.random() < 0.1 else rng.random() < 0.5 for _ in range(n)]
+        got, graded = generator_reward(conf, corr)
+        assert got == pytest.approx(seed_generator_reward(conf, corr), abs=1e-12)
+        assert graded == sum(c is not None and y is not None for c, y in zip(conf, corr))
+
+
+class SeedCurriculum:
+    """4.1 / 4.3 / 9 restated: per domain a ceiling (start 5, cap 8); promote when the rolling accuracy at the ceiling
+    over >= 20 episodes there is > 0.75 (strictly), demote when it is < 0.20, never below the start, never twice
+    within 10 episodes of the domain; the new ceiling's episodes start afresh (the "for at least
+    min_episodes_at_max episodes" of the new tier), rolling window of 20."""
+
+    def __init__(self, start=5, cap=8, window=20, promote=0.75, demote=0.20, min_episodes=20, cooldown=10):
+        self.start, self.cap, self.window, self.promote, self.demote = start, cap, window, promote, demote
+        self.min_episodes, self.cooldown = min_episodes, cooldown
+        self.ceiling, self.since, self.history = start, cooldown, {}
+
+    def record(self, difficulty: int, correct: bool) -> None:
+        h = self.history.setdefault(difficulty, [])
+        h.append(int(correct))
+        del h[:-self.window]
+        self.since += 1
+        at = self.history.get(self.ceiling, [])
+        if self.since < self.cooldown or len(at) < self.min_episodes:
+            return
+        acc = Fraction(sum(at), len(at))
+        if acc > Fraction(self.promote).limit_denominator(1000) and self.ceiling < self.cap:
+            self.ceiling += 1
+        elif acc < Fraction(self.demote).limit_denominator(1000) and self.ceiling > self.start:
+            self.ceiling -= 1
+        else:
+            return
+        self.history[self.ceiling] = []
+        self.since = 0
+
+
+@pytest.mark.parametrize("cooldown,window,min_episodes", [(10, 20, 20), (30, 20, 20), (0, 25, 5), (5, 8, 8)])
+def test_difficulty_controller_matches_the_seed_rules_on_random_episode_streams(cooldown, window, min_episodes):
+    from mmevo.honest.curriculum import DifficultyController
+
+    rng = random.Random(f"smc/{cooldown}/{window}")
+    changes = 0
+    for _ in range(60):
+        ctl = DifficultyController(["arith"], start=5, cap=8, window=window, min_episodes=min_episodes,
+                                   cooldown=cooldown)
+        ref = SeedCurriculum(window=window, min_episodes=min_episodes, cooldown=cooldown)
+        p_right = rng.choice([0.05, 0.2, 0.5, 0.76, 0.8, 0.95])
+        for _ in range(400):
+            if rng.random() < 0.02:
+                p_right = rng.choice([0.05, 0.2, 0.5, 0.8, 0.95])
+            d = ref.ceiling if rng.random() < 0.7 else rng.randint(1, ref.ceiling)
+            y = rng.random() < p_right
+            before = ref.ceiling
+            ctl.record("arith", d, y)
+            ref.record(d, y)
+            changes += ref.ceiling != before
+            assert ctl.ceiling("arith") == ref.ceiling
+    assert changes > 20  # promotions and demotions happened
+
+
+def test_promotion_threshold_is_strict_at_exactly_fifteen_of_twenty():
+    from mmevo.honest.curriculum import DifficultyController
+
+    ctl = DifficultyController(["arith"], start=5, cap=8, cooldown=0)
+    for i in range(20):
+        ctl.record("arith", 5, i >= 5)  # 5 wrong, then 15 right: 15 / 20 = 0.75, not > 0.75
+    assert ctl.ceiling("arith") == 5
+    ctl.record("arith", 5, True)  # the oldest (wrong) leaves the window: 16 / 20 = 0.8
+    assert ctl.ceiling("arith") == 6
