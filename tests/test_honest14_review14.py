@@ -342,3 +342,161 @@ def test_promotion_threshold_is_strict_at_exactly_fifteen_of_twenty():
     assert ctl.ceiling("arith") == 5
     ctl.record("arith", 5, True)  # the oldest (wrong) leaves the window: 16 / 20 = 0.8
     assert ctl.ceiling("arith") == 6
+
+
+# -- 2. a resumed replay buffer drops the entries this run cannot use, and says so ------------------------------------
+from mmevo.data.schema import Example
+from mmevo.honest.heldout import HeldoutGuard, HeldoutGuardSource
+from mmevo.honest.replay import ReplayBuffer, ReplayMixSource
+
+
+def _ex(i: int, question: str | None = None) -> Example:
+    return Example(id=f"q{i}", problem=question or f"What is {i} + 1?", answer=str(i + 1), choices=[], images=[],
+                   meta={"domain": "arithmetic", "difficulty": 1})
+
+
+class _Fresh:
+    def __init__(self):
+        self.n = 0
+
+    def take(self, k):
+        self.n += k
+        return [_ex(1000 + self.n + j) for j in range(k)]
+
+    def state_dict(self):
+        return {"n": self.n}
+
+    def load_state_dict(self, state):
+        self.n = state["n"]
+
+
+def test_resumed_replay_drops_held_out_and_old_format_entries_and_counts_them(capsys):
+    held = "What is 7 * 6 (held out)?"
+    buf = ReplayBuffer(8)
+    for i in range(6):
+        buf.add(_ex(i, held if i in (1, 2, 3, 4) else None), 0.9, i % 2 == 0)
+    state = ReplayMixSource(_Fresh(), buf, share=1.0, warmup_steps=0).state_dict()
+    state["buffer"]["slots"][5]["correct"] = "False"  # an older mmevo's y (bool("False") is True)
+    # the checkpoint of a run from before the held-out guard: slots 1-4 hold a question this run holds out
+    guard = HeldoutGuard([held])
+    source = ReplayMixSource(_Fresh(), ReplayBuffer(8), share=1.0, warmup_steps=0, heldout=guard)
+    source.load_state_dict(state)
+    err = capsys.readouterr().err
+    assert "dropped 5 of the checkpoint's replay entries" in err and "resume is not exact" in err
+    assert "slot 1 (id 'q1'): a held-out calibration task of this run" in err
+    assert [e.example.id for e in source.buffer.entries()] == ["q0"]
+    assert source.metrics()["replay/resume_dropped"] == 5.0
+    out = HeldoutGuardSource(source, guard).take(4)  # before: the guard stopped the run at a replayed held-out task
+    assert [ex.id for ex in out] == ["q0"] * 4
+    # the count is cumulative: a later resume from this state keeps it
+    again = ReplayMixSource(_Fresh(), ReplayBuffer(8), share=1.0, warmup_steps=0, heldout=guard)
+    again.load_state_dict(source.state_dict())
+    assert again.buffer.resume_dropped == 5 and len(again.buffer) == 1 and capsys.readouterr().err == ""
+
+
+@pytest.mark.parametrize("field,value,why", [("correct", "False", "correct 'False' is not True / False"),
+                                             ("correct", None, "correct None is not True / False"),
+                                             ("correct", 0.5, "correct 0.5 is not True / False"),
+                                             ("confidence", 1.5, "confidence 1.5 is not a number in [0, 1]"),
+                                             ("confidence", math.nan, "confidence nan is not a number in [0, 1]"),
+                                             ("example", {"problem": "x"}, "no prompt (example dict)")])
+def test_an_old_format_replay_slot_is_dropped_not_restored_as_another_value(field, value, why, capsys):
+    buf = ReplayBuffer(4)
+    buf.add(_ex(0), 0.2, False)
+    buf.add(_ex(1), 0.8, True)
+    state = buf.state_dict()
+    state["slots"][0][field] = value
+    fresh = ReplayBuffer(4)
+    fresh.load_state_dict(state)
+    assert [(e.example.id, e.confidence, e.correct) for e in fresh.entries()] == [("q1", 0.8, True)]
+    assert fresh.snapshot()["resume_dropped"] == 1 and fresh.index == {("q1", "What is 1 + 1?"): 1}
+    assert why in capsys.readouterr().err
+    fresh.add(_ex(2), 0.5, True)  # the ring goes on where it was
+    assert [e.example.id for e in fresh.entries()] == ["q1", "q2"]
+
+
+def test_a_clean_resume_drops_nothing_and_prints_nothing(capsys):
+    buf = ReplayBuffer(4)
+    for i in range(3):
+        buf.add(_ex(i), 0.1 * i, i == 1)
+    fresh = ReplayBuffer(4)
+    fresh.load_state_dict(buf.state_dict())
+    assert fresh.snapshot() == buf.snapshot() and fresh.resume_dropped == 0 and capsys.readouterr().err == ""
+    with pytest.raises(ValueError, match="capacity 4, this run's 8"):  # a capacity change is still refused
+        ReplayBuffer(8).load_state_dict(buf.state_dict())
+
+
+def test_real_trainer_resumes_a_checkpoint_whose_replay_holds_held_out_tasks(tiny_text_path, tmp_path, capsys):
+    """A run trained with replay; its checkpoint then holds what an older mmevo wrote (entries that are held-out
+    tasks of this run, a y of "False"). The resume with the held-out guard drops and counts them and trains on;
+    before, the guard around the source stopped the first step that replayed one."""
+    from mmevo.grpo.checkpoint import latest_checkpoint
+    from mmevo.honest import build_honest_plugins
+    from mmevo.honest.tasks import generate_tasks
+    from mmevo.models.loader import load_model
+    from mmevo.recipes import build_trainer
+    from tests.test_honest_replay import ScriptedProtocol, _trainer_cfg
+
+    train = [t.to_example() for t in generate_tasks(30, seed=0, domains=["arithmetic", "logic"])]
+
+    def build(steps, guard=None):
+        cfg = _trainer_cfg(str(tiny_text_path), str(tmp_path / "run"), steps)
+        cfg.honest.replay_share = 1.0
+        strategy, source = build_honest_plugins(cfg, train, guard)
+        strategy.inner = ScriptedProtocol()
+        if guard is not None:
+            source = HeldoutGuardSource(source, guard)
+        return build_trainer(cfg, load_model(str(tiny_text_path)), strategy=strategy, prompt_source=source), source
+
+    tr, _ = build(2)
+    tr.train()
+    tr.close()
+    path = latest_checkpoint(tmp_path / "run") / "trainer_state.pt"
+    state = torch.load(path, map_location="cpu", weights_only=False)
+    slots = state["prompt_source"]["buffer"]["slots"]
+    live = [s for s in slots if s is not None]
+    assert len(live) >= 4
+    held = [s["example"].problem for s in live[1:]]  # all but the first are this run's held-out tasks
+    live[0]["correct"] = "False"  # ... and the first has an older mmevo's y
+    torch.save(state, path)
+    tr2, source2 = build(4, HeldoutGuard(held))
+    hist = tr2.train()
+    tr2.close()
+    assert tr2.step_idx == 4 and len(hist) == 2
+    err = capsys.readouterr().err
+    assert f"dropped {len(live)} of the checkpoint's replay entries" in err and "held-out calibration task" in err
+    assert all(m["replay/resume_dropped"] == float(len(live)) for m in hist)
+    assert not any(e.example.problem in held for e in source2.buffer.entries())
+
+
+def test_the_honest_loop_summary_counts_the_dropped_replay_entries_of_its_resume(tiny_text_path, tmp_path, capsys):
+    from mmevo.config import load_config
+    from mmevo.grpo.checkpoint import latest_checkpoint
+    from mmevo.honest.loop import run_honest
+
+    def cfg(blocks):
+        return load_config("configs/honest_tiny.yaml", [
+            f"model.path={tiny_text_path}", f"honest.output_dir={tmp_path / 'run'}", "honest.warmup_sft=false",
+            "honest.eval_calibration=false", "honest.domains=[modular]", "honest.max_difficulty=1", "data.n_train=8",
+            "data.n_heldout=4", "rollout.max_tokens=8", "honest.replay_enabled=true",
+            "honest.replay_warmup_steps=0", f"honest.gss_blocks={blocks}", "honest.gss_block_steps=1"])
+
+    first = run_honest(cfg(1))
+    assert first["replay_resume_dropped"] == 0
+    path = latest_checkpoint(tmp_path / "run" / "solver") / "trainer_state.pt"
+    state = torch.load(path, map_location="cpu", weights_only=False)
+
+    def buffer_state(s):  # under the held-out guard's (and any GSS mix's) wrappers
+        return s["buffer"] if "buffer" in s else buffer_state(s["base"])
+
+    slots = buffer_state(state["prompt_source"])["slots"]
+    # the tiny model states no confidence, so its buffer is empty: the slot an older mmevo wrote for a group
+    # without gold (y None), in the ring's next slot
+    slots[slots.index(None)] = {"example": _ex(0), "confidence": 0.5, "correct": None, "writes": 1}
+    torch.save(state, path)
+    capsys.readouterr()
+    second = run_honest(cfg(2))
+    assert second["replay_resume_dropped"] == 1 and "dropped 1 of the checkpoint's replay entries" in \
+        capsys.readouterr().err
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["replay_resume_dropped"] == 1

@@ -94,7 +94,7 @@ def test_snapshot_and_entropy_values():
     # H = -(0.45 ln 0.45 + 0.05 ln 0.05 + 2 * 0.25 ln 0.25) = 0.359329 + 0.149787 + 0.693147 = 1.202263
     assert buf.entropy_of_priorities() == pytest.approx(1.202263, abs=1e-6)
     snap = buf.snapshot()
-    assert snap == {"size": 4, "capacity": 4096, "added": 4, "updated": 0, "overwritten": 0,
+    assert snap == {"size": 4, "capacity": 4096, "added": 4, "updated": 0, "overwritten": 0, "resume_dropped": 0,
                     "priority_entropy": pytest.approx(1.202263, abs=1e-6), "priority_entropy_max": math.log(4),
                     "error_mean": pytest.approx(0.5), "confidence_mean": pytest.approx(0.7), "accuracy": 0.5}
     json.dumps(snap)

@@ -410,6 +410,8 @@ def run_honest(cfg: Config) -> dict:
     summary["final_model"] = str(final)
     # training prompts that were held-out tasks, drawn again (their count survives a resume: it is checkpointed)
     summary["heldout_overlap_skipped"] = getattr(solver.prompt_source, "heldout_overlap_skipped", 0)
+    if h.replay_enabled:  # checkpoint replay entries a resume could not use and dropped (ReplayBuffer.load_state_dict)
+        summary["replay_resume_dropped"] = solver.prompt_source.buffer.resume_dropped
     summary["calibration_after"] = _report_summary(calibration_eval(cfg, str(final), out / "eval_after", "after RL"))
     if h.hcr_enabled:
         from mmevo.honest.calibration import hindsight_audit

@@ -79,7 +79,7 @@ def build_honest_plugins(cfg, train_examples: Sequence[Example] = (), heldout=No
                              "(data.train=honest_tasks) or honest.smc_enabled=true")
         buffer = ReplayBuffer(h.replay_capacity, h.replay_alpha, h.replay_eps)
         source = ReplayMixSource(source, buffer, h.replay_share, h.replay_warmup_steps, h.replay_alpha, h.replay_eps,
-                                 seed=seed)
+                                 seed=seed, heldout=heldout)
     strategy = HonestStrategy(default_strategy(cfg), buffer=buffer, controller=controller, metrics_from=source,
                               use_gold=not cfg.data.hide_labels)
     return strategy, source

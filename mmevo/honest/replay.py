@@ -14,7 +14,8 @@ Linear scan, no sum-tree (seed 3.3: < 1 ms for <= 10K entries). Draws are with r
   the oldest slot once the ring is full), ``sample(n, alpha, eps, rng)``, ``probabilities``,
   ``entropy_of_priorities`` (nats; seed 9's detector: < log 2 means the replay is stuck on one or two prompts),
   ``snapshot()`` (JSON-able; logged as ``replay/<key>``, e.g. ``replay/priority_entropy``),
-  ``state_dict`` / ``load_state_dict``.
+  ``state_dict`` / ``load_state_dict`` (a resume drops the checkpoint's entries this run cannot use and counts
+  them, ``resume_dropped``; ``ReplayMixSource`` drops the held-out calibration tasks among them).
 - ``ReplayMixSource(base, buffer, share=0.3, warmup_steps=100)``: a prompt source. For its first ``warmup_steps``
   takes it is ``base``; after that each prompt of a take comes from the buffer with probability ``share`` and from
   ``base`` otherwise (seed 3.4). ``enabled = False`` switches the mix off (the seed's entropy guardrail: the owner
@@ -32,8 +33,9 @@ import dataclasses
 import math
 import numbers
 import random
+import sys
 from dataclasses import dataclass
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 
@@ -81,6 +83,7 @@ class ReplayBuffer:
         self.next_slot = 0  # where the next new prompt goes (the oldest once full)
         self.index: dict[tuple[str, str], int] = {}  # prompt key -> slot
         self.added = self.updated = self.overwritten = 0
+        self.resume_dropped = 0  # checkpoint entries a resume could not use (``load_state_dict``)
 
     def __len__(self) -> int:
         return len(self.index)
@@ -163,7 +166,8 @@ class ReplayBuffer:
         """Buffer health for logging (JSON-able): size, counters, mean error / confidence / accuracy, entropy."""
         live = self.entries()
         out = {"size": len(live), "capacity": self.capacity, "added": self.added, "updated": self.updated,
-               "overwritten": self.overwritten, "priority_entropy": self.entropy_of_priorities(),
+               "overwritten": self.overwritten, "resume_dropped": self.resume_dropped,
+               "priority_entropy": self.entropy_of_priorities(),
                "priority_entropy_max": math.log(len(live)) if live else 0.0}
         if live:
             out.update({"error_mean": sum(e.error for e in live) / len(live),
@@ -173,21 +177,62 @@ class ReplayBuffer:
 
     def state_dict(self) -> dict:
         return {"capacity": self.capacity, "next_slot": self.next_slot, "added": self.added, "updated": self.updated,
-                "overwritten": self.overwritten,
+                "overwritten": self.overwritten, "resume_dropped": self.resume_dropped,
                 "slots": [None if e is None else {"example": e.example, "confidence": e.confidence,
                                                   "correct": e.correct, "writes": e.writes} for e in self.slots]}
 
-    def load_state_dict(self, state: dict) -> None:
-        """Restore in place (the strategy that writes into this buffer holds the same object)."""
+    def load_state_dict(self, state: dict, unusable: Callable[[Example], str | None] | None = None) -> None:
+        """Restore in place (the strategy that writes into this buffer holds the same object).
+
+        An entry this run cannot use is dropped, not restored (``entry_problem``: a slot an older mmevo wrote with a
+        correctness other than 0 / 1 or a confidence outside [0, 1], no prompt; ``unusable(example)``: the caller's
+        reason, e.g. a held-out calibration task). Losing a few replay candidates only changes which past prompts
+        are revisited, where refusing would leave no way to continue the run; the resume is then not exact, so the
+        drops are counted (``resume_dropped``, cumulative and checkpointed: ``replay/resume_dropped``) and stderr
+        names the first of them."""
         if state["capacity"] != self.capacity:
             raise ValueError(f"checkpoint's replay buffer has capacity {state['capacity']}, this run's "
                              f"{self.capacity} (honest.replay_capacity)")
-        self.slots = [None if s is None else ReplayEntry(s["example"], float(s["confidence"]), bool(s["correct"]),
-                                                        int(s["writes"])) for s in state["slots"]]
+        slots: list[ReplayEntry | None] = []
+        dropped: list[str] = []
+        for i, s in enumerate(state["slots"]):
+            why = None if s is None else entry_problem(s) or (unusable(s["example"]) if unusable else None)
+            if why is not None:
+                ex = s.get("example") if isinstance(s, dict) else None
+                dropped.append(f"slot {i}" + (f" (id {ex.id!r})" if isinstance(ex, Example) else "") + f": {why}")
+            slots.append(None if s is None or why is not None else
+                         ReplayEntry(s["example"], float(s["confidence"]), bool(s["correct"]), int(s["writes"])))
+        self.slots = slots
         self.index = {_key(e.example): i for i, e in enumerate(self.slots) if e is not None}
         self.next_slot = int(state["next_slot"])
         self.added, self.updated = int(state["added"]), int(state["updated"])
         self.overwritten = int(state["overwritten"])
+        self.resume_dropped = int(state.get("resume_dropped", 0)) + len(dropped)
+        if dropped:
+            print(f"[mmevo] resume: dropped {len(dropped)} of the checkpoint's replay entries that this run cannot "
+                  f"use (they will not be replayed, so the resume is not exact; counted as replay/resume_dropped): "
+                  f"{'; '.join(dropped[:3])}{' ...' if len(dropped) > 3 else ''}", file=sys.stderr)
+
+
+def entry_problem(slot) -> str | None:
+    """Why a checkpoint's replay slot cannot be restored as an entry (None: it can). Older mmevo versions stored a
+    group's y as None, 0.5 or "False" (``bool("False")`` is True) and did not check the confidence."""
+    if not isinstance(slot, dict):
+        return f"not a replay entry ({type(slot).__name__})"
+    ex = slot.get("example")
+    if not isinstance(ex, Example) or not isinstance(ex.id, str) or not isinstance(ex.problem, str) \
+            or not ex.problem:
+        return f"no prompt (example {type(ex).__name__})"
+    if ex.answer is None:
+        return "no gold answer"
+    if not 0.0 <= _number(slot.get("confidence")) <= 1.0:
+        return f"confidence {slot.get('confidence')!r} is not a number in [0, 1]"
+    if not is_outcome(slot.get("correct")):
+        return f"correct {slot.get('correct')!r} is not True / False"
+    writes = slot.get("writes")
+    if isinstance(writes, bool) or not isinstance(writes, numbers.Integral) or writes < 1:
+        return f"writes {writes!r} is not a count >= 1"
+    return None
 
 
 def _number(x) -> float:
@@ -210,7 +255,7 @@ class ReplayMixSource:
     """Prompt source: ``base`` for ``warmup_steps`` takes, then a ``share`` of replayed prompts (module docstring)."""
 
     def __init__(self, base, buffer: ReplayBuffer, share: float = 0.3, warmup_steps: int = 100,
-                 alpha: float = 0.6, eps: float = 1e-3, seed: int = 0):
+                 alpha: float = 0.6, eps: float = 1e-3, seed: int = 0, heldout=None):
         if not callable(getattr(base, "take", None)):
             raise TypeError(f"base source {base!r} has no take(k)")
         if not 0.0 <= share <= 1.0:
@@ -219,6 +264,7 @@ class ReplayMixSource:
             raise ValueError(f"replay warm-up must be >= 0 steps, got {warmup_steps}")
         _check_alpha_eps(alpha, eps)
         self.base, self.buffer = base, buffer
+        self.heldout = heldout  # a HeldoutGuard: a resumed buffer's held-out tasks are dropped (``load_state_dict``)
         self.share, self.warmup_steps, self.alpha, self.eps = float(share), int(warmup_steps), float(alpha), float(eps)
         self.seed = seed
         self.rng = random.Random(f"cpr/{seed}")
@@ -271,7 +317,15 @@ class ReplayMixSource:
         self.takes, self.replayed = int(state["takes"]), int(state["replayed"])
         self.last_replayed, self.last_active = int(state["last_replayed"]), bool(state["last_active"])
         self.enabled = bool(state.get("enabled", True))
-        self.buffer.load_state_dict(state["buffer"])
+        self.buffer.load_state_dict(state["buffer"], self._unusable)
+
+    def _unusable(self, example: Example) -> str | None:
+        """A checkpoint's entry this run must not replay: a held-out calibration task (a checkpoint written before
+        the held-out guard, or under another held-out set, trained and stored some; replaying one would put it into
+        training, and the guard around the solver's source stops the run at the first)."""
+        if self.heldout is not None and self.heldout.holds(example.problem):
+            return "a held-out calibration task of this run"
+        return None
 
 
 # ------------------------------------------------------------------------------------------------- write-back
