@@ -500,3 +500,39 @@ def test_the_honest_loop_summary_counts_the_dropped_replay_entries_of_its_resume
         capsys.readouterr().err
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["replay_resume_dropped"] == 1
+
+
+def test_replay_sampling_probabilities_and_draws_follow_the_seed_per_rule():
+    # 3.1: p_i = (|c_i - y_i| + eps)^alpha / sum_j (|c_j - y_j| + eps)^alpha, through the seed's own adapter
+    from mmevo.honest.seed_api import CalibrationPrioritizedReplay
+
+    rng = random.Random(31)
+    for _ in range(100):
+        n = rng.randint(1, 30)
+        stats = [(rng.choice([0.0, 1.0, 0.5, rng.random()]), rng.random() < 0.5) for _ in range(n)]
+        alpha, eps = rng.choice([0.6, 1.0, 0.0, 3.0]), rng.choice([1e-3, 0.05])
+        buf = ReplayBuffer(64, alpha, eps)
+        for i, (c, y) in enumerate(stats):
+            buf.add(_ex(i), c, y)
+        w = [(abs(c - y) + eps) ** alpha for c, y in stats]
+        assert buf.probabilities().tolist() == pytest.approx([x / sum(w) for x in w], rel=1e-12)
+    seed_buf = CalibrationPrioritizedReplay(capacity=16)
+    for i, (c, y) in enumerate([(1.0, False), (0.0, False), (0.5, True), (0.9, True)]):
+        seed_buf.add(f"q{i}", "1", "arithmetic", 1, c, y)
+    draws = seed_buf.sample(40_000, alpha=0.6, eps=1e-3)
+    w = [(e + 1e-3) ** 0.6 for e in (1.0, 0.0, 0.5, 0.1)]
+    freq = [sum(d["prompt"] == f"q{i}" for d in draws) / len(draws) for i in range(4)]
+    assert freq == pytest.approx([x / sum(w) for x in w], abs=0.01)
+
+
+def test_brier_head_ece_metric_equals_the_independent_ece():
+    rng = random.Random(8)
+    texts, conf, hits = [], [], []
+    for _ in range(400):
+        c = rng.choice(["0.3", "0.6", "0.7", "0", "1", f"{rng.random():.2f}"])
+        right = rng.random() < 0.6
+        texts.append(_response(c, "4" if right else "5"))
+        conf.append(float(c))
+        hits.append(right)
+    _, m = HonestBrierHead().score([ScoredSample(response=t, group_id=0, gold="4", choices=None) for t in texts])
+    assert m["ece"] == pytest.approx(_independent_ece(conf, hits, 10), abs=1e-9)
