@@ -32,6 +32,7 @@ procfs of the job's own pid namespace (``mount_proc``), uid drop, ``no_new_privs
   ``madvise(MADV_MERGEABLE)`` (KSM: a timing side channel where the host runs it), ``mmap(MAP_HUGETLB)`` (pages
   of the host's reserved hugetlb pool) and shared anonymous ``mmap`` (a shmem object that keeps its pages when
   mostly unmapped),
+  ``sched_setattr`` (utilisation clamps and custom slices: host frequency and placement),
   ``prctl(PR_SET_THP_DISABLE)`` (huge pages stay off) and ``prctl(PR_SET_DUMPABLE)`` (a dumpable
   job's crash reaches the host's core handler), answers "done" without running them to ``fsync`` / ``fdatasync``
   / ``msync`` (a host file system's disk cache flush; the job's tmpfs has nothing to sync) and
@@ -77,7 +78,7 @@ if MACHINE == "x86_64":
         inotify_rm_watch=255, inotify_init1=294, fanotify_init=300, fanotify_mark=301, memfd_create=319,
         memfd_secret=447, kill=62, syslog=103, io_setup=206, sync=162, syncfs=306, prctl=157, fcntl=72,
         splice=275, tee=276, vmsplice=278, sendfile=40, setxattr=188, lsetxattr=189, fsetxattr=190, madvise=28,
-        mmap=9, fadvise64=221, fsync=74, fdatasync=75, msync=26,
+        mmap=9, fadvise64=221, fsync=74, fdatasync=75, msync=26, sched_setattr=314,
     )
     X32_BIT = 0x40000000
 elif MACHINE == "aarch64":
@@ -97,7 +98,7 @@ elif MACHINE == "aarch64":
         inotify_init1=26, fanotify_init=262, fanotify_mark=263, memfd_create=279, memfd_secret=447, kill=129,
         syslog=116, io_setup=0, sync=81, syncfs=267, prctl=167, fcntl=25, vmsplice=75, splice=76, tee=77,
         sendfile=71, setxattr=5, lsetxattr=6, fsetxattr=7, madvise=233, mmap=222, fadvise64=223, fsync=82,
-        fdatasync=83, msync=227,
+        fdatasync=83, msync=227, sched_setattr=274,
     )
     X32_BIT = None
 else:  # pragma: no cover - other architectures get no seccomp/landlock (reduced isolation)
@@ -155,6 +156,15 @@ EPERM_CALLS = (
     # directories with both held 250 MiB of unreclaimable slab, and the 4,096 inodes of a job dir ~0.5 GiB, outside
     # RLIMIT_AS. Nothing a plot or an SVG runs sets one (shutil's copystat ignores EPERM).
     "setxattr", "lsetxattr", "fsetxattr", "setxattrat",
+    # the scheduler's host-wide inputs: sched_setattr sets a task's utilisation clamps (SCHED_FLAG_UTIL_CLAMP_MIN /
+    # MAX) with no privilege, up to the system's limit (1024 by default): a job asking uclamp.min 1024 has schedutil
+    # run its CPU at top frequency and capacity-aware placement move it to big cores, whatever it does, and its first
+    # use switches uclamp accounting on host-wide (a static key). It also sets an EEVDF custom slice (sched_runtime
+    # for SCHED_OTHER, Linux 6.12), with which a job's wake-ups preempt the trainer's and the other jobs' threads.
+    # The attributes are behind a pointer the filter cannot read: the call is refused whole. Nothing a plot or an
+    # SVG runs calls it (Python's os.sched_setscheduler / sched_setparam are other calls, and stay: RLIMIT_RTPRIO and
+    # RLIMIT_NICE bound them)
+    "sched_setattr",
 )
 # Answered "done" without running them (ERRNO 0), as they have nothing to do for the job: everything it may write is
 # on tmpfs, whose fsync is a no-op. On a host file system they are not: ext4 sends the disk a cache flush for every
