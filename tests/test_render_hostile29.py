@@ -12,6 +12,7 @@
 """
 
 import json
+import os
 import platform
 import sys
 
@@ -85,3 +86,74 @@ def test_a_job_cannot_set_its_utilisation_clamps_or_a_custom_slice(render_pool):
     # "custom_slice": "ok", "slice_kept": False (sched_getattr read 100000 ns back), ...}
     assert got == {"util_clamp": "EPERM", "custom_slice": "EPERM", "getattr": "ok", "slice_kept": True, "policy": 0,
                    "batch": True}, got
+
+
+# -- 2. negative dentries of a stat storm ----------------------------------------------------------------------------
+# A job stat()-ing missing names in a bound host directory leaves two negative dentries per name: the overlay view's
+# and the host file system's below it (the job tmpfs and the tree's skeleton keep none: 312,200 misses in /job, none
+# added). Measured on a loaded 2-core VM, 200-character names under /usr/lib, a 10 s storm (4.2 s of CPU): 414,000
+# misses, 829,000 negative dentries, 367 MiB of kernel memory charged to the worker's memory cgroup, still held after
+# the job (the host's half outlives the pool); ~90 MiB per CPU second, so about 1 GiB for the trainer's 10 s timeout
+# (11 s of CPU limit) on an idle core. Nothing in the pool bounds it but that CPU limit; it is reclaimable and charged
+# to the memory cgroup, whose limit bounds it: the same storm in a 128 MiB cgroup made as many misses, kmem peaked at
+# 124 MiB (127 reclaim failures), the job ran to its end and the next job rendered. README says so.
+STAT_STORM_JOB = r"""
+import json, os, resource, time
+name = {tag!r} + "x" * 200
+n = 0
+t0 = time.monotonic()
+while time.monotonic() - t0 < {secs}:
+    for i in range(200):
+        try:
+            os.stat(f"/usr/lib/{{name}}{{n}}_{{i}}")
+        except OSError:
+            pass
+    n += 1
+raise RuntimeError(json.dumps({{"misses": n * 200}}))
+"""
+
+
+def _memory_cgroup_child(name: str, limit_bytes: int | None):
+    from test_render_hostile23 import _cgroup_v1
+
+    base = _cgroup_v1("memory", "memory.kmem.max_usage_in_bytes")
+    if base is None:
+        pytest.skip("no writable cgroup v1 memory hierarchy with kmem accounting here")
+    child = os.path.join(base, name)
+    os.makedirs(child, exist_ok=True)
+    if limit_bytes is not None:
+        with open(os.path.join(child, "memory.limit_in_bytes"), "w") as f:
+            f.write(str(limit_bytes))
+    return base, child
+
+
+def _storm_in_cgroup(limit_bytes: int | None, secs: float) -> dict:
+    from conftest import start_render_pool
+    from test_render_hostile23 import _move, _remove_cgroup
+
+    base, child = _memory_cgroup_child(f"hostile29-{os.getpid()}-{limit_bytes}", limit_bytes)
+    pool = start_render_pool(workers=1)
+    try:
+        # the supervisor and its zygote: every job child is forked by the zygote, in its cgroup
+        _move(pool.worker_pids() + [w.zygote_pid for w in pool._workers], child)
+        r = pool.render(RenderJob(STAT_STORM_JOB.format(tag=os.urandom(6).hex(), secs=secs)), timeout_s=secs + 10)
+        with open(os.path.join(child, "memory.kmem.max_usage_in_bytes")) as f:
+            kmem_peak = int(f.read())
+        after = pool.render(RenderJob("import matplotlib.pyplot as plt\nplt.plot([1, 2])\n"), timeout_s=20)
+        replaced = pool.replaced
+    finally:
+        pool.close()
+        _remove_cgroup(child, base)
+    assert r.error_kind == "crash" and "RuntimeError: {" in r.message, r  # the storm ran to its end, not killed
+    assert after.ok and replaced == 0, after
+    return {"misses": json.loads(r.message[r.message.index("{"):])["misses"], "kmem_peak": kmem_peak}
+
+
+def test_a_stat_storms_negative_dentries_are_the_memory_cgroups_to_bound():
+    limit = 48 << 20
+    free = _storm_in_cgroup(None, 3.0)
+    held = _storm_in_cgroup(limit, 3.0)
+    # unbounded, every miss costs the cgroup two dentries and their names (~900 bytes measured; 600 asserted)
+    assert free["kmem_peak"] > 600 * free["misses"] > 0, free
+    # in a cgroup of 48 MiB as many misses as would have charged more than the limit, held at the limit by reclaim
+    assert held["kmem_peak"] <= limit < 600 * held["misses"], held
