@@ -9,6 +9,13 @@
    100000 (0.1 ms) from ``sched_getattr``. The attributes lie behind a pointer the filter cannot read, and nothing a
    plot or an SVG runs calls it: the call is now refused whole (``EPERM``). ``sched_setscheduler`` /
    ``sched_setparam`` (Python's ``os`` functions) are other calls and stay, bounded by ``RLIMIT_RTPRIO`` / ``NICE``.
+2. A stat storm's negative dentries (host kernel memory): measured, and bounded by the memory cgroup (see below).
+3. 32 hostile programs that test_render_hostile21's corpus lacks (threads' clones asking for namespaces, mremap past
+   the address-space limit, epoll cycles / nesting / bombs, raised hard limits, fallocate and copy_file_range fills,
+   the job dir's inodes exhausted, a 200 MiB environment, writes to /dev/urandom, TIOCSTI, leaving the process group
+   the supervisor renices, signals init sends itself, exception chains with cycles and 100,000 links, the worker's own
+   exit patched out, out.png a directory or a sparse file, negative / NaN / infinite dpi, PNG names that are not UTF-8
+   or lie past PATH_MAX): every one was refused or contained, with the label README gives it, the workers unchanged.
 """
 
 import json
@@ -157,3 +164,158 @@ def test_a_stat_storms_negative_dentries_are_the_memory_cgroups_to_bound():
     assert free["kmem_peak"] > 600 * free["misses"] > 0, free
     # in a cgroup of 48 MiB as many misses as would have charged more than the limit, held at the limit by reclaim
     assert held["kmem_peak"] <= limit < 600 * held["misses"], held
+
+
+# -- 3. a fresh batch of hostile programs, none of them in test_render_hostile21's corpus ----------------------------
+PLT = "import matplotlib.pyplot as plt\n"
+DRAW = PLT + "plt.figure(figsize=(1, 1), dpi=50)\nplt.plot([1, 2])\n"
+# a raw system call whose -1 is raised as the OSError it stands for, then a plot
+RAW = ("import ctypes, os\nlibc = ctypes.CDLL(None, use_errno=True)\nlibc.syscall.restype = ctypes.c_long\n"
+       "r = libc.syscall({call})\nif r == -1:\n    e = ctypes.get_errno()\n    raise OSError(e, os.strerror(e))\n")
+# x86_64 numbers (the raw group is skipped elsewhere)
+CLONE_THREAD_FLAGS = "0x00010000 | 0x800 | 0x400 | 0x200 | 0x100"  # CLONE_THREAD | SIGHAND | FILES | FS | VM
+RAW_CALLS = {  # name: (code, language, timeout_s, accepted kinds)
+    # a thread's clone asking for a namespace of its own: the kernel wants CAP_SYS_ADMIN (EPERM), or refuses the
+    # combination (EINVAL for a user / pid namespace with CLONE_THREAD)
+    "clone_thread_newnet": (RAW.format(call=f"56, {CLONE_THREAD_FLAGS} | 0x40000000, 0, 0, 0, 0") + DRAW, "python",
+                            5.0, {"forbidden"}),
+    "clone_thread_newuser": (RAW.format(call=f"56, {CLONE_THREAD_FLAGS} | 0x10000000, 0, 0, 0, 0") + DRAW, "python",
+                             5.0, {"crash"}),
+    "clone_thread_parent": (RAW.format(call=f"56, {CLONE_THREAD_FLAGS} | 0x8000, 0, 0, 0, 0") + DRAW, "python",
+                            5.0, {"crash"}),  # EINVAL: a pid namespace's init may not give itself a sibling
+    # mremap of a small private mapping to 64 GiB, past RLIMIT_AS: ENOMEM
+    "mremap_grow": ("import ctypes, mmap, os\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+                    "libc.mmap.restype = libc.mremap.restype = ctypes.c_void_p\n"
+                    "libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int,"
+                    " ctypes.c_long]\n"
+                    "libc.mremap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_size_t, ctypes.c_int]\n"
+                    "p = libc.mmap(None, 1 << 20, 3, 0x22, -1, 0)\n"
+                    "q = libc.mremap(p, 1 << 20, 64 << 30, 1)\n"
+                    "if q in (None, 2**64 - 1):\n    e = ctypes.get_errno()\n    raise OSError(e, os.strerror(e))\n",
+                    "python", 5.0, {"memory"}),
+    "prctl_set_mm": (RAW.format(call="157, 35, 6, 0x10000, 0, 0") + DRAW, "python", 5.0, {"forbidden"}),  # CAP_SYS_RESOURCE
+}
+RESOURCES = {
+    # an epoll watching an epoll watching it: the kernel's ELOOP, read as a refusal (as for a link not followed)
+    "epoll_cycle": ("import select\na, b = select.epoll(), select.epoll()\na.register(b.fileno())\n"
+                    "b.register(a.fileno())\n", "python", 5.0, {"forbidden"}),
+    # epolls nested deeper than the kernel's limit (4 levels): ELOOP from the fifth
+    "epoll_deep_nesting": ("import select\neps = [select.epoll() for _ in range(8)]\n"
+                           "for outer, inner in zip(eps[1:], eps):\n    outer.register(inner.fileno())\n",
+                           "python", 5.0, {"forbidden"}),
+    # epoll instances watching every eventfd until descriptors run out: EMFILE at the 64-fd limit
+    "epoll_bomb": ("import os, select\neps, fds = [], []\nwhile True:\n    ep = select.epoll(); eps.append(ep)\n"
+                   "    fds.append(os.eventfd(0))\n    for e in eps:\n        for fd in fds:\n"
+                   "            try:\n                e.register(fd)\n            except FileExistsError:\n"
+                   "                pass\n", "python", 5.0, {"forbidden"}),
+    # raising every hard limit (and the soft ones past it): ValueError from Python, EPERM from the kernel
+    "raise_hard_limits": ("import resource\nraised = []\n"
+                          "for name in ('RLIMIT_AS', 'RLIMIT_CPU', 'RLIMIT_NOFILE', 'RLIMIT_NPROC', 'RLIMIT_FSIZE',"
+                          " 'RLIMIT_MEMLOCK', 'RLIMIT_SIGPENDING', 'RLIMIT_RTPRIO', 'RLIMIT_NICE', 'RLIMIT_CORE'):\n"
+                          "    lim = getattr(resource, name)\n    soft, hard = resource.getrlimit(lim)\n"
+                          "    for new in ((hard, resource.RLIM_INFINITY), (resource.RLIM_INFINITY,) * 2):\n"
+                          "        try:\n            resource.prlimit(0, lim, new)\n"
+                          "            raised.append(name)\n        except (ValueError, OSError):\n            pass\n"
+                          "if raised:\n    raise RuntimeError(f'RAISED {raised}')\n" + DRAW, "python", 5.0, {"ok"}),
+    # 10 GiB preallocated in the job dir: its tmpfs size (ENOSPC) or RLIMIT_FSIZE (EFBIG)
+    "fallocate_huge": ("import os\nfd = os.open('big', os.O_CREAT | os.O_WRONLY)\nos.posix_fallocate(fd, 0, 10 << 30)\n",
+                       "python", 5.0, {"too_large"}),
+    # a bound library copied in the kernel (copy_file_range) into the job dir: across file systems, EXDEV
+    "copy_file_range_cross_fs": ("import os, numpy\nsrc = os.open(numpy.__file__, os.O_RDONLY)\n"
+                                 "dst = os.open('copy', os.O_CREAT | os.O_WRONLY)\n"
+                                 "os.copy_file_range(src, dst, 1 << 30, 0)\n", "python", 5.0, {"forbidden"}),
+    # a job-dir file doubled by copy_file_range onto its own end until the tmpfs or RLIMIT_FSIZE stops it
+    "copy_file_range_doubling": ("import os\nfd = os.open('grow', os.O_CREAT | os.O_RDWR)\nos.write(fd, b'x' * 4096)\n"
+                                 "while True:\n    size = os.fstat(fd).st_size\n"
+                                 "    os.copy_file_range(fd, fd, size, 0, size)\n", "python", 15.0, {"too_large"}),
+    # the job dir's 4,096 inodes taken before the figure is saved: out.png cannot be created (ENOSPC)
+    "inodes_exhausted": (DRAW + "import os\ni = 0\nwhile True:\n    try:\n        os.close(os.open(f'f{i}', os.O_CREAT))\n"
+                         "    except OSError:\n        break\n    i += 1\n", "python", 15.0, {"too_large"}),
+    # a 200 MiB environment variable and argv: the job's own memory, within its address-space limit
+    "huge_env_argv": ("import os, sys\nos.environ['BIG'] = 'a' * (200 << 20)\nsys.argv = ['b' * (200 << 20)]\n" + DRAW,
+                      "python", 5.0, {"ok"}),
+    # 64 MiB written to /dev/urandom (the host's entropy pool): the tree's device is read-only to the job
+    "write_dev_urandom": ("open('/dev/urandom', 'wb').write(b'x' * (64 << 20))\n", "python", 5.0, {"forbidden"}),
+    # a character pushed into the terminal's input: the job's stdin is /dev/null, not a tty (ENOTTY)
+    "tiocsti_stdin": ("import fcntl, termios\nfcntl.ioctl(0, termios.TIOCSTI, b'x')\n", "python", 5.0, {"crash"}),
+    # leaving its process group (the supervisor renices the group): a session leader may not (EPERM)
+    "setpgid_leave_group": ("import os\nos.setpgid(0, 0)\n", "python", 5.0, {"forbidden"}),
+}
+SIGNALS = {
+    # signals a pid namespace's init sends its own threads with the default action: ignored, the plot is drawn
+    "tgkill_self_sigstop": ("import signal, threading\nsignal.pthread_kill(threading.get_ident(), signal.SIGSTOP)\n"
+                            + DRAW, "python", 5.0, {"ok"}),
+    "tgkill_self_sigkill": ("import signal, threading\nsignal.pthread_kill(threading.get_ident(), signal.SIGKILL)\n"
+                            + DRAW, "python", 5.0, {"ok"}),
+    "thread_sigterms_main": ("import signal, threading\nmain = threading.get_ident()\n"
+                             "t = threading.Thread(target=lambda: signal.pthread_kill(main, signal.SIGTERM))\n"
+                             "t.start(); t.join()\n" + DRAW, "python", 5.0, {"ok"}),
+}
+EXCEPTIONS = {
+    # exception chains the classifier walks: a cycle, an exception among its own args, 100,000 links
+    "cause_cycle": ("a, b = ValueError('a'), KeyError('b')\na.__cause__ = b\nb.__cause__ = a\nraise a\n", "python", 5.0,
+                    {"crash"}),
+    "self_in_args": ("e = RuntimeError()\ne.args = (e, e, e)\nraise e\n", "python", 5.0, {"crash"}),
+    "chain_100k": ("e = RuntimeError(0)\nfor i in range(100000):\n    n = RuntimeError(i)\n    n.__cause__ = e\n"
+                   "    e = n\nraise e\n", "python", 5.0, {"crash"}),
+    # an OSError whose errno is a property that raises: still reported, as an exception that cannot be described
+    "errno_property_raises": ("class E(OSError):\n    @property\n    def errno(self):\n        raise SystemExit\n"
+                              "raise E(1, 'x')\n", "python", 5.0, {"crash"}),
+    # the worker's own exit patched out: after its report the child runs on into the zygote's loop, whose setns is
+    # killed by the filter (SIGSYS)
+    "os_exit_patched_noop": ("import os\nos._exit = lambda *a: None\n" + DRAW, "python", 5.0, {"forbidden", "ok"}),
+}
+OUTPUT_TRICKS = {
+    # out.png a directory: no regular file to read
+    "out_png_is_a_directory": ("import os\nos.mkdir('out.png')\n" + DRAW, "python", 5.0,
+                               {"no_output", "invalid_image"}),
+    # a figure at a negative, NaN or infinite dpi
+    "negative_dpi": (PLT + "fig = plt.figure(figsize=(2, 2))\nfig.set_dpi(-100)\nplt.plot([1, 2])\n", "python", 5.0,
+                     {"crash", "too_large"}),
+    "nan_dpi": (PLT + "fig = plt.figure(figsize=(2, 2))\nfig.set_dpi(float('nan'))\nplt.plot([1, 2])\n", "python",
+                5.0, {"crash", "too_large"}),
+    "inf_dpi": (PLT + "fig = plt.figure(figsize=(2, 2))\nfig.set_dpi(float('inf'))\nplt.plot([1, 2])\n", "python",
+                5.0, {"crash", "too_large"}),
+    # the only PNG under a name that is not UTF-8 and holds a terminal escape, at the bottom of 100 directories
+    "png_name_bytes_deep": ("import os\nfrom PIL import Image\nfor _ in range(100):\n    os.mkdir('d'); os.chdir('d')\n"
+                            "Image.new('RGB', (8, 8), 'red').save(b'\\xff\\x1b[2J.png', format='PNG')\n", "python",
+                            5.0, {"ok"}),
+    # 2,000 nested directories of 60-character names, a PNG at the bottom: past PATH_MAX from the job dir
+    "png_past_path_max": ("import os\nfrom PIL import Image\nfor _ in range(2000):\n    os.mkdir('d' * 60); "
+                          "os.chdir('d' * 60)\nImage.new('RGB', (8, 8)).save('deep.png')\n", "python", 15.0,
+                          {"no_output"}),
+    # out.png a PNG signature stretched to 8 MiB of holes: read in full by the supervisor, refused by the chunk walk
+    "sparse_out_png": ("import os\nwith open('out.png', 'wb') as f:\n    f.write(b'\\x89PNG\\r\\n\\x1a\\n')\n"
+                       "os.truncate('out.png', (8 << 20) - 1)\n", "python", 5.0, {"invalid_image"}),
+}
+GROUPS = {"raw_calls": RAW_CALLS, "resources": RESOURCES, "signals": SIGNALS, "exceptions": EXCEPTIONS,
+          "output_tricks": OUTPUT_TRICKS}
+
+
+def test_the_batch_is_new_and_large():
+    from test_render_hostile21 import CORPUS, SYSCALLS
+
+    mine = {n: p for g in GROUPS.values() for n, p in g.items()}
+    assert len(mine) >= 20 and not set(mine) & (set(CORPUS) | set(SYSCALLS))
+    assert not {p[0] for p in mine.values()} & {p[0] for p in {**CORPUS, **SYSCALLS}.values()}
+
+
+@pytest.mark.parametrize("group", list(GROUPS))
+def test_batch_outcomes(render_pool, group):
+    from conftest import job_processes, png_pixel
+    from test_render_hostile21 import RED, _run_group
+
+    if group == "raw_calls" and platform.machine() != "x86_64":
+        pytest.skip("raw system call numbers are x86_64's")
+    programs = GROUPS[group]
+    pids, replaced = render_pool.worker_pids(), render_pool.replaced
+    got = _run_group(render_pool, programs)
+    wrong = {n: got[n] for n, (_, _, _, expected) in programs.items() if got[n][0] not in expected}
+    assert not wrong, wrong
+    assert render_pool.replaced == replaced and render_pool.worker_pids() == pids
+    assert job_processes(render_pool) == []
+    r = render_pool.render(RenderJob(RED))
+    assert r.ok and (r.width, r.height) == (100, 100) and png_pixel(r.png, (50, 50)) == (255, 0, 0), r
+    for name, (kind, message, _) in got.items():
+        assert "\x1b" not in message and "\x07" not in message and len(message) < 1100, (name, message)
+    print(json.dumps({n: got[n][:2] for n in programs}, indent=0))
