@@ -22,8 +22,8 @@ procfs of the job's own pid namespace (``mount_proc``), uid drop, ``no_new_privs
   POSIX message queues, inotify / fanotify and dnotify (``fcntl(F_NOTIFY)``), a pipe grown past the default size
   (``fcntl(F_SETPIPE_SZ)`` above ``PIPE_SIZE_MAX``: pipe pages are outside ``RLIMIT_AS``), ``memfd_create`` /
   ``memfd_secret`` (their pages would escape ``RLIMIT_AS``), ``kill``, ``syslog``, ``io_setup`` (host-wide AIO
-  pool), ``sync`` / ``syncfs`` (host-wide writeback), ``vmsplice`` / ``splice`` / ``tee`` / ``sendfile`` (pinned
-  pages outside ``RLIMIT_AS``), the Landlock and seccomp calls (rulesets and filters are kernel memory;
+  pool), ``sync`` / ``syncfs`` / ``quotactl`` / ``quotactl_fd`` (host-wide writeback; ``Q_SYNC``),
+  ``vmsplice`` / ``splice`` / ``tee`` / ``sendfile`` (pinned pages outside ``RLIMIT_AS``), the Landlock and seccomp calls (rulesets and filters are kernel memory;
   ``prctl(PR_SET_SECCOMP)`` too), ``listmount`` / ``statmount`` (the mount table), ``cachestat`` (page-cache
   residency of host files),
   ``prctl(PR_SET_PDEATHSIG)`` (the signal that ends the job
@@ -78,7 +78,7 @@ if MACHINE == "x86_64":
         inotify_rm_watch=255, inotify_init1=294, fanotify_init=300, fanotify_mark=301, memfd_create=319,
         memfd_secret=447, kill=62, syslog=103, io_setup=206, sync=162, syncfs=306, prctl=157, fcntl=72,
         splice=275, tee=276, vmsplice=278, sendfile=40, setxattr=188, lsetxattr=189, fsetxattr=190, madvise=28,
-        mmap=9, fadvise64=221, fsync=74, fdatasync=75, msync=26, sched_setattr=314,
+        mmap=9, fadvise64=221, fsync=74, fdatasync=75, msync=26, sched_setattr=314, quotactl=179,
     )
     X32_BIT = 0x40000000
 elif MACHINE == "aarch64":
@@ -98,7 +98,7 @@ elif MACHINE == "aarch64":
         inotify_init1=26, fanotify_init=262, fanotify_mark=263, memfd_create=279, memfd_secret=447, kill=129,
         syslog=116, io_setup=0, sync=81, syncfs=267, prctl=167, fcntl=25, vmsplice=75, splice=76, tee=77,
         sendfile=71, setxattr=5, lsetxattr=6, fsetxattr=7, madvise=233, mmap=222, fadvise64=223, fsync=82,
-        fdatasync=83, msync=227, sched_setattr=274,
+        fdatasync=83, msync=227, sched_setattr=274, quotactl=60,
     )
     X32_BIT = None
 else:  # pragma: no cover - other architectures get no seccomp/landlock (reduced isolation)
@@ -106,7 +106,7 @@ else:  # pragma: no cover - other architectures get no seccomp/landlock (reduced
     NR = {}
     X32_BIT = None
 if NR:  # calls added since Linux 5.1 have one number on every architecture
-    NR.update(cachestat=451, statmount=457, listmount=458, setxattrat=463, open_tree_attr=467)
+    NR.update(quotactl_fd=443, cachestat=451, statmount=457, listmount=458, setxattrat=463, open_tree_attr=467)
 # The newest call this filter was reviewed against (file_setattr, Linux 6.17). Every higher number is ENOSYS, as on a
 # kernel without it (glibc and Python fall back): a call a later kernel adds is refused until someone has read it.
 LAST_REVIEWED_NR = 469
@@ -130,8 +130,12 @@ EPERM_CALLS = (
     "memfd_create", "memfd_secret",
     # signals to other processes (the job is alone in its pid namespace; Landlock scopes signals too)
     "kill", "syslog",
-    # host-wide: AIO contexts come from one pool for the whole host (fs.aio-max-nr), sync flushes every file system
-    "io_setup", "sync", "syncfs",
+    # host-wide: AIO contexts come from one pool for the whole host (fs.aio-max-nr), sync flushes every file system;
+    # so does quotactl(Q_SYNC) with no device, which needs no privilege: it runs sync_fs on every superblock of the
+    # host that supports quotas, each ext4 one a journal commit and a disk cache flush (an unprivileged loop: 3,834
+    # flushes of the host's disk in 2 s); with a file (quotactl_fd) the file's own file system. Nothing a plot or an
+    # SVG runs reads quotas
+    "io_setup", "sync", "syncfs", "quotactl", "quotactl_fd",
     # page pinning: vmsplice hands the pipe a reference to the job's own pages (a 1-byte splice of a huge page pins
     # 2 MiB), splice / tee pin page-cache pages, and so does sendfile into a pipe (the kernel splices file pages into
     # it: a 1-byte send pins a whole page-cache folio of a bound library); pinned pages stay after munmap, outside

@@ -95,6 +95,66 @@ def test_a_job_cannot_set_its_utilisation_clamps_or_a_custom_slice(render_pool):
                    "batch": True}, got
 
 
+
+# -- 1b. quotactl(Q_SYNC): a host-wide disk flush without privilege ---------------------------------------------------
+# quotactl(QCMD(Q_SYNC, USRQUOTA), NULL) needs no capability: it runs sync_fs on every superblock of the host that
+# supports quotas (whatever mount namespace the caller is in), and ext4's is a journal commit and a disk cache flush.
+# An unprivileged loop (uid 65534, on this VM's ext4 root) flushed the disk 3,834 times in 2 s, once per call, where
+# the filter already refuses sync / syncfs and answers fsync without running it. quotactl_fd does the same for one
+# file's file system. Both are now EPERM; a job's loop of them flushed the host's disk as fast as it called.
+_QUOTACTL_NRS = {"x86_64": (179, 443), "aarch64": (60, 443)}
+Q_SYNC_USR = 0x800001 << 8  # QCMD(Q_SYNC, USRQUOTA)
+
+
+def test_the_filter_refuses_quotactl_and_quotactl_fd():
+    nrs = _QUOTACTL_NRS.get(platform.machine())
+    if nrs is None or sb.AUDIT_ARCH is None:
+        pytest.skip("no seccomp filter for this architecture")
+    prog = sb.build_seccomp_program()
+    for nr in nrs:
+        for args in ((Q_SYNC_USR, 0, 0, 0), (0x800002 << 8, 0, 0, 0), (0, 0, 0, 0)):
+            assert _run_filter(prog, nr, args + (0, 0)) == EPERM, (nr, args)
+    assert sb.NR["quotactl"] == nrs[0] and sb.NR["quotactl_fd"] == nrs[1]
+
+
+QUOTA_SYNC_JOB = r"""
+import ctypes, errno, json, time
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+answers, calls, t0 = set(), 0, time.monotonic()
+while time.monotonic() - t0 < 1.0:
+    rc = libc.syscall({nr}, {cmd}, None, 0, None)
+    answers.add("ok" if rc == 0 else errno.errorcode[ctypes.get_errno()])
+    calls += 1
+raise RuntimeError(json.dumps({{"answers": sorted(answers), "calls": calls}}))
+"""
+
+
+def _disk_flushes() -> int:
+    """Flush requests completed by every disk of the host (/proc/diskstats field 16, Linux 5.5+)."""
+    total = 0
+    with open("/proc/diskstats") as f:
+        for row in f:
+            fields = row.split()
+            if len(fields) >= 20:
+                total += int(fields[18])
+    return total
+
+
+def test_a_job_cannot_flush_the_hosts_disks_with_quotactl(render_pool):
+    nrs = _QUOTACTL_NRS.get(platform.machine())
+    if nrs is None:
+        pytest.skip("no seccomp filter for this architecture")
+    before = _disk_flushes()
+    r = render_pool.render(RenderJob(QUOTA_SYNC_JOB.format(nr=nrs[0], cmd=Q_SYNC_USR)), timeout_s=20)
+    flushes = _disk_flushes() - before
+    assert r.error_kind == "crash" and "RuntimeError: {" in r.message, r
+    got = json.loads(r.message[r.message.index("{"):])
+    # before: {"answers": ["ok"], "calls": 239}: each call waited for its flush of this VM's disk (ext4 root)
+    assert got["answers"] == ["EPERM"] and got["calls"] > 100, got
+    assert flushes < got["calls"] // 4, (flushes, got)  # the host's own writeback flushes a few times a second
+
+
 # -- 2. negative dentries of a stat storm ----------------------------------------------------------------------------
 # A job stat()-ing missing names in a bound host directory leaves two negative dentries per name: the overlay view's
 # and the host file system's below it (the job tmpfs and the tree's skeleton keep none: 312,200 misses in /job, none
