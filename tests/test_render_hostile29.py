@@ -9,6 +9,8 @@
    100000 (0.1 ms) from ``sched_getattr``. The attributes lie behind a pointer the filter cannot read, and nothing a
    plot or an SVG runs calls it: the call is now refused whole (``EPERM``). ``sched_setscheduler`` /
    ``sched_setparam`` (Python's ``os`` functions) are other calls and stay, bounded by ``RLIMIT_RTPRIO`` / ``NICE``.
+1c. ``quotactl(Q_SYNC)`` (a host-wide disk flush, unprivileged) and ``O_DIRECT`` (disk reads past the page cache) were
+   allowed: both refused now (see each below).
 2. A stat storm's negative dentries (host kernel memory): measured, and bounded by the memory cgroup (see below).
 3. 32 hostile programs that test_render_hostile21's corpus lacks (threads' clones asking for namespaces, mremap past
    the address-space limit, epoll cycles / nesting / bombs, raised hard limits, fallocate and copy_file_range fills,
@@ -30,7 +32,7 @@ pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="re
 from render import RenderJob  # noqa: E402
 from render import sandbox as sb  # noqa: E402
 
-from test_render_hostile12 import ALLOW, EPERM, _run_filter  # noqa: E402
+from test_render_hostile12 import ALLOW, ENOSYS, EPERM, _run_filter  # noqa: E402
 
 # sched_setattr, sched_getattr, sched_setscheduler, sched_setparam, sched_setaffinity of this machine
 _SCHED_NRS = {"x86_64": (314, 315, 144, 142, 203), "aarch64": (274, 275, 119, 118, 122)}
@@ -153,6 +155,87 @@ def test_a_job_cannot_flush_the_hosts_disks_with_quotactl(render_pool):
     # before: {"answers": ["ok"], "calls": 239}: each call waited for its flush of this VM's disk (ext4 root)
     assert got["answers"] == ["EPERM"] and got["calls"] > 100, got
     assert flushes < got["calls"] // 4, (flushes, got)  # the host's own writeback flushes a few times a second
+
+
+
+# -- 1c. O_DIRECT: disk reads past the page cache ----------------------------------------------------------------------
+# A job reading a bound library (numpy's extension, through the overlay view) with O_DIRECT, 1 MiB a call, made 3.3
+# GiB of reads of the host's disk in 2 s (/proc/diskstats: the VM disk's full bandwidth, taken from the trainer's data
+# loading and checkpoints), where the same reads through the page cache make none. The flag is now refused (EPERM)
+# in open / openat / fcntl(F_SETFL); openat2 carries it in a struct the filter cannot read: ENOSYS, as before 5.6.
+_OPEN_NRS = {"x86_64": dict(open=2, openat=257, openat2=437, fcntl=72), "aarch64": dict(openat=56, openat2=437,
+                                                                                         fcntl=25)}
+
+
+def test_the_filter_refuses_direct_io_and_openat2():
+    nrs = _OPEN_NRS.get(platform.machine())
+    if nrs is None or sb.AUDIT_ARCH is None or not getattr(os, "O_DIRECT", 0):
+        pytest.skip("no seccomp filter for this architecture")
+    prog = sb.build_seccomp_program()
+    direct, plain = os.O_DIRECT | os.O_RDONLY | os.O_CLOEXEC, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK
+    at = -100 & (2**64 - 1)  # AT_FDCWD
+    if "open" in nrs:
+        assert _run_filter(prog, nrs["open"], (0x1000, direct, 0, 0, 0, 0)) == EPERM
+        assert _run_filter(prog, nrs["open"], (0x1000, plain | os.O_CREAT, 0o600, 0, 0, 0)) == ALLOW
+    assert _run_filter(prog, nrs["openat"], (at, 0x1000, direct, 0, 0, 0)) == EPERM
+    assert _run_filter(prog, nrs["openat"], (at, 0x1000, direct | (1 << 40), 0, 0, 0)) == EPERM
+    assert _run_filter(prog, nrs["openat"], (at, 0x1000, plain | os.O_DIRECTORY, 0, 0, 0)) == ALLOW
+    assert _run_filter(prog, nrs["openat2"], (at, 0x1000, 0x2000, 24, 0, 0)) == ENOSYS
+    F_SETFL, F_GETFL, F_NOTIFY = 4, 3, 1026
+    assert _run_filter(prog, nrs["fcntl"], (3, F_SETFL, os.O_DIRECT | os.O_NONBLOCK, 0, 0, 0)) == EPERM
+    assert _run_filter(prog, nrs["fcntl"], (3, F_SETFL, os.O_NONBLOCK | os.O_APPEND, 0, 0, 0)) == ALLOW
+    assert _run_filter(prog, nrs["fcntl"], (3, F_GETFL, os.O_DIRECT, 0, 0, 0)) == ALLOW
+    assert _run_filter(prog, nrs["fcntl"], (3, F_NOTIFY, 0, 0, 0, 0)) == EPERM  # the fcntl checks before stay
+
+
+DIRECT_IO_JOB = r"""
+import fcntl, json, mmap, os, time
+import numpy._core._multiarray_umath as m
+res = {}
+try:
+    fd = os.open(m.__file__, os.O_RDONLY | os.O_DIRECT)
+    res["open_direct"] = "ok"
+except OSError as e:
+    res["open_direct"] = e.__class__.__name__
+    fd = os.open(m.__file__, os.O_RDONLY)
+try:
+    fcntl.fcntl(fd, fcntl.F_SETFL, os.O_DIRECT)
+    res["setfl_direct"] = "ok"
+except OSError as e:
+    res["setfl_direct"] = e.__class__.__name__
+fcntl.fcntl(fd, fcntl.F_SETFL, os.O_NONBLOCK)  # other flags still set
+buf = mmap.mmap(-1, 1 << 20, flags=mmap.MAP_PRIVATE)
+span = max(os.fstat(fd).st_size - (1 << 20), 1) // 4096
+n, t0 = 0, time.monotonic()
+while time.monotonic() - t0 < 1.0:
+    os.preadv(fd, [buf], (n * 256) % span * 4096)
+    n += 1
+res["reads"] = n
+raise RuntimeError(json.dumps(res))
+"""
+
+
+def _disk_bytes_read() -> int:
+    total = 0
+    with open("/proc/diskstats") as f:
+        for row in f:
+            fields = row.split()
+            if len(fields) >= 14 and not fields[2].startswith(("loop", "ram", "zram", "dm-", "md")):
+                total += int(fields[5]) * 512
+    return total
+
+
+def test_a_job_cannot_read_the_hosts_disk_past_the_page_cache(render_pool):
+    if platform.machine() not in _OPEN_NRS or not getattr(os, "O_DIRECT", 0):
+        pytest.skip("no seccomp filter for this architecture")
+    before = _disk_bytes_read()
+    r = render_pool.render(RenderJob(DIRECT_IO_JOB), timeout_s=20)
+    read = _disk_bytes_read() - before
+    assert "RuntimeError: {" in r.message, r
+    got = json.loads(r.message[r.message.index("{"):])
+    # before: {"open_direct": "ok", "setfl_direct": "ok", ...} and ~1.6 GiB of disk reads in the second
+    assert got["open_direct"] == got["setfl_direct"] == "PermissionError" and got["reads"] > 10, got
+    assert read < 256 << 20, read  # cached reads: the library once at most, and the host's own
 
 
 # -- 2. negative dentries of a stat storm ----------------------------------------------------------------------------
