@@ -25,8 +25,8 @@ procfs of the job's own pid namespace (``mount_proc``), uid drop, ``no_new_privs
   pool), ``sync`` / ``syncfs`` / ``quotactl`` / ``quotactl_fd`` (host-wide writeback; ``Q_SYNC``),
   ``vmsplice`` / ``splice`` / ``tee`` / ``sendfile`` (pinned pages outside ``RLIMIT_AS``), ``O_DIRECT`` in
   ``open`` / ``openat`` / ``fcntl(F_SETFL)`` (disk reads past the page cache; ``openat2``, whose flags it cannot read, is
-  ENOSYS), the Landlock and seccomp calls (rulesets and filters are kernel memory;
-  ``prctl(PR_SET_SECCOMP)`` too), ``listmount`` / ``statmount`` (the mount table), ``cachestat`` (page-cache
+  ENOSYS) and ``RWF_DONTCACHE`` in ``preadv2`` / ``pwritev2`` (the same reads, Linux 6.14), the Landlock and
+  seccomp calls (rulesets and filters are kernel memory; ``prctl(PR_SET_SECCOMP)`` too), ``listmount`` / ``statmount`` (the mount table), ``cachestat`` (page-cache
   residency of host files),
   ``prctl(PR_SET_PDEATHSIG)`` (the signal that ends the job
   when its worker dies), ``prctl(PR_FUTEX_HASH)`` (a futex hash of any size: vmalloc outside ``RLIMIT_AS``), the
@@ -81,7 +81,7 @@ if MACHINE == "x86_64":
         memfd_secret=447, kill=62, syslog=103, io_setup=206, sync=162, syncfs=306, prctl=157, fcntl=72,
         splice=275, tee=276, vmsplice=278, sendfile=40, setxattr=188, lsetxattr=189, fsetxattr=190, madvise=28,
         mmap=9, fadvise64=221, fsync=74, fdatasync=75, msync=26, sched_setattr=314, quotactl=179,
-        open=2, openat=257,
+        open=2, openat=257, preadv2=327, pwritev2=328,
     )
     X32_BIT = 0x40000000
 elif MACHINE == "aarch64":
@@ -102,7 +102,7 @@ elif MACHINE == "aarch64":
         syslog=116, io_setup=0, sync=81, syncfs=267, prctl=167, fcntl=25, vmsplice=75, splice=76, tee=77,
         sendfile=71, setxattr=5, lsetxattr=6, fsetxattr=7, madvise=233, mmap=222, fadvise64=223, fsync=82,
         fdatasync=83, msync=227, sched_setattr=274, quotactl=60,
-        openat=56,
+        openat=56, preadv2=286, pwritev2=287,
     )
     X32_BIT = None
 else:  # pragma: no cover - other architectures get no seccomp/landlock (reduced isolation)
@@ -215,6 +215,11 @@ F_SETFL = 4
 # and fcntl(F_SETFL); openat2 carries them in a struct the filter cannot read, so it is ENOSYS, as on kernels before
 # 5.6 (glibc's and Python's open use openat). Nothing a plot or an SVG opens with it.
 O_DIRECT = getattr(os, "O_DIRECT", 0)
+# The same past-the-cache reads without O_DIRECT (Linux 6.14): preadv2(RWF_DONTCACHE) reads into page-cache folios
+# that it drops again once read, so every call reads the disk. The overlay views and tmpfs refuse it (EOPNOTSUPP),
+# the host's ext4 takes it (a directory shown as a bind, where overlayfs cannot show it). Refused in preadv2 /
+# pwritev2 (the flags are their sixth argument) whatever the file.
+RWF_DONTCACHE = 0x80
 # Linux 6.16: a process's own futex hash of N buckets (64 bytes each), kvzalloc'ed, kernel memory outside RLIMIT_AS:
 # PR_FUTEX_HASH_SET_SLOTS of 2**24 took 1 GiB of vmalloc for one job. Without it a threaded process still gets a hash
 # sized by its thread count, as before the call existed.
@@ -380,6 +385,8 @@ def build_seccomp_program() -> bytes:
     if "open" in NR:
         ins(_BPF_JEQ_K, NR["open"], "open", 0)
     ins(_BPF_JEQ_K, NR["openat"], "openat", 0)
+    ins(_BPF_JEQ_K, NR["preadv2"], "rwf", 0)
+    ins(_BPF_JEQ_K, NR["pwritev2"], "rwf", 0)
     ins(_BPF_JEQ_K, NR["clone"], "clone", 0)
     ins(_BPF_JEQ_K, NR["prctl"], "prctl", 0)
     ins(_BPF_JEQ_K, NR["fcntl"], "fcntl", 0)
@@ -426,6 +433,10 @@ def build_seccomp_program() -> bytes:
     labels["openat"] = labels["flags_arg2"] = len(prog)
     ins(_BPF_LD_W_ABS, 32)  # low 32 bits of args[2]
     ins(_BPF_ALU_AND_K, O_DIRECT)
+    ins(_BPF_JEQ_K, 0, "allow", "eperm")
+    labels["rwf"] = len(prog)
+    ins(_BPF_LD_W_ABS, 56)  # low 32 bits of args[5]: the RWF_* flags (an int)
+    ins(_BPF_ALU_AND_K, RWF_DONTCACHE)
     ins(_BPF_JEQ_K, 0, "allow", "eperm")
     labels["madvise"] = len(prog)
     ins(_BPF_LD_W_ABS, 32)  # low 32 bits of args[2]: the advice (an int)
