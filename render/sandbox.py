@@ -24,10 +24,10 @@ procfs of the job's own pid namespace (``mount_proc``), uid drop, ``no_new_privs
   ``memfd_secret`` (their pages would escape ``RLIMIT_AS``), ``kill``, ``syslog``, ``io_setup`` (host-wide AIO
   pool), ``sync`` / ``syncfs`` / ``quotactl`` / ``quotactl_fd`` (host-wide writeback; ``Q_SYNC``),
   ``vmsplice`` / ``splice`` / ``tee`` / ``sendfile`` (pinned pages outside ``RLIMIT_AS``), ``O_DIRECT`` in
-  ``open`` / ``openat`` / ``fcntl(F_SETFL)`` (disk reads past the page cache; ``openat2``, whose flags it cannot read, is
-  ENOSYS) and ``RWF_DONTCACHE`` in ``preadv2`` / ``pwritev2`` (the same reads, Linux 6.14), the Landlock and
-  seccomp calls (rulesets and filters are kernel memory; ``prctl(PR_SET_SECCOMP)`` too), ``listmount`` / ``statmount`` (the mount table), ``cachestat`` (page-cache
-  residency of host files),
+  ``open`` / ``openat`` / ``fcntl(F_SETFL)`` (disk reads past the page cache; ``openat2``, whose flags it cannot read,
+  is ENOSYS) and ``RWF_DONTCACHE`` in ``preadv2`` / ``pwritev2`` (the same reads, Linux 6.14), the Landlock and
+  seccomp calls (rulesets and filters are kernel memory; ``prctl(PR_SET_SECCOMP)`` too), ``listmount`` /
+  ``statmount`` (the mount table), ``cachestat`` (page-cache residency of host files),
   ``prctl(PR_SET_PDEATHSIG)`` (the signal that ends the job
   when its worker dies), ``prctl(PR_FUTEX_HASH)`` (a futex hash of any size: vmalloc outside ``RLIMIT_AS``), the
   ``setxattr`` family (POSIX ACLs are tmpfs kernel memory outside every cap), ``prctl(PR_SET_MEMORY_MERGE)`` and
@@ -110,7 +110,8 @@ else:  # pragma: no cover - other architectures get no seccomp/landlock (reduced
     NR = {}
     X32_BIT = None
 if NR:  # calls added since Linux 5.1 have one number on every architecture
-    NR.update(quotactl_fd=443, openat2=437, cachestat=451, statmount=457, listmount=458, setxattrat=463, open_tree_attr=467)
+    NR.update(quotactl_fd=443, openat2=437, cachestat=451, statmount=457, listmount=458, setxattrat=463,
+              open_tree_attr=467)
 # The newest call this filter was reviewed against (file_setattr, Linux 6.17). Every higher number is ENOSYS, as on a
 # kernel without it (glibc and Python fall back): a call a later kernel adds is refused until someone has read it.
 LAST_REVIEWED_NR = 469

@@ -383,7 +383,8 @@ RAW_CALLS = {  # name: (code, language, timeout_s, accepted kinds)
                     "q = libc.mremap(p, 1 << 20, 64 << 30, 1)\n"
                     "if q in (None, 2**64 - 1):\n    e = ctypes.get_errno()\n    raise OSError(e, os.strerror(e))\n",
                     "python", 5.0, {"memory"}),
-    "prctl_set_mm": (RAW.format(call="157, 35, 6, 0x10000, 0, 0") + DRAW, "python", 5.0, {"forbidden"}),  # CAP_SYS_RESOURCE
+    # PR_SET_MM (moving its own brk start): CAP_SYS_RESOURCE
+    "prctl_set_mm": (RAW.format(call="157, 35, 6, 0x10000, 0, 0") + DRAW, "python", 5.0, {"forbidden"}),
 }
 RESOURCES = {
     # an epoll watching an epoll watching it: the kernel's ELOOP, read as a refusal (as for a link not followed)
@@ -408,8 +409,8 @@ RESOURCES = {
                           "            raised.append(name)\n        except (ValueError, OSError):\n            pass\n"
                           "if raised:\n    raise RuntimeError(f'RAISED {raised}')\n" + DRAW, "python", 5.0, {"ok"}),
     # 10 GiB preallocated in the job dir: its tmpfs size (ENOSPC) or RLIMIT_FSIZE (EFBIG)
-    "fallocate_huge": ("import os\nfd = os.open('big', os.O_CREAT | os.O_WRONLY)\nos.posix_fallocate(fd, 0, 10 << 30)\n",
-                       "python", 5.0, {"too_large"}),
+    "fallocate_huge": ("import os\nfd = os.open('big', os.O_CREAT | os.O_WRONLY)\n"
+                       "os.posix_fallocate(fd, 0, 10 << 30)\n", "python", 5.0, {"too_large"}),
     # a bound library copied in the kernel (copy_file_range) into the job dir: across file systems, EXDEV
     "copy_file_range_cross_fs": ("import os, numpy\nsrc = os.open(numpy.__file__, os.O_RDONLY)\n"
                                  "dst = os.open('copy', os.O_CREAT | os.O_WRONLY)\n"
@@ -419,7 +420,8 @@ RESOURCES = {
                                  "while True:\n    size = os.fstat(fd).st_size\n"
                                  "    os.copy_file_range(fd, fd, size, 0, size)\n", "python", 15.0, {"too_large"}),
     # the job dir's 4,096 inodes taken before the figure is saved: out.png cannot be created (ENOSPC)
-    "inodes_exhausted": (DRAW + "import os\ni = 0\nwhile True:\n    try:\n        os.close(os.open(f'f{i}', os.O_CREAT))\n"
+    "inodes_exhausted": (DRAW + "import os\ni = 0\nwhile True:\n    try:\n"
+                         "        os.close(os.open(f'f{i}', os.O_CREAT))\n"
                          "    except OSError:\n        break\n    i += 1\n", "python", 15.0, {"too_large"}),
     # a 200 MiB environment variable and argv: the job's own memory, within its address-space limit
     "huge_env_argv": ("import os, sys\nos.environ['BIG'] = 'a' * (200 << 20)\nsys.argv = ['b' * (200 << 20)]\n" + DRAW,
