@@ -9,6 +9,7 @@ from __future__ import annotations
 import ast
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -20,6 +21,7 @@ from datapaths import FIXTURES, shared
 from mmevo.eval.scoring import (
     edit_distance,
     extract_mathvision_answer,
+    MathVistaRowError,
     extract_mathvista_answer,
     mathvision_is_equal,
     mathvista_is_correct,
@@ -617,22 +619,36 @@ def test_mathvista_bad_inputs_never_raise(mathvista):
     assert score_mathvista(None, mathvista["3"]) is False  # type: ignore[arg-type]
     assert score_mathvista("A", {}) is False
     assert score_mathvista("A", {"question_type": "multi_choice", "choices": [], "answer": "x"}) is False
-    # precision None: the official round(x, None) gives "2", not "1.5" (see the test below)
-    assert score_mathvista("1.5", {"question_type": "free_form", "answer_type": "float", "precision": None,
-                                   "answer": "1.5"}) is False
-    assert score_mathvista("1.5", {"question_type": "free_form", "answer_type": "float", "precision": float("nan"),
-                                   "answer": "2"}) is False  # round(x, nan) raises officially: no prediction
 
 
-@pytest.mark.parametrize("extraction, expected", [("2.7", "3"), ("2.5", "2"), ("3.5", "4"), ("-1.5", "-2"),
-                                                  ("7", "7"), ("inf", None), ("x", None)])
-def test_mathvista_float_row_without_precision_rounds_as_the_official_round_x_none(extraction, expected):
-    """calculate_score.py: ``str(round(float(extraction), precision))``; with precision None Python rounds to the
-    nearest integer, half to even (an int: no ".0"). A float row without a precision was scored wrong whatever the
-    answer (``int(None)`` raised)."""
-    item = {"question_type": "free_form", "answer_type": "float", "precision": None, "answer": expected or "0"}
+@pytest.mark.parametrize("precision", [None, float("nan"), "2.0", float("inf")])
+def test_mathvista_float_row_without_a_whole_precision_is_refused_by_pid(precision):
+    """calculate_score.py at the data's commit normalises a float answer with ``round(float(x), int(precision))``:
+    for these ``int()`` fails, the official scorer gives no prediction and scores every answer wrong (and its
+    build_query.py has no hint for the row). mmevo used lmms-eval's ``round(x, None)``, reading "2.7" as "3" and
+    scoring it right against a gold "3"; the row is now refused, naming its pid and field, for every response."""
+    item = {"pid": "17", "question_type": "free_form", "answer_type": "float", "precision": precision,
+            "answer": "3"}
+    needle = (r"MathVista pid '17': field 'precision': expected a whole number of decimal places .* got "
+              + re.escape(repr(precision)))
+    with pytest.raises(MathVistaRowError, match=needle):
+        normalize_mathvista_extraction("2.7", item)
+    with pytest.raises(MathVistaRowError, match=needle):
+        mathvista_is_correct("3", item)
+    for response in ("The answer is 3.", "3", "no number here"):
+        with pytest.raises(MathVistaRowError, match=needle):
+            score_mathvista(response, item)
+
+
+@pytest.mark.parametrize("precision, extraction, expected", [(1, "2.75", "2.8"), (1.0, "2.75", "2.8"),
+                                                             ("2", "1.005", "1.0"), (0, "2.5", "2.0")])
+def test_mathvista_float_precision_is_the_official_int_precision(precision, extraction, expected):
+    # int(precision): an int, a float column's 1.0 and a text "2" all round as the official scorer does
+    # (round(x, 0) keeps a float: "2.0"; 1.005 is 1.00499... in binary)
+    item = {"pid": "5", "question_type": "free_form", "answer_type": "float", "precision": precision,
+            "answer": expected}
     assert normalize_mathvista_extraction(extraction, item) == expected
-    assert mathvista_is_correct(extraction, item) is (expected is not None)
+    assert score_mathvista(extraction, item) is True
 
 
 # Regression tests from the parity run against lmms-eval's port of the official MathVista scoring

@@ -1,7 +1,8 @@
 """Rule-based answer scoring for the MATH-Vision (MATH-V) and MathVista benchmarks.
 
-Both scorers are pure functions of ``(response, item)`` and never raise: any failure
-(garbage input, malformed item, parser error) scores ``False``.
+Both scorers are pure functions of ``(response, item)`` and never raise on a response: any failure
+(garbage input, malformed item, parser error) scores ``False``, save one: a MathVista float row without a
+whole-number precision raises :class:`MathVistaRowError` (naming its pid), as no verdict on it is the official one.
 
 ``score_mathvision`` re-implements the extraction and equality rules of MATH-V's
 official evaluation script (``evaluation/evaluate.py`` + ``evaluation/utils.py``).
@@ -30,6 +31,7 @@ __all__ = [
     "normalize_mathvista_extraction",
     "mathvista_is_correct",
     "score_mathvista",
+    "MathVistaRowError",
     "edit_distance",
 ]
 
@@ -2698,12 +2700,33 @@ def extract_mathvista_answer(response: str, item: dict) -> str:
         return ""
 
 
+class MathVistaRowError(ValueError):
+    """A MathVista row that no answer can be scored against as the official scorer would."""
+
+
+def _float_precision(item: dict) -> int:
+    """Decimal places of a float row: the official ``int(precision)`` (calculate_score.py at the data's commit).
+    Where that fails (a precision missing, None, NaN, "2.0") the official scorer normalises no answer and scores
+    every one wrong, and its build_query.py has no hint for the row: no verdict on it would be the official one
+    (lmms-eval's port rounds with ``round(x, None)`` instead, to an integer), so the row is refused by name."""
+    precision = item.get("precision")
+    try:
+        return int(precision)
+    except (TypeError, ValueError, OverflowError):
+        raise MathVistaRowError(
+            f"MathVista pid {item.get('pid')!r}: field 'precision': expected a whole number of decimal places for a "
+            f"float answer, got {precision!r} (the official round(x, int(precision)) fails on it and scores every "
+            f"answer wrong)") from None
+
+
 def normalize_mathvista_extraction(extraction: Any, item: dict) -> str | None:
     """Official ``normalize_extracted_answer`` (calculate_score.py); ``None`` where it fails
-    (and for a malformed item). Checked against lmms-eval's copy of it by
-    ``scripts/parity_mathvista.py``."""
+    (and for a malformed item; a float row without a precision raises :class:`MathVistaRowError`).
+    Checked against lmms-eval's copy of it by ``scripts/parity_mathvista.py``."""
     try:
         return _normalize_mathvista(extraction, item)
+    except MathVistaRowError:
+        raise
     except Exception:
         return None
 
@@ -2712,7 +2735,6 @@ def _normalize_mathvista(extraction: Any, item: dict) -> str | None:
     qtype = item.get("question_type")
     atype = item.get("answer_type")
     choices = [str(c) for c in (item.get("choices") or [])]
-    precision = item.get("precision")
     if qtype == "multi_choice":
         extraction = extraction.strip() if isinstance(extraction, str) else str(extraction)
         # "(A) text" -> "A" (first parenthesised letter). As in the official script this comes
@@ -2734,13 +2756,8 @@ def _normalize_mathvista(extraction: Any, item: dict) -> str | None:
         except Exception:
             return None
     if atype == "float":
+        digits = _float_precision(item)  # (outside the try: a row without one is refused, not scored wrong)
         try:
-            # int(): a precision stored as a float (1.0, as in table copies of the data with a
-            # float column) would make the official round() raise and every answer score wrong;
-            # testmini.json holds ints, for which this is the official call. A missing precision
-            # (None; testmini's float rows all have one) is the official round(x, None): the
-            # nearest integer, half to even.
-            digits = None if precision is None else int(precision)
             return str(round(float(extraction), digits))
         except Exception:
             return None
@@ -2754,10 +2771,13 @@ def _normalize_mathvista(extraction: Any, item: dict) -> str | None:
 
 def mathvista_is_correct(extraction: Any, item: dict) -> bool:
     """Official verdict of an extracted answer: ``safe_equal(normalize_extracted_answer(...), answer)``
-    (calculate_score.py), i.e. the normalised extraction ``==`` ``item['answer']``. Never raises."""
+    (calculate_score.py), i.e. the normalised extraction ``==`` ``item['answer']``. Raises only
+    :class:`MathVistaRowError`, for a float row without a precision."""
     try:
         prediction = normalize_mathvista_extraction(extraction, item)
         return bool(prediction is not None and prediction == item["answer"])
+    except MathVistaRowError:
+        raise
     except Exception:
         return False
 
@@ -2778,7 +2798,11 @@ def score_mathvista(response: str, item: dict) -> bool:
             return False
         extraction = extract_mathvista_answer(response, item)
         if extraction == "" and response.strip():
+            if item.get("question_type") != "multi_choice" and item.get("answer_type") == "float":
+                _float_precision(item)  # a row without a precision is refused whatever the response
             return False
         return mathvista_is_correct(extraction, item)
+    except MathVistaRowError:
+        raise
     except Exception:
         return False
