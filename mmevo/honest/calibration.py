@@ -412,10 +412,20 @@ def run_calibration_eval(cfg) -> dict:
     """``mmevo eval --calibration``: the report of ``model.path`` on held-out ``honest_tasks`` in ``eval.out_dir``
     (default ``runs/eval/calibration``). Holds the directory for the run (``mmevo.runlock``), as the benchmark
     evaluation does: two live evaluations into it wrote their files over each other. A finished report of the same
-    evaluation is reused (``reused``: true); one of another is refused unless ``eval.overwrite=true``."""
+    evaluation is reused (``reused``: true); one of another is refused unless ``eval.overwrite=true``.
+
+    Runs as one process, as ``mmevo eval --benchmark`` does: under a launcher (torchrun / deepspeed) every rank
+    generated every task and wrote the report, rank 1 without holding ``eval.out_dir`` (only rank 0 locks it). No split
+    across ranks is offered: sampled responses (``rollout.eval_temperature`` > 0) all draw from one generator seeded
+    with ``trainer.seed``, so a share per rank would give other samples under the same report ``identity``."""
+    from mmevo.grpo.distributed import world_size
     from mmevo.recipes import hold_output_dir, resolve_model_path
     from mmevo.runlock import output_dir_lock
 
+    if world_size() > 1:  # before anything is loaded or written: every rank refuses
+        raise ValueError(f"mmevo eval --calibration runs as one process, not under a launcher with WORLD_SIZE="
+                         f"{world_size()}: each rank would generate every held-out task and write the same "
+                         f"eval.out_dir; run it without torchrun / deepspeed")
     held, stats = calibration_heldout(cfg)
     if not held:
         raise ValueError("no held-out honest_tasks to evaluate: raise data.n_heldout")
