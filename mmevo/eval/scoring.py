@@ -1915,7 +1915,8 @@ def _clean_candidate(s: str) -> str:
     s = re.sub(r"^([^|]*?)\s*\|$", r"\1", s)
     # LaTeX math delimiters, inline or display: "\\(5\\)", "\\[ x = 30 \\]" (not a line break's "\\\\[2pt]")
     s = re.sub(r"(?<!\\)\\[()\[\]]", " ", s).strip()
-    s = re.sub(r"^\$+|\$+$", "", s).strip()
+    # (also before a closing full stop: "The answer is $A$." is "A", not "A$")
+    s = re.sub(r"^\$+|\$+(?=\s*[.。]?$)", "", s).strip()
     s = re.sub(r"\\(?:text|textbf|mathbf|mathrm)\{([^{}]*)\}", r"\1", s)
     s = s.strip().rstrip(".。").strip()
     # a Japanese / Korean copula after the answer: "B です", "12입니다", "B이다"
