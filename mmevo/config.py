@@ -110,7 +110,7 @@ class RolloutConfig:
     temperature: float = 1.0  # sampling temperature (EasyR1 default 1.0)
     top_p: float = 1.0  # nucleus sampling
     max_tokens: int = 1536  # max response length (CSRS Table 6: 1536)
-    max_batch_seqs: int = 64  # HF engine: sequences decoded together
+    max_batch_seqs: int = 64  # HF engine: most sequences decoded together (a prompt's n beyond it: another batch)
     eval_temperature: float = 0.0  # evaluation decoding (0 = greedy)
     gpu_memory_utilization: float = 0.6  # vLLM: share of GPU memory for weights + KV cache
     tensor_parallel_size: int = 1  # vLLM: GPUs per engine (1: in-process engine, weights streamed directly)

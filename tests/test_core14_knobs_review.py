@@ -115,3 +115,52 @@ def test_each_loss_agg_is_its_definition_over_the_mini_batch(tiny_text_path, tmp
     assert m["actor/clip_frac"] == 0.0 and m["actor/ratio_mean"] == 1.0
     assert m["actor/pg_loss"] == pytest.approx(expected, rel=1e-5, abs=1e-6)
     assert abs(expected) > 0.02  # not a vacuous 0 = 0
+
+
+def test_max_batch_seqs_caps_the_rows_decoded_together(tiny_text_path, monkeypatch):
+    # rollout.max_batch_seqs=3 with a request of n=8: 8 rows were decoded together (a request with more rows than the
+    # cap was one chunk of its own), past the bound the knob's doc line and the memory plan give. Now its samples
+    # are decoded in pieces of 3, 3 and 2, each prefilled on its own, in order, seeded as before
+    from conftest import hf_engine, randomized_model
+    from mmevo.models.inputs import encode_prompt
+    from mmevo.rollout import hf
+    from mmevo.rollout.base import RolloutRequest, SamplingParams
+
+    lm = randomized_model(tiny_text_path, seed=1)
+    rows = []
+    real = hf.sample_next
+
+    def counting(logits, *args, **kwargs):
+        rows.append(logits.shape[0])
+        return real(logits, *args, **kwargs)
+
+    monkeypatch.setattr(hf, "sample_next", counting)
+    prompts = [encode_prompt(lm.processor, False, text, []) for text in ("Find x.", "In triangle ABC, find angle C.")]
+    reqs = [RolloutRequest(prompts[0], n=8), RolloutRequest(prompts[1], n=2), RolloutRequest(prompts[0], n=0)]
+    sampled = SamplingParams(temperature=1.0, max_tokens=6, seed=4)
+    greedy = SamplingParams(temperature=0.0, max_tokens=6)
+    ids = lambda out: [[c.token_ids for c in group] for group in out]  # noqa: E731
+    capped, wide = hf_engine(lm, max_batch_seqs=3), hf_engine(lm, max_batch_seqs=64)
+
+    out = capped.generate(reqs, sampled)
+    assert [len(group) for group in out] == [8, 2, 0]
+    assert max(rows) == 3
+    assert ids(out) == ids(capped.generate(reqs, sampled))  # a seed still reproduces the samples
+    # each piece decodes its own request's prompt, and the pieces' samples come back in order
+    rows.clear()
+    by_piece = capped.generate(reqs, greedy)
+    assert max(rows) == 3
+    whole = wide.generate(reqs, greedy)
+    assert ids(by_piece) == ids(whole)
+    assert whole[0][0].token_ids != whole[1][0].token_ids  # the two prompts are told apart
+
+    # continuations from a kept KV cache (CSRS re-inferences) are split the same way
+    src = wide.generate([RolloutRequest(prompts[1], n=1, keep_kv=True)], greedy)[0][0]
+    cont = [RolloutRequest(prompts[1], n=5, prefix_ids=src.full_ids[:1], continue_from=src)]
+    rows.clear()
+    by_piece = capped.generate(cont, greedy)
+    assert max(rows) == 3 and len(by_piece[0]) == 5
+    assert ids(by_piece) == ids(wide.generate(cont, greedy))
+    assert all(c.prefix_ids == src.full_ids[:1] for c in by_piece[0])
+    with pytest.raises(ValueError, match="max_batch_seqs must be an integer >= 1"):
+        hf_engine(lm, max_batch_seqs=0)  # it would split every request into pieces of 0 rows

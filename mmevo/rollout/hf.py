@@ -7,6 +7,7 @@ Why not ``model.generate``: we need (1) one prefill per distinct prompt(+prefix)
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from typing import Sequence
 
@@ -86,6 +87,13 @@ def sample_next(logits: torch.Tensor, params: SamplingParams, generator: torch.G
     return tok, scaled.gather(-1, tok[:, None]).squeeze(-1) - lse
 
 
+def split_rows(n: int, cap: int) -> list[int]:
+    """Row counts of the pieces a request of ``n`` samples is decoded in: as many ``cap`` as fit, then the rest
+    (``[n]`` when ``n <= cap``, also for ``n = 0``)."""
+    full, rest = divmod(n, cap)
+    return [cap] * full + ([rest] if rest or not full else [])
+
+
 def sample_categorical(weights: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
     """One draw per row from the unnormalised non-negative ``weights`` [B, V] -> token ids [B].
 
@@ -157,7 +165,9 @@ class HFEngine:
         self.banned_ids = torch.tensor(sorted(set(banned_ids)), dtype=torch.long)
         self.pad_id = pad_id
         self.stop_ids = torch.tensor(sorted(set(stop_ids)), dtype=torch.long)
-        self.max_batch_seqs = max_batch_seqs  # sequences decoded together (prompts × n)
+        if isinstance(max_batch_seqs, bool) or not isinstance(max_batch_seqs, int) or max_batch_seqs < 1:
+            raise ValueError(f"HFEngine max_batch_seqs must be an integer >= 1, got {max_batch_seqs!r}")
+        self.max_batch_seqs = max_batch_seqs  # the most sequences decoded together (prompts × n, split if larger)
         self.device = torch.device(device)
         self.stats = {"prefill_tokens": 0, "generated_tokens": 0, "prefill_s": 0.0}  # prefill_s: wall time in prefills
 
@@ -201,12 +211,12 @@ class HFEngine:
     def generate(self, requests: Sequence[RolloutRequest], params: SamplingParams) -> list[list[Completion]]:
         """``request.n`` completions per request, in order.
 
-        Requests are decoded in chunks of at most ``max_batch_seqs`` rows (a request with more rows is one chunk of
-        its own; requests that continue from kept KV caches and those that prefill go to separate chunks), one chunk
-        after the other, all drawing from one generator seeded with ``params.seed``: each decode step takes one
-        uniform per live row. So a seed reproduces the same samples for the same requests and ``max_batch_seqs``,
-        but another ``max_batch_seqs`` (another chunking), other requests in the call, another order or other stop
-        tokens give other samples (from the same distribution).
+        Requests are decoded in chunks of at most ``max_batch_seqs`` rows (a request with more rows is split into
+        pieces of at most that many, each prefilled on its own; requests that continue from kept KV caches and those
+        that prefill go to separate chunks), one chunk after the other, all drawing from one generator seeded with
+        ``params.seed``: each decode step takes one uniform per live row. So a seed reproduces the same samples for
+        the same requests and ``max_batch_seqs``, but another ``max_batch_seqs`` (another chunking), other requests
+        in the call, another order or other stop tokens give other samples (from the same distribution).
         """
         self._require_open()
         check_request_batch(requests, params)
@@ -215,19 +225,26 @@ class HFEngine:
         if params.seed is not None:
             generator = torch.Generator(device="cpu").manual_seed(int(params.seed))  # a numpy seed raised in torch
         results: list[list[Completion]] = [[] for _ in requests]
-        reuse = [_reuses_kv(r) for r in requests]
-        # pack requests into chunks of at most max_batch_seqs decoded rows; a chunk either prefills or continues
+        # max_batch_seqs bounds the rows decoded together (their KV cache and logits): a request with more rows was
+        # decoded whole, 8 rows at rollout.n=8 under max_batch_seqs=2, past the cap the memory plan counts on
+        pieces, out_lists = [], []
+        for req, out in zip(requests, results):
+            for n in split_rows(int(req.n), self.max_batch_seqs):
+                pieces.append(req if n == req.n else dataclasses.replace(req, n=n))
+                out_lists.append(out)  # the pieces of a request append to its list, in order
+        reuse = [_reuses_kv(r) for r in pieces]
+        # pack the pieces into chunks of at most max_batch_seqs decoded rows; a chunk either prefills or continues
         # from kept KV caches
         chunk: list[int] = []
         rows = 0
-        for i, req in enumerate(requests):
+        for i, req in enumerate(pieces):
             if chunk and (rows + req.n > self.max_batch_seqs or reuse[i] != reuse[chunk[0]]):
-                self._generate_chunk(requests, chunk, params, generator, results)
+                self._generate_chunk(pieces, chunk, params, generator, out_lists)
                 chunk, rows = [], 0
             chunk.append(i)
             rows += req.n
         if chunk:
-            self._generate_chunk(requests, chunk, params, generator, results)
+            self._generate_chunk(pieces, chunk, params, generator, out_lists)
         return results
 
     # -- internals ------------------------------------------------------------------------------------------------
