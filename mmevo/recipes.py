@@ -339,10 +339,17 @@ def _accuracy_text(result: dict, cfg: Config) -> str:
 
 
 def run_eval(cfg: Config) -> dict:
-    """Greedy held-out accuracy of ``model.path`` on ``data.heldout``."""
+    """Greedy held-out accuracy of ``model.path`` on ``data.heldout``. One process, as ``eval --benchmark`` /
+    ``--calibration``: under a launcher every rank loaded the model, generated the whole set and printed the summary
+    (the training loop's held-out evaluation is the one split across ranks)."""
+    from mmevo.grpo.distributed import world_size
     from mmevo.grpo.trainer import PromptCache, evaluate, fitting_examples
     from mmevo.rollout.factory import build_engine
 
+    if world_size() > 1:  # before anything is loaded: every rank refuses
+        raise ValueError(f"mmevo eval (held-out accuracy) runs as one process, not under a launcher with WORLD_SIZE="
+                         f"{world_size()}: each rank would generate the whole data.heldout set; run it without "
+                         "torchrun / deepspeed")
     heldout, stats = load_examples(cfg, "heldout")  # before the model: a bad data path fails in seconds
     if not heldout:
         raise ValueError("data.heldout is empty: give a Geometry3K-schema file or 'synthetic'")
