@@ -8,7 +8,8 @@ logged pseudo-label accuracy. ``--method grpo`` runs GRPO with the verifiable ac
 Held-out pass@1 (mean correctness of 8 samples at temperature 1) and maj@8 are measured before and after, with 95%
 bootstrap intervals; the image-ablation controls (blank and shuffled images) and the text-only chance level show that
 the model reads the figure. Everything resumes: a rerun skips finished phases and continues SFT and each run from
-their last saved state. Writes ``<out>/result.json`` and ``<out>/report.md`` with the plots beside it.
+their last saved state. Writes ``<out>/result.json`` and ``<out>/report.md`` with the plots beside it
+(``--method grpo``: ``result_grpo.json``, ``report_grpo.md``, ...; ``method_files``).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import os
 import time
 from pathlib import Path
 
-from mmevo.atomic import write_json_atomic
+from mmevo.atomic import write_json_atomic, write_text_atomic
 from mmevo.config import Config, load_config, set_dotted
 
 DEMO_CONFIG = Path(__file__).resolve().parent.parent / "configs" / "demo_tiny.yaml"
@@ -121,10 +122,40 @@ def run_demo(cfg: Config, out_dir: str = "runs/demo", method: str = "csrs") -> d
     result.update(method=method, base_model=base_model, sft_model=str(sft_model), sft_seconds=t_sft,
                   runs_seconds=time.time() - t_runs, total_seconds=total, reused_phases=reused, threads=threads,
                   sft_steps=sft_summary.get("steps"))
-    (out / "result.json").write_text(json.dumps(result, indent=2))
-    write_report(out, cfg, configs, result, evals)
-    print(f"[mmevo demo] done in {total / 60:.1f} min; report: {out / 'report.md'}")
+    files = method_files(out, method)
+    read_saved_result(files["result"], method)  # refuses another method's result there
+    write_json_atomic(files["result"], result)  # a kill mid-write leaves the old file or none
+    write_report(out, cfg, configs, result, evals, files)
+    print(f"[mmevo demo] done in {total / 60:.1f} min; report: {files['report']}")
     return result
+
+
+def method_files(out: Path, method: str) -> dict[str, Path]:
+    """Where a method's result, report and plots go: the default label-free demo's are ``result.json``,
+    ``report.md``, ``accuracy.png`` and ``curves.png``; another method's carry its name (``report_grpo.md``, ...), so
+    that ``--method grpo`` into the same ``--out`` keeps the label-free results (it wrote over them)."""
+    tag = "" if method == "csrs" else f"_{method}"
+    return {"result": out / f"result{tag}.json", "report": out / f"report{tag}.md",
+            "accuracy": out / f"accuracy{tag}.png", "curves": out / f"curves{tag}.png"}
+
+
+def read_saved_result(path: Path, method: str) -> dict | None:
+    """The result an earlier invocation of ``method`` saved at ``path``; None where there is none or it is torn. A
+    result of another method there (an earlier build wrote every method's to result.json) is
+    refused: writing over it would lose that method's results."""
+    if not path.exists():
+        return None
+    try:
+        saved = json.loads(path.read_text())
+    except ValueError:
+        print(f"[mmevo demo] {path} is unreadable: writing it again", flush=True)
+        return None
+    if not isinstance(saved, dict):
+        return None
+    if saved.get("method", method) != method:
+        raise ValueError(f"{path} holds the results of --method {saved['method']}, not {method}: move it away (or "
+                         "use another --out) to keep them")
+    return saved
 
 
 # -- evaluation ---------------------------------------------------------------------------------------------------
@@ -438,10 +469,15 @@ def against_start(after: float, start_ci: list[float]) -> str:
     return "above" if after > start_ci[1] else "below" if after < start_ci[0] else "within"
 
 
-def write_report(out: Path, cfg: Config, configs: dict[str, Config], r: dict, evals: dict) -> None:
+def write_report(out: Path, cfg: Config, configs: dict[str, Config], r: dict, evals: dict,
+                 files: dict[str, Path] | None = None) -> None:
+    """``files['report']`` (``method_files``; the label-free demo's by default) from the result ``r``, with its two
+    plots."""
     names = list(configs)
-    curves = _plot_runs(out, names)
-    _plot_accuracy(out / "accuracy.png", r, names)
+    files = files or method_files(out, "csrs")
+    curves, accuracy = files["curves"], files["accuracy"]
+    _plot_runs(curves, out, names)
+    _plot_accuracy(accuracy, r, names)
 
     def ci(x):
         return f"[{x[0]:.3f}, {x[1]:.3f}]"
@@ -502,7 +538,7 @@ The blank- and shuffled-image columns are the image ablation: a model that reads
 |---|{'---|' * (len(names) + 1)}
 {kind_rows}
 
-![accuracy](accuracy.png)
+![accuracy]({accuracy.name})
 
 ## Training curves (raw and smoothed)
 
@@ -519,7 +555,7 @@ SFT: {r['sft_steps']} steps on {cfg.data.n_train} worked solutions. Runs: {c0.tr
 {'CSRS: m = ' + str(configs['csrs'].csrs.m) + ', omega = ' + str(configs['csrs'].csrs.omega) + ', sigma = ' + str(configs['csrs'].csrs.sigma) + ', SFR gamma = ' + str(configs['csrs'].csrs.gamma) + ', beta = ' + str(configs['csrs'].csrs.beta) + '.' if 'csrs' in configs else ''}
 Reward heads: {', '.join(f'{n}: {dict(configs[n].reward.heads)}' for n in names)}.
 """
-    (out / "report.md").write_text(text)
+    write_text_atomic(files["report"], text)  # a kill mid-write leaves the old report or none, never half of one
 
 
 def _smooth(ys: list[float], alpha: float = 0.1) -> list[float]:
@@ -533,8 +569,8 @@ def _smooth(ys: list[float], alpha: float = 0.1) -> list[float]:
 CURVE_KEYS = ("reward/total/mean", "pseudo_label_acc", "modal_share", "actor/entropy", "response/length_mean")
 
 
-def _plot_runs(out: Path, names) -> Path:
-    """``out/curves.png``: a subplot per metric of CURVE_KEYS, raw (thin) and smoothed (EMA 0.1, thick), runs
+def _plot_runs(path: Path, out: Path, names) -> Path:
+    """``path`` (``out/curves.png``): a subplot per metric of CURVE_KEYS, raw (thin) and smoothed (EMA 0.1, thick), runs
     overlaid."""
     import matplotlib
 
@@ -560,7 +596,6 @@ def _plot_runs(out: Path, names) -> Path:
     axes[0, 0].legend(fontsize=7)
     axes[-1, 0].set_xlabel("step")
     fig.tight_layout()
-    path = out / "curves.png"
     fig.savefig(path, dpi=90)
     plt.close(fig)
     return path

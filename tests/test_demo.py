@@ -49,6 +49,23 @@ def test_demo_runs_reports_and_resumes(tiny_vl_path, tmp_path, capsys):
     assert ("reused from an earlier invocation, so not in these times: SFT (start), CSRS (label-free), "
             "majority vote (label-free)") in " ".join((out / "report.md").read_text().split())
 
+    # --method grpo into the same --out trains from the same SFT and keeps the label-free results: it wrote its
+    # report.md and result.json over theirs
+    label_free = {n: (out / n).read_bytes() for n in ("report.md", "result.json", "accuracy.png", "curves.png")}
+    grpo = run_demo(demo_config(overrides, str(out)), str(out), method="grpo")
+    assert {n: (out / n).read_bytes() for n in label_free} == label_free
+    saved_grpo = json.loads((out / "result_grpo.json").read_text())
+    assert saved_grpo["method"] == "grpo" and saved_grpo["pass1_after_grpo"] == grpo["pass1_after_grpo"]
+    assert saved_grpo["pass1_before"] == r["pass1_before"] and "pass1_after_csrs" not in saved_grpo
+    grpo_report = (out / "report_grpo.md").read_text()
+    assert "GRPO (verifiable reward)" in grpo_report and "CSRS (label-free)" not in grpo_report
+    assert "](accuracy_grpo.png)" in grpo_report and "](curves_grpo.png)" in grpo_report
+    assert (out / "accuracy_grpo.png").exists() and (out / "curves_grpo.png").exists()
+    # a result.json an earlier build wrote for another method is refused, not written over
+    (out / "result.json").write_text(json.dumps({**saved_grpo, "method": "grpo"}))
+    with pytest.raises(ValueError, match=r"result.json holds the results of --method grpo, not csrs"):
+        run_demo(demo_config(overrides, str(out)), str(out))
+
     # a changed SFT budget is refused instead of silently reusing the old model
     with pytest.raises(ValueError, match="another --out"):
         run_demo(demo_config(overrides + ["data.n_train=96"], str(out)), str(out))
