@@ -9,7 +9,8 @@ Held-out pass@1 (mean correctness of 8 samples at temperature 1) and maj@8 are m
 bootstrap intervals; the image-ablation controls (blank and shuffled images) and the text-only chance level show that
 the model reads the figure. Everything resumes: a rerun skips finished phases and continues SFT and each run from
 their last saved state. Writes ``<out>/result.json`` and ``<out>/report.md`` with the plots beside it
-(``--method grpo``: ``result_grpo.json``, ``report_grpo.md``, ...; ``method_files``).
+(``--method grpo``: ``result_grpo.json``, ``report_grpo.md``, ...; ``method_files``); a rerun that measures nothing
+again keeps them as they are, with the times of the invocation that measured them.
 """
 
 from __future__ import annotations
@@ -123,9 +124,15 @@ def run_demo(cfg: Config, out_dir: str = "runs/demo", method: str = "csrs") -> d
                   runs_seconds=time.time() - t_runs, total_seconds=total, reused_phases=reused, threads=threads,
                   sft_steps=sft_summary.get("steps"))
     files = method_files(out, method)
-    read_saved_result(files["result"], method)  # refuses another method's result there
-    write_json_atomic(files["result"], result)  # a kill mid-write leaves the old file or none
-    write_report(out, cfg, configs, result, evals, files)
+    saved = read_saved_result(files["result"], method)
+    if saved is not None and sorted(reused) == sorted(["sft", *names]) and same_figures(saved, result):
+        # nothing was trained or evaluated again: the report keeps the times of the invocation that measured it
+        # (a plain rerun rewrote it with its own seconds of reuse)
+        print(f"[mmevo demo] nothing was measured again: keeping {files['result'].name} and its times")
+        result = saved
+    else:
+        write_json_atomic(files["result"], result)  # a kill mid-write leaves the old file or none
+    write_report(out, cfg, configs, result, evals, files, replot=result is not saved)
     print(f"[mmevo demo] done in {total / 60:.1f} min; report: {files['report']}")
     return result
 
@@ -139,9 +146,20 @@ def method_files(out: Path, method: str) -> dict[str, Path]:
             "accuracy": out / f"accuracy{tag}.png", "curves": out / f"curves{tag}.png"}
 
 
+# what differs between two invocations that measured the same thing: how long they took and what they reused
+_TIMING_KEYS = ("sft_seconds", "runs_seconds", "total_seconds", "reused_phases", "threads")
+
+
+def same_figures(saved: dict, result: dict) -> bool:
+    """``saved`` (read back from result.json) holds the same figures and settings as ``result``, times apart."""
+    now = json.loads(json.dumps(result, default=str))  # tuples as lists, as the saved file holds them
+    return ({k: v for k, v in saved.items() if k not in _TIMING_KEYS}
+            == {k: v for k, v in now.items() if k not in _TIMING_KEYS})
+
+
 def read_saved_result(path: Path, method: str) -> dict | None:
-    """The result an earlier invocation of ``method`` saved at ``path``; None where there is none or it is torn. A
-    result of another method there (an earlier build wrote every method's to result.json) is
+    """The result an earlier invocation of ``method`` saved at ``path``; None where there is none or it is torn (then
+    written again). A result of another method there (an earlier build wrote every method's to result.json) is
     refused: writing over it would lose that method's results."""
     if not path.exists():
         return None
@@ -470,14 +488,16 @@ def against_start(after: float, start_ci: list[float]) -> str:
 
 
 def write_report(out: Path, cfg: Config, configs: dict[str, Config], r: dict, evals: dict,
-                 files: dict[str, Path] | None = None) -> None:
+                 files: dict[str, Path] | None = None, replot: bool = True) -> None:
     """``files['report']`` (``method_files``; the label-free demo's by default) from the result ``r``, with its two
-    plots."""
+    plots, drawn again unless ``replot`` is false and they are there."""
     names = list(configs)
     files = files or method_files(out, "csrs")
     curves, accuracy = files["curves"], files["accuracy"]
-    _plot_runs(curves, out, names)
-    _plot_accuracy(accuracy, r, names)
+    if replot or not curves.exists():
+        _plot_runs(curves, out, names)
+    if replot or not accuracy.exists():
+        _plot_accuracy(accuracy, r, names)
 
     def ci(x):
         return f"[{x[0]:.3f}, {x[1]:.3f}]"
