@@ -1009,6 +1009,17 @@ def to_dict(cfg: Config) -> dict:
     return json.loads(json.dumps(dataclasses.asdict(cfg), default=list))
 
 
+def flat_dict(d: dict, prefix: str = "") -> dict:
+    """Dotted keys of a ``to_dict`` config's sections (a mapping field such as reward.heads stays one value)."""
+    out = {}
+    for k, v in d.items():
+        if isinstance(v, dict) and not prefix:
+            out.update(flat_dict(v, f"{k}."))
+        else:
+            out[prefix + k] = v
+    return out
+
+
 def describe(cls: type = Config, prefix: str = "") -> list[str]:
     """Lines ``key = default  # doc`` for --help, read from the field comments in this file."""
     import inspect

@@ -414,18 +414,13 @@ def finished_run_changes(cfg: Config) -> list[str]:
     return _changed_keys(json.loads(path.read_text()).get("config") or {}, cfg)
 
 
-# what the SFT warm-up reads (sft / data / model sections, the seed), less the held-out set only the evaluations use
-_SFT_KEY_PREFIXES = ("sft.", "data.", "model.", "trainer.seed", "trainer.padding_free")
-_SFT_FREE_KEYS = ("data.n_heldout", "data.heldout", "data.heldout_split")
-
-
 def sft_changes(summary: dict, cfg: Config) -> list[str]:
-    """The keys the SFT reads in which the SFT that wrote ``summary`` (its ``config``) differs from ``cfg``; [] for
-    an SFT from before summaries held their config (its step count is checked alone)."""
+    """The keys the SFT reads (``sft_config_changes``) in which the SFT that wrote ``summary`` (its ``config``)
+    differs from ``cfg``; [] for an SFT from before summaries held their config (its step count is checked alone)."""
+    from mmevo.grpo.sft import sft_config_changes
+
     recorded = summary.get("config")
-    if not isinstance(recorded, dict):
-        return []
-    return [k for k in _changed_keys(recorded, cfg) if k.startswith(_SFT_KEY_PREFIXES) and k not in _SFT_FREE_KEYS]
+    return sft_config_changes(recorded, cfg) if isinstance(recorded, dict) else []
 
 
 def interrupted_run_changes(cfg: Config) -> list[str]:
@@ -444,22 +439,11 @@ def interrupted_run_changes(cfg: Config) -> list[str]:
 def _changed_keys(recorded: dict, cfg: Config) -> list[str]:
     """The keys, other than where a run is and how it logs (``_RUN_PLACE_KEYS``), in which the config ``recorded``
     by a run differs from ``cfg`` (both through JSON, as summary.json holds them)."""
-    from mmevo.config import to_dict
+    from mmevo.config import flat_dict, to_dict
 
-    was = _flat(json.loads(json.dumps(recorded, default=str)))
-    now = _flat(json.loads(json.dumps(to_dict(cfg), default=str)))
+    was = flat_dict(json.loads(json.dumps(recorded, default=str)))
+    now = flat_dict(json.loads(json.dumps(to_dict(cfg), default=str)))
     return sorted(k for k in was.keys() | now.keys() if k not in _RUN_PLACE_KEYS and was.get(k) != now.get(k))
-
-
-def _flat(d: dict, prefix: str = "") -> dict:
-    """Dotted keys of the config's sections (a mapping field such as reward.heads stays one value)."""
-    out = {}
-    for k, v in d.items():
-        if isinstance(v, dict) and not prefix:
-            out.update(_flat(v, f"{k}."))
-        else:
-            out[prefix + k] = v
-    return out
 
 
 def _progress_line(name: str, cfg: Config) -> str:

@@ -6,6 +6,7 @@ rewards. A short SFT pass teaches the format and some skill; GRPO then improves 
 
 from __future__ import annotations
 
+import json
 import math
 import os
 from pathlib import Path
@@ -13,7 +14,7 @@ from typing import Sequence
 
 import torch
 
-from mmevo.config import Config
+from mmevo.config import Config, flat_dict, to_dict
 from mmevo.data.schema import SFT_SYSTEM_PROMPT, Example
 from mmevo.grpo.algos import masked_mean
 from mmevo.grpo.checkpoint import load_state_file, rng_state, set_rng_state
@@ -83,6 +84,13 @@ def run_sft(cfg: Config, policy: LoadedModel, examples: list[Example], log: bool
             raise ValueError(f"{state_path} is from another SFT run ({state['n_steps']} steps over "
                              f"{state['n_examples']} examples, this one: {n_steps} over {len(examples)}); delete it "
                              "or use another sft.output_dir")
+        # the same length is not the same SFT: after a kill, a rerun with another sft.lr or data.seed resumed the
+        # saved optimizer and scheduler (which keep the old lr) on the new examples, and its summary named the new
+        # settings (a state saved before states held their config is checked by its length alone)
+        changed = sft_config_changes(state["config"], cfg) if isinstance(state.get("config"), dict) else []
+        if changed:
+            raise ValueError(f"{state_path} is from an interrupted SFT with other settings ({', '.join(changed)}): "
+                             "rerun with its settings to resume it, or delete it (or use another sft.output_dir)")
         model.load_state_dict(state["model"])
         opt.load_state_dict(state["optimizer"])
         sched.load_state_dict(state["scheduler"])
@@ -127,12 +135,27 @@ def run_sft(cfg: Config, policy: LoadedModel, examples: list[Example], log: bool
                                      "scheduler": sched.state_dict(), "generator": gen.get_state(), "rng": rng_state(),
                                      "order": order,
                                      "pos": pos, "step": step + 1, "history": history, "n_steps": n_steps,
-                                     "n_examples": len(examples)})
+                                     "n_examples": len(examples), "config": to_dict(cfg)})
     logger.close()
     return history
 
 
 STATE_FILE = "sft_state.pt"
+
+# what the SFT reads (the sft / data / model sections, the seed), less where it writes and what only RL or the
+# held-out evaluations read
+SFT_SETTINGS = ("sft.", "data.", "model.", "trainer.seed", "trainer.padding_free")
+NOT_SFT_SETTINGS = ("sft.output_dir", "model.path", "model.cache_dir", "data.n_heldout", "data.heldout",
+                    "data.heldout_split")
+
+
+def sft_config_changes(recorded: dict, cfg: Config) -> list[str]:
+    """The settings the SFT reads in which the config ``recorded`` by an SFT (``to_dict``, as its summary or state
+    holds it) differs from ``cfg``, sorted."""
+    was = flat_dict(json.loads(json.dumps(recorded, default=str)))
+    now = flat_dict(json.loads(json.dumps(to_dict(cfg), default=str)))
+    return sorted(k for k in was.keys() | now.keys()
+                  if k.startswith(SFT_SETTINGS) and k not in NOT_SFT_SETTINGS and was.get(k) != now.get(k))
 
 
 def discard_state(output_dir) -> None:
