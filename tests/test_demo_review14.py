@@ -31,3 +31,25 @@ def test_an_interrupted_sft_with_other_settings_is_refused_not_resumed(tiny_vl_p
     summary = run_sft(cfg("data.n_heldout=3", "trainer.threads=1"))
     assert "resuming at step 2/3" in capsys.readouterr().out
     assert summary["steps"] == 3 and summary["config"]["sft"]["lr"] == 1e-3 and not state.exists()
+
+
+def test_an_sft_from_another_base_model_is_not_reused(tmp_path):
+    """`mmevo demo model.path=tiny` into the --out of a tiny-wide demo reused its SFT (and so its runs) while the
+    report named tiny as the base model: model.path was left out of the settings compared. A knob the SFT does not
+    read (sft.save_every, the RL-only model.trainable) was refused."""
+    import json
+    import math
+
+    from mmevo.config import to_dict
+    from mmevo.demo import demo_config, run_demo, sft_changes
+
+    cfg = demo_config(TINY_SFT, str(tmp_path))
+    assert cfg.model.path == "tiny-wide"
+    summary = {"steps": math.ceil(cfg.data.n_train * cfg.sft.epochs / cfg.sft.batch_size), "config": to_dict(cfg)}
+    assert sft_changes(summary, demo_config(TINY_SFT + ["model.path=tiny"], str(tmp_path))) == ["model.path"]
+    assert sft_changes(summary, demo_config(TINY_SFT + ["sft.save_every=7", "model.trainable=[]"],
+                                            str(tmp_path))) == []
+    (tmp_path / "sft").mkdir(parents=True)
+    (tmp_path / "sft" / "summary.json").write_text(json.dumps(summary))
+    with pytest.raises(ValueError, match=r"holds an SFT with other settings \(model.path\): use another --out"):
+        run_demo(demo_config(TINY_SFT + ["model.path=tiny"], str(tmp_path)), str(tmp_path))
