@@ -123,17 +123,26 @@ def run_demo(cfg: Config, out_dir: str = "runs/demo", method: str = "csrs") -> d
     result.update(method=method, base_model=base_model, sft_model=str(sft_model), sft_seconds=t_sft,
                   runs_seconds=time.time() - t_runs, total_seconds=total, reused_phases=reused, threads=threads,
                   sft_steps=sft_summary.get("steps"))
+    result = publish(out, method, cfg, configs, result, evals, sorted(reused) == sorted(["sft", *names]))
+    print(f"[mmevo demo] done in {total / 60:.1f} min; report: {method_files(out, method)['report']}")
+    return result
+
+
+def publish(out: Path, method: str, cfg: Config, configs: dict[str, Config], result: dict, evals: dict,
+            all_reused: bool) -> dict:
+    """Write ``method``'s report, its plots and then its result (``method_files``); returns the result they state.
+    Where nothing was measured again (``all_reused``) and the saved result has these figures, it is kept with its times
+    (a plain rerun rewrote the report with its own seconds of reuse). The result is written last: a kill before it
+    leaves the old result, whose figures differ, so the rerun draws the plots and report again (written first, a kill
+    before the plots left a result the rerun kept beside the old plots)."""
     files = method_files(out, method)
     saved = read_saved_result(files["result"], method)
-    if saved is not None and sorted(reused) == sorted(["sft", *names]) and same_figures(saved, result):
-        # nothing was trained or evaluated again: the report keeps the times of the invocation that measured it
-        # (a plain rerun rewrote it with its own seconds of reuse)
+    if saved is not None and all_reused and same_figures(saved, result):
         print(f"[mmevo demo] nothing was measured again: keeping {files['result'].name} and its times")
-        result = saved
-    else:
-        write_json_atomic(files["result"], result)  # a kill mid-write leaves the old file or none
-    write_report(out, cfg, configs, result, evals, files, replot=result is not saved)
-    print(f"[mmevo demo] done in {total / 60:.1f} min; report: {files['report']}")
+        write_report(out, cfg, configs, saved, evals, files, replot=False)  # a report or plot lost is drawn again
+        return saved
+    write_report(out, cfg, configs, result, evals, files)
+    write_json_atomic(files["result"], result)  # a kill mid-write leaves the old file or none
     return result
 
 

@@ -53,3 +53,52 @@ def test_an_sft_from_another_base_model_is_not_reused(tmp_path):
     (tmp_path / "sft" / "summary.json").write_text(json.dumps(summary))
     with pytest.raises(ValueError, match=r"holds an SFT with other settings \(model.path\): use another --out"):
         run_demo(demo_config(TINY_SFT + ["model.path=tiny"], str(tmp_path)), str(tmp_path))
+
+
+def _report_inputs(tmp_path):
+    """A config, the run configs, a result and evaluations of the label-free demo, as run_demo passes them."""
+    from mmevo.data.figures import FIGURE_KINDS
+    from mmevo.demo import demo_config
+
+    ev = {"real": {"by_kind": {k: {"pass1": 0.4, "maj": 0.5} for k in FIGURE_KINDS}},
+          "blank": {"pass1": 0.09}, "shuffled": {"pass1": 0.1}}
+    r = {"method": "csrs", "base_model": "tiny-wide", "threads": {"threads": 2, "parallel": True},
+         "total_seconds": 600.0, "sft_seconds": 300.0, "runs_seconds": 300.0, "reused_phases": [],
+         "heldout_problems": 400, "samples_per_problem": 8, "pass1_before": 0.458, "pass1_before_ci": [0.429, 0.488],
+         "maj8_before": 0.6, "maj8_before_ci": [0.55, 0.65], "text_only_chance": 0.14, "sft_steps": 320}
+    for n in ("csrs", "mv"):
+        r.update({f"pass1_after_{n}": 0.46, f"pass1_after_{n}_ci": [0.43, 0.49], f"maj8_after_{n}": 0.6,
+                  f"maj8_after_{n}_ci": [0.55, 0.65], f"pass1_lift_{n}": 0.002, f"pass1_lift_{n}_ci": [-0.01, 0.01]})
+    cfg = demo_config(out_dir=str(tmp_path))
+    return cfg, {"csrs": cfg, "mv": cfg}, r, {n: ev for n in ("sft", "csrs", "mv")}
+
+
+def test_a_kill_before_the_plots_are_drawn_leaves_the_old_result(tmp_path, monkeypatch):
+    """result.json was written before the report and plots: a kill between left the new figures in result.json beside
+    the old plots, and the rerun (nothing to measure again, the same figures) kept those plots. It is written last."""
+    import json
+
+    from mmevo import demo
+
+    cfg, configs, first, evals = _report_inputs(tmp_path)
+    demo.publish(tmp_path, "csrs", cfg, configs, first, evals, all_reused=False)
+    second = {**first, "pass1_after_csrs": 0.55, "pass1_after_csrs_ci": [0.52, 0.58]}  # an evaluation made again
+
+    def killed(*args, **kwargs):
+        raise KeyboardInterrupt("killed while drawing")
+
+    with monkeypatch.context() as m:
+        m.setattr(demo, "_plot_accuracy", killed)
+        with pytest.raises(KeyboardInterrupt):
+            demo.publish(tmp_path, "csrs", cfg, configs, second, evals, all_reused=False)
+    assert json.loads((tmp_path / "result.json").read_text())["pass1_after_csrs"] == 0.46  # the report's figures
+    # the rerun measures nothing again: the figures differ from the saved ones, so everything is drawn for them
+    kept = demo.publish(tmp_path, "csrs", cfg, configs, second, evals, all_reused=True)
+    assert kept["pass1_after_csrs"] == 0.55
+    assert "pass@1 0.458 -> 0.550 (above" in " ".join((tmp_path / "report.md").read_text().split())
+    demo._plot_accuracy(tmp_path / "expected.png", second, ["csrs", "mv"])
+    assert (tmp_path / "accuracy.png").read_bytes() == (tmp_path / "expected.png").read_bytes()
+    # and once more: nothing changes, the report and the result are kept as they are
+    report = (tmp_path / "report.md").read_bytes()
+    again = demo.publish(tmp_path, "csrs", cfg, configs, {**second, "total_seconds": 1.0}, evals, all_reused=True)
+    assert again["total_seconds"] == 600.0 and (tmp_path / "report.md").read_bytes() == report
