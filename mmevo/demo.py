@@ -282,6 +282,8 @@ def build_result(evals: dict, names, train, heldout) -> dict:
 
     before = evals["sft"]
     res: dict = {"heldout_problems": len(heldout), "samples_per_problem": EVAL_SAMPLES,
+                 # trainer.eval_max_tokens changes no run (a rerun keeps them) but every evaluation: the report says it
+                 "eval_max_tokens": before.get("max_tokens"),
                  "text_only_chance": text_only_chance(train, heldout)["accuracy"] if train and "style" in
                  heldout[0].meta else None,
                  "pass1_before": before["real"]["pass1"], "pass1_before_ci": before["real"]["pass1_ci"],
@@ -523,6 +525,7 @@ def write_report(out: Path, cfg: Config, configs: dict[str, Config], r: dict, ev
     reused = r.get("reused_phases") or []
     reused_note = (f"; reused from an earlier invocation, so not in these times: "
                    f"{', '.join(LABELS.get(n, n) for n in reused)}" if reused else "")
+    max_tokens_note = f", at most {r['eval_max_tokens']} tokens" if r.get("eval_max_tokens") else ""
     # one run, or runs one after the other: nothing between "thread(s)" and the full stop
     together = " (two runs at once)" if r["threads"]["parallel"] and len(names) > 1 else ""
     text = f"""# mmevo demo report
@@ -534,7 +537,7 @@ seven-segment digits or dot counts, each colour in a random quadrant; the proble
 
 {'Label-free: no gold answer reaches any reward; gold answers only score the held-out set and the logged pseudo-label accuracy.' if label_free else 'Verifiable reward: the gold answers of the train set reach the accuracy reward.'}
 
-## Held-out ({r['heldout_problems']} problems, {r['samples_per_problem']} samples each at temperature 1; 95% bootstrap intervals)
+## Held-out ({r['heldout_problems']} problems, {r['samples_per_problem']} samples each at temperature 1{max_tokens_note}; 95% bootstrap intervals)
 
 | model | pass@1 | maj@8 | pass@1 lift (paired) | pass@1, blank image | pass@1, shuffled images |
 |---|---|---|---|---|---|

@@ -102,3 +102,21 @@ def test_a_kill_before_the_plots_are_drawn_leaves_the_old_result(tmp_path, monke
     report = (tmp_path / "report.md").read_bytes()
     again = demo.publish(tmp_path, "csrs", cfg, configs, {**second, "total_seconds": 1.0}, evals, all_reused=True)
     assert again["total_seconds"] == 600.0 and (tmp_path / "report.md").read_bytes() == report
+
+
+def test_the_report_states_the_evaluation_token_budget(tmp_path):
+    """A rerun with trainer.eval_max_tokens=24 keeps the finished runs (it trains nothing) and evaluates everything
+    again under it, yet the report did not say so: it read like the earlier report of 48-token evaluations."""
+    from types import SimpleNamespace
+
+    from mmevo.demo import build_result, write_report
+
+    cfg, configs, r, evals = _report_inputs(tmp_path)
+    for ev in evals.values():  # what cached_eval records with an evaluation
+        ev.update(max_tokens=24, per_problem={"pass1": [0.5, 0.25], "maj": [1.0, 0.0]})
+        ev["real"].update(pass1=0.375, pass1_ci=[0.25, 0.5], maj=0.5, maj_ci=[0.0, 1.0])
+    built = build_result(evals, ["csrs", "mv"], [], [SimpleNamespace(meta={})] * 2)
+    assert built["eval_max_tokens"] == 24
+    write_report(tmp_path, cfg, configs, {**r, **built}, evals)
+    text = " ".join((tmp_path / "report.md").read_text().split())
+    assert "## Held-out (2 problems, 8 samples each at temperature 1, at most 24 tokens; 95% bootstrap" in text
