@@ -31,7 +31,7 @@ def test_demo_report_describes_the_figures_and_has_no_stray_line(names, parallel
     # `mmevo demo --method grpo` (one run) wrote "CPU, 2 thread(s)\n. Total time 0.8 min": a line that begins with the
     # full stop, rendered "thread(s) . Total"; and it described the tasks as "digit tables, bar charts", a layout the
     # generator left (mmevo/data/figures.py: seven-segment digits, dot counts or bars, a colour per random quadrant)
-    monkeypatch.setattr(mmevo.demo, "_plot_runs", lambda out, names: out / "curves.png")
+    monkeypatch.setattr(mmevo.demo, "_plot_runs", lambda path, out, names: path)
     monkeypatch.setattr(mmevo.demo, "_plot_accuracy", lambda path, r, names: None)
     cfg = demo_config(out_dir=str(tmp_path))
     r, evals = _result(names, parallel)
