@@ -612,9 +612,17 @@ def _plot_runs(path: Path, out: Path, names) -> Path:
     axes[0, 0].legend(fontsize=7)
     axes[-1, 0].set_xlabel("step")
     fig.tight_layout()
-    fig.savefig(path, dpi=90)
+    _save_figure(fig, path)
     plt.close(fig)
     return path
+
+
+def _save_figure(fig, path: Path) -> None:
+    """``fig`` as a PNG at ``path`` through a temporary file and a rename: a kill mid-write left a torn plot that a
+    rerun which measures nothing again keeps (it draws only the plots that are missing)."""
+    tmp = path.with_name(path.name + ".tmp")
+    fig.savefig(tmp, dpi=90, format="png")
+    os.replace(tmp, path)
 
 
 def _plot_accuracy(path: Path, r: dict, names) -> None:
@@ -638,5 +646,5 @@ def _plot_accuracy(path: Path, r: dict, names) -> None:
     ax.set_ylim(0, 1)
     ax.legend(fontsize=7, loc="upper left", ncol=3)
     fig.tight_layout()
-    fig.savefig(path, dpi=90)
+    _save_figure(fig, path)
     plt.close(fig)

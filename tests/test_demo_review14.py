@@ -120,3 +120,31 @@ def test_the_report_states_the_evaluation_token_budget(tmp_path):
     write_report(tmp_path, cfg, configs, {**r, **built}, evals)
     text = " ".join((tmp_path / "report.md").read_text().split())
     assert "## Held-out (2 problems, 8 samples each at temperature 1, at most 24 tokens; 95% bootstrap" in text
+
+
+def test_a_kill_while_a_plot_is_drawn_leaves_no_torn_plot(tmp_path, monkeypatch):
+    """A rerun that measures nothing again draws only the plots that are missing: one torn by a kill mid-write (the
+    plots were written in place) was kept for good. They are written through a temporary file."""
+    import matplotlib.figure
+
+    from mmevo import demo
+
+    cfg, configs, r, evals = _report_inputs(tmp_path)
+    demo.publish(tmp_path, "csrs", cfg, configs, r, evals, all_reused=False)
+    drawn = (tmp_path / "accuracy.png").read_bytes()
+    (tmp_path / "accuracy.png").unlink()  # a plot lost: the next rerun draws it again
+    real_savefig = matplotlib.figure.Figure.savefig
+
+    def killed_mid_write(fig, fname, *args, **kwargs):
+        real_savefig(fig, fname, *args, **kwargs)
+        with open(fname, "r+b") as f:  # the first half of the file written, then the kill
+            f.truncate(len(drawn) // 2)
+        raise KeyboardInterrupt("killed while writing")
+
+    with monkeypatch.context() as m:
+        m.setattr(matplotlib.figure.Figure, "savefig", killed_mid_write)
+        with pytest.raises(KeyboardInterrupt):
+            demo.publish(tmp_path, "csrs", cfg, configs, r, evals, all_reused=True)
+    assert not (tmp_path / "accuracy.png").exists()  # not a torn one the next rerun keeps
+    demo.publish(tmp_path, "csrs", cfg, configs, r, evals, all_reused=True)
+    assert (tmp_path / "accuracy.png").read_bytes() == drawn
