@@ -282,3 +282,41 @@ def test_prism_config_section():
         check_prism_config(load_config(None, ["prism.corpus=x.jsonl", "data.format=mathvista"]))
     with pytest.raises(ConfigError):
         build_clusters(load_config(None, ["prism.k=1"]))
+
+
+def test_build_clusters_refuses_nan_embeddings_and_too_few_distinct_ones(tiny_encoder, tmp_path, capsys):
+    """A corpus K-means cannot split into prism.k real clusters is an error naming the corpus and the question: NaN
+    embeddings (scikit-learn said only "Input X contains NaN"), and fewer distinct embeddings than K (questions
+    differing in case alone: the uncased encoder embeds them alike, and K-means built duplicate, never-assigned
+    centroids without a word)."""
+    questions = [q.question for q in generate_text_questions(12, 2)]
+    f = tmp_path / "cased.jsonl"
+    f.write_text("".join(json.dumps({"problem": v}) + "\n" for q in questions[:3] for v in (q, q.upper(), q.lower())))
+    out = tmp_path / "c.npy"
+    base = [f"prism.corpus={f}", "data.format=generic", f"prism.centroids={out}", "prism.kmeans_n_init=1"]
+    # 9 rows, 3 distinct embeddings
+    assert main(["prism", "build-clusters", f"prism.embedder={tiny_encoder}", *base, "prism.k=3"]) == 0
+    side = json.loads(out.with_suffix(".json").read_text())
+    assert side["corpus_size"] == 9 and all(n == 3 for n in side["cluster_sizes"])
+    capsys.readouterr()
+    assert main(["prism", "build-clusters", f"prism.embedder={tiny_encoder}", *base, "prism.k=4"]) == 2
+    err = capsys.readouterr().err
+    assert "only 3 distinct embeddings" in err and str(f) in err and "prism.k=4" in err
+
+    # an encoder whose embedding of one word is NaN: every question with that word embeds to NaN
+    from transformers import BertModel, BertTokenizer
+
+    broken = tmp_path / "nan-bert"
+    model, tok = BertModel.from_pretrained(tiny_encoder), BertTokenizer.from_pretrained(tiny_encoder)
+    word = next(w for w in re.findall(r"[a-z]+", questions[5].lower()) if w in tok.vocab and len(w) > 3)
+    with torch.no_grad():
+        model.embeddings.word_embeddings.weight[tok.vocab[word]] = float("nan")
+    model.save_pretrained(broken)
+    tok.save_pretrained(broken)
+    g = tmp_path / "plain.jsonl"
+    g.write_text("".join(json.dumps({"problem": q}) + "\n" for q in questions))
+    first = next(i for i, q in enumerate(questions) if word in re.findall(r"[a-z]+", q.lower()))
+    args = [f"prism.embedder={broken}", *base[1:], f"prism.corpus={g}", "prism.k=2"]
+    assert main(["prism", "build-clusters", *args]) == 2
+    err = capsys.readouterr().err
+    assert "non-finite embedding" in err and str(g) in err and "'nan-bert'" in err and f"question {first}:" in err

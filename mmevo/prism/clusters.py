@@ -36,10 +36,10 @@ DEFAULT_CENTROIDS = PrismConfig.centroids  # the config's default path (runs/pri
 BUILD_HINT = "run `mmevo prism build-clusters CONFIG` (it writes prism.centroids and its .json sidecar)"
 POOLING_MODES = ("mean", "cls", "lasttoken", "max")
 
-__all__ = ["DEFAULT_CENTROIDS", "Corpus", "SentenceEmbedder", "assign_clusters", "build_clusters", "check_prism_config",
-           "default_corpus", "embedder_id", "get_sentence_embedder", "gsm8k_answer", "kmeans_centroids",
-           "load_centroids", "load_corpus", "max_seq_length", "pooling_mode", "read_corpus", "save_centroids",
-           "sidecar_path"]
+__all__ = ["DEFAULT_CENTROIDS", "Corpus", "SentenceEmbedder", "assign_clusters", "build_clusters",
+           "check_corpus_embeddings", "check_prism_config", "default_corpus", "embedder_id", "get_sentence_embedder",
+           "gsm8k_answer", "kmeans_centroids", "load_centroids", "load_corpus", "max_seq_length", "pooling_mode",
+           "read_corpus", "save_centroids", "sidecar_path"]
 
 
 # -- embedder ---------------------------------------------------------------------------------------------------
@@ -405,6 +405,25 @@ def check_prism_config(cfg) -> None:
         raise ConfigError("prism.kmeans_n_init and prism.embed_batch must be >= 1")
 
 
+def check_corpus_embeddings(x: np.ndarray, questions: Sequence[str], k: int, source: str, embedder: str) -> None:
+    """ValueError unless the corpus embeddings x [N, d] can make ``k`` clusters: every row finite (scikit-learn's
+    "Input X contains NaN" named neither the question nor the embedder), and at least ``k`` distinct rows. Questions
+    that differ in case or spacing only embed alike under an uncased embedder: with fewer distinct rows than k,
+    K-means returned copies of one centroid, clusters that nearest-centroid assignment never picks, so the partition
+    had dead clusters that still counted in K (in every coverage mean and diversity table), without a word."""
+    bad = ~np.isfinite(x).all(axis=1)  # [N]
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise ValueError(f"the embedder {embedder!r} (prism.embedder) gave a non-finite embedding for "
+                         f"{int(bad.sum())} of the {len(x)} questions of the corpus {source}, the first at question "
+                         f"{i}: {questions[i][:80]!r}; check the embedder's weights")
+    distinct = len(np.unique(x, axis=0))
+    if distinct < k:
+        raise ValueError(f"the corpus {source} has {len(x)} questions but only {distinct} distinct embeddings under "
+                         f"{embedder!r} (questions differing in case or spacing embed alike), fewer than prism.k={k} "
+                         f"clusters: lower prism.k to at most {distinct}, or use a larger corpus")
+
+
 def build_clusters(cfg) -> dict:
     """Embed the corpus, seeded K-means, save ``prism.centroids`` + sidecar; returns the sidecar's summary."""
     check_prism_config(cfg)
@@ -422,6 +441,7 @@ def build_clusters(cfg) -> dict:
                          f"prism.k={p.k} clusters")
     emb = get_sentence_embedder(p.embedder, p.embed_device, p.embed_batch)
     x = emb.embed(corpus.questions).numpy()  # [N, d] unit rows
+    check_corpus_embeddings(x, corpus.questions, p.k, corpus.stats["source"], emb.id)
     centroids, labels, inertia = kmeans_centroids(x, p.k, p.seed, p.kmeans_n_init)
     from mmevo.rewards.prism import diversity_stats
 
