@@ -191,3 +191,24 @@ def test_pool_keeps_the_band_and_caps_each_cluster_in_order():
     assert [r["in_band"] for r in rows] == [True, True, True, True, False, False, False, True]  # q6: no answer
     assert [r["kept"] for r in rows] == [True, True, False, True, False, False, False, True]
     assert set(kept[0]) == {"question", "cluster", "p", "silver"}
+
+
+def test_pool_questions_carry_no_gold_answer(tmp_path):
+    """The solver's pool examples are label-free: the majority head logs no pseudo-label accuracy for them (it logged
+    0.0 against an empty "gold" answer in every solver phase), and an accuracy head refuses them."""
+    from mmevo.evolve.prism import read_pool
+    from mmevo.rewards.heads import AccuracyHead, MajorityHead, ScoredSample
+
+    pool = tmp_path / "pool.jsonl"
+    pool.write_text("".join(json.dumps({"question": q, "cluster": c, "p": 0.75, "silver": "4"}) + "\n"
+                            for q, c in (("What is 2 + 2?", 3), ("What is 9 - 5?", 1))))
+    exs = read_pool(pool)
+    assert [ex.answer for ex in exs] == [None, None] and exs[0].meta["silver"] == "4"
+    responses = ["\\boxed{4}", "\\boxed{4}", "\\boxed{5}", "\\boxed{4}", "\\boxed{3}", "\\boxed{3}"]
+    samples = [ScoredSample(r, i // 3, exs[i // 3].answer, [], eval_gold=exs[i // 3].answer)
+               for i, r in enumerate(responses)]
+    rewards, metrics = MajorityHead().score(samples)
+    assert rewards.tolist() == [1.0, 1.0, 0.0, 0.0, 1.0, 1.0]
+    assert "pseudo_label_acc" not in metrics
+    with pytest.raises(ValueError, match="needs gold answers"):
+        AccuracyHead().score(samples)

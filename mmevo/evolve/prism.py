@@ -49,9 +49,11 @@ def parse_question(text: str) -> tuple[str | None, str]:
     return single_tag(text, "question", MAX_QUESTION_CHARS)
 
 
-def question_example(question: str, answer: str = "") -> Example:
-    """The solver's example for a question (no gold: the loop is label-free)."""
-    return Example(content_id("q", question), question, answer, [], [])
+def question_example(question: str) -> Example:
+    """The solver's example for a question. No gold (the loop is label-free): its answer is None, not "", which the
+    majority head's pseudo-label accuracy read as a gold answer that no modal answer ever equals (a logged 0.0 in
+    every solver phase) and an accuracy head as a label every answer misses (reward 0) instead of a clear error."""
+    return Example(content_id("q", question), question, None, [], [])
 
 
 def questioner_examples(n: int, seed: int) -> list[Example]:
