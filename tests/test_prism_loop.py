@@ -212,3 +212,30 @@ def test_pool_questions_carry_no_gold_answer(tmp_path):
     assert "pseudo_label_acc" not in metrics
     with pytest.raises(ValueError, match="needs gold answers"):
         AccuracyHead().score(samples)
+
+
+def test_rerun_with_rebuilt_centroids_at_the_same_path_is_refused(prism_run, tiny_text_path, tmp_path):
+    """The centroids file is the run's fixed cluster space: a build-clusters into the same path between a kill and the
+    rerun (here: the same centroids in another order, as another K-means seed numbers them) was accepted, and the
+    finished iterations' cluster ids and coverage counts were carried into phases assigning in the new partition."""
+    import numpy as np
+
+    from mmevo.config import ConfigError
+    from mmevo.evolve.prism import run_prism
+
+    out, _, summary = prism_run
+    b = tmp_path / "b"
+    shutil.copytree(out, b)
+    centroids = out / "clusters" / "centroids.npy"
+    original = centroids.read_bytes()
+    try:
+        np.save(centroids, np.load(centroids)[::-1].copy())  # same K, dim and sidecar: only the numbering differs
+        with pytest.raises(ConfigError, match="prism.centroids=.* holds other centroids"):
+            run_prism(_cfg(tiny_text_path, b, f"prism.centroids={centroids}"))
+    finally:
+        centroids.write_bytes(original)
+    record = json.loads((out / "centroids_used.json").read_text())
+    assert record["meta"]["k"] == 16 and len(record["sha256"]) == 64
+    again = run_prism(_cfg(tiny_text_path, b, f"prism.centroids={centroids}"))  # the same file: every phase reused
+    assert [it["questioner"]["head_state"] for it in again["iterations"]] == \
+        [it["questioner"]["head_state"] for it in summary["iterations"]]

@@ -202,6 +202,44 @@ def check_loop_config(cfg: Config) -> None:
 _RERUN_FREE_KEYS = frozenset({"prism.output_dir", "prism.iterations", "prism.questioner_steps", "prism.solver_steps"})
 
 
+CENTROIDS_RECORD = "centroids_used.json"
+
+
+def check_rerun_centroids(out: Path, centroids: str, write: bool = True) -> None:
+    """Refuse a rerun into ``out`` whose ``prism.centroids`` file holds other centroids than the first run's (its
+    SHA-256, recorded in ``centroids_used.json``). ``run_config.json`` holds the path only: a ``build-clusters``
+    into the same path (another seed, corpus or K) between a kill and the rerun went unnoticed, and the finished
+    iterations' cluster ids, coverage counts and diversity tables were carried into phases that assign questions
+    in another partition. A run directory from before the record is recorded, not checked."""
+    import hashlib
+
+    from mmevo.config import ConfigError
+    from mmevo.prism.clusters import sidecar_path
+
+    digest = hashlib.sha256(Path(centroids).read_bytes()).hexdigest()
+    record = out / CENTROIDS_RECORD
+    if record.exists():
+        try:
+            saved = json.loads(record.read_text())
+            saved_digest = saved["sha256"]
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError) as e:
+            raise ConfigError(f"{record}: not a readable centroids record ({e!r}); restore it, or use another "
+                              "prism.output_dir") from None
+        if saved_digest != digest:
+            raise ConfigError(f"prism.centroids={centroids} holds other centroids (sha256 {digest[:12]}) than those "
+                              f"the run in prism.output_dir={out} was started with (sha256 {saved_digest[:12]}, "
+                              f"{CENTROIDS_RECORD}: {saved.get('meta')}): its finished phases' cluster ids and "
+                              "coverage counts belong to that partition; restore that file, or use another "
+                              "prism.output_dir")
+    elif write:
+        try:
+            meta = {k: v for k, v in json.loads(sidecar_path(centroids).read_text()).items()
+                    if k in ("embedder", "k", "dim", "seed", "corpus", "corpus_size")}
+        except (OSError, ValueError):
+            meta = {}
+        write_json_atomic(record, {"path": str(centroids), "sha256": digest, "meta": meta})
+
+
 def run_prism(cfg: Config) -> dict:
     """``mmevo evolve prism``: ``prism.iterations`` x (questioner, pool, solver); returns the summary."""
     from mmevo.grpo.distributed import barrier, init_distributed, is_main
@@ -218,6 +256,7 @@ def run_prism(cfg: Config) -> dict:
     solver_path = resolve_model_path(cfg)
     out.mkdir(parents=True, exist_ok=True)
     check_rerun_config(out, cfg, "prism", _RERUN_FREE_KEYS, write=is_main())
+    check_rerun_centroids(out, p.centroids, write=is_main())
     planned = [(f"iter_{t}/{phase}", f"prism.{phase}_steps", getattr(p, f"{phase}_steps"))
                for t in range(1, p.iterations + 1) for phase in ("questioner", "solver")]
     check_finished_steps(out, planned, "prism", say=is_main())
