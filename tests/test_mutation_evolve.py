@@ -258,7 +258,7 @@ def test_prism_pool_file_reads_back_label_free(tmp_path):
     path.write_text(json.dumps({"question": "What is 2 + 3?", "cluster": 4, "p": 0.75, "silver": "5"}) + "\n")
     (ex,) = read_pool(path)
     # the solver trains label-free: the silver answer is only a diagnostic in meta, never the example's answer
-    assert ex.problem == "What is 2 + 3?" and ex.answer == ""
+    assert ex.problem == "What is 2 + 3?" and ex.answer is None
     assert ex.meta == {"kind": "cluster_4", "p": 0.75, "silver": "5"}
     assert read_pool(tmp_path / "absent.jsonl") == []
 
