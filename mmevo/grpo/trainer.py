@@ -987,7 +987,9 @@ class GRPOTrainer:
         if self.ds_engine is not None:
             D.barrier()  # no rank saves (or looks for checkpoints) before they are gone
 
-    def maybe_resume(self) -> bool:
+    def maybe_resume(self, final_step: int | None = None) -> bool:
+        """Resume from the newest checkpoint, if any (True when it did). ``final_step``: the step the caller will train
+        up to (``trainer.steps``), given so that a rerun with changed settings that would train no step is refused."""
         from mmevo.grpo import distributed as D
 
         if D.is_main():
@@ -1000,6 +1002,14 @@ class GRPOTrainer:
         state = load_trainer_state(ckpt)
         diff = resume_config_diff(state.get("config"), to_dict(self.cfg), int(state["step"]), self.resume_free_keys)
         changed = [d["key"] for d in diff]
+        if diff and final_step is not None and int(state["step"]) >= final_step:
+            # nothing would run under the new values, yet the summary would name them as this run's settings
+            raise ValueError(
+                f"{ckpt} has run all {int(state['step'])} of its trainer.steps={final_step} under other settings than "
+                "this rerun's: " + "; ".join(f"{d['key']} {d['was']!r} -> {d['now']!r}" for d in diff)
+                + ". No step is left to run with them, so they would apply to nothing: raise trainer.steps to continue "
+                "the run under them, rerun with the settings it was saved with (to re-export / re-evaluate it), or "
+                "start afresh with trainer.resume=false or another trainer.output_dir")
         what = "its weights / optimizer state"
         try:
             self._load_checkpoint_state(ckpt, state)
@@ -1087,7 +1097,7 @@ class GRPOTrainer:
                                  "(resume) before the first step(), or start afresh with trainer.resume=false or "
                                  "another trainer.output_dir")
             _take_output_dir(self)
-            if not self.maybe_resume():
+            if not self.maybe_resume(final_step=t.steps if steps is None else None):
                 # as a resume restores them from its checkpoint: a plug-in's random / numpy / torch draws are seeded
                 # by the run's seed and this trainer's seed_offset (a loop's roles and phases draw differently); as
                 # "step -1", not step 0's sampling seed, whose streams CSRS's anchors and the HF sampler draw from
