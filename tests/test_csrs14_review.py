@@ -2,6 +2,7 @@
 (``csrs.omega=0.5`` after a run at 0.7), trains nothing, so it must not be reported as a run under the new value."""
 
 import json
+import math
 
 import pytest
 import torch
@@ -43,3 +44,43 @@ def test_a_finished_run_rerun_with_a_changed_knob_is_refused_not_reported_as_app
     more = recipes.run_grpo(_cfg(tiny_vl_path, out, "trainer.steps=2", "csrs.omega=0.5"))
     assert more["resumed_with_changes"] == [{"step": 1, "key": "csrs.omega", "was": 0.7, "now": 0.5}]
     assert [json.loads(line)["step"] for line in (out / "metrics.jsonl").read_text().splitlines()] == [1, 2]
+
+
+@pytest.mark.parametrize("blank", ["\\quad", "\\qquad", "\\enspace", "\\hspace{1cm}", "\\quad\\quad"])
+def test_a_boxed_wide_space_is_no_answer_for_majority_vote_and_sfr(blank):
+    from mmevo.rewards.answers import canonical_answer
+    from mmevo.rewards.heads import SFRHead, ScoredSample
+    from mmevo.rewards.majority import majority_vote_rewards
+
+    # "\boxed{\,}" was no answer but "\boxed{\quad}" the answer "\quad": three blanks out-voted two 7s, became the
+    # group's pseudo label and scored 1 (the 7s scored 0)
+    responses = [f"<think>fill in</think> \\boxed{{{a}}}" for a in [blank, blank, blank, "7", "7"]]
+    rewards, info = majority_vote_rewards(responses, [0] * 5)
+    assert rewards.tolist() == [0.0, 0.0, 0.0, 1.0, 1.0]
+    assert info["pseudo_labels"] == {0: "7"} and info["no_answer_frac"] == 0.6
+    # SFR: a blank maternal answer scores 0, and blank re-inferences count for nothing (7: 2 of 6, 1 of 4)
+    samples = [ScoredSample(f"\\boxed{{{a}}}", 0, None, None, role=role) for a, role in
+               [(blank, "maternal"), ("7", "maternal"), (blank, "reinference"), (blank, "reinference"),
+                ("7", "reinference"), (blank, "reinference")]]
+    sfr, _ = SFRHead().score(samples)
+    r_base = 2 / 6
+    expected_7 = (0.2 * math.tanh(5.0 * ((1 / 4) / (r_base + 1e-6) - 1.0)) + 1.0) * r_base
+    assert sfr[0].item() == 0.0 and sfr[1].item() == pytest.approx(expected_7, rel=1e-6)
+    # a number with a wide space beside it is still the number; a command that only starts with "quad" is kept
+    assert canonical_answer(f"5{blank}") == canonical_answer(f"{blank} 5") == ("num", 5)
+    assert canonical_answer("\\quadrilateral") == ("str", "\\quadrilateral")
+
+
+def test_response_no_answer_frac_counts_a_boxed_blank_as_no_answer():
+    from types import SimpleNamespace
+
+    from mmevo.grpo.trainer import GRPOTrainer
+    from mmevo.rollout.strategy import Rollout
+
+    # response/no_answer_frac said 0.0 for a group of "\boxed{\,}" that no vote counted: it read extraction only
+    texts = ["\\boxed{\\,}", "\\boxed{\\quad}", "\\boxed{}", "no box", "\\boxed{3}", "\\boxed{\\text{}}"]
+    comps = [SimpleNamespace(full_ids=[1, 2], finish_reason="stop") for _ in texts]
+    examples = [SimpleNamespace(choices=None) for _ in texts]
+    rollout = Rollout([None] * 6, comps, texts, torch.zeros(6, dtype=torch.long), examples)
+    metrics = GRPOTrainer._response_metrics(None, rollout, torch.zeros(6), torch.zeros(6), list(range(6)))
+    assert metrics["response/no_answer_frac"] == pytest.approx(5 / 6)

@@ -36,7 +36,7 @@ from mmevo.models.attention import supports_packing
 from mmevo.models.inputs import (EncodedPrompt, collate, collate_for_training, distinct_prompts, encode_prompt, pack,
                                   pack_shared, unwrap)
 from mmevo.models.loader import LoadedModel
-from mmevo.rewards.answers import extract_answer
+from mmevo.rewards.answers import canonical_answer, extract_answer
 from mmevo.rewards.heads import RewardMixer, ScoredSample
 from mmevo.rollout.base import RolloutRequest, SamplingParams
 from mmevo.rollout.strategy import PlainGroups, Rollout, RolloutContext, RolloutStrategy, decode, step_seed
@@ -889,7 +889,9 @@ class GRPOTrainer:
         comps = [rollout.completions[i] for i in idx]
         lengths = torch.tensor([len(c.full_ids) for c in comps], dtype=torch.float32)
         truncated = sum(c.finish_reason == "length" for c in comps)
-        no_answer = sum(extract_answer(rollout.texts[i], rollout.examples[i].choices) is None for i in idx)
+        # as the votes count them: a boxed blank (\boxed{\,}) is no answer either
+        no_answer = sum(canonical_answer(extract_answer(rollout.texts[i], rollout.examples[i].choices),
+                                         rollout.examples[i].choices) is None for i in idx)
         # share of groups whose rewards are all equal: they give zero advantage (no learning signal)
         g = rollout.group_ids[idx]
         uniq = torch.unique(g)

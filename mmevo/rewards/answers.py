@@ -206,7 +206,11 @@ def normalize_choice(ans: str, choices: Sequence[str] | None) -> str:
 _TEXT_WRAP_RE = re.compile(r"\\(?:text|textbf|textit|mathrm|mathbf|mbox|operatorname)\s*\{([^{}]*)\}")
 _DEGREE_RE = re.compile(r"\^\s*\{\s*\\circ\s*\}|\^\s*\\circ|\\circ|°|\\degree\b|\bdegrees?\b", re.IGNORECASE)
 # "~" is LaTeX's tie (a non-breaking space): "12 \\mathrm{~cm}" is the usual spelling of a unit in GeoQA-style output
-_SPACING_RE = re.compile(r"\\[,;:! ]|~|\\left\b|\\right\b")
+# the wide spaces too (\\quad, \\qquad, \\enspace, \\hspace{..}): a boxed blank "\\boxed{\\quad}" is no answer, as
+# "\\boxed{\\,}" is; without them it voted as an answer and could win a group's majority. A command ends at a non-letter
+_SPACING_RE = re.compile(r"\\[,;:! ]|~|\\left\b|\\right\b"
+                         r"|\\(?:q?quad|enspace|thinspace|medspace|thickspace|hfill)(?![A-Za-z])"
+                         r"|\\hspace\*?\s*\{[^{}]*\}")
 # a length / area / volume unit after a number, squared or cubed or not ("5 cm^2", "5\\text{ cm}^{2}", "5 sq units"):
 # math-verify already reads "5 cm" as 5 but not "5 cm^2", which split area answers from their bare numbers. The number
 # may end in a digit, a brace (\\sqrt{3}, \\frac{1}{2}) or pi ("12\\pi cm^2"); a sentence period may follow the unit

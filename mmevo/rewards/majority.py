@@ -48,10 +48,12 @@ def majority_vote_rewards(
     pseudo: dict[int, str | None] = {}
     shares: list[float] = []
     distinct: list[int] = []
+    no_answer = 0  # no key: nothing extracted, or a blank (\boxed{\,}), which never votes either
     for g, idx in members.items():
         # the group's first non-empty option list; by length, as answers.py tests it (numpy options have no truth)
         ch = next((choices[i] for i in idx if not _no_choices(choices[i])), None)
         keys = group_answer_keys([answers[i] for i in idx], ch)
+        no_answer += sum(k is None for k in keys)
         counts: dict[Hashable, int] = {}
         first: dict[Hashable, int] = {}
         for pos, k in enumerate(keys):
@@ -75,7 +77,7 @@ def majority_vote_rewards(
     metrics = {
         "pseudo_labels": pseudo,
         "modal_share": sum(shares) / n_groups if n_groups else 0.0,
-        "no_answer_frac": sum(a is None for a in answers) / n if n else 0.0,
+        "no_answer_frac": no_answer / n if n else 0.0,
         "distinct_answers_mean": sum(distinct) / n_groups if n_groups else 0.0,
     }
     return torch.tensor(rewards, dtype=torch.float32), metrics
