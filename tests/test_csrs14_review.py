@@ -84,3 +84,44 @@ def test_response_no_answer_frac_counts_a_boxed_blank_as_no_answer():
     rollout = Rollout([None] * 6, comps, texts, torch.zeros(6, dtype=torch.long), examples)
     metrics = GRPOTrainer._response_metrics(None, rollout, torch.zeros(6), torch.zeros(6), list(range(6)))
     assert metrics["response/no_answer_frac"] == pytest.approx(5 / 6)
+
+
+def _seed_sfr(maternal, reinference, m, n, gamma, beta, eps=1e-6):
+    """Eq. 7-8 of the CSRS paper as written: R_base = Count(a, A_all) / ((m+1) n), f_r = Count(a, A_m) / (m n),
+    R_final = (gamma tanh(beta (f_r / (R_base + eps) - 1)) + 1) R_base; no answer scores 0."""
+    every = list(maternal) + list(reinference)
+    out = []
+    for a in maternal:
+        if a is None:
+            out.append(0.0)
+            continue
+        r_base = sum(b == a for b in every) / ((m + 1) * n)
+        f_r = sum(b == a for b in reinference) / (m * n)
+        out.append((gamma * math.tanh(beta * (f_r / (r_base + eps) - 1.0)) + 1.0) * r_base)
+    return out
+
+
+def test_sfr_and_majority_vote_match_references_written_from_the_seeds_on_random_groups():
+    import random
+
+    from mmevo.rewards.majority import majority_vote_rewards
+    from mmevo.rewards.sfr import softened_frequency_rewards
+
+    rng = random.Random(14)
+    for _ in range(3000):  # ties, all-distinct, all-equal, all-None, n = 1, m = 1 all occur
+        n, m, k = rng.randint(1, 9), rng.randint(1, 6), rng.choice([1, 2, 3, 50])
+        p_none = rng.choice([0.0, 0.3, 1.0])
+        draw = lambda: None if rng.random() < p_none else rng.randrange(k)  # noqa: E731
+        maternal, reinference = [draw() for _ in range(n)], [draw() for _ in range(m * n)]
+        gamma, beta = rng.choice([0.0, 0.2, 0.35]), rng.choice([0.0, 3.5, 5.0])
+        got = softened_frequency_rewards(maternal, reinference, gamma, beta).tolist()
+        assert got == pytest.approx(_seed_sfr(maternal, reinference, m, n, gamma, beta), abs=1e-12)
+
+        # majority vote (MM-UPT): 1 iff the answer is the group's most frequent one; no answer never votes
+        answers = [None if a is None else str(a) for a in maternal + reinference]
+        texts = ["no box" if a is None else f"\\boxed{{{a}}}" for a in answers]
+        votes = [a for a in answers if a is not None]
+        top = max((votes.count(a) for a in votes), default=0)
+        modes = [a for a in votes if votes.count(a) == top]
+        rewards, _ = majority_vote_rewards(texts, [0] * len(texts))
+        assert rewards.tolist() == [float(a is not None and a == modes[0]) for a in answers]
