@@ -125,3 +125,15 @@ def test_sfr_and_majority_vote_match_references_written_from_the_seeds_on_random
         modes = [a for a in votes if votes.count(a) == top]
         rewards, _ = majority_vote_rewards(texts, [0] * len(texts))
         assert rewards.tolist() == [float(a is not None and a == modes[0]) for a in answers]
+
+
+def test_a_boxed_latex_space_is_no_answer():
+    from mmevo.rewards.answers import canonical_answer, extract_answer
+    from mmevo.rewards.majority import majority_vote_rewards
+
+    # "\boxed{\ }" was stripped to a lone backslash before its space was seen: the answer "\", which out-voted 7
+    assert extract_answer("\\boxed{\\ }") is None and extract_answer("\\boxed{\\ \\ }") is None
+    rewards, info = majority_vote_rewards(["\\boxed{\\ }"] * 3 + ["\\boxed{7}"] * 2, [0] * 5)
+    assert rewards.tolist() == [0.0, 0.0, 0.0, 1.0, 1.0] and info["pseudo_labels"] == {0: "7"}
+    assert canonical_answer(extract_answer("\\boxed{5\\ }")) == ("num", 5)
+    assert extract_answer("\\boxed{5 \\\\}") == "5 \\\\"  # a line break "\\" is not a space

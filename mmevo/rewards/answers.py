@@ -88,6 +88,8 @@ def _clean(s: str | None) -> str | None:
             s = s[2:-2].strip()
         if s.startswith("\\[") and s.endswith("\\]"):
             s = s[2:-2].strip()
+        if s.endswith("\\") and not s.endswith("\\\\"):  # what "\ " (a LaTeX space) leaves after strip()
+            s = s[:-1].rstrip()
         if s == prev:
             break
     return s or None
