@@ -1,5 +1,7 @@
 """CSRS review 14: a rerun into the output dir of a run that has already run all its steps, with a knob changed
-(``csrs.omega=0.5`` after a run at 0.7), trains nothing, so it must not be reported as a run under the new value."""
+(``csrs.omega=0.5`` after a run at 0.7), trains nothing, so it must not be reported as a run under the new value; a
+boxed blank (``\\quad``, ``\\ ``) is no answer for the votes; SFR and majority vote against references written from
+the seeds."""
 
 import json
 import math
