@@ -476,7 +476,8 @@ class VLLMEngine:
     (level 1 copies the weights to host memory every step, ~15 GiB per rank for 7B, only for them to be overwritten
     by the next sync); afterwards ``weights_stale`` is true and ``wake()`` refuses until ``sync_weights`` has loaded
     fresh weights. ``sync_weights`` wakes the weights alone, loads, and only then wakes the KV cache, so the two are
-    never both resident beside the trainer's gathered weights.
+    never both resident beside the trainer's gathered weights. ``generate`` on a sleeping engine wakes it first (and
+    so refuses after a level-2 sleep without a sync).
     """
 
     def __init__(self, model_path: str | Path, tokenizer, stop_ids: Sequence[int], banned_ids: Sequence[int] = (),
@@ -603,6 +604,11 @@ class VLLMEngine:
             slots.append(i)
         if not prompts:
             return results
+        if self._sleeping_tags:
+            # vLLM (GPU build 0.33) pauses its scheduler when it sleeps and resumes it only once every pool is awake
+            # again (EngineCore.wake_up): a request sent to a sleeping engine stays queued, never scheduled, and
+            # LLM.generate waits for it forever. Wake first; after a level-2 sleep wake() refuses (no weights).
+            self.wake()
         outputs = self.llm.generate(prompts, sps, use_tqdm=False)
         for i, out in zip(slots, outputs):
             req = requests[i]

