@@ -11,9 +11,21 @@ keeps vLLM's rule (tags asleep -> no request is served).
 engine after the rollout and wakes it again only through ``sync_weights`` after an update; a step with nothing to
 train (all prompts filtered or too long) skips the update, so with ``rollout.sleep_level=1`` (weights kept, not
 stale) the engine stayed asleep and the next ``evaluate()`` (which syncs only stale weights) hung forever on a GPU.
+
+A tensor-parallel engine (``rollout.tensor_parallel_size > 1`` in one process: vLLM's ``mp`` executor) runs its model
+in worker processes, and vLLM 0.33 pickles what it sends them: ``MultiprocExecutor._make_worker_process`` passes
+``vllm_config`` (with ``model_config.logits_processors``) as ``Process`` kwargs, and workers are started with
+``spawn`` once CUDA is initialised (``_maybe_force_spawn``: "CUDA is initialized" -- always so in mmevo, which loads
+the policy on the GPU first); ``collective_rpc`` / ``apply_model`` arguments go through ``MessageQueue.enqueue``'s
+``pickle.Pickler``. The logits processor class was built inside a function and the tied-head refresh sent to
+``apply_model`` after every weight push was a closure: pickle finds neither by name ("Can't pickle local object"),
+so such an engine could not start, nor sync its weights.
 """
 
 from __future__ import annotations
+
+import multiprocessing.reduction
+import pickle
 
 import pytest
 import torch
@@ -26,6 +38,13 @@ from mmevo.models.inputs import EncodedPrompt  # noqa: E402
 from mmevo.rollout.base import RolloutRequest, SamplingParams  # noqa: E402
 
 
+def _as_sent_to_workers(obj):
+    """``obj`` after the trip vLLM's mp executor gives it: pickled by ``MessageQueue.enqueue`` (pickle.Pickler,
+    highest protocol) and by ``spawn`` (multiprocessing's ForkingPickler), then loaded in the worker."""
+    obj = pickle.loads(pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL))
+    return pickle.loads(multiprocessing.reduction.ForkingPickler.dumps(obj))
+
+
 class _SleepingLLM:
     """Stands in for ``vllm.LLM`` 0.33 on a GPU: ``sleep`` releases the "weights" and "kv_cache" pools and pauses the
     scheduler; ``wake_up(tags)`` brings tags back, and serving resumes only when none is asleep. ``generate`` on a
@@ -33,6 +52,7 @@ class _SleepingLLM:
 
     def __init__(self, **kwargs):
         self.kwargs = kwargs
+        self.sent_processors = _as_sent_to_workers(kwargs["logits_processors"])  # vllm_config's trip to a worker
         self.asleep: set[str] = set()
         self.calls: list = []
         self.llm_engine = type("E", (), {"reset_encoder_cache": lambda _: None})()
@@ -49,7 +69,8 @@ class _SleepingLLM:
         self.calls.append((method, sum(1 for _ in kwargs["weights_iterator"])))
 
     def apply_model(self, fn):
-        return [fn(torch.nn.Linear(2, 2))]
+        self.calls.append("apply_model")
+        return [_as_sent_to_workers(fn)(torch.nn.Linear(2, 2))]
 
     def reset_prefix_cache(self):
         pass
@@ -122,3 +143,39 @@ def test_an_empty_batch_leaves_a_sleeping_engine_asleep(sleeping_engine):
     req = RolloutRequest(_request().prompt, n=0)
     assert eng.generate([req], SamplingParams(temperature=1.0, max_tokens=4)) == [[]]
     assert eng.llm.calls == [("sleep", 1)] and eng.llm.asleep == {"weights", "kv_cache"}
+
+
+def test_the_logits_processor_and_the_tied_head_refresh_reach_worker_processes(sleeping_engine):
+    from mmevo.rollout import vllm_engine
+
+    eng = sleeping_engine(sleep_level=1, tensor_parallel_size=2)
+    assert eng.llm.kwargs["distributed_executor_backend"] == "mp"
+    cls = vllm_engine._policy_logits_processor()
+    assert eng.llm.kwargs["logits_processors"] == [cls] and eng.llm.sent_processors == [cls]  # the same class
+    eng.sync_weights(torch.nn.Linear(3, 2))  # the push, then the tied-head refresh through apply_model
+    assert eng.llm.calls == [("reload_weights", 2), "apply_model"]
+
+
+def test_the_tied_head_refresh_repacks_only_shared_embedding_weights():
+    """The refresh itself, as a worker runs it: a head sharing the embedding's weight gets
+    ``process_weights_after_loading`` again; a module with its own weight does not."""
+    from vllm.model_executor.layers.vocab_parallel_embedding import UnquantizedEmbeddingMethod
+
+    from mmevo.rollout.vllm_engine import _refresh_tied_embedding_heads
+
+    class Method(UnquantizedEmbeddingMethod):
+        def __init__(self, log):
+            self.log = log
+
+        def process_weights_after_loading(self, layer):
+            self.log.append(layer.name)
+
+    log: list[str] = []
+    embed, head, other = torch.nn.Module(), torch.nn.Module(), torch.nn.Module()
+    shared = torch.nn.Parameter(torch.ones(4, 2))
+    for m, name in ((embed, "embed"), (head, "head"), (other, "other")):
+        m.name, m.quant_method = name, Method(log)
+    embed.weight, head.weight, other.weight = shared, shared, torch.nn.Parameter(torch.ones(4, 2))
+    model = torch.nn.ModuleDict({"embed": embed, "head": head, "other": other})
+    assert _as_sent_to_workers(_refresh_tied_embedding_heads)(model) == 2
+    assert sorted(log) == ["embed", "head"]
