@@ -662,7 +662,9 @@ def restore_image_normalisation(engine, processor) -> int:
     rescale / std, bias = -mean / std) when it builds the model. ``load_format="dummy"`` overwrites every persistent
     buffer with random values, and ``sync_weights`` never restores them (they are not checkpoint tensors), so image
     prompts would be normalised with noise for the whole run. A real checkpoint load keeps them; this is a
-    rehearsal-only repair. Returns the number of modules repaired (0 on a vLLM without that module)."""
+    rehearsal-only repair. vLLM 0.33 (the GPU build) registers the two buffers with ``persistent=False`` and its
+    dummy loader skips non-persistent buffers: there this rewrites the values they already hold. Returns the number
+    of modules repaired (0 on a vLLM without that module)."""
     import torch
 
     try:
