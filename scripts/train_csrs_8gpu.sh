@@ -25,7 +25,8 @@
 #   MASTER_ADDR      node 0's address, reachable from every node [127.0.0.1]; MASTER_PORT [29500]
 #   DS_CONFIG        DeepSpeed config [configs/deepspeed/zero3.json]
 #   GPU_MEM_UTIL     vLLM's share of each GPU (weights + KV cache) [0.6]
-#   SLEEP_MODE       true: vLLM offloads its weights and drops its KV cache while the policy trains [true]
+#   SLEEP_MODE       true: vLLM frees its weights and KV cache while the policy trains [true] (the 7B configs'
+#                    rollout.sleep_level=2 discards both, no host copy: the weights are synced in after each update)
 #   WANDB_MODE       offline | online | disabled [offline]
 #   TORCHRUN         launcher command [torchrun]; e.g. "python -m torch.distributed.run" for a given interpreter
 #   OMP_NUM_THREADS  CPU threads per rank [8]
