@@ -109,7 +109,7 @@ def packed_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor
     if any(e - s > ke - ks for s, e, ks, ke in spans):
         raise ValueError("packed attention: a segment has more queries than keys")
     gqa = query.shape[1] != key.shape[1]
-    varlen = _varlen_kernel() if _varlen_eligible(query) else None
+    varlen = _varlen_kernel() if _varlen_eligible(query) and _varlen_head_dim_ok(query.shape[-1]) else None
     if varlen is not None:
         if packed_kv is not None:
             key, value = key[:, :, packed_kv[0]], value[:, :, packed_kv[0]]  # [1, KV, N_k, D]
@@ -276,9 +276,25 @@ def packed_kernel(like: torch.Tensor) -> str:
     return "varlen_attn" if _varlen_eligible(like) and _varlen_kernel() is not None else "padded_sdpa"
 
 
+# torch's flash kernel (``aten._flash_attention_forward`` / ``_backward``, which ``varlen_attn`` calls directly): GPUs
+# sm80 .. sm121 (torch 2.14: "Flash attention only supports gpu architectures in the range [sm80, sm121]",
+# "FlashAttention only supports Ampere GPUs or newer."), and a head size that is a multiple of 8, at most 256 -- the
+# padding to a multiple of 8 is done by scaled_dot_product_attention's front end, which varlen_attn bypasses
+_FLASH_ARCHS = ((8, 0), (12, 1))
+_FLASH_MAX_HEAD_DIM = 256
+
+
 def _varlen_eligible(t: torch.Tensor) -> bool:
-    """Flash attention's varlen kernel runs on CUDA in half precision only."""
-    return t.is_cuda and t.dtype in (torch.float16, torch.bfloat16)
+    """Flash attention's varlen kernel runs on CUDA in half precision only, on the GPUs it was built for (Ampere
+    to Blackwell); elsewhere (a T4 or V100 in float16) packed rows take the padded SDPA batches."""
+    if not (t.is_cuda and t.dtype in (torch.float16, torch.bfloat16)):
+        return False
+    return _FLASH_ARCHS[0] <= tuple(torch.cuda.get_device_capability(t.device)) <= _FLASH_ARCHS[1]
+
+
+def _varlen_head_dim_ok(head_dim: int) -> bool:
+    """Whether flash attention takes heads of ``head_dim`` without padding (a multiple of 8, at most 256)."""
+    return head_dim % 8 == 0 and head_dim <= _FLASH_MAX_HEAD_DIM
 
 
 @functools.cache
