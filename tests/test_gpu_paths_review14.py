@@ -20,6 +20,13 @@ the policy on the GPU first); ``collective_rpc`` / ``apply_model`` arguments go 
 ``pickle.Pickler``. The logits processor class was built inside a function and the tied-head refresh sent to
 ``apply_model`` after every weight push was a closure: pickle finds neither by name ("Can't pickle local object"),
 so such an engine could not start, nor sync its weights.
+
+vLLM's sleep mode allocates through one ``CuMemAllocator`` per process, and vLLM 0.33 refuses a second engine's
+weights in it (``Worker._maybe_get_memory_pool_context``: ``assert allocator.get_current_usage() == 0, "CuMem
+allocator can only be used for one instance per process."``); its ``sleep`` / ``wake_up`` act on every allocation
+of the allocator. MM-Zero's 7B config runs three sleep-mode engines per process (the trained role's and two frozen
+roles'): the second one failed deep inside vLLM, after the first had loaded. mmevo now refuses a second sleep-mode
+engine itself, before vLLM starts, with a message naming the setting.
 """
 
 from __future__ import annotations
@@ -101,8 +108,8 @@ def sleeping_engine(monkeypatch, tiny_vl_path):
     tokenizer = AutoTokenizer.from_pretrained(tiny_vl_path)
 
     def make(**kwargs):
-        return vllm_engine.VLLMEngine(tiny_vl_path, tokenizer, [1], banned_ids=[2], dtype="float32",
-                                      enable_sleep_mode=True, **kwargs)
+        kwargs.setdefault("enable_sleep_mode", True)
+        return vllm_engine.VLLMEngine(tiny_vl_path, tokenizer, [1], banned_ids=[2], dtype="float32", **kwargs)
 
     return make
 
@@ -179,3 +186,25 @@ def test_the_tied_head_refresh_repacks_only_shared_embedding_weights():
     model = torch.nn.ModuleDict({"embed": embed, "head": head, "other": other})
     assert _as_sent_to_workers(_refresh_tied_embedding_heads)(model) == 2
     assert sorted(log) == ["embed", "head"]
+
+
+def test_a_second_sleep_mode_engine_in_the_process_is_refused_before_vllm_starts(sleeping_engine, monkeypatch):
+    import vllm
+
+    from mmevo.rollout import vllm_engine
+
+    first = sleeping_engine(sleep_level=1)
+    started = []
+    monkeypatch.setattr(vllm, "LLM", lambda **kw: started.append(kw) or _SleepingLLM(**kw))
+    with pytest.raises(RuntimeError, match="rollout.enable_sleep_mode=true: another vLLM engine with sleep mode"):
+        sleeping_engine(sleep_level=1)
+    assert started == []  # refused before vLLM loads anything
+    plain = sleeping_engine(enable_sleep_mode=False)  # no sleep mode: not in the CuMem allocator
+    assert not plain.sleep_enabled and len(started) == 1
+    monkeypatch.setattr(vllm_engine, "_on_gpu", lambda: False)
+    assert not sleeping_engine().sleep_enabled  # CPU: no sleep mode at all
+    monkeypatch.setattr(vllm_engine, "_on_gpu", lambda: True)
+    first.close()
+    second = sleeping_engine(sleep_level=1)  # the first one's memory is gone: a new one may start
+    assert second.sleep_enabled and second.llm is not None
+    second.close()

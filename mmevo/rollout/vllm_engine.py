@@ -26,6 +26,7 @@ import random
 import re
 import shutil
 import tempfile
+import weakref
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator, Sequence
@@ -352,6 +353,8 @@ class VLLMEngine:
         self.on_gpu = _on_gpu()
         self.tensor_parallel_size = tensor_parallel_size
         self._init_sleep_state(bool(enable_sleep_mode) and self.on_gpu, sleep_level)
+        if self.sleep_enabled:
+            _refuse_a_second_sleep_mode_engine()
         self.stats = {"prefill_tokens": 0, "generated_tokens": 0}
         self.model_dir = _vllm_model_dir(model_path)
         self.model_runner = None  # "v1" / "v2": which vLLM model runner serves this engine (set once started)
@@ -401,6 +404,8 @@ class VLLMEngine:
         self.llm = None
         try:
             self.llm = LLM(**kwargs)
+            if self.sleep_enabled:
+                _SLEEP_MODE_ENGINES.add(self)
         finally:
             torch.set_num_threads = set_threads
             random.setstate(rng[0])
@@ -690,6 +695,27 @@ def _refresh_tied_embedding_heads(model: torch.nn.Module) -> int:
                 m.quant_method.process_weights_after_loading(m)
                 n += 1
     return n
+
+
+# Live engines with sleep mode on (their vLLM's pools are in the process-wide CuMem allocator); see
+# _refuse_a_second_sleep_mode_engine. Weak: an engine dropped without close() no longer counts once it is collected.
+_SLEEP_MODE_ENGINES: "weakref.WeakSet[VLLMEngine]" = weakref.WeakSet()
+
+
+def _refuse_a_second_sleep_mode_engine() -> None:
+    """Raise unless no other sleep-mode engine is alive in this process.
+
+    vLLM's sleep mode allocates through ``CuMemAllocator``, one per process: vLLM 0.33 refuses the weights of a
+    second engine in it (``Worker._maybe_get_memory_pool_context``: "CuMem allocator can only be used for one
+    instance per process"), after the first has started; and its ``sleep`` / ``wake_up`` act on every allocation of
+    the allocator, so one engine's level-2 sleep would also discard the other's weights."""
+    alive = [e for e in _SLEEP_MODE_ENGINES if e.llm is not None]
+    if alive:
+        raise RuntimeError(
+            "rollout.enable_sleep_mode=true: another vLLM engine with sleep mode is alive in this process, and vLLM's "
+            "sleep mode serves one engine per process (its CuMem allocator is process-wide: vLLM refuses a second "
+            "engine's weights, and one engine's sleep would release the other's memory). Close the other engine "
+            "first, or turn sleep mode off for all engines but one.")
 
 
 # Layers a checkpoint never carries (computed buffers) and the tied LM head (refreshed after the reload): vLLM warns
