@@ -247,6 +247,7 @@ class PrismConfig:
     gamma: float = 0.99  # EMA decay of the cluster visit counts (seed: 0.99)
     ema_mode: str = "indicator"  # indicator (seed: a visited cluster adds once a step) | per_question (once a question)
     init_count: float = 1.0  # starting EMA count of every cluster (seed: smoothing_alpha 1.0)
+    init_counts: str = ""  # warm-start counts, a .npy / .json of K (seed: init_cluster_counts_path; "" = init_count)
     centroids: str = "runs/prism/clusters/centroids.npy"  # from `mmevo prism build-clusters`; centroids.json beside it
     corpus: str = "default"  # default (generated text math questions) | MATH / GSM8K file or dir (data.format=generic)
     corpus_size: int = 4000  # questions generated for the default corpus

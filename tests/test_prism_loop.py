@@ -239,3 +239,57 @@ def test_rerun_with_rebuilt_centroids_at_the_same_path_is_refused(prism_run, tin
     again = run_prism(_cfg(tiny_text_path, b, f"prism.centroids={centroids}"))  # the same file: every phase reused
     assert [it["questioner"]["head_state"] for it in again["iterations"]] == \
         [it["questioner"]["head_state"] for it in summary["iterations"]]
+
+
+def test_init_counts_warm_start_the_first_questioners_counts(prism_run, tiny_text_path, tmp_path):
+    """The seed's init_cluster_counts_path: iteration 1's questioner starts from the counts in a file (here iteration
+    2's final counts of the module's run, as .json head state) instead of prism.init_count everywhere; its first step
+    is rewarded with them. It was missing: a warm start from a previous run was not possible."""
+    import numpy as np
+
+    from mmevo.evolve.prism import run_prism
+    from mmevo.rewards.prism import coverage_rewards
+
+    out, cfg, summary = prism_run
+    state = summary["iterations"][1]["questioner"]["head_state"]
+    warm = tmp_path / "counts.json"
+    warm.write_text(json.dumps(state))
+    b = tmp_path / "b"
+    b.mkdir()
+    shutil.copytree(out / "warmup", b / "warmup")  # the same warm-up model, reused
+    centroids = out / "clusters" / "centroids.npy"
+    run = run_prism(_cfg(tiny_text_path, b, f"prism.centroids={centroids}", f"prism.init_counts={warm}",
+                         "prism.iterations=1", "prism.solver_steps=1"))
+    p = cfg.prism
+    recs = _records(b / "iter_1" / "questioner")[:cfg.trainer.prompts_per_step * cfg.rollout.n]  # step 1
+    valid = torch.tensor([r["valid"] for r in recs])
+    assert valid.any()
+    prob = torch.tensor([r.get("p", 0.0) for r in recs], dtype=torch.float64)
+    clusters = torch.tensor([r.get("cluster", 0) for r in recs])
+    got = torch.tensor([r["reward"] for r in recs], dtype=torch.float64)
+    counts = torch.tensor(state["counts"], dtype=torch.float64)
+    assert torch.allclose(got, coverage_rewards(prob, clusters, counts, p.lam, valid), atol=1e-6)
+    flat = torch.full_like(counts, p.init_count)  # what step 1 was rewarded with before
+    if bool(((zpd_in_band := (prob >= 0.5) & (prob <= 0.9)) & valid).any()):
+        assert not torch.allclose(got, coverage_rewards(prob, clusters, flat, p.lam, valid), atol=1e-6)
+    assert run["iterations"][0]["questioner"]["steps"] == p.questioner_steps
+    # the same counts as .npy; bad files are refused before any model loads, naming the file
+    np.save(tmp_path / "counts.npy", np.asarray(state["counts"]))
+    from mmevo.rewards.prism import load_init_counts
+
+    assert torch.equal(load_init_counts(str(tmp_path / "counts.npy"), p.k), counts)
+    for name, content, match in [("short.json", json.dumps([1.0] * (p.k - 1)), "not the 16 counts"),
+                                 ("nan.json", json.dumps([1.0] * (p.k - 1) + [float("nan")]), "count 15 is nan"),
+                                 ("neg.json", json.dumps([1.0] * (p.k - 1) + [-1.0]), "count 15 is -1.0"),
+                                 ("torn.json", '{"counts": [1.0, ', "holds no array of numbers"),
+                                 ("counts.txt", "1 2 3", "must be a .npy or .json")]:
+        bad = tmp_path / name
+        bad.write_text(content)
+        with pytest.raises(ValueError, match=match) as e:
+            run_prism(_cfg(tiny_text_path, tmp_path / "c", f"prism.centroids={centroids}",
+                           f"prism.init_counts={bad}"))
+        assert str(bad) in str(e.value)
+        assert not (tmp_path / "c").exists()  # refused before the run wrote anything
+    with pytest.raises(ValueError, match="is not a file"):
+        run_prism(_cfg(tiny_text_path, tmp_path / "c", f"prism.centroids={centroids}",
+                       f"prism.init_counts={tmp_path / 'missing.npy'}"))

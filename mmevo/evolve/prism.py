@@ -157,7 +157,8 @@ def role_config(cfg: Config, role: str, phase_dir: Path, model_path: str) -> Con
     p = cfg.prism
     rc = copy.deepcopy(cfg)
     head_args = {"centroids": p.centroids, "embedder": p.embedder, "lam": p.lam, "gamma": p.gamma,
-                 "ema_mode": p.ema_mode, "init_count": p.init_count, "visit": p.visit}
+                 "ema_mode": p.ema_mode, "init_count": p.init_count, "init_counts": p.init_counts,
+                 "visit": p.visit}
     defaults = {
         "questioner": {"reward.heads": {"prism_coverage": 1.0}, "reward.head_args": {"prism_coverage": head_args},
                        "data.hide_labels": False, "data.prompt_template": "none", "trainer.steps": p.questioner_steps},
@@ -250,6 +251,11 @@ def run_prism(cfg: Config) -> dict:
     check_loop_config(cfg)
     if not Path(p.centroids).exists():
         raise FileNotFoundError(f"prism.centroids: {p.centroids} does not exist: {BUILD_HINT}")
+    if p.init_counts:  # a bad warm-start file fails before any model loads, not at the first questioner phase
+        from mmevo.prism.clusters import load_centroids
+        from mmevo.rewards.prism import load_init_counts
+
+        load_init_counts(p.init_counts, load_centroids(p.centroids)[0].shape[0])
     if cfg.trainer.deepspeed:
         init_distributed(cfg.model.device)
     out = Path(p.output_dir)

@@ -27,7 +27,8 @@ ZPD_LOW, ZPD_HIGH = 0.5, 0.9  # the band where zpd is non-zero (seed: p(q) in [0
 ZPD_CENTER, ZPD_WIDTH = 0.75, 0.4  # peak of zpd and the distance at which it would reach 0
 EMA_MODES = ("indicator", "per_question")
 
-__all__ = ["EMA_MODES", "PrismCoverageHead", "coverage_rewards", "diversity_stats", "ema_counts", "zpd"]
+__all__ = ["EMA_MODES", "PrismCoverageHead", "coverage_rewards", "diversity_stats", "ema_counts",
+           "load_init_counts", "zpd"]
 
 
 def _as_float(x) -> Tensor:
@@ -175,6 +176,42 @@ def diversity_stats(clusters: Sequence[int] | Tensor, k: int) -> dict:
             "top10_share": float(x.sort(descending=True).values[:top].sum() / total)}
 
 
+def load_init_counts(path: str, k: int) -> Tensor:
+    """Warm-start EMA counts [K] float64 from ``path`` (the seed's ``init_cluster_counts_path``): a ``.npy`` array of K
+    numbers, or a ``.json`` list of them / an object with ``"counts"`` (the head's ``state_dict``, as a Prism
+    summary's ``head_state`` holds it). Every count finite and >= 0, K of them; errors name the file."""
+    import json
+    from pathlib import Path
+
+    f = Path(path)
+    if not f.is_file():
+        raise ValueError(f"prism init_counts: {path} is not a file (a .npy / .json of {k} cluster counts)")
+    try:
+        if f.suffix == ".npy":
+            raw = np.load(f, allow_pickle=False)
+        elif f.suffix == ".json":
+            raw = json.loads(f.read_text())
+            raw = raw.get("counts") if isinstance(raw, dict) else raw
+        else:
+            raise ValueError(f"prism init_counts: {path} must be a .npy or .json file")
+        arr = np.asarray(raw, dtype=np.float64)
+    except ValueError as e:
+        if str(e).startswith("prism init_counts"):
+            raise
+        raise ValueError(f"prism init_counts: {path} holds no array of numbers ({e})") from None
+    except (OSError, UnicodeDecodeError, TypeError) as e:
+        raise ValueError(f"prism init_counts: {path} cannot be read ({e})") from None
+    if arr.ndim != 1 or arr.shape[0] != k:
+        raise ValueError(f"prism init_counts: {path} holds an array of shape {tuple(arr.shape)}, not the {k} counts "
+                         f"of this partition's clusters")
+    bad = ~(np.isfinite(arr) & (arr >= 0))
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise ValueError(f"prism init_counts: {path}: count {i} is {float(arr[i])!r}; every count must be finite and "
+                         ">= 0")
+    return torch.from_numpy(arr.copy())
+
+
 # -- reward head --------------------------------------------------------------------------------------------------
 def _all_reduce_sum(t: Tensor) -> Tensor:
     """Sum over data-parallel ranks when a process group is up (every rank must call it); else ``t`` itself."""
@@ -212,7 +249,8 @@ class PrismCoverageHead:
     collective = True  # one all-reduce per step: the trainer calls score([]) on a rank without samples
 
     def __init__(self, centroids: str | None = None, embedder: str = "", lam: float = 5.0, gamma: float = 0.99,
-                 ema_mode: str = "indicator", init_count: float = 1.0, k: int = 0, visit: str = "band"):
+                 ema_mode: str = "indicator", init_count: float = 1.0, k: int = 0, visit: str = "band",
+                 init_counts: str = ""):
         from mmevo.prism.clusters import DEFAULT_CENTROIDS, embedder_id, load_centroids
 
         if ema_mode not in EMA_MODES:
@@ -238,6 +276,9 @@ class PrismCoverageHead:
                              "sample carries aux['cluster'], the number of clusters k")
         self.k = int(k)
         self.counts = torch.full((self.k,), float(init_count), dtype=torch.float64)  # [K] n_k, start at init_count
+        self.init_counts = str(init_counts or "")
+        if self.init_counts:  # the seed's init_cluster_counts_path: warm-start counts, e.g. a previous run's
+            self.counts = load_init_counts(self.init_counts, self.k)
         self.steps = 0
         self._embedder = None
 
