@@ -1010,6 +1010,19 @@ def to_dict(cfg: Config) -> dict:
     return json.loads(json.dumps(dataclasses.asdict(cfg), default=list))
 
 
+def built_in_defaults() -> dict:
+    """Every config key's built-in default as ``flat_dict`` names it (``section.key``)."""
+    return flat_dict(to_dict(Config()))
+
+
+def added_since_at_default(key: str, was: dict, now: dict, defaults: dict) -> bool:
+    """``key`` (flat) is a setting added to mmevo after the config ``was`` was recorded, and ``now`` leaves it at its
+    built-in default (``defaults``): a new setting's default keeps the behaviour from before it existed, so it is the
+    value the recorded run ran with. Counted as a change, every run recorded by an earlier build (a checkpoint, a
+    loop's run_config.json, a demo's summary without prism.init_counts) was refused on a rerun with its own settings."""
+    return key not in was and key in now and key in defaults and now[key] == defaults[key]
+
+
 def flat_dict(d: dict, prefix: str = "") -> dict:
     """Dotted keys of a ``to_dict`` config's sections (a mapping field such as reward.heads stays one value)."""
     out = {}

@@ -22,7 +22,7 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from mmevo.config import Config, render_prompt, to_dict
+from mmevo.config import Config, added_since_at_default, built_in_defaults, render_prompt, to_dict
 from mmevo.data.prompts import EpochSampler, PromptSource
 from mmevo.data.schema import Example
 from mmevo.grpo import algos
@@ -233,13 +233,16 @@ def flat_config(d: dict | None) -> dict:
 
 def resume_config_changes(saved: dict | None, current: dict, free: frozenset[str] = frozenset()) -> list[str]:
     """Dotted config keys (``section.key``) whose value differs between the config a checkpoint was saved with and
-    this run's (both ``to_dict``), leaving out ``_RESUME_FREE_KEYS`` and ``free``; [] for a checkpoint without a
-    config."""
+    this run's (both ``to_dict``), leaving out ``_RESUME_FREE_KEYS`` and ``free``, and the settings added since the
+    checkpoint was saved that this run leaves at their defaults (``added_since_at_default``); [] for a checkpoint
+    without a config."""
     if not saved:
         return []
     a, b = flat_config(saved), flat_config(current)
+    defaults = built_in_defaults()
     return sorted(k for k in a.keys() | b.keys()
-                  if k not in _RESUME_FREE_KEYS and k not in free and (k in a, a.get(k)) != (k in b, b.get(k)))
+                  if k not in _RESUME_FREE_KEYS and k not in free and (k in a, a.get(k)) != (k in b, b.get(k))
+                  and not added_since_at_default(k, a, b, defaults))
 
 
 def resume_config_diff(saved: dict | None, current: dict, step: int, free: frozenset[str] = frozenset()) -> list[dict]:
