@@ -61,3 +61,22 @@ def test_a_finished_run_from_an_earlier_build_reruns_with_its_own_settings(tiny_
     with pytest.raises(ValueError, match=r"csrs\.omega 0\.7 -> 0\.5"):
         recipes.run_grpo(_cfg(tiny_vl_path, out, "trainer.steps=1", "csrs.omega=0.5"))
 
+
+def test_a_demo_rerun_over_an_earlier_builds_runs_and_sft_reuses_them(tmp_path):
+    """`mmevo demo` into an --out an earlier build filled: its finished runs' summaries lack prism.init_counts (and
+    an SFT summary a setting added since), which refused the rerun as "a finished run with other settings"."""
+    import dataclasses
+
+    from mmevo.demo import demo_config, finished_run_changes, sft_changes
+
+    cfg = demo_config(["data.n_train=48", "data.n_heldout=2"], str(tmp_path))
+    run = dataclasses.replace(cfg, trainer=dataclasses.replace(cfg.trainer, output_dir=str(tmp_path / "csrs")))
+    (tmp_path / "csrs").mkdir()
+    (tmp_path / "csrs" / "summary.json").write_text(json.dumps(
+        {"config": _without(to_dict(run), "prism", "init_counts")}))
+    assert finished_run_changes(run) == []  # was ["prism.init_counts"]
+    older_sft = {"steps": 3, "config": _without(to_dict(cfg), "data", "skip_bad_rows")}
+    assert sft_changes(older_sft, cfg) == []  # was ["data.skip_bad_rows"]
+    # set away from its default, the new setting is a change the earlier run did not have
+    set_it = demo_config(["data.n_train=48", "data.n_heldout=2", "data.skip_bad_rows=true"], str(tmp_path))
+    assert sft_changes(older_sft, set_it) == ["data.skip_bad_rows"]

@@ -14,7 +14,7 @@ from typing import Sequence
 
 import torch
 
-from mmevo.config import Config, flat_dict, to_dict
+from mmevo.config import Config, added_since_at_default, built_in_defaults, flat_dict, to_dict
 from mmevo.data.schema import SFT_SYSTEM_PROMPT, Example
 from mmevo.grpo.algos import masked_mean
 from mmevo.grpo.checkpoint import load_state_file, rng_state, set_rng_state
@@ -154,8 +154,10 @@ def sft_config_changes(recorded: dict, cfg: Config) -> list[str]:
     holds it) differs from ``cfg``, sorted."""
     was = flat_dict(json.loads(json.dumps(recorded, default=str)))
     now = flat_dict(json.loads(json.dumps(to_dict(cfg), default=str)))
+    defaults = built_in_defaults()  # a setting added since the SFT, left at its default, is the SFT's value
     return sorted(k for k in was.keys() | now.keys()
-                  if k.startswith(SFT_SETTINGS) and k not in NOT_SFT_SETTINGS and was.get(k) != now.get(k))
+                  if k.startswith(SFT_SETTINGS) and k not in NOT_SFT_SETTINGS and was.get(k) != now.get(k)
+                  and not added_since_at_default(k, was, now, defaults))
 
 
 def discard_state(output_dir) -> None:
