@@ -80,3 +80,25 @@ def test_a_demo_rerun_over_an_earlier_builds_runs_and_sft_reuses_them(tmp_path):
     # set away from its default, the new setting is a change the earlier run did not have
     set_it = demo_config(["data.n_train=48", "data.n_heldout=2", "data.skip_bad_rows=true"], str(tmp_path))
     assert sft_changes(older_sft, set_it) == ["data.skip_bad_rows"]
+
+
+def test_a_finished_run_rerun_with_its_model_path_spelled_relative_is_not_refused(tiny_vl_path, tmp_path,
+                                                                                  monkeypatch):
+    """Killed during the final export / evaluation (its last checkpoint saved, no summary), rerun with the same
+    model directory spelled relative: refused as "model.path '/.../tiny-vl' -> 'tiny-vl'"."""
+    import os
+
+    out = tmp_path / "run"
+    recipes.run_grpo(_cfg(tiny_vl_path, out, "trainer.steps=1"))
+    (out / "summary.json").unlink()
+    monkeypatch.chdir(Path(tiny_vl_path).parent)
+    again = recipes.run_grpo(_cfg(os.path.relpath(tiny_vl_path), out, "trainer.steps=1"))
+    assert "resumed_with_changes" not in again
+    # another model directory is still a change
+    from mmevo.grpo.trainer import resume_config_changes
+
+    other = tmp_path / "other-model"
+    other.mkdir()
+    assert resume_config_changes({"model": {"path": str(tiny_vl_path)}}, {"model": {"path": str(other)}}) == [
+        "model.path"]
+    assert resume_config_changes({"model": {"path": "org/name"}}, {"model": {"path": "org/other"}}) == ["model.path"]

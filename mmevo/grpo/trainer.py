@@ -231,6 +231,16 @@ def flat_config(d: dict | None) -> dict:
             for k, v in (sub if isinstance(sub, dict) else {}).items()}
 
 
+def same_local_model(key: str, was: dict, now: dict) -> bool:
+    """``model.path`` spelled two ways for one local directory (relative and absolute, through a symlink): the same
+    starting model and tokenizer, not a changed setting (a rerun with it was refused once the run had run all its
+    steps: "model.path '/abs/sft/model' -> 'sft/model'")."""
+    if key != "model.path" or not isinstance(was.get(key), str) or not isinstance(now.get(key), str):
+        return False
+    a, b = Path(was[key]), Path(now[key])
+    return a.is_dir() and b.is_dir() and a.resolve() == b.resolve()
+
+
 def resume_config_changes(saved: dict | None, current: dict, free: frozenset[str] = frozenset()) -> list[str]:
     """Dotted config keys (``section.key``) whose value differs between the config a checkpoint was saved with and
     this run's (both ``to_dict``), leaving out ``_RESUME_FREE_KEYS`` and ``free``, and the settings added since the
@@ -242,7 +252,7 @@ def resume_config_changes(saved: dict | None, current: dict, free: frozenset[str
     defaults = built_in_defaults()
     return sorted(k for k in a.keys() | b.keys()
                   if k not in _RESUME_FREE_KEYS and k not in free and (k in a, a.get(k)) != (k in b, b.get(k))
-                  and not added_since_at_default(k, a, b, defaults))
+                  and not added_since_at_default(k, a, b, defaults) and not same_local_model(k, a, b))
 
 
 def resume_config_diff(saved: dict | None, current: dict, step: int, free: frozenset[str] = frozenset()) -> list[dict]:
