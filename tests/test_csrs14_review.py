@@ -11,16 +11,7 @@ import torch
 from safetensors.torch import load_file
 
 from mmevo import recipes
-from mmevo.config import load_config
-
-
-def _cfg(model, out, *over):
-    return load_config(None, [
-        f"model.path={model}", "data.train=synthetic", "data.n_train=8", "data.n_heldout=2",
-        "data.prompt_template=none", "data.hide_labels=true", "csrs.enabled=true", "csrs.m=1", "csrs.omega=0.7",
-        "reward.heads={sfr: 1.0}", "rollout.n=2", "rollout.max_tokens=4", "trainer.prompts_per_step=2",
-        "trainer.mini_batch_prompts=2", "trainer.save_every=1", "trainer.wandb_mode=disabled",
-        "trainer.progress=false", f"trainer.output_dir={out}", *over])
+from test_csrs12_review12 import _cfg  # the tiny CSRS run (sfr head, m = 1, omega = 0.7) the earlier review used
 
 
 def test_a_finished_run_rerun_with_a_changed_knob_is_refused_not_reported_as_applied(tiny_vl_path, tmp_path):
