@@ -1023,6 +1023,17 @@ def added_since_at_default(key: str, was: dict, now: dict, defaults: dict) -> bo
     return key not in was and key in now and key in defaults and now[key] == defaults[key]
 
 
+def recorded_config_changes(recorded: dict, cfg: "Config") -> list[str]:
+    """Dotted keys in which the config ``recorded`` by a run (``to_dict``, as its summary or state holds it) differs
+    from ``cfg``, both read through JSON; a setting added since the run and left at its default is no change
+    (``added_since_at_default``). Sorted."""
+    was = flat_dict(json.loads(json.dumps(recorded, default=str)))
+    now = flat_dict(json.loads(json.dumps(to_dict(cfg), default=str)))
+    defaults = built_in_defaults()
+    return sorted(k for k in was.keys() | now.keys()
+                  if was.get(k) != now.get(k) and not added_since_at_default(k, was, now, defaults))
+
+
 def flat_dict(d: dict, prefix: str = "") -> dict:
     """Dotted keys of a ``to_dict`` config's sections (a mapping field such as reward.heads stays one value)."""
     out = {}

@@ -450,13 +450,9 @@ def interrupted_run_changes(cfg: Config) -> list[str]:
 def _changed_keys(recorded: dict, cfg: Config) -> list[str]:
     """The keys, other than where a run is and how it logs (``_RUN_PLACE_KEYS``), in which the config ``recorded``
     by a run differs from ``cfg`` (both through JSON, as summary.json holds them)."""
-    from mmevo.config import added_since_at_default, built_in_defaults, flat_dict, to_dict
+    from mmevo.config import recorded_config_changes
 
-    was = flat_dict(json.loads(json.dumps(recorded, default=str)))
-    now = flat_dict(json.loads(json.dumps(to_dict(cfg), default=str)))
-    defaults = built_in_defaults()  # a setting added since the run, left at its default, is the run's value
-    return sorted(k for k in was.keys() | now.keys() if k not in _RUN_PLACE_KEYS and was.get(k) != now.get(k)
-                  and not added_since_at_default(k, was, now, defaults))
+    return [k for k in recorded_config_changes(recorded, cfg) if k not in _RUN_PLACE_KEYS]
 
 
 def _progress_line(name: str, cfg: Config) -> str:

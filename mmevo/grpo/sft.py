@@ -6,7 +6,6 @@ rewards. A short SFT pass teaches the format and some skill; GRPO then improves 
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from pathlib import Path
@@ -14,7 +13,7 @@ from typing import Sequence
 
 import torch
 
-from mmevo.config import Config, added_since_at_default, built_in_defaults, flat_dict, to_dict
+from mmevo.config import Config, recorded_config_changes, to_dict
 from mmevo.data.schema import SFT_SYSTEM_PROMPT, Example
 from mmevo.grpo.algos import masked_mean
 from mmevo.grpo.checkpoint import load_state_file, rng_state, set_rng_state
@@ -152,12 +151,8 @@ NOT_SFT_SETTINGS = ("sft.output_dir", "sft.save_every", "model.cache_dir", "mode
 def sft_config_changes(recorded: dict, cfg: Config) -> list[str]:
     """The settings the SFT reads in which the config ``recorded`` by an SFT (``to_dict``, as its summary or state
     holds it) differs from ``cfg``, sorted."""
-    was = flat_dict(json.loads(json.dumps(recorded, default=str)))
-    now = flat_dict(json.loads(json.dumps(to_dict(cfg), default=str)))
-    defaults = built_in_defaults()  # a setting added since the SFT, left at its default, is the SFT's value
-    return sorted(k for k in was.keys() | now.keys()
-                  if k.startswith(SFT_SETTINGS) and k not in NOT_SFT_SETTINGS and was.get(k) != now.get(k)
-                  and not added_since_at_default(k, was, now, defaults))
+    return [k for k in recorded_config_changes(recorded, cfg)
+            if k.startswith(SFT_SETTINGS) and k not in NOT_SFT_SETTINGS]
 
 
 def discard_state(output_dir) -> None:

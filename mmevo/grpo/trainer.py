@@ -227,8 +227,9 @@ OPTIMIZER_STATE_KEYS = ("trainer.lr", "trainer.betas", "trainer.weight_decay")
 def flat_config(d: dict | None) -> dict:
     """A ``to_dict`` config as ``{"section.key": value}`` (sections only; the ``eval`` section left out: it is
     ``mmevo eval``'s, never a run's)."""
-    return {f"{sec}.{k}": v for sec, sub in (d or {}).items() if sec != "eval"
-            for k, v in (sub if isinstance(sub, dict) else {}).items()}
+    from mmevo.config import flat_dict
+
+    return {k: v for k, v in flat_dict(d or {}).items() if "." in k and not k.startswith("eval.")}
 
 
 def same_local_model(key: str, was: dict, now: dict) -> bool:
