@@ -909,6 +909,19 @@ def _status_threads(text: bytes) -> int:
         return 0
 
 
+# a tmpfs with less than this left cannot give a faulting page a block (a huge folio at most): it is full
+DISK_FULL_SLACK_BYTES = 2 << 20
+
+
+def _disk_full(path: str) -> bool:
+    """True when the file system at ``path`` has less than ``DISK_FULL_SLACK_BYTES`` free (False if unreadable)."""
+    try:
+        st = os.statvfs(path)
+    except OSError:
+        return False
+    return st.f_bavail * st.f_frsize < DISK_FULL_SLACK_BYTES
+
+
 def _fair_nice(threads: int) -> int:
     """The lowest nice level at which ``threads`` runnable threads weigh together no more than one thread at nice 0
     (19 where none does)."""
@@ -1919,6 +1932,11 @@ class Supervisor:
                 return _result(kind="timeout", msg="CPU time limit", t0=t0, layers=layers)
             if sig == signal.SIGXFSZ:
                 return _result(kind="too_large", msg="file size limit", t0=t0, layers=layers)
+            if sig == signal.SIGBUS and self.tmpfs_ok and _disk_full(self.jobdir):
+                # a page of a shared mapping of a job-dir file that the full tmpfs had no block for: the job dir's
+                # size, as ENOSPC from write() is (a SIGBUS with room left, a mapping past its file's end, stays a crash)
+                return _result(kind="too_large", msg=f"job killed by SIGBUS writing a mapped file: its job dir is full "
+                               f"({limits.disk_bytes} bytes)", t0=t0, layers=layers)
             if sig == signal.SIGKILL:  # the kernel's answer to the hard CPU limit, or the OOM killer
                 hard, oom_kills = exit_info.get("cpu_hard"), exit_info.get("oom_kills")
                 # no OOM kill anywhere while it ran: the kernel's hard limit, met on its tick-sampled clock (see
