@@ -627,7 +627,7 @@ def _render(argv: list[str]) -> int:
     with RenderPool(workers=1) as pool:
         result = pool.render(RenderJob(code=code, language=language), timeout_s=args.timeout)
     if not result.ok:
-        print(f"mmevo render: {result.error_kind}: {result.message}", file=sys.stderr)
+        print(f"mmevo render: {src}: {result.error_kind}: {result.message}", file=sys.stderr)
         return 1
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)  # as every command makes its output directory (runs/...)

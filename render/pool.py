@@ -344,8 +344,10 @@ class RenderPool:
             raise ValueError(f"timeout_s must be in (0, {MAX_TIMEOUT_S:g}] seconds, got {timeout_s!r}")
         jobs = list(jobs)  # any iterable: a generator was used up by the checks below
         for k, j in enumerate(jobs):
+            if not isinstance(j, RenderJob):  # a bare str or dict was an AttributeError naming no job
+                raise ValueError(f"job {k}: must be a RenderJob, got {type(j).__name__}")
             if not isinstance(j.language, str) or j.language not in LANGUAGES:
-                raise ValueError(f"language must be one of {LANGUAGES}, got {j.language!r}")
+                raise ValueError(f"job {k}: language must be one of {LANGUAGES}, got {j.language!r}")
             if not isinstance(j.code, str):  # bytes / None were reported as a too_large job
                 raise ValueError(f"job {k}: code must be a str, got {type(j.code).__name__}")
         with self._lock:

@@ -613,6 +613,8 @@ def _run_python(code: str, limits: RenderLimits) -> tuple[str, str]:
 
     import matplotlib.pyplot as plt
 
+    if not code.removeprefix("\ufeff").strip():  # said as such: "drew no figure" read as a plot that failed
+        return "no_output", "the code is empty (only whitespace)" if code else "the code is empty"
     try:
         # a leading byte-order mark, as an editor may write it: `python file.py` reads past it, compile() of text not
         compiled = compile(code.removeprefix("\ufeff"), JOB_SOURCE_NAME, "exec")

@@ -261,3 +261,42 @@ def test_disk_full_reads_the_free_space_of_the_file_system(tmp_path):
     assert wk._disk_full(str(tmp_path)) is (os.statvfs(tmp_path).f_bavail * os.statvfs(tmp_path).f_frsize
                                               < wk.DISK_FULL_SLACK_BYTES)
     assert wk._disk_full(str(tmp_path / "missing")) is False
+
+
+# -- bad jobs: each error names the job ------------------------------------------------------------------------------
+def test_a_bad_job_is_refused_naming_its_index(render_pool):
+    good = RenderJob("import matplotlib.pyplot as plt\nplt.plot([1])\n")
+    # before: AttributeError: 'str' object has no attribute 'language' (no job named), and a language error
+    # without the job's index
+    for bad, text in (("plot()", "job 1: must be a RenderJob, got str"),
+                      ({"code": "x"}, "job 1: must be a RenderJob, got dict"),
+                      (RenderJob("x", language=None), "job 1: language must be one of ('python', 'svg'), got None"),
+                      (RenderJob(b"x"), "job 1: code must be a str, got bytes")):
+        with pytest.raises(ValueError) as e:
+            render_pool.render_many([good, bad])
+        assert str(e.value) == text, e.value
+    # empty code and code that is not UTF-8 (lone surrogates, as a surrogateescape decoding leaves) are jobs: results
+    results = render_pool.render_many([RenderJob(""), RenderJob(" \n\t"), RenderJob("\ufeff"),
+                                       RenderJob("x = '\udcff'\n"), RenderJob("", "svg")], timeout_s=15)
+    got = [(r.error_kind, r.message) for r in results]
+    assert got[:3] == [("no_output", "job: the code is empty"), ("no_output", "job: the code is empty (only whitespace)"),
+                       ("no_output", "job: the code is empty (only whitespace)")], got
+    assert got[3][0] == "syntax" and "surrogates not allowed" in got[3][1], got
+    assert got[4] == ("syntax", "job: SVG is not well-formed XML: no element found: line 1, column 0"), got
+
+
+def test_the_cli_names_the_file_of_a_refused_job(tmp_path, capsys):
+    from mmevo.cli import main
+
+    empty = tmp_path / "empty.py"
+    empty.write_bytes(b"")
+    assert main(["render", str(empty), "-o", str(tmp_path / "o.png")]) == 1
+    # before: "mmevo render: no_output: job: the code drew no figure and wrote no out.png" (no file named)
+    assert capsys.readouterr().err == f"mmevo render: {empty}: no_output: job: the code is empty\n"
+    bad = tmp_path / "bad.py"
+    bad.write_bytes(b"x = '\xff'\n")
+    assert main(["render", str(bad), "-o", str(tmp_path / "o.png")]) == 2
+    assert capsys.readouterr().err.startswith(f"mmevo render: error: {bad} cannot be decoded as text (")
+    assert main(["render", str(tmp_path / "missing.py"), "-o", str(tmp_path / "o.png")]) == 2
+    assert capsys.readouterr().err == f"mmevo render: error: {tmp_path / 'missing.py'} not found\n"
+    assert not (tmp_path / "o.png").exists()
