@@ -5,7 +5,9 @@ formats other than PNG under the PNG's name, process creation through ``preexec_
 system calls with odd numbers (negative, past every table, the x32 bit), huge ``MAP_NORESERVE`` mappings,
 ``MADV_POPULATE_WRITE``, ``mlock2``, timerfd / eventfd / signalfd storms, ``splice``, sockets of every family,
 ``/proc/self`` links, device nodes and FIFOs in place of the PNG, thousands of output files, a renamed process, a
-SIGPROF storm, a shared mapping of a sparse job file past the job dir's size. Each is pinned to the label
+SIGPROF storm, a shared mapping of a sparse job file past the job dir's size, a name forging /proc status lines,
+leases, priorities and timer slack, procfs writes, and SVGs of huge text, font sizes, strokes, filter regions and
+nested canvases. Each is pinned to the label
 render/README.md gives it, with the host effects checked as test_render_hostile21 checks them (the same workers,
 no job process left, nothing written outside the job dir, escaped job text, a clean render afterwards)."""
 
@@ -85,7 +87,7 @@ PROCESSES = {
     # a pidfd of the job itself (pid 1 of its namespace) and a SIGKILL through it: init ignores it, the plot is drawn
     "pidfd_sigkill_self": (LIBC + "fd = libc.syscall(434, os.getpid(), 0)\n"
                            "r = -1 if fd < 0 else libc.syscall(424, fd, 9, None, 0)\n" + RAISE_ERRNO + DRAW, "python",
-                           5.0, {"ok", "forbidden"}),
+                           5.0, {"ok"}),
     # root and a negative nice: neither is the job's to take
     "setuid_root": ("import os\nos.setuid(0)\n", "python", 5.0, {"forbidden"}),
     "nice_minus_20": ("import os\nos.nice(-20)\n", "python", 5.0, {"forbidden"}),
@@ -201,8 +203,51 @@ OUTPUT_TRICKS = {
     "stdout_never_flushed": ("import io, os, sys\nsys.stdout = io.TextIOWrapper(io.BufferedWriter(io.FileIO(1, 'w'),"
                              " buffer_size=200 << 20))\nprint('x' * (100 << 20))\n" + DRAW, "python", 10.0, {"ok"}),
 }
+KERNEL_KNOBS = {
+    # a name forging status lines ("\nThreads:\t1"): procfs escapes it, the supervisor's thread count holds; 20 spinning
+    # threads for a second, then the plot
+    "comm_forges_status_lines": ("import ctypes, threading, time\n"
+                                 "ctypes.CDLL(None).prctl(15, b'x\\nThreads:\\t1\\n', 0, 0, 0)\n"
+                                 "end = time.monotonic() + 1\ndef spin():\n    while time.monotonic() < end:\n"
+                                 "        pass\nts = [threading.Thread(target=spin) for _ in range(20)]\n"
+                                 "for t in ts:\n    t.start()\nfor t in ts:\n    t.join()\n" + DRAW, "python", 15.0,
+                                 {"ok"}),
+    # a write lease on out.png: released with the job's exit, before the supervisor opens it
+    "write_lease_on_out_png": (DRAW + "import fcntl, os\nplt.savefig('out.png')\nfd = os.open('out.png', os.O_RDONLY)\n"
+                               "fcntl.fcntl(fd, 1024, fcntl.F_WRLCK)\n", "python", 5.0, {"ok"}),
+    # the lowest priority for every process of the job's uid, an idle I/O class, one CPU, a timer slack of 1 s
+    "own_uid_priority_19": ("import os\nos.setpriority(os.PRIO_USER, 0, 19)\n" + DRAW, "python", 5.0, {"ok"}),
+    "ioprio_idle_affinity_one_cpu": (LIBC + "r = libc.syscall(251, 1, 0, 3 << 13)\n" + RAISE_ERRNO
+                                     + "os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})\n" + DRAW, "python",
+                                     5.0, {"ok"}),
+    "timer_slack_1s": ("import ctypes, time\nctypes.CDLL(None).prctl(29, 10 ** 9, 0, 0, 0)\ntime.sleep(0.01)\n" + DRAW,
+                       "python", 10.0, {"ok"}),
+    # procfs files of its own that write kernel state: refused (procfs opens nothing)
+    "proc_self_attr_current": ("open('/proc/self/attr/current', 'w').write('unconfined')\n", "python", 5.0,
+                               {"forbidden"}),
+    "proc_self_clear_refs": ("open('/proc/self/clear_refs', 'w').write('5')\n", "python", 5.0, {"forbidden"}),
+}
+SVGS = {
+    # 190,000 characters of text (just under max_code_chars) at a font size of 10^4: the clock ends it
+    "svg_text_190k_chars": ('<svg xmlns="http://www.w3.org/2000/svg" width="50" height="50"><text font-size="10000">'
+                          + "W" * 190_000 + "</text></svg>", "svg", 3.0, {"timeout"}),
+    # a font size of 10^9 (FreeType refuses it: cairo's FREETYPE_ERROR) and a stroke of 10^30
+    "svg_font_size_1e9": ('<svg xmlns="http://www.w3.org/2000/svg" width="50" height="50"><text font-size="1e9">W'
+                          "</text></svg>", "svg", 5.0, {"crash"}),
+    "svg_stroke_1e30": ('<svg xmlns="http://www.w3.org/2000/svg" width="50" height="50"><line x2="50" y2="50" '
+                        'stroke="red" stroke-width="1e30"/></svg>', "svg", 5.0, {"ok"}),
+    # a filter region of a million percent blurred over a small image
+    "svg_filter_region_1e6_percent": ('<svg xmlns="http://www.w3.org/2000/svg" width="50" height="50"><filter id="f" '
+                                      'x="-1e6%" y="-1e6%" width="2e6%" height="2e6%"><feGaussianBlur stdDeviation="5"'
+                                      '/></filter><rect width="10" height="10" filter="url(#f)"/></svg>', "svg", 5.0,
+                                      {"ok"}),  # cairosvg clips the region to the surface
+    # a nested svg of 10^9 px inside a 50 px one
+    "svg_nested_1e9_px": ('<svg xmlns="http://www.w3.org/2000/svg" width="50" height="50"><svg width="1e9" '
+                          'height="1e9"><rect width="1e9" height="1e9" fill="red"/></svg></svg>', "svg", 5.0,
+                          {"ok"}),  # clipped to the 50 px surface
+}
 GROUPS = {"matplotlib": MATPLOTLIB, "processes": PROCESSES, "raw_calls": RAW_CALLS, "fds": FDS, "sockets": SOCKETS,
-          "output_tricks": OUTPUT_TRICKS}
+          "output_tricks": OUTPUT_TRICKS, "kernel_knobs": KERNEL_KNOBS, "svg": SVGS}
 
 
 def test_the_batch_is_new_and_large():
