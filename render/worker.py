@@ -627,6 +627,13 @@ def _run_python(code: str, limits: RenderLimits) -> tuple[str, str]:
         exec(compiled, g)
     except SystemExit:
         pass
+    except MemoryError as e:
+        # a layout or draw of the current figure (tight_layout, canvas.draw) asks Agg for a canvas of its full size:
+        # past max_side it fails there (std::bad_alloc) before the check below; the figure is too large all the same
+        oversized = _oversized_figure(plt, limits)
+        if oversized is None:
+            raise
+        return "too_large", f"{oversized} (out of memory drawing it: {_exc_text(e)})"
     out = os.path.join(_JOBDIR, OUT_NAME)  # absolute: the code may have changed the working directory
     if os.path.lexists(out):
         return "ok", "out.png written by the code"
@@ -637,15 +644,27 @@ def _run_python(code: str, limits: RenderLimits) -> tuple[str, str]:
         os.rename(saved, out)  # the supervisor checks it as any out.png
         return "ok", f"{os.path.relpath(saved, _JOBDIR)!r} written by the code (no out.png, no open figure)"
     fig = plt.gcf()
-    w_in, h_in = fig.get_size_inches()
-    w, h = w_in * fig.dpi, h_in * fig.dpi
-    if not (w <= limits.max_side and h <= limits.max_side):
-        return "too_large", f"figure of {w:.0f}x{h:.0f} px exceeds {limits.max_side} px"
+    oversized = _oversized_figure(plt, limits)
+    if oversized is not None:
+        return "too_large", oversized
     # the size checked above, whatever rcParams say: savefig.dpi, and savefig.bbox = "tight", whose box (plus
     # savefig.pad_inches) spans every artist, however far outside the figure
     with plt.rc_context({"savefig.bbox": "standard"}):
         fig.savefig(out, format="png", dpi=fig.dpi)
     return "ok", "current figure"
+
+
+def _oversized_figure(plt, limits: RenderLimits) -> str | None:
+    """Why the current figure is past ``max_side`` pixels a side at its own dpi (NaN counts), or None: no figure open,
+    or one within the limit."""
+    if not plt.get_fignums():
+        return None
+    fig = plt.gcf()
+    w_in, h_in = fig.get_size_inches()
+    w, h = w_in * fig.dpi, h_in * fig.dpi
+    if w <= limits.max_side and h <= limits.max_side:
+        return None
+    return f"figure of {w:.0f}x{h:.0f} px exceeds {limits.max_side} px"
 
 
 def _last_png_written(max_entries: int = 4096) -> str | None:

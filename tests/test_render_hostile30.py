@@ -36,6 +36,12 @@ MATPLOTLIB = {
     "explicit_bbox_600in": (PLT + "from matplotlib.transforms import Bbox\nplt.plot([1, 2])\n"
                             "plt.savefig('out.png', bbox_inches=Bbox([[-300, -300], [300, 300]]))\n", "python",
                             5.0, {"too_large", "memory"}),
+    # a figure of 10^5 dpi asked for a layout (a renderer of its full size) before the worker's check: Agg's allocation
+    # of 640,000 x 480,000 px fails at once; the figure is past max_side, as without the layout
+    "dpi_1e5_tight_layout": (PLT + "plt.figure(dpi=1e5)\nplt.plot([1, 2])\nplt.tight_layout()\n", "python", 5.0,
+                             {"too_large"}),
+    # a title of 10^7 characters: the clock ends its layout
+    "title_1e7_chars": (DRAW + "plt.title('x' * 10 ** 7)\n", "python", 3.0, {"timeout"}),
     # a million artists: the clock ends it (or the memory limit, whichever comes first)
     "million_artists": (PLT + "fig, ax = plt.subplots()\nfor i in range(10 ** 6):\n"
                         "    ax.add_patch(plt.Rectangle((i, i), 1, 1))\n", "python", 3.0, {"timeout", "memory"}),
@@ -120,6 +126,11 @@ RAW_CALLS = {
                        "buf = (ctypes.c_char * (64 << 20)).from_buffer(m)\n"
                        "r = libc.syscall(325, ctypes.c_void_p(ctypes.addressof(buf)), ctypes.c_size_t(64 << 20), 1)\n"
                        + RAISE_ERRNO, "python", 5.0, {"forbidden", "memory"}),
+    # tee between two pipes (the raw call: Python has no os.tee)
+    "tee_pipes": (LIBC + "r1, w1 = os.pipe()\nr2, w2 = os.pipe()\nos.write(w1, b'x')\n"
+                  "r = libc.syscall(276, r1, w2, ctypes.c_size_t(1), 0)\n" + RAISE_ERRNO, "python", 5.0, {"forbidden"}),
+    # half a GiB to stdout in one write (the tree's /dev/null), then the plot
+    "stdout_half_gib_one_write": ("import os\nos.write(1, bytes(512 << 20))\n" + DRAW, "python", 10.0, {"ok"}),
     # splice between two pipes
     "splice_pipes": ("import os\nr1, w1 = os.pipe()\nr2, w2 = os.pipe()\nos.write(w1, b'x')\n"
                      "while True:\n    os.splice(r1, w2, 1)\n", "python", 5.0, {"forbidden"}),
@@ -345,3 +356,20 @@ def test_the_cli_names_the_file_of_a_refused_job(tmp_path, capsys):
     assert main(["render", str(tmp_path / "missing.py"), "-o", str(tmp_path / "o.png")]) == 2
     assert capsys.readouterr().err == f"mmevo render: error: {tmp_path / 'missing.py'} not found\n"
     assert not (tmp_path / "o.png").exists()
+
+
+def test_an_oversized_figure_that_runs_out_of_memory_in_its_layout_is_too_large(render_pool):
+    # before: memory, "job: MemoryError: std::bad_alloc": tight_layout / canvas.draw ask Agg for a canvas of the
+    # figure's full size before the worker's size check could refuse it (too_large without the layout call)
+    jobs = [MATPLOTLIB["dpi_1e5_tight_layout"][0],
+            PLT + "fig = plt.figure(figsize=(100, 100), dpi=300)\nplt.plot([1, 2])\nfig.canvas.draw()\n",
+            PLT + "plt.figure(figsize=(100, 100), dpi=300)\nplt.plot([1, 2])\n",
+            # a MemoryError of the job's own with a small figure open stays memory
+            DRAW + "x = bytearray(1 << 40)\n"]
+    got = [(r.error_kind, r.message) for r in render_pool.render_many([RenderJob(c) for c in jobs], timeout_s=15)]
+    assert got[0] == ("too_large", "job: figure of 640000x480000 px exceeds 4096 px (out of memory drawing it: "
+                      "MemoryError: std::bad_alloc)"), got
+    assert got[1] == ("too_large", "job: figure of 30000x30000 px exceeds 4096 px (out of memory drawing it: "
+                      "MemoryError: std::bad_alloc)"), got
+    assert got[2] == ("too_large", "job: figure of 30000x30000 px exceeds 4096 px"), got
+    assert got[3] == ("memory", "job: MemoryError: "), got
