@@ -233,6 +233,14 @@ KERNEL_KNOBS = {
                                      5.0, {"ok"}),
     "timer_slack_1s": ("import ctypes, time\nctypes.CDLL(None).prctl(29, 10 ** 9, 0, 0, 0)\ntime.sleep(0.01)\n" + DRAW,
                        "python", 10.0, {"ok"}),
+    # the entropy count of the host's pool raised through an ioctl on /dev/urandom: CAP_SYS_ADMIN's (EPERM)
+    "urandom_add_entropy_count": ("import fcntl, struct\nfd = open('/dev/urandom', 'rb')\n"
+                                  "fcntl.ioctl(fd, 0x40045201, struct.pack('i', 4096))\n", "python", 5.0,
+                                  {"forbidden"}),
+    # membarrier's global command (an RCU grace period per call) in a loop for a second, then the plot
+    "membarrier_global_loop": (LIBC + "import time\nend = time.monotonic() + 1\nn = 0\n"
+                               "while time.monotonic() < end:\n    libc.syscall(324, 1, 0, 0)\n    n += 1\n" + DRAW,
+                               "python", 10.0, {"ok"}),
     # procfs files of its own that write kernel state: refused (procfs opens nothing)
     "proc_self_attr_current": ("open('/proc/self/attr/current', 'w').write('unconfined')\n", "python", 5.0,
                                {"forbidden"}),
@@ -373,3 +381,63 @@ def test_an_oversized_figure_that_runs_out_of_memory_in_its_layout_is_too_large(
                       "MemoryError: std::bad_alloc)"), got
     assert got[2] == ("too_large", "job: figure of 30000x30000 px exceeds 4096 px"), got
     assert got[3] == ("memory", "job: MemoryError: "), got
+
+
+PAGEOUT_JOB = r"""
+import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+libc.mmap.restype = ctypes.c_void_p
+libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+fd = os.open({path!r}, os.O_RDONLY)
+n = os.fstat(fd).st_size
+p = libc.mmap(None, n, 1, 2, fd, 0)
+for i in range(0, n, 4096):  # every page mapped, then paged out and marked cold
+    ctypes.c_ubyte.from_address(p + i).value
+res = [libc.madvise(p, n, advice) for advice in (21, 20, 4)]  # MADV_PAGEOUT, MADV_COLD, MADV_DONTNEED
+raise RuntimeError(f"ADVICE {{res}}")
+"""
+
+
+def _resident_pages(path):
+    """(pages of ``path`` in the host's page cache, pages of the file), by mincore of a shared read-only map (root)."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+    libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
+    libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        size = os.fstat(fd).st_size
+        pages = (size + 4095) // 4096
+        vec = (ctypes.c_ubyte * pages)()
+        p = libc.mmap(None, size, 1, 1, fd, 0)  # PROT_READ, MAP_SHARED
+        assert libc.mincore(p, size, vec) == 0
+        libc.munmap(p, size)
+        return sum(v & 1 for v in vec), pages
+    finally:
+        os.close(fd)
+
+
+def test_a_job_cannot_page_out_the_hosts_cache_of_a_bound_library(render_pool):
+    # a job maps the largest shared library of numpy (bound into its tree, shared with the trainer's page cache) and
+    # asks the kernel to page it out: the kernel takes MADV_PAGEOUT on a file mapping only from a caller who could write
+    # the file, so the call succeeds and drops nothing; the host's cached pages stay
+    import glob
+
+    import numpy
+
+    libs = glob.glob(os.path.join(os.path.dirname(numpy.__file__), "**", "*.so*"), recursive=True)
+    libs += glob.glob(os.path.join(os.path.dirname(numpy.__file__) + ".libs", "*.so*"))
+    path = os.path.realpath(max(libs, key=os.path.getsize))
+    with open(path, "rb") as f:
+        while f.read(1 << 20):
+            pass
+    before, pages = _resident_pages(path)
+    assert pages > 256 and before >= pages * 0.95, (before, pages)
+    r = render_pool.render(RenderJob(PAGEOUT_JOB.format(path=path)), timeout_s=15)
+    assert r.error_kind == "crash" and "ADVICE [0, 0, 0]" in r.message, r
+    after, _ = _resident_pages(path)
+    assert after >= before * 0.95, (before, after, pages)
