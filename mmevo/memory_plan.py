@@ -828,9 +828,14 @@ def plan(cfg, gpus: int = 1, gpu_mem_gib: float = 80.0, config_path: str | Path 
     from mmevo.config import MMZeroConfig
 
     if cfg.mmzero != MMZeroConfig():
-        warnings.append("mmzero: this is the plan of one role's GRPO run; the frozen roles are not in it (each "
-                        f"keeps its model on {cfg.model.device} ({_gib(total_params(m) * b)} GiB) and a vLLM engine "
-                        "that wakes at rollout.gpu_memory_utilization while the trained role's engine is awake)")
+        if r.engine == "vllm":  # mmevo.rollout.shared_vllm: the frozen roles' modules hold no weights
+            warnings.append("mmzero: this is the plan of one role's GRPO run with the base config's lengths; the frozen "
+                            "roles sample through the same vLLM engine (one per process, its context sized for the "
+                            "longest role) and hold no weights of their own on the GPU, so they add nothing to it")
+        else:
+            warnings.append("mmzero: this is the plan of one role's GRPO run; the frozen roles are not in it (with "
+                            f"rollout.engine=hf each keeps its model on {cfg.model.device} "
+                            f"({_gib(total_params(m) * b)} GiB) and its own KV cache while it samples)")
     S = P + R
     T = tokens_per_micro_batch(t.micro_batch_seqs, t.max_tokens_per_micro_batch, S)
     response_positions = T * R // S

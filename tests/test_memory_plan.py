@@ -494,9 +494,15 @@ def test_vllm_weights_and_kv_cache_by_hand():
     assert any("vLLM refuses to start" in w for w in small["warnings"])
 
 
-def test_mmzero_config_warns_that_frozen_roles_are_not_planned():
+def test_mmzero_config_says_how_the_frozen_roles_are_planned():
+    """On vLLM the frozen roles sample through the trained role's engine and hold no weights (mmevo.rollout.shared_vllm):
+    nothing to add. On the HF engine each keeps its model on the device, which the plan leaves out and says so."""
     p = _plan("configs/mmzero_qwen2_5_vl_7b.yaml")
-    assert any(w.startswith("mmzero:") and "15.45 GiB" in w for w in p["warnings"])
+    [w] = [w for w in p["warnings"] if w.startswith("mmzero:")]
+    assert "same vLLM engine" in w and "add nothing" in w
+    hf = _plan("configs/mmzero_qwen2_5_vl_7b.yaml", "rollout.engine=hf")
+    [w] = [w for w in hf["warnings"] if w.startswith("mmzero:")]
+    assert "not in it" in w and "15.45 GiB" in w
 
 
 

@@ -41,7 +41,9 @@ from mmevo.data.schema import Example
 from mmevo.evolve.rerun import check_finished_steps, check_rerun_config, finished_steps_mismatches
 from mmevo.rewards.answers import canonical_answer, extract_answer, group_answer_keys
 from mmevo.rewards.mmzero import CONTENT_TYPES, easy_accuracy, modal_share, proposal_penalties
+from mmevo.rollout import shared_vllm
 from mmevo.rollout.base import RolloutRequest, SamplingParams
+from mmevo.rollout.shared_vllm import for_roles
 from mmevo.rollout.strategy import RolloutStrategy, sample_groups
 
 ROLES = ("proposer", "coder", "solver")
@@ -155,7 +157,9 @@ def content_id(prefix: str, *parts: str) -> str:
 
 # -- frozen roles, rendering, judging -------------------------------------------------------------------------------
 class FrozenRole:
-    """A role's latest export, sampling only (its own engine; ``close()`` frees it when the phase ends)."""
+    """A role's latest export, sampling only: its own engine (HF), or a view of the loop's shared vLLM engine that
+    loads the export's weights when it samples; ``close()`` frees it (puts the shared one to sleep) when the phase
+    ends."""
 
     def __init__(self, cfg: Config, path: str):
         from mmevo.grpo.trainer import PromptCache
@@ -163,7 +167,9 @@ class FrozenRole:
         from mmevo.rollout.factory import build_engine
 
         cfg = copy.deepcopy(cfg)
-        cfg.rollout.sleep_level = 1  # asleep between uses with its weights kept on the host (never re-synced)
+        if shared_vllm.active() is None or cfg.rollout.engine != "vllm":
+            cfg.rollout.sleep_level = 1  # asleep between uses with its weights kept on the host (never re-synced)
+        # else a view of the loop's one vLLM engine, which loads this role's saved weights when it samples
         self.cfg = cfg
         # the HF engine samples from this module; vLLM loads the checkpoint itself, so the frozen role's module
         # holds no weights (a 7B copy on the GPU per frozen role would not fit beside the engines)
@@ -676,7 +682,10 @@ def run_mmzero(cfg: Config) -> dict:
         paths = warm_up(cfg, paths, out / "warmup")
         barrier()  # the main rank exports the warm-ups (sft_and_export): in place before any rank loads them
     summary: dict = {"config": to_dict(cfg), "iterations": []}
-    with RenderPool(workers=m.render_workers) as pool:
+    # one vLLM engine in this process serves the three roles, trained or frozen, in turn (vLLM's sleep mode serves
+    # one engine per process); a no-op on the HF engine
+    engines = for_roles([role_config(cfg, r, out, base) for r in ROLES])
+    with RenderPool(workers=m.render_workers) as pool, engines:
         for t in range(m.iterations):
             it = {"iteration": t}
             for role_index, role in enumerate(ROLES):

@@ -33,6 +33,7 @@ from mmevo.evolve.mmzero import FrozenRole, Recorder, content_id, step_means, su
 from mmevo.evolve.rerun import check_finished_steps, check_rerun_config, finished_steps_mismatches
 from mmevo.rewards.answers import extract_answer, group_answer_keys, single_tag
 from mmevo.rewards.mmzero import modal_share
+from mmevo.rollout.shared_vllm import for_roles
 from mmevo.rollout.strategy import RolloutStrategy, sample_groups
 
 PHASES = ("questioner", "pool", "solver")
@@ -271,33 +272,36 @@ def run_prism(cfg: Config) -> dict:
         barrier()  # the main rank exports the warm-up (sft_and_export): in place before any rank loads it
     counts_state: dict = {}
     summary: dict = {"config": to_dict(cfg), "start_model": solver_path, "iterations": []}
-    for t in range(1, p.iterations + 1):
-        it_dir = out / f"iter_{t}"
-        it: dict = {"iteration": t, "solver_in": solver_path}
-        for role_index, phase in enumerate(PHASES):
-            phase_dir = it_dir / phase
-            done = phase_dir / "done.json"
-            if done.exists():
-                result = json.loads(done.read_text())
-            else:
-                phase_dir.mkdir(parents=True, exist_ok=True)
-                if phase == "questioner":
-                    result = run_questioner(cfg, t, role_index, phase_dir, solver_path, counts_state)
-                elif phase == "pool":
-                    result = build_pool(cfg, t, phase_dir, it["questioner"]["model"], solver_path) if is_main() else {}
-                else:
-                    result = run_solver(cfg, t, role_index, phase_dir, solver_path, it_dir / "pool" / "pool.jsonl")
-                if is_main():
-                    write_json_atomic(done, result)  # a rerun reads it back: a kill mid-write left it torn
-                barrier()
-                if not is_main():
+    # one vLLM engine in this process serves the questioner and the solver, trained or frozen, in turn (vLLM's
+    # sleep mode serves one engine per process); a no-op on the HF engine
+    with for_roles([role_config(cfg, r, out, solver_path) for r in ("questioner", "solver")]):
+        for t in range(1, p.iterations + 1):
+            it_dir = out / f"iter_{t}"
+            it: dict = {"iteration": t, "solver_in": solver_path}
+            for role_index, phase in enumerate(PHASES):
+                phase_dir = it_dir / phase
+                done = phase_dir / "done.json"
+                if done.exists():
                     result = json.loads(done.read_text())
-            it[phase] = result
-        counts_state = it["questioner"].get("head_state", {})
-        if it["solver"].get("model"):
-            solver_path = it["solver"]["model"]
-        it["solver_out"] = solver_path
-        summary["iterations"].append(it)
+                else:
+                    phase_dir.mkdir(parents=True, exist_ok=True)
+                    if phase == "questioner":
+                        result = run_questioner(cfg, t, role_index, phase_dir, solver_path, counts_state)
+                    elif phase == "pool":
+                        result = build_pool(cfg, t, phase_dir, it["questioner"]["model"], solver_path) if is_main() else {}
+                    else:
+                        result = run_solver(cfg, t, role_index, phase_dir, solver_path, it_dir / "pool" / "pool.jsonl")
+                    if is_main():
+                        write_json_atomic(done, result)  # a rerun reads it back: a kill mid-write left it torn
+                    barrier()
+                    if not is_main():
+                        result = json.loads(done.read_text())
+                it[phase] = result
+            counts_state = it["questioner"].get("head_state", {})
+            if it["solver"].get("model"):
+                solver_path = it["solver"]["model"]
+            it["solver_out"] = solver_path
+            summary["iterations"].append(it)
     summary["steps_mismatch"] = finished_steps_mismatches(out, planned)  # also a phase resumed past lowered steps
     if is_main():
         write_diversity(out, summary)

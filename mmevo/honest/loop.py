@@ -32,6 +32,7 @@ from mmevo.atomic import write_json_atomic
 from mmevo.config import Config, ConfigError, set_dotted, to_dict, validate
 from mmevo.evolve.rerun import check_rerun_config
 from mmevo.honest.selfplay import GSS_MODES
+from mmevo.rollout.shared_vllm import for_roles
 
 __all__ = ["run_honest", "check_loop_config", "role_config", "solver_heads", "read_pool"]
 
@@ -347,66 +348,70 @@ def run_honest(cfg: Config) -> dict:
                                  "gss": h.gss_mode}, "blocks": []}
     summary["calibration_before"] = _report_summary(calibration_eval(cfg, start, out / "eval_before", "before RL"))
 
-    solver, solver_strategy, _ = build_solver(cfg, start, out)
-    generator = gstrategy = None
-    pool_writer = PoolWriter(out / "generator" / "pool.jsonl")
-    if h.gss_mode == "trainable":
-        warm = h.warmup_sft and h.gss_warmup_problems > 0
-        gstart = warm_up_generator(cfg, base, out / "warmup" / "generator") if warm else base
-        generator, gstrategy = build_generator(cfg, gstart, out, pool_writer)
-    for trainer in (solver, generator):  # a rerun's more blocks / other reports are no change of a role's settings
-        if trainer is not None:
-            trainer.resume_free_keys = _RERUN_FREE_KEYS
-    try:
-        solver.train(steps=0)  # resume (or start a fresh curve) before the first block
-        _check_blocks_not_fewer(cfg, solver.step_idx, out)
-        if solver_strategy.monitor is not None:  # the steps that run again log their health events again
-            solver_strategy.monitor.truncate_events_after(solver.step_idx)
-        if generator is not None:
-            generator.train(steps=0)
-            # problems of generator steps after its checkpoint: those steps run again and accept their own
-            truncate_rows_after(pool_writer.path, generator.step_idx)
-            # the solver's source read the pool when it was built, before the cut: read it again
-            solver.prompt_source.generator.pool = read_pool(pool_writer.path, h.gss_pool_size)
-        g_steps = h.gss_generator_steps or h.gss_block_steps
-        for b in range(1, h.gss_blocks + 1):
-            block: dict = {"block": b}
-            solver.train(steps=max(0, b * h.gss_block_steps - solver.step_idx))
-            _save_if_needed(solver)
-            # the block's steps from the run's curve: a resumed block (or one finished before a rerun) counts them all
-            hist = solver.logged_history((b - 1) * h.gss_block_steps + 1, b * h.gss_block_steps)
-            block["solver_steps"], block["solver"] = len(hist), _means(hist, ("reward/", "gss/", "difficulty/"))
-            if generator is not None and generator.step_idx < b * g_steps:
-                frozen_path = out / "blocks" / f"block_{b}" / "solver"
-                # the solver holds block b's weights until the generator's block b is done: exported anew, through
-                # a sibling directory (a kill mid-export left config.json without weights, taken for an export)
-                if solver.step_idx == b * h.gss_block_steps or not (frozen_path / "config.json").exists():
-                    export_atomically(frozen_path, solver.export)
-                frozen = FrozenRole(role_config(cfg, "solver", frozen_path.parent, str(frozen_path)),
-                                    str(frozen_path))
-                try:
-                    gstrategy.solver = frozen
-                    pool_writer.step = generator.step_idx + 1
-                    generator.train(steps=b * g_steps - generator.step_idx,
-                                    on_step=lambda step, _m: setattr(pool_writer, "step", step + 1))
-                    _save_if_needed(generator)
-                finally:
-                    frozen.close()
-                    gstrategy.solver = None
+    # one vLLM engine in this process serves the solver, the generator and the frozen solver in turn (vLLM's sleep
+    # mode serves one engine per process); a no-op on the HF engine
+    roles = ROLES if h.gss_mode == "trainable" else ("solver",)
+    with for_roles([role_config(cfg, r, out, start) for r in roles]):
+        solver, solver_strategy, _ = build_solver(cfg, start, out)
+        generator = gstrategy = None
+        pool_writer = PoolWriter(out / "generator" / "pool.jsonl")
+        if h.gss_mode == "trainable":
+            warm = h.warmup_sft and h.gss_warmup_problems > 0
+            gstart = warm_up_generator(cfg, base, out / "warmup" / "generator") if warm else base
+            generator, gstrategy = build_generator(cfg, gstart, out, pool_writer)
+        for trainer in (solver, generator):  # a rerun's more blocks / other reports are no change of a role's settings
+            if trainer is not None:
+                trainer.resume_free_keys = _RERUN_FREE_KEYS
+        try:
+            solver.train(steps=0)  # resume (or start a fresh curve) before the first block
+            _check_blocks_not_fewer(cfg, solver.step_idx, out)
+            if solver_strategy.monitor is not None:  # the steps that run again log their health events again
+                solver_strategy.monitor.truncate_events_after(solver.step_idx)
+            if generator is not None:
+                generator.train(steps=0)
+                # problems of generator steps after its checkpoint: those steps run again and accept their own
+                truncate_rows_after(pool_writer.path, generator.step_idx)
+                # the solver's source read the pool when it was built, before the cut: read it again
                 solver.prompt_source.generator.pool = read_pool(pool_writer.path, h.gss_pool_size)
-            if generator is not None:  # from the generator's curve and pool rows, as the solver's above: a block
-                # finished before a rerun is summarised as the run that trained it did
-                block["pool_size"] = len(read_pool(pool_writer.path, h.gss_pool_size, last_step=b * g_steps))
-                ghist = generator.logged_history((b - 1) * g_steps + 1, b * g_steps)
-                block["generator_steps"], block["generator"] = len(ghist), _means(ghist, ("reward/", "gss/"))
-            summary["blocks"].append(block)
-        final = solver.export(out / "solver" / "final")
-        if generator is not None:
-            summary["generator_model"] = str(generator.export(out / "generator" / "final"))
-    finally:
-        solver.close()
-        if generator is not None:
-            generator.close()
+            g_steps = h.gss_generator_steps or h.gss_block_steps
+            for b in range(1, h.gss_blocks + 1):
+                block: dict = {"block": b}
+                solver.train(steps=max(0, b * h.gss_block_steps - solver.step_idx))
+                _save_if_needed(solver)
+                # the block's steps from the run's curve: a resumed block (or one finished before a rerun) counts them all
+                hist = solver.logged_history((b - 1) * h.gss_block_steps + 1, b * h.gss_block_steps)
+                block["solver_steps"], block["solver"] = len(hist), _means(hist, ("reward/", "gss/", "difficulty/"))
+                if generator is not None and generator.step_idx < b * g_steps:
+                    frozen_path = out / "blocks" / f"block_{b}" / "solver"
+                    # the solver holds block b's weights until the generator's block b is done: exported anew, through
+                    # a sibling directory (a kill mid-export left config.json without weights, taken for an export)
+                    if solver.step_idx == b * h.gss_block_steps or not (frozen_path / "config.json").exists():
+                        export_atomically(frozen_path, solver.export)
+                    frozen = FrozenRole(role_config(cfg, "solver", frozen_path.parent, str(frozen_path)),
+                                        str(frozen_path))
+                    try:
+                        gstrategy.solver = frozen
+                        pool_writer.step = generator.step_idx + 1
+                        generator.train(steps=b * g_steps - generator.step_idx,
+                                        on_step=lambda step, _m: setattr(pool_writer, "step", step + 1))
+                        _save_if_needed(generator)
+                    finally:
+                        frozen.close()
+                        gstrategy.solver = None
+                    solver.prompt_source.generator.pool = read_pool(pool_writer.path, h.gss_pool_size)
+                if generator is not None:  # from the generator's curve and pool rows, as the solver's above: a block
+                    # finished before a rerun is summarised as the run that trained it did
+                    block["pool_size"] = len(read_pool(pool_writer.path, h.gss_pool_size, last_step=b * g_steps))
+                    ghist = generator.logged_history((b - 1) * g_steps + 1, b * g_steps)
+                    block["generator_steps"], block["generator"] = len(ghist), _means(ghist, ("reward/", "gss/"))
+                summary["blocks"].append(block)
+            final = solver.export(out / "solver" / "final")
+            if generator is not None:
+                summary["generator_model"] = str(generator.export(out / "generator" / "final"))
+        finally:
+            solver.close()
+            if generator is not None:
+                generator.close()
     summary["final_model"] = str(final)
     # training prompts that were held-out tasks, drawn again (their count survives a resume: it is checkpointed)
     summary["heldout_overlap_skipped"] = getattr(solver.prompt_source, "heldout_overlap_skipped", 0)

@@ -29,6 +29,7 @@ def build_engine(cfg: Config, policy: LoadedModel, **vllm_kwargs):
                         max_batch_seqs=cfg.rollout.max_batch_seqs, device=cfg.model.device,
                         banned_ids=vision_token_ids(policy.tokenizer))
     if name == "vllm":
+        from mmevo.rollout import shared_vllm
         from mmevo.rollout.vllm_engine import VLLMEngine, image_processor_kwargs
 
         r = cfg.rollout
@@ -36,12 +37,23 @@ def build_engine(cfg: Config, policy: LoadedModel, **vllm_kwargs):
         # Images reach it already capped at data.max_pixels: vLLM profiles memory for that size, not the checkpoint's
         # 12.8 MP bound (the trainer's own processor sets the rounding and the upper limit, see image_processor_kwargs)
         processor = policy.processor if policy.is_vl else None
-        return VLLMEngine(policy.path, policy.tokenizer, stop_token_ids(policy.tokenizer, policy.model),
-                          banned_ids=vision_token_ids(policy.tokenizer), dtype=cfg.model.dtype,
-                          gpu_memory_utilization=r.gpu_memory_utilization, tensor_parallel_size=r.tensor_parallel_size,
-                          seed=cfg.trainer.seed, max_model_len=max_model_len(cfg),
-                          kv_cache_gb=r.vllm_kv_cache_gb, enable_sleep_mode=r.enable_sleep_mode,
-                          sleep_level=r.sleep_level, enforce_eager=r.enforce_eager,
-                          mm_processor_kwargs=image_processor_kwargs(cfg.data.max_pixels, processor),
-                          max_images_per_prompt=r.max_images_per_prompt, **vllm_kwargs)
+
+        def start(context_len: int) -> VLLMEngine:
+            return VLLMEngine(policy.path, policy.tokenizer, stop_token_ids(policy.tokenizer, policy.model),
+                              banned_ids=vision_token_ids(policy.tokenizer), dtype=cfg.model.dtype,
+                              gpu_memory_utilization=r.gpu_memory_utilization,
+                              tensor_parallel_size=r.tensor_parallel_size, seed=cfg.trainer.seed,
+                              max_model_len=context_len, kv_cache_gb=r.vllm_kv_cache_gb,
+                              enable_sleep_mode=r.enable_sleep_mode, sleep_level=r.sleep_level,
+                              enforce_eager=r.enforce_eager,
+                              mm_processor_kwargs=image_processor_kwargs(cfg.data.max_pixels, processor),
+                              max_images_per_prompt=r.max_images_per_prompt, **vllm_kwargs)
+
+        shared = shared_vllm.active()
+        if shared is not None:  # a self-play loop's roles: views of the process's one engine
+            if vllm_kwargs:
+                raise ValueError("build_engine: vLLM arguments cannot be given to a view of the shared engine "
+                                 f"(shared_vllm is active), got {sorted(vllm_kwargs)}")
+            return shared.view(cfg, policy, start)
+        return start(max_model_len(cfg))
     raise ValueError(f"rollout.engine={name!r} not in ['hf', 'vllm']")

@@ -312,6 +312,46 @@ def iter_weights(model: torch.nn.Module, dtype: torch.dtype | None = None,
         yield from _materialise(bucket, dtype)
 
 
+def checkpoint_weight_files(model_path: str | Path) -> list[Path]:
+    """The safetensors files holding a saved model's weights: those its ``model.safetensors.index.json`` names (a
+    sharded save), else every ``*.safetensors`` in the directory. A hub id is looked up in the local hub cache (vLLM
+    downloaded it when it started from it). FileNotFoundError naming the path where there are none."""
+    p = Path(model_path)
+    if not p.is_dir():
+        from huggingface_hub import snapshot_download
+
+        try:
+            p = Path(snapshot_download(str(model_path), allow_patterns=["*.safetensors", "*.safetensors.index.json"]))
+        except Exception as e:  # offline and not cached, or not a hub id
+            raise FileNotFoundError(f"model path {str(model_path)!r} is not a directory and could not be found as a "
+                                    f"hub model ({type(e).__name__}: {e})") from e
+    index = p / "model.safetensors.index.json"
+    if index.exists():
+        names = sorted(set(json.loads(index.read_text()).get("weight_map", {}).values()))
+        files = [p / n for n in names]
+        missing = [str(f) for f in files if not f.exists()]
+        if missing:
+            raise FileNotFoundError(f"{index} names weight files that are missing: {', '.join(missing)}")
+    else:
+        files = sorted(p.glob("*.safetensors"))
+    if not files:
+        raise FileNotFoundError(f"no safetensors weights in {p} (a saved model holds model.safetensors or shards)")
+    return files
+
+
+def iter_checkpoint_weights(files: Sequence[Path], dtype: torch.dtype | None = None
+                            ) -> Iterator[tuple[str, torch.Tensor]]:
+    """(vLLM name, tensor) of every tensor in ``files``, read one at a time (memory-mapped: the page cache, not a copy
+    per rank, holds the file) and converted to ``dtype``."""
+    from safetensors import safe_open
+
+    for f in files:
+        with safe_open(str(f), framework="pt", device="cpu") as st:
+            for name in st.keys():
+                t = st.get_tensor(name)
+                yield vllm_weight_name(name), (t.to(dtype) if dtype is not None else t)
+
+
 def _materialise(bucket, dtype):
     converted = [(n, t.detach().to(dtype) if dtype is not None else t.detach()) for n, t in bucket]
     bucket.clear()
@@ -492,9 +532,19 @@ class VLLMEngine:
         Asleep: the weights alone are woken (level 2: fresh, uninitialised memory), loaded, and only then is the KV
         cache woken, so the KV cache is never resident while the trainer's weights are gathered and streamed.
         """
+        self._load(lambda target: iter_weights(model, target))
+
+    def load_checkpoint(self, model_path: str | Path) -> None:
+        """Load a saved model's weights (its safetensors files, read a tensor at a time) into the engine, as
+        ``sync_weights`` loads a module's: how one engine serves several roles of a self-play loop in turn."""
+        files = checkpoint_weight_files(model_path)
+        self._load(lambda target: iter_checkpoint_weights(files, target))
+
+    def _load(self, weights) -> None:
+        """``weights(dtype)`` -> (vLLM name, tensor) iterator; loaded into woken weights, then the KV cache wakes."""
         self._open_llm()
         self._wake_tags(("weights",))
-        self._push_weights(model)
+        self._push_weights(weights)
         self._weights_stale = False
         self._wake_tags(("kv_cache",))
         self.llm.reset_prefix_cache()
@@ -541,13 +591,13 @@ class VLLMEngine:
             self.llm.wake_up(tags=tags)
             self._sleeping_tags.difference_update(tags)
 
-    def _push_weights(self, model: torch.nn.Module) -> None:
+    def _push_weights(self, weights) -> None:
         target = _DTYPES.get(self.dtype)
         errors = []
         for name, push in self._weight_paths():
             try:
                 with _quiet_expected_reload_warnings():
-                    push(iter_weights(model, target))
+                    push(weights(target))
                 break
             except _MissingPath as e:
                 errors.append(f"{name}: {e}")
