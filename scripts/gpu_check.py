@@ -612,7 +612,39 @@ def _vllm_checks(args, res, engine, lm, hf, requests, on_gpu) -> dict:
         res["sleep_train_sync"] = sleep_train_sync(args, engine, lm, single, greedy_ids, exact, on_gpu)
     except Exception as e:  # noqa: BLE001
         res["sleep_train_sync"] = be.error_record(e)
+    try:
+        res["checkpoint_reload"] = checkpoint_reload(args, engine, lm, greedy_ids, exact)
+    except Exception as e:  # noqa: BLE001
+        res["checkpoint_reload"] = be.error_record(e)
     return res
+
+
+def checkpoint_reload(args, engine, lm, greedy_ids, exact: bool) -> dict:
+    """How a frozen role samples on the self-play loops' one engine per process (mmevo.rollout.shared_vllm): sleep
+    (level 2 drops the weights), ``load_checkpoint`` of another saved model's safetensors into the woken engine, whose
+    greedy ids must follow the HF engine on that model; then the policy is synced back."""
+    before = greedy_ids(engine)
+    other = copy.deepcopy(lm.model)
+    randomize(other, seed=23)  # another role's weights
+    saved = tempfile.mkdtemp(prefix="mmevo-gpu-check-role-")
+    atexit.register(shutil.rmtree, saved, ignore_errors=True)
+    other.save_pretrained(saved)
+    expected = greedy_ids(be.hf_engine(type(lm)(other, lm.processor, lm.tokenizer, True, ""), args.device,
+                                       max_batch_seqs=args.prompts))
+    del other
+    engine.sleep()
+    stale = bool(engine.weights_stale)
+    be.sync(args.device)
+    t0 = time.perf_counter()
+    engine.load_checkpoint(saved)
+    be.sync(args.device)
+    load_s = time.perf_counter() - t0
+    after = greedy_ids(engine)
+    engine.sleep()
+    engine.sync_weights(lm.model)  # the trained role's turn again
+    back = greedy_ids(engine)
+    return {"weights_stale_after_sleep": stale, "load_s": load_s, "outputs_changed": expected != before,
+            "follows_checkpoint": _follows(after, expected, exact), "restored": back == before}
 
 
 def sleep_train_sync(args, engine, lm, single, greedy_ids, exact: bool, on_gpu: bool) -> dict:

@@ -7,7 +7,8 @@
 # the 7B-shaped rehearsal (scripts/rehearse_7b.py: random Qwen2.5-VL-7B weights made on the GPU, vLLM with
 # load_format=dummy, one checkpointed micro-batch at the 7B config's token budget, a 7B weight sync, measured peak
 # memory beside the planner's estimate); and the vLLM engine on the default model runner of the installed build
-# (which runner, tok/s, fp32 greedy parity, weight sync, sleep/wake, sleep -> train -> sync -> generate). Every
+# (which runner, tok/s, fp32 greedy parity, weight sync, sleep/wake, sleep -> train -> sync -> generate, and a saved
+# model's weights loaded into the woken engine as the self-play loops' frozen roles load theirs). Every
 # check records its own error (and the subprocess ones have timeouts); the script fails only if Python itself does.
 #
 # Time budget on one H200 / A800-class GPU: under 8 min, estimated (not yet measured: no GPU run so far):

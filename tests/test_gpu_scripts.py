@@ -274,3 +274,5 @@ def test_gpu_check_zero3_vllm_resume_and_sleep_train_sync_on_cpu(cache_dir, tmp_
     assert sts["sleep_enabled"] is False and sts["weights_stale_after_sleep"] is False  # CPU: sleep is a no-op
     assert sts["outputs_changed_by_training"] is True
     assert sts["follows_trained_weights"] is True and sts["restored"] is True
+    cr = v["checkpoint_reload"]  # a frozen role's turn on the loops' one engine: a saved model's files loaded
+    assert cr["outputs_changed"] is True and cr["follows_checkpoint"] is True and cr["restored"] is True
