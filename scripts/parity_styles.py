@@ -1,0 +1,403 @@
+"""Answer-style parity sweep: every shipped benchmark row x the ways a real VLM writes its answer.
+
+For each row of MATH-V ``test.jsonl`` (which holds every ``testmini.jsonl`` row unchanged) and of MathVista
+``testmini.json``, writes the row's gold answer in many styles: bare, in ``\\boxed{}``, "The answer is X.", with
+units / degrees / dollars, LaTeX fractions, roots and pi, letters and option texts of multiple choice, negative
+numbers, thousands separators, percentages, scientific notation, two answers in one response (the right one
+first or last), an empty response, a response longer than any truncation, full-width digits and the Unicode
+minus. Each (row, response) is judged by mmevo and by the official reference:
+
+* MATH-V: lmms-eval's ``mathvision_process_results`` (through ``scripts/parity_mathvision.py``'s workers in
+  ``.venv-parity``), so every pair has the official verdict;
+* MathVista: the official verdict needs the GPT extraction. Where the official rule-based fast paths decide
+  (the response is a choice text, parses as a number, or is ``The answer is "X".``) the reference
+  ``extract_answer`` + ``normalize_extracted_answer`` + ``safe_equal`` decide; elsewhere the official
+  normaliser + ``safe_equal`` judge the answer the response was written to state (what the GPT extraction
+  returns for it).
+
+Prints a JSON report: pair counts, disagreements per benchmark and per style, and up to ``--show`` examples
+of each disagreeing style.
+
+Usage (repo root, after ``make parity-env``)::
+
+    OMP_NUM_THREADS=1 .venv/bin/python scripts/parity_styles.py --out runs/parity_styles.json
+    OMP_NUM_THREADS=1 .venv/bin/python scripts/parity_styles.py --bench mathvision --row-stride 10
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import random
+import re
+import sys
+import time
+from collections import Counter, defaultdict
+from fractions import Fraction
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = Path(os.environ.get("MMEVO_SHARED_DATA") or ROOT.parent / "shared" / "data")  # as tests/datapaths.py
+SEED = 20261206
+LONG_CHARS = 25_000  # past mmevo's 20,000-character response bound
+
+
+def _script(name: str):
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+FILLER = ("we look at the figure and note that the two marked segments are equal so the triangle is isosceles and "
+          "the remaining angle follows from the angle sum").split()
+
+
+def _filler(rng: random.Random, n_chars: int) -> str:
+    words, size = [], 0
+    while size < n_chars:
+        words.append(rng.choice(FILLER))
+        size += len(words[-1]) + 1
+    return " ".join(words)
+
+
+def _fullwidth(s: str) -> str:
+    return "".join(chr(ord(c) + 0xFEE0) if c.isdigit() or c in ".ABCDE" else c for c in s)
+
+
+def _unicode_minus(s: str) -> str:
+    return s.replace("-", "\u2212")
+
+
+def _number_styles(g: str) -> list[tuple[str, str]]:
+    """Answer texts for a numeric gold ``g`` (plain decimal or integer text)."""
+    v = float(g)
+    out = [
+        ("units_cm", f"{g} cm"),
+        ("units_degree_sign", f"{g}°"),
+        ("units_circ", f"{g}^\\circ"),
+        ("dollars", f"${g}$"),
+        ("percent_latex", f"{g}\\%"),
+        ("percent_plain", f"{g}%"),
+        ("sci_e", f"{v:e}"),
+        ("sci_times", f"{v / 10:g} \\times 10^{{1}}" if v else "0 \\times 10^{1}"),
+        ("fullwidth_digits", _fullwidth(g)),
+        ("sci_upper", f"{v:.2E}"),
+        ("half_frac_unbraced", f"\\frac12" if v == 0.5 else g),
+        ("trailing_zero", f"{g}.0" if "." not in g else f"{g}0"),
+    ]
+    if v < 0:
+        out.append(("unicode_minus", _unicode_minus(g)))
+    else:
+        out.append(("negated", f"-{g}"))
+    if v == int(v) and abs(v) >= 1000:
+        out.append(("thousands_thin_space", f"{int(v):,}".replace(",", "\\,")))
+        out.append(("thousands_space", f"{int(v):,}".replace(",", " ")))
+        out.append(("thousands_comma", f"{int(v):,}"))
+        out.append(("thousands_brace", f"{int(v):,}".replace(",", "{,}")))
+    if v != int(v):
+        fr = Fraction(g).limit_denominator(1000)
+        if abs(float(fr) - v) < 1e-9:
+            out += [("frac", f"\\frac{{{fr.numerator}}}{{{fr.denominator}}}"),
+                    ("dfrac", f"\\dfrac{{{fr.numerator}}}{{{fr.denominator}}}"),
+                    ("slash", f"{fr.numerator}/{fr.denominator}")]
+    return out
+
+
+def _latex_styles(g: str) -> list[tuple[str, str]]:
+    out = [("dfrac", g.replace("\\frac", "\\dfrac")), ("dollars", f"${g}$"), ("nospace", g.replace(" ", ""))]
+    m = re.fullmatch(r"\\frac\{(-?\d+)\}\{(\d+)\}", g)
+    if m:
+        v = int(m.group(1)) / int(m.group(2))
+        out += [("slash", f"{m.group(1)}/{m.group(2)}"), ("decimal_2dp", f"{v:.2f}"), ("decimal", f"{v:g}")]
+    if "\\pi" in g:
+        out.append(("pi_unicode", g.replace("\\pi", "π")))
+    if "\\sqrt" in g:
+        out.append(("sqrt_unicode", re.sub(r"\\sqrt\{(\w+)\}", r"√\1", g)))
+    return out
+
+
+def _wrap(style: str, ans: str) -> list[tuple[str, str]]:
+    return [(f"{style}|bare", ans), (f"{style}|boxed", f"So we get \\boxed{{{ans}}}."),
+            (f"{style}|answer_is", f"The answer is {ans}.")]
+
+
+def mathvision_responses(row: dict, rng: random.Random) -> list[tuple[str, str]]:
+    gold = str(row["answer"]).strip()
+    options = [str(o) for o in row.get("options") or []]
+    out: list[tuple[str, str]] = []
+    if options:
+        letters = "ABCDE"[: len(options)]
+        L = gold
+        T = options[letters.index(L)] if L in letters else ""
+        W = rng.choice([c for c in letters if c != L] or ["Z"])
+        WT = options[letters.index(W)] if W in letters else "?"
+        out += _wrap("mc_letter", L)
+        out += _wrap("mc_paren_letter", f"({L})")
+        out += _wrap("mc_letter_dot", f"{L}.")
+        out += _wrap("mc_option_text", T)
+        out += _wrap("mc_letter_text", f"{L}. {T}")
+        out += _wrap("mc_paren_letter_text", f"({L}) {T}")
+        out += _wrap("mc_lower_letter", L.lower())
+        out += _wrap("mc_fullwidth_letter", _fullwidth(L))
+        out += [
+            ("mc_letter_newline_reason", f"{L}\nBecause the other options do not fit."),
+            ("mc_option_is", f"The correct option is {L}."),
+            ("mc_two_boxes_right_first", f"\\boxed{{{L}}} ... on reflection \\boxed{{{W}}}"),
+            ("mc_two_boxes_right_last", f"\\boxed{{{W}}} ... on reflection \\boxed{{{L}}}"),
+            ("mc_two_answer_is_right_first", f"The answer is {L}. Hmm, the answer is {W}."),
+            ("mc_two_answer_is_right_last", f"The answer is {W}. Hmm, the answer is {L}."),
+            ("mc_wrong_text_boxed", f"\\boxed{{{WT}}}"),
+            ("mc_answer_colon_bold", f"**Answer:** **{L}**"),
+            ("mc_answer_is_colon", f"The answer is: {L}"),
+            ("mc_answer_is_nodot", f"The answer is {L}"),
+            ("mc_letter_rparen_text", f"{L}) {T}"),
+            ("mc_option_word", f"Option {L}"),
+            ("mc_boxed_textbf_paren", f"\\boxed{{\\textbf{{({L})}}}}"),
+            ("mc_boxed_text_letter", f"\\boxed{{\\text{{{L}}}}}"),
+            ("mc_think_then_box", f"<think>Maybe {W}? No.</think> \\boxed{{{L}}}"),
+            ("mc_nbsp_letter", f"The answer is\u00a0{L}."),
+        ]
+        # every option's text, right or wrong: the official scorer also compares values (an option "$2\\sqrt{3}$"
+        # against another written "3.46")
+        out += [(f"mc_each_option_text_boxed:{c}", f"\\boxed{{{o}}}") for c, o in zip(letters, options)]
+    else:
+        g = gold
+        if g.startswith("$") and g.endswith("$") and len(g) > 1:
+            g = g[1:-1].strip()
+        out += _wrap("ff_gold", g)
+        out.append(("ff_gold_raw_boxed", f"\\boxed{{{gold}}}"))
+        if re.fullmatch(r"-?\d+(?:\.\d+)?", g):
+            styles = _number_styles(g)
+            v = float(g)
+            w = f"{v + 1:g}"
+        else:
+            styles = _latex_styles(g)
+            w = f"{g}+1"
+            value = _script("parity_mathvision")._gold_value(g)
+            if value is not None:  # a symbolic gold given as a decimal (the official scorer rounds to 2 places)
+                styles += [(f"value_{k}dp", f"{value:.{k}f}") for k in (1, 2, 3)]
+        for s, a in styles:
+            out += _wrap(s, a)
+        out += [
+            ("ff_two_boxes_right_first", f"\\boxed{{{g}}} ... on reflection \\boxed{{{w}}}"),
+            ("ff_two_boxes_right_last", f"\\boxed{{{w}}} ... on reflection \\boxed{{{g}}}"),
+            ("ff_two_answer_is_right_first", f"The answer is {g}. Hmm, the answer is {w}."),
+            ("ff_two_answer_is_right_last", f"The answer is {w}. Hmm, the answer is {g}."),
+            ("ff_x_equals", f"Solving, x = {g}"),
+            ("ff_boxed_x_equals", f"\\boxed{{x = {g}}}"),
+            ("ff_boxed_text_unit", f"\\boxed{{{g}\\text{{ cm}}^2}}"),
+            ("ff_nbsp_unit", f"The answer is {g}\u00a0cm."),
+            ("ff_answer_is_colon", f"The answer is: {g}"),
+            ("ff_bold", f"**Answer:** **{g}**"),
+            ("ff_think_then_box", f"<think>Maybe {w}? No.</think> \\boxed{{{g}}}"),
+            ("ff_boxed_two_values", f"\\boxed{{{g}, {w}}}"),
+            ("ff_boxed_dollar_inside", f"\\boxed{{${g}$}}"),
+            ("ff_approx", f"\\boxed{{\\approx {g}}}"),
+        ]
+    out += [
+        ("empty", ""),
+        ("long_answer_last", _filler(rng, LONG_CHARS) + f"\nThe answer is \\boxed{{{gold}}}"),
+        ("long_answer_first", f"\\boxed{{{gold}}}\n" + _filler(rng, LONG_CHARS)),
+    ]
+    return out
+
+
+PREFIXES = ["", "Let me think step by step.\n", "<think>The sides are 3 and 4, so 7 in all.</think>\n",
+            "Step 1: the area is 12.\nStep 2: halve it.\n", "From the figure, (A) and (C) are too small. ",
+            "答案是 ", "We have $x^2 = 9$.\n\n"]
+MARKERS = ["{a}", "\\boxed{{{a}}}", "$\\boxed{{{a}}}$", "The answer is {a}", "the final answer is {a}",
+           "Answer: {a}", "**Answer:** {a}", "The correct answer is {a}", "So the answer should be {a}",
+           "\\[\\boxed{{{a}}}\\]", "<answer>{a}</answer>", "Final answer: $\\boxed{{{a}}}$",
+           "Therefore, the answer is $\\boxed{{{a}}}$.", "the answer is \\({a}\\)", "**{a}**"]
+SUFFIXES = ["", ".", "\n", " ", ". Done.", "\nHope this helps.", " (approximately)",
+            ".\n\nThe other options are wrong.",
+            " because the triangle is isosceles."]
+
+
+def composed_responses(row: dict, rng: random.Random, n: int) -> list[tuple[str, str]]:
+    """``n`` random compositions of a reasoning prefix, an answer marker, an answer form and a suffix."""
+    forms = [(s, a) for s, a in mathvision_responses(row, rng)
+             if s.endswith("|bare") or s in ("ff_x_equals",)]
+    out = []
+    for _ in range(n):
+        fs, form = rng.choice(forms)
+        k = rng.randrange(len(MARKERS))
+        resp = rng.choice(PREFIXES) + MARKERS[k].format(a=form) + rng.choice(SUFFIXES)
+        out.append((f"composed:{fs.split('|')[0]}:m{k}", resp))
+    return out
+
+
+def run_mathvision(row_stride: int, jobs: int, composed: int = 0) -> tuple[list[dict], list[dict], list[dict]]:
+    pm = _script("parity_mathvision")
+    rows = [json.loads(line) for line in open(DATA / "mathvision" / "test.jsonl", encoding="utf-8") if line.strip()]
+    rows = rows[::row_stride]
+    pairs = []
+    for row in rows:
+        rng = random.Random(f"{SEED}:{row['id']}")
+        styles = composed_responses(row, rng, composed) if composed else mathvision_responses(row, rng)
+        for style, resp in styles:
+            pairs.append({"id": str(row["id"]), "shape": style, "response": resp, "answer": str(row["answer"]),
+                          "options": row.get("options") or []})
+    ref = pm.score_reference(pairs, jobs, 5.0)
+    ours = pm.score_ours(pairs, jobs)
+    # lmms-eval's port lacks the official utils.py's ``from math import *`` (see parity_mathvision.py): where
+    # the port disagrees, the official script's verdict is the port's with the math names restored.
+    dis = [i for i, (o, r) in enumerate(zip(ours, ref)) if r["status"] == "ok" and o["ok"] != r["ok"]]
+    if dis:
+        for i, rm in zip(dis, pm.score_reference([pairs[i] for i in dis], jobs, 5.0, math_namespace=True)):
+            ref[i] = dict(ref[i], port_ok=ref[i]["ok"], ok=rm["ok"], status=rm["status"])
+    return pairs, ours, ref
+
+
+# ---------------------------------------------------------------------------------------------- MathVista
+
+
+def mathvista_responses(item: dict, rng: random.Random) -> list[tuple[str, str, object]]:
+    """(style, response, what the response states: the extraction a GPT extractor returns)."""
+    gold = str(item["answer"])
+    out: list[tuple[str, str, object]] = []
+    if item["question_type"] == "multi_choice":
+        choices = [str(c) for c in item["choices"]]
+        k = choices.index(gold)
+        L = chr(ord("A") + k)
+        w = rng.choice([i for i in range(len(choices)) if i != k] or [k])
+        W, WT = chr(ord("A") + w), choices[w]
+        for s, a, x in [("mc_letter", L, L), ("mc_paren_letter", f"({L})", L), ("mc_letter_dot", f"{L}.", L),
+                        ("mc_option_text", gold, gold), ("mc_letter_text", f"{L}. {gold}", L),
+                        ("mc_paren_letter_text", f"({L}) {gold}", L), ("mc_fullwidth_letter", _fullwidth(L), L)]:
+            out += [(f"{s}|bare", a, x), (f"{s}|boxed", f"So we get \\boxed{{{a}}}.", x),
+                    (f"{s}|answer_is", f"The answer is {a}.", x)]
+        out += [("mc_quoted_letter", f'The answer is "{L}".', L),
+                ("mc_two_answer_is_right_last", f"The answer is {W}. Hmm, the answer is {L}.", L),
+                ("mc_two_boxes_right_last", f"\\boxed{{{W}}} ... on reflection \\boxed{{{L}}}", L),
+                ("mc_wrong_text", WT, WT),
+                ("mc_answer_is_nodot", f"The answer is {L}", L),
+                ("mc_bold_letter", f"**{L}**", L),
+                ("mc_answer_colon_paren_text", f"Answer: ({L}) {gold}", L),
+                ("mc_letter_rparen_text", f"{L}) {gold}", L),
+                ("mc_option_word", f"Option {L}", L),
+                ("mc_boxed_text_letter", f"\\boxed{{\\text{{{L}}}}}", L),
+                ("mc_think_then_box", f"<think>Maybe {W}? No.</think> \\boxed{{{L}}}", L),
+                ("mc_two_answer_is_right_first", f"The answer is {L}. Hmm, the answer is {W}.", W)]
+    else:
+        forms = [("gold", gold, gold)]
+        if item["answer_type"] in ("integer", "float"):
+            v = float(gold)
+            forms += [("units_cm", f"{gold} cm", gold), ("degree_sign", f"{gold}°", gold),
+                      ("dollars", f"${gold}$", gold), ("fullwidth_digits", _fullwidth(gold), gold),
+                      ("sci_e", f"{v:e}", f"{v:e}"), ("trailing_zero", f"{gold}.0" if "." not in gold else gold + "0",
+                                                       f"{gold}.0" if "." not in gold else gold + "0")]
+            if v < 0:
+                forms.append(("unicode_minus", _unicode_minus(gold), gold))
+            if abs(v) >= 1000 and v == int(v):
+                # what GPT extracts from "1,000" is the number: the official normaliser's int() fails on the comma
+                forms.append(("thousands_comma", f"{int(v):,}", gold))
+            if v != int(v):
+                fr = Fraction(gold).limit_denominator(100)
+                if abs(float(fr) - v) < 1e-9:
+                    forms.append(("frac", f"\\frac{{{fr.numerator}}}{{{fr.denominator}}}", gold))
+            forms.append(("percent", f"{gold}%", gold))
+        for s, a, x in forms:
+            out += [(f"{s}|bare", a, x), (f"{s}|boxed", f"So we get \\boxed{{{a}}}.", x),
+                    (f"{s}|answer_is", f"The answer is {a}.", x)]
+        out += [("ff_quoted", f'The answer is "{gold}".', gold),
+                ("ff_answer_is_nodot", f"The answer is {gold}", gold),
+                ("ff_bold", f"**Answer:** **{gold}**", gold),
+                ("ff_think_then_box", f"<think>Maybe 7? No.</think> \\boxed{{{gold}}}", gold),
+                ("ff_x_equals", f"Solving, x = {gold}", gold)]
+    out += [("empty", "", ""),
+            ("long_answer_last", _filler(rng, LONG_CHARS) + f"\nThe answer is \\boxed{{{gold}}}", gold)]
+    return out
+
+
+def run_mathvista(row_stride: int) -> list[dict]:
+    pv = _script("parity_mathvista")
+    items = json.loads((DATA / "mathvista_testmini" / "testmini.json").read_text(encoding="utf-8"))
+    pids = sorted(items, key=int)[::row_stride]
+    items = {pid: dict(items[pid], pid=pid) for pid in pids}
+    ext, norm = [], []
+    for pid in pids:
+        rng = random.Random(f"{SEED}:{pid}")
+        for style, resp, stated in mathvista_responses(items[pid], rng):
+            ext.append({"pid": pid, "shape": style, "response": resp})
+            norm.append({"pid": pid, "shape": style, "extraction": stated})
+    ref_norm, ref_ext = pv.score_reference(items, norm, ext)
+    sys.path.insert(0, str(ROOT))
+    from mmevo.eval.scoring import extract_mathvista_answer, score_mathvista
+
+    out = []
+    for p, rn, re_ in zip(ext, ref_norm, ref_ext):
+        item = items[p["pid"]]
+        official = re_["official_equal"] if re_["rules_fired"] else rn["official_equal"]
+        out.append({"bench": "mathvista", "id": p["pid"], "style": p["shape"], "response": p["response"],
+                    "gold": item["answer"], "ours": bool(score_mathvista(p["response"], item)),
+                    "official": bool(official), "official_rules_fired": re_["rules_fired"],
+                    "ours_extracted": extract_mathvista_answer(p["response"], item),
+                    "official_extracted": re_["extraction"] if re_["rules_fired"] else None})
+    return out
+
+
+def report(records: list[dict], show: int) -> dict:
+    by_bench: dict[str, Counter] = defaultdict(Counter)
+    by_style: dict[str, Counter] = defaultdict(Counter)
+    examples: dict[str, list] = defaultdict(list)
+    for r in records:
+        key = f"{r['bench']}:{r['style']}"
+        agree = r["ours"] == r["official"]
+        for c in (by_bench[r["bench"]], by_style[key]):
+            c["pairs"] += 1
+            c["disagree"] += not agree
+            c["official_true"] += r["official"]
+            c["ours_true"] += r["ours"]
+            c["disagree_lmms_port"] += r.get("lmms_port", r["official"]) != r["ours"]
+        if not agree and len(examples[key]) < show:
+            resp = r["response"]
+            examples[key].append({k: v for k, v in r.items() if k not in ("bench", "style", "response")}
+                                 | {"response": resp if len(resp) < 300 else resp[:100] + " ... " + resp[-100:]})
+    return {"by_bench": {k: dict(v) for k, v in by_bench.items()},
+            "disagreeing_styles": {k: dict(v) for k, v in sorted(by_style.items()) if v["disagree"]},
+            "by_style": {k: dict(v) for k, v in sorted(by_style.items())},
+            "examples": examples}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--bench", choices=["all", "mathvision", "mathvista"], default="all")
+    ap.add_argument("--row-stride", type=int, default=1, help="every k-th row")
+    ap.add_argument("--jobs", type=int, default=1, help="processes per side (at most 2)")
+    ap.add_argument("--show", type=int, default=3, help="examples kept per disagreeing style")
+    ap.add_argument("--composed", type=int, default=0,
+                    help="MATH-V: this many random prefix x marker x answer x suffix compositions per row instead")
+    ap.add_argument("--out", type=Path, default=None)
+    args = ap.parse_args(argv)
+    t0 = time.time()
+    records: list[dict] = []
+    if args.bench in ("all", "mathvision"):
+        pairs, ours, ref = run_mathvision(args.row_stride, min(args.jobs, 2), args.composed)
+        for p, o, r in zip(pairs, ours, ref):
+            if r["status"] != "ok":
+                continue  # the official scorer timed out or crashed: no verdict to compare
+            records.append({"bench": "mathvision", "id": p["id"], "style": p["shape"], "response": p["response"],
+                            "gold": p["answer"], "ours": o["ok"], "official": bool(r["ok"]),
+                            "ours_extracted": o["extracted"], "official_extracted": r.get("extracted"),
+                            "lmms_port": r.get("port_ok", r["ok"])})
+    if args.bench in ("all", "mathvista"):
+        records += run_mathvista(args.row_stride)
+    rep = report(records, args.show)
+    rep["seconds"] = round(time.time() - t0, 1)
+    text = json.dumps(rep, indent=1, ensure_ascii=False)
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(text + "\n", encoding="utf-8")
+    print(json.dumps({"by_bench": rep["by_bench"], "disagreeing_styles": rep["disagreeing_styles"]}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,55 @@
+"""Answer-style parity sweep (``scripts/parity_styles.py``) on a subset of the shipped benchmark rows.
+
+Every 40th MATH-V test row and every 10th MathVista testmini row, each with the answer written in every style the
+sweep knows (bare, boxed, "The answer is X.", units, LaTeX fractions / roots / pi, letters, "(B)", "B.", option texts,
+letter + text, negatives, thousands separators, percentages, scientific notation, two answers, empty, longer than any
+truncation, full-width digits, the Unicode minus): mmevo's verdict must equal the official one on every pair.
+Needs ``.venv-parity`` (``make parity-env``) and the full data files.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from datapaths import SHARED, needs_shared
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = ROOT / "scripts" / "parity_styles.py"
+PARITY_PY = ROOT / ".venv-parity" / "bin" / "python"
+
+# the style families of the sweep, as "bench:family" prefixes of its style names; each must be generated
+MATHV_FAMILIES = ["mc_letter|", "mc_paren_letter|", "mc_letter_dot|", "mc_option_text|", "mc_letter_text|",
+                  "mc_fullwidth_letter|", "ff_gold|", "units_cm|", "units_degree_sign|", "dollars|", "percent_plain|",
+                  "sci_e|", "fullwidth_digits|", "negated|", "unicode_minus|", "thousands_comma|", "frac|", "dfrac|",
+                  "ff_two_boxes_right_first", "ff_two_answer_is_right_last", "mc_two_boxes_right_last", "empty",
+                  "long_answer_last", "long_answer_first"]
+VISTA_FAMILIES = ["mc_letter|", "mc_option_text|", "mc_letter_text|", "gold|", "units_cm|", "fullwidth_digits|",
+                  "thousands_comma|", "percent|", "sci_e|", "empty", "long_answer_last"]
+
+
+@pytest.mark.skipif(not PARITY_PY.exists(), reason="the reference venv .venv-parity is missing: run `make parity-env`")
+@needs_shared("mathvision/test.jsonl", "MATH-V test.jsonl")
+@needs_shared("mathvista_testmini/testmini.json", "MathVista testmini.json")
+@pytest.mark.parametrize("bench, stride, families", [("mathvision", 40, MATHV_FAMILIES),
+                                                     ("mathvista", 10, VISTA_FAMILIES)])
+def test_every_answer_style_scores_as_the_official_scorer(tmp_path, bench, stride, families):
+    out = tmp_path / "styles.json"
+    cmd = [sys.executable, str(SCRIPT), "--bench", bench, "--row-stride", str(stride), "--out", str(out)]
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600,
+                          env={"OMP_NUM_THREADS": "1", "PATH": "/usr/bin:/bin", "MMEVO_SHARED_DATA": str(SHARED),
+                               "PYTHONPATH": str(ROOT)})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    report = json.loads(out.read_text(encoding="utf-8"))
+    counts = report["by_bench"][bench]
+    assert counts["pairs"] > (2000 if bench == "mathvision" else 3000)
+    assert counts["disagree"] == 0, json.dumps(report["examples"], indent=1, ensure_ascii=False)[:4000]
+    styles = [k.split(":", 1)[1] for k in report["by_style"]]
+    missing = [f for f in families if not any(s.startswith(f) for s in styles)]
+    assert not missing, missing
+    # both verdicts occur: the sweep holds wrong answers too, not only right ones
+    assert 0 < counts["official_true"] < counts["pairs"]
