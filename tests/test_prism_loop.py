@@ -122,6 +122,50 @@ def test_coverage_counts_carry_over_and_rarity_is_read_before_the_update(prism_r
     assert torch.allclose(final, counts)
 
 
+def test_solver_records_hold_the_pool_questions_answers_pseudo_labels_and_rewards(prism_run):
+    """The solver phase wrote no per-sample records (the questioner's did): what the solver trained on could not be
+    audited. Each step's records/step_<k>.jsonl holds, per pool question, its cluster and pool scores, every sample's
+    text, answer and reward, and the majority-vote pseudo-label; the rewards are recomputed from the texts here."""
+    from mmevo.rewards.answers import extract_answer
+    from mmevo.rewards.majority import majority_vote_rewards
+
+    out, cfg, summary = prism_run
+    trained = [t for t, it in enumerate(summary["iterations"], start=1) if it["solver"].get("model")]
+    if not trained:
+        pytest.skip("every pool was empty in this run")
+    for t in trained:
+        phase = out / f"iter_{t}" / "solver"
+        pool = {r["question"]: r for r in map(json.loads, (out / f"iter_{t}" / "pool" / "pool.jsonl").read_text()
+                                              .splitlines())}
+        files = sorted(p.name for p in (phase / "records").iterdir())
+        assert files == [f"step_{k:04d}.jsonl" for k in range(cfg.prism.solver_steps)]
+        logged = [json.loads(line) for line in (phase / "metrics.jsonl").read_text().splitlines()]
+        rewarded = 0
+        for k, name in enumerate(files):
+            rows = [json.loads(line) for line in (phase / "records" / name).read_text().splitlines()]
+            assert len(rows) == cfg.trainer.prompts_per_step  # one row per prompt of the step
+            texts, groups, recorded = [], [], []
+            for g, row in enumerate(rows):
+                assert row["question"] in pool  # a pool question, with the pool's cluster and scores
+                src = pool[row["question"]]
+                assert (row["cluster"], row["pool_p"], row["pool_silver"]) == (src["cluster"], src["p"], src["silver"])
+                assert len(row["samples"]) == cfg.rollout.n
+                for smp in row["samples"]:
+                    assert smp["trainable"] and smp["answer"] == extract_answer(smp["text"])
+                    texts.append(smp["text"])
+                    groups.append(g)
+                    recorded.append(smp["reward"])
+            rewards, info = majority_vote_rewards(texts, groups)
+            assert rewards.tolist() == recorded
+            assert [info["pseudo_labels"][g] for g in range(len(rows))] == [r["pseudo_label"] for r in rows]
+            # the very samples the step trained on: their mean reward is the one its metrics logged
+            assert logged[k]["step"] == k + 1
+            assert sum(recorded) / len(recorded) == pytest.approx(logged[k]["reward/total/mean"], abs=1e-6)
+            rewarded += sum(recorded)
+        assert rewarded > 0  # the warmed-up solver answers: some samples agree with their pseudo-label
+        assert summary["iterations"][t - 1]["solver"]["stale_records_removed"] == 0
+
+
 def test_rerun_skips_finished_phases_and_an_interrupted_solver_resumes(prism_run, tiny_text_path, tmp_path):
     from mmevo.evolve.prism import run_prism
     from mmevo.models.loader import load_model
@@ -138,6 +182,7 @@ def test_rerun_skips_finished_phases_and_an_interrupted_solver_resumes(prism_run
         shutil.rmtree(q) if q.is_dir() else q.unlink()
     steps = sorted((sb / "checkpoints").glob("step_*"))
     shutil.rmtree(steps[-1])  # interrupted after its first step
+    (sb / "records" / f"step_{cfg.prism.solver_steps - 1:04d}.jsonl").unlink()  # before the last step's records
     done_q = (b / "iter_2" / "questioner" / "done.json").stat().st_mtime
     cfg_b = _cfg(tiny_text_path, b, f"prism.centroids={out}/clusters/centroids.npy")
     resumed = run_prism(cfg_b)
@@ -151,6 +196,10 @@ def test_rerun_skips_finished_phases_and_an_interrupted_solver_resumes(prism_run
     assert max(float((wa[k] - wb[k]).abs().max()) for k in wa) < 1e-6
     logged = [json.loads(l)["step"] for l in (sb / "metrics.jsonl").read_text().splitlines()]
     assert logged == list(range(1, cfg.prism.solver_steps + 1))
+    # the resumed phase's records are the uninterrupted phase's, byte for byte
+    names = sorted(p.name for p in (solver / "records").iterdir())
+    assert names and sorted(p.name for p in (sb / "records").iterdir()) == names
+    assert all((sb / "records" / n).read_bytes() == (solver / "records" / n).read_bytes() for n in names)
 
 
 def test_an_empty_pool_skips_the_solver_and_is_reported(prism_run, tiny_text_path, tmp_path):

@@ -152,6 +152,58 @@ class QuestionerStrategy(RolloutStrategy):
         return None
 
 
+# -- the solver's records -------------------------------------------------------------------------------------------
+def solver_records(rollout, rewards) -> list[dict]:
+    """One record per pool question of a solver step: the question, its cluster and pool scores (``pool_p``,
+    ``pool_silver``), the majority-vote ``pseudo_label`` of its trained samples, and each sample's ``text``,
+    ``answer``, ``reward`` (the step's total reward, as the advantages read it) and ``trainable`` (False for CSRS
+    re-inferences, which feed the rewards only)."""
+    from mmevo.rewards.majority import majority_vote_rewards
+
+    keep = rollout.trainable_mask().tolist()
+    groups: dict[int, list[int]] = {}
+    for i, g in enumerate(rollout.group_ids.tolist()):
+        groups.setdefault(g, []).append(i)
+    rows = []
+    for g, idx in groups.items():
+        ex = rollout.examples[idx[0]]
+        trained = [i for i in idx if keep[i]]
+        _, info = majority_vote_rewards([rollout.texts[i] for i in trained], [0] * len(trained),
+                                        [ex.choices] * len(trained))
+        rows.append({"id": ex.id, "question": ex.problem, "cluster": ex.meta.get("cluster"),
+                     "pool_p": ex.meta.get("p"), "pool_silver": ex.meta.get("silver"),
+                     "pseudo_label": info["pseudo_labels"].get(0),
+                     "samples": [{"text": rollout.texts[i], "answer": extract_answer(rollout.texts[i], ex.choices),
+                                  "reward": float(rewards[i]), "trainable": bool(keep[i])} for i in idx]})
+    return rows
+
+
+class SolverRecords(RolloutStrategy):
+    """The solver's strategy (plain groups, or CSRS by ``prism.roles.solver``) with per-step records: after each
+    step's rewards, ``records/step_<k>.jsonl`` (``solver_records``) as the questioner's strategy writes its own, so
+    that what the solver trained on can be audited. Sampling, state and metrics are the wrapped strategy's."""
+
+    name = "prism_solver"
+
+    def __init__(self, inner: RolloutStrategy, recorder: Recorder):
+        self.inner, self.recorder = inner, recorder
+
+    def rollout(self, ctx, examples):
+        self._step = ctx.step
+        return self.inner.rollout(ctx, examples)
+
+    def after_rewards(self, rollout, rewards):
+        metrics = self.inner.after_rewards(rollout, rewards)
+        self.recorder.write(self._step, solver_records(rollout, rewards))
+        return metrics
+
+    def state_dict(self) -> dict:
+        return self.inner.state_dict()
+
+    def load_state_dict(self, state: dict) -> None:
+        self.inner.load_state_dict(state)
+
+
 # -- configs of the phases ------------------------------------------------------------------------------------------
 def role_config(cfg: Config, role: str, phase_dir: Path, model_path: str) -> Config:
     """The base config with the role's defaults and ``prism.roles.<role>`` overrides (dotted keys) applied."""
@@ -422,13 +474,16 @@ def read_pool(path: Path) -> list[Example]:
     for line in path.read_text().splitlines():
         r = json.loads(line)
         ex = question_example(r["question"])
-        ex.meta = {"kind": f"cluster_{r['cluster']}", "p": r["p"], "silver": r["silver"]}
+        ex.meta = {"kind": f"cluster_{r['cluster']}", "cluster": r["cluster"], "p": r["p"], "silver": r["silver"]}
         exs.append(ex)
     return exs
 
 
 def run_solver(cfg: Config, t: int, role_index: int, phase_dir: Path, solver_path: str, pool_path: Path) -> dict:
-    """Solver GRPO from S_{t-1} on the pool (resumable); an empty pool skips it."""
+    """Solver GRPO from S_{t-1} on the pool (resumable), its per-step records in ``records/``; an empty pool skips
+    it."""
+    from mmevo.grpo.distributed import barrier, is_main, world_size
+    from mmevo.grpo.trainer import default_strategy
     from mmevo.recipes import build_trainer, load_policy
 
     examples = read_pool(pool_path)
@@ -437,15 +492,19 @@ def run_solver(cfg: Config, t: int, role_index: int, phase_dir: Path, solver_pat
     t0 = time.time()
     rc = role_config(cfg, "solver", phase_dir, solver_path)
     policy = load_policy(rc)
-    trainer = build_trainer(rc, policy, examples, prompt_source=EpochSampler(examples, t))
+    strategy = SolverRecords(default_strategy(rc), Recorder(phase_dir))
+    trainer = build_trainer(rc, policy, examples, strategy=strategy, prompt_source=EpochSampler(examples, t))
     trainer.seed_offset = len(PHASES) * t + role_index  # 2t + role gave solver t and questioner t + 1 one seed
     trainer.resume_free_keys = _RERUN_FREE_KEYS  # a rerun's iterations / phase steps: not a changed setting
     trainer.train()
     history = trainer.logged_history()  # all the phase's steps, those before a resume too
     final = trainer.export(phase_dir / "final")
+    steps = trainer.step_idx
     trainer.close()
+    barrier()  # every rank's records are written before the stale ones are read off the directory
+    stale = strategy.recorder.remove_stale_records(steps, world_size()) if is_main() else 0
     return {"model": str(final), "steps": len(history), "examples": len(examples), "seconds": time.time() - t0,
-            "metrics": _means(history, ("reward/",))}
+            "metrics": _means(history, ("reward/",)), "stale_records_removed": stale}
 
 
 # -- warm-up of tiny models -----------------------------------------------------------------------------------------
