@@ -322,6 +322,25 @@ def test_init_counts_warm_start_the_first_questioners_counts(prism_run, tiny_tex
     if bool(((zpd_in_band := (prob >= 0.5) & (prob <= 0.9)) & valid).any()):
         assert not torch.allclose(got, coverage_rewards(prob, clusters, flat, p.lam, valid), atol=1e-6)
     assert run["iterations"][0]["questioner"]["steps"] == p.questioner_steps
+    # the file is hashed as the centroids are: rewritten between a kill and the rerun, the rerun is refused, naming the
+    # key and both hashes (it was used silently, beside the finished iterations' counts); restored, it is accepted
+    import hashlib
+
+    from mmevo.config import ConfigError
+
+    original = warm.read_bytes()
+    record = json.loads((b / "init_counts_used.json").read_text())
+    assert record == {"path": str(warm), "sha256": hashlib.sha256(original).hexdigest()}
+    warm.write_text(json.dumps({**state, "counts": [c + 1.0 for c in state["counts"]]}))
+    with pytest.raises(ConfigError, match="prism.init_counts=.* holds other counts") as e:
+        run_prism(_cfg(tiny_text_path, b, f"prism.centroids={centroids}", f"prism.init_counts={warm}",
+                       "prism.iterations=1", "prism.solver_steps=1"))
+    assert hashlib.sha256(warm.read_bytes()).hexdigest()[:12] in str(e.value)
+    assert record["sha256"][:12] in str(e.value)
+    warm.write_bytes(original)
+    again = run_prism(_cfg(tiny_text_path, b, f"prism.centroids={centroids}", f"prism.init_counts={warm}",
+                           "prism.iterations=1", "prism.solver_steps=1"))  # every phase reused
+    assert again["iterations"][0]["questioner"]["head_state"] == run["iterations"][0]["questioner"]["head_state"]
     # the same counts as .npy; bad files are refused before any model loads, naming the file
     np.save(tmp_path / "counts.npy", np.asarray(state["counts"]))
     from mmevo.rewards.prism import load_init_counts

@@ -257,6 +257,35 @@ _RERUN_FREE_KEYS = frozenset({"prism.output_dir", "prism.iterations", "prism.que
 
 
 CENTROIDS_RECORD = "centroids_used.json"
+INIT_COUNTS_RECORD = "init_counts_used.json"
+
+
+def file_sha256(path: str | Path) -> str:
+    import hashlib
+
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def recorded_input(out: Path, record_name: str, digest: str, entry: dict, write: bool = True) -> dict | None:
+    """The record ``out/<record_name>`` of an input file the run in ``out`` was started with, when its SHA-256 differs
+    from ``digest`` (else None). Without a record, the first run (``write``: the main rank) writes ``entry`` (with
+    ``sha256``) there: a run directory from before the record is recorded, not checked. An unreadable record is a
+    ``ConfigError`` naming it."""
+    from mmevo.config import ConfigError
+
+    record = out / record_name
+    if record.exists():
+        try:
+            saved = json.loads(record.read_text())
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+            saved = repr(e)
+        if not isinstance(saved, dict) or not isinstance(saved.get("sha256"), str):
+            raise ConfigError(f"{record}: not a readable record of the run's input file (its SHA-256 under "
+                              f"\"sha256\"; got {saved!r:.200}); restore it, or use another prism.output_dir")
+        return None if saved["sha256"] == digest else saved
+    if write:
+        write_json_atomic(record, {**entry, "sha256": digest})
+    return None
 
 
 def check_rerun_centroids(out: Path, centroids: str, write: bool = True) -> None:
@@ -265,33 +294,40 @@ def check_rerun_centroids(out: Path, centroids: str, write: bool = True) -> None
     into the same path (another seed, corpus or K) between a kill and the rerun went unnoticed, and the finished
     iterations' cluster ids, coverage counts and diversity tables were carried into phases that assign questions
     in another partition. A run directory from before the record is recorded, not checked."""
-    import hashlib
-
     from mmevo.config import ConfigError
     from mmevo.prism.clusters import sidecar_path
 
-    digest = hashlib.sha256(Path(centroids).read_bytes()).hexdigest()
-    record = out / CENTROIDS_RECORD
-    if record.exists():
-        try:
-            saved = json.loads(record.read_text())
-            saved_digest = saved["sha256"]
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError) as e:
-            raise ConfigError(f"{record}: not a readable centroids record ({e!r}); restore it, or use another "
-                              "prism.output_dir") from None
-        if saved_digest != digest:
-            raise ConfigError(f"prism.centroids={centroids} holds other centroids (sha256 {digest[:12]}) than those "
-                              f"the run in prism.output_dir={out} was started with (sha256 {saved_digest[:12]}, "
-                              f"{CENTROIDS_RECORD}: {saved.get('meta')}): its finished phases' cluster ids and "
-                              "coverage counts belong to that partition; restore that file, or use another "
-                              "prism.output_dir")
-    elif write:
-        try:
-            meta = {k: v for k, v in json.loads(sidecar_path(centroids).read_text()).items()
-                    if k in ("embedder", "k", "dim", "seed", "corpus", "corpus_size")}
-        except (OSError, ValueError):
-            meta = {}
-        write_json_atomic(record, {"path": str(centroids), "sha256": digest, "meta": meta})
+    try:
+        meta = {k: v for k, v in json.loads(sidecar_path(centroids).read_text()).items()
+                if k in ("embedder", "k", "dim", "seed", "corpus", "corpus_size")}
+    except (OSError, ValueError):
+        meta = {}
+    digest = file_sha256(centroids)
+    saved = recorded_input(out, CENTROIDS_RECORD, digest, {"path": str(centroids), "meta": meta}, write)
+    if saved is not None:
+        raise ConfigError(f"prism.centroids={centroids} holds other centroids (sha256 {digest[:12]}) than those "
+                          f"the run in prism.output_dir={out} was started with (sha256 {saved['sha256'][:12]}, "
+                          f"{CENTROIDS_RECORD}: {saved.get('meta')}): its finished phases' cluster ids and "
+                          "coverage counts belong to that partition; restore that file, or use another "
+                          "prism.output_dir")
+
+
+def check_rerun_init_counts(out: Path, init_counts: str, write: bool = True) -> None:
+    """Refuse a rerun into ``out`` whose ``prism.init_counts`` file holds other bytes than the first run's (its
+    SHA-256, recorded in ``init_counts_used.json``), as for ``prism.centroids``: ``run_config.json`` holds the path
+    only, so a file rewritten between a kill and the rerun warm-started an unfinished first questioner from other
+    counts than the finished phases were (or the summary said they were) trained with. No file, nothing recorded."""
+    from mmevo.config import ConfigError
+
+    if not init_counts:
+        return
+    digest = file_sha256(init_counts)
+    saved = recorded_input(out, INIT_COUNTS_RECORD, digest, {"path": str(init_counts)}, write)
+    if saved is not None:
+        raise ConfigError(f"prism.init_counts={init_counts} holds other counts (sha256 {digest[:12]}) than the file "
+                          f"the run in prism.output_dir={out} was started with (sha256 {saved['sha256'][:12]}, "
+                          f"{INIT_COUNTS_RECORD}): its first questioner's coverage counts were warm-started from "
+                          "that file; restore it, or use another prism.output_dir")
 
 
 def run_prism(cfg: Config) -> dict:
@@ -316,6 +352,7 @@ def run_prism(cfg: Config) -> dict:
     out.mkdir(parents=True, exist_ok=True)
     check_rerun_config(out, cfg, "prism", _RERUN_FREE_KEYS, write=is_main())
     check_rerun_centroids(out, p.centroids, write=is_main())
+    check_rerun_init_counts(out, p.init_counts, write=is_main())
     planned = [(f"iter_{t}/{phase}", f"prism.{phase}_steps", getattr(p, f"{phase}_steps"))
                for t in range(1, p.iterations + 1) for phase in ("questioner", "solver")]
     check_finished_steps(out, planned, "prism", say=is_main())
