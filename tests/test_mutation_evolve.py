@@ -259,7 +259,7 @@ def test_prism_pool_file_reads_back_label_free(tmp_path):
     (ex,) = read_pool(path)
     # the solver trains label-free: the silver answer is only a diagnostic in meta, never the example's answer
     assert ex.problem == "What is 2 + 3?" and ex.answer is None
-    assert ex.meta == {"kind": "cluster_4", "p": 0.75, "silver": "5"}
+    assert ex.meta == {"kind": "cluster_4", "cluster": 4, "p": 0.75, "silver": "5"}  # cluster: for the records
     assert read_pool(tmp_path / "absent.jsonl") == []
 
 
