@@ -4,6 +4,7 @@ questioner to the next, the pool's band and per-cluster cap, the diversity table
 
 import json
 import shutil
+from pathlib import Path
 
 import pytest
 import torch
@@ -202,6 +203,60 @@ def test_rerun_skips_finished_phases_and_an_interrupted_solver_resumes(prism_run
     assert all((sb / "records" / n).read_bytes() == (solver / "records" / n).read_bytes() for n in names)
 
 
+class Killed(Exception):
+    """Stands for a kill -9 at that point of the run."""
+
+
+def _comparable(result: dict, run_dir, reference_dir) -> str:
+    """A phase result as JSON, with its run directory spelled as the reference run's and without wall times."""
+    return json.dumps({k: v for k, v in result.items() if k != "seconds"}, sort_keys=True).replace(
+        str(run_dir), str(reference_dir))
+
+
+def test_a_run_killed_after_writing_its_pool_before_done_reruns_to_the_uninterrupted_run(prism_run, tiny_text_path,
+                                                                                        tmp_path, monkeypatch):
+    """Killed after the pool phase wrote pool.jsonl (torn here, as a kill mid-write leaves it) but before its done.json:
+    the rerun keeps the finished questioner, builds the pool again and trains the solver; its records, pool files and
+    phase results are those of the module's uninterrupted run (iteration 1 of it)."""
+    from mmevo.evolve import prism
+
+    out, _, summary = prism_run
+    d = tmp_path / "d"
+    shutil.copytree(out / "warmup", d / "warmup")  # the same warm-up model, reused
+    args = (f"prism.centroids={out}/clusters/centroids.npy", "prism.iterations=1")
+    write = prism.write_json_atomic
+    pool_done = d / "iter_1" / "pool" / "done.json"
+
+    def die_before_the_pool_is_done(path, *a, **k):
+        if Path(path) == pool_done:
+            raise Killed
+        return write(path, *a, **k)
+
+    monkeypatch.setattr(prism, "write_json_atomic", die_before_the_pool_is_done)
+    with pytest.raises(Killed):
+        prism.run_prism(_cfg(tiny_text_path, d, *args))
+    monkeypatch.setattr(prism, "write_json_atomic", write)
+    pool = d / "iter_1" / "pool" / "pool.jsonl"
+    assert not pool_done.exists() and not (d / "iter_1" / "solver").exists()
+    pool.write_text(pool.read_text()[:len(pool.read_text()) // 2])  # torn mid-write
+    questioner_done = (d / "iter_1" / "questioner" / "done.json").stat().st_mtime
+
+    again = prism.run_prism(_cfg(tiny_text_path, d, *args))
+    assert (d / "iter_1" / "questioner" / "done.json").stat().st_mtime == questioner_done  # not trained again
+    first = summary["iterations"][0]
+    for phase in ("questioner", "pool", "solver"):
+        assert _comparable(again["iterations"][0][phase], d, out) == _comparable(first[phase], out, out), phase
+    for name in ("pool/pool.jsonl", "pool/generated.jsonl"):
+        assert (d / "iter_1" / name).read_bytes() == (out / "iter_1" / name).read_bytes(), name
+    for phase in ("questioner", "solver"):
+        names = sorted(p.name for p in (out / "iter_1" / phase / "records").iterdir())
+        assert sorted(p.name for p in (d / "iter_1" / phase / "records").iterdir()) == names
+        for n in names:
+            assert (d / "iter_1" / phase / "records" / n).read_bytes() == \
+                (out / "iter_1" / phase / "records" / n).read_bytes(), f"{phase}/{n}"
+    assert json.loads((d / "diversity.json").read_text())[0] == json.loads((out / "diversity.json").read_text())[0]
+
+
 def test_an_empty_pool_skips_the_solver_and_is_reported(prism_run, tiny_text_path, tmp_path):
     from mmevo.evolve.prism import run_prism
 
@@ -329,12 +384,12 @@ def test_init_counts_warm_start_the_first_questioners_counts(prism_run, tiny_tex
     from mmevo.config import ConfigError
 
     original = warm.read_bytes()
-    record = json.loads((b / "init_counts_used.json").read_text())
-    assert record == {"path": str(warm), "sha256": hashlib.sha256(original).hexdigest()}
     warm.write_text(json.dumps({**state, "counts": [c + 1.0 for c in state["counts"]]}))
     with pytest.raises(ConfigError, match="prism.init_counts=.* holds other counts") as e:
         run_prism(_cfg(tiny_text_path, b, f"prism.centroids={centroids}", f"prism.init_counts={warm}",
                        "prism.iterations=1", "prism.solver_steps=1"))
+    record = json.loads((b / "init_counts_used.json").read_text())
+    assert record == {"path": str(warm), "sha256": hashlib.sha256(original).hexdigest()}
     assert hashlib.sha256(warm.read_bytes()).hexdigest()[:12] in str(e.value)
     assert record["sha256"][:12] in str(e.value)
     warm.write_bytes(original)
@@ -361,3 +416,23 @@ def test_init_counts_warm_start_the_first_questioners_counts(prism_run, tiny_tex
     with pytest.raises(ValueError, match="is not a file"):
         run_prism(_cfg(tiny_text_path, tmp_path / "c", f"prism.centroids={centroids}",
                        f"prism.init_counts={tmp_path / 'missing.npy'}"))
+
+
+def test_solver_records_of_a_csrs_step_take_the_pseudo_label_from_the_trained_samples(tmp_path):
+    """With CSRS on the solver (prism.roles.solver), the re-inferences feed the rewards only: a record marks them
+    trainable=False and the pseudo-label is the majority of the trained (maternal) samples, not of all six."""
+    from mmevo.evolve.prism import read_pool, solver_records
+    from mmevo.rollout.strategy import Rollout
+
+    pool = tmp_path / "pool.jsonl"
+    pool.write_text(json.dumps({"question": "What is 1 + 2?", "cluster": 5, "p": 0.625, "silver": "3"}) + "\n")
+    ex = read_pool(pool)[0]
+    texts = ["\\boxed{3}", "\\boxed{3}", "\\boxed{4}", "\\boxed{4}", "\\boxed{4}", "\\boxed{4}"]
+    ro = Rollout([None] * 6, [None] * 6, texts, torch.zeros(6, dtype=torch.long), [ex] * 6,
+                 trainable=torch.tensor([True, True, True, False, False, False]))
+    (row,) = solver_records(ro, torch.tensor([0.9, 0.9, 0.1, 0.0, 0.0, 0.0]))
+    assert (row["question"], row["cluster"], row["pool_p"], row["pool_silver"]) == ("What is 1 + 2?", 5, 0.625, "3")
+    assert row["pseudo_label"] == "3"
+    assert [s["trainable"] for s in row["samples"]] == [True] * 3 + [False] * 3
+    assert [s["answer"] for s in row["samples"]] == ["3", "3", "4", "4", "4", "4"]
+    assert [s["reward"] for s in row["samples"]] == pytest.approx([0.9, 0.9, 0.1, 0.0, 0.0, 0.0])
