@@ -161,6 +161,9 @@ def test_loop_seed_offsets_are_distinct_per_iteration_and_phase(monkeypatch, tmp
     monkeypatch.setattr(recipes, "build_trainer", build_trainer)
     monkeypatch.setattr(recipes, "load_policy", lambda *a, **kw: None)
     monkeypatch.setattr(loop, "role_config", lambda *a, **kw: None)
+    import mmevo.grpo.trainer as grpo_trainer
+
+    monkeypatch.setattr(grpo_trainer, "default_strategy", lambda cfg: None)  # the solver's (wrapped for its records)
     for name in ("FrozenRole", "ClusterAssigner", "Recorder"):
         monkeypatch.setattr(loop, name, Dummy)
     cfg = SimpleNamespace(prism=SimpleNamespace(centroids="c.npy", embedder="", embed_batch=4, embed_device="cpu", k=0,
