@@ -112,6 +112,7 @@ def run_demo(cfg: Config, out_dir: str = "runs/demo", method: str = "csrs") -> d
     configs = {n: run_config(cfg, n, out, sft_model) for n in names}
     t_runs = time.time()
     parallel = len(names) if threads["parallel"] else 1
+    trained_before = [n for n in names if (Path(configs[n].trainer.output_dir) / "summary.json").exists()]
     reused += run_jobs({n: (configs[n], out / "evals" / f"{n}.json") for n in names}, parallel,
                        threads["threads_per_run"] if parallel > 1 else threads["threads"], LABELS)
     for n in names:
@@ -122,7 +123,9 @@ def run_demo(cfg: Config, out_dir: str = "runs/demo", method: str = "csrs") -> d
     result = build_result(evals, names, train, heldout)
     result.update(method=method, base_model=base_model, sft_model=str(sft_model), sft_seconds=t_sft,
                   runs_seconds=time.time() - t_runs, total_seconds=total, reused_phases=reused, threads=threads,
-                  sft_steps=sft_summary.get("steps"))
+                  sft_steps=sft_summary.get("steps"),
+                  # trained by an earlier invocation, evaluated in this one: "runs N min" is their evaluation
+                  reevaluated_runs=[n for n in trained_before if n not in reused])
     result = publish(out, method, cfg, configs, result, evals, sorted(reused) == sorted(["sft", *names]))
     print(f"[mmevo demo] done in {total / 60:.1f} min; report: {method_files(out, method)['report']}")
     return result
@@ -156,7 +159,7 @@ def method_files(out: Path, method: str) -> dict[str, Path]:
 
 
 # what differs between two invocations that measured the same thing: how long they took and what they reused
-_TIMING_KEYS = ("sft_seconds", "runs_seconds", "total_seconds", "reused_phases", "threads")
+_TIMING_KEYS = ("sft_seconds", "runs_seconds", "total_seconds", "reused_phases", "reevaluated_runs", "threads")
 
 
 def same_figures(saved: dict, result: dict) -> bool:
@@ -378,8 +381,7 @@ def run_jobs(jobs: dict[str, tuple[Config, Path]], parallel: int, threads_per_jo
                                 args=(c, threads_per_job, str(out / "train.log"), str(ev), os.getpid()))
                 p.start()
                 running[n] = p
-                print(f"[mmevo] {(labels or {}).get(n, n)}: {c.trainer.steps} steps, log in {out / 'train.log'}",
-                      flush=True)
+                print(f"[mmevo] {(labels or {}).get(n, n)}: {job_plan(c)}, log in {out / 'train.log'}", flush=True)
             time.sleep(15)
             print("[mmevo] " + " | ".join(_progress_line(n, jobs[n][0]) for n in running), flush=True)
             for n, p in list(running.items()):
@@ -396,6 +398,14 @@ def run_jobs(jobs: dict[str, tuple[Config, Path]], parallel: int, threads_per_jo
                 p.terminate()
             p.join()
     return reused
+
+
+def job_plan(cfg: Config) -> str:
+    """What a job not reused does: a run finished earlier (its summary.json) is only evaluated again (a rerun after
+    its evaluation was lost or its sampling changed said "80 steps", as if it trained them)."""
+    if (Path(cfg.trainer.output_dir) / "summary.json").exists():
+        return "trained earlier, evaluating its final model again"
+    return f"{cfg.trainer.steps} steps"
 
 
 def evaluated(eval_path: Path, cfg: Config) -> bool:
@@ -523,6 +533,10 @@ def write_report(out: Path, cfg: Config, configs: dict[str, Config], r: dict, ev
     reused = r.get("reused_phases") or []
     reused_note = (f"; reused from an earlier invocation, so not in these times: "
                    f"{', '.join(LABELS.get(n, n) for n in reused)}" if reused else "")
+    reevaluated = r.get("reevaluated_runs") or []
+    if reevaluated:  # their training is an earlier invocation's: these runs' minutes are their evaluation alone
+        reused_note += (f"; trained by an earlier invocation and only evaluated again in this one: "
+                        f"{', '.join(LABELS.get(n, n) for n in reevaluated)}")
     max_tokens_note = f", at most {r['eval_max_tokens']} tokens" if r.get("eval_max_tokens") else ""
     # one run, or runs one after the other: nothing between "thread(s)" and the full stop
     together = " (two runs at once)" if r["threads"]["parallel"] and len(names) > 1 else ""

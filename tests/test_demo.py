@@ -50,10 +50,18 @@ def test_demo_runs_reports_and_resumes(tiny_vl_path, tmp_path, capsys):
 
     # a rerun that evaluates one run again: its times are its own, and the phases it reused are named
     (out / "evals" / "mv.json").unlink()
+    capsys.readouterr()
     part = run_demo(demo_config(overrides, str(out)), str(out))
     assert part["reused_phases"] == ["sft", "csrs"] and part["pass1_after_mv"] == r["pass1_after_mv"]
     assert json.loads((out / "result.json").read_text())["reused_phases"] == ["sft", "csrs"]
-    assert ("reused from an earlier invocation, so not in these times: SFT (start), CSRS (label-free))"
+    # majority vote was trained by the first invocation and only evaluated in this one: it said "2 steps, log in"
+    # and the report's "runs ... min" read as its training
+    printed = capsys.readouterr().out
+    assert "majority vote (label-free): trained earlier, evaluating its final model again, log in" in printed
+    assert "steps, log in" not in printed
+    assert part["reevaluated_runs"] == ["mv"]
+    assert ("reused from an earlier invocation, so not in these times: SFT (start), CSRS (label-free); trained by "
+            "an earlier invocation and only evaluated again in this one: majority vote (label-free))"
             in " ".join((out / "report.md").read_text().split()))
 
     # --method grpo into the same --out trains from the same SFT and keeps the label-free results: it wrote its
