@@ -84,6 +84,9 @@ def run_demo(cfg: Config, out_dir: str = "runs/demo", method: str = "csrs") -> d
     base_model = resolve_model_path(cfg)
 
     sft_dir = Path(cfg.sft.output_dir)
+    sft_model = sft_dir / "model"
+    names = METHODS[method]
+    configs = {n: run_config(cfg, n, out, sft_model) for n in names}
     reused = []  # phases finished by an earlier invocation: their time is not in this one's total
     if (sft_dir / "summary.json").exists():
         reused.append("sft")
@@ -97,10 +100,12 @@ def run_demo(cfg: Config, out_dir: str = "runs/demo", method: str = "csrs") -> d
             raise ValueError(f"{sft_dir} holds an SFT with other settings ({', '.join(changed)}): use another --out "
                              f"(or delete {sft_dir} and the runs after it)")
         print(f"[mmevo demo] reusing the SFT model in {sft_dir / 'model'}")
-    else:
+    # before anything is trained or evaluated: a refused run (rollout.max_tokens changed, say) was refused only after
+    # the start's evaluation was made again under the new settings and written over the one result.json states
+    check_runs(configs.values(), HELDOUT_KEYS)
+    if "sft" not in reused:
         print(f"[mmevo demo] SFT warm-up on {cfg.data.n_train} worked solutions ({cfg.data.train} tasks)")
         sft_summary = run_sft(cfg)
-    sft_model = sft_dir / "model"
     t_sft = time.time() - t0
 
     train, _ = load_examples(cfg, "train")
@@ -108,13 +113,12 @@ def run_demo(cfg: Config, out_dir: str = "runs/demo", method: str = "csrs") -> d
     evals = {"sft": cached_eval(out / "evals" / "sft.json", cfg, sft_model, heldout, controls=True)}
     _print_eval("sft", evals["sft"])
 
-    names = METHODS[method]
-    configs = {n: run_config(cfg, n, out, sft_model) for n in names}
     t_runs = time.time()
     parallel = len(names) if threads["parallel"] else 1
     trained_before = [n for n in names if (Path(configs[n].trainer.output_dir) / "summary.json").exists()]
     reused += run_jobs({n: (configs[n], out / "evals" / f"{n}.json") for n in names}, parallel,
-                       threads["threads_per_run"] if parallel > 1 else threads["threads"], LABELS)
+                       threads["threads_per_run"] if parallel > 1 else threads["threads"], LABELS,
+                       problems=evals["sft"]["problems"])
     for n in names:
         evals[n] = json.loads((out / "evals" / f"{n}.json").read_text())
         _print_eval(n, evals[n])
@@ -230,12 +234,16 @@ def model_stamp(model_path: Path) -> list:
 
 def eval_key(cfg: Config, model_path: Path, examples, controls: bool) -> dict:
     """What a cached evaluation must match to be reused: the model (path and files), the problems, the sampling."""
+    return {"model": str(model_path), "files": model_stamp(model_path), "n": len(examples),
+            "problems": problems_digest(examples), "controls": controls, **_sampling_key(cfg)}
+
+
+def problems_digest(examples) -> str:
+    """A digest of the problems of an evaluation set (ids, texts, gold answers, choices): which set was evaluated."""
     import hashlib
 
-    problems = hashlib.sha256(json.dumps([[ex.id, ex.problem, str(ex.answer), list(ex.choices or [])]
-                                          for ex in examples]).encode()).hexdigest()
-    return {"model": str(model_path), "files": model_stamp(model_path), "n": len(examples), "problems": problems,
-            "controls": controls, **_sampling_key(cfg)}
+    return hashlib.sha256(json.dumps([[ex.id, ex.problem, str(ex.answer), list(ex.choices or [])]
+                                      for ex in examples]).encode()).hexdigest()
 
 
 def _sampling_key(cfg: Config) -> dict:  # key names apart from sampled_eval's ("samples" are example responses)
@@ -284,6 +292,10 @@ def build_result(evals: dict, names, train, heldout) -> dict:
     from mmevo.eval.sampled import paired_diff_ci
 
     before = evals["sft"]
+    sets = {n: ev.get("problems") for n, ev in evals.items()}
+    if len(set(sets.values())) > 1:  # one held-out set or no comparison: the lifts pair problem i with problem i
+        raise ValueError(f"the evaluations are of different held-out sets (problems digests {sets}): evaluate "
+                         "every model on one")
     res: dict = {"heldout_problems": len(heldout), "samples_per_problem": EVAL_SAMPLES,
                  # trainer.eval_max_tokens changes no run (a rerun keeps them) but every evaluation: the report says it
                  "eval_max_tokens": before.get("max_tokens"),
@@ -343,26 +355,18 @@ def _run_child(cfg: Config, threads: int, log_path: str, eval_path: str, parent_
         cached_eval(Path(eval_path), cfg, out / "final", heldout, controls=True)
 
 
-def run_jobs(jobs: dict[str, tuple[Config, Path]], parallel: int, threads_per_job: int, labels=None) -> list[str]:
+def run_jobs(jobs: dict[str, tuple[Config, Path]], parallel: int, threads_per_job: int, labels=None,
+             problems: str | None = None) -> list[str]:
     """Train and evaluate every job (name -> (config, eval json path)) without an evaluation of the model now in its
     ``final/`` (missing, or of a model deleted or retrained since), ``parallel`` at a time, one spawned process each
     with ``threads_per_job`` threads; each resumes from its last checkpoint. Progress is read from the runs'
     metrics.jsonl every 15 s. A failed job stops the rest and raises with its log's tail; a finished run (its
     summary.json) or an interrupted one (its last checkpoint) whose config differs from the job's is refused, naming
-    the keys. Returns the names of the jobs that were already trained and evaluated (nothing run for them)."""
-    for cfg, _ in jobs.values():  # a finished run is reused as it is: it must be the run its config asks for
-        changed = finished_run_changes(cfg)
-        if changed:
-            raise ValueError(f"{cfg.trainer.output_dir} holds a finished run with other settings "
-                             f"({', '.join(changed)}): use another --out (or delete that run)")
-        # an interrupted run resumes under this config: its report would state settings its first steps did not
-        # use (after trainer.lr=0, "lr 0.0", while the resumed optimizer state kept stepping at the saved lr)
-        changed = interrupted_run_changes(cfg)
-        if changed:
-            raise ValueError(f"{cfg.trainer.output_dir} holds an interrupted run with other settings "
-                             f"({', '.join(changed)}): rerun with its settings to resume it, or use another --out "
-                             "(or delete that run)")
-    todo = [n for n, (cfg, ev) in jobs.items() if not evaluated(ev, cfg)]
+    the keys. With ``problems`` (``problems_digest`` of the held-out set) an evaluation of another set is made
+    again and the held-out settings (``HELDOUT_KEYS``) are no change of a run; without it they are. Returns the names
+    of the jobs that were already trained and evaluated (nothing run for them)."""
+    check_runs([cfg for cfg, _ in jobs.values()], HELDOUT_KEYS if problems is not None else ())
+    todo = [n for n, (cfg, ev) in jobs.items() if not evaluated(ev, cfg, problems)]
     reused = [n for n in jobs if n not in todo]
     for n in reused:
         print(f"[mmevo] {(labels or {}).get(n, n)}: finished earlier, reusing {jobs[n][1]}")
@@ -408,31 +412,53 @@ def job_plan(cfg: Config) -> str:
     return f"{cfg.trainer.steps} steps"
 
 
-def evaluated(eval_path: Path, cfg: Config) -> bool:
+def check_runs(cfgs, ignore: tuple[str, ...] = ()) -> None:
+    """Refuse a finished or interrupted run, in the output directory of one of ``cfgs``, whose config differs from
+    it in a key other than where it is (``_RUN_PLACE_KEYS``) and ``ignore``, naming the keys."""
+    for cfg in cfgs:  # a finished run is reused as it is: it must be the run its config asks for
+        changed = finished_run_changes(cfg, ignore)
+        if changed:
+            raise ValueError(f"{cfg.trainer.output_dir} holds a finished run with other settings "
+                             f"({', '.join(changed)}): use another --out (or delete that run)")
+        # an interrupted run resumes under this config: its report would state settings its first steps did not
+        # use (after trainer.lr=0, "lr 0.0", while the resumed optimizer state kept stepping at the saved lr)
+        changed = interrupted_run_changes(cfg, ignore)
+        if changed:
+            raise ValueError(f"{cfg.trainer.output_dir} holds an interrupted run with other settings "
+                             f"({', '.join(changed)}): rerun with its settings to resume it, or use another --out "
+                             "(or delete that run)")
+
+
+def evaluated(eval_path: Path, cfg: Config, problems: str | None = None) -> bool:
     """``eval_path`` holds an evaluation, with this config's sampling, of the model now in the run's ``final/`` (not
-    of one deleted or retrained since). Its problems follow from the run's data settings (``finished_run_changes``)."""
+    of one deleted or retrained since), and, given ``problems`` (``problems_digest``), of that held-out set; without
+    it the problems follow from the run's data settings (``finished_run_changes``)."""
     cached = read_cached_eval(eval_path)
     if cached is None:
         return False
     model = Path(cfg.trainer.output_dir) / "final"
     stamp = model_stamp(model)
     return (bool(stamp) and cached.get("model") == str(model) and cached.get("files") == stamp
-            and all(cached.get(k) == v for k, v in _sampling_key(cfg).items()))
+            and all(cached.get(k) == v for k, v in _sampling_key(cfg).items())
+            and (problems is None or cached.get("problems") == problems))
 
 
 # settings that say where a run is, how it logs, saves or is evaluated, not what it trains
 _RUN_PLACE_KEYS = ("model.path", "model.cache_dir", "trainer.output_dir", "sft.output_dir", "trainer.progress",
                    "trainer.threads", "trainer.wandb_mode", "trainer.wandb_project", "trainer.save_every",
                    "trainer.keep_checkpoints", "trainer.resume", "trainer.eval_every", "trainer.eval_max_tokens")
+# the held-out set: what the demo evaluates every model on, not what a run trains on (the train set is drawn apart
+# from it); a rerun with another one evaluates every model on it again (``run_jobs``'s ``problems``)
+HELDOUT_KEYS = ("data.n_heldout", "data.heldout")
 
 
-def finished_run_changes(cfg: Config) -> list[str]:
-    """The config keys in which the finished run in ``cfg.trainer.output_dir`` (its ``summary.json``) differs from
-    ``cfg``; [] when there is none or it matches."""
+def finished_run_changes(cfg: Config, ignore: tuple[str, ...] = ()) -> list[str]:
+    """The config keys (less ``ignore``) in which the finished run in ``cfg.trainer.output_dir`` (its
+    ``summary.json``) differs from ``cfg``; [] when there is none or it matches."""
     path = Path(cfg.trainer.output_dir) / "summary.json"
     if not path.exists():
         return []
-    return _changed_keys(json.loads(path.read_text()).get("config") or {}, cfg)
+    return _changed_keys(json.loads(path.read_text()).get("config") or {}, cfg, ignore)
 
 
 def sft_changes(summary: dict, cfg: Config) -> list[str]:
@@ -444,7 +470,7 @@ def sft_changes(summary: dict, cfg: Config) -> list[str]:
     return sft_config_changes(recorded, cfg) if isinstance(recorded, dict) else []
 
 
-def interrupted_run_changes(cfg: Config) -> list[str]:
+def interrupted_run_changes(cfg: Config, ignore: tuple[str, ...] = ()) -> list[str]:
     """The config keys in which the newest checkpoint of an unfinished run in ``cfg.trainer.output_dir`` (which
     ``trainer.resume`` would continue) differs from ``cfg``; [] when there is none, it matches, or the run is
     finished (``finished_run_changes``)."""
@@ -454,15 +480,15 @@ def interrupted_run_changes(cfg: Config) -> list[str]:
     ckpt = latest_checkpoint(out) if cfg.trainer.resume and not (out / "summary.json").exists() else None
     if ckpt is None:
         return []
-    return _changed_keys(load_trainer_state(ckpt).get("config") or {}, cfg)
+    return _changed_keys(load_trainer_state(ckpt).get("config") or {}, cfg, ignore)
 
 
-def _changed_keys(recorded: dict, cfg: Config) -> list[str]:
+def _changed_keys(recorded: dict, cfg: Config, ignore: tuple[str, ...] = ()) -> list[str]:
     """The keys, other than where a run is and how it logs (``_RUN_PLACE_KEYS``), in which the config ``recorded``
     by a run differs from ``cfg`` (both through JSON, as summary.json holds them)."""
     from mmevo.config import recorded_config_changes
 
-    return [k for k in recorded_config_changes(recorded, cfg) if k not in _RUN_PLACE_KEYS]
+    return [k for k in recorded_config_changes(recorded, cfg) if k not in _RUN_PLACE_KEYS and k not in ignore]
 
 
 def _progress_line(name: str, cfg: Config) -> str:
