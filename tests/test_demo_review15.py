@@ -58,4 +58,11 @@ def test_a_rerun_with_another_heldout_set_evaluates_every_model_on_it(tiny_vl_pa
     assert saved["pass1_before"] == evals["sft"]["real"]["pass1"] == r["pass1_before"]
     report = " ".join((out / "report.md").read_text().split())
     assert "## Held-out (4 problems, 8 samples each" in report
+    # the total is its parts: the start's evaluation (all of this rerun but the runs') was in neither "SFT" nor "runs"
+    for res in (first, saved):
+        parts = res["sft_seconds"] + res["start_eval_seconds"] + res["runs_seconds"]
+        assert parts == pytest.approx(res["total_seconds"], abs=1e-6)
+    assert (f"Total time {saved['total_seconds'] / 60:.1f} min (SFT {saved['sft_seconds'] / 60:.1f} min, evaluation "
+            f"of the start {saved['start_eval_seconds'] / 60:.1f} min, runs {saved['runs_seconds'] / 60:.1f} min; "
+            "reused from an earlier invocation") in report
     assert "only evaluated again in this one: CSRS (label-free), majority vote (label-free))" in report
