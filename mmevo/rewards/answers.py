@@ -205,14 +205,22 @@ def normalize_choice(ans: str, choices: Sequence[str] | None) -> str:
 
 # ----------------------------------------------------------------------------- normalisation
 
-_TEXT_WRAP_RE = re.compile(r"\\(?:text|textbf|textit|mathrm|mathbf|mbox|operatorname)\s*\{([^{}]*)\}")
+# \\underline{..} too: an underlined answer is that answer, and "\\underline{\\quad}" (a fill-in blank) is no answer
+_TEXT_WRAP_RE = re.compile(r"\\(?:text|textbf|textit|mathrm|mathbf|mbox|operatorname|underline)\s*\{([^{}]*)\}")
 _DEGREE_RE = re.compile(r"\^\s*\{\s*\\circ\s*\}|\^\s*\\circ|\\circ|°|\\degree\b|\bdegrees?\b", re.IGNORECASE)
 # "~" is LaTeX's tie (a non-breaking space): "12 \\mathrm{~cm}" is the usual spelling of a unit in GeoQA-style output
 # the wide spaces too (\\quad, \\qquad, \\enspace, \\hspace{..}): a boxed blank "\\boxed{\\quad}" is no answer, as
 # "\\boxed{\\,}" is; without them it voted as an answer and could win a group's majority. A command ends at a non-letter
-_SPACING_RE = re.compile(r"\\[,;:! ]|~|\\left\b|\\right\b"
-                         r"|\\(?:q?quad|enspace|thinspace|medspace|thickspace|hfill)(?![A-Za-z])"
-                         r"|\\hspace\*?\s*\{[^{}]*\}")
+_WIDE_SPACE = r"\\(?:q?quad|enspace|hfill)(?![A-Za-z])|\\hspace\*?\s*\{[^{}]*\}"
+_SPACING_RE = re.compile(r"\\[,;:! ]|~|\\left\b|\\right\b|\\(?:thinspace|medspace|thickspace)(?![A-Za-z])|" + _WIDE_SPACE)
+# a wide space between two digits parts two numbers: "1 \\quad 2" is the list 1, 2 (math-verify: the set {1, 2}); dropped
+# as a space it read as 12 (and math-verify reads "1 2" as 3), so a listed pair out-voted or matched a single number
+_WIDE_GAP_RE = re.compile(r"(?<=\d)\s*(?:(?:" + _WIDE_SPACE + r")\s*)+(?=\d)")
+# \\phantom{..} (\\hphantom, \\vphantom) typesets only blank space the size of its content: "\\boxed{\\phantom{0}}" is a
+# blank to fill in, no answer (math-verify read it as 0); one level of nested braces inside
+_PHANTOM_RE = re.compile(r"\\[hv]?phantom\s*\{(?:[^{}]|\{[^{}]*\})*\}")
+# a boxed placeholder, nothing but question marks or underscores ("?", "\\_\\_"), after `_light`: no answer either
+_PLACEHOLDER_RE = re.compile(r"(?:\?|\\?_)+")
 # a length / area / volume unit after a number, squared or cubed or not ("5 cm^2", "5\\text{ cm}^{2}", "5 sq units"):
 # math-verify already reads "5 cm" as 5 but not "5 cm^2", which split area answers from their bare numbers. The number
 # may end in a digit, a brace (\\sqrt{3}, \\frac{1}{2}) or pi ("12\\pi cm^2"); a sentence period may follow the unit
@@ -235,6 +243,8 @@ def _unwrap(s: str) -> str:
     s = _clean(s) or ""
     s = s.replace("\\dfrac", "\\frac").replace("\\tfrac", "\\frac")
     s = _RADICAL_RE.sub(_radical, s.replace("\u2212", "-"))  # U+2212, the typeset minus sign, is "-"
+    s = _PHANTOM_RE.sub(" ", s)
+    s = _WIDE_GAP_RE.sub(", ", s)
     s = _SPACING_RE.sub(" ", s)
     s = _TEXT_WRAP_RE.sub(r"\1", s)
     s = _DEGREE_RE.sub("", s)
@@ -251,8 +261,8 @@ def _light(s: str) -> str:
     """Key for exact comparison: unwrapped, no whitespace, no trailing period, casefolded. A space after a comma
     between digits stays: "1,000" is a thousand but "1, 000" is a list, as math-verify reads them."""
     s = _LIGHT_WS_RE.sub(lambda m: " " if m.group(1) else "", _unwrap(s))
-    s = s.rstrip(".")
-    return s.strip("$").casefold()
+    s = s.rstrip(".").strip("$").casefold()
+    return "" if _PLACEHOLDER_RE.fullmatch(s) else s
 
 
 _THOUSANDS_RE = re.compile(r"[+-]?\d{1,3}(?:,\d{3})+(?:\.\d+)?")
