@@ -175,6 +175,7 @@ def main(argv: list[str] | None = None) -> int:
         cfg = load_config(args.config, args.overrides)
         if cmd == "train":
             _check_train(cfg)
+            _check_settings_take_effect({"train": cfg})
         if cmd in ("train", "sft"):
             _check_no_loop_settings(cfg, cmd)
         if cmd == "eval" and args.calibration and (cfg.eval.benchmark or cfg.eval.format):  # the benchmark ran,
@@ -369,6 +370,28 @@ def _check_reinference_use(cfg) -> None:
                           "them ('sfr', or 'majority' for the pooled vote), or set csrs.enabled=false")
 
 
+def _check_settings_take_effect(runs: dict, whose: str = "", noun: str = "run") -> None:
+    """A ``csrs.*`` key that would be accepted and ignored (``csrs.random_anchor=true`` with ``csrs.retrace=false``,
+    ``csrs.gamma`` with the majority-vote head): refused when every training run of ``runs`` (name -> its config)
+    that sets it ignores it. The demo's runs and a loop's roles share one base config, so a key that one of them
+    reads stays (the demo's csrs.gamma is for its CSRS run, not its majority-vote run)."""
+    from mmevo.config import Config, ConfigError, _fmt, _get, csrs_settings_without_effect
+
+    training = {name: rc for name, rc in runs.items() if rc.trainer.steps > 0}
+    ignored = {name: csrs_settings_without_effect(rc) for name, rc in training.items()}
+    default = Config()
+    for key in sorted(set().union(*ignored.values())):
+        setting = [name for name, rc in training.items() if _get(rc, key) != _get(default, key)]
+        if all(key in ignored[name] for name in setting):
+            by_reason: dict[str, list[str]] = {}
+            for name in setting:
+                by_reason.setdefault(ignored[name][key], []).append(name)
+            where = "; ".join(f"{whose} {', '.join(names)} {noun}{'s' if len(names) > 1 else ''}: {reason}"
+                              if whose else f"this run: {reason}" for reason, names in by_reason.items())
+            raise ConfigError(f"{key}={_fmt(_get(training[setting[0]], key))} has no effect in {where}. Remove it, "
+                              "or change the setting that leaves it unused")
+
+
 def _check_group(cfg) -> None:
     """GRPO's group: a group of one has advantage exactly 0 (``group_advantages`` subtracts the group mean whatever
     ``algo.adv_scale``), and the advantages of n copies of one greedy response cancel."""
@@ -390,13 +413,15 @@ def _check_demo_runs(cfg, out: str, method: str) -> None:
     from mmevo.demo import METHODS, run_config
 
     _check_output_dir(Path(out), f"--out {out}", "the demo's")
+    runs = {}
     for name in METHODS[method]:
         try:
-            rc = run_config(cfg, name, Path(out), Path(cfg.sft.output_dir) / "model")
+            runs[name] = rc = run_config(cfg, name, Path(out), Path(cfg.sft.output_dir) / "model")
             validate(rc)
             _check_train(rc)
         except ConfigError as e:
             raise ConfigError(f"the demo's {name} run: {e}") from None
+    _check_settings_take_effect(runs, "the demo's")
 
 
 def _check_output_dir(path: Path, setting: str, whose: str) -> None:
@@ -506,13 +531,15 @@ def _check_loop(loop: str, cfg) -> None:
         check_loop_config(cfg)
         out = cfg.honest.output_dir
         roles = ("solver", "generator") if cfg.honest.gss_mode == "trainable" else ("solver",)
+    phases = {}
     for role in roles:
         try:
-            rc = role_config(cfg, role, Path(out) / role, cfg.model.path)
+            phases[role] = rc = role_config(cfg, role, Path(out) / role, cfg.model.path)
             if rc.trainer.steps > 0:  # every role trains by GRPO: with rollout.n=1 the loop ran and learned nothing
                 _check_grpo(rc)
         except ValueError as e:  # ConfigError too
             raise ConfigError(f"{loop}.roles.{role}: the {role} phase's config: {e}") from None
+    _check_settings_take_effect(phases, f"the {loop} loop's", "role")
     if loop == "mmzero" and cfg.mmzero.embedder:  # read by the proposer's reward, mid-phase after models loaded
         from mmevo.models.embedder import DEFAULT_EMBEDDER
 

@@ -954,6 +954,55 @@ def validate(cfg: Config) -> None:
     _check_roles(cfg)
 
 
+# the CSRS knobs a run reads only where their part of CSRS runs (mmevo.csrs.strategy, the sfr head)
+CSRS_KNOBS = ("m", "omega", "random_anchor", "retrace", "perturb", "sigma", "gamma", "beta")
+
+
+def csrs_settings_without_effect(cfg: Config) -> dict[str, str]:
+    """``csrs.*`` keys that ``cfg``, as one training run, sets away from their default and never reads, each with
+    why: ``{key: reason}``. ``validate`` cannot refuse them, as the demo and the loops switch CSRS and the reward head
+    per run from one base config (``mmevo.cli`` checks each run, and refuses a key only where every run ignores it)."""
+    c, default = cfg.csrs, CSRSConfig()
+    changed = {k for k in CSRS_KNOBS if getattr(c, k) != getattr(default, k)}
+    reasons: dict[str, str] = {}
+
+    def unused(keys: tuple, why: str) -> None:
+        for k in keys:
+            if k in changed:
+                reasons.setdefault(f"csrs.{k}", why)
+
+    if not c.enabled:
+        unused(CSRS_KNOBS, "csrs.enabled=false samples plain groups, without anchors, perturbed images or SFR")
+        return reasons
+    if not (c.retrace or c.perturb):
+        unused(("m", "omega", "random_anchor", "sigma"), "with csrs.retrace=false and csrs.perturb=false no "
+               "re-inference is sampled (Table 5's rows without RRM and VSP)")
+    if not c.retrace:
+        unused(("omega", "random_anchor"), "csrs.retrace=false re-infers from scratch: no anchor is cut")
+    elif c.random_anchor:
+        unused(("omega",), "csrs.random_anchor=true draws each maternal response's rate from U(0, 1)")
+    if not c.perturb:
+        unused(("sigma",), "csrs.perturb=false shows the re-inferences the clean image")
+    elif c.sigma == 0:  # the clean image, at the cost of a prefill per anchor (no KV reuse)
+        reasons.setdefault("csrs.sigma", "noise of std 0 leaves the image as it is: set csrs.perturb=false for the "
+                                         "clean image")
+    if "sfr" not in cfg.reward.heads:
+        unused(("gamma", "beta"), f"only the sfr reward head reads it, and reward.heads={_fmt(cfg.reward.heads)} "
+               "has none")
+        return reasons
+    sfr_args = cfg.reward.head_args.get("sfr") or {}
+    for k in ("gamma", "beta"):
+        if k in sfr_args and k in changed and sfr_args[k] != getattr(c, k):
+            reasons.setdefault(f"csrs.{k}", f"reward.head_args.sfr.{k}={_fmt(sfr_args[k])} is the value the sfr "
+                                            "head takes")
+    gamma, beta = sfr_args.get("gamma", c.gamma), sfr_args.get("beta", c.beta)
+    if gamma == 0 and "beta" not in sfr_args:
+        unused(("beta",), "with gamma=0 SFR is R_base whatever the tanh slope (Eq. 8)")
+    if beta == 0 and "gamma" not in sfr_args:
+        unused(("gamma",), "with beta=0 the tanh of Eq. 8 is 0: SFR is R_base whatever gamma")
+    return reasons
+
+
 def _check_model_names(cfg: Config) -> None:
     """Devices, ``model.trainable`` regexes and LoRA target names: each would fail only once the model is loaded, some
     with a raw traceback (re.error, TypeError, torch's RuntimeError)."""

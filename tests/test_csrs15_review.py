@@ -70,3 +70,94 @@ def test_spaces_that_are_not_a_gap_between_numbers_keep_their_meaning():
     assert canonical_answer("1\\,000") == ("num", 1000)  # a thin space is a thousands separator
     assert canonical_answer("5\\quad") == canonical_answer("\\quad 5") == ("num", 5)
     assert canonical_answer("5 \\quad \\text{cm}") == ("num", 5)
+
+
+# -- CSRS / MM-UPT settings accepted and ignored -----------------------------------------------------------------------
+def _ignored(*overrides, config="configs/csrs_tiny.yaml"):
+    from mmevo.config import csrs_settings_without_effect, load_config
+
+    return csrs_settings_without_effect(load_config(config, list(overrides)))
+
+
+def test_random_anchor_without_retrace_is_refused_at_start_naming_both_keys(no_runs, capsys):
+    from mmevo.cli import main
+
+    # before: accepted, and the run re-inferred every response from scratch: sample_omegas was never called
+    assert main(["train", "configs/csrs_tiny.yaml", "csrs.random_anchor=true", "csrs.retrace=false"]) == 2
+    err = capsys.readouterr().err
+    assert "csrs.random_anchor=true has no effect in this run: csrs.retrace=false re-infers from scratch" in err
+    assert no_runs == []
+    assert main(["train", "configs/csrs_tiny.yaml", "csrs.random_anchor=true"]) == 0  # with retracing it acts
+    assert main(["train", "configs/csrs_tiny.yaml", "csrs.retrace=false"]) == 0
+    assert no_runs == ["train", "train"]
+
+
+def test_sfr_gamma_beta_with_another_head_are_refused_at_start(no_runs, capsys):
+    from mmevo.cli import main
+
+    # before: accepted with the majority-vote head (MM-UPT), which never reads them: a gamma sweep of identical runs
+    for knob in ("csrs.gamma=0.35", "csrs.beta=8"):
+        assert main(["train", "configs/csrs_tiny.yaml", "reward.heads={majority: 1.0}", knob]) == 2
+        err = capsys.readouterr().err
+        assert f"{knob.replace('8', '8.0')} has no effect in this run: only the sfr reward head reads it" in err
+        assert "reward.heads={'majority': 1.0} has none" in err
+    assert main(["train", "configs/mmupt_qwen2_5_vl_7b_geometry3k.yaml", "csrs.gamma=0.35"]) == 2
+    assert "csrs.gamma=0.35 has no effect in this run: csrs.enabled=false" in capsys.readouterr().err
+    # reward.head_args.sfr.gamma wins over csrs.gamma (trainer.head_arguments): two values, one of them ignored
+    assert main(["train", "configs/csrs_tiny.yaml", "reward.head_args={sfr: {gamma: 0.1}}", "csrs.gamma=0.3"]) == 2
+    assert "csrs.gamma=0.3 has no effect in this run: reward.head_args.sfr.gamma=0.1 is the value" in \
+        capsys.readouterr().err
+    assert no_runs == []
+    assert main(["train", "configs/csrs_tiny.yaml", "csrs.gamma=0.35", "csrs.beta=8"]) == 0  # the sfr head reads them
+    assert main(["train", "configs/csrs_tiny.yaml", "reward.heads={majority: 1.0, sfr: 0.5}", "csrs.gamma=0.35"]) == 0
+    assert main(["train", "configs/mmupt_qwen2_5_vl_7b_geometry3k.yaml"]) == 0
+    assert no_runs == ["train"] * 3
+
+
+def test_the_demo_and_the_loops_refuse_a_key_only_when_every_run_ignores_it(no_runs, capsys, tmp_path):
+    from mmevo.cli import main
+
+    out = ["--out", str(tmp_path / "demo")]
+    # csrs.gamma is for the demo's CSRS run; its majority-vote run ignoring it is no reason to refuse
+    assert main(["demo", *out, "csrs.gamma=0.3"]) == 0
+    assert main(["demo", *out, "csrs.random_anchor=true", "csrs.retrace=false"]) == 2
+    err = capsys.readouterr().err
+    assert "csrs.random_anchor=true has no effect in the demo's csrs run: csrs.retrace=false re-infers" in err
+    assert "; the demo's mv run: csrs.enabled=false samples plain groups" in err
+    assert main(["demo", *out, "--method", "grpo", "csrs.m=3"]) == 2  # the verifiable-reward run has no CSRS
+    assert "csrs.m=3 has no effect in the demo's grpo run: csrs.enabled=false" in capsys.readouterr().err
+    # MM-Zero: CSRS is for the solver role only; csrs.gamma read there (sfr) is kept, and refused where no role has CSRS
+    mz = [f"mmzero.output_dir={tmp_path / 'mz'}"]
+    assert main(["evolve", "mmzero", "configs/mmzero_tiny_csrs_solver.yaml", *mz, "csrs.gamma=0.3"]) == 0
+    assert main(["evolve", "mmzero", "configs/mmzero_tiny.yaml", *mz, "csrs.gamma=0.3"]) == 2
+    assert "csrs.gamma=0.3 has no effect in the mmzero loop's proposer, coder, solver roles" in capsys.readouterr().err
+    assert main(["evolve", "mmzero", "configs/mmzero_tiny_csrs_solver.yaml", *mz, "csrs.perturb=false",
+                 "csrs.sigma=5"]) == 2
+    err = capsys.readouterr().err
+    assert "csrs.sigma=5.0 has no effect in the mmzero loop's proposer, coder roles: csrs.enabled=false" in err
+    assert "; the mmzero loop's solver role: csrs.perturb=false shows the re-inferences the clean image" in err
+    assert no_runs == ["demo", "mmzero"]
+
+
+@pytest.mark.parametrize("overrides, ignored", [
+    # CSRS off (MM-UPT): every CSRS knob is unread
+    (["csrs.enabled=false", "reward.heads={majority: 1.0}", "csrs.m=3", "csrs.omega=0.5", "csrs.sigma=5"],
+     {"csrs.m", "csrs.omega", "csrs.sigma"}),
+    # Table 5 without RRM and VSP: no re-inference at all
+    (["csrs.retrace=false", "csrs.perturb=false", "csrs.m=3", "csrs.random_anchor=true"],
+     {"csrs.m", "csrs.random_anchor"}),
+    (["csrs.retrace=false", "csrs.omega=0.5"], {"csrs.omega"}),
+    (["csrs.random_anchor=true", "csrs.omega=0.5"], {"csrs.omega"}),
+    (["csrs.perturb=false", "csrs.sigma=5"], {"csrs.sigma"}),
+    (["csrs.sigma=0"], {"csrs.sigma"}),  # VSP with no noise: the clean image at a perturbed prefill's cost
+    (["csrs.gamma=0", "csrs.beta=8"], {"csrs.beta"}),  # R = R_base whatever beta
+    (["csrs.beta=0", "csrs.gamma=0.35"], {"csrs.gamma"}),  # tanh(0) = 0
+    (["reward.head_args={sfr: {beta: 3}}", "csrs.beta=8"], {"csrs.beta"}),
+    # what acts is not reported
+    (["csrs.random_anchor=true", "csrs.m=3", "csrs.sigma=5", "csrs.gamma=0.35", "csrs.beta=8"], set()),
+    (["csrs.retrace=false", "csrs.m=3", "csrs.sigma=5"], set()),  # VSP alone re-infers m times from scratch
+    (["csrs.perturb=false", "csrs.omega=0.5", "reward.heads={majority: 1.0}"], set()),  # RRM with the pooled vote
+    (["reward.head_args={sfr: {gamma: 0.3}}", "csrs.gamma=0.3"], set()),  # one value, written twice
+])
+def test_csrs_settings_without_effect(overrides, ignored):
+    assert set(_ignored(*overrides)) == ignored
