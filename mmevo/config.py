@@ -188,12 +188,12 @@ class SFTConfig:
 class CSRSConfig:
     enabled: bool = False  # sample with CSRS: n maternal responses + m re-inferences per maternal anchor
     m: int = 5  # re-inferences per maternal response (paper: 5)
-    omega: float = 0.7  # retracing rate: anchor = floor(omega * own length) of each maternal response (paper: 0.7)
+    omega: float = 0.7  # retracing rate in (0, 1]: anchor floor(omega * own length) per maternal response (paper: 0.7)
     random_anchor: bool = False  # Appendix A.5 variant: omega ~ U(0, 1) drawn per maternal response
     retrace: bool = True  # RRM: re-infer from the anchor; false = re-infer from scratch (anchor 0)
     perturb: bool = True  # VSP: re-inferences see a Gaussian-noised image (one per maternal response)
     sigma: float = 20.0  # VSP noise std in 0-255 pixel units (the paper gives no value; see csrs/perturb.py)
-    gamma: float = 0.2  # SFR softening strength (Eq. 8; paper optimum 0.2)
+    gamma: float = 0.2  # SFR softening strength in [0, 1] (Eq. 8; paper optimum 0.2)
     beta: float = 5.0  # SFR tanh slope (Eq. 8; paper optimum 5.0)
 
 
@@ -787,6 +787,9 @@ BOUNDS = {
 FIELD_NAMES = ("id", "image", "problem", "answer", "choices")  # data.fields / eval.fields (mmevo.data.benchmarks)
 MAX_RENDER_TIMEOUT_S = 86400.0  # render.pool.MAX_TIMEOUT_S (the sandbox's bound on one render job)
 MIN_SAMPLING_TEMPERATURE = 1e-5  # vLLM's greedy threshold; a positive temperature below it is refused
+# SFR (Eq. 8) scales R_base by 1 + gamma tanh(..): above 1 that factor turns negative, so an answer the re-inferences
+# drop scores below a response with no answer (0)
+SFR_GAMMA_ABOVE_ONE = "above 1 an answer the re-inferences drop scores below no answer at all"
 
 # the self-evolution loops' roles (mmevo.evolve.mmzero.ROLES, mmevo.evolve.prism.role_config, mmevo.honest.loop.ROLES)
 LOOP_ROLES = {"mmzero": ("proposer", "coder", "solver"), "prism": ("questioner", "solver"),
@@ -904,11 +907,15 @@ def validate(cfg: Config) -> None:
     c = cfg.csrs
     # checked whether or not csrs.enabled: a run may switch CSRS on later (the demo's CSRS run, a loop role), past
     # this check; gamma / beta < 0 would fail only at the first SFR reward (mmevo.rewards.sfr)
-    for key, ok, need in (("m", c.m >= 1, ">= 1"), ("omega", 0.0 <= c.omega <= 1.0, "in [0, 1]"),
-                          ("sigma", c.sigma >= 0, ">= 0"), ("gamma", c.gamma >= 0, ">= 0"),
+    for key, ok, need in (("m", c.m >= 1, ">= 1"), ("omega", 0.0 <= c.omega <= 1.0, "in (0, 1]"),
+                          ("sigma", c.sigma >= 0, ">= 0"), ("gamma", 0 <= c.gamma <= 1, "in [0, 1]"),
                           ("beta", c.beta >= 0, ">= 0")):
         if not ok:
-            raise ConfigError(f"csrs.{key}={_fmt(getattr(c, key))} must be {need}")
+            raise ConfigError(f"csrs.{key}={_fmt(getattr(c, key))} must be {need}"
+                              + (f" ({SFR_GAMMA_ABOVE_ONE})" if key == "gamma" and c.gamma > 1 else ""))
+    if c.omega == 0:  # Eq. 6 takes omega in (0, 1): an anchor at 0 is the ablation switch's, under a second name
+        raise ConfigError("csrs.omega=0 must be in (0, 1]: an anchor at 0 re-infers from scratch, which is "
+                          "csrs.retrace=false (Table 5's runs without RRM); set that instead")
     if c.enabled:
         if r.n < 2:
             raise ConfigError(f"csrs.enabled needs rollout.n >= 2 maternal responses per prompt, got rollout.n={r.n} "

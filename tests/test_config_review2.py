@@ -68,9 +68,9 @@ def test_the_csrs_7b_config_evaluates_every_5_steps():
 
 # -- CSRS ranges are checked whether or not csrs.enabled -------------------------------------------------------------
 @pytest.mark.parametrize("override, message", [
-    ("csrs.m=0", r"csrs\.m=0 must be >= 1"), ("csrs.omega=1.5", r"csrs\.omega=1\.5 must be in \[0, 1\]"),
-    ("csrs.omega=-0.1", r"csrs\.omega=-0\.1 must be in \[0, 1\]"), ("csrs.sigma=-1", r"csrs\.sigma=-1\.0 must be >= 0"),
-    ("csrs.gamma=-0.2", r"csrs\.gamma=-0\.2 must be >= 0"), ("csrs.beta=-5", r"csrs\.beta=-5\.0 must be >= 0"),
+    ("csrs.m=0", r"csrs\.m=0 must be >= 1"), ("csrs.omega=1.5", r"csrs\.omega=1\.5 must be in \(0, 1\]"),
+    ("csrs.omega=-0.1", r"csrs\.omega=-0\.1 must be in \(0, 1\]"), ("csrs.sigma=-1", r"csrs\.sigma=-1\.0 must be >= 0"),
+    ("csrs.gamma=-0.2", r"csrs\.gamma=-0\.2 must be in \[0, 1\]"), ("csrs.beta=-5", r"csrs\.beta=-5\.0 must be >= 0"),
 ])
 def test_csrs_ranges_are_checked_even_while_csrs_is_off(override, message):
     # the demo (configs/demo_tiny.yaml: csrs off) switches CSRS on for its CSRS run after loading: a bad value used

@@ -161,3 +161,28 @@ def test_the_demo_and_the_loops_refuse_a_key_only_when_every_run_ignores_it(no_r
 ])
 def test_csrs_settings_without_effect(overrides, ignored):
     assert set(_ignored(*overrides)) == ignored
+
+
+def test_sfr_gamma_above_one_is_refused_as_it_ranks_a_dropped_answer_below_no_answer():
+    from mmevo.config import ConfigError, load_config
+    from mmevo.rewards.heads import RewardMixer
+    from mmevo.rewards.sfr import softened_frequency_rewards
+
+    # why: maternal [a, None], re-inferences [b, b]: a has R_base 1/4 and f_r 0, so its factor is 1 + gamma tanh(-5)
+    r = softened_frequency_rewards(["a", None], ["b", "b"], gamma=1.5, beta=5.0).tolist()
+    assert r[0] == pytest.approx((1 - 1.5 * math.tanh(5.0 * (1 - 0 / (0.25 + 1e-6)))) * 0.25) and r[0] < 0 == r[1]
+    with pytest.raises(ConfigError, match=r"csrs\.gamma=1\.5 must be in \[0, 1\] \(above 1 an answer"):
+        load_config(None, ["csrs.gamma=1.5"])
+    with pytest.raises(ValueError, match=r"sfr gamma must be in \[0, 1\], got 1\.5"):
+        RewardMixer({"sfr": 1.0}, {"sfr": {"gamma": 1.5}})
+    assert load_config(None, ["csrs.gamma=1"]).csrs.gamma == 1.0  # factor in (0, 2): an answer stays above none
+    assert RewardMixer({"sfr": 1.0}, {"sfr": {"gamma": 1.0}}).heads["sfr"].gamma == 1.0
+
+
+def test_omega_zero_is_refused_for_the_ablation_switch():
+    from mmevo.config import ConfigError, load_config
+
+    with pytest.raises(ConfigError, match=r"csrs\.omega=0 must be in \(0, 1\]: .*csrs\.retrace=false"):
+        load_config("configs/csrs_tiny.yaml", ["csrs.omega=0"])
+    assert load_config("configs/csrs_tiny.yaml", ["csrs.omega=1"]).csrs.omega == 1.0
+    assert load_config("configs/csrs_tiny.yaml", ["csrs.omega=0.1"]).csrs.omega == 0.1  # Table 4's smallest

@@ -116,6 +116,10 @@ class SFRHead(RewardHead):
 
         # checked here, when the trainer (and the CLI's up-front check) builds the head, not at the first reward
         self.gamma, self.beta = nonnegative_real("sfr gamma", gamma), nonnegative_real("sfr beta", beta)
+        if self.gamma > 1:
+            from mmevo.config import SFR_GAMMA_ABOVE_ONE
+
+            raise ValueError(f"sfr gamma must be in [0, 1], got {gamma!r} ({SFR_GAMMA_ABOVE_ONE})")
 
     def score(self, samples):
         from mmevo.rewards.answers import answers_equivalent, extract_answer, group_answer_keys
