@@ -361,24 +361,30 @@ _SAMPLEWISE_HEADS = frozenset({"accuracy", "format"})
 def _check_reinference_use(cfg) -> None:
     """CSRS samples m re-inferences per maternal response only for the reward heads that compare against them (``sfr``,
     the pooled ``majority`` vote, a head of one's own): with ``accuracy`` / ``format`` alone they cost the rollout
-    time and change nothing, a run that looks like CSRS and trains as plain GRPO."""
+    time and change nothing, a run that looks like CSRS and trains as plain GRPO. A head of weight 0 adds nothing to
+    the reward: ``{sfr: 0.0, accuracy: 1.0}`` trains as plain GRPO too (all weights 0: ``_check_train`` says so)."""
     from mmevo.config import ConfigError
 
-    if cfg.csrs.enabled and set(cfg.reward.heads) <= _SAMPLEWISE_HEADS:
-        raise ConfigError(f"csrs.enabled=true with reward.heads={cfg.reward.heads!r}: these heads score each sample "
-                          "on its own, so CSRS's re-inferences would be sampled and never used; add a head that uses "
-                          "them ('sfr', or 'majority' for the pooled vote), or set csrs.enabled=false")
+    weighted = {h for h, w in cfg.reward.heads.items() if w}
+    if cfg.csrs.enabled and weighted and weighted <= _SAMPLEWISE_HEADS:
+        idle = sorted(set(cfg.reward.heads) - weighted)
+        raise ConfigError(f"csrs.enabled=true with reward.heads={cfg.reward.heads!r}: "
+                          + (f"{', '.join(idle)} of weight 0 add{'s' if len(idle) == 1 else ''} nothing to the "
+                             "reward and the others score" if idle else "these heads score")
+                          + " each sample on its own, so CSRS's re-inferences would be sampled and never used; add a "
+                          "head that uses them ('sfr', or 'majority' for the pooled vote) with a weight, or set "
+                          "csrs.enabled=false")
 
 
 def _check_settings_take_effect(runs: dict, whose: str = "", noun: str = "run") -> None:
-    """A ``csrs.*`` key that would be accepted and ignored (``csrs.random_anchor=true`` with ``csrs.retrace=false``,
-    ``csrs.gamma`` with the majority-vote head): refused when every training run of ``runs`` (name -> its config)
-    that sets it ignores it. The demo's runs and a loop's roles share one base config, so a key that one of them
+    """A ``csrs.*`` / ``algo.*`` key that would be accepted and ignored (``csrs.random_anchor=true`` with
+    ``csrs.retrace=false``, ``csrs.gamma`` with the majority-vote head, ``algo.kl_type`` with ``algo.kl_coef=0``):
+    refused when every training run of ``runs`` (name -> its config) that sets it ignores it. The demo's runs and a loop's roles share one base config, so a key that one of them
     reads stays (the demo's csrs.gamma is for its CSRS run, not its majority-vote run)."""
-    from mmevo.config import Config, ConfigError, _fmt, _get, csrs_settings_without_effect
+    from mmevo.config import Config, ConfigError, _fmt, _get, settings_without_effect
 
     training = {name: rc for name, rc in runs.items() if rc.trainer.steps > 0}
-    ignored = {name: csrs_settings_without_effect(rc) for name, rc in training.items()}
+    ignored = {name: settings_without_effect(rc) for name, rc in training.items()}
     default = Config()
     for key in sorted(set().union(*ignored.values())):
         setting = [name for name, rc in training.items() if _get(rc, key) != _get(default, key)]

@@ -1010,6 +1010,23 @@ def csrs_settings_without_effect(cfg: Config) -> dict[str, str]:
     return reasons
 
 
+def algo_settings_without_effect(cfg: Config) -> dict[str, str]:
+    """``algo.*`` keys that ``cfg``, as one training run, sets away from their default and never reads, as
+    ``csrs_settings_without_effect`` (key -> why)."""
+    a, default = cfg.algo, AlgoConfig()
+    reasons = {}
+    if a.kl_coef == 0 and a.kl_type != default.kl_type:  # the trainer builds no reference model, computes no KL
+        reasons["algo.kl_type"] = "algo.kl_coef=0 adds no KL term (no reference model is loaded)"
+    if a.adv_scale == "none" and a.adv_eps != default.adv_eps:  # eps is added to the std the advantages divide by
+        reasons["algo.adv_eps"] = "algo.adv_scale=none divides the advantages by no std"
+    return reasons
+
+
+def settings_without_effect(cfg: Config) -> dict[str, str]:
+    """The ``csrs.*`` and ``algo.*`` keys ``cfg`` sets and, as one training run, never reads (key -> why)."""
+    return {**csrs_settings_without_effect(cfg), **algo_settings_without_effect(cfg)}
+
+
 def _check_model_names(cfg: Config) -> None:
     """Devices, ``model.trainable`` regexes and LoRA target names: each would fail only once the model is loaded, some
     with a raw traceback (re.error, TypeError, torch's RuntimeError)."""

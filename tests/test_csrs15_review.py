@@ -186,3 +186,35 @@ def test_omega_zero_is_refused_for_the_ablation_switch():
         load_config("configs/csrs_tiny.yaml", ["csrs.omega=0"])
     assert load_config("configs/csrs_tiny.yaml", ["csrs.omega=1"]).csrs.omega == 1.0
     assert load_config("configs/csrs_tiny.yaml", ["csrs.omega=0.1"]).csrs.omega == 0.1  # Table 4's smallest
+
+
+def test_csrs_with_only_a_zero_weight_head_reading_reinferences_is_refused(no_runs, capsys):
+    from mmevo.cli import main
+
+    # before: accepted; the sfr head of weight 0 added nothing to the reward, so the run sampled m re-inferences per
+    # maternal response and trained on accuracy alone, as plain GRPO
+    assert main(["train", "configs/grpo_tiny.yaml", "csrs.enabled=true", "reward.heads={sfr: 0.0, accuracy: 1.0}"]) == 2
+    assert "sfr of weight 0 adds nothing to the reward and the others score each sample on its own" in \
+        capsys.readouterr().err
+    assert no_runs == []
+    assert main(["train", "configs/grpo_tiny.yaml", "csrs.enabled=true", "reward.heads={sfr: 0.5, accuracy: 1.0}"]) == 0
+    # a zero-weight head beside a weighted one that reads re-inferences is a logged diagnostic, still accepted
+    assert main(["train", "configs/csrs_tiny.yaml", "reward.heads={sfr: 1.0, majority: 0.0}"]) == 0
+    assert no_runs == ["train", "train"]
+
+
+@pytest.mark.parametrize("overrides, key, why", [
+    (["algo.kl_coef=0", "algo.kl_type=k3"], "algo.kl_type", "algo.kl_coef=0 adds no KL term"),
+    (["algo.adv_scale=none", "algo.adv_eps=0.01"], "algo.adv_eps", "algo.adv_scale=none divides the advantages by no"),
+])
+def test_algo_settings_without_effect_are_refused(no_runs, capsys, overrides, key, why):
+    from mmevo.cli import main
+
+    # before: accepted; the trainer builds no reference model at kl_coef 0 and adds eps to no std with adv_scale none
+    assert main(["train", "configs/csrs_tiny.yaml", *overrides]) == 2
+    assert f"{key}=" in (err := capsys.readouterr().err) and why in err
+    from mmevo.config import load_config, settings_without_effect
+
+    assert list(settings_without_effect(load_config("configs/csrs_tiny.yaml", overrides))) == [key]
+    assert main(["train", "configs/csrs_tiny.yaml", overrides[1]]) == 0  # where it is read
+    assert no_runs == ["train"]
