@@ -629,20 +629,10 @@ def checkpoint_reload(args, engine, lm, greedy_ids, exact: bool) -> dict:
     saved = tempfile.mkdtemp(prefix="mmevo-gpu-check-role-")
     atexit.register(shutil.rmtree, saved, ignore_errors=True)
     other.save_pretrained(saved)
-    expected = greedy_ids(be.hf_engine(type(lm)(other, lm.processor, lm.tokenizer, True, ""), args.device,
-                                       max_batch_seqs=args.prompts))
-    del other
     engine.sleep()
     stale = bool(engine.weights_stale)
-    be.sync(args.device)
-    t0 = time.perf_counter()
-    engine.load_checkpoint(saved)
-    be.sync(args.device)
-    load_s = time.perf_counter() - t0
-    after = greedy_ids(engine)
-    engine.sleep()
-    engine.sync_weights(lm.model)  # the trained role's turn again
-    back = greedy_ids(engine)
+    expected, after, back, load_s = _sync_round_trip(engine, lm, other, greedy_ids, args,
+                                                     load=lambda: engine.load_checkpoint(saved))
     return {"weights_stale_after_sleep": stale, "load_s": load_s, "outputs_changed": expected != before,
             "follows_checkpoint": _follows(after, expected, exact), "restored": back == before}
 
@@ -691,14 +681,18 @@ def sleep_train_sync(args, engine, lm, single, greedy_ids, exact: bool, on_gpu: 
 
 
 # -- helpers ----------------------------------------------------------------------------------------------------------
-def _sync_round_trip(engine, lm, trained, greedy_ids, args):
-    """Greedy ids the HF engine gives with ``trained``; the vLLM engine's after syncing ``trained`` (timed) and after
-    syncing the original weights back: (expected, after, back, sync_s)."""
+def _sync_round_trip(engine, lm, trained, greedy_ids, args, load=None):
+    """Greedy ids the HF engine gives with ``trained``; the vLLM engine's after loading ``trained`` (timed; ``load()``,
+    by default ``sync_weights(trained)``) and after syncing the original weights back: (expected, after, back,
+    sync_s)."""
     expected = greedy_ids(be.hf_engine(type(lm)(trained, lm.processor, lm.tokenizer, True, ""), args.device,
                                        max_batch_seqs=args.prompts))
     be.sync(args.device)
     t0 = time.perf_counter()
-    engine.sync_weights(trained)
+    if load is None:
+        engine.sync_weights(trained)
+    else:
+        load()
     be.sync(args.device)
     sync_s = time.perf_counter() - t0
     after = greedy_ids(engine)

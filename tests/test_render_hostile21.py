@@ -632,6 +632,28 @@ def _run_group(pool, programs):
     return got
 
 
+def check_batch(pool, programs, stray_dirs=()):
+    """Run ``programs`` (name -> (code, language, timeout, expected kinds)) through ``pool`` and check what every
+    hostile batch must leave: each program's kind among its expected ones, the same workers (none replaced), no job
+    process, no file named with the canary token in ``stray_dirs``, a clean render afterwards, and job text escaped
+    and bounded. Returns {name: (kind, message, elapsed_s)}."""
+    from conftest import job_processes, png_pixel
+
+    pids, replaced = pool.worker_pids(), pool.replaced
+    got = _run_group(pool, programs)
+    wrong = {n: got[n] for n, (_, _, _, expected) in programs.items() if got[n][0] not in expected}
+    assert not wrong, wrong
+    assert pool.replaced == replaced and pool.worker_pids() == pids
+    assert job_processes(pool) == []
+    for d, token in stray_dirs:  # where a write outside the job dir would land
+        assert not [n for n in (os.listdir(d) if os.path.isdir(d) else ()) if token in n], d
+    r = pool.render(RenderJob(RED))
+    assert r.ok and (r.width, r.height) == (100, 100) and png_pixel(r.png, (50, 50)) == (255, 0, 0), r
+    for name, (kind, message, _) in got.items():
+        assert "\x1b" not in message and "\x07" not in message and len(message) < 1100, (name, message)
+    return got
+
+
 @pytest.mark.parametrize("group", list(GROUPS))
 def test_corpus_outcomes_match_the_readme(pool, group):
     if group == "syscalls" and platform.machine() != "x86_64":
