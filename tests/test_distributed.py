@@ -136,6 +136,17 @@ def test_prompts_dropped_on_one_rank_give_every_rank_the_same_updates(tiny_vl_pa
     assert r["same_eval"] == [True, True]  # held-out eval split over ranks, gathered: as if run whole on each rank
 
 
+def test_a_loop_roles_view_stale_on_one_rank_is_synced_on_every_rank(tiny_vl_path, tmp_path):
+    """A frozen role loads its weights into the shared vLLM engine only on ranks that ask it something, so after a
+    step without an update the trained role's view is stale on one rank: the ZeRO-3 sync (a collective gather) must
+    run on every rank (before: rank 0 gathered while rank 1 went on to its next collective; the mismatched gloo
+    collectives aborted rank 1, exit -6, and reset rank 0's connection)."""
+    r = _torchrun("zero_stale_view_worker.py", tiny_vl_path, "zero3", tmp_path, "29539")
+    assert r["world_size"] == 2
+    # after the skipped step 0 syncs; step 2: the agreed pre-rollout sync + the one after its update; evaluate: 1
+    assert r["syncs"] == [[0, 2, 3], [0, 2, 3]]
+
+
 def test_rank_reduction_of_metrics_follows_their_names():
     """Averaging a per-rank maximum understates it (a 6.2 ratio on one rank and 1.0 on the other read 3.6)."""
     from mmevo.grpo.distributed import _reduce

@@ -549,7 +549,7 @@ class GRPOTrainer:
             examples = self.prompt_source.take(cfg.trainer.prompts_per_step)
         examples = self._local_share(list(examples))
 
-        if getattr(self.engine, "weights_stale", False):  # vLLM slept at level 2 with no update since: reload
+        if self._weights_stale_on_any_rank():  # vLLM slept at level 2, or holds another role's: reload
             with timer("sync"):
                 self.engine.sync_weights(self.model)
         if self.device.type == "cuda":  # the update's cached blocks go back before vLLM claims its share again
@@ -738,6 +738,18 @@ class GRPOTrainer:
             n_ranks = len(ranks)
             local = [tuple(map(sum, zip(*sizes))) for sizes in zip(*ranks)]
         return n_ranks, [(max(1, t), max(1, n)) for t, n in local]
+
+    def _weights_stale_on_any_rank(self) -> bool:
+        """Whether the engine must get this trainer's weights again before sampling, agreed over the ranks: under
+        ZeRO-3 ``sync_weights`` gathers every parameter (a collective), so ranks must decide alike. A loop role's view
+        of the shared vLLM engine (``mmevo.rollout.shared_vllm``) is stale on a rank where a frozen role loaded its
+        weights, and a frozen role samples only on ranks that have something to ask it (MM-Zero's coder: proposals
+        that parsed; Prism's and HONEST's solver: questions): after a step without an update (nothing trainable on
+        any rank), which syncs nothing, the ranks' views differed (at sleep level 1, or with no sleep)."""
+        stale = bool(getattr(self.engine, "weights_stale", False))
+        if self.ds_engine is None:
+            return stale
+        return bool(self._agree([int(stale)])[0][0])
 
     def _agree(self, *counts: list[int]) -> list[list[int]]:
         """Element-wise max over ranks of each list (shorter lists padded with 0); identity in one process."""
@@ -1210,7 +1222,7 @@ class GRPOTrainer:
 
         examples = list(self.heldout if examples is None else examples)  # an empty list is an empty set
         examples, overlong = fitting_examples(self.prompts, examples, self.cfg.data.max_prompt_length)
-        if getattr(self.engine, "weights_stale", False):  # vLLM slept at level 2 and has not been synced since
+        if self._weights_stale_on_any_rank():  # vLLM slept at level 2, or holds another role's, since the last sync
             self.engine.sync_weights(self.model)
         split = self.ds_engine is not None and world_size() > 1
         local = examples[rank()::world_size()] if split else examples
