@@ -746,7 +746,9 @@ class GRPOTrainer:
         weights, and a frozen role samples only on ranks that have something to ask it (MM-Zero's coder: proposals
         that parsed; Prism's and HONEST's solver: questions): after a step without an update (nothing trainable on
         any rank), which syncs nothing, the ranks' views differed (at sleep level 1, or with no sleep)."""
-        stale = bool(getattr(self.engine, "weights_stale", False))
+        if not hasattr(self.engine, "weights_stale"):  # the HF engine samples from the module itself
+            return False
+        stale = bool(self.engine.weights_stale)
         if self.ds_engine is None:
             return stale
         return bool(self._agree([int(stale)])[0][0])
