@@ -377,6 +377,8 @@ def run_prism(cfg: Config) -> dict:
                     if phase == "questioner":
                         result = run_questioner(cfg, t, role_index, phase_dir, solver_path, counts_state)
                     elif phase == "pool":
+                        start_shared_engine(role_config(cfg, "questioner", phase_dir, it["questioner"]["model"]),
+                                            it["questioner"]["model"])
                         result = build_pool(cfg, t, phase_dir, it["questioner"]["model"], solver_path) if is_main() else {}
                     else:
                         result = run_solver(cfg, t, role_index, phase_dir, solver_path, it_dir / "pool" / "pool.jsonl")
@@ -438,6 +440,20 @@ def run_questioner(cfg: Config, t: int, role_index: int, phase_dir: Path, solver
     stale = strategy.recorder.remove_stale_records(steps, world_size()) if is_main() else 0
     return {"model": str(final), "steps": len(history), "seconds": time.time() - t0, "head_state": head_state,
             "metrics": _means(history, ("prism/", "reward/")), "stale_records_removed": stale}
+
+
+def start_shared_engine(rc: Config, model_path: str) -> None:
+    """Start the loop's shared vLLM engine on every rank before a phase that samples on the main rank alone (the
+    pool): under torchrun each rank's engine joins the trainer's process group, and vLLM creates its groups
+    collectively, so an engine started by rank 0 alone waited for the other ranks forever. A fresh run starts it in
+    the questioner phase, on every rank; a rerun whose first unfinished phase is a pool reached the pool first. A
+    no-op in one process, on the HF engine, or once the engine runs."""
+    from mmevo.grpo.distributed import world_size
+    from mmevo.rollout import shared_vllm
+
+    shared = shared_vllm.active()
+    if world_size() > 1 and shared is not None and shared.engine is None and rc.rollout.engine == "vllm":
+        FrozenRole(rc, model_path).close()  # its view starts the engine, then it sleeps until rank 0 samples
 
 
 def build_pool(cfg: Config, t: int, phase_dir: Path, questioner_path: str, solver_path: str) -> dict:
