@@ -18,21 +18,7 @@ import torch
 torch.set_num_threads(1)
 model_dir, ds_config, out_json, workdir = sys.argv[1:5]
 
-
-class ScriptedSource:
-    def __init__(self, batches):
-        self.batches, self.i = batches, 0
-
-    def take(self, k):
-        assert k == len(self.batches[self.i])
-        self.i += 1
-        return self.batches[self.i - 1]
-
-    def state_dict(self):
-        return {"i": self.i}
-
-    def load_state_dict(self, s):
-        self.i = s["i"]
+from scripted_source import ScriptedSource  # noqa: E402  (tests/dist, the script's own directory)
 
 
 def main():
