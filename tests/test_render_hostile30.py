@@ -219,12 +219,12 @@ OUTPUT_TRICKS = {
                              " buffer_size=200 << 20))\nprint('x' * (100 << 20))\n" + DRAW, "python", 10.0, {"ok"}),
 }
 KERNEL_KNOBS = {
-    # a name forging status lines ("\nThreads:\t1"): procfs escapes it, the supervisor's thread count holds; 20 spinning
+    # a name forging status lines ("\nThreads:\t1"): procfs escapes it, the supervisor's thread count holds; 6 spinning
     # threads for a second, then the plot
     "comm_forges_status_lines": ("import ctypes, threading, time\n"
                                  "ctypes.CDLL(None).prctl(15, b'x\\nThreads:\\t1\\n', 0, 0, 0)\n"
                                  "end = time.monotonic() + 1\ndef spin():\n    while time.monotonic() < end:\n"
-                                 "        pass\nts = [threading.Thread(target=spin) for _ in range(20)]\n"
+                                 "        pass\nts = [threading.Thread(target=spin) for _ in range(6)]\n"
                                  "for t in ts:\n    t.start()\nfor t in ts:\n    t.join()\n" + DRAW, "python", 15.0,
                                  {"ok"}),
     # a write lease on out.png: released with the job's exit, before the supervisor opens it
