@@ -43,7 +43,6 @@ from mmevo.rewards.answers import canonical_answer, extract_answer, group_answer
 from mmevo.rewards.mmzero import CONTENT_TYPES, easy_accuracy, modal_share, proposal_penalties
 from mmevo.rollout import shared_vllm
 from mmevo.rollout.base import RolloutRequest, SamplingParams
-from mmevo.rollout.shared_vllm import for_roles
 from mmevo.rollout.strategy import RolloutStrategy, sample_groups
 
 ROLES = ("proposer", "coder", "solver")
@@ -684,7 +683,7 @@ def run_mmzero(cfg: Config) -> dict:
     summary: dict = {"config": to_dict(cfg), "iterations": []}
     # one vLLM engine in this process serves the three roles, trained or frozen, in turn (vLLM's sleep mode serves
     # one engine per process); a no-op on the HF engine
-    engines = for_roles([role_config(cfg, r, out, base) for r in ROLES])
+    engines = shared_vllm.for_roles([role_config(cfg, r, out, base) for r in ROLES])
     with RenderPool(workers=m.render_workers) as pool, engines:
         for t in range(m.iterations):
             it = {"iteration": t}

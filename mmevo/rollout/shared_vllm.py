@@ -22,7 +22,7 @@ from typing import Iterator, Sequence
 from mmevo.rollout.base import Completion, RolloutRequest, SamplingParams
 
 # config.json keys that do not change the engine's model (its architecture and shapes are what every role must share)
-_CONFIG_NOISE = {"_name_or_path", "transformers_version", "torch_dtype", "dtype", "use_cache", "architectures_source"}
+_CONFIG_NOISE = {"_name_or_path", "transformers_version", "torch_dtype", "dtype", "use_cache"}
 
 _ACTIVE: "SharedVLLM | None" = None
 
