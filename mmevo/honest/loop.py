@@ -178,35 +178,65 @@ def _report_summary(report: dict | None) -> dict | None:
 
 
 # -- the generator pool -------------------------------------------------------------------------------------------
-def read_pool(path: Path, limit: int, last_step: int | None = None) -> list:
+def read_pool(path: Path, limit: int, last_step: int | None = None, skipped: dict | None = None) -> list:
     """The latest ``limit`` distinct accepted problems of ``pool.jsonl`` as solver examples; each is re-verified
     (its answer recomputed from the expression), never trusted from the file. A line that is no JSON row with an
     id (torn by a run killed mid-write; the next append continues it) is dropped like an unverifiable row.
-    ``last_step``: only the rows of generator steps up to it (the pool as it was after that step)."""
+    ``last_step``: only the rows of generator steps up to it (the pool as it was after that step).
+
+    ``skipped``: a dict that receives the count of each dropped row's reason (``not_a_row``: not a JSON object with
+    an ``id``, a torn line included; ``no_expression``: no ``meta.expression``; ``unverifiable``: an expression the
+    verifier rejects), so the caller can show them (``gss/pool_skipped``): a dropped row is never silent."""
     from mmevo.honest.selfplay import problem_from_expression
+
+    skipped = {} if skipped is None else skipped
+
+    def skip(why: str) -> None:
+        skipped[why] = skipped.get(why, 0) + 1
 
     if not path.exists():
         return []
     latest: dict[str, dict] = {}
     for line in path.read_text().splitlines():
+        if not line.strip():
+            continue
         try:
-            row = json.loads(line) if line.strip() else None
-            key = str(row["id"]) if row is not None else None
-            later = key is not None and last_step is not None and int(row.get("step") or 0) > last_step
+            row = json.loads(line)
+            key = str(row["id"])
+            later = last_step is not None and int(row.get("step") or 0) > last_step
         except (json.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError):
+            skip("not_a_row")
             continue
         if later:
             continue
-        if key is not None:
-            latest.pop(key, None)
-            latest[key] = row
+        latest.pop(key, None)
+        latest[key] = row
     out = []
     for row in list(latest.values())[-limit:]:
-        try:
-            out.append(problem_from_expression(row["meta"]["expression"]).to_example("trainable"))
-        except (ValueError, KeyError, TypeError):
+        meta = row.get("meta")
+        expression = meta.get("expression") if isinstance(meta, dict) else None
+        if not isinstance(expression, str):
+            skip("no_expression")
             continue
+        try:
+            out.append(problem_from_expression(expression).to_example("trainable"))
+        except (ValueError, TypeError):
+            skip("unverifiable")
     return out
+
+
+def load_pool(generator, path: Path, limit: int) -> None:
+    """Give the solver's ``PoolGenerator`` the pool file's problems (``read_pool``) and the count of the rows it
+    dropped (``gss/pool_skipped``); stderr names the file and the reasons."""
+    import sys
+
+    skipped: dict = {}
+    generator.pool = read_pool(path, limit, skipped=skipped)
+    generator.pool_skipped = sum(skipped.values())
+    if skipped:
+        print(f"[mmevo] {path}: dropped {generator.pool_skipped} rows of the GSS problem pool "
+              f"({', '.join(f'{k}: {v}' for k, v in sorted(skipped.items()))}); counted as gss/pool_skipped",
+              file=sys.stderr)
 
 
 class PoolWriter:
@@ -264,8 +294,8 @@ def solver_sources(cfg: Config, rc: Config, out: Path):
                                       mutators=list(h.smc_mutators), mutate_share=h.gss_stub_mutate_share,
                                       heldout=guard)
         else:
-            generator = PoolGenerator(read_pool(out / "generator" / "pool.jsonl", h.gss_pool_size), seed=seed,
-                                      heldout=guard)
+            generator = PoolGenerator(seed=seed, heldout=guard)
+            load_pool(generator, out / "generator" / "pool.jsonl", h.gss_pool_size)
         if source is None:
             raise ValueError("honest.gss_mode needs fresh prompts to mix with: give data.n_train > 0")
         gss_source = source = GSSMixSource(source, generator, h.gss_share, seed=seed)
@@ -372,7 +402,7 @@ def run_honest(cfg: Config) -> dict:
                 # problems of generator steps after its checkpoint: those steps run again and accept their own
                 truncate_rows_after(pool_writer.path, generator.step_idx)
                 # the solver's source read the pool when it was built, before the cut: read it again
-                solver.prompt_source.generator.pool = read_pool(pool_writer.path, h.gss_pool_size)
+                load_pool(solver.prompt_source.generator, pool_writer.path, h.gss_pool_size)
             g_steps = h.gss_generator_steps or h.gss_block_steps
             for b in range(1, h.gss_blocks + 1):
                 block: dict = {"block": b}
@@ -398,7 +428,7 @@ def run_honest(cfg: Config) -> dict:
                     finally:
                         frozen.close()
                         gstrategy.solver = None
-                    solver.prompt_source.generator.pool = read_pool(pool_writer.path, h.gss_pool_size)
+                    load_pool(solver.prompt_source.generator, pool_writer.path, h.gss_pool_size)
                 if generator is not None:  # from the generator's curve and pool rows, as the solver's above: a block
                     # finished before a rerun is summarised as the run that trained it did
                     block["pool_size"] = len(read_pool(pool_writer.path, h.gss_pool_size, last_step=b * g_steps))

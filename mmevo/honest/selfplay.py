@@ -253,6 +253,7 @@ class PoolGenerator:
         self.rng = random.Random(f"gss-pool/{seed}")
         self.draws = 0
         self.last_ids: list[str] = []
+        self.pool_skipped = 0  # rows of the pool file the loop's ``read_pool`` dropped when it last read it
 
     def propose(self, k: int) -> list[Example]:
         from mmevo.honest.heldout import draw_outside
@@ -274,7 +275,7 @@ class PoolGenerator:
         pass
 
     def metrics(self) -> dict[str, float]:
-        return {"gss/pool_size": float(len(self.pool))}
+        return {"gss/pool_size": float(len(self.pool)), "gss/pool_skipped": float(self.pool_skipped)}
 
     def state_dict(self) -> dict:
         s = self.rng.getstate()
