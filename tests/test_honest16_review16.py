@@ -58,3 +58,45 @@ def test_the_solvers_gss_metrics_show_the_dropped_rows(tmp_path, capsys):
     assert GSSMixSource(Base(), generator, share=1.0).metrics()["gss/pool_skipped"] == 6.0
     err = capsys.readouterr().err
     assert str(path) in err and "no_expression: 2, not_a_row: 3, unverifiable: 1" in err
+
+
+# -- 2. the heads' rewards are the seed's values rounded once ------------------------------------------------------
+def _sample(response, gold):
+    from types import SimpleNamespace
+
+    return SimpleNamespace(response=response, gold=gold, choices=None, aux={})
+
+
+def _f32(x):
+    import torch
+
+    return torch.tensor(x, dtype=torch.float64).to(torch.float32).item()
+
+
+def test_brier_and_hindsight_heads_are_the_correctly_rounded_seed_values_at_every_two_decimal_confidence():
+    # R_B = -(c - y)^2, R_H = -0.3 (r - y)^2 (seed 2.1) of the written decimal, rounded to float32 once; the heads
+    # rounded c to float32 first and missed 84 of these 202 Brier rewards by an ulp (c = 0.05, y = 0: -0.0025000002)
+    from mmevo.honest.protocol import format_response
+    from mmevo.rewards.honest import HonestBrierHead, HonestHindsightHead
+
+    samples, brier, hindsight = [], [], []
+    for i in range(101):
+        c = i / 100
+        for gold, y in (("4", 1.0), ("5", 0.0)):
+            samples.append(_sample(format_response("work", "4", c, hindsight=c), gold))
+            brier.append(_f32(-(c - y) ** 2))
+            hindsight.append(_f32(-0.3 * (c - y) ** 2))
+    assert HonestBrierHead().score(samples)[0].tolist() == brier
+    assert HonestHindsightHead("legacy", k=0.3).score(samples)[0].tolist() == hindsight
+    assert HonestBrierHead().score([samples[11]])[0].item() == _f32(-0.0025)  # c = 0.05, wrong
+
+
+def test_casr_head_is_the_correctly_rounded_seed_value():
+    # alpha [(c - y)^2 - (r - y)^2] + beta (critique >= 16 chars), clipped to +-0.3 (seed 2.5): c = 0.35, r = 0.15,
+    # wrong answer: 0.1225 - 0.0225 + 0.05 = 0.15
+    from mmevo.honest.protocol import format_response
+    from mmevo.rewards.honest import HonestHindsightHead
+
+    text = format_response("work", "4", 0.35, critique="the carry in step two is wrong", refined_confidence=0.15)
+    got = HonestHindsightHead("refined").score([_sample(text, "5")])[0].item()
+    assert got == _f32((0.35 - 0.0) ** 2 - (0.15 - 0.0) ** 2 + 0.05)

@@ -300,14 +300,14 @@ class HonestBrierHead:
                    "no_gold": float(sum(p.graded and not g for p, g in zip(parsed, has_gold))),
                    **_reason_counts(parsed, CORE_REASONS)}
         if graded:
-            c = torch.tensor([parsed[i].confidence for i in graded], dtype=torch.float32)  # [G]
-            y = torch.tensor([correct[i] for i in graded], dtype=torch.float32)  # [G]
+            # the parsed float64 values: a float32 c (0.05 -> 0.0500000007) moves -(c - y)^2 off the correctly
+            # rounded reward by an ulp, and 0.3, 0.6, 0.9 across the ECE's bin edges; the reward is rounded once
+            c = torch.tensor([parsed[i].confidence for i in graded], dtype=torch.float64)  # [G]
+            y = torch.tensor([correct[i] for i in graded], dtype=torch.float64)  # [G]
             r = brier_reward(c, y)
-            rewards[graded] = r
-            # ECE of the parsed float64 values: float32 would move 0.3, 0.6, 0.9 across the reference's bin edges
-            c64 = torch.tensor([parsed[i].confidence for i in graded], dtype=torch.float64)  # [G]
+            rewards[graded] = r.to(rewards.dtype)
             metrics.update({"accuracy": y.mean().item(), "mean_confidence": c.mean().item(),
-                            "brier": (-r).mean().item(), "ece": expected_calibration_error(c64, y)})
+                            "brier": (-r).mean().item(), "ece": expected_calibration_error(c, y)})
         return rewards, metrics
 
 
@@ -366,9 +366,9 @@ class HonestHindsightHead:
 
         fire = [i for i, p in enumerate(parsed) if p.answered and p.hindsight is not None and has_gold[i]]
         if fire:
-            r = torch.tensor([parsed[i].hindsight for i in fire], dtype=torch.float32)  # [F]
-            y = torch.tensor([correct[i] for i in fire], dtype=torch.float32)  # [F]
-            rewards[fire] = hindsight_reward(r, y, self.k)
+            r = torch.tensor([parsed[i].hindsight for i in fire], dtype=torch.float64)  # [F] parsed values (as brier)
+            y = torch.tensor([correct[i] for i in fire], dtype=torch.float64)  # [F]
+            rewards[fire] = hindsight_reward(r, y, self.k).to(rewards.dtype)
         return {"fired": float(len(fire)),
                 "skipped_no_answer": float(sum(p.hindsight is not None and not p.answered for p in parsed)),
                 **_reason_counts(parsed, HINDSIGHT_REASONS)}
@@ -386,14 +386,14 @@ class HonestHindsightHead:
         full = partial = critique_ok = copied = clipped = 0
         if fire:
             P = [parsed[i] for i in fire]
-            c = torch.tensor([p.confidence for p in P], dtype=torch.float32)  # [F]
+            c = torch.tensor([p.confidence for p in P], dtype=torch.float64)  # [F] parsed values (as brier)
             r = torch.tensor([p.refined_confidence if p.refined_confidence is not None else float("nan") for p in P],
-                             dtype=torch.float32)  # [F]
-            y = torch.tensor([correct[i] for i in fire], dtype=torch.float32)  # [F]
+                             dtype=torch.float64)  # [F]
+            y = torch.tensor([correct[i] for i in fire], dtype=torch.float64)  # [F]
             chars = torch.tensor([p.critique_chars for p in P], dtype=torch.long)  # [F]
             has_r = torch.tensor([p.refined_confidence is not None for p in P], dtype=torch.bool)  # [F]
             out = casr_reward(c, r, y, chars, has_r, **self.casr)
-            rewards[fire] = out
+            rewards[fire] = out.to(rewards.dtype)
             is_full = (chars > 0) & has_r
             full, partial = int(is_full.sum()), int(((chars > 0) ^ has_r).sum())
             critique_ok = int((chars >= CRITIQUE_MIN_CHARS).sum())
