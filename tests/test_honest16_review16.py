@@ -1,4 +1,7 @@
-"""Review 16 of HONEST: rows of the GSS problem pool that the loop drops are counted, not silent (1)."""
+"""Review 16 of HONEST: rows of the GSS problem pool that the loop drops are counted, not silent (1); the reward heads
+give the seed's values of the written confidences rounded once (2); a solver task file's rows that
+data.skip_bad_rows leaves out are counted in the loop's summary, and without it a row missing its answer is an error
+naming file, row and field (3)."""
 
 from __future__ import annotations
 
@@ -100,3 +103,62 @@ def test_casr_head_is_the_correctly_rounded_seed_value():
     text = format_response("work", "4", 0.35, critique="the carry in step two is wrong", refined_confidence=0.15)
     got = HonestHindsightHead("refined").score([_sample(text, "5")])[0].item()
     assert got == _f32((0.35 - 0.0) ** 2 - (0.15 - 0.0) ** 2 + 0.05)
+
+
+# -- 3. a solver task file's skipped rows reach the loop's summary --------------------------------------------------
+def _task_file(tmp_path):
+    rows = [{"id": f"t{i}", "problem": f"Compute {i} + 3. Give the exact integer.", "answer": str(i + 3),
+             "meta": {"domain": "arithmetic", "difficulty": 1, "expression": f"{i} + 3"}} for i in range(6)]
+    rows.insert(2, {"id": "no-answer", "problem": "Compute 4 * 4. Give the exact integer.",
+                    "meta": {"domain": "arithmetic", "difficulty": 1, "expression": "4 * 4"}})
+    path = tmp_path / "tasks.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def _file_cfg(model, tmp_path, *extra):
+    from mmevo.config import load_config
+
+    return load_config("configs/honest_tiny.yaml", [
+        f"model.path={model}", f"honest.output_dir={tmp_path / 'run'}",
+        f"honest.roles={{solver: {{data.train: {_task_file(tmp_path)}}}}}", "data.n_heldout=0", *extra])
+
+
+def test_a_task_row_without_its_answer_is_an_error_naming_file_row_and_field(tmp_path):
+    from pathlib import Path
+
+    import pytest
+
+    from mmevo.honest.loop import role_config, solver_sources
+
+    cfg = _file_cfg("tiny-text", tmp_path)
+    rc = role_config(cfg, "solver", tmp_path / "run" / "solver", "tiny-text")
+    with pytest.raises(Exception, match=r"tasks\.jsonl:3 .*no-answer.*field 'answer'"):
+        solver_sources(cfg, rc, Path("unused"))
+
+
+def test_a_skipped_task_row_is_counted_in_the_solver_sources_stats(tmp_path):
+    from pathlib import Path
+
+    from mmevo.honest.loop import role_config, solver_sources
+
+    cfg = _file_cfg("tiny-text", tmp_path, "data.skip_bad_rows=true")
+    rc = role_config(cfg, "solver", tmp_path / "run" / "solver", "tiny-text")
+    stats = {}
+    _, source, _, train = solver_sources(cfg, rc, Path("unused"), stats=stats)
+    assert len(train) == 6
+    assert stats["rows"] == 7 and stats["loaded"] == 6 and stats["skipped"] == 1
+    assert stats["skipped_by_reason"] == {"missing_answer": 1} and stats["heldout_dropped"] == 0
+    assert source.base.base.base.pool_size == 6  # the curriculum's pool: the file's six verified tasks
+
+
+def test_the_loop_summary_reports_the_skipped_task_rows(tiny_text_path, tmp_path):
+    from mmevo.honest.loop import run_honest
+
+    cfg = _file_cfg(tiny_text_path, tmp_path, "data.skip_bad_rows=true", "honest.warmup_sft=false",
+                    "honest.eval_calibration=false", "honest.gss_mode='off'", "honest.gss_blocks=1",
+                    "honest.gss_block_steps=1", "rollout.max_tokens=16")
+    summary = run_honest(cfg)
+    assert summary["data"]["skipped_by_reason"] == {"missing_answer": 1} and summary["data"]["loaded"] == 6
+    saved = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert saved["data"] == summary["data"]

@@ -273,9 +273,13 @@ def heldout_guard(cfg: Config):
     return HeldoutGuard(ex.problem for ex in held)
 
 
-def solver_sources(cfg: Config, rc: Config, out: Path):
+def solver_sources(cfg: Config, rc: Config, out: Path, stats: dict | None = None):
     """(HonestStrategy, the solver's prompt source or None, its GSS mix or None, train set) of the solver config
-    ``rc``: CPR / SMC / GSS per the config, every producer drawing around the held-out tasks (``heldout_guard``)."""
+    ``rc``: CPR / SMC / GSS per the config, every producer drawing around the held-out tasks (``heldout_guard``).
+
+    ``stats``: a dict that receives the train set's load counts (``load_examples``: rows, loaded, skipped and
+    ``skipped_by_reason`` where ``data.skip_bad_rows`` left rows of a task file out) and ``heldout_dropped``, the
+    train rows that were held-out calibration tasks; the loop reports them in ``summary.json`` (``data``)."""
     from mmevo.honest import build_honest_plugins
     from mmevo.honest.heldout import HeldoutGuardSource
     from mmevo.honest.selfplay import GSSMixSource, PoolGenerator, StubGenerator
@@ -283,8 +287,10 @@ def solver_sources(cfg: Config, rc: Config, out: Path):
 
     h = cfg.honest
     guard = heldout_guard(rc)
-    train, _ = load_examples(rc, "train")
-    train = [ex for ex in train if not guard.turns_away(ex.problem)]
+    loaded, load_stats = load_examples(rc, "train")
+    train = [ex for ex in loaded if not guard.turns_away(ex.problem)]
+    if stats is not None:
+        stats.update(load_stats, heldout_dropped=len(loaded) - len(train))
     honest_strategy, source = build_honest_plugins(rc, train, guard)
     gss_source = None
     if h.gss_mode != "off":
@@ -304,14 +310,15 @@ def solver_sources(cfg: Config, rc: Config, out: Path):
     return honest_strategy, source, gss_source, train
 
 
-def build_solver(cfg: Config, start: str, out: Path):
-    """(solver trainer, SolverStrategy, GSS source or None) with CPR / SMC / GSS / health per the config."""
+def build_solver(cfg: Config, start: str, out: Path, data_stats: dict | None = None):
+    """(solver trainer, SolverStrategy, GSS source or None) with CPR / SMC / GSS / health per the config;
+    ``data_stats`` receives the train set's load counts (``solver_sources``)."""
     from mmevo.honest.health import HealthMonitor
     from mmevo.honest.selfplay import RewardTap, SolverStrategy
     from mmevo.recipes import build_trainer, load_policy
 
     rc = role_config(cfg, "solver", out / "solver", start)
-    honest_strategy, source, gss_source, train = solver_sources(cfg, rc, out)
+    honest_strategy, source, gss_source, train = solver_sources(cfg, rc, out, data_stats)
     std_keys = ("reward/honest_hindsight/std",) if "honest_hindsight" in rc.reward.heads else ()
     monitor = HealthMonitor.from_config(rc, reward_std_keys=std_keys, events_path=out / "health_events.jsonl")
     strategy = SolverStrategy(honest_strategy, monitor, None, gss_source)
@@ -382,7 +389,9 @@ def run_honest(cfg: Config) -> dict:
     # mode serves one engine per process); a no-op on the HF engine
     roles = ROLES if h.gss_mode == "trainable" else ("solver",)
     with for_roles([role_config(cfg, r, out, start) for r in roles]):
-        solver, solver_strategy, _ = build_solver(cfg, start, out)
+        # the solver's train set as loaded: rows of a task file that data.skip_bad_rows left out are counted here
+        summary["data"] = {}
+        solver, solver_strategy, _ = build_solver(cfg, start, out, summary["data"])
         generator = gstrategy = None
         pool_writer = PoolWriter(out / "generator" / "pool.jsonl")
         if h.gss_mode == "trainable":
