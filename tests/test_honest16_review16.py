@@ -1,7 +1,8 @@
 """Review 16 of HONEST: rows of the GSS problem pool that the loop drops are counted, not silent (1); the reward heads
 give the seed's values of the written confidences rounded once (2); a solver task file's rows that
 data.skip_bad_rows leaves out are counted in the loop's summary, and without it a row missing its answer is an error
-naming file, row and field (3)."""
+naming file, row and field (3); a real kill -9 in the middle of a step's replay write-back reruns to the uninterrupted
+run (4)."""
 
 from __future__ import annotations
 
@@ -162,3 +163,79 @@ def test_the_loop_summary_reports_the_skipped_task_rows(tiny_text_path, tmp_path
     assert summary["data"]["skipped_by_reason"] == {"missing_answer": 1} and summary["data"]["loaded"] == 6
     saved = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert saved["data"] == summary["data"]
+
+
+# -- 4. kill -9 in the middle of a step's replay / curriculum write-back, then rerun ------------------------------------
+_DRIVER = '''
+import os, signal, sys
+
+sys.path.insert(0, sys.argv[1])
+from test_honest_loop import _tiny_cfg
+from mmevo.honest import replay
+
+kill_at = int(sys.argv[4])
+if kill_at:  # SIGKILL on the kill_at-th replay write: some of the step's groups written, the rest and the step not
+    calls = [0]
+    add = replay.ReplayBuffer.add
+
+    def add_or_die(self, *a, **k):
+        calls[0] += 1
+        if calls[0] == kill_at:
+            os.kill(os.getpid(), signal.SIGKILL)
+        return add(self, *a, **k)
+
+    replay.ReplayBuffer.add = add_or_die
+from mmevo.honest.loop import run_honest
+
+run_honest(_tiny_cfg(sys.argv[2], sys.argv[3], "honest.eval_calibration=false"))
+'''
+
+
+def _clean_rows(path):
+    return [{k: v for k, v in json.loads(line).items() if not k.startswith(("time/", "throughput/", "memory/"))}
+            for line in path.read_text().splitlines() if line.strip()]
+
+
+def test_a_kill_mid_replay_write_back_reruns_to_the_uninterrupted_run(tiny_text_path, tmp_path):
+    """SIGKILL while a step writes its groups into the CPR buffer (curriculum outcomes, GSS stub draws, health
+    monitor in flight): the rerun resumes from the step before and ends as the uninterrupted run did: the same
+    per-step metrics, health events, block summaries and final weights."""
+    import hashlib
+    import os
+    import shutil
+    import signal
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    tests = Path(__file__).resolve().parent
+    driver = tmp_path / "driver.py"
+    driver.write_text(_DRIVER)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tests.parent), os.environ.get("PYTHONPATH", "")])}
+
+    def run(out, kill_at=0):
+        return subprocess.run([sys.executable, str(driver), str(tests), str(tiny_text_path), str(out), str(kill_at)],
+                              env=env, capture_output=True, text=True, timeout=1200)
+
+    ref = tmp_path / "uninterrupted"
+    done = run(ref)
+    assert done.returncode == 0, done.stderr[-3000:]
+    # step 1 writes each of its groups as a new entry (the buffer starts empty): its writes are replay/added
+    writes = json.loads((ref / "solver" / "metrics.jsonl").read_text().splitlines()[0])["replay/added"]
+    assert writes >= 2  # the warmed-up model states confidences
+    out = tmp_path / "killed"
+    out.mkdir()
+    shutil.copytree(ref / "warmup", out / "warmup")  # the same calibration SFT, not trained again
+    kill_at = int(writes) + 2  # in a later step's write-back (step 2's on this machine), after one of its groups
+    killed = run(out, kill_at)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr[-3000:]
+    assert not (out / "summary.json").exists()
+    rerun = run(out)
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+
+    assert _clean_rows(out / "solver" / "metrics.jsonl") == _clean_rows(ref / "solver" / "metrics.jsonl")
+    assert (out / "health_events.jsonl").read_text() == (ref / "health_events.jsonl").read_text()
+    summary, want = (json.loads((d / "summary.json").read_text()) for d in (out, ref))
+    assert summary["blocks"] == want["blocks"]
+    digest = [hashlib.sha256((d / "solver" / "final" / "model.safetensors").read_bytes()).hexdigest() for d in (out, ref)]
+    assert digest[0] == digest[1]
