@@ -58,17 +58,24 @@ def proposal_rewards(executed: Tensor, easy_accuracy: Tensor, consistency: Tenso
     Mean over ALL N render attempts of executed*(min(easy,.5)+min(c,1-c)),
     then add all three adjustments. Failed renders contribute zero but remain
     in the denominator. Invalid format overrides the ENTIRE result with -1."""
+    # each argument checked on its own and named: a list used to fail with "'list' object has no attribute 'shape'",
+    # and a wrong valid length was reported as "adjustments must be float [B, 3] and valid bool [B]"
+    for name, x in (("executed", executed), ("easy_accuracy", easy_accuracy), ("consistency", consistency),
+                    ("adjustments", adjustments), ("valid", valid)):
+        if not torch.is_tensor(x):
+            raise ValueError(f"{name} must be a tensor, got {type(x).__name__}")
     if executed.dim() != 2 or executed.dtype != torch.bool:
         raise ValueError(f"executed must be a bool [B, N] tensor, got {executed.dtype} {tuple(executed.shape)}")
     B, N = executed.shape
     if B < 1 or N < 1:
-        raise ValueError(f"need B, N >= 1, got {B}, {N}")
-    if easy_accuracy.shape != (B, N) or consistency.shape != (B, N):
-        raise ValueError(f"easy_accuracy / consistency must be [{B}, {N}], got {tuple(easy_accuracy.shape)}, "
-                         f"{tuple(consistency.shape)}")
-    if adjustments.shape != (B, 3) or valid.shape != (B,) or valid.dtype != torch.bool:
-        raise ValueError(f"adjustments must be float [{B}, 3] and valid bool [{B}], got {tuple(adjustments.shape)}, "
-                         f"{valid.dtype} {tuple(valid.shape)}")
+        raise ValueError(f"executed must be [B, N] with B, N >= 1, got {tuple(executed.shape)}")
+    for name, x, shape, source in (("easy_accuracy", easy_accuracy, (B, N), "B, N"),
+                                   ("consistency", consistency, (B, N), "B, N"), ("adjustments", adjustments, (B, 3), "B")):
+        if tuple(x.shape) != shape:
+            raise ValueError(f"{name} must be [{', '.join(map(str, shape))}] ({source} from executed), "
+                             f"got {tuple(x.shape)}")
+    if tuple(valid.shape) != (B,) or valid.dtype != torch.bool:
+        raise ValueError(f"valid must be a bool [{B}] tensor (B from executed), got {valid.dtype} {tuple(valid.shape)}")
     dtype = easy_accuracy.dtype
     if not dtype.is_floating_point:
         raise ValueError(f"easy_accuracy must be floating point, got {dtype}")
