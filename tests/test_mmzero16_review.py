@@ -39,3 +39,39 @@ def test_the_seed_example_scores_one_half():
 def test_bad_input_is_an_error_naming_the_argument(over, message):
     with pytest.raises(ValueError, match=message):
         proposal_rewards(**_row(**over))
+
+
+def test_a_moved_output_dir_continues_from_its_own_exports(tmp_path, monkeypatch):
+    """A finished phase's done.json names the absolute path it exported to. A run directory moved and rerun with one
+    more iteration (mmzero.iterations=2) loaded iteration 1's roles from there: "model path '<old dir>/iter_0/coder/
+    final' does not exist" (or, from a copy, the models of the other directory). It continues from its own exports."""
+    import json
+
+    import mmevo.recipes
+    import render
+    from mmevo.config import load_config
+    from mmevo.evolve import mmzero
+    from test_mmzero_records_review7 import _NoPool
+
+    old, out = tmp_path / "old", tmp_path / "moved"
+    for role in mmzero.ROLES:
+        d = out / "iter_0" / role
+        d.mkdir(parents=True)
+        (d / "done.json").write_text(json.dumps({"model": str(old / "iter_0" / role / "final"), "steps": 2}))
+    seen = {}
+
+    def run_phase(cfg, role, t, role_index, phase_dir, paths, pool, out):
+        seen[(t, role)] = dict(paths)
+        phase_dir.mkdir(parents=True, exist_ok=True)
+        return {"skipped": "test", "model": None}
+
+    monkeypatch.setattr(render, "RenderPool", _NoPool)
+    monkeypatch.setattr(mmevo.recipes, "resolve_model_path", lambda cfg: "unused")
+    monkeypatch.setattr(mmzero, "run_phase", run_phase)
+    cfg = load_config("configs/mmzero_tiny.yaml", [f"mmzero.output_dir={out}", "mmzero.warmup_demos=0",
+                                                   "mmzero.iterations=2", "trainer.progress=false"])
+    summary = mmzero.run_mmzero(cfg)
+    own = {role: str(out / "iter_0" / role / "final") for role in mmzero.ROLES}
+    assert list(seen) == [(1, "proposer"), (1, "coder"), (1, "solver")]  # iteration 0 finished: not re-run
+    assert seen[(1, "proposer")] == own
+    assert {role: summary["iterations"][0][role]["model"] for role in mmzero.ROLES} == own

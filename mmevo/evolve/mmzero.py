@@ -692,6 +692,10 @@ def run_mmzero(cfg: Config) -> dict:
                 done = phase_dir / "done.json"
                 if done.exists():
                     result = json.loads(done.read_text())
+                    if result.get("model"):
+                        # its export in this output dir: done.json names the absolute path the phase exported to,
+                        # and a moved or copied output dir continued from there (a missing model, or another run's)
+                        result["model"] = str(phase_dir / "final")
                 else:
                     result = run_phase(cfg, role, t, role_index, phase_dir, paths, pool, out)
                     barrier()  # every rank's records and images are written before the orphans are read off them
