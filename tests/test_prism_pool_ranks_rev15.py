@@ -38,7 +38,8 @@ def test_a_rerun_at_the_pool_phase_starts_the_shared_engine_on_a_rank_that_build
     # the questioner phase finished before the kill: the rerun's first phase to run is the pool
     q = out / "iter_1" / "questioner"
     q.mkdir(parents=True, exist_ok=True)
-    (q / "done.json").write_text(json.dumps({"model": str(tiny_text_path), "head_state": {},
+    (q / "final").symlink_to(tiny_text_path)  # a finished phase's export, where the rerun takes it from
+    (q / "done.json").write_text(json.dumps({"model": str(q / "final"), "head_state": {},
                                               "steps": cfg.prism.questioner_steps}))
     seen = {}
 

@@ -372,6 +372,10 @@ def run_prism(cfg: Config) -> dict:
                 done = phase_dir / "done.json"
                 if done.exists():
                     result = json.loads(done.read_text())
+                    if result.get("model"):
+                        # its export in this output dir: done.json names the absolute path the phase exported to,
+                        # and a moved or copied output dir continued from there (a missing model, or another run's)
+                        result["model"] = str(phase_dir / "final")
                 else:
                     phase_dir.mkdir(parents=True, exist_ok=True)
                     if phase == "questioner":
