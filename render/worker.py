@@ -61,6 +61,7 @@ FRAME_MAX = 16384  # bytes of the job's result frame
 MESSAGE_MAX = 1000  # characters of a job's message that are kept
 JOB_MESSAGE_PREFIX = "job: "  # marks text that comes from the job (untrusted once job code ran)
 JOB_SOURCE_NAME = "<render>"  # the file name job code is compiled under (its frames in tracebacks)
+JOB_SCRIPT_NAME = "main.py"  # the job's ``__file__``, in its job dir (no such file: the code is not written there)
 JOB_RNG_SEED = 0  # every job's random and numpy.random start here: one program, one image, on any worker
 SETUP_TIMEOUT_S = 10.0
 # Page tables are kernel memory outside RLIMIT_AS: one 4 KiB page mapped per 1 GiB of address space (mmap hints, 64969
@@ -610,6 +611,7 @@ def _seed_job_rngs(seed: int = JOB_RNG_SEED) -> None:
 
 def _run_python(code: str, limits: RenderLimits) -> tuple[str, str]:
     import builtins
+    import types
 
     import matplotlib.pyplot as plt
 
@@ -622,9 +624,13 @@ def _run_python(code: str, limits: RenderLimits) -> tuple[str, str]:
         return "syntax", _exc_text(e)
     except (MemoryError, RecursionError) as e:
         return "syntax", "source too complex to compile: " + _exc_text(e)
-    g = {"__name__": "__main__", "__builtins__": builtins}
+    # the code's namespace is the module ``__main__``, as under ``python main.py``: pickle, enum, copy and
+    # typing.get_type_hints look classes up there by name, and scripts build paths from ``__file__``
+    main = types.ModuleType("__main__")
+    main.__file__, main.__builtins__ = os.path.join(_JOBDIR, JOB_SCRIPT_NAME), builtins
+    sys.modules["__main__"] = main
     try:
-        exec(compiled, g)
+        exec(compiled, main.__dict__)
     except SystemExit:
         pass
     except MemoryError as e:

@@ -1,0 +1,227 @@
+"""render/: a thirty-first pass, hostile programs written against what the sandbox assumes: the job runs inside the
+worker's own interpreter (its module globals, its ``__main__``, its exit), the result channel and its exit codes,
+Python's start-up path (``.pth`` files, ``sitecustomize``, ``PYTHON*`` variables, the current directory on
+``sys.path``, byte-code caches), matplotlib's config and font caches, fontconfig's, the locale, and the job's
+timing; and legitimate programs that must render: scripts that use ``__file__``, pickle or copy their own classes,
+resolve their own type hints or read their user name, heavy but allowed figures, math text and mixed scripts. Each is
+pinned to its label with the host effects test_render_hostile21 checks (the same workers, no job process left,
+nothing written outside the job dir, escaped job text, a clean render afterwards)."""
+
+import json
+import os
+import platform
+import sys
+
+import pytest
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="render sandbox is Linux-only")
+
+from render import RenderJob  # noqa: E402
+
+TOKEN = "hostile31canary"
+PLT = "import matplotlib.pyplot as plt\n"
+DRAW = PLT + "plt.figure(figsize=(1, 1), dpi=50)\nplt.plot([1, 2])\n"
+OUTSIDE = ("import os\nfor d in ('/tmp', '/dev/shm', '/root', '/'):\n    try:\n"
+           f"        open(os.path.join(d, '{TOKEN}'), 'w').write('x')\n"
+           "    except OSError as e:\n        err = e\nraise err\n")
+FONTCONFIG = "import ctypes\nfc = ctypes.CDLL('libfontconfig.so.1')\n"
+
+# The job's code runs as the module __main__ of a script in its job dir, as `python main.py` runs it (legitimate)
+SCRIPT_NAMESPACE = {
+    "dunder_file_dir": (PLT + "import os\nplt.figure(figsize=(1, 1), dpi=50)\nplt.plot([1, 2])\n"
+                        "plt.savefig(os.path.join(os.path.dirname(os.path.abspath(__file__)), 'out.png'))\n",
+                        "python", 10.0, {"ok"}),
+    "pickle_own_class": ("import pickle\nclass Point:\n    def __init__(self, x):\n        self.x = x\n"
+                         "p = pickle.loads(pickle.dumps(Point(2)))\n" + DRAW + "plt.plot([0, p.x])\n",
+                         "python", 10.0, {"ok"}),
+    "enum_round_trip": ("import enum, pickle\nclass Colour(enum.Enum):\n    RED = 'r'\n"
+                        "c = pickle.loads(pickle.dumps(Colour.RED))\n" + DRAW + "plt.plot([1, 2], color=c.value)\n",
+                        "python", 10.0, {"ok"}),
+    "type_hints_forward_ref": ("import typing\nclass Node:\n    nxt: 'Node'\n"
+                               "assert typing.get_type_hints(Node)['nxt'] is Node\n" + DRAW, "python", 10.0, {"ok"}),
+    "import_main_constant": ("import __main__\nN = 4\n" + DRAW + "plt.plot(range(__main__.N))\n", "python", 10.0,
+                             {"ok"}),
+}
+
+# The job code shares the worker's interpreter until it exits: patching the worker's module reaches only this job
+WORKER_INTERNALS = {
+    # the job dir the worker saves into and scans for a PNG, moved to the tree's root: the read-only tree refuses
+    "worker_jobdir_global_to_root": ("import render.worker as w\nw._JOBDIR = '/'\n" + DRAW,
+                                     "python", 10.0, {"forbidden"}),
+    # the name the worker saves the current figure under, pointed outside the job dir
+    "worker_out_name_outside": ("import render.worker as w\nw.OUT_NAME = '../etc/" + TOKEN + ".png'\n" + DRAW,
+                                "python", 10.0, {"forbidden"}),
+    # the size check before drawing switched off: the figure is drawn (the job's own CPU), then refused by its header
+    "worker_size_check_off": ("import render.worker as w\nw._oversized_figure = lambda *a: None\n" + PLT +
+                              "plt.figure(figsize=(50, 50), dpi=100)\n", "python", 20.0,
+                              {"too_large", "memory", "timeout"}),
+    # the frame writer replaced by one that floods the result pipe
+    "worker_frame_writer_floods": ("import os, render.worker as w\n"
+                                   "w._write_all = lambda fd, d: os.write(fd, b'ok\\n' + b'A' * 60000)\n" + DRAW,
+                                   "python", 10.0, {"protocol"}),
+    # another module as __main__ (the worker's own script, then a non-module): the job still renders
+    "main_module_replaced": ("import sys\nsys.modules['__main__'] = 42\n" + DRAW, "python", 10.0, {"ok"}),
+}
+
+# Python's start-up path: none of it runs again in a job (no interpreter starts), and what the job runs itself stays in
+STARTUP_PATH = {
+    # a .pth file in the job dir, processed by site.addsitedir: its import line runs, its write outside fails, and
+    # site reports the error and goes on (as at start-up), so the figure renders and nothing lands outside
+    "pth_in_jobdir_addsitedir": ("import site\nopen('evil.pth', 'w').write(\"import os; open('/tmp/" + TOKEN +
+                                 "', 'w')\\n\")\nsite.addsitedir('/job')\n" + DRAW, "python", 10.0, {"ok"}),
+    "sitecustomize_in_jobdir": ("open('sitecustomize.py', 'w').write(" + repr(OUTSIDE) + ")\n"
+                                "import sys\nsys.path.insert(0, '')\nimport sitecustomize\n", "python", 10.0,
+                                {"forbidden"}),
+    # PYTHONSTARTUP / PYTHONPATH / PYTHONINSPECT set, then a new interpreter: the exec is the filter's
+    "python_env_then_exec": ("import os, sys\nopen('s.py', 'w').write(" + repr(OUTSIDE) + ")\n"
+                             "os.environ.update(PYTHONSTARTUP='/job/s.py', PYTHONPATH='/job', PYTHONINSPECT='1')\n"
+                             "os.execv(sys.executable, [sys.executable])\n", "python", 10.0, {"forbidden"}),
+    # a module named as one already imported, in the current directory put first on sys.path: the loaded one stays
+    "cwd_shadows_numpy": ("open('numpy.py', 'w').write(" + repr(OUTSIDE) + ")\nimport sys\nsys.path.insert(0, '')\n"
+                          "import numpy\n" + DRAW + "plt.plot(numpy.arange(3))\n", "python", 10.0, {"ok"}),
+    # ... and one not imported yet: the job's own code, with the job's rights
+    "cwd_module_first_import": ("open('colorsys.py', 'w').write(" + repr(OUTSIDE) + ")\nimport sys\n"
+                                "sys.modules.pop('colorsys', None)\nsys.path.insert(0, '/job')\nimport colorsys\n",
+                                "python", 10.0, {"forbidden"}),
+    # a byte-code cache written next to a bound stdlib module
+    "pyc_into_stdlib": ("import os, py_compile\npy_compile.compile(os.__file__, cfile=os.path.join("
+                        "os.path.dirname(os.__file__), '__pycache__', '" + TOKEN + ".pyc'), doraise=True)\n",
+                        "python", 10.0, {"forbidden"}),
+    # an import of a stdlib module the zygote never imported, with byte-code writing on: its cache is not written
+    # into the read-only tree, the import works
+    "import_writes_no_bytecode": ("import sys\nsys.dont_write_bytecode = False\nimport wave, tabnanny\n" + DRAW,
+                                  "python", 10.0, {"ok"}),
+}
+
+# matplotlib's and fontconfig's configuration and caches: the job's own, in its job dir
+CONFIG_CACHES = {
+    # a matplotlibrc in the job dir read as the rc file: its dpi makes the figure past max_side before drawing
+    "matplotlibrc_huge_dpi": ("import matplotlib\nopen('matplotlibrc', 'w').write('figure.dpi: 100000\\n')\n"
+                              "matplotlib.rc_file('matplotlibrc')\n" + PLT + "plt.plot([1, 2])\n",
+                              "python", 10.0, {"too_large"}),
+    # a matplotlibrc naming a GUI backend: pyplot cannot switch to it without a display or a toolkit
+    "matplotlibrc_gui_backend": ("import matplotlib\nopen('matplotlibrc', 'w').write('backend: TkAgg\\n')\n"
+                                 "matplotlib.rc_file('matplotlibrc')\n" + PLT + "plt.plot([1, 2])\n",
+                                 "python", 10.0, {"ok", "crash"}),
+    # a font list whose only font is a host secret: FreeType cannot open it (Landlock / absent)
+    "fontlist_points_at_secret": (
+        "import json, matplotlib.font_manager as fm\n"
+        "fm.fontManager.ttflist = [fm.FontEntry(fname='/etc/shadow', name='Evil', style='normal', variant='normal',"
+        " weight=400, stretch='normal', size='scalable')]\nfm.fontManager._findfont_cached.cache_clear()\n"
+        "import matplotlib.pyplot as plt\nplt.rcParams['font.family'] = 'Evil'\nplt.title('x')\n"
+        "plt.gcf().canvas.draw()\n", "python", 10.0, {"forbidden", "crash"}),
+    # fontconfig re-read with a config of the job's that scans the whole tree and caches into the job dir
+    "fontconfig_scans_tree": (
+        "import os\nos.makedirs('fc', exist_ok=True)\nopen('fonts.conf', 'w').write('<fontconfig><dir>/usr/share/fonts"
+        "</dir><dir>/etc</dir><cachedir>/job/fc</cachedir></fontconfig>')\nos.environ['FONTCONFIG_FILE'] = "
+        "'/job/fonts.conf'\n" + FONTCONFIG + "fc.FcInitReinitialize()\nimport cairosvg\ncairosvg.svg2png("
+        "bytestring=b'<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"60\" height=\"30\"><text y=\"20\">Hi</text>"
+        "</svg>', write_to='out.png')\n", "python", 20.0, {"ok"}),
+    # fontconfig told to cache into a host directory: it cannot write there and goes on
+    "fontconfig_cache_outside": (
+        "import os\nopen('fonts.conf', 'w').write('<fontconfig><dir>/usr/share/fonts</dir><cachedir>/tmp/" + TOKEN +
+        "</cachedir></fontconfig>')\nos.environ['FONTCONFIG_FILE'] = '/job/fonts.conf'\n" + FONTCONFIG +
+        "fc.FcInitReinitialize()\n" + DRAW, "python", 20.0, {"ok"}),
+}
+
+# The locale and the text encodings the job sees
+LOCALE = {
+    "locale_from_env_missing": ("import os, locale\nos.environ['LC_ALL'] = 'tr_TR.UTF-8'\n"
+                                "locale.setlocale(locale.LC_ALL, '')\n" + DRAW, "python", 10.0, {"crash"}),
+    "locale_c_with_unicode_title": ("import locale\nlocale.setlocale(locale.LC_ALL, 'C')\n" + DRAW +
+                                    "plt.title('Ωμέγα ∑ 数学')\n", "python", 10.0, {"ok"}),
+    "locale_env_default_works": ("import locale\nlocale.setlocale(locale.LC_ALL, '')\n" + DRAW +
+                                 "plt.title(locale.getlocale()[1] or '')\n", "python", 10.0, {"ok"}),
+    "stdout_ascii_strict": ("import sys\nsys.stdout.reconfigure(encoding='ascii')\nprint('数学')\n", "python", 10.0,
+                            {"crash"}),
+}
+
+# The result channel, the exit status and the clock
+CHANNEL = {
+    # the result pipe closed and its number reused for a job-dir file: the worker's frame lands in the file, the
+    # supervisor sees no frame and reads out.png as any
+    "status_fd_reused_by_file": ("import os\nos.close(3)\nf = open('frame.txt', 'w')\nassert f.fileno() == 3\n" +
+                                 DRAW, "python", 10.0, {"ok"}),
+    "frame_kind_with_cr": ("import os\nos.write(3, b'ok\\r\\nforged')\nos._exit(0)\n", "python", 10.0,
+                           {"protocol"}),
+    "frame_kind_with_bom": ("import os\nos.write(3, '\\ufeffok\\nforged'.encode())\nos._exit(0)\n", "python",
+                            10.0, {"protocol"}),
+    "exit_code_of_setup_failure": (DRAW + "plt.savefig('out.png')\nimport os\nos._exit(121)\n", "python", 10.0,
+                                   {"crash"}),
+    "exit_code_255_with_frame": ("import os\nos.write(3, b'ok\\nfine')\nos._exit(255)\n", "python", 10.0,
+                                 {"crash"}),
+    "exception_str_sleeps": ("import time\nclass Slow(Exception):\n    def __str__(self):\n        time.sleep(60)\n"
+                             "        return 'x'\nraise Slow()\n", "python", 2.0, {"timeout"}),
+    "finally_sleeps_past_clock": ("import time\ntry:\n    raise ValueError('x')\nfinally:\n    time.sleep(60)\n",
+                                  "python", 2.0, {"timeout"}),
+    "atexit_write_outside": ("import atexit\natexit.register(lambda: exec(" + repr(OUTSIDE) + "))\n" + DRAW,
+                             "python", 10.0, {"ok"}),
+}
+
+# Heavy but allowed: these must render
+HEAVY_LEGIT = {
+    "subplots_6x6_tight": (PLT + "import numpy as np\nfig, axs = plt.subplots(6, 6, figsize=(9, 9), dpi=60)\n"
+                           "for i, a in enumerate(axs.flat):\n    a.plot(np.sin(np.linspace(0, i, 40)))\n"
+                           "    a.set_title(f'$\\\\alpha_{{{i}}}$')\nfig.tight_layout()\n", "python", 30.0, {"ok"}),
+    "math_text_heavy": (PLT + "plt.figure(figsize=(4, 3), dpi=60)\nplt.title(r'$\\sum_{i=0}^{\\infty}\\frac{1}{i^2}="
+                        r"\frac{\pi^2}{6}\quad\int_0^1\sqrt{x}\,dx\quad\mathbb{R}^n\ \mathcal{L}\ \hat{\beta}$')" + "\n"
+                        "plt.xlabel(r'$\\alpha\\beta\\gamma\\ \\overline{xy}\\ \\sqrt[3]{z}$')\n", "python", 30.0,
+                        {"ok"}),
+    "mixed_scripts_text": (PLT + "plt.figure(figsize=(3, 2), dpi=60)\nplt.title('数学 グラフ Ωμέγα مرحبا Привет')\n"
+                           "plt.plot([1, 2])\n", "python", 30.0, {"ok"}),
+    "figure_at_max_side": (PLT + "plt.figure(figsize=(40.96, 5.12), dpi=100)\nplt.plot([1, 2])\n", "python", 30.0,
+                           {"ok"}),
+}
+
+SVGS = {
+    # a hyperlink to a host file: refused by the screen (cairosvg would not follow it; the fetcher refuses it too)
+    "svg_anchor_file_href": ('<svg xmlns="http://www.w3.org/2000/svg" xmlns:xlink="http://www.w3.org/1999/xlink" '
+                             'width="20" height="20"><a xlink:href="file:///etc/passwd"><rect width="9" height="9"/>'
+                             '</a></svg>', "svg", 10.0, {"forbidden"}),
+    # a public DOCTYPE naming the SVG 1.1 DTD (not fetched) and character references: an ordinary document
+    "svg_public_doctype_charrefs": ('<?xml version="1.0" standalone="no"?>\n<!DOCTYPE svg PUBLIC "-//W3C//DTD SVG 1.1'
+                                    '//EN" "http://www.w3.org/Graphics/SVG/1.1/DTD/svg11.dtd">\n<svg xmlns="http://ww'
+                                    'w.w3.org/2000/svg" width="40" height="20"><text y="15">&#x3A9; &amp;</text>'
+                                    '</svg>', "svg", 10.0, {"ok"}),
+}
+
+GROUPS = {"script_namespace": SCRIPT_NAMESPACE, "worker_internals": WORKER_INTERNALS, "startup_path": STARTUP_PATH,
+          "config_caches": CONFIG_CACHES, "locale": LOCALE, "channel": CHANNEL, "heavy_legit": HEAVY_LEGIT,
+          "svg": SVGS}
+
+
+def test_the_batch_is_new_and_large():
+    from test_render_hostile21 import CORPUS, SYSCALLS
+    from test_render_hostile29 import GROUPS as GROUPS29
+    from test_render_hostile30 import GROUPS as GROUPS30
+
+    earlier = {**CORPUS, **SYSCALLS, **{n: p for g in (*GROUPS29.values(), *GROUPS30.values()) for n, p in g.items()}}
+    mine = {n: p for g in GROUPS.values() for n, p in g.items()}
+    assert len(mine) >= 25 and not set(mine) & set(earlier)
+    assert not {p[0] for p in mine.values()} & {p[0] for p in earlier.values()}
+    assert all(len(v) == 4 and v[1] in ("python", "svg") and v[3] for v in mine.values())
+
+
+@pytest.mark.parametrize("group", list(GROUPS))
+def test_batch_outcomes(render_pool, group):
+    from test_render_hostile21 import HOST_TMP, check_batch
+
+    got = check_batch(render_pool, GROUPS[group],
+                      stray_dirs=[(d, TOKEN) for d in (HOST_TMP, "/dev/shm", os.path.expanduser("~"), "/")])
+    print(json.dumps({n: got[n] for n in GROUPS[group]}, indent=0))
+    assert not os.path.exists(os.path.join(HOST_TMP, TOKEN))
+
+
+# -- the fixes this pass made ----------------------------------------------------------------------------------------
+def test_the_code_runs_as_the_main_module_of_a_script_in_its_job_dir(render_pool):
+    # before: the code ran in a bare dict that sys.modules did not know as __main__, without __file__: pickle / enum /
+    # typing.get_type_hints of its own classes, `import __main__` and os.path.dirname(__file__) were a `crash`
+    # (PicklingError: attribute lookup Point on __main__ failed; NameError: name '__file__' is not defined)
+    code = ("import __main__, pickle, sys, typing\nclass Point:\n    nxt: 'Point'\n"
+            "assert pickle.loads(pickle.dumps(Point())).__class__ is Point\n"
+            "assert typing.get_type_hints(Point)['nxt'] is Point\n"
+            "assert sys.modules['__main__'] is __main__ and __main__.Point is Point\n"
+            "raise RuntimeError(__file__ + ' ' + __name__)\n")
+    r = render_pool.render(RenderJob(code))
+    assert (r.error_kind, r.message) == ("crash", "job: RuntimeError: /job/main.py __main__"), r
+
