@@ -62,6 +62,7 @@ MESSAGE_MAX = 1000  # characters of a job's message that are kept
 JOB_MESSAGE_PREFIX = "job: "  # marks text that comes from the job (untrusted once job code ran)
 JOB_SOURCE_NAME = "<render>"  # the file name job code is compiled under (its frames in tracebacks)
 JOB_SCRIPT_NAME = "main.py"  # the job's ``__file__``, in its job dir (no such file: the code is not written there)
+JOB_USER = "render"  # the job's USER / LOGNAME: its uid has no passwd entry in the tree
 JOB_RNG_SEED = 0  # every job's random and numpy.random start here: one program, one image, on any worker
 SETUP_TIMEOUT_S = 10.0
 # Page tables are kernel memory outside RLIMIT_AS: one 4 KiB page mapped per 1 GiB of address space (mmap hints, 64969
@@ -525,7 +526,7 @@ def _child_main(fds, env: dict, pidns_err: str | None) -> None:
     layers, errors, jobdir = _child_sandbox(env, pidns_err)
     _JOBDIR = jobdir
     os.environ.update({"PATH": "/usr/bin:/bin", "HOME": jobdir, "TMPDIR": jobdir, "MPLCONFIGDIR": jobdir,
-                       "LANG": "C.UTF-8", "MPLBACKEND": "Agg"})
+                       "LANG": "C.UTF-8", "MPLBACKEND": "Agg", "USER": JOB_USER, "LOGNAME": JOB_USER})
     import tempfile
 
     tempfile.tempdir = jobdir

@@ -586,7 +586,7 @@ CORPUS = {**PROCESSES, **SOCKETS, **SECRETS, **WRITES, **SIGNALS, **TIME, **MEMO
 GROUPS = {"syscalls": SYSCALLS, "processes": PROCESSES, "sockets": SOCKETS, "secrets": SECRETS, "writes": WRITES,
           "signals": SIGNALS, "time": TIME, "memory": MEMORY, "output": OUTPUT, "python_tricks": PYTHON_TRICKS,
           "matplotlib": MATPLOTLIB, "svg": SVGS}
-JOB_ENV = {"HOME", "LANG", "MPLBACKEND", "MPLCONFIGDIR", "PATH", "TMPDIR"}
+JOB_ENV = {"HOME", "LANG", "LOGNAME", "MPLBACKEND", "MPLCONFIGDIR", "PATH", "TMPDIR", "USER"}
 
 
 @pytest.fixture(scope="module")

@@ -41,6 +41,7 @@ SCRIPT_NAMESPACE = {
                                "assert typing.get_type_hints(Node)['nxt'] is Node\n" + DRAW, "python", 10.0, {"ok"}),
     "import_main_constant": ("import __main__\nN = 4\n" + DRAW + "plt.plot(range(__main__.N))\n", "python", 10.0,
                              {"ok"}),
+    "getpass_user_title": ("import getpass\n" + DRAW + "plt.title(getpass.getuser())\n", "python", 10.0, {"ok"}),
 }
 
 # The job code shares the worker's interpreter until it exits: patching the worker's module reaches only this job
@@ -224,4 +225,12 @@ def test_the_code_runs_as_the_main_module_of_a_script_in_its_job_dir(render_pool
             "raise RuntimeError(__file__ + ' ' + __name__)\n")
     r = render_pool.render(RenderJob(code))
     assert (r.error_kind, r.message) == ("crash", "job: RuntimeError: /job/main.py __main__"), r
+
+
+def test_the_job_has_a_user_name(render_pool):
+    # before: `crash`, "KeyError: 'getpwuid(): uid not found: 65533'": the job uid has no passwd entry in the tree and
+    # the environment named no user, so getpass.getuser() failed
+    r = render_pool.render(RenderJob("import getpass, os\nraise RuntimeError(getpass.getuser() + ' ' + "
+                                     "os.environ['LOGNAME'])\n"))
+    assert (r.error_kind, r.message) == ("crash", "job: RuntimeError: render render"), r
 
