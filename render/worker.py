@@ -519,6 +519,30 @@ def _matplotlib_dirs_to(jobdir: str) -> None:
         texmanager.TexManager._cache_dir = Path(jobdir, "tex.cache")
 
 
+def _fonts_in_tree() -> int:
+    """Drop from matplotlib's font list the fonts whose files the job cannot open, and return how many. The list is
+    the host's (the caller's cache, or the worker's scan through fc-list), and the tree shows only some font
+    directories (not a home's ``~/.fonts``, TeX Live's, /opt): matplotlib's ``findfont``, asked for such a family,
+    finds its file missing and rebuilds the list by running ``fc-list``, whose fork the filter kills, so a plot naming
+    an installed font was ``forbidden``. Without the entry it falls back to the default font, as on a host without it."""
+    fm = sys.modules.get("matplotlib.font_manager")
+    manager = getattr(fm, "fontManager", None)
+    if manager is None:
+        return 0
+    dropped = 0
+    for attr in ("ttflist", "afmlist"):
+        fonts = getattr(manager, attr, None)
+        if not isinstance(fonts, list):
+            continue
+        present = [f for f in fonts if os.path.isfile(getattr(f, "fname", ""))]
+        dropped += len(fonts) - len(present)
+        setattr(manager, attr, present)
+    clear = getattr(getattr(manager, "_findfont_cached", None), "cache_clear", None)
+    if dropped and clear is not None:
+        clear()  # answers drawn from the full list (the zygote's warm-up)
+    return dropped
+
+
 def _child_main(fds, env: dict, pidns_err: str | None) -> None:
     global _JOBDIR
     _place_fds(fds)
@@ -531,6 +555,8 @@ def _child_main(fds, env: dict, pidns_err: str | None) -> None:
 
     tempfile.tempdir = jobdir
     _matplotlib_dirs_to(jobdir)
+    if layers.get("minimal_root"):  # host paths are what the list names: only the tree hides some of them
+        _fonts_in_tree()
     sys.argv = ["render"]
     repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     sys.path[:] = [p for p in sys.path if p and os.path.abspath(p) != repo]

@@ -234,3 +234,38 @@ def test_the_job_has_a_user_name(render_pool):
                                      "os.environ['LOGNAME'])\n"))
     assert (r.error_kind, r.message) == ("crash", "job: RuntimeError: render render"), r
 
+
+def test_a_font_of_the_hosts_list_outside_the_tree_falls_back_instead_of_running_fc_list(tmp_path, monkeypatch):
+    # before: `forbidden`, "blocked system call (seccomp)": the worker's font list is the caller's, whose fonts may
+    # lie where the tree shows nothing (a home's ~/.fonts, TeX Live's, /opt); findfont, asked for such a family, found
+    # the file missing and rebuilt the list by running fc-list, whose fork the filter kills
+    import glob
+    import shutil
+
+    import matplotlib
+    import matplotlib.font_manager as fm
+    from conftest import start_render_pool
+
+    real = glob.glob(os.path.join(matplotlib.get_cachedir(), "fontlist-*.json"))
+    if not real:
+        pytest.skip("no matplotlib font list cache to seed the workers with")
+    font = tmp_path / "HostOnly.ttf"  # a host file under the host's temp dir: the tree's /tmp is empty
+    shutil.copyfile(fm.findfont("DejaVu Sans"), font)
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    for path in real:
+        listing = json.load(open(path))
+        listing["ttflist"].append({**listing["ttflist"][0], "fname": str(font), "name": "HostOnlyFont"})
+        json.dump(listing, open(cache / os.path.basename(path), "w"))
+    monkeypatch.setattr(matplotlib, "get_cachedir", lambda: str(cache))
+    pool = start_render_pool(workers=1)
+    try:
+        code = (PLT + "import matplotlib.font_manager as fm\nplt.figure(figsize=(2, 1), dpi=50)\n"
+                "plt.title('Hi', family='HostOnlyFont')\nplt.gcf().canvas.draw()\n"
+                "assert not [f for f in fm.fontManager.ttflist if f.name == 'HostOnlyFont']\n")
+        r = pool.render(RenderJob(code))
+        assert r.ok and (r.width, r.height) == (100, 50), r
+        r = pool.render(RenderJob(PLT + "plt.figure(figsize=(2, 1), dpi=50)\nplt.title('Hi', family='DejaVu Serif')\n"))
+        assert r.ok, r
+    finally:
+        pool.close()
