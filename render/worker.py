@@ -638,6 +638,7 @@ def _seed_job_rngs(seed: int = JOB_RNG_SEED) -> None:
 
 def _run_python(code: str, limits: RenderLimits) -> tuple[str, str]:
     import builtins
+    import linecache
     import types
 
     import matplotlib.pyplot as plt
@@ -651,6 +652,9 @@ def _run_python(code: str, limits: RenderLimits) -> tuple[str, str]:
         return "syntax", _exc_text(e)
     except (MemoryError, RecursionError) as e:
         return "syntax", "source too complex to compile: " + _exc_text(e)
+    # its lines where inspect.getsource and tracebacks look for those of a file that does not exist (no mtime: kept)
+    source = code.removeprefix("\ufeff")
+    linecache.cache[JOB_SOURCE_NAME] = (len(source), None, source.splitlines(True), JOB_SOURCE_NAME)
     # the code's namespace is the module ``__main__``, as under ``python main.py``: pickle, enum, copy and
     # typing.get_type_hints look classes up there by name, and scripts build paths from ``__file__``
     main = types.ModuleType("__main__")

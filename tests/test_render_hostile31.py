@@ -269,3 +269,14 @@ def test_a_font_of_the_hosts_list_outside_the_tree_falls_back_instead_of_running
         assert r.ok, r
     finally:
         pool.close()
+
+
+def test_the_codes_own_source_can_be_read_back(render_pool):
+    # before: `crash`, "OSError: could not get source code": inspect.getsource of a function of the code found no file
+    # and no lines for it (`python main.py` reads them from the file)
+    code = ("import inspect, traceback\ndef double(x):\n    return 2 * x\n"
+            "try:\n    1 / 0\nexcept ZeroDivisionError:\n    tb = traceback.format_exc()\n"
+            "raise RuntimeError(repr(inspect.getsource(double)) + ' ' + repr('    1 / 0' in tb.splitlines()))\n")
+    r = render_pool.render(RenderJob(code))
+    assert (r.error_kind, r.message) == (
+        "crash", "job: RuntimeError: 'def double(x):\\n    return 2 * x\\n' True"), r
