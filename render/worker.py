@@ -63,6 +63,7 @@ JOB_MESSAGE_PREFIX = "job: "  # marks text that comes from the job (untrusted on
 JOB_SOURCE_NAME = "<render>"  # the file name job code is compiled under (its frames in tracebacks)
 JOB_SCRIPT_NAME = "main.py"  # the job's ``__file__``, in its job dir (no such file: the code is not written there)
 JOB_USER = "render"  # the job's USER / LOGNAME: its uid has no passwd entry in the tree
+JOB_MALLOC_ARENAS = 2  # glibc malloc arenas a job's threads share (``sb.set_malloc_arenas``)
 JOB_RNG_SEED = 0  # every job's random and numpy.random start here: one program, one image, on any worker
 SETUP_TIMEOUT_S = 10.0
 # Page tables are kernel memory outside RLIMIT_AS: one 4 KiB page mapped per 1 GiB of address space (mmap hints, 64969
@@ -488,6 +489,10 @@ def _child_sandbox(env: dict, pidns_err: str | None) -> tuple[dict, list[str], s
         sb.set_thp_disabled()
     except Exception:  # noqa: BLE001 - a kernel without the option: vmsplice / splice are denied anyway
         pass
+    # RLIMIT_AS counts every arena's 64 MiB reserve: with glibc's 8 per core, ~12 threads (2 cores) or ~14 (16 cores)
+    # that allocate started before "can't start new thread", so ThreadPoolExecutor()'s default pool of
+    # min(32, cores + 4) threads was a crash on a 16-core host. With a few arenas, stacks (8 MiB each) bound them.
+    sb.set_malloc_arenas(JOB_MALLOC_ARENAS)
     step("no_new_privs", sb.no_new_privs)
     # writable, as anywhere: `open(os.devnull, "w")` is a common idiom. /dev/zero is only read: opened read-write, a
     # shared mapping of it is a shmem object whose pages stay when most of it is unmapped, outside RLIMIT_AS

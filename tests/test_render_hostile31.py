@@ -280,3 +280,16 @@ def test_the_codes_own_source_can_be_read_back(render_pool):
     r = render_pool.render(RenderJob(code))
     assert (r.error_kind, r.message) == (
         "crash", "job: RuntimeError: 'def double(x):\\n    return 2 * x\\n' True"), r
+
+
+def test_a_job_starts_as_many_threads_as_their_stacks_allow_not_malloc_arenas(render_pool):
+    # before: `crash`, "RuntimeError: can't start new thread" from the 13th-15th thread on this 2-core VM: glibc gave
+    # each thread that allocated a malloc arena of its own (up to 8 per core), each reserving 64 MiB of the job's
+    # address space, so ThreadPoolExecutor()'s default pool (min(32, cores + 4) threads) failed on a 16-core host.
+    # 64 threads that all allocate at once (a barrier) need 64 stacks of 8 MiB and the few arenas the job is given.
+    code = ("import threading\nfrom concurrent.futures import ThreadPoolExecutor\nN = 64\n"
+            "gate = threading.Barrier(N)\ndef work(i):\n    block = bytearray(4096 + i)\n    gate.wait(timeout=20)\n"
+            "    return len(block)\nwith ThreadPoolExecutor(N) as ex:\n    sizes = list(ex.map(work, range(N)))\n"
+            "assert sizes == [4096 + i for i in range(N)]\n" + DRAW)
+    r = render_pool.render(RenderJob(code), timeout_s=30.0)
+    assert r.ok and (r.width, r.height) == (50, 50), r
