@@ -529,7 +529,8 @@ def _fonts_in_tree() -> int:
     the host's (the caller's cache, or the worker's scan through fc-list), and the tree shows only some font
     directories (not a home's ``~/.fonts``, TeX Live's, /opt): matplotlib's ``findfont``, asked for such a family,
     finds its file missing and rebuilds the list by running ``fc-list``, whose fork the filter kills, so a plot naming
-    an installed font was ``forbidden``. Without the entry it falls back to the default font, as on a host without it."""
+    an installed font was ``forbidden``. Without the entry it falls back to the default font, as on a host without
+    it."""
     fm = sys.modules.get("matplotlib.font_manager")
     manager = getattr(fm, "fontManager", None)
     if manager is None:

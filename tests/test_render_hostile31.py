@@ -90,6 +90,22 @@ STARTUP_PATH = {
                         "python", 10.0, {"forbidden"}),
     # an import of a stdlib module the zygote never imported, with byte-code writing on: its cache is not written
     # into the read-only tree, the import works
+    # MPLCONFIGDIR pointed at a read-only host directory, matplotlib re-imported: it takes a temp dir of the job's
+    "mplconfigdir_etc_reload": ("import os, importlib, matplotlib\nos.environ['MPLCONFIGDIR'] = '/etc'\n"
+                                "importlib.reload(matplotlib)\n" + DRAW, "python", 10.0, {"ok"}),
+    # site's start-up run again, PYTHONHOME / PYTHONPATH set before a first import, an import hook that refuses
+    # every path entry: what is imported already stays, nothing new reaches a later job
+    "site_main_rerun": ("import site\nsite.main()\n" + DRAW, "python", 10.0, {"ok"}),
+    "pythonhome_env_then_import": ("import os\nos.environ['PYTHONHOME'] = '/job'\nos.environ['PYTHONPATH'] = '/job'\n"
+                                   "import xml.dom.minidom\n" + DRAW, "python", 10.0, {"ok"}),
+    "path_hook_refuses_all": ("import sys\nclass Refuse:\n    def __init__(self, path):\n        raise ImportError\n"
+                              "sys.path_hooks.insert(0, Refuse)\nsys.path_importer_cache.clear()\nimport json.tool\n" +
+                              DRAW, "python", 10.0, {"ok"}),
+    # a meta-path finder that writes into a bound library directory on every import
+    "meta_path_finder_writes": ("import sys\nclass F:\n    def find_spec(self, name, path, target=None):\n"
+                                f"        open('/usr/lib/{TOKEN}', 'w')\n"
+                                "sys.meta_path.insert(0, F())\nimport zzz_not_a_module\n", "python", 10.0,
+                                {"forbidden"}),
     "import_writes_no_bytecode": ("import sys\nsys.dont_write_bytecode = False\nimport wave, tabnanny\n" + DRAW,
                                   "python", 10.0, {"ok"}),
 }
@@ -127,6 +143,14 @@ CONFIG_CACHES = {
 
 # The locale and the text encodings the job sees
 LOCALE = {
+    # TZ naming a path out of the zone directory (glibc reads TZ files as the job: what the tree has), a zoneinfo
+    # key that climbs out of it (refused by zoneinfo itself)
+    "tz_env_path_escape": ("import os, time\nos.environ['TZ'] = '../../../../etc/passwd'\ntime.tzset()\n" + DRAW +
+                           "plt.title(time.strftime('%Z'))\n", "python", 10.0, {"ok"}),
+    "zoneinfo_key_escape": ("import zoneinfo\nzoneinfo.ZoneInfo('../../../etc/passwd')\n", "python", 10.0, {"crash"}),
+    # fontconfig re-read with its cache home pointed at the host's temp dir
+    "xdg_cache_home_outside": ("import os\nos.environ['XDG_CACHE_HOME'] = '/tmp'\n" + FONTCONFIG +
+                               "fc.FcInitReinitialize()\n" + DRAW, "python", 10.0, {"ok"}),
     "locale_from_env_missing": ("import os, locale\nos.environ['LC_ALL'] = 'tr_TR.UTF-8'\n"
                                 "locale.setlocale(locale.LC_ALL, '')\n" + DRAW, "python", 10.0, {"crash"}),
     "locale_c_with_unicode_title": ("import locale\nlocale.setlocale(locale.LC_ALL, 'C')\n" + DRAW +
@@ -170,6 +194,16 @@ HEAVY_LEGIT = {
                         {"ok"}),
     "mixed_scripts_text": (PLT + "plt.figure(figsize=(3, 2), dpi=60)\nplt.title('数学 グラフ Ωμέγα مرحبا Привет')\n"
                            "plt.plot([1, 2])\n", "python", 30.0, {"ok"}),
+    "annotated_heatmap": (PLT + "import numpy as np\na = np.random.rand(20, 20)\n"
+                          "fig, ax = plt.subplots(figsize=(8, 8), dpi=60)\nax.imshow(a)\nfor i in range(20):\n    for j in range(20):\n"
+                          "        ax.text(j, i, f'{a[i, j]:.1f}', ha='center', va='center', fontsize=6)\n", "python",
+                          30.0, {"ok"}),
+    "pcolormesh_500": (PLT + "import numpy as np\nplt.figure(figsize=(4, 3), dpi=60)\n"
+                       "plt.pcolormesh(np.random.rand(500, 500))\nplt.colorbar()\n", "python", 30.0, {"ok"}),
+    "surface_3d_100": (PLT + "import numpy as np\n"
+                       "ax = plt.figure(figsize=(4, 3), dpi=60).add_subplot(projection='3d')\n"
+                       "X, Y = np.meshgrid(np.linspace(-3, 3, 100), np.linspace(-3, 3, 100))\n"
+                       "ax.plot_surface(X, Y, np.sin(X) * np.cos(Y), cmap='viridis')\n", "python", 30.0, {"ok"}),
     "figure_at_max_side": (PLT + "plt.figure(figsize=(40.96, 5.12), dpi=100)\nplt.plot([1, 2])\n", "python", 30.0,
                            {"ok"}),
 }
@@ -185,6 +219,10 @@ SVGS = {
                                     'w.w3.org/2000/svg" width="40" height="20"><text y="15">&#x3A9; &amp;</text>'
                                     '</svg>', "svg", 10.0, {"ok"}),
 }
+
+SVGS["svg_3000_circles"] = ('<svg xmlns="http://www.w3.org/2000/svg" width="400" height="300">' + "".join(
+    f'<circle cx="{i * 37 % 400}" cy="{i * 91 % 300}" r="3" fill="#{i % 4096:03x}"/>' for i in range(3000)) + "</svg>",
+    "svg", 30.0, {"ok"})
 
 GROUPS = {"script_namespace": SCRIPT_NAMESPACE, "worker_internals": WORKER_INTERNALS, "startup_path": STARTUP_PATH,
           "config_caches": CONFIG_CACHES, "locale": LOCALE, "channel": CHANNEL, "heavy_legit": HEAVY_LEGIT,
