@@ -680,12 +680,17 @@ def _run_python(code: str, limits: RenderLimits) -> tuple[str, str]:
     out = os.path.join(_JOBDIR, OUT_NAME)  # absolute: the code may have changed the working directory
     if os.path.lexists(out):
         return "ok", "out.png written by the code"
-    if not plt.get_fignums():
+    # no figure open, or an empty one (what `plt.clf()` or a bare `plt.figure()` leaves after the code saved its chart
+    # under another name): the PNG the code wrote last is its image, not a blank canvas
+    blank = bool(plt.get_fignums()) and _drew_nothing(plt.gcf())
+    if not plt.get_fignums() or blank:
         saved = _last_png_written()
-        if saved is None:
+        if saved is not None:
+            os.rename(saved, out)  # the supervisor checks it as any out.png
+            why = "the current figure is empty" if blank else "no open figure"
+            return "ok", f"{os.path.relpath(saved, _JOBDIR)!r} written by the code (no out.png, {why})"
+        if not blank:
             return "no_output", "the code drew no figure and wrote no out.png"
-        os.rename(saved, out)  # the supervisor checks it as any out.png
-        return "ok", f"{os.path.relpath(saved, _JOBDIR)!r} written by the code (no out.png, no open figure)"
     fig = plt.gcf()
     oversized = _oversized_figure(plt, limits)
     if oversized is not None:
@@ -695,6 +700,11 @@ def _run_python(code: str, limits: RenderLimits) -> tuple[str, str]:
     with plt.rc_context({"savefig.bbox": "standard"}):
         fig.savefig(out, format="png", dpi=fig.dpi)
     return "ok", "current figure"
+
+
+def _drew_nothing(fig) -> bool:
+    """True for a figure that holds no artist but its background patch: no axes, text, image, line, patch, legend."""
+    return all(child is fig.patch for child in fig.get_children())
 
 
 def _oversized_figure(plt, limits: RenderLimits) -> str | None:

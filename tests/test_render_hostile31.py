@@ -331,3 +331,23 @@ def test_a_job_starts_as_many_threads_as_their_stacks_allow_not_malloc_arenas(re
             "assert sizes == [4096 + i for i in range(N)]\n" + DRAW)
     r = render_pool.render(RenderJob(code), timeout_s=30.0)
     assert r.ok and (r.width, r.height) == (50, 50), r
+
+
+def test_a_chart_saved_under_another_name_before_its_figure_was_cleared_is_the_image(render_pool):
+    # before: `ok`, "current figure", a blank white canvas: the code saved its chart as chart.png and cleared the figure
+    # (plt.clf(), as a loop that saves one chart per pass does) or opened a new one, and the worker saved that empty
+    # current figure instead of the PNG the code wrote
+    from conftest import png_pixel
+
+    red = (PLT + "fig = plt.figure(figsize=(1, 1), dpi=40)\n"
+           "fig.patches.append(plt.Rectangle((0, 0), 1, 1, color='red', transform=fig.transFigure))\n"
+           "fig.savefig('chart.png')\n")
+    for after in ("plt.clf()\n", "plt.figure(figsize=(2, 2), dpi=40)\n"):
+        r = render_pool.render(RenderJob(red + after))
+        assert r.ok and (r.width, r.height) == (40, 40) and png_pixel(r.png, (20, 20)) == (255, 0, 0), (after, r)
+        assert r.message == "job: 'chart.png' written by the code (no out.png, the current figure is empty)", r
+    # an empty figure is still the image where the code wrote no PNG, and a drawn one wins over a PNG written before
+    r = render_pool.render(RenderJob(PLT + "plt.figure(figsize=(1, 1), dpi=40, facecolor='blue')\n"))
+    assert r.ok and png_pixel(r.png, (20, 20)) == (0, 0, 255), r
+    r = render_pool.render(RenderJob(red + "plt.figure(figsize=(2, 2), dpi=40)\nplt.plot([1, 2])\n"))
+    assert r.ok and (r.width, r.height) == (80, 80) and r.message == "job: current figure", r
