@@ -524,29 +524,54 @@ def _matplotlib_dirs_to(jobdir: str) -> None:
         texmanager.TexManager._cache_dir = Path(jobdir, "tex.cache")
 
 
-def _fonts_in_tree() -> int:
-    """Drop from matplotlib's font list the fonts whose files the job cannot open, and return how many. The list is
-    the host's (the caller's cache, or the worker's scan through fc-list), and the tree shows only some font
-    directories (not a home's ``~/.fonts``, TeX Live's, /opt): matplotlib's ``findfont``, asked for such a family,
-    finds its file missing and rebuilds the list by running ``fc-list``, whose fork the filter kills, so a plot naming
-    an installed font was ``forbidden``. Without the entry it falls back to the default font, as on a host without
-    it."""
-    fm = sys.modules.get("matplotlib.font_manager")
+def _fonts_missing_in_tree(root: str, fnames: list[str]) -> list[str]:
+    """Which of ``fnames`` (host paths) the jobs' tree at ``root`` does not show as files, as a job would find them:
+    a child of the caller enters the tree (its own mount namespace, as a job child does) and looks."""
+    r, w = os.pipe2(os.O_CLOEXEC)
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the probe child
+        try:
+            os.close(r)
+            sb.unshare(sb.CLONE_NEWNS)
+            sb.enter_root(root)
+            _write_all(w, json.dumps([f for f in fnames if not os.path.isfile(f)]).encode())
+        finally:
+            os._exit(0)
+    os.close(w)
+    try:
+        raw = _read_to_eof(r, 64 << 20)
+    finally:
+        os.close(r)
+        os.waitpid(pid, 0)
+    try:
+        missing = json.loads(raw)
+    except ValueError:  # the probe failed: keep the list as it is
+        return []
+    return missing if isinstance(missing, list) else []
+
+
+def _fonts_in_tree(root: str) -> int:
+    """Drop from matplotlib's font list the fonts whose files the jobs' tree does not show, and return how many (in the
+    zygote, before its warm-up, so every job inherits the list). The list is the host's (the caller's cache, or the
+    worker's scan through fc-list), and the tree shows only some font directories (not a home's ``~/.fonts``, TeX
+    Live's, /opt): matplotlib's ``findfont``, asked for such a family, finds its file missing and rebuilds the list by
+    running ``fc-list``, whose fork the filter kills, so a plot naming an installed font was ``forbidden``. Without the
+    entry it falls back to the default font, as on a host without it."""
+    import matplotlib.font_manager as fm
+
     manager = getattr(fm, "fontManager", None)
-    if manager is None:
+    lists = {a: getattr(manager, a, None) for a in ("ttflist", "afmlist")}
+    lists = {a: fonts for a, fonts in lists.items() if isinstance(fonts, list)}
+    fnames = sorted({str(getattr(f, "fname", "")) for fonts in lists.values() for f in fonts})
+    missing = set(_fonts_missing_in_tree(root, fnames)) if fnames else set()
+    if not missing:
         return 0
-    dropped = 0
-    for attr in ("ttflist", "afmlist"):
-        fonts = getattr(manager, attr, None)
-        if not isinstance(fonts, list):
-            continue
-        present = [f for f in fonts if os.path.isfile(getattr(f, "fname", ""))]
-        dropped += len(fonts) - len(present)
-        setattr(manager, attr, present)
+    for attr, fonts in lists.items():
+        setattr(manager, attr, [f for f in fonts if str(getattr(f, "fname", "")) not in missing])
     clear = getattr(getattr(manager, "_findfont_cached", None), "cache_clear", None)
-    if dropped and clear is not None:
-        clear()  # answers drawn from the full list (the zygote's warm-up)
-    return dropped
+    if clear is not None:
+        clear()
+    return sum(len(fonts) for fonts in lists.values()) - sum(len(getattr(manager, a)) for a in lists)
 
 
 def _child_main(fds, env: dict, pidns_err: str | None) -> None:
@@ -561,8 +586,6 @@ def _child_main(fds, env: dict, pidns_err: str | None) -> None:
 
     tempfile.tempdir = jobdir
     _matplotlib_dirs_to(jobdir)
-    if layers.get("minimal_root"):  # host paths are what the list names: only the tree hides some of them
-        _fonts_in_tree()
     sys.argv = ["render"]
     repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     sys.path[:] = [p for p in sys.path if p and os.path.abspath(p) != repo]
@@ -860,6 +883,11 @@ def _zygote_main(sock: socket.socket, env: dict, parent: int) -> None:
         pass
     if os.getppid() != parent:
         os._exit(1)
+    if env.get("root"):  # host paths are what matplotlib's font list names: only the tree hides some of them
+        try:
+            _fonts_in_tree(env["root"])
+        except Exception:  # noqa: BLE001 - no matplotlib, a probe that failed: the list stays the host's
+            pass
     warm_up()
     import matplotlib
 
