@@ -1917,6 +1917,9 @@ def _clean_candidate(s: str) -> str:
     s = re.sub(r"(?<!\\)\\[()\[\]]", " ", s).strip()
     # (also before a closing full stop: "The answer is $A$." is "A", not "A$")
     s = re.sub(r"^\$+|\$+(?=\s*[.。]?$)", "", s).strip()
+    # Markdown inline code around the answer: "The answer is `C`.", a whole response "`A`" (what a GPT extraction
+    # returns is the C / A inside)
+    s = re.sub(r"^`+([^`\n]+)`+(?=\s*[.。]?$)", r"\1", s).strip()
     s = re.sub(r"\\(?:text|textbf|mathbf|mathrm)\{([^{}]*)\}", r"\1", s)
     s = s.strip().rstrip(".。").strip()
     # a Japanese / Korean copula after the answer: "B です", "12입니다", "B이다"

@@ -1,0 +1,69 @@
+"""Review 26 (``scripts/parity_styles.py --styles new``): every shipped row's gold in markdown (bold, inline code,
+code fences, a table), after "Final answer:" / "Answer:" / "答案", option texts differing by case / punctuation /
+a trailing period / LaTeX, trailing zeros, a leading "+", units glued on, degree variants, "x=5", two answers,
+ranges, intervals, vectors, yes / no for free-form rows, precision edges, long responses with the answer first or
+last. One MathVista class missed the answer stated:
+
+1. an answer in markdown inline code: "The answer is `C`." was read "`C`" (which the nearest-choice rule maps to
+   some choice: 365 of 540 testmini multiple-choice rows wrong), a whole response "`A`" was read "" (524 of 540
+   wrong). What a GPT extraction returns for either is the letter inside.
+
+As in reviews 16-25, where the official rule paths do not fire the official GPT extraction is taken to be the answer
+the response states; ``test_the_official_mathvista_pipeline_agrees`` recomputes every verdict below in
+``.venv-parity``.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from mmevo.eval.scoring import extract_mathvista_answer, score_mathvista
+from test_scoring_review16 import _ff, _mc, assert_official_mathvista_agrees
+
+# MathVista testmini rows, as in testmini.json
+ANGLES_145 = _mc("3", ["135°", "140°", "145°", "150°"], "145°")
+QUARTER = _mc("7", ["half", "quarter", "o'clock", "quarter to", "quarter past"], "quarter")
+LENGTHS = _mc("6", ["6cm", "7cm", "4cm", "5cm"], "6cm")
+HEIGHT = _ff("1", "float", "1.2", 1)
+COUNT_4 = _ff("4", "integer", "4")
+
+COT = "The two marked angles are equal, so the third follows from the angle sum."
+
+# (item, response, what the official GPT extractor returns for it, the official verdict)
+VISTA = [
+    (ANGLES_145, f"{COT}\n\nThe answer is `C`.", "C", True),  # was '`C`' -> nearest choice
+    (QUARTER, f"{COT}\n\nThe answer is `B`.", "B", True),  # was '`B`' -> nearest choice
+    (LENGTHS, "`A`", "A", True),  # was ''
+    (ANGLES_145, "`C`", "C", True),  # was ''
+    (ANGLES_145, f"{COT}\n\nAnswer: `C`", "C", True),  # was '`C`'
+    (ANGLES_145, f"{COT}\n\n**Answer:** `C`.", "C", True),  # was '`C`'
+    (ANGLES_145, f"{COT}\n\nThe answer is `B`.", "B", False),  # the wrong letter in code stays wrong
+    (QUARTER, "`quarter`", "quarter", True),  # (agreed before, by the nearest text)
+    # shapes that already agreed, pinned
+    (ANGLES_145, f"{COT}\n\n```\nC\n```", "C", True),
+    (HEIGHT, f"{COT}\n\nThe answer is `1.2`.", "1.2", True),
+    (COUNT_4, "`4`", "4", True),
+    (COUNT_4, "`5`", "5", False),
+]
+
+
+@pytest.mark.parametrize("item,response,gpt_extraction,official", VISTA)
+def test_mathvista_inline_code_answers_get_the_official_verdict(item, response, gpt_extraction, official):
+    assert score_mathvista(response, item) is official
+
+
+@pytest.mark.parametrize("item,response,extracted", [
+    (ANGLES_145, "The answer is `C`.", "C"),
+    (LENGTHS, "`A`", "A"),
+    (ANGLES_145, "Answer: ``C``", "C"),
+    (QUARTER, "`quarter`", "quarter"),
+    (COUNT_4, "The answer is `4`.", "4"),
+    # code that is not the answer alone is left as it is
+    (ANGLES_145, "The answer is `C` or `D`.", "`C` or `D`"),
+])
+def test_inline_code_is_read_as_its_content(item, response, extracted):
+    assert extract_mathvista_answer(response, item) == extracted
+
+
+def test_the_official_mathvista_pipeline_agrees():
+    assert_official_mathvista_agrees(VISTA)
