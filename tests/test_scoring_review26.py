@@ -6,7 +6,11 @@ last. One MathVista class missed the answer stated:
 
 1. an answer in markdown inline code: "The answer is `C`." was read "`C`" (which the nearest-choice rule maps to
    some choice: 365 of 540 testmini multiple-choice rows wrong), a whole response "`A`" was read "" (524 of 540
-   wrong). What a GPT extraction returns for either is the letter inside.
+   wrong). What a GPT extraction returns for either is the letter inside;
+2. an answer stated first in a response over 20,000 characters ("C\n\n<25,000 characters of explanation>",
+   "The answer is 4.\n<...>"): only the last 20,000 characters were read, so the answer was never seen (0 of 540
+   multiple-choice and 45 of 460 free-form testmini rows right, the 45 by a number in the explanation). The GPT
+   extraction sees the whole response; mmevo now reads the first 2,000 characters too (the cost stays bounded).
 
 As in reviews 16-25, where the official rule paths do not fire the official GPT extraction is taken to be the answer
 the response states; ``test_the_official_mathvista_pipeline_agrees`` recomputes every verdict below in
@@ -29,6 +33,10 @@ COUNT_4 = _ff("4", "integer", "4")
 
 COT = "The two marked angles are equal, so the third follows from the angle sum."
 
+# an explanation longer than the 20,000 characters read at a response's end, naming no answer
+EXPLANATION = ("The two marked segments are equal, so the triangle is isosceles and the base angles are equal. " * 300)
+assert len(EXPLANATION) > 25_000
+
 # (item, response, what the official GPT extractor returns for it, the official verdict)
 VISTA = [
     (ANGLES_145, f"{COT}\n\nThe answer is `C`.", "C", True),  # was '`C`' -> nearest choice
@@ -39,7 +47,19 @@ VISTA = [
     (ANGLES_145, f"{COT}\n\n**Answer:** `C`.", "C", True),  # was '`C`'
     (ANGLES_145, f"{COT}\n\nThe answer is `B`.", "B", False),  # the wrong letter in code stays wrong
     (QUARTER, "`quarter`", "quarter", True),  # (agreed before, by the nearest text)
+    # 2. the answer first, then a long explanation
+    (ANGLES_145, f"C\n\n{EXPLANATION}", "C", True),  # was '' (nearest choice '135°')
+    (ANGLES_145, f"The answer is C.\n\n{EXPLANATION}", "C", True),  # was ''
+    (LENGTHS, f"**Answer:** A\n\n{EXPLANATION}", "A", True),  # was ''
+    (COUNT_4, f"4\n\n{EXPLANATION}", "4", True),  # was ''
+    (COUNT_4, f"The answer is 4.\n\n{EXPLANATION}", "4", True),  # was ''
+    (HEIGHT, f"\\boxed{{1.2}}\n\n{EXPLANATION}", "1.2", True),  # was ''
+    (COUNT_4, f"The answer is 5.\n\n{EXPLANATION}", "5", False),
+    # the answer at the end of a long response still wins over one stated first
+    (ANGLES_145, f"The answer is B.\n\n{EXPLANATION}\n\nOn reflection, the answer is C.", "C", True),
+    (ANGLES_145, f"The answer is C.\n\n{EXPLANATION}\n\nOn reflection, the answer is B.", "B", False),
     # shapes that already agreed, pinned
+    (ANGLES_145, f"{EXPLANATION}\n\nThe answer is C.", "C", True),
     (ANGLES_145, f"{COT}\n\n```\nC\n```", "C", True),
     (HEIGHT, f"{COT}\n\nThe answer is `1.2`.", "1.2", True),
     (COUNT_4, "`4`", "4", True),
@@ -48,7 +68,7 @@ VISTA = [
 
 
 @pytest.mark.parametrize("item,response,gpt_extraction,official", VISTA)
-def test_mathvista_inline_code_answers_get_the_official_verdict(item, response, gpt_extraction, official):
+def test_mathvista_inline_code_and_answer_first_get_the_official_verdict(item, response, gpt_extraction, official):
     assert score_mathvista(response, item) is official
 
 
@@ -63,6 +83,15 @@ def test_mathvista_inline_code_answers_get_the_official_verdict(item, response, 
 ])
 def test_inline_code_is_read_as_its_content(item, response, extracted):
     assert extract_mathvista_answer(response, item) == extracted
+
+
+def test_a_long_response_is_read_in_bounded_time():
+    import time
+
+    response = "The answer is C.\n\n" + EXPLANATION * 40 + "\n\n(1)" * 1000  # over a million characters
+    t0 = time.process_time()
+    assert score_mathvista(response, ANGLES_145) is True
+    assert time.process_time() - t0 < 2.0
 
 
 def test_the_official_mathvista_pipeline_agrees():

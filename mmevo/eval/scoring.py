@@ -35,9 +35,19 @@ __all__ = [
     "edit_distance",
 ]
 
-# MathVista: responses longer than this are cut to their last characters before extraction: the
-# answer of a chain of thought is at its end, and this bounds the regex/parser work.
+# MathVista: a longer response is cut to its first _MAX_RESPONSE_HEAD_CHARS and last _MAX_RESPONSE_CHARS characters
+# before extraction, which bounds the regex/parser work. The answer of a chain of thought is at its end; the head
+# keeps an answer stated first ("C\n\n<long explanation>", "The answer is 4.\n...") readable in a response of any
+# length, as the official GPT extraction, which sees the whole response, reads it.
 _MAX_RESPONSE_CHARS = 20_000
+_MAX_RESPONSE_HEAD_CHARS = 2_000
+
+
+def _bounded_response(response: str) -> str:
+    """``response`` itself when short; else its first and last characters (see above), a blank line between."""
+    if len(response) <= _MAX_RESPONSE_HEAD_CHARS + _MAX_RESPONSE_CHARS:
+        return response
+    return response[:_MAX_RESPONSE_HEAD_CHARS] + "\n\n" + response[-_MAX_RESPONSE_CHARS:]
 # MathVista: only the last this many "answer is" markers of a response are considered, each with
 # at most 2000 characters after it (a choice text has at most a few hundred).
 _MAX_ANSWER_MARKERS = 50
@@ -2511,13 +2521,14 @@ def extract_mathvista_answer(response: str, item: dict) -> str:
         # reasons toward it ("<think>... \\boxed{7}? ... the answer is 8.</think>\n<answer>12</answer>",
         # "...</think>\n\n12"); the whole response when the answer part states none ("<think>... 12</think>",
         # "...</think>\nassistant")
-        closes = list(re.finditer(r"</think\s*>", response[-_MAX_RESPONSE_CHARS:], flags=re.I))
-        if closes and (answer_part := response[-_MAX_RESPONSE_CHARS:][closes[-1].end():]).strip():
+        bounded = _bounded_response(response)
+        closes = list(re.finditer(r"</think\s*>", bounded, flags=re.I))
+        if closes and (answer_part := bounded[closes[-1].end():]).strip():
             stated = extract_mathvista_answer(answer_part, item)
             if stated:
                 return stated
 
-        text = _display_math_on_one_line(response[-_MAX_RESPONSE_CHARS:]).strip()
+        text = _display_math_on_one_line(bounded).strip()
         # (a think tag ends the line before it: "... So the answer is B.</think>" states B, not "B.</think>")
         text = re.sub(r"</?think\s*>", "\n", text, flags=re.I).strip()
         # (a closing code fence states nothing: "...\n\n```\nB\n```" ends with "B"; an opening one is kept, so that
