@@ -10,7 +10,11 @@ last. One MathVista class missed the answer stated:
 2. an answer stated first in a response over 20,000 characters ("C\n\n<25,000 characters of explanation>",
    "The answer is 4.\n<...>"): only the last 20,000 characters were read, so the answer was never seen (0 of 540
    multiple-choice and 45 of 460 free-form testmini rows right, the 45 by a number in the explanation). The GPT
-   extraction sees the whole response; mmevo now reads the first 2,000 characters too (the cost stays bounded).
+   extraction sees the whole response; mmevo now reads the first 2,000 characters too (the cost stays bounded);
+3. a whole response that is a worded choice without its punctuation ("The population of predatory insects would
+   decrease" for the choice ending in "."; "Does Lindas snowboard ... wax" for "Does Linda's snowboard ... wax?"):
+   read "" (an unmarked text naming no choice), 38 of 540 rows wrong. The GPT extraction returns the text, which
+   the official nearest-choice rule maps to that choice.
 
 As in reviews 16-25, where the official rule paths do not fire the official GPT extraction is taken to be the answer
 the response states; ``test_the_official_mathvista_pipeline_agrees`` recomputes every verdict below in
@@ -28,6 +32,16 @@ from test_scoring_review16 import _ff, _mc, assert_official_mathvista_agrees
 ANGLES_145 = _mc("3", ["135°", "140°", "145°", "150°"], "145°")
 QUARTER = _mc("7", ["half", "quarter", "o'clock", "quarter to", "quarter past"], "quarter")
 LENGTHS = _mc("6", ["6cm", "7cm", "4cm", "5cm"], "6cm")
+INSECTS = _mc("50", ["The population of steelheads would decrease.", "The population of stickleback fry would increase.",
+                     "The population of predatory insects would increase.",
+                     "The population of predatory insects would decrease."],
+              "The population of predatory insects would decrease.")
+WAX = _mc("18", ["Does Linda's snowboard slide down a hill in less time when it has a thin layer of wax or a thick layer of "
+                 "wax?", "Does Linda's snowboard slide down a hill in less time when it has a layer of wax or when it does "
+                 "not have a layer of wax?"],
+          "Does Linda's snowboard slide down a hill in less time when it has a layer of wax or when it does not have a "
+          "layer of wax?")
+SIGNS = _mc("x1", ["2", "-2", "0", "-1"], "-2")
 HEIGHT = _ff("1", "float", "1.2", 1)
 COUNT_4 = _ff("4", "integer", "4")
 
@@ -58,7 +72,19 @@ VISTA = [
     # the answer at the end of a long response still wins over one stated first
     (ANGLES_145, f"The answer is B.\n\n{EXPLANATION}\n\nOn reflection, the answer is C.", "C", True),
     (ANGLES_145, f"The answer is C.\n\n{EXPLANATION}\n\nOn reflection, the answer is B.", "B", False),
+    # 3. a worded choice without its punctuation
+    (INSECTS, "The population of predatory insects would decrease", "The population of predatory insects would "
+     "decrease", True),  # was ''
+    (INSECTS, "the population of predatory insects would decrease!", "the population of predatory insects would "
+     "decrease!", True),  # was ''
+    (WAX, "Does Lindas snowboard slide down a hill in less time when it has a layer of wax or when it does not have a "
+     "layer of wax", "Does Lindas snowboard slide down a hill in less time when it has a layer of wax or when it does "
+     "not have a layer of wax", True),  # was ''
+    (INSECTS, "The population of predatory insects would increase", "The population of predatory insects would "
+     "increase", False),  # was ''
     # shapes that already agreed, pinned
+    (INSECTS, "The population of predatory insects would decrease.", "The population of predatory insects would "
+     "decrease.", True),
     (ANGLES_145, f"{EXPLANATION}\n\nThe answer is C.", "C", True),
     (ANGLES_145, f"{COT}\n\n```\nC\n```", "C", True),
     (HEIGHT, f"{COT}\n\nThe answer is `1.2`.", "1.2", True),
@@ -78,10 +104,14 @@ def test_mathvista_inline_code_and_answer_first_get_the_official_verdict(item, r
     (ANGLES_145, "Answer: ``C``", "C"),
     (QUARTER, "`quarter`", "quarter"),
     (COUNT_4, "The answer is `4`.", "4"),
+    (INSECTS, "The population of predatory insects would decrease", "The population of predatory insects would decrease."),
+    # numbers are not words: "-2" is not the choice "2" (a sign is no punctuation)
+    (SIGNS, "The answer is -2", "-2"),
+    (SIGNS, "-2", "-2"),
     # code that is not the answer alone is left as it is
     (ANGLES_145, "The answer is `C` or `D`.", "`C` or `D`"),
 ])
-def test_inline_code_is_read_as_its_content(item, response, extracted):
+def test_answers_are_read_as_stated(item, response, extracted):
     assert extract_mathvista_answer(response, item) == extracted
 
 

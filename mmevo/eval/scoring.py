@@ -2038,6 +2038,11 @@ def _choice_key(s: str) -> str:
     return re.sub(r"\s+", "", s).lower()
 
 
+def _words_key(s: str) -> str:
+    """A text's words, lower case, without its punctuation: "Linda's snowboard?" -> "lindas snowboard"."""
+    return " ".join(re.findall(r"[^\W_]+", s.replace("'", "").replace("\u2019", "").lower()))
+
+
 def _letter_with_its_text(cand: str, choices: list[str]) -> str | None:
     """The letter of a candidate that is a letter with its own option's text in brackets or after a comma, "C (5)",
     "B ($145^\\circ$)", "C, 5", or the option's text with its letter named in brackets, "quarter (option B)",
@@ -2131,6 +2136,13 @@ def _resolve_choice(cand: str, choices: list[str], followed: bool = True) -> str
     degrees = {_choice_key(c): c for c in choices}
     if _choice_key(cand) in degrees:  # "145^\\circ", "145 degrees" -> the choice "145°"
         return degrees[_choice_key(cand)]
+    # A worded choice up to its punctuation: "The population would decrease" is the choice "The population would
+    # decrease.", "Does Lindas snowboard ... wax" the choice "Does Linda's snowboard ... wax?" (what a GPT extraction
+    # returns is that text, which the official nearest-choice rule maps to the choice). Words only: "-2" is not "2".
+    if re.search(r"[^\W\d_]{2}", cand):
+        worded = [c for c in choices if _words_key(c) == _words_key(cand)]
+        if len(worded) == 1:
+            return worded[0]
     # A number equal to exactly one choice that is a number: "12.00" or "12.0" is the choice "12" (the nearest
     # text by edit distance could be "10", or "20" for "2.0").
     if re.fullmatch(_PLAIN_NUM, cand.strip()):
