@@ -4,6 +4,10 @@ Every 40th MATH-V test row and every 10th MathVista testmini row, each with the 
 sweep knows (bare, boxed, "The answer is X.", units, LaTeX fractions / roots / pi, letters, "(B)", "B.", option texts,
 letter + text, negatives, thousands separators, percentages, scientific notation, two answers, empty, longer than any
 truncation, full-width digits, the Unicode minus): mmevo's verdict must equal the official one on every pair.
+Review 26's styles (``--styles new``: markdown, code, tables, "Final answer:" / "答案", option texts in other case or
+punctuation, trailing zeros, glued units, two answers, ranges, intervals, vectors, yes / no, precision edges, the
+answer first in 25,000 characters) on every 160th MATH-V row (none may disagree) and every 20th MathVista row (none
+but the readings README documents, ``VISTA_DOCUMENTED``).
 Needs ``.venv-parity`` (``make parity-env``) and the full data files.
 """
 
@@ -34,6 +38,16 @@ VISTA_FAMILIES = ["mc_letter|", "mc_option_text|", "mc_letter_text|", "gold|", "
                   "percent|", "sci_e|", "empty", "long_answer_last"]
 
 
+def _sweep(tmp_path, args: list[str]) -> dict:
+    out = tmp_path / "styles.json"
+    proc = subprocess.run([sys.executable, str(SCRIPT), *args, "--out", str(out)], cwd=ROOT, capture_output=True,
+                          text=True, timeout=600,
+                          env={"OMP_NUM_THREADS": "1", "PATH": "/usr/bin:/bin", "MMEVO_SHARED_DATA": str(SHARED),
+                               "PYTHONPATH": str(ROOT)})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(out.read_text(encoding="utf-8"))
+
+
 @pytest.mark.skipif(not PARITY_PY.exists(), reason="the reference venv .venv-parity is missing: run `make parity-env`")
 @needs_shared("mathvision/test.jsonl", "MATH-V test.jsonl")
 @needs_shared("mathvista_testmini/testmini.json", "MathVista testmini.json")
@@ -41,12 +55,7 @@ VISTA_FAMILIES = ["mc_letter|", "mc_option_text|", "mc_letter_text|", "gold|", "
                                                      ("mathvista", 10, VISTA_FAMILIES)])
 def test_every_answer_style_scores_as_the_official_scorer(tmp_path, bench, stride, families):
     out = tmp_path / "styles.json"
-    cmd = [sys.executable, str(SCRIPT), "--bench", bench, "--row-stride", str(stride), "--out", str(out)]
-    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600,
-                          env={"OMP_NUM_THREADS": "1", "PATH": "/usr/bin:/bin", "MMEVO_SHARED_DATA": str(SHARED),
-                               "PYTHONPATH": str(ROOT)})
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    report = json.loads(out.read_text(encoding="utf-8"))
+    report = _sweep(tmp_path, ["--bench", bench, "--row-stride", str(stride), "--styles", "base"])
     counts = report["by_bench"][bench]
     assert counts["pairs"] > (2000 if bench == "mathvision" else 3000)
     assert counts["disagree"] == 0, json.dumps(report["examples"], indent=1, ensure_ascii=False)[:4000]
@@ -54,4 +63,36 @@ def test_every_answer_style_scores_as_the_official_scorer(tmp_path, bench, strid
     missing = [f for f in families if not any(s.startswith(f) for s in styles)]
     assert not missing, missing
     # both verdicts occur: the sweep holds wrong answers too, not only right ones
+    assert 0 < counts["official_true"] < counts["pairs"]
+
+
+# review 26's styles (``--styles new``) the subsets must hold
+NEW_MATHV_FAMILIES = ["n_mc_letter|md_code", "n_mc_letter|code_fence", "n_mc_letter|table", "n_mc_letter|zh_answer_colon",
+                      "n_mc_text_upper|", "n_mc_text_latex_text|", "n_ff_gold|long_start_bare",
+                      "n_ff_gold|long_end_bare", "n_num_trailing_zeros_2|", "n_num_leading_plus|", "n_num_unit_glued_cm|",
+                      "n_num_deg_latex_degree|", "n_num_two_or|", "n_num_range_dash|", "n_num_interval_open|",
+                      "n_num_vector|", "n_num_yes|", "n_num_int_as_float|"]
+NEW_VISTA_FAMILIES = ["n_mc_letter|md_code", "n_mc_letter|long_start_bare", "n_mc_text_no_punct|", "n_mc_text_period|",
+                      "n_ff_gold|long_start_answer_is", "n_num_trailing_zeros_2|", "n_num_unit_glued_cm|",
+                      "n_num_float_as_int_round|", "n_num_float_plus_0049|", "n_num_two_or|", "n_num_vector|"]
+
+
+@pytest.mark.skipif(not PARITY_PY.exists(), reason="the reference venv .venv-parity is missing: run `make parity-env`")
+@needs_shared("mathvision/test.jsonl", "MATH-V test.jsonl")
+@needs_shared("mathvista_testmini/testmini.json", "MathVista testmini.json")
+@pytest.mark.parametrize("bench, stride, offset, families", [("mathvision", 160, 7, NEW_MATHV_FAMILIES),
+                                                             ("mathvista", 20, 3, NEW_VISTA_FAMILIES)])
+def test_review26_styles_score_as_the_official_scorer(tmp_path, bench, stride, offset, families):
+    report = _sweep(tmp_path, ["--bench", bench, "--row-stride", str(stride), "--row-offset", str(offset),
+                               "--styles", "new"])
+    counts = report["by_bench"][bench]
+    assert counts["pairs"] > (1000 if bench == "mathvision" else 3000)
+    # MATH-V: no disagreement at all; MathVista: none but the readings README documents (VISTA_DOCUMENTED)
+    assert counts.get("disagree_undocumented", 0) == 0, \
+        json.dumps(report["examples"], indent=1, ensure_ascii=False)[:4000]
+    if bench == "mathvision":
+        assert counts["disagree"] == 0
+    styles = [k.split(":", 1)[1] for k in report["by_style"]]
+    missing = [f for f in families if not any(s.startswith(f) for s in styles)]
+    assert not missing, missing
     assert 0 < counts["official_true"] < counts["pairs"]
