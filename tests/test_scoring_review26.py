@@ -41,6 +41,8 @@ WAX = _mc("18", ["Does Linda's snowboard slide down a hill in less time when it 
                  "not have a layer of wax?"],
           "Does Linda's snowboard slide down a hill in less time when it has a layer of wax or when it does not have a "
           "layer of wax?")
+PDE = _mc("470", ["Baseline", "Diffusion", "PDE-Refiner", "Pushforward"], "PDE-Refiner")
+SUMS = _mc("798", ["k + n + r", "k + p + s", "n + p + s", "n + p + t", "r + s + t"], "k + p + s")
 SIGNS = _mc("x1", ["2", "-2", "0", "-1"], "-2")
 HEIGHT = _ff("1", "float", "1.2", 1)
 COUNT_4 = _ff("4", "integer", "4")
@@ -82,6 +84,9 @@ VISTA = [
      "not have a layer of wax", True),  # was ''
     (INSECTS, "The population of predatory insects would increase", "The population of predatory insects would "
      "increase", False),  # was ''
+    (PDE, "PDERefiner", "PDERefiner", True),  # was ''
+    (SUMS, "k  p  s", "k  p  s", True),  # was ''
+    (SUMS, "n  p  s", "n  p  s", False),  # was ''
     # shapes that already agreed, pinned
     (INSECTS, "The population of predatory insects would decrease.", "The population of predatory insects would "
      "decrease.", True),

@@ -2039,8 +2039,9 @@ def _choice_key(s: str) -> str:
 
 
 def _words_key(s: str) -> str:
-    """A text's words, lower case, without its punctuation: "Linda's snowboard?" -> "lindas snowboard"."""
-    return " ".join(re.findall(r"[^\W_]+", s.replace("'", "").replace("\u2019", "").lower()))
+    """A text's letters and digits, lower case, without its punctuation and spaces: "Linda's snowboard?" ->
+    "lindassnowboard", "PDE-Refiner" -> "pderefiner"."""
+    return "".join(re.findall(r"[^\W_]+", s.lower()))
 
 
 def _letter_with_its_text(cand: str, choices: list[str]) -> str | None:
@@ -2137,9 +2138,10 @@ def _resolve_choice(cand: str, choices: list[str], followed: bool = True) -> str
     if _choice_key(cand) in degrees:  # "145^\\circ", "145 degrees" -> the choice "145°"
         return degrees[_choice_key(cand)]
     # A worded choice up to its punctuation: "The population would decrease" is the choice "The population would
-    # decrease.", "Does Lindas snowboard ... wax" the choice "Does Linda's snowboard ... wax?" (what a GPT extraction
+    # decrease.", "Does Lindas snowboard ... wax" the choice "Does Linda's snowboard ... wax?", "PDERefiner" the choice
+    # "PDE-Refiner", "k p s" the choice "k + p + s" (what a GPT extraction
     # returns is that text, which the official nearest-choice rule maps to the choice). Words only: "-2" is not "2".
-    if re.search(r"[^\W\d_]{2}", cand):
+    if len(re.findall(r"[^\W\d_]", cand)) >= 2:
         worded = [c for c in choices if _words_key(c) == _words_key(cand)]
         if len(worded) == 1:
             return worded[0]
