@@ -129,6 +129,7 @@ def _positive_int(d: dict, key: str, source: str, where: str = "", default: Any 
     return int(value)
 
 
+PLANNED_MODEL_TYPES = ("qwen2", "qwen2_vl", "qwen2_5_vl", "qwen3")  # config.json model_type (a "_text" suffix too)
 _ABSENT_KV_HEADS = {"qwen2": 32, "qwen3": 32, "qwen2_vl": 8, "qwen2_5_vl": 8}  # transformers' class defaults
 
 
@@ -141,8 +142,17 @@ def dims_from_config(config: dict, source: str = "config.json") -> ModelDims:
     text = dict(config)
     text.update(config.get("text_config") or {})  # newer Qwen2.5-VL files nest the LM's keys
     hidden, heads = _positive_int(text, "hidden_size", source), _positive_int(text, "num_attention_heads", source)
-    model_type = str(text.get("model_type", config.get("model_type", ""))).removesuffix("_text")
-    is_qwen3, is_qwen2 = model_type.startswith("qwen3"), model_type.startswith("qwen2")
+    raw_type = text.get("model_type")
+    if not isinstance(raw_type, str) or not raw_type:
+        raise ValueError(f"{source}: no 'model_type' (one of {', '.join(PLANNED_MODEL_TYPES)}); the planner's formulas "
+                         "are those of a Qwen2-style dense decoder")
+    model_type = raw_type.removesuffix("_text")  # newer Qwen2.5-VL files: text_config's own "qwen2_5_vl_text"
+    # a MoE (qwen2_moe, qwen3_moe), Llama (no q/k/v biases) or Gemma layer counts other parameters: refused, not
+    # planned as a Qwen2 decoder (a Qwen3-30B-A3B counted as dense from intermediate_size is 3.3e9, not 30.5e9)
+    if model_type not in PLANNED_MODEL_TYPES:
+        raise ValueError(f"{source}: model_type={raw_type!r} is not one the planner models "
+                         f"({', '.join(PLANNED_MODEL_TYPES)}: Qwen2-style dense decoders)")
+    is_qwen3, is_qwen2 = model_type == "qwen3", model_type.startswith("qwen2")
     is_vl = model_type in ("qwen2_vl", "qwen2_5_vl")
     # as transformers' config classes: an absent key takes the class default, null means no GQA
     kv_heads = (heads if "num_key_value_heads" in text else _ABSENT_KV_HEADS.get(model_type, heads)) \
