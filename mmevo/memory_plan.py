@@ -269,8 +269,12 @@ def lora_params(m: ModelDims, rank: int, targets) -> int:
     shapes = {"q_proj": (m.hidden, m.q_dim), "k_proj": (m.hidden, m.kv_dim), "v_proj": (m.hidden, m.kv_dim),
               "o_proj": (m.q_dim, m.hidden), "gate_proj": (m.hidden, m.intermediate),
               "up_proj": (m.hidden, m.intermediate), "down_proj": (m.intermediate, m.hidden)}
-    per_layer = sum(rank * (shapes[t][0] + shapes[t][1]) for t in set(targets) if t in shapes)  # a name once
-    return m.layers * per_layer
+    names = {str(t).rsplit(".", 1)[-1] for t in targets}  # "mlp.gate_proj" adapts gate_proj; a name once
+    unknown = sorted(names - shapes.keys())
+    if unknown:  # the trainer refuses them too (mmevo.models.adapters.apply_lora): not planned as zero adapters
+        raise ValueError(f"model.lora.target_modules={list(targets)!r}: {unknown} name no linear of the language model "
+                         f"(its linears: {', '.join(shapes)})")
+    return m.layers * sum(rank * (shapes[t][0] + shapes[t][1]) for t in names)
 
 
 def trainable_params(m: ModelDims, lora_rank: int = 0, lora_targets=(), freeze_vision_tower: bool = False) -> int:

@@ -1,11 +1,13 @@
-"""Review 5 of the 7B-scale items: the planner refuses a config.json of an architecture its formulas do not model
-instead of planning it silently wrong."""
+"""Review 5 of the 7B-scale items: the planner refuses what its formulas do not model (a config.json of another
+architecture, LoRA targets that name no linear) instead of planning it silently wrong, and the trainer's LoRA
+refuses a misspelt target that PEFT let through beside good ones."""
 
 from pathlib import Path
 
 import pytest
 
 from mmevo import memory_plan as mp
+from mmevo.config import load_config
 
 ROOT = Path(__file__).resolve().parent.parent
 CFG_7B = ROOT / "configs" / "qwen2_5_vl_7b_geometry3k.yaml"
@@ -33,3 +35,34 @@ def test_a_model_type_the_planner_does_not_model_is_refused_naming_it(config, na
 def test_the_planned_model_types_still_plan(model_type):
     top = {"model_type": model_type, "text_config": {**TEXT, "model_type": f"{model_type}_text"}}
     assert mp.dims_from_config(top).layers == 2 and mp.dims_from_config({"model_type": model_type, **TEXT}).hidden == 64
+
+
+def _plan(*over):
+    return mp.plan(load_config(CFG_7B, ["model.lora.rank=16", *over]), 8, 80.0, config_path=CFG_7B)
+
+
+@pytest.mark.parametrize("targets, unknown", [("[q_prj,v_proj]", "['q_prj']"), ("[qkv]", "['qkv']"),
+                                              ("[lm_head]", "['lm_head']")])
+def test_lora_targets_that_name_no_linear_are_refused_by_the_planner(targets, unknown):
+    """They were planned as zero adapters (``[qkv]``: 0.0e9 trainable parameters, peak 53.98 GiB)."""
+    with pytest.raises(ValueError, match=r"model\.lora\.target_modules=.*" + __import__("re").escape(unknown)):
+        _plan(f"model.lora.target_modules={targets}")
+
+
+def test_dotted_lora_targets_are_planned_as_their_linear():
+    m = mp.model_dims("Qwen/Qwen2.5-VL-7B-Instruct")
+    gate = 28 * 16 * (3584 + 18944)  # A [16, 3584] + B [18944, 16] in each of 28 layers
+    assert mp.lora_params(m, 16, ["mlp.gate_proj"]) == mp.lora_params(m, 16, ["gate_proj", "mlp.gate_proj"]) == gate
+    assert _plan("model.lora.target_modules=[mlp.gate_proj]")["model"]["trainable_params_b"] == round(gate / 1e9, 3)
+
+
+def test_trainer_lora_refuses_a_misspelt_target_beside_good_ones(tiny_text_path):
+    """PEFT raises only when the whole pattern matches nothing: ``[q_prj, v_proj]`` trained v_proj alone."""
+    from mmevo.models.adapters import apply_lora, lora_scalings
+    from mmevo.models.loader import load_model
+
+    with pytest.raises(ValueError, match=r"\['q_prj'\] matched no module of the language model"):
+        apply_lora(load_model(tiny_text_path).model, 4, 8.0, 0.0, ["q_prj", "v_proj"])
+    model = apply_lora(load_model(tiny_text_path).model, 4, 8.0, 0.0, ["self_attn.q_proj", "v_proj"])
+    adapted = sorted({n.rsplit(".", 1)[-1] for n in lora_scalings(model)})
+    assert adapted == ["q_proj", "v_proj"]

@@ -68,6 +68,12 @@ def apply_lora(model: torch.nn.Module, rank: int, alpha: float, dropout: float, 
     if other:
         raise ValueError(f"model.lora.target_modules={target_modules} names non-linear modules {other[:3]}: LoRA "
                          "adapts the language model's linear layers only")
+    # PEFT only refuses a pattern that matches nothing: a misspelt name beside good ones left its layers untrained
+    adapted = lora_scalings(base)
+    unmatched = [t for t in target_modules if not any(n.endswith(f".{t}") for n in adapted)]
+    if unmatched:
+        raise ValueError(f"model.lora.target_modules={target_modules}: {unmatched} matched no module of the language "
+                         "model")
     for name, p in base.named_parameters():
         p.requires_grad_("lora_" in name)
     return model
