@@ -487,7 +487,8 @@ def tokens_per_micro_batch(micro_batch_seqs: int, max_tokens_per_micro_batch: in
     tokens, capped by ``max_tokens_per_micro_batch`` when that is > 0 (a single longer sequence still forms its own
     micro-batch, hence max(cap, seq_len)). The cap bounds what the forward runs either way: the trainer charges a
     packed micro-batch its real tokens (a shared prompt once) and a padded one its padded tokens. Where packing puts
-    a group's prompt in once, the uncapped worst case (``micro_batch_seqs * seq_len``) over-counts: conservative."""
+    a group's prompt in once, the uncapped worst case (``micro_batch_seqs * seq_len``) over-counts: conservative.
+    With ``seq_len`` = R (P) the same bound is the most response positions (prompt tokens) a micro-batch holds."""
     tokens = micro_batch_seqs * seq_len
     if max_tokens_per_micro_batch > 0:
         tokens = min(tokens, max(max_tokens_per_micro_batch, seq_len))
@@ -601,13 +602,15 @@ def vision_activation_bytes(v: Optional[VisionDims], patches: int, dtype_bytes: 
     return vision_saved_activation_bytes(v, patches, dtype_bytes, checkpointing) + backward
 
 
-def image_patches_per_micro_batch(v: Optional[VisionDims], tokens: int, prompt_len: int, seq_len: int) -> int:
+def image_patches_per_micro_batch(v: Optional[VisionDims], prompt_tokens: int) -> int:
     """Worst case: every prompt token of the micro-batch is an image token (prompts up to ``data.max_prompt_length``
     pass the filter) and each sequence runs its own image (the unshared forward used under gradient checkpointing):
-    merge^2 patches per image token, T * P / (P + R) image tokens."""
+    merge^2 patches per image token. ``prompt_tokens``: the most prompt tokens one micro-batch can hold,
+    ``tokens_per_micro_batch(micro_batch_seqs, budget, P)`` (not T * P / (P + R): under a token budget, sequences
+    with full prompts and short responses fit more prompt tokens into it)."""
     if v is None:
         return 0
-    return v.merge ** 2 * (tokens * prompt_len // max(1, seq_len))
+    return v.merge ** 2 * prompt_tokens
 
 
 def nograd_activation_bytes(m: ModelDims, tokens: int, dtype_bytes: int) -> int:
@@ -852,8 +855,11 @@ def plan(cfg, gpus: int = 1, gpu_mem_gib: float = 80.0, config_path: str | Path 
                             f"({_gib(total_params(m) * b)} GiB) and its own KV cache while it samples)")
     S = P + R
     T = tokens_per_micro_batch(t.micro_batch_seqs, t.max_tokens_per_micro_batch, S)
-    response_positions = T * R // S
-    patches = image_patches_per_micro_batch(m.vision, T, P, S)
+    # each at its own worst: a budgeted micro-batch of short prompts holds more response positions than T * R / S,
+    # one of full prompts and short responses more prompt (image) tokens than T * P / S; without a budget the same
+    response_positions = tokens_per_micro_batch(t.micro_batch_seqs, t.max_tokens_per_micro_batch, R)
+    patches = image_patches_per_micro_batch(
+        m.vision, tokens_per_micro_batch(t.micro_batch_seqs, t.max_tokens_per_micro_batch, P))
     items = item_bytes(cfg, m, zero, W, mem, T, response_positions, patches)
     vllm = r.engine == "vllm"
     kv_tokens = items["vllm_kv_cache_max"] // vllm_kv_bytes_per_token(m, b, r.tensor_parallel_size) if vllm else 0

@@ -66,3 +66,34 @@ def test_trainer_lora_refuses_a_misspelt_target_beside_good_ones(tiny_text_path)
     model = apply_lora(load_model(tiny_text_path).model, 4, 8.0, 0.0, ["self_attn.q_proj", "v_proj"])
     adapted = sorted({n.rsplit(".", 1)[-1] for n in lora_scalings(model)})
     assert adapted == ["q_proj", "v_proj"]
+
+
+class _Prompt:  # what split_micro_batches / forward_tokens read of an encoded prompt
+    def __init__(self, n: int):
+        self.input_ids = [0] * n
+
+
+@pytest.mark.parametrize("packs", [False, True])
+def test_planned_micro_batch_holds_the_most_prompt_and_response_tokens_the_trainer_packs(packs):
+    """The plan took T * P / S image tokens and T * R / S response positions for a budgeted micro-batch of T tokens
+    (6,553 and 9,830 for the 7B config), as if every sequence had a full prompt and a full response. The trainer's
+    split puts 8 sequences of full prompts and short responses (or short prompts and full responses) into one
+    16,384-token micro-batch: 8,192 prompt tokens (32,768 patches, not 26,212: +1.41 GiB of ViT activations) or 12,288
+    response positions (27.84 GiB of whole logits, not 22.27)."""
+    from mmevo.grpo.trainer import forward_tokens, split_micro_batches
+
+    p = _plan("model.lora.rank=0", "trainer.logits_chunk_tokens=0")
+    budget, P, R = 16384, 1024, 1536
+    assert (p["setup"]["tokens_per_micro_batch"], p["setup"]["logits_positions"]) == (budget, 8 * R)
+    for prompt_len, response_len in ((P, 1024), (12, R)):
+        prompts = [_Prompt(prompt_len) for _ in range(16)]  # a prompt each: nothing shared
+        responses = [[1] * response_len] * 16
+        for micro in split_micro_batches(list(range(16)), prompts, responses, 8, budget, packs):
+            assert forward_tokens(micro, prompts, responses, packs) <= budget and len(micro) == 8
+            assert sum(len(prompts[i].input_ids) for i in micro) * 4 <= p["setup"]["image_patches_per_micro_batch"]
+            assert sum(len(responses[i]) for i in micro) <= p["setup"]["logits_positions"]
+    assert p["setup"]["image_patches_per_micro_batch"] == 4 * 8 * P
+    assert p["per_gpu_gib"]["activations_vision"] == 7.07 and p["per_gpu_gib"]["logits"] == 27.84
+    # without a budget the worst case was already every sequence at full length: unchanged
+    q = _plan("model.lora.rank=0", "trainer.logits_chunk_tokens=0", "trainer.max_tokens_per_micro_batch=0")
+    assert (q["setup"]["logits_positions"], q["setup"]["image_patches_per_micro_batch"]) == (8 * R, 4 * 8 * P)
