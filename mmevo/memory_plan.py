@@ -840,6 +840,9 @@ def plan(cfg, gpus: int = 1, gpu_mem_gib: float = 80.0, config_path: str | Path 
         warnings.append(f"model.trainable={list(cfg.model.trainable)!r} is not modelled: every parameter is planned as "
                         "trainable (gradients and optimizer state are an upper bound)")
 
+    if cfg.model.freeze_vision_tower and m.vision is None and cfg.model.lora.rank == 0:  # as configure_training
+        raise ValueError(f"model.freeze_vision_tower=true, but {cfg.model.path} has no vision tower (a text-only "
+                         "model): the trainer refuses it")
     n_total, n_train = param_counts(cfg, m)
     P, R = cfg.data.max_prompt_length, r.max_tokens
     from mmevo.config import MMZeroConfig

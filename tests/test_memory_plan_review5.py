@@ -97,3 +97,21 @@ def test_planned_micro_batch_holds_the_most_prompt_and_response_tokens_the_train
     # without a budget the worst case was already every sequence at full length: unchanged
     q = _plan("model.lora.rank=0", "trainer.logits_chunk_tokens=0", "trainer.max_tokens_per_micro_batch=0")
     assert (q["setup"]["logits_positions"], q["setup"]["image_patches_per_micro_batch"]) == (8 * R, 4 * 8 * P)
+
+
+def test_freezing_the_vision_tower_of_a_text_model_is_refused_as_the_trainer_does(tiny_text_path):
+    """The plan of Qwen2.5-1.5B with model.freeze_vision_tower=true came out (54.13 GiB, 1.544e9 trainable) for a
+    run that configure_training refuses; with LoRA the trainer never freezes, so neither does the plan."""
+    from mmevo.grpo.trainer import configure_training
+    from mmevo.models.loader import load_model
+
+    with pytest.raises(ValueError, match="no vision tower"):
+        configure_training(load_model(tiny_text_path).model, load_config(None, ["model.freeze_vision_tower=true"]).model,
+                           seed=0)
+    text = "model.path=Qwen/Qwen2.5-1.5B-Instruct"
+    with pytest.raises(ValueError, match=r"model\.freeze_vision_tower=true, but Qwen/Qwen2\.5-1\.5B-Instruct has no "
+                                         r"vision tower"):
+        mp.plan(load_config(CFG_7B, [text, "model.freeze_vision_tower=true"]), 8, 80.0, config_path=CFG_7B)
+    lora = mp.plan(load_config(CFG_7B, [text, "model.freeze_vision_tower=true", "model.lora.rank=8"]), 8, 80.0,
+                   config_path=CFG_7B)
+    assert lora["model"]["vision_params_b"] == 0 and 0 < lora["model"]["trainable_params_b"] < 0.1
