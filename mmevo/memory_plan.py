@@ -688,15 +688,31 @@ def hf_rollout_bytes(m: ModelDims, batch_seqs: int, prompt_len: int, response_le
 WEIGHT_SYNC_BUCKET = 256 * 1024 ** 2  # gathered ZeRO-3 weights are streamed into vLLM 256 MiB at a time
 
 
-def weight_sync_bytes(m: ModelDims, dtype_bytes: int, zero: ZeroSettings) -> int:
+def weight_sync_bytes(m: ModelDims, dtype_bytes: int, zero: ZeroSettings, lora_targets=()) -> int:
     """The trainer's side of ``VLLMEngine.sync_weights``. Under ZeRO-3 (``mmevo.models.weights.raw_state_items``)
     parameters are gathered in buckets that close once they reach ``WEIGHT_SYNC_BUCKET``, so a bucket holds up to
     256 MiB + the largest parameter (the embedding or lm_head [V, h], 1.02 GiB for Qwen2.5-VL-7B), and each gathered
     tensor is cloned before it is yielded, while the bucket stays gathered: 2 * (256 MiB + largest * b), 2.53 GiB
-    for 7B. Without ZeRO-3 the live tensors are streamed as they are (same dtype): 0."""
+    for 7B. Without ZeRO-3 the live tensors are streamed as they are (same dtype): 0. With LoRA, plus the merge's
+    temporaries (``lora_merge_bytes``)."""
+    merge = lora_merge_bytes(m, lora_targets)
     if not (zero.enabled and zero.stage == 3):
-        return 0
-    return 2 * (WEIGHT_SYNC_BUCKET + largest_param_numel(m) * dtype_bytes)
+        return merge
+    return 2 * (WEIGHT_SYNC_BUCKET + largest_param_numel(m) * dtype_bytes) + merge
+
+
+def lora_merge_bytes(m: ModelDims, lora_targets=()) -> int:
+    """With LoRA adapters on ``lora_targets`` (empty: none), the sync and the export merge each adapted linear out of
+    place (``mmevo.models.adapters.merge_lora_items``): the fp32 delta s * B @ A, the fp32 base weight and their fp32
+    sum are alive at once, 12 * n bytes for the largest adapted linear of n elements (the cast back to the model dtype
+    comes after the upcast weight is freed; Qwen2.5-VL-7B's MLP [18944, 3584]: 0.76 GiB; q_proj / o_proj only:
+    0.14 GiB). The merged tensor itself is the clone the bucket accounting already counts."""
+    names = {str(t).rsplit(".", 1)[-1] for t in lora_targets}
+    sizes = {"q_proj": m.hidden * m.q_dim, "k_proj": m.hidden * m.kv_dim, "v_proj": m.hidden * m.kv_dim,
+             "o_proj": m.q_dim * m.hidden, "gate_proj": m.hidden * m.intermediate,
+             "up_proj": m.hidden * m.intermediate, "down_proj": m.intermediate * m.hidden}
+    largest = max((sizes[t] for t in names if t in sizes), default=0)
+    return 12 * largest
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -799,7 +815,8 @@ def item_bytes(cfg, m: ModelDims, zero: ZeroSettings, world: int, gpu_mem_bytes:
         items["vllm_weights"] = vllm_weight_bytes(total_params(m), b, r.tensor_parallel_size)
         items["vllm_kv_cache_max"] = vllm_kv_cache_max_bytes(r.gpu_memory_utilization, gpu_mem_bytes,
                                                              items["vllm_weights"], r.enforce_eager)
-        items["weight_sync_buffers"] = weight_sync_bytes(m, b, zero)
+        items["weight_sync_buffers"] = weight_sync_bytes(
+            m, b, zero, cfg.model.lora.target_modules if cfg.model.lora.rank > 0 else ())
     else:
         items["hf_rollout"] = hf_rollout_bytes(m, r.max_batch_seqs, cfg.data.max_prompt_length, r.max_tokens, b)
         # ZeRO-3 HF sampling gathers the whole model on every rank (mmevo.grpo.distributed.zero3_full_weights)

@@ -115,3 +115,31 @@ def test_freezing_the_vision_tower_of_a_text_model_is_refused_as_the_trainer_doe
     lora = mp.plan(load_config(CFG_7B, [text, "model.freeze_vision_tower=true", "model.lora.rank=8"]), 8, 80.0,
                    config_path=CFG_7B)
     assert lora["model"]["vision_params_b"] == 0 and 0 < lora["model"]["trainable_params_b"] < 0.1
+
+
+def test_lora_weight_sync_counts_the_merge_temporaries_measured_on_cpu():
+    """Merging an adapted linear for the vLLM sync / export allocates fp32 temporaries of the whole weight; the plan
+    left them out (weight_sync_buffers 2.53 GiB with or without LoRA; 0 under ZeRO-2, where the merge is all there
+    is). Measured here on one linear of n elements: a peak of 12 * n bytes."""
+    import torch
+
+    from mmevo.models.adapters import merge_lora_items
+    from test_memory_plan import _peak_allocated_bytes
+
+    out_f, in_f, r = 1024, 512, 8
+    g = torch.Generator().manual_seed(0)
+    w, a, b = (torch.randn(shape, generator=g).to(torch.bfloat16) for shape in ((out_f, in_f), (r, in_f), (out_f, r)))
+    merged = []
+    items = [("x.base_layer.weight", w), ("x.lora_A.default.weight", a), ("x.lora_B.default.weight", b)]
+    peak = _peak_allocated_bytes(lambda: merged.extend(merge_lora_items(items, {"x": 2.0})))
+    assert peak == 12 * out_f * in_f and merged[0][0] == "x.weight"
+
+    mlp = 12 * 3584 * 18944  # the 7B's largest adapted linear with the default targets (all seven)
+    plain, lora = _plan("model.lora.rank=0"), _plan()
+    assert lora["per_gpu_gib"]["weight_sync_buffers"] == round(2.53 + mlp / 2 ** 30, 2) == 3.29
+    assert plain["per_gpu_gib"]["weight_sync_buffers"] == 2.53
+    attn = _plan("model.lora.target_modules=[q_proj,o_proj]")
+    assert mp.lora_merge_bytes(mp.model_dims("Qwen/Qwen2.5-VL-7B-Instruct"), ["q_proj", "o_proj"]) == 12 * 3584 * 3584
+    assert attn["per_gpu_gib"]["weight_sync_buffers"] == round((2.53 * 2 ** 30 + 12 * 3584 ** 2) / 2 ** 30, 2)
+    zero2 = _plan("trainer.deepspeed=configs/deepspeed/zero2.json")
+    assert zero2["per_gpu_gib"]["weight_sync_buffers"] == round(mlp / 2 ** 30, 2) == 0.76
