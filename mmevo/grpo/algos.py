@@ -52,12 +52,56 @@ _K3_OUT_CLAMP = 10.0
 # --------------------------------------------------------------------------- #
 def reward_std(rewards: Tensor) -> Tensor:
     r"""Unbiased (Bessel-corrected) std of ``rewards`` [B] in float64, 0 for B <= 1: ``group_advantages``'
-    :math:`\sigma_{all}`. -> scalar float64 tensor."""
-    r = rewards.detach().to(torch.float64).flatten()  # [B]
-    n = r.numel()
-    if n <= 1:
-        return torch.zeros((), dtype=torch.float64, device=r.device)
-    return ((r - r.mean()) ** 2).sum().div(n - 1).sqrt()
+    :math:`\sigma_{all}`. Equal rewards give exactly 0, and the std of rewards near the ends of the float64 range is
+    finite and correct (see ``_group_spread``). -> scalar float64 tensor."""
+    std_scaled, exponent = _scaled_std(rewards.detach().to(torch.float64).flatten())
+    return _ldexp(std_scaled, exponent)
+
+
+def _scaled_std(r: Tensor) -> Tuple[Tensor, Tensor]:
+    """``(s, e)`` with ``s * 2**e`` the unbiased std of ``r`` [B] (float64), 0 for B <= 1; scalars."""
+    if r.numel() <= 1:
+        return torch.zeros((), dtype=torch.float64, device=r.device), torch.zeros((), dtype=torch.long, device=r.device)
+    _, exponent, sq = _group_spread(r, torch.zeros_like(r, dtype=torch.long), 1)
+    return (sq / (r.numel() - 1)).sqrt().reshape(()), exponent.reshape(())
+
+
+def _ldexp(x: Tensor, exponent: Tensor) -> Tensor:
+    """``x * 2**exponent`` with one rounding at most: ``torch.ldexp`` forms ``2**exponent`` first, which is inf above
+    2^1023 and 0 below 2^-1074; two half steps stay in range (each exact unless the result itself over/underflows)."""
+    half = torch.div(exponent, 2, rounding_mode="floor")
+    two = torch.tensor(2.0, dtype=x.dtype, device=x.device)
+    return x * two.pow(half) * two.pow(exponent - half)
+
+
+def _group_spread(r: Tensor, inv: Tensor, num_groups: int) -> Tuple[Tensor, Tensor, Tensor]:
+    """Centered rewards and sums of squares of each group, computed on rewards scaled by a power of two.
+
+    Returns ``(centered [B], exponent [G], sq [G])``: ``centered * 2**exponent[inv]`` is ``r - mean_g`` and
+    ``sqrt(sq) * 2**exponent`` the group's root sum of squares. Scaling each group so that its largest reward is
+    below 1 in magnitude is exact (a power of two), so for ordinary rewards every result has the bits of the unscaled
+    arithmetic; it keeps ``r - min`` and the squares in range where the plain float64 sums broke: rewards of 1e200
+    squared to inf (std inf, every advantage 0), rewards of 1e-200 squared to 0 (std 0, advantages +-inf with
+    eps = 0) and ``1e308 - (-1e308)`` overflowed (advantages NaN).
+    """
+    max_abs = torch.zeros(num_groups, dtype=torch.float64, device=r.device)  # [G]
+    max_abs.scatter_reduce_(0, inv, r.abs(), "amax", include_self=True)
+    # max_abs = m * 2^e with 0.5 <= m < 1; the floor keeps 2^-e finite for a group of subnormal rewards
+    exponent = torch.frexp(max_abs)[1].to(torch.long).clamp(min=-1000)  # [G]
+    rs = _ldexp(r, -exponent[inv])  # [B], |rs| < 1
+    # rewards relative to their group's minimum: an all-equal group then sums exact zeros and is centred to exactly
+    # 0 (a float64 mean such as (0.1 + 0.1 + 0.1) / 3 misses 0.1 by an ulp, which the std division blows up)
+    low = torch.zeros(num_groups, dtype=torch.float64, device=r.device)  # [G]
+    low.scatter_reduce_(0, inv, rs, "amin", include_self=False)
+    d = rs - low[inv]  # [B], in [0, 2)
+    count = torch.zeros(num_groups, dtype=torch.float64, device=r.device)  # [G]
+    count.index_add_(0, inv, torch.ones_like(d))
+    total = torch.zeros(num_groups, dtype=torch.float64, device=r.device)  # [G]
+    total.index_add_(0, inv, d)
+    centered = d - (total / count)[inv]  # [B], count >= 1 for every present group
+    sq = torch.zeros(num_groups, dtype=torch.float64, device=r.device)  # [G]
+    sq.index_add_(0, inv, centered * centered)
+    return centered, exponent, sq
 
 
 def group_advantages(
@@ -137,42 +181,37 @@ def group_advantages(
     _, inv = torch.unique(group_ids, return_inverse=True)  # inv: [B]
     num_groups = int(inv.max().item()) + 1
 
-    count = torch.zeros(num_groups, dtype=torch.float64, device=r.device)  # [G]
-    count.index_add_(0, inv, torch.ones_like(r))
-    # rewards relative to their group's minimum: an all-equal group then sums exact zeros and is centred to exactly
-    # 0 (a float64 mean such as (0.1 + 0.1 + 0.1) / 3 misses 0.1 by an ulp, which the std division blows up)
-    low = torch.zeros(num_groups, dtype=torch.float64, device=r.device)  # [G]
-    low.scatter_reduce_(0, inv, r, "amin", include_self=False)
-    d = r - low[inv]  # [B]
-    total = torch.zeros(num_groups, dtype=torch.float64, device=r.device)  # [G]
-    total.index_add_(0, inv, d)
-    mean_g = total / count  # [G], count >= 1 for every present group
-
-    centered = d - mean_g[inv]  # [B]
+    centered, exponent, sq = _group_spread(r, inv, num_groups)  # centered: [B], scaled by 2^-exponent[inv]
 
     if scale == "none":
-        adv = centered
+        adv = _ldexp(centered, exponent[inv])  # [B], r - mean_g
     elif scale == "group":
-        sq = torch.zeros(num_groups, dtype=torch.float64, device=r.device)  # [G]
-        sq.index_add_(0, inv, centered * centered)
-        # Bessel correction; singleton groups have sq == 0 -> var == 0.
-        var_g = sq / (count - 1.0).clamp(min=1.0)  # [G]
-        std_g = var_g.sqrt()
-        adv = centered / (std_g[inv] + eps)
-    else:  # "batch"
+        count = torch.zeros(num_groups, dtype=torch.float64, device=r.device)  # [G]
+        count.index_add_(0, inv, torch.ones_like(r))
+        # Bessel correction; singleton groups have sq == 0 -> var == 0. Numerator and denominator share the scale.
+        std_g = (sq / (count - 1.0).clamp(min=1.0)).sqrt()  # [G], scaled
+        eps_g = _ldexp(torch.full_like(std_g, float(eps)), -exponent)  # [G], eps on the group's scale
+        adv = centered / (std_g + eps_g)[inv]
+    else:  # "batch": (r - mean_g) / (sigma + eps), numerator and denominator scaled by 2^-sigma_exp
         if std_all is None:
-            sigma = reward_std(r)
+            sigma, sigma_exp = _scaled_std(r)  # the std of [1.7e308, -1.7e308] is finite only scaled
         else:
             sigma = torch.as_tensor(std_all, dtype=torch.float64, device=r.device)
             if sigma.numel() != 1 or not bool(torch.isfinite(sigma).all()) or float(sigma) < 0:
                 # a NaN here is a non-finite reward on another rank: every rank fails, none trains on NaN
                 raise ValueError(f"std_all must be one finite number >= 0, got {std_all!r}")
-            sigma = sigma.reshape(())
-        adv = centered / (sigma + eps)
+            sigma, sigma_exp = sigma.reshape(()), torch.zeros((), dtype=torch.long, device=r.device)
+        eps_scaled = _ldexp(torch.tensor(float(eps), dtype=torch.float64, device=r.device), -sigma_exp)
+        adv = _ldexp(centered, exponent[inv] - sigma_exp) / (sigma + eps_scaled)
     if scale != "none":  # a zero-signal sample (singleton / all-equal group) is 0, not 0/0 = NaN when eps is 0
         adv = torch.where(centered == 0, torch.zeros((), dtype=adv.dtype, device=adv.device), adv)
 
-    return adv.to(torch.float32)
+    out = adv.to(torch.float32)
+    bad = (~torch.isfinite(out)).nonzero().flatten()
+    if bad.numel():  # |r - mean| beyond float32 ("none"), or "batch" with std_all = 0 = eps for a spread batch
+        raise ValueError(f"advantages are not finite in float32 at indices {bad[:8].tolist()} (scale={scale!r}, "
+                         f"rewards {r[bad[:8]].tolist()})")
+    return out
 
 
 # --------------------------------------------------------------------------- #
