@@ -534,7 +534,9 @@ def entropy_from_logits(logits: Tensor) -> Tensor:
     Returns:
         ``[...]`` entropy (computed in at least float32); ``-inf`` logits (tokens with probability 0) are allowed.
         A row with a NaN or ``+inf`` logit, or with every logit ``-inf`` (no distribution), gives NaN there.
+        An empty vocabulary (``V = 0``) is a ``ValueError``: there is no distribution (its entropy came out -inf).
     """
+    _check_vocab(logits)
     z = logits.float() if logits.dtype in (torch.float16, torch.bfloat16) else logits
     lse = torch.logsumexp(z, dim=-1)  # [...]
     p = torch.softmax(z, dim=-1)  # [..., V]
@@ -544,6 +546,12 @@ def entropy_from_logits(logits: Tensor) -> Tensor:
     if bool(neg_inf.any()):
         z = torch.where(neg_inf, torch.zeros((), dtype=z.dtype, device=z.device), z)
     return lse - (p * z).sum(dim=-1)
+
+
+def _check_vocab(logits: Tensor) -> None:
+    """Logits need a last (vocabulary) dimension with at least one entry: over none, logsumexp is -inf."""
+    if logits.dim() == 0 or logits.shape[-1] == 0:
+        raise ValueError(f"logits must have a non-empty last (vocabulary) dimension, got shape {tuple(logits.shape)}")
 
 
 def logprobs_from_logits(logits: Tensor, labels: Tensor) -> Tensor:
@@ -563,7 +571,9 @@ def logprobs_from_logits(logits: Tensor, labels: Tensor) -> Tensor:
         ``[B, T]`` log-probs in at least float32 (bf16 / fp16 logits give
         float32, float64 logits stay float64 as in verl). A label whose logit
         is ``-inf`` gets ``-inf``; a row with a NaN or ``+inf`` logit gives NaN.
+        An empty vocabulary (``V = 0``) is a ``ValueError``.
     """
+    _check_vocab(logits)
     if labels.shape != logits.shape[:-1]:  # gather accepts a smaller index: [B, 1] labels broadcast to a wrong [B, T]
         raise ValueError(f"labels must have shape {tuple(logits.shape[:-1])} for logits {tuple(logits.shape)}, "
                          f"got {tuple(labels.shape)}")
