@@ -133,7 +133,7 @@ class AlgoConfig:
     adv_scale: str = "group"  # group | batch | none (group_advantages)
     adv_eps: float = 1e-6  # added to the std in advantage normalisation
     kl_coef: float = 0.01  # KL-loss coefficient beta (0 skips the reference model entirely)
-    kl_type: str = "low_var_kl"  # k1 | k2 | k3 | low_var_kl (verl names kl = k1, mse = k2, abs = |logp - ref|)
+    kl_type: str = "low_var_kl"  # k1 | k2 | k3 | low_var_kl (verl: kl = k1, mse = k2, abs, and k3+ etc.: k2's gradient)
     clip_low: float = 0.2  # PPO clip below 1 (ratio >= 1 - clip_low)
     clip_high: float = 0.2  # PPO clip above 1; > clip_low is DAPO's clip-higher
     clip_ratio_c: Optional[float] = 3.0  # dual-clip bound c > 1 for negative advantages (verl: 3.0); null = off
@@ -703,7 +703,7 @@ CHOICES = {
     "rollout.engine": ("hf", "vllm"),
     "rollout.sleep_level": (1, 2),
     "algo.adv_scale": ("group", "batch", "none"),
-    "algo.kl_type": ("k1", "k2", "k3", "low_var_kl", "kl", "mse", "abs"),
+    "algo.kl_type": ("k1", "k2", "k3", "low_var_kl", "kl", "mse", "abs", "k1+", "k3+", "low_var_kl+", "kl+", "abs+"),
     "algo.loss_agg": ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm"),
     "trainer.lr_schedule": ("constant", "cosine"),
     "trainer.wandb_mode": ("offline", "online", "disabled"),

@@ -34,7 +34,8 @@ __all__ = [
 ]
 
 ADV_SCALES = ("group", "batch", "none")
-KL_KINDS = ("k1", "k2", "k3", "low_var_kl", "kl", "mse", "abs")  # the last three: verl's names
+# "kl", "mse", "abs": verl's names; a "+" kind is verl's straight-through variant (its value, k2's gradient)
+KL_KINDS = ("k1", "k2", "k3", "low_var_kl", "kl", "mse", "abs", "k1+", "k3+", "low_var_kl+", "kl+", "abs+")
 AGG_MODES = (
     "token-mean",
     "seq-mean-token-mean",
@@ -231,12 +232,18 @@ def kl_penalty(logp: Tensor, ref_logp: Tensor, kind: str) -> Tensor:
       :math:`\mathrm{clamp}(e^{d} - d - 1, -10, 10)`.
 
     verl's ``kl_penalty`` names are accepted as well: ``"kl"`` (= ``"k1"``),
-    ``"mse"`` (= ``"k2"``) and ``"abs"`` (:math:`|\log\pi - \log\pi_{ref}|`).
+    ``"mse"`` (= ``"k2"``) and ``"abs"`` (:math:`|\log\pi - \log\pi_{ref}|`),
+    and verl's straight-through kinds ``"k1+"``, ``"kl+"``, ``"abs+"``,
+    ``"k3+"``, ``"low_var_kl+"``: the value of the kind without ``+``, the
+    gradient of k2, :math:`\log\pi - \log\pi_{ref}` (k1's and k3's
+    expectations are the KL, their expected gradients are not; k2's is). A
+    token whose difference is not finite gets gradient 0 there.
 
     Args:
         logp: ``[...]`` log-probs of the sampled tokens under the policy.
         ref_logp: ``[...]`` log-probs under the reference model (same shape).
-        kind: one of :data:`KL_KINDS` (verl's ``"kl"`` = k1, ``"mse"`` = k2, ``"abs"`` = |logp - ref|).
+        kind: one of :data:`KL_KINDS` (verl's ``"kl"`` = k1, ``"mse"`` = k2, ``"abs"`` = |logp - ref|; ``"+"``:
+            straight-through k2 gradient).
 
     Returns:
         ``[...]`` elementwise KL estimate, computed and returned in at least
@@ -246,6 +253,26 @@ def kl_penalty(logp: Tensor, ref_logp: Tensor, kind: str) -> Tensor:
     """
     if ref_logp.shape != logp.shape:  # a [B, 1] or [T] ref_logp would broadcast silently over the tokens
         raise ValueError(f"ref_logp must have the shape of logp, got {tuple(ref_logp.shape)} and {tuple(logp.shape)}")
+    if kind not in KL_KINDS:
+        raise ValueError(f"unknown kl kind {kind!r}; valid choices: {', '.join(KL_KINDS)}")
+    if kind.endswith("+"):
+        value = _kl_estimate(logp, ref_logp, kind[:-1]).detach()
+        return value + _straight_through_k2(logp, ref_logp).to(value.dtype)
+    return _kl_estimate(logp, ref_logp, kind)
+
+
+def _straight_through_k2(logp: Tensor, ref_logp: Tensor) -> Tensor:
+    """``b - b.detach()`` with ``b`` = k2: exactly 0 in value, k2's gradient ``logp - ref_logp`` in backward. A
+    non-finite difference is replaced by 0 first: its square's backward, 0 * inf, would be NaN even where the loss
+    never reads the token (padding)."""
+    diff = logp.to(_acc_dtype(logp.dtype)) - ref_logp.to(_acc_dtype(ref_logp.dtype))
+    diff = torch.where(torch.isfinite(diff), diff, torch.zeros((), dtype=diff.dtype, device=diff.device))
+    k2 = 0.5 * diff.square()
+    return k2 - k2.detach()
+
+
+def _kl_estimate(logp: Tensor, ref_logp: Tensor, kind: str) -> Tensor:
+    """The value of :func:`kl_penalty` for a kind without ``+``."""
     # at least float32 (k3: float64 inside): in bf16 / fp16 exp(d) rounds to 1 for |d| < ~4e-3, so k3 of d = -0.001
     # came out 1e-3 (true 5e-7) and that of d = 0.001 as 0
     work = torch.promote_types(_acc_dtype(logp.dtype), _acc_dtype(ref_logp.dtype))
