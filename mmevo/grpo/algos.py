@@ -601,6 +601,9 @@ def logprobs_from_logits(logits: Tensor, labels: Tensor) -> Tensor:
         An empty vocabulary (``V = 0``) is a ``ValueError``.
     """
     _check_vocab(logits)
+    if labels.is_floating_point() or labels.is_complex() or labels.dtype == torch.bool:
+        # .long() would truncate a float id (2.7 read as token 2) and read booleans as tokens 0 / 1
+        raise ValueError(f"labels must be integer token ids, got dtype {labels.dtype}")
     if labels.shape != logits.shape[:-1]:  # gather accepts a smaller index: [B, 1] labels broadcast to a wrong [B, T]
         raise ValueError(f"labels must have shape {tuple(logits.shape[:-1])} for logits {tuple(logits.shape)}, "
                          f"got {tuple(labels.shape)}")
