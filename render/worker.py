@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import dataclasses
 import errno
+import itertools
 import json
 import math
 import os
@@ -689,6 +690,7 @@ def _run_python(code: str, limits: RenderLimits) -> tuple[str, str]:
     main = types.ModuleType("__main__")
     main.__file__, main.__builtins__ = os.path.join(_JOBDIR, JOB_SCRIPT_NAME), builtins
     sys.modules["__main__"] = main
+    sys.addaudithook(_note_png_write)  # the order of its PNG writes: a tie of timestamps is no order (_last_png_written)
     try:
         exec(compiled, main.__dict__)
     except SystemExit:
@@ -743,10 +745,40 @@ def _oversized_figure(plt, limits: RenderLimits) -> str | None:
     return f"figure of {w:.0f}x{h:.0f} px exceeds {limits.max_side} px"
 
 
+# absolute path -> when the code last opened it for writing or renamed a file to it, counted in audit events (a
+# ``.png`` name only): the job's own record, in its own process
+_PNG_WRITE_ORDER: dict[str, int] = {}
+_PNG_WRITE_COUNTER = itertools.count()
+
+
+def _note_png_write(event: str, args: tuple) -> None:
+    """Audit hook of a python job: note each ``.png`` path it opens for writing (``open``, ``os.open``: the file
+    objects matplotlib, PIL and ``open`` write through) or renames a file to (``os.rename`` / ``os.replace``)."""
+    try:
+        if event == "open":
+            path, flags = args[0], args[2]
+            if not isinstance(flags, int) or not flags & (os.O_WRONLY | os.O_RDWR):
+                return
+        elif event == "os.rename":
+            path = args[1]
+        else:
+            return
+        if isinstance(path, int) or not os.fsdecode(path).lower().endswith(".png"):
+            return
+        _PNG_WRITE_ORDER[os.path.abspath(os.fsdecode(path))] = next(_PNG_WRITE_COUNTER)
+    except Exception:  # noqa: BLE001 - a path it cannot name: the file's timestamp alone orders it
+        pass
+
+
 def _last_png_written(max_entries: int = 4096) -> str | None:
     """The ``.png`` file the code wrote last anywhere under the job directory (regular files only, no link
     followed; the first ``max_entries`` entries looked at), or None. Code that saves its figure under another name
-    and closes it (``plt.savefig("chart.png"); plt.close()``) still has its image rendered."""
+    and closes it (``plt.savefig("chart.png"); plt.close()``) still has its image rendered.
+
+    Last by modification time, then, among files of one timestamp, by the order the code opened them for writing
+    (``_note_png_write``), then by path: a file the kernel stamps with its coarse clock (created and written without
+    a ``stat``, as ``os.open`` / ``os.write`` or a C library's ``fopen`` do) shares its timestamp with every file
+    written in the same few milliseconds, and by path alone the first of two such files could win."""
     best, seen, stack = None, 0, [_JOBDIR]
     while stack and seen < max_entries:
         try:
@@ -758,9 +790,9 @@ def _last_png_written(max_entries: int = 4096) -> str | None:
             if e.is_dir(follow_symlinks=False):
                 stack.append(e.path)
             elif e.name.lower().endswith(".png") and e.is_file(follow_symlinks=False):
-                key = (e.stat(follow_symlinks=False).st_mtime_ns, e.path)
+                key = (e.stat(follow_symlinks=False).st_mtime_ns, _PNG_WRITE_ORDER.get(os.path.abspath(e.path), -1), e.path)
                 best = max(best, key) if best else key
-    return best[1] if best else None
+    return best[2] if best else None
 
 
 # What cairosvg may fetch for a job: only raster images from data: URLs (PNG, JPEG, GIF, WebP by their magic bytes)

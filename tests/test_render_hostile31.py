@@ -351,3 +351,30 @@ def test_a_chart_saved_under_another_name_before_its_figure_was_cleared_is_the_i
     assert r.ok and png_pixel(r.png, (20, 20)) == (0, 0, 255), r
     r = render_pool.render(RenderJob(red + "plt.figure(figsize=(2, 2), dpi=40)\nplt.plot([1, 2])\n"))
     assert r.ok and (r.width, r.height) == (80, 80) and r.message == "job: current figure", r
+
+
+def test_of_pngs_written_in_one_clock_tick_the_last_written_is_the_image(render_pool):
+    # before: `ok` with z.png (red), the first of the two: a file created and written without a stat (os.open and
+    # os.write, or a C library's fopen) gets the kernel's coarse timestamp, so two PNGs written within a few
+    # milliseconds tie on st_mtime_ns and the path broke the tie; one program's image hung on its file names and, by
+    # whether its writes straddled a clock tick, on timing. The os.utime below makes the tie certain on any kernel.
+    from conftest import png_pixel
+
+    make = ("import io, os\nfrom PIL import Image\n"
+            "def png(c):\n    b = io.BytesIO()\n    Image.new('RGB', (8, 8), c).save(b, 'PNG')\n    return b.getvalue()\n"
+            "def write(name, data):\n    fd = os.open(name, os.O_WRONLY | os.O_CREAT, 0o644)\n    os.write(fd, data)\n"
+            "    os.close(fd)\n")
+    tie = "t = os.stat('{0}').st_mtime_ns\nfor n in ('{0}', '{1}'):\n    os.utime(n, ns=(t, t))\n"
+    cases = {  # code -> (the file that is the image, its colour)
+        make + "write('z.png', png('red'))\nwrite('a.png', png('blue'))\n" + tie.format("z.png", "a.png"):
+            ("a.png", (0, 0, 255)),
+        make + "write('a.png', png('blue'))\nwrite('z.png', png('red'))\n" + tie.format("a.png", "z.png"):
+            ("z.png", (255, 0, 0)),
+        # written to a temporary name and renamed into place (an atomic save), after the other was written
+        make + "write('z.png', png('red'))\nwrite('tmp', png('blue'))\nos.replace('tmp', 'a.png')\n"
+        + tie.format("z.png", "a.png"): ("a.png", (0, 0, 255)),
+    }
+    for code, (name, colour) in cases.items():
+        r = render_pool.render(RenderJob(code))
+        assert r.ok and png_pixel(r.png, (4, 4)) == colour, (name, r)
+        assert r.message == f"job: '{name}' written by the code (no out.png, no open figure)", r
