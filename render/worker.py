@@ -67,6 +67,7 @@ JOB_USER = "render"  # the job's USER / LOGNAME: its uid has no passwd entry in 
 JOB_MALLOC_ARENAS = 2  # glibc malloc arenas a job's threads share (``sb.set_malloc_arenas``)
 JOB_RNG_SEED = 0  # every job's random and numpy.random start here: one program, one image, on any worker
 SETUP_TIMEOUT_S = 10.0
+FONT_PROBE_TIMEOUT_S = 30.0  # the zygote's font probe (``_fonts_missing_in_tree``): a stat per font of the host's list
 # Page tables are kernel memory outside RLIMIT_AS: one 4 KiB page mapped per 1 GiB of address space (mmap hints, 64969
 # mappings) held 508 MiB of page tables for 254 MiB of address space. Used densely, an address space needs 1/512 of its
 # size in page tables (one 4 KiB table maps 2 MiB); a child's may reach 1/64 of its RLIMIT_AS (8 times that), checked
@@ -527,28 +528,50 @@ def _matplotlib_dirs_to(jobdir: str) -> None:
 
 def _fonts_missing_in_tree(root: str, fnames: list[str]) -> list[str]:
     """Which of ``fnames`` (host paths) the jobs' tree at ``root`` does not show as files, as a job would find them:
-    a child of the caller enters the tree (its own mount namespace, as a job child does) and looks."""
+    a child of the caller enters the tree (its own mount namespace, as a job child does) and looks. A probe that
+    fails, or gives no answer within ``FONT_PROBE_TIMEOUT_S`` (then it is killed), finds none missing."""
     r, w = os.pipe2(os.O_CLOEXEC)
     pid = os.fork()
     if pid == 0:  # pragma: no cover - the probe child
         try:
             os.close(r)
+            sb.set_pdeathsig(signal.SIGKILL)  # a zygote gone (its supervisor's end) takes a stuck probe along
             sb.unshare(sb.CLONE_NEWNS)
             sb.enter_root(root)
             _write_all(w, json.dumps([f for f in fnames if not os.path.isfile(f)]).encode())
         finally:
             os._exit(0)
     os.close(w)
+    raw = None
     try:
-        raw = _read_to_eof(r, 64 << 20)
+        raw = _read_until(r, 64 << 20, time.monotonic() + FONT_PROBE_TIMEOUT_S)
     finally:
         os.close(r)
+        if raw is None:  # stuck (a stat on a hung mount): the zygote, and the pool's start, would wait forever
+            os.kill(pid, signal.SIGKILL)
         os.waitpid(pid, 0)
+    if raw is None:
+        return []
     try:
         missing = json.loads(raw)
     except ValueError:  # the probe failed: keep the list as it is
         return []
     return missing if isinstance(missing, list) else []
+
+
+def _read_until(fd: int, limit: int, deadline: float) -> bytes | None:
+    """What ``fd`` gives up to EOF (at most ``limit`` + 1 MiB bytes), or None where EOF did not come by ``deadline``
+    (``time.monotonic``)."""
+    buf = bytearray()
+    while len(buf) <= limit:
+        left = deadline - time.monotonic()
+        if left <= 0 or not select.select([fd], [], [], left)[0]:
+            return None
+        chunk = os.read(fd, 1 << 20)
+        if not chunk:
+            break
+        buf += chunk
+    return bytes(buf)
 
 
 def _fonts_in_tree(root: str) -> int:

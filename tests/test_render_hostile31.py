@@ -378,3 +378,37 @@ def test_of_pngs_written_in_one_clock_tick_the_last_written_is_the_image(render_
         r = render_pool.render(RenderJob(code))
         assert r.ok and png_pixel(r.png, (4, 4)) == colour, (name, r)
         assert r.message == f"job: '{name}' written by the code (no out.png, no open figure)", r
+
+
+def test_a_font_probe_that_hangs_is_killed_and_the_font_list_stays(tmp_path, monkeypatch):
+    # before: the zygote waited for its font probe child without a deadline: a probe stuck in the tree (a stat on a
+    # hung mount, here a sleep where it enters the tree) kept the zygote from ever answering, and the pool's start,
+    # which waits for the zygote without a timeout, hung with no error
+    import signal
+    import time
+
+    import render.worker as w
+
+    pid_file = tmp_path / "probe.pid"
+
+    def stuck(*_):
+        pid_file.write_text(str(os.getpid()))
+        time.sleep(30)
+
+    monkeypatch.setattr(w.sb, "unshare", stuck)
+    monkeypatch.setattr(w, "FONT_PROBE_TIMEOUT_S", 1.0, raising=False)  # absent before
+
+    def hung(*_):
+        raise TimeoutError("the font probe was waited for without a deadline")
+
+    old = signal.signal(signal.SIGALRM, hung)
+    signal.alarm(10)
+    try:
+        t0 = time.monotonic()
+        assert w._fonts_missing_in_tree(str(tmp_path), ["/no/such/font.ttf"]) == []
+        assert time.monotonic() - t0 < 5
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+    with pytest.raises(ProcessLookupError):  # killed and reaped, not left sleeping
+        os.kill(int(pid_file.read_text()), 0)
