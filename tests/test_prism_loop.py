@@ -436,3 +436,27 @@ def test_solver_records_of_a_csrs_step_take_the_pseudo_label_from_the_trained_sa
     assert [s["trainable"] for s in row["samples"]] == [True] * 3 + [False] * 3
     assert [s["answer"] for s in row["samples"]] == ["3", "3", "4", "4", "4", "4"]
     assert [s["reward"] for s in row["samples"]] == pytest.approx([0.9, 0.9, 0.1, 0.0, 0.0, 0.0])
+
+
+def test_a_moved_run_whose_solver_was_skipped_continues_from_the_solver_it_had(prism_run, tiny_text_path, tmp_path):
+    # a finished phase hands on its export as phase_dir/final (not done.json's path): a skipped solver (model None)
+    # exported nothing, and a moved run dir rerun with one more iteration starts iteration 2 from its own warm-up
+    # model, as iteration 1 did, never from the missing iter_1/solver/final
+    from mmevo.evolve.prism import run_prism
+
+    out, _, _ = prism_run
+    first, moved = tmp_path / "first", tmp_path / "moved"
+    shutil.copytree(out / "warmup", first / "warmup")  # reuse the warm-up (cached by path)
+    band = ("prism.pool_band=[0.99, 0.995]",)  # p is a multiple of 1/8: nothing lands there, the solver is skipped
+    s1 = run_prism(_cfg(tiny_text_path, first, f"prism.centroids={out}/clusters/centroids.npy",
+                        "prism.iterations=1", *band))
+    assert s1["iterations"][0]["solver"]["model"] is None
+    shutil.move(first, moved)
+    s2 = run_prism(_cfg(tiny_text_path, moved, f"prism.centroids={out}/clusters/centroids.npy",
+                        "prism.iterations=2", *band))
+    own_start = str(moved / "warmup" / "model")
+    it1, it2 = s2["iterations"]
+    assert it1["questioner"]["model"] == str(moved / "iter_1" / "questioner" / "final")
+    assert (moved / "iter_1" / "questioner" / "final" / "config.json").exists()
+    assert it1["solver"]["model"] is None and it1["solver_out"] == it2["solver_in"] == own_start
+    assert it2["solver_out"] == own_start and (Path(own_start) / "config.json").exists()
