@@ -713,6 +713,7 @@ def _run_python(code: str, limits: RenderLimits) -> tuple[str, str]:
     main = types.ModuleType("__main__")
     main.__file__, main.__builtins__ = os.path.join(_JOBDIR, JOB_SCRIPT_NAME), builtins
     sys.modules["__main__"] = main
+    _JOB_CWD[0] = _JOBDIR  # where it starts (_child_sandbox)
     sys.addaudithook(_note_png_write)  # the order of its PNG writes: a tie of timestamps is no order (_last_png_written)
     try:
         exec(compiled, main.__dict__)
@@ -772,12 +773,23 @@ def _oversized_figure(plt, limits: RenderLimits) -> str | None:
 # ``.png`` name only): the job's own record, in its own process
 _PNG_WRITE_ORDER: dict[str, int] = {}
 _PNG_WRITE_COUNTER = itertools.count()
+# the code's working directory as its os.chdir calls moved it (None: unknown, after an fchdir or past the cap):
+# os.getcwd in the hook walks up the tree when the path is past PATH_MAX, seconds for a deep one
+_JOB_CWD: list[str | None] = [None]
+_JOB_CWD_MAX = 4 * 4096
 
 
 def _note_png_write(event: str, args: tuple) -> None:
     """Audit hook of a python job: note each ``.png`` path it opens for writing (``open``, ``os.open``: the file
-    objects matplotlib, PIL and ``open`` write through) or renames a file to (``os.rename`` / ``os.replace``)."""
+    objects matplotlib, PIL and ``open`` write through) or renames a file to (``os.rename`` / ``os.replace``); no
+    system call, only string work on the paths it is given."""
     try:
+        if event == "os.chdir":
+            cwd, path = _JOB_CWD[0], args[0]
+            path = None if isinstance(path, int) else os.fsdecode(path)
+            cwd = None if path is None or cwd is None and not path.startswith("/") else os.path.join(cwd or "/", path)
+            _JOB_CWD[0] = cwd if cwd is None or len(cwd) <= _JOB_CWD_MAX else None
+            return
         if event == "open":
             path, flags = args[0], args[2]
             if not isinstance(flags, int) or not flags & (os.O_WRONLY | os.O_RDWR):
@@ -788,7 +800,12 @@ def _note_png_write(event: str, args: tuple) -> None:
             return
         if isinstance(path, int) or not os.fsdecode(path).lower().endswith(".png"):
             return
-        _PNG_WRITE_ORDER[os.path.abspath(os.fsdecode(path))] = next(_PNG_WRITE_COUNTER)
+        path = os.fsdecode(path)
+        if not path.startswith("/"):
+            if _JOB_CWD[0] is None:
+                return
+            path = os.path.join(_JOB_CWD[0], path)
+        _PNG_WRITE_ORDER[os.path.normpath(path)] = next(_PNG_WRITE_COUNTER)
     except Exception:  # noqa: BLE001 - a path it cannot name: the file's timestamp alone orders it
         pass
 
@@ -813,7 +830,7 @@ def _last_png_written(max_entries: int = 4096) -> str | None:
             if e.is_dir(follow_symlinks=False):
                 stack.append(e.path)
             elif e.name.lower().endswith(".png") and e.is_file(follow_symlinks=False):
-                key = (e.stat(follow_symlinks=False).st_mtime_ns, _PNG_WRITE_ORDER.get(os.path.abspath(e.path), -1), e.path)
+                key = (e.stat(follow_symlinks=False).st_mtime_ns, _PNG_WRITE_ORDER.get(os.path.normpath(e.path), -1), e.path)
                 best = max(best, key) if best else key
     return best[2] if best else None
 

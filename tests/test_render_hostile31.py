@@ -373,6 +373,9 @@ def test_of_pngs_written_in_one_clock_tick_the_last_written_is_the_image(render_
         # written to a temporary name and renamed into place (an atomic save), after the other was written
         make + "write('z.png', png('red'))\nwrite('tmp', png('blue'))\nos.replace('tmp', 'a.png')\n"
         + tie.format("z.png", "a.png"): ("a.png", (0, 0, 255)),
+        # through file objects (matplotlib's and PIL's savefig / save), in a directory the code changed to
+        make + "os.mkdir('s')\nos.chdir('s')\nopen('z.png', 'wb').write(png('red'))\n"
+        "open('a.png', 'wb').write(png('blue'))\n" + tie.format("z.png", "a.png"): ("s/a.png", (0, 0, 255)),
     }
     for code, (name, colour) in cases.items():
         r = render_pool.render(RenderJob(code))
