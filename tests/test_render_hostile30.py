@@ -40,8 +40,9 @@ MATPLOTLIB = {
     # of 640,000 x 480,000 px fails at once; the figure is past max_side, as without the layout
     "dpi_1e5_tight_layout": (PLT + "plt.figure(dpi=1e5)\nplt.plot([1, 2])\nplt.tight_layout()\n", "python", 5.0,
                              {"too_large"}),
-    # a title of 10^7 characters: the clock ends its layout
-    "title_1e7_chars": (DRAW + "plt.title('x' * 10 ** 7)\n", "python", 3.0, {"timeout"}),
+    # a title of 10^7 characters: laid out past the 3 s budget on a loaded machine, within it (2.45 s seen) on a
+    # quiet one; either way bounded, and the batch checks leave no process or stray file
+    "title_1e7_chars": (DRAW + "plt.title('x' * 10 ** 7)\n", "python", 3.0, {"timeout", "ok"}),
     # a million artists: the clock ends it (or the memory limit, whichever comes first)
     "million_artists": (PLT + "fig, ax = plt.subplots()\nfor i in range(10 ** 6):\n"
                         "    ax.add_patch(plt.Rectangle((i, i), 1, 1))\n", "python", 3.0, {"timeout", "memory"}),
