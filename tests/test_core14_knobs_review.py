@@ -58,7 +58,7 @@ def _kl_by_formula(kind: str, logp: torch.Tensor, ref: torch.Tensor) -> torch.Te
     return (torch.exp(dc) - dc - 1).clamp(-10, 10)
 
 
-@pytest.mark.parametrize("kind", ["k1", "kl", "k2", "mse", "k3", "low_var_kl", "abs"])
+@pytest.mark.parametrize("kind", ["k1", "kl", "k2", "mse", "k3", "low_var_kl", "abs", "k3+", "low_var_kl+", "abs+"])
 def test_each_kl_type_is_its_formula_over_the_response_tokens(tiny_text_path, tmp_path, kind):
     # a reference far from the policy (another random init): k3's output clamp at 10 is reached on some tokens
     cfg = _cfg(tmp_path, **{"algo.kl_coef": 0.5, "algo.kl_type": kind})
@@ -79,14 +79,33 @@ def test_each_kl_type_is_its_formula_over_the_response_tokens(tiny_text_path, tm
             with torch.no_grad():
                 lp = torch.log_softmax(start.model(input_ids=ids_t).logits[0, P - 1:P - 1 + len(ids)].float(), -1)
             logp = lp.gather(-1, torch.tensor(ids)[:, None])[:, 0]
-            per_token += _kl_by_formula(kind, logp, logp - k1).tolist()
+            per_token += _kl_by_formula(kind.removesuffix("+"), logp, logp - k1).tolist()  # "+": the value of the kind
     assert len(per_token) == 2 * (1 + 2 + 6 + 3)
-    if kind in ("k3", "low_var_kl"):
+    if kind.removesuffix("+") in ("k3", "low_var_kl"):
         assert max(per_token) == 10.0  # the clamp is exercised
     expected = sum(per_token) / len(per_token)
     assert m["actor/kl"] == pytest.approx(expected, rel=2e-5, abs=1e-6)
     # token-mean loss: the KL term is kl_coef times the same token mean
     assert m["actor/loss"] - m["actor/pg_loss"] == pytest.approx(0.5 * expected, rel=2e-5, abs=1e-6)
+
+
+def _weights_after_a_step(tiny_text_path, tmp_path, kind):
+    cfg = _cfg(tmp_path / kind, **{"algo.kl_coef": 0.5, "algo.kl_type": kind})
+    lm, ref = _model(tiny_text_path, 11), _model(tiny_text_path, 12)
+    engine = build_engine(cfg, lm)
+    tr = GRPOTrainer(cfg, lm, Scripted(engine, _script(engine)), split_train_heldout(8, 0, seed=5)[0], [],
+                     ref_model=ref.model, log=False)
+    tr.rewards = FixedRewards()
+    tr.step()
+    return torch.cat([p.detach().flatten().double() for p in lm.model.parameters()])
+
+
+def test_a_plus_kl_type_trains_with_k2s_gradient(tiny_text_path, tmp_path):
+    # verl's straight-through "k3+": the loss's KL gradient is k2's (logp - ref), so one step moves the weights as
+    # "k2" does, and not as "k3" (whose gradient is 1 - e^(ref - logp), far from it with a reference this far off)
+    k2, k3, k3_plus = (_weights_after_a_step(tiny_text_path, tmp_path, k) for k in ("k2", "k3", "k3+"))
+    assert (k3_plus - k2).abs().max() < 1e-6 * k2.abs().max()
+    assert (k3 - k2).abs().max() > 1e3 * (k3_plus - k2).abs().max()
 
 
 @pytest.mark.parametrize("agg", ["token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm"])
