@@ -74,6 +74,12 @@ VISTA = [
     # the answer at the end of a long response still wins over one stated first
     (ANGLES_145, f"The answer is B.\n\n{EXPLANATION}\n\nOn reflection, the answer is C.", "C", True),
     (ANGLES_145, f"The answer is C.\n\n{EXPLANATION}\n\nOn reflection, the answer is B.", "B", False),
+    # a box or a marked answer in the first 2,000 characters, answered or taken back at the end of a response over
+    # 20,000 characters: what followed the box / marker was read only to 20,000 characters, so the head's "3" won
+    (COUNT_4, f"First guess: \\boxed{{3}}\n\n{EXPLANATION}\n\nThe answer is 4.", "4", True),  # was '3'
+    (COUNT_4, f"\\boxed{{3}}\n\n{EXPLANATION[:20_500]}\n\nThe answer is 4.", "4", True),  # 20,540 chars: was '3'
+    (ANGLES_145, f"\\boxed{{B}}\n\n{EXPLANATION}\n\nTherefore, the answer is C.", "C", True),  # was 'B'
+    (COUNT_4, f"The answer is 3.\n\n{EXPLANATION}\n\nWait, actually it is 4.", "4", True),  # was '3'
     # 3. a worded choice without its punctuation
     (INSECTS, "The population of predatory insects would decrease", "The population of predatory insects would "
      "decrease", True),  # was ''

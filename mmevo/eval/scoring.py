@@ -41,11 +41,14 @@ __all__ = [
 # length, as the official GPT extraction, which sees the whole response, reads it.
 _MAX_RESPONSE_CHARS = 20_000
 _MAX_RESPONSE_HEAD_CHARS = 2_000
+# the most characters of a response extraction reads (head, blank line, tail): the bound of what follows a box or a
+# marked answer, which may stand in the head and be answered or taken back at the tail's end
+_MAX_BOUNDED_CHARS = _MAX_RESPONSE_HEAD_CHARS + 2 + _MAX_RESPONSE_CHARS
 
 
 def _bounded_response(response: str) -> str:
     """``response`` itself when short; else its first and last characters (see above), a blank line between."""
-    if len(response) <= _MAX_RESPONSE_HEAD_CHARS + _MAX_RESPONSE_CHARS:
+    if len(response) <= _MAX_BOUNDED_CHARS:
         return response
     return response[:_MAX_RESPONSE_HEAD_CHARS] + "\n\n" + response[-_MAX_RESPONSE_CHARS:]
 # MathVista: only the last this many "answer is" markers of a response are considered, each with
@@ -2243,7 +2246,7 @@ _TAKEN_BACK_RE = re.compile(r"(?:\b(?:wait|actually|hmm+|no|on second thought)\b
 
 def _taken_back(tail: str, item: dict, choices: list[str]) -> str | None:
     """The answer a correction after a marked answer states instead (see ``_TAKEN_BACK_RE``), if it reads as one."""
-    for m in reversed(list(_TAKEN_BACK_RE.finditer(tail[:_MAX_RESPONSE_CHARS]))):
+    for m in reversed(list(_TAKEN_BACK_RE.finditer(tail[:_MAX_BOUNDED_CHARS]))):
         cand = _drop_negated(_clean_candidate(m.group(1)))
         if not cand:
             continue
@@ -2431,7 +2434,7 @@ def _marked_after(tail: str, item: dict, choices: list[str]) -> str | None:
     letter or text, see :func:`_resolve_choice`), or a number with at most a unit; not the heading of a check ("Let
     me verify the answer: 3 + 4 = 7") nor a remark on the boxed answer ("The answer is reasonable since 12 < 20")."""
     qtype, atype = item.get("question_type"), item.get("answer_type")
-    for m in reversed(list(_ANSWER_IS_RE.finditer(tail[:_MAX_RESPONSE_CHARS]))[-_MAX_ANSWER_MARKERS:]):
+    for m in reversed(list(_ANSWER_IS_RE.finditer(tail[:_MAX_BOUNDED_CHARS]))[-_MAX_ANSWER_MARKERS:]):
         if _CHECKED_ANSWER_RE.search(tail[max(0, m.start() - 40): m.start()]):
             continue
         cand = _drop_negated(_clean_candidate(m.group(1)))
