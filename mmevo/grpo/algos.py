@@ -90,11 +90,11 @@ def _group_spread(r: Tensor, inv: Tensor, num_groups: int, with_sq: bool = True)
     """Centered rewards and sums of squares of each group, computed on rewards scaled by a power of two.
 
     Returns ``(centered [B], exponent [G], sq [G])``: ``centered * 2**exponent[inv]`` is ``r - mean_g`` and
-    ``sqrt(sq) * 2**exponent`` the group's root sum of squares (``with_sq`` False: ``sq`` is not summed, zeros). Scaling each group so that its largest reward is
-    below 1 in magnitude is exact (a power of two), so for ordinary rewards every result has the bits of the unscaled
-    arithmetic; it keeps ``r - min`` and the squares in range where the plain float64 sums broke: rewards of 1e200
-    squared to inf (std inf, every advantage 0), rewards of 1e-200 squared to 0 (std 0, advantages +-inf with
-    eps = 0) and ``1e308 - (-1e308)`` overflowed (advantages NaN).
+    ``sqrt(sq) * 2**exponent`` the group's root sum of squares (``with_sq`` False: ``sq`` is left zeros, unsummed).
+    Scaling each group so that its largest reward is below 1 in magnitude is exact (a power of two), so for ordinary
+    rewards every result has the bits of the unscaled arithmetic; it keeps ``r - min`` and the squares in range where
+    the plain float64 sums broke: rewards of 1e200 squared to inf (std inf, every advantage 0), rewards of 1e-200
+    squared to 0 (std 0, advantages +-inf with eps = 0) and ``1e308 - (-1e308)`` overflowed (advantages NaN).
     """
     max_abs = torch.zeros(num_groups, dtype=torch.float64, device=r.device)  # [G]
     max_abs.scatter_reduce_(0, inv, r.abs(), "amax", include_self=True)
