@@ -94,7 +94,7 @@ def _number_styles(g: str) -> list[tuple[str, str]]:
         ("sci_times", f"{v / 10:g} \\times 10^{{1}}" if v else "0 \\times 10^{1}"),
         ("fullwidth_digits", _fullwidth(g)),
         ("sci_upper", f"{v:.2E}"),
-        ("half_frac_unbraced", f"\\frac12" if v == 0.5 else g),
+        ("half_frac_unbraced", "\\frac12" if v == 0.5 else g),
         ("trailing_zero", f"{g}.0" if "." not in g else f"{g}0"),
     ]
     if v < 0:
@@ -133,14 +133,20 @@ def _wrap(style: str, ans: str) -> list[tuple[str, str]]:
             (f"{style}|answer_is", f"The answer is {ans}.")]
 
 
-def mathvision_responses(row: dict, rng: random.Random) -> list[tuple[str, str]]:
+def _mathvision_row(row: dict) -> tuple[str, list[str], str, str]:
+    """A MATH-V row's gold, options, option letters and the gold option's text ("" for a free-form row, or a gold
+    that is no option letter)."""
     gold = str(row["answer"]).strip()
     options = [str(o) for o in row.get("options") or []]
+    letters = "ABCDE"[: len(options)]
+    return gold, options, letters, options[letters.index(gold)] if options and gold in letters else ""
+
+
+def mathvision_responses(row: dict, rng: random.Random) -> list[tuple[str, str]]:
+    gold, options, letters, T = _mathvision_row(row)
     out: list[tuple[str, str]] = []
     if options:
-        letters = "ABCDE"[: len(options)]
         L = gold
-        T = options[letters.index(L)] if L in letters else ""
         W = rng.choice([c for c in letters if c != L] or ["Z"])
         WT = options[letters.index(W)] if W in letters else "?"
         out += _wrap("mc_letter", L)
@@ -262,13 +268,10 @@ def _numeric_variants(g: str, v: float) -> list[tuple[str, str]]:
 
 
 def mathvision_new_responses(row: dict, rng: random.Random) -> list[tuple[str, str]]:
-    gold = str(row["answer"]).strip()
-    options = [str(o) for o in row.get("options") or []]
+    gold, options, letters, T = _mathvision_row(row)
     out: list[tuple[str, str]] = []
     if options:
-        letters = "ABCDE"[: len(options)]
         L = gold
-        T = options[letters.index(L)] if L in letters else ""
         out += _md_wraps("n_mc_letter", L)
         out += _md_wraps("n_mc_letter_paren", f"({L})")
         for k, t in _text_variants(T):

@@ -632,6 +632,16 @@ def _run_group(pool, programs):
     return got
 
 
+def check_batch_is_new(groups, *earlier_groups):
+    """A hostile batch (group name -> programs) holds 25+ well-formed programs, none named or written as one of this
+    file's corpus or of ``earlier_groups`` (other batches' group dicts)."""
+    earlier = {**CORPUS, **SYSCALLS, **{n: p for gs in earlier_groups for g in gs.values() for n, p in g.items()}}
+    mine = {n: p for g in groups.values() for n, p in g.items()}
+    assert len(mine) >= 25 and not set(mine) & set(earlier)
+    assert not {p[0] for p in mine.values()} & {p[0] for p in earlier.values()}
+    assert all(len(v) == 4 and v[1] in ("python", "svg") and v[3] for v in mine.values())
+
+
 def check_batch(pool, programs, stray_dirs=()):
     """Run ``programs`` (name -> (code, language, timeout, expected kinds)) through ``pool`` and check what every
     hostile batch must leave: each program's kind among its expected ones, the same workers (none replaced), no job
