@@ -38,7 +38,8 @@ from mmevo.config import Config, set_dotted, to_dict, validate
 from mmevo.data.images import aspect_problem, fit_pixels, to_rgb
 from mmevo.data.prompts import EpochSampler
 from mmevo.data.schema import Example
-from mmevo.evolve.rerun import check_finished_steps, check_rerun_config, finished_steps_mismatches
+from mmevo.evolve.rerun import (check_finished_steps, check_rerun_config, finished_phase,
+                                 finished_steps_mismatches)
 from mmevo.rewards.answers import canonical_answer, extract_answer, group_answer_keys
 from mmevo.rewards.mmzero import CONTENT_TYPES, easy_accuracy, modal_share, proposal_penalties
 from mmevo.rollout import shared_vllm
@@ -690,13 +691,8 @@ def run_mmzero(cfg: Config) -> dict:
             for role_index, role in enumerate(ROLES):
                 phase_dir = out / f"iter_{t}" / role
                 done = phase_dir / "done.json"
-                if done.exists():
-                    result = json.loads(done.read_text())
-                    if result.get("model"):
-                        # its export in this output dir: done.json names the absolute path the phase exported to,
-                        # and a moved or copied output dir continued from there (a missing model, or another run's)
-                        result["model"] = str(phase_dir / "final")
-                else:
+                result = finished_phase(phase_dir)
+                if result is None:
                     result = run_phase(cfg, role, t, role_index, phase_dir, paths, pool, out)
                     barrier()  # every rank's records and images are written before the orphans are read off them
                     if is_main():

@@ -30,7 +30,8 @@ from mmevo.config import Config, set_dotted, to_dict, validate
 from mmevo.data.prompts import EpochSampler
 from mmevo.data.schema import Example
 from mmevo.evolve.mmzero import FrozenRole, Recorder, content_id, step_means, substantive
-from mmevo.evolve.rerun import check_finished_steps, check_rerun_config, finished_steps_mismatches
+from mmevo.evolve.rerun import (check_finished_steps, check_rerun_config, finished_phase,
+                                 finished_steps_mismatches)
 from mmevo.rewards.answers import extract_answer, group_answer_keys, single_tag
 from mmevo.rewards.mmzero import modal_share
 from mmevo.rollout.shared_vllm import for_roles
@@ -370,13 +371,8 @@ def run_prism(cfg: Config) -> dict:
             for role_index, phase in enumerate(PHASES):
                 phase_dir = it_dir / phase
                 done = phase_dir / "done.json"
-                if done.exists():
-                    result = json.loads(done.read_text())
-                    if result.get("model"):
-                        # its export in this output dir: done.json names the absolute path the phase exported to,
-                        # and a moved or copied output dir continued from there (a missing model, or another run's)
-                        result["model"] = str(phase_dir / "final")
-                else:
+                result = finished_phase(phase_dir)
+                if result is None:
                     phase_dir.mkdir(parents=True, exist_ok=True)
                     if phase == "questioner":
                         result = run_questioner(cfg, t, role_index, phase_dir, solver_path, counts_state)

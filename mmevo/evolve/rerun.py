@@ -115,3 +115,13 @@ def _done(phase_dir: Path) -> dict | None:
         raise ConfigError(f"{phase_dir / 'done.json'}: not a readable phase record ({e}); remove it to train the "
                           "phase again") from None
     return done if isinstance(done, dict) else {}
+
+
+def finished_phase(phase_dir: Path) -> dict | None:
+    """A finished phase's record (its ``done.json``), else None; its model is its export in ``phase_dir``: done.json
+    names the absolute path the phase exported to, and a moved or copied output dir continued from there (a missing
+    model, or another run's)."""
+    done = _done(phase_dir)
+    if done and done.get("model"):
+        done["model"] = str(phase_dir / "final")
+    return done
