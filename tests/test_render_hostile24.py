@@ -169,8 +169,10 @@ def test_job_and_validator_children_are_the_oom_killers_first_choice(render_pool
     own = {p: open(f"/proc/{p}/oom_score_adj").read().strip() for p in _worker_processes(render_pool)}
 
     def watch():
+        # a child read just after its fork still has the worker's value: read again until every job child seen has
+        # the job's value (a child that never gets it keeps its last value and fails the check below)
         deadline = time.monotonic() + 10
-        while not seen and time.monotonic() < deadline:
+        while time.monotonic() < deadline and not (seen and set(seen.values()) == {wk.JOB_OOM_SCORE_ADJ}):
             for pid in _job_processes(render_pool):
                 try:
                     seen[pid] = int(open(f"/proc/{pid}/oom_score_adj").read())
