@@ -5,7 +5,7 @@ expansion beyond the five predefined ones and character references) after a size
 (``forbidden``): a DOCTYPE internal subset, any entity / notation declaration, an undeclared entity,
 processing instructions (``xml-stylesheet``), XInclude, a root element other than ``svg``, an ``href`` or
 ``xml:base`` (the base cairosvg resolves an ``<image>`` href against) in any namespace that is not empty,
-``#fragment`` or a ``data:`` URL, an ``href`` or ``id`` holding ``url(`` (once
+``#fragment`` or a ``data:`` URL (a hyperlink's own href excepted: ``link_problem``), an ``href`` or ``id`` holding ``url(`` (once
 tabs and line breaks are removed: cairosvg fetches what its own ``url\\((.+)\\)`` finds there, up to three times
 over), a ``data:`` URL whose base64 does not decode (with or without its ``#fragment``), and in any attribute value
 or ``<style>`` text, after CSS unescaping, ``@import`` or a ``url()`` to anything else; in style attributes and
@@ -24,6 +24,7 @@ import xml.parsers.expat as expat
 from urllib.parse import unquote_to_bytes
 
 SVG_NS = "http://www.w3.org/2000/svg"
+XLINK_NS = "http://www.w3.org/1999/xlink"
 XINCLUDE_NS = ("http://www.w3.org/2001/XInclude", "http://www.w3.org/2003/XInclude")
 MAX_SVG_BYTES = 1 << 20
 _CSS_WS = " \t\n\r\f"
@@ -122,6 +123,24 @@ def ref_problem(ref: str) -> str | None:
     return _plain_ref_problem(ref)
 
 
+def link_problem(ref: str) -> str | None:
+    """None when ``ref`` may be the target of a hyperlink (``<a href>`` / ``<a xlink:href>`` in the SVG namespace or
+    none): any URL but one holding ``url(``. cairosvg draws ``<a>`` as text and reads its href only for a
+    ``#fragment`` lookup of a local path (``text.py``: a ``<textPath>``'s own, else its parent's); it never fetches
+    it, hrefs are not inherited (``NOT_INHERITED_ATTRIBUTES``), and ``parse_def`` registers no element by the tag
+    ``a``. A link to a web page is what a chart's source note holds; refusing it was a false refusal."""
+    if "url(" in ref.translate(_URL_UNSAFE).lower():
+        return ref_problem(ref)
+    return None
+
+
+def _is_link_href(element_ns: str, element: str, attr_ns: str, attr: str) -> bool:
+    """Whether an attribute is the href of a hyperlink as cairosvg reads it: element ``a`` (its tag is the local name
+    only in the SVG namespace or none; in another it is ``{ns}a``, and ``parse_def`` matches substrings of that), and
+    ``href`` without a namespace or in XLink's (``Node.get_href`` reads these two only)."""
+    return element == "a" and element_ns in ("", SVG_NS) and attr == "href" and attr_ns in ("", XLINK_NS)
+
+
 def _plain_ref_problem(ref: str) -> str | None:
     r = ref.replace("\t", "").replace("\n", "").replace("\r", "").strip(_URL_STRIP)
     if r == "" or r.startswith("#"):
@@ -206,10 +225,15 @@ def check_svg(data: bytes | str, max_bytes: int = MAX_SVG_BYTES) -> tuple[str, s
         if ns in XINCLUDE_NS or local == "include":
             refuse("XInclude is not allowed")
         for an, av in attrs.items():
-            local_an = an.rpartition(" ")[2]
+            ns_an, _, local_an = an.rpartition(" ")
             # an id becomes the URL "#" + id in cairosvg's pattern / gradient href chains; xml:base is the URL an
             # <image> href is resolved against (``<image xml:base="/etc/x" href="#a">`` fetches file:///etc/x#a)
-            problem = ref_problem(av) if local_an in _REF_ATTRS else ref_problem("#" + av) if local_an == "id" else None
+            if _is_link_href(ns, local, ns_an, local_an):
+                problem = link_problem(av)
+            elif local_an in _REF_ATTRS:
+                problem = ref_problem(av)
+            else:
+                problem = ref_problem("#" + av) if local_an == "id" else None
             problem = problem or css_problem(av, declarations=local_an == "style")
             if problem:
                 refuse(f"attribute {local_an}: {problem}")

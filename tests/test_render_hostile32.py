@@ -1,0 +1,365 @@
+"""render/: a thirty-second pass. First the false refusals of legitimate code: the job's uid had no passwd entry, so
+``pwd.getpwuid(os.getuid())`` and what is built on it (``expanduser("~")`` without HOME, ``Path.home()``,
+``getpass.getuser()`` without USER / LOGNAME) failed; an SVG hyperlink (``<a href="https://...">``), which cairosvg
+never fetches, was refused; and a corpus of ordinary plots and SVGs that must render. Then hostile programs written
+against what this pass added and what the sandbox reads back: the tree's account files and NSS, the image-choice rule
+(file names, links, modes, timestamps), the result channel, and hyperlinks used to smuggle a fetch. Each is pinned to
+its label with the host effects test_render_hostile21 checks (the same workers, no job process left, nothing written
+outside the job dir, escaped job text, a clean render afterwards)."""
+
+import json
+import os
+import sys
+
+import pytest
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="render sandbox is Linux-only")
+
+from render import RenderJob  # noqa: E402
+
+TOKEN = "hostile32canary"
+PLT = "import matplotlib.pyplot as plt\n"
+NP = PLT + "import numpy as np\n"
+DRAW = PLT + "plt.figure(figsize=(1, 1), dpi=50)\nplt.plot([1, 2])\n"
+SVGH = '<svg xmlns="http://www.w3.org/2000/svg" xmlns:xlink="http://www.w3.org/1999/xlink" width="40" height="30">'
+SVG_CHART = ('<svg xmlns="http://www.w3.org/2000/svg" xmlns:xlink="http://www.w3.org/1999/xlink" width="200" '
+             'height="120" viewBox="0 0 200 120">')
+# a shared library the tree shows wherever numpy is installed (a C extension), copied into the job dir
+COPY_LIB = "import shutil, numpy.core._multiarray_umath as m\nshutil.copy(m.__file__, {dst!r})\n"
+
+# -- legitimate programs a coder model plausibly writes: each must render, at the size given ----------------------
+LEGIT_PYTHON = {  # name: (code, (width, height))
+    "grid_subplots_shared": (NP + "fig, axs = plt.subplots(3, 3, figsize=(6, 6), sharex=True, sharey='row')\n"
+                             "for k, a in enumerate(axs.flat):\n    a.plot(np.arange(10), np.arange(10) ** (k / 4))\n"
+                             "    a.grid(True, ls=':')\nfig.suptitle('Powers')\nfig.tight_layout()\n", (600, 600)),
+    "twin_and_secondary_axes": (NP + "fig, ax = plt.subplots()\nx = np.linspace(0, 10, 50)\nax.plot(x, np.sin(x), 'b-')\n"
+                                "ax2 = ax.twinx()\nax2.plot(x, np.exp(x / 5), 'r--')\nax.set_ylabel('sin', color='b')\n"
+                                "ax2.set_ylabel('exp', color='r')\n"
+                                "ax.secondary_xaxis('top', functions=(lambda v: v * 2, lambda v: v / 2))\n", (640, 480)),
+    "polar_rose_and_bars": (NP + "theta = np.linspace(0, 2 * np.pi, 400)\nax = plt.subplot(projection='polar')\n"
+                            "ax.plot(theta, np.abs(np.cos(4 * theta)))\nax.set_rmax(1.2)\n"
+                            "ax.bar(np.linspace(0, 2 * np.pi, 8, endpoint=False), np.arange(8) / 8, width=0.5, "
+                            "alpha=0.4)\n", (640, 480)),
+    "scatter_3d_seeded_generator": (NP + "from mpl_toolkits.mplot3d import Axes3D\nrng = np.random.default_rng(42)\n"
+                                    "ax = plt.figure().add_subplot(111, projection='3d')\n"
+                                    "ax.scatter(*rng.normal(size=(3, 200)), c=rng.random(200), cmap='plasma')\n"
+                                    "ax.view_init(30, 60)\nax.set_zlabel('z')\n", (640, 480)),
+    "annotations_with_arrows": (PLT + "fig, ax = plt.subplots()\nax.plot([0, 1, 2], [0, 2, 1])\n"
+                                "ax.annotate('peak', xy=(1, 2), xytext=(1.5, 2.5), arrowprops=dict(arrowstyle='->', "
+                                "connectionstyle='arc3,rad=.3'))\nax.annotate('', xy=(0, 0), xytext=(2, 1), "
+                                "arrowprops=dict(facecolor='black', shrink=0.05))\nax.set_ylim(0, 3)\n"
+                                "ax.arrow(0.2, 0.2, 0.5, 0.5, head_width=0.1)\n", (640, 480)),
+    "mathtext_everywhere": (PLT + "plt.plot([1, 2, 3])\n"
+                            "plt.title(r'$\\sum_{i=0}^{n} \\frac{x_i^2}{\\sigma}$ and $\\sqrt{2}$')\n"
+                            "plt.xlabel(r'$\\theta$ (rad)')\nplt.ylabel(r'$\\mathrm{Area}\\ [m^2]$')\n"
+                            "plt.text(1, 2, r'$\\alpha > \\beta$')\n", (640, 480)),
+    "unicode_category_labels": (PLT + "plt.bar(['Äpfel', 'Birnen', 'Café', '面积', 'Ωmega'], [3, 5, 2, 4, 1])\n"
+                                "plt.title('Früchte – Übersicht ≥ 2 → ∞ °C')\n", (640, 480)),
+    "patch_zoo": (PLT + "import matplotlib.patches as mp\nfig, ax = plt.subplots()\n"
+                  "ax.add_patch(mp.Circle((0.3, 0.3), 0.2, color='g'))\n"
+                  "ax.add_patch(mp.Rectangle((0.5, 0.5), 0.3, 0.2, fill=False, hatch='//'))\n"
+                  "ax.add_patch(mp.Polygon([[0.1, 0.8], [0.3, 0.95], [0.2, 0.6]], closed=True))\n"
+                  "ax.add_patch(mp.Wedge((0.7, 0.2), 0.15, 30, 270))\n"
+                  "ax.add_patch(mp.FancyBboxPatch((0.5, 0.8), 0.2, 0.1, boxstyle='round,pad=0.02'))\n"
+                  "ax.add_patch(mp.Ellipse((0.8, 0.6), 0.2, 0.1, angle=30))\nax.set_aspect('equal')\n", (640, 480)),
+    "line_and_patch_collections": (NP + "from matplotlib.collections import LineCollection, PatchCollection\n"
+                                   "from matplotlib.patches import Circle\nfig, ax = plt.subplots()\n"
+                                   "segs = [np.column_stack([np.linspace(0, 1, 10), np.random.rand(10)]) "
+                                   "for _ in range(5)]\nax.add_collection(LineCollection(segs, colors=list('rgbkm')))\n"
+                                   "ax.add_collection(PatchCollection([Circle((0.5, 0.5), 0.1)], alpha=0.3))\n"
+                                   "ax.autoscale()\n", (640, 480)),
+    "imshow_of_generated_field": (NP + "x, y = np.meshgrid(np.linspace(-2, 2, 200), np.linspace(-2, 2, 200))\n"
+                                  "z = np.exp(-(x ** 2 + y ** 2)) * np.cos(3 * x)\n"
+                                  "plt.imshow(z, cmap='RdBu', origin='lower', extent=[-2, 2, -2, 2], "
+                                  "interpolation='bilinear')\nplt.colorbar(label='z')\n"
+                                  "plt.contour(x, y, z, levels=8, colors='k', linewidths=0.5)\n", (640, 480)),
+    "seeded_histogram": (NP + "np.random.seed(0)\ndata = np.random.randn(1000)\n"
+                         "plt.hist(data, bins=30, density=True, alpha=0.6, edgecolor='k')\n"
+                         "plt.axvline(data.mean(), color='r')\nplt.legend(['mean', 'data'])\n", (640, 480)),
+    "savefig_dpi_tight_then_close": (PLT + "fig, ax = plt.subplots(figsize=(4, 3))\n"
+                                     "ax.pie([30, 20, 50], labels=['A', 'B', 'C'], autopct='%1.1f%%', "
+                                     "explode=[0, 0.1, 0])\nfig.savefig('chart.png', dpi=150, bbox_inches='tight', "
+                                     "pad_inches=0.1, facecolor='white')\nplt.close(fig)\n", (376, 376)),
+    "show_at_the_end": (PLT + "plt.figure(figsize=(5, 4))\n"
+                        "plt.errorbar([1, 2, 3], [2, 3, 1], yerr=[0.2, 0.3, 0.1], fmt='o-', capsize=3)\n"
+                        "plt.fill_between([1, 2, 3], [1, 2, 0], [3, 4, 2], alpha=0.2)\nplt.show()\n", (500, 400)),
+    "gridspec_constrained_inset": (NP + "import matplotlib.gridspec as gs\n"
+                                   "fig = plt.figure(figsize=(6, 4), constrained_layout=True)\n"
+                                   "g = gs.GridSpec(2, 3, figure=fig)\nax = fig.add_subplot(g[0, :])\n"
+                                   "ax.step(range(10), np.cumsum(np.ones(10)))\n"
+                                   "fig.add_subplot(g[1, 0]).boxplot([np.arange(10), np.arange(5, 20)])\n"
+                                   "fig.add_subplot(g[1, 1:]).violinplot([np.sin(np.arange(50)), "
+                                   "np.cos(np.arange(50))])\nax.inset_axes([0.6, 0.1, 0.3, 0.3]).plot([1, 3, 2])\n",
+                                   (600, 400)),
+    "dates_and_log_scales": (NP + "import datetime as dt\nimport matplotlib.dates as md\n"
+                             "days = [dt.date(2024, 1, 1) + dt.timedelta(days=i) for i in range(60)]\n"
+                             "fig, (a, b) = plt.subplots(2)\na.plot(days, np.arange(60))\n"
+                             "a.xaxis.set_major_formatter(md.DateFormatter('%b %d'))\nfig.autofmt_xdate()\n"
+                             "b.loglog(np.logspace(0, 3), np.logspace(0, 3) ** 2)\nb.set_xscale('symlog')\n",
+                             (640, 480)),
+    "stack_quiver_stream": (NP + "fig, (a, b, c) = plt.subplots(1, 3, figsize=(9, 3))\n"
+                            "a.stackplot(range(5), [1, 2, 3, 2, 1], [2, 1, 2, 1, 2])\n"
+                            "Y, X = np.mgrid[-2:2:20j, -2:2:20j]\nb.quiver(X, Y, -Y, X)\n"
+                            "c.streamplot(X, Y, -Y, X, density=0.6)\n", (900, 300)),
+    "table_and_boxed_text": (PLT + "fig, ax = plt.subplots()\nax.axis('off')\n"
+                             "ax.table(cellText=[['1', '2'], ['3', '4']], colLabels=['a', 'b'], loc='center')\n"
+                             "ax.text(0.5, 0.9, 'Table 1', ha='center', bbox=dict(boxstyle='round', fc='wheat'), "
+                             "transform=ax.transAxes)\n", (640, 480)),
+    "home_dir_user_and_passwd": (PLT + "import os, pathlib, getpass, pwd\nos.environ.pop('HOME', None)\n"
+                                 "out = pathlib.Path.home() / 'figs'\nout.mkdir(exist_ok=True)\nplt.plot([1, 2])\n"
+                                 "plt.title(getpass.getuser() + ' ' + pwd.getpwuid(os.getuid()).pw_dir)\n"
+                                 "plt.savefig(os.path.expanduser('~/figs/result.png'))\nplt.close()\n", (640, 480)),
+    "object_oriented_figure": ("from matplotlib.figure import Figure\n"
+                               "from matplotlib.backends.backend_agg import FigureCanvasAgg\n"
+                               "fig = Figure(figsize=(3, 2))\nFigureCanvasAgg(fig)\nax = fig.add_subplot()\n"
+                               "ax.barh(['x', 'y'], [1, 2], color=['#1f77b4', 'tab:orange'])\nfig.savefig('out.png')\n",
+                               (300, 200)),
+    "style_context_legend": (NP + "with plt.style.context('ggplot'):\n"
+                             "    plt.plot(np.arange(5), np.arange(5) ** 2, marker='s')\n"
+                             "    plt.legend(['sq'], loc='upper left', frameon=True, shadow=True)\n", (640, 480)),
+}
+
+LEGIT_SVG = {  # each 200 x 120
+    "gradients_with_href_chain": SVG_CHART + '<defs><linearGradient id="g" x1="0" x2="1"><stop offset="0" '
+                                 'stop-color="red"/><stop offset="1" stop-color="blue" stop-opacity="0.5"/>'
+                                 '</linearGradient><radialGradient id="r" xlink:href="#g" cx="50%" cy="50%" r="50%"/>'
+                                 '</defs><rect width="100" height="60" fill="url(#g)"/><circle cx="150" cy="60" r="40" '
+                                 'fill="url(#r)"/></svg>',
+    "hatch_pattern": SVG_CHART + '<defs><pattern id="p" width="10" height="10" patternUnits="userSpaceOnUse"><path '
+                     'd="M0 0L10 10" stroke="black"/></pattern></defs><rect width="200" height="120" fill="url(#p)"/>'
+                     '</svg>',
+    "text_tspans_transforms": SVG_CHART + '<g transform="translate(10,20) rotate(5)"><text x="0" y="10" '
+                              'font-family="DejaVu Sans" font-size="14">Area = πr² ≈ 3.14</text><text x="0" y="40" '
+                              'transform="scale(1.2)"><tspan fill="red">red</tspan> and <tspan font-weight="bold">'
+                              'bold</tspan></text></g></svg>',
+    "paths_and_markers": SVG_CHART + '<defs><marker id="m" markerWidth="6" markerHeight="6" refX="3" refY="3" '
+                         'orient="auto"><path d="M0,0 L6,3 L0,6 z"/></marker></defs><path d="M10 100 Q 60 10 110 100 '
+                         'T 190 60" fill="none" stroke="#333" stroke-width="2" marker-end="url(#m)"/><polyline '
+                         'points="10,10 40,30 70,10" fill="none" stroke="green"/></svg>',
+    "css_style_block": SVG_CHART + '<style>/* chart */ .bar { fill: steelblue; } .bar:hover { fill: orange } text '
+                       '{ font: 10px sans-serif; }</style><rect class="bar" x="10" y="20" width="20" height="80"/>'
+                       '<rect class="bar" x="40" y="50" width="20" height="50"/><text x="10" y="115">Q1 Q2</text></svg>',
+    "hyperlinks_external_internal_mail": SVG_CHART + '<a href="https://en.wikipedia.org/wiki/Triangle" target="_blank">'
+                                         '<polygon points="10,110 60,10 110,110" fill="teal"/></a><a xlink:href="#c">'
+                                         '<circle id="c" cx="150" cy="60" r="30"/></a><text x="120" y="110"><a '
+                                         'href="mailto:a@b.org">mail</a></text></svg>',
+    "use_clip_mask": SVG_CHART + '<defs><circle id="dot" r="5"/><clipPath id="cp"><rect width="100" height="60"/>'
+                     '</clipPath><mask id="mk"><rect width="200" height="120" fill="white"/></mask></defs><g '
+                     'clip-path="url(#cp)" mask="url(#mk)"><use href="#dot" x="20" y="20"/><use xlink:href="#dot" '
+                     'x="40" y="40" fill="red"/></g></svg>',
+}
+
+# -- hostile programs ----------------------------------------------------------------------------------------------
+# The tree's account files and NSS, used as an attacker who read them would
+ACCOUNT = {
+    # the tree's /etc/passwd is a read-only copy in the skeleton
+    "append_to_tree_passwd": ("open('/etc/passwd', 'a').write('evil::0:0::/:/bin/sh\\n')\n" + DRAW, "python", 10.0,
+                              {"forbidden"}),
+    # root's home as the passwd entry names it: not in the tree
+    "root_home_from_passwd": ("import pwd, os\nh = pwd.getpwnam('root').pw_dir\n"
+                              "open(os.path.join(h, '.ssh', 'id_rsa')).read()\n", "python", 10.0, {"forbidden"}),
+    "tilde_root_expanduser": ("import os\nopen(os.path.expanduser('~root/.bash_history')).read()\n", "python", 10.0,
+                              {"forbidden"}),
+    # an NSS service name with a slash makes glibc dlopen libnss_<name>.so.2 relative to the job dir: the job's
+    # tmpfs is noexec, so no code of the job's is mapped, and the lookup finds nothing
+    "nss_service_from_jobdir": ("import ctypes, os\nos.makedirs('libnss_/job', exist_ok=True)\n" +
+                                COPY_LIB.format(dst="libnss_/job/x.so.2") +
+                                "ctypes.CDLL(None).__nss_configure_lookup(b'passwd', b'/job/x')\n"
+                                "import pwd\npwd.getpwnam('nobody-here')\n", "python", 10.0, {"crash"}),
+    "dlopen_library_copied_to_jobdir": (COPY_LIB.format(dst="l.so") + "import ctypes\nctypes.CDLL('/job/l.so')\n",
+                                        "python", 10.0, {"crash"}),
+    # the names in the passwd file grant nothing: the ids stay the job's
+    "setuid_to_passwd_root": ("import os\nos.setuid(0)\n" + DRAW, "python", 10.0, {"forbidden"}),
+    "initgroups_as_render": ("import os, pwd\nos.initgroups(pwd.getpwuid(os.getuid()).pw_name, 0)\n" + DRAW,
+                             "python", 10.0, {"forbidden"}),
+    "home_env_pointed_at_etc": ("import os, pathlib\nos.environ['HOME'] = '/etc'\n"
+                                "(pathlib.Path.home() / '" + TOKEN + ".png').write_bytes(b'x')\n", "python", 10.0,
+                                {"forbidden"}),
+    "passwd_lookup_with_nul": ("import pwd\npwd.getpwnam('render\\x00root')\n", "python", 10.0, {"crash"}),
+}
+
+# What the worker reads back from the job dir: the PNG it picks, and the name it reports
+IMAGE_CHOICE = {
+    # the chosen file's name is job text: escaped, cut
+    "png_name_with_escapes": (DRAW + "n = '\\x1b[2J\\u202e' + 'A' * 200 + '\\n.png'\nplt.savefig(n)\nplt.close()\n",
+                              "python", 10.0, {"ok"}),
+    "png_at_path_max_depth": (DRAW + "import os\np = '/'.join(['d' * 200] * 18)\nos.makedirs(p)\n"
+                              "plt.savefig(p + '/x.png')\nplt.close()\n", "python", 10.0, {"ok"}),
+    # its own directory made unreadable by the code: nothing found, nothing crashes
+    "png_in_dir_made_unreadable": (DRAW + "import os\nos.mkdir('locked')\nplt.savefig('locked/a.png')\nplt.close()\n"
+                                   "os.chmod('locked', 0)\n", "python", 10.0, {"no_output"}),
+    # the newest by mtime is chosen, whatever it holds: a text file dated 2100 is that image, refused
+    "text_png_dated_in_future": (DRAW + "import os\nplt.savefig('a.png')\nplt.close()\n"
+                                 "open('b.png', 'w').write('not a png')\nos.utime('b.png', (4102444800, 4102444800))\n",
+                                 "python", 10.0, {"invalid_image"}),
+    # a link named .png is never followed nor chosen
+    "png_symlink_to_tree_file": (DRAW + "import os\nplt.savefig('a.png')\nplt.close()\n"
+                                 "os.symlink('/etc/passwd', 'z.png')\n", "python", 10.0, {"ok"}),
+    # a sparse out.png of 30 MiB (no block written): refused by its size, before anything of it is read
+    "out_png_sparse_30_mib": (DRAW + "plt.savefig('out.png')\nopen('out.png', 'r+b').truncate(30 << 20)\n", "python",
+                              10.0, {"too_large"}),
+    "out_png_links_to_passwd": ("import os\nos.symlink('/etc/passwd', 'out.png')\n" + DRAW + "plt.close()\n",
+                                "python", 10.0, {"invalid_image"}),
+    "figure_dpi_nan": (PLT + "fig = plt.figure(figsize=(2, 2))\nfig.dpi = float('nan')\n", "python", 10.0,
+                       {"too_large"}),
+}
+
+# The result channel and the job's own signals / process group
+CHANNEL = {
+    # an "ok" frame of the job's own without any image: no image is no image
+    "forged_ok_frame_no_png": ("import os\nos.write(3, b'ok\\ncurrent figure')\nos._exit(0)\n", "python", 10.0,
+                               {"no_output"}),
+    # stdout pointed at the result pipe: a print lands in the frame before the worker's own
+    "stdout_onto_result_pipe": ("import os\nos.dup2(3, 1)\nprint('ok')\n" + DRAW, "python", 10.0, {"ok", "protocol"}),
+    # SIGSTOP to its main thread from another: the pid namespace's init ignores it, the job renders
+    "stop_signal_from_a_thread": ("import signal, threading\nt = threading.Thread(target=signal.pthread_kill, "
+                                  "args=(threading.main_thread().ident, signal.SIGSTOP))\nt.start()\nt.join()\n" + DRAW,
+                                  "python", 5.0, {"ok"}),
+    # a process group of its own would escape the supervisor's renice of the job's group: a session leader may not
+    "setpgid_out_of_session": ("import os\nos.setpgid(0, 0)\n" + DRAW, "python", 10.0, {"forbidden"}),
+}
+
+# Hyperlinks used to smuggle a fetch: only an <a>'s own href is free, and only if no url() hides in it
+SVG_LINKS = {
+    "link_to_javascript_url": (SVGH + '<a href="javascript:alert(1)"><rect width="9" height="9"/></a></svg>', "svg",
+                               10.0, {"ok"}),
+    "link_url_split_by_tab": (SVGH + '<a href="u&#9;rl(file:///etc/passwd)"><rect width="9" height="9"/></a></svg>',
+                              "svg", 10.0, {"forbidden"}),
+    # cairosvg's tag of an element in another namespace is "{ns}a", and parse_def matches "image" in it
+    "link_in_image_namespace": ('<svg xmlns="http://www.w3.org/2000/svg" xmlns:i="http://image.example/" width="9" '
+                                'height="9"><i:a href="http://x/"/></svg>', "svg", 10.0, {"forbidden"}),
+    "link_uppercase_tag": (SVGH + '<A href="http://x/"><rect width="9" height="9"/></A></svg>', "svg", 10.0,
+                           {"forbidden"}),
+    "link_around_external_image": (SVGH + '<a href="https://x/"><image href="file:///etc/passwd" width="9" '
+                                   'height="9"/></a></svg>', "svg", 10.0, {"forbidden"}),
+    "link_around_external_textpath": (SVGH + '<a href="#p"><text><textPath href="https://x/doc.svg#p">t</textPath>'
+                                      '</text></a></svg>', "svg", 10.0, {"forbidden"}),
+    "link_with_xml_base": (SVGH + '<a xml:base="file:///etc/" href="passwd"><rect width="9" height="9"/></a></svg>',
+                           "svg", 10.0, {"forbidden"}),
+    # a <use> of a link element draws its content; the link's href is still not fetched (the fetcher would refuse)
+    "use_of_link_to_host_file": (SVGH + '<defs><a id="l" href="file:///etc/passwd"><rect width="9" height="9"/></a>'
+                                 '</defs><use href="#l"/></svg>', "svg", 10.0, {"ok"}),
+    "link_href_in_other_namespace": ('<svg xmlns="http://www.w3.org/2000/svg" xmlns:e="http://e/" width="9" '
+                                     'height="9"><a e:href="file:///etc/passwd"><image width="9" height="9"/></a>'
+                                     '</svg>', "svg", 10.0, {"forbidden"}),
+    "link_href_as_css_property": (SVGH + '<a href="#x" style="href: file:///etc/passwd"><rect width="9" height="9"/>'
+                                  '</a></svg>', "svg", 10.0, {"forbidden"}),
+}
+
+GROUPS = {"account": ACCOUNT, "image_choice": IMAGE_CHOICE, "channel": CHANNEL, "svg_links": SVG_LINKS}
+
+
+def test_the_batch_is_new_and_large():
+    from test_render_hostile21 import check_batch_is_new
+    from test_render_hostile29 import GROUPS as GROUPS29
+    from test_render_hostile30 import GROUPS as GROUPS30
+    from test_render_hostile31 import GROUPS as GROUPS31
+
+    check_batch_is_new(GROUPS, GROUPS29, GROUPS30, GROUPS31)
+
+
+@pytest.mark.parametrize("group", list(GROUPS))
+def test_batch_outcomes(render_pool, group):
+    from test_render_hostile21 import HOST_TMP, check_batch
+
+    got = check_batch(render_pool, GROUPS[group],
+                      stray_dirs=[(d, TOKEN) for d in (HOST_TMP, "/dev/shm", os.path.expanduser("~"), "/")])
+    print(json.dumps({n: got[n] for n in GROUPS[group]}, indent=0))
+    assert not os.path.exists(os.path.join(HOST_TMP, TOKEN))
+    for name, (kind, message, elapsed_s) in got.items():
+        assert elapsed_s < GROUPS[group][name][2] + 6, (name, elapsed_s)
+
+
+def test_a_chosen_png_name_is_escaped_job_text(render_pool):
+    r = render_pool.render(RenderJob(IMAGE_CHOICE["png_name_with_escapes"][0]))
+    assert r.ok and r.message.startswith("job: '\\x1b[2J\\u202eAAAA"), r.message[:80]
+    assert "\x1b" not in r.message and "\u202e" not in r.message and len(r.message) <= 1010
+
+
+# -- the fixes this pass made ----------------------------------------------------------------------------------------
+def test_the_job_uid_has_an_account_with_the_job_dir_as_home(render_pool):
+    # before: `crash`, "KeyError: 'getpwuid(): uid not found: 65533'" (pwd, getpass without USER / LOGNAME), "KeyError:
+    # 'getgrgid(): gid not found'", "RuntimeError: Could not determine home directory." (Path.home() without HOME),
+    # and expanduser('~') without HOME gave '~' back
+    code = ("import getpass, grp, os, pathlib, pwd\nfor k in ('HOME', 'USER', 'LOGNAME', 'LNAME', 'USERNAME'):\n"
+            "    os.environ.pop(k, None)\np = pwd.getpwuid(os.getuid())\n"
+            "assert (p.pw_uid, p.pw_gid) == (os.getuid(), os.getgid())\n"
+            "raise RuntimeError(' '.join([p.pw_name, p.pw_dir, grp.getgrgid(os.getgid()).gr_name, getpass.getuser(), "
+            "os.path.expanduser('~'), str(pathlib.Path.home()), pwd.getpwnam('render').pw_dir]))\n")
+    r = render_pool.render(RenderJob(code))
+    assert (r.error_kind, r.message) == ("crash", "job: RuntimeError: render /job render render /job /job /job"), r
+
+
+def test_the_account_files_name_the_job_root_and_nobody_only(render_pool):
+    # what the job reads of them is this, whatever the host's account files hold
+    r = render_pool.render(RenderJob("raise RuntimeError(repr(open('/etc/passwd').read() + open('/etc/group').read()"
+                                     " + open('/etc/nsswitch.conf').read()))\n"))
+    assert r.error_kind == "crash", r
+    text = r.message.removeprefix("job: RuntimeError: ")
+    names = {line.split(":")[0] for line in eval(text).splitlines() if ":" in line}  # noqa: S307 - a repr we made
+    assert names == {"root", "render", "nobody", "nogroup", "passwd", "group", "shadow"}, text
+
+
+def test_job_account_files():
+    from render.worker import job_account_files
+
+    files = job_account_files(65533, 65533)
+    assert files["/etc/passwd"].decode().splitlines() == [
+        "root:x:0:0:root:/root:/usr/sbin/nologin", "render:x:65533:65533:render:/job:/usr/sbin/nologin",
+        "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin"]
+    assert files["/etc/group"] == b"root:x:0:\nrender:x:65533:\nnogroup:x:65534:\n"
+    assert files["/etc/nsswitch.conf"] == b"passwd: files\ngroup: files\nshadow: files\n"
+    # the shared slot's uid is nobody's: one entry per id, the job's name wins
+    shared = job_account_files(65534, 65534)
+    assert shared["/etc/passwd"].count(b":65534:") == 1 and b"render:x:65534:65534:" in shared["/etc/passwd"]
+    assert shared["/etc/group"] == b"root:x:0:\nrender:x:65534:\n"
+
+
+def test_the_account_files_are_read_only_root_files_of_the_tree(render_pool):
+    # copies written into the skeleton: root's, mode 0444, on the read-only tree; the job can neither change nor replace
+    code = ("import os\nout = []\nfor p in ('/etc/passwd', '/etc/group', '/etc/nsswitch.conf'):\n    st = os.stat(p)\n"
+            "    out.append(f'{oct(st.st_mode)} {st.st_uid} {os.access(p, os.W_OK)}')\n"
+            "raise RuntimeError(' '.join(out))\n")
+    r = render_pool.render(RenderJob(code))
+    assert (r.error_kind, r.message) == ("crash", "job: RuntimeError: " + " ".join(["0o100444 0 False"] * 3)), r
+
+
+def test_svg_hyperlinks_pass_the_screen_and_render(render_pool):
+    # before: `forbidden`, "SVG attribute href: reference to an external resource is not allowed: 'https://...'":
+    # cairosvg never fetches an <a> href (it draws <a> as text and reads the href for a #fragment path lookup only)
+    from render.svg import check_svg
+
+    links = [SVGH + '<a href="https://example.org/report?id=3#fig2"><rect width="9" height="9"/></a></svg>',
+             SVGH + '<a xlink:href="file:///etc/passwd"><rect width="9" height="9"/></a></svg>',
+             '<s:svg xmlns:s="http://www.w3.org/2000/svg" width="40" height="30"><s:a href="mailto:x@y.org">'
+             '<s:rect width="9" height="9"/></s:a></s:svg>']
+    for svg in links:
+        assert check_svg(svg) is None, svg
+    rs = render_pool.render_many([RenderJob(svg, "svg") for svg in links], timeout_s=10.0)
+    assert [(r.ok, r.width, r.height) for r in rs] == [(True, 40, 30)] * len(links), rs
+
+
+def test_what_cairosvg_fetches_stays_refused():
+    from render.svg import check_svg
+
+    fetched = ['<image href="https://x/a.png" width="9" height="9"/>', '<image xlink:href="/etc/passwd"/>',
+               '<use href="other.svg#a"/>', '<use xlink:href="file:///etc/x.svg#a"/>',
+               '<text><tref xlink:href="https://x/t.svg#t"/></text>', '<text><textPath href="https://x/p.svg#p">t'
+               '</textPath></text>', '<style>@import "https://x/s.css";</style>',
+               '<rect width="9" height="9" fill="url(https://x/p.svg#g)"/>', '<linearGradient id="g" '
+               'xlink:href="https://x/g.svg#g"/>', '<a href="#a url(file:///etc/passwd)"/>']
+    for body in fetched:
+        assert check_svg(SVGH + body + "</svg>")[0] == "forbidden", body
+
+
+@pytest.mark.parametrize("name", list(LEGIT_PYTHON))
+def test_legitimate_python_renders(render_pool, name):
+    code, size = LEGIT_PYTHON[name]
+    r = render_pool.render(RenderJob(code), timeout_s=30.0)
+    assert r.ok and (r.width, r.height) == size, (name, r.error_kind, r.message)
+
+
+def test_legitimate_svg_renders(render_pool):
+    rs = render_pool.render_many([RenderJob(s, "svg") for s in LEGIT_SVG.values()], timeout_s=30.0)
+    got = {n: (r.ok, r.width, r.height, r.error_kind, r.message) for n, r in zip(LEGIT_SVG, rs)}
+    assert all(v[:3] == (True, 200, 120) for v in got.values()), got
