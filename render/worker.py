@@ -751,11 +751,19 @@ def _run_python(code: str, limits: RenderLimits) -> tuple[str, str]:
     # under another name): the PNG the code wrote last is its image, not a blank canvas
     blank = bool(plt.get_fignums()) and _drew_nothing(plt.gcf())
     if not plt.get_fignums() or blank:
+        why = "the current figure is empty" if blank else "no open figure"
         saved = _last_png_written()
         if saved is not None:
             os.rename(saved, out)  # the supervisor checks it as any out.png
-            why = "the current figure is empty" if blank else "no open figure"
             return "ok", f"{os.path.relpath(saved, _JOBDIR)!r} written by the code (no out.png, {why})"
+        # no PNG either: a chart saved as JPEG / GIF / WebP / BMP / TIFF (`plt.savefig("chart.jpg"); plt.close()`)
+        # is the code's image too, written as a PNG here (it was `no_output`)
+        saved = _last_png_written(suffixes=RASTER_SUFFIXES)
+        if saved is not None:
+            refused = _raster_to_png(saved, out, limits)
+            if refused is not None:
+                return refused
+            return "ok", f"{os.path.relpath(saved, _JOBDIR)!r} written by the code, as PNG (no out.png, {why})"
         if not blank:
             return "no_output", "the code drew no figure and wrote no out.png"
     fig = plt.gcf()
@@ -816,7 +824,7 @@ def _note_png_write(event: str, args: tuple) -> None:
             path = args[1]
         else:
             return
-        if isinstance(path, int) or not os.fsdecode(path).lower().endswith(".png"):
+        if isinstance(path, int) or not os.fsdecode(path).lower().endswith((".png",) + RASTER_SUFFIXES):
             return
         path = os.fsdecode(path)
         if not path.startswith("/"):
@@ -828,7 +836,38 @@ def _note_png_write(event: str, args: tuple) -> None:
         pass
 
 
-def _last_png_written(max_entries: int = 4096) -> str | None:
+# raster formats a python job may save its chart in, besides PNG (matplotlib writes them through PIL)
+RASTER_SUFFIXES = (".jpg", ".jpeg", ".gif", ".webp", ".bmp", ".tif", ".tiff")
+
+
+def _raster_to_png(path: str, out: str, limits: RenderLimits) -> tuple[str, str] | None:
+    """Write the code's raster image ``path`` as the PNG ``out`` (its first frame; modes PNG cannot hold as RGB /
+    RGBA), or the refusal: past ``max_side`` by its header, before any pixel is decoded (``too_large``). A file PIL
+    cannot read or convert is moved to ``out`` as it is, for the supervisor to refuse (``invalid_image``). PIL's
+    decompression-bomb refusal stays ``too_large``. Runs in the job: its cost is the job's, and the supervisor checks
+    ``out`` as any out.png."""
+    from PIL import Image, UnidentifiedImageError
+
+    name = os.path.relpath(path, _JOBDIR)
+    try:
+        with Image.open(path) as im:
+            w, h = im.size
+            if w > limits.max_side or h > limits.max_side:
+                return "too_large", f"{name!r} of {w}x{h} px exceeds {limits.max_side} px"
+            im.seek(0)
+            if im.mode not in ("1", "L", "LA", "P", "RGB", "RGBA", "I;16"):  # CMYK, YCbCr, F, ...: as RGB(A)
+                im = im.convert("RGBA" if im.mode in ("PA", "RGBa") or "transparency" in im.info else "RGB")
+            im.save(out, format="PNG")
+    except (UnidentifiedImageError, SyntaxError, ValueError, OSError) as e:
+        if isinstance(e, OSError) and not isinstance(e, UnidentifiedImageError) and e.errno is not None:
+            raise  # a system call's error (a full job dir, a refusal): classified as any
+        # PIL's "not an image", a corrupt header, a truncated stream, a mode it cannot convert: the file itself is the
+        # output, which the supervisor refuses as any out.png that is no PNG (`invalid_image`; a job may not say so)
+        os.replace(path, out)
+    return None
+
+
+def _last_png_written(max_entries: int = 4096, suffixes: tuple = (".png",)) -> str | None:
     """The ``.png`` file the code wrote last anywhere under the job directory (regular files only, no link
     followed; the first ``max_entries`` entries looked at), or None. Code that saves its figure under another name
     and closes it (``plt.savefig("chart.png"); plt.close()``) still has its image rendered.
@@ -847,7 +886,7 @@ def _last_png_written(max_entries: int = 4096) -> str | None:
             seen += 1
             if e.is_dir(follow_symlinks=False):
                 stack.append(e.path)
-            elif e.name.lower().endswith(".png") and e.is_file(follow_symlinks=False):
+            elif e.name.lower().endswith(suffixes) and e.is_file(follow_symlinks=False):
                 key = (e.stat(follow_symlinks=False).st_mtime_ns, _PNG_WRITE_ORDER.get(os.path.normpath(e.path), -1), e.path)
                 best = max(best, key) if best else key
     return best[2] if best else None

@@ -27,6 +27,10 @@ SVG_CHART = ('<svg xmlns="http://www.w3.org/2000/svg" xmlns:xlink="http://www.w3
 # a shared library the tree shows wherever numpy is installed (a C extension), copied into the job dir
 COPY_LIB = "import shutil, numpy.core._multiarray_umath as m\nshutil.copy(m.__file__, {dst!r})\n"
 
+# a GIF whose header says w x h pixels (its one frame is 10 px square)
+GIF_HEADER = ("import io, struct\nfrom PIL import Image\nb = io.BytesIO()\nImage.new('P', (10, 10)).save(b, 'GIF')\n"
+              "d = bytearray(b.getvalue())\nd[6:10] = struct.pack('<HH', {w}, {h})\nopen('a.gif', 'wb').write(bytes(d))\n")
+
 # -- legitimate programs a coder model plausibly writes: each must render, at the size given ----------------------
 LEGIT_PYTHON = {  # name: (code, (width, height))
     "grid_subplots_shared": (NP + "fig, axs = plt.subplots(3, 3, figsize=(6, 6), sharex=True, sharey='row')\n"
@@ -200,6 +204,14 @@ IMAGE_CHOICE = {
                               10.0, {"too_large"}),
     "out_png_links_to_passwd": ("import os\nos.symlink('/etc/passwd', 'out.png')\n" + DRAW + "plt.close()\n",
                                 "python", 10.0, {"invalid_image"}),
+    # raster files other than PNG, chosen only where no PNG was written: written as a PNG in the job, or refused
+    "jpg_that_is_text": ("open('a.jpg', 'w').write('hello')\n", "python", 10.0, {"invalid_image"}),
+    "gif_header_5000_px": (GIF_HEADER.format(w=5000, h=5000), "python", 10.0, {"too_large"}),
+    "gif_header_decompression_bomb": (GIF_HEADER.format(w=60000, h=60000), "python", 10.0, {"too_large"}),
+    "jpg_named_link_to_tree_dir": ("import os\nos.symlink('/usr/share/fonts', 'a.jpg')\n", "python", 10.0,
+                                   {"no_output"}),
+    "truncated_jpeg": (DRAW + "plt.savefig('a.jpg')\nplt.close()\nd = open('a.jpg', 'rb').read()\n"
+                       "open('a.jpg', 'wb').write(d[:len(d) // 2])\n", "python", 10.0, {"invalid_image"}),
     "figure_dpi_nan": (PLT + "fig = plt.figure(figsize=(2, 2))\nfig.dpi = float('nan')\n", "python", 10.0,
                        {"too_large"}),
 }
@@ -277,6 +289,24 @@ def test_a_chosen_png_name_is_escaped_job_text(render_pool):
 
 
 # -- the fixes this pass made ----------------------------------------------------------------------------------------
+@pytest.mark.parametrize("ext, size", [("jpg", (200, 150)), ("jpeg", (200, 150)), ("webp", (200, 150)),
+                                       ("tif", (200, 150)), ("gif", (200, 150))])
+def test_a_chart_saved_in_another_raster_format_renders(render_pool, ext, size):
+    # before: `no_output`, "the code drew no figure and wrote no out.png": only a .png the code wrote was its image
+    code = (PLT + "import os\nos.mkdir('figs')\nplt.figure(figsize=(4, 3), dpi=50)\nplt.plot([1, 2], color='red')\n"
+            f"plt.savefig('figs/chart.{ext}')\nplt.close()\n")
+    r = render_pool.render(RenderJob(code))
+    assert r.ok and (r.width, r.height) == size, (r.error_kind, r.message)
+    assert r.message == f"job: 'figs/chart.{ext}' written by the code, as PNG (no out.png, no open figure)"
+
+
+def test_a_png_is_chosen_before_any_other_raster(render_pool):
+    code = (PLT + "plt.figure(figsize=(4, 3), dpi=50)\nplt.plot([1, 2])\nplt.savefig('b.jpg', dpi=20)\n"
+            "plt.savefig('a.png')\nplt.savefig('c.webp', dpi=20)\nplt.close()\n")
+    r = render_pool.render(RenderJob(code))
+    assert r.ok and (r.width, r.height) == (200, 150) and "'a.png'" in r.message, r
+
+
 def test_the_job_uid_has_an_account_with_the_job_dir_as_home(render_pool):
     # before: `crash`, "KeyError: 'getpwuid(): uid not found: 65533'" (pwd, getpass without USER / LOGNAME), "KeyError:
     # 'getgrgid(): gid not found'", "RuntimeError: Could not determine home directory." (Path.home() without HOME),
