@@ -25,6 +25,7 @@ from urllib.parse import unquote_to_bytes
 
 SVG_NS = "http://www.w3.org/2000/svg"
 XLINK_NS = "http://www.w3.org/1999/xlink"
+XHTML_NS = "http://www.w3.org/1999/xhtml"  # a <foreignObject>'s content: its <a> is "{XHTML_NS}a" to cairosvg
 XINCLUDE_NS = ("http://www.w3.org/2001/XInclude", "http://www.w3.org/2003/XInclude")
 MAX_SVG_BYTES = 1 << 20
 _CSS_WS = " \t\n\r\f"
@@ -135,10 +136,13 @@ def link_problem(ref: str) -> str | None:
 
 
 def _is_link_href(element_ns: str, element: str, attr_ns: str, attr: str) -> bool:
-    """Whether an attribute is the href of a hyperlink as cairosvg reads it: element ``a`` (its tag is the local name
-    only in the SVG namespace or none; in another it is ``{ns}a``, and ``parse_def`` matches substrings of that), and
-    ``href`` without a namespace or in XLink's (``Node.get_href`` reads these two only)."""
-    return element == "a" and element_ns in ("", SVG_NS) and attr == "href" and attr_ns in ("", XLINK_NS)
+    """Whether an attribute is the href of a hyperlink as cairosvg reads it: element ``a`` in the SVG namespace or none
+    (tag ``a``) or XHTML's (tag ``{http://www.w3.org/1999/xhtml}a``, in a ``<foreignObject>``, which cairosvg does not
+    draw); in any other namespace the tag is ``{ns}a`` and ``parse_def`` registers an element whose tag contains
+    ``image``, ``pattern``, ``path``, ... (``http://image.example/``), so it stays screened. The attribute: ``href``
+    without a namespace or in XLink's (``Node.get_href`` reads these two only)."""
+    return (element == "a" and element_ns in ("", SVG_NS, XHTML_NS) and attr == "href"
+            and attr_ns in ("", XLINK_NS))
 
 
 def _plain_ref_problem(ref: str) -> str | None:

@@ -362,7 +362,9 @@ def test_svg_hyperlinks_pass_the_screen_and_render(render_pool):
     links = [SVGH + '<a href="https://example.org/report?id=3#fig2"><rect width="9" height="9"/></a></svg>',
              SVGH + '<a xlink:href="file:///etc/passwd"><rect width="9" height="9"/></a></svg>',
              '<s:svg xmlns:s="http://www.w3.org/2000/svg" width="40" height="30"><s:a href="mailto:x@y.org">'
-             '<s:rect width="9" height="9"/></s:a></s:svg>']
+             '<s:rect width="9" height="9"/></s:a></s:svg>',
+             SVGH + '<foreignObject width="40" height="20"><div xmlns="http://www.w3.org/1999/xhtml">See <a '
+             'href="https://example.org/">the source</a></div></foreignObject><rect width="9" height="9"/></svg>']
     for svg in links:
         assert check_svg(svg) is None, svg
     rs = render_pool.render_many([RenderJob(svg, "svg") for svg in links], timeout_s=10.0)
