@@ -761,9 +761,10 @@ def _run_python(code: str, limits: RenderLimits) -> tuple[str, str]:
         saved = _last_png_written(suffixes=RASTER_SUFFIXES)
         if saved is not None:
             refused = _raster_to_png(saved, out, limits)
-            if refused is not None:
+            if isinstance(refused, tuple):
                 return refused
-            return "ok", f"{os.path.relpath(saved, _JOBDIR)!r} written by the code, as PNG (no out.png, {why})"
+            how = "as it is: not an image PIL reads as its format" if refused else "as PNG"
+            return "ok", f"{os.path.relpath(saved, _JOBDIR)!r} written by the code, {how} (no out.png, {why})"
         if not blank:
             return "no_output", "the code drew no figure and wrote no out.png"
     fig = plt.gcf()
@@ -838,19 +839,23 @@ def _note_png_write(event: str, args: tuple) -> None:
 
 # raster formats a python job may save its chart in, besides PNG (matplotlib writes them through PIL)
 RASTER_SUFFIXES = (".jpg", ".jpeg", ".gif", ".webp", ".bmp", ".tif", ".tiff")
+RASTER_FORMATS = ("JPEG", "MPO", "GIF", "WEBP", "BMP", "TIFF")  # PIL's names of those formats
 
 
-def _raster_to_png(path: str, out: str, limits: RenderLimits) -> tuple[str, str] | None:
+def _raster_to_png(path: str, out: str, limits: RenderLimits) -> tuple[str, str] | bool:
     """Write the code's raster image ``path`` as the PNG ``out`` (its first frame; modes PNG cannot hold as RGB /
     RGBA), or the refusal: past ``max_side`` by its header, before any pixel is decoded (``too_large``). A file PIL
-    cannot read or convert is moved to ``out`` as it is, for the supervisor to refuse (``invalid_image``). PIL's
-    decompression-bomb refusal stays ``too_large``. Runs in the job: its cost is the job's, and the supervisor checks
-    ``out`` as any out.png."""
+    cannot read or convert is moved to ``out`` as it is (True), for the supervisor to check (``invalid_image`` unless
+    it is a PNG); False: converted. PIL's decompression-bomb refusal stays ``too_large``. Runs in the job: its cost is
+    the job's, and the supervisor checks ``out`` as any out.png."""
     from PIL import Image, UnidentifiedImageError
 
     name = os.path.relpath(path, _JOBDIR)
     try:
-        with Image.open(path) as im:
+        # only the formats named by these suffixes: PIL sniffs the content, and an EPS (Ghostscript, a fork the
+        # filter kills) or any other plugin's file named .jpg is no chart of the code's
+        Image.init()  # every plugin registered (MPO is not after PIL's preinit), then only those formats used
+        with Image.open(path, formats=[f for f in RASTER_FORMATS if f in Image.OPEN]) as im:
             w, h = im.size
             if w > limits.max_side or h > limits.max_side:
                 return "too_large", f"{name!r} of {w}x{h} px exceeds {limits.max_side} px"
@@ -864,7 +869,8 @@ def _raster_to_png(path: str, out: str, limits: RenderLimits) -> tuple[str, str]
         # PIL's "not an image", a corrupt header, a truncated stream, a mode it cannot convert: the file itself is the
         # output, which the supervisor refuses as any out.png that is no PNG (`invalid_image`; a job may not say so)
         os.replace(path, out)
-    return None
+        return True
+    return False
 
 
 def _last_png_written(max_entries: int = 4096, suffixes: tuple = (".png",)) -> str | None:

@@ -212,6 +212,12 @@ IMAGE_CHOICE = {
                                    {"no_output"}),
     "truncated_jpeg": (DRAW + "plt.savefig('a.jpg')\nplt.close()\nd = open('a.jpg', 'rb').read()\n"
                        "open('a.jpg', 'wb').write(d[:len(d) // 2])\n", "python", 10.0, {"invalid_image"}),
+    # PIL sniffs content: an EPS named .jpg would run Ghostscript (a fork); only the raster formats are opened, so it
+    # is moved to out.png as it is and refused as no PNG
+    "eps_named_jpg": ("open('a.jpg', 'w').write('%!PS-Adobe-3.0 EPSF-3.0\\n%%BoundingBox: 0 0 10 10\\nshowpage\\n')\n",
+                      "python", 10.0, {"invalid_image"}),
+    # a PNG named .gif: PIL's raster formats refuse it, the supervisor checks it as the PNG it is
+    "png_named_gif": (DRAW + "plt.savefig('a.gif', format='png')\nplt.close()\n", "python", 10.0, {"ok"}),
     "figure_dpi_nan": (PLT + "fig = plt.figure(figsize=(2, 2))\nfig.dpi = float('nan')\n", "python", 10.0,
                        {"too_large"}),
 }
