@@ -765,6 +765,14 @@ def _run_python(code: str, limits: RenderLimits) -> tuple[str, str]:
                 return refused
             how = "as it is: not an image PIL reads as its format" if refused else "as PNG"
             return "ok", f"{os.path.relpath(saved, _JOBDIR)!r} written by the code, {how} (no out.png, {why})"
+        # nor any raster: a chart saved as SVG (`plt.savefig("chart.svg"); plt.close()`) is drawn as an SVG job is,
+        # its screen and fetcher included
+        saved = _last_png_written(suffixes=(".svg",))
+        if saved is not None:
+            kind, msg = _svg_file_to_png(saved, limits)
+            if kind != "ok":
+                return kind, msg
+            return "ok", f"{os.path.relpath(saved, _JOBDIR)!r} written by the code, drawn as SVG (no out.png, {why})"
         if not blank:
             return "no_output", "the code drew no figure and wrote no out.png"
     fig = plt.gcf()
@@ -825,7 +833,7 @@ def _note_png_write(event: str, args: tuple) -> None:
             path = args[1]
         else:
             return
-        if isinstance(path, int) or not os.fsdecode(path).lower().endswith((".png",) + RASTER_SUFFIXES):
+        if isinstance(path, int) or not os.fsdecode(path).lower().endswith((".png", ".svg") + RASTER_SUFFIXES):
             return
         path = os.fsdecode(path)
         if not path.startswith("/"):
@@ -871,6 +879,18 @@ def _raster_to_png(path: str, out: str, limits: RenderLimits) -> tuple[str, str]
         os.replace(path, out)
         return True
     return False
+
+
+def _svg_file_to_png(path: str, limits: RenderLimits) -> tuple[str, str]:
+    """Draw the code's SVG file ``path`` into out.png as an SVG job's text is drawn (``_run_svg``: size cap, screen,
+    cairosvg with the raster-only fetcher). A file past ``max_svg_bytes`` is ``too_large`` unread; bytes that are not
+    UTF-8 are replaced, as the screen reads them. The job's code ran in this interpreter before and may have patched
+    any of it: it could call cairosvg itself all the same, with the same rights."""
+    size = os.stat(path, follow_symlinks=False).st_size
+    if size > limits.max_svg_bytes:
+        return "too_large", f"SVG of {size} bytes exceeds {limits.max_svg_bytes}"
+    with open(path, "rb") as f:
+        return _run_svg(f.read(limits.max_svg_bytes + 1).decode("utf-8", "replace"), limits)
 
 
 def _last_png_written(max_entries: int = 4096, suffixes: tuple = (".png",)) -> str | None:

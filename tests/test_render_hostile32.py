@@ -218,6 +218,13 @@ IMAGE_CHOICE = {
                       "python", 10.0, {"invalid_image"}),
     # a PNG named .gif: PIL's raster formats refuse it, the supervisor checks it as the PNG it is
     "png_named_gif": (DRAW + "plt.savefig('a.gif', format='png')\nplt.close()\n", "python", 10.0, {"ok"}),
+    # an SVG file as the stand-in is screened and fetched as an SVG job is
+    "svg_file_with_host_image": ("open('x.svg', 'w').write('" + SVGH + "<image href=\"file:///etc/shadow\" width=\"9\" "
+                                 "height=\"9\"/></svg>')\n", "python", 10.0, {"forbidden"}),
+    "svg_file_past_size_cap": ("open('x.svg', 'w').write('<svg>' + ' ' * (2 << 20) + '</svg>')\n", "python", 10.0,
+                               {"too_large"}),
+    "svg_file_with_entity_declaration": ("open('x.svg', 'w').write('<!DOCTYPE svg [<!ENTITY a \"b\">]>" + SVGH +
+                                         "<text>&a;</text></svg>')\n", "python", 10.0, {"forbidden"}),
     "figure_dpi_nan": (PLT + "fig = plt.figure(figsize=(2, 2))\nfig.dpi = float('nan')\n", "python", 10.0,
                        {"too_large"}),
 }
@@ -306,9 +313,19 @@ def test_a_chart_saved_in_another_raster_format_renders(render_pool, ext, size):
     assert r.message == f"job: 'figs/chart.{ext}' written by the code, as PNG (no out.png, no open figure)"
 
 
+def test_a_chart_saved_as_svg_renders(render_pool):
+    # before: `no_output`: plt.savefig('chart.svg'); plt.close() left no PNG; now drawn as an SVG job (points: 4 x 3 in
+    # is 288 x 216 pt, 384 x 288 px at cairosvg's 96 dpi)
+    code = (PLT + "plt.figure(figsize=(4, 3), dpi=50)\nplt.plot([1, 2], color='red')\nplt.title('$x^2$')\n"
+            "plt.savefig('chart.svg')\nplt.close()\n")
+    r = render_pool.render(RenderJob(code))
+    assert r.ok and (r.width, r.height) == (384, 288), (r.error_kind, r.message)
+    assert r.message == "job: 'chart.svg' written by the code, drawn as SVG (no out.png, no open figure)"
+
+
 def test_a_png_is_chosen_before_any_other_raster(render_pool):
     code = (PLT + "plt.figure(figsize=(4, 3), dpi=50)\nplt.plot([1, 2])\nplt.savefig('b.jpg', dpi=20)\n"
-            "plt.savefig('a.png')\nplt.savefig('c.webp', dpi=20)\nplt.close()\n")
+            "plt.savefig('a.png')\nplt.savefig('c.webp', dpi=20)\nplt.savefig('d.svg')\nplt.close()\n")
     r = render_pool.render(RenderJob(code))
     assert r.ok and (r.width, r.height) == (200, 150) and "'a.png'" in r.message, r
 
