@@ -713,7 +713,7 @@ def _regular_file_bytes(paths) -> int:
     return total
 
 
-def build_root(root: str, sources, devices=(), masked=(), files=None) -> list[str]:
+def build_root(root: str, sources, devices=(), masked=()) -> list[str]:
     """Build the jobs' root tree at ``root`` (call inside a private mount namespace, as root).
 
     ``root`` becomes a small tmpfs whose directories are mode 0711 (traversable, not listable); every path
@@ -726,17 +726,15 @@ def build_root(root: str, sources, devices=(), masked=(), files=None) -> list[st
     an empty read-only directory (``multiprocessing``'s POSIX semaphores then fail with EROFS, a refusal,
     instead of ENOENT). Each
     directory of ``masked`` that a bind shows gets an empty read-only tmpfs over it (the caller makes sure
-    no source lies in it). ``files`` (absolute path -> bytes) are files written into the skeleton, mode 0444 and owned
-    by root, where no source shows that path (the job's own ``/etc/passwd``: the host's is never shown). The skeleton
-    and ``/dev`` are then made read-only. Returns the paths shown. Sources that do not exist are skipped."""
+    no source lies in it). The skeleton and ``/dev`` are then made read-only. Returns the paths shown. Sources that do
+    not exist are skipped."""
     os.makedirs(root, exist_ok=True)
     # the overlays' empty lower layer: outside the tree, a read-only tmpfs of this mount namespace (nothing adds to it)
     empty = root.rstrip("/") + ".empty"
     os.makedirs(empty, exist_ok=True)
     mount("tmpfs", empty, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=4k,nr_inodes=2,mode=0555")
     mount_points = _mount_points()
-    files = dict(files or {})
-    size = (1 << 20) + _regular_file_bytes(sources) + sum(-(-len(b) // 4096) * 4096 for b in files.values())
+    size = (1 << 20) + _regular_file_bytes(sources)
     mount("tmpfs", root, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, f"size={size},nr_inodes=2048,mode=0711")
     dev_tmpfs = False
     if devices:
@@ -778,17 +776,6 @@ def build_root(root: str, sources, devices=(), masked=(), files=None) -> list[st
             if os.path.isdir(dst) and not os.path.islink(dst) and not os.path.ismount(dst):
                 mount("tmpfs", dst, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
                       "size=4k,nr_inodes=4,mode=0555")
-    for path, data in files.items():
-        if not os.path.isabs(path) or any(path == b or path.startswith(b.rstrip("/") + "/") for b in bound):
-            continue  # a relative path, or one a source already shows
-        _mkdirs(os.path.dirname(root + path))
-        fd = os.open(root + path, os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC, 0o444)
-        try:
-            os.write(fd, data)
-            os.fchmod(fd, 0o444)  # the umask took nothing from 0444, but the mode is the point: say it
-        finally:
-            os.close(fd)
-        bound.append(path)
     for d in ("/proc", "/job", "/tmp", "/dev/shm"):
         _mkdirs(root + d)
     if dev_tmpfs:

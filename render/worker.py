@@ -50,6 +50,7 @@ import sys
 import time
 import zlib
 
+from . import job_account
 from . import sandbox as sb
 from .svg import check_svg, svg_bytes
 from .types import LANGUAGES, RenderLimits
@@ -63,7 +64,7 @@ MESSAGE_MAX = 1000  # characters of a job's message that are kept
 JOB_MESSAGE_PREFIX = "job: "  # marks text that comes from the job (untrusted once job code ran)
 JOB_SOURCE_NAME = "<render>"  # the file name job code is compiled under (its frames in tracebacks)
 JOB_SCRIPT_NAME = "main.py"  # the job's ``__file__``, in its job dir (no such file: the code is not written there)
-JOB_USER = "render"  # the job's user name: USER / LOGNAME, and its uid's entry in the tree's /etc/passwd
+JOB_USER = job_account.JOB_USER  # USER / LOGNAME, and the name pwd / grp give the job's ids (job_account.install)
 JOB_MALLOC_ARENAS = 2  # glibc malloc arenas a job's threads share (``sb.set_malloc_arenas``)
 JOB_RNG_SEED = 0  # every job's random and numpy.random start here: one program, one image, on any worker
 SETUP_TIMEOUT_S = 10.0
@@ -311,24 +312,6 @@ def _tree_sources() -> tuple[list[str], list[str], list[str]]:
             if lib and os.path.isdir(d) and not any(u == real or u.startswith(real + "/") for u in used):
                 masked.append(d)
     return out, ["/dev/null", "/dev/zero", "/dev/random", "/dev/urandom"], masked
-
-
-def job_account_files(uid: int, gid: int) -> dict[str, bytes]:
-    """The tree's own ``/etc/passwd`` and ``/etc/group``: the job's uid / gid as ``render`` with the job dir as home
-    (``pwd.getpwuid(os.getuid())``, ``Path.home()`` and ``expanduser("~")`` without HOME, ``getpass.getuser()``
-    without USER: legitimate code and libraries call them), root, and ``nobody`` unless the job's id is its. Nothing
-    of the host's account files: a job reads these names and nothing else. ``nsswitch.conf`` says ``files`` only, so
-    no other NSS module (the host's ``systemd``, ``sss``) is loaded or asked."""
-    uid, gid = int(uid), int(gid)
-    users = [("root", 0, 0, "/root"), (JOB_USER, uid, gid, JOB_DIR)]
-    groups = [("root", 0), (JOB_USER, gid)]
-    if uid != 65534 and gid != 65534:
-        users.append(("nobody", 65534, 65534, "/nonexistent"))
-        groups.append(("nogroup", 65534))
-    passwd = "".join(f"{n}:x:{u}:{g}:{n}:{home}:/usr/sbin/nologin\n" for n, u, g, home in users)
-    group = "".join(f"{n}:x:{g}:\n" for n, g in groups)
-    nss = "passwd: files\ngroup: files\nshadow: files\n"
-    return {"/etc/passwd": passwd.encode(), "/etc/group": group.encode(), "/etc/nsswitch.conf": nss.encode()}
 
 
 # --- the job child -----------------------------------------------------------------------------------------
@@ -624,6 +607,8 @@ def _child_main(fds, env: dict, pidns_err: str | None) -> None:
     _JOBDIR = jobdir
     os.environ.update({"PATH": "/usr/bin:/bin", "HOME": jobdir, "TMPDIR": jobdir, "MPLCONFIGDIR": jobdir,
                        "LANG": "C.UTF-8", "MPLBACKEND": "Agg", "USER": JOB_USER, "LOGNAME": JOB_USER})
+    # the tree has no account files (reading /etc/passwd stays forbidden): pwd / grp answer for the job's ids here
+    job_account.install(int(env["uid"]), int(env["uid"]), jobdir)
     import tempfile
 
     tempfile.tempdir = jobdir
@@ -1763,7 +1748,7 @@ class Supervisor:
         if self.private_ns and "minimal_root" not in self.skip:
             try:
                 sources, devices, masked = _tree_sources()
-                sb.build_root(root, sources, devices, masked, job_account_files(self.uid, self.uid))
+                sb.build_root(root, sources, devices, masked)
                 self.tree_read = sb.tree_read_paths(root)
                 self.root = root
                 st = os.stat(root)

@@ -200,9 +200,7 @@ SOCKETS = {  # every family refused by the filter (EPERM: forbidden), DNS has no
 
 SECRETS = {  # what is not in the tree is a path outside the job dir (FileNotFoundError: forbidden); procfs: EACCES
     "etc_shadow": ("open('/etc/shadow').read()\n", "python", 5.0, {"forbidden"}),
-    # the tree's own account file (render.worker.job_account_files: root, render, nobody), never the host's: it reads,
-    # and the job draws nothing (test_render_hostile32 pins its content)
-    "etc_passwd": ("open('/etc/passwd').read()\n", "python", 5.0, {"no_output"}),
+    "etc_passwd": ("open('/etc/passwd').read()\n", "python", 5.0, {"forbidden"}),
     "root_ssh_key": ("open('/root/.ssh/id_rsa').read()\n", "python", 5.0, {"forbidden"}),
     "home_ssh_key": ("import os\nopen(os.path.expanduser('~/.ssh/id_rsa')).read()\n", "python", 5.0,
                      {"crash"}),  # HOME is the job dir: a missing file of its own

@@ -164,8 +164,7 @@ def test_hostile_coder_outputs_through_the_mmzero_judge(render_pool):
     outputs = {
         "rgba_4096": fence.format(RGBA_RENDER.replace("SIDE", "4096")),
         "bomb_over_save": fence.format(RENAME_OVER_SAVE.replace("REPLACEMENT", BOMB_HEADER)),
-        # a host file (the tree's /etc/passwd is its own, test_render_hostile32; /etc/shadow is not in the tree)
-        "host_file": fence.format("raise RuntimeError(open('/etc/shadow').read())"),
+        "host_file": fence.format("raise RuntimeError(open('/etc/passwd').read())"),
         "svg_entity": "```svg\n<!DOCTYPE svg [<!ENTITY x SYSTEM 'file:///etc/passwd'>]>"
                       "<svg xmlns='http://www.w3.org/2000/svg' width='10' height='10'><text>&x;</text></svg>\n```",
         "prose": "I cannot draw that.",

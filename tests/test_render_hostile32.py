@@ -2,7 +2,7 @@
 ``pwd.getpwuid(os.getuid())`` and what is built on it (``expanduser("~")`` without HOME, ``Path.home()``,
 ``getpass.getuser()`` without USER / LOGNAME) failed; an SVG hyperlink (``<a href="https://...">``), which cairosvg
 never fetches, was refused; and a corpus of ordinary plots and SVGs that must render. Then hostile programs written
-against what this pass added and what the sandbox reads back: the tree's account files and NSS, the image-choice rule
+against what this pass added and what the sandbox reads back: the job's account lookups and NSS, the image-choice rule
 (file names, links, modes, timestamps), the result channel, and hyperlinks used to smuggle a fetch. Each is pinned to
 its label with the host effects test_render_hostile21 checks (the same workers, no job process left, nothing written
 outside the job dir, escaped job text, a clean render afterwards)."""
@@ -154,16 +154,19 @@ LEGIT_SVG = {  # each 200 x 120
 }
 
 # -- hostile programs ----------------------------------------------------------------------------------------------
-# The tree's account files and NSS, used as an attacker who read them would
+# The job's account lookups (render.job_account: answered in the job's Python; the tree has no account files) and NSS
 ACCOUNT = {
-    # the tree's /etc/passwd is a read-only copy in the skeleton
-    "append_to_tree_passwd": ("open('/etc/passwd', 'a').write('evil::0:0::/:/bin/sh\\n')\n" + DRAW, "python", 10.0,
-                              {"forbidden"}),
-    # root's home as the passwd entry names it: not in the tree
+    # no /etc/passwd in the tree, and its /etc is the read-only skeleton: nothing to append to, nothing created
+    "append_to_etc_passwd": ("open('/etc/passwd', 'a').write('evil::0:0::/:/bin/sh\\n')\n" + DRAW, "python", 10.0,
+                             {"forbidden"}),
+    # root's entry is the real lookup's: where the host's NSS config names systemd (loaded before the job's tree was
+    # entered), its synthesized root with /root as home (not in the tree: forbidden), else KeyError / a '~root/...'
+    # left as a relative path in the job dir, which holds no such file (crash)
     "root_home_from_passwd": ("import pwd, os\nh = pwd.getpwnam('root').pw_dir\n"
-                              "open(os.path.join(h, '.ssh', 'id_rsa')).read()\n", "python", 10.0, {"forbidden"}),
+                              "open(os.path.join(h, '.ssh', 'id_rsa')).read()\n", "python", 10.0,
+                              {"forbidden", "crash"}),
     "tilde_root_expanduser": ("import os\nopen(os.path.expanduser('~root/.bash_history')).read()\n", "python", 10.0,
-                              {"forbidden"}),
+                              {"forbidden", "crash"}),
     # an NSS service name with a slash makes glibc dlopen libnss_<name>.so.2 relative to the job dir: the job's
     # tmpfs is noexec, so no code of the job's is mapped, and the lookup finds nothing
     "nss_service_from_jobdir": ("import ctypes, os\nos.makedirs('libnss_/job', exist_ok=True)\n" +
@@ -172,14 +175,24 @@ ACCOUNT = {
                                 "import pwd\npwd.getpwnam('nobody-here')\n", "python", 10.0, {"crash"}),
     "dlopen_library_copied_to_jobdir": (COPY_LIB.format(dst="l.so") + "import ctypes\nctypes.CDLL('/job/l.so')\n",
                                         "python", 10.0, {"crash"}),
-    # the names in the passwd file grant nothing: the ids stay the job's
+    # the name the lookups give grants nothing: the ids stay the job's
     "setuid_to_passwd_root": ("import os\nos.setuid(0)\n" + DRAW, "python", 10.0, {"forbidden"}),
     "initgroups_as_render": ("import os, pwd\nos.initgroups(pwd.getpwuid(os.getuid()).pw_name, 0)\n" + DRAW,
                              "python", 10.0, {"forbidden"}),
+    # the job's group entry's member list is a fresh list: adding root to it makes no one a member of anything
+    "group_members_edited_then_setgroups": ("import grp, os\ng = grp.getgrgid(os.getgid())\ng.gr_mem.append('root')\n"
+                                            "os.setgroups([0])\n" + DRAW, "python", 10.0, {"forbidden"}),
     "home_env_pointed_at_etc": ("import os, pathlib\nos.environ['HOME'] = '/etc'\n"
                                 "(pathlib.Path.home() / '" + TOKEN + ".png').write_bytes(b'x')\n", "python", 10.0,
                                 {"forbidden"}),
     "passwd_lookup_with_nul": ("import pwd\npwd.getpwnam('render\\x00root')\n", "python", 10.0, {"crash"}),
+    # the real lookups the wrappers hold answer as they would have: no entry for the job's uid
+    "wrapped_lookup_called_directly": ("import os, pwd\npwd.getpwuid.__wrapped__(os.getuid())\n", "python", 10.0,
+                                       {"crash"}),
+    # a home read from the job's entry is the job dir: the canary lands there, never outside
+    "write_under_entry_home": ("import os, pwd\nh = pwd.getpwnam('render').pw_dir\n"
+                               "open(os.path.join(h, '..', 'tmp', '" + TOKEN + "'), 'w').write('x')\n", "python", 10.0,
+                               {"forbidden"}),
 }
 
 # What the worker reads back from the job dir: the PNG it picks, and the name it reports
@@ -331,50 +344,143 @@ def test_a_png_is_chosen_before_any_other_raster(render_pool):
 
 
 def test_the_job_uid_has_an_account_with_the_job_dir_as_home(render_pool):
-    # before: `crash`, "KeyError: 'getpwuid(): uid not found: 65533'" (pwd, getpass without USER / LOGNAME), "KeyError:
-    # 'getgrgid(): gid not found'", "RuntimeError: Could not determine home directory." (Path.home() without HOME),
-    # and expanduser('~') without HOME gave '~' back
+    # before (no account anywhere): `crash`, "KeyError: 'getpwuid(): uid not found: 65533'" (pwd, getpass without USER /
+    # LOGNAME), "KeyError: 'getgrgid(): gid not found'", "RuntimeError: Could not determine home directory."
+    # (Path.home() without HOME), and expanduser('~') without HOME gave '~' back. With the tree's own account files
+    # (reverted), /etc/passwd existed.
     code = ("import getpass, grp, os, pathlib, pwd\nfor k in ('HOME', 'USER', 'LOGNAME', 'LNAME', 'USERNAME'):\n"
-            "    os.environ.pop(k, None)\np = pwd.getpwuid(os.getuid())\n"
-            "assert (p.pw_uid, p.pw_gid) == (os.getuid(), os.getgid())\n"
-            "raise RuntimeError(' '.join([p.pw_name, p.pw_dir, grp.getgrgid(os.getgid()).gr_name, getpass.getuser(), "
-            "os.path.expanduser('~'), str(pathlib.Path.home()), pwd.getpwnam('render').pw_dir]))\n")
+            "    os.environ.pop(k, None)\np = pwd.getpwuid(os.getuid())\ng = grp.getgrgid(os.getgid())\n"
+            "assert type(p) is pwd.struct_passwd and type(g) is grp.struct_group\n"
+            "assert (p.pw_uid, p.pw_gid, p[2], p[3], g.gr_gid, g[2]) == (os.getuid(), os.getgid()) * 3\n"
+            "assert pwd.getpwnam('render') == p and grp.getgrnam('render') == g and g.gr_mem == []\n"
+            "assert [e for e in pwd.getpwall() if e.pw_name == 'render'] == [p]\n"
+            "assert [e for e in grp.getgrall() if e.gr_name == 'render'] == [g]\n"
+            "assert not any(os.path.lexists(f) for f in ('/etc/passwd', '/etc/group', '/etc/nsswitch.conf'))\n"
+            "raise RuntimeError(' '.join([p[0], p.pw_dir, p.pw_shell, p.pw_passwd, g.gr_name, getpass.getuser(), "
+            "os.path.expanduser('~'), str(pathlib.Path.home()), os.path.expanduser('~render/x')]))\n")
     r = render_pool.render(RenderJob(code))
-    assert (r.error_kind, r.message) == ("crash", "job: RuntimeError: render /job render render /job /job /job"), r
+    assert (r.error_kind, r.message) == (
+        "crash", "job: RuntimeError: render /job /usr/sbin/nologin x render render /job /job /job/x"), r
 
 
-def test_the_account_files_name_the_job_root_and_nobody_only(render_pool):
-    # what the job reads of them is this, whatever the host's account files hold
-    r = render_pool.render(RenderJob("raise RuntimeError(repr(open('/etc/passwd').read() + open('/etc/group').read()"
-                                     " + open('/etc/nsswitch.conf').read()))\n"))
-    assert r.error_kind == "crash", r
-    text = r.message.removeprefix("job: RuntimeError: ")
-    names = {line.split(":")[0] for line in eval(text).splitlines() if ":" in line}  # noqa: S307 - a repr we made
-    assert names == {"root", "render", "nobody", "nogroup", "passwd", "group", "shadow"}, text
-
-
-def test_job_account_files():
-    from render.worker import job_account_files
-
-    files = job_account_files(65533, 65533)
-    assert files["/etc/passwd"].decode().splitlines() == [
-        "root:x:0:0:root:/root:/usr/sbin/nologin", "render:x:65533:65533:render:/job:/usr/sbin/nologin",
-        "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin"]
-    assert files["/etc/group"] == b"root:x:0:\nrender:x:65533:\nnogroup:x:65534:\n"
-    assert files["/etc/nsswitch.conf"] == b"passwd: files\ngroup: files\nshadow: files\n"
-    # the shared slot's uid is nobody's: one entry per id, the job's name wins
-    shared = job_account_files(65534, 65534)
-    assert shared["/etc/passwd"].count(b":65534:") == 1 and b"render:x:65534:65534:" in shared["/etc/passwd"]
-    assert shared["/etc/group"] == b"root:x:0:\nrender:x:65534:\n"
-
-
-def test_the_account_files_are_read_only_root_files_of_the_tree(render_pool):
-    # copies written into the skeleton: root's, mode 0444, on the read-only tree; the job can neither change nor replace
-    code = ("import os\nout = []\nfor p in ('/etc/passwd', '/etc/group', '/etc/nsswitch.conf'):\n    st = os.stat(p)\n"
-            "    out.append(f'{oct(st.st_mode)} {st.st_uid} {os.access(p, os.W_OK)}')\n"
-            "raise RuntimeError(' '.join(out))\n")
+def test_other_ids_and_names_keep_the_real_lookups_answer(render_pool):
+    # only the job's own ids and the name `render` are answered; ids and names no NSS module of any host synthesizes
+    # (systemd's root and nobody are host-dependent) stay the real lookup's own KeyError
+    code = ("import grp, os, pwd\nout = []\nu = os.getuid()\n"
+            "for f, k in ((pwd.getpwuid, 1), (pwd.getpwuid, u - 1), (pwd.getpwnam, 'daemon'), (pwd.getpwnam, 'Render'), "
+            "(pwd.getpwnam, 'render '), (grp.getgrgid, 1), (grp.getgrgid, u - 1), (grp.getgrnam, 'daemon')):\n"
+            "    try:\n        out.append(repr(f(k)))\n    except KeyError as e:\n        out.append(repr(e))\n"
+            "raise RuntimeError(' | '.join(out))\n")
     r = render_pool.render(RenderJob(code))
-    assert (r.error_kind, r.message) == ("crash", "job: RuntimeError: " + " ".join(["0o100444 0 False"] * 3)), r
+    assert r.error_kind == "crash" and r.message.startswith("job: RuntimeError: KeyError("), r
+    uid = int(r.message.split("uid not found: ")[2].split("'")[0]) + 1
+    assert r.message.removeprefix("job: RuntimeError: ").split(" | ") == [
+        "KeyError('getpwuid(): uid not found: 1')", f"KeyError('getpwuid(): uid not found: {uid - 1}')",
+        "KeyError(\"getpwnam(): name not found: 'daemon'\")", "KeyError(\"getpwnam(): name not found: 'Render'\")",
+        "KeyError(\"getpwnam(): name not found: 'render '\")", "KeyError('getgrgid(): gid not found: 1')",
+        f"KeyError('getgrgid(): gid not found: {uid - 1}')", "KeyError(\"getgrnam(): name not found: 'daemon'\")"], r
+    r = render_pool.render(RenderJob("import pwd\npwd.getpwnam('nobody-here')\n"))
+    assert (r.error_kind, r.message) == ("crash", "job: KeyError: \"getpwnam(): name not found: 'nobody-here'\""), r
+
+
+def test_etc_passwd_is_forbidden_and_a_job_drawing_it_is_not_ok(render_pool):
+    # with the tree's own /etc/passwd (reverted): the read was `no_output`, and a job that drew what it read was `ok`
+    r = render_pool.render(RenderJob("open('/etc/passwd').read()\n"))
+    assert r.error_kind == "forbidden" and "/etc/passwd" in r.message, r
+    drawn = (DRAW + "plt.title(open('/etc/passwd').read()[:200])\nplt.text(1, 1.5, open('/etc/group').read()[:200])\n")
+    r = render_pool.render(RenderJob(drawn))
+    assert not r.ok and r.png is None and r.error_kind == "forbidden" and "/etc/passwd" in r.message, r
+    for path in ("/etc/group", "/etc/nsswitch.conf"):
+        r = render_pool.render(RenderJob(f"open({path!r}).read()\n"))
+        assert r.error_kind == "forbidden" and path in r.message, (path, r)
+
+
+def test_job_lookups_answer_for_the_job_only():
+    import grp
+    import pwd
+
+    import numpy as np
+
+    from render.job_account import job_lookups
+
+    # ids this host has no entry for: the job's, and another
+    taken = {e.pw_uid for e in pwd.getpwall()} | {e.gr_gid for e in grp.getgrall()}
+    uid, gid, other = [i for i in range(65533, 60000, -1) if i not in taken][:3]
+    f = {name: fn for (_, name), fn in job_lookups(uid, gid, "/job").items()}
+    entry = f["getpwuid"](uid)
+    assert type(entry) is pwd.struct_passwd
+    assert tuple(entry) == ("render", "x", uid, gid, "render", "/job", "/usr/sbin/nologin")
+    assert f["getpwnam"]("render") == entry and entry[5] == entry.pw_dir == "/job"
+    assert f["getpwuid"](np.int64(uid)) == entry  # any integer the real lookup takes
+    group = f["getgrgid"](gid)
+    assert type(group) is grp.struct_group and tuple(group) == ("render", "x", gid, [])
+    assert f["getgrnam"]("render") == group
+    group.gr_mem.append("root")  # each answer is fresh, as grp's are
+    assert f["getgrnam"]("render").gr_mem == [] and f["getgrgid"](gid).gr_mem == []
+    # every other key keeps the real answer: an entry, or the same KeyError
+    assert f["getpwuid"](0) == pwd.getpwuid(0) and f["getgrgid"](0) == grp.getgrgid(0)
+    assert f["getpwnam"]("root") == pwd.getpwnam("root")
+    for name, key, real in (("getpwuid", other, pwd.getpwuid), ("getpwuid", gid, pwd.getpwuid),
+                            ("getgrgid", other, grp.getgrgid), ("getgrgid", uid, grp.getgrgid),
+                            ("getpwnam", "Render", pwd.getpwnam), ("getgrnam", "render ", grp.getgrnam)):
+        with pytest.raises(KeyError) as expected:
+            real(key)
+        with pytest.raises(KeyError) as got:
+            f[name](key)
+        assert got.value.args == expected.value.args, (name, key)
+    for bad, error in (("render\x00", ValueError), (b"render", TypeError)):
+        with pytest.raises(error):
+            f["getpwnam"](bad)
+    with pytest.raises(TypeError):
+        f["getpwuid"](float(uid))
+    # getpwall / getgrall: the real entries, plus the job's where its id has none
+    assert f["getpwall"]() == pwd.getpwall() + [entry]
+    assert f["getgrall"]() == grp.getgrall() + [grp.struct_group(("render", "x", gid, []))]
+    root = {n: fn() for (_, n), fn in job_lookups(0, 0, "/job").items() if n.endswith("all")}
+    assert root == {"getpwall": pwd.getpwall(), "getgrall": grp.getgrall()}  # ids with a real entry add none
+
+
+def test_the_lookups_reach_nothing_of_the_worker():
+    # the wrappers' module imports nothing of the worker, and their closures hold only the real lookups and the
+    # job's constant fields: a job walking __globals__ / __closure__ finds no worker state there
+    import types
+
+    import render.job_account as ja
+
+    names = {n for n in vars(ja) if not n.startswith("__")}
+    assert names == {"functools", "grp", "operator", "pwd", "JOB_USER", "JOB_SHELL", "job_passwd_entry",
+                     "job_group_entry", "_or_job_entry", "_all_with_job_entry", "job_lookups", "install"}
+    seen, todo = set(), list(ja.job_lookups(65533, 65533, "/job").values())
+    leaves = set()
+    while todo:
+        fn = todo.pop()
+        if id(fn) in seen:
+            continue
+        seen.add(id(fn))
+        assert fn.__globals__ is vars(ja), fn
+        for cell in fn.__closure__ or ():
+            value = cell.cell_contents
+            if isinstance(value, types.FunctionType):
+                todo.append(value)
+            else:
+                leaves.add(type(value).__name__)
+    assert leaves <= {"builtin_function_or_method", "int", "str", "struct_passwd"}, leaves
+
+
+def test_install_replaces_the_module_functions_only(tmp_path):
+    # in a child interpreter (the test process keeps its lookups): after install, the job's uid is answered through
+    # the module attributes that getpass / expanduser / Path.home read
+    import subprocess
+
+    code = ("import getpass, grp, os, pathlib, pwd\nfrom render import job_account\n"
+            "uid = next(u for u in range(65533, 60000, -1) if u not in {e.pw_uid for e in pwd.getpwall()})\n"
+            "os.environ.pop('HOME', None)\nos.environ.pop('USER', None)\nos.environ.pop('LOGNAME', None)\n"
+            "os.environ.pop('LNAME', None)\nos.environ.pop('USERNAME', None)\n"
+            "os.getuid = lambda: uid\njob_account.install(uid, uid, '/job')\n"
+            "print(getpass.getuser(), os.path.expanduser('~'), pathlib.Path.home(), pwd.getpwuid(uid).pw_shell)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                         cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    assert out.returncode == 0 and out.stdout == "render /job /job /usr/sbin/nologin\n", out.stderr
 
 
 def test_svg_hyperlinks_pass_the_screen_and_render(render_pool):
