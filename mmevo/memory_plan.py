@@ -263,18 +263,46 @@ def total_params(m: ModelDims) -> int:
     return lm_params(m) + vision_params(m.vision)
 
 
+_LM_LINEARS = ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj", "mlp.gate_proj",
+               "mlp.up_proj", "mlp.down_proj")
+
+
+def lm_linear_shapes(m: ModelDims) -> dict[str, tuple[int, int]]:
+    """(in, out) features of each language-model layer's linears, by their short name."""
+    return {"q_proj": (m.hidden, m.q_dim), "k_proj": (m.hidden, m.kv_dim), "v_proj": (m.hidden, m.kv_dim),
+            "o_proj": (m.q_dim, m.hidden), "gate_proj": (m.hidden, m.intermediate),
+            "up_proj": (m.hidden, m.intermediate), "down_proj": (m.intermediate, m.hidden)}
+
+
+def lm_linear_module_names(m: ModelDims) -> list[str]:
+    """Full module names of the language model's linears as the loaded model has them (transformers 5: Qwen2.5-VL's
+    decoder sits under ``model.language_model``, a text model's under ``model``), every layer's."""
+    prefix = "model.language_model.layers" if m.vision is not None else "model.layers"
+    return [f"{prefix}.{layer}.{linear}" for layer in range(m.layers) for linear in _LM_LINEARS]
+
+
+def lora_adapted_linears(m: ModelDims, targets) -> list[str]:
+    """The language-model linears that ``model.lora.target_modules`` adapts, matched as the trainer's PEFT call
+    matches them: a layer-specific target (``layers.0.self_attn.q_proj``) adapts that layer's linear only. A target
+    that adapts nothing is refused, as the trainer refuses it (``mmevo.models.adapters.apply_lora``), rather than
+    planned as zero adapters."""
+    from mmevo.models.lora_targets import adapted_module_names, unmatched_targets
+
+    targets = [str(t) for t in targets]
+    adapted = adapted_module_names(lm_linear_module_names(m), targets)
+    unmatched = unmatched_targets(targets, adapted)
+    if unmatched:
+        raise ValueError(f"model.lora.target_modules={targets!r}: {unmatched} matched no module of the language model "
+                         f"(its linears, in each of its {m.layers} layers: {', '.join(lm_linear_shapes(m))}; a "
+                         "dotted suffix such as layers.0.self_attn.q_proj picks one layer's)")
+    return adapted
+
+
 def lora_params(m: ModelDims, rank: int, targets) -> int:
-    """LoRA adapters on the language model's linears named in ``targets``: A [r, in] + B [out, r] = r * (in + out)
-    per adapted linear per layer (the vision tower gets none)."""
-    shapes = {"q_proj": (m.hidden, m.q_dim), "k_proj": (m.hidden, m.kv_dim), "v_proj": (m.hidden, m.kv_dim),
-              "o_proj": (m.q_dim, m.hidden), "gate_proj": (m.hidden, m.intermediate),
-              "up_proj": (m.hidden, m.intermediate), "down_proj": (m.intermediate, m.hidden)}
-    names = {str(t).rsplit(".", 1)[-1] for t in targets}  # "mlp.gate_proj" adapts gate_proj; a name once
-    unknown = sorted(names - shapes.keys())
-    if unknown:  # the trainer refuses them too (mmevo.models.adapters.apply_lora): not planned as zero adapters
-        raise ValueError(f"model.lora.target_modules={list(targets)!r}: {unknown} name no linear of the language model "
-                         f"(its linears: {', '.join(shapes)})")
-    return m.layers * sum(rank * (shapes[t][0] + shapes[t][1]) for t in names)
+    """LoRA adapters on the language model's linears that ``targets`` adapts: A [r, in] + B [out, r] = r * (in + out)
+    per adapted linear (the vision tower gets none)."""
+    shapes = lm_linear_shapes(m)
+    return sum(rank * sum(shapes[name.rsplit(".", 1)[-1]]) for name in lora_adapted_linears(m, targets))
 
 
 def trainable_params(m: ModelDims, lora_rank: int = 0, lora_targets=(), freeze_vision_tower: bool = False) -> int:
@@ -707,12 +735,11 @@ def lora_merge_bytes(m: ModelDims, lora_targets=()) -> int:
     sum are alive at once, 12 * n bytes for the largest adapted linear of n elements (the cast back to the model dtype
     comes after the upcast weight is freed; Qwen2.5-VL-7B's MLP [18944, 3584]: 0.76 GiB; q_proj / o_proj only:
     0.14 GiB). The merged tensor itself is the clone the bucket accounting already counts."""
-    names = {str(t).rsplit(".", 1)[-1] for t in lora_targets}
-    sizes = {"q_proj": m.hidden * m.q_dim, "k_proj": m.hidden * m.kv_dim, "v_proj": m.hidden * m.kv_dim,
-             "o_proj": m.q_dim * m.hidden, "gate_proj": m.hidden * m.intermediate,
-             "up_proj": m.hidden * m.intermediate, "down_proj": m.intermediate * m.hidden}
-    largest = max((sizes[t] for t in names if t in sizes), default=0)
-    return 12 * largest
+    if not lora_targets:
+        return 0
+    shapes = lm_linear_shapes(m)
+    adapted = {name.rsplit(".", 1)[-1] for name in lora_adapted_linears(m, lora_targets)}
+    return 12 * max(shapes[t][0] * shapes[t][1] for t in adapted)
 
 
 # ----------------------------------------------------------------------------------------------------------------

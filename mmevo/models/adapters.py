@@ -15,6 +15,7 @@ from typing import Iterable, Iterator
 import torch
 
 from mmevo.models.inputs import unwrap
+from mmevo.models.lora_targets import lora_target_pattern, unmatched_targets
 
 _LORA_PART = re.compile(r"^(?P<prefix>.+)\.(?:base_layer\.(?P<base>weight|bias)|lora_(?P<ab>[AB])\.(?P<name>[^.]+)\.weight)$")
 
@@ -45,13 +46,6 @@ def train_only(model: torch.nn.Module, patterns: Iterable[str]) -> int:
     return n
 
 
-def lora_target_pattern(module_names: Iterable[str]) -> str:
-    """Regex (PEFT full match) for the named linears of the language model only: the vision tower's MLP uses the
-    same names (gate_proj / up_proj / down_proj) and stays out."""
-    names = "|".join(re.escape(n) for n in module_names)
-    return rf"^(?!.*\bvisual\b).*\.({names})$"
-
-
 def apply_lora(model: torch.nn.Module, rank: int, alpha: float, dropout: float, target_modules: list[str]):
     """Inject LoRA adapters in place (the module keeps its class); only the adapters require gradients afterwards."""
     from peft import LoraConfig, inject_adapter_in_model
@@ -69,8 +63,7 @@ def apply_lora(model: torch.nn.Module, rank: int, alpha: float, dropout: float, 
         raise ValueError(f"model.lora.target_modules={target_modules} names non-linear modules {other[:3]}: LoRA "
                          "adapts the language model's linear layers only")
     # PEFT only refuses a pattern that matches nothing: a misspelt name beside good ones left its layers untrained
-    adapted = lora_scalings(base)
-    unmatched = [t for t in target_modules if not any(n.endswith(f".{t}") for n in adapted)]
+    unmatched = unmatched_targets(target_modules, lora_scalings(base))
     if unmatched:
         raise ValueError(f"model.lora.target_modules={target_modules}: {unmatched} matched no module of the language "
                          "model")
