@@ -335,6 +335,13 @@ def run_benchmark(cfg: Config, policy=None, engine=None) -> dict:
     if world_size() > 1:  # every rank would generate every item and write the same out_dir
         raise ValueError(f"mmevo eval --benchmark runs as one process, not under a launcher with WORLD_SIZE="
                          f"{world_size()} (for several GPUs: --engine vllm rollout.tensor_parallel_size=N)")
+    if policy is None:  # a --model that is no checkpoint failed only after the whole benchmark was read (from the
+        # hub: downloaded) and run.json written, in the loader's words that name no setting
+        from mmevo.models.loader import check_device
+        from mmevo.recipes import check_start_model
+
+        check_device("model.device", cfg.model.device)
+        check_start_model(cfg)
     name, out = run_name(cfg)
     with contextlib.ExitStack() as held:
         hold_output_dir(held, output_dir_lock, "eval.out_dir", out, owner="evaluation")
