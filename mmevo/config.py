@@ -62,7 +62,7 @@ class LoRAConfig:
     rank: int = 0  # LoRA rank r (0 = full fine-tuning); adapters are merged for vLLM sync and export
     alpha: float = 16.0  # LoRA scaling alpha (effective scale alpha / rank)
     dropout: float = 0.0  # dropout on the LoRA input
-    target_modules: list = field(default_factory=lambda: list(LORA_TARGETS))  # module names that get adapters
+    target_modules: list = field(default_factory=lambda: list(LORA_TARGETS))  # LM linears with adapters: names or dotted suffixes (layers.0.self_attn.q_proj: layer 0's)
 
 
 # model.path values that name an embedded model, built once into model.cache_dir/<dir> (mmevo.models.tiny.build_tiny)
