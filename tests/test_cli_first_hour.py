@@ -31,3 +31,14 @@ def test_eval_refuses_a_model_path_that_is_no_checkpoint_before_reading_the_benc
     # the model is checked first: a data path that is also wrong is not what the user hears about
     assert main(argv + ["--data", str(tmp_path / "missing")]) == 2
     assert f"model.path={not_a_model}" in capsys.readouterr().err
+
+
+def test_eval_calibration_names_model_path_when_it_is_no_checkpoint(tmp_path, capsys):
+    """It said "model path X exists but has no config.json", naming no setting."""
+    not_a_model = tmp_path / "notmodel"
+    not_a_model.mkdir()
+    out = tmp_path / "cal"
+    assert main(["eval", "--calibration", "--model", str(not_a_model), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"mmevo eval: error: model.path={not_a_model}: ") and "no config.json" in err
+    assert not out.exists()

@@ -426,6 +426,11 @@ def run_calibration_eval(cfg) -> dict:
         raise ValueError(f"mmevo eval --calibration runs as one process, not under a launcher with WORLD_SIZE="
                          f"{world_size()}: each rank would generate every held-out task and write the same "
                          f"eval.out_dir; run it without torchrun / deepspeed")
+    from mmevo.models.loader import check_device
+    from mmevo.recipes import check_start_model
+
+    check_device("model.device", cfg.model.device)  # as eval --benchmark: the loader's own words name no setting
+    check_start_model(cfg)
     held, stats = calibration_heldout(cfg)
     if not held:
         raise ValueError("no held-out honest_tasks to evaluate: raise data.n_heldout")
