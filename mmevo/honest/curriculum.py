@@ -21,7 +21,8 @@ recorded outcome it checks the domain (seed 4.3):
 ``CurriculumSource`` is a prompt source: domains in turn; for each draw the difficulty is the domain's ceiling with
 probability ``ceiling_share`` (else uniform below it, down to ``min_difficulty``). Difficulties up to 5 come from the
 base pool (the train set's HONEST tasks of that domain and difficulty whose answer the verifier re-derives: other
-rows are left out and counted, ``pool_skipped``; the generator where the pool has none);
+rows are left out and counted, ``pool_skipped``, as are rows of no domain of the curriculum, ``pool_other_domain``;
+the generator where the pool has none);
 difficulty d > 5 is a mutation of a difficulty d - 1 task (recursively: 8 = three mutations of a 5), the mutator
 drawn from the registry. A mutation the verifier rejects is dropped and counted and the draw retried with a fresh
 parent and mutator, at most ``max_retries`` (3) times; after that the draw gives up (counted) and hands out the
@@ -251,9 +252,16 @@ class CurriculumSource:
         self.pool: dict[tuple[str, int], list[HonestTask]] = collections.defaultdict(list)
         self.pool_skipped = 0  # rows of its domains left out: no difficulty / expression, difficulty not 1..5, or an
         # answer not the verifier's
+        # rows of no domain of this curriculum (a misspelt domain, one left out of honest.domains): never drawn, so
+        # counted (else a task file of "Arithmetic" rows trained on generated tasks alone, and nothing said so)
+        self.pool_other_domain = 0
+        self.first_other_domain: str | None = None  # the first such row, for the loop's message
         for ex in pool:
             domain = (ex.meta or {}).get("domain")
-            if not isinstance(domain, str) or domain not in controller.ceilings:  # another domain's row (GSS ...)
+            if not isinstance(domain, str) or domain not in controller.ceilings:
+                self.pool_other_domain += 1
+                if self.first_other_domain is None:
+                    self.first_other_domain = f"id {ex.id!r}, domain {domain!r}"
                 continue
             t = _pool_task(ex)
             if t is None or not _usable(t):  # of this curriculum's domains, but no difficulty or expression to verify
@@ -346,7 +354,8 @@ class CurriculumSource:
                 "curriculum/mutations_total": float(tot["mutations"]),
                 "curriculum/mutation_dropped_total": float(tot["mutation_dropped"]),
                 "curriculum/mutation_gave_up_total": float(tot["mutation_gave_up"]),
-                "curriculum/pool_skipped": float(self.pool_skipped)}
+                "curriculum/pool_skipped": float(self.pool_skipped),
+                "curriculum/pool_other_domain": float(self.pool_other_domain)}
 
     def state_dict(self) -> dict:
         """Sampling position, counters and the controller (checkpointed with the source)."""

@@ -278,8 +278,10 @@ def solver_sources(cfg: Config, rc: Config, out: Path, stats: dict | None = None
     ``rc``: CPR / SMC / GSS per the config, every producer drawing around the held-out tasks (``heldout_guard``).
 
     ``stats``: a dict that receives the train set's load counts (``load_examples``: rows, loaded, skipped and
-    ``skipped_by_reason`` where ``data.skip_bad_rows`` left rows of a task file out) and ``heldout_dropped``, the
-    train rows that were held-out calibration tasks; the loop reports them in ``summary.json`` (``data``)."""
+    ``skipped_by_reason`` where ``data.skip_bad_rows`` left rows of a task file out), ``heldout_dropped``, the
+    train rows that were held-out calibration tasks, and with SMC ``curriculum_pool``: its size, the rows of its
+    domains it left out (``skipped``: no difficulty 1..5, or an answer the verifier does not re-derive) and the rows
+    of no domain of ``honest.domains`` (``other_domain``), both never drawn; the loop reports them in ``summary.json`` (``data``)."""
     from mmevo.honest import build_honest_plugins
     from mmevo.honest.heldout import HeldoutGuardSource
     from mmevo.honest.selfplay import GSSMixSource, PoolGenerator, StubGenerator
@@ -292,6 +294,17 @@ def solver_sources(cfg: Config, rc: Config, out: Path, stats: dict | None = None
     if stats is not None:
         stats.update(load_stats, heldout_dropped=len(loaded) - len(train))
     honest_strategy, source = build_honest_plugins(rc, train, guard)
+    curriculum = _curriculum_of(source)
+    if curriculum is not None:  # train rows the curriculum never draws are counted in the summary, not only a curve
+        if stats is not None:
+            stats["curriculum_pool"] = {"size": curriculum.pool_size, "skipped": curriculum.pool_skipped,
+                                        "other_domain": curriculum.pool_other_domain}
+        if curriculum.pool_other_domain:
+            import sys
+
+            print(f"[mmevo] data.train={rc.data.train}: {curriculum.pool_other_domain} rows are of no domain of "
+                  f"honest.domains={list(h.domains)} (the first: {curriculum.first_other_domain}); the curriculum "
+                  "never draws them (counted as curriculum/pool_other_domain)", file=sys.stderr)
     gss_source = None
     if h.gss_mode != "off":
         seed = rc.trainer.seed * 1_000_003 + h.seed + 7
@@ -308,6 +321,15 @@ def solver_sources(cfg: Config, rc: Config, out: Path, stats: dict | None = None
     if source is not None:
         source = HeldoutGuardSource(source, guard)
     return honest_strategy, source, gss_source, train
+
+
+def _curriculum_of(source):
+    """The SMC ``CurriculumSource`` in a chain of prompt sources (each wrapper's ``base``), or None."""
+    from mmevo.honest.curriculum import CurriculumSource
+
+    while source is not None and not isinstance(source, CurriculumSource):
+        source = getattr(source, "base", None)
+    return source
 
 
 def build_solver(cfg: Config, start: str, out: Path, data_stats: dict | None = None):
