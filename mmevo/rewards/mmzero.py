@@ -15,9 +15,11 @@ shares) are the small functions below, as in MM-Zero's released code (see DESIGN
 from __future__ import annotations
 
 import math
+import numbers
 from collections import Counter
 from typing import Hashable, Sequence
 
+import numpy as np
 import torch
 from torch import Tensor
 
@@ -104,6 +106,21 @@ def proposal_rewards(executed: Tensor, easy_accuracy: Tensor, consistency: Tenso
 
 
 # -- pieces supplied upstream (MM-Zero's released code) ------------------------------------------------------------
+def _share(name: str, x) -> float:
+    """``x`` as a float in [0, 1] (a solver share), else a ValueError naming it: a NaN used to fall through every
+    comparison and score as no penalty, a 1.5 to score min(c, 1 - c) = -0.5, a True to read as 1."""
+    if isinstance(x, bool) or not isinstance(x, numbers.Real) or not 0.0 <= float(x) <= 1.0:  # NaN fails too
+        raise ValueError(f"{name} must be a number in [0, 1], got {x!r}")
+    return float(x)
+
+
+def _finite(name: str, x, lowest: float = -math.inf) -> float:
+    """``x`` as a finite float >= ``lowest``, else a ValueError naming it (a NaN weight made every reward NaN)."""
+    if isinstance(x, bool) or not isinstance(x, numbers.Real) or not (math.isfinite(x) and x >= lowest):
+        raise ValueError(f"{name} must be a finite number{f' >= {lowest:g}' if lowest > -math.inf else ''}, got {x!r}")
+    return float(x)
+
+
 def easy_accuracy(answers: Sequence[str | None], easy_answer: str) -> float:
     """Share of the frozen solver's extracted answers equivalent to the proposal's easy answer (``answers_equivalent``:
     7 / 7.0 / \\frac{14}{2} all match "7"); None never matches but counts in the denominator. 0.0 without answers.
@@ -132,10 +149,13 @@ def modal_share(answers: Sequence[Hashable | None], answered_only: bool = False)
 
 def easy_hard_penalty(consistencies: Sequence[float], threshold: float = 0.15, penalty: float = 0.3) -> float:
     """-penalty when the proposal's hard question is too easy or too hard for the solver: mean min(c, 1 - c) over
-    its executed renders below ``threshold`` (no executed render: no penalty, the render gate already scores 0)."""
-    if not consistencies:
+    its executed renders below ``threshold`` (no executed render: no penalty, the render gate already scores 0).
+    Each consistency must be a share in [0, 1]: a NaN one used to give no penalty, silently, and a 1.5 one -0.3."""
+    threshold, penalty = _finite("threshold", threshold), _finite("penalty", penalty, 0.0)
+    cs = [_share(f"consistencies[{j}]", c) for j, c in enumerate(consistencies)]
+    if not cs:
         return 0.0
-    balance = sum(min(c, 1.0 - c) for c in consistencies) / len(consistencies)
+    balance = sum(min(c, 1.0 - c) for c in cs) / len(cs)
     # c is a share of a few solver samples, so the mean often sits exactly on the threshold, where float rounding
     # (1 - 0.8 = 0.19999999999999996) leaves it a few ulps under: that is the threshold itself, not below it
     return -penalty if balance < threshold - _TIE_TOL else 0.0
@@ -144,8 +164,13 @@ def easy_hard_penalty(consistencies: Sequence[float], threshold: float = 0.15, p
 def type_penalties(types: Sequence[str], weight: float = 0.15, population: Sequence[str] | None = None) -> list[float]:
     """Per proposal: -weight · max(0, f_type - 0.5) / 0.5, f_type = share of its content type among the step's valid
     proposals ``population`` (default: ``types`` themselves; with data parallelism, those of every rank); 0 for every
-    proposal when only one type is present in the population."""
+    proposal when only one type is present in the population. Each of ``types`` must be in the population (a type
+    outside it used to read as a share of 0: no penalty, silently)."""
+    weight = _finite("weight", weight, 0.0)
     pop = list(types) if population is None else list(population)
+    missing = [t for t in types if t not in set(pop)]
+    if missing:
+        raise ValueError(f"types: {missing[0]!r} is not in the population of {len(pop)} valid proposals")
     if len(set(pop)) <= 1:
         return [0.0] * len(types)
     counts = Counter(pop)
@@ -164,6 +189,9 @@ def proposal_penalties(aux: Sequence[dict], threshold: float = 0.15, penalty: fl
         if not a.get("valid"):
             out.append((0.0, 0.0))
             continue
+        if len(a["consistency"]) != len(a["executed"]):  # zip dropped the extra attempts silently
+            raise ValueError(f"proposer sample {len(out)}: executed / consistency give {len(a['executed'])} / "
+                             f"{len(a['consistency'])} render attempts")
         ok_c = [c for c, e in zip(a["consistency"], a["executed"]) if e]
         out.append((easy_hard_penalty(ok_c, threshold, penalty), next(types)))
     return out
@@ -176,10 +204,15 @@ def cluster_shares(labels: Sequence[int]) -> list[float]:
 
 
 def coder_reward(rendered: bool, easy: float, consistency: float, penalties: float) -> float:
-    """A rendered sample: 1 + s + min(c, 1 - c) + the proposal's penalties (easy-hard, type); a failed one: 0."""
+    """A rendered sample: 1 + s + min(c, 1 - c) + the proposal's penalties (easy-hard, type); a failed one: 0.
+    s and c must be shares in [0, 1] and the penalties finite where they are used (a NaN s or penalty used to give a
+    NaN reward, a c of 1.5 a reward of 1.0); ``rendered`` must be a bool (the string "no" read as rendered)."""
+    if not isinstance(rendered, (bool, np.bool_)):
+        raise ValueError(f"rendered must be True or False, got {rendered!r}")
     if not rendered:
         return 0.0
-    return 1.0 + easy + min(consistency, 1.0 - consistency) + penalties
+    c = _share("consistency", consistency)
+    return 1.0 + _share("easy", easy) + min(c, 1.0 - c) + _finite("penalties", penalties)
 
 
 # -- reward heads (registered as mmzero_proposer / mmzero_coder; they read the strategies' per-sample aux) -----------

@@ -1,0 +1,65 @@
+"""Bad input to the reward pieces the seeds' loops feed to GRPO: a clear error naming the argument, never a number.
+
+Each case here used to return a silent number (shown in the comments) that the seeds' formulas cannot produce."""
+
+import math
+
+import pytest
+
+from mmevo.rewards.mmzero import coder_reward, easy_hard_penalty, proposal_penalties, type_penalties
+
+NAN, INF = float("nan"), float("inf")
+
+
+# -- MM-Zero: the pieces "supplied upstream" of proposal_rewards ----------------------------------------------------
+@pytest.mark.parametrize("bad", [NAN, 1.5, -0.1, INF, True])
+def test_easy_hard_penalty_rejects_a_consistency_that_is_no_share(bad):
+    # NaN gave 0.0 (no penalty), 1.5 / -0.1 / inf gave -0.3 (min(c, 1 - c) < 0), True read as c = 1
+    with pytest.raises(ValueError, match=r"consistencies\[1\] must be a number in \[0, 1\]"):
+        easy_hard_penalty([0.5, bad])
+
+
+def test_easy_hard_penalty_rejects_non_finite_threshold_and_penalty():
+    with pytest.raises(ValueError, match="threshold"):
+        easy_hard_penalty([0.5], threshold=NAN)  # gave 0.0: NaN < nothing
+    with pytest.raises(ValueError, match="penalty"):
+        easy_hard_penalty([1.0], penalty=NAN)  # gave nan
+
+
+@pytest.mark.parametrize("cons, want", [([0.85], 0.0), ([0.15], 0.0), ([0.7, 1.0], 0.0), ([0.8, 0.9], 0.0), ([0.9, 0.95], -0.3),
+                                        ([0.5, 0.0], 0.0), ([], 0.0), ([1.0], -0.3), ([0.5], 0.0)])
+def test_easy_hard_penalty_values_at_and_around_the_threshold(cons, want):
+    # mean min(c, 1 - c) at exactly 0.15 (1 - 0.85 rounds to 0.15000000000000002, 0.3 / 2) is not below it
+    assert easy_hard_penalty(cons) == want
+
+
+@pytest.mark.parametrize("args, name", [((True, NAN, 0.5, 0.0), "easy"), ((True, 0.5, 1.5, 0.0), "consistency"),
+                                        ((True, 0.5, NAN, 0.0), "consistency"), ((True, 0.5, 0.5, INF), "penalties"),
+                                        ((True, 0.5, 0.5, NAN), "penalties"), (("no", 0.5, 0.5, 0.0), "rendered"),
+                                        ((None, 0.5, 0.5, 0.0), "rendered")])
+def test_coder_reward_rejects_bad_input(args, name):
+    # nan easy -> nan, c 1.5 -> 1.0 (min(c, 1 - c) = -0.5), inf penalties -> inf, "no" read as rendered -> 2.0
+    with pytest.raises(ValueError, match=f"^{name} must"):
+        coder_reward(*args)
+
+
+def test_coder_reward_values():
+    assert coder_reward(True, 0.5, 0.25, -0.3) == pytest.approx(1.0 + 0.5 + 0.25 - 0.3)
+    assert coder_reward(True, 1.0, 1.0, 0.0) == 2.0 and coder_reward(True, 0.0, 0.0, 0.0) == 1.0
+    assert coder_reward(False, NAN, NAN, NAN) == 0.0  # a failed render's s / c are undefined: 0 whatever they hold
+
+
+def test_type_penalties_reject_nan_weight_and_a_type_outside_the_population():
+    with pytest.raises(ValueError, match="weight"):
+        type_penalties(["a", "a", "a", "b"], weight=NAN)  # gave [nan, nan, nan, nan]
+    with pytest.raises(ValueError, match="'c' is not in the population"):
+        type_penalties(["c"], population=["a", "b"])  # gave [-0.0]: a share of 0
+    assert type_penalties(["a"], population=["a", "a", "a", "b"]) == pytest.approx([-0.15 * 0.25 / 0.5])
+    assert not any(math.isnan(x) for x in type_penalties(["x", "y", "x"]))
+
+
+def test_proposal_penalties_reject_attempt_lists_of_different_lengths():
+    aux = [{"valid": True, "content_type": "a", "executed": [True, False], "consistency": [1.0]}]
+    # gave [(-0.3, 0.0)]: zip kept the first attempt and dropped the second silently
+    with pytest.raises(ValueError, match="proposer sample 0: executed / consistency give 2 / 1"):
+        proposal_penalties(aux)
