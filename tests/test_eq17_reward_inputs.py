@@ -5,8 +5,10 @@ Each case here used to return a silent number (shown in the comments) that the s
 import math
 
 import pytest
+import torch
 
 from mmevo.rewards.mmzero import coder_reward, easy_hard_penalty, proposal_penalties, type_penalties
+from mmevo.rewards.prism import coverage_rewards, zpd
 
 NAN, INF = float("nan"), float("inf")
 
@@ -63,3 +65,22 @@ def test_proposal_penalties_reject_attempt_lists_of_different_lengths():
     # gave [(-0.3, 0.0)]: zip kept the first attempt and dropped the second silently
     with pytest.raises(ValueError, match="proposer sample 0: executed / consistency give 2 / 1"):
         proposal_penalties(aux)
+
+
+# -- Prism: the coverage reward ------------------------------------------------------------------------------------
+@pytest.mark.parametrize("bad", [NAN, 1.5, -0.25, INF])
+def test_coverage_rewards_reject_an_agreement_outside_0_1_of_a_valid_sample(bad):
+    # each scored 0.0 (outside the zpd band), silently; the head already refused such an aux["p"]
+    p = torch.tensor([0.75, bad], dtype=torch.float64)
+    with pytest.raises(ValueError, match=r"p\[1\] of a valid sample must lie in \[0, 1\]"):
+        coverage_rewards(p, torch.tensor([0, 1]), torch.ones(2, dtype=torch.float64))
+    # an invalid sample's p is a placeholder: -1 whatever it holds
+    got = coverage_rewards(p, torch.tensor([0, -1]), torch.ones(2, dtype=torch.float64), valid=torch.tensor([True, False]))
+    assert got.tolist() == pytest.approx([1.0 + 5.0 * math.exp(-1.0), -1.0])
+
+
+def test_zpd_nan_is_an_error_and_the_band_edges_hold():
+    with pytest.raises(ValueError, match=r"p\[2\] is NaN"):
+        zpd(torch.tensor([0.5, 0.9, NAN], dtype=torch.float64))
+    got = zpd(torch.tensor([0.5, 0.75, 0.9, 0.0, 1.0, 0.35, 1.15, INF, -INF], dtype=torch.float64)).tolist()
+    assert got == pytest.approx([0.375, 1.0, 0.625, 0, 0, 0, 0, 0, 0], abs=1e-15)

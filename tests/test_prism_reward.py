@@ -30,10 +30,11 @@ def test_zpd_hand_values_and_band_edges(dtype):
     assert eighths == pytest.approx([0, 0, 0, 0, 0.375, 0.6875, 1.0, 0.6875, 0.0], abs=1e-6)
 
 
-def test_zpd_rejects_integer_input_and_scores_nan_zero():
+def test_zpd_rejects_integer_input_and_nan():
     with pytest.raises(ValueError):
         zpd(torch.tensor([1, 0]))
-    assert zpd(torch.tensor([float("nan")])).tolist() == [0.0]
+    with pytest.raises(ValueError, match=r"p\[1\] is NaN"):  # scored 0, silently
+        zpd(torch.tensor([0.7, float("nan")]))
 
 
 # -- coverage_rewards --------------------------------------------------------------------------------------------

@@ -349,8 +349,10 @@ def test_zpd_band_edges_every_dtype(dtype):
     got = zpd(p)
     assert got.dtype == dtype
     assert as_values(got) == rounded([ref_zpd(x) for x in as_values(p)], dtype)
-    # documented: NaN / inf p score 0 (outside the band)
-    assert zpd(torch.tensor([float("nan"), float("inf"), -float("inf")], dtype=dtype)).tolist() == [0.0, 0.0, 0.0]
+    # +-inf p score 0 (outside the band); a NaN p is no agreement at all: a ValueError naming it
+    assert zpd(torch.tensor([float("inf"), -float("inf")], dtype=dtype)).tolist() == [0.0, 0.0]
+    with pytest.raises(ValueError, match=r"p\[0\] is NaN"):
+        zpd(torch.tensor([float("nan")], dtype=dtype))
 
 
 @pytest.mark.parametrize("counts", [[0.0, 0.0, 0.0], [1e-310, 2e-310, 0.0], [1e300, 1e300, 3e300], [1.0], [5.0, 0.0]])

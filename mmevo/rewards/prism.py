@@ -58,11 +58,15 @@ def _as_ids(x) -> Tensor:
 
 def zpd(p: Tensor) -> Tensor:
     """Zone of proximal development (Prism): float p [B] -> [B] of p's dtype,
-    max(0, 1 - |p - 0.75| / 0.4) for 0.5 <= p <= 0.9, else 0 (NaN p scores 0). Detached.
-    Edges: zpd(0.5) = 0.375, zpd(0.75) = 1, zpd(0.9) = 0.625; just outside the band it drops to 0."""
+    max(0, 1 - |p - 0.75| / 0.4) for 0.5 <= p <= 0.9, else 0 (+-inf too). Detached.
+    Edges: zpd(0.5) = 0.375, zpd(0.75) = 1, zpd(0.9) = 0.625; just outside the band it drops to 0.
+    A NaN p (an agreement of no samples, 0 / 0) is a ValueError naming its index: it used to score 0, silently."""
     p = _as_float(p)
     if not p.is_floating_point():
         raise ValueError(f"p must be a floating-point tensor, got {p.dtype}")
+    nan = torch.isnan(p.detach())
+    if nan.any():
+        raise ValueError(f"p[{int(nan.reshape(-1).nonzero()[0])}] is NaN; an agreement is a number in [0, 1]")
     out_dtype = p.dtype
     p = p.detach().to(torch.float64)  # evaluated in float64 and rounded once (bf16 / fp16 / float32 were an ulp off)
     score = (1.0 - (p - ZPD_CENTER).abs() / ZPD_WIDTH).clamp(min=0.0)  # [B]
@@ -97,6 +101,12 @@ def coverage_rewards(p: Tensor, clusters: Tensor, counts: Tensor, lam: float = 5
     bad = (idx < 0) | (idx >= K)
     if bad.any():
         raise ValueError(f"cluster id {int(idx[bad][0])} of a valid sample is outside [0, {K})")
+    # p is the solver's majority-vote agreement, a share: a NaN or 1.5 used to score 0 (outside the band), silently.
+    # Invalid rows may hold any placeholder (they score -1 whatever it is)
+    bad_p = ok.to(p.device) & ~((p.detach() >= 0) & (p.detach() <= 1))  # NaN fails both comparisons
+    if bad_p.any():
+        i = int(bad_p.nonzero()[0])
+        raise ValueError(f"p[{i}] of a valid sample must lie in [0, 1] (a solver agreement), got {p[i].item()}")
     # evaluated in float64 and rounded once to p's dtype, as zpd is: a float32 / bf16 / fp16 evaluation rounded after
     # every operation and missed the correctly rounded reward by an ulp or more (float32 p 0.5733: 0.80796272 for
     # 0.80796278)
@@ -111,7 +121,9 @@ def coverage_rewards(p: Tensor, clusters: Tensor, counts: Tensor, lam: float = 5
     # subnormal ones from rounding to 0 (either made every rarity 1)
     rel = n / top if bool(top > 0) else n  # [K] in [0, 1]
     rarity = torch.exp(-rel[idx] / rel.mean()) if bool(top > 0) else torch.ones_like(n[idx])  # [B]: exp(-n_c / n̄)
-    reward = zpd(p.detach().to(work)) * (1.0 + lam * rarity)  # [B]
+    pw = p.detach().to(work)
+    pw = torch.where(ok.to(pw.device), pw, torch.zeros_like(pw))  # an invalid row's placeholder (maybe NaN) unused
+    reward = zpd(pw) * (1.0 + lam * rarity)  # [B]
     reward = torch.where(ok, reward, torch.full_like(reward, -1.0))
     return reward.to(p.dtype)
 
