@@ -7,7 +7,9 @@ import math
 import pytest
 import torch
 
-from mmevo.rewards.mmzero import coder_reward, easy_hard_penalty, proposal_penalties, type_penalties
+from mmevo.honest.selfplay import generator_reward
+from mmevo.rewards.mmzero import (coder_reward, diversity_adjustment, easy_hard_penalty, proposal_penalties, proposal_rewards,
+                                  type_penalties)
 from mmevo.rewards.prism import coverage_rewards, zpd
 
 NAN, INF = float("nan"), float("inf")
@@ -84,3 +86,28 @@ def test_zpd_nan_is_an_error_and_the_band_edges_hold():
         zpd(torch.tensor([0.5, 0.9, NAN], dtype=torch.float64))
     got = zpd(torch.tensor([0.5, 0.75, 0.9, 0.0, 1.0, 0.35, 1.15, INF, -INF], dtype=torch.float64)).tolist()
     assert got == pytest.approx([0.375, 1.0, 0.625, 0, 0, 0, 0, 0, 0], abs=1e-15)
+
+
+# -- wrong types: named errors, not casts or TypeErrors -------------------------------------------------------------
+def test_proposal_rewards_refuse_non_float_consistency_and_adjustments():
+    ex, s, valid = torch.tensor([[True]]), torch.tensor([[0.5]], dtype=torch.float64), torch.tensor([True])
+    c, adj = torch.tensor([[0.5]], dtype=torch.float64), torch.zeros(1, 3, dtype=torch.float64)
+    assert proposal_rewards(ex, s, c, adj, valid).tolist() == [1.0]
+    with pytest.raises(ValueError, match="^adjustments must be floating point"):
+        proposal_rewards(ex, s, c, torch.tensor([[1, 0, 0]]), valid)  # gave 2.0: an integer adjustment of +1
+    with pytest.raises(ValueError, match="^consistency must be floating point"):
+        proposal_rewards(ex, s, torch.tensor([[True]]), adj, valid)  # gave 0.5: True read as c = 1
+
+
+def test_strength_and_lam_of_no_number_are_named():
+    with pytest.raises(ValueError, match="strength"):
+        diversity_adjustment(torch.zeros(1, 3, dtype=torch.float64), 2, None)  # TypeError '<=' not supported
+    with pytest.raises(ValueError, match="lam"):
+        coverage_rewards(torch.tensor([0.7], dtype=torch.float64), torch.tensor([0]), torch.ones(1), None)
+
+
+def test_generator_reward_names_mismatched_lengths():
+    with pytest.raises(ValueError, match="confidences has 1 solver samples, correct 2"):
+        generator_reward([0.5], [True, False])  # "zip() argument 2 is longer than argument 1"
+    assert generator_reward([0.0, 0.5, 1.0, None], [True, True, True, False]) == (pytest.approx(0.5), 3)
+

@@ -139,8 +139,11 @@ def parse_generated(text: str) -> tuple[GeneratedProblem | None, str]:
 def generator_reward(confidences: Sequence[float | None], correct: Sequence[bool | None]) -> tuple[float, int]:
     """(mean |c - y| over the graded solver samples, how many were graded); (0.0, 0) when none was. A sample is
     graded when it has a confidence and a correctness (an answer with a valid probability, checked against gold)."""
+    confidences, correct = list(confidences), list(correct)
+    if len(confidences) != len(correct):  # zip(strict=True) said only "argument 2 is longer than argument 1"
+        raise ValueError(f"confidences has {len(confidences)} solver samples, correct {len(correct)}")
     errors = []
-    for i, (c, y) in enumerate(zip(confidences, correct, strict=True)):
+    for i, (c, y) in enumerate(zip(confidences, correct)):
         if c is None or y is None:
             continue
         # a NaN or out-of-range c, or a y of 0.5, would be a reward no calibration error can give (NaN poisons GRPO)

@@ -39,7 +39,7 @@ def diversity_adjustment(shares: Tensor, valid_count: int, strength: float = .5)
         raise ValueError(f"shares must be a float [B, 3] tensor, got {getattr(shares, 'shape', type(shares))}")
     if isinstance(valid_count, bool) or int(valid_count) != valid_count or valid_count < 1:
         raise ValueError(f"valid_count must be an integer >= 1, got {valid_count!r}")
-    if not 0 <= strength < math.inf:  # inf: a balanced row gives 0 * inf = NaN (seed: finite inputs)
+    if isinstance(strength, bool) or not isinstance(strength, numbers.Real) or not 0 <= strength < math.inf:  # inf: a balanced row gives 0 * inf = NaN (seed: finite inputs)
         raise ValueError(f"strength must be finite and >= 0, got {strength!r}")
     M = float(valid_count)
     s = shares.detach().to(torch.float64)  # evaluated in float64, rounded once to the shares' dtype at the end
@@ -79,8 +79,11 @@ def proposal_rewards(executed: Tensor, easy_accuracy: Tensor, consistency: Tenso
     if tuple(valid.shape) != (B,) or valid.dtype != torch.bool:
         raise ValueError(f"valid must be a bool [{B}] tensor (B from executed), got {valid.dtype} {tuple(valid.shape)}")
     dtype = easy_accuracy.dtype
-    if not dtype.is_floating_point:
-        raise ValueError(f"easy_accuracy must be floating point, got {dtype}")
+    # seed: float easy_accuracy / consistency / adjustments. A bool or integer consistency / adjustments tensor used
+    # to be cast and scored (adjustments [[1, 0, 0]] added +1, a bool consistency read as c = 1)
+    for name, x in (("easy_accuracy", easy_accuracy), ("consistency", consistency), ("adjustments", adjustments)):
+        if not x.dtype.is_floating_point:
+            raise ValueError(f"{name} must be floating point, got {x.dtype}")
     work = torch.float64  # evaluated in float64, rounded once to ``dtype`` at the end (not an ulp off per step)
     s = easy_accuracy.detach().to(work)
     c = consistency.detach().to(dtype).to(work)

@@ -94,7 +94,7 @@ def coverage_rewards(p: Tensor, clusters: Tensor, counts: Tensor, lam: float = 5
     if ok.dtype != torch.bool or ok.shape != (B,):
         raise ValueError(f"valid must be a bool [{B}] tensor or None, got {ok.dtype} {tuple(ok.shape)}")
     # as PrismCoverageHead checks: a NaN lam used to turn every reward NaN and an infinite one inf / NaN, silently
-    if not 0 <= lam < math.inf:
+    if isinstance(lam, bool) or not isinstance(lam, numbers.Real) or not 0 <= lam < math.inf:
         raise ValueError(f"lam must be finite and >= 0 (seed: 5.0), got {lam}")
     K = counts.shape[0]
     idx = torch.where(ok, clusters.long(), torch.zeros_like(clusters, dtype=torch.long))  # [B]; invalid rows: 0
