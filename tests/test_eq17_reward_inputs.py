@@ -111,3 +111,15 @@ def test_generator_reward_names_mismatched_lengths():
         generator_reward([0.5], [True, False])  # "zip() argument 2 is longer than argument 1"
     assert generator_reward([0.0, 0.5, 1.0, None], [True, True, True, False]) == (pytest.approx(0.5), 3)
 
+
+# -- HONEST: the seed's section-8 bar -----------------------------------------------------------------------------
+def test_pillar_works_refuses_an_ece_that_is_no_number():
+    from mmevo.honest.calibration import pillar_works
+
+    assert pillar_works(0.30, 0.29) and not pillar_works(0.30, 0.295) and pillar_works(0.05, 0.0)
+    for base, pillar, name in ((NAN, 0.1, "ece_base"), (0.1, NAN, "ece_pillar"), ("0.3", 0.1, "ece_base"),
+                               (0.3, 1.5, "ece_pillar"), (0.3, -0.1, "ece_pillar")):
+        with pytest.raises(ValueError, match=f"{name} must be an ECE"):  # NaN read as False, "0.3" as 0.3
+            pillar_works(base, pillar)
+    with pytest.raises(ValueError, match="bar"):
+        pillar_works(0.3, 0.1, bar=NAN)

@@ -77,7 +77,8 @@ def test_pillar_works_bar():
     assert pillar_works(0.30, 0.25)  # -0.05
     assert not pillar_works(0.30, 0.295)  # -0.005
     assert not pillar_works(0.30, 0.31)  # +0.01
-    assert not pillar_works(0.30, float("nan"))
+    with pytest.raises(ValueError, match="ece_pillar"):  # a NaN ECE (nothing graded) is no verdict either way
+        pillar_works(0.30, float("nan"))
 
 
 # -- the closed forms the review found correct (hand values) --------------------------------------------------------

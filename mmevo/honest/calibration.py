@@ -26,6 +26,7 @@ import contextlib
 import copy
 import json
 import math
+import numbers
 import re
 import sys
 import time
@@ -46,7 +47,14 @@ PILLAR_ECE_BAR = -0.01  # seed 8: a pillar "works" if Delta ECE <= -0.01 vs. the
 
 def pillar_works(ece_base: float, ece_pillar: float, bar: float = PILLAR_ECE_BAR) -> bool:
     """Seed 8's bar: Delta ECE = ece_pillar - ece_base <= ``bar`` (-0.01). A Delta of exactly -0.01 passes; the
-    1e-12 slack keeps float rounding (0.29 - 0.30 = -0.00999...95) from deciding the boundary."""
+    1e-12 slack keeps float rounding (0.29 - 0.30 = -0.00999...95) from deciding the boundary. Each ECE must be a
+    number in [0, 1] and the bar finite: a NaN ECE (a run without graded samples) used to read as "does not work",
+    and a string "0.3" as a number."""
+    for name, x in (("ece_base", ece_base), ("ece_pillar", ece_pillar)):
+        if isinstance(x, bool) or not isinstance(x, numbers.Real) or not 0.0 <= x <= 1.0:  # NaN fails too
+            raise ValueError(f"pillar_works: {name} must be an ECE in [0, 1], got {x!r}")
+    if isinstance(bar, bool) or not isinstance(bar, numbers.Real) or not math.isfinite(bar):
+        raise ValueError(f"pillar_works: bar must be a finite number, got {bar!r}")
     return (float(ece_pillar) - float(ece_base)) <= bar + 1e-12
 
 
