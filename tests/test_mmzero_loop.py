@@ -343,6 +343,34 @@ def coevolution_run(tiny_vl_path, tmp_path_factory):
     return out, run_mmzero(cfg)
 
 
+def test_tiny_coevolution_rewards_fed_to_grpo_are_the_seed_composition(coevolution_run):
+    """From the real run's records: each proposer reward is the seed's mean over ALL render attempts of
+    e_j (min(s_j, .5) + min(c_j, 1 - c_j)) plus the recorded easy-hard + type penalties plus a diversity adjustment
+    within +-strength (0.5), -1 for an invalid proposal; each coder reward is 1 + s + min(c, 1 - c) + the proposal's
+    penalties for a render, 0 for a failed one."""
+    from mmevo.rewards.mmzero import coder_reward
+
+    out, _ = coevolution_run
+    proposer = Recorder.read(out / "iter_0" / "proposer")
+    assert proposer and any(r["valid"] for r in proposer)
+    for r in proposer:
+        if not r["valid"]:
+            assert r["reward"] == -1.0
+            continue
+        renders = r["renders"]
+        base = sum((min(x["easy"], 0.5) + min(x["consistency"], 1 - x["consistency"])) if x["ok"] else 0.0
+                   for x in renders) / max(len(renders), 1)
+        diversity = r["reward"] - base - r["penalties"]
+        assert -0.5 - 1e-6 <= diversity <= 0.5 + 1e-6, (r["reward"], base, r["penalties"])
+        assert -0.45 - 1e-12 <= r["penalties"] <= 0.0  # easy-hard 0 / -0.3, type in [-0.15, 0]
+    coder = Recorder.read(out / "iter_0" / "coder")
+    scored = [(row, x) for row in coder for x in row["renders"] if "reward" in x]
+    assert scored
+    for row, x in scored:
+        want = coder_reward(x["ok"], x["easy"], x["consistency"], row["penalties"]) if x["ok"] else 0.0
+        assert x["reward"] == pytest.approx(want, abs=1e-6), (x, row["penalties"])
+
+
 def test_tiny_coevolution_iteration_end_to_end_and_resume(coevolution_run, tiny_vl_path, tmp_path):
     """configs/mmzero_tiny.yaml on the tiny model: warm-up, proposer -> coder -> solver with the real sandbox; then an
     interrupted solver phase resumes from its checkpoint to the same weights, finished phases are not re-run."""
