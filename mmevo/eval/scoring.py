@@ -1812,7 +1812,9 @@ def _latex_numbers_as_decimals(text: str, integer: bool = False) -> str:
     text = re.sub("\\^?([⁻⁺]?[⁰¹²³⁴⁵⁶⁷⁸⁹]+)", lambda m: "^{%s}" % m.group(1).translate(_SUPERSCRIPTS), text)
     exp = r"\^\s*\{?\s*([-+]?\d+)\s*\}?"
     # (Each pattern starts only where a number starts: a long run of digits is scanned once, not once per digit.)
-    text = sub(rf"(?<![\d.])({_PLAIN_NUM})\s*(?:\\times|\\cdot|×|\*)\s*10\s*{exp}",
+    # (a mantissa in e-notation keeps its exponent: "1.5e3 \\times 10^2" is 150000, not its "3" read as the mantissa,
+    # 1.5e300; nor is the exponent's sign the mantissa's: "1e+06 \\cdot 10^{2}" is 1e8)
+    text = sub(rf"(?<![\d.])(?<![\d.][eE])(?<![\d.][eE][-+])({_PLAIN_NUM}(?:[eE][-+]?\d+)?)\s*(?:\\times|\\cdot|×|\*)\s*10\s*{exp}",
                lambda m: power("10", m.group(2), m.group(1)), text)
     # A digit argument may go without braces ("\\frac65"); a whole number before it makes a mixed number
     # ("1\\frac{1}{5}" -> 1.2, not "10.2"); spaces keep the decimal apart from what is next to it ("\\frac{1}{2}3").
@@ -1992,9 +1994,12 @@ _BECAUSE_AFTER_COMMA = r"(?i:car|da|denn|pues|pois)"
 
 
 def _lone_letter(t: str, letters: str) -> str | None:
-    """The letter of ``t`` when ``t`` is one option's letter and nothing else: "B", "(B)", "B.", "B)", "Option B"."""
-    m = re.fullmatch(rf"{_OPTION_WORD}?\s*\(?([{letters}])\)?[.:)]?", t, flags=re.I) if letters else None
-    return m.group(1).upper() if m else None
+    """The letter of ``t`` when ``t`` is one option's letter and nothing else: "B", "(B)", "[B]", "B.", "B)", "Option B",
+    "Option: B"."""
+    # (a square-bracketed letter too, "[B]", and a colon after the word, "Option: B": a GPT extraction returns B)
+    m = re.fullmatch(rf"{_OPTION_WORD}?\s*(?:(?<=[^\W\d_])\s*[:\uff1a])?\s*(?:\[([{letters}])\]|\(?([{letters}])\)?)[.:)]?",
+                     t, flags=re.I) if letters else None
+    return (m.group(1) or m.group(2)).upper() if m else None
 
 
 def _letter_of(text: str, n_options: int, dash: bool = True) -> str | None:
@@ -2050,14 +2055,16 @@ def _words_key(s: str) -> str:
 def _letter_with_its_text(cand: str, choices: list[str]) -> str | None:
     """The letter of a candidate that is a letter with its own option's text in brackets or after a comma, "C (5)",
     "B ($145^\\circ$)", "C, 5", or the option's text with its letter named in brackets, "quarter (option B)",
-    "(b) (choice E)"."""
+    "(b) (choice E)", "(b) (E)"."""
     letters = _option_letters(len(choices))
     if not letters:
         return None
     m = re.fullmatch(rf"([{letters}])\s*(?:\((.+)\)|,\s*(.+))", cand.strip())
     if m and _choice_key(m.group(2) or m.group(3)) == _choice_key(choices[ord(m.group(1)) - ord("A")]):
         return m.group(1)
-    m = re.fullmatch(rf"(.+?)\s*\((?:option|choice)\s+([{letters}])\)", cand.strip(), flags=re.I)
+    # (the word may go: "(b) (E)", with the choice texts "(c)", "(a)", ..., "(b)" of pids 168 / 849, is option E, whose
+    # text "(b)" it restates)
+    m = re.fullmatch(rf"(.+?)\s*\((?:(?:option|choice)\s+)?([{letters}])\)", cand.strip(), flags=re.I)
     if m and _choice_key(m.group(1)) == _choice_key(choices[ord(m.group(2).upper()) - ord("A")]):
         return m.group(2).upper()
     return None
@@ -2450,6 +2457,19 @@ def _marked_after(tail: str, item: dict, choices: list[str]) -> str | None:
     return None
 
 
+# Inline HTML a model may wrap its answer in (line breaks and paragraphs end a line); not the answer tags
+# (``_ANSWER_TAG_RE``), which mark the answer
+_HTML_INLINE_RE = re.compile(r"</?(?:b|strong|i|em|u|mark|span|font|code|sup|sub)(?:\s[^<>]*)?>", re.I)
+_HTML_BREAK_RE = re.compile(r"<br\s*/?>|</?(?:p|div|h[1-6]|li|ul|ol)(?:\s[^<>]*)?>", re.I)
+
+
+def _html_and_frames_as_text(text: str) -> str:
+    """``text`` less inline HTML tags, its line / paragraph tags as line breaks, ``\\fbox{`` / ``\\framebox{`` as
+    ``\\boxed{``."""
+    text = _HTML_BREAK_RE.sub("\n", _HTML_INLINE_RE.sub("", text))
+    return re.sub(r"\\(?:fbox|framebox)\{", r"\\boxed{", text)
+
+
 def extract_mathvista_answer(response: str, item: dict) -> str:
     """Rule-based stand-in for MathVista's GPT answer extractor.
 
@@ -2548,6 +2568,9 @@ def extract_mathvista_answer(response: str, item: dict) -> str:
         text = _display_math_on_one_line(bounded).strip()
         # (a think tag ends the line before it: "... So the answer is B.</think>" states B, not "B.</think>")
         text = re.sub(r"</?think\s*>", "\n", text, flags=re.I).strip()
+        # HTML around the answer is markup, as is a framed box a boxed one: "The answer is <b>B</b>.", "<p>B</p>",
+        # "Answer: <strong>12</strong>", "\\fbox{B}" state B / 12 (what a GPT extraction returns)
+        text = _html_and_frames_as_text(text).strip()
         # (a closing code fence states nothing: "...\n\n```\nB\n```" ends with "B"; an opening one is kept, so that
         # the first line of the code, "width = 3", is not read as an answer stated first)
         text = _CLOSING_FENCE_RE.sub("", text).strip()
