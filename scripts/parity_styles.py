@@ -326,6 +326,141 @@ def mathvista_new_responses(item: dict, rng: random.Random) -> list[tuple[str, s
     return out
 
 
+# ------------------------------------------------------------------------------------- review 27 styles
+
+ALL_FULLWIDTH = {c: chr(ord(c) + 0xFEE0) for c in "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz.()"}
+
+
+def _fullwidth_all(s: str) -> str:
+    """Every ASCII digit, letter, point and parenthesis as its full-width form (ＡＢ１２)."""
+    return "".join(ALL_FULLWIDTH.get(c, c) for c in s)
+
+
+def _third_wraps(style: str, ans: str, wrong: str) -> list[tuple[str, str]]:
+    """The answer in other languages, nested / repeated / framed boxes, ``\\text{}``, HTML, after an explanation on
+    the same line, inside or after a think block."""
+    return [(f"{style}|zh_answer_is_space", f"答案是 {ans}"), (f"{style}|zh_pick", f"选 {ans}"),
+            (f"{style}|zh_so_pick", f"所以选{ans}。"), (f"{style}|zh_boxed", f"因此答案为 $\\boxed{{{ans}}}$。"),
+            (f"{style}|fullwidth_boxed", f"\\boxed{{{_fullwidth_all(ans)}}}"),
+            (f"{style}|fullwidth_answer_is", f"The answer is {_fullwidth_all(ans)}."),
+            (f"{style}|boxed_nested", f"\\boxed{{\\boxed{{{ans}}}}}"),
+            (f"{style}|boxed_twice_same", f"\\boxed{{{ans}}} and again \\boxed{{{ans}}}"),
+            (f"{style}|fbox", f"\\fbox{{{ans}}}"), (f"{style}|answer_is_fbox", f"The answer is \\fbox{{{ans}}}."),
+            (f"{style}|text_wrapped", f"\\text{{{ans}}}"), (f"{style}|boxed_text", f"\\boxed{{\\text{{{ans}}}}}"),
+            (f"{style}|boxed_mathrm", f"\\boxed{{\\mathrm{{{ans}}}}}"),
+            (f"{style}|answer_is_text", f"The answer is \\text{{{ans}}}."),
+            (f"{style}|html_bold", f"The answer is <b>{ans}</b>."), (f"{style}|html_p", f"<p>{ans}</p>"),
+            (f"{style}|html_strong_br", f"Reasoning.<br>Answer: <strong>{ans}</strong>"),
+            (f"{style}|answer_is_because", f"The answer is {ans} because the triangle is isosceles."),
+            (f"{style}|answer_is_comma_since", f"The answer is {ans}, since the two sides are equal."),
+            (f"{style}|boxed_since", f"\\boxed{{{ans}}} since the two sides are equal"),
+            (f"{style}|think_only", f"<think>The answer is {ans}.</think>"),
+            (f"{style}|think_boxed_only", f"<think>So \\boxed{{{ans}}}</think>"),
+            (f"{style}|think_right_after_wrong", f"<think>The answer is {ans}.</think>\nThe answer is {wrong}."),
+            (f"{style}|think_wrong_after_right", f"<think>The answer is {wrong}.</think>\nThe answer is {ans}."),
+            (f"{style}|think_box_wrong_after_box_right",
+             f"<think>\\boxed{{{wrong}}}</think>\n\\boxed{{{ans}}}")]
+
+
+def _third_number_forms(g: str) -> list[tuple[str, str]]:
+    """A numeric gold written with separators, scientific notation, as a percent, as negative zero, as a mixed
+    number."""
+    v = float(g)
+    def show(x: float) -> str:  # every digit of the gold kept (":g" rounds 131253.5 / 10 to 13125.4)
+        return f"{x:.12g}"
+
+    out = [("sci_short", f"{show(v / 1000)}e3" if v and abs(v) >= 1000 else f"{show(v * 10)}e-1"),
+           ("sci_cdot", f"{show(v / 100)} \\cdot 10^{{2}}" if v else "0 \\cdot 10^{2}"),
+           ("sci_times_unbraced", f"{show(v / 10)} \\times 10^1" if v else "0 \\times 10^1"),
+           ("sci_e_mantissa_times", f"{v / 100:.6e} \\times 10^{{2}}" if v else "0e0 \\times 10^{2}"),
+           ("percent_of_fraction", f"{show(v * 100)}%"), ("percent_of_fraction_latex", f"{show(v * 100)}\\%"),
+           ("fraction_of_percent", show(v / 100))]
+    if v == 0:
+        out += [("negative_zero", "-0"), ("negative_zero_float", "-0.0")]
+    if v == int(v) and abs(v) >= 1000:
+        out += [("thousands_dot", f"{int(v):,}".replace(",", ".")), ("thousands_apostrophe", f"{int(v):,}".replace(",", "'"))]
+    if v != int(v):
+        fr = Fraction(g).limit_denominator(1000)
+        if abs(float(fr) - v) < 1e-9 and abs(fr) > 1:
+            whole, rest = divmod(abs(fr.numerator), fr.denominator)
+            sign = "-" if fr < 0 else ""
+            out += [("mixed_latex", f"{sign}{whole}\\frac{{{rest}}}{{{fr.denominator}}}"),
+                    ("mixed_space", f"{sign}{whole} {rest}/{fr.denominator}")]
+        if abs(float(fr) - v) < 1e-9:
+            out.append(("tfrac", f"\\tfrac{{{fr.numerator}}}{{{fr.denominator}}}"))
+    return out
+
+
+def _third_letter_forms(L: str, T: str) -> list[tuple[str, str]]:
+    return [("letter_repeated", f"{L}. {L}"), ("letter_bracket", f"[{L}]"), ("letter_rparen", f"{L})"),
+            ("option_word", f"Option {L}"), ("choice_lower", f"choice {L.lower()}"), ("choice_paren", f"Choice ({L})"),
+            ("option_colon", f"Option: {L}"), ("letter_colon_text", f"{L}: {T}"), ("text_then_letter", f"{T} ({L})"),
+            ("letter_fullwidth_paren", f"（{L}）")]
+
+
+def mathvision_third_responses(row: dict, rng: random.Random) -> list[tuple[str, str]]:
+    gold, options, letters, T = _mathvision_row(row)
+    out: list[tuple[str, str]] = []
+    if options:
+        L = gold
+        W = rng.choice([c for c in letters if c != L] or ["Z"])
+        out += _third_wraps("t_mc_letter", L, W)
+        out += _third_wraps("t_mc_text", T, options[letters.index(W)] if W in letters else "?")
+        for k, a in _third_letter_forms(L, T):
+            out += [(f"t_mc_{k}|bare", a), (f"t_mc_{k}|boxed", f"\\boxed{{{a}}}"),
+                    (f"t_mc_{k}|answer_is", f"The answer is {a}."), (f"t_mc_{k}|zh", f"答案是{a}")]
+    else:
+        g = gold[1:-1].strip() if gold.startswith("$") and gold.endswith("$") and len(gold) > 1 else gold
+        w = f"{float(g) + 1:g}" if re.fullmatch(r"-?\d+(?:\.\d+)?", g) else f"{g}+1"
+        out += _third_wraps("t_ff_gold", g, w)
+        if re.fullmatch(r"-?\d+(?:\.\d+)?", g):
+            for k, a in _third_number_forms(g):
+                out += [(f"t_num_{k}|bare", a), (f"t_num_{k}|boxed", f"\\boxed{{{a}}}"),
+                        (f"t_num_{k}|answer_is", f"The answer is {a}.")]
+    out += [("t_whitespace_spaces", "   "), ("t_whitespace_newlines", "\n\n\t\n"), ("t_empty_box", "\\boxed{}"),
+            ("t_html_only", "<p></p>")]
+    return out
+
+
+def mathvista_third_responses(item: dict, rng: random.Random) -> list[tuple[str, str, object]]:
+    """(style, response, the answer it states: what a GPT extraction returns for it)."""
+    gold = str(item["answer"])
+    out: list[tuple[str, str, object]] = []
+    if item["question_type"] == "multi_choice":
+        choices = [str(c) for c in item["choices"]]
+        k = choices.index(gold)
+        L = chr(ord("A") + k)
+        w = rng.choice([i for i in range(len(choices)) if i != k] or [k])
+        W = chr(ord("A") + w)
+        for s, r in _third_wraps("t_mc_letter", L, W):
+            # a think block holding the only answer still states it; after one, the answer after it is the one stated
+            stated = W if s.endswith("think_right_after_wrong") else L
+            out.append((s, r, stated))
+        for k2, a in _third_letter_forms(L, gold):
+            stated = L
+            out += [(f"t_mc_{k2}|bare", a, stated), (f"t_mc_{k2}|boxed", f"\\boxed{{{a}}}", stated),
+                    (f"t_mc_{k2}|answer_is", f"The answer is {a}.", stated), (f"t_mc_{k2}|zh", f"答案是{a}", stated)]
+    else:
+        w = f"{float(gold) + 1:g}" if item["answer_type"] in ("integer", "float") else \
+            "[0, 0]" if item["answer_type"] == "list" else gold + "x"
+        for s, r in _third_wraps("t_ff_gold", gold, w):
+            stated = w if s.endswith("think_right_after_wrong") else gold
+            out.append((s, r, stated))
+        if item["answer_type"] in ("integer", "float"):
+            for k2, a in _third_number_forms(gold):
+                # what a GPT extraction returns: the value of a LaTeX product / fraction / mixed number (as for
+                # "\\frac" above), the number of a percent, else the text as written (the official normaliser judges it)
+                # (a number with two or more thousands points, "100.000.000", is one number; "1.000" may be 1)
+                stated = gold if k2.startswith(("sci_cdot", "sci_times", "sci_e_mantissa", "tfrac", "mixed")) or \
+                    k2 == "thousands_dot" and a.count(".") > 1 else \
+                    a.replace("\\%", "").rstrip("%") if k2.startswith("percent") else a
+                out += [(f"t_num_{k2}|bare", a, stated), (f"t_num_{k2}|boxed", f"\\boxed{{{a}}}", stated),
+                        (f"t_num_{k2}|answer_is", f"The answer is {a}.", stated)]
+    out += [("t_whitespace_spaces", "   ", ""), ("t_whitespace_newlines", "\n\n\t\n", ""), ("t_empty_box", "\\boxed{}", ""),
+            ("t_html_only", "<p></p>", "")]
+    return out
+
+
 PREFIXES = ["", "Let me think step by step.\n", "<think>The sides are 3 and 4, so 7 in all.</think>\n",
             "Step 1: the area is 12.\nStep 2: halve it.\n", "From the figure, (A) and (C) are too small. ",
             "答案是 ", "We have $x^2 = 9$.\n\n"]
@@ -362,7 +497,8 @@ def run_mathvision(row_stride: int, jobs: int, composed: int = 0, styles: str = 
             written = composed_responses(row, rng, composed)
         else:
             written = (mathvision_responses(row, rng) if styles in ("all", "base") else []) + \
-                (mathvision_new_responses(row, rng) if styles in ("all", "new") else [])
+                (mathvision_new_responses(row, rng) if styles in ("all", "new") else []) + \
+                (mathvision_third_responses(row, rng) if styles in ("all", "third") else [])
         for style, resp in written:
             pairs.append({"id": str(row["id"]), "shape": style, "response": resp, "answer": str(row["answer"]),
                           "options": row.get("options") or []})
@@ -447,7 +583,8 @@ def run_mathvista(row_stride: int, styles: str = "all", row_offset: int = 0) -> 
     for pid in pids:
         rng = random.Random(f"{SEED}:{pid}")
         written = (mathvista_responses(items[pid], rng) if styles in ("all", "base") else []) + \
-            (mathvista_new_responses(items[pid], rng) if styles in ("all", "new") else [])
+            (mathvista_new_responses(items[pid], rng) if styles in ("all", "new") else []) + \
+            (mathvista_third_responses(items[pid], rng) if styles in ("all", "third") else [])
         for style, resp, stated in written:
             ext.append({"pid": pid, "shape": style, "response": resp})
             norm.append({"pid": pid, "shape": style, "extraction": stated})
@@ -472,7 +609,9 @@ def run_mathvista(row_stride: int, styles: str = "all", row_offset: int = 0) -> 
 # "\\{5\\}", "[5]") is read as its first number (an unmarked one as its last), where the GPT extraction returns the
 # whole text, which the official integer / float normaliser scores wrong; an option's text in other case ("QUARTER")
 # is that option, where the official nearest-choice rule compares case-sensitively.
-VISTA_DOCUMENTED = ("n_num_two_or", "n_num_range_", "n_num_interval_", "n_num_vector", "n_num_set",
+# Review 27: a non-empty response that states no answer ("\\boxed{}", "<p></p>") scores wrong (``score_mathvista``),
+# where a GPT extraction of "" would be mapped by the official normaliser to the nearest (shortest) choice.
+VISTA_DOCUMENTED = ("t_empty_box", "t_html_only", "n_num_two_or", "n_num_range_", "n_num_interval_", "n_num_vector", "n_num_set",
                     "n_num_list_brackets", "n_mc_text_upper", "n_mc_text_lower", "n_mc_text_title")
 
 
@@ -513,7 +652,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--show", type=int, default=3, help="examples kept per disagreeing style")
     ap.add_argument("--composed", type=int, default=0,
                     help="MATH-V: this many random prefix x marker x answer x suffix compositions per row instead")
-    ap.add_argument("--styles", choices=["all", "base", "new"], default="all",
+    ap.add_argument("--styles", choices=["all", "base", "new", "third"], default="all",
                     help="base: review 25's styles; new: review 26's (markdown, markers, tables, option-text variants, "
                          "trailing zeros, glued units, ranges, intervals, vectors, yes/no, precision); all: both")
     ap.add_argument("--out", type=Path, default=None)
