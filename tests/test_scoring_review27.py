@@ -109,3 +109,14 @@ def test_answers_are_read_as_stated(item, response, extracted):
 
 def test_the_official_mathvista_pipeline_agrees():
     assert_official_mathvista_agrees(VISTA)
+
+
+# pid 849: the choices "(c)", "(d)", "(a)", "(b)", "(e)"; "(D) (b)" is the letter D with its text "(b)" (review 25's
+# "(X) text" style), not the text "(D)" of option b: the bracketed letter after a text is a capital one
+LETTER_TEXTS_849 = _mc("849", ["(c)", "(d)", "(a)", "(b)", "(e)"], "(b)")
+
+
+@pytest.mark.parametrize("response", ["(D) (b)", "The answer is (D) (b).", "Answer: (D) (b)", "\\boxed{(D) (b)}"])
+def test_a_letter_with_its_text_is_not_read_as_a_text_with_its_letter(response):
+    assert extract_mathvista_answer(response, LETTER_TEXTS_849) == "D"
+    assert score_mathvista(response, LETTER_TEXTS_849) is True

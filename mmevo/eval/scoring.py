@@ -2063,10 +2063,13 @@ def _letter_with_its_text(cand: str, choices: list[str]) -> str | None:
     if m and _choice_key(m.group(2) or m.group(3)) == _choice_key(choices[ord(m.group(1)) - ord("A")]):
         return m.group(1)
     # (the word may go: "(b) (E)", with the choice texts "(c)", "(a)", ..., "(b)" of pids 168 / 849, is option E, whose
-    # text "(b)" it restates)
-    m = re.fullmatch(rf"(.+?)\s*\((?:(?:option|choice)\s+)?([{letters}])\)", cand.strip(), flags=re.I)
-    if m and _choice_key(m.group(1)) == _choice_key(choices[ord(m.group(2).upper()) - ord("A")]):
-        return m.group(2).upper()
+    # text "(b)" it restates; a capital letter then, since "(D) (b)" is the letter D with its text "(b)")
+    named = re.fullmatch(rf"(.+?)\s*\((?:(?i:option|choice)\s+([{letters}{letters.lower()}])|([{letters}]))\)",
+                         cand.strip())
+    if named:
+        letter = (named.group(2) or named.group(3)).upper()
+        if _choice_key(named.group(1)) == _choice_key(choices[ord(letter) - ord("A")]):
+            return letter
     return None
 
 
