@@ -9,8 +9,13 @@ minus (``--styles base``, review 25); and (``--styles new``, review 26) the answ
 a code fence / a table, after "Final answer:" / "Answer:" / "答案", an option's text in other case, without its
 punctuation, with a trailing period or in LaTeX, trailing zeros, a leading "+", units glued on, degree variants,
 "x=5", two answers, ranges, intervals, vectors, sets, yes / no for free-form rows, integers as floats and floats
-rounded, and 25,000 characters after the answer stated first or before it stated last. ``--styles all`` (the default)
-writes both. Each (row, response) is judged by mmevo and by the official reference:
+rounded, and 25,000 characters after the answer stated first or before it stated last; and (``--styles third``,
+review 27) Chinese markers ("答案是 B", "选 C"), full-width letters and digits, nested / repeated / framed boxes,
+``\\text{}`` / ``\\mathrm{}``, HTML tags, "B. B", "[B]", "B)", "Option: B", "choice b", an explanation on the answer's
+line, the answer inside or after a think block, scientific notation ("1.2e3", "\\cdot 10^{2}", an e-notation
+mantissa), percents of fractions, negative zero, thousands points and apostrophes, mixed numbers, ``\\tfrac``,
+whitespace-only and empty-box responses. ``--styles all`` (the default) writes all three. Each (row, response) is
+judged by mmevo and by the official reference:
 
 * MATH-V: lmms-eval's ``mathvision_process_results`` (through ``scripts/parity_mathvision.py``'s workers in
   ``.venv-parity``), so every pair has the official verdict;
@@ -378,7 +383,8 @@ def _third_number_forms(g: str) -> list[tuple[str, str]]:
     if v == 0:
         out += [("negative_zero", "-0"), ("negative_zero_float", "-0.0")]
     if v == int(v) and abs(v) >= 1000:
-        out += [("thousands_dot", f"{int(v):,}".replace(",", ".")), ("thousands_apostrophe", f"{int(v):,}".replace(",", "'"))]
+        out += [("thousands_dot", f"{int(v):,}".replace(",", ".")),
+                ("thousands_apostrophe", f"{int(v):,}".replace(",", "'"))]
     if v != int(v):
         fr = Fraction(g).limit_denominator(1000)
         if abs(float(fr) - v) < 1e-9 and abs(fr) > 1:
@@ -456,7 +462,8 @@ def mathvista_third_responses(item: dict, rng: random.Random) -> list[tuple[str,
                     a.replace("\\%", "").rstrip("%") if k2.startswith("percent") else a
                 out += [(f"t_num_{k2}|bare", a, stated), (f"t_num_{k2}|boxed", f"\\boxed{{{a}}}", stated),
                         (f"t_num_{k2}|answer_is", f"The answer is {a}.", stated)]
-    out += [("t_whitespace_spaces", "   ", ""), ("t_whitespace_newlines", "\n\n\t\n", ""), ("t_empty_box", "\\boxed{}", ""),
+    out += [("t_whitespace_spaces", "   ", ""), ("t_whitespace_newlines", "\n\n\t\n", ""),
+            ("t_empty_box", "\\boxed{}", ""),
             ("t_html_only", "<p></p>", "")]
     return out
 
@@ -654,7 +661,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="MATH-V: this many random prefix x marker x answer x suffix compositions per row instead")
     ap.add_argument("--styles", choices=["all", "base", "new", "third"], default="all",
                     help="base: review 25's styles; new: review 26's (markdown, markers, tables, option-text variants, "
-                         "trailing zeros, glued units, ranges, intervals, vectors, yes/no, precision); all: both")
+                         "trailing zeros, glued units, ranges, intervals, vectors, yes/no, precision); third: review "
+                         "27's (Chinese, full width, boxes, HTML, bracketed letters, think blocks, scientific notation, "
+                         "percents, mixed numbers); all: the three")
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args(argv)
     t0 = time.time()
