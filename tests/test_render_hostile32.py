@@ -240,6 +240,17 @@ IMAGE_CHOICE = {
                                          "<text>&a;</text></svg>')\n", "python", 10.0, {"forbidden"}),
     "figure_dpi_nan": (PLT + "fig = plt.figure(figsize=(2, 2))\nfig.dpi = float('nan')\n", "python", 10.0,
                        {"too_large"}),
+    # review of the raster stand-in: a second hard link to the chart is the chart (converted in the job, out.png is a
+    # fresh file of one link); a 200-page TIFF gives its first page; 2000 px of noise as JPEG is past max_png_bytes as
+    # a PNG, refused by the supervisor's size check, not written as a smaller image
+    "jpg_with_a_second_hard_link": (DRAW + "plt.savefig('a.jpg')\nplt.close()\nimport os\nos.link('a.jpg', 'b.jpg')\n",
+                                    "python", 10.0, {"ok"}),
+    "tiff_of_200_pages": ("from PIL import Image\nims = [Image.new('RGB', (50, 50), (i, 0, 0)) for i in range(200)]\n"
+                          "ims[0].save('a.tif', save_all=True, append_images=ims[1:])\n", "python", 10.0, {"ok"}),
+    "jpg_of_noise_past_png_bytes": ("import numpy as np\nfrom PIL import Image\nrng = np.random.default_rng(0)\n"
+                                    "Image.fromarray(rng.integers(0, 256, (2000, 2000, 3), dtype=np.uint8))"
+                                    ".save('a.jpg', quality=95)\n", "python", 10.0, {"too_large"}),
+    "fifo_named_jpg_and_svg": ("import os\nos.mkfifo('a.jpg')\nos.mkfifo('b.svg')\n", "python", 10.0, {"no_output"}),
 }
 
 # The result channel and the job's own signals / process group
@@ -282,6 +293,24 @@ SVG_LINKS = {
                                      '</svg>', "svg", 10.0, {"forbidden"}),
     "link_href_as_css_property": (SVGH + '<a href="#x" style="href: file:///etc/passwd"><rect width="9" height="9"/>'
                                   '</a></svg>', "svg", 10.0, {"forbidden"}),
+    # review: what cairosvg does read under a link. A <tref> child's own href is screened as any href; a <textPath>
+    # child reads its parent link's href for a #fragment lookup among the document's paths only; an XHTML <a> outside
+    # a <foreignObject> hands no href to an <image> inside it (hrefs are not inherited); a link's id as a pattern's
+    # parent in an href chain copies attributes, never fetches
+    "link_wrapping_tref_to_host_file": (SVGH + '<text><a href="https://x/"><tref xlink:href="file:///etc/shadow#t"/>'
+                                        '</a></text></svg>', "svg", 10.0, {"forbidden"}),
+    "link_wrapping_local_tref": (SVGH + '<defs><text id="t">hi</text></defs><text y="20"><a href="file:///etc/shadow#t">'
+                                 '<tref xlink:href="#t"/></a></text></svg>', "svg", 10.0, {"ok"}),
+    "link_fragment_read_by_textpath_child": (SVGH + '<defs><path id="p" d="M0 10 L40 10"/></defs><text><a href="file:'
+                                             '///etc/shadow#p"><textPath>hi</textPath></a></text></svg>', "svg", 10.0,
+                                             {"ok"}),
+    "xhtml_link_outside_foreign_object_around_image": ('<svg xmlns="http://www.w3.org/2000/svg" width="40" height="30">'
+                                                       '<h:a xmlns:h="http://www.w3.org/1999/xhtml" href="file:///etc/'
+                                                       'shadow"><image width="9" height="9"/></h:a></svg>', "svg",
+                                                       10.0, {"ok"}),
+    "link_as_pattern_href_parent": (SVGH + '<defs><a id="p" href="file:///etc/shadow"/><pattern id="q" href="#p" '
+                                    'width="9" height="9"/></defs><rect width="9" height="9" fill="url(#q)"/></svg>',
+                                    "svg", 10.0, {"ok"}),
 }
 
 GROUPS = {"account": ACCOUNT, "image_choice": IMAGE_CHOICE, "channel": CHANNEL, "svg_links": SVG_LINKS}
