@@ -366,3 +366,39 @@ def test_a_prism_corpus_file_counts_its_bad_rows_by_reason(tmp_path):
     assert corpus.questions == ["What is 2 + 2?", "Halve 10."] and corpus.answers == ["4", "5"]
     assert corpus.stats["rows"] == 7 and corpus.stats["skipped_by_reason"] == {
         "duplicate": 1, "invalid_json": 1, "missing_text": 2, "not_an_object": 1}
+
+
+def test_a_run_from_before_the_curriculum_pool_counts_resumes_and_reports_them(tiny_text_path, tmp_path):
+    """An HONEST run whose curve and summary.json predate ``curriculum/pool_other_domain`` and ``data.curriculum_pool``
+    (the CurriculumSource checkpoint state did not change) resumes: the rerun continues from its last checkpoint,
+    keeps its curve's older lines as they are, logs the new count from then on and reports the pool in its summary."""
+    from mmevo.config import load_config
+    from mmevo.honest.loop import run_honest
+
+    out = tmp_path / "run"
+
+    def cfg(blocks):
+        return load_config("configs/honest_tiny.yaml", [
+            f"model.path={tiny_text_path}", f"honest.output_dir={out}", "honest.warmup_sft=false",
+            "honest.eval_calibration=false", f"honest.gss_blocks={blocks}", "honest.gss_block_steps=1",
+            "data.n_train=24", "data.n_heldout=0", "trainer.prompts_per_step=2", "trainer.mini_batch_prompts=2",
+            "rollout.n=2", "rollout.max_tokens=8", "honest.gss_warmup_problems=8"])
+
+    run_honest(cfg(1))
+    # what a run of the earlier code left: no pool count on its curve, no curriculum_pool in its summary
+    curve = out / "solver" / "metrics.jsonl"
+    old_lines = [{k: v for k, v in json.loads(line).items() if k != "curriculum/pool_other_domain"}
+                 for line in curve.read_text().splitlines()]
+    curve.write_text("".join(json.dumps(r) + "\n" for r in old_lines))
+    summary = json.loads((out / "summary.json").read_text())
+    del summary["data"]["curriculum_pool"]
+    (out / "summary.json").write_text(json.dumps(summary))
+
+    resumed = run_honest(cfg(2))
+    assert resumed["data"]["curriculum_pool"] == {"size": 24, "skipped": 0, "other_domain": 0}
+    assert [b["solver_steps"] for b in resumed["blocks"]] == [1, 1]
+    rows = [json.loads(line) for line in curve.read_text().splitlines()]
+    assert [r["step"] for r in rows] == [1, 2]
+    assert rows[0] == old_lines[0]  # the older line is kept as it was, not rewritten
+    assert rows[1]["curriculum/pool_other_domain"] == 0.0
+    assert sorted(p.name for p in (out / "solver" / "checkpoints").iterdir())[-1] == "step_000002"
