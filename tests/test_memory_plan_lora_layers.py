@@ -35,6 +35,11 @@ def test_planned_lora_parameters_equal_a_peft_wrapped_tiny_model(which, request)
     ("tiny_vl_path", ["model.layers.0.self_attn.q_proj"]),  # Qwen2.5-VL's decoder is model.language_model.layers
     ("tiny_text_path", ["language_model.layers.0.self_attn.q_proj"]),
     ("tiny_text_path", ["layers.9.self_attn.q_proj", "v_proj"]),  # the model has 4 layers
+    # review: PEFT's "all-linear" shorthand is not taken (the target is a name); a vision-tower linear, by name or
+    # by a name only the tower has (qkv), is no module of the language model to either
+    ("tiny_vl_path", ["all-linear"]),
+    ("tiny_vl_path", ["q_proj", "visual.blocks.0.mlp.gate_proj"]),
+    ("tiny_vl_path", ["qkv"]),
 ])
 def test_a_layer_target_the_model_lacks_is_refused_by_planner_and_trainer(which, targets, request):
     path = request.getfixturevalue(which)
