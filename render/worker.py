@@ -27,8 +27,12 @@ Its only channels afterwards are fd 3 (the result frame, whose contents are the 
 
 Image choice for python jobs: if the code writes ``out.png`` into the job dir (its starting working
 directory), that file wins; otherwise the current matplotlib figure (``plt.gcf()``, when any figure exists) is
-saved there at the figure's own dpi, whatever the working directory is by then. SVG jobs are screened
-(``render.svg``) inside the sandbox, then rasterised.
+saved there at the figure's own dpi, whatever the working directory is by then. With no figure open, or an empty
+one, the code's last file under the job dir (regular files only, no link followed; last by mtime, then the order
+its writes were audited, then path) stands in, in this order of kinds: a ``.png`` (renamed to ``out.png``), else a
+JPEG / GIF / WebP / BMP / TIFF (``_raster_to_png``), else an ``.svg`` (``_svg_file_to_png``); all of it in the job,
+and the supervisor checks ``out.png`` as any (render/README.md). SVG jobs are screened (``render.svg``) inside the
+sandbox, then rasterised.
 """
 
 from __future__ import annotations
@@ -879,9 +883,10 @@ def _svg_file_to_png(path: str, limits: RenderLimits) -> tuple[str, str]:
 
 
 def _last_png_written(max_entries: int = 4096, suffixes: tuple = (".png",)) -> str | None:
-    """The ``.png`` file the code wrote last anywhere under the job directory (regular files only, no link
-    followed; the first ``max_entries`` entries looked at), or None. Code that saves its figure under another name
-    and closes it (``plt.savefig("chart.png"); plt.close()``) still has its image rendered.
+    """The file named with one of ``suffixes`` (``.png``: default) the code wrote last anywhere under the job
+    directory (regular files only, no link followed; the first ``max_entries`` entries looked at), or None. Code
+    that saves its figure under another name and closes it (``plt.savefig("chart.png"); plt.close()``) still has its
+    image rendered.
 
     Last by modification time, then, among files of one timestamp, by the order the code opened them for writing
     (``_note_png_write``), then by path: a file the kernel stamps with its coarse clock (created and written without
