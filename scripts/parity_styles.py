@@ -428,16 +428,21 @@ def mathvision_third_responses(row: dict, rng: random.Random) -> list[tuple[str,
     return out
 
 
+def _mc_gold_and_wrong(item: dict, rng: random.Random) -> tuple[list[str], str, int, str]:
+    """A MathVista multiple-choice row's choices, the gold's letter, and a wrong choice drawn from ``rng`` (its index
+    and letter; the gold itself where there is no other)."""
+    choices = [str(c) for c in item["choices"]]
+    k = choices.index(str(item["answer"]))
+    w = rng.choice([i for i in range(len(choices)) if i != k] or [k])
+    return choices, chr(ord("A") + k), w, chr(ord("A") + w)
+
+
 def mathvista_third_responses(item: dict, rng: random.Random) -> list[tuple[str, str, object]]:
     """(style, response, the answer it states: what a GPT extraction returns for it)."""
     gold = str(item["answer"])
     out: list[tuple[str, str, object]] = []
     if item["question_type"] == "multi_choice":
-        choices = [str(c) for c in item["choices"]]
-        k = choices.index(gold)
-        L = chr(ord("A") + k)
-        w = rng.choice([i for i in range(len(choices)) if i != k] or [k])
-        W = chr(ord("A") + w)
+        choices, L, w, W = _mc_gold_and_wrong(item, rng)
         for s, r in _third_wraps("t_mc_letter", L, W):
             # a think block holding the only answer still states it; after one, the answer after it is the one stated
             stated = W if s.endswith("think_right_after_wrong") else L
@@ -528,11 +533,8 @@ def mathvista_responses(item: dict, rng: random.Random) -> list[tuple[str, str, 
     gold = str(item["answer"])
     out: list[tuple[str, str, object]] = []
     if item["question_type"] == "multi_choice":
-        choices = [str(c) for c in item["choices"]]
-        k = choices.index(gold)
-        L = chr(ord("A") + k)
-        w = rng.choice([i for i in range(len(choices)) if i != k] or [k])
-        W, WT = chr(ord("A") + w), choices[w]
+        choices, L, w, W = _mc_gold_and_wrong(item, rng)
+        WT = choices[w]
         for s, a, x in [("mc_letter", L, L), ("mc_paren_letter", f"({L})", L), ("mc_letter_dot", f"{L}.", L),
                         ("mc_option_text", gold, gold), ("mc_letter_text", f"{L}. {gold}", L),
                         ("mc_paren_letter_text", f"({L}) {gold}", L), ("mc_fullwidth_letter", _fullwidth(L), L)]:

@@ -54,7 +54,6 @@ def _sweep(tmp_path, args: list[str]) -> dict:
 @pytest.mark.parametrize("bench, stride, families", [("mathvision", 40, MATHV_FAMILIES),
                                                      ("mathvista", 10, VISTA_FAMILIES)])
 def test_every_answer_style_scores_as_the_official_scorer(tmp_path, bench, stride, families):
-    out = tmp_path / "styles.json"
     report = _sweep(tmp_path, ["--bench", bench, "--row-stride", str(stride), "--styles", "base"])
     counts = report["by_bench"][bench]
     assert counts["pairs"] > (2000 if bench == "mathvision" else 3000)
@@ -77,27 +76,6 @@ NEW_VISTA_FAMILIES = ["n_mc_letter|md_code", "n_mc_letter|long_start_bare", "n_m
                       "n_num_float_as_int_round|", "n_num_float_plus_0049|", "n_num_two_or|", "n_num_vector|"]
 
 
-@pytest.mark.skipif(not PARITY_PY.exists(), reason="the reference venv .venv-parity is missing: run `make parity-env`")
-@needs_shared("mathvision/test.jsonl", "MATH-V test.jsonl")
-@needs_shared("mathvista_testmini/testmini.json", "MathVista testmini.json")
-@pytest.mark.parametrize("bench, stride, offset, families", [("mathvision", 160, 7, NEW_MATHV_FAMILIES),
-                                                             ("mathvista", 20, 3, NEW_VISTA_FAMILIES)])
-def test_review26_styles_score_as_the_official_scorer(tmp_path, bench, stride, offset, families):
-    report = _sweep(tmp_path, ["--bench", bench, "--row-stride", str(stride), "--row-offset", str(offset),
-                               "--styles", "new"])
-    counts = report["by_bench"][bench]
-    assert counts["pairs"] > (1000 if bench == "mathvision" else 3000)
-    # MATH-V: no disagreement at all; MathVista: none but the readings README documents (VISTA_DOCUMENTED)
-    assert counts.get("disagree_undocumented", 0) == 0, \
-        json.dumps(report["examples"], indent=1, ensure_ascii=False)[:4000]
-    if bench == "mathvision":
-        assert counts["disagree"] == 0
-    styles = [k.split(":", 1)[1] for k in report["by_style"]]
-    missing = [f for f in families if not any(s.startswith(f) for s in styles)]
-    assert not missing, missing
-    assert 0 < counts["official_true"] < counts["pairs"]
-
-
 # review 27's styles (``--styles third``) the subsets must hold
 THIRD_MATHV_FAMILIES = ["t_mc_letter|zh_pick", "t_mc_letter|fullwidth_boxed", "t_mc_letter|boxed_nested", "t_mc_letter|fbox",
                         "t_mc_letter|html_bold", "t_mc_letter|think_only", "t_mc_letter_bracket|", "t_mc_option_colon|",
@@ -112,20 +90,24 @@ THIRD_VISTA_FAMILIES = ["t_mc_letter|html_p", "t_mc_letter|fbox", "t_mc_letter_b
 @pytest.mark.skipif(not PARITY_PY.exists(), reason="the reference venv .venv-parity is missing: run `make parity-env`")
 @needs_shared("mathvision/test.jsonl", "MATH-V test.jsonl")
 @needs_shared("mathvista_testmini/testmini.json", "MathVista testmini.json")
-@pytest.mark.parametrize("bench, stride, offset, families", [("mathvision", 160, 11, THIRD_MATHV_FAMILIES),
-                                                             ("mathvista", 20, 7, THIRD_VISTA_FAMILIES)])
-def test_review27_styles_score_as_the_official_scorer(tmp_path, bench, stride, offset, families):
+@pytest.mark.parametrize("styles, bench, stride, offset, families, min_pairs", [
+    ("new", "mathvision", 160, 7, NEW_MATHV_FAMILIES, 1000), ("new", "mathvista", 20, 3, NEW_VISTA_FAMILIES, 3000),
+    ("third", "mathvision", 160, 11, THIRD_MATHV_FAMILIES, 1000),
+    ("third", "mathvista", 20, 7, THIRD_VISTA_FAMILIES, 2000)])
+def test_review26_and_27_styles_score_as_the_official_scorer(tmp_path, styles, bench, stride, offset, families,
+                                                             min_pairs):
+    """Review 26's (``--styles new``) and review 27's (``--styles third``) styles on a subset of rows."""
     report = _sweep(tmp_path, ["--bench", bench, "--row-stride", str(stride), "--row-offset", str(offset),
-                               "--styles", "third"])
+                               "--styles", styles])
     counts = report["by_bench"][bench]
-    assert counts["pairs"] > (1000 if bench == "mathvision" else 2000)
-    # MATH-V: no disagreement at all; MathVista: none but the readings README documents (VISTA_DOCUMENTED: here a
+    assert counts["pairs"] > min_pairs
+    # MATH-V: no disagreement at all; MathVista: none but the readings README documents (VISTA_DOCUMENTED, e.g. a
     # non-empty response that states no answer, "\\boxed{}", scored wrong)
     assert counts.get("disagree_undocumented", 0) == 0, \
         json.dumps(report["examples"], indent=1, ensure_ascii=False)[:4000]
     if bench == "mathvision":
         assert counts["disagree"] == 0
-    styles = [k.split(":", 1)[1] for k in report["by_style"]]
-    missing = [f for f in families if not any(s.startswith(f) for s in styles)]
+    styles_seen = [k.split(":", 1)[1] for k in report["by_style"]]
+    missing = [f for f in families if not any(s.startswith(f) for s in styles_seen)]
     assert not missing, missing
     assert 0 < counts["official_true"] < counts["pairs"]
