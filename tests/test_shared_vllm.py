@@ -96,6 +96,31 @@ def test_one_engine_serves_roles_in_turn_each_with_its_own_weights(roles, reques
         view_a.generate(requests_, GREEDY)
 
 
+def test_a_role_switch_refuses_when_the_prefix_cache_cannot_be_reset(roles, requests_):
+    """vLLM's reset_prefix_cache does nothing and returns False while a request holds KV blocks (Scheduler /
+    KVCacheManager.reset_prefix_cache): loading another role's weights then must fail loudly, or that role's
+    prompts would reuse KV computed with the previous role's weights."""
+    from vllm import SamplingParams as VSamplingParams
+
+    a, b = roles
+    want_b = _hf_tokens(b, requests_)
+    cfg = vllm_test_config(max_tokens=16)
+    with shared_vllm.shared_vllm(context_len=300) as shared:
+        view_a = build_engine(cfg, load_model(a.path, weights=False))
+        view_b = build_engine(cfg, load_model(b.path, weights=False))
+        core = shared.engine.llm.llm_engine
+        # an unfinished request (as an interrupted generate leaves one): prefilled, its KV blocks in use
+        core.add_request("999999", view_a._prompt(requests_[0]), VSamplingParams(max_tokens=64, ignore_eos=True))
+        core.step()
+        assert core.reset_prefix_cache() is False  # what vLLM does: no reset, no exception
+        with pytest.raises(RuntimeError, match="prefix cache could not be reset"):
+            view_b.generate(requests_, GREEDY)
+        core.abort_request(["999999"])
+        while core.has_unfinished_requests():
+            core.step()
+        assert _tokens(view_b, requests_) == want_b  # once the blocks are free the switch goes through
+
+
 def test_roles_must_agree_on_the_engines_start_up_settings_and_model(roles, tiny_text_path):
     a, _ = roles
     with shared_vllm.shared_vllm(context_len=300):

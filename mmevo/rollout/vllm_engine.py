@@ -547,7 +547,12 @@ class VLLMEngine:
         self._push_weights(weights)
         self._weights_stale = False
         self._wake_tags(("kv_cache",))
-        self.llm.reset_prefix_cache()
+        # vLLM's scheduler resets the prefix cache only while no request holds KV blocks and otherwise returns False
+        # with a warning: the next prompts would then reuse KV computed with the old weights (another role's)
+        if self.llm.reset_prefix_cache() is False:
+            raise RuntimeError("new weights were loaded into the vLLM engine but its prefix cache could not be reset: "
+                               "requests of an earlier, unfinished generate still hold KV blocks (vLLM's "
+                               "reset_prefix_cache returned False); prompts would reuse KV of the old weights")
         engine = self.llm.llm_engine
         if hasattr(engine, "reset_encoder_cache"):  # else cached vision embeddings of the old weights are reused
             engine.reset_encoder_cache()
