@@ -121,6 +121,31 @@ def test_a_role_switch_refuses_when_the_prefix_cache_cannot_be_reset(roles, requ
         assert _tokens(view_b, requests_) == want_b  # once the blocks are free the switch goes through
 
 
+def test_a_saved_role_missing_tensors_is_refused_not_half_loaded(roles, requests_, tmp_path):
+    """vLLM's in-place reload keeps a layer's current tensors where the weights it is given have none for it (only a
+    log warning, reload/layerwise.py): a saved role lacking a tensor would run with the previous role's layer."""
+    import shutil
+
+    from safetensors.torch import load_file, save_file
+
+    a, b = roles
+    partial = tmp_path / "b-partial"
+    shutil.copytree(b.path, partial)
+    tensors = load_file(str(partial / "model.safetensors"))
+    dropped = next(n for n in sorted(tensors) if n.endswith("layers.0.mlp.down_proj.weight"))
+    del tensors[dropped]
+    save_file(tensors, str(partial / "model.safetensors"), metadata={"format": "pt"})
+    cfg = vllm_test_config(max_tokens=16)
+    want_a = _hf_tokens(a, requests_)
+    with shared_vllm.shared_vllm(context_len=300):
+        view_a = build_engine(cfg, load_model(a.path, weights=False))
+        view_p = build_engine(cfg, load_model(str(partial), weights=False))
+        with pytest.raises(ValueError, match=r"lacks tensors .*layers\.0\.mlp\.down_proj\.weight"):
+            view_p.generate(requests_, GREEDY)
+        assert not view_a.weights_stale  # nothing was loaded: the engine still holds a's weights
+        assert _tokens(view_a, requests_) == want_a
+
+
 def test_roles_must_agree_on_the_engines_start_up_settings_and_model(roles, tiny_text_path):
     a, _ = roles
     with shared_vllm.shared_vllm(context_len=300):

@@ -352,6 +352,17 @@ def iter_checkpoint_weights(files: Sequence[Path], dtype: torch.dtype | None = N
                 yield vllm_weight_name(name), (t.to(dtype) if dtype is not None else t)
 
 
+def checkpoint_tensor_names(files: Sequence[Path]) -> set[str]:
+    """The vLLM names of the tensors in safetensors ``files`` (read from their headers, no tensor data)."""
+    from safetensors import safe_open
+
+    names: set[str] = set()
+    for f in files:
+        with safe_open(str(f), framework="pt", device="cpu") as st:
+            names.update(vllm_weight_name(n) for n in st.keys())
+    return names
+
+
 def _materialise(bucket, dtype):
     converted = [(n, t.detach().to(dtype) if dtype is not None else t.detach()) for n, t in bucket]
     bucket.clear()
@@ -538,7 +549,22 @@ class VLLMEngine:
         """Load a saved model's weights (its safetensors files, read a tensor at a time) into the engine, as
         ``sync_weights`` loads a module's: how one engine serves several roles of a self-play loop in turn."""
         files = checkpoint_weight_files(model_path)
+        missing = sorted(self._start_tensor_names() - checkpoint_tensor_names(files))
+        if missing:
+            # vLLM's in-place reload keeps a layer's current tensors, with only a log warning, where the iterator
+            # brings none for it: that layer would keep the previous weights (another role's) without a word
+            shown = ", ".join(missing[:5]) + (f" ... ({len(missing)} in all)" if len(missing) > 5 else "")
+            raise ValueError(f"the saved model at {model_path} lacks tensors that the vLLM engine's model has (it "
+                             f"started from {self.model_dir}): {shown}; vLLM would keep the old values of those "
+                             "layers")
         self._load(lambda target: iter_checkpoint_weights(files, target))
+
+    def _start_tensor_names(self) -> set[str]:
+        """The tensor names of the checkpoint the engine started from (each later ``load_checkpoint`` must have them
+        all)."""
+        if getattr(self, "_start_names", None) is None:
+            self._start_names = checkpoint_tensor_names(checkpoint_weight_files(self.model_dir))
+        return self._start_names
 
     def _load(self, weights) -> None:
         """``weights(dtype)`` -> (vLLM name, tensor) iterator; loaded into woken weights, then the KV cache wakes."""
