@@ -146,6 +146,29 @@ def test_a_saved_role_missing_tensors_is_refused_not_half_loaded(roles, requests
         assert _tokens(view_a, requests_) == want_a
 
 
+def test_tensors_vllm_drops_need_not_be_in_a_later_role(roles, requests_, tmp_path):
+    """A base checkpoint may carry tensors vLLM's loader drops (a tied model's lm_head.weight, rotary inv_freq); an
+    export of it (save_pretrained) has none of them, and loading it must not be refused for that."""
+    import shutil
+
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    a, b = roles
+    base = tmp_path / "a-with-extras"
+    shutil.copytree(a.path, base)
+    tensors = load_file(str(base / "model.safetensors"))
+    tensors["lm_head.weight"] = tensors["model.embed_tokens.weight"].clone()  # the model ties its head
+    tensors["model.layers.0.self_attn.rotary_emb.inv_freq"] = torch.ones(4)
+    save_file(tensors, str(base / "model.safetensors"), metadata={"format": "pt"})
+    cfg = vllm_test_config(max_tokens=16)
+    want_b = _hf_tokens(b, requests_)
+    with shared_vllm.shared_vllm(context_len=300):
+        build_engine(cfg, load_model(str(base), weights=False))
+        view_b = build_engine(cfg, load_model(b.path, weights=False))
+        assert _tokens(view_b, requests_) == want_b
+
+
 def test_roles_must_agree_on_the_engines_start_up_settings_and_model(roles, tiny_text_path):
     a, _ = roles
     with shared_vllm.shared_vllm(context_len=300):

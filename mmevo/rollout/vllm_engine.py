@@ -363,6 +363,26 @@ def checkpoint_tensor_names(files: Sequence[Path]) -> set[str]:
     return names
 
 
+# tensors some checkpoints carry that vLLM's loaders drop (AutoWeightsLoader's unused rotary buffers)
+_DROPPED_BY_VLLM = ("rotary_pos_emb.inv_freq", "rotary_emb.inv_freq", "rotary_emb.cos_cached", "rotary_emb.sin_cached")
+
+
+def tensors_a_reload_needs(names: set[str], tied_embeddings: bool) -> set[str]:
+    """Of a checkpoint's tensor ``names``, those vLLM loads into its model: not the rotary buffers its loader drops,
+    nor ``lm_head.*`` of a model whose head is tied to the embedding (vLLM skips them; a re-save omits them)."""
+    return {n for n in names if not any(d in n for d in _DROPPED_BY_VLLM)
+            and not (tied_embeddings and n.startswith("lm_head."))}
+
+
+def _tied_embeddings(model_dir: str | Path) -> bool:
+    """Whether the saved model's config ties its LM head to the embedding (top level or its text_config)."""
+    p = Path(model_dir) / "config.json"
+    if not p.exists():
+        return False
+    cfg = json.loads(p.read_text())
+    return bool(cfg.get("tie_word_embeddings", (cfg.get("text_config") or {}).get("tie_word_embeddings", False)))
+
+
 def _materialise(bucket, dtype):
     converted = [(n, t.detach().to(dtype) if dtype is not None else t.detach()) for n, t in bucket]
     bucket.clear()
@@ -563,7 +583,8 @@ class VLLMEngine:
         """The tensor names of the checkpoint the engine started from (each later ``load_checkpoint`` must have them
         all)."""
         if getattr(self, "_start_names", None) is None:
-            self._start_names = checkpoint_tensor_names(checkpoint_weight_files(self.model_dir))
+            self._start_names = tensors_a_reload_needs(checkpoint_tensor_names(checkpoint_weight_files(
+                self.model_dir)), _tied_embeddings(self.model_dir))
         return self._start_names
 
     def _load(self, weights) -> None:
