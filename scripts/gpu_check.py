@@ -813,11 +813,19 @@ def _write_partial(args, out: dict) -> None:
     os.replace(tmp, args.out)
 
 
+# the verdicts of the engine checks: False means the engine served wrong weights or outputs (or, for the
+# "outputs_changed" ones, that the check could not tell), a failure as much as an exception is
+VERDICTS = ("follows_checkpoint", "follows_new_weights", "follows_trained_weights", "restored",
+            "same_outputs_after_wake", "outputs_changed", "outputs_changed_by_training", "wake_refused_while_stale")
+
+
 def _failed(rec) -> bool:
-    """A check failed when it, or one of its parts, recorded an error."""
+    """A check failed when it, or one of its parts, recorded an error or a verdict that is False."""
     if not isinstance(rec, dict):
         return False
-    return "error" in rec or any(_failed(v) for k, v in rec.items() if not k.startswith("start_error"))
+    if "error" in rec or any(rec.get(k) is False for k in VERDICTS):
+        return True
+    return any(_failed(v) for k, v in rec.items() if not k.startswith("start_error"))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -227,6 +227,17 @@ def test_gpu_check_rehearses_without_vllm_where_it_does_not_import(gpu_check, ca
     assert out["vllm"]["skipped"].startswith("vllm not importable: ModuleNotFoundError") and not gpu_check._failed(out)
 
 
+def test_gpu_check_counts_a_false_verdict_as_a_failed_check(gpu_check):
+    """A GPU run whose frozen-role reload served the wrong weights lists the vllm check in "failed", as an
+    exception would; a bf16 share (a float) or a verdict that does not apply (None) is not a failure."""
+    wrong = {"vllm": {"checkpoint_reload": {"outputs_changed": True, "follows_checkpoint": False, "restored": True}}}
+    assert gpu_check._failed(wrong["vllm"])
+    assert gpu_check._failed({"sleep_train_sync": {"wake_refused_while_stale": False}})
+    assert not gpu_check._failed({"checkpoint_reload": {"outputs_changed": True, "follows_checkpoint": 0.93,
+                                                        "restored": True}})
+    assert not gpu_check._failed({"sleep_train_sync": {"wake_refused_while_stale": None, "restored": True}})
+
+
 def test_gpu_check_hf_rollout_compares_shared_and_repeated_prefix_decoding(gpu_check, cache_dir):
     """The hf_rollout check's parity part on CPU: greedy tokens equal, log-probs within float noise in float32."""
     args = gpu_check.parse_args(["--device", "cpu", "--quick", "--cache-dir", cache_dir])
