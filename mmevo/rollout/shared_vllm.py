@@ -9,7 +9,8 @@ one ``VLLMEngine`` that holds one role's weights at a time. A view whose weights
 made from a saved model (a frozen role) loads that model's files itself when it samples (``load_checkpoint``).
 
 The cost is a weight load per change of role (the saved model's files are memory-mapped, so the page cache, not a
-copy per rank, holds them); the gain is one KV cache and one set of weights in GPU memory instead of one per role.
+copy per rank, holds them; with tensor_parallel_size > 1 the whole checkpoint is read into host memory and sent to
+every worker); the gain is one KV cache and one set of weights in GPU memory instead of one per role.
 """
 
 from __future__ import annotations
