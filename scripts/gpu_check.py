@@ -633,8 +633,35 @@ def checkpoint_reload(args, engine, lm, greedy_ids, exact: bool) -> dict:
     stale = bool(engine.weights_stale)
     expected, after, back, load_s = _sync_round_trip(engine, lm, other, greedy_ids, args,
                                                      load=lambda: engine.load_checkpoint(saved))
-    return {"weights_stale_after_sleep": stale, "load_s": load_s, "outputs_changed": expected != before,
-            "follows_checkpoint": _follows(after, expected, exact), "restored": back == before}
+    res = {"weights_stale_after_sleep": stale, "load_s": load_s, "outputs_changed": expected != before,
+           "follows_checkpoint": _follows(after, expected, exact), "restored": back == before}
+    res.update(role_views(engine, saved, expected, greedy_ids, exact))
+    return res
+
+
+def role_views(engine, saved, expected, greedy_ids, exact: bool) -> dict:
+    """The loops' role views (``mmevo.rollout.shared_vllm.RoleEngine``) on this engine, which holds the policy's
+    weights: the frozen role saved at ``saved`` samples while the engine is awake (only the load's own cache resets
+    stand between it and the policy's cached prefixes and image embeddings), then the policy's view closes (the
+    engine sleeps: level 2 drops the weights) and the frozen role samples again (its files loaded into the woken
+    engine). Both must give ``expected``, the HF engine's greedy ids on the saved model. Leaves the engine holding
+    the saved model's weights, awake."""
+    from mmevo.rollout.shared_vllm import RoleEngine, SharedVLLM
+
+    shared = SharedVLLM(engine.max_model_len or 0)
+    shared.engine = engine  # this check's engine, closed by check_vllm, not by the views
+    policy_view, frozen_view = RoleEngine(shared, None), RoleEngine(shared, saved)
+    shared.owner = policy_view
+    try:
+        awake = greedy_ids(frozen_view)
+        policy_view.close()
+        stale_after_close = bool(frozen_view.weights_stale)
+        after_close = greedy_ids(frozen_view)
+    finally:
+        shared.engine = None
+    return {"role_switches": shared.role_switches, "frozen_stale_after_close": stale_after_close,
+            "follows_checkpoint_as_role_awake": _follows(awake, expected, exact),
+            "follows_checkpoint_as_role_after_close": _follows(after_close, expected, exact)}
 
 
 def sleep_train_sync(args, engine, lm, single, greedy_ids, exact: bool, on_gpu: bool) -> dict:
@@ -815,8 +842,9 @@ def _write_partial(args, out: dict) -> None:
 
 # the verdicts of the engine checks: False means the engine served wrong weights or outputs (or, for the
 # "outputs_changed" ones, that the check could not tell), a failure as much as an exception is
-VERDICTS = ("follows_checkpoint", "follows_new_weights", "follows_trained_weights", "restored",
-            "same_outputs_after_wake", "outputs_changed", "outputs_changed_by_training", "wake_refused_while_stale")
+VERDICTS = ("follows_checkpoint", "follows_checkpoint_as_role_awake", "follows_checkpoint_as_role_after_close",
+            "follows_new_weights", "follows_trained_weights", "restored", "same_outputs_after_wake", "outputs_changed",
+            "outputs_changed_by_training", "wake_refused_while_stale")
 
 
 def _failed(rec) -> bool:

