@@ -64,8 +64,9 @@ def test_calibration_eval_refuses_a_report_that_records_no_identity(tmp_path, ca
     out = tmp_path / "cal"
     out.mkdir()
     (out / "calibration.json").write_text(json.dumps({"n": 6, "ece": 0.1}))  # an older mmevo's report
-    model = tmp_path / "model"  # never loaded: the earlier report is checked first
-    model.mkdir()
+    model = tmp_path / "model"  # never loaded: the earlier report is checked first (a config.json passes the
+    model.mkdir()  # up-front model.path check, which refuses a directory without one)
+    (model / "config.json").write_text("{}")
     assert main(_calibration(model, out, "--limit", "1")) == 2
     err = capsys.readouterr().err
     assert "it records no identity" in err and "eval.overwrite=true" in err
@@ -76,8 +77,9 @@ def test_calibration_eval_holds_its_out_dir(tmp_path, capsys):
     from mmevo.runlock import RunLock
 
     out = tmp_path / "cal"
-    model = tmp_path / "model"
+    model = tmp_path / "model"  # never loaded (a config.json passes the up-front model.path check)
     model.mkdir()
+    (model / "config.json").write_text("{}")
     with RunLock(out):  # a live evaluation into it
         assert main(_calibration(model, out, "--limit", "1")) == 2
     err = capsys.readouterr().err
