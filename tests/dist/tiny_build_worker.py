@@ -9,6 +9,7 @@ import hashlib
 import json
 import os
 import sys
+import time
 from pathlib import Path
 
 import torch
@@ -29,6 +30,16 @@ _train_tokenizer = tiny.train_tokenizer
 
 def counting_train_tokenizer(*args, **kwargs):  # called once per build
     builds.append(1)
+    if mode == "two-nodes":
+        # both "nodes" build: neither finishes (and renames into place) before the other has started its own build,
+        # else a rank slowed by load finds the other's complete model and never builds (the case under test is the
+        # build on global rank 1)
+        Path(out_dir, f"building{D.rank()}").write_text("")
+        deadline = time.monotonic() + 300
+        while not Path(out_dir, f"building{1 - D.rank()}").exists():
+            if time.monotonic() > deadline:
+                raise RuntimeError("the other rank never started its build")
+            time.sleep(0.05)
     return _train_tokenizer(*args, **kwargs)
 
 
@@ -36,6 +47,7 @@ tiny.train_tokenizer = counting_train_tokenizer
 from mmevo.recipes import resolve_model_path  # noqa: E402
 
 cfg = load_config(None, ["model.path=tiny", f"model.cache_dir={cache_dir}"])
+D.barrier()  # both ranks look at the empty cache at about the same time
 path = Path(resolve_model_path(cfg))
 D.barrier()  # every rank has resolved before any looks at the cache (no temp dirs of a rank still building)
 from mmevo.models.loader import load_model  # noqa: E402
