@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 ERROR_KINDS = (
-    "timeout", "memory", "forbidden", "crash", "syntax", "no_output", "invalid_image", "too_large", "protocol",
+    "timeout", "memory", "forbidden", "crash", "syntax", "no_output", "invalid_image", "too_large", "invalid_size",
+    "protocol",
 )
 LANGUAGES = ("python", "svg")
 

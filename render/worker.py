@@ -127,7 +127,7 @@ PNG_SLACK_BYTES = 256 << 10
 LAYERS = ("setsid", "pidns", "mntns", "minimal_root", "procfs", "netns", "ipcns", "utsns", "cgroupns",
           "uid_drop", "no_new_privs", "landlock", "seccomp", "rlimits")
 WORKER_LAYERS = ("job_tmpfs",)  # set up by the supervisor
-JOB_KINDS = ("ok", "memory", "forbidden", "crash", "syntax", "no_output", "too_large")  # a job may report
+JOB_KINDS = ("ok", "memory", "forbidden", "crash", "syntax", "no_output", "too_large", "invalid_size")  # a job may report
 _FORBIDDEN_ERRNOS = {errno.EPERM, errno.EACCES, errno.EROFS, errno.ENETUNREACH, errno.ENETDOWN,
                      errno.EXDEV, errno.ELOOP}
 _NS = (("mnt", "mntns"), ("net", "netns"), ("ipc", "ipcns"), ("uts", "utsns"), ("cgroup", "cgroupns"),
@@ -364,6 +364,9 @@ def _raised_by_job_code(e: BaseException) -> bool:
     return tb.tb_frame.f_code.co_filename == JOB_SOURCE_NAME
 
 
+_MPL_FIGURE_SIZE_REFUSAL = "figure size must be positive finite"
+
+
 def _classify_one(e: BaseException) -> str:
     if isinstance(e, MemoryError):
         return "memory"
@@ -388,6 +391,8 @@ def _classify_one(e: BaseException) -> str:
     if isinstance(e, OverflowError) or _raised_by_job_code(e):
         return "crash"  # the message rules below read library refusals, not the job's own words or arithmetic
     text = str(e)
+    if isinstance(e, ValueError) and text.startswith(_MPL_FIGURE_SIZE_REFUSAL):
+        return "invalid_size"  # matplotlib's own check of figsize / set_size_inches: NaN, infinite, zero, negative
     if "NO_MEMORY" in text or "out of memory" in text.lower():
         return "memory"
     if "INVALID_SIZE" in text or "too large" in text.lower():
@@ -756,15 +761,22 @@ def _run_python(code: str, limits: RenderLimits) -> tuple[str, str]:
             return "ok", f"{os.path.relpath(saved, _JOBDIR)!r} written by the code, {how} (no out.png, {why})"
         # nor any raster: a chart saved as SVG (`plt.savefig("chart.svg"); plt.close()`) is drawn as an SVG job is,
         # its screen and fetcher included
-        saved = _last_png_written(suffixes=(".svg",))
+        # its gzip form (`plt.savefig("chart.svgz")`) too, decompressed to at most max_svg_bytes first
+        saved = _last_png_written(suffixes=SVG_SUFFIXES)
         if saved is not None:
             kind, msg = _svg_file_to_png(saved, limits)
             if kind != "ok":
                 return kind, msg
             return "ok", f"{os.path.relpath(saved, _JOBDIR)!r} written by the code, drawn as SVG (no out.png, {why})"
-        if not blank:
-            return "no_output", "the code drew no figure and wrote no out.png"
+        # a PDF / EPS it wrote is its chart, not the empty canvas left after it (`savefig("c.eps"); plt.clf()`)
+        undrawn = _undrawn_documents_note()
+        if not blank or undrawn:
+            drew = "the current figure is empty, and the code" if blank else "the code drew no figure and"
+            return "no_output", f"{drew} wrote no out.png{undrawn}"
     fig = plt.gcf()
+    invalid = _invalid_figure_size(plt)
+    if invalid is not None:
+        return "invalid_size", invalid
     oversized = _oversized_figure(plt, limits)
     if oversized is not None:
         return "too_large", oversized
@@ -778,6 +790,27 @@ def _run_python(code: str, limits: RenderLimits) -> tuple[str, str]:
 def _drew_nothing(fig) -> bool:
     """True for a figure that holds no artist but its background patch: no axes, text, image, line, patch, legend."""
     return all(child is fig.patch for child in fig.get_children())
+
+
+def _image_size_invalid(w: float, h: float) -> bool:
+    """True for an image size that is no size: a side NaN, infinite, zero or negative (as pixels, before rounding
+    for a figure; an SVG's after cairosvg's rounding). Not ``too_large``: no limit would make it drawable."""
+    return not (math.isfinite(w) and math.isfinite(h)) or w <= 0 or h <= 0
+
+
+def _invalid_figure_size(plt) -> str | None:
+    """Why the current figure has no size in pixels at its own dpi, or None: a side NaN, infinite, or under one
+    pixel (Agg's canvas truncates it to zero: "cannot write empty image"), as an SVG's that rounds to zero. A NaN dpi
+    made it ``too_large`` ("figure of nanxnan px exceeds 4096 px") where a NaN ``width`` of an SVG was a ``crash``,
+    and a figure of 1e-9 inches a ``crash``."""
+    if not plt.get_fignums():
+        return None
+    fig = plt.gcf()
+    w_in, h_in = fig.get_size_inches()
+    w, h = w_in * fig.dpi, h_in * fig.dpi
+    if not _image_size_invalid(w, h) and min(w, h) >= 1:
+        return None
+    return f"figure size is not a finite number of pixels, one or more a side: {w:g}x{h:g} px (dpi {fig.dpi:g})"
 
 
 def _oversized_figure(plt, limits: RenderLimits) -> str | None:
@@ -822,7 +855,7 @@ def _note_png_write(event: str, args: tuple) -> None:
             path = args[1]
         else:
             return
-        if isinstance(path, int) or not os.fsdecode(path).lower().endswith((".png", ".svg") + RASTER_SUFFIXES):
+        if isinstance(path, int) or not os.fsdecode(path).lower().endswith((".png",) + SVG_SUFFIXES + RASTER_SUFFIXES + UNDRAWN_SUFFIXES):
             return
         path = os.fsdecode(path)
         if not path.startswith("/"):
@@ -870,16 +903,71 @@ def _raster_to_png(path: str, out: str, limits: RenderLimits) -> tuple[str, str]
     return False
 
 
+SVG_SUFFIXES = (".svg", ".svgz")
+# documents a python job may save its chart as that the sandbox does not draw: PDF and PostScript need Ghostscript or
+# a PDF renderer, programs the filter would kill (and whose parsers are a large attack surface)
+UNDRAWN_SUFFIXES = (".pdf", ".eps", ".ps")
+
+
 def _svg_file_to_png(path: str, limits: RenderLimits) -> tuple[str, str]:
     """Draw the code's SVG file ``path`` into out.png as an SVG job's text is drawn (``_run_svg``: size cap, screen,
     cairosvg with the raster-only fetcher). A file past ``max_svg_bytes`` is ``too_large`` unread; bytes that are not
-    UTF-8 are replaced, as the screen reads them. The job's code ran in this interpreter before and may have patched
-    any of it: it could call cairosvg itself all the same, with the same rights."""
-    size = os.stat(path, follow_symlinks=False).st_size
-    if size > limits.max_svg_bytes:
-        return "too_large", f"SVG of {size} bytes exceeds {limits.max_svg_bytes}"
-    with open(path, "rb") as f:
-        return _run_svg(f.read(limits.max_svg_bytes + 1).decode("utf-8", "replace"), limits)
+    UTF-8 are replaced, as the screen reads them. A ``.svgz`` (gzip) is read whole first, at most ``max_svg_bytes`` +
+    ``SVGZ_SLACK_BYTES`` (what gzip adds to text it cannot compress; a larger file is ``too_large`` unread), and
+    gunzipped in memory to at most ``max_svg_bytes`` + 1 bytes (a bomb is ``too_large`` having cost that much; a
+    file that is no complete gzip stream is ``syntax``, as an SVG that is no XML): cairosvg never sees gzip, the
+    screen reads the text. The file is opened without following a link or waiting on a FIFO, and its size is the
+    open file's, so a thread of the job that swaps it after it was chosen changes nothing of these bounds. The
+    job's code ran in this interpreter before and may have patched any of it: it could call cairosvg itself all the
+    same, with the same rights."""
+    gzipped = path.lower().endswith(".svgz")
+    cap = limits.max_svg_bytes + (SVGZ_SLACK_BYTES if gzipped else 0)
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(f.fileno())
+        if not stat.S_ISREG(st.st_mode):
+            return "no_output", f"{os.path.relpath(path, _JOBDIR)!r} is no longer a regular file"
+        if st.st_size > cap:
+            return "too_large", f"SVG{'Z' if gzipped else ''} of {st.st_size} bytes exceeds {cap}"
+        data = f.read(cap + 1)
+    if len(data) > cap:  # grown since
+        return "too_large", f"SVG{'Z' if gzipped else ''} of more than {cap} bytes"
+    if gzipped:
+        data = _gunzip_bounded(data, limits.max_svg_bytes, os.path.relpath(path, _JOBDIR))
+        if isinstance(data, tuple):
+            return data
+    return _run_svg(data.decode("utf-8", "replace"), limits)
+
+
+# what gzip may add to a text it cannot compress (header, stored blocks' 5 bytes per 64 KiB, trailer), and more
+SVGZ_SLACK_BYTES = 64 << 10
+
+
+def _gunzip_bounded(data: bytes, max_bytes: int, name: str) -> bytes | tuple[str, str]:
+    """``data`` (gzip, one member or several) decompressed, or the refusal: more than ``max_bytes`` once
+    decompressed (``too_large``; never more than ``max_bytes`` + 1 bytes are produced), not a gzip stream or a
+    truncated one (``syntax``)."""
+    import gzip
+    import io
+
+    try:
+        with gzip.GzipFile(fileobj=io.BytesIO(data), mode="rb") as f:
+            out = f.read(max_bytes + 1)
+    except (gzip.BadGzipFile, EOFError, zlib.error) as e:
+        return "syntax", f"{name!r} is not a complete gzip stream: {_exc_text(e)}"
+    if len(out) > max_bytes:
+        return "too_large", f"{name!r} decompresses to more than {max_bytes} bytes of SVG"
+    return out
+
+
+def _undrawn_documents_note() -> str:
+    """For a job without an image: the PDF / PostScript file it wrote last, named, and why it is not used (so its
+    author can save the chart as PNG instead), or an empty string."""
+    saved = _last_png_written(suffixes=UNDRAWN_SUFFIXES)
+    if saved is None:
+        return ""
+    return (f"; it wrote {os.path.relpath(saved, _JOBDIR)!r}, a PDF / PostScript document, which the sandbox does not "
+            "draw (no Ghostscript or PDF renderer runs there): save the chart as PNG, SVG or JPEG instead")
 
 
 def _last_png_written(max_entries: int = 4096, suffixes: tuple = (".png",)) -> str | None:
@@ -954,6 +1042,11 @@ class _SvgTooLarge(Exception):
     """The raster an SVG asks for is past ``max_side``: refused before cairo allocates or draws it."""
 
 
+class _SvgInvalidSize(Exception):
+    """The raster an SVG asks for has no size (a side NaN, infinite, zero or negative): ``invalid_size``, as a python
+    job's figure of such a size is."""
+
+
 def _side_checked_png_surface(max_side: int):
     """cairosvg's ``PNGSurface``, refusing an image larger than ``max_side`` pixels a side before its surface exists.
     cairosvg sizes the surface from the parsed document (width / height / viewBox / units) and only then draws: a
@@ -964,17 +1057,15 @@ def _side_checked_png_surface(max_side: int):
         def _create_surface(self, width, height):
             # Only here is an OverflowError the SVG's size (``too_large``, "SVG size: ..."): raised while drawing (an
             # arc of radius 1e308 squared) it is arithmetic like any other, a ``crash``.
-            try:
-                w, h = int(round(width)), int(round(height))  # the size PNGSurface gives its image (inf raises here)
-            except ValueError:  # NaN
-                raise ValueError(f"The SVG size is undefined: {width:g}x{height:g} px") from None
-            except OverflowError as e:
-                raise _SvgTooLarge("SVG size: " + _exc_text(e)) from None
+            if not (math.isfinite(width) and math.isfinite(height)):  # NaN / infinity: no size, not a large one
+                what = "undefined" if math.isnan(width) or math.isnan(height) else "infinite"
+                raise _SvgInvalidSize(f"The SVG size is {what}: {width:g}x{height:g} px")
+            w, h = int(round(width)), int(round(height))  # the size PNGSurface gives its image
             # past a C int, cairo's own OverflowError says so without allocating
             if max_side < max(w, h) <= _C_INT_MAX:
                 raise _SvgTooLarge(f"SVG of {w}x{h} px exceeds {max_side} px")
-            if min(w, h) < 0 and max(w, h) <= _C_INT_MAX:  # cairo's INVALID_SIZE would read as too large
-                raise ValueError(f"The SVG size is negative: {w}x{h} px")
+            if max(w, h) <= _C_INT_MAX and _image_size_invalid(w, h):  # cairo's INVALID_SIZE would read as too large
+                raise _SvgInvalidSize(f"The SVG size is {'negative' if min(w, h) < 0 else 'undefined'}: {w}x{h} px")
             try:
                 return super()._create_surface(width, height)
             except OverflowError as e:
@@ -1012,6 +1103,8 @@ def _run_svg(text: str, limits: RenderLimits) -> tuple[str, str]:
                         url_fetcher=_raster_only_fetch)
     except _SvgTooLarge as e:
         return "too_large", str(e)
+    except _SvgInvalidSize as e:
+        return "invalid_size", str(e)
     except Exception as e:  # noqa: BLE001
         if type(e).__name__ in ("ParseError", "ExpatError"):
             return "syntax", _exc_text(e)

@@ -239,7 +239,7 @@ IMAGE_CHOICE = {
     "svg_file_with_entity_declaration": ("open('x.svg', 'w').write('<!DOCTYPE svg [<!ENTITY a \"b\">]>" + SVGH +
                                          "<text>&a;</text></svg>')\n", "python", 10.0, {"forbidden"}),
     "figure_dpi_nan": (PLT + "fig = plt.figure(figsize=(2, 2))\nfig.dpi = float('nan')\n", "python", 10.0,
-                       {"too_large"}),
+                       {"invalid_size"}),
     # review of the raster stand-in: a second hard link to the chart is the chart (converted in the job, out.png is a
     # fresh file of one link); a 200-page TIFF gives its first page; 2000 px of noise as JPEG is past max_png_bytes as
     # a PNG, refused by the supervisor's size check, not written as a smaller image
