@@ -1090,6 +1090,40 @@ def _check_tile_sizes() -> None:
     cairosvg.surface.SVGSurface = SizeCheckedSVGSurface
 
 
+# the size a browser gives an SVG that states none (CSS's default object size): width / height missing or a
+# percentage, and no viewBox to take one from
+SVG_DEFAULT_VIEWPORT = (300, 150)
+
+
+def _default_viewport(data: bytes) -> dict:
+    """cairosvg's ``parent_width`` / ``parent_height`` for the SVG ``data`` (already screened, so well-formed): the
+    default viewport where its root has no viewBox and a width or height missing or in percent, else nothing.
+    cairosvg resolves both against no parent, to zero: ``<svg xmlns=...><circle .../></svg>`` was refused (the size
+    undefined: 0x0 px) where a browser draws it 300x150. Absolute sizes and a viewBox are left to cairosvg as they
+    were (a parent size would override a viewBox-only SVG's own size)."""
+    from xml.parsers import expat
+
+    root: dict = {}
+
+    def start(name, attrs):
+        root.update(attrs)
+        raise StopIteration  # the root's attributes are all that is read
+
+    p = expat.ParserCreate()
+    p.SetParamEntityParsing(expat.XML_PARAM_ENTITY_PARSING_NEVER)
+    p.StartElementHandler = start
+    try:
+        p.Parse(data, True)
+    except (StopIteration, expat.ExpatError):
+        pass
+    if "viewBox" in root:
+        return {}
+    sides = [root.get(a, "").strip() for a in ("width", "height")]
+    if all(v and not v.endswith("%") for v in sides):
+        return {}
+    return {"parent_width": SVG_DEFAULT_VIEWPORT[0], "parent_height": SVG_DEFAULT_VIEWPORT[1]}
+
+
 def _run_svg(text: str, limits: RenderLimits) -> tuple[str, str]:
     data = svg_bytes(text)  # the bytes both the screen and cairosvg parse
     refused = check_svg(data, limits.max_svg_bytes)  # inside the sandbox, before cairosvg sees it
@@ -1100,7 +1134,7 @@ def _run_svg(text: str, limits: RenderLimits) -> tuple[str, str]:
 
     try:
         surface.convert(bytestring=data, write_to=os.path.join(_JOBDIR, OUT_NAME), unsafe=False,
-                        url_fetcher=_raster_only_fetch)
+                        url_fetcher=_raster_only_fetch, **_default_viewport(data))
     except _SvgTooLarge as e:
         return "too_large", str(e)
     except _SvgInvalidSize as e:

@@ -363,3 +363,31 @@ def test_an_empty_figure_left_after_a_document_save_is_not_the_image(render_pool
     r = render_pool.render(RenderJob(CHART + "plt.savefig('figs.pdf')\nplt.clf()\n"))
     assert r.error_kind == "no_output" and r.message.startswith(
         "job: the current figure is empty, and the code wrote no out.png; it wrote 'figs.pdf'"), r
+
+
+CIRCLE = '<circle cx="50" cy="50" r="40" fill="red"/></svg>'
+
+
+@pytest.mark.parametrize("root, size", [
+    ('<svg xmlns="http://www.w3.org/2000/svg">', (300, 150)),  # no size, no viewBox
+    ('<svg xmlns="http://www.w3.org/2000/svg" width="100%" height="100%">', (300, 150)),
+    ('<svg xmlns="http://www.w3.org/2000/svg" width="50%" height="50%">', (150, 75)),
+    ('<svg xmlns="http://www.w3.org/2000/svg" width="200">', (200, 150)),
+    # unchanged: a viewBox gives the size, absolute sizes are their own
+    ('<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 400 200">', (400, 200)),
+    ('<svg xmlns="http://www.w3.org/2000/svg" width="100%" viewBox="0 0 400 200">', (400, 200)),
+    ('<svg xmlns="http://www.w3.org/2000/svg" width="120" height="80">', (120, 80)),
+])
+def test_an_svg_that_states_no_size_is_drawn_at_the_default_viewport(render_pool, root, size):
+    # before: invalid_size (a crash before this pass), "The SVG size is undefined: 0x0 px", for the first four: cairosvg
+    # resolves a missing or percent size against no parent; a browser draws such an SVG 300x150
+    r = render_pool.render(RenderJob(root + CIRCLE, "svg"))
+    assert r.ok and (r.width, r.height) == size, (r.error_kind, r.message)
+    assert _image(r.png).convert("RGBA").getpixel((50, 50)) == (255, 0, 0, 255)
+
+
+def test_an_explicit_zero_or_nan_side_stays_invalid_size_with_the_default_viewport(render_pool):
+    for root, message in (('width="0" height="100"', "job: The SVG size is undefined: 0x100 px"),
+                          ('width="nan"', "job: The SVG size is undefined: nanx150 px")):
+        r = render_pool.render(RenderJob(f'<svg xmlns="http://www.w3.org/2000/svg" {root}>' + CIRCLE, "svg"))
+        assert (r.error_kind, r.message) == ("invalid_size", message), r
