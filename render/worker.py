@@ -738,6 +738,18 @@ def _run_python(code: str, limits: RenderLimits) -> tuple[str, str]:
         if oversized is None:
             raise
         return "too_large", f"{oversized} (out of memory drawing it: {_exc_text(e)})"
+    except (ValueError, TypeError) as e:
+        # the code's own draw / layout of a current figure of no size (`fig.dpi = float('nan'); fig.canvas.draw()`:
+        # "cannot convert float NaN to integer") or past max_side (dpi 1e300: Agg's constructor refuses the size) is
+        # that figure's size, as the worker's check would have said: it was a `crash`. A library's error only.
+        if _raised_by_job_code(e):
+            raise
+        refused = _invalid_figure_size(plt)
+        kind = "invalid_size" if refused else "too_large"
+        refused = refused or _oversized_figure(plt, limits)
+        if refused is None:
+            raise
+        return kind, f"{refused} (drawing it failed: {_exc_text(e)})"
     out = os.path.join(_JOBDIR, OUT_NAME)  # absolute: the code may have changed the working directory
     if os.path.lexists(out):
         return "ok", "out.png written by the code"
@@ -823,7 +835,13 @@ def _oversized_figure(plt, limits: RenderLimits) -> str | None:
     w, h = w_in * fig.dpi, h_in * fig.dpi
     if w <= limits.max_side and h <= limits.max_side:
         return None
-    return f"figure of {w:.0f}x{h:.0f} px exceeds {limits.max_side} px"
+    return f"figure of {_px(w)}x{_px(h)} px exceeds {limits.max_side} px"
+
+
+def _px(v: float) -> str:
+    """A figure side in pixels as a message says it: whole pixels, or an exponent past 1e15 (a dpi of 1e300 wrote
+    its 300 digits)."""
+    return f"{v:.0f}" if abs(v) < 1e15 else f"{v:g}"
 
 
 # absolute path -> when the code last opened it for writing or renamed a file to it, counted in audit events (a

@@ -434,12 +434,13 @@ MATPLOTLIB = {
                      "python", 5.0, {"crash"}),  # the tick locator cannot span inf
     "plot_nan_only": (PLT + "plt.figure(figsize=(1, 1), dpi=50)\nplt.plot([float('nan')] * 3)\n", "python", 5.0,
                       {"ok"}),
-    "zero_size_figure": (PLT + "plt.figure(figsize=(0, 0))\nplt.plot([1])\n", "python", 5.0,
-                         {"crash"}),  # "cannot write empty image"
+    # a size that is no size: `invalid_size` since test_render_hostile33 (these were a `crash`, "cannot write empty
+    # image" / matplotlib's "figure size must be positive finite")
+    "zero_size_figure": (PLT + "plt.figure(figsize=(0, 0))\nplt.plot([1])\n", "python", 5.0, {"invalid_size"}),
     "tiny_dpi": (PLT + "plt.figure(figsize=(1, 1), dpi=0.001)\nplt.plot([1])\n", "python", 5.0,
-                 {"crash"}),
-    "negative_figsize": (PLT + "plt.figure(figsize=(-1, 2))\n", "python", 5.0, {"crash"}),
-    "nan_figsize": (PLT + "plt.figure(figsize=(float('nan'), 2))\n", "python", 5.0, {"crash"}),
+                 {"invalid_size"}),
+    "negative_figsize": (PLT + "plt.figure(figsize=(-1, 2))\n", "python", 5.0, {"invalid_size"}),
+    "nan_figsize": (PLT + "plt.figure(figsize=(float('nan'), 2))\n", "python", 5.0, {"invalid_size"}),
     "no_figure": ("x = 1 + 1\n", "python", 5.0, {"no_output"}),
     "fifty_figures": (PLT + "for i in range(50):\n    plt.figure(figsize=(1, 1), dpi=50)\n    plt.plot([i])\n",
                       "python", 15.0, {"ok"}),
@@ -522,8 +523,9 @@ SVGS = {
                                 'viewBox="0 0 1e30 1e30">' + _BLURB + "</svg>", "svg", 5.0, {"ok"}),
     "width_in_inches": _svg(_BLURB, w="100in", h="100in", expect=("too_large",)),
     "width_past_int": _svg(_BLURB, w="1e300", h=10, expect=("too_large",)),
-    "negative_width": _svg(_BLURB, w=-10, h=10, expect=("crash",)),
-    "zero_width": _svg(_BLURB, w=0, h=10, expect=("crash",)),
+    # a size that is no size (negative, zero, NaN): `invalid_size` since test_render_hostile33, a `crash` before
+    "negative_width": _svg(_BLURB, w=-10, h=10, expect=("invalid_size",)),
+    "zero_width": _svg(_BLURB, w=0, h=10, expect=("invalid_size",)),
     "blur_1e6": _svg('<filter id="f"><feGaussianBlur stdDeviation="1e6"/></filter>'
                      '<rect width="10" height="10" filter="url(#f)"/>', expect=("ok",)),
     "turbulence_big": _svg('<filter id="f" x="0" y="0" width="1e6" height="1e6"><feTurbulence baseFrequency="0.9" '
@@ -567,7 +569,7 @@ SVGS = {
     "huge_stroke_dash": _svg('<circle r="1e7" cx="10" cy="10" fill="none" stroke="red" stroke-dasharray="0.01"/>',
                              timeout=1.0, expect=("timeout",)),
     "arc_1e308": _svg('<path d="M0 0 A1e308 1e308 0 0 1 10 10" stroke="red"/>', expect=("crash",)),
-    "nan_size": _svg(_BLURB, w="nan", h=10, expect=("crash",)),
+    "nan_size": _svg(_BLURB, w="nan", h=10, expect=("invalid_size",)),
     "root_not_svg": ('<html xmlns="http://www.w3.org/1999/xhtml"><svg/></html>', "svg", 5.0, {"forbidden"}),
     "not_xml": ("this is not xml <svg", "svg", 5.0, {"syntax"}),
     "empty_svg": ("", "svg", 5.0, {"syntax"}),

@@ -225,6 +225,13 @@ SIZES = {
                                 {"invalid_size"}),
     "svg_viewbox_zero_with_size": ('<svg xmlns="http://www.w3.org/2000/svg" width="50" height="50" viewBox="0 0 0 0">'
                                    '<rect width="9" height="9"/></svg>', "svg", 10.0, {"ok"}),
+    # the default viewport (300x150) for a root without size or viewBox: a percentage of it past max_side is too large
+    "svg_percent_past_max_side_of_default_viewport": ('<svg xmlns="http://www.w3.org/2000/svg" width="100000%" '
+                                                      'height="10%"/>', "svg", 10.0, {"too_large"}),
+    "svg_no_size_root_huge_content": ('<svg xmlns="http://www.w3.org/2000/svg"><rect width="1e9" height="1e9"/></svg>',
+                                      "svg", 10.0, {"ok"}),
+    # matplotlib puts the figure's dpi back before the error of the code's own savefig reaches the worker
+    "own_savefig_at_nan_dpi": (DRAW + "plt.savefig('a.png', dpi=float('nan'))\n", "python", 10.0, {"crash"}),
     "svg_nan_size_as_file_of_python_job": ("open('x.svg', 'w').write('<svg xmlns=\"http://www.w3.org/2000/svg\" "
                                            "width=\"nan\" height=\"9\"/>')\n", "python", 10.0, {"invalid_size"}),
 }
@@ -391,3 +398,23 @@ def test_an_explicit_zero_or_nan_side_stays_invalid_size_with_the_default_viewpo
                           ('width="nan"', "job: The SVG size is undefined: nanx150 px")):
         r = render_pool.render(RenderJob(f'<svg xmlns="http://www.w3.org/2000/svg" {root}>' + CIRCLE, "svg"))
         assert (r.error_kind, r.message) == ("invalid_size", message), r
+
+
+@pytest.mark.parametrize("code, kind, message", [
+    # before: crash, "ValueError: cannot convert float NaN to integer" (the code's own draw of the figure)
+    (PLT + "fig = plt.figure(figsize=(2, 2))\nplt.plot([1])\nfig.dpi = float('nan')\nfig.canvas.draw()\n", "invalid_size",
+     "job: figure size is not a finite number of pixels, one or more a side: nanxnan px (dpi nan) (drawing it failed: "
+     "ValueError: cannot convert float NaN to integer)"),
+    (PLT + "fig = plt.figure(figsize=(2, 2))\nplt.plot([1])\nfig.dpi = float('nan')\nfig.tight_layout()\n",
+     "invalid_size", "job: figure size is not a finite number of pixels, one or more a side: nanxnan px (dpi nan) "
+     "(drawing it failed: ValueError: cannot convert float NaN to integer)"),
+    # before: crash, "TypeError: __init__(): incompatible constructor arguments ..." (Agg refusing 2e300 px)
+    (PLT + "fig = plt.figure(figsize=(2, 2))\nplt.plot([1])\nfig.dpi = 1e300\nfig.canvas.draw()\n", "too_large",
+     "job: figure of 2e+300x2e+300 px exceeds 4096 px (drawing it failed: TypeError: __init__(): incompatible "),
+    # the job's own ValueError stays its own, whatever the figure's size
+    (PLT + "fig = plt.figure(figsize=(2, 2))\nfig.dpi = float('nan')\nraise ValueError('mine')\n", "crash",
+     "job: ValueError: mine"),
+])
+def test_the_codes_own_draw_of_a_figure_of_no_size_is_that_size(render_pool, code, kind, message):
+    r = render_pool.render(RenderJob(code))
+    assert r.error_kind == kind and r.message.startswith(message), r
