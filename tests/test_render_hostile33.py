@@ -143,6 +143,59 @@ LEGIT_SVG = {  # name: (text, (width, height))
         '</svg>', (200, 120)),
 }
 
+# what a coder writes around the plot itself: a main guard, argparse, images drawn without pyplot, SVG text written
+# from Python, a temporary file copied into place
+X = 'xmlns="http://www.w3.org/2000/svg"'
+LEGIT_PYTHON.update({
+    "main_guard_savefig": (PLT + "def main():\n    plt.plot([1, 2])\n    plt.savefig('plot.png')\n\n\n"
+                           "if __name__ == '__main__':\n    main()\n", (640, 480)),
+    "argparse_default_output": (PLT + "import argparse\np = argparse.ArgumentParser()\n"
+                                "p.add_argument('--out', default='out.png')\na = p.parse_args()\nplt.plot([1, 2])\n"
+                                "plt.savefig(a.out)\n", (640, 480)),
+    "cairosvg_called_by_the_code": ("import cairosvg\nsvg = '<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"200\" "
+                                    "height=\"100\"><rect width=\"100\" height=\"50\" fill=\"red\"/></svg>'\n"
+                                    "cairosvg.svg2png(bytestring=svg.encode(), write_to='out.png')\n", (200, 100)),
+    "pil_imagedraw_diagram": ("from PIL import Image, ImageDraw, ImageFont\nimg = Image.new('RGB', (400, 300), 'white')\n"
+                              "d = ImageDraw.Draw(img)\nd.line([(10, 290), (390, 10)], fill='black', width=3)\n"
+                              "d.ellipse([100, 100, 200, 200], outline='blue')\n"
+                              "d.text((10, 10), 'Triangle ABC', fill='black', font=ImageFont.load_default())\n"
+                              "img.save('diagram.png')\n", (400, 300)),
+    "imsave_of_an_array": (NP + "plt.imsave('out.png', np.random.rand(50, 80), cmap='gray')\n", (80, 50)),
+    "svg_text_written_from_python": ("svg = \"\"\"<svg " + X + " width='120' height='80'><line x1='0' y1='0' x2='120' "
+                                     "y2='80' stroke='black'/></svg>\"\"\"\nwith open('diagram.svg', 'w') as f:\n"
+                                     "    f.write(svg)\n", (120, 80)),
+    "tempfile_copied_into_place": (PLT + "import tempfile, shutil, os\nplt.plot([1, 2])\n"
+                                   "with tempfile.NamedTemporaryFile(suffix='.png', delete=False) as t:\n"
+                                   "    plt.savefig(t.name)\nshutil.copy(t.name, 'result.png')\nos.unlink(t.name)\n"
+                                   "plt.close()\n", (640, 480)),
+    "show_nonblocking_and_pause": (PLT + "plt.plot([1, 2])\nplt.pause(0.1)\nplt.show(block=False)\n", (640, 480)),
+})
+LEGIT_SVG.update({
+    "no_namespace_declared": ('<svg width="200" height="100"><rect width="100" height="50" fill="blue"/></svg>',
+                              (200, 100)),
+    "public_doctype_svg11": ('<?xml version="1.0" standalone="no"?>\n<!DOCTYPE svg PUBLIC "-//W3C//DTD SVG 1.1//EN" '
+                             '"http://www.w3.org/Graphics/SVG/1.1/DTD/svg11.dtd">\n<svg ' + X + ' version="1.1" '
+                             'width="100" height="100"><rect width="50" height="50"/></svg>', (100, 100)),
+    "foreign_object_beside_shapes": ('<svg ' + X + ' width="200" height="100"><foreignObject width="100" height="50">'
+                                     '<div xmlns="http://www.w3.org/1999/xhtml">Hi</div></foreignObject><rect x="120" '
+                                     'width="50" height="50"/></svg>', (200, 100)),
+    "title_desc_rdf_metadata": ('<svg ' + X + ' xmlns:rdf="http://www.w3.org/1999/02/22-rdf-syntax-ns#" '
+                                'xmlns:dc="http://purl.org/dc/elements/1.1/" width="100" height="100"><title>t</title>'
+                                '<desc>d</desc><metadata><rdf:RDF><rdf:Description dc:creator="x"/></rdf:RDF>'
+                                '</metadata><rect width="50" height="50"/></svg>', (100, 100)),
+    "animate_element_ignored": ('<svg ' + X + ' width="100" height="100"><circle cx="50" cy="50" r="20"><animate '
+                                'attributeName="r" from="20" to="40" dur="2s" repeatCount="indefinite"/></circle></svg>',
+                                (100, 100)),
+    "centimetre_units": ('<svg ' + X + ' width="5cm" height="3cm"><rect width="50" height="50" fill="blue"/></svg>',
+                         (189, 113)),
+    "numeric_character_references": ('<svg ' + X + ' width="100" height="100"><text x="10" y="50">&#x2220;ABC = 90&#176;'
+                                     ' &amp; &lt;3</text></svg>', (100, 100)),
+    "embedded_data_png": ('<svg ' + X + ' width="100" height="100"><image width="50" height="50" href="data:image/png;'
+                          'base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5E'
+                          'rkJggg=="/></svg>', (100, 100)),
+    "no_size_at_all": ('<svg ' + X + '><circle cx="50" cy="50" r="40" fill="red"/></svg>', (300, 150)),
+})
+
 # -- hostile programs ----------------------------------------------------------------------------------------------
 # The svgz path: what it reads (bounded before and after gunzip), what it screens, what it skips
 SVGZ = {
@@ -283,8 +336,9 @@ def test_a_legitimate_plot_renders(render_pool, name):
     code, size = LEGIT_PYTHON[name]
     r = render_pool.render(RenderJob(code), timeout_s=20)
     assert r.ok and (r.width, r.height) == size, (r.error_kind, r.message)
-    lo, hi = _image(r.png).convert("L").getextrema()
-    assert lo < 100 and hi > 200, (lo, hi)  # dark ink on a light background, not a blank canvas
+    im = _image(r.png).convert("RGBA")
+    spreads = [hi - lo for lo, hi in (im.convert("L").getextrema(), im.getchannel("A").getextrema())]
+    assert max(spreads) > 50, spreads  # ink on a background (or on transparency), not a blank canvas
 
 
 @pytest.mark.parametrize("name", list(LEGIT_SVG))
