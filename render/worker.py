@@ -127,7 +127,8 @@ PNG_SLACK_BYTES = 256 << 10
 LAYERS = ("setsid", "pidns", "mntns", "minimal_root", "procfs", "netns", "ipcns", "utsns", "cgroupns",
           "uid_drop", "no_new_privs", "landlock", "seccomp", "rlimits")
 WORKER_LAYERS = ("job_tmpfs",)  # set up by the supervisor
-JOB_KINDS = ("ok", "memory", "forbidden", "crash", "syntax", "no_output", "too_large", "invalid_size")  # a job may report
+# a job may report
+JOB_KINDS = ("ok", "memory", "forbidden", "crash", "syntax", "no_output", "too_large", "invalid_size")
 _FORBIDDEN_ERRNOS = {errno.EPERM, errno.EACCES, errno.EROFS, errno.ENETUNREACH, errno.ENETDOWN,
                      errno.EXDEV, errno.ELOOP}
 _NS = (("mnt", "mntns"), ("net", "netns"), ("ipc", "ipcns"), ("uts", "utsns"), ("cgroup", "cgroupns"),
@@ -873,7 +874,7 @@ def _note_png_write(event: str, args: tuple) -> None:
             path = args[1]
         else:
             return
-        if isinstance(path, int) or not os.fsdecode(path).lower().endswith((".png",) + SVG_SUFFIXES + RASTER_SUFFIXES + UNDRAWN_SUFFIXES):
+        if isinstance(path, int) or not os.fsdecode(path).lower().endswith(_NOTED_SUFFIXES):
             return
         path = os.fsdecode(path)
         if not path.startswith("/"):
@@ -899,11 +900,15 @@ def _raster_to_png(path: str, out: str, limits: RenderLimits) -> tuple[str, str]
     from PIL import Image, UnidentifiedImageError
 
     name = os.path.relpath(path, _JOBDIR)
+    fd = _open_chosen_file(path)
+    if fd is None:
+        return _no_longer_a_file(path)
     try:
         # only the formats named by these suffixes: PIL sniffs the content, and an EPS (Ghostscript, a fork the
         # filter kills) or any other plugin's file named .jpg is no chart of the code's
         Image.init()  # every plugin registered (MPO is not after PIL's preinit), then only those formats used
-        with Image.open(path, formats=[f for f in RASTER_FORMATS if f in Image.OPEN]) as im:
+        formats = [fmt for fmt in RASTER_FORMATS if fmt in Image.OPEN]
+        with os.fdopen(fd, "rb") as f, Image.open(f, formats=formats) as im:
             w, h = im.size
             if w > limits.max_side or h > limits.max_side:
                 return "too_large", f"{name!r} of {w}x{h} px exceeds {limits.max_side} px"
@@ -927,6 +932,26 @@ SVG_SUFFIXES = (".svg", ".svgz")
 UNDRAWN_SUFFIXES = (".pdf", ".eps", ".ps")
 
 
+def _open_chosen_file(path: str) -> int | None:
+    """A read descriptor of the file the worker chose as the code's image, or None where it is no longer a regular
+    file: the job's threads run on while the worker reads, and may swap it for a link (followed, its target was read)
+    or a FIFO (whose open waited for a writer until the job's timeout) after ``_last_png_written`` chose it."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            return None
+        raise
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        return None
+    return fd
+
+
+def _no_longer_a_file(path: str) -> tuple[str, str]:
+    return "no_output", f"{os.path.relpath(path, _JOBDIR)!r} is no longer a regular file"
+
+
 def _svg_file_to_png(path: str, limits: RenderLimits) -> tuple[str, str]:
     """Draw the code's SVG file ``path`` into out.png as an SVG job's text is drawn (``_run_svg``: size cap, screen,
     cairosvg with the raster-only fetcher). A file past ``max_svg_bytes`` is ``too_large`` unread; bytes that are not
@@ -940,11 +965,11 @@ def _svg_file_to_png(path: str, limits: RenderLimits) -> tuple[str, str]:
     same, with the same rights."""
     gzipped = path.lower().endswith(".svgz")
     cap = limits.max_svg_bytes + (SVGZ_SLACK_BYTES if gzipped else 0)
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    fd = _open_chosen_file(path)
+    if fd is None:
+        return _no_longer_a_file(path)
+    st = os.fstat(fd)
     with os.fdopen(fd, "rb") as f:
-        st = os.fstat(f.fileno())
-        if not stat.S_ISREG(st.st_mode):
-            return "no_output", f"{os.path.relpath(path, _JOBDIR)!r} is no longer a regular file"
         if st.st_size > cap:
             return "too_large", f"SVG{'Z' if gzipped else ''} of {st.st_size} bytes exceeds {cap}"
         data = f.read(cap + 1)
@@ -976,6 +1001,10 @@ def _gunzip_bounded(data: bytes, max_bytes: int, name: str) -> bytes | tuple[str
     if len(out) > max_bytes:
         return "too_large", f"{name!r} decompresses to more than {max_bytes} bytes of SVG"
     return out
+
+
+# the files whose writes the audit hook orders (_note_png_write): every kind the worker may choose or name
+_NOTED_SUFFIXES = (".png",) + SVG_SUFFIXES + RASTER_SUFFIXES + UNDRAWN_SUFFIXES
 
 
 def _undrawn_documents_note() -> str:

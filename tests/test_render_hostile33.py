@@ -472,3 +472,39 @@ def test_an_explicit_zero_or_nan_side_stays_invalid_size_with_the_default_viewpo
 def test_the_codes_own_draw_of_a_figure_of_no_size_is_that_size(render_pool, code, kind, message):
     r = render_pool.render(RenderJob(code))
     assert r.error_kind == kind and r.message.startswith(message), r
+
+
+@pytest.mark.parametrize("name", ["c.svg", "c.svgz", "c.jpg"])
+@pytest.mark.parametrize("swap", ["fifo", "symlink", "directory"])
+def test_a_file_swapped_after_it_was_chosen_is_not_read(tmp_path, monkeypatch, swap, name):
+    # the job's threads run on while the worker reads the file it chose: swapped for a FIFO, the worker's open waited
+    # for a writer until the job's timeout; swapped for a link, it read the link's target. Called here as the job
+    # child calls it, on a real directory.
+    import threading
+
+    from render import RenderLimits, worker
+
+    monkeypatch.setattr(worker, "_JOBDIR", str(tmp_path))
+    (tmp_path / "target").write_text('<svg xmlns="http://www.w3.org/2000/svg" width="9" height="9"/>')
+    path = tmp_path / name
+    if swap == "fifo":
+        os.mkfifo(path)
+    elif swap == "symlink":
+        path.symlink_to(tmp_path / "target")
+    else:
+        path.mkdir()
+    got = []
+    if name.endswith(".jpg"):
+        def convert():
+            return worker._raster_to_png(str(path), str(tmp_path / "out.png"), RenderLimits())
+    else:
+        def convert():
+            return worker._svg_file_to_png(str(path), RenderLimits())
+    t = threading.Thread(target=lambda: got.append(convert()), daemon=True)
+    t.start()
+    t.join(5)
+    if swap == "fifo" and t.is_alive():  # the old reader: release it
+        with open(path, "wb"):
+            pass
+        t.join(5)
+    assert got == [("no_output", f"{name!r} is no longer a regular file")]
