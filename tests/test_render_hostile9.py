@@ -63,7 +63,8 @@ def test_plots_still_render_with_the_tighter_filter(render_pool):
     assert r.ok and r.png.startswith(b"\x89PNG"), r
 
 
-@pytest.mark.parametrize("size", ['width="-10" height="1e308"', 'width="1e400" height="10"', 'width="10" height="1e30"'])
+# `width="1e400"` (infinity once parsed) is no size since test_render_hostile33: `invalid_size`, as a NaN one
+@pytest.mark.parametrize("size", ['width="-10" height="1e308"', 'width="10" height="1e30"'])
 def test_an_svg_size_past_any_surface_is_too_large_not_a_crash(render_pool, size):
     svg = f'<svg xmlns="http://www.w3.org/2000/svg" {size}><rect width="5" height="5"/></svg>'
     r = render_pool.render(RenderJob(svg, "svg"), timeout_s=20)
