@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import torch
 
-from .answers import answers_equivalent, extract_answer
+from .answers import answers_equivalent, extract_answer, refuse_text_for_list
 
 __all__ = ["accuracy_rewards"]
 
@@ -21,6 +21,8 @@ def accuracy_rewards(
     A missing gold scores 0 rather than raising, so label-free items mixed into a batch
     never earn accuracy credit by accident.
     """
+    refuse_text_for_list("responses", responses)
+    refuse_text_for_list("golds", golds)
     n = len(responses)
     if choices is None:
         choices = [None] * n

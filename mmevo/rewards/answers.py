@@ -701,6 +701,14 @@ def _answer_text(x, name: str) -> str:
     raise TypeError(f"{name} must be answer text or a real number, got {type(x).__name__} {repr(x)[:60]}")
 
 
+def refuse_text_for_list(name: str, value) -> None:
+    """A ValueError naming ``name`` when one text is given where a list of per-sample values belongs: a str is a
+    sequence of its characters, so "\\boxed{12}" for ``responses`` became nine one-character responses (and a gold
+    "12" the golds "1" and "2"), each scored without complaint."""
+    if isinstance(value, (str, bytes)):
+        raise ValueError(f"{name} must be a list with one entry per sample, got the text {value[:60]!r}")
+
+
 def answers_equivalent(pred: str | None, gold: str | None, choices: Sequence[str] | None = None) -> bool:
     """True iff `pred` and `gold` denote the same answer (None: no answer, never equivalent). Never raises on text or
     numbers (errors while comparing count as False); a `pred` or `gold` of another type (list, bool, bytes, NaN) is
@@ -750,6 +758,7 @@ def group_answer_keys(answers: Sequence[str | None], choices: Sequence[str] | No
     gets the same classes and counts (in order of appearance, [50, 50\\%, 0.5] gave {50, 50\\%} {0.5} but
     [50\\%, 50, 0.5] one class of three). A class's key is that of its earliest member in ``answers``. A match is
     checked both ways, as math-verify is not symmetric (gold "\\{1,2\\}" accepts "(1,2)" but not the reverse)."""
+    refuse_text_for_list("answers", answers)
     keys = [canonical_answer(a, choices) for a in answers]
     reps: dict[Hashable, str] = {}
     counts: dict[Hashable, int] = {}

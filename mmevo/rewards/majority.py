@@ -7,7 +7,7 @@ from collections.abc import Hashable, Sequence
 
 import torch
 
-from .answers import _no_choices, extract_answer, group_answer_keys
+from .answers import _no_choices, extract_answer, group_answer_keys, refuse_text_for_list
 
 __all__ = ["majority_vote_rewards"]
 
@@ -26,6 +26,8 @@ def majority_vote_rewards(
     metrics holds "pseudo_labels" {group_id: first raw answer of the mode, or None},
     "modal_share", "no_answer_frac" and "distinct_answers_mean".
     """
+    refuse_text_for_list("responses", responses)
+    refuse_text_for_list("group_ids", group_ids)
     n = len(responses)
     if choices is None:
         choices = [None] * n

@@ -92,6 +92,9 @@ def softened_frequency_rewards(
     beta = nonnegative_real("beta", beta)
     eps = nonnegative_real("eps", eps)
 
+    for name, keys in (("maternal", maternal), ("reinference", reinference)):
+        if isinstance(keys, (str, bytes)):  # its characters would be counted as the answers of one trajectory each
+            raise ValueError(f"{name} must be a list with one answer key per trajectory, got the text {keys[:60]!r}")
     maternal = answer_keys(maternal)
     reinference = answer_keys(reinference)
     for name, keys in (("maternal", maternal), ("reinference", reinference)):
