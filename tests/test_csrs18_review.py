@@ -105,3 +105,39 @@ def test_vsp_noise_reaches_the_pixel_values_of_a_real_diagram(tiny_vl_path):
     # each pixel sits in both frames of a temporal patch (temporal_patch_size 2), hence every value twice
     assert np.sort(delta) == pytest.approx(np.sort(np.repeat(expected.flatten(), 2)), abs=0.02)
     assert float(expected.std()) == pytest.approx(sigma, rel=0.1)  # 9408 draws (56 x 56 x 3), none clipped
+
+
+# real multiple-choice rows whose option texts evaluate to one value (MathVista testmini 288 and 513, MATH-Vision 90
+# and 1680): math-verify reads a range "0.2 - 0.4" as a subtraction and an order "5-4-3-2-1" as one
+RANGES = ["0.0 - 0.2", "0.2 - 0.4", "0.4 - 0.6", "0.6 - 0.8", "0.8 - 1.0"]
+PERCENT_RANGES = ["43.2%-63.6%", "45.2%-65.6%", "42.2%-62.6%", "41.2%-61.6%", "44.2%-64.6%"]
+ORDERS = ["5-4-3-2-1", "5-2-3-4-1", "5-4-2-3-1", "5-3-2-1-4", "5-2-3-1-4"]
+LISTS = ["$3,5,4,2,1$", "$3,4,5,1,2$", "$3,2,1,4,5$", "$3,1,2,4,5$", "$3,4,2,1,5$"]
+PAIRS = ["(u1, u2) = (0, 0)", "(u1, u2) = (1, 0)", "(u1, u2) = (0, 1)", "(u1, u2) = (1, 1)"]
+
+
+@pytest.mark.parametrize("choices", [RANGES, PERCENT_RANGES, ORDERS, LISTS, PAIRS])
+def test_distinct_options_are_distinct_answers_even_when_their_texts_evaluate_equal(choices):
+    from mmevo.rewards.answers import answers_equivalent
+
+    for i, gold in enumerate(choices):
+        for j in range(len(choices)):
+            letter = chr(65 + j)
+            assert answers_equivalent(letter, gold, choices) == (i == j), (letter, gold)
+            assert answers_equivalent(f"({letter})", chr(65 + i), choices) == (i == j)
+    # a letter and its own option's text stay one answer; a duplicated option text is one answer too
+    assert answers_equivalent("B", choices[1], choices) and answers_equivalent(f"${choices[1]}$", "B", choices)
+    assert answers_equivalent("C", "D", ["9", "12", "18", "18"])
+
+
+def test_majority_and_sfr_keep_options_with_equal_values_apart():
+    # MathVista 288: three votes for B, two for A, one for D. Before, all three letters were one class: every
+    # response scored 1 under majority vote and SFR rewarded the whole group as one answer
+    votes = ["B", "B", "A", "B", "D", "A"]
+    r, info = majority_vote_rewards([_boxed(v) for v in votes], [0] * 6, [RANGES] * 6)
+    assert r.tolist() == [1, 1, 0, 1, 0, 0] and info["distinct_answers_mean"] == 3
+    keys = group_answer_keys(votes, RANGES)
+    assert len(set(keys)) == 3
+    got = SFRHead().score(_samples(["B", "A", "D"], ["B", "B", "A", "B", "D", "A"], RANGES))[0]
+    assert got.tolist()[:3] == pytest.approx(_eq7_eq8([0, 1, 2], [0, 0, 1, 0, 2, 1]), abs=1e-6)
+

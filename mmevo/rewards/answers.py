@@ -170,21 +170,30 @@ def _choice_text_key(s: str) -> str:
     return re.sub(r"\s+", "", s.replace("$", "")).casefold()
 
 
-def normalize_choice(ans: str, choices: Sequence[str] | None) -> str:
-    """Map a choice letter ("B", "(B)", "B.", "option B", "(B) text") or a choice's text to
-    that choice's text, so letters and texts compare equal; anything else is returned as is."""
-    if _no_choices(choices) or not isinstance(ans, str):
-        return ans
-    s = _TEXT_WRAP_RE.sub(r"\1", ans.strip().strip("$").strip()).strip()  # \text{B} is the letter B
+def _option_spelling(text: str) -> str:
+    """An answer or option without math delimiters, text wrappers and LaTeX spacing, one space per blank run."""
+    s = _TEXT_WRAP_RE.sub(r"\1", text.strip().strip("$").strip()).strip()  # \text{B} is the letter B
     s = _SPACING_RE.sub(" ", s).strip()  # "(B)\ 40^\circ": LaTeX spacing separates a letter from its text too
-    s = _WS_RUN_RE.sub(" ", s)  # linear matching below (see _letter_answer)
+    return _WS_RUN_RE.sub(" ", s)  # linear matching below (see _letter_answer)
+
+
+def _option_key(option) -> str:
+    return _choice_text_key(_option_spelling(str(option)))
+
+
+def _choice_index(ans, choices: Sequence[str] | None) -> int | None:
+    """The index of the option ``ans`` names: a choice letter ("B", "(B)", "B.", "option B", "(B) text") or a
+    choice's text; None when it names none (or there are no options)."""
+    if _no_choices(choices) or not isinstance(ans, str):
+        return None
+    s = _option_spelling(ans)
     n = len(choices)
 
-    def pick(letter: str | None) -> str | None:
+    def pick(letter: str | None) -> int | None:
         if letter:
             idx = ord(letter.upper()) - 65
             if 0 <= idx < n:
-                return str(choices[idx])
+                return idx
         return None
 
     m = _CHOICE_LETTER_RE.fullmatch(s)
@@ -194,13 +203,25 @@ def normalize_choice(ans: str, choices: Sequence[str] | None) -> str:
     if m and (hit := pick(m.group(1) or m.group(2))) is not None:
         return hit
     key = _choice_text_key(s)
-    for c in choices:
-        if _choice_text_key(str(c)) == key:
-            return str(c)
+    for i, c in enumerate(choices):  # each option spelled as the answer is (no $, text wrappers, LaTeX spacing)
+        if _option_key(c) == key:
+            return i
     m = _CHOICE_PREFIX_RE.fullmatch(s)
     if m and (hit := pick(m.group(1) or m.group(2))) is not None:
         return hit
-    return ans
+    return None
+
+
+def normalize_choice(ans: str, choices: Sequence[str] | None) -> str:
+    """Map a choice letter ("B", "(B)", "B.", "option B", "(B) text") or a choice's text to
+    that choice's text, so letters and texts compare equal; anything else is returned as is."""
+    idx = _choice_index(ans, choices)
+    return ans if idx is None else str(choices[idx])
+
+
+def _same_option(i: int, j: int, choices: Sequence[str]) -> bool:
+    """Two named options are one answer when they are the same option or repeat one text (a duplicated option)."""
+    return i == j or _option_key(choices[i]) == _option_key(choices[j])
 
 
 # ----------------------------------------------------------------------------- normalisation
@@ -717,6 +738,11 @@ def answers_equivalent(pred: str | None, gold: str | None, choices: Sequence[str
         return False
     pred, gold = _answer_text(pred, "pred"), _answer_text(gold, "gold")
     try:
+        pi, gi = _choice_index(pred, choices), _choice_index(gold, choices)
+        if pi is not None and gi is not None:
+            # two options are told apart by which they are, not by the value of their texts: the ranges "0.2 - 0.4"
+            # and "0.0 - 0.2" (MathVista 288) both evaluate to -0.2, the orders "5-4-3-2-1" and "5-2-3-1-4" to -5
+            return _same_option(pi, gi, choices)
         p = normalize_choice(pred, choices)
         g = normalize_choice(gold, choices)
         return _equivalent(p, g)
