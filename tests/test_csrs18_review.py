@@ -141,3 +141,38 @@ def test_majority_and_sfr_keep_options_with_equal_values_apart():
     got = SFRHead().score(_samples(["B", "A", "D"], ["B", "B", "A", "B", "D", "A"], RANGES))[0]
     assert got.tolist()[:3] == pytest.approx(_eq7_eq8([0, 1, 2], [0, 0, 1, 0, 2, 1]), abs=1e-6)
 
+
+def test_no_two_options_of_a_real_multiple_choice_row_are_one_answer():
+    """Every multiple-choice row of MathVista testmini (choice texts) and MATH-Vision testmini: option j's letter is
+    the gold option i's answer only when i == j or the two options repeat one text."""
+    import json
+
+    from datapaths import SHARED
+    from mmevo.rewards.answers import _option_key, answers_equivalent
+
+    rows = []
+    vista = SHARED / "mathvista_testmini" / "testmini.json"
+    vision = SHARED / "mathvision" / "testmini.jsonl"
+    if not (vista.exists() and vision.exists()):
+        pytest.skip("needs the full MathVista / MATH-Vision testmini files (MMEVO_SHARED_DATA)")
+    rows += [(f"mathvista {k}", v["choices"]) for k, v in json.loads(vista.read_text()).items() if v["choices"]]
+    rows += [(f"mathvision {r['id']}", r["options"]) for r in map(json.loads, vision.read_text().splitlines())
+             if r["options"]]
+    assert len(rows) == 540 + 190
+    wrong = [(name, chr(65 + j), gold) for name, choices in rows for i, gold in enumerate(choices)
+             for j in range(len(choices))
+             if answers_equivalent(chr(65 + j), gold, choices)
+             != (i == j or _option_key(choices[i]) == _option_key(choices[j]))
+             and gold not in "ABCDE"]  # an option whose text is a letter names another option by that letter
+    assert wrong == []
+
+
+def test_an_option_text_that_looks_like_a_lower_case_letter_names_that_option():
+    # MathVista testmini 168: the gold is the choice TEXT "(b)", the fifth option; "(b)" was read as the letter b
+    from mmevo.rewards.answers import answers_equivalent, normalize_choice
+
+    choices = ["(c)", "(a)", "(e)", "(d)", "(b)"]
+    assert normalize_choice("(b)", choices) == "(b)"
+    assert accuracy_rewards([_boxed("E"), _boxed("B"), _boxed("(b)")], ["(b)"] * 3, [choices] * 3).tolist() == [1, 0, 1]
+    assert answers_equivalent("option b", "(a)", choices)  # no option reads "option b": the letter b it is
+    assert normalize_choice("(b)", ["20", "24"]) == "24"  # and a lower-case letter still names its option

@@ -199,13 +199,15 @@ def _choice_index(ans, choices: Sequence[str] | None) -> int | None:
     m = _CHOICE_LETTER_RE.fullmatch(s)
     if m and (hit := pick(m.group(1))) is not None:
         return hit
-    m = _CHOICE_LETTER_CI_RE.fullmatch(s)
-    if m and (hit := pick(m.group(1) or m.group(2))) is not None:
-        return hit
     key = _choice_text_key(s)
     for i, c in enumerate(choices):  # each option spelled as the answer is (no $, text wrappers, LaTeX spacing)
         if _option_key(c) == key:
             return i
+    # a lower-case letter only after the texts: MathVista 168's options are "(c)", "(a)", "(e)", "(d)", "(b)", and
+    # its gold "(b)" is the fifth option, not the second
+    m = _CHOICE_LETTER_CI_RE.fullmatch(s)
+    if m and (hit := pick(m.group(1) or m.group(2))) is not None:
+        return hit
     m = _CHOICE_PREFIX_RE.fullmatch(s)
     if m and (hit := pick(m.group(1) or m.group(2))) is not None:
         return hit
