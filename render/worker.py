@@ -368,6 +368,20 @@ def _raised_by_job_code(e: BaseException) -> bool:
 _MPL_FIGURE_SIZE_REFUSAL = "figure size must be positive finite"
 
 
+def _raised_sizing_the_canvas(e: BaseException) -> bool:
+    """True when ``e`` came through a matplotlib canvas's ``get_renderer`` (Agg sizing its renderer from the figure's
+    size and dpi: ``int()`` of a NaN side, ``RendererAgg`` refusing a negative dpi or a side past its range), the one
+    place a library's ValueError / TypeError says the figure's size is no size or too large."""
+    tb = e.__traceback__
+    while tb is not None:
+        frame = tb.tb_frame
+        if frame.f_code.co_name == "get_renderer" and str(frame.f_globals.get("__name__", "")).startswith(
+                "matplotlib.backends."):
+            return True
+        tb = tb.tb_next
+    return False
+
+
 def _classify_one(e: BaseException) -> str:
     if isinstance(e, MemoryError):
         return "memory"
@@ -742,8 +756,10 @@ def _run_python(code: str, limits: RenderLimits) -> tuple[str, str]:
     except (ValueError, TypeError) as e:
         # the code's own draw / layout of a current figure of no size (`fig.dpi = float('nan'); fig.canvas.draw()`:
         # "cannot convert float NaN to integer") or past max_side (dpi 1e300: Agg's constructor refuses the size) is
-        # that figure's size, as the worker's check would have said: it was a `crash`. A library's error only.
-        if _raised_by_job_code(e):
+        # that figure's size, as the worker's check would have said: it was a `crash`. Only an error raised where the
+        # canvas sizes its renderer: any other (a plot's mismatched shapes, a bad colour, json's) stays what it is,
+        # whatever the size of the figure open at the time.
+        if _raised_by_job_code(e) or not _raised_sizing_the_canvas(e):
             raise
         refused = _invalid_figure_size(plt)
         kind = "invalid_size" if refused else "too_large"
