@@ -951,11 +951,12 @@ UNDRAWN_SUFFIXES = (".pdf", ".eps", ".ps")
 def _open_chosen_file(path: str) -> int | None:
     """A read descriptor of the file the worker chose as the code's image, or None where it is no longer a regular
     file: the job's threads run on while the worker reads, and may swap it for a link (followed, its target was read)
-    or a FIFO (whose open waited for a writer until the job's timeout) after ``_last_png_written`` chose it."""
+    or a FIFO (whose open waited for a writer until the job's timeout) after ``_last_png_written`` chose it, or a
+    socket (ENXIO), or remove it (ENOENT): each of those was the worker's own OSError, a ``crash``."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as e:
-        if e.errno == errno.ELOOP:
+        if e.errno in (errno.ELOOP, errno.ENXIO, errno.ENOENT):
             return None
         raise
     if not stat.S_ISREG(os.fstat(fd).st_mode):

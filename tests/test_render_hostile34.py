@@ -10,6 +10,8 @@
    raised the worker's own OSError (``crash``, "No such device or address") where a FIFO, link or directory is
    ``no_output``, "'c.svgz' is no longer a regular file"."""
 
+import os
+import socket
 import sys
 
 import pytest
@@ -54,3 +56,25 @@ def test_a_library_error_unrelated_to_the_draw_stays_a_crash(render_pool, code, 
 def test_the_canvas_sizing_a_figure_of_no_size_is_still_its_size(render_pool, code, kind, message):
     r = render_pool.render(RenderJob(code))
     assert (r.error_kind, r.message[:len(message)]) == (kind, message), r
+
+
+@pytest.mark.parametrize("name", ["c.svg", "c.svgz", "c.png"])
+@pytest.mark.parametrize("swap", ["socket", "removed"])
+def test_a_chosen_file_swapped_for_a_socket_or_removed_is_no_output(tmp_path, monkeypatch, swap, name):
+    # called as the job child calls it, on a real directory, after _last_png_written chose ``name``
+    from render import RenderLimits, worker
+
+    monkeypatch.setattr(worker, "_JOBDIR", str(tmp_path))
+    path = tmp_path / name
+    sock = socket.socket(socket.AF_UNIX)
+    try:
+        if swap == "socket":
+            sock.bind(str(path))
+        if name.endswith(".png"):
+            got = worker._raster_to_png(str(path), str(tmp_path / "out.png"), RenderLimits())
+        else:
+            got = worker._svg_file_to_png(str(path), RenderLimits())
+    finally:
+        sock.close()
+    assert got == ("no_output", f"{name!r} is no longer a regular file")
+    assert not os.path.exists(tmp_path / "out.png")
