@@ -281,9 +281,12 @@ def solver_sources(cfg: Config, rc: Config, out: Path, stats: dict | None = None
     ``skipped_by_reason`` where ``data.skip_bad_rows`` left rows of a task file out), ``heldout_dropped``, the
     train rows that were held-out calibration tasks, and with SMC ``curriculum_pool``: its size, the rows of its
     domains it left out (``skipped``: no difficulty 1..5, or an answer the verifier does not re-derive) and the rows
-    of no domain of ``honest.domains`` (``other_domain``), both never drawn; the loop reports them in ``summary.json`` (``data``)."""
+    of no domain of ``honest.domains`` (``other_domain``), both never drawn; without SMC ``gold_contradicts_expression``:
+    the task rows trained on with a gold their expression does not give. The loop reports them in ``summary.json``
+    (``data``)."""
     from mmevo.honest import build_honest_plugins
     from mmevo.honest.heldout import HeldoutGuardSource
+    from mmevo.honest.plugins import TaskSampler
     from mmevo.honest.selfplay import GSSMixSource, PoolGenerator, StubGenerator
     from mmevo.recipes import load_examples
 
@@ -305,6 +308,17 @@ def solver_sources(cfg: Config, rc: Config, out: Path, stats: dict | None = None
             print(f"[mmevo] data.train={rc.data.train}: {curriculum.pool_other_domain} rows are of no domain of "
                   f"honest.domains={list(h.domains)} (the first: {curriculum.first_other_domain}); the curriculum "
                   "never draws them (counted as curriculum/pool_other_domain)", file=sys.stderr)
+    sampler = _source_in_chain(source, TaskSampler)
+    if sampler is not None:  # without SMC, rows whose gold contradicts their expression are trained on: counted
+        if stats is not None:
+            stats["gold_contradicts_expression"] = sampler.gold_contradicts_expression
+        if sampler.gold_contradicts_expression:
+            import sys
+
+            print(f"[mmevo] data.train={rc.data.train}: {sampler.gold_contradicts_expression} task rows state an answer "
+                  f"their expression does not give (the first: {sampler.first_gold_contradiction}); without "
+                  "honest.smc_enabled they are trained on with that gold (counted as "
+                  "data/gold_contradicts_expression)", file=sys.stderr)
     gss_source = None
     if h.gss_mode != "off":
         seed = rc.trainer.seed * 1_000_003 + h.seed + 7
@@ -323,13 +337,18 @@ def solver_sources(cfg: Config, rc: Config, out: Path, stats: dict | None = None
     return honest_strategy, source, gss_source, train
 
 
-def _curriculum_of(source):
-    """The SMC ``CurriculumSource`` in a chain of prompt sources (each wrapper's ``base``), or None."""
-    from mmevo.honest.curriculum import CurriculumSource
-
-    while source is not None and not isinstance(source, CurriculumSource):
+def _source_in_chain(source, kind: type):
+    """The prompt source of type ``kind`` in a chain of prompt sources (each wrapper's ``base``), or None."""
+    while source is not None and not isinstance(source, kind):
         source = getattr(source, "base", None)
     return source
+
+
+def _curriculum_of(source):
+    """The SMC ``CurriculumSource`` in a chain of prompt sources, or None."""
+    from mmevo.honest.curriculum import CurriculumSource
+
+    return _source_in_chain(source, CurriculumSource)
 
 
 def build_solver(cfg: Config, start: str, out: Path, data_stats: dict | None = None):

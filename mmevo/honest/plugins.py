@@ -1,7 +1,7 @@
 """The HONEST plug-ins of one run from its config: ``build_honest_plugins(cfg, train_examples) -> (strategy, source)``.
 
     strategy = HonestStrategy(the config's strategy: plain groups or CSRS; + replay write-back, curriculum outcomes)
-    source   = CurriculumSource(train pool)   if honest.smc_enabled    else EpochSampler(train) (None: no train set)
+    source   = CurriculumSource(train pool)   if honest.smc_enabled    else TaskSampler(train) (None: no train set)
     source   = ReplayMixSource(source, buffer) if honest.replay_enabled
 
 Pass both to ``recipes.build_trainer(cfg, policy, strategy=strategy, prompt_source=source)``. The replay buffer and
@@ -14,9 +14,41 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from mmevo.data.prompts import EpochSampler
 from mmevo.data.schema import Example
 
-__all__ = ["check_plugin_config", "build_honest_plugins"]
+__all__ = ["check_plugin_config", "build_honest_plugins", "TaskSampler"]
+
+
+def _contradicts_its_expression(ex: Example) -> bool:
+    """A task row (its meta has an expression) whose stated answer is not the verifier's re-derivation of it."""
+    from mmevo.honest.tasks import recompute_answer
+
+    meta = ex.meta or {}
+    if "expression" not in meta:  # no task behind it (a plain question): nothing to check the answer against
+        return False
+    try:
+        return recompute_answer(meta) != ex.answer
+    except ValueError:  # an expression the verifier cannot evaluate re-derives no answer either
+        return True
+
+
+class TaskSampler(EpochSampler):
+    """The train set's ``EpochSampler`` without SMC, counting the task rows whose gold contradicts their own expression.
+
+    With SMC the curriculum leaves such rows out (``curriculum/pool_skipped``); without it they are trained on with
+    that gold, so they are counted (``data/gold_contradicts_expression`` and the summary's ``data``), not dropped:
+    the row count is what a resume checks, and the state is the plain ``EpochSampler``'s (older checkpoints load)."""
+
+    def __init__(self, examples: Sequence[Example], seed: int):
+        super().__init__(examples, seed)
+        bad = [ex for ex in self.examples if _contradicts_its_expression(ex)]
+        self.gold_contradicts_expression = len(bad)
+        self.first_gold_contradiction = (f"id {bad[0].id!r}: answer {bad[0].answer!r}, expression "
+                                         f"{bad[0].meta['expression']!r}") if bad else None
+
+    def metrics(self) -> dict[str, float]:
+        return {"data/gold_contradicts_expression": float(self.gold_contradicts_expression)}
 
 
 def check_plugin_config(h) -> None:
@@ -52,7 +84,6 @@ def check_plugin_config(h) -> None:
 def build_honest_plugins(cfg, train_examples: Sequence[Example] = (), heldout=None):
     """(HonestStrategy, prompt source or None) for ``cfg``; see the module docstring. ``heldout``: a
     ``mmevo.honest.heldout.HeldoutGuard`` the curriculum draws around (the train set is the caller's to filter)."""
-    from mmevo.data.prompts import EpochSampler
     from mmevo.grpo.trainer import default_strategy
     from mmevo.honest.curriculum import CurriculumSource, DifficultyController
     from mmevo.honest.replay import ReplayBuffer, ReplayMixSource
@@ -71,7 +102,7 @@ def build_honest_plugins(cfg, train_examples: Sequence[Example] = (), heldout=No
                                   max_retries=h.health_mutation_retries, mutators=list(h.smc_mutators),
                                   heldout=heldout)
     else:
-        source = EpochSampler(train_examples, seed) if len(train_examples) else None
+        source = TaskSampler(train_examples, seed) if len(train_examples) else None
     buffer = None
     if h.replay_enabled:
         if source is None:
