@@ -33,10 +33,11 @@ from __future__ import annotations
 
 import json
 import math
-import numbers
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Optional
+
+from mmevo.validation import is_integer_number, is_real_number
 
 GiB = 1024 ** 3
 HEADROOM = 0.08  # fits = peak <= gpu_mem * (1 - HEADROOM)
@@ -854,10 +855,10 @@ def item_bytes(cfg, m: ModelDims, zero: ZeroSettings, world: int, gpu_mem_bytes:
 def plan(cfg, gpus: int = 1, gpu_mem_gib: float = 80.0, config_path: str | Path | None = None,
          dims: ModelDims | None = None) -> dict[str, Any]:
     """The per-GPU memory plan of ``cfg`` (an ``mmevo.config.Config``) on ``gpus`` GPUs of ``gpu_mem_gib`` GiB."""
-    if isinstance(gpus, bool) or not isinstance(gpus, numbers.Integral) or gpus < 1:
+    if not is_integer_number(gpus) or gpus < 1:
         raise ValueError(f"--gpus must be an integer >= 1, got gpus={gpus!r}")
     # NaN too; at least one byte (the headroom divides by it) and a finite byte count (1e300 GiB overflowed)
-    if (isinstance(gpu_mem_gib, bool) or not isinstance(gpu_mem_gib, numbers.Real)
+    if (not is_real_number(gpu_mem_gib)
             or not 1 <= float(gpu_mem_gib) * GiB < math.inf):
         raise ValueError(f"--gpu-mem-gib must be a finite number > 0 (at least one byte), "
                          f"got gpu_mem_gib={gpu_mem_gib!r}")

@@ -19,7 +19,6 @@ Geometry3K hub schema like the geometry generator's, and the held-out set is de-
 
 from __future__ import annotations
 
-import numbers
 import random
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
@@ -30,6 +29,7 @@ from PIL import Image, ImageDraw
 
 from .schema import IMAGE_PLACEHOLDER, Example
 from .synthetic import _check_count, _check_stream_args, _derive_seed, _solution
+from mmevo.validation import is_integer_number
 
 __all__ = ["FIGURE_KINDS", "iter_figures", "generate_figures", "split_figures", "draw_figure", "read_figure",
            "text_only_chance", "blank_images", "shuffled_images"]
@@ -101,7 +101,7 @@ def _check_marks(style: str, marks: dict[str, tuple[int, int]]) -> None:
         if colour not in COLORS:
             raise ValueError(f"unknown mark colour {colour!r}; known: {sorted(COLORS)}")
         for name, v, lo, hi in (("quadrant", cell, 0, 3), ("value", value, lowest, MAX_VALUE)):
-            if isinstance(v, bool) or not isinstance(v, numbers.Integral) or not lo <= v <= hi:
+            if not is_integer_number(v) or not lo <= v <= hi:
                 raise ValueError(f"the {colour} {name} must be an integer in [{lo}, {hi}] for {style!r}, got {v!r}")
         cells.append(cell)
     if len(set(cells)) < len(cells):

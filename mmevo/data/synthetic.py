@@ -26,7 +26,6 @@ import hashlib
 import io
 import json
 import math
-import numbers
 import os
 import random
 import re
@@ -40,6 +39,7 @@ from PIL import Image, ImageDraw, ImageFont
 
 from .benchmarks import choices_text
 from .schema import IMAGE_PLACEHOLDER, Example
+from mmevo.validation import is_integer_number
 
 __all__ = [
     "KINDS",
@@ -586,7 +586,7 @@ def _choices(rng: random.Random, gold: int, distractors: Sequence[int]) -> tuple
 
 def _check_count(name: str, v: Any) -> None:
     """A count is a whole number >= 0 (``while len(out) < 1.5`` would give 2 problems, NaN none, True one)."""
-    if isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < 0:
+    if not is_integer_number(v) or v < 0:
         raise ValueError(f"{name} must be an integer >= 0, got {v!r}")
 
 
@@ -598,9 +598,9 @@ def _check_stream_args(seed: Any, image_size: Any, min_size: int) -> None:
     """
     if seed is None:
         raise ValueError("seed must be given (None would draw a different data set on every run)")
-    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
+    if not is_integer_number(seed) or seed < 0:
         raise ValueError(f"seed must be an integer >= 0, got {seed!r}")
-    if isinstance(image_size, bool) or not isinstance(image_size, numbers.Integral) or image_size < min_size:
+    if not is_integer_number(image_size) or image_size < min_size:
         raise ValueError(f"image_size must be an integer >= {min_size}, got {image_size!r}")
 
 

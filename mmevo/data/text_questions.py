@@ -11,11 +11,12 @@ terminate, or ``k\\pi``).
 from __future__ import annotations
 
 import math
-import numbers
 import random
 from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
+
+from mmevo.validation import is_integer_number
 
 __all__ = ["KINDS", "TextQuestion", "generate_text_questions"]
 
@@ -535,7 +536,7 @@ def generate_text_questions(n: int = 4000, seed: int = 0, kinds: list[str] | Non
     """``n`` distinct questions, kinds taken in turn (a kind whose draws keep repeating is retired), deterministic in
     ``seed``; a shorter list is a prefix of a longer one. ``kinds`` restricts the kinds (default: all)."""
     # 2.5 would silently give 3 questions; a numpy integer (a count read from an array) is a whole number
-    if isinstance(n, bool) or not isinstance(n, numbers.Integral) or n < 0:
+    if not is_integer_number(n) or n < 0:
         raise ValueError(f"n must be an integer >= 0, got {n!r}")
     if isinstance(kinds, str):  # list("gcd") would be three unknown kinds
         raise ValueError(f"kinds must be a list of kind names, got the string {kinds!r}")

@@ -7,11 +7,11 @@ model and needs none of this.
 
 from __future__ import annotations
 
-import numbers
 import random
 from dataclasses import dataclass
 
 from mmevo.evolve.mmzero import Proposal
+from mmevo.validation import is_integer_number
 
 COLORS = ("steelblue", "darkorange", "seagreen", "crimson")
 
@@ -79,9 +79,9 @@ KINDS = (_bar_chart, _table, _rectangle)
 
 def demos(n: int, seed: int = 0) -> list[Demo]:
     """``n`` demonstrations, the three kinds in turn, the same for the same ``seed`` on every run."""
-    if isinstance(n, bool) or not isinstance(n, numbers.Integral) or n < 0:  # range(-1) would give none silently
+    if not is_integer_number(n) or n < 0:  # range(-1) would give none silently
         raise ValueError(f"n must be an integer >= 0, got {n!r}")
-    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):  # None seeds from the clock, NaN by identity
+    if not is_integer_number(seed):  # None seeds from the clock, NaN by identity
         raise ValueError(f"seed must be an integer, got {seed!r}")
     rng = random.Random(int(seed))  # a numpy integer is no seed type of random.Random
     return [KINDS[i % len(KINDS)](rng) for i in range(n)]

@@ -26,7 +26,6 @@ import contextlib
 import copy
 import json
 import math
-import numbers
 import re
 import sys
 import time
@@ -36,6 +35,7 @@ from pathlib import Path
 import torch
 
 from mmevo.atomic import write_json_atomic
+from mmevo.validation import is_real_number
 
 __all__ = ["score_response", "answer_has_gold_form", "calibration_report", "reliability_bins", "plot_reliability",
            "generate_records", "evaluate_calibration", "report_identity", "earlier_report", "write_report",
@@ -51,9 +51,9 @@ def pillar_works(ece_base: float, ece_pillar: float, bar: float = PILLAR_ECE_BAR
     number in [0, 1] and the bar finite: a NaN ECE (a run without graded samples) used to read as "does not work",
     and a string "0.3" as a number."""
     for name, x in (("ece_base", ece_base), ("ece_pillar", ece_pillar)):
-        if isinstance(x, bool) or not isinstance(x, numbers.Real) or not 0.0 <= x <= 1.0:  # NaN fails too
+        if not is_real_number(x) or not 0.0 <= x <= 1.0:  # NaN fails too
             raise ValueError(f"pillar_works: {name} must be an ECE in [0, 1], got {x!r}")
-    if isinstance(bar, bool) or not isinstance(bar, numbers.Real) or not math.isfinite(bar):
+    if not is_real_number(bar) or not math.isfinite(bar):
         raise ValueError(f"pillar_works: bar must be a finite number, got {bar!r}")
     return (float(ece_pillar) - float(ece_base)) <= bar + 1e-12
 

@@ -39,7 +39,6 @@ and their totals (``*_total``).
 from __future__ import annotations
 
 import collections
-import numbers
 import random
 from collections.abc import Callable, Mapping, Sequence
 
@@ -48,6 +47,7 @@ from mmevo.honest.heldout import HeldoutGuard, draw_outside
 from mmevo.honest.mutators import MUTATORS, MutatedTask, checked_mutation
 from mmevo.honest.tasks import DOMAINS, MAX_DIFFICULTY, MIN_DIFFICULTY, HonestTask, generate_task, verify_task
 from mmevo.rewards.honest import is_outcome
+from mmevo.validation import is_integer_number
 
 __all__ = ["MAX_DIFFICULTY_HARD", "DifficultyController", "CurriculumSource", "PROMOTE", "DEMOTE"]
 
@@ -133,7 +133,7 @@ class DifficultyController:
         self._check_domain(domain)
         if not is_outcome(correct):  # "False" / None would count as 1 / 0
             raise ValueError(f"curriculum outcome 'correct' must be True / False (or 0 / 1), got {correct!r}")
-        if isinstance(difficulty, bool) or not isinstance(difficulty, numbers.Integral) or difficulty < 1:
+        if not is_integer_number(difficulty) or difficulty < 1:
             raise ValueError(f"curriculum outcome 'difficulty' must be an integer >= 1, got {difficulty!r}")
         y = 1 if correct else 0
         self._window(domain, int(difficulty)).append(y)
@@ -214,7 +214,7 @@ def _usable(task: HonestTask) -> bool:
     """A pool task the curriculum may hand out: a generator difficulty (an integer in 1..5) and a gold answer that
     the verifier re-derives from its expression (a wrong or unverifiable answer in the train file is never gold)."""
     d = task.difficulty
-    return (isinstance(d, numbers.Integral) and not isinstance(d, bool) and MIN_DIFFICULTY <= d <= MAX_DIFFICULTY
+    return (is_integer_number(d) and MIN_DIFFICULTY <= d <= MAX_DIFFICULTY
             and verify_task(task))
 
 

@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import numbers
 import random
 import sys
 from dataclasses import dataclass
@@ -41,6 +40,7 @@ import torch
 
 from mmevo.data.schema import Example
 from mmevo.rewards.honest import is_outcome, replay_priorities
+from mmevo.validation import is_integer_number
 
 __all__ = ["ReplayEntry", "ReplayBuffer", "ReplayMixSource", "GroupOutcome", "group_outcomes", "replay_write_back",
            "REPLAY_FLAG"]
@@ -75,7 +75,7 @@ class ReplayBuffer:
     """Ring buffer of ``capacity`` prompts with their calibration stats (see the module docstring)."""
 
     def __init__(self, capacity: int = 4096, alpha: float = 0.6, eps: float = 1e-3):
-        if isinstance(capacity, bool) or not isinstance(capacity, numbers.Integral) or capacity < 1:
+        if not is_integer_number(capacity) or capacity < 1:
             raise ValueError(f"replay capacity must be a positive integer, got {capacity!r}")
         _check_alpha_eps(alpha, eps)
         self.capacity, self.alpha, self.eps = int(capacity), float(alpha), float(eps)
@@ -230,7 +230,7 @@ def entry_problem(slot) -> str | None:
     if not is_outcome(slot.get("correct")):
         return f"correct {slot.get('correct')!r} is not True / False"
     writes = slot.get("writes")
-    if isinstance(writes, bool) or not isinstance(writes, numbers.Integral) or writes < 1:
+    if not is_integer_number(writes) or writes < 1:
         return f"writes {writes!r} is not a count >= 1"
     return None
 

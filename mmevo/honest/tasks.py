@@ -18,10 +18,11 @@ Answers are integers (``"-17"``) or ``"True"`` / ``"False"``.
 from __future__ import annotations
 
 import ast
-import numbers
 import random
 from dataclasses import dataclass
 from collections.abc import Callable, Sequence
+
+from mmevo.validation import is_integer_number
 
 __all__ = ["DOMAINS", "MIN_DIFFICULTY", "MAX_DIFFICULTY", "HonestTask", "generate_task", "generate_tasks",
            "split_honest_tasks", "evaluate_expression", "format_answer", "recompute_answer", "verify_task"]
@@ -216,7 +217,7 @@ def generate_task(domain: str, difficulty: int, seed: int = 0, index: int = 0, s
     """Task ``index`` of ``(stream, seed, domain, difficulty)``; the same arguments always give the same task."""
     if domain not in _BUILDERS:
         raise ValueError(f"unknown HONEST task domain {domain!r}; known: {list(DOMAINS)}")
-    if isinstance(difficulty, bool) or not isinstance(difficulty, numbers.Integral) or \
+    if not is_integer_number(difficulty) or \
             not MIN_DIFFICULTY <= difficulty <= MAX_DIFFICULTY:
         raise ValueError(f"difficulty must be an integer in [{MIN_DIFFICULTY}, {MAX_DIFFICULTY}], got {difficulty!r}")
     difficulty = int(difficulty)  # a numpy integer is one too; the task (and its JSON meta) holds a plain int

@@ -15,7 +15,6 @@ shares) are the small functions below, as in MM-Zero's released code (see DESIGN
 from __future__ import annotations
 
 import math
-import numbers
 from collections import Counter
 from typing import Hashable, Sequence
 
@@ -24,6 +23,7 @@ import torch
 from torch import Tensor
 
 from mmevo.rewards.answers import answers_equivalent
+from mmevo.validation import is_real_number
 
 # the proposer's content types (its prompts' hints; logged as type_share/<type> every step)
 CONTENT_TYPES = ("data_chart", "diagram", "geometry", "timeline", "map", "table", "other")
@@ -39,7 +39,7 @@ def diversity_adjustment(shares: Tensor, valid_count: int, strength: float = .5)
         raise ValueError(f"shares must be a float [B, 3] tensor, got {getattr(shares, 'shape', type(shares))}")
     if isinstance(valid_count, bool) or int(valid_count) != valid_count or valid_count < 1:
         raise ValueError(f"valid_count must be an integer >= 1, got {valid_count!r}")
-    if isinstance(strength, bool) or not isinstance(strength, numbers.Real) or not 0 <= strength < math.inf:  # inf: a balanced row gives 0 * inf = NaN (seed: finite inputs)
+    if not is_real_number(strength) or not 0 <= strength < math.inf:  # inf: a balanced row gives 0 * inf = NaN (seed: finite inputs)
         raise ValueError(f"strength must be finite and >= 0, got {strength!r}")
     M = float(valid_count)
     s = shares.detach().to(torch.float64)  # evaluated in float64, rounded once to the shares' dtype at the end
@@ -112,14 +112,14 @@ def proposal_rewards(executed: Tensor, easy_accuracy: Tensor, consistency: Tenso
 def _share(name: str, x) -> float:
     """``x`` as a float in [0, 1] (a solver share), else a ValueError naming it: a NaN used to fall through every
     comparison and score as no penalty, a 1.5 to score min(c, 1 - c) = -0.5, a True to read as 1."""
-    if isinstance(x, bool) or not isinstance(x, numbers.Real) or not 0.0 <= float(x) <= 1.0:  # NaN fails too
+    if not is_real_number(x) or not 0.0 <= float(x) <= 1.0:  # NaN fails too
         raise ValueError(f"{name} must be a number in [0, 1], got {x!r}")
     return float(x)
 
 
 def _finite(name: str, x, lowest: float = -math.inf) -> float:
     """``x`` as a finite float >= ``lowest``, else a ValueError naming it (a NaN weight made every reward NaN)."""
-    if isinstance(x, bool) or not isinstance(x, numbers.Real) or not (math.isfinite(x) and x >= lowest):
+    if not is_real_number(x) or not (math.isfinite(x) and x >= lowest):
         raise ValueError(f"{name} must be a finite number{f' >= {lowest:g}' if lowest > -math.inf else ''}, got {x!r}")
     return float(x)
 

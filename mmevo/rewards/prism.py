@@ -16,12 +16,13 @@ its checkpointed state. Shapes: B samples in the batch, K clusters, M visits (cl
 from __future__ import annotations
 
 import math
-import numbers
 from collections.abc import Sequence
 
 import numpy as np
 import torch
 from torch import Tensor
+
+from mmevo.validation import is_integer_number, is_real_number
 
 ZPD_LOW, ZPD_HIGH = 0.5, 0.9  # the band where zpd is non-zero (seed: p(q) in [0.5, 0.9])
 ZPD_CENTER, ZPD_WIDTH = 0.75, 0.4  # peak of zpd and the distance at which it would reach 0
@@ -94,7 +95,7 @@ def coverage_rewards(p: Tensor, clusters: Tensor, counts: Tensor, lam: float = 5
     if ok.dtype != torch.bool or ok.shape != (B,):
         raise ValueError(f"valid must be a bool [{B}] tensor or None, got {ok.dtype} {tuple(ok.shape)}")
     # as PrismCoverageHead checks: a NaN lam used to turn every reward NaN and an infinite one inf / NaN, silently
-    if isinstance(lam, bool) or not isinstance(lam, numbers.Real) or not 0 <= lam < math.inf:
+    if not is_real_number(lam) or not 0 <= lam < math.inf:
         raise ValueError(f"lam must be finite and >= 0 (seed: 5.0), got {lam}")
     K = counts.shape[0]
     idx = torch.where(ok, clusters.long(), torch.zeros_like(clusters, dtype=torch.long))  # [B]; invalid rows: 0
@@ -334,7 +335,7 @@ class PrismCoverageHead:
                 c = a["cluster"]
                 if (torch.is_tensor(c) or isinstance(c, np.ndarray)) and c.ndim == 0 and not _is_flag(c):
                     c = c.item()  # a 0-dim tensor / array id: its number (a float one still fails the check below)
-                if isinstance(c, bool) or not isinstance(c, numbers.Integral):  # int(1.7) would read as cluster 1
+                if not is_integer_number(c):  # int(1.7) would read as cluster 1
                     raise ValueError(f"prism_coverage: sample {i}: aux['cluster']={c!r} is not an integer cluster id")
                 c = int(c)
                 if not 0 <= c < self.k:

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import math
-import numbers
 from dataclasses import dataclass, field
 from typing import Protocol, Sequence
 
 import torch
 
 from mmevo.models.inputs import EncodedPrompt
+from mmevo.validation import is_integer_number, is_real_number
 
 
 @dataclass
@@ -27,7 +27,7 @@ def check_request_batch(requests, params: SamplingParams) -> None:
     1, a negative temperature as greedy, a negative n or budget as nothing to sample); transformers and vLLM refuse
     such values too. Every engine checks its ``generate`` call with this, so they agree on what is valid."""
     for name, v in (("temperature", params.temperature), ("top_p", params.top_p)):
-        if isinstance(v, bool) or not isinstance(v, numbers.Real):  # "1" / None failed deep in the sampler
+        if not is_real_number(v):  # "1" / None failed deep in the sampler
             raise ValueError(f"SamplingParams.{name} must be a number, got {v!r}")
     # counts must be integers: a NaN budget sampled nothing and 2.5 sampled 2 tokens (silently), a float n crashed
     # inside torch, a float / out-of-range seed inside torch.manual_seed
@@ -72,7 +72,7 @@ def check_request_batch(requests, params: SamplingParams) -> None:
 
 
 def _check_int(name: str, v) -> None:
-    if isinstance(v, bool) or not isinstance(v, numbers.Integral):
+    if not is_integer_number(v):
         raise ValueError(f"{name} must be an integer, got {v!r}")
 
 
@@ -87,7 +87,7 @@ def check_token_ids(name: str, ids) -> None:
         if isinstance(t, torch.Tensor):
             ok = t.dim() == 0 and not (t.dtype.is_floating_point or t.dtype.is_complex or t.dtype == torch.bool)
         else:
-            ok = isinstance(t, numbers.Integral) and not isinstance(t, bool)
+            ok = is_integer_number(t)
         if not ok:
             raise ValueError(f"{name} must be integer token ids, got {t!r}")
 
