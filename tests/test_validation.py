@@ -47,3 +47,46 @@ def test_call_sites_refuse_a_bool_with_their_own_message(call, message):
 def test_call_sites_accept_numpy_numbers():
     assert coder_reward(np.bool_(True), np.float32(0.5), np.float64(0.25), -0.3) == pytest.approx(1.0 + 0.5 + 0.25 - 0.3)
     assert pillar_works(np.float64(0.30), np.float32(0.25)) is True
+
+
+# -- head arguments from reward.head_args: a YAML yes / on is True, which float() and the range checks read as 1 ------
+@pytest.mark.parametrize("head, args, message", [
+    ("honest_format", {"malformed_penalty": True}, r"honest_format: malformed_penalty must be a finite number, got True"),
+    ("honest_brier", {"abstain_reward": float("nan")}, r"honest_brier: abstain_reward must be a finite number, got nan"),
+    ("honest_brier", {"malformed_penalty": "-1"}, r"honest_brier: malformed_penalty must be a finite number, got '-1'"),
+    ("honest_hindsight", {"k": True}, r"honest_hindsight: k must be a finite number, got True"),
+    ("honest_hindsight", {"alpha": True}, r"honest_hindsight: alpha must be a finite number, got True"),
+    ("prism_coverage", {"k": 4, "centroids": "", "gamma": True}, r"prism_coverage: gamma must be a number, got True"),
+    ("prism_coverage", {"k": 4, "centroids": "", "lam": True}, r"prism_coverage: lam must be a number, got True"),
+    ("prism_coverage", {"k": 4, "centroids": "", "init_count": True},
+     r"prism_coverage: init_count must be a number, got True"),
+])
+def test_a_bool_head_argument_is_refused_naming_head_and_argument(head, args, message):
+    """``reward.head_args={honest_format: {malformed_penalty: yes}}`` built a head that paid a malformed response
+    +1.0; ``{prism_coverage: {gamma: yes}}`` one whose counts never moved (gamma 1). Both now fail when the trainer
+    builds its reward heads, naming the head and the argument."""
+    from mmevo.config import load_config
+    from mmevo.grpo.trainer import head_arguments
+    from mmevo.rewards.heads import RewardMixer
+
+    cfg = load_config(None, [f"reward.heads={{{head}: 1.0}}"])
+    cfg.reward.head_args = {head: args}
+    with pytest.raises(ValueError, match=message):
+        RewardMixer(cfg.reward.heads, head_arguments(cfg))
+
+
+def test_honest_heads_keep_numeric_arguments():
+    from mmevo.rewards.heads import ScoredSample
+    from mmevo.rewards.honest import HonestFormatHead, HonestHindsightHead
+
+    rewards, _ = HonestFormatHead(malformed_penalty=np.float32(-0.5)).score([ScoredSample("garbage", 0, None, [])])
+    assert rewards.tolist() == [-0.5]
+    assert HonestHindsightHead(k=0, alpha=2).casr["alpha"] == 2.0
+
+
+def test_ema_counts_refuses_a_bool_gamma():
+    from mmevo.rewards.prism import ema_counts
+
+    with pytest.raises(ValueError, match=r"gamma must be in \[0, 1\], got True"):
+        ema_counts(torch.ones(3, dtype=torch.float64), [0], gamma=True)
+    assert ema_counts(torch.ones(3, dtype=torch.float64), [0], gamma=np.float64(0.5)).tolist() == [1.0, 0.5, 0.5]

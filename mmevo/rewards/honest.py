@@ -45,6 +45,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from mmevo.validation import is_real_number
+
 __all__ = ["brier_reward", "hindsight_reward", "casr_reward", "copied_refinement", "expected_calibration_error",
            "replay_priorities", "CRITIQUE_MIN_CHARS", "COPY_EPS", "HonestBrierHead", "HonestHindsightHead",
            "HonestFormatHead"]
@@ -271,6 +273,14 @@ def _reason_counts(parsed, reasons: Sequence[str]) -> dict[str, float]:
     return {f"bad/{r}": float(sum(r in p.malformed for p in parsed)) for r in reasons}
 
 
+def _head_number(head: str, name: str, value) -> float:
+    """A head argument (``reward.head_args``) as a float, else a ValueError naming it: ``float()`` read a YAML yes / on
+    (True) as 1.0, so ``malformed_penalty: yes`` paid a malformed response +1, and a NaN made every reward NaN."""
+    if not is_real_number(value) or not math.isfinite(value):
+        raise ValueError(f"{head}: {name} must be a finite number, got {value!r}")
+    return float(value)
+
+
 class HonestBrierHead:
     """Brier reward -(c - y)^2 of strictly parsed responses; abstain -> ``abstain_reward``; a rejected response or
     a missing / non-numeric / out-of-range confidence -> ``malformed_penalty``; a graded sample without gold -> 0.
@@ -281,7 +291,8 @@ class HonestBrierHead:
     name = "honest_brier"
 
     def __init__(self, malformed_penalty: float = -1.0, abstain_reward: float = -0.25):
-        self.malformed_penalty, self.abstain_reward = float(malformed_penalty), float(abstain_reward)
+        self.malformed_penalty = _head_number(self.name, "malformed_penalty", malformed_penalty)
+        self.abstain_reward = _head_number(self.name, "abstain_reward", abstain_reward)
 
     def score(self, samples):
         from mmevo.honest.protocol import CORE_REASONS
@@ -333,10 +344,12 @@ class HonestHindsightHead:
 
         if mode not in MODES:
             raise ValueError(f"honest_hindsight: mode {mode!r} not in {list(MODES)}")
+        k = _head_number(self.name, "k", k)
         if not k >= 0:
             raise ValueError(f"honest_hindsight: k must be >= 0, got {k}")
-        self.mode, self.k = mode, float(k)
-        self.casr = {"alpha": alpha, "beta": beta, "gamma": gamma, "delta": delta, "clip": clip, "copy_tol": copy_tol}
+        self.mode, self.k = mode, k
+        self.casr = {key: _head_number(self.name, key, v) for key, v in (
+            ("alpha", alpha), ("beta", beta), ("gamma", gamma), ("delta", delta), ("clip", clip), ("copy_tol", copy_tol))}
 
     def score(self, samples):
         parsed = _parse_all(samples)
@@ -412,7 +425,7 @@ class HonestFormatHead:
     name = "honest_format"
 
     def __init__(self, malformed_penalty: float = -1.0):
-        self.malformed_penalty = float(malformed_penalty)
+        self.malformed_penalty = _head_number(self.name, "malformed_penalty", malformed_penalty)
 
     def score(self, samples):
         parsed = _parse_all(samples)

@@ -139,8 +139,8 @@ def ema_counts(counts: Tensor, visited: Tensor, gamma: float = 0.99, mode: str =
     counts = _as_float(counts)
     if not counts.is_floating_point() or counts.dim() != 1:
         raise ValueError(f"counts must be a float [K] tensor, got {counts.dtype} {tuple(counts.shape)}")
-    if not 0.0 <= gamma <= 1.0:
-        raise ValueError(f"gamma must be in [0, 1], got {gamma}")
+    if not is_real_number(gamma) or not 0.0 <= gamma <= 1.0:  # True read as 1: the counts never moved
+        raise ValueError(f"gamma must be in [0, 1], got {gamma!r}")
     if not bool((torch.isfinite(counts) & (counts >= 0)).all()):  # would poison every later reward
         raise ValueError(f"counts must be finite and >= 0, got min {float(counts.min())} max {float(counts.max())}")
     K = counts.shape[0]
@@ -270,6 +270,9 @@ class PrismCoverageHead:
             raise ValueError(f"prism_coverage: ema_mode {ema_mode!r} not in {list(EMA_MODES)}")
         if visit not in ("valid", "band"):
             raise ValueError(f"prism_coverage: visit {visit!r} not in ['valid', 'band']")
+        for name, v in (("gamma", gamma), ("lam", lam), ("init_count", init_count)):
+            if not is_real_number(v):  # a YAML yes (True) passed the range checks below as 1: gamma 1 froze the counts
+                raise ValueError(f"prism_coverage: {name} must be a number, got {v!r}")
         # NaN fails every comparison; an infinite lam or init_count made every reward or count non-finite at step 1
         if not 0.0 <= gamma <= 1.0 or not 0 <= lam < math.inf or not 0 < init_count < math.inf:
             raise ValueError(f"prism_coverage: need 0 <= gamma <= 1, finite lam >= 0, finite init_count > 0; got "
