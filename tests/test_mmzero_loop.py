@@ -347,9 +347,8 @@ def test_tiny_coevolution_rewards_fed_to_grpo_are_the_seed_composition(coevoluti
     """From the real run's records: each proposer reward is the seed's mean over ALL render attempts of
     e_j (min(s_j, .5) + min(c_j, 1 - c_j)) plus the recorded easy-hard + type penalties plus a diversity adjustment
     within +-strength (0.5), -1 for an invalid proposal; each coder reward is 1 + s + min(c, 1 - c) + the proposal's
-    penalties for a render, 0 for a failed one."""
-    from mmevo.rewards.mmzero import coder_reward
-
+    penalties for a render, 0 for a failed one. Both are written out here from the equations (MM-Zero Eq. 4-10 and
+    its released coder reward), not computed by mmevo's reward functions, so a wrong formula there fails this test."""
     out, _ = coevolution_run
     proposer = Recorder.read(out / "iter_0" / "proposer")
     assert proposer and any(r["valid"] for r in proposer)
@@ -367,8 +366,13 @@ def test_tiny_coevolution_rewards_fed_to_grpo_are_the_seed_composition(coevoluti
     scored = [(row, x) for row in coder for x in row["renders"] if "reward" in x]
     assert scored
     for row, x in scored:
-        want = coder_reward(x["ok"], x["easy"], x["consistency"], row["penalties"]) if x["ok"] else 0.0
+        want = (1.0 + x["easy"] + min(x["consistency"], 1.0 - x["consistency"]) + row["penalties"]) if x["ok"] else 0.0
         assert x["reward"] == pytest.approx(want, abs=1e-6), (x, row["penalties"])
+    # the records exercise every term: a nonzero easy share, a consistency above 0.5 (where min(c, 1 - c) is not c),
+    # a nonzero penalty
+    rendered = [(row, x) for row, x in scored if x["ok"]]
+    assert any(x["easy"] > 0 for _, x in rendered) and any(x["consistency"] > 0.5 for _, x in rendered), rendered
+    assert any(row["penalties"] != 0 for row, _ in rendered)
 
 
 def test_tiny_coevolution_iteration_end_to_end_and_resume(coevolution_run, tiny_vl_path, tmp_path):
