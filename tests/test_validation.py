@@ -60,6 +60,8 @@ def test_call_sites_accept_numpy_numbers():
     ("prism_coverage", {"k": 4, "centroids": "", "lam": True}, r"prism_coverage: lam must be a number, got True"),
     ("prism_coverage", {"k": 4, "centroids": "", "init_count": True},
      r"prism_coverage: init_count must be a number, got True"),
+    ("mmzero_proposer", {"cluster_threshold": float("nan")}, r"cluster_threshold must be a finite number, got nan"),
+    ("mmzero_proposer", {"cluster_threshold": True}, r"cluster_threshold must be a finite number, got True"),
 ])
 def test_a_bool_head_argument_is_refused_naming_head_and_argument(head, args, message):
     """``reward.head_args={honest_format: {malformed_penalty: yes}}`` built a head that paid a malformed response

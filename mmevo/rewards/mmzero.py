@@ -260,7 +260,9 @@ class ProposerHead:
     def __init__(self, strength: float = 0.5, threshold: float = 0.15, penalty: float = 0.3, type_weight: float = 0.15,
                  embedder: str = "", cluster_threshold: float = 0.8):
         self.strength, self.threshold, self.penalty, self.type_weight = strength, threshold, penalty, type_weight
-        self.embedder_name, self.cluster_threshold = embedder, cluster_threshold
+        # a NaN threshold failed every similarity test, so each proposal led its own cluster: every diversity
+        # adjustment 0, silently (the others are checked where they are used, by the reward functions)
+        self.embedder_name, self.cluster_threshold = embedder, _finite("cluster_threshold", cluster_threshold)
 
     def score(self, samples):
         from mmevo.models.embedder import cluster, get_embedder
