@@ -42,7 +42,7 @@ def test_without_smc_rows_whose_gold_contradicts_their_expression_are_counted_no
     source, train, stats = _solver_sources_of(tmp_path, _jsonl(rows), "honest.smc_enabled=false")
     assert [ex.id for ex in train] == ["t0", "t1", "t4", "t5", "plain"]
     assert stats["gold_contradicts_expression"] == 2 and "curriculum_pool" not in stats
-    assert source.metrics()["data/gold_contradicts_expression"] == 2.0  # through the replay / GSS / guard wrappers
+    assert source.metrics()["honest/gold_contradicts_expression"] == 2.0  # through the replay / GSS / guard wrappers
     from mmevo.honest.loop import _source_in_chain
     from mmevo.honest.plugins import TaskSampler
 
@@ -55,7 +55,7 @@ def test_without_smc_rows_whose_gold_contradicts_their_expression_are_counted_no
 def test_a_clean_task_file_counts_zero_and_prints_nothing(tmp_path, capsys):
     source, _, stats = _solver_sources_of(tmp_path, _jsonl([_task(0), _task(1)]), "honest.smc_enabled=false",
                                           "honest.replay_enabled=false", "honest.gss_mode='off'")
-    assert stats["gold_contradicts_expression"] == 0 and source.metrics() == {"data/gold_contradicts_expression": 0.0}
+    assert stats["gold_contradicts_expression"] == 0 and source.metrics() == {"honest/gold_contradicts_expression": 0.0}
     assert "their expression does not give" not in capsys.readouterr().err
 
 
@@ -94,7 +94,7 @@ def test_a_run_from_before_the_count_resumes_and_reports_it(tiny_text_path, tmp_
     first = run_honest(cfg(1))
     assert first["data"]["gold_contradicts_expression"] == 1 and first["data"]["loaded"] == 8
     curve = out / "solver" / "metrics.jsonl"
-    old_lines = [{k: v for k, v in json.loads(line).items() if k != "data/gold_contradicts_expression"}
+    old_lines = [{k: v for k, v in json.loads(line).items() if k != "honest/gold_contradicts_expression"}
                  for line in curve.read_text().splitlines()]
     curve.write_text("".join(json.dumps(r) + "\n" for r in old_lines))
     summary = json.loads((out / "summary.json").read_text())
@@ -107,5 +107,5 @@ def test_a_run_from_before_the_count_resumes_and_reports_it(tiny_text_path, tmp_
     rows = [json.loads(line) for line in curve.read_text().splitlines()]
     assert [r["step"] for r in rows] == [1, 2]
     assert rows[0] == old_lines[0]
-    assert rows[1]["data/gold_contradicts_expression"] == 1.0
+    assert rows[1]["honest/gold_contradicts_expression"] == 1.0
     assert sorted(p.name for p in (out / "solver" / "checkpoints").iterdir())[-1] == "step_000002"

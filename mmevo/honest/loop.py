@@ -318,7 +318,7 @@ def solver_sources(cfg: Config, rc: Config, out: Path, stats: dict | None = None
             print(f"[mmevo] data.train={rc.data.train}: {sampler.gold_contradicts_expression} task rows state an answer "
                   f"their expression does not give (the first: {sampler.first_gold_contradiction}); without "
                   "honest.smc_enabled they are trained on with that gold (counted as "
-                  "data/gold_contradicts_expression)", file=sys.stderr)
+                  "honest/gold_contradicts_expression)", file=sys.stderr)
     gss_source = None
     if h.gss_mode != "off":
         seed = rc.trainer.seed * 1_000_003 + h.seed + 7

@@ -37,7 +37,7 @@ class TaskSampler(EpochSampler):
     """The train set's ``EpochSampler`` without SMC, counting the task rows whose gold contradicts their own expression.
 
     With SMC the curriculum leaves such rows out (``curriculum/pool_skipped``); without it they are trained on with
-    that gold, so they are counted (``data/gold_contradicts_expression`` and the summary's ``data``), not dropped:
+    that gold, so they are counted (``honest/gold_contradicts_expression`` and the summary's ``data``), not dropped:
     the row count is what a resume checks, and the state is the plain ``EpochSampler``'s (older checkpoints load)."""
 
     def __init__(self, examples: Sequence[Example], seed: int):
@@ -48,7 +48,7 @@ class TaskSampler(EpochSampler):
                                          f"{bad[0].meta['expression']!r}") if bad else None
 
     def metrics(self) -> dict[str, float]:
-        return {"data/gold_contradicts_expression": float(self.gold_contradicts_expression)}
+        return {"honest/gold_contradicts_expression": float(self.gold_contradicts_expression)}
 
 
 def check_plugin_config(h) -> None:
