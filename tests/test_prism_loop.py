@@ -54,6 +54,29 @@ def prism_run(tiny_text_path, tmp_path_factory):
     return out, cfg, run_prism(cfg)
 
 
+def _seed_rewards(prob, clusters, counts, lam, valid):
+    """The seed's reward written out, in plain Python (independent of mmevo.rewards.prism): for a valid question
+    r(q) = zpd(p) (1 + lam exp(-n_c / n̄)), zpd(p) = max(0, 1 - |p - 0.75| / 0.4) for p in [0.5, 0.9] else 0,
+    n̄ the mean count over all K clusters; an invalid question scores -1."""
+    import math
+
+    n_bar = sum(counts) / len(counts)
+    out = []
+    for p, c, ok in zip(prob, clusters, valid):
+        zpd = max(0.0, 1.0 - abs(p - 0.75) / 0.4) if 0.5 <= p <= 0.9 else 0.0
+        out.append(zpd * (1.0 + lam * math.exp(-counts[c] / n_bar)) if ok else -1.0)
+    return out
+
+
+def _seed_ema(counts, visited, gamma):
+    """The seed's count update written out: n_k <- gamma n_k + (1 - gamma) 1[k visited]."""
+    return [gamma * n + (1.0 - gamma) * (k in set(visited)) for k, n in enumerate(counts)]
+
+
+def _in_band(p):
+    return 0.5 <= p <= 0.9
+
+
 def _records(phase_dir):
     return [json.loads(line) for p in sorted((phase_dir / "records").glob("*.jsonl"))
             for line in p.read_text().splitlines()]
@@ -101,33 +124,34 @@ def test_two_iterations_end_to_end(prism_run):
 def test_coverage_counts_carry_over_and_rarity_is_read_before_the_update(prism_run):
     """Iteration 2's first questioner step is rewarded with iteration 1's final counts (not fresh ones), then the
     counts move by the seed's EMA over the clusters visited in the band."""
-    from mmevo.rewards.prism import coverage_rewards, ema_counts, zpd
-
     out, cfg, summary = prism_run
     p = cfg.prism
-    counts1 = torch.tensor(summary["iterations"][0]["questioner"]["head_state"]["counts"], dtype=torch.float64)
-    assert not torch.allclose(counts1, torch.full_like(counts1, p.init_count))
+    counts1 = summary["iterations"][0]["questioner"]["head_state"]["counts"]
+    assert counts1 != pytest.approx([p.init_count] * len(counts1))
     recs = _records(out / "iter_2" / "questioner")
     per_step = cfg.trainer.prompts_per_step * cfg.rollout.n
     counts = counts1
+    scored = 0  # rewards of valid questions in the band: the ones the rarity term shapes
     for s in range(p.questioner_steps):
         step = recs[s * per_step:(s + 1) * per_step]
-        valid = torch.tensor([r["valid"] for r in step])
-        prob = torch.tensor([r.get("p", 0.0) for r in step], dtype=torch.float64)
-        clusters = torch.tensor([r.get("cluster", 0) for r in step])
-        expected = coverage_rewards(prob, clusters, counts, p.lam, valid)
-        assert torch.allclose(torch.tensor([r["reward"] for r in step], dtype=torch.float64), expected, atol=1e-6)
-        in_band = valid & (zpd(prob) > 0)  # prism.visit = band
-        counts = ema_counts(counts, clusters[in_band], p.gamma)
-    final = torch.tensor(summary["iterations"][1]["questioner"]["head_state"]["counts"], dtype=torch.float64)
-    assert torch.allclose(final, counts)
+        valid = [r["valid"] for r in step]
+        prob = [r.get("p", 0.0) for r in step]
+        clusters = [r.get("cluster", 0) for r in step]
+        expected = _seed_rewards(prob, clusters, counts, p.lam, valid)
+        assert [r["reward"] for r in step] == pytest.approx(expected, abs=1e-6), s
+        scored += sum(ok and _in_band(q) for ok, q in zip(valid, prob))
+        # prism.visit = band: the clusters of the valid questions in the band are visited
+        counts = _seed_ema(counts, [c for c, ok, q in zip(clusters, valid, prob) if ok and _in_band(q)], p.gamma)
+    assert scored > 0
+    final = summary["iterations"][1]["questioner"]["head_state"]["counts"]
+    assert final == pytest.approx(counts, rel=1e-9)
 
 
 def test_solver_records_hold_the_pool_questions_answers_pseudo_labels_and_rewards(prism_run):
     """The solver phase wrote no per-sample records (the questioner's did): what the solver trained on could not be
     audited. Each step's records/step_<k>.jsonl holds, per pool question, its cluster and pool scores, every sample's
     text, answer and reward, and the majority-vote pseudo-label; the rewards are recomputed from the texts here."""
-    from mmevo.rewards.answers import extract_answer
+    from mmevo.rewards.answers import answers_equivalent, extract_answer
     from mmevo.rewards.majority import majority_vote_rewards
 
     out, cfg, summary = prism_run
@@ -159,6 +183,15 @@ def test_solver_records_hold_the_pool_questions_answers_pseudo_labels_and_reward
             rewards, info = majority_vote_rewards(texts, groups)
             assert rewards.tolist() == recorded
             assert [info["pseudo_labels"][g] for g in range(len(rows))] == [r["pseudo_label"] for r in rows]
+            # and from the rule itself, not majority_vote_rewards: a sample scores 1 iff its answer is equivalent to
+            # its group's pseudo-label, which no other answer outvotes (no answer: no vote, no reward)
+            for row in rows:
+                answers, label = [smp["answer"] for smp in row["samples"]], row["pseudo_label"]
+                votes = {a: sum(answers_equivalent(b, a) for b in answers if b is not None) for a in answers if a}
+                assert [smp["reward"] for smp in row["samples"]] == [
+                    float(a is not None and label is not None and answers_equivalent(a, label)) for a in answers]
+                if label is not None:
+                    assert votes[label] == max(votes.values())
             # the very samples the step trained on: their mean reward is the one its metrics logged
             assert logged[k]["step"] == k + 1
             assert sum(recorded) / len(recorded) == pytest.approx(logged[k]["reward/total/mean"], abs=1e-6)
@@ -352,7 +385,6 @@ def test_init_counts_warm_start_the_first_questioners_counts(prism_run, tiny_tex
     import numpy as np
 
     from mmevo.evolve.prism import run_prism
-    from mmevo.rewards.prism import coverage_rewards
 
     out, cfg, summary = prism_run
     state = summary["iterations"][1]["questioner"]["head_state"]
@@ -366,16 +398,16 @@ def test_init_counts_warm_start_the_first_questioners_counts(prism_run, tiny_tex
                          "prism.iterations=1", "prism.solver_steps=1"))
     p = cfg.prism
     recs = _records(b / "iter_1" / "questioner")[:cfg.trainer.prompts_per_step * cfg.rollout.n]  # step 1
-    valid = torch.tensor([r["valid"] for r in recs])
-    assert valid.any()
-    prob = torch.tensor([r.get("p", 0.0) for r in recs], dtype=torch.float64)
-    clusters = torch.tensor([r.get("cluster", 0) for r in recs])
-    got = torch.tensor([r["reward"] for r in recs], dtype=torch.float64)
-    counts = torch.tensor(state["counts"], dtype=torch.float64)
-    assert torch.allclose(got, coverage_rewards(prob, clusters, counts, p.lam, valid), atol=1e-6)
-    flat = torch.full_like(counts, p.init_count)  # what step 1 was rewarded with before
-    if bool(((zpd_in_band := (prob >= 0.5) & (prob <= 0.9)) & valid).any()):
-        assert not torch.allclose(got, coverage_rewards(prob, clusters, flat, p.lam, valid), atol=1e-6)
+    valid = [r["valid"] for r in recs]
+    assert any(valid)
+    prob = [r.get("p", 0.0) for r in recs]
+    clusters = [r.get("cluster", 0) for r in recs]
+    got = [r["reward"] for r in recs]
+    counts = state["counts"]
+    assert got == pytest.approx(_seed_rewards(prob, clusters, counts, p.lam, valid), abs=1e-6)
+    flat = [p.init_count] * len(counts)  # what step 1 was rewarded with before
+    if any(ok and _in_band(q) for ok, q in zip(valid, prob)):
+        assert got != pytest.approx(_seed_rewards(prob, clusters, flat, p.lam, valid), abs=1e-6)
     assert run["iterations"][0]["questioner"]["steps"] == p.questioner_steps
     # the file is hashed as the centroids are: rewritten between a kill and the rerun, the rerun is refused, naming the
     # key and both hashes (it was used silently, beside the finished iterations' counts); restored, it is accepted
@@ -400,7 +432,7 @@ def test_init_counts_warm_start_the_first_questioners_counts(prism_run, tiny_tex
     np.save(tmp_path / "counts.npy", np.asarray(state["counts"]))
     from mmevo.rewards.prism import load_init_counts
 
-    assert torch.equal(load_init_counts(str(tmp_path / "counts.npy"), p.k), counts)
+    assert load_init_counts(str(tmp_path / "counts.npy"), p.k).tolist() == counts
     for name, content, match in [("short.json", json.dumps([1.0] * (p.k - 1)), "not the 16 counts"),
                                  ("nan.json", json.dumps([1.0] * (p.k - 1) + [float("nan")]), "count 15 is nan"),
                                  ("neg.json", json.dumps([1.0] * (p.k - 1) + [-1.0]), "count 15 is -1.0"),
