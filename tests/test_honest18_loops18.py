@@ -6,31 +6,8 @@ import json
 
 from mmevo.data.prompts import EpochSampler
 from mmevo.data.schema import Example
-
-
-def _task(i, **change):
-    row = {"id": f"t{i}", "problem": f"Compute {i} + 3. Give the exact integer.", "answer": str(i + 3),
-           "meta": {"domain": "arithmetic", "difficulty": 1, "expression": f"{i} + 3"}}
-    return {**row, **change}
-
-
-def _jsonl(rows) -> bytes:
-    return "".join(json.dumps(r) + "\n" for r in rows).encode()
-
-
-def _solver_sources_of(tmp_path, raw: bytes, *extra):
-    from mmevo.config import load_config
-    from mmevo.honest.loop import role_config, solver_sources
-
-    path = tmp_path / "tasks.jsonl"
-    path.write_bytes(raw)
-    cfg = load_config("configs/honest_tiny.yaml", [
-        f"honest.output_dir={tmp_path / 'run'}", f"honest.roles={{solver: {{data.train: {path}}}}}", "data.n_heldout=0",
-        *extra])
-    rc = role_config(cfg, "solver", tmp_path / "run" / "solver", "tiny-text")
-    stats: dict = {}
-    _, source, _, train = solver_sources(cfg, rc, tmp_path / "unused", stats=stats)
-    return source, train, stats
+# the task rows, JSONL writer and solver-source loader of the earlier HONEST loop tests
+from test_honest17_loops17 import _jsonl, _solver_sources_of, _task
 
 
 def test_without_smc_rows_whose_gold_contradicts_their_expression_are_counted_not_dropped(tmp_path, capsys):
