@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import torch
 
-from .answers import answers_equivalent, extract_answer, refuse_text_for_list
+from .answers import answers_equivalent, extract_answer, refuse_text_for_choices, refuse_text_for_list
 
 __all__ = ["accuracy_rewards"]
 
@@ -28,6 +28,8 @@ def accuracy_rewards(
         choices = [None] * n
     if len(golds) != n or len(choices) != n:
         raise ValueError(f"length mismatch: {n} responses, {len(golds)} golds, {len(choices)} choices")
+    for i, ch in enumerate(choices):  # one flat option list given for all samples: each sample's options were letters
+        refuse_text_for_choices(f"choices[{i}]", ch)
     out = []
     for resp, gold, ch in zip(responses, golds, choices):
         if gold is None:

@@ -732,6 +732,13 @@ def refuse_text_for_list(name: str, value) -> None:
         raise ValueError(f"{name} must be a list with one entry per sample, got the text {value[:60]!r}")
 
 
+def refuse_text_for_choices(name: str, choices) -> None:
+    """A ValueError naming ``name`` when one text is given for a question's list of options: its characters became
+    the options ("10 12" read "B" as the option "0"), so a right letter scored 0 and a wrong one 1."""
+    if isinstance(choices, (str, bytes)):
+        raise ValueError(f"{name} must be a list of options or None, got the text {choices[:60]!r}")
+
+
 def answers_equivalent(pred: str | None, gold: str | None, choices: Sequence[str] | None = None) -> bool:
     """True iff `pred` and `gold` denote the same answer (None: no answer, never equivalent). Never raises on text or
     numbers (errors while comparing count as False); a `pred` or `gold` of another type (list, bool, bytes, NaN) is
@@ -739,6 +746,7 @@ def answers_equivalent(pred: str | None, gold: str | None, choices: Sequence[str
     if pred is None or gold is None:
         return False
     pred, gold = _answer_text(pred, "pred"), _answer_text(gold, "gold")
+    refuse_text_for_choices("choices", choices)  # before the try below, which reads any failure as "not equal"
     try:
         pi, gi = _choice_index(pred, choices), _choice_index(gold, choices)
         if pi is not None and gi is not None:
@@ -760,6 +768,7 @@ def canonical_answer(ans: str | None, choices: Sequence[str] | None = None) -> H
     if ans is None:
         return None
     ans = _answer_text(ans, "answer")
+    refuse_text_for_choices("choices", choices)
     try:
         light = _light(normalize_choice(ans, choices))
         if not light:
@@ -787,6 +796,7 @@ def group_answer_keys(answers: Sequence[str | None], choices: Sequence[str] | No
     [50\\%, 50, 0.5] one class of three). A class's key is that of its earliest member in ``answers``. A match is
     checked both ways, as math-verify is not symmetric (gold "\\{1,2\\}" accepts "(1,2)" but not the reverse)."""
     refuse_text_for_list("answers", answers)
+    refuse_text_for_choices("choices", choices)
     keys = [canonical_answer(a, choices) for a in answers]
     reps: dict[Hashable, str] = {}
     counts: dict[Hashable, int] = {}

@@ -1,0 +1,34 @@
+"""Review of the answer-equivalence changes (option identity, str-for-list refusals): what they left."""
+import pytest
+
+from mmevo.rewards.accuracy import accuracy_rewards
+from mmevo.rewards.answers import answers_equivalent, canonical_answer, group_answer_keys
+
+
+def test_a_flat_option_list_given_for_per_sample_choices_is_refused_by_name():
+    # before: each sample's options were the characters of one option text ("10" -> "1", "0"), so the right letter
+    # B (option "12") was graded against option "0" and every response scored 0 without complaint
+    with pytest.raises(ValueError, match=r"choices\[0\] must be a list of options or None, got the text '10'"):
+        accuracy_rewards(["\\boxed{B}"] * 3, ["12"] * 3, ["10", "12", "14"])
+    # a list, a tuple or no options per sample still score as before
+    assert accuracy_rewards(["\\boxed{B}", "\\boxed{B}", "\\boxed{12}"], ["12"] * 3,
+                            [["10", "12"], ("10", "12"), None]).tolist() == [1.0, 1.0, 1.0]
+    assert accuracy_rewards(["\\boxed{A}", "\\boxed{14}"], ["12", "12"], [["10", "12"], None]).tolist() == [0.0, 0.0]
+
+
+@pytest.mark.parametrize("call", [
+    lambda: answers_equivalent("B", "b", "abc"),  # before: True, the letter B named the option "b"
+    lambda: answers_equivalent("B", "12", "10 12"),
+    lambda: canonical_answer("A", "xyz"),  # before: ("str", "x")
+    lambda: group_answer_keys(["A", "x", "B", "y"], "xyz"),  # before: two classes {A, x} {B, y}
+])
+def test_one_text_given_for_a_questions_options_is_refused_not_read_as_letter_options(call):
+    with pytest.raises(ValueError, match="choices must be a list of options or None, got the text"):
+        call()
+
+
+def test_options_as_list_tuple_or_numpy_array_still_name_options():
+    np = pytest.importorskip("numpy")
+    for options in (["10", "12", "14"], ("10", "12", "14"), np.array(["10", "12", "14"])):
+        assert answers_equivalent("B", "12", options) and not answers_equivalent("A", "12", options)
+        assert group_answer_keys(["B", "12", "(B)", "A"], options) == [("num", 12)] * 3 + [("num", 10)]
