@@ -32,3 +32,24 @@ def test_options_as_list_tuple_or_numpy_array_still_name_options():
     for options in (["10", "12", "14"], ("10", "12", "14"), np.array(["10", "12", "14"])):
         assert answers_equivalent("B", "12", options) and not answers_equivalent("A", "12", options)
         assert group_answer_keys(["B", "12", "(B)", "A"], options) == [("num", 12)] * 3 + [("num", 10)]
+
+
+def test_a_groups_option_texts_are_spelled_once_not_once_per_answer_compared(monkeypatch):
+    # 3804190 re-spelled every option text for each answer matched against the options (4 times per
+    # answers_equivalent): grouping 72 answers over 5 options took 6.3 ms warm where comparing texts by value had
+    # taken 2.2 ms. Counted, not timed: the option texts (unique to this test, so no earlier call cached them) are
+    # each spelled once, however many answers and comparisons there are.
+    from collections import Counter
+
+    from mmevo.rewards import answers
+
+    options = [f"review18b range {i}.0 - {i}.5" for i in range(5)]
+    spelled = Counter()
+    real = answers._option_spelling
+    monkeypatch.setattr(answers, "_option_spelling", lambda text: spelled.update([text]) or real(text))
+    votes = [chr(65 + i % 5) if i % 2 else f"({chr(65 + i % 5)}) {options[i % 5]}" for i in range(72)]
+    keys = group_answer_keys(votes, options)
+    assert len(set(keys)) == 5 and keys[:5] == keys[5:10]  # five options, five classes
+    assert [spelled[o] for o in options] == [1] * 5
+    assert answers_equivalent("C", "(C)", options) and not answers_equivalent("C", "D", options)
+    assert [spelled[o] for o in options] == [1] * 5
