@@ -53,3 +53,28 @@ def test_a_groups_option_texts_are_spelled_once_not_once_per_answer_compared(mon
     assert [spelled[o] for o in options] == [1] * 5
     assert answers_equivalent("C", "(C)", options) and not answers_equivalent("C", "D", options)
     assert [spelled[o] for o in options] == [1] * 5
+
+
+RANGES = ["0.0 - 0.2", "0.2 - 0.4", "0.4 - 0.6", "0.6 - 0.8", "0.8 - 1.0"]  # MathVista testmini 288
+
+
+def test_a_value_naming_no_option_is_not_graded_equal_to_every_option_of_that_value():
+    # 3804190 told two named options apart, but an answer that names none ("0-0.2", not the exact text) was still
+    # compared by value with the option: every range evaluates to -0.2, so "0-0.2" was the answer B, D and E too,
+    # and in a vote it joined the B voters while the exact "0.0 - 0.2" stayed apart
+    from mmevo.rewards.majority import majority_vote_rewards
+
+    for spelling in ["0-0.2", "0 - 0.2"]:
+        assert [answers_equivalent(spelling, chr(65 + i), RANGES) for i in range(5)] == [False] * 5
+        assert [answers_equivalent(chr(65 + i), spelling, RANGES) for i in range(5)] == [False] * 5
+    votes = ["0-0.2", "B", "B", "C", "0.0 - 0.2"]
+    keys = group_answer_keys(votes, RANGES)
+    assert len(set(keys)) == 4 and keys[1] == keys[2] and keys[0] != keys[1]
+    rewards, info = majority_vote_rewards([f"\\boxed{{{v}}}" for v in votes], [0] * 5, [RANGES] * 5)
+    assert rewards.tolist() == [0.0, 1.0, 1.0, 0.0, 0.0] and info["distinct_answers_mean"] == 4.0
+    # a value that singles one option out still names it, both ways round (Geometry3K-style numeric options)
+    options = ["3\\sqrt{2}", "4.24", "6", "8"]
+    assert answers_equivalent("\\sqrt{18}", "A", options) and answers_equivalent("A", "\\sqrt{18}", options)
+    assert not answers_equivalent("\\sqrt{18}", "B", options) and answers_equivalent("4.240", "B", options)
+    assert answers_equivalent("12.0", "B", ["10", "12", "14"]) and answers_equivalent("50", "B", ["40°", "50°"])
+    assert answers_equivalent("5.0", "B", ["5", "5", "6"])  # a duplicated option is one answer

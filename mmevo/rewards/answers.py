@@ -762,7 +762,15 @@ def answers_equivalent(pred: str | None, gold: str | None, choices: Sequence[str
             return _same_option(pi, gi, choices)
         p = pred if pi is None else str(choices[pi])  # normalize_choice, without finding the options again
         g = gold if gi is None else str(choices[gi])
-        return _equivalent(p, g)
+        if not _equivalent(p, g):
+            return False
+        if (pi is None) == (gi is None):
+            return True
+        # one side names an option, the other is a value: that value must single the option out. "0-0.2" equals
+        # the range "0.0 - 0.2" by value, and "0.2 - 0.4", "0.6 - 0.8" too (MathVista 288): it names no one option
+        named = pi if pi is not None else gi
+        return not any(_equivalent(p, str(c)) if pi is None else _equivalent(str(c), g)
+                       for j, c in enumerate(choices) if not _same_option(j, named, choices))
     except Exception:
         return False
 
