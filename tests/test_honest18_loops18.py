@@ -86,3 +86,44 @@ def test_a_run_from_before_the_count_resumes_and_reports_it(tiny_text_path, tmp_
     assert rows[0] == old_lines[0]
     assert rows[1]["honest/gold_contradicts_expression"] == 1.0
     assert sorted(p.name for p in (out / "solver" / "checkpoints").iterdir())[-1] == "step_000002"
+
+
+def test_a_resumed_run_draws_the_train_rows_an_uninterrupted_run_draws(tiny_text_path, tmp_path, monkeypatch):
+    """Real tiny HONEST runs with SMC off: 3 blocks in one go, and 1 block then a resume to 3 blocks, draw the same
+    task rows in the same order from the train sampler (its draws are recorded, not changed)."""
+    from mmevo.config import load_config
+    from mmevo.honest.loop import run_honest
+
+    tasks = tmp_path / "tasks.jsonl"
+    task_ids = {f"t{i}" for i in range(5)}
+    tasks.write_bytes(_jsonl([_task(i) for i in range(4)] + [_task(4, answer="0")]))
+    drawn: list[str] = []
+    real_take = EpochSampler.take
+
+    def recording_take(self, k):
+        out = real_take(self, k)
+        if {ex.id for ex in self.examples} == task_ids:  # the solver's train sampler, not another role's
+            drawn.extend(ex.id for ex in out)
+        return out
+
+    monkeypatch.setattr(EpochSampler, "take", recording_take)
+
+    def run(out, blocks):
+        return run_honest(load_config("configs/honest_tiny.yaml", [
+            f"model.path={tiny_text_path}", f"honest.output_dir={out}", "honest.warmup_sft=false",
+            "honest.eval_calibration=false", f"honest.gss_blocks={blocks}", "honest.gss_block_steps=1",
+            f"honest.roles={{solver: {{data.train: {tasks}}}}}", "honest.smc_enabled=false", "data.n_heldout=0",
+            "honest.replay_enabled=false", "trainer.prompts_per_step=2", "trainer.mini_batch_prompts=2",
+            "rollout.n=2", "rollout.max_tokens=8"]))
+
+    run(tmp_path / "whole", 3)
+    whole = list(drawn)
+    drawn.clear()
+    run(tmp_path / "split", 1)
+    first_part = list(drawn)
+    drawn.clear()
+    resumed = run(tmp_path / "split", 3)
+    # 2 prompts per step, 1 step per block; 5 rows: the third block crosses into the second epoch
+    assert len(whole) == 6 and len(first_part) == 2
+    assert first_part + drawn == whole
+    assert resumed["data"]["gold_contradicts_expression"] == 1
