@@ -1932,11 +1932,18 @@ def _clean_candidate(s: str) -> str:
     s = re.sub(r"(?<!\\)\\[()\[\]]", " ", s).strip()
     # (also before a closing full stop: "The answer is $A$." is "A", not "A$")
     s = re.sub(r"^\$+|\$+(?=\s*[.。]?$)", "", s).strip()
+    # (and the math that opens a sentence going on, as a quoted answer below: "The final answer is $B$. I hope it is
+    # correct." states B, not "B$. I hope it is correct"; "$6$. I hope ..." the choice 6, not a numbered line)
+    s = re.sub(r"^([^$\n]+?)\$+[.,;:!。，]\s.*", r"\1", s, flags=re.S).strip() if s.count("$") == 1 else s
     # Markdown inline code around the answer: "The answer is `C`.", a whole response "`A`" (what a GPT extraction
     # returns is the C / A inside)
     s = re.sub(r"^`+([^`\n]+)`+(?=\s*[.。]?$)", r"\1", s).strip()
     s = re.sub(r"\\(?:text|textbf|mathbf|mathrm)\{([^{}]*)\}", r"\1", s)
     s = s.strip().rstrip(".。").strip()
+    # Markdown emphasis with underscores around the whole answer: "__B__", "_B_", "___12___" (not a LaTeX subscript:
+    # no answer opens with "_"); and an exclamation mark after a word or letter, "B!" (not a factorial: "5!")
+    s = re.sub(r"^(_{1,3})([^_\s](?:[^_\n]*[^_\s])?)\1$", r"\2", s)
+    s = re.sub(r"(?<=[^\W\d_])!+$", "", s).strip()
     # a Japanese / Korean copula after the answer: "B です", "12입니다", "B이다"
     s = re.sub(r"\s*(?:です|である|だ|입니다|이다|이에요|예요|임)[.!。]?$", "", s).strip()
     # a Chinese verdict after the option: "B 是正确的", "B正确。"
@@ -2052,15 +2059,19 @@ def _words_key(s: str) -> str:
     return "".join(re.findall(r"[^\W_]+", s.lower()))
 
 
-def _letter_with_its_text(cand: str, choices: list[str]) -> str | None:
-    """The letter of a candidate that is a letter with its own option's text in brackets or after a comma, "C (5)",
-    "B ($145^\\circ$)", "C, 5", or the option's text with its letter named in brackets, "quarter (option B)",
-    "(b) (choice E)", "(b) (E)"."""
+def _letter_with_its_text(cand: str, choices: list[str], dash: bool = True) -> str | None:
+    """The letter of a candidate that is a letter with its own option's text in brackets, after a comma or a spaced
+    dash, "C (5)", "B ($145^\\circ$)", "C, 5", "E - (b)", or the option's text with its letter named in brackets,
+    "quarter (option B)", "(b) (choice E)", "(b) (E)"."""
     letters = _option_letters(len(choices))
     if not letters:
         return None
-    m = re.fullmatch(rf"([{letters}])\s*(?:\((.+)\)|,\s*(.+))", cand.strip())
-    if m and _choice_key(m.group(2) or m.group(3)) == _choice_key(choices[ord(m.group(1)) - ord("A")]):
+    # (``dash``: also a response that is just "E - (b)", where the texts are bracketed letters (pids 168 / 849): it
+    # restates option E with its own text; read as the text, "(b)" was the letter of the 2nd option. Not the first
+    # line of a longer response, which may restate the options: "A - 135°\nB - 140°\n...")
+    dashed = r"|\s+[-\u2013\u2014]\s+(.+)" if dash else ""
+    m = re.fullmatch(rf"([{letters}])\s*(?:\((.+)\)|,\s*(.+){dashed})", cand.strip())
+    if m and _choice_key(m.group(2) or m.group(3) or (m.group(4) if dash else None)) == _choice_key(choices[ord(m.group(1)) - ord("A")]):
         return m.group(1)
     # (the word may go: "(b) (E)", with the choice texts "(c)", "(a)", ..., "(b)" of pids 168 / 849, is option E, whose
     # text "(b)" it restates; a capital letter then, since "(D) (b)" is the letter D with its text "(b)")
@@ -2076,7 +2087,7 @@ def _letter_with_its_text(cand: str, choices: list[str]) -> str | None:
 def _bare_choice(cand: str, choices: list[str]) -> str | None:
     """A candidate that is a choice and nothing else: its letter ("B", "(B)", "B.", "Option B") or its text (up to
     case; angles as the choices write them)."""
-    lone = _lone_letter(cand.strip(), _option_letters(len(choices))) or _letter_with_its_text(cand, choices)
+    lone = _lone_letter(cand.strip(), _option_letters(len(choices))) or _letter_with_its_text(cand, choices, dash=False)
     if lone:
         return lone
     key = _choice_key(cand)
@@ -2401,6 +2412,35 @@ def _number_words(text: str, atype: str) -> list[str]:
     return [v for _, v in sorted(found)]
 
 
+def _options_said_right(text: str, letters: str) -> str | None:
+    """The letter of the last option ``text`` says is the answer, else None: "Option **B** is correct.", "Hence, option
+    A is the correct answer.", "Option C is the answer." (not a check: "To see whether option A is correct, ...",
+    "Let's test if option B is correct."), and a bare capital letter of an option where a sentence or clause opens:
+    "C is correct.", "So C is the correct answer.", "Therefore, A is the answer." Only the verdict itself ends the
+    clause, so that a statement about a point stays one ("In triangle ABC, A is the right angle.")."""
+    if not letters:
+        return None
+    said = [(m.start(2), m.group(2)) for m in re.finditer(
+        rf"\b(whether\s+|if\s+)?(?:option|choice)\s*\(?\**([{letters}])\**\)?\s+is\s+(?:the\s+)?"
+        rf"(?:correct|right|best|answer)\b", text, flags=re.I) if not m.group(1)]
+    said += [(m.start(1), m.group(1)) for m in re.finditer(
+        rf"(?:^|(?<=[.!?:;,])\s+|\b(?i:so|thus|therefore|hence|then|clearly)\s+)[*(]*([{letters}])[*)]*"
+        rf"\s+is\s+(?:the\s+)?(?i:(?:correct|right|best)(?:\s+(?:answer|option|choice))?|answer)"
+        rf"(?=\s*(?:[.!,;)]|$)|\s+(?i:because|since|as)\b)", text, flags=re.M)]
+    return max(said)[1].upper() if said else None
+
+
+def _choice_named_inside(cand: str, choices: list[str]) -> str | None:
+    """The choice a boxed / marked answer written as a sentence names: "\\boxed{Answer: Option C}" by its answer
+    marker, "\\boxed{Option C is correct.}" / "\\boxed{C is the correct answer.}" by its verdict (what a GPT
+    extraction returns is C); else None (the text goes to the official nearest-choice rule as it is)."""
+    found = list(_ANSWER_IS_RE.finditer(cand))[-_MAX_ANSWER_MARKERS:]
+    for m in reversed(found):
+        if (named := _resolve_choice(_clean_candidate(m.group(1)), choices)) is not None:
+            return named
+    return _options_said_right(cand, _option_letters(len(choices)))
+
+
 def _final_statement(text: str) -> str:
     """The last sentence of a response, less a closing pleasantry."""
     text = _PLEASANTRY_RE.sub("", text).strip() or text
@@ -2630,6 +2670,8 @@ def extract_mathvista_answer(response: str, item: dict) -> str:
                     return ""
                 cand = _clean_candidate(text)
             resolved = _resolve_choice(cand, choices, followed=not whole)
+            if resolved is None and not whole:
+                resolved = _choice_named_inside(cand, choices)
             if resolved is not None:
                 return resolved
             # A Greek or Cyrillic letter alone that does not read as a Latin one ("Ответ: В": the look says B, the
@@ -2653,18 +2695,9 @@ def extract_mathvista_answer(response: str, item: dict) -> str:
                     return last
                 # "Option **B** is correct.", "Hence, option A is the correct answer.", "Option C is the answer."
                 # (not a check: "To see whether option A is correct, ...", "Let's test if option B is correct.")
-                said = [(m.start(2), m.group(2)) for m in re.finditer(
-                    rf"\b(whether\s+|if\s+)?(?:option|choice)\s*\(?\**([{letters}])\**\)?\s+is\s+(?:the\s+)?"
-                    rf"(?:correct|right|best|answer)\b", text, flags=re.I) if not m.group(1)] if letters else []
-                # A bare capital letter of an option, where a sentence or clause opens: "C is correct.", "So C is the
-                # correct answer.", "Therefore, A is the answer." Only the verdict itself ends the clause, so that
-                # a statement about a point stays one ("In triangle ABC, A is the right angle.").
-                said += [(m.start(1), m.group(1)) for m in re.finditer(
-                    rf"(?:^|(?<=[.!?:;,])\s+|\b(?i:so|thus|therefore|hence|then|clearly)\s+)[*(]*([{letters}])[*)]*"
-                    rf"\s+is\s+(?:the\s+)?(?i:(?:correct|right|best)(?:\s+(?:answer|option|choice))?|answer)"
-                    rf"(?=\s*(?:[.!,;)]|$)|\s+(?i:because|since|as)\b)", text, flags=re.M)] if letters else []
+                said = _options_said_right(text, letters)
                 if said:
-                    return max(said)[1].upper()
+                    return said
                 # Else a final statement that ends by naming a choice: "So the result is 130.0." (the choice
                 # "130°"), "So the result is **B**.", "Therefore, $x = 30$.", "\\[ x = 30 \\]", "- **Result: 30**"
                 named = re.match(r".*(?:\b(?:is|are|equals)\s+|=\s*|:\s+)(\S.*)$", _final_statement(text),
