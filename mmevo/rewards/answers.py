@@ -237,7 +237,9 @@ def _same_option(i: int, j: int, choices: Sequence[str]) -> bool:
 
 # \\underline{..} too: an underlined answer is that answer, and "\\underline{\\quad}" (a fill-in blank) is no answer
 _TEXT_WRAP_RE = re.compile(r"\\(?:text|textbf|textit|mathrm|mathbf|mbox|operatorname|underline)\s*\{([^{}]*)\}")
-_DEGREE_RE = re.compile(r"\^\s*\{\s*\\circ\s*\}|\^\s*\\circ|\\circ|°|\\degree\b|\bdegrees?\b", re.IGNORECASE)
+# (and the ASCII stand-in "120^o" / "120^{o}" after a number: Geometry3K's "\\boxed{120^o}" was no number, scored wrong)
+_DEGREE_RE = re.compile(r"\^\s*\{\s*\\circ\s*\}|\^\s*\\circ|\\circ|°|\\degree\b|\bdegrees?\b|"
+                        r"(?<=[\d}])\s*\^\s*(?:o|\{\s*o\s*\})(?![A-Za-z])", re.IGNORECASE)
 # "~" is LaTeX's tie (a non-breaking space): "12 \\mathrm{~cm}" is the usual spelling of a unit in GeoQA-style output
 # the wide spaces too (\\quad, \\qquad, \\enspace, \\hspace{..}): a boxed blank "\\boxed{\\quad}" is no answer, as
 # "\\boxed{\\,}" is; without them it voted as an answer and could win a group's majority. A command ends at a non-letter
