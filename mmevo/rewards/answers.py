@@ -107,8 +107,11 @@ def _answer_tag(text: str) -> str | None:
 
 # "answer is (B)", "Answer: C", "the answer is option B" ... letter must be uppercase so
 # that ordinary words ("answer is a number") are not read as choice A.
+# "The correct option is D." / "the correct choice is (B)" name the answer as "answer is" does (Geometry3K: read as no
+# answer, scored wrong)
 _LETTER_PHRASE_RE = re.compile(
-    r"(?i:answer)\s*(?:(?i:is)\s*)?[:：]?\s*(?:(?i:option|choice)\s*)?\(?\s*([A-Z])\s*\)?(?![A-Za-z0-9])"
+    r"(?i:answer|correct\s+option|correct\s+choice)\s*(?:(?i:is)\s*)?[:：]?\s*(?:(?i:option|choice)\s*)?\(?\s*([A-Z])"
+    r"\s*\)?(?![A-Za-z0-9])"
 )
 _LETTER_ONLY_RE = re.compile(r"\s*(?:(?i:option|choice)\s*)?\(?\s*([A-Z])\s*\)?\s*[.):]?\s*")
 _WS_RUN_RE = re.compile(r"\s+")
