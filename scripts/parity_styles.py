@@ -14,7 +14,12 @@ review 27) Chinese markers ("答案是 B", "选 C"), full-width letters and digi
 ``\\text{}`` / ``\\mathrm{}``, HTML tags, "B. B", "[B]", "B)", "Option: B", "choice b", an explanation on the answer's
 line, the answer inside or after a think block, scientific notation ("1.2e3", "\\cdot 10^{2}", an e-notation
 mantissa), percents of fractions, negative zero, thousands points and apostrophes, mixed numbers, ``\\tfrac``,
-whitespace-only and empty-box responses. ``--styles all`` (the default) writes all three. Each (row, response) is
+whitespace-only and empty-box responses; and (``--styles fourth``, review 28) markdown italics / underscores / headings /
+bullets, "Final Answer:" variants (the Minerva "The final answer is $X$. I hope it is correct."), quoted answers, a
+closing "!", display math, units in LaTeX, degrees in math mode, number words, decimal commas, the rounding edges of a
+float's precision (x.xx5), ``\left( \right)``, "= X" / "≈ X" / "about X", pi and root spellings, option sentences
+("Option B is correct.", "\boxed{Answer: Option C}"), "None of the above", lists without brackets. ``--styles all``
+(the default) writes all four. Each (row, response) is
 judged by mmevo and by the official reference:
 
 * MATH-V: lmms-eval's ``mathvision_process_results`` (through ``scripts/parity_mathvision.py``'s workers in
@@ -473,6 +478,142 @@ def mathvista_third_responses(item: dict, rng: random.Random) -> list[tuple[str,
     return out
 
 
+# ------------------------------------------------------------------------------------- review 28 styles
+
+NUMBER_WORDS = ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve",
+                "thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen", "nineteen"]
+TENS_WORDS = {20: "twenty", 30: "thirty", 40: "forty", 50: "fifty", 60: "sixty", 70: "seventy", 80: "eighty",
+              90: "ninety"}
+
+
+def _number_word(n: int) -> str | None:
+    """English words for 0 <= n < 1000 ("two hundred five"), else None."""
+    if not 0 <= n < 1000:
+        return None
+    if n < 20:
+        return NUMBER_WORDS[n]
+    if n < 100:
+        tens, ones = divmod(n, 10)
+        return TENS_WORDS[tens * 10] + (f"-{NUMBER_WORDS[ones]}" if ones else "")
+    hundreds, rest = divmod(n, 100)
+    return f"{NUMBER_WORDS[hundreds]} hundred" + (f" {_number_word(rest)}" if rest else "")
+
+
+def _fourth_wraps(style: str, ans: str) -> list[tuple[str, str]]:
+    """The answer in markdown italics / headings / bullets, after "Final Answer:" variants, quoted, with a closing
+    mark, in display math, in a sentence."""
+    return [(f"{style}|md_italic_star", f"The answer is *{ans}*."), (f"{style}|md_italic_underscore", f"The answer is _{ans}_."),
+            (f"{style}|md_bold_italic", f"***{ans}***"), (f"{style}|md_bold_underscore", f"__{ans}__"),
+            (f"{style}|md_heading", f"### Answer\n{ans}"), (f"{style}|md_heading_final", f"## Final Answer: {ans}"),
+            (f"{style}|md_bullet", f"- Answer: {ans}"),
+            (f"{style}|final_answer_title", f"Final Answer: {ans}"),
+            (f"{style}|final_answer_minerva", f"Final Answer: The final answer is ${ans}$. I hope it is correct."),
+            (f"{style}|bold_answer_colon_inside", f"**Answer:** {ans}"), (f"{style}|bold_answer_colon_outside", f"**Answer**: {ans}"),
+            (f"{style}|answer_is_colon_bold", f"the answer is: **{ans}**"), (f"{style}|answer_upper", f"ANSWER: {ans}"),
+            (f"{style}|answer_dash", f"Answer - {ans}"), (f"{style}|final_answer_is", f"The final answer is {ans}"),
+            (f"{style}|therefore", f"Therefore, the answer is {ans}."),
+            (f"{style}|double_quoted", f'The answer is "{ans}".'), (f"{style}|single_quoted", f"The answer is '{ans}'."),
+            (f"{style}|smart_quoted", f"The answer is \u201c{ans}\u201d."), (f"{style}|bare_quoted", f'"{ans}"'),
+            (f"{style}|bare_period", f"{ans}."), (f"{style}|bare_exclaim", f"{ans}!"),
+            (f"{style}|display_bracket", f"\\[{ans}\\]"), (f"{style}|display_dollars", f"$${ans}$$"),
+            (f"{style}|boxed_display", f"$$\\boxed{{{ans}}}$$"), (f"{style}|boxed_quoted", f'"\\boxed{{{ans}}}"'),
+            (f"{style}|then_explanation", f"{ans}\n\nExplanation: the two marked sides are equal."),
+            (f"{style}|in_sentence", f"So {ans} is the answer."), (f"{style}|is_correct", f"{ans} is correct.")]
+
+
+def _fourth_number_forms(g: str) -> list[tuple[str, str]]:
+    """A numeric gold with a unit in LaTeX, in math mode with degrees, in words, with a decimal comma, in
+    \\left( \\right), after "=" / "≈" / "about", over 1, and at the rounding edges of its precision."""
+    v = float(g)
+    out = [("unit_text_cm", f"{g} \\text{{cm}}"), ("unit_thin_mathrm_m2", f"{g}\\,\\mathrm{{m}}^2"),
+           ("dollar_circ", f"${g}^\\circ$"), ("dollar_circ_braced", f"${g}^{{\\circ}}$"),
+           ("left_right", f"\\left({g}\\right)"), ("equals_prefix", f"= {g}"), ("approx_unicode", f"\u2248 {g}"),
+           ("about", f"about {g}"), ("over_one", f"\\frac{{{g}}}{{1}}"), ("tilde", f"~{g}")]
+    if v == int(v):
+        word = _number_word(abs(int(v)))
+        if word:
+            out += [("word", word if v >= 0 else f"minus {word}"), ("word_title", word.capitalize())]
+    else:
+        decimals = len(g.split(".")[1])
+        out += [("comma_decimal", g.replace(".", ",")), ("edge_plus_5", g + "5"), ("edge_plus_49", g + "49"),
+                ("edge_minus_half", f"{v - 0.5 * 10 ** -decimals:.{decimals + 1}f}"),
+                ("edge_plus_half", f"{v + 0.5 * 10 ** -decimals:.{decimals + 1}f}")]
+    return out
+
+
+def _fourth_symbolic_forms(g: str) -> list[tuple[str, str]]:
+    """A LaTeX gold with pi and roots spelled otherwise, in \\left( \\right)."""
+    out = [("left_right", f"\\left({g}\\right)")]
+    if "\\pi" in g:
+        out += [("pi_word", g.replace("\\pi", "pi")), ("pi_spaced", g.replace("\\pi", " \\pi "))]
+    if "\\sqrt" in g:
+        out += [("sqrt_unbraced", re.sub(r"\\sqrt\{(\d)\}", r"\\sqrt \1", g)),
+                ("sqrt_call", re.sub(r"\\sqrt\{(\w+)\}", r"sqrt(\1)", g)),
+                ("sqrt_power", re.sub(r"\\sqrt\{(\d+)\}", r"\1^{1/2}", g))]
+    m = re.fullmatch(r"\\frac\{([^{}]+)\}\{([^{}]+)\}", g)
+    if m:
+        out.append(("frac_slash_parens", f"({m.group(1)})/({m.group(2)})"))
+    return out
+
+
+def _fourth_letter_forms(L: str, T: str) -> list[tuple[str, str]]:
+    return [("option_is_correct", f"Option {L} is correct."), ("letter_is_correct_answer", f"{L} is the correct answer."),
+            ("correct_choice_paren", f"The correct choice is ({L})."), ("answer_is_option_paren", f"The answer is option ({L})"),
+            ("answer_colon_option", f"Answer: Option {L}"), ("lower_paren", f"({L.lower()})"), ("bold_paren", f"**({L})**"),
+            ("textbf_paren", f"\\textbf{{({L})}}"), ("letter_dash_text", f"{L} - {T}"), ("letter_comma_text", f"{L}, {T}"),
+            ("none_of_the_above", "None of the above")]
+
+
+def mathvision_fourth_responses(row: dict, rng: random.Random) -> list[tuple[str, str]]:
+    gold, options, letters, T = _mathvision_row(row)
+    out: list[tuple[str, str]] = []
+    if options:
+        L = gold
+        out += _fourth_wraps("f_mc_letter", L)
+        out += _fourth_wraps("f_mc_text", T)
+        for k, a in _fourth_letter_forms(L, T):
+            out += [(f"f_mc_{k}|bare", a), (f"f_mc_{k}|boxed", f"\\boxed{{{a}}}")]
+    else:
+        g = gold[1:-1].strip() if gold.startswith("$") and gold.endswith("$") and len(gold) > 1 else gold
+        out += _fourth_wraps("f_ff_gold", g)
+        forms = _fourth_number_forms(g) if re.fullmatch(r"-?\d+(?:\.\d+)?", g) else _fourth_symbolic_forms(g)
+        for k, a in forms:
+            out += [(f"f_num_{k}|bare", a), (f"f_num_{k}|boxed", f"\\boxed{{{a}}}"),
+                    (f"f_num_{k}|answer_is", f"The answer is {a}.")]
+    return out
+
+
+def mathvista_fourth_responses(item: dict, rng: random.Random) -> list[tuple[str, str, object]]:
+    """(style, response, the answer it states: what a GPT extraction returns for it). Words and decimal commas are
+    left out here: what a GPT extraction makes of "five" or "3,5" is not known."""
+    gold = str(item["answer"])
+    out: list[tuple[str, str, object]] = []
+    if item["question_type"] == "multi_choice":
+        choices, L, w, W = _mc_gold_and_wrong(item, rng)
+        out += [(s, r, L) for s, r in _fourth_wraps("f_mc_letter", L)]
+        out += [(s, r, gold) for s, r in _fourth_wraps("f_mc_text", gold)]
+        for k, a in _fourth_letter_forms(L, gold):
+            stated = a if k == "none_of_the_above" else L
+            out += [(f"f_mc_{k}|bare", a, stated), (f"f_mc_{k}|boxed", f"\\boxed{{{a}}}", stated)]
+    else:
+        out += [(s, r, gold) for s, r in _fourth_wraps("f_ff_gold", gold)]
+        if item["answer_type"] in ("integer", "float"):
+            for k, a in _fourth_number_forms(gold):
+                if k.startswith(("word", "comma_decimal")):
+                    continue
+                stated = a if k.startswith("edge_") else gold  # a unit, "=", "about", \\left( \\right), /1 dropped
+                out += [(f"f_num_{k}|bare", a, stated), (f"f_num_{k}|boxed", f"\\boxed{{{a}}}", stated),
+                        (f"f_num_{k}|answer_is", f"The answer is {a}.", stated)]
+        elif item["answer_type"] == "list":
+            items = json.loads(gold)
+            # (the official extraction prompt's list example returns a Python list: what a GPT extraction returns for
+            # "2014, 2016" or "(2014, 2016)" is the gold's "[2014, 2016]")
+            for k, a in [("list_no_brackets", ", ".join(map(str, items))), ("list_no_spaces", "[" + ",".join(map(str, items)) + "]"),
+                         ("list_parens", "(" + ", ".join(map(str, items)) + ")")]:
+                out += [(f"f_list_{k}|bare", a, gold), (f"f_list_{k}|boxed", f"\\boxed{{{a}}}", gold)]
+    return out
+
+
 PREFIXES = ["", "Let me think step by step.\n", "<think>The sides are 3 and 4, so 7 in all.</think>\n",
             "Step 1: the area is 12.\nStep 2: halve it.\n", "From the figure, (A) and (C) are too small. ",
             "答案是 ", "We have $x^2 = 9$.\n\n"]
@@ -510,7 +651,8 @@ def run_mathvision(row_stride: int, jobs: int, composed: int = 0, styles: str = 
         else:
             written = (mathvision_responses(row, rng) if styles in ("all", "base") else []) + \
                 (mathvision_new_responses(row, rng) if styles in ("all", "new") else []) + \
-                (mathvision_third_responses(row, rng) if styles in ("all", "third") else [])
+                (mathvision_third_responses(row, rng) if styles in ("all", "third") else []) + \
+                (mathvision_fourth_responses(row, rng) if styles in ("all", "fourth") else [])
         for style, resp in written:
             pairs.append({"id": str(row["id"]), "shape": style, "response": resp, "answer": str(row["answer"]),
                           "options": row.get("options") or []})
@@ -593,7 +735,8 @@ def run_mathvista(row_stride: int, styles: str = "all", row_offset: int = 0) -> 
         rng = random.Random(f"{SEED}:{pid}")
         written = (mathvista_responses(items[pid], rng) if styles in ("all", "base") else []) + \
             (mathvista_new_responses(items[pid], rng) if styles in ("all", "new") else []) + \
-            (mathvista_third_responses(items[pid], rng) if styles in ("all", "third") else [])
+            (mathvista_third_responses(items[pid], rng) if styles in ("all", "third") else []) + \
+            (mathvista_fourth_responses(items[pid], rng) if styles in ("all", "fourth") else [])
         for style, resp, stated in written:
             ext.append({"pid": pid, "shape": style, "response": resp})
             norm.append({"pid": pid, "shape": style, "extraction": stated})
@@ -620,7 +763,10 @@ def run_mathvista(row_stride: int, styles: str = "all", row_offset: int = 0) -> 
 # is that option, where the official nearest-choice rule compares case-sensitively.
 # Review 27: a non-empty response that states no answer ("\\boxed{}", "<p></p>") scores wrong (``score_mathvista``),
 # where a GPT extraction of "" would be mapped by the official normaliser to the nearest (shortest) choice.
-VISTA_DOCUMENTED = ("t_empty_box", "t_html_only", "n_num_two_or", "n_num_range_", "n_num_interval_", "n_num_vector", "n_num_set",
+# Review 28: a whole response "None of the above" on a row with no such option states no choice and scores wrong (an
+# unmarked text naming no option is no answer, README), where a GPT extraction of it would be mapped by the official
+# normaliser to the nearest choice text.
+VISTA_DOCUMENTED = ("f_mc_none_of_the_above|bare", "t_empty_box", "t_html_only", "n_num_two_or", "n_num_range_", "n_num_interval_", "n_num_vector", "n_num_set",
                     "n_num_list_brackets", "n_mc_text_upper", "n_mc_text_lower", "n_mc_text_title")
 
 
@@ -661,11 +807,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--show", type=int, default=3, help="examples kept per disagreeing style")
     ap.add_argument("--composed", type=int, default=0,
                     help="MATH-V: this many random prefix x marker x answer x suffix compositions per row instead")
-    ap.add_argument("--styles", choices=["all", "base", "new", "third"], default="all",
+    ap.add_argument("--styles", choices=["all", "base", "new", "third", "fourth"], default="all",
                     help="base: review 25's styles; new: review 26's (markdown, markers, tables, option-text variants, "
                          "trailing zeros, glued units, ranges, intervals, vectors, yes/no, precision); third: review "
                          "27's (Chinese, full width, boxes, HTML, bracketed letters, think blocks, scientific notation, "
-                         "percents, mixed numbers); all: the three")
+                         "percents, mixed numbers); fourth: review 28's (markdown italics / headings, \"Final Answer:\" variants, "
+                         "quotes, display math, units in LaTeX, number words, decimal commas, rounding edges, "
+                         "\\left( \\right), pi / root spellings, option sentences, lists); all: the four")
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args(argv)
     t0 = time.time()

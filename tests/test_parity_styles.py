@@ -87,16 +87,27 @@ THIRD_VISTA_FAMILIES = ["t_mc_letter|html_p", "t_mc_letter|fbox", "t_mc_letter_b
                         "t_num_mixed_latex|", "t_html_only"]
 
 
+# review 28's styles (``--styles fourth``) the subsets must hold
+FOURTH_MATHV_FAMILIES = ["f_mc_letter|md_italic_underscore", "f_mc_letter|final_answer_minerva", "f_mc_letter|bare_exclaim",
+                         "f_mc_text|display_bracket", "f_mc_option_is_correct|", "f_mc_none_of_the_above|",
+                         "f_ff_gold|smart_quoted", "f_num_word|", "f_num_left_right|", "f_num_dollar_circ|"]
+FOURTH_VISTA_FAMILIES = ["f_mc_letter|md_bold_underscore", "f_mc_letter|bare_exclaim", "f_mc_letter|final_answer_minerva",
+                         "f_mc_option_is_correct|boxed", "f_mc_answer_colon_option|boxed", "f_ff_gold|md_italic_star",
+                         "f_num_left_right|", "f_num_equals_prefix|"]
+
 @pytest.mark.skipif(not PARITY_PY.exists(), reason="the reference venv .venv-parity is missing: run `make parity-env`")
 @needs_shared("mathvision/test.jsonl", "MATH-V test.jsonl")
 @needs_shared("mathvista_testmini/testmini.json", "MathVista testmini.json")
 @pytest.mark.parametrize("styles, bench, stride, offset, families, min_pairs", [
     ("new", "mathvision", 160, 7, NEW_MATHV_FAMILIES, 1000), ("new", "mathvista", 20, 3, NEW_VISTA_FAMILIES, 3000),
     ("third", "mathvision", 160, 11, THIRD_MATHV_FAMILIES, 1000),
-    ("third", "mathvista", 20, 7, THIRD_VISTA_FAMILIES, 2000)])
+    ("third", "mathvista", 20, 7, THIRD_VISTA_FAMILIES, 2000),
+    ("fourth", "mathvision", 160, 13, FOURTH_MATHV_FAMILIES, 700),
+    ("fourth", "mathvista", 20, 11, FOURTH_VISTA_FAMILIES, 3000)])
 def test_review26_and_27_styles_score_as_the_official_scorer(tmp_path, styles, bench, stride, offset, families,
                                                              min_pairs):
-    """Review 26's (``--styles new``) and review 27's (``--styles third``) styles on a subset of rows."""
+    """Review 26's (``--styles new``), review 27's (``--styles third``) and review 28's (``--styles fourth``) styles on a
+    subset of rows."""
     report = _sweep(tmp_path, ["--bench", bench, "--row-stride", str(stride), "--row-offset", str(offset),
                                "--styles", styles])
     counts = report["by_bench"][bench]
