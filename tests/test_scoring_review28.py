@@ -48,6 +48,8 @@ VISTA = [
     (ANGLES_145, "C!", "C", True),  # was ''
     (CLOCK, "B!", "B", True),  # was ''
     (ANGLES_145, "D!", "D", False),
+    (ANGLES_145, "The answer is ***C***!", "C", True),  # was 'C*!' (the mark after the emphasis)
+    (ANGLES_145, "__C__!", "C", True),  # was ''
     # 3. math opening a sentence that goes on
     (ANGLES_145, "Final Answer: The final answer is $C$. I hope it is correct.", "C", True),  # was 'C$. I hope ...'
     (ROOTS, "Final Answer: The final answer is $6$. I hope it is correct.", "6", True),  # was '6. I hope ...'

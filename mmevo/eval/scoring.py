@@ -1941,9 +1941,10 @@ def _clean_candidate(s: str) -> str:
     s = re.sub(r"\\(?:text|textbf|mathbf|mathrm)\{([^{}]*)\}", r"\1", s)
     s = s.strip().rstrip(".。").strip()
     # Markdown emphasis with underscores around the whole answer: "__B__", "_B_", "___12___" (not a LaTeX subscript:
-    # no answer opens with "_"); and an exclamation mark after a word or letter, "B!" (not a factorial: "5!")
+    # no answer opens with "_"); and an exclamation mark after a word or letter, also emphasised or quoted, "B!",
+    # "***B***!" (not a factorial: "5!")
+    s = re.sub(r"(?<=[^\W\d]|[*\"'`\u201d\u2019])!+$", "", s).strip()
     s = re.sub(r"^(_{1,3})([^_\s](?:[^_\n]*[^_\s])?)\1$", r"\2", s)
-    s = re.sub(r"(?<=[^\W\d_])!+$", "", s).strip()
     # a Japanese / Korean copula after the answer: "B です", "12입니다", "B이다"
     s = re.sub(r"\s*(?:です|である|だ|입니다|이다|이에요|예요|임)[.!。]?$", "", s).strip()
     # a Chinese verdict after the option: "B 是正确的", "B正确。"
