@@ -1154,35 +1154,60 @@ def _check_tile_sizes() -> None:
     cairosvg.surface.SVGSurface = SizeCheckedSVGSurface
 
 
-# the size a browser gives an SVG that states none (CSS's default object size): width / height missing or a
+# the size a browser gives an SVG that states none (CSS's default object size): width / height missing, `auto` or a
 # percentage, and no viewBox to take one from
 SVG_DEFAULT_VIEWPORT = (300, 150)
 
+# a CSS length as SVG 2 reads a root's width / height: a number (sign, fraction, exponent) and a unit in any case
+_SVG_LENGTH = re.compile(r"([+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?)([A-Za-z]*|%)")
+# CSS units cairosvg reads no other way, as one it does read: rem (the root's font size, 16 px by default, as
+# cairosvg's 1em at the root) and Q (a quarter millimetre); viewport units of the default viewport, in px
+_SVG_UNIT_AS = {"rem": (1, "em"), "q": (0.25, "mm"),
+                "vw": (SVG_DEFAULT_VIEWPORT[0] / 100, ""), "vh": (SVG_DEFAULT_VIEWPORT[1] / 100, ""),
+                "vmin": (min(SVG_DEFAULT_VIEWPORT) / 100, ""), "vmax": (max(SVG_DEFAULT_VIEWPORT) / 100, "")}
 
-def _default_viewport(data: bytes) -> dict:
-    """cairosvg's ``parent_width`` / ``parent_height`` for the SVG ``data`` (already screened, so well-formed): the
+
+def _svg_root_length(value: str) -> str | None:
+    """A root ``width`` / ``height`` as cairosvg reads it right, or None for no size (missing, empty, ``auto``: SVG 2's
+    initial value, which sizes the outermost svg as 100% does). cairosvg read ``auto``, a unit in capitals (``100PX``:
+    CSS units are case-insensitive), ``Q`` and the viewport units as 0 (``invalid_size``, "The SVG size is undefined")
+    and ``rem`` as a number it failed to parse (``crash``). Anything else is left as written: cairosvg's word on
+    it stands (``nan`` / ``inf`` / an unknown unit are ``invalid_size``)."""
+    text = value.strip()
+    if not text or text.lower() == "auto":
+        return None
+    m = _SVG_LENGTH.fullmatch(text)
+    if m is None:
+        return text
+    number, unit = m.group(1), m.group(2).lower()
+    if unit in _SVG_UNIT_AS:
+        factor, unit = _SVG_UNIT_AS[unit]
+        return f"{float(number) * factor!r}{unit}"
+    return number + unit
+
+
+def _normalise_root_size(tree) -> None:
+    """The root of cairosvg's parsed ``tree`` (its attributes with the document's CSS applied, as cairosvg sizes it
+    from them) with its width / height rewritten by ``_svg_root_length``: one of no size is removed, so that
+    cairosvg takes it as missing (100% of the parent viewport, else the viewBox's)."""
+    for side in ("width", "height"):
+        if side in tree:
+            length = _svg_root_length(str(tree[side]))
+            if length is None:
+                del tree[side]
+            else:
+                tree[side] = length
+
+
+def _default_viewport(tree) -> dict:
+    """cairosvg's ``parent_width`` / ``parent_height`` for the parsed SVG ``tree`` (its root normalised): the
     default viewport where its root has no viewBox and a width or height missing or in percent, else nothing.
     cairosvg resolves both against no parent, to zero: ``<svg xmlns=...><circle .../></svg>`` was refused (the size
     undefined: 0x0 px) where a browser draws it 300x150. Absolute sizes and a viewBox are left to cairosvg as they
     were (a parent size would override a viewBox-only SVG's own size)."""
-    from xml.parsers import expat
-
-    root: dict = {}
-
-    def start(name, attrs):
-        root.update(attrs)
-        raise StopIteration  # the root's attributes are all that is read
-
-    p = expat.ParserCreate()
-    p.SetParamEntityParsing(expat.XML_PARAM_ENTITY_PARSING_NEVER)
-    p.StartElementHandler = start
-    try:
-        p.Parse(data, True)
-    except (StopIteration, expat.ExpatError):
-        pass
-    if "viewBox" in root:
+    if tree.get("viewBox"):
         return {}
-    sides = [root.get(a, "").strip() for a in ("width", "height")]
+    sides = [str(tree.get(a, "")).strip() for a in ("width", "height")]
     if all(v and not v.endswith("%") for v in sides):
         return {}
     return {"parent_width": SVG_DEFAULT_VIEWPORT[0], "parent_height": SVG_DEFAULT_VIEWPORT[1]}
@@ -1197,8 +1222,12 @@ def _run_svg(text: str, limits: RenderLimits) -> tuple[str, str]:
     _check_tile_sizes()
 
     try:
-        surface.convert(bytestring=data, write_to=os.path.join(_JOBDIR, OUT_NAME), unsafe=False,
-                        url_fetcher=_raster_only_fetch, **_default_viewport(data))
+        # as surface.convert does, with the root's size read right between parsing and sizing
+        from cairosvg.parser import Tree
+
+        tree = Tree(bytestring=data, unsafe=False, url_fetcher=_raster_only_fetch)
+        _normalise_root_size(tree)
+        surface(tree, os.path.join(_JOBDIR, OUT_NAME), 96, **_default_viewport(tree)).finish()
     except _SvgTooLarge as e:
         return "too_large", str(e)
     except _SvgInvalidSize as e:
