@@ -368,18 +368,32 @@ def _raised_by_job_code(e: BaseException) -> bool:
 _MPL_FIGURE_SIZE_REFUSAL = "figure size must be positive finite"
 
 
-def _raised_sizing_the_canvas(e: BaseException) -> bool:
-    """True when ``e`` came through a matplotlib canvas's ``get_renderer`` (Agg sizing its renderer from the figure's
-    size and dpi: ``int()`` of a NaN side, ``RendererAgg`` refusing a negative dpi or a side past its range), the one
-    place a library's ValueError / TypeError says the figure's size is no size or too large."""
+# PIL's refusal of the 0-pixel canvas Agg sized for a figure under one pixel at the dpi it was saved at
+_EMPTY_IMAGE_REFUSAL = "cannot write empty image"
+
+
+def _canvas_sized_at_failure(e: BaseException) -> tuple | None:
+    """``(figure, dpi)`` where ``e`` came through an Agg canvas sizing its renderer (``get_renderer``), or writing
+    the empty image it sized for a figure under one pixel (``_print_pil``, PIL's "cannot write empty image"): the
+    canvas's figure and the dpi it was drawn at then, a ``savefig(dpi=...)``'s own (``print_figure`` sets it on the
+    figure only while it saves, so the figure's dpi afterwards says nothing of it: ``savefig(dpi=nan)`` was a
+    ``crash``), else the figure's. None where the traceback never passed there."""
+    import numbers
+
+    figure, save_dpi = None, None
     tb = e.__traceback__
     while tb is not None:
-        frame = tb.tb_frame
-        if frame.f_code.co_name == "get_renderer" and str(frame.f_globals.get("__name__", "")).startswith(
-                "matplotlib.backends."):
-            return True
-        tb = tb.tb_next
-    return False
+        frame, tb = tb.tb_frame, tb.tb_next
+        name, module = frame.f_code.co_name, str(frame.f_globals.get("__name__", ""))
+        if name == "print_figure" and module == "matplotlib.backend_bases":
+            save_dpi = frame.f_locals.get("dpi")  # after 'figure' / None were resolved to a number
+        sizing = name == "get_renderer" or name == "_print_pil" and str(e) == _EMPTY_IMAGE_REFUSAL
+        if sizing and module.startswith("matplotlib.backends."):
+            figure = getattr(frame.f_locals.get("self"), "figure", None)
+    if figure is None or not hasattr(figure, "get_size_inches"):
+        return None
+    dpi = save_dpi if isinstance(save_dpi, numbers.Real) and not isinstance(save_dpi, bool) else figure.dpi
+    return figure, float(dpi)
 
 
 def _classify_one(e: BaseException) -> str:
@@ -753,17 +767,19 @@ def _run_python(code: str, limits: RenderLimits) -> tuple[str, str]:
         if oversized is None:
             raise
         return "too_large", f"{oversized} (out of memory drawing it: {_exc_text(e)})"
-    except (ValueError, TypeError) as e:
-        # the code's own draw / layout of a current figure of no size (`fig.dpi = float('nan'); fig.canvas.draw()`:
-        # "cannot convert float NaN to integer") or past max_side (dpi 1e300: Agg's constructor refuses the size) is
-        # that figure's size, as the worker's check would have said: it was a `crash`. Only an error raised where the
-        # canvas sizes its renderer: any other (a plot's mismatched shapes, a bad colour, json's) stays what it is,
-        # whatever the size of the figure open at the time.
-        if _raised_by_job_code(e) or not _raised_sizing_the_canvas(e):
+    except (ValueError, TypeError, OverflowError) as e:
+        # the code's own draw / layout / save of a figure of no size (`fig.dpi = float('nan'); fig.canvas.draw()`,
+        # `plt.savefig("out.png", dpi=float("nan"))`: "cannot convert float NaN to integer"; dpi 0 or negative: "dpi
+        # must be positive"; under one pixel: "cannot write empty image") or past max_side (dpi 1e300: Agg's
+        # constructor refuses the size) is that figure's size at the dpi it was drawn at, as the worker's check would
+        # have said: it was a `crash`. Only an error raised where the canvas sizes its renderer: any other (a plot's
+        # mismatched shapes, a bad colour, json's) stays what it is, whatever the size of the figure open at the time.
+        sized = None if _raised_by_job_code(e) else _canvas_sized_at_failure(e)
+        if sized is None:
             raise
-        refused = _invalid_figure_size(plt)
+        refused = _figure_size_invalid(*sized)
         kind = "invalid_size" if refused else "too_large"
-        refused = refused or _oversized_figure(plt, limits)
+        refused = refused or _figure_oversized(*sized, limits)
         if refused is None:
             raise
         return kind, f"{refused} (drawing it failed: {_exc_text(e)})"
@@ -828,28 +844,32 @@ def _image_size_invalid(w: float, h: float) -> bool:
 
 
 def _invalid_figure_size(plt) -> str | None:
-    """Why the current figure has no size in pixels at its own dpi, or None: a side NaN, infinite, or under one
-    pixel (Agg's canvas truncates it to zero: "cannot write empty image"), as an SVG's that rounds to zero. A NaN dpi
-    made it ``too_large`` ("figure of nanxnan px exceeds 4096 px") where a NaN ``width`` of an SVG was a ``crash``,
-    and a figure of 1e-9 inches a ``crash``."""
-    if not plt.get_fignums():
-        return None
-    fig = plt.gcf()
+    """Why the current figure has no size in pixels at its own dpi, or None (no figure open, or one of a size)."""
+    return _figure_size_invalid(plt.gcf(), plt.gcf().dpi) if plt.get_fignums() else None
+
+
+def _figure_size_invalid(fig, dpi: float) -> str | None:
+    """Why ``fig`` has no size in pixels at ``dpi``, or None: a side NaN, infinite, or under one pixel (Agg's canvas
+    truncates it to zero: "cannot write empty image"), as an SVG's that rounds to zero. A NaN dpi made it
+    ``too_large`` ("figure of nanxnan px exceeds 4096 px") where a NaN ``width`` of an SVG was a ``crash``, and a
+    figure of 1e-9 inches a ``crash``."""
     w_in, h_in = fig.get_size_inches()
-    w, h = w_in * fig.dpi, h_in * fig.dpi
+    w, h = w_in * dpi, h_in * dpi
     if not _image_size_invalid(w, h) and min(w, h) >= 1:
         return None
-    return f"figure size is not a finite number of pixels, one or more a side: {w:g}x{h:g} px (dpi {fig.dpi:g})"
+    return f"figure size is not a finite number of pixels, one or more a side: {w:g}x{h:g} px (dpi {dpi:g})"
 
 
 def _oversized_figure(plt, limits: RenderLimits) -> str | None:
     """Why the current figure is past ``max_side`` pixels a side at its own dpi (NaN counts), or None: no figure open,
     or one within the limit."""
-    if not plt.get_fignums():
-        return None
-    fig = plt.gcf()
+    return _figure_oversized(plt.gcf(), plt.gcf().dpi, limits) if plt.get_fignums() else None
+
+
+def _figure_oversized(fig, dpi: float, limits: RenderLimits) -> str | None:
+    """Why ``fig`` is past ``max_side`` pixels a side at ``dpi`` (NaN counts), or None."""
     w_in, h_in = fig.get_size_inches()
-    w, h = w_in * fig.dpi, h_in * fig.dpi
+    w, h = w_in * dpi, h_in * dpi
     if w <= limits.max_side and h <= limits.max_side:
         return None
     return f"figure of {_px(w)}x{_px(h)} px exceeds {limits.max_side} px"
