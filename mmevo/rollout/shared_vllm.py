@@ -8,9 +8,9 @@ one ``VLLMEngine`` that holds one role's weights at a time. A view whose weights
 ``weights_stale``: a trainer then pushes its module in (``sync_weights``), as it does after a level-2 sleep; a view
 made from a saved model (a frozen role) loads that model's files itself when it samples (``load_checkpoint``).
 
-The cost is a weight load per change of role (the saved model's files are memory-mapped, so the page cache, not a
-copy per rank, holds them; with tensor_parallel_size > 1 the whole checkpoint is read into host memory and sent to
-every worker); the gain is one KV cache and one set of weights in GPU memory instead of one per role.
+The cost is a weight load per change of role (each vLLM worker reads the saved model's memory-mapped files itself,
+so the page cache, not a copy per rank or per worker, holds them); the gain is one KV cache and one set of weights in
+GPU memory instead of one per role.
 """
 
 from __future__ import annotations

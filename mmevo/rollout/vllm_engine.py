@@ -563,11 +563,15 @@ class VLLMEngine:
         Asleep: the weights alone are woken (level 2: fresh, uninitialised memory), loaded, and only then is the KV
         cache woken, so the KV cache is never resident while the trainer's weights are gathered and streamed.
         """
-        self._load(lambda target: iter_weights(model, target))
+        self._load(lambda: self._push_weights(lambda target: iter_weights(model, target)))
 
     def load_checkpoint(self, model_path: str | Path) -> None:
         """Load a saved model's weights (its safetensors files, read a tensor at a time) into the engine, as
-        ``sync_weights`` loads a module's: how one engine serves several roles of a self-play loop in turn."""
+        ``sync_weights`` loads a module's: how one engine serves several roles of a self-play loop in turn.
+
+        Every vLLM worker reads the files itself: only their paths are sent (``_reload_from_checkpoint_files``), so
+        with tensor_parallel_size > 1 the workers share the memory-mapped files through the page cache instead of
+        each receiving the whole checkpoint pickled from this process."""
         files = checkpoint_weight_files(model_path)
         missing = sorted(self._start_tensor_names() - checkpoint_tensor_names(files))
         if missing:
@@ -577,7 +581,7 @@ class VLLMEngine:
             raise ValueError(f"the saved model at {model_path} lacks tensors that the vLLM engine's model has (it "
                              f"started from {self.model_dir}): {shown}; vLLM would keep the old values of those "
                              "layers")
-        self._load(lambda target: iter_checkpoint_weights(files, target))
+        self._load(lambda: self._push_checkpoint_files(files))
 
     def _start_tensor_names(self) -> set[str]:
         """The tensor names of the checkpoint the engine started from (each later ``load_checkpoint`` must have them
@@ -587,11 +591,11 @@ class VLLMEngine:
                 self.model_dir)), _tied_embeddings(self.model_dir))
         return self._start_names
 
-    def _load(self, weights) -> None:
-        """``weights(dtype)`` -> (vLLM name, tensor) iterator; loaded into woken weights, then the KV cache wakes."""
+    def _load(self, push) -> None:
+        """``push()`` loads new weights into the woken weights; then the KV cache wakes and the caches are reset."""
         self._open_llm()
         self._wake_tags(("weights",))
-        self._push_weights(weights)
+        push()
         self._weights_stale = False
         self._wake_tags(("kv_cache",))
         # vLLM's scheduler resets the prefix cache only while no request holds KV blocks and otherwise returns False
@@ -655,6 +659,14 @@ class VLLMEngine:
                 errors.append(f"{name}: {e}")
         else:
             raise RuntimeError("could not push weights into vLLM; tried " + "; ".join(errors))
+        self._refresh_tied_heads()
+
+    def _push_checkpoint_files(self, files: Sequence[Path]) -> None:
+        """Have every worker reload its model from the safetensors ``files`` (paths only cross to the workers)."""
+        counts = self.llm.collective_rpc(_reload_from_checkpoint_files,
+                                         args=([str(f) for f in files], _DTYPES.get(self.dtype)))
+        if len(set(counts)) != 1:  # every rank must have read the same files
+            raise RuntimeError(f"vLLM workers read different numbers of tensors from {files}: {counts}")
         self._refresh_tied_heads()
 
     def close(self) -> None:
@@ -774,6 +786,27 @@ class VLLMEngine:
             runner.model.load_weights(weights)
 
         return [("collective_rpc('reload_weights')", reload_rpc), ("driver_worker model.load_weights", direct_load)]
+
+
+def _reload_from_checkpoint_files(worker, files: list[str], dtype: torch.dtype | None) -> int:
+    """In one vLLM worker (run through ``collective_rpc``, which passes the worker first): reload its model in place
+    from the safetensors ``files``, read here a tensor at a time and converted to ``dtype``, through the worker's own
+    ``reload_weights`` (vLLM's layer-wise reload, then its LoRA / encoder / multimodal caches reset); the number of
+    tensors read. Module-level, so that the ``mp`` executor's worker processes find it by name."""
+    if not hasattr(worker, "reload_weights"):
+        raise RuntimeError(f"this vLLM's worker ({type(worker).__name__}) has no reload_weights: load_checkpoint "
+                           "needs vLLM's in-place weight reload (the builds in SUPPORTED_VLLM have it)")
+    read = 0
+
+    def counted():
+        nonlocal read
+        for item in iter_checkpoint_weights([Path(f) for f in files], dtype):
+            read += 1
+            yield item
+
+    with _quiet_expected_reload_warnings():
+        worker.reload_weights(weights_iterator=counted())
+    return read
 
 
 def _refresh_tied_embedding_heads(model: torch.nn.Module) -> int:
