@@ -161,7 +161,14 @@ _CHOICE_LETTER_RE = re.compile(r"(?:(?:option|choice)\s*)?\(?\s*([A-Z])\s*\)?\s*
 _CHOICE_LETTER_CI_RE = re.compile(
     r"(?:(?:option|choice)\s*\(?\s*([a-z])\s*\)?|\(\s*([a-z])\s*\))\s*[.):]?", re.IGNORECASE
 )
-_CHOICE_PREFIX_RE = re.compile(r"(?:\(\s*([A-Za-z])\s*\)|([A-Z])[.):])\s+\S.*", re.DOTALL)
+_CHOICE_PREFIX_RE = re.compile(r"(?:\(\s*([A-Za-z])\s*\)|(?:(?i:option|choice)\s*)?([A-Z])[.):])\s+(\S.*)", re.DOTALL)
+# a letter and its option's value with only a space between ("\\text{D}\\ 80"): read only when the value agrees
+_CHOICE_SPACED_RE = re.compile(r"([A-Z])\s+(\S.*)", re.DOTALL)
+# the value first, its option's letter after it: "80 (D)", "80^\circ \text{ (D)}", "80, option D". Glued to the value
+# ("80(D)") only after a digit, brace or degree mark: "P(A)" is a probability, not option A named after "P"
+_CHOICE_SUFFIX_RE = re.compile(
+    r"(\S.*?)(?:\s*[,;]\s*|\s+|(?<=[\d}°]))(?:\(\s*(?:(?i:option|choice)\s*)?([A-Z])\s*\)|(?i:option|choice)\s*([A-Z]))"
+    r"\s*\.?", re.DOTALL)
 
 
 def _no_choices(choices) -> bool:
@@ -175,7 +182,7 @@ def _choice_text_key(s: str) -> str:
 
 def _option_spelling(text: str) -> str:
     """An answer or option without math delimiters, text wrappers and LaTeX spacing, one space per blank run."""
-    s = _TEXT_WRAP_RE.sub(r"\1", text.strip().strip("$").strip()).strip()  # \text{B} is the letter B
+    s = _drop_text_wrappers(text.strip().strip("$").strip()).strip()  # \text{B} is the letter B
     s = _SPACING_RE.sub(" ", s).strip()  # "(B)\ 40^\circ": LaTeX spacing separates a letter from its text too
     return _WS_RUN_RE.sub(" ", s)  # linear matching below (see _letter_answer)
 
@@ -191,9 +198,14 @@ def _option_text_key(text: str) -> str:
     return _choice_text_key(_option_spelling(text))
 
 
+# what `_choice_index` returns for an answer naming one option by its letter and another by its value ("(D) 30")
+NAMES_TWO_OPTIONS = -1
+
+
 def _choice_index(ans, choices: Sequence[str] | None) -> int | None:
-    """The index of the option ``ans`` names: a choice letter ("B", "(B)", "B.", "option B", "(B) text") or a
-    choice's text; None when it names none (or there are no options)."""
+    """The index of the option ``ans`` names: a choice letter ("B", "(B)", "B.", "option B", "(B) text", "80 (D)") or
+    a choice's text; None when it names none (or there are no options), `NAMES_TWO_OPTIONS` when its letter and its
+    value name different options."""
     if _no_choices(choices) or not isinstance(ans, str):
         return None
     s = _option_spelling(ans)
@@ -220,15 +232,36 @@ def _choice_index(ans, choices: Sequence[str] | None) -> int | None:
         return hit
     m = _CHOICE_PREFIX_RE.fullmatch(s)
     if m and (hit := pick(m.group(1) or m.group(2))) is not None:
-        return hit
+        return _letter_with_text(hit, m.group(3), choices)
+    m = _CHOICE_SUFFIX_RE.fullmatch(s)
+    if m and (hit := pick(m.group(2) or m.group(3))) is not None:
+        return _letter_with_text(hit, m.group(1), choices)
+    m = _CHOICE_SPACED_RE.fullmatch(s)
+    if m and (hit := pick(m.group(1))) is not None:
+        return _letter_with_text(hit, m.group(2), choices, letter_decides=False)
     return None
+
+
+def _letter_with_text(idx: int, text: str, choices: Sequence[str], letter_decides: bool = True) -> int | None:
+    """The option an answer naming both a letter and a text ("(D) 80", "80 (D)") names: the lettered one, unless
+    the text is the value of other options only: then it names two options, and is neither ("(D) 30" against
+    30 / 40 / 60 / 80 was option D, scored right when D was gold). A text that is no option's value
+    (a paraphrase, a working) leaves the letter to decide, or, without ``letter_decides``, names no option, and then
+    texts are compared without math-verify: "A x" is any answer starting with a capital, not worth a sympy call."""
+    same = _equivalent if letter_decides else _cheaply_equivalent
+    named = [j for j, c in enumerate(choices) if same(text, str(c))]
+    if any(_same_option(idx, j, choices) for j in named):
+        return idx
+    if named:
+        return NAMES_TWO_OPTIONS
+    return idx if letter_decides else None
 
 
 def normalize_choice(ans: str, choices: Sequence[str] | None) -> str:
     """Map a choice letter ("B", "(B)", "B.", "option B", "(B) text") or a choice's text to
     that choice's text, so letters and texts compare equal; anything else is returned as is."""
     idx = _choice_index(ans, choices)
-    return ans if idx is None else str(choices[idx])
+    return ans if idx is None or idx == NAMES_TWO_OPTIONS else str(choices[idx])
 
 
 def _same_option(i: int, j: int, choices: Sequence[str]) -> bool:
@@ -239,7 +272,22 @@ def _same_option(i: int, j: int, choices: Sequence[str]) -> bool:
 # ----------------------------------------------------------------------------- normalisation
 
 # \\underline{..} too: an underlined answer is that answer, and "\\underline{\\quad}" (a fill-in blank) is no answer
-_TEXT_WRAP_RE = re.compile(r"\\(?:text|textbf|textit|mathrm|mathbf|mbox|operatorname|underline)\s*\{([^{}]*)\}")
+# the argument may hold two levels of braces ("\\text{\\frac{20}{3}}" is 20/3; it was left as text, no number); a wrapper
+# inside a wrapper ("\\text{\\textbf{5}}") is dropped by the next pass of `_drop_text_wrappers`. One character per
+# step of the repetition, so that a failed match backtracks linearly
+_TEXT_WRAP_RE = re.compile(
+    r"\\(?:text|textbf|textit|textrm|textsf|textnormal|mathrm|mathbf|mathit|mathsf|boldsymbol|bm|mbox|operatorname|"
+    r"underline)\s*\{((?:[^{}]|\{(?:[^{}]|\{[^{}]*\})*\})*)\}")
+
+
+def _drop_text_wrappers(s: str) -> str:
+    for _ in range(4):  # nested wrappers, outermost first
+        s, n = _TEXT_WRAP_RE.subn(r"\1", s)
+        if not n:
+            break
+    return s
+
+
 # (and the ASCII stand-in "120^o" / "120^{o}" after a number: Geometry3K's "\\boxed{120^o}" was no number, scored wrong)
 _DEGREE_RE = re.compile(r"\^\s*\{\s*\\circ\s*\}|\^\s*\\circ|\\circ|°|\\degree\b|\bdegrees?\b|"
                         r"(?<=[\d}])\s*\^\s*(?:o|\{\s*o\s*\})(?![A-Za-z])", re.IGNORECASE)
@@ -247,7 +295,8 @@ _DEGREE_RE = re.compile(r"\^\s*\{\s*\\circ\s*\}|\^\s*\\circ|\\circ|°|\\degree\b
 # the wide spaces too (\\quad, \\qquad, \\enspace, \\hspace{..}): a boxed blank "\\boxed{\\quad}" is no answer, as
 # "\\boxed{\\,}" is; without them it voted as an answer and could win a group's majority. A command ends at a non-letter
 _WIDE_SPACE = r"\\(?:q?quad|enspace|hfill)(?![A-Za-z])|\\hspace\*?\s*\{[^{}]*\}"
-_SPACING_RE = re.compile(r"\\[,;:! ]|~|\\left\b|\\right\b|\\(?:thinspace|medspace|thickspace)(?![A-Za-z])|" + _WIDE_SPACE)
+_SPACING_RE = re.compile(r"\\[,;:! ]|~|\\left\b|\\right\b|\\(?:thinspace|medspace|thickspace)(?![A-Za-z])|"
+                         r"\\(?:display|text|script)style(?![A-Za-z])|" + _WIDE_SPACE)  # a style switch sets only size
 # a wide space between two digits parts two numbers: "1 \\quad 2" is the list 1, 2 (math-verify: the set {1, 2}); dropped
 # as a space it read as 12 (and math-verify reads "1 2" as 3), so a listed pair out-voted or matched a single number
 _WIDE_GAP_RE = re.compile(r"(?<=\d)\s*(?:(?:" + _WIDE_SPACE + r")\s*)+(?=\d)")
@@ -281,7 +330,7 @@ def _unwrap(s: str) -> str:
     s = _PHANTOM_RE.sub(" ", s)
     s = _WIDE_GAP_RE.sub(", ", s)
     s = _SPACING_RE.sub(" ", s)
-    s = _TEXT_WRAP_RE.sub(r"\1", s)
+    s = _clean(_drop_text_wrappers(s)) or ""  # math inside the wrapper: "\\text{\\(\\frac{20}{3}\\)}"
     s = _DEGREE_RE.sub("", s)
     s = _WS_RUN_RE.sub(" ", s)  # one space per run keeps the unit pattern's \s* runs linear on long blank runs
     s = _UNIT_TAIL_RE.sub("", s)
@@ -721,6 +770,17 @@ def _equivalent(pred: str, gold: str) -> bool:
     return _mv_equal(up, ug)
 
 
+def _cheaply_equivalent(pred: str, gold: str) -> bool:
+    """`_equivalent`'s steps before math-verify: equal light spellings or equal numbers."""
+    lp, lg = _light(pred), _light(gold)
+    if not lp or not lg:
+        return False
+    np_, ng = _to_number(lp), _to_number(lg)
+    if np_ is not None and ng is not None:
+        return _numbers_close(np_, ng, _exact_integer(lp), _exact_integer(lg))
+    return lp == lg
+
+
 def _answer_text(x, name: str) -> str:
     """``x`` as answer text: a string, or a finite real number (numpy / torch scalars and 0-d arrays too) in its
     decimal spelling. Anything else is refused: its str() would be graded as text (a gold ``['4']`` matched "4", a
@@ -761,6 +821,8 @@ def answers_equivalent(pred: str | None, gold: str | None, choices: Sequence[str
     refuse_text_for_choices("choices", choices)  # before the try below, which reads any failure as "not equal"
     try:
         pi, gi = _choice_index(pred, choices), _choice_index(gold, choices)
+        if NAMES_TWO_OPTIONS in (pi, gi):  # not read as its value either: "A. 80" matched the gold 80 by value
+            return False
         if pi is not None and gi is not None:
             # two options are told apart by which they are, not by the value of their texts: the ranges "0.2 - 0.4"
             # and "0.0 - 0.2" (MathVista 288) both evaluate to -0.2, the orders "5-4-3-2-1" and "5-2-3-1-4" to -5
