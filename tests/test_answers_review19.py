@@ -4,11 +4,13 @@ rows) on the shared InterGPS rows: an answer naming both a choice's letter and a
 1. ``\\boxed{80^\\circ \\text{ (D)}}`` (the value, then its option's letter) named no option and was no number: scored
    wrong against the gold D = 80. And a box naming one option by its letter and another by its value ("(D) 30",
    "D: 30", "A. 80") was read by its letter alone: right when that letter was gold, whatever the value. Now the
-   value then its letter ("80 (D)", "80, option D", "80\\text{ (D)}", "\\text{D}\\ 80") names that option, and a letter
-   with another option's value names none. Sweep (`test_every_choice_in_every_spelling`, in ``\\boxed{}`` and, not
-   pinned, ``<answer>``): 8,000 (response, row) pairs, every (letter, value) of the ten rows in 22 letter-and-value and
-   12 value spellings: 676 wrong verdicts before (480 a letter with another option's value scored right, 196 the
-   gold's value and letter scored wrong), 0 now.
+   value then its letter ("80 (D)", "80, option D", "80\\text{ (D)}"), the letter then its value with only a space, a
+   comma or a dash between or in brackets ("\\text{D}\\ 80", "D, 80", "D - 80", "D (80^\\circ)": read only when the
+   value is D's), "[D]", and a boxed "Answer: D" / "The answer is D" name that option, and a letter with another
+   option's value names none. Sweep (`test_every_choice_in_every_spelling`): 4,320 boxed answers on the ten rows,
+   every letter in 8 spellings, every (letter, option value) in 22 and every option value in 12: 434 wrong verdicts
+   before (264 wrong answers scored right, nearly all a letter with another option's value; 170 right ones scored
+   wrong), 0 now.
 2. ``\\text{\\frac{20}{3}}`` was left as text (a wrapper's argument could hold no braces), so it matched no
    ``\\frac{20}{3}``; the same for ``\\mathrm{\\sqrt{3}}``, ``\\textbf{\\dfrac{20}{3}}``; ``\\textrm`` / ``\\mathit`` /
    ``\\boldsymbol`` / ``\\textsf`` ... were no wrappers, and ``\\textstyle`` was read as a symbol.
@@ -52,6 +54,18 @@ def _verdicts(item, response: str) -> tuple[bool, float]:
     ("\\boxed{(D) 80}", True),
     ("\\boxed{D. 80^\\circ}", True),
     ("\\boxed{(D) 81}", True),  # a value that is no option's: the letter decides, as before
+    ("\\boxed{D (80^\\circ)}", True),  # was wrong
+    ("\\boxed{D, 80}", True),  # was wrong
+    ("\\boxed{D - 80}", True),  # was wrong
+    ("\\boxed{[D]}", True),  # was wrong
+    ("\\boxed{\\text{Answer: D}}", True),  # was wrong
+    ("\\boxed{\\text{The answer is D}}", True),  # was wrong
+    ("\\boxed{Answer: 80^\\circ}", True),
+    ("\\boxed{D (81)}", False),  # letter first, a value in brackets that is no option's: not read as D
+    ("\\boxed{D (30)}", False),
+    ("\\boxed{A, 80}", False),
+    ("\\boxed{[A]}", False),
+    ("\\boxed{\\text{Answer: A}}", False),
     # a letter and another option's value name two options
     ("\\boxed{(D) 30}", False),  # was right
     ("\\boxed{D: 30}", False),  # was right
@@ -139,12 +153,17 @@ def test_wrapped_fraction_choice_on_a_row(rows):
     assert _verdicts(sin_x, "\\boxed{\\mathrm{\\frac{\\sqrt{2}}{5}}}") == (False, 0.0)
 
 
+def _letter_only(L: str) -> list[str]:
+    return [L, f"({L})", f"{L}.", f"[{L}]", f"\\text{{{L}}}", f"\\text{{({L})}}", f"\\text{{Answer: {L}}}",
+            f"\\text{{The answer is {L}}}"]
+
+
 def _letter_and_value(L: str, t: str) -> list[str]:
-    return [L, f"({L})", f"{L}.", f"\\text{{{L}}}", f"\\text{{({L})}}",  # the letter alone
-            f"{L}: {t}", f"{L}. {t}", f"({L}) {t}", f"{L}) {t}", f"\\text{{({L}) }} {t}", f"\\text{{({L}) }} {t}^\\circ",
+    return [f"{L}: {t}", f"{L}. {t}", f"({L}) {t}", f"{L}) {t}", f"\\text{{({L}) }} {t}", f"\\text{{({L}) }} {t}^\\circ",
             f"{t} ({L})", f"{t}^\\circ \\text{{ ({L})}}", f"{t}\\text{{ ({L})}}", f"{t}, ({L})", f"{t} (\\text{{{L}}})",
             f"{t} \\text{{(option {L})}}", f"\\text{{{L}: }} {t}", f"\\textbf{{({L})}} {t}", f"{t}^{{\\circ}} ({L})",
-            f"\\text{{Option {L}: }} {t}", f"\\text{{{L}}}\\ {t}"]
+            f"\\text{{Option {L}: }} {t}", f"\\text{{{L}}}\\ {t}", f"{L} ({t})", f"{L}\\ ({t}^\\circ)", f"{L}, {t}",
+            f"{L} - {t}", f"\\text{{Answer: }} {L}. {t}"]
 
 
 def _value(t: str) -> list[str]:
@@ -154,18 +173,27 @@ def _value(t: str) -> list[str]:
 
 def test_every_choice_in_every_spelling(rows):
     """Every row, every option's value written with every letter: right only with the gold's letter and value."""
+    assert sweep_errors(rows.values()) == []
+
+
+def sweep_errors(items) -> list[tuple]:
+    """(row, answer, right) of each wrong verdict: every letter alone, every letter with every option's value, every
+    option's value alone, boxed."""
     wrong = []
-    for item in rows.values():
+    for item in items:
         gold = item.choices.index(item.answer)
-        letter_only = 5
+        for k in range(len(item.choices)):
+            for ans in _letter_only(chr(65 + k)):
+                if _verdicts(item, f"\\boxed{{{ans}}}") != (k == gold, float(k == gold)):
+                    wrong.append((item.id, ans, k == gold))
         for v, value in enumerate(item.choices):
             for k in range(len(item.choices)):
-                for n, ans in enumerate(_letter_and_value(chr(65 + k), value)):
-                    right = k == gold if n < letter_only else k == gold and v == gold
+                for ans in _letter_and_value(chr(65 + k), value):
+                    right = k == gold and v == gold
                     if _verdicts(item, f"\\boxed{{{ans}}}") != (right, float(right)):
                         wrong.append((item.id, ans, right))
             for ans in _value(value):
                 right = v == gold
                 if _verdicts(item, f"\\boxed{{{ans}}}") != (right, float(right)):
                     wrong.append((item.id, ans, right))
-    assert wrong == []
+    return wrong

@@ -157,13 +157,15 @@ def extract_answer(text: str, choices: Sequence[str] | None = None) -> str | Non
 
 # ----------------------------------------------------------------------------- choices
 
-_CHOICE_LETTER_RE = re.compile(r"(?:(?:option|choice)\s*)?\(?\s*([A-Z])\s*\)?\s*[.):]?")
+# (square brackets too: "[D]")
+_CHOICE_LETTER_RE = re.compile(r"(?:(?:option|choice)\s*)?[(\[]?\s*([A-Z])\s*[)\]]?\s*[.):]?")
 _CHOICE_LETTER_CI_RE = re.compile(
     r"(?:(?:option|choice)\s*\(?\s*([a-z])\s*\)?|\(\s*([a-z])\s*\))\s*[.):]?", re.IGNORECASE
 )
 _CHOICE_PREFIX_RE = re.compile(r"(?:\(\s*([A-Za-z])\s*\)|(?:(?i:option|choice)\s*)?([A-Z])[.):])\s+(\S.*)", re.DOTALL)
-# a letter and its option's value with only a space between ("\\text{D}\\ 80"): read only when the value agrees
-_CHOICE_SPACED_RE = re.compile(r"([A-Z])\s+(\S.*)", re.DOTALL)
+# a letter and its option's value with only a space, a comma or a dash between, or the value in brackets
+# ("\\text{D}\\ 80", "D, 80", "D - 80", "D (80^\\circ)"): read only when the value agrees
+_CHOICE_SPACED_RE = re.compile(r"([A-Z])\s*(?:\((.+)\)|,\s*(\S.*)|\s+[-\u2013\u2014]\s+(\S.*)|\s+(\S.*))", re.DOTALL)
 # the value first, its option's letter after it: "80 (D)", "80^\circ \text{ (D)}", "80, option D". Glued to the value
 # ("80(D)") only after a digit, brace or degree mark: "P(A)" is a probability, not option A named after "P"
 _CHOICE_SUFFIX_RE = re.compile(
@@ -202,13 +204,25 @@ def _option_text_key(text: str) -> str:
 NAMES_TWO_OPTIONS = -1
 
 
+# a boxed sentence naming the answer: "\\boxed{\\text{Answer: D}}", "\\boxed{\\text{The answer is D}}"
+_ANSWER_LEAD_RE = re.compile(r"(?:the\s+)?(?:final\s+|correct\s+)?answer\s*(?:is\s*)?[:：]?\s*(?=\S)", re.IGNORECASE)
+
+
 def _choice_index(ans, choices: Sequence[str] | None) -> int | None:
     """The index of the option ``ans`` names: a choice letter ("B", "(B)", "B.", "option B", "(B) text", "80 (D)") or
-    a choice's text; None when it names none (or there are no options), `NAMES_TWO_OPTIONS` when its letter and its
-    value name different options."""
+    a choice's text, also after "Answer:" / "The answer is"; None when it names none (or there are no options),
+    `NAMES_TWO_OPTIONS` when its letter and its value name different options."""
     if _no_choices(choices) or not isinstance(ans, str):
         return None
     s = _option_spelling(ans)
+    idx = _spelled_choice_index(s, choices)
+    if idx is None and (lead := _ANSWER_LEAD_RE.match(s)):
+        idx = _spelled_choice_index(s[lead.end():], choices)
+    return idx
+
+
+def _spelled_choice_index(s: str, choices: Sequence[str]) -> int | None:
+    """`_choice_index` of an answer already in `_option_spelling`."""
     n = len(choices)
 
     def pick(letter: str | None) -> int | None:
@@ -238,7 +252,8 @@ def _choice_index(ans, choices: Sequence[str] | None) -> int | None:
         return _letter_with_text(hit, m.group(1), choices)
     m = _CHOICE_SPACED_RE.fullmatch(s)
     if m and (hit := pick(m.group(1))) is not None:
-        return _letter_with_text(hit, m.group(2), choices, letter_decides=False)
+        text = next(g for g in m.groups()[1:] if g is not None)
+        return _letter_with_text(hit, text, choices, letter_decides=False)
     return None
 
 
