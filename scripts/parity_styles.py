@@ -614,6 +614,85 @@ def mathvista_fourth_responses(item: dict, rng: random.Random) -> list[tuple[str
     return out
 
 
+# ------------------------------------------------------------------------------------- review 29 styles
+
+
+def _fifth_wraps(style: str, ans: str) -> list[tuple[str, str]]:
+    return [(f"{style}|bare", ans), (f"{style}|boxed", f"\\boxed{{{ans}}}"), (f"{style}|answer_is", f"The answer is {ans}."),
+            (f"{style}|answer_tag_boxed", f"<answer>\\boxed{{{ans}}}</answer>"), (f"{style}|dollar_boxed", f"$\\boxed{{{ans}}}$")]
+
+
+_NUMBER = r"-?\d+(?:\.\d+)?"
+
+
+def _fifth_letter_value_forms(L: str, T: str, W: str, WT: str) -> list[tuple[str, str, bool]]:
+    """(style, answer, whether it names the gold only) for a gold letter ``L`` with text ``T`` and a wrong letter ``W``
+    with text ``WT``: a letter and a value in either order, in text wrappers, agreeing or not."""
+    forms = [("value_paren_letter", "{t} ({l})"), ("value_text_paren_letter", "{t} \\text{{ ({l})}}"),
+             ("value_circ_text_letter", "{t}^\\circ \\text{{ ({l})}}"), ("value_comma_option", "{t}, option {l}"),
+             ("text_paren_letter_value", "\\text{{({l}) }} {t}"), ("letter_colon_value", "{l}: {t}"),
+             ("text_option_colon_value", "\\text{{Option {l}: }} {t}"), ("textbf_letter_value", "\\textbf{{({l})}} {t}"),
+             ("text_letter_space_value", "\\text{{{l}}}\\ {t}"), ("nested_text_letter", "\\text{{\\textbf{{{l}}}}}"),
+             ("mathrm_paren_letter", "\\mathrm{{({l})}}"), ("textrm_letter", "\\textrm{{{l}}}")]
+    out = []
+    for k, f in forms:
+        if "circ" in k and not (re.fullmatch(_NUMBER, T) and re.fullmatch(_NUMBER, WT)):
+            continue  # an angle only of a number
+        out.append((k, f.format(l=L, t=T), True))
+        if "{t}" in f:
+            out += [(f"{k}_wrong_value", f.format(l=L, t=WT), False), (f"{k}_wrong_letter", f.format(l=W, t=T), False)]
+        else:
+            out.append((f"{k}_wrong", f.format(l=W, t=T), False))
+    return out
+
+
+def _fifth_wrapped_value_forms(g: str) -> list[tuple[str, str]]:
+    """A free-form gold inside text / font wrappers (nested, around math, with a style switch)."""
+    out = [("text", f"\\text{{{g}}}"), ("mathrm", f"\\mathrm{{{g}}}"), ("textbf", f"\\textbf{{{g}}}"),
+           ("mathbf", f"\\mathbf{{{g}}}"), ("textrm", f"\\textrm{{{g}}}"), ("boldsymbol", f"\\boldsymbol{{{g}}}"),
+           ("text_textbf", f"\\text{{\\textbf{{{g}}}}}"), ("text_dollars", f"\\text{{${g}$}}"),
+           ("displaystyle", f"\\displaystyle {g}"), ("textstyle", f"\\textstyle {g}")]
+    m = re.fullmatch(r"-?\d+\.\d+", g)
+    if m:
+        fr = Fraction(g).limit_denominator(100)
+        if abs(float(fr) - float(g)) < 1e-9 and fr.denominator > 1:
+            out += [("text_frac", f"\\text{{\\frac{{{fr.numerator}}}{{{fr.denominator}}}}}"),
+                    ("mathrm_dfrac", f"\\mathrm{{\\dfrac{{{fr.numerator}}}{{{fr.denominator}}}}}")]
+    return out
+
+
+def mathvision_fifth_responses(row: dict, rng: random.Random) -> list[tuple[str, str]]:
+    gold, options, letters, T = _mathvision_row(row)
+    out: list[tuple[str, str]] = []
+    if options:
+        W = rng.choice([c for c in letters if c != gold] or [gold])
+        WT = options[letters.index(W)]
+        for k, a, _ in _fifth_letter_value_forms(gold, T, W, WT):
+            out += _fifth_wraps(f"v_mc_{k}", a)
+        for c, o in zip(letters, options):  # every option's text and letter (rows whose options are letters: 654, 742)
+            out += _fifth_wraps(f"v_mc_each_letter:{c}", c) + _fifth_wraps(f"v_mc_each_text:{c}", f"\\text{{{o}}}")
+    else:
+        g = gold[1:-1].strip() if gold.startswith("$") and gold.endswith("$") and len(gold) > 1 else gold
+        for k, a in _fifth_wrapped_value_forms(g):
+            out += _fifth_wraps(f"v_ff_{k}", a)
+    return out
+
+
+def mathvista_fifth_responses(item: dict, rng: random.Random) -> list[tuple[str, str, object]]:
+    """(style, response, the answer it states). A letter with another option's value states no one answer: left out
+    (what a GPT extraction returns for it is not known)."""
+    gold = str(item["answer"])
+    out: list[tuple[str, str, object]] = []
+    if item["question_type"] == "multi_choice":
+        choices, L, w, W = _mc_gold_and_wrong(item, rng)
+        for k, a, agrees in _fifth_letter_value_forms(L, gold, W, choices[w]):
+            if agrees or k.endswith("_wrong"):
+                out += [(s, r, L if agrees else W) for s, r in _fifth_wraps(f"v_mc_{k}", a)]
+    elif item["answer_type"] in ("integer", "float"):
+        out += [(s, r, gold) for k, a in _fifth_wrapped_value_forms(gold) for s, r in _fifth_wraps(f"v_ff_{k}", a)]
+    return out
+
+
 PREFIXES = ["", "Let me think step by step.\n", "<think>The sides are 3 and 4, so 7 in all.</think>\n",
             "Step 1: the area is 12.\nStep 2: halve it.\n", "From the figure, (A) and (C) are too small. ",
             "答案是 ", "We have $x^2 = 9$.\n\n"]
@@ -639,10 +718,11 @@ def composed_responses(row: dict, rng: random.Random, n: int) -> list[tuple[str,
     return out
 
 
-def run_mathvision(row_stride: int, jobs: int, composed: int = 0, styles: str = "all", row_offset: int = 0) -> tuple[list[dict], list[dict], list[dict]]:
+def run_mathvision(row_stride: int, jobs: int, composed: int = 0, styles: str = "all", row_offset: int = 0,
+                   ids: frozenset = frozenset()) -> tuple[list[dict], list[dict], list[dict]]:
     pm = _script("parity_mathvision")
     rows = [json.loads(line) for line in open(DATA / "mathvision" / "test.jsonl", encoding="utf-8") if line.strip()]
-    rows = rows[row_offset::row_stride]
+    rows = [r for r in rows if str(r["id"]) in ids] if ids else rows[row_offset::row_stride]
     pairs = []
     for row in rows:
         rng = random.Random(f"{SEED}:{row['id']}")
@@ -652,7 +732,8 @@ def run_mathvision(row_stride: int, jobs: int, composed: int = 0, styles: str = 
             written = (mathvision_responses(row, rng) if styles in ("all", "base") else []) + \
                 (mathvision_new_responses(row, rng) if styles in ("all", "new") else []) + \
                 (mathvision_third_responses(row, rng) if styles in ("all", "third") else []) + \
-                (mathvision_fourth_responses(row, rng) if styles in ("all", "fourth") else [])
+                (mathvision_fourth_responses(row, rng) if styles in ("all", "fourth") else []) + \
+                (mathvision_fifth_responses(row, rng) if styles in ("all", "fifth") else [])
         for style, resp in written:
             pairs.append({"id": str(row["id"]), "shape": style, "response": resp, "answer": str(row["answer"]),
                           "options": row.get("options") or []})
@@ -736,7 +817,8 @@ def run_mathvista(row_stride: int, styles: str = "all", row_offset: int = 0) -> 
         written = (mathvista_responses(items[pid], rng) if styles in ("all", "base") else []) + \
             (mathvista_new_responses(items[pid], rng) if styles in ("all", "new") else []) + \
             (mathvista_third_responses(items[pid], rng) if styles in ("all", "third") else []) + \
-            (mathvista_fourth_responses(items[pid], rng) if styles in ("all", "fourth") else [])
+            (mathvista_fourth_responses(items[pid], rng) if styles in ("all", "fourth") else []) + \
+            (mathvista_fifth_responses(items[pid], rng) if styles in ("all", "fifth") else [])
         for style, resp, stated in written:
             ext.append({"pid": pid, "shape": style, "response": resp})
             norm.append({"pid": pid, "shape": style, "extraction": stated})
@@ -807,20 +889,23 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--show", type=int, default=3, help="examples kept per disagreeing style")
     ap.add_argument("--composed", type=int, default=0,
                     help="MATH-V: this many random prefix x marker x answer x suffix compositions per row instead")
-    ap.add_argument("--styles", choices=["all", "base", "new", "third", "fourth"], default="all",
+    ap.add_argument("--styles", choices=["all", "base", "new", "third", "fourth", "fifth"], default="all",
                     help="base: review 25's styles; new: review 26's (markdown, markers, tables, option-text variants, "
                          "trailing zeros, glued units, ranges, intervals, vectors, yes/no, precision); third: review "
                          "27's (Chinese, full width, boxes, HTML, bracketed letters, think blocks, scientific notation, "
                          "percents, mixed numbers); fourth: review 28's (markdown italics / headings, \"Final Answer:\" variants, "
                          "quotes, display math, units in LaTeX, number words, decimal commas, rounding edges, "
-                         "\\left( \\right), pi / root spellings, option sentences, lists); all: the four")
+                         "\\left( \\right), pi / root spellings, option sentences, lists); fifth: review 29's (a letter and "
+                         "a value in either order, agreeing or not, text / font wrappers around math, every option of "
+                         "rows whose options are letters); all: the five")
+    ap.add_argument("--ids", default="", help="MATH-V: only these comma-separated row ids (instead of a stride)")
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args(argv)
     t0 = time.time()
     records: list[dict] = []
     if args.bench in ("all", "mathvision"):
         pairs, ours, ref = run_mathvision(args.row_stride, min(args.jobs, 2), args.composed, args.styles,
-                                          args.row_offset)
+                                          args.row_offset, frozenset(filter(None, args.ids.split(","))))
         for p, o, r in zip(pairs, ours, ref):
             if r["status"] != "ok":
                 continue  # the official scorer timed out or crashed: no verdict to compare

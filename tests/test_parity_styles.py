@@ -94,6 +94,13 @@ FOURTH_MATHV_FAMILIES = ["f_mc_letter|md_italic_underscore", "f_mc_letter|final_
 FOURTH_VISTA_FAMILIES = ["f_mc_letter|md_bold_underscore", "f_mc_letter|bare_exclaim", "f_mc_letter|final_answer_minerva",
                          "f_mc_option_is_correct|boxed", "f_mc_answer_colon_option|boxed", "f_ff_gold|md_italic_star",
                          "f_num_left_right|", "f_num_equals_prefix|"]
+# review 29's styles (``--styles fifth``) the subsets must hold
+FIFTH_MATHV_FAMILIES = ["v_mc_value_paren_letter|", "v_mc_value_paren_letter_wrong_letter|", "v_mc_textrm_letter|",
+                        "v_mc_nested_text_letter_wrong|", "v_mc_text_letter_space_value|", "v_mc_each_letter:",
+                        "v_mc_each_text:", "v_ff_text|", "v_ff_text_textbf|", "v_ff_textstyle|"]
+FIFTH_VISTA_FAMILIES = ["v_mc_textrm_letter|", "v_mc_nested_text_letter|", "v_mc_nested_text_letter_wrong|",
+                        "v_mc_text_letter_space_value|", "v_mc_value_comma_option|", "v_ff_boldsymbol|",
+                        "v_ff_text_dollars|"]
 
 @pytest.mark.skipif(not PARITY_PY.exists(), reason="the reference venv .venv-parity is missing: run `make parity-env`")
 @needs_shared("mathvision/test.jsonl", "MATH-V test.jsonl")
@@ -103,11 +110,13 @@ FOURTH_VISTA_FAMILIES = ["f_mc_letter|md_bold_underscore", "f_mc_letter|bare_exc
     ("third", "mathvision", 160, 11, THIRD_MATHV_FAMILIES, 1000),
     ("third", "mathvista", 20, 7, THIRD_VISTA_FAMILIES, 2000),
     ("fourth", "mathvision", 160, 13, FOURTH_MATHV_FAMILIES, 700),
-    ("fourth", "mathvista", 20, 11, FOURTH_VISTA_FAMILIES, 3000)])
+    ("fourth", "mathvista", 20, 11, FOURTH_VISTA_FAMILIES, 3000),
+    ("fifth", "mathvision", 160, 17, FIFTH_MATHV_FAMILIES, 1500),
+    ("fifth", "mathvista", 20, 13, FIFTH_VISTA_FAMILIES, 2500)])
 def test_review26_and_27_styles_score_as_the_official_scorer(tmp_path, styles, bench, stride, offset, families,
                                                              min_pairs):
-    """Review 26's (``--styles new``), review 27's (``--styles third``) and review 28's (``--styles fourth``) styles on a
-    subset of rows."""
+    """Review 26's (``--styles new``), review 27's (``--styles third``), review 28's (``--styles fourth``) and review 29's
+    (``--styles fifth``) styles on a subset of rows."""
     report = _sweep(tmp_path, ["--bench", bench, "--row-stride", str(stride), "--row-offset", str(offset),
                                "--styles", styles])
     counts = report["by_bench"][bench]

@@ -1923,6 +1923,21 @@ _ANSWER_IS_RE = re.compile(
 )
 
 
+# a text or font command around an answer: the answer ("\\textrm{C}", "\\textit{C}", "\\boldsymbol{12}" were read as
+# they stand, a text that names no option, so the nearest choice text)
+_FONT_WRAPPER_RE = re.compile(r"\\(?:text|textbf|textit|textrm|textsf|textnormal|mathbf|mathrm|mathit|mathsf|boldsymbol|"
+                              r"bm|mbox)\{([^{}]*)\}")
+
+
+def _drop_font_wrappers(s: str) -> str:
+    """``s`` without its font wrappers, nested ones too ("\\text{\\textbf{C}}" was "\\text{C}"): innermost first."""
+    for _ in range(4):
+        s, n = _FONT_WRAPPER_RE.subn(r"\1", s)
+        if not n:
+            break
+    return s
+
+
 def _clean_candidate(s: str) -> str:
     # Markdown bold anywhere in the candidate ("** **B**" after "**Answer:**", "B**, because ...", "B**: text")
     s = s.replace("**", "").strip()
@@ -1938,7 +1953,7 @@ def _clean_candidate(s: str) -> str:
     # Markdown inline code around the answer: "The answer is `C`.", a whole response "`A`" (what a GPT extraction
     # returns is the C / A inside)
     s = re.sub(r"^`+([^`\n]+)`+(?=\s*[.。]?$)", r"\1", s).strip()
-    s = re.sub(r"\\(?:text|textbf|mathbf|mathrm)\{([^{}]*)\}", r"\1", s)
+    s = _drop_font_wrappers(s)
     s = s.strip().rstrip(".。").strip()
     # Markdown emphasis with underscores around the whole answer: "__B__", "_B_", "___12___" (not a LaTeX subscript:
     # no answer opens with "_"); and an exclamation mark after a word or letter, also emphasised or quoted, "B!",
@@ -2070,18 +2085,27 @@ def _letter_with_its_text(cand: str, choices: list[str], dash: bool = True) -> s
     # (``dash``: also a response that is just "E - (b)", where the texts are bracketed letters (pids 168 / 849): it
     # restates option E with its own text; read as the text, "(b)" was the letter of the 2nd option. Not the first
     # line of a longer response, which may restate the options: "A - 135°\nB - 140°\n...")
-    dashed = r"|\s+[-\u2013\u2014]\s+(.+)" if dash else ""
+    # (and, with ``dash`` too, only a space, LaTeX's too: "C 5", "\\text{C}\\ 5" (review 29; the nearest text to "C 5"
+    # was "3" of the choices 3, 4.5, 5, 6 on pid 271)
+    dashed = r"|\s+[-\u2013\u2014]\s+(.+)|(?:\s|\\ )+(.+)" if dash else ""
     m = re.fullmatch(rf"([{letters}])\s*(?:\((.+)\)|,\s*(.+){dashed})", cand.strip())
-    if m and _choice_key(m.group(2) or m.group(3) or (m.group(4) if dash else None)) == _choice_key(choices[ord(m.group(1)) - ord("A")]):
-        return m.group(1)
+    if m:
+        own = _choice_key(choices[ord(m.group(1)) - ord("A")])
+        text = next(g for g in m.groups()[1:] if g is not None)
+        # (the whole rest when it is bracketed: "E (b)", E's text "(b)" on pids 168 / 849)
+        if own in (_choice_key(text), _choice_key(cand.strip()[1:]) if dash else None):
+            return m.group(1)
     # (the word may go: "(b) (E)", with the choice texts "(c)", "(a)", ..., "(b)" of pids 168 / 849, is option E, whose
     # text "(b)" it restates; a capital letter then, since "(D) (b)" is the letter D with its text "(b)")
-    named = re.fullmatch(rf"(.+?)\s*\((?:(?i:option|choice)\s+([{letters}{letters.lower()}])|([{letters}]))\)",
-                         cand.strip())
+    # (or after a comma, "(b), option E" (review 29): the letter where the option's text reads as another letter, "(b)"
+    # of pid 168; else the text, "145°, option C" is "145°")
+    named = re.fullmatch(rf"(.+?)(?:\s*\((?:(?i:option|choice)\s+([{letters}{letters.lower()}])|([{letters}]))\)|"
+                         rf",\s*(?i:option|choice)\s+([{letters}{letters.lower()}]))", cand.strip())
     if named:
-        letter = (named.group(2) or named.group(3)).upper()
-        if _choice_key(named.group(1)) == _choice_key(choices[ord(letter) - ord("A")]):
-            return letter
+        letter = (named.group(2) or named.group(3) or named.group(4)).upper()
+        own = choices[ord(letter) - ord("A")]
+        if _choice_key(named.group(1)) == _choice_key(own):
+            return own if named.group(4) and not _letter_of(own, len(choices)) else letter
     return None
 
 
