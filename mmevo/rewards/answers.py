@@ -247,27 +247,92 @@ def _spelled_choice_index(s: str, choices: Sequence[str]) -> int | None:
     m = _CHOICE_PREFIX_RE.fullmatch(s)
     if m and (hit := pick(m.group(1) or m.group(2))) is not None:
         return _letter_with_text(hit, m.group(3), choices)
+    # the value before the letter must be that option's: any text then "(D)" was D ("A (D)", "A, B, C (D)", "between
+    # 30 (A) and 80 (D)", "80 or 30 (D)" all scored right on the gold D)
     m = _CHOICE_SUFFIX_RE.fullmatch(s)
     if m and (hit := pick(m.group(2) or m.group(3))) is not None:
-        return _letter_with_text(hit, m.group(1), choices)
+        return _letter_with_text(hit, m.group(1), choices, letter_decides=False)
     m = _CHOICE_SPACED_RE.fullmatch(s)
     if m and (hit := pick(m.group(1))) is not None:
         text = next(g for g in m.groups()[1:] if g is not None)
-        return _letter_with_text(hit, text, choices, letter_decides=False)
+        return _letter_with_text(hit, text, choices, letter_decides=False, cheap=True)
     return None
 
 
-def _letter_with_text(idx: int, text: str, choices: Sequence[str], letter_decides: bool = True) -> int | None:
+# another option's letter inside the text that follows or precedes a letter: "(A)", "[A]", "option A" (not "P(A)",
+# a probability: a bracket glued to a name is no option), or the text being a letter alone ("D. A")
+_LETTER_MENTION_RE = re.compile(
+    r"(?<![A-Za-z0-9_\\])[(\[]\s*([A-Z])\s*[)\]]|(?i:\b(?:option|choice))\s*[(\[]?\s*([A-Z])(?![A-Za-z0-9])|"
+    r"^\s*([A-Z])\s*[.):]?\s*$")
+
+
+def _mentions_other_letter(idx: int, text: str, choices: Sequence[str]) -> bool:
+    """Whether ``text`` names an option other than ``idx`` (and its duplicates) by its letter."""
+    for m in _LETTER_MENTION_RE.finditer(text):
+        j = ord(m.group(1) or m.group(2) or m.group(3)) - 65
+        if j < len(choices) and not _same_option(idx, j, choices):
+            return True
+    return False
+
+
+# the items of a listed text: "30 or 80", "30, 40, 60, 80", "30 and 80" (a comma before a blank only: "1,000" is a
+# number)
+_LIST_SEPARATOR_RE = re.compile(r"\s*(?:,\s|;|\bor\b|\band\b|\\(?:lor|vee)(?![A-Za-z]))\s*", re.IGNORECASE)
+
+
+_MAX_LISTED = 64
+
+
+def _lists_other_value(idx: int, text: str, choices: Sequence[str]) -> bool:
+    """Whether ``text`` is a list one of whose items is the value or letter of an option other than ``idx``:
+    "(D) 30 or 80", "(D) 30, 40, 60, 80" were D by their letter (no one option's value), right on the gold D = 80.
+    Each distinct item is spelled once, and compared as `_cheaply_equivalent` does; a list of more than
+    `_MAX_LISTED` distinct items restates far more than one option and is taken as naming others (spelling 4,000
+    items took 0.1 s)."""
+    listed = [t for t in _LIST_SEPARATOR_RE.split(text) if t]
+    if len(listed) < 2:
+        return False
+    items = set(listed)
+    if len(items) > _MAX_LISTED:
+        return True
+    others = [_value_key(str(c)) for j, c in enumerate(choices) if not _same_option(idx, j, choices)]
+    others = [o for o in others if o[0]]
+    for item in items:
+        if (m := _CHOICE_LETTER_RE.fullmatch(item)) and (j := ord(m.group(1)) - 65) < len(choices) \
+                and not _same_option(idx, j, choices):  # a listed letter: "(D) A or B"
+            return True
+        light, num, exact = _value_key(item)
+        for o_light, o_num, o_exact in others:
+            if light and (_numbers_close(num, o_num, exact, o_exact) if num is not None and o_num is not None
+                          else light == o_light):
+                return True
+    return False
+
+
+def _value_key(text: str) -> tuple[str, float | None, int | None]:
+    """(`_light` spelling, number, exact integer) of ``text``, what `_cheaply_equivalent` compares."""
+    light = _light(text)
+    num = _to_number(light)
+    return light, num, _exact_integer(light) if num is not None else None
+
+
+def _letter_with_text(idx: int, text: str, choices: Sequence[str], letter_decides: bool = True,
+                      cheap: bool = False) -> int | None:
     """The option an answer naming both a letter and a text ("(D) 80", "80 (D)") names: the lettered one, unless
-    the text is the value of other options only: then it names two options, and is neither ("(D) 30" against
-    30 / 40 / 60 / 80 was option D, scored right when D was gold). A text that is no option's value
-    (a paraphrase, a working) leaves the letter to decide, or, without ``letter_decides``, names no option, and then
-    texts are compared without math-verify: "A x" is any answer starting with a capital, not worth a sympy call."""
-    same = _equivalent if letter_decides else _cheaply_equivalent
+    the text names another option, by its value or its letter, or lists another's value: then it names two options,
+    and is neither ("(D) 30" against 30 / 40 / 60 / 80 was option D, scored right when D was gold; "(D) (A)",
+    "(D) 30 or 80" and the options restated, "(A) 30\\n(B) 40\\n...", were the first letter's). A text that is no
+    option's value (a paraphrase, a working) leaves the letter to decide, or, without ``letter_decides``, names no
+    option. ``cheap``: texts are compared without math-verify ("A x" is any answer starting with a capital, not worth
+    a sympy call)."""
+    # (unless the text is the option's own: "(D) E" where D's text is the letter "E", MATH-V 742)
+    if _option_text_key(text) != _option_key(choices[idx]) and _mentions_other_letter(idx, text, choices):
+        return NAMES_TWO_OPTIONS
+    same = _cheaply_equivalent if cheap else _equivalent
     named = [j for j, c in enumerate(choices) if same(text, str(c))]
     if any(_same_option(idx, j, choices) for j in named):
         return idx
-    if named:
+    if named or _lists_other_value(idx, text, choices):
         return NAMES_TWO_OPTIONS
     return idx if letter_decides else None
 
