@@ -375,23 +375,27 @@ _EMPTY_IMAGE_REFUSAL = "cannot write empty image"
 def _canvas_sized_at_failure(e: BaseException) -> tuple | None:
     """``(figure, dpi)`` where ``e`` came through an Agg canvas sizing its renderer (``get_renderer``), or writing
     the empty image it sized for a figure under one pixel (``_print_pil``, PIL's "cannot write empty image"): the
-    canvas's figure and the dpi it was drawn at then, a ``savefig(dpi=...)``'s own (``print_figure`` sets it on the
-    figure only while it saves, so the figure's dpi afterwards says nothing of it: ``savefig(dpi=nan)`` was a
-    ``crash``), else the figure's. None where the traceback never passed there."""
+    canvas's figure and the dpi it was drawn at then, that of a ``savefig(dpi=...)`` of that figure (``print_figure``
+    sets it on the figure only while it saves, so the figure's dpi afterwards says nothing of it: ``savefig(dpi=nan)``
+    was a ``crash``), else the figure's. None where the traceback never passed there."""
     import numbers
 
-    figure, save_dpi = None, None
+    figure, saves = None, []  # saves: (figure, dpi) of each print_figure on the way, outermost first
     tb = e.__traceback__
     while tb is not None:
         frame, tb = tb.tb_frame, tb.tb_next
         name, module = frame.f_code.co_name, str(frame.f_globals.get("__name__", ""))
         if name == "print_figure" and module == "matplotlib.backend_bases":
-            save_dpi = frame.f_locals.get("dpi")  # after 'figure' / None were resolved to a number
+            # its dpi after 'figure' / None were resolved to a number
+            saves.append((getattr(frame.f_locals.get("self"), "figure", None), frame.f_locals.get("dpi")))
         sizing = name == "get_renderer" or name == "_print_pil" and str(e) == _EMPTY_IMAGE_REFUSAL
         if sizing and module.startswith("matplotlib.backends."):
             figure = getattr(frame.f_locals.get("self"), "figure", None)
     if figure is None or not hasattr(figure, "get_size_inches"):
         return None
+    # only a save of this figure sets its dpi: another figure drawn while one is saved (a draw_event callback
+    # drawing a second figure) is sized at its own
+    save_dpi = next((dpi for saved, dpi in reversed(saves) if saved is figure), None)
     dpi = save_dpi if isinstance(save_dpi, numbers.Real) and not isinstance(save_dpi, bool) else figure.dpi
     return figure, float(dpi)
 
