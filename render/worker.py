@@ -1183,7 +1183,9 @@ def _check_tile_sizes() -> None:
 SVG_DEFAULT_VIEWPORT = (300, 150)
 
 # a CSS length as SVG 2 reads a root's width / height: a number (sign, fraction, exponent) and a unit in any case
-_SVG_LENGTH = re.compile(r"([+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?)([A-Za-z]*|%)")
+# (and nan / inf, which cairosvg's float() reads as they are read bare: `nanrem` was a crash where `nan` is no size)
+_SVG_LENGTH = re.compile(r"([+-]?(?:(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|(?i:nan|inf(?:inity)?)))"
+                         r"([A-Za-z]*|%)")
 # CSS units cairosvg reads no other way, as one it does read: rem (the root's font size, 16 px by default, as
 # cairosvg's 1em at the root) and Q (a quarter millimetre); viewport units of the default viewport, in px
 _SVG_UNIT_AS = {"rem": (1, "em"), "q": (0.25, "mm"),
@@ -1210,10 +1212,24 @@ def _svg_root_length(value: str) -> str | None:
     return number + unit
 
 
+def _viewbox_size(viewbox) -> tuple[float, float] | None:
+    """Width and height of an SVG ``viewBox`` (split as cairosvg splits it), or None where they give no ratio."""
+    try:
+        parts = [float(v) for v in re.sub("[ \n\r\t,]+", " ", str(viewbox)).split()]
+    except ValueError:
+        return None
+    if len(parts) != 4 or not all(math.isfinite(v) and v > 0 for v in parts[2:]):
+        return None
+    return parts[2], parts[3]
+
+
 def _normalise_root_size(tree) -> None:
     """The root of cairosvg's parsed ``tree`` (its attributes with the document's CSS applied, as cairosvg sizes it
     from them) with its width / height rewritten by ``_svg_root_length``: one of no size is removed, so that
-    cairosvg takes it as missing (100% of the parent viewport, else the viewBox's)."""
+    cairosvg takes it as missing (100% of the parent viewport, else the viewBox's). One side missing next to a
+    viewBox and a length on the other is that length times the viewBox's aspect ratio, as CSS sizes an ``auto``
+    side from the intrinsic ratio: cairosvg took the viewBox's own size for it, so ``width="30" viewBox="0 0 100
+    50"`` was a 30x50 image with the drawing letterboxed in it where a browser draws 30x15."""
     for side in ("width", "height"):
         if side in tree:
             length = _svg_root_length(str(tree[side]))
@@ -1221,6 +1237,17 @@ def _normalise_root_size(tree) -> None:
                 del tree[side]
             else:
                 tree[side] = length
+    box = _viewbox_size(tree.get("viewBox")) if tree.get("viewBox") else None
+    missing = [side for side in ("width", "height") if side not in tree]
+    if box is None or len(missing) != 1:
+        return
+    other = tree["height" if missing[0] == "width" else "width"]
+    m = _SVG_LENGTH.fullmatch(other.strip())
+    if m is None or m.group(2) == "%":  # a percentage has no length to scale without a parent
+        return
+    box_missing, box_other = box if missing[0] == "width" else box[::-1]
+    # multiplied first: a ratio of 1e-300 / 1e300 is 0.0, and its inverse a ZeroDivisionError
+    tree[missing[0]] = f"{float(m.group(1)) * box_missing / box_other!r}{m.group(2)}"
 
 
 def _default_viewport(tree) -> dict:
