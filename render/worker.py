@@ -1226,13 +1226,18 @@ def _viewbox_size(viewbox) -> tuple[float, float] | None:
 def _normalise_root_size(tree) -> None:
     """The root of cairosvg's parsed ``tree`` (its attributes with the document's CSS applied, as cairosvg sizes it
     from them) with its width / height rewritten by ``_svg_root_length``: one of no size is removed, so that
-    cairosvg takes it as missing (100% of the parent viewport, else the viewBox's). One side missing next to a
+    cairosvg takes it as missing (100% of the parent viewport, else the viewBox's). cairosvg keeps an empty CSS
+    declaration (``style="width:"``), which CSS drops: the attribute's value is read instead (it was the 300 px
+    default, where a browser draws the attribute's). One side missing next to a
     viewBox and a length on the other is that length times the viewBox's aspect ratio, as CSS sizes an ``auto``
     side from the intrinsic ratio: cairosvg took the viewBox's own size for it, so ``width="30" viewBox="0 0 100
     50"`` was a 30x50 image with the drawing letterboxed in it where a browser draws 30x15."""
     for side in ("width", "height"):
         if side in tree:
-            length = _svg_root_length(str(tree[side]))
+            value = str(tree[side])
+            if not value.strip():  # an empty CSS declaration is invalid, dropped by CSS: the attribute stands
+                value = tree.xml_tree.get(side) or ""
+            length = _svg_root_length(value)
             if length is None:
                 del tree[side]
             else:

@@ -8,6 +8,8 @@
 3. One side of the root missing (or ``auto``) next to a viewBox took the viewBox's size for that side, not the
    viewBox's aspect ratio: ``width="30" viewBox="0 0 100 50"`` was a 30x50 image with the drawing letterboxed in
    it where a browser draws 30x15 (CSS's intrinsic ratio).
+4. An empty CSS declaration on the root (``style="width:"``), which CSS drops, hid the width attribute: the image
+   was the 300 px default wide.
 """
 
 import io
@@ -99,6 +101,20 @@ def test_a_viewbox_next_to_both_sides_or_no_length_sizes_as_before(render_pool, 
         assert (r.error_kind, r.message) == ("invalid_size", "job: The SVG size is undefined: 30xnan px"), r
     else:
         assert r.ok and (r.width, r.height) == size, (r.error_kind, r.message)
+
+
+# -- 4. an empty CSS declaration is dropped, as CSS drops it ---------------------------------------------------------
+@pytest.mark.parametrize("root, size", [
+    # before (hostile35): 300x10 / 300x150 / 300x20, the empty value read as no width
+    ('width="10" height="10" style="width:"', (10, 10)),
+    ('width="40" height="30" style="width: ; height:"', (40, 30)),
+    ('width="40" height="20"><style>svg { width: }</style', (40, 20)),
+    # no attribute under it: a missing side, as before
+    ('height="20" style="width:"', (300, 20)),
+])
+def test_an_empty_css_declaration_leaves_the_attribute(render_pool, root, size):
+    r = render_pool.render(RenderJob(SVGNS + root + ">" + FILL, "svg"))
+    assert r.ok and (r.width, r.height) == size, (r.error_kind, r.message)
 
 
 @pytest.mark.parametrize("root, kind, message", [
