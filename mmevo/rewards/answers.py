@@ -76,11 +76,24 @@ def _extract_boxed_strict(text: str) -> str | None:
     return _last_command_arg(text, _BOXED_ONLY_RE)
 
 
+# a math-mode switch inside an answer: "\\(1\\) or \\(2\\)", "$1$ or $2$" (not "\\$", a dollar sign, nor the "\\[" of a
+# line break's spacing "\\\\[2pt]": a doubled backslash is matched first and kept)
+_INNER_MATH_SWITCH_RE = re.compile(r"\\\\|\\\$|\\[()\[\]]|\$")
+
+
+def _drop_math_switch(m: re.Match) -> str:
+    return m.group() if m.group() in ("\\\\", "\\$") else " "
+
+
 def _clean(s: str | None) -> str | None:
-    """Strip whitespace and math delimiters; empty becomes None (an empty box is no answer)."""
+    """Strip whitespace and math delimiters, at the ends and inside; empty becomes None (an empty box is no answer).
+    Delimiters inside were left in the middle of a listed answer: the box "\\(1\\) or \\(2\\)" read "1\\) or \\(2",
+    which math-verify read as 1."""
     if s is None:
         return None
     s = s.strip()
+    if "$" in s or "\\(" in s or "\\[" in s:
+        s = _INNER_MATH_SWITCH_RE.sub(_drop_math_switch, s).strip()
     for _ in range(3):
         prev = s
         s = s.strip("$").strip()
@@ -402,15 +415,38 @@ def _radical(m: re.Match) -> str:
     return "\\sqrt{" + (arg[1:-1] if arg[0] in "({" else arg) + "}"
 
 
+# logic connectives between candidates, spelled as the words math-verify reads as a list ("1 or 2" is the set {1, 2}):
+# it read "1 \\lor 2" and "x=1 \\lor x=2" as 2 (the last number, the last equation's side), right on the gold 2
+_CONNECTIVE_RE = re.compile(r"\\(?:(lor|vee|bigvee)|land|wedge|bigwedge)(?![A-Za-z])|\band/or\b")
+
+
+# a line break outside an environment (a matrix's or cases' rows keep theirs) parts items too: "x = 1 \\\\ x = 2" read as
+# 2, the last line's side
+_LINE_BREAK_RE = re.compile(r"\\\\(?:\s*\[[^\[\]]*\])?|\\newline(?![A-Za-z])")
+
+
+def _connective_word(m: re.Match) -> str:
+    return " or " if m.group(1) or m.group().startswith("and/") else " and "
+
+
+# a boxed "Answer: 80^\\circ" / "The final answer is 5" states its value after the lead; math-verify's anchored
+# plain-expression reading found it, which `_mv_parse` now uses only for a LaTeX parse that fails
+_VALUE_LEAD_RE = re.compile(r"^(?:the\s+)?(?:final\s+|correct\s+)?answer\b\s*(?:is\b\s*)?[:：]?\s*(?=\S)", re.IGNORECASE)
+
+
 def _unwrap(s: str) -> str:
     """Drop presentation-only markup (text wrappers, spacing, degree marks) but keep spaces."""
     s = _clean(s) or ""
+    s = _CONNECTIVE_RE.sub(_connective_word, s)
+    if "\\begin" not in s:
+        s = _LINE_BREAK_RE.sub(", ", s)
     s = s.replace("\\dfrac", "\\frac").replace("\\tfrac", "\\frac")
     s = _RADICAL_RE.sub(_radical, s.replace("\u2212", "-"))  # U+2212, the typeset minus sign, is "-"
     s = _PHANTOM_RE.sub(" ", s)
     s = _WIDE_GAP_RE.sub(", ", s)
     s = _SPACING_RE.sub(" ", s)
     s = _clean(_drop_text_wrappers(s)) or ""  # math inside the wrapper: "\\text{\\(\\frac{20}{3}\\)}"
+    s = _VALUE_LEAD_RE.sub("", s, count=1)
     s = _DEGREE_RE.sub("", s)
     s = _WS_RUN_RE.sub(" ", s)  # one space per run keeps the unit pattern's \s* runs linear on long blank runs
     s = _UNIT_TAIL_RE.sub("", s)
@@ -759,12 +795,32 @@ def _mv():
     return _MV
 
 
+@functools.lru_cache(maxsize=1)
+def _latex_only() -> tuple:
+    from math_verify import LatexExtractionConfig
+
+    return (LatexExtractionConfig(),)
+
+
+# a number in an answer, counted to decide whether math-verify's plain-expression reading may stand in for a failed
+# LaTeX parse (`_mv_parse`)
+_NUMBER_RUN_RE = re.compile(r"\d+(?:\.\d+)?")
+
+
 @functools.lru_cache(maxsize=65536)
 def _mv_parse(s: str) -> tuple:
     """math-verify parse of ``$s$``; wrapping in ``$`` is what makes it parse reliably. Empty when it fails or
-    its value is too big to evaluate (`_MV_MAX_DIGITS`)."""
+    its value is too big to evaluate (`_MV_MAX_DIGITS`).
+
+    When the LaTeX does not parse, math-verify's default falls back to the last number it finds in the text, a
+    reading meant for whole responses: in one answer it read the hedges "1 \\lor 2", "1 \\text{ (or } 2)",
+    "1 \\dots 2" and "1 \\text{ and/or } 2" as 2. That fallback is kept only for an answer holding one number,
+    where it cannot pick among candidates ("Answer: 80^\\circ", "5 (approx.)", "\\approx 3.14")."""
+    mv = _mv()
     try:
-        parsed = tuple(_mv().parse(f"${s}$", parsing_timeout=None))
+        parsed = tuple(mv.parse(f"${s}$", extraction_config=_latex_only(), parsing_timeout=None))
+        if all(isinstance(x, str) for x in parsed) and len(_NUMBER_RUN_RE.findall(s)) == 1:
+            parsed = tuple(mv.parse(f"${s}$", parsing_timeout=None))
     except Exception:
         return ()
     return parsed if _mv_bounded(parsed) else ()  # parsing does not evaluate; later steps would
