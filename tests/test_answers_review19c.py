@@ -35,6 +35,19 @@ FALLBACK_HEDGES = [
     "\\boxed{\\begin{aligned}x&=1\\\\x&=2\\end{aligned}}",
 ]
 
+# a bound or an exclusion holding one number: math-verify's fallback read each as that number
+BOUNDS = [
+    "\\boxed{\\ge 2}", "\\boxed{\\geq 2}", "\\boxed{\\geqslant 2}", "\\boxed{> 2}", "\\boxed{\\lt 2}", "\\boxed{< 2}",
+    "\\boxed{≥ 2}", "\\boxed{\\le 2}", "\\boxed{\\neq 2}", "\\boxed{\\ne 2}", "\\boxed{2 \\text{ or more}}",
+    "\\boxed{2 \\text{ or less}}", "\\boxed{2+}", "\\boxed{2^{+}}",
+]
+
+
+@pytest.mark.parametrize("response", BOUNDS)
+def test_a_bound_is_not_its_number(response):
+    assert answers_equivalent(extract_answer(response), "2") is False  # all were True
+
+
 # already wrong before this review; kept wrong
 KEPT_WRONG = [
     "\\boxed{1 or 2}", "\\boxed{1 \\text{ or } 2}", "\\boxed{1, 2}", "\\boxed{\\{1,2\\}}", "\\boxed{1 \\quad 2}",

@@ -805,6 +805,10 @@ def _latex_only() -> tuple:
 # a number in an answer, counted to decide whether math-verify's plain-expression reading may stand in for a failed
 # LaTeX parse (`_mv_parse`)
 _NUMBER_RUN_RE = re.compile(r"\d+(?:\.\d+)?")
+# ... nor for one bounding a range or excluded: "\\ge 2", "\\neq 2", "2 \\text{ or more}", "2+" were read as 2
+_BOUND_RE = re.compile(r"[<>≤≥≠±∓]|\+\s*\}?\s*$|\\(?:[lg]eq?(?:slant)?|[lg]t|neq?|pm|mp|ll|gg)(?![A-Za-z])|"
+                       r"\b(?:more|less|least|most|fewer|greater|smaller|larger|above|below|over|under|up\s+to)\b",
+                       re.IGNORECASE)
 
 
 @functools.lru_cache(maxsize=65536)
@@ -819,7 +823,8 @@ def _mv_parse(s: str) -> tuple:
     mv = _mv()
     try:
         parsed = tuple(mv.parse(f"${s}$", extraction_config=_latex_only(), parsing_timeout=None))
-        if all(isinstance(x, str) for x in parsed) and len(_NUMBER_RUN_RE.findall(s)) == 1:
+        if (all(isinstance(x, str) for x in parsed) and len(_NUMBER_RUN_RE.findall(s)) == 1
+                and not _BOUND_RE.search(s)):
             parsed = tuple(mv.parse(f"${s}$", parsing_timeout=None))
     except Exception:
         return ()
