@@ -811,6 +811,36 @@ _BOUND_RE = re.compile(r"[<>≤≥≠±∓]|\+\s*\}?\s*$|\\(?:[lg]eq?(?:slant)?|
                        re.IGNORECASE)
 
 
+# an answer that leads with its value, bare or as "x = value", maybe with a unit, then justifies it in an aside: a
+# parenthesis holding a word or an equation, or a "since" / "because" clause ("5 \\text{ (since } 2+3=5)", "x=3
+# (since x>0)", "48 m^2 (approx.)"); not "1|2", whose plain-expression reading is its first number
+_LEADING_VALUE_RE = re.compile(
+    r"\s*(?:[A-Za-z](?:_\{?\w+\}?)?\s*=\s*)?(-?\d+(?:\.\d+)?)\s*(?:[A-Za-z]+\s*(?:\^\s*\{?\s*\d\s*\}?)?\s*)?"
+    r"(?:\((?=[^()]*(?:[A-Za-z]{2}|=))(?:[^()]|\([^()]*\))*\)\s*\.?\s*$|(?:since|because)\b)", re.IGNORECASE)
+# ... or closes a derivation with it, its last line continuing the one before: "A &= 3 \\cdot 4 \\\\ &= 12" (`_unwrap`
+# leaves "\\ &= 12" in an environment, ", = 12" outside one), not "x &= 1 \\\\ x &= 2", two lines of candidates
+_CLOSING_VALUE_RE = re.compile(r"(?:\\|,)\s*&?\s*=\s*(-?\d+(?:\.\d+)?)\s*(?:\\end\s*\{\w+\*?\}\s*)*\.?\s*$")
+# words offering another candidate: "2 (1 or 2)" leads and ends with 2 but names 1 too
+_HEDGE_WORD_RE = re.compile(r"\b(?:or|either|maybe|perhaps|possibly|between|vs)\b", re.IGNORECASE)
+# a relation whose left side is a variable states a condition ("since x>0", "n \\neq 0"), not a bound of the answer
+_CONDITION_RE = re.compile(r"[A-Za-z}]\s*(?:[<>≤≥≠]|\\(?:[lg]eq?(?:slant)?|[lg]t|neq?)(?![A-Za-z]))")
+
+
+def _restates_one_value(s: str, value) -> bool:
+    """True when the number math-verify's plain-expression reading took from ``s`` is the value ``s`` states before
+    an aside justifying it or closes its derivation with, and ``s`` names no bound nor other candidate: the other
+    numbers then justify that value ("12 (3 \\times 4 = 12)") instead of offering others ("1 (or 2)", "1 \\dots 2",
+    "2 (1 or 2)")."""
+    try:
+        v = float(value)
+    except Exception:
+        return False
+    if _BOUND_RE.search(_CONDITION_RE.sub(" ", s)) or _HEDGE_WORD_RE.search(s):
+        return False
+    stated = [m.group(1) for m in (_LEADING_VALUE_RE.match(s), _CLOSING_VALUE_RE.search(s)) if m]
+    return any(math.isclose(float(x), v, rel_tol=1e-9, abs_tol=1e-12) for x in stated)
+
+
 @functools.lru_cache(maxsize=65536)
 def _mv_parse(s: str) -> tuple:
     """math-verify parse of ``$s$``; wrapping in ``$`` is what makes it parse reliably. Empty when it fails or
@@ -819,13 +849,20 @@ def _mv_parse(s: str) -> tuple:
     When the LaTeX does not parse, math-verify's default falls back to the last number it finds in the text, a
     reading meant for whole responses: in one answer it read the hedges "1 \\lor 2", "1 \\text{ (or } 2)",
     "1 \\dots 2" and "1 \\text{ and/or } 2" as 2. That fallback is kept only for an answer holding one number,
-    where it cannot pick among candidates ("Answer: 80^\\circ", "5 (approx.)", "\\approx 3.14")."""
+    where it cannot pick among candidates ("Answer: 80^\\circ", "5 (approx.)", "\\approx 3.14"), or for one whose other
+    numbers restate the value it reads (`_restates_one_value`): right answers with their working, which it read right
+    before this rule ("5 \\text{ (since } 2+3=5)", "A &= 3 \\cdot 4 \\\\ &= 12")."""
     mv = _mv()
     try:
         parsed = tuple(mv.parse(f"${s}$", extraction_config=_latex_only(), parsing_timeout=None))
-        if (all(isinstance(x, str) for x in parsed) and len(_NUMBER_RUN_RE.findall(s)) == 1
-                and not _BOUND_RE.search(s)):
-            parsed = tuple(mv.parse(f"${s}$", parsing_timeout=None))
+        if all(isinstance(x, str) for x in parsed):
+            numbers = len(_NUMBER_RUN_RE.findall(s))
+            if numbers == 1 and not _BOUND_RE.search(s):
+                parsed = tuple(mv.parse(f"${s}$", parsing_timeout=None))
+            elif numbers > 1:
+                full = tuple(mv.parse(f"${s}$", parsing_timeout=None))
+                if full and not isinstance(full[0], str) and _restates_one_value(s, full[0]):
+                    parsed = full
     except Exception:
         return ()
     return parsed if _mv_bounded(parsed) else ()  # parsing does not evaluate; later steps would
