@@ -6,6 +6,7 @@ an answer holding one number; a trailing "+" is the bound "2 or more") turned ri
    the aligned derivation "A &= 3 \\cdot 4 \\\\ &= 12" all scored 0; they scored 1 before review 19c. The fallback now
    also stands when the number it reads is the one the answer leads with or closes its derivation with, and no
    bound or second candidate ("or", "between") is offered.
+2. Two spellings of one charge, "+2" and "2+" / "2^{+}", were one answer before review 19c and no longer matched.
 """
 
 from __future__ import annotations
@@ -52,10 +53,24 @@ def test_a_hedge_that_repeats_a_candidate_is_still_no_answer(box):
     assert answers_equivalent(pred, "2") is False
 
 
+@pytest.mark.parametrize("pred, gold", [
+    ("2+", "+2"), ("2^{+}", "+2"), ("2^+", "+2"), ("\\text{2+}", "+2"), ("+2", "2+"), ("2^{+}", "2+"),
+    ("+2", "2^{+}"), ("2+", "2^{+}"),
+])
+def test_spellings_of_one_charge_match(pred, gold):
+    assert answers_equivalent(pred, gold) is True  # all False after review 19c, True before it
+
+
+@pytest.mark.parametrize("pred, gold", [("2+", "2"), ("2^{+}", "2"), ("3+", "+2"), ("2+", "+3"), ("2^{+}", "3+")])
+def test_a_trailing_plus_is_still_no_bare_number_nor_another_charge(pred, gold):
+    assert answers_equivalent(pred, gold) is False
+
+
 def test_answers_with_working_vote_with_their_value():
     answers = ["12", "\\begin{aligned} A &= 3 \\cdot 4 \\\\ &= 12 \\end{aligned}", "12 \\text{ (} 3 \\times 4 = 12)",
-               "1 \\text{ (or } 12)", "5", "5 \\text{ (since } 2+3=5)"]
+               "1 \\text{ (or } 12)", "5", "5 \\text{ (since } 2+3=5)", "2+", "2^{+}", "+2"]
     keys = group_answer_keys(answers)
     assert keys[0] == keys[1] == keys[2]
     assert keys[3] not in (keys[0], keys[4])
     assert keys[4] == keys[5] != keys[0]
+    assert keys[6] == keys[7] == keys[8]

@@ -932,6 +932,17 @@ def _mv_equal(pred: str, gold: str) -> bool:
 # ----------------------------------------------------------------------------- equivalence
 
 
+# a count written with an explicit plus ("+2", "2+", "2^{+}"; `_light` spellings): an ion's charge spells it any of these
+# ways. A trailing plus alone, against a bare 2, is the bound "2 or more" (`_BOUND_RE`), but two plus spellings of
+# one count are one answer: gold "+2" and "2+" were equal through math-verify's last-number fallback before it
+_PLUS_COUNT_RE = re.compile(r"\+(\d+(?:\.\d+)?)|(\d+(?:\.\d+)?)(?:\^\{?\+\}?|\+)")
+
+
+def _plus_count(light: str) -> float | None:
+    m = _PLUS_COUNT_RE.fullmatch(light)
+    return None if m is None else float(m.group(1) or m.group(2))
+
+
 @functools.lru_cache(maxsize=65536)
 def _equivalent(pred: str, gold: str) -> bool:
     lp, lg = _light(pred), _light(gold)
@@ -939,6 +950,9 @@ def _equivalent(pred: str, gold: str) -> bool:
         return False
     if lp == lg:
         return True
+    cp, cg = _plus_count(lp), _plus_count(lg)
+    if cp is not None and cg is not None:
+        return cp == cg
     np_, ng = _to_number(lp), _to_number(lg)
     if np_ is not None and ng is not None:
         return _numbers_close(np_, ng, _exact_integer(lp), _exact_integer(lg))
