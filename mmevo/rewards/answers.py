@@ -309,16 +309,13 @@ def _lists_other_value(idx: int, text: str, choices: Sequence[str]) -> bool:
     if len(items) > _MAX_LISTED:
         return True
     others = [_value_key(str(c)) for j, c in enumerate(choices) if not _same_option(idx, j, choices)]
-    others = [o for o in others if o[0]]
     for item in items:
         if (m := _CHOICE_LETTER_RE.fullmatch(item)) and (j := ord(m.group(1)) - 65) < len(choices) \
                 and not _same_option(idx, j, choices):  # a listed letter: "(D) A or B"
             return True
-        light, num, exact = _value_key(item)
-        for o_light, o_num, o_exact in others:
-            if light and (_numbers_close(num, o_num, exact, o_exact) if num is not None and o_num is not None
-                          else light == o_light):
-                return True
+        key = _value_key(item)
+        if any(_value_keys_equal(key, other) for other in others):
+            return True
     return False
 
 
@@ -327,6 +324,16 @@ def _value_key(text: str) -> tuple[str, float | None, int | None]:
     light = _light(text)
     num = _to_number(light)
     return light, num, _exact_integer(light) if num is not None else None
+
+
+def _value_keys_equal(a: tuple, b: tuple) -> bool:
+    """Two `_value_key`s name one value: both spelt, and equal numbers where both are numbers, else equal spellings."""
+    (la, na, ea), (lb, nb, eb) = a, b
+    if not la or not lb:
+        return False
+    if na is not None and nb is not None:
+        return _numbers_close(na, nb, ea, eb)
+    return la == lb
 
 
 def _letter_with_text(idx: int, text: str, choices: Sequence[str], letter_decides: bool = True,
@@ -964,13 +971,7 @@ def _equivalent(pred: str, gold: str) -> bool:
 
 def _cheaply_equivalent(pred: str, gold: str) -> bool:
     """`_equivalent`'s steps before math-verify: equal light spellings or equal numbers."""
-    lp, lg = _light(pred), _light(gold)
-    if not lp or not lg:
-        return False
-    np_, ng = _to_number(lp), _to_number(lg)
-    if np_ is not None and ng is not None:
-        return _numbers_close(np_, ng, _exact_integer(lp), _exact_integer(lg))
-    return lp == lg
+    return _value_keys_equal(_value_key(pred), _value_key(gold))
 
 
 def _answer_text(x, name: str) -> str:
