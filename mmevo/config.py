@@ -80,6 +80,7 @@ class ModelConfig:
     freeze_vision_tower: bool = False  # the vision encoder (ViT and its merger) stays fixed in RL and SFT
     lora: LoRAConfig = field(default_factory=LoRAConfig)  # LoRA adapters instead of full fine-tuning (RL and SFT)
     trainable: list = field(default_factory=list)  # RL: train only parameters matching one of these regexes (SFT: all)
+    cpu_linear: str = "auto"  # RL/SFT float32 CPU linears over >= 256 rows: onednn | torch (F.linear) | auto (onednn if available)
 
 
 @dataclass
@@ -700,6 +701,7 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
 # loaded or the first step runs)
 CHOICES = {
     "model.dtype": ("float32", "bfloat16", "float16"),
+    "model.cpu_linear": ("auto", "onednn", "torch"),
     "rollout.engine": ("hf", "vllm"),
     "rollout.sleep_level": (1, 2),
     "algo.adv_scale": ("group", "batch", "none"),

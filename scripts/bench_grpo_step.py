@@ -76,6 +76,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--threads", type=int, default=1,
                    help="CPU threads for both halves: sets OMP_NUM_THREADS/MKL_NUM_THREADS and torch.set_num_threads "
                         "(default 1, for a comparable, low-noise measurement on a shared machine)")
+    p.add_argument("--cpu-linear", default="auto", choices=["auto", "onednn", "torch"],
+                   help="mmevo's model.cpu_linear (default auto: its training passes' float32 linears on oneDNN where "
+                        "available; torch: F.linear, the BLAS TRL's model runs on)")
     p.add_argument("--only", choices=["mmevo", "trl"], help="run one half in this process and print its JSON")
     p.add_argument("--cache-dir", default=".cache/mmevo", help="where the tiny model is built once (default .cache/mmevo)")
     p.add_argument("--seed", type=int, default=0, help="data / sampling seed (default 0)")
@@ -117,13 +120,14 @@ def config_dict(a: argparse.Namespace) -> dict:
     n = a.prompts * a.group
     return {"prompts": a.prompts, "group": a.group, "max_tokens": a.max_tokens, "micro_batch": a.micro_batch,
             "completions_per_step": n, "grad_accum_micro_batches": n // a.micro_batch, "timed_steps": a.steps,
-            "warmup_steps": 1, "kl": a.kl, "threads": a.threads, "seed": a.seed, "dtype": "float32", "device": "cpu",
+            "warmup_steps": 1, "kl": a.kl, "mmevo_cpu_linear": a.cpu_linear, "threads": a.threads, "seed": a.seed, "dtype": "float32", "device": "cpu",
             "lr": 1e-6, "temperature": 1.0}
 
 
 def flop_counter():
     """torch's ``FlopCounterMode`` (no printing) that also counts the CPU flash-attention kernels, forward and
-    backward, which its table lacks. As torch's own SDPA formulas, they count the whole [q, k] score matrix."""
+    backward, and oneDNN's linear, which its table lacks. As torch's own SDPA formulas, they count the whole [q, k]
+    score matrix."""
     import torch
     from torch.utils import flop_counter as fc
 
@@ -133,11 +137,19 @@ def flop_counter():
     def backward(grad_out, query, key, value, *_, out_shape=None, **__):
         return fc.sdpa_backward_flop_count(grad_out, query, key, value)
 
+    def onednn_linear(x, weight, *_, out_shape=None, **__):  # x [..., k] @ weight [n, k].T
+        rows = 1
+        for d in x[:-1]:
+            rows *= d
+        return 2 * rows * x[-1] * weight[0]
+
     extra = {}
     for name, formula in (("_scaled_dot_product_flash_attention_for_cpu", forward),
                           ("_scaled_dot_product_flash_attention_for_cpu_backward", backward)):
         if hasattr(torch.ops.aten, name):
             extra[getattr(torch.ops.aten, name)] = formula
+    if hasattr(torch.ops.mkldnn, "_linear_pointwise"):  # mmevo's model.cpu_linear=onednn matmuls
+        extra[torch.ops.mkldnn._linear_pointwise] = onednn_linear
     return fc.FlopCounterMode(display=False, custom_mapping=extra)
 
 
@@ -173,7 +185,7 @@ def run_mmevo(a: argparse.Namespace) -> dict:
             "rollout.top_p": 1.0, "rollout.max_batch_seqs": P * G,
             "trainer.prompts_per_step": P, "trainer.mini_batch_prompts": P, "trainer.micro_batch_seqs": M,
             "trainer.steps": 1 + a.steps, "trainer.lr": 1e-6, "trainer.seed": a.seed + 1,
-            "algo.kl_coef": a.kl, "algo.loss_agg": "token-mean", "algo.adv_scale": "group", "algo.ppo_epochs": 1,
+            "model.cpu_linear": a.cpu_linear, "algo.kl_coef": a.kl, "algo.loss_agg": "token-mean", "algo.adv_scale": "group", "algo.ppo_epochs": 1,
             "trainer.wandb_mode": "disabled", "trainer.progress": False, "trainer.save_every": 0,
             "trainer.resume": False, "trainer.output_dir": out, "reward.heads": "{accuracy: 1.0}",
         }
@@ -405,7 +417,7 @@ def run_half(which: str, a: argparse.Namespace) -> dict:
     cmd = [sys.executable, os.path.abspath(__file__), "--only", which, "--prompts", str(a.prompts), "--group",
            str(a.group), "--max-tokens", str(a.max_tokens), "--micro-batch", str(a.micro_batch), "--steps",
            str(a.steps), "--kl", str(a.kl), "--threads", str(a.threads), "--cache-dir", a.cache_dir, "--seed",
-           str(a.seed)]
+           str(a.seed), "--cpu-linear", a.cpu_linear]
     log(f"running the {which} half")
     try:
         proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=None, text=True, timeout=a.timeout, env=os.environ)

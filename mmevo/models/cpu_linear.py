@@ -1,0 +1,121 @@
+"""Float32 linear layers on CPU through torch's oneDNN kernel instead of its default BLAS (``model.cpu_linear``).
+
+Why: a float32 ``F.linear`` / ``mm`` on an x86 CPU is MKL's sgemm in torch's wheels, and on AMD CPUs MKL takes its
+AVX2 code path. On one core of the AMD EPYC (AVX-512) this project's CI runs on, the training shapes of the tiny
+models ([1200, 128] x [128, 384]) ran at ~100 GFLOP/s through MKL and ~230 through oneDNN (also in every x86 torch
+build: ``torch.ops.mkldnn._linear_pointwise``, the linear torch.compile's CPU backend emits), which picks AVX-512
+there; the input gradient ran at the same ~230 and the weight gradient at ~180. Matmuls are ~half of a CPU GRPO
+update, so this is the largest single lever on CPU development runs.
+
+Only linears over at least ``MIN_ROWS`` rows take it: a decode step's 64-row matmuls were slower through oneDNN
+(its per-call setup is not amortised). Results agree with ``F.linear`` to float32 rounding, not bit for bit (another
+summation order); everything else (other dtypes and devices, DeepSpeed-partitioned weights, fewer rows) keeps
+``F.linear`` unchanged.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import torch
+import torch.nn.functional as F
+
+# rows (tokens) from which a linear takes oneDNN: the training passes' micro-batches have hundreds to thousands, a
+# decode step one per live sequence
+MIN_ROWS = 256
+CHOICES = ("auto", "onednn", "torch")
+
+
+def _kernel():
+    return torch.ops.mkldnn._linear_pointwise
+
+
+def _onednn(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+    """x [m, k] @ weight[n, k].T (+ bias [n]) -> [m, n] by oneDNN (no activation fused: "none")."""
+    return _kernel()(x, weight, bias, "none", [], "")
+
+
+@functools.cache
+def onednn_linear_available() -> bool:
+    """Whether this torch build has oneDNN's CPU linear and it agrees with ``F.linear`` on a small problem (a build
+    without the op, or one whose kernel changed meaning, keeps ``F.linear``)."""
+    if not torch.backends.mkldnn.is_available():
+        return False
+    try:
+        gen = torch.Generator().manual_seed(0)
+        x = torch.randn(MIN_ROWS, 48, generator=gen)
+        w, b = torch.randn(40, 48, generator=gen), torch.randn(40, generator=gen)
+        out = _onednn(x, w, b)
+        grad_w = _onednn(out.t(), x.t(), None)  # the weight gradient's transposed views, as backward passes them
+    except (AttributeError, RuntimeError, NotImplementedError):
+        return False
+    return bool(torch.allclose(out, F.linear(x, w, b), rtol=1e-4, atol=1e-4)
+                and torch.allclose(grad_w, out.t() @ x, rtol=1e-4, atol=1e-3))
+
+
+class _OneDNNLinearFunction(torch.autograd.Function):
+    """y = x W^T + b with oneDNN in forward and backward. x [m, k] (any strides), W [n, k], b [n] or None."""
+
+    @staticmethod
+    def forward(ctx, x, weight, bias):
+        ctx.save_for_backward(x, weight)
+        ctx.has_bias = bias is not None
+        return _onednn(x, weight, bias)
+
+    @staticmethod
+    def backward(ctx, grad):  # grad [m, n]
+        x, weight = ctx.saved_tensors
+        grad_x = grad_w = grad_b = None
+        if ctx.needs_input_grad[0]:  # [m, n] @ W [n, k]: a linear with weight W^T [k, n]
+            grad_x = _onednn(grad, weight.t().contiguous(), None)
+        if ctx.needs_input_grad[1]:  # grad^T [n, m] @ x [m, k]: a linear with weight x^T [k, m]
+            grad_w = _onednn(grad.t(), x.t(), None)
+        if ctx.has_bias and ctx.needs_input_grad[2]:
+            grad_b = grad.sum(0)
+        return grad_x, grad_w, grad_b
+
+
+def takes_onednn(x: torch.Tensor, weight: torch.Tensor) -> bool:
+    """Whether a linear of input ``x`` and ``weight`` runs on oneDNN (else ``F.linear``)."""
+    return (x.device.type == "cpu" and x.dtype == torch.float32 and weight.dtype == torch.float32
+            and weight.device.type == "cpu" and weight.dim() == 2 and x.dim() >= 1
+            and x.numel() // max(1, x.shape[-1]) >= MIN_ROWS
+            and not hasattr(weight, "ds_id"))  # a ZeRO-3 parameter: DeepSpeed's own linear must handle it
+
+
+def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+    """``F.linear(x, weight, bias)``, through oneDNN where ``takes_onednn`` says so. x [..., k] -> [..., n]."""
+    if not takes_onednn(x, weight) or (bias is not None and bias.dtype != torch.float32):
+        return F.linear(x, weight, bias)
+    lead = x.shape[:-1]
+    rows = x.reshape(-1, x.shape[-1])  # a view where the strides allow; oneDNN reads strided rows as they are
+    return _OneDNNLinearFunction.apply(rows, weight, bias).view(*lead, weight.shape[0])
+
+
+class OneDNNLinear(torch.nn.Linear):
+    """``torch.nn.Linear`` whose float32 CPU forward over many rows runs on oneDNN (same parameters and state dict:
+    ``use_cpu_linear`` swaps the class of existing layers in place)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return linear(x, self.weight, self.bias)
+
+
+def use_cpu_linear(model: torch.nn.Module, choice: str) -> int:
+    """Route ``model``'s plain ``nn.Linear`` layers through oneDNN (``choice`` "onednn", or "auto" where the kernel
+    is available) or back to ``F.linear`` ("torch"); returns how many layers take oneDNN. Only layers of exactly
+    ``nn.Linear`` change (subclasses such as PEFT's or quantised layers keep their forward; a LoRA layer's base
+    and adapter linears are plain ones and do change)."""
+    if choice not in CHOICES:
+        raise ValueError(f"model.cpu_linear={choice!r} not in {list(CHOICES)}")
+    if choice == "onednn" and not onednn_linear_available():
+        raise ValueError("model.cpu_linear=onednn: this torch build has no working oneDNN linear "
+                         "(torch.ops.mkldnn._linear_pointwise); use auto or torch")
+    enable = choice == "onednn" or (choice == "auto" and onednn_linear_available())
+    n = 0
+    for m in model.modules():
+        if enable and type(m) is torch.nn.Linear:
+            m.__class__ = OneDNNLinear
+        elif not enable and type(m) is OneDNNLinear:
+            m.__class__ = torch.nn.Linear
+        n += type(m) is OneDNNLinear
+    return n
