@@ -162,3 +162,28 @@ def test_trainer_logprobs_and_gradients_match_the_plain_model(tiny_vl_path):
     assert g_f.keys() == g_t.keys() and len(g_t) > 20
     for name in g_t:
         torch.testing.assert_close(g_f[name], g_t[name], rtol=1e-4, atol=1e-5, msg=name)
+
+
+def test_reference_model_takes_the_policys_kernel(tiny_vl_path, tmp_path):
+    """At equal weights the reference's log-probs equal the policy's bit for bit (KL exactly 0 at the start), which
+    needs both on the same kernel."""
+    from mmevo.config import load_config
+    from mmevo.data.synthetic import generate_geometry
+    from mmevo.grpo.trainer import GRPOTrainer
+    from mmevo.models.loader import load_model
+    from mmevo.rollout.hf import HFEngine
+
+    lm, ref = load_model(tiny_vl_path), load_model(tiny_vl_path).model.eval()
+    cfg = load_config(None, ["model.cpu_linear=onednn", "algo.kl_coef=0.1", f"trainer.output_dir={tmp_path}",
+                             "trainer.wandb_mode=disabled", "data.prompt_template=none", "trainer.micro_batch_seqs=8"])
+    engine = HFEngine(lm.model, lm.tokenizer.pad_token_id, stop_ids=[])
+    tr = GRPOTrainer(cfg, lm, engine, [], [], ref_model=ref, log=False)
+    assert {type(m) for m in ref.modules() if isinstance(m, torch.nn.Linear)} == {cl.OneDNNLinear}
+    prompts = [tr.prompts(ex) for ex in generate_geometry(2, seed=0) for _ in range(4)]
+    gen = torch.Generator().manual_seed(2)
+    responses = [torch.randint(20, 400, (50,), generator=gen).tolist() for _ in prompts]
+    policy = tr._logprobs_no_grad(tr.model, prompts, responses)
+    reference = tr._logprobs_no_grad(ref, prompts, responses)
+    assert sum(len(r) for r in responses) >= cl.MIN_ROWS
+    assert all(torch.equal(p, r) for p, r in zip(policy, reference))
+    tr.close()

@@ -484,6 +484,10 @@ class GRPOTrainer:
                             "mmevo.rollout.strategy.RolloutStrategy)")
         self.device = torch.device(cfg.model.device)
         configure_training(self.model, cfg.model, cfg.trainer.seed)
+        if ref_model is not None:  # the same kernels as the policy: at equal weights their log-probs are equal
+            from mmevo.models.cpu_linear import use_cpu_linear
+
+            use_cpu_linear(ref_model, cfg.model.cpu_linear)
         self.pad_id = policy.tokenizer.pad_token_id
         self.prompts = PromptCache(policy.processor, policy.is_vl, cfg.data.prompt_template, cfg.data.system_prompt,
                                    cfg.data.prompt_cache_mb)
