@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import math
 import operator
+from fractions import Fraction
 from collections.abc import Sequence
 
 import numpy as np
@@ -48,11 +49,10 @@ from torch import Tensor
 from mmevo.validation import is_real_number
 
 __all__ = ["brier_reward", "hindsight_reward", "casr_reward", "copied_refinement", "expected_calibration_error",
-           "replay_priorities", "CRITIQUE_MIN_CHARS", "COPY_EPS", "HonestBrierHead", "HonestHindsightHead",
+           "replay_priorities", "CRITIQUE_MIN_CHARS", "HonestBrierHead", "HonestHindsightHead",
            "HonestFormatHead"]
 
 CRITIQUE_MIN_CHARS = 16  # CASR: a critique this long earns the format bonus beta (seed 2.5)
-COPY_EPS = 1e-6  # CASR: |r - c| must be below copy_tol by more than this to count as a copy (see ``copied_refinement``)
 
 
 # ---------------------------------------------------------------------------------------------------- validation
@@ -107,14 +107,33 @@ def is_outcome(x) -> bool:
 
 
 # ------------------------------------------------------------------------------------------------ pure functions
+def _decimal(x: float, dtype: torch.dtype) -> Fraction:
+    """The shortest decimal that ``dtype`` reads back as ``x``, exactly: the number the confidence was written as
+    (float32 0.52 is 0.519999980926..., spelled "0.52"; a float64 keeps every digit it needs)."""
+    for digits in range(1, 18):
+        text = f"{x:.{digits}g}"
+        if torch.tensor(float(text), dtype=dtype).item() == x:
+            return Fraction(text)
+    return Fraction(x)
+
+
 def copied_refinement(conf: Tensor, refined: Tensor, copy_tol: float) -> Tensor:
     """CASR's anti-copy test |r - c| < copy_tol (seed 2.5, strict), float [B] x2 -> bool [B].
 
-    Confidences are two-decimal strings, not exact in binary: 0.52 - 0.50 is 0.01999998 in float32 and 54 of the 99
-    pairs (c, c + 0.02) fall below 0.02. So the difference is taken in float64 and must clear copy_tol by COPY_EPS,
-    far above float32 rounding (~1e-7) and far below the 0.01 step of two-decimal values. A copy_tol of COPY_EPS or
-    less gives up at most half of itself, so r = c is still a copy."""
-    return (refined.double() - conf.double()).abs() < copy_tol - min(COPY_EPS, copy_tol / 2)
+    Decided on the decimal values the confidences were written as (see ``_decimal``), as the seed states it: a gap of
+    exactly copy_tol is no copy (0.52 - 0.50 is 0.01999998 in float32 and 0.07 - 0.09 0.01999999999999999 in
+    float64) and any smaller gap is one (0.0199995 was not, under the old margin of 1e-6 below copy_tol). Only gaps
+    within a few ulps of copy_tol need the exact test; the rest are decided in float64."""
+    gap = (refined.detach().double() - conf.detach().double()).abs()  # [B]
+    copied = gap < copy_tol
+    ulp = max(torch.finfo(conf.dtype).eps, torch.finfo(refined.dtype).eps)
+    near = (gap - copy_tol).abs() <= 16 * ulp  # [B] where the rounding of c or r could decide
+    if near.any():
+        tol = _decimal(float(copy_tol), torch.float64)
+        for i in near.nonzero().reshape(-1).tolist():
+            c, r = _decimal(conf[i].item(), conf.dtype), _decimal(refined[i].item(), refined.dtype)
+            copied[i] = abs(r - c) < tol
+    return copied
 
 
 def brier_reward(conf: Tensor, correct: Tensor) -> Tensor:
@@ -175,12 +194,14 @@ def casr_reward(conf: Tensor, refined: Tensor, correct: Tensor, critique_chars: 
     _check_probability("refined", r, has_refined)
     _check_probability("conf", c, has_refined)
     out_dtype = c.dtype
+    # in the confidences' own dtypes: the copy test reads the decimals they were written as
+    copied = has_refined & copied_refinement(torch.where(has_refined, c, torch.zeros_like(c)),
+                                             torch.where(has_refined, r, torch.zeros_like(r)), copy_tol)  # [B]
     c, r, y = _work(c), _work(r), _work(y)
     zero = torch.zeros_like(c)
     c_r = torch.where(has_refined, c, zero)  # [B] unused values (maybe NaN) replaced before any arithmetic
     r_r = torch.where(has_refined, r, zero)  # [B]
     delta_brier = (c_r - y) ** 2 - (r_r - y) ** 2  # [B] > 0 iff the refinement moved toward y; used where full
-    copied = has_refined & copied_refinement(c_r, r_r, copy_tol)  # [B] seed 2.5: -gamma when |r - c| < 0.02
     reward = (alpha * delta_brier * full.to(c.dtype)
               + beta * (critique_chars.to(c.device) >= CRITIQUE_MIN_CHARS).to(c.dtype)
               - gamma * copied.to(c.dtype)
