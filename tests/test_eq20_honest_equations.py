@@ -158,3 +158,24 @@ def test_generator_reward_is_the_mean_calibration_error_of_the_graded_samples():
         want = sum(abs(c - float(y)) for c, y in graded) / len(graded) if graded else 0.0
         got, n = generator_reward(conf, corr)
         assert n == len(graded) and abs(got - want) <= TOL
+
+
+ONE = (torch.tensor([0.3], dtype=torch.float64), torch.tensor([1]))
+CASR_ONE = (torch.tensor([0.3], dtype=torch.float64), torch.tensor([0.3], dtype=torch.float64), torch.tensor([1]),
+            torch.tensor([20]), torch.tensor([True]))
+
+
+@pytest.mark.parametrize("call, name", [
+    (lambda v: hindsight_reward(*ONE, k=v), "k"),
+    (lambda v: replay_priorities(*ONE, alpha=v), "alpha"),
+    (lambda v: replay_priorities(*ONE, eps=v), "eps"),
+    (lambda v: casr_reward(*CASR_ONE, alpha=v), "alpha"),
+    (lambda v: casr_reward(*CASR_ONE, gamma=v), "gamma"),
+    (lambda v: casr_reward(*CASR_ONE, clip=v), "clip"),
+    (lambda v: casr_reward(*CASR_ONE, copy_tol=v), "copy_tol"),
+])
+@pytest.mark.parametrize("bad", [True, None, "0.3", float("nan")])
+def test_a_hyperparameter_that_is_no_number_is_named(call, name, bad):
+    # True was read as 1 (k = True gave -(0.3 - 1)^2 = -0.49), None failed with a TypeError from a comparison
+    with pytest.raises(ValueError, match=name):
+        call(bad)

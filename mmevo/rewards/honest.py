@@ -150,7 +150,7 @@ def hindsight_reward(retro: Tensor, correct: Tensor, k: float = 0.3) -> Tensor:
     Only meaningful after a real answer; the ``honest_hindsight`` head gives 0 to every other sample."""
     r = _float_tensor("retro", retro).detach()  # [B]
     _check_probability("retro", r)
-    if not 0 <= k < math.inf:  # NaN fails too; k = inf makes a perfect r = y earn NaN
+    if not is_real_number(k) or not 0 <= k < math.inf:  # NaN fails too; True read as k = 1; k = inf makes a perfect r = y earn NaN
         raise ValueError(f"k must be finite and >= 0 (a negative k rewards miscalibration), got {k}")
     y = _correctness(correct, r)  # [B]
     return (-k * (_work(r) - _work(y)) ** 2).to(r.dtype)
@@ -180,12 +180,13 @@ def casr_reward(conf: Tensor, refined: Tensor, correct: Tensor, critique_chars: 
         raise ValueError(f"has_refined must be a bool tensor, got {has_refined.dtype}")
     if critique_chars.is_floating_point() or critique_chars.dtype == torch.bool or (critique_chars < 0).any():
         raise ValueError("critique_chars must be a non-negative integer tensor")
-    if not clip >= 0 or not copy_tol >= 0:
-        raise ValueError(f"clip and copy_tol must be >= 0, got {clip}, {copy_tol}")
+    for name, v in (("clip", clip), ("copy_tol", copy_tol)):
+        if not is_real_number(v) or not v >= 0:  # True read as 1, None failed inside the comparison
+            raise ValueError(f"{name} must be a number >= 0, got {v!r}")
     bad = {n: w for n, w in (("alpha", alpha), ("beta", beta), ("gamma", gamma), ("delta", delta))
-           if not math.isfinite(w)}
+           if not is_real_number(w) or not math.isfinite(w)}
     if bad:  # a NaN weight survives the clamp and turns every reward NaN
-        raise ValueError(f"CASR weights must be finite, got {bad}")
+        raise ValueError(f"CASR weights must be finite numbers, got {bad}")
     y = _correctness(correct, c)  # [B]
     has_refined = has_refined.to(c.device)
     has_critique = critique_chars.to(c.device) > 0  # [B]
@@ -252,7 +253,7 @@ def replay_priorities(conf: Tensor, correct: Tensor, alpha: float = 0.6, eps: fl
     Unnormalised; the sampling probability is priority / sum of priorities."""
     c = _float_tensor("conf", conf).detach()  # [B]
     _check_probability("conf", c)
-    if not 0 <= alpha < math.inf or not 0 <= eps < math.inf:  # inf gives 0 or inf priorities, NaN probabilities
+    if not (is_real_number(alpha) and is_real_number(eps)) or not 0 <= alpha < math.inf or not 0 <= eps < math.inf:  # inf gives 0 or inf priorities, NaN probabilities
         raise ValueError(f"alpha and eps must be finite and >= 0, got {alpha}, {eps}")
     y = _correctness(correct, c)  # [B]
     return (((_work(c) - _work(y)).abs() + eps) ** alpha).to(c.dtype)
