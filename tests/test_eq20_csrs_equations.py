@@ -187,3 +187,10 @@ def test_majority_vote_matches_the_reference_on_500_random_batches():
             for i, r in zip(idx, ref_majority([keys[i] for i in idx])):
                 want[i] = r
         assert got.tolist() == want, (case, keys, groups)
+
+
+@pytest.mark.parametrize("mat, re, name", [(None, [], "maternal"), (["x"], None, "reinference"), (3, [], "maternal")])
+def test_sfr_names_an_answer_list_that_is_no_list(mat, re, name):
+    # a TypeError "'NoneType' object is not iterable" named neither argument
+    with pytest.raises(ValueError, match=f"{name} must be a list"):
+        softened_frequency_rewards(mat, re)

@@ -170,3 +170,16 @@ def test_upstream_pieces_match_the_reference_on_500_random_cases():
         s, c, pen = rng.random(), rng.random(), -rng.random() * 0.45
         assert abs(coder_reward(True, s, c, pen) - (1 + s + min(c, 1 - c) + pen)) <= TOL
         assert coder_reward(False, s, c, pen) == 0.0
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), None, 2.5, True, torch.tensor(True)])
+def test_diversity_adjustment_names_a_valid_count_that_is_no_count(bad):
+    # NaN / inf / None escaped from int() as "cannot convert float NaN to integer", OverflowError, TypeError
+    with pytest.raises(ValueError, match="valid_count must be an integer >= 1"):
+        diversity_adjustment(torch.full((1, 3), 0.5, dtype=torch.float64), bad)
+
+
+@pytest.mark.parametrize("count", [4, 4.0, torch.tensor(4)])
+def test_diversity_adjustment_takes_a_count_of_any_integral_kind(count):
+    got = diversity_adjustment(torch.tensor([[0.5, 0.25, 0.0]], dtype=torch.float64), count)
+    assert got.tolist() == pytest.approx([ref_diversity([0.5, 0.25, 0.0], 4, 0.5)], abs=TOL)

@@ -97,3 +97,10 @@ def test_coverage_rewards_do_not_mutate_and_name_bad_input():
         ema_counts(counts, torch.tensor([0]), float("nan"))
     with pytest.raises(ValueError, match="visited"):
         ema_counts(counts, torch.tensor([9]))
+
+
+@pytest.mark.parametrize("bad", [None, "0.6"])
+def test_zpd_names_an_agreement_that_is_no_number(bad):
+    # None escaped as torch's TypeError "must be real number, not NoneType"
+    with pytest.raises(ValueError, match="p must be a floating-point tensor"):
+        zpd(bad)

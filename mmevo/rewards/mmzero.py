@@ -37,7 +37,11 @@ def diversity_adjustment(shares: Tensor, valid_count: int, strength: float = .5)
     -strength,+strength). M=valid_count is supplied, not necessarily B."""
     if not torch.is_tensor(shares) or not shares.is_floating_point() or shares.dim() != 2 or shares.shape[1] != 3:
         raise ValueError(f"shares must be a float [B, 3] tensor, got {getattr(shares, 'shape', type(shares))}")
-    if isinstance(valid_count, bool) or int(valid_count) != valid_count or valid_count < 1:
+    if torch.is_tensor(valid_count) and valid_count.numel() == 1 and valid_count.dtype != torch.bool:
+        valid_count = valid_count.item()  # a one-element count tensor: its number
+    # NaN, inf and None used to escape as "cannot convert float NaN to integer" / OverflowError / TypeError from int()
+    if not is_real_number(valid_count) or not math.isfinite(valid_count) or int(valid_count) != valid_count \
+            or valid_count < 1:
         raise ValueError(f"valid_count must be an integer >= 1, got {valid_count!r}")
     if not is_real_number(strength) or not 0 <= strength < math.inf:  # inf: a balanced row gives 0 * inf = NaN (seed: finite inputs)
         raise ValueError(f"strength must be finite and >= 0, got {strength!r}")

@@ -62,7 +62,10 @@ def zpd(p: Tensor) -> Tensor:
     max(0, 1 - |p - 0.75| / 0.4) for 0.5 <= p <= 0.9, else 0 (+-inf too). Detached.
     Edges: zpd(0.5) = 0.375, zpd(0.75) = 1, zpd(0.9) = 0.625; just outside the band it drops to 0.
     A NaN p (an agreement of no samples, 0 / 0) is a ValueError naming its index: it used to score 0, silently."""
-    p = _as_float(p)
+    try:
+        p = _as_float(p)
+    except (TypeError, ValueError, RuntimeError):  # None, text: torch's "must be real number, not NoneType"
+        raise ValueError(f"p must be a floating-point tensor of agreements, got {p!r}") from None
     if not p.is_floating_point():
         raise ValueError(f"p must be a floating-point tensor, got {p.dtype}")
     nan = torch.isnan(p.detach())

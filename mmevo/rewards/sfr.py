@@ -93,6 +93,8 @@ def softened_frequency_rewards(
     eps = nonnegative_real("eps", eps)
 
     for name, keys in (("maternal", maternal), ("reinference", reinference)):
+        if not hasattr(keys, "__iter__"):  # None / a number: a TypeError from iter() named neither argument
+            raise ValueError(f"{name} must be a list with one answer key per trajectory, got {keys!r}")
         if isinstance(keys, (str, bytes)):  # its characters would be counted as the answers of one trajectory each
             raise ValueError(f"{name} must be a list with one answer key per trajectory, got the text {keys[:60]!r}")
     maternal = answer_keys(maternal)
