@@ -179,3 +179,53 @@ def test_a_hyperparameter_that_is_no_number_is_named(call, name, bad):
     # True was read as 1 (k = True gave -(0.3 - 1)^2 = -0.49), None failed with a TypeError from a comparison
     with pytest.raises(ValueError, match=name):
         call(bad)
+
+
+def ref_curriculum(events, start=5, cap=8, window=20, promote=0.75, demote=0.20, min_episodes=20, cooldown=10):
+    """Seed 4.1 / 4.3 (+ section 9's 10-episode cool-down): the ceiling after each (difficulty, correct) episode."""
+    ceiling, since, windows, out = start, cooldown, {}, []
+    for difficulty, correct in events:
+        windows[difficulty] = (windows.get(difficulty, []) + [int(correct)])[-window:]
+        since += 1
+        w = windows.get(ceiling, [])
+        if since >= cooldown and len(w) >= min_episodes:
+            acc = sum(w) / len(w)
+            if acc > promote and ceiling < cap:  # "acc > tau", strictly
+                ceiling, since = ceiling + 1, 0
+                windows[ceiling] = []  # only episodes at the new ceiling count
+            elif acc < demote and ceiling > start:  # "drops below demote_threshold", at a mutated tier only
+                ceiling, since = ceiling - 1, 0
+                windows[ceiling] = []
+        out.append(ceiling)
+    return out
+
+
+def test_curriculum_ceiling_follows_the_promotion_rules_on_500_random_runs():
+    from mmevo.honest.curriculum import DifficultyController
+
+    rng = random.Random(5)
+    for case in range(500):
+        rules = rng.choice([{}, {"min_episodes": 5, "window": 8, "cooldown": 3}, {"promote": 0.5, "demote": 0.4,
+                                                                                  "min_episodes": 4, "window": 4,
+                                                                                  "cooldown": 0}])
+        ctl = DifficultyController(["math"], **rules)
+        skill = rng.random()
+        events, got = [], []
+        for _ in range(rng.randint(1, 150)):
+            ceiling = ctl.ceiling("math")
+            d = ceiling if rng.random() < 0.8 else rng.randint(1, ceiling)
+            y = rng.random() < (skill if rng.random() < 0.9 else 1 - skill)
+            events.append((d, y))
+            ctl.record("math", d, y)
+            got.append(ctl.ceiling("math"))
+        assert got == ref_curriculum(events, **rules), case
+
+
+def test_curriculum_fifteen_of_twenty_does_not_promote_sixteen_does():
+    from mmevo.honest.curriculum import DifficultyController
+
+    for hits, want in ((15, 5), (16, 6)):
+        ctl = DifficultyController(["math"])
+        for i in range(20):
+            ctl.record("math", 5, i < hits)
+        assert ctl.ceiling("math") == want
