@@ -107,10 +107,15 @@ def is_outcome(x) -> bool:
 
 
 # ------------------------------------------------------------------------------------------------ pure functions
+_NUMPY_FLOATS = {torch.float64: np.float64, torch.float32: np.float32, torch.float16: np.float16}
+
+
 def _decimal(x: float, dtype: torch.dtype) -> Fraction:
     """The shortest decimal that ``dtype`` reads back as ``x``, exactly: the number the confidence was written as
     (float32 0.52 is 0.519999980926..., spelled "0.52"; a float64 keeps every digit it needs)."""
-    for digits in range(1, 18):
+    if dtype in _NUMPY_FLOATS:  # numpy spells a float by its shortest round trip in its own precision
+        return Fraction(str(_NUMPY_FLOATS[dtype](x)))
+    for digits in range(1, 18):  # bfloat16: numpy has none
         text = f"{x:.{digits}g}"
         if torch.tensor(float(text), dtype=dtype).item() == x:
             return Fraction(text)
@@ -130,9 +135,13 @@ def copied_refinement(conf: Tensor, refined: Tensor, copy_tol: float) -> Tensor:
     near = (gap - copy_tol).abs() <= 16 * ulp  # [B] where the rounding of c or r could decide
     if near.any():
         tol = _decimal(float(copy_tol), torch.float64)
-        for i in near.nonzero().reshape(-1).tolist():
-            c, r = _decimal(conf[i].item(), conf.dtype), _decimal(refined[i].item(), refined.dtype)
-            copied[i] = abs(r - c) < tol
+        idx = near.nonzero().reshape(-1).tolist()
+        pairs = zip(conf.detach()[idx].tolist(), refined.detach()[idx].tolist())
+        seen: dict[tuple[float, float], bool] = {}  # confidences repeat (two-decimal values): decide each pair once
+        for i, pair in zip(idx, pairs):
+            if pair not in seen:
+                seen[pair] = abs(_decimal(pair[1], refined.dtype) - _decimal(pair[0], conf.dtype)) < tol
+            copied[i] = seen[pair]
     return copied
 
 
