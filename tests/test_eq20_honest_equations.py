@@ -229,3 +229,15 @@ def test_curriculum_fifteen_of_twenty_does_not_promote_sixteen_does():
         for i in range(20):
             ctl.record("math", 5, i < hits)
         assert ctl.ceiling("math") == want
+
+
+@pytest.mark.parametrize("kwargs", [{"alpha": True}, {"eps": True}, {"alpha": "0.6"}, {"alpha": float("inf")}])
+def test_replay_buffer_names_an_alpha_or_eps_that_is_no_number(kwargs):
+    # True was read as 1 by float() before the range check; "0.6" as 0.6
+    with pytest.raises(ValueError, match="replay alpha and eps"):
+        ReplayBuffer(capacity=4, **kwargs)
+    buf = ReplayBuffer(capacity=4)
+    buf.add(Example(id="0", problem="q", answer="1", choices=[], images=[], meta={"domain": "math", "difficulty": 1}),
+            0.5, True)
+    with pytest.raises(ValueError, match="replay alpha and eps"):
+        buf.probabilities(**kwargs)

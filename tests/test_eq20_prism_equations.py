@@ -104,3 +104,29 @@ def test_zpd_names_an_agreement_that_is_no_number(bad):
     # None escaped as torch's TypeError "must be real number, not NoneType"
     with pytest.raises(ValueError, match="p must be a floating-point tensor"):
         zpd(bad)
+
+
+def ref_diversity_stats(ids, k):
+    counts = [ids.count(j) for j in range(k)]
+    n = len(ids)
+    if n == 0:
+        return {"questions": 0, "active_clusters": 0, "normalized_entropy": 0.0, "gini": 0.0, "top10_share": 0.0}
+    entropy = -sum(c / n * math.log(c / n) for c in counts if c)
+    gini = sum(abs(a - b) for a in counts for b in counts) / (2 * k * n)  # mean absolute difference / (2 mean)
+    top = sorted(counts, reverse=True)[: math.ceil(k / 10)]
+    return {"questions": n, "active_clusters": sum(c > 0 for c in counts),
+            "normalized_entropy": entropy / math.log(k) if k > 1 else 0.0, "gini": gini, "top10_share": sum(top) / n}
+
+
+def test_diversity_stats_match_the_reference_on_500_random_sets():
+    from mmevo.rewards.prism import diversity_stats
+
+    rng = random.Random(6)
+    for case in range(500):
+        k = rng.choice([1, 2, 10, 128])
+        skew = rng.random() * 3
+        ids = [min(k - 1, int(k * rng.random() ** (1 + skew))) for _ in range(rng.choice([0, 1, 7, 300]))]
+        got, want = diversity_stats(ids, k), ref_diversity_stats(ids, k)
+        assert got.keys() == want.keys()
+        for key in want:
+            assert got[key] == pytest.approx(want[key], abs=1e-12), (case, key)

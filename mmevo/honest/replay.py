@@ -40,7 +40,7 @@ import torch
 
 from mmevo.data.schema import Example
 from mmevo.rewards.honest import is_outcome, replay_priorities
-from mmevo.validation import is_integer_number
+from mmevo.validation import is_integer_number, is_real_number
 
 __all__ = ["ReplayEntry", "ReplayBuffer", "ReplayMixSource", "GroupOutcome", "group_outcomes", "replay_write_back",
            "REPLAY_FLAG"]
@@ -118,10 +118,10 @@ class ReplayBuffer:
         self.added += 1
 
     def _alpha_eps(self, alpha, eps) -> tuple[float, float]:
-        alpha = self.alpha if alpha is None else float(alpha)
-        eps = self.eps if eps is None else float(eps)
-        _check_alpha_eps(alpha, eps)
-        return alpha, eps
+        alpha = self.alpha if alpha is None else alpha
+        eps = self.eps if eps is None else eps
+        _check_alpha_eps(alpha, eps)  # before float(), which read True as 1
+        return float(alpha), float(eps)
 
     def probabilities(self, alpha: float | None = None, eps: float | None = None) -> torch.Tensor:
         """p_i over the live entries (slot order), float64 [S]; uniform when every priority is 0 (eps = 0)."""
@@ -247,7 +247,9 @@ def _number(x) -> float:
 
 
 def _check_alpha_eps(alpha, eps) -> None:
-    if not (alpha >= 0 and eps >= 0 and math.isfinite(alpha) and math.isfinite(eps)):
+    # a number first: None failed inside ``>=`` with a TypeError, True was read as alpha = 1
+    if not (is_real_number(alpha) and is_real_number(eps) and alpha >= 0 and eps >= 0 and math.isfinite(alpha)
+            and math.isfinite(eps)):
         raise ValueError(f"replay alpha and eps must be finite and >= 0, got alpha={alpha}, eps={eps}")
 
 
