@@ -44,8 +44,9 @@ def test_proposal_rewards_match_the_reference_on_600_random_batches():
         c = [[rand_share(rng) for _ in range(N)] for _ in range(B)]
         a = [[rng.choice([0.0, -0.3]), -0.15 * rng.random(), rng.uniform(-0.5, 0.5)] for _ in range(B)]
         v = [rng.random() < 0.8 for _ in range(B)]
-        got = proposal_rewards(torch.tensor(ex), torch.tensor(s, dtype=torch.float64), torch.tensor(c, dtype=torch.float64),
-                               torch.tensor(a, dtype=torch.float64), torch.tensor(v))
+        f64 = torch.float64
+        got = proposal_rewards(torch.tensor(ex), torch.tensor(s, dtype=f64), torch.tensor(c, dtype=f64),
+                               torch.tensor(a, dtype=f64), torch.tensor(v))
         want = [ref_proposal(*row) for row in zip(ex, s, c, a, v)]
         assert got.dtype == torch.float64 and got.shape == (B,)
         for g, w in zip(got.tolist(), want):

@@ -37,7 +37,8 @@ def test_zpd_matches_the_reference_on_1000_values():
     ps = [rand_p(rng) for _ in range(1000)] + [float("inf"), float("-inf"), -3.0, 7.0]
     got = zpd(torch.tensor(ps, dtype=torch.float64)).tolist()
     assert got == pytest.approx([ref_zpd(p) for p in ps], abs=TOL)
-    assert zpd(torch.tensor([0.5, 0.75, 0.9], dtype=torch.float64)).tolist() == pytest.approx([0.375, 1.0, 0.625], abs=TOL)
+    edges = torch.tensor([0.5, 0.75, 0.9], dtype=torch.float64)
+    assert zpd(edges).tolist() == pytest.approx([0.375, 1.0, 0.625], abs=TOL)
 
 
 def test_coverage_rewards_match_the_reference_on_600_random_batches():
@@ -51,8 +52,8 @@ def test_coverage_rewards_match_the_reference_on_600_random_batches():
         cl = [rng.randrange(K) for _ in range(B)]
         valid = [rng.random() < 0.9 for _ in range(B)]
         lam = rng.choice([5.0, 0.0, 1.0, 20 * rng.random()])
-        got = coverage_rewards(torch.tensor(p, dtype=torch.float64), torch.tensor(cl), torch.tensor(counts,
-                               dtype=torch.float64), lam, torch.tensor(valid)).tolist()
+        got = coverage_rewards(torch.tensor(p, dtype=torch.float64), torch.tensor(cl),
+                               torch.tensor(counts, dtype=torch.float64), lam, torch.tensor(valid)).tolist()
         want = [ref_reward(pi, c, counts, lam) if v else -1.0 for pi, c, v in zip(p, cl, valid)]
         for g, w in zip(got, want):
             assert abs(g - w) <= 1e-12 * max(1.0, abs(w)), (case, p, cl, counts, lam, got, want)
@@ -64,7 +65,8 @@ def test_coverage_rewards_hand_numbers():
                            torch.tensor([1.0, 3.0], dtype=torch.float64)).tolist()
     assert got == pytest.approx([1 + 5 * math.exp(-0.5), 1 + 5 * math.exp(-1.5)], abs=TOL)
     # uniform counts (the start): every cluster exp(-1)
-    got = coverage_rewards(torch.tensor([0.5], dtype=torch.float64), torch.tensor([3]), torch.ones(128, dtype=torch.float64))
+    got = coverage_rewards(torch.tensor([0.5], dtype=torch.float64), torch.tensor([3]),
+                           torch.ones(128, dtype=torch.float64))
     assert got.tolist() == pytest.approx([0.375 * (1 + 5 * math.exp(-1))], abs=TOL)
 
 

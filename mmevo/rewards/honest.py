@@ -39,8 +39,8 @@ from __future__ import annotations
 
 import math
 import operator
-from fractions import Fraction
 from collections.abc import Sequence
+from fractions import Fraction
 
 import numpy as np
 import torch
@@ -126,7 +126,7 @@ def copied_refinement(conf: Tensor, refined: Tensor, copy_tol: float) -> Tensor:
     """CASR's anti-copy test |r - c| < copy_tol (seed 2.5, strict), float [B] x2 -> bool [B].
 
     Decided on the decimal values the confidences were written as (see ``_decimal``), as the seed states it: a gap of
-    exactly copy_tol is no copy (0.52 - 0.50 is 0.01999998 in float32 and 0.07 - 0.09 0.01999999999999999 in
+    exactly copy_tol is no copy (0.52 - 0.50 is 0.01999998 in float32 and 0.09 - 0.07 is 0.01999999999999999 in
     float64) and any smaller gap is one (0.0199995 was not, under the old margin of 1e-6 below copy_tol). Only gaps
     within a few ulps of copy_tol need the exact test; the rest are decided in float64."""
     gap = (refined.detach().double() - conf.detach().double()).abs()  # [B]
@@ -159,7 +159,8 @@ def hindsight_reward(retro: Tensor, correct: Tensor, k: float = 0.3) -> Tensor:
     Only meaningful after a real answer; the ``honest_hindsight`` head gives 0 to every other sample."""
     r = _float_tensor("retro", retro).detach()  # [B]
     _check_probability("retro", r)
-    if not is_real_number(k) or not 0 <= k < math.inf:  # NaN fails too; True read as k = 1; k = inf makes a perfect r = y earn NaN
+    # NaN fails too; True was read as k = 1; k = inf makes a perfect r = y earn NaN
+    if not is_real_number(k) or not 0 <= k < math.inf:
         raise ValueError(f"k must be finite and >= 0 (a negative k rewards miscalibration), got {k}")
     y = _correctness(correct, r)  # [B]
     return (-k * (_work(r) - _work(y)) ** 2).to(r.dtype)
@@ -262,7 +263,8 @@ def replay_priorities(conf: Tensor, correct: Tensor, alpha: float = 0.6, eps: fl
     Unnormalised; the sampling probability is priority / sum of priorities."""
     c = _float_tensor("conf", conf).detach()  # [B]
     _check_probability("conf", c)
-    if not (is_real_number(alpha) and is_real_number(eps)) or not 0 <= alpha < math.inf or not 0 <= eps < math.inf:  # inf gives 0 or inf priorities, NaN probabilities
+    # inf gives 0 or inf priorities, NaN probabilities; True was read as 1
+    if not (is_real_number(alpha) and is_real_number(eps)) or not 0 <= alpha < math.inf or not 0 <= eps < math.inf:
         raise ValueError(f"alpha and eps must be finite and >= 0, got {alpha}, {eps}")
     y = _correctness(correct, c)  # [B]
     return (((_work(c) - _work(y)).abs() + eps) ** alpha).to(c.dtype)
