@@ -195,3 +195,29 @@ def test_sfr_names_an_answer_list_that_is_no_list(mat, re, name):
     # a TypeError "'NoneType' object is not iterable" named neither argument
     with pytest.raises(ValueError, match=f"{name} must be a list"):
         softened_frequency_rewards(mat, re)
+
+
+def test_sfr_head_scores_maternal_responses_by_eq_7_8_and_reinferences_0():
+    # end to end from response texts: equivalent spellings (0.5, \frac{1}{2}) are one answer, no \boxed is no answer
+    from mmevo.rewards.heads import ScoredSample, SFRHead
+
+    rng = random.Random(12)
+    spell = {"half": ["0.5", "\\frac{1}{2}", "1/2"], "two": ["2", "2.0"], "x": ["x+1"], None: None}
+    for case in range(60):
+        samples, keys, roles, groups = [], [], [], []
+        for g in range(rng.randint(1, 3)):
+            n, m = rng.randint(1, 4), rng.randint(0, 3)
+            for role, count in (("maternal", n), ("reinference", n * m)):
+                for _ in range(count):
+                    k = rng.choice(list(spell))
+                    text = "no answer" if k is None else f"\\boxed{{{rng.choice(spell[k])}}}"
+                    samples.append(ScoredSample(text, g, None, None, role=role))
+                    keys.append(k), roles.append(role), groups.append(g)
+        got, _ = SFRHead().score(samples)
+        want = [0.0] * len(samples)
+        for g in set(groups):
+            mat = [i for i in range(len(samples)) if groups[i] == g and roles[i] == "maternal"]
+            re = [i for i in range(len(samples)) if groups[i] == g and roles[i] != "maternal"]
+            for i, r in zip(mat, ref_sfr([keys[i] for i in mat], [keys[i] for i in re])):
+                want[i] = r
+        assert got.tolist() == pytest.approx(want, abs=1e-7), case  # the head returns float32

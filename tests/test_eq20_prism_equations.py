@@ -132,3 +132,22 @@ def test_diversity_stats_match_the_reference_on_500_random_sets():
         assert got.keys() == want.keys()
         for key in want:
             assert got[key] == pytest.approx(want[key], abs=1e-12), (case, key)
+
+
+def test_nearest_centroid_matches_a_brute_force_reference_on_500_random_questions():
+    # c(q) = the nearest centroid to embed(q); on unit rows (the sentence embedder's and build-clusters' centroids)
+    # nearest in Euclidean distance is highest cosine similarity
+    from mmevo.prism.clusters import assign_clusters
+
+    rng = random.Random(8)
+
+    def unit(v):
+        n = math.sqrt(sum(x * x for x in v))
+        return [x / n for x in v]
+
+    d, k = 8, 16
+    centroids = [unit([rng.gauss(0, 1) for _ in range(d)]) for _ in range(k)]
+    emb = [unit([rng.gauss(0, 1) for _ in range(d)]) for _ in range(500)]
+    got = assign_clusters(torch.tensor(emb, dtype=torch.float64), torch.tensor(centroids, dtype=torch.float64)).tolist()
+    want = [min(range(k), key=lambda j: sum((a - b) ** 2 for a, b in zip(e, centroids[j]))) for e in emb]
+    assert got == want
