@@ -400,6 +400,43 @@ def _canvas_sized_at_failure(e: BaseException) -> tuple | None:
     return figure, float(dpi)
 
 
+# where matplotlib reads a figure's size or dpi as a float, and the names it holds the given values under
+_FIGURE_SIZE_READERS = {("matplotlib.figure", "__init__"): ("figsize", "dpi"),
+                        ("matplotlib.figure", "_set_dpi"): ("dpi",),
+                        ("matplotlib.figure", "set_size_inches"): ("w", "h", "size")}
+_FIGURE_SIZE_RCPARAMS = ("figure.dpi", "figure.figsize", "savefig.dpi")
+
+
+def _int_past_float(value) -> int | None:
+    """``value``, or the first of its items (a figsize), where it is an int no float holds (``10**400``), else None."""
+    items = value if isinstance(value, (tuple, list)) or type(value).__name__ == "ndarray" else (value,)
+    for v in list(items)[:4] if len(items) <= 4 else ():
+        if isinstance(v, int) and not isinstance(v, bool) and abs(v) > sys.float_info.max:
+            return v
+    return None
+
+
+def _figure_size_past_float(e: BaseException) -> str | None:
+    """Why a figure has no size, where ``e`` came from matplotlib reading a figsize / dpi given as an int too large
+    for a float (``savefig(dpi=10**400)``, ``set_dpi``, ``figsize=(10**400, 1)``, ``set_size_inches``, the rcParams
+    ``figure.dpi`` / ``figure.figsize`` / ``savefig.dpi``): an ``OverflowError`` or numpy's ``TypeError`` there was a
+    ``crash`` where ``dpi=inf`` is ``invalid_size``; no finite size is drawable either. None elsewhere."""
+    tb = e.__traceback__
+    while tb is not None:
+        frame, tb = tb.tb_frame, tb.tb_next
+        where = (str(frame.f_globals.get("__name__", "")), frame.f_code.co_name)
+        names = _FIGURE_SIZE_READERS.get(where, ())
+        if where == ("matplotlib", "__setitem__") and frame.f_locals.get("key") in _FIGURE_SIZE_RCPARAMS:
+            names = ("val",)
+        for name in names:
+            huge = _int_past_float(frame.f_locals.get(name))
+            if huge is not None:
+                what = frame.f_locals["key"] if name == "val" else "dpi" if name == "dpi" else "size"
+                return (f"figure {what} is {'a negative' if huge < 0 else 'an'} integer of {huge.bit_length()} bits, past the "
+                        "largest float: no finite number of pixels")
+    return None
+
+
 def _classify_one(e: BaseException) -> str:
     if isinstance(e, MemoryError):
         return "memory"
@@ -778,6 +815,9 @@ def _run_python(code: str, limits: RenderLimits) -> tuple[str, str]:
         # constructor refuses the size) is that figure's size at the dpi it was drawn at, as the worker's check would
         # have said: it was a `crash`. Only an error raised where the canvas sizes its renderer: any other (a plot's
         # mismatched shapes, a bad colour, json's) stays what it is, whatever the size of the figure open at the time.
+        past_float = None if _raised_by_job_code(e) else _figure_size_past_float(e)
+        if past_float is not None:
+            return "invalid_size", f"{past_float} (setting it failed: {_exc_text(e)})"
         sized = None if _raised_by_job_code(e) else _canvas_sized_at_failure(e)
         if sized is None:
             raise
