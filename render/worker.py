@@ -1252,6 +1252,246 @@ def _svg_root_length(value: str) -> str | None:
     return number + unit
 
 
+# units a length may carry as cairosvg reads them (helpers.UNITS, em / ex / ch, %), with those rewritten above
+_SVG_KNOWN_UNITS = frozenset(("", "px", "mm", "cm", "in", "pt", "pc", "em", "ex", "ch", "%", *_SVG_UNIT_AS))
+# CSS's initial font size, what ``rem`` is in an element other than the root (the root's own font-size is not read)
+_CSS_REM_PX = 16.0
+# attributes holding one length (or `auto`) on every element where cairosvg reads them with its ``size``; x / y / dx / dy
+# of text are lists, and refX / refY take keywords: those are left to the length reader (``_lenient_svg_size``)
+_SVG_LENGTH_ATTRS = frozenset((
+    "width", "height", "x", "y", "rx", "ry", "r", "cx", "cy", "fx", "fy", "fr", "x1", "y1", "x2", "y2",
+    "stroke-width", "stroke-dashoffset", "markerWidth", "markerHeight", "offset"))
+_SVG_TEXT_LISTS = frozenset(("x", "y", "dx", "dy"))
+_SVG_TEXT_TAGS = frozenset(("text", "tspan", "tref", "textPath", "a"))
+# attributes holding one number (a percentage allowed: CSS Color 4's opacities) that cairosvg reads with float()
+_SVG_NUMBER_ATTRS = frozenset(("opacity", "fill-opacity", "stroke-opacity", "stop-opacity", "flood-opacity",
+                               "stroke-miterlimit"))
+
+
+def _css_length(text: str, rem_px: float | None = _CSS_REM_PX) -> str | None:
+    """A CSS length written as cairosvg reads it right (units in lower case; ``rem``, ``Q`` and the viewport units
+    in units it reads), or None where ``text`` is no length: not a number and a unit cairosvg knows, or a number
+    no float holds (``1e400``, ``nan``). ``rem_px`` None keeps ``rem`` as the root's ``em`` (the root's own size)."""
+    m = _SVG_LENGTH.fullmatch(text.strip())
+    if m is None or not math.isfinite(float(m.group(1))) or m.group(2).lower() not in _SVG_KNOWN_UNITS:
+        return None
+    number, unit = m.group(1), m.group(2).lower()
+    if unit == "rem" and rem_px is not None:
+        return f"{float(number) * rem_px!r}px"
+    if unit in _SVG_UNIT_AS:
+        factor, unit = _SVG_UNIT_AS[unit]
+        return f"{float(number) * factor!r}{unit}"
+    return number + unit
+
+
+def _css_number(text: str) -> str | None:
+    """A number (or a percentage, as a fraction) as cairosvg's float() reads it, or None where ``text`` is none."""
+    m = _SVG_LENGTH.fullmatch(text.strip())
+    if m is None or not math.isfinite(float(m.group(1))) or m.group(2) not in ("", "%"):
+        return None
+    return m.group(1) if m.group(2) == "" else repr(float(m.group(1)) / 100)
+
+
+def _css_viewbox(text: str) -> bool:
+    """Whether a viewBox is one: four finite numbers, width and height not negative (SVG: an error otherwise)."""
+    try:
+        parts = [float(v) for v in re.sub("[ \n\r\t,]+", " ", text).split()]
+    except ValueError:
+        return False
+    return len(parts) == 4 and all(math.isfinite(v) for v in parts) and min(parts[2:]) >= 0
+
+
+def _read_svg_value(node, name: str, value) -> str | None:
+    """The value of attribute ``name`` of a cairosvg ``node`` as cairosvg reads it right, or None where it is invalid.
+    Values of other attributes, and those that are not strings, are returned as they are."""
+    if not isinstance(value, str):
+        return value
+    if name == "viewBox":
+        return value if _css_viewbox(value) else None
+    if name in _SVG_NUMBER_ATTRS:
+        return _css_number(value)
+    if name in _SVG_LENGTH_ATTRS and not (name in _SVG_TEXT_LISTS and node.tag in _SVG_TEXT_TAGS):
+        return None if value.strip().lower() == "auto" else _css_length(value)
+    return value
+
+
+def _svg_values_read_as_css() -> None:
+    """cairosvg's nodes with each length, number and viewBox read as SVG 2 reads them (job child only, once).
+
+    A value that is not one (``width="calc(10px + 5px)"``, ``"xpx"``, ``"--5"``, ``"1e400"``, ``opacity="x"``, a viewBox of
+    three numbers) was a ``crash`` (cairosvg's float() failing, or cairo's invalid matrix for an infinite one); SVG 2
+    treats an invalid value as if the attribute were not specified, and so it is now: the element's inherited value
+    where the property is inherited, else cairosvg's default for a missing one (a nested svg's 100%, a rect's
+    0: not drawn). ``calc()`` is not evaluated: it is such a value. The root's width / height are the canvas:
+    ``_normalise_root_size`` reads them, and one that is no length is ``invalid_size``. Units in any case, ``rem`` (16
+    px: CSS's initial font size), ``Q`` and the viewport units are read as lengths everywhere (``1rem`` on a rect was a
+    ``crash``); the length reader does the same for lengths inside lists (``stroke-dasharray``, text's x / y,
+    ``points``), reading one that is none as 0 (cairosvg's reading of an unknown unit)."""
+    import cairosvg.helpers
+    import cairosvg.parser
+
+    node_class = cairosvg.parser.Node
+    if getattr(node_class, "_read_as_css", False):
+        return
+    init = node_class.__init__
+
+    def __init__(self, element, style, url_fetcher, parent=None, *args, **kwargs):
+        init(self, element, style, url_fetcher, parent, *args, **kwargs)
+        canvas = parent is None  # the document's root: its width / height / viewBox are read by _normalise_root_size
+        for name in [n for n in self if n in _SVG_LENGTH_ATTRS or n in _SVG_NUMBER_ATTRS or n == "viewBox"]:
+            if canvas and name in ("width", "height", "viewBox"):
+                continue
+            value = _read_svg_value(self, name, self[name])
+            if value is not None:
+                self[name] = value
+            elif parent is not None and name in parent and name not in cairosvg.parser.NOT_INHERITED_ATTRIBUTES:
+                self[name] = parent[name]  # an invalid declaration is dropped: the inherited value stands
+            else:
+                del self[name]
+
+    node_class.__init__ = __init__
+    node_class._read_as_css = True
+    size = cairosvg.helpers.size
+
+    def lenient_size(surface, string, reference="xy"):
+        if isinstance(string, str) and string.strip():
+            string = _css_length(string) or string
+        try:
+            return size(surface, string, reference)
+        except ValueError:  # not a length (a list item of one): read as 0, as cairosvg reads an unknown unit
+            return 0
+
+    lenient_size.__wrapped__ = size
+    for module in list(sys.modules.values()):
+        if getattr(module, "__name__", "").startswith("cairosvg.") and getattr(module, "size", None) is size:
+            module.size = lenient_size
+
+
+# id() of the XML elements whose drawing is under way, across every cairosvg surface of the job (patterns, masks and
+# markers are drawn on surfaces of their own): an element drawn again inside its own drawing is a circular reference
+_SVG_ELEMENTS_DRAWING: set[int] = set()
+
+
+def _svg_circular_references_not_drawn() -> None:
+    """cairosvg's ``Surface.draw`` skipping an element already being drawn further up (job child only, once).
+
+    A ``<use>`` of its own ancestor (the root ``<svg>``, its parent ``<g>``, itself) or two ``<use>`` naming each
+    other, a marker / mask / clip path / pattern whose content references itself: cairosvg recursed until Python's
+    limit, a ``crash`` (RecursionError). SVG 2 makes such a reference an error and the element in error is not
+    rendered (struct.html#UseElement: a reference to an ancestor is an invalid circular reference); so it is
+    now, the rest of the document drawn as it is."""
+    import cairosvg.surface
+
+    surface_class = cairosvg.surface.Surface
+    if getattr(surface_class, "_draws_acyclic", False):
+        return
+    draw = surface_class.draw
+
+    def draw_unless_circular(self, node):
+        element = getattr(getattr(node, "element", None), "etree_element", None)
+        key = id(element) if element is not None else None
+        if key in _SVG_ELEMENTS_DRAWING:
+            return None  # circular: in error, not rendered
+        if key is not None:
+            _SVG_ELEMENTS_DRAWING.add(key)
+        try:
+            return draw(self, node)
+        finally:
+            _SVG_ELEMENTS_DRAWING.discard(key)
+
+    surface_class.draw = draw_unless_circular
+    surface_class._draws_acyclic = True
+    # this wrapper is one more Python frame per level of nesting: as deep a document as before still draws (400
+    # nested <g> did, then failed at Python's recursion limit); Python-to-Python calls take no C stack here
+    sys.setrecursionlimit(2 * sys.getrecursionlimit())
+
+
+def _drawable_matrix(matrix) -> bool:
+    """Whether cairo accepts ``matrix`` as a context's transformation: finite, its determinant finite and not zero
+    (cairo's own test: otherwise ``INVALID_MATRIX``, which also leaves the context unusable)."""
+    xx, yx, xy, yy, x0, y0 = matrix.as_tuple()
+    det = xx * yy - yx * xy
+    return all(math.isfinite(v) for v in (xx, yx, xy, yy, x0, y0)) and math.isfinite(det) and det != 0
+
+
+def _svg_transforms_of_no_size_not_drawn() -> None:
+    """cairo contexts that draw nothing more, instead of failing, under a transformation that would leave them none
+    (job child only, once): ``transform="scale(1e300)"`` inside a scaled SVG overflows to a matrix cairo refuses
+    (``CAIRO_STATUS_INVALID_MATRIX``), a ``crash``. CSS Transforms: an element whose transformation is not invertible
+    is not displayed; cairosvg does so for a non-invertible ``transform`` attribute alone (an empty clip), and
+    so the context now does for the product with its current one, and for scale / translate / rotate."""
+    import cairocffi
+
+    context_class = cairocffi.Context
+    if getattr(context_class, "_refuses_no_size", False):
+        return
+
+    def checked(operation, trial):
+        def apply(self, *args, **kwargs):
+            if _drawable_matrix(trial(self.get_matrix(), *args, **kwargs)):
+                return operation(self, *args, **kwargs)
+            path = self.copy_path()  # the empty clip hides what follows; the path being built is kept
+            self.new_path()
+            self.clip()
+            self.append_path(path)
+            return None
+        return apply
+
+    def moved(name):
+        def trial(matrix, *args, **kwargs):
+            getattr(matrix, name)(*args, **kwargs)
+            return matrix
+        return trial
+
+    context_class.transform = checked(context_class.transform, lambda current, m: m.multiply(current))
+    for name in ("scale", "translate", "rotate"):
+        setattr(context_class, name, checked(getattr(context_class, name), moved(name)))
+    context_class._refuses_no_size = True
+
+    import cairosvg.helpers
+
+    transform = cairosvg.helpers.transform
+
+    def transform_or_hide(surface, *args, **kwargs):
+        # cairosvg inverts a transform attribute's matrix twice: one that overflows to infinity inverts to 0 and
+        # then fails (``matrix(1e300 0 0 1e300 0 0) matrix(1e300 0 0 1e300 0 0)``); it is one of no size too
+        try:
+            return transform(surface, *args, **kwargs)
+        except cairocffi.CairoError as e:
+            if getattr(e, "status", None) != cairocffi.STATUS_INVALID_MATRIX:
+                raise
+            surface.context.new_path()
+            surface.context.clip()
+            return None
+
+    for module in list(sys.modules.values()):
+        if getattr(module, "__name__", "").startswith("cairosvg") and getattr(module, "transform", None) is transform:
+            module.transform = transform_or_hide
+
+
+def _cairosvg_fails_on_length(text: str) -> bool:
+    """Whether cairosvg's own length reader raises on ``text`` (its float() of what it took for the number)."""
+    import types
+
+    import cairosvg.helpers
+
+    size = getattr(cairosvg.helpers.size, "__wrapped__", cairosvg.helpers.size)  # cairosvg's, not the lenient one
+    try:
+        size(types.SimpleNamespace(font_size=16.0, dpi=96, context_width=0, context_height=0), text, "x")
+    except ValueError:
+        return True
+    return False
+
+
+def _viewbox_unreadable(viewbox: str) -> bool:
+    """Whether cairosvg fails on a root's viewBox (split as it splits it): a value that is no number (a crash), fewer
+    than four (an IndexError, a crash). NaN, infinite, zero or negative sizes are cairosvg's to report, as before."""
+    try:
+        return len([float(v) for v in re.sub("[ \n\r\t,]+", " ", viewbox).split()]) < 4
+    except ValueError:
+        return True
+
+
 def _viewbox_size(viewbox) -> tuple[float, float] | None:
     """Width and height of an SVG ``viewBox`` (split as cairosvg splits it), or None where they give no ratio."""
     try:
@@ -1278,10 +1518,16 @@ def _normalise_root_size(tree) -> None:
             if not value.strip():  # an empty CSS declaration is invalid, dropped by CSS: the attribute stands
                 value = tree.xml_tree.get(side) or ""
             length = _svg_root_length(value)
+            if length is not None and _cairosvg_fails_on_length(length):
+                # the canvas has no size: cairosvg failed on it (`calc(10px + 5px)`, `xpx`: a crash); what it reads as
+                # 0 (`--5`, `100 %`, an unknown unit) it says so itself ("The SVG size is undefined: 0x10 px")
+                raise _SvgInvalidSize(f"The SVG {side} is not a length: {value[:80]!r}")
             if length is None:
                 del tree[side]
             else:
                 tree[side] = length
+    if tree.get("viewBox") and _viewbox_unreadable(str(tree["viewBox"])):
+        raise _SvgInvalidSize(f"The SVG viewBox is not four numbers: {str(tree['viewBox'])[:80]!r}")
     box = _viewbox_size(tree.get("viewBox")) if tree.get("viewBox") else None
     missing = [side for side in ("width", "height") if side not in tree]
     if box is None or len(missing) != 1:
@@ -1316,6 +1562,9 @@ def _run_svg(text: str, limits: RenderLimits) -> tuple[str, str]:
         return refused
     surface = _side_checked_png_surface(limits.max_side)  # svg2png does not pass a url_fetcher on
     _check_tile_sizes()
+    _svg_values_read_as_css()
+    _svg_circular_references_not_drawn()
+    _svg_transforms_of_no_size_not_drawn()
 
     try:
         # as surface.convert does, with the root's size read right between parsing and sizing

@@ -98,12 +98,15 @@ SELF_REFERENCES = {
 }
 
 
-def test_self_referencing_svg_elements_end_in_a_recursion_error_quickly(render_pool):
+def test_self_referencing_svg_elements_end_quickly(render_pool):
+    # review 20: a circular reference met while drawing is not rendered (SVG 2), the rest is drawn: `ok`; a <tref>
+    # cycle is followed while parsing and still ends in a RecursionError (`crash`)
     t = time.monotonic()
     results = render_pool.render_many([_svg(body) for body in SELF_REFERENCES.values()], timeout_s=20)
     took = time.monotonic() - t
-    assert {name: (r.error_kind, r.message.startswith("job: RecursionError: maximum recursion depth exceeded"))
-            for name, r in zip(SELF_REFERENCES, results)} == {name: ("crash", True) for name in SELF_REFERENCES}
+    got = {name: (r.error_kind, r.message.startswith("job: RecursionError: maximum recursion depth exceeded"))
+           for name, r in zip(SELF_REFERENCES, results)}
+    assert got == {**{name: (None, False) for name in SELF_REFERENCES}, "tref": ("crash", True)}
     assert took < 10, took
 
 
