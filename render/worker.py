@@ -1315,6 +1315,43 @@ def _read_svg_value(node, name: str, value) -> str | None:
     return value
 
 
+# id() of the XML elements whose cairosvg nodes are being built: a node is built inside another's only for its
+# children and for the text a <tref> names, so one built again inside its own building is a <tref> cycle
+_SVG_ELEMENTS_BUILDING: set[int] = set()
+
+
+class _SvgCircularReference(Exception):
+    """A ``<tref>`` naming an element whose node is being built (its own ancestor, or a cycle of trefs)."""
+
+
+def _tref_tree_class(tree_class):
+    """cairosvg's ``Tree`` as ``text_children`` builds the one a ``<tref>`` names: where that element's node is being
+    built already (``<text id="t"><tref href="#t"/></text>``, two texts naming each other), the reference is circular,
+    an error SVG does not render: the tref is read as empty text instead of recursing to Python's limit (a
+    RecursionError, a ``crash``); so is one naming no element (cairosvg's TypeError, a ``crash``)."""
+    from xml.etree.ElementTree import Element
+
+    import cssselect2
+
+    class TrefTree(tree_class):
+        def __init__(self, **kwargs):
+            parent = kwargs.get("parent")
+            try:
+                super().__init__(**kwargs)
+            except (_SvgCircularReference, TypeError) as e:
+                # cairosvg's own "No tag with id=..." for a tref naming no element (a <use> of none draws nothing)
+                missing = isinstance(e, TypeError) and str(e).startswith("No tag with id=")
+                if parent is None or not (missing or isinstance(e, _SvgCircularReference)):
+                    raise
+                self.clear()
+                self.xml_tree = Element("{http://www.w3.org/2000/svg}tspan")
+                self.element, self.tag, self.text = cssselect2.ElementWrapper.from_xml_root(self.xml_tree), "tspan", ""
+                self.style, self.url_fetcher, self.unsafe = parent.style, parent.url_fetcher, parent.unsafe
+                self.url, self.parent, self.children, self.root = parent.url, parent, [], True
+
+    return TrefTree
+
+
 def _svg_values_read_as_css() -> None:
     """cairosvg's nodes with each length, number and viewBox read as SVG 2 reads them (job child only, once).
 
@@ -1336,7 +1373,14 @@ def _svg_values_read_as_css() -> None:
     init = node_class.__init__
 
     def __init__(self, element, style, url_fetcher, parent=None, *args, **kwargs):
-        init(self, element, style, url_fetcher, parent, *args, **kwargs)
+        key = id(element.etree_element)
+        if key in _SVG_ELEMENTS_BUILDING:  # a <tref> naming an element whose node is being built: a cycle
+            raise _SvgCircularReference
+        _SVG_ELEMENTS_BUILDING.add(key)
+        try:
+            init(self, element, style, url_fetcher, parent, *args, **kwargs)
+        finally:
+            _SVG_ELEMENTS_BUILDING.discard(key)
         canvas = parent is None  # the document's root: its width / height / viewBox are read by _normalise_root_size
         for name in [n for n in self if n in _SVG_LENGTH_ATTRS or n in _SVG_NUMBER_ATTRS or n == "viewBox"]:
             if canvas and name in ("width", "height", "viewBox"):
@@ -1351,6 +1395,7 @@ def _svg_values_read_as_css() -> None:
 
     node_class.__init__ = __init__
     node_class._read_as_css = True
+    cairosvg.parser.Tree = _tref_tree_class(cairosvg.parser.Tree)  # the name text_children builds a <tref>'s with
     size = cairosvg.helpers.size
 
     def lenient_size(surface, string, reference="xy"):

@@ -3,7 +3,7 @@
 1. A ``<use>`` of its own ancestor (the root ``<svg>``, its parent ``<g>``, itself), two ``<use>`` naming each other,
    and a marker / mask / clip path / pattern whose content references itself: cairosvg recursed until Python's limit
    (RecursionError). SVG 2 makes a reference to an ancestor an invalid circular reference and the element in error is
-   not rendered: the document is drawn without it.
+   not rendered: the document is drawn without it. A ``<tref>`` naming its own text (or none) is read as empty text.
 2. A ``rem`` length anywhere but the root's width / height (a nested ``<svg>``, a rect, a stroke width, a font size)
    failed in cairosvg ("could not convert string to float: '2r'").
 3. Malformed lengths (``calc(10px + 5px)``, ``xpx``, ``--5``, ``1e400``), numbers (``opacity="x"``) and viewBoxes
@@ -83,6 +83,30 @@ def test_a_paint_server_or_marker_referencing_itself_draws_the_rest(render_pool,
     r = _svg(render_pool, body + '<rect y="30" width="10" height="10" fill="red"/>')
     assert r.ok, (r.error_kind, r.message)
     assert _rgba(r.png, (45, 45)) == BLUE and _rgba(r.png, (5, 35)) == RED
+
+
+@pytest.mark.parametrize("body", [
+    # before: crash (RecursionError: cairosvg builds the text a <tref> names while building that text)
+    '<text id="t" y="20" fill="red">ab<tref href="#t"/>cd</text>',
+    '<text id="t" y="20" fill="red">ab<tref xlink:href="#u"/></text><text id="u" y="20" x="25">cd<tref href="#t"/></text>',
+    '<text y="20" fill="red">ab<tref href="#root"/></text>',
+    # before: crash, "TypeError: No tag with id="nope" found."
+    '<text y="20" fill="red">ab<tref href="#nope"/></text>',
+])
+def test_a_circular_or_dangling_tref_is_read_as_empty_text(render_pool, body):
+    r = _svg(render_pool, body)
+    assert r.ok, (r.error_kind, r.message)
+    from PIL import Image
+
+    pixels = Image.open(io.BytesIO(r.png)).convert("RGBA").getdata()
+    assert _rgba(r.png, (45, 45)) == BLUE
+    assert sum(1 for p in pixels if p[3] > 128 and p[0] > 128 and p[2] < 128) > 20  # the text around the tref
+
+
+def test_a_tref_of_another_text_still_reads_its_text(render_pool):
+    with_tref = _svg(render_pool, '<defs><text id="s">HELLO</text></defs><text y="20" fill="red"><tref href="#s"/></text>')
+    written = _svg(render_pool, '<text y="20" fill="red">HELLO</text>')
+    assert with_tref.ok and with_tref.png == written.png, (with_tref.error_kind, with_tref.message)
 
 
 def test_a_deep_chain_of_uses_that_is_no_cycle_still_draws(render_pool):
