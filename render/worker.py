@@ -1268,6 +1268,9 @@ _SVG_NUMBER_ATTRS = frozenset(("opacity", "fill-opacity", "stroke-opacity", "sto
                                "stroke-miterlimit"))
 
 
+_SVG_CHECKED_ATTRS = _SVG_LENGTH_ATTRS | _SVG_NUMBER_ATTRS | {"viewBox", "stroke-dasharray"}
+
+
 def _css_length(text: str, rem_px: float | None = _CSS_REM_PX) -> str | None:
     """A CSS length written as cairosvg reads it right (units in lower case; ``rem``, ``Q`` and the viewport units
     in units it reads), or None where ``text`` is no length: not a number and a unit cairosvg knows, or a number
@@ -1301,6 +1304,18 @@ def _css_viewbox(text: str) -> bool:
     return len(parts) == 4 and all(math.isfinite(v) for v in parts) and min(parts[2:]) >= 0
 
 
+def _css_dasharray(text: str) -> str | None:
+    """A ``stroke-dasharray`` as cairosvg reads it right (``none``, or lengths / percentages, none negative), or None
+    where it is invalid: SVG makes the whole list invalid for one item that is not a length or is negative (cairo
+    refused a negative dash, ``INVALID_DASH``: a ``crash``)."""
+    if text.strip().lower() == "none":
+        return "none"
+    items = [_css_length(item) for item in re.split(r"[\s,]+", text.strip()) if item]
+    if not items or any(i is None or i.startswith("-") for i in items):
+        return None
+    return " ".join(items)
+
+
 def _read_svg_value(node, name: str, value) -> str | None:
     """The value of attribute ``name`` of a cairosvg ``node`` as cairosvg reads it right, or None where it is invalid.
     Values of other attributes, and those that are not strings, are returned as they are."""
@@ -1310,6 +1325,8 @@ def _read_svg_value(node, name: str, value) -> str | None:
         return value if _css_viewbox(value) else None
     if name in _SVG_NUMBER_ATTRS:
         return _css_number(value)
+    if name == "stroke-dasharray":
+        return _css_dasharray(value)
     if name in _SVG_LENGTH_ATTRS and not (name in _SVG_TEXT_LISTS and node.tag in _SVG_TEXT_TAGS):
         return None if value.strip().lower() == "auto" else _css_length(value)
     return value
@@ -1320,8 +1337,10 @@ def _read_svg_value(node, name: str, value) -> str | None:
 _SVG_ELEMENTS_BUILDING: set[int] = set()
 
 
-class _SvgCircularReference(Exception):
-    """A ``<tref>`` naming an element whose node is being built (its own ancestor, or a cycle of trefs)."""
+class _SvgCircularReference(TypeError):
+    """A reference to an element whose node is being built (a ``<tref>`` naming its own ancestor, or a cycle of trefs)
+    or drawn (a ``<use>`` of its ancestor). A ``TypeError``: what cairosvg raises for a ``<use>`` naming no element,
+    which it draws as nothing."""
 
 
 def _tref_tree_class(tree_class):
@@ -1374,7 +1393,11 @@ def _svg_values_read_as_css() -> None:
 
     def __init__(self, element, style, url_fetcher, parent=None, *args, **kwargs):
         key = id(element.etree_element)
-        if key in _SVG_ELEMENTS_BUILDING:  # a <tref> naming an element whose node is being built: a cycle
+        # a <tref> naming an element whose node is being built, a <use> naming one being drawn: circular, refused
+        # before its subtree is built (a <use> of the root built the whole document each time). Only a <use>'s own
+        # target: a pattern's href chain builds nodes of elements being drawn (its children), and is no cycle
+        used = parent is not None and getattr(parent, "tag", None) == "use"
+        if key in _SVG_ELEMENTS_BUILDING or (used and key in _SVG_ELEMENTS_DRAWING):
             raise _SvgCircularReference
         _SVG_ELEMENTS_BUILDING.add(key)
         try:
@@ -1382,7 +1405,7 @@ def _svg_values_read_as_css() -> None:
         finally:
             _SVG_ELEMENTS_BUILDING.discard(key)
         canvas = parent is None  # the document's root: its width / height / viewBox are read by _normalise_root_size
-        for name in [n for n in self if n in _SVG_LENGTH_ATTRS or n in _SVG_NUMBER_ATTRS or n == "viewBox"]:
+        for name in [n for n in self if n in _SVG_CHECKED_ATTRS]:
             if canvas and name in ("width", "height", "viewBox"):
                 continue
             value = _read_svg_value(self, name, self[name])
@@ -1448,7 +1471,46 @@ def _svg_circular_references_not_drawn() -> None:
     surface_class._draws_acyclic = True
     # this wrapper is one more Python frame per level of nesting: as deep a document as before still draws (400
     # nested <g> did, then failed at Python's recursion limit); Python-to-Python calls take no C stack here
-    sys.setrecursionlimit(2 * sys.getrecursionlimit())
+    sys.setrecursionlimit(min(2 * sys.getrecursionlimit(), _C_INT_MAX))  # a python job may have set it to INT_MAX
+
+
+def _svg_bounding_boxes_never_missing() -> None:
+    """cairosvg's bounding boxes where a marker or a pattern reads one (job child only, once).
+
+    cairosvg stores no box for an element of no area (a horizontal line, a marker holding only a tick or nothing) and
+    read the missing box as a tuple: a marker without a viewBox around such content, and a pattern in
+    objectBoundingBox units painting a horizontal line, were a ``crash`` (``TypeError: 'NoneType' object is not
+    subscriptable``). The marker's content is now drawn at its own scale (a box of markerWidth x markerHeight, what a
+    browser does without a viewBox), the pattern is not painted (a box of no size, as cairosvg already treats a
+    gradient: SVG ignores an objectBoundingBox effect on an element of no width or height). The box of a ``<use>`` of
+    an element being drawn (a circular reference, not rendered) is empty."""
+    import cairosvg.bounding_box
+    import cairosvg.defs
+    import cairosvg.path
+
+    methods = cairosvg.bounding_box.BOUNDING_BOX_METHODS
+    if getattr(cairosvg.path.calculate_bounding_box, "_never_missing", False):
+        return
+    calculate, use_box = cairosvg.bounding_box.calculate_bounding_box, methods["use"]
+
+    def box_or_stand_in(surface, node):
+        box = calculate(surface, node)
+        if box is not None:
+            return box
+        if node.tag == "marker":
+            return (0, 0, cairosvg.path.size(surface, node.get("markerWidth", "3"), "x"),
+                    cairosvg.path.size(surface, node.get("markerHeight", "3"), "y"))
+        return (0, 0, 0, 0)
+
+    def box_of_use(surface, node):
+        try:
+            return use_box(surface, node)
+        except _SvgCircularReference:
+            return cairosvg.bounding_box.EMPTY_BOUNDING_BOX
+
+    box_or_stand_in._never_missing = True
+    cairosvg.path.calculate_bounding_box = cairosvg.defs.calculate_bounding_box = box_or_stand_in
+    methods["use"] = box_of_use
 
 
 def _drawable_matrix(matrix) -> bool:
@@ -1489,6 +1551,9 @@ def _svg_transforms_of_no_size_not_drawn() -> None:
         return trial
 
     context_class.transform = checked(context_class.transform, lambda current, m: m.multiply(current))
+    # a font of 1e300 px is a font matrix cairo refuses the same way (INVALID_MATRIX): its text is not drawn
+    context_class.set_font_size = checked(context_class.set_font_size,
+                                          lambda current, px: cairocffi.Matrix(px, 0, 0, px, 0, 0).multiply(current))
     for name in ("scale", "translate", "rotate"):
         setattr(context_class, name, checked(getattr(context_class, name), moved(name)))
     context_class._refuses_no_size = True
@@ -1610,6 +1675,7 @@ def _run_svg(text: str, limits: RenderLimits) -> tuple[str, str]:
     _svg_values_read_as_css()
     _svg_circular_references_not_drawn()
     _svg_transforms_of_no_size_not_drawn()
+    _svg_bounding_boxes_never_missing()
 
     try:
         # as surface.convert does, with the root's size read right between parsing and sizing
