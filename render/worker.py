@@ -1257,7 +1257,8 @@ _SVG_KNOWN_UNITS = frozenset(("", "px", "mm", "cm", "in", "pt", "pc", "em", "ex"
 # CSS's initial font size, what ``rem`` is in an element other than the root (the root's own font-size is not read)
 _CSS_REM_PX = 16.0
 # attributes holding one length (or `auto`) on every element where cairosvg reads them with its ``size``; x / y / dx / dy
-# of text are lists, and refX / refY take keywords: those are left to the length reader (``_lenient_svg_size``)
+# of text are lists, and refX / refY take keywords: those are left to the length reader (cairosvg's ``size``, made
+# lenient by ``_svg_values_read_as_css``)
 _SVG_LENGTH_ATTRS = frozenset((
     "width", "height", "x", "y", "rx", "ry", "r", "cx", "cy", "fx", "fy", "fr", "x1", "y1", "x2", "y2",
     "stroke-width", "stroke-dashoffset", "markerWidth", "markerHeight", "offset"))
@@ -1266,8 +1267,6 @@ _SVG_TEXT_TAGS = frozenset(("text", "tspan", "tref", "textPath", "a"))
 # attributes holding one number (a percentage allowed: CSS Color 4's opacities) that cairosvg reads with float()
 _SVG_NUMBER_ATTRS = frozenset(("opacity", "fill-opacity", "stroke-opacity", "stop-opacity", "flood-opacity",
                                "stroke-miterlimit"))
-
-
 _SVG_CHECKED_ATTRS = _SVG_LENGTH_ATTRS | _SVG_NUMBER_ATTRS | {"viewBox", "stroke-dasharray"}
 
 
