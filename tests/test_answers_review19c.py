@@ -39,8 +39,8 @@ FALLBACK_HEDGES = [
 BOUNDS = [
     "\\boxed{\\ge 2}", "\\boxed{\\geq 2}", "\\boxed{\\geqslant 2}", "\\boxed{> 2}", "\\boxed{\\lt 2}", "\\boxed{< 2}",
     "\\boxed{≥ 2}", "\\boxed{\\le 2}", "\\boxed{\\neq 2}", "\\boxed{\\ne 2}", "\\boxed{2 \\text{ or more}}",
-    "\\boxed{2 \\text{ or less}}", "\\boxed{2+}", "\\boxed{2^{+}}",
-]
+    "\\boxed{2 \\text{ or less}}", "\\boxed{2+}", "\\boxed{2-}",
+]  # not "2^{+}": a superscript sign is a charge, +2, which is 2 (review 20, tests/test_answers_review20.py)
 
 
 @pytest.mark.parametrize("response", BOUNDS)

@@ -8,6 +8,7 @@ every sample of every step, and the same few strings repeat across a group.
 from __future__ import annotations
 
 import decimal
+import fractions
 import functools
 import math
 import numbers
@@ -268,7 +269,10 @@ def _spelled_choice_index(s: str, choices: Sequence[str]) -> int | None:
     m = _CHOICE_SPACED_RE.fullmatch(s)
     if m and (hit := pick(m.group(1))) is not None:
         text = next(g for g in m.groups()[1:] if g is not None)
-        return _letter_with_text(hit, text, choices, letter_decides=False, cheap=True)
+        # compared in full when the text is set off by brackets, a comma or a dash ("D (\\sqrt{75})"); cheaply after
+        # a bare space, where "A x" is any answer starting with a capital, not worth a sympy call
+        cheap = m.group(5) is not None
+        return _letter_with_text(hit, text, choices, letter_decides=False, cheap=cheap)
     return None
 
 
@@ -441,14 +445,54 @@ def _connective_word(m: re.Match) -> str:
 _VALUE_LEAD_RE = re.compile(r"^(?:the\s+)?(?:final\s+|correct\s+)?answer\b\s*(?:is\b\s*)?[:：]?\s*(?=\S)", re.IGNORECASE)
 
 
+# Unicode math symbols as the LaTeX commands math-verify and the rules below read ("1 ∨ 2" is the list "1 \\lor 2",
+# "x ≥ 2" a bound), full-width ASCII (U+FF01..U+FF5E: "１２" is 12) as ASCII, the ideographic space as a space. A command
+# takes a space after it so that it does not run into a following letter ("πr" is "\\pi r", not the command "\\pir")
+_UNICODE_MATH = str.maketrans({
+    "∨": " \\lor ", "∧": " \\land ", "∪": " \\cup ", "∩": " \\cap ", "≈": " \\approx ", "≥": " \\ge ", "≤": " \\le ",
+    "≠": " \\neq ", "±": "\\pm ", "∓": "\\mp ", "π": "\\pi ", "×": " \\times ", "·": " \\cdot ", "÷": " \\div ",
+    "∞": "\\infty ", "\u2212": "-", "\u3000": " ", **{chr(c): chr(c - 0xFEE0) for c in range(0xFF01, 0xFF5F)}})
+
+# a repeating decimal, exact: "6.\\overline{6}" is 20/3, "1.2\\overline{34}", "0.\\bar{3}", "0.1\\dot{6}",
+# "0.\\dot{1}4\\dot{2}" (dots over the first and last digit of the repeating block); math-verify reads none of them, and
+# a truncated "6.66" stays another value
+_REPEATING_RE = re.compile(
+    r"(?<![\d.])(\d{0,20})\.(\d{0,20})(?:\\(?:overline|bar)\s*(?:\{\s*(\d{1,20})\s*\}|(\d))|"
+    r"\\dot\s*(?:\{\s*(\d)\s*\}|(\d))(?:(\d{0,20})\\dot\s*(?:\{\s*(\d)\s*\}|(\d)))?)(?![\d.])")
+
+
+def _repeating_as_fraction(m: re.Match) -> str:
+    whole, fixed = m.group(1) or "0", m.group(2)
+    if m.group(3) or m.group(4):
+        block = m.group(3) or m.group(4)
+    else:  # dots: the first dotted digit, the digits between, the last dotted digit
+        block = (m.group(5) or m.group(6)) + (m.group(7) or "") + (m.group(8) or m.group(9) or "")
+    scale = 10 ** len(fixed) * (10 ** len(block) - 1)
+    value = fractions.Fraction(int(whole + fixed + block) - int(whole + fixed), scale)
+    return str(value.numerator) if value.denominator == 1 else f"\\frac{{{value.numerator}}}{{{value.denominator}}}"
+
+
+# one-digit arguments without braces: "\\sqrt3" is "\\sqrt{3}", "\\frac12" "\\frac{1}{2}" (TeX reads one token per
+# argument), so that a value without braces meets an option's text by spelling: "(C) 5\\sqrt3 or 5\\sqrt2" lists two
+# options' values (it was read by its letter alone)
+_SHORT_SQRT_RE = re.compile(r"\\sqrt\s*(\d)(?!\d)")
+_SHORT_FRAC_RE = re.compile(r"\\frac\s*(\d)\s*(\d)(?!\d)")
+
+
 def _unwrap(s: str) -> str:
     """Drop presentation-only markup (text wrappers, spacing, degree marks) but keep spaces."""
     s = _clean(s) or ""
+    if not s.isascii():
+        s = s.translate(_UNICODE_MATH)
     s = _CONNECTIVE_RE.sub(_connective_word, s)
     if "\\begin" not in s:
         s = _LINE_BREAK_RE.sub(", ", s)
     s = s.replace("\\dfrac", "\\frac").replace("\\tfrac", "\\frac")
-    s = _RADICAL_RE.sub(_radical, s.replace("\u2212", "-"))  # U+2212, the typeset minus sign, is "-"
+    if "\\sqrt" in s or "\\frac" in s:
+        s = _SHORT_FRAC_RE.sub(r"\\frac{\1}{\2}", _SHORT_SQRT_RE.sub(r"\\sqrt{\1}", s))
+    if "." in s and ("\\overline" in s or "\\bar" in s or "\\dot" in s):
+        s = _REPEATING_RE.sub(_repeating_as_fraction, s)
+    s = _RADICAL_RE.sub(_radical, s)
     s = _PHANTOM_RE.sub(" ", s)
     s = _WIDE_GAP_RE.sub(", ", s)
     s = _SPACING_RE.sub(" ", s)
@@ -819,11 +863,13 @@ _BOUND_RE = re.compile(r"[<>≤≥≠±∓]|\+\s*\}?\s*$|\\(?:[lg]eq?(?:slant)?|
 
 
 # an answer that leads with its value, bare or as "x = value", maybe with a unit, then justifies it in an aside: a
-# parenthesis holding a word or an equation, or a "since" / "because" clause ("5 \\text{ (since } 2+3=5)", "x=3
-# (since x>0)", "48 m^2 (approx.)"); not "1|2", whose plain-expression reading is its first number
+# parenthesis holding a word, an equation or a condition ("x = 2 (x > 0)"), or a "since" / "because" clause
+# ("5 \\text{ (since } 2+3=5)", "x=3 (since x>0)", "48 m^2 (approx.)"); not "1|2", whose plain-expression reading is its
+# first number
 _LEADING_VALUE_RE = re.compile(
     r"\s*(?:[A-Za-z](?:_\{?\w+\}?)?\s*=\s*)?(-?\d+(?:\.\d+)?)\s*(?:[A-Za-z]+\s*(?:\^\s*\{?\s*\d\s*\}?)?\s*)?"
-    r"(?:\((?=[^()]*(?:[A-Za-z]{2}|=))(?:[^()]|\([^()]*\))*\)\s*\.?\s*$|(?:since|because)\b)", re.IGNORECASE)
+    r"(?:\((?=[^()]*(?:[A-Za-z]{2}|=|[<>]|\\(?:[lg]e|neq?)(?![A-Za-z])))(?:[^()]|\([^()]*\))*\)\s*\.?\s*$|"
+    r"(?:since|because)\b)", re.IGNORECASE)
 # ... or closes a derivation with it, its last line continuing the one before: "A &= 3 \\cdot 4 \\\\ &= 12" (`_unwrap`
 # leaves "\\ &= 12" in an environment, ", = 12" outside one), not "x &= 1 \\\\ x &= 2", two lines of candidates
 _CLOSING_VALUE_RE = re.compile(r"(?:\\|,)\s*&?\s*=\s*(-?\d+(?:\.\d+)?)\s*(?:\\end\s*\{\w+\*?\}\s*)*\.?\s*$")
@@ -848,6 +894,20 @@ def _restates_one_value(s: str, value) -> bool:
     return any(math.isclose(float(x), v, rel_tol=1e-9, abs_tol=1e-12) for x in stated)
 
 
+_RESULT_RE = re.compile(r"=\s*(-?\d+(?:\.\d+)?)")
+
+
+def _stated_lead(s: str) -> str | None:
+    """The value ``s`` leads with before an aside (`_LEADING_VALUE_RE`) when the aside gives no other result ("= 3")
+    and ``s`` offers no bound nor other candidate (`_restates_one_value`), else None."""
+    m = _LEADING_VALUE_RE.match(s)
+    if m is None or not _restates_one_value(s, m.group(1)):
+        return None
+    value = float(m.group(1))
+    results = _RESULT_RE.findall(s, m.end(1))
+    return m.group(1) if all(math.isclose(float(r), value, rel_tol=1e-9) for r in results) else None
+
+
 @functools.lru_cache(maxsize=65536)
 def _mv_parse(s: str) -> tuple:
     """math-verify parse of ``$s$``; wrapping in ``$`` is what makes it parse reliably. Empty when it fails or
@@ -861,7 +921,11 @@ def _mv_parse(s: str) -> tuple:
     before this rule ("5 \\text{ (since } 2+3=5)", "A &= 3 \\cdot 4 \\\\ &= 12")."""
     mv = _mv()
     try:
-        parsed = tuple(mv.parse(f"${s}$", extraction_config=_latex_only(), parsing_timeout=None))
+        lead = _stated_lead(s)
+        # a value then its aside in words: the words, unwrapped from their \\text, parse as a product of symbols
+        # ("4 (n is a positive integer)" was 4·a·e·g·i·...), so the value is read alone
+        parsed = tuple(mv.parse(f"${s if lead is None else lead}$", extraction_config=_latex_only(),
+                                parsing_timeout=None))
         if all(isinstance(x, str) for x in parsed):
             numbers = len(_NUMBER_RUN_RE.findall(s))
             if numbers == 1 and not _BOUND_RE.search(s):
@@ -939,15 +1003,82 @@ def _mv_equal(pred: str, gold: str) -> bool:
 # ----------------------------------------------------------------------------- equivalence
 
 
-# a count written with an explicit plus ("+2", "2+", "2^{+}"; `_light` spellings): an ion's charge spells it any of these
-# ways. A trailing plus alone, against a bare 2, is the bound "2 or more" (`_BOUND_RE`), but two plus spellings of
-# one count are one answer: gold "+2" and "2+" were equal through math-verify's last-number fallback before it
-_PLUS_COUNT_RE = re.compile(r"\+(\d+(?:\.\d+)?)|(\d+(?:\.\d+)?)(?:\^\{?\+\}?|\+)")
+# a count written with an explicit sign ("+2", "2+", "2^{+}", "-2", "2-", "2^{-}"; `_light` spellings): an ion's charge
+# spells it any of these ways, and two spellings of one signed count are one answer. Against a bare number, a sign in a
+# superscript is a charge ("2^{+}" is +2, so 2; "2^{-}" is -2), never written for a bound, while a trailing plain sign
+# is the bound "2 or more" / "2 or less" (`_BOUND_RE`) and matches no bare number
+_SIGNED_COUNT_RE = re.compile(r"([+-])(\d+(?:\.\d+)?)|(\d+(?:\.\d+)?)(?:\^\{?([+-])\}?|([+-]))")
 
 
-def _plus_count(light: str) -> float | None:
-    m = _PLUS_COUNT_RE.fullmatch(light)
-    return None if m is None else float(m.group(1) or m.group(2))
+def _signed_count(light: str) -> tuple[float, str] | None:
+    """(signed count, where its sign is: "before", "superscript" or "after") of a signed-count spelling, else None."""
+    m = _SIGNED_COUNT_RE.fullmatch(light)
+    if m is None:
+        return None
+    if m.group(1):
+        return float(m.group(1) + m.group(2)), "before"
+    return float((m.group(4) or m.group(5)) + m.group(3)), "superscript" if m.group(4) else "after"
+
+
+def _signed_counts_equal(lp: str, lg: str) -> bool | None:
+    """Verdict on two `_light` spellings when either is a count with its sign after it ("2+", "2^{-}"), else None
+    (ordinary numbers, "+2" among them, are compared as numbers)."""
+    cp, cg = _signed_count(lp), _signed_count(lg)
+    if not any(c is not None and c[1] != "before" for c in (cp, cg)):
+        return None
+    if cp is not None and cg is not None:
+        return cp[0] == cg[0]
+    count, sign_at = cp or cg
+    number = _to_number(lg if cp is not None else lp)
+    return sign_at == "superscript" and number is not None and number == count
+
+
+# "a \\approx b": a value with its approximation ("\\frac{20}{3} \\approx 6.67", "x \\approx 2", "\\approx 3.14"). Its
+# sides name one answer only when they agree to the approximation's last digit: "1 \\approx 2" is a hedge between two
+# values (math-verify read its left side, right on the gold 1)
+_APPROX_RE = re.compile(r"\\approx(?![A-Za-z])")
+# a name before the first "\\approx" or "=": "x", "AB", "m\\angle ABC", "x_{1}"
+_NAMED_SIDE_RE = re.compile(r"\s*(?:[A-Za-z]+|\\angle\s*[A-Za-z]+|m\s*\\angle\s*[A-Za-z]+)(?:_\{?\w+\}?)?\s*=?\s*")
+_DECIMALS_RE = re.compile(r"-?\d*\.?(\d*)")
+
+
+def _approximate_sides(u: str) -> tuple[str, ...] | None:
+    """The sides of an `_unwrap`ped answer "a \\approx b" that state its value, each alone a reading of it: both when
+    they agree, none (a hedge) when two numbers disagree; None when ``u`` has no "\\approx" or a side is no number."""
+    if not _APPROX_RE.search(u):
+        return None
+    sides = [t.strip() for t in _APPROX_RE.split(u)]
+    if not sides[0] or (_NAMED_SIDE_RE.fullmatch(sides[0]) and _mv_values(sides[0]) is None):  # not "e", "\\pi"
+        sides = sides[1:]
+    elif (m := _NAMED_SIDE_RE.match(sides[0])) and "=" in m.group():
+        sides[0] = sides[0][m.end():]
+    sides = [t for t in sides if t]
+    if len(sides) < 2:
+        return tuple(sides)
+    values = [_mv_values(t) for t in sides]
+    if any(v is None or len(v) != 1 for v in values):
+        return None
+    for (a, va), (b, vb) in zip(zip(sides, values), zip(sides[1:], values[1:])):
+        if not _approximates(va[0], vb[0], a, b):
+            return ()
+    return tuple(sides)
+
+
+def _approximates(va, vb, a: str, b: str) -> bool:
+    """Whether two values agree as a value and its decimal (the right side first) rounded half up to its last digit,
+    or truncated to a decimal place: 8.66 and 9 both approximate 5\\sqrt{3}, a truncated 6.66 approximates 20/3; 4
+    does not approximate \\pi, 2 does not approximate 2.5, nor 1 approximate 2."""
+    import mpmath
+
+    for exact, value, approx in ((va, vb, b), (vb, va, a)):
+        if m := _DECIMALS_RE.fullmatch(approx):
+            if (exact.real < 0) != (value.real < 0) and value != 0:
+                return False
+            places = len(m.group(1))
+            unit, excess = mpmath.mpf(10) ** -places, abs(value) - abs(exact)
+            rounded = -unit / 2 < excess <= unit / 2 * (1 + 1e-9)  # half up: 2.5 is 3, not 2
+            return rounded or (places > 0 and -unit < excess <= 0)  # or truncated to a decimal place
+    return abs(va - vb) <= 1e-4 * max(abs(va), abs(vb))
 
 
 @functools.lru_cache(maxsize=65536)
@@ -957,13 +1088,16 @@ def _equivalent(pred: str, gold: str) -> bool:
         return False
     if lp == lg:
         return True
-    cp, cg = _plus_count(lp), _plus_count(lg)
-    if cp is not None and cg is not None:
-        return cp == cg
+    if (signed := _signed_counts_equal(lp, lg)) is not None:
+        return signed
     np_, ng = _to_number(lp), _to_number(lg)
     if np_ is not None and ng is not None:
         return _numbers_close(np_, ng, _exact_integer(lp), _exact_integer(lg))
     up, ug = _unwrap(pred), _unwrap(gold)
+    sides_p, sides_g = _approximate_sides(up), _approximate_sides(ug)
+    if sides_p is not None or sides_g is not None:
+        return any(_equivalent(p, g) for p in (sides_p if sides_p is not None else (pred,))
+                   for g in (sides_g if sides_g is not None else (gold,)))
     if _wordlike(up) or _wordlike(ug):
         return False
     return _mv_equal(up, ug)
@@ -1004,6 +1138,23 @@ def refuse_text_for_choices(name: str, choices) -> None:
         raise ValueError(f"{name} must be a list of options or None, got the text {choices[:60]!r}")
 
 
+# an option's label before a value: "(A) 2\\sqrt{3}", "\\text{(A) } 2\\sqrt{3}", "A. 5", "Option B: 5"
+_OPTION_LABEL_RE = re.compile(
+    r"\s*(?:(?i:option|choice)\s*)?(?:\(\s*[A-Z]\s*\)\s*[.:]?\s*|[A-Z](?:[.)]|\s*:)\s+)(?=\S)")
+
+
+def _without_option_label(text: str) -> str:
+    """``text`` without an option's label before its value, on a question without options: the label names nothing
+    there, and the value decides. A label alone ("(A)") is left, no value; so is a text naming another label after it
+    ("(A) 2 (B) 3", two options' values)."""
+    s = _drop_text_wrappers(text)
+    m = _OPTION_LABEL_RE.match(s)
+    if m is None:
+        return text
+    rest = s[m.end():]
+    return text if _OPTION_LABEL_RE.search(rest) or _LETTER_MENTION_RE.search(rest) else rest
+
+
 def answers_equivalent(pred: str | None, gold: str | None, choices: Sequence[str] | None = None) -> bool:
     """True iff `pred` and `gold` denote the same answer (None: no answer, never equivalent). Never raises on text or
     numbers (errors while comparing count as False); a `pred` or `gold` of another type (list, bool, bytes, NaN) is
@@ -1013,6 +1164,8 @@ def answers_equivalent(pred: str | None, gold: str | None, choices: Sequence[str
     pred, gold = _answer_text(pred, "pred"), _answer_text(gold, "gold")
     refuse_text_for_choices("choices", choices)  # before the try below, which reads any failure as "not equal"
     try:
+        if _no_choices(choices):
+            pred, gold = _without_option_label(pred), _without_option_label(gold)
         pi, gi = _choice_index(pred, choices), _choice_index(gold, choices)
         if NAMES_TWO_OPTIONS in (pi, gi):  # not read as its value either: "A. 80" matched the gold 80 by value
             return False
