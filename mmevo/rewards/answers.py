@@ -235,6 +235,9 @@ def _choice_index(ans, choices: Sequence[str] | None) -> int | None:
     return idx
 
 
+_MATH_CHAR_RE = re.compile(r"[\d\\]")
+
+
 def _spelled_choice_index(s: str, choices: Sequence[str]) -> int | None:
     """`_choice_index` of an answer already in `_option_spelling`."""
     n = len(choices)
@@ -269,9 +272,10 @@ def _spelled_choice_index(s: str, choices: Sequence[str]) -> int | None:
     m = _CHOICE_SPACED_RE.fullmatch(s)
     if m and (hit := pick(m.group(1))) is not None:
         text = next(g for g in m.groups()[1:] if g is not None)
-        # compared in full when the text is set off by brackets, a comma or a dash ("D (\\sqrt{75})"); cheaply after
-        # a bare space, where "A x" is any answer starting with a capital, not worth a sympy call
-        cheap = m.group(5) is not None
+        # compared in full when the text is set off by brackets, a comma or a dash ("D (\\sqrt{75})") or is math (a
+        # digit or a command: "C\\ \\sqrt{75}"); cheaply when it is words after a bare space: "A x" is any answer
+        # starting with a capital, not worth a sympy call
+        cheap = m.group(5) is not None and not _MATH_CHAR_RE.search(text)
         return _letter_with_text(hit, text, choices, letter_decides=False, cheap=cheap)
     return None
 
@@ -417,13 +421,14 @@ _UNIT_TAIL_RE = re.compile(
     r"(?:centi|milli|kilo)?met(?:er|re)s?)\s*(?:\^\s*\{?\s*[23]\s*\}?|[²³])?\s*\.?\s*$", re.IGNORECASE)
 
 
-# "√3", "5√(2)", "√{x}": the Unicode radical, which math-verify reads as a symbol, over one number, letter or group
-_RADICAL_RE = re.compile(r"√\s*(\d+(?:\.\d+)?|[A-Za-z]|\([^()]*\)|\{[^{}]*\})")
+# "√3", "5√(2)", "√{x}" (and the cube and fourth roots "∛8", "∜16"): the Unicode radical, which math-verify reads as a
+# symbol, over one number, letter or group
+_RADICAL_RE = re.compile(r"([√∛∜])\s*(\d+(?:\.\d+)?|[A-Za-z]|\([^()]*\)|\{[^{}]*\})")
 
 
 def _radical(m: re.Match) -> str:
-    arg = m.group(1)
-    return "\\sqrt{" + (arg[1:-1] if arg[0] in "({" else arg) + "}"
+    index, arg = {"√": "", "∛": "[3]", "∜": "[4]"}[m.group(1)], m.group(2)
+    return "\\sqrt" + index + "{" + (arg[1:-1] if arg[0] in "({" else arg) + "}"
 
 
 # logic connectives between candidates, spelled as the words math-verify reads as a list ("1 or 2" is the set {1, 2}):
@@ -448,10 +453,16 @@ _VALUE_LEAD_RE = re.compile(r"^(?:the\s+)?(?:final\s+|correct\s+)?answer\b\s*(?:
 # Unicode math symbols as the LaTeX commands math-verify and the rules below read ("1 ∨ 2" is the list "1 \\lor 2",
 # "x ≥ 2" a bound), full-width ASCII (U+FF01..U+FF5E: "１２" is 12) as ASCII, the ideographic space as a space. A command
 # takes a space after it so that it does not run into a following letter ("πr" is "\\pi r", not the command "\\pir")
+_VULGAR_FRACTIONS = {"½": (1, 2), "⅓": (1, 3), "⅔": (2, 3), "¼": (1, 4), "¾": (3, 4), "⅕": (1, 5), "⅖": (2, 5),
+                     "⅗": (3, 5), "⅘": (4, 5), "⅙": (1, 6), "⅚": (5, 6), "⅛": (1, 8), "⅜": (3, 8), "⅝": (5, 8),
+                     "⅞": (7, 8)}
 _UNICODE_MATH = str.maketrans({
     "∨": " \\lor ", "∧": " \\land ", "∪": " \\cup ", "∩": " \\cap ", "≈": " \\approx ", "≥": " \\ge ", "≤": " \\le ",
     "≠": " \\neq ", "±": "\\pm ", "∓": "\\mp ", "π": "\\pi ", "×": " \\times ", "·": " \\cdot ", "÷": " \\div ",
-    "∞": "\\infty ", "\u2212": "-", "\u3000": " ", **{chr(c): chr(c - 0xFEE0) for c in range(0xFF01, 0xFF5F)}})
+    "∞": "\\infty ", "\u2212": "-", "\u3000": " ", "⩾": " \\ge ", "≧": " \\ge ", "⩽": " \\le ", "≦": " \\le ",
+    "≃": " \\simeq ", "≒": " \\approx ", "≅": " \\cong ", "∶": ":", "⁄": "/", "∗": "*", "✕": " \\times ",
+    "✖": " \\times ", **{chr(c): chr(c - 0xFEE0) for c in range(0xFF01, 0xFF5F)},
+    **{f: "\\frac{%d}{%d}" % ratio for f, ratio in _VULGAR_FRACTIONS.items()}})
 
 # a repeating decimal, exact: "6.\\overline{6}" is 20/3, "1.2\\overline{34}", "0.\\bar{3}", "0.1\\dot{6}",
 # "0.\\dot{1}4\\dot{2}" (dots over the first and last digit of the repeating block); math-verify reads none of them, and
@@ -472,6 +483,12 @@ def _repeating_as_fraction(m: re.Match) -> str:
     return str(value.numerator) if value.denominator == 1 else f"\\frac{{{value.numerator}}}{{{value.denominator}}}"
 
 
+# a number with thousands commas in a list parted by ", ", "and" or "or": "1,000, 2" is 1000 and 2 (math-verify read
+# three items); alone, "(1,234)" may be a point
+_LISTED_RE = re.compile(r", |\s(?:and|or)\s")
+_LISTED_THOUSANDS_RE = re.compile(r"(?<![\d,.])\d{1,3}(?:,\d{3})+(?!\d|,\d)")
+
+
 # one-digit arguments without braces: "\\sqrt3" is "\\sqrt{3}", "\\frac12" "\\frac{1}{2}" (TeX reads one token per
 # argument), so that a value without braces meets an option's text by spelling: "(C) 5\\sqrt3 or 5\\sqrt2" lists two
 # options' values (it was read by its letter alone)
@@ -479,17 +496,37 @@ _SHORT_SQRT_RE = re.compile(r"\\sqrt\s*(\d)(?!\d)")
 _SHORT_FRAC_RE = re.compile(r"\\frac\s*(\d)\s*(\d)(?!\d)")
 
 
+# "about 2", "approximately 2", "roughly 2": the value, approximated (math-verify read the words as a product of
+# symbols, a·b·o·u·t·2); not "nearly" / "almost", which say a little less
+_ABOUT_LEAD_RE = re.compile(r"^(?:about|approximately|approx\.?|around|roughly)\s*(?=[-\d.\\])", re.IGNORECASE)
+
+
+# superscript digits and signs ("x²", "10⁻³", "2⁺"): an exponent, or a charge's sign
+_SUPERSCRIPTS = str.maketrans("⁰¹²³⁴⁵⁶⁷⁸⁹⁺⁻", "0123456789+-")
+_SUPERSCRIPT_RUN_RE = re.compile(r"[⁰¹²³⁴⁵⁶⁷⁸⁹⁺⁻]+")
+# an en or em dash before a number where a sign belongs ("–5", "x = —5"), not between two numbers ("2–3", a range)
+_DASH_SIGN_RE = re.compile(r"(?:^|(?<=[(\[{=,:;]))\s*[–—](?=\s*\d)")
+
+
+def _unicode_math(s: str) -> str:
+    """``s`` with the Unicode math above spelt as LaTeX / ASCII."""
+    s = _SUPERSCRIPT_RUN_RE.sub(lambda m: "^{" + m.group().translate(_SUPERSCRIPTS) + "}", s)
+    return _DASH_SIGN_RE.sub("-", s).translate(_UNICODE_MATH)
+
+
 def _unwrap(s: str) -> str:
     """Drop presentation-only markup (text wrappers, spacing, degree marks) but keep spaces."""
     s = _clean(s) or ""
     if not s.isascii():
-        s = s.translate(_UNICODE_MATH)
+        s = _unicode_math(s)
     s = _CONNECTIVE_RE.sub(_connective_word, s)
     if "\\begin" not in s:
         s = _LINE_BREAK_RE.sub(", ", s)
     s = s.replace("\\dfrac", "\\frac").replace("\\tfrac", "\\frac")
     if "\\sqrt" in s or "\\frac" in s:
         s = _SHORT_FRAC_RE.sub(r"\\frac{\1}{\2}", _SHORT_SQRT_RE.sub(r"\\sqrt{\1}", s))
+    if "," in s and _LISTED_RE.search(s) and "," in s.replace(", ", ""):
+        s = _LISTED_THOUSANDS_RE.sub(lambda m: m.group().replace(",", ""), s)
     if "." in s and ("\\overline" in s or "\\bar" in s or "\\dot" in s):
         s = _REPEATING_RE.sub(_repeating_as_fraction, s)
     s = _RADICAL_RE.sub(_radical, s)
@@ -498,6 +535,7 @@ def _unwrap(s: str) -> str:
     s = _SPACING_RE.sub(" ", s)
     s = _clean(_drop_text_wrappers(s)) or ""  # math inside the wrapper: "\\text{\\(\\frac{20}{3}\\)}"
     s = _VALUE_LEAD_RE.sub("", s, count=1)
+    s = _ABOUT_LEAD_RE.sub("", s, count=1)
     s = _DEGREE_RE.sub("", s)
     s = _WS_RUN_RE.sub(" ", s)  # one space per run keeps the unit pattern's \s* runs linear on long blank runs
     s = _UNIT_TAIL_RE.sub("", s)
@@ -1036,7 +1074,7 @@ def _signed_counts_equal(lp: str, lg: str) -> bool | None:
 # "a \\approx b": a value with its approximation ("\\frac{20}{3} \\approx 6.67", "x \\approx 2", "\\approx 3.14"). Its
 # sides name one answer only when they agree to the approximation's last digit: "1 \\approx 2" is a hedge between two
 # values (math-verify read its left side, right on the gold 1)
-_APPROX_RE = re.compile(r"\\approx(?![A-Za-z])")
+_APPROX_RE = re.compile(r"\\(?:approx(?:eq)?|simeq)(?![A-Za-z])")
 # a name before the first "\\approx" or "=": "x", "AB", "m\\angle ABC", "x_{1}"
 _NAMED_SIDE_RE = re.compile(r"\s*(?:[A-Za-z]+|\\angle\s*[A-Za-z]+|m\s*\\angle\s*[A-Za-z]+)(?:_\{?\w+\}?)?\s*=?\s*")
 _DECIMALS_RE = re.compile(r"-?\d*\.?(\d*)")
