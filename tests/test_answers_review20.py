@@ -270,3 +270,14 @@ def test_ordinary_classes_are_unchanged_and_new_readings_vote_with_their_value()
     assert keys[5] not in (keys[6], keys[7])
     assert keys[8] == keys[7]
     assert keys[9] == keys[10]
+
+
+def test_the_sides_of_an_approximation_are_parsed_within_math_verifys_guards():
+    # each side is parsed alone, so each must pass the guards the whole answer would (`_mv_safe`): a side nested past
+    # the parser's depth (seconds at 12 levels) or a long chain of sides (a parse per side) is not split
+    from mmevo.rewards.answers import _approximate_sides
+
+    assert _approximate_sides("1 \\approx 1") == ("1", "1")
+    assert _approximate_sides("{{{{{{{1}}}}}}} \\approx 1") is None
+    assert _approximate_sides(" \\approx ".join(["1"] * 5)) is None
+    assert answers_equivalent("{{{{{{{{{{{{x}}}}}}}}}}}} \\approx 2", "2") is False

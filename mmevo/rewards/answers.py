@@ -1080,12 +1080,18 @@ _NAMED_SIDE_RE = re.compile(r"\s*(?:[A-Za-z]+|\\angle\s*[A-Za-z]+|m\s*\\angle\s*
 _DECIMALS_RE = re.compile(r"-?\d*\.?(\d*)")
 
 
+_MAX_APPROX_SIDES = 4
+
+
 def _approximate_sides(u: str) -> tuple[str, ...] | None:
     """The sides of an `_unwrap`ped answer "a \\approx b" that state its value, each alone a reading of it: both when
-    they agree, none (a hedge) when two numbers disagree; None when ``u`` has no "\\approx" or a side is no number."""
+    they agree, none (a hedge) when two numbers disagree; None when ``u`` has no "\\approx", a side is no number or
+    one math-verify should not parse (`_mv_safe`), or it chains more than `_MAX_APPROX_SIDES` sides."""
     if not _APPROX_RE.search(u):
         return None
     sides = [t.strip() for t in _APPROX_RE.split(u)]
+    if len(sides) > _MAX_APPROX_SIDES or not all(_mv_safe(t) for t in sides):  # parsed alone below: same guards
+        return None
     if not sides[0] or (_NAMED_SIDE_RE.fullmatch(sides[0]) and _mv_values(sides[0]) is None):  # not "e", "\\pi"
         sides = sides[1:]
     elif (m := _NAMED_SIDE_RE.match(sides[0])) and "=" in m.group():
