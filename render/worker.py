@@ -1512,6 +1512,47 @@ def _svg_bounding_boxes_never_missing() -> None:
     methods["use"] = box_of_use
 
 
+_SVG_MARKER_PROPERTIES = ("marker", "marker-start", "marker-mid", "marker-end")
+
+
+def _marker_renders(surface, reference: str) -> bool:
+    """Whether the marker property value ``reference`` names a marker that draws: one that exists, its markerWidth and
+    markerHeight not zero (SVG: a zero size disables its rendering; no reference is none's, nothing to skip)."""
+    import cairosvg.helpers
+    import cairosvg.url
+
+    fragment = cairosvg.url.parse_url(reference).fragment
+    if not fragment:
+        return True
+    marker = surface.markers.get(fragment)
+    if marker is None:
+        return False
+    size = cairosvg.helpers.size
+    return (size(surface, marker.get("markerWidth", "3"), "x") != 0
+            and size(surface, marker.get("markerHeight", "3"), "y") != 0)
+
+
+def _svg_markers_that_cannot_render_not_drawn() -> None:
+    """cairosvg's markers drawn only where they render (job child only, once): a marker reference naming no marker
+    (``marker-end="url(#missing)"``) was a ``crash`` (AttributeError on None), a marker of markerWidth or
+    markerHeight 0 one too (ZeroDivisionError scaling it; with content of no area, the stand-in box of
+    ``_svg_bounding_boxes_never_missing`` is that size). SVG: such a marker is not rendered; the path is."""
+    import cairosvg.surface
+
+    draw_markers = cairosvg.surface.draw_markers
+    if getattr(draw_markers, "_renderable_only", False):
+        return
+
+    def draw_renderable_markers(surface, node):
+        for name in _SVG_MARKER_PROPERTIES:
+            if isinstance(node.get(name), str) and not _marker_renders(surface, node[name]):
+                node[name] = "none"
+        return draw_markers(surface, node)
+
+    draw_renderable_markers._renderable_only = True
+    cairosvg.surface.draw_markers = draw_renderable_markers
+
+
 def _drawable_matrix(matrix) -> bool:
     """Whether cairo accepts ``matrix`` as a context's transformation: finite, its determinant finite and not zero
     (cairo's own test: otherwise ``INVALID_MATRIX``, which also leaves the context unusable)."""
@@ -1675,6 +1716,7 @@ def _run_svg(text: str, limits: RenderLimits) -> tuple[str, str]:
     _svg_circular_references_not_drawn()
     _svg_transforms_of_no_size_not_drawn()
     _svg_bounding_boxes_never_missing()
+    _svg_markers_that_cannot_render_not_drawn()
 
     try:
         # as surface.convert does, with the root's size read right between parsing and sizing
