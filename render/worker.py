@@ -1267,7 +1267,7 @@ _SVG_TEXT_TAGS = frozenset(("text", "tspan", "tref", "textPath", "a"))
 # attributes holding one number (a percentage allowed: CSS Color 4's opacities) that cairosvg reads with float()
 _SVG_NUMBER_ATTRS = frozenset(("opacity", "fill-opacity", "stroke-opacity", "stop-opacity", "flood-opacity",
                                "stroke-miterlimit"))
-_SVG_CHECKED_ATTRS = _SVG_LENGTH_ATTRS | _SVG_NUMBER_ATTRS | {"viewBox", "stroke-dasharray"}
+_SVG_CHECKED_ATTRS = _SVG_LENGTH_ATTRS | _SVG_NUMBER_ATTRS | {"viewBox", "stroke-dasharray", "preserveAspectRatio"}
 
 
 def _css_length(text: str, rem_px: float | None = _CSS_REM_PX) -> str | None:
@@ -1326,6 +1326,8 @@ def _read_svg_value(node, name: str, value) -> str | None:
         return _css_number(value)
     if name == "stroke-dasharray":
         return _css_dasharray(value)
+    if name == "preserveAspectRatio":  # an empty one was cairosvg's IndexError (its align is the first word)
+        return value if value.split() else None
     if name in _SVG_LENGTH_ATTRS and not (name in _SVG_TEXT_LISTS and node.tag in _SVG_TEXT_TAGS):
         return None if value.strip().lower() == "auto" else _css_length(value)
     return value
@@ -1645,13 +1647,17 @@ def _cairosvg_fails_on_length(text: str) -> bool:
     return False
 
 
-def _viewbox_unreadable(viewbox: str) -> bool:
-    """Whether cairosvg fails on a root's viewBox (split as it splits it): a value that is no number (a crash), fewer
-    than four (an IndexError, a crash). NaN, infinite, zero or negative sizes are cairosvg's to report, as before."""
+def _root_viewbox_fault(viewbox: str) -> str | None:
+    """What makes cairosvg fail on a root's viewBox (split as it splits it), or None: a value that is no number (a
+    crash), fewer than four (an IndexError, a crash), an infinite one (``0 0 1e400 1`` beside a width and height: a
+    ZeroDivisionError scaling by its inverse, a crash). NaN, zero or negative sizes are cairosvg's, as before."""
     try:
-        return len([float(v) for v in re.sub("[ \n\r\t,]+", " ", viewbox).split()]) < 4
+        numbers = [float(v) for v in re.sub("[ \n\r\t,]+", " ", viewbox).split()]
     except ValueError:
-        return True
+        return "is not four numbers"
+    if len(numbers) < 4:
+        return "is not four numbers"
+    return "is infinite" if any(math.isinf(v) for v in numbers[:4]) else None
 
 
 def _viewbox_size(viewbox) -> tuple[float, float] | None:
@@ -1688,8 +1694,9 @@ def _normalise_root_size(tree) -> None:
                 del tree[side]
             else:
                 tree[side] = length
-    if tree.get("viewBox") and _viewbox_unreadable(str(tree["viewBox"])):
-        raise _SvgInvalidSize(f"The SVG viewBox is not four numbers: {str(tree['viewBox'])[:80]!r}")
+    fault = _root_viewbox_fault(str(tree["viewBox"])) if tree.get("viewBox") else None
+    if fault is not None:
+        raise _SvgInvalidSize(f"The SVG viewBox {fault}: {str(tree['viewBox'])[:80]!r}")
     box = _viewbox_size(tree.get("viewBox")) if tree.get("viewBox") else None
     missing = [side for side in ("width", "height") if side not in tree]
     if box is None or len(missing) != 1:

@@ -6,6 +6,9 @@
    path itself is drawn.
 2. The lenient length reader ran its CSS regex on every value cairosvg's size() reads, bare numbers included (most
    of an exported chart's): drawing 10 matplotlib SVGs took ~19% longer than cairosvg alone, ~4% now.
+3. An empty ``preserveAspectRatio`` (root, nested svg, marker) failed in cairosvg (IndexError): it is ignored as SVG 2
+   ignores an invalid value. A root viewBox holding an infinite number beside a width and height failed too
+   (ZeroDivisionError): it is ``invalid_size``, as a root viewBox of three numbers is.
 """
 
 import io
@@ -80,3 +83,34 @@ def test_the_lenient_length_reader_reads_a_bare_number_without_the_css_rewrite(m
     assert [reader(surface, v, "x") for v in ("1rem", "2PX", "4Q", "50%", "1em", "xpx")] == pytest.approx(
         [16.0, 2.0, 96 / 25.4, 100.0, 10.0, 0])
     assert rewritten == ["1rem", "2PX", "4Q", "50%", "1em", "xpx"]
+
+
+# -- 3. preserveAspectRatio and the root viewBox ---------------------------------------------------------------------
+@pytest.mark.parametrize("document", [
+    # before: crash, "IndexError: list index out of range"
+    '<svg xmlns="http://www.w3.org/2000/svg" width="60" height="30" viewBox="0 0 10 10" preserveAspectRatio="">'
+    '<rect width="10" height="10" fill="red"/></svg>',
+    '<svg xmlns="http://www.w3.org/2000/svg" width="60" height="30"><svg viewBox="0 0 10 10" preserveAspectRatio=" ">'
+    '<rect width="10" height="10" fill="red"/></svg></svg>',
+])
+def test_an_empty_preserve_aspect_ratio_is_read_as_unspecified(render_pool, document):
+    r = render_pool.render(RenderJob(document, "svg"))
+    unspecified = render_pool.render(RenderJob(document.replace('preserveAspectRatio=""', "").replace(
+        'preserveAspectRatio=" "', ""), "svg"))
+    assert r.ok and unspecified.ok, (r.error_kind, r.message)
+    assert r.png == unspecified.png and _rgba(r.png, (30, 15)) == RED and _rgba(r.png, (5, 15)) == (0, 0, 0, 0)
+
+
+def test_an_empty_preserve_aspect_ratio_on_a_marker_draws_it(render_pool):
+    marker = ('<marker id="m" viewBox="0 0 10 10" markerWidth="4" markerHeight="4" markerUnits="userSpaceOnUse" '
+              'preserveAspectRatio=""><rect width="10" height="10" fill="blue"/></marker>')
+    r = _render(render_pool, f"<defs>{marker}</defs>{PATH}")
+    assert r.ok and _rgba(r.png, (52, 32)) == BLUE, (r.error_kind, r.message)
+
+
+@pytest.mark.parametrize("viewbox", ["0 0 1e400 1", "0 0 1 inf", "-inf 0 10 10"])
+def test_a_root_viewbox_of_an_infinite_number_is_invalid_size(render_pool, viewbox):
+    # before: crash, "ZeroDivisionError: float division by zero"
+    r = render_pool.render(RenderJob(f'<svg xmlns="http://www.w3.org/2000/svg" width="10" height="10" '
+                                     f'viewBox="{viewbox}"><rect width="5" height="5"/></svg>', "svg"))
+    assert (r.error_kind, r.message) == ("invalid_size", f"job: The SVG viewBox is infinite: {viewbox!r}")
