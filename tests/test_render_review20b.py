@@ -114,3 +114,10 @@ def test_a_root_viewbox_of_an_infinite_number_is_invalid_size(render_pool, viewb
     r = render_pool.render(RenderJob(f'<svg xmlns="http://www.w3.org/2000/svg" width="10" height="10" '
                                      f'viewBox="{viewbox}"><rect width="5" height="5"/></svg>', "svg"))
     assert (r.error_kind, r.message) == ("invalid_size", f"job: The SVG viewBox is infinite: {viewbox!r}")
+
+
+def test_a_corner_radius_of_auto_is_the_other_radius(render_pool):
+    # SVG 2: rx="auto" is ry's value (cairosvg read "auto" as 0 and drew square corners: a picture the patches change)
+    auto = _render(render_pool, '<rect x="10" y="10" width="40" height="40" rx="auto" ry="10" fill="red"/>')
+    given = _render(render_pool, '<rect x="10" y="10" width="40" height="40" rx="10" ry="10" fill="red"/>')
+    assert auto.ok and auto.png == given.png and _rgba(auto.png, (11, 11)) == (0, 0, 0, 0)
