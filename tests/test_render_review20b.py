@@ -121,3 +121,36 @@ def test_a_corner_radius_of_auto_is_the_other_radius(render_pool):
     auto = _render(render_pool, '<rect x="10" y="10" width="40" height="40" rx="auto" ry="10" fill="red"/>')
     given = _render(render_pool, '<rect x="10" y="10" width="40" height="40" rx="10" ry="10" fill="red"/>')
     assert auto.ok and auto.png == given.png and _rgba(auto.png, (11, 11)) == (0, 0, 0, 0)
+
+
+# -- 4. nesting past the doubled recursion limit (pins: checked, no defect) ------------------------------------------
+DEPTH = 1900
+NESTED = {
+    "g": "<g>" * DEPTH + '<rect width="10" height="10"/>' + "</g>" * DEPTH,
+    "svg": "<svg>" * DEPTH + '<rect width="10" height="10"/>' + "</svg>" * DEPTH,
+    "a": "<a>" * DEPTH + '<rect width="10" height="10"/>' + "</a>" * DEPTH,
+    "switch": "<switch>" * DEPTH + '<rect width="10" height="10"/>' + "</switch>" * DEPTH,
+    "tspan": '<text y="20">' + "<tspan>" * DEPTH + "A" + "</tspan>" * DEPTH + "</text>",
+    "symbol": "<defs>" + "".join(f'<symbol id="s{i}"><use href="#s{i + 1}"/></symbol>' for i in range(DEPTH))
+              + f'<symbol id="s{DEPTH}"><rect width="10" height="10"/></symbol></defs><use href="#s0"/>',
+    "use": "<defs>" + "".join(f'<g id="g{i}"><use href="#g{i + 1}"/></g>' for i in range(DEPTH))
+           + f'<g id="g{DEPTH}"><rect width="10" height="10"/></g></defs><use href="#g0"/>',
+}
+
+
+@pytest.mark.parametrize("kind", sorted(NESTED))
+def test_nesting_past_the_recursion_limit_is_a_crash_and_the_pool_serves_on(render_pool, kind):
+    r = render_pool.render(RenderJob(SVG + NESTED[kind] + "</svg>", "svg"), timeout_s=30)
+    assert (r.error_kind, r.message.split(":")[:2]) == ("crash", ["job", " RecursionError"]), (r.error_kind, r.message)
+    after = _render(render_pool, '<rect width="10" height="10" fill="red"/>')
+    assert after.ok and _rgba(after.png, (5, 5)) == RED
+
+
+def test_a_c_stack_overflow_drawing_a_python_jobs_svg_is_a_crash_and_the_pool_serves_on(render_pool):
+    # the job raised Python's limit past what the C stack holds; the SVG path doubles it again: a segfault in the job
+    code = ("import sys\nsys.setrecursionlimit(100000)\nopen('c.svg', 'w').write('<svg xmlns=\"http://www.w3.org/2000/"
+            "svg\" width=\"9\" height=\"9\">' + '<g>' * 40000 + '</g>' * 40000 + '</svg>')\n")
+    r = render_pool.render(RenderJob(code), timeout_s=30)
+    assert (r.error_kind, r.message) == ("crash", "job killed by SIGSEGV"), (r.error_kind, r.message)
+    after = _render(render_pool, '<rect width="10" height="10" fill="red"/>')
+    assert after.ok and _rgba(after.png, (5, 5)) == RED
