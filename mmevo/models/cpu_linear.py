@@ -66,6 +66,8 @@ class _OneDNNLinearFunction(torch.autograd.Function):
     def backward(ctx, grad):  # grad [m, n]
         x, weight = ctx.saved_tensors
         grad_x = grad_w = grad_b = None
+        if torch.is_grad_enabled():  # create_graph=True: the oneDNN op has no derivative, so autograd's own matmuls
+            return _differentiable_grads(ctx, grad, x, weight)  # (else second derivatives would silently be 0)
         if ctx.needs_input_grad[0]:  # [m, n] @ W [n, k]: a linear with weight W^T [k, n]
             grad_x = _onednn(grad, weight.t().contiguous(), None)
         if ctx.needs_input_grad[1]:  # grad^T [n, m] @ x [m, k]: a linear with weight x^T [k, m]
@@ -73,6 +75,19 @@ class _OneDNNLinearFunction(torch.autograd.Function):
         if ctx.has_bias and ctx.needs_input_grad[2]:
             grad_b = grad.sum(0)
         return grad_x, grad_w, grad_b
+
+
+def _differentiable_grads(ctx, grad, x, weight):
+    """The backward's gradients by ops autograd can differentiate again (double backward, e.g. a gradient penalty)."""
+    grad_x = grad @ weight if ctx.needs_input_grad[0] else None
+    grad_w = grad.t() @ x if ctx.needs_input_grad[1] else None
+    grad_b = grad.sum(0) if ctx.has_bias and ctx.needs_input_grad[2] else None
+    return grad_x, grad_w, grad_b
+
+
+def _bias_fits(bias: torch.Tensor | None, weight: torch.Tensor) -> bool:
+    """oneDNN needs a float32 bias of exactly [n] (F.linear also broadcasts [1] or [1, n])."""
+    return bias is None or (bias.dtype == torch.float32 and bias.shape == weight.shape[:1])
 
 
 def takes_onednn(x: torch.Tensor, weight: torch.Tensor) -> bool:
@@ -85,10 +100,12 @@ def takes_onednn(x: torch.Tensor, weight: torch.Tensor) -> bool:
 
 def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
     """``F.linear(x, weight, bias)``, through oneDNN where ``takes_onednn`` says so. x [..., k] -> [..., n]."""
-    if not takes_onednn(x, weight) or (bias is not None and bias.dtype != torch.float32):
+    if not takes_onednn(x, weight) or not _bias_fits(bias, weight):
         return F.linear(x, weight, bias)
     lead = x.shape[:-1]
     rows = x.reshape(-1, x.shape[-1])  # a view where the strides allow; oneDNN reads strided rows as they are
+    if bias is not None:  # but reads the bias as dense: a strided or expanded one gave wrong sums (or unowned memory)
+        bias = bias.contiguous()
     return _OneDNNLinearFunction.apply(rows, weight, bias).view(*lead, weight.shape[0])
 
 
