@@ -46,3 +46,63 @@ def test_double_backward_matches_f_linear():
     assert float(want[1].abs().max()) > 1.0  # a real second derivative, which the oneDNN op alone left at 0
     for g, e in zip(got, want):
         torch.testing.assert_close(g, e, rtol=1e-4, atol=1e-3)
+
+
+class _Attention(torch.nn.Module):
+    """Three biased projections of one input, like q/k/v, and an output projection."""
+
+    def __init__(self):
+        super().__init__()
+        gen = torch.Generator().manual_seed(4)
+        self.q, self.k, self.v = (torch.nn.Linear(32, 32) for _ in range(3))
+        self.o = torch.nn.Linear(32, 32, bias=False)
+        with torch.no_grad():
+            for p in self.parameters():
+                p.copy_(torch.randn(p.shape, generator=gen) * 0.2)
+
+    def forward(self, x):
+        return self.o(torch.tanh(self.q(x)) * self.k(x) + self.v(x))
+
+
+def _gradient_hook_order(model, rows):
+    """Parameter names in the order their gradients are accumulated (DeepSpeed ZeRO-1/2 fill their reduce buckets
+    in this order, and every rank must fill them alike)."""
+    order = []
+    handles = [p.register_post_accumulate_grad_hook(lambda p, name=name: order.append(name))
+               for name, p in model.named_parameters()]
+    model(torch.randn(rows, 32, generator=torch.Generator().manual_seed(rows))).square().sum().backward()
+    for h in handles:
+        h.remove()
+    model.zero_grad(set_to_none=True)
+    return order
+
+
+def test_gradient_hooks_fire_in_one_order_whatever_the_rows():
+    """Two DeepSpeed ZeRO-2 ranks, one with a micro-batch of 300 rows (oneDNN), one with 100 (F.linear's kernels),
+    must accumulate their gradients in the same order. They did not (F.linear's addmm node on one, the oneDNN
+    node on the other): a 2-process ZeRO-2 update on the tiny VL model, 4 samples of 90 response tokens on one rank
+    and 2 on the other, had q/k/v gradients off by up to 0.077 (largest gradient 0.085); 1e-7 with model.cpu_linear=
+    torch, or with every rank on oneDNN."""
+    model = _Attention()
+    cl.use_cpu_linear(model, "onednn")
+    few, many = _gradient_hook_order(model, cl.MIN_ROWS - 156), _gradient_hook_order(model, cl.MIN_ROWS + 44)
+    assert sorted(few) == sorted(name for name, _ in model.named_parameters())
+    assert few == many
+
+
+@pytest.mark.parametrize("rows", [0, 1, cl.MIN_ROWS - 1])
+def test_few_rows_with_a_gradient_match_f_linear(rows):
+    """Below MIN_ROWS the shared autograd node runs F.linear's kernels: the same forward and gradients."""
+    gen = torch.Generator().manual_seed(5)
+    shape = (rows, 24) if rows != 1 else (24,)  # 1: a 1-D input
+    x, w, b = torch.randn(shape, generator=gen), torch.randn(12, 24, generator=gen), torch.randn(12, generator=gen)
+    x, w, b = x.requires_grad_(), w.requires_grad_(), b.requires_grad_()
+    assert not cl.takes_onednn(x, w)
+    g = torch.randn((*shape[:-1], 12), generator=gen)
+    got_y = cl.linear(x, w, b)
+    got = torch.autograd.grad(got_y, (x, w, b), g)
+    want_y = F.linear(x, w, b)
+    want = torch.autograd.grad(want_y, (x, w, b), g)
+    assert got_y.shape == want_y.shape and torch.equal(got_y, want_y)
+    for a, e in zip(got, want):
+        torch.testing.assert_close(a, e, rtol=1e-6, atol=1e-6)

@@ -10,12 +10,14 @@ update, so this is the largest single lever on CPU development runs.
 Only linears over at least ``MIN_ROWS`` rows take it: a decode step's 64-row matmuls were slower through oneDNN
 (its per-call setup is not amortised). Results agree with ``F.linear`` to float32 rounding, not bit for bit (another
 summation order); everything else (other dtypes and devices, DeepSpeed-partitioned weights, fewer rows) keeps
-``F.linear`` unchanged.
+F.linear's kernels. A linear that records a gradient goes through one autograd node whatever its rows, so the ranks
+of a DeepSpeed run accumulate their gradients in one order.
 """
 
 from __future__ import annotations
 
 import functools
+import math
 
 import torch
 import torch.nn.functional as F
@@ -54,20 +56,27 @@ def onednn_linear_available() -> bool:
 
 
 class _OneDNNLinearFunction(torch.autograd.Function):
-    """y = x W^T + b with oneDNN in forward and backward. x [m, k] (any strides), W [n, k], b [n] or None."""
+    """y = x W^T + b, x [m, k] (any strides), W [n, k], b [n] or None: oneDNN in forward and backward from
+    ``MIN_ROWS`` rows, F.linear's matmuls below. One autograd node whichever kernel runs: DeepSpeed ZeRO-1/2 lay
+    the gradients into its reduce buckets in the order their hooks fire, and ranks whose micro-batches fell on either
+    side of ``MIN_ROWS`` (F.linear's addmm node on one, this node on the other) summed one parameter's gradient with
+    another's."""
 
     @staticmethod
     def forward(ctx, x, weight, bias):
         ctx.save_for_backward(x, weight)
         ctx.has_bias = bias is not None
-        return _onednn(x, weight, bias)
+        ctx.onednn = x.shape[0] >= MIN_ROWS
+        return _onednn(x, weight, bias) if ctx.onednn else F.linear(x, weight, bias)
 
     @staticmethod
     def backward(ctx, grad):  # grad [m, n]
         x, weight = ctx.saved_tensors
+        # create_graph=True: the oneDNN op has no derivative (second derivatives would silently be 0), so autograd's
+        # own matmuls; and below MIN_ROWS the same matmuls as F.linear's backward
+        if torch.is_grad_enabled() or not ctx.onednn:
+            return _matmul_grads(ctx, grad, x, weight)
         grad_x = grad_w = grad_b = None
-        if torch.is_grad_enabled():  # create_graph=True: the oneDNN op has no derivative, so autograd's own matmuls
-            return _differentiable_grads(ctx, grad, x, weight)  # (else second derivatives would silently be 0)
         if ctx.needs_input_grad[0]:  # [m, n] @ W [n, k]: a linear with weight W^T [k, n]
             grad_x = _onednn(grad, weight.t().contiguous(), None)
         if ctx.needs_input_grad[1]:  # grad^T [n, m] @ x [m, k]: a linear with weight x^T [k, m]
@@ -77,10 +86,11 @@ class _OneDNNLinearFunction(torch.autograd.Function):
         return grad_x, grad_w, grad_b
 
 
-def _differentiable_grads(ctx, grad, x, weight):
-    """The backward's gradients by ops autograd can differentiate again (double backward, e.g. a gradient penalty)."""
+def _matmul_grads(ctx, grad, x, weight):
+    """The backward's gradients by torch's matmuls, as F.linear's backward forms them (x^T grad, transposed), and
+    differentiable again (double backward, e.g. a gradient penalty)."""
     grad_x = grad @ weight if ctx.needs_input_grad[0] else None
-    grad_w = grad.t() @ x if ctx.needs_input_grad[1] else None
+    grad_w = (x.t() @ grad).t() if ctx.needs_input_grad[1] else None
     grad_b = grad.sum(0) if ctx.has_bias and ctx.needs_input_grad[2] else None
     return grad_x, grad_w, grad_b
 
@@ -90,20 +100,38 @@ def _bias_fits(bias: torch.Tensor | None, weight: torch.Tensor) -> bool:
     return bias is None or (bias.dtype == torch.float32 and bias.shape == weight.shape[:1])
 
 
-def takes_onednn(x: torch.Tensor, weight: torch.Tensor) -> bool:
-    """Whether a linear of input ``x`` and ``weight`` runs on oneDNN (else ``F.linear``)."""
+def _kernel_fits(x: torch.Tensor, weight: torch.Tensor) -> bool:
+    """Whether oneDNN could run this linear at all (rows aside): the same answer on every rank of a run."""
     return (x.device.type == "cpu" and x.dtype == torch.float32 and weight.dtype == torch.float32
             and weight.device.type == "cpu" and weight.dim() == 2 and x.dim() >= 1
-            and x.numel() // max(1, x.shape[-1]) >= MIN_ROWS
             and not hasattr(weight, "ds_id"))  # a ZeRO-3 parameter: DeepSpeed's own linear must handle it
 
 
+def _rows(x: torch.Tensor) -> int:
+    return math.prod(x.shape[:-1])
+
+
+def takes_onednn(x: torch.Tensor, weight: torch.Tensor) -> bool:
+    """Whether a linear of input ``x`` and ``weight`` runs on oneDNN (else F.linear's kernels)."""
+    return _kernel_fits(x, weight) and _rows(x) >= MIN_ROWS
+
+
+def _records_graph(*tensors) -> bool:
+    return torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in tensors)
+
+
 def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
-    """``F.linear(x, weight, bias)``, through oneDNN where ``takes_onednn`` says so. x [..., k] -> [..., n]."""
-    if not takes_onednn(x, weight) or not _bias_fits(bias, weight):
+    """``F.linear(x, weight, bias)``, through oneDNN where ``takes_onednn`` says so. x [..., k] -> [..., n].
+
+    Where a gradient is recorded, every linear oneDNN could run goes through the one autograd node, fewer rows
+    too (then on F.linear's kernels): the graph, and the order of the gradients' hooks, must not depend on how many
+    rows a rank's micro-batch has."""
+    if not _kernel_fits(x, weight) or not _bias_fits(bias, weight):
+        return F.linear(x, weight, bias)
+    if _rows(x) < MIN_ROWS and not _records_graph(x, weight, bias):  # a decode step: no node needed
         return F.linear(x, weight, bias)
     lead = x.shape[:-1]
-    rows = x.reshape(-1, x.shape[-1])  # a view where the strides allow; oneDNN reads strided rows as they are
+    rows = x.reshape(_rows(x), x.shape[-1])  # a view where the strides allow; oneDNN reads strided rows as they are
     if bias is not None:  # but reads the bias as dense: a strided or expanded one gave wrong sums (or unowned memory)
         bias = bias.contiguous()
     return _OneDNNLinearFunction.apply(rows, weight, bias).view(*lead, weight.shape[0])
