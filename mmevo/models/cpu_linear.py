@@ -87,10 +87,10 @@ class _OneDNNLinearFunction(torch.autograd.Function):
 
 
 def _matmul_grads(ctx, grad, x, weight):
-    """The backward's gradients by torch's matmuls, as F.linear's backward forms them (x^T grad, transposed), and
+    """The backward's gradients by torch's matmuls (the weight's as grad^T x: contiguous, no copy into .grad), and
     differentiable again (double backward, e.g. a gradient penalty)."""
     grad_x = grad @ weight if ctx.needs_input_grad[0] else None
-    grad_w = (x.t() @ grad).t() if ctx.needs_input_grad[1] else None
+    grad_w = grad.t() @ x if ctx.needs_input_grad[1] else None
     grad_b = grad.sum(0) if ctx.has_bias and ctx.needs_input_grad[2] else None
     return grad_x, grad_w, grad_b
 
