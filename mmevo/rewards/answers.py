@@ -10,6 +10,7 @@ from __future__ import annotations
 import decimal
 import fractions
 import functools
+import itertools
 import math
 import numbers
 import re
@@ -906,7 +907,7 @@ _BOUND_RE = re.compile(r"[<>≤≥≠±∓]|\+\s*\}?\s*$|\\(?:[lg]eq?(?:slant)?|
 # first number
 _LEADING_VALUE_RE = re.compile(
     r"\s*(?:[A-Za-z](?:_\{?\w+\}?)?\s*=\s*)?(-?\d+(?:\.\d+)?)\s*(?:[A-Za-z]+\s*(?:\^\s*\{?\s*\d\s*\}?)?\s*)?"
-    r"(?:\((?=[^()]*(?:[A-Za-z]{2}|=|[<>]|\\(?:[lg]e|neq?)(?![A-Za-z])))(?:[^()]|\([^()]*\))*\)\s*\.?\s*$|"
+    r"(?P<aside>\((?=[^()]*(?:[A-Za-z]{2}|=|[<>]|\\(?:[lg]e|neq?)(?![A-Za-z])))(?:[^()]|\([^()]*\))*\)\s*\.?\s*$|"
     r"(?:since|because)\b)", re.IGNORECASE)
 # ... or closes a derivation with it, its last line continuing the one before: "A &= 3 \\cdot 4 \\\\ &= 12" (`_unwrap`
 # leaves "\\ &= 12" in an environment, ", = 12" outside one), not "x &= 1 \\\\ x &= 2", two lines of candidates
@@ -915,6 +916,63 @@ _CLOSING_VALUE_RE = re.compile(r"(?:\\|,)\s*&?\s*=\s*(-?\d+(?:\.\d+)?)\s*(?:\\en
 _HEDGE_WORD_RE = re.compile(r"\b(?:or|either|maybe|perhaps|possibly|between|vs)\b", re.IGNORECASE)
 # a relation whose left side is a variable states a condition ("since x>0", "n \\neq 0"), not a bound of the answer
 _CONDITION_RE = re.compile(r"[A-Za-z}]\s*(?:[<>≤≥≠]|\\(?:[lg]eq?(?:slant)?|[lg]t|neq?)(?![A-Za-z]))")
+
+
+_RESULT_RE = re.compile(r"=\s*(-?\d+(?:\.\d+)?)")
+# a condition on a variable with its bound ("x > 0", "n \\neq 3"): its number is no candidate
+_CONDITION_BOUND_RE = re.compile(
+    r"[A-Za-z}]\s*(?:[<>]=?|\\(?:[lg]eq?(?:slant)?|[lg]t|neq?)(?![A-Za-z]))\s*-?\d+(?:\.\d+)?")
+
+
+# sums, differences, products and quotients of plain numbers ("2 + 3", "3 \\times 4"): a derivation when they come to
+# the stated value; no powers, which would have to be evaluated
+_ARITHMETIC_RE = re.compile(
+    r"-?\d+(?:\.\d+)?(?:\s*(?:[-+*/]|\\(?:times|cdot|div)(?![A-Za-z]))\s*-?\d+(?:\.\d+)?)+")
+_ARITHMETIC_TOKEN_RE = re.compile(r"(\d+(?:\.\d+)?)|([-+*/]|\\times|\\cdot|\\div)")
+
+
+def _arithmetic_value(run: str) -> fractions.Fraction | None:
+    """Exact value of an `_ARITHMETIC_RE` run, products and quotients before sums; None on a division by zero."""
+    total, sign, term, op, negate, expect_number = fractions.Fraction(0), 1, None, None, False, True
+    for number, operator in _ARITHMETIC_TOKEN_RE.findall(run):
+        if number:
+            x = -fractions.Fraction(number) if negate else fractions.Fraction(number)
+            if term is None:
+                term = x
+            elif op == "*":
+                term *= x
+            elif x == 0:
+                return None
+            else:
+                term /= x
+            negate, expect_number = False, False
+        elif expect_number:  # a sign before a number: "2 - -3"
+            negate ^= operator == "-"
+        elif operator in "+-":
+            total, sign, term, expect_number = total + sign * term, (1 if operator == "+" else -1), None, True
+        else:
+            op, expect_number = ("/" if operator in ("/", "\\div") else "*"), True
+    return None if term is None else total + sign * term
+
+
+# a name's index ("x_1", "x_{12}"), no value; a small factorial ("3!"), a value
+_SUBSCRIPT_RE = re.compile(r"(?<=[A-Za-z}])_\s*(?:\{\s*\w+\s*\}|\w)")
+_FACTORIAL_RE = re.compile(r"(?<![\d.])(\d{1,2})\s*!")
+
+
+def _aside_derives(s: str, m: re.Match) -> bool:
+    """Whether the aside of a `_LEADING_VALUE_RE` match ``m`` gives no result but the value ("= 3") and each of its
+    numbers sits in a condition ("x > 0"), a name's index ("x_1"), a derivation of the value ("since 2 + 3 = 5",
+    "3 \\times 4", "3! = 6") or is the value again ("Mg^{2+}"): not "2 (and 3)", "2 (another root: 3)",
+    "2 (x > 0; else 3)", "2 (also 3; 1+1=2)", which name a second value in words."""
+    value, tail = fractions.Fraction(m.group(1)), _CONDITION_BOUND_RE.sub(" ", s[m.end(1):])
+    if any(fractions.Fraction(r) != value for r in _RESULT_RE.findall(tail)):
+        return False
+    aside = _SUBSCRIPT_RE.sub(" ", _CONDITION_BOUND_RE.sub(" ", s[m.start("aside"):]))
+    aside = _FACTORIAL_RE.sub(lambda f: str(math.factorial(int(f.group(1)))), aside)
+    aside = _ARITHMETIC_RE.sub(lambda r: " " if _arithmetic_value(r.group()) == value else r.group(), aside)
+    # left: the results (each the value, checked above) and restatements ("Mg^{2+}", "approx. 6.0")
+    return all(fractions.Fraction(x) == value for x in _NUMBER_RUN_RE.findall(aside))
 
 
 def _restates_one_value(s: str, value) -> bool:
@@ -928,22 +986,16 @@ def _restates_one_value(s: str, value) -> bool:
         return False
     if _BOUND_RE.search(_CONDITION_RE.sub(" ", s)) or _HEDGE_WORD_RE.search(s):
         return False
-    stated = [m.group(1) for m in (_LEADING_VALUE_RE.match(s), _CLOSING_VALUE_RE.search(s)) if m]
+    lead = _LEADING_VALUE_RE.match(s)
+    stated = [m.group(1) for m in (lead if lead and _aside_derives(s, lead) else None, _CLOSING_VALUE_RE.search(s)) if m]
     return any(math.isclose(float(x), v, rel_tol=1e-9, abs_tol=1e-12) for x in stated)
 
 
-_RESULT_RE = re.compile(r"=\s*(-?\d+(?:\.\d+)?)")
-
-
 def _stated_lead(s: str) -> str | None:
-    """The value ``s`` leads with before an aside (`_LEADING_VALUE_RE`) when the aside gives no other result ("= 3")
-    and ``s`` offers no bound nor other candidate (`_restates_one_value`), else None."""
+    """The value ``s`` leads with before an aside (`_LEADING_VALUE_RE`) that derives it (`_aside_derives`) when ``s``
+    offers no bound nor other candidate (`_restates_one_value`), else None."""
     m = _LEADING_VALUE_RE.match(s)
-    if m is None or not _restates_one_value(s, m.group(1)):
-        return None
-    value = float(m.group(1))
-    results = _RESULT_RE.findall(s, m.end(1))
-    return m.group(1) if all(math.isclose(float(r), value, rel_tol=1e-9) for r in results) else None
+    return m.group(1) if m is not None and _restates_one_value(s, m.group(1)) else None
 
 
 @functools.lru_cache(maxsize=65536)
@@ -1085,12 +1137,15 @@ _MAX_APPROX_SIDES = 4
 
 def _approximate_sides(u: str) -> tuple[str, ...] | None:
     """The sides of an `_unwrap`ped answer "a \\approx b" that state its value, each alone a reading of it: both when
-    they agree, none (a hedge) when two numbers disagree; None when ``u`` has no "\\approx", a side is no number or
-    one math-verify should not parse (`_mv_safe`), or it chains more than `_MAX_APPROX_SIDES` sides."""
+    they agree; none (a hedge) when two numbers disagree, a number stands beside a side that is none ("1 \\approx
+    2x") or more than `_MAX_APPROX_SIDES` sides are chained; None when ``u`` has no "\\approx", a side is a list ("1
+    \\approx 1.0, 2"), no side is a number or a side is one math-verify should not parse (`_mv_safe`)."""
     if not _APPROX_RE.search(u):
         return None
     sides = [t.strip() for t in _APPROX_RE.split(u)]
-    if len(sides) > _MAX_APPROX_SIDES or not all(_mv_safe(t) for t in sides):  # parsed alone below: same guards
+    if len(sides) > _MAX_APPROX_SIDES:  # read whole, math-verify took the first of "1 \\approx 2 \\approx 3 ..."
+        return ()
+    if not all(_mv_safe(t) for t in sides):  # parsed alone below: same guards
         return None
     if not sides[0] or (_NAMED_SIDE_RE.fullmatch(sides[0]) and _mv_values(sides[0]) is None):  # not "e", "\\pi"
         sides = sides[1:]
@@ -1099,21 +1154,46 @@ def _approximate_sides(u: str) -> tuple[str, ...] | None:
     sides = [t for t in sides if t]
     if len(sides) < 2:
         return tuple(sides)
-    values = [_mv_values(t) for t in sides]
-    if any(v is None or len(v) != 1 for v in values):
+    if any(_LIST_SEPARATOR_RE.search(t) for t in sides):  # "1 \\approx 1.0, 2": a list, compared whole
         return None
-    for (a, va), (b, vb) in zip(zip(sides, values), zip(sides[1:], values[1:])):
+    readings = [_side_reading(t) for t in sides]
+    numeric = [v is not None and len(v) == 1 for v, _ in readings]
+    if not all(numeric):  # a number beside no number cannot be checked: whole, "1 \\approx 2x" was read as 1
+        return () if any(numeric) else None
+    # every pair, not only neighbours: rounding twice drifts ("1.45 \\approx 1.5 \\approx 2", and 1.45 is not about 2)
+    for (va, a), (vb, b) in itertools.combinations(readings, 2):
         if not _approximates(va[0], vb[0], a, b):
             return ()
     return tuple(sides)
 
 
+_PERCENT_SIDE_RE = re.compile(r"(.*?)\s*\\?%")
+_BRACED_SIDE_RE = re.compile(r"\{([^{}]*)\}")
+_PLAIN_DECIMAL_RE = re.compile(r"-?(?:\d+\.?\d*|\.\d+)")
+
+
+def _side_reading(side: str) -> tuple[tuple | None, str]:
+    """(`_mv_values`, spelling whose decimals `_approximates` counts) of one side of an approximation: a percentage
+    is its fraction ("33.3\\%" is 0.333, which math-verify leaves unvalued), a braced group its content ("{2}", which
+    it reads as a set)."""
+    if m := _BRACED_SIDE_RE.fullmatch(side):
+        side = m.group(1).strip()
+    if (m := _PERCENT_SIDE_RE.fullmatch(side)) and (values := _mv_values(m.group(1))) is not None:
+        number = m.group(1).strip()
+        spelled = str(decimal.Decimal(number).scaleb(-2)) if _PLAIN_DECIMAL_RE.fullmatch(number) else side
+        return tuple(v / 100 for v in values), spelled
+    return _mv_values(side), side
+
+
 def _approximates(va, vb, a: str, b: str) -> bool:
     """Whether two values agree as a value and its decimal (the right side first) rounded half up to its last digit,
     or truncated to a decimal place: 8.66 and 9 both approximate 5\\sqrt{3}, a truncated 6.66 approximates 20/3; 4
-    does not approximate \\pi, 2 does not approximate 2.5, nor 1 approximate 2."""
+    does not approximate \\pi, 2 does not approximate 2.5, nor 1 approximate 2. A complex value is compared whole (the
+    rounding below compares magnitudes: "i \\approx 1" and "\\sqrt{-4} \\approx 2" agreed)."""
     import mpmath
 
+    if va.imag or vb.imag:
+        return abs(va - vb) <= 1e-4 * max(abs(va), abs(vb))
     for exact, value, approx in ((va, vb, b), (vb, va, a)):
         if m := _DECIMALS_RE.fullmatch(approx):
             if (exact.real < 0) != (value.real < 0) and value != 0:
