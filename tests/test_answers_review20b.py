@@ -15,7 +15,9 @@ Five reward hacks the review-20 rules left open, each now fixed:
    3 \\approx 4 \\approx 5" matched the gold 1. It now names no answer.
 4. A number beside a side that is no closed-form number was compared whole, read as its first side: "1 \\approx 2x",
    "1 \\approx 2\\%", "1 \\approx \\{2\\}" matched the gold 1. It now names no answer, except that a percentage is
-   its fraction ("\\frac{1}{3} \\approx 33.3\\%" stays right) and a braced number its content ("2 \\approx{2}").
+   its fraction ("\\frac{1}{3} \\approx 33.3\\%" stays right), a braced number its content ("2 \\approx{2}") and
+   the value after any name and "=" is the side ("m\\angle A = ...", "\\overline{AB} = ...", "P(A) = ..."; the
+   name "m\\angle A" was read as "m").
 5. Rounding compared magnitudes, so a complex value agreed with its modulus: "\\sqrt{-4} \\approx 2" matched the gold 2.
 Checked and found right: 4,375 generated (pred, gold, options) pairs of ordinary answers against 902a838 (23 verdicts
 changed, each an intended one), 400 vote groups of ordinary answers (no class changed), 2,000 accuracy checks (2.2 s
@@ -82,7 +84,7 @@ def test_a_long_chain_names_no_answer():
 
 
 @pytest.mark.parametrize("box", ["1 \\approx 2x", "1 \\approx 2\\%", "1 \\approx 2 + x", "1 \\approx \\{2\\}",
-                                 "1 \\approx{2}"])
+                                 "1 \\approx{2}", "x \\le 1 \\approx 1.0"])
 def test_a_number_beside_no_number_is_a_hedge(box):
     assert _reward(box, "1") == 0.0
 
@@ -91,6 +93,11 @@ def test_a_number_beside_no_number_is_a_hedge(box):
     ("\\frac{1}{2} \\approx 50\\%", "0.5"), ("50\\% \\approx 0.5", "0.5"), ("\\frac{1}{3} \\approx 33.3\\%", "\\frac{1}{3}"),
     ("2 \\approx{2}", "2"), ("2\\pi \\approx 6.28", "2\\pi"), ("2\\pi r \\approx 6.28r", "2\\pi r"),
     ("\\sqrt{2} \\approx 1.41 \\text{ cm}", "\\sqrt{2}"), ("x \\approx 2", "2"), ("m\\angle ABC \\approx 30", "30"),
+    # the name "m\\angle A" was read as "m", so its side held no number (a hedge by the rule above)
+    ("m\\angle A = \\frac{20}{3} \\approx 6.67", "\\frac{20}{3}"), ("m\\angle A = 5\\sqrt{3}^\\circ \\approx 8.66^\\circ", "8.66"),
+    # any name before "=" ("\\overline{AB}", "P(A)", "\\theta", "AB = BC") is dropped, not only a plain one
+    ("\\overline{AB} = 5\\sqrt{3} \\approx 8.66", "5\\sqrt{3}"), ("P(A) = \\frac{1}{3} \\approx 0.33", "\\frac{1}{3}"),
+    ("\\theta = \\frac{\\pi}{3} \\approx 1.05", "1.05"), ("AB = BC = 5\\sqrt{3} \\approx 8.66", "5\\sqrt{3}"),
 ])
 def test_percentages_braces_and_symbols_beside_their_approximation_are_still_right(box, gold):
     assert _reward(box, gold) == 1.0

@@ -1128,7 +1128,8 @@ def _signed_counts_equal(lp: str, lg: str) -> bool | None:
 # values (math-verify read its left side, right on the gold 1)
 _APPROX_RE = re.compile(r"\\(?:approx(?:eq)?|simeq)(?![A-Za-z])")
 # a name before the first "\\approx" or "=": "x", "AB", "m\\angle ABC", "x_{1}"
-_NAMED_SIDE_RE = re.compile(r"\s*(?:[A-Za-z]+|\\angle\s*[A-Za-z]+|m\s*\\angle\s*[A-Za-z]+)(?:_\{?\w+\}?)?\s*=?\s*")
+# (longest first: "m" alone would end the name of "m\\angle A = ...")
+_NAMED_SIDE_RE = re.compile(r"\s*(?:m\s*\\angle\s*[A-Za-z]+|\\angle\s*[A-Za-z]+|[A-Za-z]+)(?:_\{?\w+\}?)?\s*=?\s*")
 _DECIMALS_RE = re.compile(r"-?\d*\.?(\d*)")
 
 
@@ -1149,8 +1150,8 @@ def _approximate_sides(u: str) -> tuple[str, ...] | None:
         return None
     if not sides[0] or (_NAMED_SIDE_RE.fullmatch(sides[0]) and _mv_values(sides[0]) is None):  # not "e", "\\pi"
         sides = sides[1:]
-    elif (m := _NAMED_SIDE_RE.match(sides[0])) and "=" in m.group():
-        sides[0] = sides[0][m.end():]
+    elif "=" in sides[0] and not _BOUND_RE.search(sides[0]):  # "\\overline{AB} = 5\\sqrt{3}": the value after "="
+        sides[0] = sides[0].rsplit("=", 1)[1].strip()
     sides = [t for t in sides if t]
     if len(sides) < 2:
         return tuple(sides)
