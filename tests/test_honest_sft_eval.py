@@ -421,17 +421,19 @@ def test_cli_eval_calibration_writes_the_report(tiny_text_path, tmp_path, capsys
 
 # -- one real short run: calibration SFT of the tiny text model, evaluated before and after ----------------------
 def test_calibration_sft_teaches_the_tiny_model_the_format(tiny_text_path, tmp_path):
-    """80 SFT steps (batch 8) on 320 calibration targets (~60 s): the untrained model writes no protocol response;
-    after SFT most greedy responses hold the protocol's tags (measured here on 48 held-out tasks: well formed 0.69
-    under the lenient parser, 0.27 under the strict one, which rejects the text the model still writes after the last
-    tag; the tiny tier's full 188 steps reach 1.0 / 1.0, scripts/honest_calibration_demo.py)."""
+    """120 SFT steps (batch 8, 3 epochs) on 320 calibration targets (~90 s): the untrained model writes no protocol
+    response; after SFT most greedy responses hold the protocol's tags (the tiny tier's full 188 steps reach 1.0 /
+    1.0, scripts/honest_calibration_demo.py). 80 steps were on the edge of the bar: well formed (lenient parser,
+    its held-out tasks) 0.625 / 0.5 / 1.0 at trainer.seed 1 / 2 / 3 with F.linear's kernels and 0.4375 / 0.75 / 1.0 with
+    model.cpu_linear's oneDNN ones (float32 rounding alone moves a run that short); 120 steps gave 1.0 at seeds 1 and
+    2 with either. Seed 0 stays at 0.0 at 80 and 120 steps with either kernel."""
     from mmevo.config import load_config
     from mmevo.honest.calibration import calibration_heldout, evaluate_calibration
     from mmevo.recipes import run_sft
 
     cfg = load_config(None, [f"model.path={tiny_text_path}", "data.train=honest_sft", "data.system_prompt=honest",
                              "data.heldout=honest_tasks", "data.n_train=0", "data.n_heldout=50",
-                             "honest.sft_n=320", "honest.max_difficulty=2", "sft.epochs=2", "sft.batch_size=8",
+                             "honest.sft_n=320", "honest.max_difficulty=2", "sft.epochs=3", "sft.batch_size=8",
                              "sft.lr=5e-3", "sft.warmup_steps=5", "sft.save_every=0",
                              f"sft.output_dir={tmp_path / 'sft'}", "trainer.progress=false"])
     held, stats = calibration_heldout(cfg)
@@ -440,7 +442,7 @@ def test_calibration_sft_teaches_the_tiny_model_the_format(tiny_text_path, tmp_p
     assert not sft_questions & {e.problem for e in held}
     before = evaluate_calibration(cfg, tiny_text_path, held, tmp_path / "before", max_tokens=96)
     summary = run_sft(cfg)
-    assert summary["steps"] == 80
+    assert summary["steps"] == 120
     after = evaluate_calibration(cfg, tmp_path / "sft" / "model", held, tmp_path / "after", max_tokens=96)
     for d in ("before", "after"):
         assert {p.name for p in (tmp_path / d).iterdir()} >= {"calibration.json", "reliability.png",
