@@ -15,14 +15,15 @@ other; the default mode runs both and prints ONE JSON object on stdout (progress
 ``ratio_mmevo_over_trl`` is mmevo's median step time over TRL's (lower is better for mmevo); the target is <= 0.33
 (it was <= 0.67 before the padding-free / token-budget / chunked paths). ``flop_ratio_mmevo_over_trl`` is the ratio of
 the work the two steps ask for: ``gflop_per_step`` counts the warm-up step's matmul, convolution and attention FLOPs
-(torch's ``FlopCounterMode``, plus the CPU flash-attention kernels its table lacks; attention is counted whole, causal
-masks not discounted, as torch counts it), and ``gflop_per_s`` is that over the median step time: how fast each side
-runs the work it does. The time ratio is the FLOP ratio times the inverse speed ratio. At the defaults mmevo's step
-asks for 39.4 GFLOP and TRL's for 81.7, a FLOP ratio of 0.48 (TRL runs every completion's prompt, image included, in
-generation and in training; mmevo each prompt once per group), and both run at 29-39 GFLOP/s on one core (mmevo
-0.96-1.16x TRL's rate in the same run, over 6 runs). A time ratio of 0.33 therefore needs mmevo to run its FLOPs
-~1.46x as fast as TRL runs its own, while mmevo's matmul and attention kernels already take ~60 % of its step (torch
-profiler).
+(torch's ``FlopCounterMode``, plus the CPU flash-attention and oneDNN linear kernels its table lacks; attention is
+counted whole, causal masks not discounted, as torch counts it), and ``gflop_per_s`` is that over the median step
+time: how fast each side runs the work it does. The time ratio is the FLOP ratio times the inverse speed ratio. At
+the defaults mmevo's step asks for 39.4 GFLOP and TRL's for 81.7, a FLOP ratio of 0.48 (TRL runs every completion's
+prompt, image included, in generation and in training; mmevo each prompt once per group). A time ratio of 0.33
+therefore needs mmevo to run its FLOPs ~1.46x as fast as TRL runs its own. On F.linear's kernels
+(``--cpu-linear torch``) both run at about the same rate; mmevo's default ``model.cpu_linear`` puts its training
+passes' matmuls on oneDNN (MKL's sgemm takes its AVX2 path on AMD CPUs): ~1.2x TRL's rate on the AMD EPYC this was
+measured on (README, Benchmarks).
 
 Timing: one warm-up step, then ``--steps`` timed steps; medians are reported. mmevo's step is timed around
 ``GRPOTrainer.step()``; TRL's from ``on_step_begin`` to ``on_step_end`` of a ``TrainerCallback`` (that span covers
