@@ -33,41 +33,15 @@ def counted_onednn(*args):
 cl._onednn = counted_onednn  # to report which rank ran which kernel; the kernel itself runs unchanged
 
 
+from uneven_update import make_trainer, one_update  # noqa: E402  (tests/dist: the script's own directory)
+
+
 def make(over):
-    from mmevo.config import load_config
-    from mmevo.data.synthetic import split_train_heldout
-    from mmevo.grpo.trainer import GRPOTrainer
-    from mmevo.models.loader import load_model
-    from mmevo.rollout.factory import build_engine
-
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-    from conftest import randomize
-
-    base = {"data.prompt_template": "none", "rollout.n": 2, "rollout.max_tokens": 8, "trainer.prompts_per_step": 4,
-            "trainer.mini_batch_prompts": 4, "trainer.micro_batch_seqs": 4, "trainer.lr": 1e-3, "algo.kl_coef": 0,
-            "trainer.wandb_mode": "disabled", "trainer.progress": False, "trainer.save_every": 0,
-            "trainer.output_dir": workdir, "reward.heads": "{accuracy: 1.0}", "model.cpu_linear": "onednn", **over}
-    cfg = load_config(None, [f"{k}={v}" for k, v in base.items()])
-    lm = load_model(model_dir)
-    randomize(lm.model, std=0.15, seed=7)
-    train, _ = split_train_heldout(8, 0, seed=4)
-    return GRPOTrainer(cfg, lm, build_engine(cfg, lm), train, [], log=False), train
+    return make_trainer(model_dir, workdir, {"model.cpu_linear": "onednn", **over})
 
 
 def update(tr, train, ids, full_grad):
-    """One ``_update`` on samples ``ids`` (one micro-batch); the full gradient it stepped with."""
-    prompts = [tr.prompts(ex) for ex in train[:3] for _ in range(2)]
-    grads = {}
-    real_step = tr.backend.step
-
-    def step():
-        grads.update({n: full_grad(p).clone() for n, p in tr.model.named_parameters()})
-        return real_step()
-
-    tr.backend.step = step
-    tr._update([prompts[i] for i in ids], [RESPONSES[i] for i in ids], ADV[ids], [[list(range(len(ids)))]], [1],
-               None, None)
-    return grads
+    return one_update(tr, train, RESPONSES, ADV, ids, full_grad)
 
 
 from deepspeed.utils import safe_get_full_grad  # noqa: E402
