@@ -30,11 +30,9 @@ from __future__ import annotations
 
 import pytest
 
-from datapaths import shared
-from mmevo.data.benchmarks import load_items
-from mmevo.eval.runner import scorer_for
 from mmevo.rewards.accuracy import accuracy_rewards
 from mmevo.rewards.answers import answers_equivalent, extract_answer, group_answer_keys
+from test_answers_review19 import _verdicts, rows  # noqa: F401  (the InterGPS rows fixture and both verdicts)
 
 T, F = True, False
 HUNT = [
@@ -167,18 +165,6 @@ HUNT += [
 @pytest.mark.parametrize("box, gold, right", HUNT)
 def test_hunt(box, gold, right):
     assert answers_equivalent(extract_answer("So \\boxed{" + box + "}."), gold) is right
-
-
-@pytest.fixture(scope="module")
-def rows() -> dict:
-    items, _ = load_items("intergps", shared("geometry3k_samples", "Geometry3K InterGPS sample rows"))
-    return {it.id: it for it in items}
-
-
-def _verdicts(item, response: str) -> tuple[bool, float]:
-    """(``mmevo eval``'s verdict, the trainer's accuracy reward) for ``response`` on ``item``."""
-    _, correct = scorer_for("intergps")(response, item)
-    return correct, float(accuracy_rewards([response], [item.answer], [item.choices])[0])
 
 
 @pytest.mark.parametrize("box, right", [
