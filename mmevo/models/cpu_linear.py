@@ -1,7 +1,7 @@
 """Float32 linear layers on CPU through torch's oneDNN kernel instead of its default BLAS (``model.cpu_linear``).
 
 Why: a float32 ``F.linear`` / ``mm`` on an x86 CPU is MKL's sgemm in torch's wheels, and on AMD CPUs MKL takes its
-AVX2 code path. On one core of the AMD EPYC (AVX-512) this project's CI runs on, the training shapes of the tiny
+AVX2 code path. On one core of the AMD EPYC (AVX-512) this was measured on, the training shapes of the tiny
 models ([1200, 128] x [128, 384]) ran at ~100 GFLOP/s through MKL and ~230 through oneDNN (also in every x86 torch
 build: ``torch.ops.mkldnn._linear_pointwise``, the linear torch.compile's CPU backend emits), which picks AVX-512
 there; the input gradient ran at the same ~230 and the weight gradient at ~180. Matmuls are ~half of a CPU GRPO
