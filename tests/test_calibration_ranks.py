@@ -22,7 +22,10 @@ def test_calibration_eval_under_torchrun_is_refused_on_every_rank(tiny_text_path
     env = {k: v for k, v in os.environ.items() if k not in ("RANK", "LOCAL_RANK", "WORLD_SIZE")}
     env.update(OMP_NUM_THREADS="1", PYTHONPATH=str(ROOT))
     log_dir = tmp_path / "logs"
+    # --monitor-interval 10: torchrun stops the other ranks as soon as it sees one fail (every 0.1 s by default), and
+    # on an idle machine rank 0's refusal came first and rank 1 was killed before it printed its own
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", "29563",
+           "--monitor-interval", "10",
            "--log_dir", str(log_dir), "--redirects", "3", "-m", "mmevo.cli", "eval", "--calibration",
            "--model", str(tiny_text_path), "--out", str(out), "--limit", "4", "--max-tokens", "4",
            "data.n_train=20", "data.n_heldout=8", "trainer.progress=false"]
