@@ -260,13 +260,14 @@ def _per_segment_reference(q, k, v, cu, scaling, packed_kv=None):
     return _causal_per_segment(q[0], k[0][:, kv_index], v[0][:, kv_index], bounds, cu_k.tolist(), scaling).unsqueeze(0)
 
 
-@pytest.mark.parametrize("waste", [1.0, 1.5, float("inf")])
+@pytest.mark.parametrize("waste", [0, 8, float("inf")])
 @pytest.mark.parametrize("shared", [False, True])
 def test_padded_cpu_attention_equals_per_segment_attention_with_gradients(waste, shared, monkeypatch):
-    """The CPU path gathers segments into padded batches (one per bucket of similar shapes; ``waste`` 1.0 makes a
-    bucket per shape, inf one bucket for all): outputs and the gradients of query, key and value equal per-segment
-    attention, also for 1-query segments padded to long ones (their padded slots must not leak NaN into backward)."""
-    monkeypatch.setattr(attention, "_BUCKET_WASTE", waste)
+    """The CPU path gathers segments into padded batches (one per bucket of similar shapes; ``waste``, the padded
+    slots a merge may add, 0 makes a bucket per shape, inf one bucket for all): outputs and the gradients of query, key
+    and value equal per-segment attention, also for 1-query segments padded to long ones (their padded slots must not
+    leak NaN into backward)."""
+    monkeypatch.setattr(attention, "_BUCKET_CALL_AREA", waste)
     g = torch.Generator().manual_seed(5)
     if shared:  # prompts of 9 and 2 tokens; responses of 1, 6, 1 on prompt 0 and 4 on prompt 1
         p_lens, owners, r_lens = [9, 2], [0, 0, 0, 1], [1, 6, 1, 4]
@@ -295,7 +296,12 @@ def test_padded_cpu_attention_equals_per_segment_attention_with_gradients(waste,
         assert torch.isfinite(a).all() and torch.allclose(a, b, atol=1e-5)
     layout = attention._last_layout[2]
     n_buckets = len(layout.buckets)
-    assert (n_buckets == 1) if waste == float("inf") else (n_buckets > 1)
+    assert (n_buckets == 1) if waste == float("inf") else (n_buckets > 1 or waste > 0)
+    if waste == 0:  # no padding at all: a bucket per (queries, keys) shape
+        qb = cu.tolist()
+        kb = packed_kv[1].tolist() if shared else qb
+        shapes = {(qb[i + 1] - qb[i], kb[i + 1] - kb[i]) for i in range(len(qb) - 1) if qb[i + 1] > qb[i]}
+        assert n_buckets == len(shapes)
 
 
 def test_padded_layout_is_built_once_per_forward_and_rebuilt_for_new_bounds(monkeypatch):
