@@ -594,6 +594,51 @@ def _check_vocab(logits: Tensor) -> None:
         raise ValueError(f"logits must have a non-empty last (vocabulary) dimension, got shape {tuple(logits.shape)}")
 
 
+def logprobs_and_entropy(logits: Tensor, labels: Tensor, entropy: str = "none") -> tuple[Tensor, Tensor | None]:
+    r"""``logprobs_from_logits(logits, labels)`` and, if asked, ``entropy_from_logits(logits)`` from one
+    ``log_softmax`` pass (the trainer's hot path: one fused kernel forward and one backward over ``[..., V]``
+    instead of logsumexp's max / subtract / exp / sum passes, again in backward, and softmax again for the entropy).
+
+    Args:
+        logits: ``[..., V]``.
+        labels: ``[...]`` integer token ids.
+        entropy: ``"none"`` (returns None), ``"grad"`` (differentiable) or ``"nograd"`` (a metric: detached).
+
+    Returns:
+        (log-probs, entropy), equal to the two reference functions up to float rounding, with their conventions: at
+        least float32, a ``-inf`` logit is a token of probability 0 (``-inf`` log-prob if it is the label, no NaN in
+        the entropy or its gradient), a NaN or ``+inf`` logit makes its row NaN.
+    """
+    if entropy not in ("none", "grad", "nograd"):
+        raise ValueError(f"entropy must be 'none', 'grad' or 'nograd', got {entropy!r}")
+    _check_labels(logits, labels)
+    log_p = torch.log_softmax(logits.to(_acc_dtype(logits.dtype)), dim=-1)  # [..., V]
+    # log_softmax keeps its output, not its input, for backward: a caller that passed its logits without keeping
+    # them (the trainer) frees them here, one [..., V] fewer while the entropy is formed
+    del logits
+    lp = torch.gather(log_p, dim=-1, index=labels.long().unsqueeze(-1)).squeeze(-1)
+    if entropy == "none":
+        return lp, None
+    # a -inf log-prob (a token of probability 0) must add p * finite = 0, not 0 * -inf = NaN; NaN stays NaN
+    if entropy == "grad":
+        # zeroed, so that its gradient is 0 too (clamped to the most negative float instead, the backward overflowed
+        # to -inf * 0 = NaN once the upstream gradient exceeded 1)
+        return lp, -(log_p.exp() * log_p.masked_fill(torch.isneginf(log_p), 0.0)).sum(dim=-1)
+    with torch.no_grad():  # a metric: clamping is one pass fewer than finding and zeroing the -inf entries
+        plogp = log_p.detach().clamp(min=torch.finfo(log_p.dtype).min).mul_(log_p.detach().exp())
+        return lp, -plogp.sum(dim=-1)
+
+
+def _check_labels(logits: Tensor, labels: Tensor) -> None:
+    _check_vocab(logits)
+    if labels.is_floating_point() or labels.is_complex() or labels.dtype == torch.bool:
+        # .long() would truncate a float id (2.7 read as token 2) and read booleans as tokens 0 / 1
+        raise ValueError(f"labels must be integer token ids, got dtype {labels.dtype}")
+    if labels.shape != logits.shape[:-1]:  # gather accepts a smaller index: [B, 1] labels broadcast to a wrong [B, T]
+        raise ValueError(f"labels must have shape {tuple(logits.shape[:-1])} for logits {tuple(logits.shape)}, "
+                         f"got {tuple(labels.shape)}")
+
+
 def logprobs_from_logits(logits: Tensor, labels: Tensor) -> Tensor:
     r"""Log-probability of ``labels`` under ``logits``.
 
@@ -613,13 +658,7 @@ def logprobs_from_logits(logits: Tensor, labels: Tensor) -> Tensor:
         is ``-inf`` gets ``-inf``; a row with a NaN or ``+inf`` logit gives NaN.
         An empty vocabulary (``V = 0``) is a ``ValueError``.
     """
-    _check_vocab(logits)
-    if labels.is_floating_point() or labels.is_complex() or labels.dtype == torch.bool:
-        # .long() would truncate a float id (2.7 read as token 2) and read booleans as tokens 0 / 1
-        raise ValueError(f"labels must be integer token ids, got dtype {labels.dtype}")
-    if labels.shape != logits.shape[:-1]:  # gather accepts a smaller index: [B, 1] labels broadcast to a wrong [B, T]
-        raise ValueError(f"labels must have shape {tuple(logits.shape[:-1])} for logits {tuple(logits.shape)}, "
-                         f"got {tuple(labels.shape)}")
+    _check_labels(logits, labels)
     z = logits.to(_acc_dtype(logits.dtype))  # [B, T, V]
     label_logit = torch.gather(z, dim=-1, index=labels.long().unsqueeze(-1)).squeeze(-1)  # [B, T]
     return label_logit - torch.logsumexp(z, dim=-1)

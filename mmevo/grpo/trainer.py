@@ -338,17 +338,16 @@ def token_logprobs(head, hidden, labels, mask, temperature: float, chunk: int = 
         return zero, (zero.detach() if with_entropy else None)
     T = temperature if temperature and temperature > 0 else 1.0
 
-    def scored(hc, yc):
+    mode = "none" if not with_entropy else "grad" if entropy_grad else "nograd"
+
+    def logits_of(hc):
         logits = head(hc).to(dtype)  # [n_c, V]
-        if T != 1.0:  # x / 1 is x: skip a pass over [n_c, V]
-            logits = logits / T
-        lp = algos.logprobs_from_logits(logits, yc)
-        if not with_entropy:
-            return lp, lp.new_zeros(())
-        if entropy_grad:
-            return lp, algos.entropy_from_logits(logits)
-        with torch.no_grad():
-            return lp, algos.entropy_from_logits(logits.detach())
+        return logits / T if T != 1.0 else logits  # x / 1 is x: skip a pass over [n_c, V]
+
+    def scored(hc, yc):
+        # the logits go straight into the call (no name holds them here): it frees them once their log-softmax exists
+        lp, ent = algos.logprobs_and_entropy(logits_of(hc), yc, mode)
+        return lp, (lp.new_zeros(()) if ent is None else ent)
 
     size = n if chunk <= 0 else chunk
     # a trained head under a frozen body (hidden without grad) keeps each chunk's logits for its weight's gradient too
