@@ -1,11 +1,14 @@
 #!/usr/bin/env python
-"""HF-engine sampling with the lean decode step against the model's own forward per decode step; prints JSON.
+"""HF-engine sampling with the fused and the lean decode steps against the model's own forward per decode step;
+prints JSON.
 
-Both variants sample the same P prompts x n completions of the tiny Qwen2.5-VL with one seed and no stop token, so
-every completion decodes exactly --max-tokens tokens. They alternate in one process (--repeats calls each, after one
-warm-up call of each), so a slow or fast phase of the machine reaches both alike; reported are the wall times of every
-call, their medians, the ratio lean / forward, and whether the two sampled the same tokens and log-probs (they must:
-the lean step's logits are bit-identical, ``mmevo/rollout/lean_step.py``).
+The three variants sample the same P prompts x n completions of the tiny Qwen2.5-VL with one seed and no stop token,
+so every completion decodes exactly --max-tokens tokens. They alternate in one process (--repeats calls each, after one
+warm-up call of each), so a slow or fast phase of the machine reaches all alike; reported are the wall times of every
+call, their medians, the ratios to the forward, whether lean and forward sampled the same tokens and log-probs (they
+must: the lean step's logits are bit-identical, ``mmevo/rollout/lean_step.py``), and the share of tokens the fused
+step (the engine's default on float32 CPU: logits equal to float32 rounding, ``mmevo/rollout/fused_decode.py``) drew
+as the forward did before a draw first differed.
 
     OMP_NUM_THREADS=1 python scripts/bench_decode.py                  # P=8 n=8, 64 tokens, 8 calls each
     OMP_NUM_THREADS=1 python scripts/bench_decode.py --prompts 1 --n 4 --max-tokens 32
@@ -57,8 +60,9 @@ def measure(a: argparse.Namespace) -> dict:
                 for ex in generate_geometry(a.prompts, seed=0)]
     params = SamplingParams(temperature=1.0, max_tokens=a.max_tokens, seed=0)
     engines = {name: HFEngine(lm.model, lm.tokenizer.pad_token_id, stop_ids=[], max_batch_seqs=a.prompts * a.n,
-                              banned_ids=vision_token_ids(lm.tokenizer), lean_decode=name == "lean")
-               for name in ("lean", "forward")}
+                              banned_ids=vision_token_ids(lm.tokenizer), lean_decode=name != "forward",
+                              fused_decode=name == "fused")
+               for name in ("fused", "lean", "forward")}
     times: dict[str, list[float]] = {name: [] for name in engines}
     samples = {}
     for i in range(1 + a.repeats):
@@ -73,7 +77,19 @@ def measure(a: argparse.Namespace) -> dict:
                        "threads": int(os.environ["OMP_NUM_THREADS"]), "model": "tiny Qwen2.5-VL, float32"},
             "lean_s_median": med["lean"], "forward_s_median": med["forward"], "lean_s_all": times["lean"],
             "forward_s_all": times["forward"], "ratio_lean_over_forward": med["lean"] / med["forward"],
-            "identical_samples": samples["lean"] == samples["forward"]}
+            "identical_samples": samples["lean"] == samples["forward"],
+            "fused_s_median": med["fused"], "fused_s_all": times["fused"],
+            "ratio_fused_over_forward": med["fused"] / med["forward"],
+            "fused_same_tokens_frac": _shared_prefix_frac(samples["fused"], samples["forward"])}
+
+
+def _shared_prefix_frac(a, b) -> float:
+    """Share of b's tokens that a drew identically before the first token where a completion's draws differed."""
+    same = total = 0
+    for (ta, _), (tb, _) in zip(a, b):
+        n = next((i for i, (x, y) in enumerate(zip(ta, tb)) if x != y), min(len(ta), len(tb)))
+        same, total = same + n, total + len(tb)
+    return same / max(total, 1)
 
 
 def main(argv=None) -> int:

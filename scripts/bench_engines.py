@@ -77,12 +77,13 @@ def make_requests(lm, prompts: int, n: int, seed: int = 0):
     return [RolloutRequest(cache(ex), n=n) for ex in examples], examples
 
 
-def hf_engine(lm, device: str, max_batch_seqs: int, stop_ids=(), lean_decode: bool = True):
+def hf_engine(lm, device: str, max_batch_seqs: int, stop_ids=(), lean_decode: bool = True, fused_decode: bool = True):
     from mmevo.models.loader import vision_token_ids
     from mmevo.rollout.hf import HFEngine
 
     return HFEngine(lm.model, lm.tokenizer.pad_token_id, stop_ids=list(stop_ids), max_batch_seqs=max_batch_seqs,
-                    device=device, banned_ids=vision_token_ids(lm.tokenizer), lean_decode=lean_decode)
+                    device=device, banned_ids=vision_token_ids(lm.tokenizer), lean_decode=lean_decode,
+                    fused_decode=fused_decode)
 
 
 def vllm_engine(path, lm, dtype: str, max_model_len: int, kv_cache_gb: int = 1, gpu_memory_utilization: float = 0.3,

@@ -164,7 +164,8 @@ def check_hf_rollout(args, path) -> dict:
 def shared_prefix_parity(lm, requests, args, exact: bool) -> dict:
     """Greedy decoding over shared prefixes (mmevo's attention: each prompt's keys once, cascade attention) against
     each row's own copy of the prefix (transformers' sdpa): the share of greedy tokens on common prefixes and the
-    largest log-prob difference there. In float32 a share below 1 or a difference above 1e-3 is an error."""
+    largest log-prob difference there. In float32 a share below 1 or a difference above 1e-3 is an error. Both run
+    without the fused decode step (CPU float32 only; its projections round differently): this compares attention."""
     from mmevo.models.attention import NAME
     from mmevo.rollout.base import SamplingParams
 
@@ -173,7 +174,7 @@ def shared_prefix_parity(lm, requests, args, exact: bool) -> dict:
     try:
         for impl in ("sdpa", NAME):
             lm.model.set_attn_implementation(impl)
-            engine = be.hf_engine(lm, args.device, max_batch_seqs=args.prompts * args.n)
+            engine = be.hf_engine(lm, args.device, max_batch_seqs=args.prompts * args.n, fused_decode=False)
             outs[impl] = [c for r in engine.generate(requests, params) for c in r]
     finally:
         lm.model.set_attn_implementation(NAME)
@@ -193,7 +194,8 @@ def lean_decode_parity(lm, requests, args, params) -> dict:
     log-prob must be equal, in every dtype; any difference is an error."""
     samples, rec = {}, {}
     for name in ("lean", "forward"):
-        engine = be.hf_engine(lm, args.device, max_batch_seqs=args.prompts * args.n, lean_decode=name == "lean")
+        engine = be.hf_engine(lm, args.device, max_batch_seqs=args.prompts * args.n, lean_decode=name == "lean",
+                              fused_decode=False)
         t0 = time.perf_counter()
         samples[name] = [(c.token_ids, c.logprobs) for r in engine.generate(requests, params) for c in r]
         rec[f"{name}_s"] = time.perf_counter() - t0

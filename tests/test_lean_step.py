@@ -34,7 +34,7 @@ def _sample(lm, requests, monkeypatch, lean: bool, max_tokens=24):
         return counted
 
     monkeypatch.setattr(hf_module.LeanDecodeStep, "build", staticmethod(build))
-    engine = hf_engine(lm, max_batch_seqs=64)
+    engine = hf_engine(lm, max_batch_seqs=64, fused_decode=False)  # the fused step: tests/test_fused_decode.py
     out = engine.generate(requests, SamplingParams(temperature=1.0, max_tokens=max_tokens, seed=7))
     return [[(c.token_ids, c.logprobs) for c in group] for group in out], len(calls)
 
@@ -175,7 +175,7 @@ def test_engine_flag_turns_the_lean_step_off(vl, monkeypatch):
     params = SamplingParams(temperature=1.0, max_tokens=6, seed=3)
     off = hf_engine(vl, lean_decode=False).generate(_vl_requests(vl), params)
     assert built == []
-    on = hf_engine(vl).generate(_vl_requests(vl), params)
+    on = hf_engine(vl, fused_decode=False).generate(_vl_requests(vl), params)
     assert built == [1]
     assert [[c.token_ids for c in g] for g in on] == [[c.token_ids for c in g] for g in off]
 
@@ -192,3 +192,5 @@ def test_bench_decode_script_compares_both_variants(tiny_vl_path, tmp_path):
     assert res["identical_samples"] is True
     assert len(res["lean_s_all"]) == len(res["forward_s_all"]) == 2
     assert res["ratio_lean_over_forward"] == res["lean_s_median"] / res["forward_s_median"] > 0
+    assert len(res["fused_s_all"]) == 2 and res["ratio_fused_over_forward"] > 0
+    assert 0 <= res["fused_same_tokens_frac"] <= 1

@@ -16,6 +16,7 @@ import torch
 from mmevo.models.attention import SHARED_PREFIX_KWARG, supports_packing
 from mmevo.models.inputs import EncodedPrompt, collate, unwrap
 from mmevo.rollout.kv_cache import DecodeCache, SharedPrefixCache
+from mmevo.rollout.fused_decode import FusedDecodeStep
 from mmevo.rollout.lean_step import LeanDecodeStep
 from mmevo.rollout.base import Completion, RolloutRequest, SamplingParams, check_request_batch, check_token_ids
 
@@ -153,10 +154,14 @@ class HFEngine:
     supports_kv_reuse = True  # RolloutRequest.keep_kv / continue_from
 
     def __init__(self, model: torch.nn.Module, pad_id: int, stop_ids: Sequence[int], max_batch_seqs: int = 64,
-                 device: str | torch.device = "cpu", banned_ids: Sequence[int] = (), lean_decode: bool = True):
+                 device: str | torch.device = "cpu", banned_ids: Sequence[int] = (), lean_decode: bool = True,
+                 fused_decode: bool = True):
         self.model = model
         # False: every decode step runs the model's forward, not ``LeanDecodeStep`` (same logits; for comparisons)
         self.lean_decode = lean_decode
+        # False: no ``FusedDecodeStep`` (float32 CPU Qwen2 models: fused oneDNN projections, logits equal to float32
+        # rounding, not bit for bit); the lean step (or the forward) instead
+        self.fused_decode = fused_decode
         for name, ids in (("banned_ids", banned_ids), ("stop_ids", stop_ids)):
             check_token_ids(f"HFEngine {name}", ids)
             bad = [t for t in ids if not 0 <= t]  # index_fill reads a banned -1 as the last token of the vocabulary
@@ -351,7 +356,9 @@ class HFEngine:
         lean = None
         if shared:
             cache = SharedPrefixCache(cache, attn, row_of)
-            lean = LeanDecodeStep.build(model) if self.lean_decode else None
+            if self.lean_decode:
+                lean = (FusedDecodeStep.build(model, rows=len(row_of)) if self.fused_decode else None) \
+                    or LeanDecodeStep.build(model)
         elif bool((reps != 1).any()):
             cache.batch_select_indices(row_of)
         logits = last_logits[row_of]

@@ -1,0 +1,172 @@
+"""A decode step of Qwen2-family decoders on CPU with fused projections on oneDNN (the HF engine's sampling path).
+
+``LeanDecodeStep`` calls the model's own decoder layers: per layer and decode step that is seven linears through
+``F.linear`` (MKL's sgemm, on AMD CPUs its AVX2 path: ~100 GFLOP/s on a 64-row decode step of the tiny models) and
+about forty small tensor ops. ``FusedDecodeStep`` computes the same layer from the same weights with
+
+- q / k / v as one matmul and gate / up as one (weights concatenated once per sampling call),
+- every matmul, the LM head's included, through oneDNN with weights reordered once per sampling call into its
+  blocked layout (``mkldnn._reorder_linear_weight``, what torch.compile's CPU backend does for frozen weights),
+- RMSNorm as ``F.rms_norm`` and the rotary embedding of q and k in one pass (``roll`` with a signed sine),
+
+and the same KV cache and shared-prefix attention. It samples from the same distribution up to float32 rounding, not
+bit for bit (another summation order); the trainer recomputes every log-prob it trains on, so rollouts only need the
+policy's distribution. It applies to float32 models on CPU whose layers are exactly Qwen2 / Qwen2.5-VL text layers
+(plain linears, SiLU MLP, RMSNorm, no q / k norm, no hooks) and small enough that a second copy of their weights is
+cheap (``MAX_COPY_BYTES``); anything else keeps ``LeanDecodeStep``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+from mmevo.models import attention  # looked up per call (as the model's attention function does)
+from mmevo.models.cpu_linear import OneDNNLinear, onednn_linear_available
+from mmevo.rollout.lean_step import LeanDecodeStep
+
+_LAYERS = {"Qwen2DecoderLayer", "Qwen2_5_VLDecoderLayer"}
+_NORMS = {"Qwen2RMSNorm", "Qwen2_5_VLRMSNorm"}
+_ACTS = {"SiLU", "SiLUActivation"}
+_LINEARS = (torch.nn.Linear, OneDNNLinear)
+# the fused, reordered weights are a second copy of the decoder's and the LM head's for the sampling call: above this
+# many bytes (a model of ~250M float32 parameters) the lean step runs instead of doubling a large CPU model's memory
+MAX_COPY_BYTES = 1 << 30
+
+
+def _plain_linear(m) -> bool:
+    """An ``nn.Linear`` (or mmevo's oneDNN subclass of it) with no hooks: a LoRA wrapper, a quantised layer or a
+    DeepSpeed / PEFT hook would change what the module computes."""
+    return type(m) in _LINEARS and not (m._forward_hooks or m._forward_pre_hooks)
+
+
+def _plain_module(m, names: set[str]) -> bool:
+    return type(m).__name__ in names and not (m._forward_hooks or m._forward_pre_hooks)
+
+
+def _packed(weight: torch.Tensor, rows: int) -> torch.Tensor:
+    """``weight`` [n, k] in oneDNN's blocked layout for ~``rows``-row inputs (a hint: other row counts are exact)."""
+    return torch.ops.mkldnn._reorder_linear_weight(weight.detach().contiguous(), rows)
+
+
+def _linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+    return torch.ops.mkldnn._linear_pointwise(x, weight, bias, "none", [], "")
+
+
+@dataclass
+class _Layer:
+    qkv: torch.Tensor  # packed [(H + 2 KV) * D, hidden]
+    qkv_bias: torch.Tensor | None
+    o: torch.Tensor  # packed [hidden, H * D]
+    gate_up: torch.Tensor  # packed [2 I, hidden]
+    down: torch.Tensor  # packed [hidden, I]
+    ln1: torch.Tensor
+    ln1_eps: float
+    ln2: torch.Tensor
+    ln2_eps: float
+
+
+class FusedDecodeStep(LeanDecodeStep):
+    """``step(tokens [N], positions [N], cache) -> logits [N, V]``, as ``LeanDecodeStep`` (a ``SharedPrefixCache``)."""
+
+    def __init__(self, model, decoder, multimodal: bool, rows: int):
+        super().__init__(model, decoder, multimodal)
+        attn = decoder.layers[0].self_attn
+        self.heads = model.config.get_text_config().num_attention_heads if hasattr(model.config, "get_text_config") \
+            else model.config.num_attention_heads
+        self.kv_heads = self.heads // attn.num_key_value_groups
+        self.head_dim = attn.head_dim
+        self.scaling = attn.scaling
+        self.layers: list[_Layer] = []
+        with torch.no_grad():
+            for layer in decoder.layers:
+                a, mlp = layer.self_attn, layer.mlp
+                biases = [p.bias for p in (a.q_proj, a.k_proj, a.v_proj)]
+                qkv_bias = None
+                if any(b is not None for b in biases):
+                    qkv_bias = torch.cat([b.detach() if b is not None else torch.zeros(p.out_features)
+                                          for b, p in zip(biases, (a.q_proj, a.k_proj, a.v_proj))])
+                self.layers.append(_Layer(
+                    qkv=_packed(torch.cat([a.q_proj.weight, a.k_proj.weight, a.v_proj.weight]), rows),
+                    qkv_bias=qkv_bias,
+                    o=_packed(a.o_proj.weight, rows),
+                    gate_up=_packed(torch.cat([mlp.gate_proj.weight, mlp.up_proj.weight]), rows),
+                    down=_packed(mlp.down_proj.weight, rows),
+                    ln1=layer.input_layernorm.weight.detach(), ln1_eps=layer.input_layernorm.variance_epsilon,
+                    ln2=layer.post_attention_layernorm.weight.detach(),
+                    ln2_eps=layer.post_attention_layernorm.variance_epsilon))
+            self.intermediate = decoder.layers[0].mlp.gate_proj.out_features
+            self.norm, self.norm_eps = decoder.norm.weight.detach(), decoder.norm.variance_epsilon
+            head = model.lm_head
+            self.head = _packed(head.weight, rows)
+            self.head_bias = None if head.bias is None else head.bias.detach()
+
+    @classmethod
+    def build(cls, model: torch.nn.Module, rows: int = 64) -> "FusedDecodeStep | None":
+        """The fused step for ``model`` (``rows``: the decode batch, a hint for the weights' layout) when the lean step
+        applies and every layer qualifies (see the module doc), else None."""
+        lean = LeanDecodeStep.build(model)
+        if lean is None or not cls.eligible(model, lean.decoder):
+            return None
+        return cls(model, lean.decoder, lean.multimodal, max(1, int(rows)))
+
+    @staticmethod
+    def eligible(model, decoder) -> bool:
+        params = list(model.parameters())
+        if not params or any(p.device.type != "cpu" or p.dtype != torch.float32 for p in params):
+            return False
+        if not onednn_linear_available() or not _plain_linear(model.lm_head):
+            return False
+        copied = model.lm_head.weight.numel() + sum(m.weight.numel() for layer in decoder.layers
+                                                    for m in layer.modules() if isinstance(m, torch.nn.Linear))
+        if copied * 4 > MAX_COPY_BYTES:
+            return False
+        if not _plain_module(decoder.norm, _NORMS) or not isinstance(decoder.embed_tokens, torch.nn.Embedding):
+            return False
+        for layer in decoder.layers:
+            a, mlp = getattr(layer, "self_attn", None), getattr(layer, "mlp", None)
+            if not _plain_module(layer, _LAYERS) or a is None or mlp is None:
+                return False
+            if a._forward_hooks or a._forward_pre_hooks or mlp._forward_hooks or mlp._forward_pre_hooks:
+                return False
+            if hasattr(a, "q_norm") or hasattr(a, "k_norm") or getattr(a, "sliding_window", None):
+                return False
+            if not all(_plain_linear(getattr(a, n, None)) for n in ("q_proj", "k_proj", "v_proj", "o_proj")):
+                return False
+            if a.o_proj.bias is not None:
+                return False
+            if not all(_plain_linear(getattr(mlp, n, None)) and getattr(mlp, n).bias is None
+                       for n in ("gate_proj", "up_proj", "down_proj")):
+                return False
+            if type(getattr(mlp, "act_fn", None)).__name__ not in _ACTS:
+                return False
+            if not all(_plain_module(getattr(layer, n, None), _NORMS)
+                       for n in ("input_layernorm", "post_attention_layernorm")):
+                return False
+        return True
+
+    def __call__(self, tokens: torch.Tensor, positions: torch.Tensor, cache) -> torch.Tensor:
+        N, H, KV, D, I = tokens.shape[0], self.heads, self.kv_heads, self.head_dim, self.intermediate
+        hidden = self.decoder.embed_tokens(tokens)  # [N, hidden]
+        cos, sin = self._rope(hidden[:, None], positions)  # [N, 1, D]
+        half = D // 2
+        # rotate_half(x) * sin == roll(x, D/2) * (sin with its first half negated): q and k in one pass
+        signed_sin = torch.cat([-sin[..., :half], sin[..., half:]], -1)
+        for li, L in enumerate(self.layers):
+            x = F.rms_norm(hidden, hidden.shape[-1:], L.ln1, L.ln1_eps)
+            qkv = _linear(x, L.qkv, L.qkv_bias)  # [N, (H + 2 KV) * D]
+            qk = qkv[:, :(H + KV) * D].view(N, H + KV, D)
+            qk = qk * cos + qk.roll(half, -1) * signed_sin
+            q = qk[:, :H, None]  # [N, H, 1, D]
+            k = qk[:, H:, None]  # [N, KV, 1, D]
+            v = qkv[:, (H + KV) * D:].view(N, KV, 1, D)
+            keys, values = cache.update(k, v, li)
+            attn = attention.shared_prefix_attention(q, keys, values, cache, li, self.scaling)  # [N, 1, H, D]
+            hidden = hidden + _linear(attn.reshape(N, H * D), L.o)
+            x = F.rms_norm(hidden, hidden.shape[-1:], L.ln2, L.ln2_eps)
+            gate_up = _linear(x, L.gate_up)  # [N, 2 I]
+            hidden = hidden + _linear(F.silu(gate_up[:, :I]) * gate_up[:, I:], L.down)
+        x = F.rms_norm(hidden, hidden.shape[-1:], self.norm, self.norm_eps)
+        return _linear(x, self.head, self.head_bias)

@@ -1,0 +1,140 @@
+"""The HF engine's fused decode step (``mmevo/rollout/fused_decode.py``): float32 Qwen2 / Qwen2.5-VL layers on CPU
+with q/k/v and gate/up fused into one oneDNN matmul each.
+
+Its logits equal the lean step's (which equal the model's forward bit for bit, tests/test_lean_step.py) to float32
+rounding at every decode step, from the same KV cache and the same tokens, also after rows leave the batch; the keys /
+values it appends to the cache too. Models it does not cover (bf16, LoRA, Qwen3's q / k norms, hooks) get None and keep
+the lean step."""
+
+import copy
+
+import pytest
+import torch
+from conftest import hf_engine, noise_image, randomized_model
+
+from mmevo.models.cpu_linear import use_cpu_linear
+from mmevo.models.inputs import encode_prompt
+from mmevo.rollout.base import RolloutRequest, SamplingParams
+from mmevo.rollout import fused_decode
+from mmevo.rollout.fused_decode import FusedDecodeStep
+from mmevo.rollout.kv_cache import SharedPrefixCache
+from mmevo.rollout.lean_step import LeanDecodeStep
+
+
+def _varied(lm, seed=3):
+    """Non-trivial biases and norm weights as well (``randomized_model`` leaves 1-D parameters at their init)."""
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, p in lm.model.named_parameters():
+            if p.dim() == 1:
+                p.copy_((1.0 if "norm" in name else 0.0) + torch.randn(p.shape, generator=g) * 0.3)
+    return lm
+
+
+def _vl_requests(lm):
+    prompts = [encode_prompt(lm.processor, True, "<image>Find angle C.", [noise_image(1)]),
+               encode_prompt(lm.processor, True, "In triangle ABC, <image> find x.", [noise_image(2, (70, 42))])]
+    return [RolloutRequest(prompts[0], n=5), RolloutRequest(prompts[1], n=3)]
+
+
+def _text_requests(lm):
+    enc = [encode_prompt(lm.tokenizer, False, text, []) for text in ("What is 2 + 3?", "Name a prime number.")]
+    return [RolloutRequest(enc[0], n=4), RolloutRequest(enc[1], n=4)]
+
+
+@torch.no_grad()
+def _compare_steps(lm, requests, steps=16, drop_at=6):
+    """Drive the lean and the fused step from one prefill with the same tokens (the lean step's argmax); at
+    ``drop_at`` rows 0 and 3 leave the batch. Returns the largest |logit difference| over the logits' scale."""
+    model = lm.model.eval()
+    engine = hf_engine(lm, fused_decode=False)
+    last, cache, attn, next_pos, _ = engine._prefill(model, requests)
+    row_of = torch.repeat_interleave(torch.arange(len(requests)), torch.tensor([r.n for r in requests]))
+    lean_cache = SharedPrefixCache(cache, attn, row_of)
+    fused_cache = copy.deepcopy(lean_cache)
+    lean, fused = LeanDecodeStep.build(model), FusedDecodeStep.build(model, rows=row_of.numel())
+    assert lean is not None and fused is not None
+    tok, pos = last[row_of].argmax(-1), next_pos[row_of]
+    worst = 0.0
+    for step in range(steps):
+        if step == drop_at:
+            keep = torch.tensor([i for i in range(tok.numel()) if i not in (0, 3)])
+            lean_cache.batch_select_indices(keep)
+            fused_cache.batch_select_indices(keep)
+            tok, pos = tok[keep], pos[keep]
+        a, b = lean(tok, pos, lean_cache), fused(tok, pos, fused_cache)
+        assert a.shape == b.shape == (tok.numel(), model.config.get_text_config().vocab_size)
+        worst = max(worst, float((a - b).abs().max() / a.abs().max()))
+        tok, pos = a.argmax(-1), pos + 1
+    for li in range(len(lean_cache.layers)):
+        for x, y in ((lean_cache.layers[li].keys, fused_cache.layers[li].keys),
+                     (lean_cache.layers[li].values, fused_cache.layers[li].values)):
+            assert x.shape == y.shape and torch.allclose(x, y, atol=1e-4 * float(x.abs().max()))
+    return worst
+
+
+def test_vl_logits_equal_the_lean_steps(tiny_vl_path):
+    lm = _varied(randomized_model(tiny_vl_path))
+    assert _compare_steps(lm, _vl_requests(lm)) < 1e-5
+
+
+def test_text_qwen2_logits_equal_the_lean_steps(tiny_text_path):
+    lm = _varied(randomized_model(tiny_text_path))
+    assert _compare_steps(lm, _text_requests(lm)) < 1e-5
+
+
+def test_onednn_linear_layers_qualify(tiny_vl_path):
+    """The trainer swaps float32 CPU linears to ``OneDNNLinear`` (``model.cpu_linear``): the same weights."""
+    lm = _varied(randomized_model(tiny_vl_path))
+    assert use_cpu_linear(lm.model, "onednn") > 0
+    assert _compare_steps(lm, _vl_requests(lm), steps=6) < 1e-5
+
+
+def test_models_it_does_not_cover_get_none(tiny_vl_path, tiny_text_path, tmp_path, monkeypatch):
+    from transformers import AutoModelForCausalLM, AutoTokenizer, Qwen3Config
+
+    from mmevo.models.adapters import apply_lora
+
+    bf16 = randomized_model(tiny_vl_path)
+    bf16.model.to(torch.bfloat16)
+    assert LeanDecodeStep.build(bf16.model) is not None and FusedDecodeStep.build(bf16.model) is None
+    lora = randomized_model(tiny_vl_path)
+    apply_lora(lora.model, rank=4, alpha=8.0, dropout=0.0, target_modules=["q_proj", "down_proj"])
+    assert FusedDecodeStep.build(lora.model) is None
+    hooked = randomized_model(tiny_text_path)
+    hooked.model.model.layers[1].mlp.up_proj.register_forward_hook(lambda m, i, o: o * 2)
+    assert LeanDecodeStep.build(hooked.model) is not None and FusedDecodeStep.build(hooked.model) is None
+    base = AutoModelForCausalLM.from_pretrained(tiny_text_path).config
+    config = Qwen3Config(vocab_size=base.vocab_size, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, head_dim=16)
+    AutoModelForCausalLM.from_config(config).save_pretrained(tmp_path)
+    AutoTokenizer.from_pretrained(tiny_text_path).save_pretrained(tmp_path)
+    qwen3 = randomized_model(tmp_path)
+    assert LeanDecodeStep.build(qwen3.model) is not None and FusedDecodeStep.build(qwen3.model) is None
+    big = randomized_model(tiny_text_path)  # its weights copied would pass the cap: lean step (no second copy)
+    assert FusedDecodeStep.build(big.model) is not None
+    monkeypatch.setattr(fused_decode, "MAX_COPY_BYTES", 4 * big.model.lm_head.weight.numel())
+    assert FusedDecodeStep.build(big.model) is None
+
+
+def test_engine_samples_through_it_by_default_and_the_flag_turns_it_off(tiny_vl_path, monkeypatch):
+    """Same seed, same uniforms: the fused engine's samples follow the lean engine's except where float32 rounding
+    moves a draw across a token boundary (rare); the log-probs of every token both drew agree to rounding."""
+    from mmevo.rollout import hf as hf_module
+
+    lm = _varied(randomized_model(tiny_vl_path))
+    calls = []
+    real_call = FusedDecodeStep.__call__
+    monkeypatch.setattr(hf_module.FusedDecodeStep, "__call__", lambda self, *a: calls.append(1) or real_call(self, *a))
+    params = SamplingParams(temperature=1.0, max_tokens=20, seed=5)
+    fused = hf_engine(lm).generate(_vl_requests(lm), params)
+    assert len(calls) == 19
+    lean = hf_engine(lm, fused_decode=False).generate(_vl_requests(lm), params)
+    assert len(calls) == 19
+    same = total = 0
+    for gf, gl in zip(fused, lean):
+        for cf, cl in zip(gf, gl):
+            n = next((i for i, (a, b) in enumerate(zip(cf.token_ids, cl.token_ids)) if a != b), len(cf.token_ids))
+            same, total = same + n, total + len(cf.token_ids)
+            assert torch.allclose(torch.tensor(cf.logprobs[:n]), torch.tensor(cl.logprobs[:n]), atol=1e-4)
+    assert same >= 0.9 * total, (same, total)
