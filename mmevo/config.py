@@ -81,6 +81,7 @@ class ModelConfig:
     lora: LoRAConfig = field(default_factory=LoRAConfig)  # LoRA adapters instead of full fine-tuning (RL and SFT)
     trainable: list = field(default_factory=list)  # RL: train only parameters matching one of these regexes (SFT: all)
     cpu_linear: str = "auto"  # RL/SFT float32 CPU linears over >= 256 rows: onednn | torch (F.linear) | auto (onednn if available)
+    cpu_malloc: str = "auto"  # RL/SFT on CPU: keep (freed memory stays in the heap: no page faults, RSS stays near peak) | system | auto (keep on glibc)
 
 
 @dataclass
@@ -702,6 +703,7 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
 CHOICES = {
     "model.dtype": ("float32", "bfloat16", "float16"),
     "model.cpu_linear": ("auto", "onednn", "torch"),
+    "model.cpu_malloc": ("auto", "keep", "system"),
     "rollout.engine": ("hf", "vllm"),
     "rollout.sleep_level": (1, 2),
     "algo.adv_scale": ("group", "batch", "none"),

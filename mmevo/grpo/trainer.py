@@ -173,8 +173,8 @@ def make_scheduler(opt, warmup: int, total: int, kind: str) -> torch.optim.lr_sc
 def configure_training(model: torch.nn.Module, model_cfg, seed: int, subset: bool = True) -> None:
     """What of ``model`` trains, as ``model_cfg`` (``cfg.model``) says: LoRA adapters on the language model (everything
     else frozen), else the ``trainable`` subset (RL only: ``subset=False`` for SFT, which trains all) and/or a frozen
-    vision tower; then gradient checkpointing and the CPU linear kernel (``model.cpu_linear``). Shared by GRPO and
-    SFT, so a config means the same in both."""
+    vision tower; then gradient checkpointing, the CPU linear kernel (``model.cpu_linear``) and allocator
+    (``model.cpu_malloc``). Shared by GRPO and SFT, so a config means the same in both."""
     if model_cfg.lora.rank > 0 and model_cfg.trainable and subset:
         raise ValueError("model.trainable and model.lora.rank > 0 both choose what trains: set one of them")
     if model_cfg.lora.rank > 0:  # adapters on the language model's linears; everything else frozen
@@ -196,8 +196,11 @@ def configure_training(model: torch.nn.Module, model_cfg, seed: int, subset: boo
     if model_cfg.gradient_checkpointing:  # non-reentrant: exact, and inputs need not require grad
         unwrap(model).gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     from mmevo.models.cpu_linear import use_cpu_linear
+    from mmevo.models.cpu_malloc import use_cpu_malloc
 
     use_cpu_linear(model, model_cfg.cpu_linear)  # float32 CPU matmuls of the training passes on oneDNN (AMD: ~2x)
+    # freed activations stay in the heap for the next micro-batch (no page faults on fresh memory)
+    use_cpu_malloc(model_cfg.cpu_malloc, all(p.device.type == "cpu" for p in model.parameters()))
 
 
 def _reapply_schedule(scheduler: torch.optim.lr_scheduler.LambdaLR) -> None:
