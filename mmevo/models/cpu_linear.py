@@ -79,8 +79,13 @@ class _OneDNNLinearFunction(torch.autograd.Function):
         grad_x = grad_w = grad_b = None
         if ctx.needs_input_grad[0]:  # [m, n] @ W [n, k]: a linear with weight W^T [k, n]
             grad_x = _onednn(grad, weight.t().contiguous(), None)
-        if ctx.needs_input_grad[1]:  # grad^T [n, m] @ x [m, k]: a linear with weight x^T [k, m]
-            grad_w = _onednn(grad.t(), x.t(), None)
+        if ctx.needs_input_grad[1]:  # grad^T [n, m] @ x [m, k]
+            # oneDNN copies its strided input (the transposed grad or x) and reorders its weight anyway: copying the
+            # smaller one is faster (n=384, k=128, m=1188: 0.52 ms against 0.62), the result transposed when n > k
+            if weight.shape[0] > weight.shape[1]:  # (x^T [k, m] as input, grad^T [n, m] as weight)^T
+                grad_w = _onednn(x.t(), grad.t(), None).t()
+            else:  # grad^T [n, m] as input, x^T [k, m] as weight
+                grad_w = _onednn(grad.t(), x.t(), None)
         if ctx.has_bias and ctx.needs_input_grad[2]:
             grad_b = grad.sum(0)
         return grad_x, grad_w, grad_b
