@@ -18,12 +18,13 @@ the work the two steps ask for: ``gflop_per_step`` counts the warm-up step's mat
 (torch's ``FlopCounterMode``, plus the CPU flash-attention and oneDNN linear kernels its table lacks; attention is
 counted whole, causal masks not discounted, as torch counts it), and ``gflop_per_s`` is that over the median step
 time: how fast each side runs the work it does. The time ratio is the FLOP ratio times the inverse speed ratio. At
-the defaults mmevo's step asks for 39.4 GFLOP and TRL's for 81.7, a FLOP ratio of 0.48 (TRL runs every completion's
-prompt, image included, in generation and in training; mmevo each prompt once per group). A time ratio of 0.33
-therefore needs mmevo to run its FLOPs ~1.46x as fast as TRL runs its own. On F.linear's kernels
-(``--cpu-linear torch``) both run at about the same rate; mmevo's default ``model.cpu_linear`` puts its training
-passes' matmuls on oneDNN (MKL's sgemm takes its AVX2 path on AMD CPUs): ~1.2x TRL's rate on the AMD EPYC this was
-measured on (README, Benchmarks).
+the defaults mmevo's step asks for 38.1 GFLOP and TRL's for 81.7, a FLOP ratio of 0.47 (TRL runs every completion's
+prompt, image included, in generation and in training; mmevo each prompt once per group, and its packed attention
+pads little). A time ratio of 0.33 therefore needs mmevo to run its FLOPs ~1.42x as fast as TRL runs its own. On
+F.linear's kernels (``--cpu-linear torch``) both ran at about the same rate; mmevo's default ``model.cpu_linear``
+puts its training passes' matmuls on oneDNN (MKL's sgemm takes its AVX2 path on AMD CPUs), its HF engine's fused
+decode step puts sampling's there too: ~1.3-1.4x TRL's rate on the AMD EPYC this was measured on (README,
+Benchmarks).
 
 Timing: one warm-up step, then ``--steps`` timed steps; medians are reported. mmevo's step is timed around
 ``GRPOTrainer.step()``; TRL's from ``on_step_begin`` to ``on_step_end`` of a ``TrainerCallback`` (that span covers
