@@ -76,6 +76,25 @@ def noise_image(seed, size=(56, 56)):
     return Image.fromarray(rng.integers(0, 256, (size[1], size[0], 3), dtype=np.uint8))
 
 
+def decode_vl_requests(lm):
+    """Two image prompts of the tiny VL model, 5 and 3 samples each (the decode-step tests' VL requests)."""
+    from mmevo.models.inputs import encode_prompt
+    from mmevo.rollout.base import RolloutRequest
+
+    prompts = [encode_prompt(lm.processor, True, "<image>Find angle C.", [noise_image(1)]),
+               encode_prompt(lm.processor, True, "In triangle ABC, <image> find x.", [noise_image(2, (70, 42))])]
+    return [RolloutRequest(prompts[0], n=5), RolloutRequest(prompts[1], n=3)]
+
+
+def decode_text_requests(lm):
+    """Two text prompts, 4 samples each (the decode-step tests' text requests)."""
+    from mmevo.models.inputs import encode_prompt
+    from mmevo.rollout.base import RolloutRequest
+
+    enc = [encode_prompt(lm.tokenizer, False, text, []) for text in ("What is 2 + 3?", "Name a prime number.")]
+    return [RolloutRequest(enc[0], n=4), RolloutRequest(enc[1], n=4)]
+
+
 def hf_engine(lm, **kw):
     """The HF engine of a loaded model, with its stop tokens and its vision placeholders banned (as the recipes build it)."""
     from mmevo.models.loader import stop_token_ids, vision_token_ids

@@ -8,13 +8,11 @@ the lean step."""
 
 import copy
 
-import pytest
 import torch
-from conftest import hf_engine, noise_image, randomized_model
+from conftest import decode_text_requests, decode_vl_requests, hf_engine, randomized_model
 
 from mmevo.models.cpu_linear import use_cpu_linear
-from mmevo.models.inputs import encode_prompt
-from mmevo.rollout.base import RolloutRequest, SamplingParams
+from mmevo.rollout.base import SamplingParams
 from mmevo.rollout import fused_decode
 from mmevo.rollout.fused_decode import FusedDecodeStep
 from mmevo.rollout.kv_cache import SharedPrefixCache
@@ -29,17 +27,6 @@ def _varied(lm, seed=3):
             if p.dim() == 1:
                 p.copy_((1.0 if "norm" in name else 0.0) + torch.randn(p.shape, generator=g) * 0.3)
     return lm
-
-
-def _vl_requests(lm):
-    prompts = [encode_prompt(lm.processor, True, "<image>Find angle C.", [noise_image(1)]),
-               encode_prompt(lm.processor, True, "In triangle ABC, <image> find x.", [noise_image(2, (70, 42))])]
-    return [RolloutRequest(prompts[0], n=5), RolloutRequest(prompts[1], n=3)]
-
-
-def _text_requests(lm):
-    enc = [encode_prompt(lm.tokenizer, False, text, []) for text in ("What is 2 + 3?", "Name a prime number.")]
-    return [RolloutRequest(enc[0], n=4), RolloutRequest(enc[1], n=4)]
 
 
 @torch.no_grad()
@@ -75,19 +62,19 @@ def _compare_steps(lm, requests, steps=16, drop_at=6):
 
 def test_vl_logits_equal_the_lean_steps(tiny_vl_path):
     lm = _varied(randomized_model(tiny_vl_path))
-    assert _compare_steps(lm, _vl_requests(lm)) < 1e-5
+    assert _compare_steps(lm, decode_vl_requests(lm)) < 1e-5
 
 
 def test_text_qwen2_logits_equal_the_lean_steps(tiny_text_path):
     lm = _varied(randomized_model(tiny_text_path))
-    assert _compare_steps(lm, _text_requests(lm)) < 1e-5
+    assert _compare_steps(lm, decode_text_requests(lm)) < 1e-5
 
 
 def test_onednn_linear_layers_qualify(tiny_vl_path):
     """The trainer swaps float32 CPU linears to ``OneDNNLinear`` (``model.cpu_linear``): the same weights."""
     lm = _varied(randomized_model(tiny_vl_path))
     assert use_cpu_linear(lm.model, "onednn") > 0
-    assert _compare_steps(lm, _vl_requests(lm), steps=6) < 1e-5
+    assert _compare_steps(lm, decode_vl_requests(lm), steps=6) < 1e-5
 
 
 def test_models_it_does_not_cover_get_none(tiny_vl_path, tiny_text_path, tmp_path, monkeypatch):
@@ -127,9 +114,9 @@ def test_engine_samples_through_it_by_default_and_the_flag_turns_it_off(tiny_vl_
     real_call = FusedDecodeStep.__call__
     monkeypatch.setattr(hf_module.FusedDecodeStep, "__call__", lambda self, *a: calls.append(1) or real_call(self, *a))
     params = SamplingParams(temperature=1.0, max_tokens=20, seed=5)
-    fused = hf_engine(lm).generate(_vl_requests(lm), params)
+    fused = hf_engine(lm).generate(decode_vl_requests(lm), params)
     assert len(calls) == 19
-    lean = hf_engine(lm, fused_decode=False).generate(_vl_requests(lm), params)
+    lean = hf_engine(lm, fused_decode=False).generate(decode_vl_requests(lm), params)
     assert len(calls) == 19
     same = total = 0
     for gf, gl in zip(fused, lean):

@@ -9,12 +9,11 @@ layers, bf16, and a rope the lean step leaves to the model's rotary module (yarn
 
 import pytest
 import torch
-from conftest import hf_engine, noise_image, randomize, randomized_model
+from conftest import decode_text_requests, decode_vl_requests, hf_engine, randomize, randomized_model
 
-from mmevo.models.inputs import encode_prompt
 from mmevo.models.loader import load_model
 from mmevo.rollout import hf as hf_module
-from mmevo.rollout.base import RolloutRequest, SamplingParams
+from mmevo.rollout.base import SamplingParams
 from mmevo.rollout.lean_step import LeanDecodeStep
 
 
@@ -54,17 +53,6 @@ def _assert_same_stream(lm, requests, monkeypatch, max_tokens=24):
     assert lean == model
 
 
-def _vl_requests(lm):
-    prompts = [encode_prompt(lm.processor, True, "<image>Find angle C.", [noise_image(1)]),
-               encode_prompt(lm.processor, True, "In triangle ABC, <image> find x.", [noise_image(2, (70, 42))])]
-    return [RolloutRequest(prompts[0], n=5), RolloutRequest(prompts[1], n=3)]
-
-
-def _text_requests(lm):
-    enc = [encode_prompt(lm.tokenizer, False, text, []) for text in ("What is 2 + 3?", "Name a prime number.")]
-    return [RolloutRequest(enc[0], n=4), RolloutRequest(enc[1], n=4)]
-
-
 @pytest.fixture(scope="module")
 def vl(tiny_vl_path):
     return randomized_model(tiny_vl_path)
@@ -72,19 +60,19 @@ def vl(tiny_vl_path):
 
 def test_vl_model_streams_are_identical(vl, monkeypatch):
     assert LeanDecodeStep.build(vl.model) is not None
-    _assert_same_stream(vl, _vl_requests(vl), monkeypatch)
+    _assert_same_stream(vl, decode_vl_requests(vl), monkeypatch)
 
 
 def test_vl_model_in_bf16(tiny_vl_path, monkeypatch):
     lm = load_model(tiny_vl_path, dtype="bfloat16")
     randomize(lm.model)
     lm.model.eval()
-    _assert_same_stream(lm, _vl_requests(lm), monkeypatch)
+    _assert_same_stream(lm, decode_vl_requests(lm), monkeypatch)
 
 
 def test_text_qwen2_streams_are_identical(tiny_text_path, monkeypatch):
     lm = randomized_model(tiny_text_path)
-    _assert_same_stream(lm, _text_requests(lm), monkeypatch)
+    _assert_same_stream(lm, decode_text_requests(lm), monkeypatch)
 
 
 def test_lora_layers_are_called_as_modules(tiny_vl_path, monkeypatch):
@@ -97,7 +85,7 @@ def test_lora_layers_are_called_as_modules(tiny_vl_path, monkeypatch):
             if "lora_B" in name:
                 p.normal_(0, 0.5)
     lm.model.eval()
-    _assert_same_stream(lm, _vl_requests(lm), monkeypatch)
+    _assert_same_stream(lm, decode_vl_requests(lm), monkeypatch)
 
 
 def _saved_text_model(tiny_text_path, tmp_path, config):
@@ -124,7 +112,7 @@ def test_qwen3_with_qk_norms(tiny_text_path, tmp_path, monkeypatch):
 
     lm = _saved_text_model(tiny_text_path, tmp_path, _text_config(Qwen3Config, tiny_text_path, head_dim=16))
     assert type(lm.model).__name__ == "Qwen3ForCausalLM" and LeanDecodeStep.build(lm.model).local_rope
-    _assert_same_stream(lm, _text_requests(lm), monkeypatch)
+    _assert_same_stream(lm, decode_text_requests(lm), monkeypatch)
 
 
 @pytest.mark.parametrize("rope", [
@@ -141,7 +129,7 @@ def test_other_rope_types_go_through_the_rotary_module(tiny_text_path, tmp_path,
     lm = _saved_text_model(tiny_text_path, tmp_path, config)
     step = LeanDecodeStep.build(lm.model)
     assert step is not None and not step.local_rope
-    _assert_same_stream(lm, _text_requests(lm), monkeypatch)
+    _assert_same_stream(lm, decode_text_requests(lm), monkeypatch)
 
 
 def test_local_rope_applies_the_attention_scaling(tiny_text_path, monkeypatch):
@@ -149,7 +137,7 @@ def test_local_rope_applies_the_attention_scaling(tiny_text_path, monkeypatch):
     lm = randomized_model(tiny_text_path)
     monkeypatch.setattr(lm.model.model.rotary_emb, "attention_scaling", 1.5)
     assert LeanDecodeStep.build(lm.model).local_rope
-    _assert_same_stream(lm, _text_requests(lm), monkeypatch)
+    _assert_same_stream(lm, decode_text_requests(lm), monkeypatch)
 
 
 def test_models_it_does_not_recognise_keep_their_forward(tiny_text_path, tmp_path):
@@ -173,9 +161,9 @@ def test_engine_flag_turns_the_lean_step_off(vl, monkeypatch):
     real_build = LeanDecodeStep.build
     monkeypatch.setattr(hf_module.LeanDecodeStep, "build", staticmethod(lambda m: built.append(1) or real_build(m)))
     params = SamplingParams(temperature=1.0, max_tokens=6, seed=3)
-    off = hf_engine(vl, lean_decode=False).generate(_vl_requests(vl), params)
+    off = hf_engine(vl, lean_decode=False).generate(decode_vl_requests(vl), params)
     assert built == []
-    on = hf_engine(vl, fused_decode=False).generate(_vl_requests(vl), params)
+    on = hf_engine(vl, fused_decode=False).generate(decode_vl_requests(vl), params)
     assert built == [1]
     assert [[c.token_ids for c in g] for g in on] == [[c.token_ids for c in g] for g in off]
 
