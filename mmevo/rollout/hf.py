@@ -40,8 +40,12 @@ def sample_next(logits: torch.Tensor, params: SamplingParams, generator: torch.G
     logits = logits.float()
     # as Python floats: a Fraction (a numbers.Real, accepted by check_request_batch) failed inside torch's division
     T, top_p = float(params.temperature), float(params.top_p)
-    scaled = logits / T if T > 0 else logits
-    lse = torch.logsumexp(scaled, -1)  # [B]; NaN / +inf anywhere in a row makes it non-finite
+    scaled = logits / T if T > 0 and T != 1.0 else logits  # x / 1 is x: skip a pass over [B, V]
+    # logsumexp written out: its exp(scaled - max) is the sampling weight below (one exp pass over [B, V], not two)
+    peak = scaled.amax(-1, keepdim=True)  # [B, 1]
+    weights = torch.exp(scaled - peak)  # [B, V] the policy's probabilities times exp(lse - peak)
+    mass = weights.sum(-1, keepdim=True)  # [B, 1]
+    lse = (peak + mass.log()).squeeze(-1)  # [B]; NaN / +inf anywhere in a row makes it non-finite
     if not torch.isfinite(lse).all():
         if bool(torch.isfinite(logits).all()):
             raise FloatingPointError(f"temperature {params.temperature} is too small: logits / T overflow float32")
@@ -57,12 +61,15 @@ def sample_next(logits: torch.Tensor, params: SamplingParams, generator: torch.G
         if not bool((masked.gather(-1, tok[:, None]) > float("-inf")).all()):
             raise ValueError("sample_next: a row has no token to pick (every token banned or of probability 0)")
     else:
-        probs = torch.exp(scaled - lse[:, None])  # [B, V] the policy's probabilities
+        # the policy's probabilities up to a per-row factor (sample_categorical normalises each row itself)
+        probs = weights
         if banned:
-            low = probs[:, banned_ids].sum(-1) > 0.5  # cheap gate (few banned ids) before the exact allowed mass
+            # cheap gate (few banned ids) before the exact allowed mass; both relative to the row's mass
+            low = probs[:, banned_ids].sum(-1) > 0.5 * mass.squeeze(-1)
             if bool(low.any()):
                 rows = low.nonzero().flatten()
-                rows = rows[probs[rows].index_fill(-1, banned_ids, 0.0).sum(-1) < _LOW_ALLOWED_MASS]
+                allowed_mass = probs[rows].index_fill(-1, banned_ids, 0.0).sum(-1)
+                rows = rows[allowed_mass < _LOW_ALLOWED_MASS * mass[rows].squeeze(-1)]
                 if rows.numel():  # float32 lost (some of) these rows' allowed probabilities: renormalise them
                     renorm = torch.softmax(allowed(scaled[rows]), -1)
                     if not bool(torch.isfinite(renorm).all()):
