@@ -451,7 +451,8 @@ def evaluated(eval_path: Path, cfg: Config, problems: str | None = None) -> bool
 # settings that say where a run is, how it logs, saves or is evaluated, not what it trains
 _RUN_PLACE_KEYS = ("model.path", "model.cache_dir", "trainer.output_dir", "sft.output_dir", "trainer.progress",
                    "trainer.threads", "trainer.wandb_mode", "trainer.wandb_project", "trainer.save_every",
-                   "trainer.keep_checkpoints", "trainer.resume", "trainer.eval_every", "trainer.eval_max_tokens")
+                   "trainer.keep_checkpoints", "trainer.resume", "trainer.eval_every", "trainer.eval_max_tokens",
+                   "model.cpu_malloc")  # allocator thresholds: speed and resident memory, not the numbers
 # the held-out set: what the demo evaluates every model on, not what a run trains on (the train set is drawn apart
 # from it); a rerun with another one evaluates every model on it again (``run_jobs``'s ``problems``)
 HELDOUT_KEYS = ("data.n_heldout", "data.heldout")

@@ -144,8 +144,8 @@ STATE_FILE = "sft_state.pt"
 # what the SFT reads (the sft / data / model sections, the seed; model.path is the model it starts from), less where
 # it writes, how often it saves its state, and what only RL (model.trainable) or the held-out evaluations read
 SFT_SETTINGS = ("sft.", "data.", "model.", "trainer.seed", "trainer.padding_free")
-NOT_SFT_SETTINGS = ("sft.output_dir", "sft.save_every", "model.cache_dir", "model.trainable", "data.n_heldout",
-                    "data.heldout", "data.heldout_split")
+NOT_SFT_SETTINGS = ("sft.output_dir", "sft.save_every", "model.cache_dir", "model.cpu_malloc", "model.trainable",
+                    "data.n_heldout", "data.heldout", "data.heldout_split")
 
 
 def sft_config_changes(recorded: dict, cfg: Config) -> list[str]:

@@ -219,7 +219,9 @@ def _reapply_schedule(scheduler: torch.optim.lr_scheduler.LambdaLR) -> None:
 _RESUME_FREE_KEYS = frozenset({"trainer.output_dir", "trainer.steps", "trainer.resume", "trainer.progress",
                                "trainer.threads", "trainer.wandb_mode", "trainer.wandb_project", "trainer.save_every",
                                "trainer.keep_checkpoints", "trainer.eval_every", "trainer.eval_max_tokens",
-                               "model.cache_dir", "sft.output_dir"})
+                               "model.cache_dir", "sft.output_dir",
+                               # allocator thresholds: speed and resident memory only, the same numbers either way
+                               "model.cpu_malloc"})
 
 
 # step metrics that are counts over the step's global batch: each rank counts its own share, so they are summed over
