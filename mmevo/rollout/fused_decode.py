@@ -107,10 +107,14 @@ class FusedDecodeStep(LeanDecodeStep):
     def build(cls, model: torch.nn.Module, rows: int = 64) -> "FusedDecodeStep | None":
         """The fused step for ``model`` (``rows``: the decode batch, a hint for the weights' layout) when the lean step
         applies and every layer qualifies (see the module doc), else None."""
-        lean = LeanDecodeStep.build(model)
-        if lean is None or not cls.eligible(model, lean.decoder):
+        return cls.from_lean(LeanDecodeStep.build(model), rows)
+
+    @classmethod
+    def from_lean(cls, lean: LeanDecodeStep | None, rows: int = 64) -> "FusedDecodeStep | None":
+        """The fused form of an already built lean step, or None where its model does not qualify."""
+        if lean is None or not cls.eligible(lean.model, lean.decoder):
             return None
-        return cls(model, lean.decoder, lean.multimodal, max(1, int(rows)))
+        return cls(lean.model, lean.decoder, lean.multimodal, max(1, int(rows)))
 
     @staticmethod
     def eligible(model, decoder) -> bool:

@@ -364,8 +364,9 @@ class HFEngine:
         if shared:
             cache = SharedPrefixCache(cache, attn, row_of)
             if self.lean_decode:
-                lean = (FusedDecodeStep.build(model, rows=len(row_of)) if self.fused_decode else None) \
-                    or LeanDecodeStep.build(model)
+                lean = LeanDecodeStep.build(model)
+                if self.fused_decode:
+                    lean = FusedDecodeStep.from_lean(lean, rows=len(row_of)) or lean
         elif bool((reps != 1).any()):
             cache.batch_select_indices(row_of)
         logits = last_logits[row_of]
