@@ -76,6 +76,27 @@ def noise_image(seed, size=(56, 56)):
     return Image.fromarray(rng.integers(0, 256, (size[1], size[0], 3), dtype=np.uint8))
 
 
+def png_image(png: bytes):
+    """A rendered PNG as a PIL image."""
+    import io
+
+    from PIL import Image
+
+    return Image.open(io.BytesIO(png))
+
+
+def ink_spreads(png: bytes) -> tuple[int, int]:
+    """(grey-level spread, alpha spread) of a rendered PNG: a blank canvas has both near 0, ink on a background a large
+    grey spread, ink on transparency a large alpha spread."""
+    im = png_image(png).convert("RGBA")
+    return tuple(hi - lo for lo, hi in (im.convert("L").getextrema(), im.getchannel("A").getextrema()))
+
+
+def drawn_pixels(png: bytes) -> int:
+    """How many pixels of a rendered PNG are not fully transparent."""
+    return sum(png_image(png).convert("RGBA").getchannel("A").histogram()[1:])
+
+
 def decode_vl_requests(lm):
     """Two image prompts of the tiny VL model, 5 and 3 samples each (the decode-step tests' VL requests)."""
     from mmevo.models.inputs import encode_prompt

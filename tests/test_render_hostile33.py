@@ -14,7 +14,6 @@
 Then a corpus of ordinary plots and SVGs that must render, and hostile programs written against the svgz path, the
 size checks and the document note, each pinned to its label with test_render_hostile21's host checks."""
 
-import io
 import json
 import os
 import sys
@@ -23,6 +22,7 @@ import pytest
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="render sandbox is Linux-only")
 
+from conftest import drawn_pixels, ink_spreads, png_image  # noqa: E402
 from render import RenderJob  # noqa: E402
 
 TOKEN = "hostile33canary"
@@ -326,10 +326,7 @@ def test_batch_outcomes(render_pool, group):
 
 
 # -- legitimate programs ---------------------------------------------------------------------------------------------
-def _image(png):
-    from PIL import Image
-
-    return Image.open(io.BytesIO(png))
+_image = png_image
 
 
 @pytest.mark.parametrize("name", list(LEGIT_PYTHON))
@@ -337,8 +334,7 @@ def test_a_legitimate_plot_renders(render_pool, name):
     code, size = LEGIT_PYTHON[name]
     r = render_pool.render(RenderJob(code), timeout_s=20)
     assert r.ok and (r.width, r.height) == size, (r.error_kind, r.message)
-    im = _image(r.png).convert("RGBA")
-    spreads = [hi - lo for lo, hi in (im.convert("L").getextrema(), im.getchannel("A").getextrema())]
+    spreads = ink_spreads(r.png)
     assert max(spreads) > 50, spreads  # ink on a background (or on transparency), not a blank canvas
 
 
@@ -347,8 +343,7 @@ def test_a_legitimate_svg_renders(render_pool, name):
     text, size = LEGIT_SVG[name]
     r = render_pool.render(RenderJob(text, "svg"), timeout_s=20)
     assert r.ok and (r.width, r.height) == (size or (300, 150)), (r.error_kind, r.message)
-    alpha = _image(r.png).convert("RGBA").getchannel("A")
-    drawn = sum(alpha.histogram()[1:])
+    drawn = drawn_pixels(r.png)
     assert 0 < drawn < r.width * r.height * 0.95 or name == "clip_path_circle_on_rects" and drawn, drawn
 
 

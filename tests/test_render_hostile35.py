@@ -16,7 +16,6 @@ SVG entities / XInclude / CSS imports / data: URIs, fonts, rcParams naming host 
 the environment), each pinned to its label with test_render_hostile21's host checks, and legitimate programs that
 must render."""
 
-import io
 import json
 import os
 import sys
@@ -25,6 +24,7 @@ import pytest
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="render sandbox is Linux-only")
 
+from conftest import drawn_pixels, ink_spreads, png_image  # noqa: E402
 from render import RenderJob  # noqa: E402
 
 TOKEN = "hostile35canary"
@@ -37,10 +37,7 @@ CIRCLE = '<circle cx="50" cy="50" r="40" fill="red"/></svg>'
 FILL = '<rect width="5000" height="5000" fill="red"/></svg>'  # every pixel of any size drawn
 
 
-def _image(png):
-    from PIL import Image
-
-    return Image.open(io.BytesIO(png))
+_image = png_image
 
 
 # -- 1. an SVG root's size in the forms the spec allows ----------------------------------------------------------
@@ -423,8 +420,7 @@ def test_a_legitimate_plot_renders(render_pool, name):
     code, size = LEGIT_PYTHON[name]
     r = render_pool.render(RenderJob(code), timeout_s=20)
     assert r.ok and (size is None or (r.width, r.height) == size), (r.error_kind, r.message, r.width, r.height)
-    im = _image(r.png).convert("RGBA")
-    spreads = [hi - lo for lo, hi in (im.convert("L").getextrema(), im.getchannel("A").getextrema())]
+    spreads = ink_spreads(r.png)
     assert max(spreads) > 50, spreads  # ink on a background, not a blank canvas
 
 
@@ -433,8 +429,7 @@ def test_a_legitimate_svg_renders(render_pool, name):
     text, size = LEGIT_SVG[name]
     r = render_pool.render(RenderJob(text, "svg"), timeout_s=20)
     assert r.ok and (r.width, r.height) == size, (r.error_kind, r.message)
-    alpha = _image(r.png).convert("RGBA").getchannel("A")
-    assert 0 < sum(alpha.histogram()[1:]) < r.width * r.height * 0.95
+    assert 0 < drawn_pixels(r.png) < r.width * r.height * 0.95
 
 
 def test_the_legitimate_programs_are_new_and_enough():
