@@ -623,10 +623,29 @@ def logprobs_and_entropy(logits: Tensor, labels: Tensor, entropy: str = "none") 
     if entropy == "grad":
         # zeroed, so that its gradient is 0 too (clamped to the most negative float instead, the backward overflowed
         # to -inf * 0 = NaN once the upstream gradient exceeded 1)
-        return lp, -(log_p.exp() * log_p.masked_fill(torch.isneginf(log_p), 0.0)).sum(dim=-1)
-    with torch.no_grad():  # a metric: clamping is one pass fewer than finding and zeroing the -inf entries
-        plogp = log_p.detach().clamp(min=torch.finfo(log_p.dtype).min).mul_(log_p.detach().exp())
-        return lp, -plogp.sum(dim=-1)
+        return lp, -_row_dot(log_p.exp(), log_p.masked_fill(torch.isneginf(log_p), 0.0))
+    with torch.no_grad():  # a metric
+        log_p = log_p.detach()
+        if log_p.device.type != "cpu":  # clamping is one pass fewer than finding and zeroing the -inf entries
+            return lp, -log_p.clamp(min=torch.finfo(log_p.dtype).min).mul_(log_p.exp()).sum(dim=-1)
+        ent = -_row_dot(log_p.exp(), log_p)
+        # only a row with a -inf log-prob (0 * -inf) or a NaN / +inf logit is NaN: such rows (rare: banned tokens)
+        # again with -inf clamped to the most negative float, which leaves the NaN rows NaN
+        bad = torch.isnan(ent)
+        if bool(bad.any()):
+            rows = log_p[bad]
+            ent[bad] = -(rows.clamp(min=torch.finfo(rows.dtype).min) * rows.exp()).sum(dim=-1)
+        return lp, ent
+
+
+def _row_dot(a: Tensor, b: Tensor) -> Tensor:
+    """``(a * b).sum(-1)`` of two ``[..., V]`` tensors. On CPU one batched matrix product ([M, 1, V] @ [M, V, 1]): it
+    reads each once and writes no [..., V] product (over the trainer's [1024, 509] chunks, one core: 0.8 ms against
+    2.1 for multiply-and-sum). Other devices keep the elementwise product and reduction (not measured there)."""
+    if a.device.type != "cpu" or a.dim() == 0:
+        return (a * b).sum(dim=-1)
+    V = a.shape[-1]
+    return torch.bmm(a.reshape(-1, 1, V), b.reshape(-1, V, 1)).view(a.shape[:-1])
 
 
 def _check_labels(logits: Tensor, labels: Tensor) -> None:
