@@ -396,6 +396,24 @@ def test_sleep_level_2_marks_weights_stale_until_a_sync_that_wakes_weights_befor
     assert not eng.weights_stale
 
 
+def test_a_weight_load_failing_part_way_leaves_an_awake_engine_refusing_to_sample(fake_engine, prompts):
+    """vLLM loads layer by layer: a push that raises part-way leaves some layers new and the rest old. An engine
+    that never slept (CPU) or slept at level 1 is awake then, and sampled from that mix without a word."""
+    reqs = [RolloutRequest(prompts[0], n=1)]
+    for eng in (fake_engine(on_gpu=False), fake_engine(sleep_level=1)):
+        llm, model = eng.llm, torch.nn.Linear(3, 2)
+        llm.fail_reload = True
+        with pytest.raises(RuntimeError, match="reload failed"):
+            eng.sync_weights(model)
+        assert eng.weights_stale and not eng._sleeping_tags  # awake, holding a mix of old and new layers
+        with pytest.raises(RuntimeError, match="failed part-way"):
+            eng.generate(reqs, GREEDY)
+        llm.fail_reload = False
+        eng.sync_weights(model)
+        assert not eng.weights_stale
+        eng.close()
+
+
 def test_every_wake_up_follows_a_return_of_torchs_cached_blocks(fake_engine, monkeypatch):
     """vLLM's pools come from its own allocator: right after an update torch's allocator still caches the update's
     blocks (~20 GiB per 7B rank), and a wake-up before they go back to the driver runs out of memory."""

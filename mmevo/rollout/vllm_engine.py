@@ -531,6 +531,10 @@ class VLLMEngine:
             slots.append(i)
         if not prompts:
             return results
+        if self._weights_stale and not self._sleeping_tags:
+            raise RuntimeError("this VLLMEngine holds no valid weights: the last sync_weights / load_checkpoint "
+                               "failed part-way (some layers were loaded, others not); load the weights again "
+                               "before sampling")
         if self._sleeping_tags:
             # vLLM (GPU build 0.33) pauses its scheduler when it sleeps and resumes it only once every pool is awake
             # again (EngineCore.wake_up): a request sent to a sleeping engine stays queued, never scheduled, and
@@ -595,6 +599,9 @@ class VLLMEngine:
         """``push()`` loads new weights into the woken weights; then the KV cache wakes and the caches are reset."""
         self._open_llm()
         self._wake_tags(("weights",))
+        # a push that fails part-way leaves some layers new and some old (or garbage after a level-2 sleep): stale
+        # until one succeeds, asleep or awake, so that generate refuses instead of sampling from the mix
+        self._weights_stale = True
         push()
         self._weights_stale = False
         self._wake_tags(("kv_cache",))
@@ -622,13 +629,14 @@ class VLLMEngine:
         if self.llm is None or not self._sleeping_tags:
             return
         if self._weights_stale:
-            raise RuntimeError("this VLLMEngine slept at level 2 and holds no valid weights: call "
-                               "sync_weights(model) (which wakes it) before sampling, not wake()")
+            raise RuntimeError("this VLLMEngine holds no valid weights (it slept at level 2, or a weight load failed "
+                               "part-way): call sync_weights(model) (which wakes it) before sampling, not wake()")
         self._wake_tags(tuple(self._sleeping_tags))
 
     @property
     def weights_stale(self) -> bool:
-        """True after a level-2 sleep until the next ``sync_weights``: the engine's weights are then garbage."""
+        """True after a level-2 sleep, or a weight load that failed part-way, until the next successful
+        ``sync_weights`` / ``load_checkpoint``: the engine's weights are then garbage or a mix."""
         return self._weights_stale
 
     def _init_sleep_state(self, enabled: bool, level: int) -> None:
