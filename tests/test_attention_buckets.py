@@ -58,3 +58,33 @@ def test_call_area_bounds_pick_one_bucket_per_shape_or_one_in_all(call_area, mon
         assert sizes == [(1, 94, 94), (2, 64, 158), (2, 84, 84), (4, 64, 148)]
     else:
         assert sizes == [(9, 94, 158)]
+
+
+def _per_segment_attention(q, k, v, bounds, kv_index, k_bounds):
+    """One bottom-right-aligned causal SDPA per segment over its gathered keys: [1, N, H, D]."""
+    outs = []
+    for s, e, ks, ke in zip(bounds[:-1], bounds[1:], k_bounds[:-1], k_bounds[1:]):
+        idx = kv_index[ks:ke]
+        mask = torch.ones(e - s, ke - ks, dtype=torch.bool).tril(ke - ks - (e - s))
+        outs.append(torch.nn.functional.scaled_dot_product_attention(q[:, :, s:e], k[:, :, idx], v[:, :, idx],
+                                                                     attn_mask=mask).transpose(1, 2))
+    return torch.cat(outs, 1)
+
+
+def test_the_cached_layout_follows_the_key_starts_too():
+    """The layout is cached per forward and depends on the key segment starts as much as on the key index: the same
+    key index split at other starts (a new tensor, or the same one edited in place) attends over the new segments.
+    Keyed by the query starts and key index alone, the second call reused the first layout (off by up to 0.9)."""
+    torch.manual_seed(0)
+    # two prompts (3 and 2 tokens), then one 2-token response to each
+    cu = torch.tensor([0, 3, 5, 7, 9], dtype=torch.int32)
+    q, k, v = (torch.randn(1, 2, 9, 4, dtype=torch.float64) for _ in range(3))
+    kv_index = torch.tensor([0, 1, 2, 3, 4, 0, 1, 2, 5, 6, 3, 4, 7, 8])
+    first = torch.tensor([0, 3, 5, 10, 14], dtype=torch.int32)  # response 1 over prompt 1, response 2 over prompt 2
+    other = torch.tensor([0, 3, 5, 9, 14], dtype=torch.int32)  # the same index split one key earlier
+    attention.packed_attention(q, k, v, cu, None, (kv_index, first))
+    got = attention.packed_attention(q, k, v, cu, None, (kv_index, other))
+    assert torch.allclose(got, _per_segment_attention(q, k, v, cu.tolist(), kv_index, other.tolist()), atol=1e-12)
+    first[3] = 9  # in place: now the same starts as ``other``
+    got = attention.packed_attention(q, k, v, cu, None, (kv_index, first))
+    assert torch.allclose(got, _per_segment_attention(q, k, v, cu.tolist(), kv_index, first.tolist()), atol=1e-12)

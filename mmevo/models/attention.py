@@ -164,8 +164,9 @@ class _PaddedLayout:
 
 
 # The layout of the last packed row: every layer of a forward (and a checkpointed layer's recompute) gets the same
-# bound tensors, so it is built once per forward, not once per layer. Keyed by the tensors' identity and in-place
-# version; the entry holds them, so an id cannot be reused while it is cached.
+# bound tensors, so it is built once per forward, not once per layer. Keyed by the identity and in-place version of
+# every tensor it is built from (the query starts, and with shared prompts the key index and the key starts); the
+# entry holds them, so an id cannot be reused while it is cached.
 _last_layout: list = []
 # a bucket takes the next (shorter) shape's segments when that adds at most this many padded query x key slots over
 # running them in a bucket of their own: attention on padding is wasted, but every extra bucket is another kernel call,
@@ -181,8 +182,9 @@ def _padded_layout(cu_seqlens: torch.Tensor, packed_kv, spans: list[tuple[int, i
 
     ``spans``: (query start, end, key start, end) per segment; key positions are row positions, or positions in
     ``packed_kv``'s gathered key index. A segment with q queries over k keys lets query i see keys 0 .. k - q + i."""
+    bound = (cu_seqlens,) if packed_kv is None else (cu_seqlens, *packed_kv)  # everything the layout is built from
     kv_index = None if packed_kv is None else packed_kv[0]
-    key = (id(cu_seqlens), cu_seqlens._version, id(kv_index), None if kv_index is None else kv_index._version, device)
+    key = (tuple((id(t), t._version) for t in bound), device)
     if _last_layout and _last_layout[0] == key:
         return _last_layout[2]
     # segments of one (keys, queries) shape always share a bucket (no padding); shapes are taken longest keys first
@@ -226,7 +228,7 @@ def _padded_layout(cu_seqlens: torch.Tensor, packed_kv, spans: list[tuple[int, i
         buckets.append(_Bucket((n, lq, lk), q_index.flatten().to(device), k_index.flatten().to(device), mask))
         base += n * lq
     layout = _PaddedLayout(tuple(buckets), out_index.to(device))
-    _last_layout[:] = [key, (cu_seqlens, kv_index), layout]
+    _last_layout[:] = [key, bound, layout]
     return layout
 
 
