@@ -185,3 +185,21 @@ def test_decode_caches_keep_row_reorders_and_repeats():
     assert shared.row_of.tolist() == [1, 1, 0, 0, 0, 0]
     assert shared.row_kv(0, 1)[0][0].tolist() == [[4.0, 5.0], [6.0, 7.0], [12.0, 12.0]]
     assert shared.row_kv(0, 5)[0][0].tolist() == [[0.0, 1.0], [2.0, 3.0], [10.0, 10.0]]
+
+
+@pytest.mark.parametrize("padding_free", [False, True])
+def test_a_micro_batch_without_response_tokens_reaches_a_head_trained_over_a_frozen_body(tiny_text_path,
+                                                                                        padding_free):
+    """``model.trainable: [lm_head]`` and a micro-batch whose responses are all empty: the log-probs are zeros, but
+    they must still lead to the head (its backward raised 'element 0 of tensors does not require grad', and a ZeRO
+    rank would skip the head's gradient hook). The head's gradient is then exactly zero."""
+    model = load_model(tiny_text_path).model
+    model.requires_grad_(False)
+    # an untied head (as in the larger checkpoints): the tiny model's tied one would make the embeddings train too
+    head = model.lm_head.weight = torch.nn.Parameter(model.lm_head.weight.detach().clone())
+    prompts = [EncodedPrompt("a", [], [31, 32, 33], [0] * 3), EncodedPrompt("b", [], [300, 301], [0] * 2)]
+    logp, ent, mask = sequence_logprobs(model, prompts, [[], []], 0, 1.0, torch.device("cpu"), with_entropy=True,
+                                        padding_free=padding_free)
+    assert mask.sum() == 0 and (logp == 0).all() and (ent == 0).all()
+    (logp * mask).sum().backward()
+    assert head.grad is not None and (head.grad == 0).all()

@@ -338,8 +338,9 @@ def token_logprobs(head, hidden, labels, mask, temperature: float, chunk: int = 
     n = y.numel()
     # at least float32 (half-precision logits are upcast); a float64 model keeps float64 log-probs
     dtype = torch.promote_types(hidden.dtype, torch.float32)
-    if n == 0:  # nothing to score: zeros that still belong to the graph
-        zero = hidden[..., 0].to(dtype) * 0
+    if n == 0:  # nothing to score: zeros that still belong to the graph, the head's too (a trained head over a
+        # frozen body has no other path to the loss: its backward raised, and ranks would skip its gradient hooks)
+        zero = hidden[..., 0].to(dtype) * 0 + head(h).to(dtype).sum()  # a sum over no rows: 0, zero gradients
         return zero, (zero.detach() if with_entropy else None)
     T = temperature if temperature and temperature > 0 else 1.0
 
