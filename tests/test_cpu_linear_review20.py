@@ -106,3 +106,18 @@ def test_few_rows_with_a_gradient_match_f_linear(rows):
     assert got_y.shape == want_y.shape and torch.equal(got_y, want_y)
     for a, e in zip(got, want):
         torch.testing.assert_close(a, e, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("n, k", [(0, 24), (12, 0)])
+def test_a_linear_without_input_or_output_features_gives_f_linears_result(n, k):
+    """oneDNN has no primitive for a weight without rows or columns ('could not create a primitive descriptor'):
+    such a linear keeps F.linear, which gives zeros (and zero gradients) over any number of rows."""
+    gen = torch.Generator().manual_seed(6)
+    x = torch.randn(cl.MIN_ROWS + 44, k, generator=gen).requires_grad_()
+    w = torch.randn(n, k, generator=gen).requires_grad_()
+    b = torch.randn(n, generator=gen).requires_grad_()
+    y = cl.linear(x, w, b)
+    assert torch.equal(y, F.linear(x, w, b)) and y.shape == (cl.MIN_ROWS + 44, n)
+    grads = torch.autograd.grad(y.sum(), (x, w, b))
+    assert [tuple(g.shape) for g in grads] == [(cl.MIN_ROWS + 44, k), (n, k), (n,)]
+    assert all(bool((g == 0).all()) for g in grads[:2])

@@ -109,6 +109,7 @@ def _kernel_fits(x: torch.Tensor, weight: torch.Tensor) -> bool:
     """Whether oneDNN could run this linear at all (rows aside): the same answer on every rank of a run."""
     return (x.device.type == "cpu" and x.dtype == torch.float32 and weight.dtype == torch.float32
             and weight.device.type == "cpu" and weight.dim() == 2 and x.dim() >= 1
+            and weight.numel() > 0  # no input or output features: oneDNN has no primitive for it (F.linear: zeros)
             and not hasattr(weight, "ds_id"))  # a ZeRO-3 parameter: DeepSpeed's own linear must handle it
 
 
