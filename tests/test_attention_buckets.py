@@ -88,3 +88,48 @@ def test_the_cached_layout_follows_the_key_starts_too():
     first[3] = 9  # in place: now the same starts as ``other``
     got = attention.packed_attention(q, k, v, cu, None, (kv_index, first))
     assert torch.allclose(got, _per_segment_attention(q, k, v, cu.tolist(), kv_index, first.tolist()), atol=1e-12)
+
+
+def _random_row(gen):
+    """A packed row of random segment lengths (empty and one-token ones included), self-attending or as
+    ``pack_shared`` lays it out (prompts, then responses over their prompt's keys and their own). Returns the query
+    starts, the key index and the key starts (lists)."""
+    pick = lambda options: options[int(torch.randint(len(options), (1,), generator=gen))]  # noqa: E731
+    if int(torch.randint(2, (1,), generator=gen)):
+        lengths = [pick([0, 1, 2, 5, 17, 40, 90]) for _ in range(pick([1, 3, 8]))]
+        bounds = [0, *torch.tensor(lengths).cumsum(0).tolist()]
+        return bounds, list(range(bounds[-1])), bounds
+    prompts = [pick([1, 3, 30, 70]) for _ in range(pick([1, 2, 3]))]
+    starts = [0, *torch.tensor(prompts).cumsum(0).tolist()]
+    bounds, keys = list(starts), [list(range(s, e)) for s, e in zip(starts[:-1], starts[1:])]
+    for _ in range(pick([1, 4, 8])):
+        p, r = pick(range(len(prompts))), pick([0, 1, 2, 9, 40])
+        keys.append(list(range(starts[p], starts[p + 1])) + list(range(bounds[-1], bounds[-1] + r)))
+        bounds.append(bounds[-1] + r)
+    return bounds, [i for k in keys for i in k], [0, *torch.tensor([len(k) for k in keys]).cumsum(0).tolist()]
+
+
+def test_random_segment_mixes_equal_per_segment_attention_in_values_and_gradients():
+    """Packed rows of random mixes (empty and one-token segments, shared prompts with more keys than queries, with
+    and without grouped K/V heads, several buckets or one) against one causal SDPA per segment, float64: outputs and
+    the gradients of q, k and v agree to 1e-12."""
+    gen = torch.Generator().manual_seed(0)
+    for trial in range(40):
+        bounds, kv_index, k_bounds = _random_row(gen)
+        heads, kv_heads = [(4, 4), (4, 2), (6, 1)][trial % 3]
+        n = bounds[-1]
+        q = torch.randn(1, heads, n, 8, dtype=torch.float64, generator=gen).requires_grad_()
+        k, v = (torch.randn(1, kv_heads, n, 8, dtype=torch.float64, generator=gen).requires_grad_() for _ in range(2))
+        index = torch.tensor(kv_index, dtype=torch.long)
+        packed_kv = None if k_bounds is bounds else (index, torch.tensor(k_bounds, dtype=torch.int32))
+        got = attention.packed_attention(q, k, v, torch.tensor(bounds, dtype=torch.int32), None, packed_kv)
+        if not n:
+            assert got.shape == (1, 0, heads, 8)
+            continue
+        g = kv_heads != heads and heads // kv_heads
+        kk, vv = (t.repeat_interleave(g, 1) if g else t for t in (k, v))
+        want = _per_segment_attention(q, kk, vv, bounds, index, k_bounds)
+        assert torch.allclose(got, want, atol=1e-12), (trial, bounds, k_bounds)
+        w = torch.randn(got.shape, dtype=torch.float64, generator=gen)
+        grads = zip(torch.autograd.grad((got * w).sum(), (q, k, v)), torch.autograd.grad((want * w).sum(), (q, k, v)))
+        assert all(torch.allclose(a, b, atol=1e-12) for a, b in grads), (trial, bounds, k_bounds)
