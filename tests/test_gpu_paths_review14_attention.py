@@ -64,3 +64,12 @@ def test_a_head_size_flash_refuses_takes_the_padded_path(monkeypatch):
     q32, k32, v32 = q[..., :32].contiguous(), k[..., :32].contiguous(), v[..., :32].contiguous()
     assert attention.packed_attention(q32, k32, v32, cu, scaling=0.25).shape == (1, n, 4, 32)
     assert calls == [32]
+
+
+def test_an_empty_packed_row_returns_before_the_varlen_kernel(monkeypatch):
+    """A row of no tokens (no segments with any): the GPU path took max() over its empty spans and raised."""
+    monkeypatch.setattr(attention, "_varlen_kernel", lambda: (lambda *a, **k: pytest.fail("kernel called")))
+    monkeypatch.setattr(attention, "_varlen_eligible", lambda t: True)  # as on an H100 in bfloat16
+    q, k = torch.zeros(1, 4, 0, 32), torch.zeros(1, 2, 0, 32)
+    for cu in (torch.tensor([0], dtype=torch.int32), torch.tensor([0, 0, 0], dtype=torch.int32)):
+        assert attention.packed_attention(q, k, k, cu).shape == (1, 0, 4, 32)

@@ -108,6 +108,8 @@ def packed_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor
         raise ValueError(f"packed attention: segment starts must not decrease; got {bounds} (keys {k_bounds})")
     if any(e - s > ke - ks for s, e, ks, ke in spans):
         raise ValueError("packed attention: a segment has more queries than keys")
+    if n == 0:  # no tokens: nothing to attend (the varlen kernel's max over no segments would raise)
+        return query.transpose(1, 2)  # [1, 0, H, D]
     gqa = query.shape[1] != key.shape[1]
     varlen = _varlen_kernel() if _varlen_eligible(query) and _varlen_head_dim_ok(query.shape[-1]) else None
     if varlen is not None:
@@ -124,8 +126,6 @@ def packed_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor
         # (-1, 0): causal, bottom-right aligned where a segment has fewer queries than keys
         out = varlen(q, k, v, cu_q, cu_k, max_q, max_k, scale=scaling, window_size=(-1, 0), **extra)
         return out.unsqueeze(0)
-    if n == 0:
-        return query.transpose(1, 2)  # [1, 0, H, D]
     layout = _padded_layout(cu_seqlens, packed_kv, spans, query.device)
     q_rows = query[0].transpose(0, 1)  # [N, H, D]
     k_rows, v_rows = key[0].transpose(0, 1), value[0].transpose(0, 1)  # [N, KV, D] (ungathered: the layout indexes)
