@@ -182,3 +182,31 @@ def test_bench_decode_script_compares_both_variants(tiny_vl_path, tmp_path):
     assert res["ratio_lean_over_forward"] == res["lean_s_median"] / res["forward_s_median"] > 0
     assert len(res["fused_s_all"]) == 2 and res["ratio_fused_over_forward"] > 0
     assert 0 <= res["fused_same_tokens_frac"] <= 1
+
+
+def test_a_hooked_rotary_module_is_called(tiny_text_path, monkeypatch):
+    """A forward hook on the rotary module changes the forward's cos / sin: the lean step calls the module (its own
+    cos / sin would skip the hook)."""
+    lm = randomized_model(tiny_text_path)
+    lm.model.model.rotary_emb.register_forward_hook(lambda m, args, out: (out[0] * 0.5, out[1] * 0.5))
+    assert not LeanDecodeStep.build(lm.model).local_rope
+    _assert_same_stream(lm, decode_text_requests(lm), monkeypatch)
+
+
+@pytest.mark.parametrize("kind", ["text", "vl"])
+def test_hooks_on_the_decoder_keep_the_models_forward(tiny_text_path, tiny_vl_path, kind):
+    """A forward hook on the decoder (or the multimodal model around it), whose forward the lean step does not call:
+    the engine decodes through the model's forward, so the hook runs at every step as it does in the prefill."""
+    lm = randomized_model(tiny_text_path if kind == "text" else tiny_vl_path)
+
+    def shift(module, args, out):
+        out.last_hidden_state.add_(0.5)
+
+    lm.model.model.register_forward_hook(shift)
+    assert LeanDecodeStep.build(lm.model) is None
+    requests = decode_text_requests(lm) if kind == "text" else decode_vl_requests(lm)
+    params = SamplingParams(temperature=1.0, max_tokens=12, seed=4)
+    default = hf_engine(lm).generate(requests, params)
+    forward = hf_engine(lm, lean_decode=False).generate(requests, params)
+    assert [[(c.token_ids, c.logprobs) for c in g] for g in default] == \
+        [[(c.token_ids, c.logprobs) for c in g] for g in forward]

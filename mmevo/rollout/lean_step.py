@@ -24,20 +24,29 @@ _MODELS = {"Qwen2ForCausalLM": "Qwen2Model", "Qwen3ForCausalLM": "Qwen3Model",
 _ROTARY = {"Qwen2RotaryEmbedding", "Qwen3RotaryEmbedding", "Qwen2_5_VLRotaryEmbedding"}
 
 
+def is_hooked(m: torch.nn.Module) -> bool:
+    """Whether calling ``m`` runs more than its class's forward: forward (pre-)hooks, or a ``forward`` set on the
+    instance (accelerate's hooks replace it). A step that skips or replaces such a module's call would skip them."""
+    return bool(m._forward_hooks or m._forward_pre_hooks) or "forward" in vars(m)
+
+
 class LeanDecodeStep:
     """``step(tokens [N], positions [N], cache) -> logits [N, V]`` for a model ``build`` recognises."""
 
     def __init__(self, model: torch.nn.Module, decoder: torch.nn.Module, multimodal: bool):
         self.model, self.decoder, self.multimodal = model, decoder, multimodal
         rotary = decoder.rotary_emb
-        # local cos / sin only for the plain rotary; another rope type goes through the module itself
-        self.local_rope = type(rotary).__name__ in _ROTARY and getattr(rotary, "rope_type", None) == "default"
+        # local cos / sin only for the plain rotary; another rope type (or a hooked module) goes through the module
+        self.local_rope = (type(rotary).__name__ in _ROTARY and getattr(rotary, "rope_type", None) == "default"
+                           and not is_hooked(rotary))
 
     @classmethod
     def build(cls, model: torch.nn.Module) -> "LeanDecodeStep | None":
         """The lean step for ``model`` (the unwrapped transformers model), or None where the model's own forward must
         run: an architecture not listed above, sliding-window or non-full-attention layers, ZeRO-3 partitioned
-        parameters (DeepSpeed's per-module fetch hooks trace the model's own call order) or hub kernels."""
+        parameters (DeepSpeed's per-module fetch hooks trace the model's own call order), hub kernels, or hooks on the
+        decoder (or the multimodal model around it), whose forward the step does not call. The top-level model's hooks
+        are not looked at: DeepSpeed's engine hooks it in every run (timers, profiling), and its prefill runs them."""
         decoder_class = _MODELS.get(type(model).__name__)
         if decoder_class is None or getattr(model, "use_kernels", False):
             return None
@@ -45,6 +54,8 @@ class LeanDecodeStep:
         multimodal = decoder_class == "Qwen2_5_VLTextModel"
         decoder = getattr(inner, "language_model", None) if multimodal else inner
         if decoder is None or type(decoder).__name__ != decoder_class or not hasattr(decoder, "rotary_emb"):
+            return None
+        if any(is_hooked(m) for m in (inner, decoder)):
             return None
         layer_types = getattr(decoder.config, "layer_types", None) or []
         if any(t != "full_attention" for t in layer_types) or len(layer_types) != len(decoder.layers):
