@@ -8,6 +8,7 @@ the lean step."""
 
 import copy
 
+import pytest
 import torch
 from conftest import decode_text_requests, decode_vl_requests, hf_engine, randomized_model
 
@@ -125,3 +126,30 @@ def test_engine_samples_through_it_by_default_and_the_flag_turns_it_off(tiny_vl_
             same, total = same + n, total + len(cf.token_ids)
             assert torch.allclose(torch.tensor(cf.logprobs[:n]), torch.tensor(cl.logprobs[:n]), atol=1e-4)
     assert same >= 0.9 * total, (same, total)
+
+
+def _scaled_mlp_class(base):
+    """A subclass of the MLP class ``base`` whose forward triples the output (the submodules are the same)."""
+    return type("ScaledMLP", (base,), {"forward": lambda self, x: base.forward(self, x) * 3})
+
+
+@pytest.mark.parametrize("edit", ["hook_on_act_fn", "mlp_subclass", "forward_set_on_a_linear"])
+def test_edited_modules_keep_the_lean_step(tiny_text_path, edit):
+    """A module whose call computes something else than its Qwen2 class (a hook on the activation, an MLP of another
+    class with the same submodules, accelerate-style ``forward`` set on an instance): the fused step, which computes
+    the layer from the weights, must not run; the engine's default samples are the lean step's, bit for bit."""
+    lm = _varied(randomized_model(tiny_text_path))
+    mlp = lm.model.model.layers[0].mlp
+    if edit == "hook_on_act_fn":
+        mlp.act_fn.register_forward_hook(lambda m, args, out: out * 3)
+    elif edit == "mlp_subclass":
+        mlp.__class__ = _scaled_mlp_class(type(mlp))
+    else:
+        unscaled = mlp.down_proj.forward
+        mlp.down_proj.forward = lambda x: unscaled(x) * 3
+    assert LeanDecodeStep.build(lm.model) is not None and FusedDecodeStep.build(lm.model) is None
+    params = SamplingParams(temperature=0.0, max_tokens=12)
+    default = hf_engine(lm).generate(decode_text_requests(lm), params)
+    lean = hf_engine(lm, fused_decode=False).generate(decode_text_requests(lm), params)
+    streams = [[(c.token_ids, c.logprobs) for c in g] for g in default]
+    assert streams == [[(c.token_ids, c.logprobs) for c in g] for g in lean]

@@ -12,8 +12,9 @@ about forty small tensor ops. ``FusedDecodeStep`` computes the same layer from t
 and the same KV cache and shared-prefix attention. It samples from the same distribution up to float32 rounding, not
 bit for bit (another summation order); the trainer recomputes every log-prob it trains on, so rollouts only need the
 policy's distribution. It applies to float32 models on CPU whose layers are exactly Qwen2 / Qwen2.5-VL text layers
-(plain linears, SiLU MLP, RMSNorm, no q / k norm, no hooks) and small enough that a second copy of their weights is
-cheap (``MAX_COPY_BYTES``); anything else keeps ``LeanDecodeStep``.
+(plain linears, SiLU MLP, RMSNorm, no q / k norm; no hooks or ``forward`` set on an instance on any module it computes
+instead of calling) and small enough that a second copy of their weights is cheap (``MAX_COPY_BYTES``); anything else
+keeps ``LeanDecodeStep``.
 """
 
 from __future__ import annotations
@@ -25,9 +26,11 @@ import torch.nn.functional as F
 
 from mmevo.models import attention  # looked up per call (as the model's attention function does)
 from mmevo.models.cpu_linear import OneDNNLinear, onednn_linear_available
-from mmevo.rollout.lean_step import LeanDecodeStep
+from mmevo.rollout.lean_step import LeanDecodeStep, is_hooked
 
 _LAYERS = {"Qwen2DecoderLayer", "Qwen2_5_VLDecoderLayer"}
+_ATTENTIONS = {"Qwen2Attention", "Qwen2_5_VLAttention"}
+_MLPS = {"Qwen2MLP"}  # Qwen2.5-VL's text MLP is a class of that name too
 _NORMS = {"Qwen2RMSNorm", "Qwen2_5_VLRMSNorm"}
 _ACTS = {"SiLU", "SiLUActivation"}
 _LINEARS = (torch.nn.Linear, OneDNNLinear)
@@ -39,11 +42,13 @@ MAX_COPY_BYTES = 1 << 30
 def _plain_linear(m) -> bool:
     """An ``nn.Linear`` (or mmevo's oneDNN subclass of it) with no hooks: a LoRA wrapper, a quantised layer or a
     DeepSpeed / PEFT hook would change what the module computes."""
-    return type(m) in _LINEARS and not (m._forward_hooks or m._forward_pre_hooks)
+    return type(m) in _LINEARS and not is_hooked(m)
 
 
 def _plain_module(m, names: set[str]) -> bool:
-    return type(m).__name__ in names and not (m._forward_hooks or m._forward_pre_hooks)
+    """A module of one of the classes ``names`` whose call runs that class's forward alone (the fused step computes
+    it instead of calling it)."""
+    return type(m).__name__ in names and not is_hooked(m)
 
 
 def _packed(weight: torch.Tensor, rows: int) -> torch.Tensor:
@@ -131,9 +136,7 @@ class FusedDecodeStep(LeanDecodeStep):
             return False
         for layer in decoder.layers:
             a, mlp = getattr(layer, "self_attn", None), getattr(layer, "mlp", None)
-            if not _plain_module(layer, _LAYERS) or a is None or mlp is None:
-                return False
-            if a._forward_hooks or a._forward_pre_hooks or mlp._forward_hooks or mlp._forward_pre_hooks:
+            if not (_plain_module(layer, _LAYERS) and _plain_module(a, _ATTENTIONS) and _plain_module(mlp, _MLPS)):
                 return False
             if hasattr(a, "q_norm") or hasattr(a, "k_norm") or getattr(a, "sliding_window", None):
                 return False
@@ -144,7 +147,7 @@ class FusedDecodeStep(LeanDecodeStep):
             if not all(_plain_linear(getattr(mlp, n, None)) and getattr(mlp, n).bias is None
                        for n in ("gate_proj", "up_proj", "down_proj")):
                 return False
-            if type(getattr(mlp, "act_fn", None)).__name__ not in _ACTS:
+            if not _plain_module(getattr(mlp, "act_fn", None), _ACTS):
                 return False
             if not all(_plain_module(getattr(layer, n, None), _NORMS)
                        for n in ("input_layernorm", "post_attention_layernorm")):
