@@ -153,3 +153,21 @@ def test_edited_modules_keep_the_lean_step(tiny_text_path, edit):
     lean = hf_engine(lm, fused_decode=False).generate(decode_text_requests(lm), params)
     streams = [[(c.token_ids, c.logprobs) for c in g] for g in default]
     assert streams == [[(c.token_ids, c.logprobs) for c in g] for g in lean]
+
+
+def test_transformers_output_capturing_hooks_keep_the_fused_step(tiny_vl_path):
+    """The first forward asked for hidden states installs transformers' output-capturing hooks on every decoder layer
+    and attention for good (they record inside such a forward only): the fused step still applies (it was the lean
+    step from then on), with the same samples as before those hooks."""
+    lm = _varied(randomized_model(tiny_vl_path))
+    params = SamplingParams(temperature=1.0, max_tokens=10, seed=2)
+    before = hf_engine(lm).generate(decode_vl_requests(lm), params)
+    with torch.no_grad():
+        out = lm.model(input_ids=lm.tokenizer("What is 2 + 3?", return_tensors="pt").input_ids,
+                       output_hidden_states=True)
+    assert len(out.hidden_states) == len(lm.model.model.language_model.layers) + 1
+    assert all(layer._forward_hooks and layer.self_attn._forward_hooks for layer in lm.model.model.language_model.layers)
+    assert FusedDecodeStep.build(lm.model) is not None
+    after = hf_engine(lm).generate(decode_vl_requests(lm), params)
+    assert [[(c.token_ids, c.logprobs) for c in g] for g in after] == \
+        [[(c.token_ids, c.logprobs) for c in g] for g in before]

@@ -24,10 +24,17 @@ _MODELS = {"Qwen2ForCausalLM": "Qwen2Model", "Qwen3ForCausalLM": "Qwen3Model",
 _ROTARY = {"Qwen2RotaryEmbedding", "Qwen3RotaryEmbedding", "Qwen2_5_VLRotaryEmbedding"}
 
 
+# where transformers' output-capturing hook lives: the first forward asked for hidden states or attentions installs
+# one on every decoder layer and attention for good, and it records only inside such a forward (never in a decode step)
+_CAPTURING_HOOKS = "transformers.utils.output_capturing"
+
+
 def is_hooked(m: torch.nn.Module) -> bool:
-    """Whether calling ``m`` runs more than its class's forward: forward (pre-)hooks, or a ``forward`` set on the
-    instance (accelerate's hooks replace it). A step that skips or replaces such a module's call would skip them."""
-    return bool(m._forward_hooks or m._forward_pre_hooks) or "forward" in vars(m)
+    """Whether calling ``m`` runs more than its class's forward: forward (pre-)hooks other than transformers' inert
+    output-capturing ones, or a ``forward`` set on the instance (accelerate's hooks replace it). A step that skips or
+    replaces such a module's call would skip them."""
+    hooks = [h for h in m._forward_hooks.values() if getattr(h, "__module__", None) != _CAPTURING_HOOKS]
+    return bool(hooks or m._forward_pre_hooks) or "forward" in vars(m)
 
 
 class LeanDecodeStep:
