@@ -165,8 +165,9 @@ def test_transformers_output_capturing_hooks_keep_the_fused_step(tiny_vl_path):
     with torch.no_grad():
         out = lm.model(input_ids=lm.tokenizer("What is 2 + 3?", return_tensors="pt").input_ids,
                        output_hidden_states=True)
-    assert len(out.hidden_states) == len(lm.model.model.language_model.layers) + 1
-    assert all(layer._forward_hooks and layer.self_attn._forward_hooks for layer in lm.model.model.language_model.layers)
+    layers = lm.model.model.language_model.layers
+    assert len(out.hidden_states) == len(layers) + 1
+    assert all(layer._forward_hooks and layer.self_attn._forward_hooks for layer in layers)
     assert FusedDecodeStep.build(lm.model) is not None
     after = hf_engine(lm).generate(decode_vl_requests(lm), params)
     assert [[(c.token_ids, c.logprobs) for c in g] for g in after] == \
