@@ -172,3 +172,16 @@ def test_transformers_output_capturing_hooks_keep_the_fused_step(tiny_vl_path):
     after = hf_engine(lm).generate(decode_vl_requests(lm), params)
     assert [[(c.token_ids, c.logprobs) for c in g] for g in after] == \
         [[(c.token_ids, c.logprobs) for c in g] for g in before]
+
+
+@pytest.mark.parametrize("choice, fused", [("auto", True), ("torch", False)])
+def test_model_cpu_linear_torch_turns_the_fused_step_off_in_the_configured_engine(tiny_text_path, choice, fused):
+    """The fused step's projections are oneDNN matmuls: a run that asked for F.linear (model.cpu_linear=torch)
+    must not get them in its rollouts either."""
+    from mmevo.config import load_config
+    from mmevo.models.loader import load_model
+    from mmevo.rollout.factory import build_engine
+
+    cfg = load_config(None, ["rollout.engine=hf", f"model.cpu_linear={choice}"])
+    engine = build_engine(cfg, load_model(tiny_text_path))
+    assert engine.fused_decode is fused
