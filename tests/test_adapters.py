@@ -159,3 +159,20 @@ def test_lora_merged_weights_reach_vllm(tiny_vl_path, tmp_path, train):
     expected = [o[0].token_ids for o in hf.generate(reqs, greedy)]
     engine.close()
     assert after == expected and after != before
+
+
+def test_trainable_patterns_inside_a_frozen_vision_tower_are_refused_before_any_rollout(tiny_vl_path):
+    """model.trainable=[visual] with model.freeze_vision_tower=true left no parameter trainable: the trainer started,
+    sampled a whole step, and its first backward failed with torch's "element 0 of tensors does not require grad"."""
+    from mmevo.grpo.trainer import configure_training
+
+    settings = ["model.trainable=[visual]", "model.freeze_vision_tower=true"]
+    with pytest.raises(ValueError, match=r"model\.trainable=\['visual'\] with model\.freeze_vision_tower=true leaves "
+                                         "no parameter to train"):
+        configure_training(load_model(tiny_vl_path).model, load_config(None, settings).model, seed=0)
+    # patterns that reach past the tower still train what lies outside it (the freeze wins inside)
+    lm = load_model(tiny_vl_path)
+    configure_training(lm.model, load_config(None, ["model.trainable=[visual|norm]",
+                                                    "model.freeze_vision_tower=true"]).model, seed=0)
+    trainable = [n for n, p in lm.model.named_parameters() if p.requires_grad]
+    assert trainable and all("norm" in n and ".visual." not in f".{n}" for n in trainable)

@@ -193,6 +193,10 @@ def configure_training(model: torch.nn.Module, model_cfg, seed: int, subset: boo
             from mmevo.models.adapters import freeze_vision_tower
 
             freeze_vision_tower(model)
+        if not any(p.requires_grad for p in model.parameters()):  # else the first backward, after a whole rollout,
+            # fails with torch's "element 0 of tensors does not require grad", naming no setting
+            raise ValueError(f"model.trainable={list(model_cfg.trainable)} with model.freeze_vision_tower=true leaves "
+                             "no parameter to train: every one matching the patterns is in the vision tower")
     if model_cfg.gradient_checkpointing:  # non-reentrant: exact, and inputs need not require grad
         unwrap(model).gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     from mmevo.models.cpu_linear import use_cpu_linear
