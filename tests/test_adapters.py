@@ -176,3 +176,32 @@ def test_trainable_patterns_inside_a_frozen_vision_tower_are_refused_before_any_
                                                     "model.freeze_vision_tower=true"]).model, seed=0)
     trainable = [n for n, p in lm.model.named_parameters() if p.requires_grad]
     assert trainable and all("norm" in n and ".visual." not in f".{n}" for n in trainable)
+
+
+def test_a_second_trainer_on_an_adapted_policy_keeps_its_trained_adapters(tiny_text_path):
+    """configure_training on a model that has adapters already (a second trainer built on the same policy) injected
+    PEFT's adapters again: every one re-initialised (B = 0), so what the first trainer taught them was gone from the
+    second's sampling, checkpoints and export, with only PEFT's "Already found a peft_config" warning."""
+    from mmevo.grpo.trainer import configure_training
+    from mmevo.models.adapters import lora_state_dict
+
+    lm = load_model(tiny_text_path)
+    lora = ["model.lora.rank=2", "model.lora.alpha=4", "model.lora.target_modules=[q_proj,down_proj]"]
+    configure_training(lm.model, load_config(None, lora).model, seed=0)
+    with torch.no_grad():  # what the first trainer's updates did
+        for n, p in lm.model.named_parameters():
+            if "lora_" in n:
+                p.add_(0.25)
+    trained = lora_state_dict(lm.model)
+    merged = dict(full_state_items(lm.model))
+    for p in lm.model.parameters():
+        p.requires_grad_(True)  # whatever happened in between, the adapters alone train again
+    configure_training(lm.model, load_config(None, lora).model, seed=1)
+    kept = lora_state_dict(lm.model)
+    assert kept.keys() == trained.keys() and all(torch.equal(kept[k], trained[k]) for k in trained)
+    assert all(torch.equal(t, merged[k]) for k, t in full_state_items(lm.model))
+    assert all(p.requires_grad == ("lora_" in n) for n, p in lm.model.named_parameters())
+    for other in ("model.lora.rank=4", "model.lora.alpha=8", "model.lora.dropout=0.1",
+                  "model.lora.target_modules=[q_proj]"):
+        with pytest.raises(ValueError, match="already has LoRA adapters .* load the model afresh"):
+            configure_training(lm.model, load_config(None, [*lora, other]).model, seed=0)

@@ -47,10 +47,19 @@ def train_only(model: torch.nn.Module, patterns: Iterable[str]) -> int:
 
 
 def apply_lora(model: torch.nn.Module, rank: int, alpha: float, dropout: float, target_modules: list[str]):
-    """Inject LoRA adapters in place (the module keeps its class); only the adapters require gradients afterwards."""
+    """Inject LoRA adapters in place (the module keeps its class); only the adapters require gradients afterwards.
+
+    A model that has adapters already (a second trainer built on the same policy) keeps them and goes on training
+    them, as a fully fine-tuned policy keeps its trained weights: PEFT injected again re-initialised every adapter
+    (B = 0), silently dropping what they had learnt. Adapters of other settings are refused."""
     from peft import LoraConfig, inject_adapter_in_model
 
     base = unwrap(model)
+    if has_lora(base):
+        _check_same_adapters(base, rank, alpha, dropout, target_modules)
+        for name, p in base.named_parameters():
+            p.requires_grad_("lora_" in name)
+        return model
     cfg = LoraConfig(r=rank, lora_alpha=alpha, lora_dropout=dropout, target_modules=lora_target_pattern(target_modules))
     try:
         inject_adapter_in_model(cfg, base)
@@ -70,6 +79,26 @@ def apply_lora(model: torch.nn.Module, rank: int, alpha: float, dropout: float, 
     for name, p in base.named_parameters():
         p.requires_grad_("lora_" in name)
     return model
+
+
+def _check_same_adapters(base: torch.nn.Module, rank: int, alpha: float, dropout: float,
+                         target_modules: list[str]) -> None:
+    """The adapters ``base`` holds are those ``apply_lora(rank, alpha, dropout, target_modules)`` would inject."""
+    from mmevo.models.lora_targets import adapted_module_names
+
+    have = lora_scalings(base)
+    want = adapted_module_names([n for n, _ in base.named_modules()], target_modules)
+
+    def settings(name):
+        mod = base.get_submodule(name)
+        drop = mod.lora_dropout["default"]
+        return mod.r["default"], mod.scaling["default"], drop.p if isinstance(drop, torch.nn.Dropout) else 0.0
+    wanted = (rank, alpha / rank, float(dropout))
+    other = sorted(set(have) ^ set(want)) or [n for n in have if settings(n) != wanted]
+    if other:
+        raise ValueError(f"the model already has LoRA adapters (it was configured for training before) that differ "
+                         f"from model.lora rank={rank} alpha={alpha} dropout={dropout} target_modules={target_modules}"
+                         f" at {other[:3]}: load the model afresh for other adapters")
 
 
 def has_lora(model: torch.nn.Module) -> bool:
