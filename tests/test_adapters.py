@@ -205,3 +205,19 @@ def test_a_second_trainer_on_an_adapted_policy_keeps_its_trained_adapters(tiny_t
                   "model.lora.target_modules=[q_proj]"):
         with pytest.raises(ValueError, match="already has LoRA adapters .* load the model afresh"):
             configure_training(lm.model, load_config(None, [*lora, other]).model, seed=0)
+
+
+def test_a_resume_that_trains_other_parameters_is_refused_not_given_their_adam_moments(tiny_vl_path, tmp_path, train):
+    """torch's optimizer load_state_dict pairs the saved state with the parameters by position and checks only the
+    groups' sizes: a run saved with model.trainable=[k_proj] resumed with [v_proj] (same shapes) gave every v_proj
+    k_proj's Adam moments and step count, under a warning that "this run's values apply" to it."""
+    _trainer(_cfg(tmp_path, **{"model.trainable": "[k_proj]", "trainer.steps": 1}), tiny_vl_path, train).train()
+    resumed = _trainer(_cfg(tmp_path, **{"model.trainable": "[v_proj]", "trainer.steps": 2}), tiny_vl_path, train)
+    with pytest.raises(ValueError, match=r"differ from the checkpoint's in model\.trainable .*optimizer state is for "
+                                         r"other parameters .*only in the checkpoint: \['model\.language_model\."
+                                         r"layers\.0\.self_attn\.k_proj\.bias'"):
+        resumed.train()
+    assert all(not s for s in resumed.optimizer.state.values())  # nothing loaded into it
+    # the same parameters resume as before
+    again = _trainer(_cfg(tmp_path, **{"model.trainable": "[k_proj]", "trainer.steps": 2}), tiny_vl_path, train)
+    assert len(again.train()) == 1

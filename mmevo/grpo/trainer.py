@@ -156,6 +156,26 @@ def make_optimizer(model: torch.nn.Module, lr: float, weight_decay: float, betas
     return torch.optim.AdamW(groups, lr=lr, betas=tuple(betas))
 
 
+def optimizer_param_names(model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> list[str]:
+    """The names of the parameters ``optimizer`` holds, in the order of its groups (that of its state dict)."""
+    names = {id(p): n for n, p in model.named_parameters()}
+    return [names.get(id(p), "?") for group in optimizer.param_groups for p in group["params"]]
+
+
+def check_optimizer_params(ckpt: Path, saved: list[str] | None, current: list[str]) -> None:
+    """A checkpoint's optimizer state belongs to the parameters this run trains. torch's ``load_state_dict`` matches
+    them by position and checks only each group's size: with another ``model.trainable`` (``[k_proj]`` -> ``[v_proj]``)
+    v_proj took k_proj's Adam moments and step count without a word. ``saved`` None: a checkpoint without the names."""
+    if saved is None or saved == current:
+        return
+    gone, new = sorted(set(saved) - set(current)), sorted(set(current) - set(saved))
+    raise ValueError(f"{ckpt}: its optimizer state is for other parameters than this run trains (only in the "
+                     f"checkpoint: {gone[:3]}{' ...' if len(gone) > 3 else ''}; only in this run: {new[:3]}"
+                     f"{' ...' if len(new) > 3 else ''}), and torch would hand their Adam moments to other weights: "
+                     "resume with the model.trainable / model.freeze_vision_tower it was saved with, or start from its "
+                     f"weights with model.path={ckpt / 'model'} trainer.resume=false")
+
+
 def make_scheduler(opt, warmup: int, total: int, kind: str) -> torch.optim.lr_scheduler.LambdaLR:
     def factor(i: int) -> float:
         if warmup and i < warmup:
@@ -980,7 +1000,8 @@ class GRPOTrainer:
 
             state["lora"] = lora_state_dict(self.model)
         if with_optimizer:
-            state.update(optimizer=self.optimizer.state_dict(), scheduler=self.scheduler.state_dict())
+            state.update(optimizer=self.optimizer.state_dict(), scheduler=self.scheduler.state_dict(),
+                         optimizer_params=optimizer_param_names(self.model, self.optimizer))
         return state
 
     def save(self) -> Path | None:
@@ -1108,6 +1129,8 @@ class GRPOTrainer:
                 load_lora_state_dict(self.model, state["lora"])
             else:
                 load_model_weights(self.model, ckpt / "model")
+            check_optimizer_params(ckpt, state.get("optimizer_params"), optimizer_param_names(self.model,
+                                                                                               self.optimizer))
             self.optimizer.load_state_dict(state["optimizer"])
             self.scheduler.load_state_dict(state["scheduler"])
             set_rng_state(state["rng"])
