@@ -221,3 +221,21 @@ def test_a_resume_that_trains_other_parameters_is_refused_not_given_their_adam_m
     # the same parameters resume as before
     again = _trainer(_cfg(tmp_path, **{"model.trainable": "[k_proj]", "trainer.steps": 2}), tiny_vl_path, train)
     assert len(again.train()) == 1
+
+
+def test_a_second_trainer_on_the_same_policy_trains_what_its_own_settings_say(tiny_vl_path):
+    """configure_training only ever froze: a policy configured with model.freeze_vision_tower=true (or a
+    model.trainable subset) and then given to a trainer without it kept its vision tower (the rest) frozen."""
+    from mmevo.grpo.trainer import configure_training
+
+    lm = load_model(tiny_vl_path)
+    configure_training(lm.model, load_config(None, ["model.freeze_vision_tower=true"]).model, seed=0)
+    assert not all(p.requires_grad for p in lm.model.parameters())
+    configure_training(lm.model, load_config(None, []).model, seed=0)
+    assert all(p.requires_grad for p in lm.model.parameters())
+    configure_training(lm.model, load_config(None, ["model.trainable=[norm]"]).model, seed=0)
+    configure_training(lm.model, load_config(None, []).model, seed=0, subset=False)  # SFT: trains all
+    assert all(p.requires_grad for p in lm.model.parameters())
+    configure_training(lm.model, load_config(None, ["model.lora.rank=2"]).model, seed=0)
+    with pytest.raises(ValueError, match="model.lora.rank=0, but the model has LoRA adapters"):
+        configure_training(lm.model, load_config(None, []).model, seed=0)

@@ -205,6 +205,14 @@ def configure_training(model: torch.nn.Module, model_cfg, seed: int, subset: boo
             torch.manual_seed(seed)
             apply_lora(model, lo.rank, lo.alpha, lo.dropout, list(lo.target_modules))
     else:
+        from mmevo.models.adapters import has_lora
+
+        if has_lora(model):  # a second trainer on a policy an earlier one gave adapters: it would train them alone
+            raise ValueError("model.lora.rank=0, but the model has LoRA adapters (an earlier trainer configured it "
+                             "with model.lora): load the model afresh, or keep the model.lora settings")
+        # everything trains unless frozen below: a second trainer on the same policy object kept what an earlier
+        # one had frozen (its vision tower, what its model.trainable left out) without a word
+        model.requires_grad_(True)
         if model_cfg.trainable and subset:
             from mmevo.models.adapters import train_only
 
