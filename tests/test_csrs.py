@@ -136,9 +136,9 @@ def test_only_maternal_responses_reach_the_loss(lm, tmp_path):
     seen = {}
     real_update = tr._update
 
-    def spy(prompts, responses, adv, micros, plan, old, ref):
+    def spy(prompts, responses, adv, micros, plan, *rest):
         seen.update(n=len(responses), adv=adv.clone(), prompts=list(prompts))
-        return real_update(prompts, responses, adv, micros, plan, old, ref)
+        return real_update(prompts, responses, adv, micros, plan, *rest)
 
     tr._update = spy
     m = tr.step()

@@ -16,8 +16,9 @@ WORKER = Path(__file__).resolve().parent / "dist" / "zero_worker.py"
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _torchrun(worker: str, model, stage: str, tmp_path, port: str) -> dict:
+def _torchrun(worker: str, model, stage: str, tmp_path, port: str, *args: str, timeout: int = 900) -> dict:
     """Run tests/dist/<worker> in 2 processes (gloo) with configs/deepspeed/<stage>.json; its rank 0's JSON.
+    ``args``: more arguments for the worker.
 
     The shipped config is used as it is, except that ZeRO-3 keeps no parameter whole: its persistence threshold is
     sized for 7B (10 x hidden), under which every tensor of the tiny model would stay unpartitioned."""
@@ -30,8 +31,8 @@ def _torchrun(worker: str, model, stage: str, tmp_path, port: str) -> dict:
     for attempt in (1, 2):
         run_dir = tmp_path / ("run" if attempt == 1 else "run-retry")
         cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", port,
-               str(WORKER.parent / worker), str(model), str(tmp_path / f"{stage}.json"), str(out), str(run_dir)]
-        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
+               str(WORKER.parent / worker), str(model), str(tmp_path / f"{stage}.json"), str(out), str(run_dir), *args]
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
         # One rerun, and only for the C++ runtime's abort that one CI run in about ten showed under full parallel
         # load (a rank ended by std::terminate, not a Python error; never reproduced alone in 14 runs): a wrong result
         # or any other failure fails at once, and so does the same abort twice. The first abort's stacks are kept.
@@ -77,6 +78,19 @@ def test_ranks_with_uneven_tokens_train_on_the_global_token_mean(tiny_vl_path, t
     r = _torchrun("zero_global_mean_worker.py", tiny_vl_path, stage, tmp_path,
                   {"zero2": "29541", "zero3": "29542"}[stage])
     assert r["world_size"] == 2
+    assert r["grads_max_abs_diff"] < 1e-5 * max(1.0, r["grad_norm"])
+
+
+@pytest.mark.parametrize("head", ["tied", "untied"])
+def test_ranks_with_different_lm_head_chunk_counts_make_the_same_collectives(tiny_vl_path, tmp_path, head):
+    """``trainer.logits_chunk_tokens=4``: rank 0's micro-batch scores 10 tokens in 3 head chunks, rank 1's 3 in 1.
+    Each ZeRO-3 head call gathers the head's weight, so rank 1 pads to 3 calls (weight 0): without that gloo aborted
+    on a collective mismatch in the no-grad pass and in the update's backward. Both equal the single process.
+    The tiny model ties its head to the embeddings; the untied head is a module ZeRO-3 partitions on its own."""
+    r = _torchrun("zero_head_chunks_worker.py", tiny_vl_path, "zero3", tmp_path,
+                  {"tied": "29552", "untied": "29553"}[head], head, timeout=300)
+    assert r["world_size"] == 2 and r["head_tied"] == (head == "tied")
+    assert r["old_max_abs_diff"] < 1e-5
     assert r["grads_max_abs_diff"] < 1e-5 * max(1.0, r["grad_norm"])
 
 

@@ -247,9 +247,9 @@ def test_dropped_prompt_keeps_the_configured_mini_batch_size(tiny_vl_path, tmp_p
     sizes = []
     real_update = tr._update
 
-    def spy(prompts, responses, adv, micros, plan, old, ref):
+    def spy(prompts, responses, adv, micros, plan, *rest):
         sizes.extend(len({id(prompts[i]) for ids in micro for i in ids}) for micro in micros)
-        return real_update(prompts, responses, adv, micros, plan, old, ref)
+        return real_update(prompts, responses, adv, micros, plan, *rest)
 
     tr._update = spy
     steps = []

@@ -310,7 +310,8 @@ def resume_config_diff(saved: dict | None, current: dict, step: int, free: froze
 
 def sequence_logprobs(model, prompts: Sequence[EncodedPrompt], responses: Sequence[Sequence[int]], pad_id: int,
                       temperature: float, device, with_entropy: bool = False, share_prefix: bool = True,
-                      logits_chunk: int = 0, entropy_grad: bool = True, padding_free: bool = False):
+                      logits_chunk: int = 0, entropy_grad: bool = True, padding_free: bool = False,
+                      min_head_calls: int = 0):
     """Per-token log p(response | prompt) [B, R] (+ entropy [B, R]) and the response mask [B, R].
 
     Samples of one group share their prompt: with ``share_prefix`` the prompt is run once per distinct prompt instead
@@ -322,7 +323,8 @@ def sequence_logprobs(model, prompts: Sequence[EncodedPrompt], responses: Sequen
     mode transformers drops a given KV cache (it would score responses without their prompt), so that path is then
     replaced by the exact padded unshared forward.
     Only hidden states at real response tokens go through the LM head, ``logits_chunk`` positions at a time
-    (see ``token_logprobs``); no [B, P, V] prompt logits and no fp32 [B, R, V] logits are materialised.
+    (see ``token_logprobs``; ``min_head_calls``: its ``min_calls``); no [B, P, V] prompt logits and no fp32 [B, R, V]
+    logits are materialised.
     """
     from mmevo.models.inputs import check_samples
 
@@ -351,18 +353,29 @@ def sequence_logprobs(model, prompts: Sequence[EncodedPrompt], responses: Sequen
             hidden = out[:, tb.prompt_len - 1: tb.prompt_len - 1 + R]  # the state before each response token predicts it
         response_ids, mask = tb.response_ids, tb.response_mask
     logp, ent = token_logprobs(base.lm_head, hidden, response_ids, mask, temperature, logits_chunk, with_entropy,
-                               entropy_grad)
+                               entropy_grad, min_head_calls)
     return logp, ent, mask.to(logp.dtype)
 
 
+def head_calls(n_tokens: int, chunk: int) -> int:
+    """LM-head calls ``token_logprobs`` makes for ``n_tokens`` scored tokens in chunks of ``chunk`` (0 = one call);
+    a micro-batch with nothing to score still makes one (its head stays in the graph)."""
+    return 1 if chunk <= 0 or n_tokens <= 0 else -(-n_tokens // chunk)
+
+
 def token_logprobs(head, hidden, labels, mask, temperature: float, chunk: int = 0, with_entropy: bool = False,
-                   entropy_grad: bool = True):
+                   entropy_grad: bool = True, min_calls: int = 0):
     """log p(label) [B, R] under softmax(head(hidden) / T), and the entropy [B, R] (zeros where ``mask`` is 0).
 
     hidden [B, R, H], labels / mask [B, R]. Only masked-in positions go through the head (padding-free), ``chunk`` of
     them at a time (0 = all); with gradients and several chunks each chunk is recomputed in backward (activation
     checkpointing), so at most one chunk's fp32 logits [chunk, V] exist at a time. ``entropy_grad=False`` computes the
     entropy without gradients (a metric only, when the entropy bonus is 0).
+
+    ``min_calls``: run the head at least this often. Under ZeRO-3 every head call gathers the head's weight (again
+    in backward), so ranks must make as many calls as each other, whatever their token counts: the calls beyond this
+    rank's chunks score one real row with weight 0 (exact zeros in the result and every gradient), checkpointed like
+    the real chunks so that backward recomputes them alike.
     """
     B, R = labels.shape
     sel = mask.bool()
@@ -370,12 +383,20 @@ def token_logprobs(head, hidden, labels, mask, temperature: float, chunk: int = 
     n = y.numel()
     # at least float32 (half-precision logits are upcast); a float64 model keeps float64 log-probs
     dtype = torch.promote_types(hidden.dtype, torch.float32)
-    if n == 0:  # nothing to score: zeros that still belong to the graph, the head's too (a trained head over a
-        # frozen body has no other path to the loss: its backward raised, and ranks would skip its gradient hooks)
-        zero = hidden[..., 0].to(dtype) * 0 + head(h).to(dtype).sum()  # a sum over no rows: 0, zero gradients
-        return zero, (zero.detach() if with_entropy else None)
-    T = temperature if temperature and temperature > 0 else 1.0
+    size = n if chunk <= 0 else chunk
+    n_calls = max(head_calls(n, chunk), min_calls)
+    # a trained head under a frozen body (hidden without grad) keeps each chunk's logits for its weight's gradient too
+    needs_grad = h.requires_grad or any(p.requires_grad for p in head.parameters())
+    recompute = torch.is_grad_enabled() and needs_grad and n_calls > 1
 
+    def run(fn, *args):
+        if not recompute:
+            return fn(*args)
+        from torch.utils.checkpoint import checkpoint
+
+        return checkpoint(fn, *args, use_reentrant=False)
+
+    T = temperature if temperature and temperature > 0 else 1.0
     mode = "none" if not with_entropy else "grad" if entropy_grad else "nograd"
 
     def logits_of(hc):
@@ -387,21 +408,25 @@ def token_logprobs(head, hidden, labels, mask, temperature: float, chunk: int = 
         lp, ent = algos.logprobs_and_entropy(logits_of(hc), yc, mode)
         return lp, (lp.new_zeros(()) if ent is None else ent)
 
-    size = n if chunk <= 0 else chunk
-    # a trained head under a frozen body (hidden without grad) keeps each chunk's logits for its weight's gradient too
-    needs_grad = h.requires_grad or any(p.requires_grad for p in head.parameters())
-    recompute = torch.is_grad_enabled() and needs_grad and n > size
     lps, ents = [], []
     for s in range(0, n, size):
-        if recompute:
-            from torch.utils.checkpoint import checkpoint
-
-            lp, en = checkpoint(scored, h[s:s + size], y[s:s + size], use_reentrant=False)
-        else:
-            lp, en = scored(h[s:s + size], y[s:s + size])
+        lp, en = run(scored, h[s:s + size], y[s:s + size])
         lps.append(lp)
         ents.append(en)
+    # The padding calls come last and score a chunk of the first row (none when there is nothing to score) exactly as
+    # a real chunk is scored, so that backward meets the same graph and gathers / recomputes in the same order on every
+    # rank; their weight 0 keeps the result and every gradient exact. With nothing to score they are the path from a
+    # trained head over a frozen body to the loss (without it its backward raised, and ranks skipped its hooks).
+    padding = 0
+    for _ in range(n_calls - len(lps)):
+        lp, en = run(scored, h[:1], y[:1])
+        padding = padding + (lp.sum() + en.sum()) * 0
+    if n == 0:
+        zero = hidden[..., 0].to(dtype) * 0 + padding
+        return zero, (zero.detach() if with_entropy else None)
     logp = hidden.new_zeros((B, R), dtype=dtype).masked_scatter(sel, torch.cat(lps))
+    if n_calls > len(lps):
+        logp = logp + padding
     ent = None
     if with_entropy:
         ent = hidden.new_zeros((B, R), dtype=dtype).masked_scatter(sel, torch.cat(ents))
@@ -634,7 +659,10 @@ class GRPOTrainer:
         # every rank runs the same number of updates and micro-batches (ZeRO collectives): agree on the plan
         micros = [self._micro_batches(m, prompts, responses) for m in self._mini_batches(groups)]
         all_micro = self._micro_batches(list(range(len(idx))), prompts, responses)  # old / reference passes
-        (n_old,), plan = self._agree([len(all_micro)], [len(m) for m in micros])
+        # and the same number of LM-head calls in each micro-batch (each one gathers the head's weight)
+        (n_old,), plan, old_calls, update_calls = self._agree(
+            [len(all_micro)], [len(m) for m in micros], self._head_calls(all_micro, responses),
+            [self._head_calls(m, responses) for m in micros])
         n_updates = sum(1 for k in plan if k) * cfg.algo.ppo_epochs
         if n_updates == 0:  # nothing trainable on any rank (all prompts too long, or all filtered): skip, count
             self.counters["skipped_steps"] += 1
@@ -643,12 +671,12 @@ class GRPOTrainer:
             old_logp = ref_logp = None
             if need_old:
                 with timer("old"):
-                    old_logp = self._logprobs_no_grad(self.model, prompts, responses, all_micro, n_old)
+                    old_logp = self._logprobs_no_grad(self.model, prompts, responses, all_micro, n_old, old_calls)
             if cfg.algo.kl_coef > 0:
                 with timer("ref"):
-                    ref_logp = self._reference_logprobs(prompts, responses, all_micro, n_old)
+                    ref_logp = self._reference_logprobs(prompts, responses, all_micro, n_old, old_calls)
             with timer("update"):
-                metrics.update(self._update(prompts, responses, adv, micros, plan, old_logp, ref_logp))
+                metrics.update(self._update(prompts, responses, adv, micros, plan, old_logp, ref_logp, update_calls))
             with timer("sync"):
                 self.engine.sync_weights(self.model)
         if idx:
@@ -798,17 +826,26 @@ class GRPOTrainer:
             return stale
         return bool(self._agree([int(stale)])[0][0])
 
-    def _agree(self, *counts: list[int]) -> list[list[int]]:
-        """Element-wise max over ranks of each list (shorter lists padded with 0); identity in one process."""
+    def _agree(self, *counts: list) -> list[list]:
+        """Element-wise max over ranks of each list of counts, or of lists of such lists (``elementwise_max``);
+        identity in one process."""
         if self.ds_engine is None:
-            return [list(c) for c in counts]
+            return [elementwise_max([c]) for c in counts]
         from mmevo.grpo.distributed import all_gather_objects
 
-        out = []
-        for lists in zip(*all_gather_objects(counts)):
-            width = max(len(c) for c in lists)
-            out.append([max(c[i] if i < len(c) else 0 for c in lists) for i in range(width)])
-        return out
+        return [elementwise_max(list(lists)) for lists in zip(*all_gather_objects(counts))]
+
+    def _head_calls(self, micro: list[list[int]], responses) -> list[int]:
+        """LM-head calls (``head_calls``) of each micro-batch (sample indices) under ``trainer.logits_chunk_tokens``."""
+        chunk = self.cfg.trainer.logits_chunk_tokens
+        return [head_calls(sum(len(responses[i]) for i in ids), chunk) for ids in micro]
+
+    def _padding_micro_batch(self) -> tuple[list[EncodedPrompt], list[list[int]]]:
+        """The padding sample as a micro-batch, its response cut to one LM-head chunk: a padding micro-batch then
+        makes one head call, never more than the real micro-batch of another rank it stands beside."""
+        prompt, response = self._padding()
+        chunk = self.cfg.trainer.logits_chunk_tokens
+        return [prompt], [response[:chunk] if chunk > 0 else response]
 
     def _micro_batches(self, ids: list[int], prompts, responses) -> list[list[int]]:
         """``split_micro_batches`` under this trainer's settings (packed where padding-free applies to the model)."""
@@ -817,13 +854,14 @@ class GRPOTrainer:
         return split_micro_batches(ids, prompts, responses, t.micro_batch_seqs, t.max_tokens_per_micro_batch, packs)
 
     def _logprobs_no_grad(self, model, prompts, responses, micro: list[list[int]] | None = None,
-                          n_micro: int | None = None) -> list[torch.Tensor]:
+                          n_micro: int | None = None, min_calls: list[int] | None = None) -> list[torch.Tensor]:
         """Log-probs [R_i] of each sample (in sample order), in micro-batches (``micro``: sample indices, in order;
         default ``_micro_batches`` of all), without gradients, in eval mode (no dropout, and no gradient
         checkpointing, which would disable the shared-prompt path).
 
         ``n_micro``: micro-batches to run (the agreed count under ZeRO-3, where every forward is collective); the ones
-        beyond this rank's samples run the padding sample and are discarded."""
+        beyond this rank's samples run the padding sample and are discarded. ``min_calls[k]``: the LM-head calls
+        micro-batch k makes at least (agreed likewise; default: its own)."""
         out = []
         if micro is None:
             micro = self._micro_batches(list(range(len(prompts))), prompts, responses)
@@ -835,25 +873,27 @@ class GRPOTrainer:
             with torch.no_grad():
                 for k in range(n_micro):
                     ids = micro[k] if k < len(micro) else []
-                    ps = [prompts[i] for i in ids] or [self._padding()[0]]
-                    rs = [responses[i] for i in ids] or [self._padding()[1]]
+                    ps, rs = (([prompts[i] for i in ids], [responses[i] for i in ids]) if ids
+                              else self._padding_micro_batch())
                     logp, _, _ = sequence_logprobs(model, ps, rs, self.pad_id, self.cfg.rollout.temperature,
                                                    self.device, logits_chunk=self.cfg.trainer.logits_chunk_tokens,
-                                                   padding_free=self.cfg.trainer.padding_free)
+                                                   padding_free=self.cfg.trainer.padding_free,
+                                                   min_head_calls=min_calls[k] if min_calls else 0)
                     if ids:
                         out.extend(list(logp))
         finally:
             base.train(was_training)
         return out
 
-    def _reference_logprobs(self, prompts, responses, micro, n_micro: int) -> list[torch.Tensor]:
+    def _reference_logprobs(self, prompts, responses, micro, n_micro: int,
+                            min_calls: list[int] | None = None) -> list[torch.Tensor]:
         """Reference log-probs; with ``model.ref_offload`` the reference lives in host memory and visits the device
         only for this pass (a full 7B bf16 replica is 15 GiB of GPU memory otherwise)."""
         if not self.cfg.model.ref_offload:
-            return self._logprobs_no_grad(self.ref_model, prompts, responses, micro, n_micro)
+            return self._logprobs_no_grad(self.ref_model, prompts, responses, micro, n_micro, min_calls)
         self.ref_model.to(self.device)
         try:
-            return self._logprobs_no_grad(self.ref_model, prompts, responses, micro, n_micro)
+            return self._logprobs_no_grad(self.ref_model, prompts, responses, micro, n_micro, min_calls)
         finally:
             self.ref_model.to("cpu")
             if self.device.type == "cuda":
@@ -868,13 +908,16 @@ class GRPOTrainer:
         return self._pad_sample
 
     def _update(self, prompts, responses, adv, micros: list[list[list[int]]], plan: list[int], old_logp,
-                ref_logp) -> dict:
+                ref_logp, min_calls: list[list[int]] | None = None) -> dict:
         """PPO-style epochs over mini-batches (whole groups); micro-batches accumulate gradients.
 
         ``micros[u]``: this rank's micro-batches (sample indices) of update u; ``plan[u]``: the number of micro-batches
         of update u agreed by all ranks. Where this rank has fewer it runs the padding sample with weight 0, so every
-        rank makes the same collective calls."""
+        rank makes the same collective calls; ``min_calls[u][k]``: the LM-head calls micro-batch k of update u makes at
+        least (agreed likewise; default: agreed here)."""
         cfg, a = self.cfg, self.cfg.algo
+        if min_calls is None:  # agreed here (a collective): the caller agreed on the plan alone
+            (min_calls,) = self._agree([self._head_calls(m, responses) for m in micros])
         model = self.model
         model.train()
         agg_totals: dict[str, float] = {}
@@ -897,12 +940,13 @@ class GRPOTrainer:
                     if ids:
                         ps, rs = [prompts[i] for i in ids], [responses[i] for i in ids]
                     else:  # padding for the collective calls: runs, contributes nothing
-                        ps, rs = [self._padding()[0]], [self._padding()[1]]
+                        ps, rs = self._padding_micro_batch()
                     logp, ent, mask = sequence_logprobs(model, ps, rs, self.pad_id, cfg.rollout.temperature,
                                                         self.device, with_entropy=True,
                                                         logits_chunk=cfg.trainer.logits_chunk_tokens,
                                                         entropy_grad=bool(a.entropy_coef),
-                                                        padding_free=cfg.trainer.padding_free)
+                                                        padding_free=cfg.trainer.padding_free,
+                                                        min_head_calls=_at(min_calls, u, k))
                     R = logp.shape[1]
                     scale_factor = None
                     if a.loss_agg == "seq-mean-token-sum-norm":  # Dr.GRPO: constant length normaliser
@@ -1354,6 +1398,20 @@ def forward_tokens(ids: list[int], prompts, responses, packs: bool) -> int:
         uniq, _ = distinct_prompts([prompts[i] for i in ids])
         return sum(len(p.input_ids) for p in uniq) + sum(r_lens)
     return len(ids) * (max(len(prompts[i].input_ids) for i in ids) + max(r_lens))
+
+
+def elementwise_max(values: list):
+    """The element-wise max of several versions (one per rank) of a count or of a (nested) list of counts; a list
+    shorter than another counts as padded with 0 (or with empty lists)."""
+    if not isinstance(values[0], (list, tuple)):
+        return max(values)
+    width = max(len(v) for v in values)
+    return [elementwise_max([v[i] for v in values if i < len(v)]) for i in range(width)]
+
+
+def _at(nested: list[list[int]], u: int, k: int) -> int:
+    """``nested[u][k]``, 0 where there is none."""
+    return nested[u][k] if u < len(nested) and k < len(nested[u]) else 0
 
 
 def _stack_padded(rows: list[torch.Tensor], width: int) -> torch.Tensor:

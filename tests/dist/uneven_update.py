@@ -5,8 +5,9 @@ import sys
 from pathlib import Path
 
 
-def make_trainer(model_dir: str, workdir: str, over: dict):
-    """A GRPO trainer on the randomised tiny model (seed 7) and its 8 synthetic train examples; ``over``: config."""
+def make_trainer(model_dir: str, workdir: str, over: dict, untie_head: bool = False):
+    """A GRPO trainer on the randomised tiny model (seed 7) and its 8 synthetic train examples; ``over``: config.
+    ``untie_head``: the LM head gets its own copy of the embedding weight (a module ZeRO-3 partitions on its own)."""
     from mmevo.config import load_config
     from mmevo.data.synthetic import split_train_heldout
     from mmevo.grpo.trainer import GRPOTrainer
@@ -23,6 +24,12 @@ def make_trainer(model_dir: str, workdir: str, over: dict):
     cfg = load_config(None, [f"{k}={v}" for k, v in base.items()])
     lm = load_model(model_dir)
     randomize(lm.model, std=0.15, seed=7)
+    if untie_head:
+        import torch
+
+        lm.model.lm_head.weight = torch.nn.Parameter(lm.model.lm_head.weight.detach().clone())
+        lm.model.config.tie_word_embeddings = False
+        lm.model.config.get_text_config().tie_word_embeddings = False
     train, _ = split_train_heldout(8, 0, seed=4)
     return GRPOTrainer(cfg, lm, build_engine(cfg, lm), train, [], log=False), train
 
@@ -42,3 +49,14 @@ def one_update(tr, train, responses, adv, ids, full_grad) -> dict:
     tr._update([prompts[i] for i in ids], [responses[i] for i in ids], adv[ids], [[list(range(len(ids)))]], [1],
                None, None)
     return grads
+
+
+def old_logprobs(tr, train, responses, ids) -> list:
+    """Samples ``ids``' log-probs without gradients (the old / reference pass), in one micro-batch whose LM-head
+    calls are agreed over the ranks as the trainer's step agrees them; each cut to its response's length."""
+    prompts = [tr.prompts(ex) for ex in train[:3] for _ in range(2)]
+    ps, rs = [prompts[i] for i in ids], [responses[i] for i in ids]
+    micro = [list(range(len(ids)))]
+    n_micro, calls = tr._agree([len(micro)], tr._head_calls(micro, rs))
+    out = tr._logprobs_no_grad(tr.model, ps, rs, micro, n_micro[0], calls)
+    return [logp[:len(r)] for logp, r in zip(out, rs, strict=True)]

@@ -1,0 +1,45 @@
+"""Run by tests/test_distributed.py under `torchrun --nproc_per_node 2`: ranks whose micro-batches need different
+numbers of LM-head chunks (trainer.logits_chunk_tokens=4: rank 0 scores 10 response tokens in 3 chunks, rank 1 scores
+3 in 1). Under ZeRO-3 every head call gathers the head's weight (in forward, and in backward for its recompute and
+its gradient), so the ranks must call it alike: the old log-probs (no gradients) and one GRPO update must neither
+abort nor differ from one process over all 6 samples. argv: model_dir ds_config out_json workdir tied|untied
+"""
+
+import json
+import sys
+from pathlib import Path
+
+import torch
+
+torch.set_num_threads(1)
+model_dir, ds_config, out_json, workdir, head = sys.argv[1:6]
+RESPONSES = [[105, 106, 107], [108, 109], [110], [111, 112, 113, 114], [115, 116], [117]]
+ADV = torch.tensor([1.0, -1.0, 0.5, -0.5, 0.8, -0.8])
+
+from uneven_update import make_trainer, old_logprobs, one_update  # noqa: E402  (tests/dist: the script's own directory)
+
+
+def make(over):
+    return make_trainer(model_dir, workdir, {"trainer.logits_chunk_tokens": 4, **over}, untie_head=head == "untied")
+
+
+from deepspeed.utils import safe_get_full_grad  # noqa: E402
+
+from mmevo.grpo import distributed as D  # noqa: E402
+
+ds_tr, train = make({"trainer.deepspeed": ds_config})
+mine = [0, 1, 2, 3] if D.rank() == 0 else [4, 5]
+ds_old = [t for rank_old in D.all_gather_objects(old_logprobs(ds_tr, train, RESPONSES, mine)) for t in rank_old]
+ds_grads = one_update(ds_tr, train, RESPONSES, ADV, mine, safe_get_full_grad)
+if D.rank() == 0:
+    sp_tr, _ = make({})
+    sp_old = old_logprobs(sp_tr, train, RESPONSES, list(range(6)))
+    sp_grads = one_update(sp_tr, train, RESPONSES, ADV, list(range(6)), lambda p: p.grad)
+    norm = float(torch.sqrt(sum((g ** 2).sum() for g in sp_grads.values())))
+    Path(out_json).write_text(json.dumps({
+        "world_size": D.world_size(), "grad_norm": norm,
+        "head_tied": sp_tr.model.lm_head.weight is sp_tr.model.get_input_embeddings().weight,
+        "old_max_abs_diff": max(float((a - b).abs().max()) for a, b in zip(sp_old, ds_old, strict=True)),
+        "grads_max_abs_diff": max(float((sp_grads[n] - ds_grads[n]).abs().max()) for n in sp_grads)}))
+D.barrier()
+torch.distributed.destroy_process_group()
