@@ -85,13 +85,16 @@ def test_ranks_with_uneven_tokens_train_on_the_global_token_mean(tiny_vl_path, t
 def test_ranks_with_different_lm_head_chunk_counts_make_the_same_collectives(tiny_vl_path, tmp_path, head):
     """``trainer.logits_chunk_tokens=4``: rank 0's micro-batch scores 10 tokens in 3 head chunks, rank 1's 3 in 1.
     Each ZeRO-3 head call gathers the head's weight, so rank 1 pads to 3 calls (weight 0): without that gloo aborted
-    on a collective mismatch in the no-grad pass and in the update's backward. Both equal the single process.
+    on a collective mismatch in the no-grad pass and in the update's backward. Both equal the single process. Then a
+    real step (2 PPO epochs: old log-probs and 2 updates) where rank 0's micro-batch needs 8 calls and rank 1's 3.
     The tiny model ties its head to the embeddings; the untied head is a module ZeRO-3 partitions on its own."""
     r = _torchrun("zero_head_chunks_worker.py", tiny_vl_path, "zero3", tmp_path,
                   {"tied": "29552", "untied": "29553"}[head], head, timeout=300)
     assert r["world_size"] == 2 and r["head_tied"] == (head == "tied")
     assert r["old_max_abs_diff"] < 1e-5
     assert r["grads_max_abs_diff"] < 1e-5 * max(1.0, r["grad_norm"])
+    calls0, calls1 = r["step_head_calls_by_rank"]  # each rank's own calls: the old pass's, then the update's
+    assert r["step_updates"] == 2 and calls0 != calls1
 
 
 def test_zero3_weight_sync_into_vllm_engines(tiny_vl_path, tmp_path):

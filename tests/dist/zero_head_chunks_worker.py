@@ -30,7 +30,16 @@ from mmevo.grpo import distributed as D  # noqa: E402
 ds_tr, train = make({"trainer.deepspeed": ds_config})
 mine = [0, 1, 2, 3] if D.rank() == 0 else [4, 5]
 ds_old = [t for rank_old in D.all_gather_objects(old_logprobs(ds_tr, train, RESPONSES, mine)) for t in rank_old]
-ds_grads = one_update(ds_tr, train, RESPONSES, ADV, mine, safe_get_full_grad)
+ds_grads = dict(one_update(ds_tr, train, RESPONSES, ADV, mine, safe_get_full_grad))  # the step below adds its own
+# a real data-parallel step (each rank rolls out its own groups, of other lengths): two PPO epochs, so the old
+# log-probs run too, under the head calls the step agrees on with its plan; each rank's own counts are recorded
+# (rank 1 samples at most 3 tokens a response: 4 samples need at most 3 calls where rank 0's need up to 8)
+ds_tr.cfg.algo.ppo_epochs = 2
+ds_tr.cfg.rollout.max_tokens = 8 if D.rank() == 0 else 3
+own_calls, real_head_calls = [], ds_tr._head_calls
+ds_tr._head_calls = lambda micro, responses: own_calls.append(real_head_calls(micro, responses)) or own_calls[-1]
+step_metrics = ds_tr.step()
+calls_by_rank = D.all_gather_objects(own_calls)
 if D.rank() == 0:
     sp_tr, _ = make({})
     sp_old = old_logprobs(sp_tr, train, RESPONSES, list(range(6)))
@@ -39,6 +48,7 @@ if D.rank() == 0:
     Path(out_json).write_text(json.dumps({
         "world_size": D.world_size(), "grad_norm": norm,
         "head_tied": sp_tr.model.lm_head.weight is sp_tr.model.get_input_embeddings().weight,
+        "step_updates": step_metrics["actor/updates"], "step_head_calls_by_rank": calls_by_rank,
         "old_max_abs_diff": max(float((a - b).abs().max()) for a, b in zip(sp_old, ds_old, strict=True)),
         "grads_max_abs_diff": max(float((sp_grads[n] - ds_grads[n]).abs().max()) for n in sp_grads)}))
 D.barrier()
