@@ -187,3 +187,13 @@ def test_cpu_linear_ranks_on_either_side_of_the_row_threshold_train_alike(tiny_v
     assert r["world_size"] == 2
     assert r["onednn_calls_per_rank"][0] > 0 and r["onednn_calls_per_rank"][1] == 0  # the two kernels, one per rank
     assert r["grads_max_abs_diff"] < 1e-5 * max(1.0, r["grad_norm"])
+
+
+def test_padded_forwards_of_shared_and_distinct_prompts_make_the_same_collectives(tiny_vl_path, tmp_path):
+    """``trainer.padding_free=false``: rank 0's micro-batch repeats one prompt, rank 1's holds two distinct ones. The
+    shared-prompt path runs the model twice (prompt, then responses), the unshared one once; under ZeRO-3 gloo
+    aborted on a collective mismatch in the old log-probs. Both passes equal the single process."""
+    r = _torchrun("zero_unshared_worker.py", tiny_vl_path, "zero3", tmp_path, "29571", timeout=240)
+    assert r["world_size"] == 2
+    assert r["old_max_abs_diff"] < 1e-5
+    assert r["grads_max_abs_diff"] < 1e-5 * max(1.0, r["grad_norm"])

@@ -320,13 +320,15 @@ def sequence_logprobs(model, prompts: Sequence[EncodedPrompt], responses: Sequen
     response, which attends to its prompt and itself (``inputs.pack_shared``), or without ``share_prefix`` every
     sample whole (``inputs.pack``); both work under gradient checkpointing. Otherwise the shared prompt's KV cache is
     expanded to the group's responses (gradients flow back through it); under gradient checkpointing in training
-    mode transformers drops a given KV cache (it would score responses without their prompt), so that path is then
-    replaced by the exact padded unshared forward.
+    mode transformers drops a given KV cache (it would score responses without their prompt), and under ZeRO-3 its
+    two forwards would differ in number from another rank's one, so that path is then replaced by the exact padded
+    unshared forward.
     Only hidden states at real response tokens go through the LM head, ``logits_chunk`` positions at a time
     (see ``token_logprobs``; ``min_head_calls``: its ``min_calls``); no [B, P, V] prompt logits and no fp32 [B, R, V]
     logits are materialised.
     """
     from mmevo.models.inputs import check_samples
+    from mmevo.models.weights import is_zero3
 
     check_samples(prompts, responses)
     base = unwrap(model)
@@ -338,7 +340,10 @@ def sequence_logprobs(model, prompts: Sequence[EncodedPrompt], responses: Sequen
         flat = base.model(**sp.model_kwargs(), use_cache=False).last_hidden_state[0]  # [N, H]
         hidden = flat[sp.predictors.clamp(min=0)]  # [B, R]; the slots past a response's end are masked out
         response_ids, mask = _right_padded(responses, pad_id, device)
-    elif shared and not checkpointing:
+    elif shared and not checkpointing and not is_zero3(base):
+        # two forwards (prompts, then responses) where the unshared path makes one: under ZeRO-3 every forward
+        # gathers the weights, and a rank with distinct prompts (or a padding micro-batch) beside one with repeated
+        # prompts aborted on a collective mismatch; the unshared forward is exact
         hidden, response_ids, mask = _shared_prefix_hidden(base, prompts, responses, pad_id, device)
     else:
         tb = collate_for_training(model, prompts, responses, pad_id, device)
