@@ -9,6 +9,7 @@ a ``RolloutContext``, never the trainer; everything after the rewards is shared.
 from __future__ import annotations
 
 import collections
+import contextlib
 import dataclasses
 import hashlib
 import math
@@ -311,7 +312,7 @@ def resume_config_diff(saved: dict | None, current: dict, step: int, free: froze
 def sequence_logprobs(model, prompts: Sequence[EncodedPrompt], responses: Sequence[Sequence[int]], pad_id: int,
                       temperature: float, device, with_entropy: bool = False, share_prefix: bool = True,
                       logits_chunk: int = 0, entropy_grad: bool = True, padding_free: bool = False,
-                      min_head_calls: int = 0):
+                      min_head_calls: int = 0, vision_tower: bool = False):
     """Per-token log p(response | prompt) [B, R] (+ entropy [B, R]) and the response mask [B, R].
 
     Samples of one group share their prompt: with ``share_prefix`` the prompt is run once per distinct prompt instead
@@ -326,6 +327,8 @@ def sequence_logprobs(model, prompts: Sequence[EncodedPrompt], responses: Sequen
     Only hidden states at real response tokens go through the LM head, ``logits_chunk`` positions at a time
     (see ``token_logprobs``; ``min_head_calls``: its ``min_calls``); no [B, P, V] prompt logits and no fp32 [B, R, V]
     logits are materialised.
+    ``vision_tower`` (under ZeRO-3 only): a batch without images runs the vision tower too, on a dummy image with
+    weight 0 (``_vision_tower_in_graph``), so that it gathers that tower's weights as a rank with images does.
     """
     from mmevo.models.inputs import check_samples
     from mmevo.models.weights import is_zero3
@@ -335,6 +338,10 @@ def sequence_logprobs(model, prompts: Sequence[EncodedPrompt], responses: Sequen
     checkpointing = base.training and getattr(base, "is_gradient_checkpointing", False)
     shared = share_prefix and len(distinct_prompts(prompts)[0]) < len(prompts)
     packs = padding_free and supports_packing(base)
+    if vision_tower and is_zero3(base) and all(p.pixel_values is None for p in prompts):
+        with _vision_tower_in_graph(base):
+            return sequence_logprobs(model, prompts, responses, pad_id, temperature, device, with_entropy,
+                                     share_prefix, logits_chunk, entropy_grad, padding_free, min_head_calls)
     if shared and packs:
         sp = pack_shared(base, prompts, responses, pad_id, device)
         flat = base.model(**sp.model_kwargs(), use_cache=False).last_hidden_state[0]  # [N, H]
@@ -436,6 +443,40 @@ def token_logprobs(head, hidden, labels, mask, temperature: float, chunk: int = 
     if with_entropy:
         ent = hidden.new_zeros((B, R), dtype=dtype).masked_scatter(sel, torch.cat(ents))
     return logp, ent
+
+
+@contextlib.contextmanager
+def _vision_tower_in_graph(base):
+    """While inside, each call of ``base``'s input embeddings also runs its vision tower on a dummy image (the
+    smallest grid it takes) and adds 0 x its features to the embeddings.
+
+    Under ZeRO-3 every module's forward gathers its weights (and its backward again), and transformers' VL models run
+    the vision tower only for a batch with pixels: a rank with a text-only micro-batch beside a rank with images
+    aborted on a collective mismatch. Run here, the tower comes where a real image's would (after the token
+    embeddings, before the language model, and in backward after the language model's layers); its weight 0 keeps the
+    result and every gradient exact. A model without a vision tower is left as it is."""
+    inner = getattr(base, "model", base)
+    features = getattr(inner, "get_image_features", None)
+    vision_cfg = getattr(base.config, "vision_config", None)
+    if features is None or vision_cfg is None:
+        yield
+        return
+    side = int(vision_cfg.spatial_merge_size)
+    patch = int(vision_cfg.in_channels) * int(vision_cfg.temporal_patch_size) * int(vision_cfg.patch_size) ** 2
+
+    def add_dummy_image(module, args, embeds):
+        grid = torch.tensor([[1, side, side]], device=embeds.device)
+        pixels = torch.zeros((side * side, patch), device=embeds.device)
+        out = features(pixels, grid)
+        pooled = getattr(out, "pooler_output", out)  # per-image features (a tuple), or a tensor
+        total = sum(t.sum() for t in pooled) if isinstance(pooled, (list, tuple)) else pooled.sum()
+        return embeds + total.to(embeds.dtype) * 0
+
+    handle = base.get_input_embeddings().register_forward_hook(add_dummy_image)
+    try:
+        yield
+    finally:
+        handle.remove()
 
 
 def _shared_prefix_hidden(base, prompts, responses, pad_id: int, device):
@@ -665,9 +706,10 @@ class GRPOTrainer:
         micros = [self._micro_batches(m, prompts, responses) for m in self._mini_batches(groups)]
         all_micro = self._micro_batches(list(range(len(idx))), prompts, responses)  # old / reference passes
         # and the same number of LM-head calls in each micro-batch (each one gathers the head's weight)
-        (n_old,), plan, old_calls, update_calls = self._agree(
+        # and whether the vision tower runs in every forward (some rank has images, ZeRO-3)
+        (n_old,), plan, old_calls, update_calls, (vision,) = self._agree(
             [len(all_micro)], [len(m) for m in micros], self._head_calls(all_micro, responses),
-            [self._head_calls(m, responses) for m in micros])
+            [self._head_calls(m, responses) for m in micros], [self._has_images(prompts)])
         n_updates = sum(1 for k in plan if k) * cfg.algo.ppo_epochs
         if n_updates == 0:  # nothing trainable on any rank (all prompts too long, or all filtered): skip, count
             self.counters["skipped_steps"] += 1
@@ -676,12 +718,14 @@ class GRPOTrainer:
             old_logp = ref_logp = None
             if need_old:
                 with timer("old"):
-                    old_logp = self._logprobs_no_grad(self.model, prompts, responses, all_micro, n_old, old_calls)
+                    old_logp = self._logprobs_no_grad(self.model, prompts, responses, all_micro, n_old, old_calls,
+                                                      bool(vision))
             if cfg.algo.kl_coef > 0:
                 with timer("ref"):
-                    ref_logp = self._reference_logprobs(prompts, responses, all_micro, n_old, old_calls)
+                    ref_logp = self._reference_logprobs(prompts, responses, all_micro, n_old, old_calls, bool(vision))
             with timer("update"):
-                metrics.update(self._update(prompts, responses, adv, micros, plan, old_logp, ref_logp, update_calls))
+                metrics.update(self._update(prompts, responses, adv, micros, plan, old_logp, ref_logp, update_calls,
+                                            bool(vision)))
             with timer("sync"):
                 self.engine.sync_weights(self.model)
         if idx:
@@ -845,6 +889,21 @@ class GRPOTrainer:
         chunk = self.cfg.trainer.logits_chunk_tokens
         return [head_calls(sum(len(responses[i]) for i in ids), chunk) for ids in micro]
 
+    def _has_images(self, prompts) -> int:
+        """1 where a forward of this rank may run the vision tower: one of ``prompts``, or the padding sample, has an
+        image. Agreed over ranks (max) it tells every rank to run the tower in each forward (``sequence_logprobs``'s
+        ``vision_tower``)."""
+        pad = [self._pad_sample[0]] if self._pad_sample is not None else []
+        return int(any(p.pixel_values is not None for p in [*prompts, *pad]))
+
+    def _agreed_vision(self, prompts) -> bool:
+        """``_has_images`` agreed over ranks; False in one process (nothing to agree with) and off ZeRO-3."""
+        from mmevo.models.weights import is_zero3
+
+        if self.ds_engine is None or not is_zero3(self.model):
+            return False
+        return bool(self._agree([self._has_images(prompts)])[0][0])
+
     def _padding_micro_batch(self) -> tuple[list[EncodedPrompt], list[list[int]]]:
         """The padding sample as a micro-batch, its response cut to one LM-head chunk: a padding micro-batch then
         makes one head call, never more than the real micro-batch of another rank it stands beside."""
@@ -859,15 +918,19 @@ class GRPOTrainer:
         return split_micro_batches(ids, prompts, responses, t.micro_batch_seqs, t.max_tokens_per_micro_batch, packs)
 
     def _logprobs_no_grad(self, model, prompts, responses, micro: list[list[int]] | None = None,
-                          n_micro: int | None = None, min_calls: list[int] | None = None) -> list[torch.Tensor]:
+                          n_micro: int | None = None, min_calls: list[int] | None = None,
+                          vision: bool | None = None) -> list[torch.Tensor]:
         """Log-probs [R_i] of each sample (in sample order), in micro-batches (``micro``: sample indices, in order;
         default ``_micro_batches`` of all), without gradients, in eval mode (no dropout, and no gradient
         checkpointing, which would disable the shared-prompt path).
 
         ``n_micro``: micro-batches to run (the agreed count under ZeRO-3, where every forward is collective); the ones
         beyond this rank's samples run the padding sample and are discarded. ``min_calls[k]``: the LM-head calls
-        micro-batch k makes at least (agreed likewise; default: its own)."""
+        micro-batch k makes at least (agreed likewise; default: its own). ``vision``: every forward runs the vision
+        tower (under ZeRO-3; default: ``_agreed_vision``, a collective under DeepSpeed)."""
         out = []
+        if vision is None:
+            vision = self._agreed_vision(prompts)
         if micro is None:
             micro = self._micro_batches(list(range(len(prompts))), prompts, responses)
         n_micro = len(micro) if n_micro is None else n_micro
@@ -883,7 +946,8 @@ class GRPOTrainer:
                     logp, _, _ = sequence_logprobs(model, ps, rs, self.pad_id, self.cfg.rollout.temperature,
                                                    self.device, logits_chunk=self.cfg.trainer.logits_chunk_tokens,
                                                    padding_free=self.cfg.trainer.padding_free,
-                                                   min_head_calls=min_calls[k] if min_calls else 0)
+                                                   min_head_calls=min_calls[k] if min_calls else 0,
+                                                   vision_tower=vision)
                     if ids:
                         out.extend(list(logp))
         finally:
@@ -891,14 +955,14 @@ class GRPOTrainer:
         return out
 
     def _reference_logprobs(self, prompts, responses, micro, n_micro: int,
-                            min_calls: list[int] | None = None) -> list[torch.Tensor]:
+                            min_calls: list[int] | None = None, vision: bool | None = None) -> list[torch.Tensor]:
         """Reference log-probs; with ``model.ref_offload`` the reference lives in host memory and visits the device
         only for this pass (a full 7B bf16 replica is 15 GiB of GPU memory otherwise)."""
         if not self.cfg.model.ref_offload:
-            return self._logprobs_no_grad(self.ref_model, prompts, responses, micro, n_micro, min_calls)
+            return self._logprobs_no_grad(self.ref_model, prompts, responses, micro, n_micro, min_calls, vision)
         self.ref_model.to(self.device)
         try:
-            return self._logprobs_no_grad(self.ref_model, prompts, responses, micro, n_micro, min_calls)
+            return self._logprobs_no_grad(self.ref_model, prompts, responses, micro, n_micro, min_calls, vision)
         finally:
             self.ref_model.to("cpu")
             if self.device.type == "cuda":
@@ -913,16 +977,18 @@ class GRPOTrainer:
         return self._pad_sample
 
     def _update(self, prompts, responses, adv, micros: list[list[list[int]]], plan: list[int], old_logp,
-                ref_logp, min_calls: list[list[int]] | None = None) -> dict:
+                ref_logp, min_calls: list[list[int]] | None = None, vision: bool | None = None) -> dict:
         """PPO-style epochs over mini-batches (whole groups); micro-batches accumulate gradients.
 
         ``micros[u]``: this rank's micro-batches (sample indices) of update u; ``plan[u]``: the number of micro-batches
         of update u agreed by all ranks. Where this rank has fewer it runs the padding sample with weight 0, so every
         rank makes the same collective calls; ``min_calls[u][k]``: the LM-head calls micro-batch k of update u makes at
-        least (agreed likewise; default: agreed here)."""
+        least (agreed likewise; default: agreed here); ``vision``: as in ``_logprobs_no_grad``."""
         cfg, a = self.cfg, self.cfg.algo
         if min_calls is None:  # agreed here (a collective): the caller agreed on the plan alone
             (min_calls,) = self._agree([self._head_calls(m, responses) for m in micros])
+        if vision is None:
+            vision = self._agreed_vision(prompts)
         model = self.model
         model.train()
         agg_totals: dict[str, float] = {}
@@ -951,7 +1017,7 @@ class GRPOTrainer:
                                                         logits_chunk=cfg.trainer.logits_chunk_tokens,
                                                         entropy_grad=bool(a.entropy_coef),
                                                         padding_free=cfg.trainer.padding_free,
-                                                        min_head_calls=_at(min_calls, u, k))
+                                                        min_head_calls=_at(min_calls, u, k), vision_tower=vision)
                     R = logp.shape[1]
                     scale_factor = None
                     if a.loss_agg == "seq-mean-token-sum-norm":  # Dr.GRPO: constant length normaliser
