@@ -213,3 +213,13 @@ def test_ranks_with_and_without_images_run_the_vision_tower_alike(tiny_vl_path, 
     assert r["step_updates"] == 2
     assert r["grads_max_abs_diff"] < 1e-5 * max(1.0, r["grad_norm"])
 
+
+def test_hf_engine_refuses_hooked_zero3_weights_on_several_ranks(tiny_vl_path, tmp_path):
+    """The HF engine sampling from the ZeRO-3 module with DeepSpeed's hooks on: every decode step is a collective, and
+    ranks decoding different numbers of steps (8 and 2 tokens here) aborted on a collective mismatch. It refuses on
+    every rank, naming ``zero3_full_weights``; under the trainer's gathered weights the same calls sample."""
+    r = _torchrun("zero_hf_hooks_worker.py", tiny_vl_path, "zero3", tmp_path, "29574", timeout=240)
+    assert r["world_size"] == 2
+    for rank, max_tokens in ((0, 8), (1, 2)):
+        assert "zero3_full_weights" in r["by_rank"][rank]["refused"]
+        assert len(r["by_rank"][rank]["lengths"]) == 2 and max(r["by_rank"][rank]["lengths"]) <= max_tokens

@@ -231,6 +231,7 @@ class HFEngine:
         in the call, another order or other stop tokens give other samples (from the same distribution).
         """
         self._require_open()
+        self._refuse_hooked_zero3()
         check_request_batch(requests, params)
         self._check_vocab(requests)
         generator = None
@@ -276,6 +277,21 @@ class HFEngine:
                 if bad:
                     raise ValueError(f"RolloutRequest {i}: {name} holds token {bad[0]!r}, outside the model's "
                                      f"vocabulary of {V}")
+
+    def _refuse_hooked_zero3(self) -> None:
+        """Under ZeRO-3 with several ranks the model's weights must be gathered (hooks off) while it samples: with
+        DeepSpeed's hooks on every forward is a collective, and ranks that decode different numbers of steps, prefill
+        different numbers of chunks or make different numbers of calls hang (NCCL) or abort (gloo). The trainer
+        samples inside ``mmevo.grpo.distributed.zero3_full_weights``; a weight still partitioned here means a caller
+        did not. One process (nothing to agree with) is not checked."""
+        if not (torch.distributed.is_available() and torch.distributed.is_initialized()
+                and torch.distributed.get_world_size() > 1):
+            return
+        if any(getattr(getattr(p, "ds_status", None), "name", "") == "NOT_AVAILABLE"
+               for p in unwrap(self.model).parameters()):
+            raise RuntimeError("HFEngine: the model's weights are ZeRO-3 partitioned over several ranks; sample inside "
+                               "mmevo.grpo.distributed.zero3_full_weights(ds_engine) (as GRPOTrainer does), else each "
+                               "decode step is a collective and ranks decoding different lengths hang")
 
     def _require_open(self) -> None:
         if self.model is None:
