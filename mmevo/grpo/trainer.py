@@ -338,7 +338,7 @@ def sequence_logprobs(model, prompts: Sequence[EncodedPrompt], responses: Sequen
     checkpointing = base.training and getattr(base, "is_gradient_checkpointing", False)
     shared = share_prefix and len(distinct_prompts(prompts)[0]) < len(prompts)
     packs = padding_free and supports_packing(base)
-    if vision_tower and is_zero3(base) and all(p.pixel_values is None for p in prompts):
+    if vision_tower and all(p.pixel_values is None for p in prompts) and is_zero3(base):
         with _vision_tower_in_graph(base):
             return sequence_logprobs(model, prompts, responses, pad_id, temperature, device, with_entropy,
                                      share_prefix, logits_chunk, entropy_grad, padding_free, min_head_calls)
