@@ -395,7 +395,7 @@ def token_logprobs(head, hidden, labels, mask, temperature: float, chunk: int = 
     n = y.numel()
     # at least float32 (half-precision logits are upcast); a float64 model keeps float64 log-probs
     dtype = torch.promote_types(hidden.dtype, torch.float32)
-    size = n if chunk <= 0 else chunk
+    size = max(n, 1) if chunk <= 0 else chunk  # n = 0: no real chunk (range() refuses a step of 0)
     n_calls = max(head_calls(n, chunk), min_calls)
     # a trained head under a frozen body (hidden without grad) keeps each chunk's logits for its weight's gradient too
     needs_grad = h.requires_grad or any(p.requires_grad for p in head.parameters())
