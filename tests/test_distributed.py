@@ -199,14 +199,18 @@ def test_padded_forwards_of_shared_and_distinct_prompts_make_the_same_collective
     assert r["grads_max_abs_diff"] < 1e-5 * max(1.0, r["grad_norm"])
 
 
-@pytest.mark.parametrize("padding_free", ["true", "false"])
-def test_ranks_with_and_without_images_run_the_vision_tower_alike(tiny_vl_path, tmp_path, padding_free):
+@pytest.mark.parametrize("padding_free,checkpointing", [("true", "false"), ("false", "false"), ("true", "true")])
+def test_ranks_with_and_without_images_run_the_vision_tower_alike(tiny_vl_path, tmp_path, padding_free,
+                                                                   checkpointing):
     """Rank 0's micro-batch has an image prompt, rank 1's a text-only one: only a batch with pixels ran the vision
     tower, each of whose ZeRO-3 modules gathers its weights in forward and backward, so gloo aborted on a collective
     mismatch. Old log-probs and the update's gradients (the vision tower's too) equal the single process; then a real
-    step (2 PPO epochs) where rank 0 rolls out image prompts and rank 1 text-only ones."""
-    r = _torchrun("zero_text_only_worker.py", tiny_vl_path, "zero3", tmp_path,
-                  {"true": "29572", "false": "29573"}[padding_free], padding_free, timeout=240)
+    step (2 PPO epochs) where rank 0 rolls out image prompts and rank 1 text-only ones. With gradient checkpointing
+    the backward recomputes the (dummy) vision tower too."""
+    port = {("true", "false"): "29572", ("false", "false"): "29573", ("true", "true"): "29575"}[padding_free,
+                                                                                                 checkpointing]
+    r = _torchrun("zero_text_only_worker.py", tiny_vl_path, "zero3", tmp_path, port,
+                  f"trainer.padding_free={padding_free}", f"model.gradient_checkpointing={checkpointing}", timeout=240)
     assert r["world_size"] == 2
     assert r["old_max_abs_diff"] < 1e-5
     assert r["visual_grad_norm"] > 0  # the vision tower trains: its backward gathers run too

@@ -3,7 +3,7 @@ image prompt, rank 1's of a text-only prompt. Only a batch with pixels runs the 
 module's forward gathers its weights (its backward again): the ranks must run the vision tower alike. The old
 log-probs (eval mode) and one GRPO update must neither abort nor differ from one process over all 4 samples; then a
 real step (2 PPO epochs: old log-probs and 2 updates) where rank 0 rolls out image prompts and rank 1 text-only ones.
-argv: model_dir ds_config out_json workdir [padding_free]
+argv: model_dir ds_config out_json workdir [key=value ...]
 """
 
 import dataclasses
@@ -15,7 +15,7 @@ import torch
 
 torch.set_num_threads(1)
 model_dir, ds_config, out_json, workdir = sys.argv[1:5]
-OVER = {"trainer.padding_free": sys.argv[5]} if len(sys.argv) > 5 else {}
+OVER = dict(a.split("=", 1) for a in sys.argv[5:])  # config overrides, key=value
 RESPONSES = [[105, 106, 107], [108, 109], [110, 111], [111, 112, 113, 114], [115, 116], [117]]
 ADV = torch.tensor([1.0, -1.0, 0.5, -0.5, 0.8, -0.8])
 
