@@ -1,5 +1,6 @@
 """Shared by the workers that compare one GRPO update of ranks with uneven samples against the single-process update
-over all of them (zero_global_mean_worker.py, zero_cpu_linear_worker.py)."""
+over all of them (zero_global_mean_worker.py, zero_cpu_linear_worker.py, zero_head_chunks_worker.py,
+zero_unshared_worker.py, zero_text_only_worker.py)."""
 
 import sys
 from pathlib import Path
@@ -60,3 +61,17 @@ def old_logprobs(tr, train, responses, ids) -> list:
     n_micro, calls = tr._agree([len(micro)], tr._head_calls(micro, rs))
     out = tr._logprobs_no_grad(tr.model, ps, rs, micro, n_micro[0], calls)
     return [logp[:len(r)] for logp, r in zip(out, rs, strict=True)]
+
+
+def against_one_process(sp_tr, train, responses, adv, ids, ds_old, ds_grads) -> tuple[dict, dict]:
+    """The single-process reference (trainer ``sp_tr``) over samples ``ids``, and how far the ranks' gathered old
+    log-probs ``ds_old`` and update gradients ``ds_grads`` are from it: (its gradients, {grad_norm, old_max_abs_diff,
+    grads_max_abs_diff})."""
+    import torch
+
+    sp_old = old_logprobs(sp_tr, train, responses, ids)
+    sp_grads = one_update(sp_tr, train, responses, adv, ids, lambda p: p.grad)
+    return sp_grads, {
+        "grad_norm": float(torch.sqrt(sum((g ** 2).sum() for g in sp_grads.values()))),
+        "old_max_abs_diff": max(float((a - b).abs().max()) for a, b in zip(sp_old, ds_old, strict=True)),
+        "grads_max_abs_diff": max(float((sp_grads[n] - ds_grads[n]).abs().max()) for n in sp_grads)}

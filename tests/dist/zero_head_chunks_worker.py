@@ -16,7 +16,8 @@ model_dir, ds_config, out_json, workdir, head = sys.argv[1:6]
 RESPONSES = [[105, 106, 107], [108, 109], [110], [111, 112, 113, 114], [115, 116], [117]]
 ADV = torch.tensor([1.0, -1.0, 0.5, -0.5, 0.8, -0.8])
 
-from uneven_update import make_trainer, old_logprobs, one_update  # noqa: E402  (tests/dist: the script's own directory)
+# tests/dist (the script's own directory) is on sys.path
+from uneven_update import against_one_process, make_trainer, old_logprobs, one_update  # noqa: E402
 
 
 def make(over):
@@ -42,14 +43,10 @@ step_metrics = ds_tr.step()
 calls_by_rank = D.all_gather_objects(own_calls)
 if D.rank() == 0:
     sp_tr, _ = make({})
-    sp_old = old_logprobs(sp_tr, train, RESPONSES, list(range(6)))
-    sp_grads = one_update(sp_tr, train, RESPONSES, ADV, list(range(6)), lambda p: p.grad)
-    norm = float(torch.sqrt(sum((g ** 2).sum() for g in sp_grads.values())))
+    _, diffs = against_one_process(sp_tr, train, RESPONSES, ADV, list(range(6)), ds_old, ds_grads)
     Path(out_json).write_text(json.dumps({
-        "world_size": D.world_size(), "grad_norm": norm,
+        "world_size": D.world_size(), **diffs,
         "head_tied": sp_tr.model.lm_head.weight is sp_tr.model.get_input_embeddings().weight,
-        "step_updates": step_metrics["actor/updates"], "step_head_calls_by_rank": calls_by_rank,
-        "old_max_abs_diff": max(float((a - b).abs().max()) for a, b in zip(sp_old, ds_old, strict=True)),
-        "grads_max_abs_diff": max(float((sp_grads[n] - ds_grads[n]).abs().max()) for n in sp_grads)}))
+        "step_updates": step_metrics["actor/updates"], "step_head_calls_by_rank": calls_by_rank}))
 D.barrier()
 torch.distributed.destroy_process_group()

@@ -19,7 +19,8 @@ OVER = dict(a.split("=", 1) for a in sys.argv[5:])  # config overrides, key=valu
 RESPONSES = [[105, 106, 107], [108, 109], [110, 111], [111, 112, 113, 114], [115, 116], [117]]
 ADV = torch.tensor([1.0, -1.0, 0.5, -0.5, 0.8, -0.8])
 
-from uneven_update import make_trainer, old_logprobs, one_update  # noqa: E402  (tests/dist: the script's own directory)
+# tests/dist (the script's own directory) is on sys.path
+from uneven_update import against_one_process, make_trainer, old_logprobs, one_update  # noqa: E402
 
 from deepspeed.utils import safe_get_full_grad  # noqa: E402
 
@@ -46,13 +47,9 @@ step_metrics = ds_tr.step(step_batch)
 if D.rank() == 0:
     every = [0, 1, 4, 5]
     sp_tr, _ = make_trainer(model_dir, workdir + "-sp", OVER)
-    sp_old = old_logprobs(sp_tr, train, RESPONSES, every)
-    sp_grads = one_update(sp_tr, train, RESPONSES, ADV, every, lambda p: p.grad)
-    norm = float(torch.sqrt(sum((g ** 2).sum() for g in sp_grads.values())))
+    sp_grads, diffs = against_one_process(sp_tr, train, RESPONSES, ADV, every, ds_old, ds_grads)
     Path(out_json).write_text(json.dumps({
-        "world_size": D.world_size(), "grad_norm": norm, "step_updates": step_metrics["actor/updates"],
-        "visual_grad_norm": float(torch.sqrt(sum((g ** 2).sum() for n, g in sp_grads.items() if "visual" in n))),
-        "old_max_abs_diff": max(float((a - b).abs().max()) for a, b in zip(sp_old, ds_old, strict=True)),
-        "grads_max_abs_diff": max(float((sp_grads[n] - ds_grads[n]).abs().max()) for n in sp_grads)}))
+        "world_size": D.world_size(), **diffs, "step_updates": step_metrics["actor/updates"],
+        "visual_grad_norm": float(torch.sqrt(sum((g ** 2).sum() for n, g in sp_grads.items() if "visual" in n)))}))
 D.barrier()
 torch.distributed.destroy_process_group()

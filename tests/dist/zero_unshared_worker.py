@@ -17,7 +17,8 @@ model_dir, ds_config, out_json, workdir = sys.argv[1:5]
 RESPONSES = [[105, 106, 107], [108, 109], [110, 111], [111, 112, 113, 114], [115, 116], [117]]
 ADV = torch.tensor([1.0, -1.0, 0.5, -0.5, 0.8, -0.8])
 
-from uneven_update import make_trainer, old_logprobs, one_update  # noqa: E402  (tests/dist: the script's own directory)
+# tests/dist (the script's own directory) is on sys.path
+from uneven_update import against_one_process, make_trainer, old_logprobs, one_update  # noqa: E402
 
 from deepspeed.utils import safe_get_full_grad  # noqa: E402
 
@@ -31,12 +32,7 @@ ds_grads = dict(one_update(ds_tr, train, RESPONSES, ADV, mine, safe_get_full_gra
 if D.rank() == 0:
     every = [0, 1, 2, 4]
     sp_tr, _ = make_trainer(model_dir, workdir + "-sp", OVER)
-    sp_old = old_logprobs(sp_tr, train, RESPONSES, every)
-    sp_grads = one_update(sp_tr, train, RESPONSES, ADV, every, lambda p: p.grad)
-    norm = float(torch.sqrt(sum((g ** 2).sum() for g in sp_grads.values())))
-    Path(out_json).write_text(json.dumps({
-        "world_size": D.world_size(), "grad_norm": norm,
-        "old_max_abs_diff": max(float((a - b).abs().max()) for a, b in zip(sp_old, ds_old, strict=True)),
-        "grads_max_abs_diff": max(float((sp_grads[n] - ds_grads[n]).abs().max()) for n in sp_grads)}))
+    _, diffs = against_one_process(sp_tr, train, RESPONSES, ADV, every, ds_old, ds_grads)
+    Path(out_json).write_text(json.dumps({"world_size": D.world_size(), **diffs}))
 D.barrier()
 torch.distributed.destroy_process_group()
