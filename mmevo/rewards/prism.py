@@ -32,14 +32,33 @@ __all__ = ["EMA_MODES", "PrismCoverageHead", "coverage_rewards", "diversity_stat
            "load_init_counts", "zpd"]
 
 
-def _as_float(x) -> Tensor:
+def _holds_bool(x) -> bool:
+    """A bool anywhere in ``x`` that is no tensor (Python's or numpy's, a bool array, one inside a list / tuple):
+    torch and numpy read True / False as 1 / 0, so [True, False] of p or counts scored silently as numbers."""
+    if isinstance(x, (bool, np.bool_)):
+        return True
+    if isinstance(x, np.ndarray):
+        return x.dtype == np.bool_ or (x.dtype == object and any(_holds_bool(v) for v in x.flat))
+    if isinstance(x, (list, tuple)):
+        return any(torch.is_tensor(v) and v.dtype == torch.bool or _holds_bool(v) for v in x)
+    return False
+
+
+def _as_float(x, name: str) -> Tensor:
     """Tensors as they are; a list, tuple, numpy array or Python number (valid inputs too) as a tensor: a float numpy
-    array keeps its dtype, anything else becomes float64 (torch's float32 default would round 0.9 to 0.8999...)."""
+    array keeps its dtype, anything else becomes float64 (torch's float32 default would round 0.9 to 0.8999...).
+    A bool (Python's, numpy's, in a list) or anything that is no number (None, text) is a ValueError naming ``name``
+    (torch's "too many dimensions 'str'" / "must be real number, not NoneType" named nothing)."""
     if torch.is_tensor(x):
         return x
+    if _holds_bool(x):
+        raise ValueError(f"{name} must be a floating-point tensor of numbers, got bools (True / False): {x!r:.200}")
     if isinstance(x, np.ndarray) and x.dtype.kind == "f":
         return torch.from_numpy(x)
-    return torch.as_tensor(x, dtype=torch.float64)
+    try:
+        return torch.as_tensor(x, dtype=torch.float64)
+    except (TypeError, ValueError, RuntimeError):
+        raise ValueError(f"{name} must be a floating-point tensor of numbers, got {x!r:.200}") from None
 
 
 def _is_flag(x) -> bool:
@@ -62,10 +81,7 @@ def zpd(p: Tensor) -> Tensor:
     max(0, 1 - |p - 0.75| / 0.4) for 0.5 <= p <= 0.9, else 0 (+-inf too). Detached.
     Edges: zpd(0.5) = 0.375, zpd(0.75) = 1, zpd(0.9) = 0.625; just outside the band it drops to 0.
     A NaN p (an agreement of no samples, 0 / 0) is a ValueError naming its index: it used to score 0, silently."""
-    try:
-        p = _as_float(p)
-    except (TypeError, ValueError, RuntimeError):  # None, text: torch's "must be real number, not NoneType"
-        raise ValueError(f"p must be a floating-point tensor of agreements, got {p!r}") from None
+    p = _as_float(p, "p")  # None, text, bools: a ValueError naming p
     if not p.is_floating_point():
         raise ValueError(f"p must be a floating-point tensor, got {p.dtype}")
     nan = torch.isnan(p.detach())
@@ -85,8 +101,12 @@ def coverage_rewards(p: Tensor, clusters: Tensor, counts: Tensor, lam: float = 5
     valid is False (there the cluster may be anything, e.g. -1). All counts 0 (possible with gamma = 0) make every
     cluster rare: zpd(p) · (1 + lam). ``counts`` are read as given (the state before this batch's update); no input
     is mutated."""
-    p, clusters, counts = _as_float(p), _as_ids(clusters), _as_float(counts)
-    valid = valid if valid is None or torch.is_tensor(valid) else torch.as_tensor(valid, dtype=torch.bool)
+    p, clusters, counts = _as_float(p, "p"), _as_ids(clusters), _as_float(counts, "counts")
+    if counts.dtype == torch.bool:  # a visit mask is no count: True read as 1
+        raise ValueError("counts must be a float [K] tensor of EMA visit counts, got a bool tensor")
+    if valid is not None and not torch.is_tensor(valid):  # a list of 0 / 1 (or 2) was cast to bool, silently
+        arr = np.asarray(valid)
+        valid = torch.zeros(0, dtype=torch.bool) if arr.size == 0 else torch.as_tensor(arr)
     if not p.is_floating_point() or p.dim() != 1:
         raise ValueError(f"p must be a float [B] tensor, got {p.dtype} {tuple(p.shape)}")
     B = p.shape[0]
@@ -139,7 +159,7 @@ def ema_counts(counts: Tensor, visited: Tensor, gamma: float = 0.99, mode: str =
     per_question:      n_k <- gamma · n_k + (1 - gamma) · #{visits of k}     (every question adds)"""
     if mode not in EMA_MODES:
         raise ValueError(f"ema mode {mode!r} not in {list(EMA_MODES)}")
-    counts = _as_float(counts)
+    counts = _as_float(counts, "counts")
     if not counts.is_floating_point() or counts.dim() != 1:
         raise ValueError(f"counts must be a float [K] tensor, got {counts.dtype} {tuple(counts.shape)}")
     if not is_real_number(gamma) or not 0.0 <= gamma <= 1.0:  # True read as 1: the counts never moved
@@ -166,7 +186,8 @@ def diversity_stats(clusters: Sequence[int] | Tensor, k: int) -> dict:
     active_clusters: clusters holding >= 1 question;  normalized_entropy: -sum_j p_j log p_j / log k over all k
     (0 when N = 0 or k = 1);  gini: sum_i sum_j |x_i - x_j| / (2 k sum x) over all k counts x (0 when N = 0);
     top10_share: share of the questions in the ceil(k / 10) largest clusters;  questions: N."""
-    if isinstance(k, bool) or int(k) != k or k < 1:
+    # NaN / inf / text failed in int() with a message naming no k
+    if not is_real_number(k) or not math.isfinite(k) or int(k) != k or k < 1:
         raise ValueError(f"k must be an integer >= 1, got {k!r}")
     k = int(k)
     c = _as_ids(clusters if torch.is_tensor(clusters) else list(clusters)).reshape(-1)
@@ -181,7 +202,7 @@ def diversity_stats(clusters: Sequence[int] | Tensor, k: int) -> dict:
         return {"questions": 0, "active_clusters": 0, "normalized_entropy": 0.0, "gini": 0.0, "top10_share": 0.0}
     share = x / total  # [k]
     nz = share[share > 0]
-    entropy = float(-(nz * nz.log()).sum())
+    entropy = float(-(nz * nz.log()).sum()) + 0.0  # + 0.0: one active cluster gave -0.0 ("-0.0" in diversity.json)
     # sum_i sum_j |x_i - x_j| = 2 sum_i (2i - k - 1) x_(i) over x sorted ascending (i = 1..k): O(k log k), where the
     # [k, k] matrix of differences took seconds and gigabytes for k in the thousands (this runs every step)
     rank = torch.arange(1, k + 1, dtype=torch.float64)  # [k]
@@ -205,9 +226,16 @@ def load_init_counts(path: str, k: int) -> Tensor:
     try:
         if f.suffix == ".npy":
             raw = np.load(f, allow_pickle=False)
+            if raw.dtype.kind not in "iuf":  # a bool mask or text was read as counts (True = 1, "2" = 2), silently
+                raise ValueError(f"prism init_counts: {path} holds a {raw.dtype} array, not numbers")
         elif f.suffix == ".json":
             raw = json.loads(f.read_text())
             raw = raw.get("counts") if isinstance(raw, dict) else raw
+            if not isinstance(raw, list):
+                raise ValueError(f"prism init_counts: {path} holds no list of {k} counts (nor {{\"counts\": [...]}})")
+            i = next((j for j, v in enumerate(raw) if not is_real_number(v)), None)
+            if i is not None:  # true / "2" were read as counts 1 / 2, silently; null as NaN
+                raise ValueError(f"prism init_counts: {path}: count {i} is {raw[i]!r}, not a number")
         else:
             raise ValueError(f"prism init_counts: {path} must be a .npy or .json file")
         arr = np.asarray(raw, dtype=np.float64)
@@ -226,6 +254,21 @@ def load_init_counts(path: str, k: int) -> Tensor:
         raise ValueError(f"prism init_counts: {path}: count {i} is {float(arr[i])!r}; every count must be finite and "
                          ">= 0")
     return torch.from_numpy(arr.copy())
+
+
+def _sample_agreement(i: int, v) -> float:
+    """A questioner sample's ``aux["p"]`` as a float in [0, 1]: a real number or a 0-dim numeric tensor / array; None
+    (the solver never answered) is 0. Anything else is a ValueError naming sample ``i``: float() read the text "0.75"
+    and a one-element array as agreements, silently, and "abc", 1j or [0.75] failed with float()'s own message."""
+    if (torch.is_tensor(v) or isinstance(v, np.ndarray)) and v.ndim == 0 and not _is_flag(v):
+        v = v.item()  # a 0-dim tensor / array: its number
+    if v is not None and (_is_flag(v) or not is_real_number(v)):  # a flag is no agreement: True read as p = 1
+        raise ValueError(f"prism_coverage: sample {i}: aux['p']={v!r:.100} is not a number (the solver's agreement, "
+                         "a share in [0, 1], or None when it never answered)")
+    pi = 0.0 if v is None else float(v)
+    if not 0.0 <= pi <= 1.0:
+        raise ValueError(f"prism_coverage: sample {i}: aux['p']={v!r} is not in [0, 1]")
+    return pi
 
 
 # -- reward head --------------------------------------------------------------------------------------------------
@@ -331,12 +374,7 @@ class PrismCoverageHead:
                 continue
             if "p" not in a:
                 raise ValueError(f"prism_coverage: sample {i} has a question but no aux['p'] (solver agreement)")
-            if _is_flag(a["p"]):  # a flag, not an agreement: True read as p = 1
-                raise ValueError(f"prism_coverage: sample {i}: aux['p']={a['p']!r} is not a number")
-            pi = 0.0 if a["p"] is None else float(a["p"])
-            if not 0.0 <= pi <= 1.0:
-                raise ValueError(f"prism_coverage: sample {i}: aux['p']={a['p']!r} is not in [0, 1]")
-            p[i] = pi
+            p[i] = _sample_agreement(i, a["p"])
             if a.get("cluster") is not None:
                 c = a["cluster"]
                 if (torch.is_tensor(c) or isinstance(c, np.ndarray)) and c.ndim == 0 and not _is_flag(c):
@@ -387,9 +425,24 @@ class PrismCoverageHead:
     def load_state_dict(self, state: dict) -> None:
         if not state:
             return
-        counts = torch.as_tensor(state["counts"], dtype=torch.float64).reshape(-1)
+        if "counts" not in state:
+            raise ValueError(f"prism_coverage: the saved state has no 'counts' (keys: {sorted(state)})")
+        raw = state["counts"]
+        # a NaN, negative or bool count was taken as it was: NaN / negative failed at the next step's reward with a
+        # message naming no saved state, a bool counted as 1
+        if _holds_bool(raw) or torch.is_tensor(raw) and raw.dtype == torch.bool:
+            raise ValueError(f"prism_coverage: the saved counts hold bools, not numbers: {raw!r:.200}")
+        try:
+            counts = torch.as_tensor(raw, dtype=torch.float64).reshape(-1)
+        except (TypeError, ValueError, RuntimeError):
+            raise ValueError(f"prism_coverage: the saved counts are not numbers: {raw!r:.200}") from None
         if counts.numel() != self.k:
             raise ValueError(f"prism_coverage: the saved counts have {counts.numel()} clusters, this head {self.k} "
                              f"(centroids {self.centroids_path or 'none'})")
+        bad = ~(torch.isfinite(counts) & (counts >= 0))
+        if bad.any():
+            i = int(bad.nonzero()[0])
+            raise ValueError(f"prism_coverage: saved count {i} is {float(counts[i])!r}; every count must be finite "
+                             "and >= 0")
         self.counts = counts.clone()
         self.steps = int(state.get("steps", 0))
