@@ -131,3 +131,52 @@ def test_diversity_entropy_of_one_active_cluster_is_plus_zero():
     assert stats["normalized_entropy"] == 0.0 and math.copysign(1.0, stats["normalized_entropy"]) == 1.0
     assert "-0.0" not in json.dumps(stats)
     assert stats["gini"] == pytest.approx(0.9, abs=1e-15) and stats["top10_share"] == 1.0
+
+
+# -- a non-finite question embedding at run time names the sample and the question -------------------------------
+@pytest.fixture(scope="module")
+def nan_encoder(tmp_path_factory):
+    """A 1-layer random BERT whose word "broken" embeds to NaN (as an embedder with damaged weights would), and
+    centroids of its dimension recorded as built with it."""
+    import mmevo  # noqa: F401  (torchvision shim before transformers)
+    from transformers import BertConfig, BertModel, BertTokenizer
+
+    from mmevo.prism.clusters import save_centroids
+
+    d = tmp_path_factory.mktemp("enc") / "nan-bert"
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "what", "is", "two", "plus", "three", "broken", "?"]
+    tok = BertTokenizer(vocab={w: i for i, w in enumerate(vocab)})
+    tok.save_pretrained(d)
+    torch.manual_seed(0)
+    model = BertModel(BertConfig(vocab_size=len(vocab), hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                                 intermediate_size=32, max_position_embeddings=32))
+    with torch.no_grad():
+        model.embeddings.word_embeddings.weight[vocab.index("broken")] = float("nan")
+    model.save_pretrained(d)
+    centroids = torch.nn.functional.normalize(torch.randn(3, 16, generator=torch.Generator().manual_seed(1)), dim=1)
+    npy, _ = save_centroids(d.parent / "centroids.npy", centroids.numpy(), {"embedder": "nan-bert"})
+    return d, npy
+
+
+def test_head_names_the_sample_whose_question_embeds_to_nan(nan_encoder):
+    # assign_clusters said "embeddings row 0", the row among the questions to embed: sample 2 here
+    enc, npy = nan_encoder
+    head = PrismCoverageHead(centroids=str(npy), embedder=str(enc))
+    samples = [_sample(question="what is two plus three ?", p=0.75, cluster=1), _sample(question=None),
+               _sample(question="what is broken ?", p=0.75)]
+    with pytest.raises(ValueError, match=r"'nan-bert' .*non-finite embedding for 1 of 1 questions, the first "
+                                         r"sample 2: 'what is broken \?'"):
+        head.score(samples)
+    r, _ = head.score([samples[0], _sample(question="what is two plus three ?", p=0.5)])
+    assert r.tolist() == pytest.approx([RARE, 0.375 * RARE], rel=1e-7)  # a finite one is assigned
+
+
+def test_loop_assigner_names_the_question_that_embeds_to_nan(nan_encoder):
+    from mmevo.evolve.prism import ClusterAssigner
+
+    enc, npy = nan_encoder
+    assign = ClusterAssigner(str(npy), str(enc))
+    with pytest.raises(ValueError, match=r"non-finite embedding for 1 of 2 questions, the first question 1: 'what is "
+                                         r"broken \?'"):
+        assign(["what is two plus three ?", "what is broken ?"])
+    assert len(assign(["what is two plus three ?"])) == 1 and assign([]) == []

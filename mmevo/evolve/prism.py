@@ -97,13 +97,13 @@ class ClusterAssigner:
         self.embedder_name, self.batch_size, self.device, self._embedder = embedder, batch_size, device, None
 
     def __call__(self, questions: Sequence[str]) -> list[int]:
-        from mmevo.prism.clusters import assign_clusters, get_sentence_embedder
+        from mmevo.prism.clusters import assign_texts, get_sentence_embedder
 
         if not questions:
             return []
         if self._embedder is None:
             self._embedder = get_sentence_embedder(self.embedder_name, self.device, self.batch_size)
-        return assign_clusters(self._embedder.embed(list(questions)), self.centroids).tolist()
+        return assign_texts(self._embedder, questions, self.centroids)
 
 
 # -- the questioner's strategy ----------------------------------------------------------------------------------------

@@ -36,7 +36,7 @@ DEFAULT_CENTROIDS = PrismConfig.centroids  # the config's default path (runs/pri
 BUILD_HINT = "run `mmevo prism build-clusters CONFIG` (it writes prism.centroids and its .json sidecar)"
 POOLING_MODES = ("mean", "cls", "lasttoken", "max")
 
-__all__ = ["DEFAULT_CENTROIDS", "Corpus", "SentenceEmbedder", "assign_clusters", "build_clusters",
+__all__ = ["DEFAULT_CENTROIDS", "Corpus", "SentenceEmbedder", "assign_clusters", "assign_texts", "build_clusters",
            "check_corpus_embeddings", "check_prism_config", "default_corpus", "embedder_id", "get_sentence_embedder",
            "gsm8k_answer", "kmeans_centroids", "load_centroids", "load_corpus", "max_seq_length", "pooling_mode",
            "read_corpus", "save_centroids", "sidecar_path"]
@@ -266,6 +266,24 @@ def assign_clusters(embeddings: torch.Tensor | np.ndarray, centroids: torch.Tens
         return torch.zeros(0, dtype=torch.long)
     sims = _unit_rows(e) @ _unit_rows(c).T  # [N, K]
     return sims.argmax(dim=1)
+
+
+def assign_texts(embedder: TextEmbedder, texts: Sequence[str], centroids: torch.Tensor,
+                 names: Sequence[str] | None = None) -> list[int]:
+    """Nearest centroid of each of ``texts`` (embedded with ``embedder``) -> cluster ids. A non-finite embedding (an
+    embedder with broken weights) is a ValueError naming the text (``names[j]``, default "question j") and the
+    embedder: ``assign_clusters`` could only name its row in this batch, which is no sample index of the caller."""
+    if not texts:
+        return []
+    emb = embedder.embed(list(texts))  # [n, d]
+    bad = ~torch.isfinite(emb).all(dim=1)  # [n]
+    if bool(bad.any()):
+        j = int(bad.nonzero()[0])
+        who = names[j] if names is not None else f"question {j}"
+        raise ValueError(f"the embedder {getattr(embedder, 'id', embedder.name)!r} (prism.embedder) gave a non-finite "
+                         f"embedding for {int(bad.sum())} of {len(texts)} questions, the first {who}: "
+                         f"{texts[j][:80]!r}; check the embedder's weights")
+    return assign_clusters(emb, centroids).tolist()
 
 
 def kmeans_centroids(x: np.ndarray, k: int, seed: int = 0, n_init: int = 4) -> tuple[np.ndarray, np.ndarray, float]:

@@ -345,8 +345,8 @@ class PrismCoverageHead:
         self._embedder = None
 
     # -- clusters of questions without a precomputed one --
-    def _assign(self, texts: list[str]) -> list[int]:
-        from mmevo.prism.clusters import assign_clusters, get_sentence_embedder
+    def _assign(self, texts: list[str], samples: list[int]) -> list[int]:
+        from mmevo.prism.clusters import assign_texts, get_sentence_embedder
 
         if self.centroids is None:
             raise ValueError("prism_coverage: a sample has no aux['cluster'] and the head has no centroids file "
@@ -357,7 +357,7 @@ class PrismCoverageHead:
                 raise ValueError(f"prism_coverage: embedder {self.embedder_name or 'all-MiniLM-L6-v2'!r} has dimension "
                                  f"{emb.dim}, the centroids in {self.centroids_path} {self.centroids.shape[1]}")
             self._embedder = emb
-        return assign_clusters(self._embedder.embed(texts), self.centroids).tolist()
+        return assign_texts(self._embedder, texts, self.centroids, [f"sample {i}" for i in samples])
 
     def score(self, samples):
         B = len(samples)
@@ -388,7 +388,7 @@ class PrismCoverageHead:
             else:
                 todo.append(i)
         if todo:
-            clusters[todo] = torch.tensor(self._assign([questions[i].strip() for i in todo]), dtype=torch.long)
+            clusters[todo] = torch.tensor(self._assign([questions[i].strip() for i in todo], todo), dtype=torch.long)
         ok = torch.tensor(valid, dtype=torch.bool)
         before = self.counts
         rewards = coverage_rewards(p, clusters, before, self.lam, ok)  # [B], counts before this batch's update
