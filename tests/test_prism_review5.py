@@ -180,3 +180,19 @@ def test_loop_assigner_names_the_question_that_embeds_to_nan(nan_encoder):
                                          r"broken \?'"):
         assign(["what is two plus three ?", "what is broken ?"])
     assert len(assign(["what is two plus three ?"])) == 1 and assign([]) == []
+
+
+@pytest.mark.parametrize("copy_of_0", [[2.0, 0.0, 0.0], [1.0, 0.0, 0.0]])
+def test_load_centroids_refuses_two_centroids_of_one_direction(tmp_path, copy_of_0):
+    # row 2 (a copy or a scaled copy of row 0) was loaded: assignment never picked cluster 2, a dead cluster that
+    # still counted in the mean count and the diversity tables' K
+    from mmevo.prism.clusters import assign_clusters, load_centroids, save_centroids
+
+    rows = np.array([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], copy_of_0, [0.0, 0.0, 1.0]], dtype=np.float32)
+    npy, _ = save_centroids(tmp_path / "centroids.npy", rows, {"embedder": "e"})
+    with pytest.raises(ValueError, match="centroids 0 and 2 point the same way"):
+        load_centroids(npy)
+    rows[2] = [0.6, 0.8, 0.0]  # a distinct direction loads, and its cluster is reachable
+    npy, _ = save_centroids(tmp_path / "centroids.npy", rows, {"embedder": "e"})
+    c, _ = load_centroids(npy)
+    assert assign_clusters(torch.tensor([[0.6, 0.8, 0.0], [1.0, 0.1, 0.0]]), c).tolist() == [2, 0]

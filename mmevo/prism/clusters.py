@@ -226,8 +226,15 @@ def load_centroids(path: str | Path, embedder_name: str | None = None, dim: int 
     if dim is not None and int(dim) != arr.shape[1]:
         raise ValueError(f"{path} has dimension {arr.shape[1]} ({meta['embedder']}), the embedder gives {dim}: "
                          "rebuild the centroids with this embedder")
-    c = _unit_rows(torch.from_numpy(np.asarray(arr, dtype=np.float64))).float()
-    return c, meta
+    u = _unit_rows(torch.from_numpy(np.asarray(arr, dtype=np.float64)))  # [K, d] float64
+    # two centroids of one direction (a copy, or a scaled copy): nearest-centroid assignment never picks the second, a
+    # dead cluster that still counted in K (in every coverage mean and diversity table), as build-clusters refuses
+    same = torch.triu(u @ u.T >= 1.0 - 1e-9, diagonal=1)  # [K, K], pairs i < j
+    if bool(same.any()):
+        i, j = (int(v) for v in same.nonzero()[0])
+        raise ValueError(f"{path}: centroids {i} and {j} point the same way (cosine 1): cluster {j} could never be "
+                         f"assigned; {BUILD_HINT}")
+    return u.float(), meta
 
 
 def _unit_rows(t: torch.Tensor) -> torch.Tensor:
