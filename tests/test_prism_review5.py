@@ -196,3 +196,12 @@ def test_load_centroids_refuses_two_centroids_of_one_direction(tmp_path, copy_of
     npy, _ = save_centroids(tmp_path / "centroids.npy", rows, {"embedder": "e"})
     c, _ = load_centroids(npy)
     assert assign_clusters(torch.tensor([[0.6, 0.8, 0.0], [1.0, 0.1, 0.0]]), c).tolist() == [2, 0]
+
+
+def test_a_fraction_lam_or_gamma_is_read_as_its_value():
+    # is_real_number accepts a Fraction; the reward then failed with TypeError (Fraction * Tensor)
+    from fractions import Fraction
+
+    assert coverage_rewards([0.75], [0], [1.0, 3.0], lam=Fraction(5)).tolist() == pytest.approx(
+        [1 + 5 * math.exp(-0.5)], abs=1e-15)  # n_c / mean n = 1 / 2
+    assert ema_counts([1.0, 1.0], [1], Fraction(3, 4)).tolist() == [0.75, 1.0]

@@ -120,6 +120,7 @@ def coverage_rewards(p: Tensor, clusters: Tensor, counts: Tensor, lam: float = 5
     # as PrismCoverageHead checks: a NaN lam used to turn every reward NaN and an infinite one inf / NaN, silently
     if not is_real_number(lam) or not 0 <= lam < math.inf:
         raise ValueError(f"lam must be finite and >= 0 (seed: 5.0), got {lam}")
+    lam = float(lam)  # a Fraction passed the check and failed at Fraction * Tensor (TypeError)
     K = counts.shape[0]
     idx = torch.where(ok, clusters.long(), torch.zeros_like(clusters, dtype=torch.long))  # [B]; invalid rows: 0
     bad = (idx < 0) | (idx >= K)
@@ -164,6 +165,7 @@ def ema_counts(counts: Tensor, visited: Tensor, gamma: float = 0.99, mode: str =
         raise ValueError(f"counts must be a float [K] tensor, got {counts.dtype} {tuple(counts.shape)}")
     if not is_real_number(gamma) or not 0.0 <= gamma <= 1.0:  # True read as 1: the counts never moved
         raise ValueError(f"gamma must be in [0, 1], got {gamma!r}")
+    gamma = float(gamma)  # a Fraction passed the check and failed at Fraction * Tensor (TypeError)
     if not bool((torch.isfinite(counts) & (counts >= 0)).all()):  # would poison every later reward
         raise ValueError(f"counts must be finite and >= 0, got min {float(counts.min())} max {float(counts.max())}")
     K = counts.shape[0]
