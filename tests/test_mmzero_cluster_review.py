@@ -49,3 +49,63 @@ def test_a_repeated_proposal_is_crowded_at_threshold_one():
     assert metrics["clusters_caption"] == len(set(cols[0]))
     assert metrics["clusters_easy_question"] == len(set(cols[1]))
     assert metrics["clusters_hard_question"] == len(set(cols[2]))
+
+
+# -- damaged record values (the keys were checked, their values not) ------------------------------------------------
+def _records(tmp_path, edit):
+    """One proposer record step (a valid proposal, one executed render at c = 0.5, silver "8"), edited by ``edit``."""
+    from mmevo.evolve.mmzero import Recorder, RenderedImage, _render_rows
+    from test_mmzero_records_review7 import PROPOSAL_FIELDS, _png
+
+    prop = tmp_path / "iter_0" / "proposer"
+    recorder = Recorder(prop)
+    renders = _render_rows(recorder, "p0", [RenderedImage(True, png=_png(9), consistency=0.5, silver="8")], ["x"])
+    row = {"valid": True, "proposal": PROPOSAL_FIELDS, "renders": renders, "penalties": -0.3}
+    edit(row)
+    recorder.write(0, [row])
+    return prop, prop / "records" / "step_0000.jsonl"
+
+
+def _set(path, value):
+    def edit(row):
+        target = row
+        for key in path[:-1]:
+            target = target[key]
+        target[path[-1]] = value
+    return edit
+
+
+@pytest.mark.parametrize("edit, why", [
+    (_set(("valid",), "false"), r"'valid' must be true or false, got 'false'"),
+    (_set(("penalties",), None), r"'penalties' must be a finite number, got None"),
+    (_set(("penalties",), float("nan")), r"'penalties' must be a finite number, got nan"),
+    (_set(("renders", 0, "ok"), "false"), r"renders\[0\] 'ok' must be true or false, got 'false'"),
+    (_set(("renders", 0, "consistency"), None), r"renders\[0\] 'consistency' must be a number in \[0, 1\], got None"),
+    (_set(("renders", 0, "consistency"), float("nan")), r"renders\[0\] 'consistency' must be a number in \[0, 1\]"),
+    (_set(("renders", 0, "consistency"), 1.5), r"renders\[0\] 'consistency' must be a number in \[0, 1\], got 1.5"),
+    (_set(("renders", 0, "consistency"), True), r"renders\[0\] 'consistency' must be a number in \[0, 1\], got True"),
+    (_set(("renders", 0, "silver"), 8), r"renders\[0\] 'silver' must be text or null, got 8"),
+    (_set(("renders", 0, "image"), None), r"renders\[0\] 'image' of a render must be its file name, got None"),
+], ids=["valid_text", "penalties_null", "penalties_nan", "ok_text", "c_null", "c_nan", "c_above_1", "c_bool",
+        "silver_number", "image_null"])
+def test_a_record_value_the_later_phases_cannot_use_is_named(tmp_path, edit, why):
+    from mmevo.evolve import mmzero
+
+    prop, path = _records(tmp_path, edit)
+    with pytest.raises(ValueError, match=rf"{path}:1: {why}"):
+        mmzero.coder_train_set(mmzero.Recorder.read(prop, mmzero.record_problem), 0.0, 1.0, "python")
+    with pytest.raises(ValueError, match=rf"{path}:1: {why}"):
+        mmzero.solver_train_set([prop], 0.0, 1.0, 0, 0)
+
+
+def test_whole_records_still_feed_both_phases(tmp_path):
+    from mmevo.evolve import mmzero
+
+    prop, _ = _records(tmp_path, lambda row: None)
+    coder = mmzero.coder_train_set(mmzero.Recorder.read(prop, mmzero.record_problem), 0.0, 1.0, "python")
+    assert len(coder) == 1 and coder[0].meta["penalties"] == -0.3
+    solver = mmzero.solver_train_set([prop], 0.0, 1.0, 0, 0)
+    assert len(solver) == 1 and solver[0].answer == "8"
+    # a failed render's null image and silver, and an invalid row without a proposal, stay readable
+    prop2, _ = _records(tmp_path / "b", lambda row: row["renders"][0].update(ok=False, image=None, silver=None))
+    assert mmzero.solver_train_set([prop2], 0.0, 1.0, 0, 0) == []

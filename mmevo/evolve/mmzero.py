@@ -25,6 +25,7 @@ import hashlib
 import html
 import io
 import json
+import math
 import re
 import time
 from dataclasses import dataclass, field
@@ -45,6 +46,7 @@ from mmevo.rewards.mmzero import CONTENT_TYPES, easy_accuracy, modal_share, prop
 from mmevo.rollout import shared_vllm
 from mmevo.rollout.base import RolloutRequest, SamplingParams
 from mmevo.rollout.strategy import RolloutStrategy, sample_groups
+from mmevo.validation import is_real_number
 
 ROLES = ("proposer", "coder", "solver")
 PROPOSAL_TAGS = ("content_type", "caption", "easy_question", "easy_answer", "hard_question", "hard_answer")
@@ -409,6 +411,8 @@ def record_problem(row) -> str:
     or "" when it is whole. An invalid proposal's row needs nothing more."""
     if not isinstance(row, dict):
         return f"a record must be a JSON object, got {type(row).__name__}"
+    if "valid" in row and not isinstance(row["valid"], bool):  # "false" read as a valid proposal
+        return f"'valid' must be true or false, got {row['valid']!r}"
     if row.get("valid") is False:
         return ""
     proposal = row.get("proposal")
@@ -423,10 +427,31 @@ def record_problem(row) -> str:
     renders = row.get("renders")
     if not isinstance(renders, list):
         return "no 'renders' list"
+    if "penalties" in row and not (is_real_number(row["penalties"]) and math.isfinite(row["penalties"])):
+        return f"'penalties' must be a finite number, got {row['penalties']!r}"
     for k, r in enumerate(renders):
         missing = [key for key in _RENDER_RECORD_KEYS if not isinstance(r, dict) or key not in r]
         if missing:
             return f"renders[{k}] lacks {missing[0]!r}"
+        why = _render_record_problem(r)
+        if why:
+            return f"renders[{k}] {why}"
+    return ""
+
+
+def _render_record_problem(r: dict) -> str:
+    """What is wrong with the values the later phases read of one render record ("" when none): a string "false" as
+    ``ok`` counted as a render, a null consistency or image was a TypeError deep in the solver's data set, and a NaN
+    or out-of-range consistency fell outside every keep window silently."""
+    if not isinstance(r["ok"], bool):
+        return f"'ok' must be true or false, got {r['ok']!r}"
+    c = r["consistency"]
+    if not (is_real_number(c) and 0.0 <= c <= 1.0):
+        return f"'consistency' must be a number in [0, 1], got {c!r}"
+    if r["silver"] is not None and not isinstance(r["silver"], str):
+        return f"'silver' must be text or null, got {r['silver']!r}"
+    if r["ok"] and not (isinstance(r["image"], str) and r["image"]):
+        return f"'image' of a render must be its file name, got {r['image']!r}"
     return ""
 
 
