@@ -1,11 +1,13 @@
-"""MM-Zero cluster shares at mmzero.cluster_threshold = 1.0 (the config's upper bound: only duplicates cluster).
+"""MM-Zero inputs nobody tried: cluster_threshold 1.0, damaged record values, integers past float64's range.
 
-A text's float32 unit embedding against itself reads a few 1e-7 below 1.0 for about a third of texts, so at threshold
-1.0 identical captions each led a cluster of their own: a proposer repeating one proposal looked perfectly diverse
-(shares 1/M, adjustment 0) instead of crowded (-strength)."""
+Cluster shares at mmzero.cluster_threshold = 1.0 (the config's upper bound: only duplicates cluster): a text's float32
+unit embedding against itself reads a few 1e-7 below 1.0 for about a third of texts, so identical captions each led a
+cluster of their own and a proposer repeating one proposal looked perfectly diverse (adjustment 0, not -strength)."""
 
 import pytest
+import torch
 
+import mmevo.rewards.mmzero as R
 from mmevo.evolve.mmzero_demos import demos
 from mmevo.models.embedder import cluster, get_embedder
 from mmevo.rewards.heads import ScoredSample
@@ -109,3 +111,29 @@ def test_whole_records_still_feed_both_phases(tmp_path):
     # a failed render's null image and silver, and an invalid row without a proposal, stay readable
     prop2, _ = _records(tmp_path / "b", lambda row: row["renders"][0].update(ok=False, image=None, silver=None))
     assert mmzero.solver_train_set([prop2], 0.0, 1.0, 0, 0) == []
+
+
+# -- integers past float64's range (math.isfinite / float() raise OverflowError on them) ----------------------------
+HUGE = 10 ** 400
+
+
+@pytest.mark.parametrize("call, name", [
+    (lambda: R.diversity_adjustment(torch.tensor([[0.5, 0.25, 0.25]]), HUGE), "valid_count"),
+    (lambda: R.diversity_adjustment(torch.tensor([[0.5, 0.25, 0.25]]), 4, HUGE), "strength"),
+    (lambda: R.easy_hard_penalty([HUGE]), r"consistencies\[0\]"),
+    (lambda: R.easy_hard_penalty([0.5], HUGE), "threshold"),
+    (lambda: R.easy_hard_penalty([0.5], 0.15, HUGE), "penalty"),
+    (lambda: R.coder_reward(True, 0.5, 0.5, HUGE), "penalties"),
+    (lambda: R.coder_reward(True, HUGE, 0.5, 0.0), "easy"),
+    (lambda: R.type_penalties(["a", "b", "a"], HUGE), "weight"),
+], ids=["valid_count", "strength", "consistency", "threshold", "penalty", "coder_penalties", "coder_easy", "weight"])
+def test_an_integer_past_float_range_is_a_value_error_naming_the_argument(call, name):
+    with pytest.raises(ValueError, match=rf"^{name} must be"):
+        call()
+
+
+def test_large_integers_within_float_range_still_score():
+    # M = 2**63: shares far above 1/M -> clipped to -strength; an integral strength works as its float
+    assert R.diversity_adjustment(torch.tensor([[0.5, 0.25, 0.25]]), 2 ** 63).tolist() == [-0.5]
+    assert R.diversity_adjustment(torch.tensor([[0.25, 0.25, 0.25]], dtype=torch.float64), 4, 2).tolist() == [0.0]
+    assert R.easy_hard_penalty([0.0], 0.15, 1) == -1.0
