@@ -137,3 +137,25 @@ def test_large_integers_within_float_range_still_score():
     assert R.diversity_adjustment(torch.tensor([[0.5, 0.25, 0.25]]), 2 ** 63).tolist() == [-0.5]
     assert R.diversity_adjustment(torch.tensor([[0.25, 0.25, 0.25]], dtype=torch.float64), 4, 2).tolist() == [0.0]
     assert R.easy_hard_penalty([0.0], 0.15, 1) == -1.0
+
+
+# -- one text or None where the solver's answer list belongs --------------------------------------------------------
+@pytest.mark.parametrize("call, message", [
+    (lambda: R.easy_accuracy("77", "7"), r"answers must be a list with one entry per sample, got the text '77'"),
+    (lambda: R.easy_accuracy(None, "7"), r"answers must be a list of the solver's answers"),
+    (lambda: R.easy_accuracy(["7"], None), r"easy_answer must be the proposal's easy answer, got None"),
+    (lambda: R.modal_share("aab"), r"answers must be a list with one entry per sample, got the text 'aab'"),
+    (lambda: R.modal_share(None, answered_only=True), r"answers must be a list of answer keys"),
+], ids=["easy_text", "easy_none", "easy_answer_none", "modal_text", "modal_none"])
+def test_text_or_none_for_the_answer_lists_is_named(call, message):
+    with pytest.raises(ValueError, match=message):
+        call()
+
+
+def test_answer_lists_still_score_by_the_seed():
+    assert R.easy_accuracy(["7", "7.0", None, "8"], "7") == 0.5  # None counts in the denominator
+    assert R.easy_accuracy([], "7") == 0.0
+    assert R.easy_accuracy(("7",), "7") == 1.0
+    assert R.modal_share(["a", None, "b", "b"], answered_only=True) == ("b", 2 / 3)
+    assert R.modal_share(["a", None, "b", "b"]) == ("b", 0.5)
+    assert R.modal_share([None, None]) == (None, 0.0) and R.modal_share([]) == (None, 0.0)

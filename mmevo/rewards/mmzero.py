@@ -22,7 +22,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from mmevo.rewards.answers import answers_equivalent
+from mmevo.rewards.answers import answers_equivalent, refuse_text_for_list
 from mmevo.validation import is_real_number
 
 # the proposer's content types (its prompts' hints; logged as type_share/<type> every step)
@@ -141,7 +141,14 @@ def easy_accuracy(answers: Sequence[str | None], easy_answer: str) -> float:
     """Share of the frozen solver's extracted answers equivalent to the proposal's easy answer (``answers_equivalent``:
     7 / 7.0 / \\frac{14}{2} all match "7"); None never matches but counts in the denominator. 0.0 without answers.
     A match in either direction counts, as in MM-Zero's released proposer reward (its grader is not symmetric: gold
-    "(1,2)" accepts "\\{2,1\\}" but gold "\\{2,1\\}" refuses "(1,2)")."""
+    "(1,2)" accepts "\\{2,1\\}" but gold "\\{2,1\\}" refuses "(1,2)").
+    One text as ``answers`` (its characters were scored as answers: "77" against "7" gave 1.0), None for either
+    argument (0.0, silently) is a ValueError naming it."""
+    if answers is None:
+        raise ValueError("answers must be a list of the solver's answers (None entries for unanswered), got None")
+    refuse_text_for_list("answers", answers)
+    if easy_answer is None:
+        raise ValueError("easy_answer must be the proposal's easy answer, got None")
     if not answers:
         return 0.0
     return sum(answers_equivalent(a, easy_answer) or answers_equivalent(easy_answer, a)
@@ -154,7 +161,11 @@ def modal_share(answers: Sequence[Hashable | None], answered_only: bool = False)
 
     The denominator is every sample by default (Prism's p(q): an unanswered sample is a disagreement), the answered
     samples with ``answered_only`` (MM-Zero's consistency c, as in its released code: runs cut at max_tokens must not
-    make a hard question look balanced)."""
+    make a hard question look balanced). One text as ``answers`` is a ValueError ("aab" was three one-letter
+    answers, c = 2/3)."""
+    if answers is None:
+        raise ValueError("answers must be a list of answer keys (None entries for unanswered), got None")
+    refuse_text_for_list("answers", answers)
     counts = Counter(a for a in answers if a is not None)
     if not counts:
         return None, 0.0
