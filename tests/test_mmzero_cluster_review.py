@@ -159,3 +159,14 @@ def test_answer_lists_still_score_by_the_seed():
     assert R.modal_share(["a", None, "b", "b"], answered_only=True) == ("b", 2 / 3)
     assert R.modal_share(["a", None, "b", "b"]) == ("b", 0.5)
     assert R.modal_share([None, None]) == (None, 0.0) and R.modal_share([]) == (None, 0.0)
+
+
+def test_text_for_the_type_and_label_lists_is_named():
+    with pytest.raises(ValueError, match=r"types must be a list with one entry per sample, got the text 'aab'"):
+        R.type_penalties("aab")
+    with pytest.raises(ValueError, match=r"population must be a list with one entry per sample, got the text 'ab'"):
+        R.type_penalties(["a"], population="ab")
+    with pytest.raises(ValueError, match=r"labels must be a list with one entry per sample, got the text '001'"):
+        R.cluster_shares("001")
+    assert R.type_penalties(["a", "a", "a", "b"]) == pytest.approx([-0.075, -0.075, -0.075, 0.0])
+    assert R.cluster_shares([0, 0, 1]) == pytest.approx([2 / 3, 2 / 3, 1 / 3])

@@ -194,6 +194,8 @@ def type_penalties(types: Sequence[str], weight: float = 0.15, population: Seque
     proposal when only one type is present in the population. Each of ``types`` must be in the population (a type
     outside it used to read as a share of 0: no penalty, silently)."""
     weight = _finite("weight", weight, 0.0)
+    refuse_text_for_list("types", types)  # "aab" read as three proposals of types "a", "a", "b"
+    refuse_text_for_list("population", population)
     pop = list(types) if population is None else list(population)
     missing = [t for t in types if t not in set(pop)]
     if missing:
@@ -226,6 +228,7 @@ def proposal_penalties(aux: Sequence[dict], threshold: float = 0.15, penalty: fl
 
 def cluster_shares(labels: Sequence[int]) -> list[float]:
     """Share of the population in each item's cluster (labels from ``mmevo.models.embedder.cluster``)."""
+    refuse_text_for_list("labels", labels)
     counts = Counter(labels)
     return [counts[label] / len(labels) for label in labels]
 
