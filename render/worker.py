@@ -1233,12 +1233,13 @@ _SVG_UNIT_AS = {"rem": (1, "em"), "q": (0.25, "mm"),
                 "vmin": (min(SVG_DEFAULT_VIEWPORT) / 100, ""), "vmax": (max(SVG_DEFAULT_VIEWPORT) / 100, "")}
 
 
-def _svg_root_length(value: str) -> str | None:
+def _svg_root_length(value: str, rem_px: float = 16.0) -> str | None:
     """A root ``width`` / ``height`` as cairosvg reads it right, or None for no size (missing, empty, ``auto``: SVG 2's
     initial value, which sizes the outermost svg as 100% does). cairosvg read ``auto``, a unit in capitals (``100PX``:
     CSS units are case-insensitive), ``Q`` and the viewport units as 0 (``invalid_size``, "The SVG size is undefined")
     and ``rem`` as a number it failed to parse (``crash``). Anything else is left as written: cairosvg's word on
-    it stands (``nan`` / ``inf`` / an unknown unit are ``invalid_size``)."""
+    it stands (``nan`` / ``inf`` / an unknown unit are ``invalid_size``). ``rem`` is ``rem_px``, the root's font
+    size (``_root_rem_px``)."""
     text = value.strip()
     if not text or text.lower() == "auto":
         return None
@@ -1246,6 +1247,8 @@ def _svg_root_length(value: str) -> str | None:
     if m is None:
         return text
     number, unit = m.group(1), m.group(2).lower()
+    if unit == "rem" and math.isfinite(float(number)):
+        return f"{float(number) * rem_px!r}px"
     if unit in _SVG_UNIT_AS:
         factor, unit = _SVG_UNIT_AS[unit]
         return f"{float(number) * factor!r}{unit}"
@@ -1254,8 +1257,44 @@ def _svg_root_length(value: str) -> str | None:
 
 # units a length may carry as cairosvg reads them (helpers.UNITS, em / ex / ch, %), with those rewritten above
 _SVG_KNOWN_UNITS = frozenset(("", "px", "mm", "cm", "in", "pt", "pc", "em", "ex", "ch", "%", *_SVG_UNIT_AS))
-# CSS's initial font size, what ``rem`` is in an element other than the root (the root's own font-size is not read)
+# CSS's initial font size: ``rem`` where the document's root sets no font size it reads (``_root_rem_px``)
 _CSS_REM_PX = 16.0
+# one rem of the document being drawn (its root's font size): what the length reader reads ``rem`` as while drawing
+_SVG_REM_PX = [_CSS_REM_PX]
+
+
+def _font_size_px(value) -> float:
+    """A root's ``font-size`` in px as CSS computes it: a length, its ``em`` / ``rem`` / ``%`` of the initial 16 px;
+    16 px where it is none (missing, a keyword, not positive)."""
+    import types
+
+    import cairosvg.helpers
+
+    text = str(value or "").strip()
+    m = _SVG_LENGTH.fullmatch(text)
+    if m is None or not math.isfinite(float(m.group(1))) or m.group(2).lower() not in _SVG_KNOWN_UNITS:
+        return _CSS_REM_PX
+    number, unit = float(m.group(1)), m.group(2).lower()
+    if unit in ("em", "rem", "%"):
+        px = number * _CSS_REM_PX / (100 if unit == "%" else 1)
+    else:
+        size = getattr(cairosvg.helpers.size, "__wrapped__", cairosvg.helpers.size)
+        stand_in = types.SimpleNamespace(font_size=_CSS_REM_PX, dpi=96, context_width=0, context_height=0)
+        px = size(stand_in, _css_length(text, _CSS_REM_PX), "xy")
+    return px if math.isfinite(px) and px > 0 else _CSS_REM_PX
+
+
+def _root_rem_px(node) -> float:
+    """One ``rem`` for the cairosvg ``node``: its document root's font size (CSS Values: the root element's), read
+    once per root (its attributes are set, style sheets applied, before any child node is built)."""
+    root = node
+    while getattr(root, "parent", None) is not None:
+        root = root.parent
+    rem = getattr(root, "_rem_px", None)
+    if rem is None:
+        rem = root._rem_px = _font_size_px(root.get("font-size"))
+    return rem
+
 # attributes holding one length (or `auto`) on every element where cairosvg reads them with its ``size``; x / y / dx / dy
 # of text are lists, and refX / refY take keywords: those are left to the length reader (cairosvg's ``size``, made
 # lenient by ``_svg_values_read_as_css``)
@@ -1270,16 +1309,16 @@ _SVG_NUMBER_ATTRS = frozenset(("opacity", "fill-opacity", "stroke-opacity", "sto
 _SVG_CHECKED_ATTRS = _SVG_LENGTH_ATTRS | _SVG_NUMBER_ATTRS | {"viewBox", "stroke-dasharray", "preserveAspectRatio"}
 
 
-def _css_length(text: str, rem_px: float | None = _CSS_REM_PX) -> str | None:
+def _css_length(text: str, rem_px: float | None = None) -> str | None:
     """A CSS length written as cairosvg reads it right (units in lower case; ``rem``, ``Q`` and the viewport units
     in units it reads), or None where ``text`` is no length: not a number and a unit cairosvg knows, or a number
-    no float holds (``1e400``, ``nan``). ``rem_px`` None keeps ``rem`` as the root's ``em`` (the root's own size)."""
+    no float holds (``1e400``, ``nan``). ``rem`` is ``rem_px`` px, by default the document's (``_SVG_REM_PX``)."""
     m = _SVG_LENGTH.fullmatch(text.strip())
     if m is None or not math.isfinite(float(m.group(1))) or m.group(2).lower() not in _SVG_KNOWN_UNITS:
         return None
     number, unit = m.group(1), m.group(2).lower()
-    if unit == "rem" and rem_px is not None:
-        return f"{float(number) * rem_px!r}px"
+    if unit == "rem":
+        return f"{float(number) * (_SVG_REM_PX[0] if rem_px is None else rem_px)!r}px"
     if unit in _SVG_UNIT_AS:
         factor, unit = _SVG_UNIT_AS[unit]
         return f"{float(number) * factor!r}{unit}"
@@ -1303,13 +1342,13 @@ def _css_viewbox(text: str) -> bool:
     return len(parts) == 4 and all(math.isfinite(v) for v in parts) and min(parts[2:]) >= 0
 
 
-def _css_dasharray(text: str) -> str | None:
+def _css_dasharray(text: str, rem_px: float | None = None) -> str | None:
     """A ``stroke-dasharray`` as cairosvg reads it right (``none``, or lengths / percentages, none negative), or None
     where it is invalid: SVG makes the whole list invalid for one item that is not a length or is negative (cairo
     refused a negative dash, ``INVALID_DASH``: a ``crash``)."""
     if text.strip().lower() == "none":
         return "none"
-    items = [_css_length(item) for item in re.split(r"[\s,]+", text.strip()) if item]
+    items = [_css_length(item, rem_px) for item in re.split(r"[\s,]+", text.strip()) if item]
     if not items or any(i is None or i.startswith("-") for i in items):
         return None
     return " ".join(items)
@@ -1325,11 +1364,11 @@ def _read_svg_value(node, name: str, value) -> str | None:
     if name in _SVG_NUMBER_ATTRS:
         return _css_number(value)
     if name == "stroke-dasharray":
-        return _css_dasharray(value)
+        return _css_dasharray(value, _root_rem_px(node))
     if name == "preserveAspectRatio":  # an empty one was cairosvg's IndexError (its align is the first word)
         return value if value.split() else None
     if name in _SVG_LENGTH_ATTRS and not (name in _SVG_TEXT_LISTS and node.tag in _SVG_TEXT_TAGS):
-        return None if value.strip().lower() == "auto" else _css_length(value)
+        return None if value.strip().lower() == "auto" else _css_length(value, _root_rem_px(node))
     return value
 
 
@@ -1633,6 +1672,122 @@ def _svg_transforms_of_no_size_not_drawn() -> None:
             module.transform = transform_or_hide
 
 
+# cairo's device space is 24.8 fixed point: a point past 2**23 px is clamped, and an arc whose radius on the canvas
+# is past that costs cairo more the larger it is (its search for a segment angle takes ~(radius / tolerance) ** (1/6)
+# steps per arc: 0.003 ms at 8e6 px, 1 ms at 1e8, 15 ms at 1e12, no end at 1e38, so `<circle r="1e308">` ran to the
+# timeout)
+SVG_MAX_ARC_RADIUS_PX = float(2 ** 23)
+
+
+def _device_radius(matrix, radius: float) -> float:
+    """The largest radius on the device of a circle of ``radius`` under ``matrix`` (its larger singular value, in
+    a form that overflows to infinity, never to NaN)."""
+    xx, yx, xy, yy, _, _ = matrix.as_tuple()
+    return abs(radius) * (math.hypot(xx + yy, yx - xy) + math.hypot(xx - yy, yx + xy)) / 2
+
+
+def _arc_sweep(angle1: float, angle2: float) -> float:
+    """The angle an arc from ``angle1`` to ``angle2`` sweeps as cairo draws it (``angle2`` raised by whole turns
+    until it is not below ``angle1``)."""
+    sweep = angle2 - angle1
+    return sweep if sweep >= 0 else sweep % (2 * math.pi)
+
+
+def _svg_arcs_past_cairo_range_refused() -> None:
+    """cairo arcs of a radius past ``SVG_MAX_ARC_RADIUS_PX`` on the device refused (job child only, once): a circle,
+    ellipse or path arc of radius 1e308 (or 10 under ``scale(1e150)``) ran to the job's timeout inside cairo. One
+    that is flat within cairo's tolerance (a path ``A`` of radius 1e20 between points 10 px apart) is its chord, as
+    cairo draws it; any other is ``too_large``: cairo can place none of its far points."""
+    import cairocffi
+
+    context_class = cairocffi.Context
+    if getattr(context_class, "_arcs_in_range", False):
+        return
+
+    def checked(draw, sweep_of):
+        def arc(self, xc, yc, radius, angle1, angle2):
+            device = _device_radius(self.get_matrix(), radius)
+            if not device <= SVG_MAX_ARC_RADIUS_PX:
+                sweep = sweep_of(angle1, angle2)
+                sagitta = 2 * device * math.sin(min(sweep, math.pi) / 4) ** 2
+                if not sagitta <= self.get_tolerance():
+                    raise _SvgTooLarge(f"SVG arc of radius {device:g} px on the canvas exceeds the "
+                                       f"{SVG_MAX_ARC_RADIUS_PX:g} px cairo draws")
+                end = angle1 + (sweep if sweep_of is _arc_sweep else -sweep)
+                self.line_to(xc + radius * math.cos(angle1), yc + radius * math.sin(angle1))
+                self.line_to(xc + radius * math.cos(end), yc + radius * math.sin(end))
+                return None
+            return draw(self, xc, yc, radius, angle1, angle2)
+        return arc
+
+    context_class.arc = checked(context_class.arc, _arc_sweep)
+    context_class.arc_negative = checked(context_class.arc_negative, lambda a1, a2: _arc_sweep(a2, a1))
+    context_class._arcs_in_range = True
+
+
+class _SvgUnreadableImage(Exception):
+    """A ``data:`` raster of an SVG ``<image>`` that does not decode: the document's malformed content, ``syntax``, as
+    an SVG that is no XML or an ``.svgz`` that is no gzip stream is."""
+
+
+# what PIL raises for image bytes it cannot read (``UnidentifiedImageError`` is an OSError; its plugins raise
+# SyntaxError for a malformed header, EOFError / struct.error for one cut short)
+_RASTER_DECODE_ERRORS = (OSError, SyntaxError, EOFError, struct.error, ValueError)
+
+
+def _png_decode_problem(data: bytes) -> str | None:
+    """What makes ``data`` no readable PNG (the output checks' walk of its chunks and its IDAT stream), or None."""
+    if len(data) < 33 or not data.startswith(_PNG_SIG) or data[12:16] != b"IHDR":
+        return "no PNG header"
+    return _png_chunk_problem(data, max(MAX_PNG_CHUNKS, len(data) >> 11))
+
+
+def _svg_unreadable_images_refused() -> None:
+    """An SVG ``<image>`` whose ``data:`` raster does not decode is ``syntax`` (job child only, once). cairo 1.16
+    reports every libpng error as ``NO_MEMORY``, so a corrupt PNG was ``memory`` (a truncated one cairo's
+    ``READ_ERROR``, and a corrupt GIF / JPEG PIL's ``OSError``: each a ``crash``). cairo's refusal of a PNG counts as
+    the image's fault only where the PNG itself is broken (``_png_decode_problem``): a well-formed one that cairo
+    has no memory for stays ``memory``. PIL's decompression-bomb refusal stays ``too_large``."""
+    import io
+    import types
+
+    import cairocffi
+    import cairosvg.image
+    from PIL import Image
+
+    surface_class = cairocffi.ImageSurface
+    if getattr(surface_class, "_unreadable_refused", False):
+        return
+    from_png = surface_class.create_from_png
+
+    def create_from_png(source):
+        data = source.getvalue() if isinstance(source, io.BytesIO) else None
+        try:
+            return from_png(source)
+        except (MemoryError, OSError, cairocffi.CairoError):  # NO_MEMORY, READ_ERROR (a file cut short), ...
+            problem = _png_decode_problem(data) if data is not None else None
+            if problem is None:
+                raise
+            raise _SvgUnreadableImage(f"SVG image is not a readable PNG: {problem}") from None
+
+    def open_decoded(fp, *args, **kwargs):
+        try:
+            image = Image.open(fp, *args, **kwargs)
+            image.load()
+        except Image.DecompressionBombError:
+            raise
+        except Image.UnidentifiedImageError:  # its text names the BytesIO object's address
+            raise _SvgUnreadableImage("SVG image is in no format PIL reads") from None
+        except _RASTER_DECODE_ERRORS as e:
+            raise _SvgUnreadableImage(f"SVG image does not decode: {_exc_text(e)}") from None
+        return image
+
+    surface_class.create_from_png = staticmethod(create_from_png)
+    surface_class._unreadable_refused = True
+    # cairosvg.image's name for PIL's Image: its open() now decodes, so a raster that does not is refused there
+    cairosvg.image.Image = types.SimpleNamespace(**{**vars(Image), "open": open_decoded})
+
+
 def _cairosvg_fails_on_length(text: str) -> bool:
     """Whether cairosvg's own length reader raises on ``text`` (its float() of what it took for the number)."""
     import types
@@ -1685,7 +1840,7 @@ def _normalise_root_size(tree) -> None:
             value = str(tree[side])
             if not value.strip():  # an empty CSS declaration is invalid, dropped by CSS: the attribute stands
                 value = tree.xml_tree.get(side) or ""
-            length = _svg_root_length(value)
+            length = _svg_root_length(value, _root_rem_px(tree))
             if length is not None and _cairosvg_fails_on_length(length):
                 # the canvas has no size: cairosvg failed on it (`calc(10px + 5px)`, `xpx`: a crash); what it reads as
                 # 0 (`--5`, `100 %`, an unknown unit) it says so itself ("The SVG size is undefined: 0x10 px")
@@ -1736,18 +1891,23 @@ def _run_svg(text: str, limits: RenderLimits) -> tuple[str, str]:
     _svg_transforms_of_no_size_not_drawn()
     _svg_bounding_boxes_never_missing()
     _svg_markers_that_cannot_render_not_drawn()
+    _svg_arcs_past_cairo_range_refused()
+    _svg_unreadable_images_refused()
 
     try:
         # as surface.convert does, with the root's size read right between parsing and sizing
         from cairosvg.parser import Tree
 
         tree = Tree(bytestring=data, unsafe=False, url_fetcher=_raster_only_fetch)
+        _SVG_REM_PX[0] = _root_rem_px(tree)  # what rem is in lengths read while drawing (text x / y lists, points)
         _normalise_root_size(tree)
         surface(tree, os.path.join(_JOBDIR, OUT_NAME), 96, **_default_viewport(tree)).finish()
     except _SvgTooLarge as e:
         return "too_large", str(e)
     except _SvgInvalidSize as e:
         return "invalid_size", str(e)
+    except _SvgUnreadableImage as e:
+        return "syntax", str(e)
     except Exception as e:  # noqa: BLE001
         if type(e).__name__ in ("ParseError", "ExpatError"):
             return "syntax", _exc_text(e)

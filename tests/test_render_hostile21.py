@@ -567,7 +567,7 @@ SVGS = {
     "style_attr_url": _svg('<rect width="9" height="9" style="fill: url(http://attacker.example/#p)"/>',
                            expect=("forbidden",)),
     "huge_stroke_dash": _svg('<circle r="1e7" cx="10" cy="10" fill="none" stroke="red" stroke-dasharray="0.01"/>',
-                             timeout=1.0, expect=("timeout",)),
+                             timeout=1.0, expect=("too_large",)),  # an arc past cairo's range (was a timeout)
     "arc_1e308": _svg('<path d="M0 0 A1e308 1e308 0 0 1 10 10" stroke="red"/>', expect=("crash",)),
     "nan_size": _svg(_BLURB, w="nan", h=10, expect=("invalid_size",)),
     "root_not_svg": ('<html xmlns="http://www.w3.org/1999/xhtml"><svg/></html>', "svg", 5.0, {"forbidden"}),
