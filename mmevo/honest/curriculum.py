@@ -47,7 +47,7 @@ from mmevo.honest.heldout import HeldoutGuard, draw_outside
 from mmevo.honest.mutators import MUTATORS, MutatedTask, checked_mutation
 from mmevo.honest.tasks import DOMAINS, MAX_DIFFICULTY, MIN_DIFFICULTY, HonestTask, generate_task, verify_task
 from mmevo.rewards.honest import is_outcome
-from mmevo.validation import is_integer_number
+from mmevo.validation import is_integer_number, is_real_number
 
 __all__ = ["MAX_DIFFICULTY_HARD", "DifficultyController", "CurriculumSource", "PROMOTE", "DEMOTE"]
 
@@ -61,6 +61,9 @@ class DifficultyController:
     def __init__(self, domains: Sequence[str], start: int = MAX_DIFFICULTY, cap: int = MAX_DIFFICULTY_HARD,
                  window: int = 20, promote: float = 0.75, demote: float = 0.20, min_episodes: int = 20,
                  cooldown: int = 10):
+        if isinstance(domains, (str, bytes)) or not all(isinstance(d, str) for d in domains):
+            # a plain "arithmetic" was read as the domains "a", "r", "i", ...
+            raise ValueError(f"the difficulty controller's domains must be a list of domain names, got {domains!r}")
         if not domains:
             raise ValueError("the difficulty controller needs at least one domain")
         self._check_rules(start, cap, window, promote, demote, min_episodes, cooldown)
@@ -76,6 +79,13 @@ class DifficultyController:
 
     @staticmethod
     def _check_rules(start, cap, window, promote, demote, min_episodes, cooldown) -> None:
+        counts = {"start": start, "cap": cap, "window": window, "min_episodes": min_episodes, "cooldown": cooldown}
+        odd = {k: v for k, v in counts.items() if not is_integer_number(v)}
+        if odd:  # int() cut a window of 2.5 to 2 and read True as 1
+            raise ValueError(f"curriculum {', '.join(odd)} must be integers, got {odd}")
+        odd = {k: v for k, v in (("promote", promote), ("demote", demote)) if not is_real_number(v)}
+        if odd:  # True passed as a threshold of 1
+            raise ValueError(f"curriculum thresholds must be numbers, got {odd}")
         if not 1 <= start <= cap:
             raise ValueError(f"need 1 <= start ceiling <= cap, got start={start}, cap={cap}")
         if not 1 <= min_episodes <= window:

@@ -145,8 +145,8 @@ class ReplayBuffer:
     def sample(self, n: int, alpha: float | None = None, eps: float | None = None,
                rng: random.Random | None = None) -> list[ReplayEntry]:
         """``n`` entries drawn with replacement with probability ``probabilities(alpha, eps)`` (seeded by ``rng``)."""
-        if n < 0:
-            raise ValueError(f"cannot sample {n} replay entries")
+        if not is_integer_number(n) or n < 0:  # True drew one entry, 1.5 / "2" raised a TypeError inside random
+            raise ValueError(f"replay sample size n must be an integer >= 0, got {n!r}")
         if n == 0:
             return []
         if not len(self):
@@ -362,6 +362,8 @@ def group_outcomes(group_ids: torch.Tensor, aux: Sequence[dict], mask: torch.Ten
     gids = group_ids.tolist()
     if len(aux) != len(gids):
         raise ValueError(f"{len(gids)} group ids but {len(aux)} aux dicts")
+    for i, a in enumerate(aux):
+        _check_sample_aux(i, a)
     keep = [True] * len(gids) if mask is None else [bool(m) for m in mask.tolist()]
     members: dict[int, list[int]] = {}
     for i, (g, k) in enumerate(zip(gids, keep)):
@@ -380,6 +382,17 @@ def group_outcomes(group_ids: torch.Tensor, aux: Sequence[dict], mask: torch.Ten
                                 confidence=sum(confs) / len(confs) if confs else None,
                                 confident_correct=(sum(confident) > len(confident) / 2) if confident else None))
     return out
+
+
+def _check_sample_aux(i: int, aux: dict) -> None:
+    """A sample's ``correct`` (None or 0 / 1) and ``confidence`` (None or a number in [0, 1]), else a ValueError
+    naming the sample and field: ``bool("False")`` and ``bool(0.5)`` counted as a hit, a True confidence as 1.0, and
+    a NaN one made the group's mean NaN."""
+    correct, conf = aux.get("correct"), aux.get("confidence")
+    if correct is not None and not is_outcome(correct):
+        raise ValueError(f"sample {i}: aux 'correct' must be True / False (or 0 / 1) or None, got {correct!r}")
+    if conf is not None and not 0.0 <= _number(conf) <= 1.0:  # NaN, bools and text fail too
+        raise ValueError(f"sample {i}: aux 'confidence' must be a number in [0, 1] or None, got {conf!r}")
 
 
 def replay_write_back(buffer: ReplayBuffer, rollout, outcomes: list[GroupOutcome] | None = None) -> dict:
