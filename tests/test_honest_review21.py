@@ -92,3 +92,50 @@ def test_controller_with_numpy_integers_promotes_as_the_seed_says():
     outcomes = [True] * 16 + [False] * 4  # 16 / 20 = 0.8 > 0.75 at the 20th episode
     changes = [c.record("arithmetic", 5, y) for y in outcomes]
     assert changes[:-1] == [None] * 19 and changes[-1] == "promote" and c.ceiling("arithmetic") == 6
+
+
+# -- the sources' and the slot draw's shares and counts ------------------------------------------------------------
+class _Fresh:
+    def take(self, k):
+        return [Example(f"f{i}", f"fresh {i}", "1", [], []) for i in range(k)]
+
+
+@pytest.mark.parametrize("kwargs, what", [({"share": True}, "replay share"), ({"share": "0.3"}, "replay share"),
+                                          ({"warmup_steps": 2.5}, "replay warm-up"),
+                                          ({"warmup_steps": True}, "replay warm-up")])
+def test_replay_mix_names_a_share_or_warmup_of_the_wrong_kind(kwargs, what):
+    from mmevo.honest.replay import ReplayMixSource
+
+    with pytest.raises(ValueError, match=what):
+        ReplayMixSource(_Fresh(), ReplayBuffer(2), **kwargs)
+
+
+@pytest.mark.parametrize("kwargs, what", [({"ceiling_share": True}, "ceiling_share"),
+                                          ({"max_retries": 1.5}, "max_retries"),
+                                          ({"min_difficulty": 1.5}, "min_difficulty")])
+def test_curriculum_source_names_a_share_or_count_of_the_wrong_kind(kwargs, what):
+    from mmevo.honest.curriculum import CurriculumSource
+
+    with pytest.raises(ValueError, match=what):
+        CurriculumSource(DifficultyController(["logic"]), **kwargs)
+
+
+@pytest.mark.parametrize("prob", [math.nan, True, "0.3", 1.5])
+def test_hindsight_slot_draw_names_a_probability_that_is_no_number_in_the_unit_interval(prob):
+    # NaN offered the slot on no step (random() < NaN is False), silently
+    from mmevo.honest.strategy import HindsightSlotDraw, hindsight_slot_offered
+    from mmevo.rollout.strategy import PlainGroups
+
+    with pytest.raises(ValueError, match="hindsight slot probability must be a number in"):
+        hindsight_slot_offered(prob, 0, 1)
+    with pytest.raises(ValueError, match="hindsight slot probability must be a number in"):
+        HindsightSlotDraw(PlainGroups(), prob, 0)
+
+
+def test_hindsight_slot_draw_keeps_its_shares_at_the_edges():
+    from mmevo.honest.strategy import hindsight_slot_offered
+
+    assert all(hindsight_slot_offered(1, 0, s) for s in range(50))
+    assert not any(hindsight_slot_offered(0, 0, s) for s in range(50))
+    share = sum(hindsight_slot_offered(0.3, 0, s) for s in range(2000)) / 2000
+    assert abs(share - 0.3) < 0.04  # 2000 Bernoulli(0.3) draws: sd 0.01

@@ -238,11 +238,11 @@ class CurriculumSource:
     def __init__(self, controller: DifficultyController, pool: Sequence[Example] = (), seed: int = 0,
                  min_difficulty: int = 1, ceiling_share: float = 0.5, max_retries: int = 3,
                  mutators: Mapping[str, Callable] | Sequence[str] | None = None, heldout: HeldoutGuard | None = None):
-        if not 0.0 <= ceiling_share <= 1.0:
-            raise ValueError(f"ceiling_share must be in [0, 1], got {ceiling_share}")
-        if max_retries < 0:
-            raise ValueError(f"max_retries must be >= 0, got {max_retries}")
-        if not 1 <= min_difficulty <= controller.start:
+        if not is_real_number(ceiling_share) or not 0.0 <= ceiling_share <= 1.0:  # True compared as 1
+            raise ValueError(f"ceiling_share must be a number in [0, 1], got {ceiling_share!r}")
+        if not is_integer_number(max_retries) or max_retries < 0:  # 1.5 failed at the first draw above 5
+            raise ValueError(f"max_retries must be an integer >= 0, got {max_retries!r}")
+        if not is_integer_number(min_difficulty) or not 1 <= min_difficulty <= controller.start:
             raise ValueError(f"need 1 <= min_difficulty <= the start ceiling {controller.start}, got {min_difficulty}")
         unknown = [d for d in controller.domains if d not in DOMAINS]
         if unknown:

@@ -260,10 +260,10 @@ class ReplayMixSource:
                  alpha: float = 0.6, eps: float = 1e-3, seed: int = 0, heldout=None):
         if not callable(getattr(base, "take", None)):
             raise TypeError(f"base source {base!r} has no take(k)")
-        if not 0.0 <= share <= 1.0:
-            raise ValueError(f"replay share must be in [0, 1], got {share}")
-        if warmup_steps < 0:
-            raise ValueError(f"replay warm-up must be >= 0 steps, got {warmup_steps}")
+        if not is_real_number(share) or not 0.0 <= share <= 1.0:  # True was a share of 1, "0.3" a TypeError
+            raise ValueError(f"replay share must be a number in [0, 1], got {share!r}")
+        if not is_integer_number(warmup_steps) or warmup_steps < 0:  # int() cut 2.5 steps to 2
+            raise ValueError(f"replay warm-up must be an integer >= 0 steps, got {warmup_steps!r}")
         _check_alpha_eps(alpha, eps)
         self.base, self.buffer = base, buffer
         self.heldout = heldout  # a HeldoutGuard: a resumed buffer's held-out tasks are dropped (``load_state_dict``)

@@ -46,6 +46,7 @@ from mmevo.data.schema import Example
 from mmevo.honest.curriculum import PROMOTE, DifficultyController
 from mmevo.honest.replay import REPLAY_FLAG, GroupOutcome, ReplayBuffer, group_outcomes, replay_write_back
 from mmevo.rollout.strategy import PlainGroups, Rollout, RolloutContext, RolloutStrategy
+from mmevo.validation import is_real_number
 
 __all__ = ["HonestStrategy", "honest_aux", "curriculum_write_back", "HindsightSlotDraw", "hindsight_slot_offered",
            "HINDSIGHT_OFFERED", "OFFERED_METRIC"]
@@ -135,6 +136,8 @@ def hindsight_slot_offered(prob: float, seed: int, step: int, offset: int = 0) -
     ``offset`` is the trainer's ``seed_offset``, which a loop sets per iteration / role so that they do not repeat
     the same random draws (``rollout.strategy.step_seed``): without it every iteration of a loop would offer the
     slot on the same steps. Offset 0 keeps the stream of a run without one (the draws of earlier runs, resumes)."""
+    if not is_real_number(prob) or not 0.0 <= prob <= 1.0:  # NaN offered the slot on no step, silently
+        raise ValueError(f"hindsight slot probability must be a number in [0, 1], got {prob!r}")
     if prob >= 1.0:
         return True
     if prob <= 0.0:
@@ -152,8 +155,8 @@ class HindsightSlotDraw(RolloutStrategy):
     name = "hindsight_slot"
 
     def __init__(self, inner: RolloutStrategy, prob: float, seed: int):
-        if not 0.0 <= prob <= 1.0:
-            raise ValueError(f"hindsight slot probability must be in [0, 1], got {prob}")
+        if not is_real_number(prob) or not 0.0 <= prob <= 1.0:  # True was read as 1
+            raise ValueError(f"hindsight slot probability must be a number in [0, 1], got {prob!r}")
         self.inner, self.prob, self.seed = inner, float(prob), int(seed)
         self._without: tuple[Any, Any] | None = None  # (the run's encoder, its sibling without the slot)
 
