@@ -7,6 +7,7 @@ flag passed in the wrong place into a weight of 1, silently. Each caller keeps i
 from __future__ import annotations
 
 import numbers
+import operator
 
 
 def is_real_number(x) -> bool:
@@ -18,3 +19,17 @@ def is_real_number(x) -> bool:
 def is_integer_number(x) -> bool:
     """``x`` is an integer (Python or numpy int), not a bool; an integral float such as 2.0 is not."""
     return isinstance(x, numbers.Integral) and not isinstance(x, bool)
+
+
+def is_bool(x) -> bool:
+    """A Python, numpy or torch boolean (a 0-d bool tensor passes ``operator.index`` as 1, a numpy bool's dtype is
+    named "bool"), checked without importing numpy or torch."""
+    return isinstance(x, bool) or str(getattr(x, "dtype", "")) in ("bool", "torch.bool")
+
+
+def as_index(x) -> int:
+    """``x`` as a plain int (Python / numpy ints, integer 0-d tensors: ``operator.index``); TypeError for a boolean,
+    which ``operator.index`` reads as 0 / 1, and for anything that is not an integer."""
+    if is_bool(x):
+        raise TypeError(f"a boolean is not an integer here, got {x!r}")
+    return operator.index(x)

@@ -12,14 +12,15 @@ from ``U(0, 1)``.
 from __future__ import annotations
 
 import math
-import operator
 import random
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from fractions import Fraction
 from numbers import Rational, Real
 
 import numpy as np
 import torch
+
+from mmevo.validation import as_index
 
 __all__ = ["anchor_position", "sample_omegas", "anchor_prefixes"]
 
@@ -110,12 +111,15 @@ def sample_omegas(n: int, omega: float, random_anchor: bool, rng: random.Random)
 
 
 def _token_list(resp, name: str) -> list[int]:
+    if resp is None or isinstance(resp, (str, bytes)):  # iter(None) raised a TypeError naming no response
+        raise ValueError(f"{name} must be a sequence of integer token ids, got {resp!r:.60}")
     if hasattr(resp, "tolist"):  # torch tensor / numpy array
         resp = resp.tolist()
-    try:  # plain ints: a list of 0-d tensors hashes by identity, so a trailing stop id was never stripped
-        return [operator.index(t) for t in resp]
+    try:  # plain ints: a list of 0-d tensors hashes by identity, so a trailing stop id was never stripped;
+        return [as_index(t) for t in resp]  # a bool is refused, as the engines refuse it: True was token 1
     except TypeError:
-        raise ValueError(f"{name} must hold integer token ids, got {list(resp)[:8]!r}") from None
+        shown = list(resp)[:8] if isinstance(resp, Iterable) else resp  # list() of a number raised a bare TypeError
+        raise ValueError(f"{name} must hold integer token ids, got {shown!r:.120}") from None
 
 
 def anchor_prefixes(

@@ -92,6 +92,13 @@ class CSRSStrategy(RolloutStrategy):
         if short:  # |A_m| must be m n: a short or long list would silently reweight every f_r of the group
             raise ValueError(f"engine {type(ctx.engine).__name__}.generate returned {len(outs[short[0]])} completions "
                              f"for re-inference request {short[0]}, csrs.m={c.m} were asked for")
+        for j, group in enumerate(outs):  # a re-inference's text (its answer) is prefix + continuation (Eq. 6)
+            lost = next((comp for comp in group if list(comp.prefix_ids) != prefixes[j]), None)
+            if lost is not None:  # decoded without its anchor prefix, an answer boxed before the anchor was never seen
+                raise ValueError(f"engine {type(ctx.engine).__name__}.generate returned a completion for re-inference "
+                                 f"request {j} whose prefix_ids ({len(lost.prefix_ids)} tokens) are not the request's "
+                                 f"anchor prefix ({len(prefixes[j])} tokens): a Completion must carry its request's "
+                                 f"prefix_ids, token_ids only the new tokens")
         for comp in maternal.completions:  # the kept caches are not needed past this point
             comp.kv = None
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import importlib
 import inspect
 import math
-import operator
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
@@ -17,6 +16,7 @@ from mmevo.rewards.honest import HonestBrierHead, HonestFormatHead, HonestHindsi
 from mmevo.rewards.majority import majority_vote_rewards
 from mmevo.rewards.mmzero import CoderHead, ProposerHead
 from mmevo.rewards.prism import PrismCoverageHead
+from mmevo.validation import as_index
 
 
 @dataclass
@@ -37,8 +37,8 @@ class ScoredSample:
 
 def group_of(sample: ScoredSample, i: int) -> int:
     """The sample's group id as a plain int: a tensor element hashes by identity, making each sample its own group."""
-    try:
-        return operator.index(sample.group_id)
+    try:  # a bool is refused (True would join group 1)
+        return as_index(sample.group_id)
     except TypeError:
         raise ValueError(f"samples[{i}].group_id must be an integer, got {sample.group_id!r}") from None
 

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import operator
 from collections.abc import Hashable, Sequence
 
 import torch
+
+from mmevo.validation import as_index
 
 from .answers import _no_choices, extract_answer, group_answer_keys, refuse_text_for_list
 
@@ -40,8 +41,8 @@ def majority_vote_rewards(
     answers = [extract_answer(r, c) for r, c in zip(responses, choices)]
     members: dict[int, list[int]] = {}
     for i, g in enumerate(group_ids):
-        try:  # plain ints: elements of a tensor hash by identity, which made every sample a group of its own
-            g = operator.index(g)
+        try:  # plain ints: elements of a tensor hash by identity, which made every sample a group of its own;
+            g = as_index(g)  # a bool is refused: True joined group 1 and False group 0, silently
         except TypeError:
             raise ValueError(f"group_ids[{i}] must be an integer, got {g!r}") from None
         members.setdefault(g, []).append(i)

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Hashable, Iterable, Sequence
+from collections.abc import Hashable, Iterable, Mapping, Sequence, Set
 
 import numpy as np
 import torch
@@ -97,6 +97,9 @@ def softened_frequency_rewards(
             raise ValueError(f"{name} must be a list with one answer key per trajectory, got {keys!r}")
         if isinstance(keys, (str, bytes)):  # its characters would be counted as the answers of one trajectory each
             raise ValueError(f"{name} must be a list with one answer key per trajectory, got the text {keys[:60]!r}")
+        if isinstance(keys, (Set, Mapping)):  # holds each answer once: the counts of Eq. 7 were silently all 1
+            raise ValueError(f"{name} must be a list with one answer key per trajectory, got a "
+                             f"{type(keys).__name__} (each answer at most once): {keys!r:.60}")
     maternal = answer_keys(maternal)
     reinference = answer_keys(reinference)
     for name, keys in (("maternal", maternal), ("reinference", reinference)):
@@ -105,6 +108,12 @@ def softened_frequency_rewards(
             # same NaN object twice counted 2, two NaNs from a tensor 1 each)
             if k is not None and k != k:
                 raise ValueError(f"{name}[{i}] is NaN: an answer key must equal itself to be counted (Eq. 7)")
+            try:
+                hash(k)
+            except TypeError:  # raised from inside the counter, naming neither the list nor the trajectory
+                raise ValueError(f"{name}[{i}] is an unhashable {type(k).__name__} ({k!r:.60}): an answer key must "
+                                 "be hashable to be counted (Eq. 7); use a canonical key such as "
+                                 "mmevo.rewards.answers.group_answer_keys gives") from None
     n = len(maternal)
     if n == 0:
         return torch.zeros(0, dtype=torch.float64)

@@ -114,7 +114,7 @@ class Completion:
     token_ids: list[int]
     logprobs: list[float]  # log p of each sampled token under the temperature-scaled policy (temperature 0: 1)
     finish_reason: str  # "stop" (a stop token was sampled, and is included) or "length"
-    prefix_ids: list[int] = field(default_factory=list)
+    prefix_ids: list[int] = field(default_factory=list)  # the request's prefix_ids, copied (CSRS refuses others)
     # with RolloutRequest.keep_kv: {"layers": [(K [kv_heads, T, D], V)], "next_position": int, "mrope": bool,
     # "image_override": the request's override prompt or None, "prompt": the request's prompt}, the keys / values of
     # prompt + full_ids[:-1] (T positions, no padding, computed with the override image if any) and the position id
