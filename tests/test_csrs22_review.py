@@ -133,3 +133,10 @@ def test_reinference_completion_with_its_anchor_prefix_reads_the_prefix_answer()
     # every answer is 7: R_base = 6/6, f_r = 4/4, so R = (0.2 tanh(5 (1 / (1 + 1e-6) - 1)) + 1) * 1
     want = 0.2 * math.tanh(5 * (1 / (1 + 1e-6) - 1)) + 1
     assert r.tolist() == pytest.approx([want, want, 0, 0, 0, 0], abs=1e-6)
+
+
+@pytest.mark.parametrize("responses, group_ids, name", [(None, [0], "responses"), (["\\boxed{1}"], None, "group_ids"),
+                                                        (["\\boxed{1}"], 0, "group_ids")])
+def test_majority_vote_names_a_list_argument_that_is_no_list(responses, group_ids, name):
+    with pytest.raises(ValueError, match=name):
+        majority_vote_rewards(responses, group_ids)

@@ -29,6 +29,9 @@ def majority_vote_rewards(
     """
     refuse_text_for_list("responses", responses)
     refuse_text_for_list("group_ids", group_ids)
+    for name, value in (("responses", responses), ("group_ids", group_ids)):
+        if not hasattr(value, "__len__"):  # None / a number: len() raised a TypeError naming neither argument
+            raise ValueError(f"{name} must be a list with one entry per sample, got {value!r:.60}")
     n = len(responses)
     if choices is None:
         choices = [None] * n
