@@ -140,3 +140,39 @@ def test_reinference_completion_with_its_anchor_prefix_reads_the_prefix_answer()
 def test_majority_vote_names_a_list_argument_that_is_no_list(responses, group_ids, name):
     with pytest.raises(ValueError, match=name):
         majority_vote_rewards(responses, group_ids)
+
+
+# -- answer classes must not depend on the order of the samples ----------------------------------------------------
+def _classes(answers, choices=None):
+    from mmevo.rewards.answers import group_answer_keys
+
+    found: dict = {}
+    for a, k in zip(answers, group_answer_keys(answers, choices)):
+        found.setdefault(k, []).append(a)
+    return tuple(sorted(tuple(sorted(v)) for v in found.values()))
+
+
+@pytest.mark.parametrize("multiset, choices", [
+    (["10^4", "1e4", "10000"], None),  # 1e4 and 10000 share a cheap key; only 10000 equals 10^4
+    (["10^4", "10,000", "1e4"], None),
+    (["10^4", "1e4", "1e4", "10000"], None),
+    (["50\\%", "A", "\\frac{1}{2}"], ["1/2", "2", "4", "50"]),  # A (= 1/2) and \frac{1}{2} share a key
+])
+def test_same_answers_in_any_order_form_the_same_classes(multiset, choices):
+    import itertools
+
+    # a cheap key spelled two ways was compared through the spelling seen first, so these gave two partitions each
+    assert len({_classes(list(p), choices) for p in itertools.permutations(multiset)}) == 1
+
+
+def test_sfr_rewards_do_not_depend_on_the_order_of_the_samples():
+    # n = 2, m = 1, all of 10^4, 1e4, 10000 one answer, 7 another: R_base = 3/4, f_r = 1/2 for both maternal answers
+    # (0.6103). With 1e4 seen before 10000, 10^4 was its own answer before: (1 - 0.2 tanh 5) / 4 = 0.2000, and the
+    # other maternal answer R_base = 2/4, f_r = 1/2: 0.5000; with 10000 seen first, 0.6103 for both
+    want = (0.2 * math.tanh(5 * (0.5 / (0.75 + 1e-6) - 1)) + 1) * 0.75
+    for mat, rein in ((["10^4", "10000"], ["1e4", "7"]), (["10^4", "1e4"], ["10000", "7"]),
+                      (["1e4", "10^4"], ["7", "10000"])):
+        samples = ([ScoredSample(f"\\boxed{{{a}}}", 0, None, None) for a in mat]
+                   + [ScoredSample(f"\\boxed{{{a}}}", 0, None, None, role="reinference") for a in rein])
+        r, _ = SFRHead().score(samples)
+        assert r.tolist() == pytest.approx([want, want, 0.0, 0.0], abs=1e-6)

@@ -1347,17 +1347,22 @@ def group_answer_keys(answers: Sequence[str | None], choices: Sequence[str] | No
     most frequent first (ties by key), not in order of appearance, so that the same multiset of answers in any order
     gets the same classes and counts (in order of appearance, [50, 50\\%, 0.5] gave {50, 50\\%} {0.5} but
     [50\\%, 50, 0.5] one class of three). A class's key is that of its earliest member in ``answers``. A match is
-    checked both ways, as math-verify is not symmetric (gold "\\{1,2\\}" accepts "(1,2)" but not the reverse)."""
+    checked both ways, as math-verify is not symmetric (gold "\\{1,2\\}" accepts "(1,2)" but not the reverse). A key
+    spelled several ways is compared through its most frequent spelling (ties by text), whatever the order."""
     refuse_text_for_list("answers", answers)
     refuse_text_for_choices("choices", choices)
     keys = [canonical_answer(a, choices) for a in answers]
-    reps: dict[Hashable, str] = {}
-    counts: dict[Hashable, int] = {}
+    spellings: dict[Hashable, dict[str, int]] = {}  # each cheap key's spellings and their counts, keys as they appear
     for a, k in zip(answers, keys):
         if k is not None:
-            if k not in reps:
-                reps[k] = _answer_text(a, "answer")
-            counts[k] = counts.get(k, 0) + 1
+            texts = spellings.setdefault(k, {})
+            text = _answer_text(a, "answer")
+            texts[text] = texts.get(text, 0) + 1
+    # a key's representative is its most frequent spelling (ties by text), not the one seen first: spellings of one
+    # key can compare differently with a third answer (10,000 and 1e4 share a key, and only the first equals 10^4), so
+    # the first one seen made the classes depend on the order of the samples
+    reps = {k: min(texts, key=lambda t: (-texts[t], t)) for k, texts in spellings.items()}
+    counts = {k: sum(texts.values()) for k, texts in spellings.items()}
     heads: list[Hashable] = []  # first cheap key of each class, in the order above
     head_of: dict[Hashable, Hashable] = {}
     for k in sorted(reps, key=lambda k: (-counts[k], repr(k))):
