@@ -176,3 +176,11 @@ def test_sfr_rewards_do_not_depend_on_the_order_of_the_samples():
                    + [ScoredSample(f"\\boxed{{{a}}}", 0, None, None, role="reinference") for a in rein])
         r, _ = SFRHead().score(samples)
         assert r.tolist() == pytest.approx([want, want, 0.0, 0.0], abs=1e-6)
+
+
+@pytest.mark.parametrize("m", [0, -1, True, 2.0, "5"])
+def test_csrs_strategy_refuses_an_m_that_is_no_count_of_reinferences(m):
+    # built from a CSRSConfig directly (not through load_config): m = 0 sampled no re-inference at all and SFR fell
+    # back to R_base silently; True / 2.0 were read as 1 / 2 by the engine or refused there without naming csrs.m
+    with pytest.raises(ValueError, match=r"csrs\.m"):
+        CSRSStrategy(CSRSConfig(enabled=True, m=m))

@@ -24,6 +24,7 @@ from mmevo.data.schema import Example
 from mmevo.models.inputs import EncodedPrompt
 from mmevo.rollout.base import RolloutRequest
 from mmevo.rollout.strategy import Rollout, RolloutContext, RolloutStrategy, sample_groups
+from mmevo.validation import is_integer_number
 
 
 def perturbed_prompt(processor, prompt: EncodedPrompt, sigma: float, seed: int) -> EncodedPrompt:
@@ -60,6 +61,8 @@ class CSRSStrategy(RolloutStrategy):
     name = "csrs"
 
     def __init__(self, csrs: CSRSConfig):
+        if not is_integer_number(csrs.m) or csrs.m < 1:  # m = 0 ran without re-inferences, reporting none of it
+            raise ValueError(f"csrs.m must be an integer >= 1 (re-inferences per maternal response), got {csrs.m!r}")
         self.c = csrs
 
     def rollout(self, ctx: RolloutContext, examples: list[Example]) -> Rollout:
