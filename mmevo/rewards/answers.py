@@ -998,6 +998,18 @@ def _stated_lead(s: str) -> str | None:
     return m.group(1) if m is not None and _restates_one_value(s, m.group(1)) else None
 
 
+# a number in scientific notation ("1e4", "2.5e-3", "1E6"), as `_to_number` reads it: math-verify reads a lower-case
+# "e" as Euler's number ("1e4" was 4e, "2.5e-3" was 2.5e - 3, so "1e4" matched 10000 but not "10^4"), and an upper-case
+# one as the exponent. Not "3e", "e^2" or "2e^{3}" (no exponent digits: Euler's e), nor inside a name ("x_1e5", "a1e3");
+# exponents up to 4 digits (sympy computes 10^{k} in full as it parses)
+_SCIENTIFIC_RE = re.compile(r"(?<![\w.\\])(\d+\.?\d*|\.\d+)[eE]([+-]?\d{1,4})(?![\w.])")
+
+
+def _scientific_as_latex(s: str) -> str:
+    """``s`` with each number in scientific notation spelt as LaTeX: "2.5e-3" is "2.5\\times10^{-3}"."""
+    return _SCIENTIFIC_RE.sub(lambda m: f"{m.group(1)}\\times10^{{{int(m.group(2))}}}", s) if "e" in s.lower() else s
+
+
 @functools.lru_cache(maxsize=65536)
 def _mv_parse(s: str) -> tuple:
     """math-verify parse of ``$s$``; wrapping in ``$`` is what makes it parse reliably. Empty when it fails or
@@ -1010,6 +1022,7 @@ def _mv_parse(s: str) -> tuple:
     numbers restate the value it reads (`_restates_one_value`): right answers with their working, which it read right
     before this rule ("5 \\text{ (since } 2+3=5)", "A &= 3 \\cdot 4 \\\\ &= 12")."""
     mv = _mv()
+    s = _scientific_as_latex(s)
     try:
         lead = _stated_lead(s)
         # a value then its aside in words: the words, unwrapped from their \\text, parse as a product of symbols
