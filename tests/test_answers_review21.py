@@ -5,6 +5,10 @@
    "1e4" equalled 10000 but not "10^4" nor "1\\times 10^4", while "1E4" (math-verify's exponent) equalled both. A
    number in scientific notation now reaches math-verify spelt "m\\times10^{k}". "3e", "e^2" and "2e^{3}" have no
    exponent digits and stay Euler's e.
+2. One-sided marks in a list: "2^{+}, 3^{+}" (one-sided limit points, or a set of charges) is not the numbers "2, 3"
+   (deliberate now; it was False only because math-verify reads no "2^{+}"), both ways, and so no spelling or order of
+   it matched another: "2^+, 3^+", "3^{+}, 2^{+}", "2+, 3+" were three answers. Such a list now matches the same counts
+   marked alike, in any order and spelling. A lone "2^{+}" stays the charge +2, which is 2 (review 20).
 """
 
 from __future__ import annotations
@@ -51,3 +55,23 @@ def test_majority_vote_counts_scientific_spelling_with_its_value():
     responses = [f"\\boxed{{{a}}}" for a in ["10^4", "1e4", "7", "10^4", "1e4", "7", "7"]]
     rewards, metrics = majority_vote_rewards(responses, [0] * 7)
     assert rewards.tolist() == [1.0, 1.0, 0.0, 1.0, 1.0, 0.0, 0.0]
+
+
+@pytest.mark.parametrize("a, b, same", [
+    ("2^{+}, 3^{+}", "2, 3", False), ("2^{+}, 3^{+}", "+2, +3", False), ("\\{2^{+}, 3^{+}\\}", "\\{2, 3\\}", False),
+    ("2^{+}, 3", "2, 3", False), ("2^{-}, 3^{-}", "-2, -3", False), ("2^{+}, 3^{+}", "2^{-}, 3^{+}", False),
+    ("2^{+}, 3^{+}", "2^{+}", False), ("2^{+}, 3^{+}", "2^{+}, 3^{+}, 3^{+}", False),
+    ("2^{+}, 3^{+}", "2^+, 3^+", True), ("2^{+}, 3^{+}", "3^{+}, 2^{+}", True), ("2^{+}, 3^{+}", "2+, 3+", True),
+    ("\\{2^{+}, 3^{+}\\}", "\\{3^+, 2^+\\}", True), ("2^{-}, 3^{+}", "3+, 2^-", True),
+    ("2^{+}", "2", True),  # a lone superscript sign is a charge (review 20)
+])
+def test_lists_with_one_sided_marks_both_ways(a, b, same):
+    assert answers_equivalent(a, b) is same
+    assert answers_equivalent(b, a) is same
+
+
+def test_one_sided_lists_are_one_class_apart_from_the_numbers_in_any_order():
+    answers = ["2^{+}, 3^{+}", "3^+, 2^+", "2, 3", "2+, 3+"]
+    for order in itertools.permutations(answers):
+        keys = dict(zip(order, group_answer_keys(list(order))))
+        assert keys["2^{+}, 3^{+}"] == keys["3^+, 2^+"] == keys["2+, 3+"] != keys["2, 3"], order

@@ -1136,6 +1136,40 @@ def _signed_counts_equal(lp: str, lg: str) -> bool | None:
     return sign_at == "superscript" and number is not None and number == count
 
 
+# a list of counts some of which carry a sign after them ("2^{+}, 3^{+}", "\\{2+, 3-\\}"; `_light` spellings)
+_SIGNED_LIST_RE = re.compile(r"(?:\\\{)?([^{}]*(?:\{[+-]\}[^{}]*)*)(?:\\\})?")
+
+
+def _marked_items(light: str) -> list[tuple[float, bool]] | None:
+    """(count, whether a sign follows it) of each item of a comma list of numbers and signed counts, else None."""
+    m = _SIGNED_LIST_RE.fullmatch(light)
+    items = m.group(1).split(",") if m else []
+    if len(items) < 2:
+        return None
+    read = []
+    for item in items:
+        count = _signed_count(item)
+        if count is not None:
+            read.append((count[0], count[1] != "before"))
+        elif (number := _to_number(item)) is not None:
+            read.append((number, False))
+        else:
+            return None
+    return read
+
+
+def _signed_lists_equal(lp: str, lg: str) -> bool | None:
+    """Verdict on two `_light` spellings when either is a list holding a count with its sign after it ("2^{+}, 3^{+}"),
+    else None. Such a list matches only the same counts, each marked alike, in any order and spelling ("3+, 2^+"); not
+    the bare numbers "2, 3": a list of marked values reads as one-sided limit points or a set of charges, not numbers
+    (math-verify reads no "2^{+}", so a spelling or an order of one list did not match another). A lone "2^{+}" is
+    still the charge +2, which is 2 (`_signed_counts_equal`)."""
+    ip, ig = _marked_items(lp), _marked_items(lg)
+    if not any(items is not None and any(marked for _, marked in items) for items in (ip, ig)):
+        return None
+    return ip is not None and ig is not None and sorted(ip) == sorted(ig)
+
+
 # "a \\approx b": a value with its approximation ("\\frac{20}{3} \\approx 6.67", "x \\approx 2", "\\approx 3.14"). Its
 # sides name one answer only when they agree to the approximation's last digit: "1 \\approx 2" is a hedge between two
 # values (math-verify read its left side, right on the gold 1)
@@ -1227,6 +1261,8 @@ def _equivalent(pred: str, gold: str) -> bool:
     if lp == lg:
         return True
     if (signed := _signed_counts_equal(lp, lg)) is not None:
+        return signed
+    if (signed := _signed_lists_equal(lp, lg)) is not None:
         return signed
     np_, ng = _to_number(lp), _to_number(lg)
     if np_ is not None and ng is not None:
