@@ -56,6 +56,7 @@ import zlib
 
 from . import job_account
 from . import sandbox as sb
+from .css_calc import calc_terms, is_calc
 from .svg import check_svg, svg_bytes
 from .types import LANGUAGES, RenderLimits
 
@@ -1233,26 +1234,53 @@ _SVG_UNIT_AS = {"rem": (1, "em"), "q": (0.25, "mm"),
                 "vmin": (min(SVG_DEFAULT_VIEWPORT) / 100, ""), "vmax": (max(SVG_DEFAULT_VIEWPORT) / 100, "")}
 
 
-def _svg_root_length(value: str, rem_px: float = 16.0) -> str | None:
+def _svg_root_length(value: str, rem_px: float = 16.0, side: str = "width") -> str | None:
     """A root ``width`` / ``height`` as cairosvg reads it right, or None for no size (missing, empty, ``auto``: SVG 2's
     initial value, which sizes the outermost svg as 100% does). cairosvg read ``auto``, a unit in capitals (``100PX``:
     CSS units are case-insensitive), ``Q`` and the viewport units as 0 (``invalid_size``, "The SVG size is undefined")
     and ``rem`` as a number it failed to parse (``crash``). Anything else is left as written: cairosvg's word on
-    it stands (``nan`` / ``inf`` / an unknown unit are ``invalid_size``). ``rem`` is ``rem_px``, the root's font
-    size (``_root_rem_px``)."""
+    it stands (``nan`` / ``inf`` / an unknown unit are ``invalid_size``). ``rem`` and ``em`` are ``rem_px``, the root's
+    font size (``_root_rem_px``; cairosvg read ``em`` as 16 px whatever the root's font size), ``ex`` / ``ch`` half of
+    it (cairosvg's reading). A ``calc()`` (``side``: what its ``%`` is of) is evaluated to px, clamped at 0 as CSS
+    clamps it to the range of a size; an invalid one is left as written (cairosvg fails on it: ``invalid_size``)."""
     text = value.strip()
     if not text or text.lower() == "auto":
         return None
+    if is_calc(text):
+        terms = calc_terms(text)
+        if terms is None:
+            return text
+        px = _root_calc_px(terms, rem_px, side)
+        return f"{px if px > 0 else 0.0!r}px"
     m = _SVG_LENGTH.fullmatch(text)
     if m is None:
         return text
     number, unit = m.group(1), m.group(2).lower()
-    if unit == "rem" and math.isfinite(float(number)):
-        return f"{float(number) * rem_px!r}px"
+    if unit in _FONT_RELATIVE_UNITS and math.isfinite(float(number)):
+        return f"{float(number) * rem_px * _FONT_RELATIVE_UNITS[unit]!r}px"
     if unit in _SVG_UNIT_AS:
         factor, unit = _SVG_UNIT_AS[unit]
         return f"{float(number) * factor!r}{unit}"
     return number + unit
+
+
+# a root's font-relative units in its own font size (cairosvg: 1ex = 1ch = 0.5em)
+_FONT_RELATIVE_UNITS = {"em": 1.0, "rem": 1.0, "ex": 0.5, "ch": 0.5}
+
+
+def _root_calc_px(terms, rem_px: float, side: str) -> float:
+    """A root width / height ``calc()`` (``css_calc.calc_terms``) in px: em / rem of the root's font size, ``%`` of the
+    default viewport's side (what a percentage side of the root is drawn in), absolute and viewport units as cairosvg
+    reads them."""
+    import types
+
+    import cairosvg.helpers
+
+    size = getattr(cairosvg.helpers.size, "__wrapped__", cairosvg.helpers.size)  # cairosvg's, not the lenient one
+    stand_in = types.SimpleNamespace(font_size=rem_px, dpi=96, context_width=SVG_DEFAULT_VIEWPORT[0],
+                                     context_height=SVG_DEFAULT_VIEWPORT[1])
+    return sum(size(stand_in, _css_length(f"{coef!r}{unit}", rem_px) or "0", "x" if side == "width" else "y")
+               for unit, coef in terms)
 
 
 # units a length may carry as cairosvg reads them (helpers.UNITS, em / ex / ch, %), with those rewritten above
@@ -1271,6 +1299,11 @@ def _font_size_px(value) -> float:
     import cairosvg.helpers
 
     text = str(value or "").strip()
+    if is_calc(text):  # its em / rem / % are of the initial 16 px too
+        terms = calc_terms(text) or ()
+        px = _CSS_REM_PX * sum(c for u, c in terms if u == "%") / 100 + _root_calc_px(
+            [(u, c) for u, c in terms if u != "%"], _CSS_REM_PX, "width")
+        return px if math.isfinite(px) and px > 0 else _CSS_REM_PX
     m = _SVG_LENGTH.fullmatch(text)
     if m is None or not math.isfinite(float(m.group(1))) or m.group(2).lower() not in _SVG_KNOWN_UNITS:
         return _CSS_REM_PX
@@ -1301,6 +1334,9 @@ def _root_rem_px(node) -> float:
 _SVG_LENGTH_ATTRS = frozenset((
     "width", "height", "x", "y", "rx", "ry", "r", "cx", "cy", "fx", "fy", "fr", "x1", "y1", "x2", "y2",
     "stroke-width", "stroke-dashoffset", "markerWidth", "markerHeight", "offset"))
+# of those, the ones that take no negative length: a calc() below 0 is clamped to 0 there (CSS Values)
+_SVG_NON_NEGATIVE_ATTRS = frozenset(("width", "height", "rx", "ry", "r", "fr", "stroke-width", "markerWidth",
+                                     "markerHeight"))
 _SVG_TEXT_LISTS = frozenset(("x", "y", "dx", "dy"))
 _SVG_TEXT_TAGS = frozenset(("text", "tspan", "tref", "textPath", "a"))
 # attributes holding one number (a percentage allowed: CSS Color 4's opacities) that cairosvg reads with float()
@@ -1309,10 +1345,22 @@ _SVG_NUMBER_ATTRS = frozenset(("opacity", "fill-opacity", "stroke-opacity", "sto
 _SVG_CHECKED_ATTRS = _SVG_LENGTH_ATTRS | _SVG_NUMBER_ATTRS | {"viewBox", "stroke-dasharray", "preserveAspectRatio"}
 
 
-def _css_length(text: str, rem_px: float | None = None) -> str | None:
+def _css_length(text: str, rem_px: float | None = None, non_negative: bool = False) -> str | None:
     """A CSS length written as cairosvg reads it right (units in lower case; ``rem``, ``Q`` and the viewport units
     in units it reads), or None where ``text`` is no length: not a number and a unit cairosvg knows, or a number
-    no float holds (``1e400``, ``nan``). ``rem`` is ``rem_px`` px, by default the document's (``_SVG_REM_PX``)."""
+    no float holds (``1e400``, ``nan``). ``rem`` is ``rem_px`` px, by default the document's (``_SVG_REM_PX``).
+    A ``calc()`` is evaluated (``css_calc``; None where CSS makes it invalid): one of a single unit to that length,
+    one mixing units (``50% - 1em``) to a stand-in that the length reader resolves where it knows what ``%`` and
+    ``em`` are (``_calc_stand_in``). ``non_negative``: the property takes no negative length, and a calc() below 0
+    is clamped to 0, as CSS clamps it (a negative length written as such is left to the caller)."""
+    if is_calc(text):
+        terms = calc_terms(text)
+        if terms is None:
+            return None
+        if len(terms) == 1:
+            unit, coef = terms[0]
+            return _css_length(f"{coef if coef > 0 or not non_negative else 0.0!r}{unit}", rem_px)
+        return _calc_stand_in(terms, rem_px, non_negative)
     m = _SVG_LENGTH.fullmatch(text.strip())
     if m is None or not math.isfinite(float(m.group(1))) or m.group(2).lower() not in _SVG_KNOWN_UNITS:
         return None
@@ -1325,8 +1373,42 @@ def _css_length(text: str, rem_px: float | None = None) -> str | None:
     return number + unit
 
 
+# calc() lengths of more than one unit read in this job (``_css_length``): (terms, rem px, clamped at 0) by the index
+# that their stand-in text names. A job child draws one document, so the list lives as long as that drawing
+_CALC_LENGTHS: list[tuple] = []
+_CALC_INDEX: dict[tuple, int] = {}
+# the stand-in's text: \x01 is no XML character, so no document can write it; no space, "-", "," or "e" either, so
+# cairosvg's ``normalize`` (which splits dash arrays and lists there) leaves it whole
+_CALC_STAND_IN = re.compile(r"calc\(\x01([0-9]+)\)")
+
+
+def _calc_stand_in(terms, rem_px: float | None, non_negative: bool) -> str:
+    """The text standing for a calc() of several units until the length reader resolves it (``_calc_px``)."""
+    key = (terms, rem_px, non_negative)
+    index = _CALC_INDEX.get(key)
+    if index is None:
+        index = _CALC_INDEX[key] = len(_CALC_LENGTHS)
+        _CALC_LENGTHS.append(key)
+    return f"calc(\x01{index})"
+
+
+def _calc_px(surface, stand_in: str, reference, size) -> float | None:
+    """The px of the calc() that ``stand_in`` names, each unit read by cairosvg's length reader ``size`` on
+    ``surface`` (its font size for em, its viewport for %); None where ``stand_in`` names none."""
+    m = _CALC_STAND_IN.fullmatch(stand_in)
+    if m is None or int(m.group(1)) >= len(_CALC_LENGTHS):
+        return None
+    terms, rem_px, non_negative = _CALC_LENGTHS[int(m.group(1))]
+    px = sum(size(surface, _css_length(f"{coef!r}{unit}", rem_px) or "0", reference) for unit, coef in terms)
+    return px if px > 0 or not non_negative else 0.0
+
+
 def _css_number(text: str) -> str | None:
-    """A number (or a percentage, as a fraction) as cairosvg's float() reads it, or None where ``text`` is none."""
+    """A number (or a percentage, as a fraction) as cairosvg's float() reads it, or None where ``text`` is none. A
+    ``calc()`` of numbers is evaluated (one of a length is none)."""
+    if is_calc(text):
+        terms = calc_terms(text, number=True)
+        return None if terms is None else repr(terms[0][1])
     m = _SVG_LENGTH.fullmatch(text.strip())
     if m is None or not math.isfinite(float(m.group(1))) or m.group(2) not in ("", "%"):
         return None
@@ -1342,13 +1424,28 @@ def _css_viewbox(text: str) -> bool:
     return len(parts) == 4 and all(math.isfinite(v) for v in parts) and min(parts[2:]) >= 0
 
 
+def _list_items(text: str) -> list[str]:
+    """The items of a list of lengths (``stroke-dasharray``), split at whitespace and commas outside parentheses: a
+    ``calc(1px + 2px)`` is one item."""
+    items, depth, current = [], 0, []
+    for ch in text:
+        depth += (ch == "(") - (ch == ")")
+        if depth <= 0 and ch in " \t\n\r\f,":
+            items.append("".join(current))
+            current = []
+        else:
+            current.append(ch)
+    items.append("".join(current))
+    return [item for item in items if item]
+
+
 def _css_dasharray(text: str, rem_px: float | None = None) -> str | None:
     """A ``stroke-dasharray`` as cairosvg reads it right (``none``, or lengths / percentages, none negative), or None
     where it is invalid: SVG makes the whole list invalid for one item that is not a length or is negative (cairo
     refused a negative dash, ``INVALID_DASH``: a ``crash``)."""
     if text.strip().lower() == "none":
         return "none"
-    items = [_css_length(item, rem_px) for item in re.split(r"[\s,]+", text.strip()) if item]
+    items = [_css_length(item, rem_px, non_negative=True) for item in _list_items(text)]
     if not items or any(i is None or i.startswith("-") for i in items):
         return None
     return " ".join(items)
@@ -1368,7 +1465,9 @@ def _read_svg_value(node, name: str, value) -> str | None:
     if name == "preserveAspectRatio":  # an empty one was cairosvg's IndexError (its align is the first word)
         return value if value.split() else None
     if name in _SVG_LENGTH_ATTRS and not (name in _SVG_TEXT_LISTS and node.tag in _SVG_TEXT_TAGS):
-        return None if value.strip().lower() == "auto" else _css_length(value, _root_rem_px(node))
+        if value.strip().lower() == "auto":
+            return None
+        return _css_length(value, _root_rem_px(node), non_negative=name in _SVG_NON_NEGATIVE_ATTRS)
     return value
 
 
@@ -1423,6 +1522,10 @@ def _lenient_length_reader(size):
                 return float(string)
             except ValueError:
                 string = _css_length(string) or string
+            if string.startswith("calc(\x01"):  # a calc() of several units: each read here
+                px = _calc_px(surface, string, reference, size)
+                if px is not None:
+                    return px
         try:
             return size(surface, string, reference)
         except ValueError:  # not a length (a list item of one): read as 0, as cairosvg reads an unknown unit
@@ -1435,11 +1538,11 @@ def _lenient_length_reader(size):
 def _svg_values_read_as_css() -> None:
     """cairosvg's nodes with each length, number and viewBox read as SVG 2 reads them (job child only, once).
 
-    A value that is not one (``width="calc(10px + 5px)"``, ``"xpx"``, ``"--5"``, ``"1e400"``, ``opacity="x"``, a viewBox of
+    A value that is not one (``width="calc(10px * 5px)"``, ``"xpx"``, ``"--5"``, ``"1e400"``, ``opacity="x"``, a viewBox of
     three numbers) was a ``crash`` (cairosvg's float() failing, or cairo's invalid matrix for an infinite one); SVG 2
     treats an invalid value as if the attribute were not specified, and so it is now: the element's inherited value
     where the property is inherited, else cairosvg's default for a missing one (a nested svg's 100%, a rect's
-    0: not drawn). ``calc()`` is not evaluated: it is such a value. The root's width / height are the canvas:
+    0: not drawn). ``calc()`` is evaluated (``_css_length``); an invalid one is such a value. The root's width / height are the canvas:
     ``_normalise_root_size`` reads them, and one that is no length is ``invalid_size``. Units in any case, ``rem`` (16
     px: CSS's initial font size), ``Q`` and the viewport units are read as lengths everywhere (``1rem`` on a rect was a
     ``crash``); the length reader does the same for lengths inside lists (``stroke-dasharray``, text's x / y,
@@ -1725,6 +1828,71 @@ def _svg_arcs_past_cairo_range_refused() -> None:
     context_class._arcs_in_range = True
 
 
+# dash periods cairo strokes for one document, all its strokes together: each costs cairo ~35 ns off the canvas and
+# 0.4-1.7 us on it (wider lines cost more), so 2e6 is a few seconds at worst; a chart's dashed grid holds ~1e4. A
+# circle of radius 8e6 px dashed every 0.6 px holds 8e7 (it ran to the timeout)
+SVG_MAX_DASH_PERIODS = 2_000_000
+_SVG_DASH_PERIODS = [0.0]  # counted so far in this job's document
+
+
+def _flat_path_length(path) -> float:
+    """The length of a flattened cairo path (``copy_path_flat``: moves, lines, closes), in its user units."""
+    length, x, y, x0, y0 = 0.0, 0.0, 0.0, 0.0, 0.0
+    for operation, points in path:
+        if operation == 0:  # MOVE_TO
+            x = x0 = points[0]
+            y = y0 = points[1]
+        elif operation == 1:  # LINE_TO
+            length += math.hypot(points[0] - x, points[1] - y)
+            x, y = points[0], points[1]
+        elif operation == 3:  # CLOSE_PATH
+            length += math.hypot(x0 - x, y0 - y)
+            x, y = x0, y0
+    return length
+
+
+def _dash_periods(context) -> tuple[float, float]:
+    """How many dash periods cairo steps through to stroke ``context``'s path with its dash, and the period (user
+    units); 0 periods where it is not dashed. A period under cairo's tolerance on the device counts too: cairo then
+    strokes two dashes of the same coverage a period, still every period (one of 0.08 px on a circle of radius 8e6 px
+    took 8 s)."""
+    dashes, _ = context.get_dash()
+    if not dashes:
+        return 0.0, 0.0
+    period = sum(dashes) * (1 if len(dashes) % 2 == 0 else 2)  # an odd list is repeated once more
+    if not period > 0:  # all zero: cairo refuses it (cairosvg sets no such dash)
+        return 0.0, period
+    return _flat_path_length(context.copy_path_flat()) / period, period
+
+
+def _svg_dash_counts_bounded() -> None:
+    """cairo strokes of more dash periods than ``SVG_MAX_DASH_PERIODS`` in one document refused before cairo steps
+    through them (job child only, once): a circle of radius 8e6 px (within cairo's range) dashed every 0.6 px is 8e7
+    periods, a 200-byte SVG that ran to the job's timeout. ``too_large`` at once, as an arc past cairo's range is."""
+    import cairocffi
+
+    context_class = cairocffi.Context
+    if getattr(context_class, "_dashes_bounded", False):
+        return
+
+    def checked(stroke):
+        def bounded_stroke(self):
+            periods, period = _dash_periods(self)
+            if periods:
+                _SVG_DASH_PERIODS[0] += periods
+                if not _SVG_DASH_PERIODS[0] <= SVG_MAX_DASH_PERIODS:
+                    raise _SvgTooLarge(
+                        f"SVG dashes: {_SVG_DASH_PERIODS[0]:.3g} dash periods to stroke (this path: {periods:.3g}, "
+                        f"{periods * period:g} long, dashed every {period:g}) exceed the {SVG_MAX_DASH_PERIODS:g} "
+                        "cairo draws in a document")
+            return stroke(self)
+        return bounded_stroke
+
+    context_class.stroke = checked(context_class.stroke)
+    context_class.stroke_preserve = checked(context_class.stroke_preserve)
+    context_class._dashes_bounded = True
+
+
 class _SvgUnreadableImage(Exception):
     """A ``data:`` raster of an SVG ``<image>`` that does not decode: the document's malformed content, ``syntax``, as
     an SVG that is no XML or an ``.svgz`` that is no gzip stream is."""
@@ -1840,7 +2008,7 @@ def _normalise_root_size(tree) -> None:
             value = str(tree[side])
             if not value.strip():  # an empty CSS declaration is invalid, dropped by CSS: the attribute stands
                 value = tree.xml_tree.get(side) or ""
-            length = _svg_root_length(value, _root_rem_px(tree))
+            length = _svg_root_length(value, _root_rem_px(tree), side)
             if length is not None and _cairosvg_fails_on_length(length):
                 # the canvas has no size: cairosvg failed on it (`calc(10px + 5px)`, `xpx`: a crash); what it reads as
                 # 0 (`--5`, `100 %`, an unknown unit) it says so itself ("The SVG size is undefined: 0x10 px")
@@ -1892,6 +2060,7 @@ def _run_svg(text: str, limits: RenderLimits) -> tuple[str, str]:
     _svg_bounding_boxes_never_missing()
     _svg_markers_that_cannot_render_not_drawn()
     _svg_arcs_past_cairo_range_refused()
+    _svg_dash_counts_bounded()
     _svg_unreadable_images_refused()
 
     try:

@@ -86,8 +86,11 @@ LENGTHS = {
                                    {"ok"}),
     "svg_root_of_300_rem_past_max_side": (SVGNS + 'width="300rem" height="1rem">' + INK + "</svg>", "svg", 10.0,
                                           {"too_large"}),
+    # calc() is evaluated (review 22): a 10 px wide root
     "svg_root_width_calc_in_style_sheet": (SVGNS + 'height="10"><style>svg { width: calc(5px + 5px) }</style>' + INK +
-                                           "</svg>", "svg", 10.0, {"invalid_size"}),
+                                           "</svg>", "svg", 10.0, {"ok"}),
+    "svg_root_width_invalid_calc_in_style_sheet": (SVGNS + 'height="10"><style>svg { width: calc(5px * 5px) }</style>'
+                                                   + INK + "</svg>", "svg", 10.0, {"invalid_size"}),
     "svg_opacity_of_1e400_percent": (SVG + '<rect width="10" height="10" fill="red" opacity="1e400%" '
                                      'stroke-opacity="-1e400"/></svg>', "svg", 10.0, {"ok"}),
     "svg_dasharray_of_only_invalid_items": (SVG + '<path d="M0 5 H40" stroke="red" stroke-dasharray="xpx, --5, calc(1)"/>'

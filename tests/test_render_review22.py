@@ -1,0 +1,178 @@
+"""render/: review 22, SVG lengths read as CSS reads them and dashes that ran to the timeout.
+
+1. ``calc()`` was never evaluated: inside the document it was an invalid value (a rect of ``width="calc(10px +
+   20px)"`` was not drawn), on the root ``invalid_size``. It is evaluated as CSS Values does (+ - * /, nested
+   parentheses and calc(), mixed units resolved where they are read); what CSS makes invalid (a length times a
+   length, a division by zero or by a length, ``1px+2px`` without spaces, a number where a length is wanted) is
+   dropped as an invalid declaration is, and a result below 0 where no negative length is allowed is clamped to 0.
+2. A circle of radius 8e6 px (inside cairo's range) dashed every fraction of a pixel ran to the timeout: a document
+   whose strokes hold more than ``SVG_MAX_DASH_PERIODS`` dash periods is ``too_large`` at once.
+3. A root ``width`` in ``em`` was 16 px an em whatever the root's font size.
+"""
+
+import io
+import sys
+
+import pytest
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="render sandbox is Linux-only")
+
+from render import RenderJob  # noqa: E402
+from render.css_calc import CALC_MAX_CHARS, CALC_MAX_DEPTH, calc_terms  # noqa: E402
+
+HEAD = '<svg xmlns="http://www.w3.org/2000/svg" width="60" height="60"'
+
+
+def _ink_box(png):
+    from PIL import Image
+
+    return Image.open(io.BytesIO(png)).convert("RGBA").getchannel("A").getbbox()
+
+
+def _render(pool, svg, timeout_s=20.0):
+    return pool.render(RenderJob(svg, "svg"), timeout_s=timeout_s)
+
+
+# -- 1. calc() ----------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("text, terms", [
+    ("calc(10px + 20px)", (("px", 30.0),)),
+    ("CALC( 2 * (5px + 5px) )", (("px", 20.0),)),
+    ("calc(50% - 2 * (1em + 3px))", (("%", 50.0), ("em", -2.0), ("px", -6.0))),
+    ("calc(calc(1px + 1mm) / 2)", (("px", 0.5), ("mm", 0.5))),
+    ("calc(1px - -2px)", (("px", 3.0),)),
+    ("calc(2*3px)", (("px", 6.0),)),
+    ("calc(1Q + 1REM)", (("q", 1.0), ("rem", 1.0))),
+    ("calc(1e1px - 1px)", (("px", 9.0),)),
+    ("calc(1px - 1px)", (("px", 0.0),)),
+])
+def test_calc_terms_by_hand(text, terms):
+    assert calc_terms(text) == terms
+
+
+@pytest.mark.parametrize("text", [
+    "calc(1px+2px)", "calc(1px -2px)", "calc(1px+ 2px)",  # + / - need whitespace on both sides
+    "calc(1px * 2px)", "calc(1px / 0)", "calc(0px / 0.0)", "calc(2 / 1px)",  # CSS's type and division rules
+    "calc(10)", "calc(1px + 2)", "calc(1foo)", "calc(1px", "calc(1px) x", "calc()", "calc(1e300px * 1e300)",
+    "calc(" * (CALC_MAX_DEPTH + 1) + "1px" + ")" * (CALC_MAX_DEPTH + 1),
+    "calc(" + " + ".join(["1px"] * CALC_MAX_CHARS) + ")",
+])
+def test_calc_that_css_makes_invalid_is_none(text):
+    assert calc_terms(text) is None
+
+
+def test_calc_nested_to_the_limit_is_read():
+    assert calc_terms("calc(" * CALC_MAX_DEPTH + "1px" + ")" * CALC_MAX_DEPTH) == (("px", 1.0),)
+
+
+def test_calc_of_numbers_where_a_number_is_wanted():
+    assert calc_terms("calc(1 / 4 + 0.25)", number=True) == (("", 0.5),)
+    assert calc_terms("calc(1px)", number=True) is None
+
+
+@pytest.mark.parametrize("width, box", [
+    ("calc(10px + 20px)", (0, 0, 30, 10)),  # before: not drawn (an invalid value)
+    ("CALC(2 * (5px + 5px))", (0, 0, 20, 10)),
+    ("calc(50% - 10px)", (0, 0, 20, 10)),  # mixed units, resolved against the 60 px viewport
+    ("calc(100% / 3 + 1px)", (0, 0, 21, 10)),
+    ("calc(1em + 4px)", (0, 0, 20, 10)),  # cairosvg's default 12pt font
+    ("calc(1rem + 0px)", (0, 0, 16, 10)),
+    ("calc(5mm)", (0, 0, 19, 10)),
+    ("calc(10px+20px)", None),  # invalid: dropped, a rect without a width is not drawn
+    ("calc(10px * 2px)", None),
+    ("calc(10px / 0)", None),
+    ("calc(10)", None),
+    ("calc(10px - 30px)", None),  # clamped to 0: not drawn
+])
+def test_calc_lengths_inside_the_document(render_pool, width, box):
+    r = _render(render_pool, f'{HEAD}><rect width="{width}" height="10" fill="red"/></svg>')
+    assert r.ok and _ink_box(r.png) == box, (r.error_kind, r.message)
+
+
+def test_calc_em_is_the_elements_font_size(render_pool):
+    r = _render(render_pool, f'{HEAD}><g font-size="20"><rect width="calc(1em + 4px)" height="10"/></g></svg>')
+    assert r.ok and _ink_box(r.png) == (0, 0, 24, 10), (r.error_kind, r.message)
+
+
+def test_an_invalid_calc_stroke_width_inherits(render_pool):
+    body = ('<g stroke-width="6"><line x1="0" y1="30" x2="60" y2="30" stroke="red" stroke-width="calc(2px * 2px)"/>'
+            '</g><line x1="0" y1="50" x2="60" y2="50" stroke="red" stroke-width="calc(1px * 2)"/>')
+    r = _render(render_pool, f"{HEAD}>{body}</svg>")
+    assert r.ok and _ink_box(r.png) == (0, 27, 60, 51), (r.error_kind, r.message)
+
+
+def test_calc_in_a_dasharray_and_an_opacity(render_pool):
+    body = ('<line x1="0" y1="5" x2="60" y2="5" stroke="red" stroke-width="2" '
+            'stroke-dasharray="calc(5px + 5px), calc(50% - 50%)"/>'  # 10 on, 0 off: solid
+            '<rect y="20" width="10" height="10" opacity="calc(0.25 * 2)"/>')
+    r = _render(render_pool, f"{HEAD}>{body}</svg>")
+    assert r.ok and _ink_box(r.png) == (0, 4, 60, 30), (r.error_kind, r.message)
+    from PIL import Image
+
+    assert Image.open(io.BytesIO(r.png)).convert("RGBA").getpixel((5, 25))[3] == 128
+
+
+@pytest.mark.parametrize("width, size", [
+    ("calc(10px + 20px)", (30, 20)),  # before: invalid_size, "The SVG width is not a length"
+    ("calc(2em + 2px)", (22, 20)),  # the root's font size: 10 px
+    ("calc(50% + 10px)", (160, 20)),  # % of the default viewport's 300 px, as width="50%" is
+])
+def test_calc_root_sizes(render_pool, width, size):
+    r = _render(render_pool, f'<svg xmlns="http://www.w3.org/2000/svg" font-size="10" width="{width}" height="20">'
+                             '<rect width="10" height="10"/></svg>')
+    assert r.ok and (r.width, r.height) == size, (r.error_kind, r.message)
+
+
+@pytest.mark.parametrize("width, message", [
+    ("calc(1px * 1px)", "job: The SVG width is not a length: 'calc(1px * 1px)'"),
+    ("calc(10px - 30px)", "job: The SVG size is undefined: 0x20 px"),  # clamped to 0
+])
+def test_invalid_or_negative_calc_root_sizes(render_pool, width, message):
+    r = _render(render_pool, f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="20"/>')
+    assert (r.error_kind, r.message) == ("invalid_size", message)
+
+
+# -- 2. dash counts ---------------------------------------------------------------------------------------------------
+def _dashed_circle(radius, dash, side=100):
+    return (f'<svg xmlns="http://www.w3.org/2000/svg" width="{side}" height="{side}"><circle cx="50" cy="50" '
+            f'r="{radius}" fill="none" stroke="red" stroke-dasharray="{dash}"/></svg>')
+
+
+@pytest.mark.parametrize("svg, periods", [
+    (_dashed_circle(8e6, 0.3), "8.38e+07"),  # before: ~4-10 s, to the timeout at smaller dashes
+    (_dashed_circle(8e6, 0.04), "6.28e+08"),  # under cairo's tolerance: still stepped through (8 s before)
+    ('<svg xmlns="http://www.w3.org/2000/svg" width="100" height="100"><path d="' + "M0 0 L100 100 " * 10000
+     + '" stroke="red" stroke-dasharray="0.2"/></svg>', "3.54e+06"),
+])
+def test_an_absurd_dash_count_is_too_large_at_once(render_pool, svg, periods):
+    r = _render(render_pool, svg)
+    assert r.error_kind == "too_large", (r.error_kind, r.message)
+    assert r.message.startswith(f"job: SVG dashes: {periods} dash periods to stroke"), r.message
+    assert r.message.endswith("exceed the 2e+06 cairo draws in a document")
+    assert r.elapsed_s < 5
+
+
+def test_the_dash_count_adds_up_over_the_document(render_pool):
+    # each circle alone is within the bound (1.57e6 periods), the two together are not
+    circle = '<circle cx="50" cy="50" r="1e5" fill="none" stroke="red" stroke-dasharray="0.2"/>'
+    r = _render(render_pool, f'<svg xmlns="http://www.w3.org/2000/svg" width="100" height="100">{circle}</svg>')
+    assert r.ok, (r.error_kind, r.message)
+    r = _render(render_pool, f'<svg xmlns="http://www.w3.org/2000/svg" width="100" height="100">{circle * 2}</svg>')
+    assert r.error_kind == "too_large" and r.message.startswith("job: SVG dashes: 3.14e+06"), r.message
+
+
+def test_ordinary_dashes_are_drawn(render_pool):
+    r = _render(render_pool, '<svg xmlns="http://www.w3.org/2000/svg" width="100" height="100"><line x1="0" y1="50" '
+                             'x2="100" y2="50" stroke="red" stroke-dasharray="5 5"/></svg>')
+    assert r.ok and _ink_box(r.png) == (0, 49, 95, 51), (r.error_kind, r.message)
+
+
+# -- 3. a root size in em ---------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("root, size", [
+    ('font-size="10" width="5em" height="3em"', (50, 30)),  # before: 80x48
+    ('style="font-size: 10px" width="3em" height="2ex"', (30, 10)),  # cairosvg's ex: half an em
+    ('font-size="calc(5px + 5px)" width="3em" height="20"', (30, 20)),
+    ('width="2em" height="1em"', (32, 16)),  # no font size: CSS's initial 16 px
+])
+def test_a_root_size_in_em_follows_the_root_font_size(render_pool, root, size):
+    r = _render(render_pool, f'<svg xmlns="http://www.w3.org/2000/svg" {root}><rect width="5" height="5"/></svg>')
+    assert r.ok and (r.width, r.height) == size, (r.error_kind, r.message)
