@@ -1717,6 +1717,19 @@ def _drawable_matrix(matrix) -> bool:
     return all(math.isfinite(v) for v in (xx, yx, xy, yy, x0, y0)) and math.isfinite(det) and det != 0
 
 
+# FreeType sizes a glyph in 16.16 fixed point: a font of 65536 px or more on the canvas is its error, and that error
+# stays with the font face for the rest of the process (every later text of the document failed too)
+FREETYPE_MAX_FONT_PX = 65535.0
+
+
+def _font_matrix_drawable(matrix) -> bool:
+    """Whether cairo can draw text under the font matrix times the context's, ``matrix``: a matrix it accepts
+    (``_drawable_matrix``) and a font size on the canvas (its larger axis) FreeType can take (``font-size="1e5"``,
+    or 1000 under ``scale(100)``, was cairo's ``FREETYPE_ERROR``, a ``crash``, where a browser draws a glyph larger
+    than the image)."""
+    return _drawable_matrix(matrix) and _device_radius(matrix, 1.0) <= FREETYPE_MAX_FONT_PX
+
+
 def _svg_transforms_of_no_size_not_drawn() -> None:
     """cairo contexts that draw nothing more, instead of failing, under a transformation that would leave them none
     (job child only, once): ``transform="scale(1e300)"`` inside a scaled SVG overflows to a matrix cairo refuses
@@ -1729,9 +1742,9 @@ def _svg_transforms_of_no_size_not_drawn() -> None:
     if getattr(context_class, "_refuses_no_size", False):
         return
 
-    def checked(operation, trial):
+    def checked(operation, trial, drawable=_drawable_matrix):
         def apply(self, *args, **kwargs):
-            if _drawable_matrix(trial(self.get_matrix(), *args, **kwargs)):
+            if drawable(trial(self.get_matrix(), *args, **kwargs)):
                 return operation(self, *args, **kwargs)
             path = self.copy_path()  # the empty clip hides what follows; the path being built is kept
             self.new_path()
@@ -1747,9 +1760,11 @@ def _svg_transforms_of_no_size_not_drawn() -> None:
         return trial
 
     context_class.transform = checked(context_class.transform, lambda current, m: m.multiply(current))
-    # a font of 1e300 px is a font matrix cairo refuses the same way (INVALID_MATRIX): its text is not drawn
+    # a font of 1e300 px is a font matrix cairo refuses the same way (INVALID_MATRIX): its text is not drawn; so is
+    # one past FreeType's size on the canvas (``_font_matrix_drawable``)
     context_class.set_font_size = checked(context_class.set_font_size,
-                                          lambda current, px: cairocffi.Matrix(px, 0, 0, px, 0, 0).multiply(current))
+                                          lambda current, px: cairocffi.Matrix(px, 0, 0, px, 0, 0).multiply(current),
+                                          _font_matrix_drawable)
     for name in ("scale", "translate", "rotate"):
         setattr(context_class, name, checked(getattr(context_class, name), moved(name)))
     context_class._refuses_no_size = True
@@ -2033,6 +2048,56 @@ def _normalise_root_size(tree) -> None:
     tree[missing[0]] = f"{float(m.group(1)) * box_missing / box_other!r}{m.group(2)}"
 
 
+# cairosvg's own bound on the <use> elements one document draws (``defs.use``: a ValueError, "Abort rendering"), which
+# a fan-out reached only after drawing 100000 of them, ~23 s (each finds its target by a walk of the whole document)
+SVG_MAX_USE_DRAWS = 100_000
+_SVG_USE_TAGS = ("use", "{http://www.w3.org/2000/svg}use")
+# elements drawn only where something references them (a <use> of a symbol, a fill of a pattern, ...), not in place
+_SVG_UNDRAWN_IN_PLACE = frozenset(("defs", "symbol", "marker", "pattern", "mask", "clipPath", "linearGradient",
+                                   "radialGradient", "filter", "style", "title", "desc", "metadata"))
+
+
+def _use_draws(root, limit: int = SVG_MAX_USE_DRAWS) -> int:
+    """How many ``<use>`` elements drawing the XML element ``root`` draws, each use of a use counted again (``a1``
+    using ``a0`` ten times, ``a2`` using ``a1`` ten times, ...: 10 ** depth), capped at ``limit`` + 1. A use of an
+    element it is inside draws nothing (a circular reference, not rendered); ``<defs>``, symbols, markers, patterns,
+    ... are counted where a use draws them, not in place (markers repeat theirs at every vertex: cairosvg's own bound
+    stops those, a ``crash``). Linear in the document: each element's
+    count is taken once (an explicit stack, so nesting deeper than Python's recursion limit is counted too)."""
+    first_by_id: dict[str, object] = {}
+    for element in root.iter():
+        first_by_id.setdefault(element.get("id"), element)  # cairosvg takes the first element of an id
+
+    def target(element):
+        if element.tag not in _SVG_USE_TAGS:
+            return None
+        href = element.get("{http://www.w3.org/1999/xlink}href", element.get("href")) or ""
+        return first_by_id.get(href.partition("#")[2]) if "#" in href else None
+
+    counts: dict[int, int] = {}
+    open_elements: set[int] = set()
+    stack = [(root, False)]
+    while stack:
+        element, closing = stack.pop()
+        key, used = id(element), target(element)
+        if closing:
+            open_elements.discard(key)
+            total = sum(counts.get(id(child), 0) for child in element
+                        if str(child.tag).rpartition("}")[2] not in _SVG_UNDRAWN_IN_PLACE)
+            if used is not None or element.tag in _SVG_USE_TAGS:
+                total += 1 + counts.get(id(used), 0)  # an element still open here is circular: 0
+            counts[key] = min(total, limit + 1)
+            continue
+        if key in counts or key in open_elements:
+            continue
+        open_elements.add(key)
+        stack.append((element, True))
+        stack.extend((child, False) for child in element)
+        if used is not None:
+            stack.append((used, False))
+    return counts[id(root)]
+
+
 def _default_viewport(tree) -> dict:
     """cairosvg's ``parent_width`` / ``parent_height`` for the parsed SVG ``tree`` (its root normalised): the
     default viewport where its root has no viewBox and a width or height missing or in percent, else nothing.
@@ -2070,6 +2135,8 @@ def _run_svg(text: str, limits: RenderLimits) -> tuple[str, str]:
         tree = Tree(bytestring=data, unsafe=False, url_fetcher=_raster_only_fetch)
         _SVG_REM_PX[0] = _root_rem_px(tree)  # what rem is in lengths read while drawing (text x / y lists, points)
         _normalise_root_size(tree)
+        if _use_draws(tree.xml_tree) > SVG_MAX_USE_DRAWS:
+            raise _SvgTooLarge(f"SVG <use> elements fan out to more than {SVG_MAX_USE_DRAWS} drawn (cairosvg's bound)")
         surface(tree, os.path.join(_JOBDIR, OUT_NAME), 96, **_default_viewport(tree)).finish()
     except _SvgTooLarge as e:
         return "too_large", str(e)

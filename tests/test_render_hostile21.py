@@ -516,7 +516,7 @@ SVGS = {
                                + SVG.format(w=9, h=9, body=""), "svg", 5.0, {"forbidden"}),
     "use_fanout": _svg('<defs><rect id="a0" width="1" height="1"/>' + "".join(
         f'<g id="a{i + 1}">' + f'<use xlink:href="#a{i}"/>' * 10 + "</g>" for i in range(9))
-        + '</defs><use xlink:href="#a9"/>', timeout=1.0, expect=("timeout",)),
+        + '</defs><use xlink:href="#a9"/>', timeout=1.0, expect=("too_large",)),  # refused before drawing (review 22)
     "use_self": _svg('<g id="a"><use xlink:href="#a"/></g>', expect=("ok",)),  # not rendered (review 20)
     "huge_width": _svg(_BLURB, w=10 ** 6, h=10, expect=("too_large",)),
     "huge_viewbox_small_size": ('<svg xmlns="http://www.w3.org/2000/svg" width="20" height="20" '

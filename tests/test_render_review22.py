@@ -176,3 +176,68 @@ def test_ordinary_dashes_are_drawn(render_pool):
 def test_a_root_size_in_em_follows_the_root_font_size(render_pool, root, size):
     r = _render(render_pool, f'<svg xmlns="http://www.w3.org/2000/svg" {root}><rect width="5" height="5"/></svg>')
     assert r.ok and (r.width, r.height) == size, (r.error_kind, r.message)
+
+
+# -- 4. <use> fan-out, refused before drawing -------------------------------------------------------------------------
+def _fan_out(depth, attr="href"):
+    """``a{i}`` uses ``a{i-1}`` ten times: 10 ** depth rects, 1.1 * 10 ** depth uses drawn."""
+    levels = "".join(f'<g id="a{i}">' + f'<use {attr}="#a{i - 1}"/>' * 10 + "</g>" for i in range(1, depth + 1))
+    return (f'<svg xmlns="http://www.w3.org/2000/svg" xmlns:xlink="http://www.w3.org/1999/xlink" width="100" '
+            f'height="100"><defs><rect id="a0" width="1" height="1"/>{levels}</defs><use {attr}="#a{depth}"/></svg>')
+
+
+@pytest.mark.parametrize("svg", [_fan_out(8), _fan_out(8, "xlink:href"), _fan_out(5)])
+def test_a_use_fan_out_past_cairosvgs_bound_is_too_large_at_once(render_pool, svg):
+    # before: a timeout (10 ** 8), or cairosvg's own refusal after drawing 100000 uses (~20 s), a crash
+    r = _render(render_pool, svg)
+    assert (r.error_kind, r.message) == (
+        "too_large", "job: SVG <use> elements fan out to more than 100000 drawn (cairosvg's bound)")
+    assert r.elapsed_s < 5
+
+
+def test_use_draws_counted_by_hand():
+    from xml.etree.ElementTree import fromstring
+
+    from render.worker import _use_draws
+
+    assert _use_draws(fromstring(_fan_out(3))) == 1 + 10 + 100 + 1000
+    assert _use_draws(fromstring(_fan_out(8)), limit=500) == 501  # capped
+    # a use of its own ancestor adds nothing more (circular, not rendered), one naming no element only itself: the
+    # count ends, near the 7 uses cairosvg draws here (how many of a cycle's are tried depends on where it is entered)
+    cyclic = ('<svg xmlns="http://www.w3.org/2000/svg"><g id="a"><use href="#a"/><use href="#b"/></g>'
+              '<g id="b"><use href="#a"/></g><use href="#missing"/></svg>')
+    assert _use_draws(fromstring(cyclic)) == 6
+    # definitions are counted where they are used, not in place
+    defs = '<svg xmlns="http://www.w3.org/2000/svg"><defs><g id="d"><use href="#x"/></g></defs><use href="#d"/></svg>'
+    assert _use_draws(fromstring(defs)) == 2
+
+
+def test_a_use_fan_out_within_the_bound_is_drawn(render_pool):
+    r = _render(render_pool, _fan_out(2))
+    assert r.ok and _ink_box(r.png) == (0, 0, 1, 1), (r.error_kind, r.message)
+
+
+# -- 5. text past FreeType's size ---------------------------------------------------------------------------------------
+@pytest.mark.parametrize("huge", [
+    '<text y="50" font-size="1e5">W</text>',  # before: crash, cairo's FREETYPE_ERROR
+    '<g transform="scale(100)"><text y="0.5" font-size="1000">W</text></g>',  # 1e5 px on the canvas
+    '<text y="50"><tspan font-size="1e6">A</tspan></text>',
+])
+def test_text_past_freetypes_size_is_not_drawn_and_the_rest_is(render_pool, huge):
+    svg = f'{HEAD.replace("60", "100")}>{huge}<rect x="80" y="80" width="10" height="10"/></svg>'
+    r = _render(render_pool, svg)
+    assert r.ok and _ink_box(r.png) == (80, 80, 90, 90), (r.error_kind, r.message)
+    # FreeType's error stayed with the font face: later text failed too; it is drawn now
+    r = _render(render_pool, f'{HEAD.replace("60", "100")}>{huge}<text y="90" font-size="20">ok</text></svg>')
+    assert r.ok and _ink_box(r.png) is not None and _ink_box(r.png)[1] >= 70, (r.error_kind, r.message)
+
+
+def test_freetypes_size_is_the_larger_axis_on_the_canvas():
+    import cairocffi
+
+    from render.worker import _font_matrix_drawable
+
+    assert _font_matrix_drawable(cairocffi.Matrix(65535, 0, 0, 65535))
+    assert not _font_matrix_drawable(cairocffi.Matrix(65536, 0, 0, 65536))
+    assert not _font_matrix_drawable(cairocffi.Matrix(40000, 0, 0, 80000))  # cairo's error for 40000 px at scale(1, 2)
+    assert _font_matrix_drawable(cairocffi.Matrix(1e-3, 0, 0, 1e-3).multiply(cairocffi.Matrix(6e7, 0, 0, 6e7)))
