@@ -2057,35 +2057,70 @@ _SVG_UNDRAWN_IN_PLACE = frozenset(("defs", "symbol", "marker", "pattern", "mask"
                                    "radialGradient", "filter", "style", "title", "desc", "metadata"))
 
 
-def _use_draws(root, limit: int = SVG_MAX_USE_DRAWS) -> int:
+# properties whose url(#id) draws the content of the element it names where they are painted: once for a paint
+# server, mask or clip path, at every vertex for a marker
+_SVG_CONTENT_REFERENCES = ("fill", "stroke", "mask", "clip-path")
+_SVG_URL_FRAGMENT = re.compile(r"url\(\s*['\"]?#([^)'\"\s]+)")
+_SVG_NUMBER_IN_DATA = re.compile(r"[0-9.]+(?:[eE][+-]?[0-9]+)?")
+
+
+def _vertex_bound(element) -> int:
+    """At most how many vertices cairosvg places markers on for the XML ``element``: a number of its path data or
+    points (each command takes at least one, a closing ``z`` none, one vertex), 2 for a line, 0 for other shapes."""
+    tag = str(element.tag).rpartition("}")[2]
+    if tag == "path":
+        d = element.get("d") or ""
+        return len(_SVG_NUMBER_IN_DATA.findall(d)) + d.count("z") + d.count("Z") + 1
+    if tag in ("polyline", "polygon"):
+        return len(_SVG_NUMBER_IN_DATA.findall(element.get("points") or "")) // 2 + 2
+    return 2 if tag == "line" else 0
+
+
+def _use_draws(root, limit: int = SVG_MAX_USE_DRAWS, nodes: dict | None = None) -> int:
     """How many ``<use>`` elements drawing the XML element ``root`` draws, each use of a use counted again (``a1``
     using ``a0`` ten times, ``a2`` using ``a1`` ten times, ...: 10 ** depth), capped at ``limit`` + 1. A use of an
     element it is inside draws nothing (a circular reference, not rendered); ``<defs>``, symbols, markers, patterns,
-    ... are counted where a use draws them, not in place (markers repeat theirs at every vertex: cairosvg's own bound
-    stops those, a ``crash``). Linear in the document: each element's
-    count is taken once (an explicit stack, so nesting deeper than Python's recursion limit is counted too)."""
+    ... are counted where they are drawn, not in place: for a ``<use>``, and, given ``nodes`` (cairosvg's node of
+    each XML element by its id(), holding the properties as cairosvg computes them: style sheets, inheritance), for
+    a fill, stroke, mask or clip path naming one, and for a marker at every vertex of its path (``_vertex_bound``).
+    Linear in the document: each element's count is taken once (an explicit stack, so nesting deeper than Python's
+    recursion limit is counted too)."""
     first_by_id: dict[str, object] = {}
     for element in root.iter():
         first_by_id.setdefault(element.get("id"), element)  # cairosvg takes the first element of an id
 
-    def target(element):
-        if element.tag not in _SVG_USE_TAGS:
-            return None
-        href = element.get("{http://www.w3.org/1999/xlink}href", element.get("href")) or ""
-        return first_by_id.get(href.partition("#")[2]) if "#" in href else None
+    def references(element) -> list[tuple[object, int]]:
+        """(element drawn, times) for each reference ``element`` draws; the target of a ``<use>`` first."""
+        out = []
+        if element.tag in _SVG_USE_TAGS:
+            href = element.get("{http://www.w3.org/1999/xlink}href", element.get("href")) or ""
+            out.append((first_by_id.get(href.partition("#")[2]) if "#" in href else None, 1))
+        node = nodes.get(id(element)) if nodes else None
+        if node is not None:
+            named = [(name, 1) for name in _SVG_CONTENT_REFERENCES]
+            vertices = _vertex_bound(element)
+            named += [(name, vertices) for name in _SVG_MARKER_PROPERTIES] if vertices else []
+            for name, times in named:
+                value = node.get(name)
+                m = _SVG_URL_FRAGMENT.search(value) if isinstance(value, str) else None
+                if m is not None and m.group(1) in first_by_id:
+                    out.append((first_by_id[m.group(1)], times))
+        return out
 
     counts: dict[int, int] = {}
     open_elements: set[int] = set()
     stack = [(root, False)]
     while stack:
         element, closing = stack.pop()
-        key, used = id(element), target(element)
+        key = id(element)
         if closing:
             open_elements.discard(key)
             total = sum(counts.get(id(child), 0) for child in element
                         if str(child.tag).rpartition("}")[2] not in _SVG_UNDRAWN_IN_PLACE)
-            if used is not None or element.tag in _SVG_USE_TAGS:
-                total += 1 + counts.get(id(used), 0)  # an element still open here is circular: 0
+            if element.tag in _SVG_USE_TAGS:
+                total += 1  # the use itself, drawn or not
+            # an element still open here is circular (not rendered): 0
+            total += sum(times * counts.get(id(used), 0) for used, times in references(element) if used is not None)
             counts[key] = min(total, limit + 1)
             continue
         if key in counts or key in open_elements:
@@ -2093,9 +2128,20 @@ def _use_draws(root, limit: int = SVG_MAX_USE_DRAWS) -> int:
         open_elements.add(key)
         stack.append((element, True))
         stack.extend((child, False) for child in element)
-        if used is not None:
-            stack.append((used, False))
+        stack.extend((used, False) for used, _ in references(element) if used is not None)
     return counts[id(root)]
+
+
+def _nodes_by_element(tree) -> dict:
+    """cairosvg's node of each XML element of the parsed ``tree``, by the element's id() (an explicit stack)."""
+    nodes, stack = {}, [tree]
+    while stack:
+        node = stack.pop()
+        element = getattr(getattr(node, "element", None), "etree_element", None)
+        if element is not None:
+            nodes[id(element)] = node
+        stack.extend(getattr(node, "children", ()))
+    return nodes
 
 
 def _default_viewport(tree) -> dict:
@@ -2135,7 +2181,7 @@ def _run_svg(text: str, limits: RenderLimits) -> tuple[str, str]:
         tree = Tree(bytestring=data, unsafe=False, url_fetcher=_raster_only_fetch)
         _SVG_REM_PX[0] = _root_rem_px(tree)  # what rem is in lengths read while drawing (text x / y lists, points)
         _normalise_root_size(tree)
-        if _use_draws(tree.xml_tree) > SVG_MAX_USE_DRAWS:
+        if _use_draws(tree.xml_tree, nodes=_nodes_by_element(tree)) > SVG_MAX_USE_DRAWS:
             raise _SvgTooLarge(f"SVG <use> elements fan out to more than {SVG_MAX_USE_DRAWS} drawn (cairosvg's bound)")
         surface(tree, os.path.join(_JOBDIR, OUT_NAME), 96, **_default_viewport(tree)).finish()
     except _SvgTooLarge as e:

@@ -195,6 +195,36 @@ def test_a_use_fan_out_past_cairosvgs_bound_is_too_large_at_once(render_pool, sv
     assert r.elapsed_s < 5
 
 
+def _in_marker_or_pattern(how):
+    """Two levels of ten uses (111 drawn) in a marker on 1500 vertices, or a pattern filling 1000 rects."""
+    levels = '<rect id="a0" width="1" height="1"/>' + "".join(
+        f'<g id="a{i}">' + f'<use href="#a{i - 1}"/>' * 10 + "</g>" for i in (1, 2)) + '<use href="#a2"/>'
+    head = '<svg xmlns="http://www.w3.org/2000/svg" width="100" height="100"><defs>'
+    if how == "marker":
+        return (head + f'<marker id="m" markerWidth="5" markerHeight="5">{levels}</marker></defs>'
+                '<path d="M0 0' + " L50 50" * 1500 + '" marker-mid="url(#m)" stroke="red"/></svg>')
+    return (head + f'<pattern id="p" width="5" height="5" patternUnits="userSpaceOnUse">{levels}</pattern></defs>'
+            '<g fill="url(#p)">' + '<rect width="5" height="5"/>' * 1000 + "</g></svg>")
+
+
+@pytest.mark.parametrize("how", ["marker", "pattern"])
+def test_uses_repeated_by_markers_and_patterns_count_too(render_pool, how):
+    # before: cairosvg drew 100000 uses (~18 s) and refused the rest, a crash ("Abort rendering: ...")
+    r = _render(render_pool, _in_marker_or_pattern(how), timeout_s=60)
+    assert (r.error_kind, r.message) == (
+        "too_large", "job: SVG <use> elements fan out to more than 100000 drawn (cairosvg's bound)")
+    assert r.elapsed_s < 5
+
+
+def test_a_marker_on_every_vertex_is_still_drawn(render_pool):
+    svg = ('<svg xmlns="http://www.w3.org/2000/svg" width="100" height="100"><defs><marker id="m" markerWidth="4" '
+           'markerHeight="4" markerUnits="userSpaceOnUse"><use href="#dot"/></marker><rect id="dot" width="2" '
+           'height="2" fill="red"/></defs><path d="M10 10' + " L90 90 L10 10" * 200 + '" marker-mid="url(#m)" '
+           'stroke="none" fill="none"/></svg>')
+    r = _render(render_pool, svg)
+    assert r.ok and _ink_box(r.png) == (10, 10, 94, 94), (r.error_kind, r.message)  # cairosvg scales it to 4 px
+
+
 def test_use_draws_counted_by_hand():
     from xml.etree.ElementTree import fromstring
 
