@@ -250,7 +250,8 @@ def kl_penalty(logp: Tensor, ref_logp: Tensor, kind: str) -> Tensor:
     ``"k3+"``, ``"low_var_kl+"``: the value of the kind without ``+``, the
     gradient of k2, :math:`\log\pi - \log\pi_{ref}` (k1's and k3's
     expectations are the KL, their expected gradients are not; k2's is). A
-    token whose difference is not finite gets gradient 0 there.
+    token whose difference is not finite gets gradient 0 there (in ``"k2"`` /
+    ``"mse"`` too, whose value there stays inf / NaN).
 
     Args:
         logp: ``[...]`` log-probs of the sampled tokens under the policy.
@@ -295,7 +296,14 @@ def _kl_estimate(logp: Tensor, ref_logp: Tensor, kind: str) -> Tensor:
     if kind == "abs":
         return (logp - ref_logp).abs()
     if kind in ("k2", "mse"):
-        return 0.5 * (logp - ref_logp).square()
+        diff = logp - ref_logp
+        finite = torch.isfinite(diff)
+        if bool(finite.all()):
+            return 0.5 * diff.square()
+        # a square's backward at an inf difference is 0 * inf = NaN even where the loss masks the token out (a -inf
+        # log-prob at padding): such tokens keep their value (inf, NaN) and get gradient 0, as in the "+" kinds
+        safe = torch.where(finite, diff, torch.zeros((), dtype=diff.dtype, device=diff.device))
+        return torch.where(finite, 0.5 * safe.square(), 0.5 * diff.detach().square())
     if kind in ("k3", "low_var_kl"):
         # float64: near d = 0, e^d - d - 1 ~ d^2 / 2 cancels ~|d| away (float32 gave 0 for d = 1e-4, bf16 |d| for
         # d = -1e-3); expm1 drops the "- 1" and float64 the ulp of d, so the float32 result is correctly rounded
