@@ -30,3 +30,29 @@ def test_k2_of_two_minus_inf_log_probs_is_nan_with_gradient_zero():
     assert kl[0].item() == pytest.approx(0.125) and torch.isnan(kl[1])  # inf - inf is undefined: NaN, as documented
     algos.masked_mean(kl, torch.tensor([1, 0])).backward()
     assert logp.grad.tolist() == pytest.approx([0.5, 0.0])
+
+
+@pytest.mark.parametrize("call, name", [
+    (lambda: algos.group_advantages(None, torch.tensor([0, 0])), "rewards"),
+    (lambda: algos.group_advantages([1.0, 0.0], torch.tensor([0, 0])), "rewards"),
+    (lambda: algos.group_advantages(torch.tensor([1.0, 0.0]), [0, 0]), "group_ids"),
+    (lambda: algos.reward_std([1.0, 2.0]), "rewards"),
+    (lambda: algos.kl_penalty(torch.zeros(2), None, "k3"), "ref_logp"),
+    (lambda: algos.masked_mean(torch.zeros(2), [1, 1]), "mask"),
+    (lambda: algos.agg_loss(None, torch.ones(1, 2), "token-mean"), "loss_mat"),
+    (lambda: algos.policy_loss(torch.zeros(1, 2), torch.zeros(1, 2), 1.0, torch.ones(1, 2)), "advantages"),
+    (lambda: algos.policy_loss(torch.zeros(1, 2), None, torch.ones(1), torch.ones(1, 2)), "old_logp"),
+    (lambda: algos.entropy_from_logits([[0.0, 1.0]]), "logits"),
+    (lambda: algos.logprobs_from_logits(torch.zeros(1, 3), None), "labels"),
+])
+def test_a_non_tensor_argument_is_a_type_error_naming_it(call, name):
+    # each was an AttributeError ("'NoneType' object has no attribute 'dim'") naming no argument
+    with pytest.raises(TypeError, match=f"^{name} must be a torch.Tensor, got "):
+        call()
+
+
+def test_dr_grpo_default_normaliser_of_an_empty_response_axis_names_the_cause():
+    # the default normaliser is T = 0 here; the error said "loss_scale_factor ... got None", which the caller never set
+    with pytest.raises(ValueError, match=r"by default the mask's length T, which is 0 \(mask \(2, 0\)\)"):
+        algos.agg_loss(torch.zeros(2, 0), torch.zeros(2, 0), "seq-mean-token-sum-norm")
+    assert algos.agg_loss(torch.zeros(2, 0), torch.zeros(2, 0), "seq-mean-token-sum-norm", 8.0).item() == 0.0

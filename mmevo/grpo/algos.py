@@ -55,6 +55,7 @@ def reward_std(rewards: Tensor) -> Tensor:
     r"""Unbiased (Bessel-corrected) std of ``rewards`` [B] in float64, 0 for B <= 1: ``group_advantages``'
     :math:`\sigma_{all}`. Equal rewards give exactly 0, and the std of rewards near the ends of the float64 range is
     finite and correct (see ``_group_spread``). -> scalar float64 tensor."""
+    _require_tensors(rewards=rewards)
     std_scaled, exponent = _scaled_std(rewards.detach().to(torch.float64).flatten())
     return _ldexp(std_scaled, exponent)
 
@@ -172,6 +173,7 @@ def group_advantages(
         raise ValueError(
             f"unknown advantage scale {scale!r}; valid choices: {', '.join(ADV_SCALES)}"
         )
+    _require_tensors(rewards=rewards, group_ids=group_ids)
     if rewards.dim() != 1 or group_ids.dim() != 1 or rewards.shape != group_ids.shape:
         raise ValueError(
             "rewards and group_ids must be 1-D tensors of the same shape, got "
@@ -265,6 +267,7 @@ def kl_penalty(logp: Tensor, ref_logp: Tensor, kind: str) -> Tensor:
         A NaN input propagates to NaN at its position (so does k3 of two
         ``-inf`` log-probs, whose difference is undefined).
     """
+    _require_tensors(logp=logp, ref_logp=ref_logp)
     if ref_logp.shape != logp.shape:  # a [B, 1] or [T] ref_logp would broadcast silently over the tokens
         raise ValueError(f"ref_logp must have the shape of logp, got {tuple(ref_logp.shape)} and {tuple(logp.shape)}")
     if kind not in KL_KINDS:
@@ -332,6 +335,7 @@ def masked_mean(x: Tensor, mask: Tensor, dim: Optional[int] = None) -> Tensor:
         least float32: bf16 / fp16 ``x`` gives a float32 mean (as verl's
         with a float mask), so the token count stays exact above 256.
     """
+    _require_tensors(x=x, mask=mask)
     _check_mask_shape(x, mask, "x")
     x = _masked_zero(x, mask)
     x = x.to(_acc_dtype(x.dtype))
@@ -350,6 +354,14 @@ def _check_mask_shape(x: Tensor, mask: Tensor, name: str) -> None:
     """A mask of another shape would broadcast silently and count the tokens wrongly (e.g. a [T] mask over [B, T])."""
     if mask.shape != x.shape:
         raise ValueError(f"mask must have the shape of {name}, got {tuple(mask.shape)} and {tuple(x.shape)}")
+
+
+def _require_tensors(**args) -> None:
+    """TypeError naming the argument that is not a tensor (None, a list, a float): an AttributeError on ``.dim`` /
+    ``.shape`` deep inside named no argument."""
+    for name, value in args.items():
+        if not isinstance(value, Tensor):
+            raise TypeError(f"{name} must be a torch.Tensor, got {type(value).__name__}")
 
 
 def _masked_zero(x: Tensor, mask: Tensor) -> Tensor:
@@ -402,6 +414,7 @@ def agg_loss(
         Scalar loss, in at least float32 (a bf16 ``loss_mat`` is summed in
         float32 and gives a float32 loss, as verl's with a float mask).
     """
+    _require_tensors(loss_mat=loss_mat, mask=mask)
     _check_mask_shape(loss_mat, mask, "loss_mat")
     loss_mat = loss_mat.to(_acc_dtype(loss_mat.dtype))
     mask = mask.to(loss_mat.dtype)
@@ -417,6 +430,9 @@ def agg_loss(
     if agg == "seq-mean-token-sum-norm":
         scale = float(mask.shape[-1]) if loss_scale_factor is None else float(loss_scale_factor)
         if not (math.isfinite(scale) and scale > 0):  # 0 / inf / NaN would give a silent inf, 0 or NaN loss
+            if loss_scale_factor is None:  # the default, T, is 0: "got None" named no cause
+                raise ValueError(f"seq-mean-token-sum-norm divides by loss_scale_factor, by default the mask's "
+                                 f"length T, which is 0 (mask {tuple(mask.shape)}): pass a loss_scale_factor > 0")
             raise ValueError(f"loss_scale_factor must be a finite number > 0, got {loss_scale_factor!r}")
         # rows first, then the batch: verl's summation order, so the float32 result is the same to the last bit
         return (loss_mat * mask).sum(dim=-1).sum() / scale
@@ -506,6 +522,7 @@ def policy_loss(
     for name, eps in (("clip_low", clip_low), ("clip_high", clip_high)):
         if not float(eps) >= 0.0:  # NaN gave a silent NaN loss, a negative value an inverted (meaningless) clip range
             raise ValueError(f"{name} must be a number >= 0, got {eps!r}")
+    _require_tensors(logp=logp, old_logp=old_logp, advantages=advantages, mask=mask)
     if old_logp.shape != logp.shape:
         raise ValueError(f"old_logp must have the shape of logp, got {tuple(old_logp.shape)} and {tuple(logp.shape)}")
     _check_mask_shape(logp, mask, "logp")
@@ -598,6 +615,7 @@ def entropy_from_logits(logits: Tensor) -> Tensor:
 
 def _check_vocab(logits: Tensor) -> None:
     """Logits need a last (vocabulary) dimension with at least one entry: over none, logsumexp is -inf."""
+    _require_tensors(logits=logits)
     if logits.dim() == 0 or logits.shape[-1] == 0:
         raise ValueError(f"logits must have a non-empty last (vocabulary) dimension, got shape {tuple(logits.shape)}")
 
@@ -658,6 +676,7 @@ def _row_dot(a: Tensor, b: Tensor) -> Tensor:
 
 def _check_labels(logits: Tensor, labels: Tensor) -> None:
     _check_vocab(logits)
+    _require_tensors(labels=labels)
     if labels.is_floating_point() or labels.is_complex() or labels.dtype == torch.bool:
         # .long() would truncate a float id (2.7 read as token 2) and read booleans as tokens 0 / 1
         raise ValueError(f"labels must be integer token ids, got dtype {labels.dtype}")
