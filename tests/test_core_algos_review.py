@@ -56,3 +56,35 @@ def test_dr_grpo_default_normaliser_of_an_empty_response_axis_names_the_cause():
     with pytest.raises(ValueError, match=r"by default the mask's length T, which is 0 \(mask \(2, 0\)\)"):
         algos.agg_loss(torch.zeros(2, 0), torch.zeros(2, 0), "seq-mean-token-sum-norm")
     assert algos.agg_loss(torch.zeros(2, 0), torch.zeros(2, 0), "seq-mean-token-sum-norm", 8.0).item() == 0.0
+
+
+_R, _G = torch.tensor([1.0, 0.0, 0.5]), torch.tensor([0, 0, 0])
+_LP, _M, _A = torch.tensor([[-1.0, -0.5]]), torch.ones(1, 2), torch.tensor([1.0])
+
+
+@pytest.mark.parametrize("call, name", [
+    (lambda: algos.group_advantages(_R, _G, eps=True), "eps"),  # was read as eps = 1.0
+    (lambda: algos.group_advantages(_R, _G, eps=None), "eps"),
+    (lambda: algos.group_advantages(_R, _G, "batch", std_all=True), "std_all"),
+    (lambda: algos.group_advantages(_R, _G, "batch", std_all=torch.tensor(True)), "std_all"),
+    (lambda: algos.policy_loss(_LP, _LP - 1, _A, _M, clip_high=False), "clip_high"),  # was no upper clip at all
+    (lambda: algos.policy_loss(_LP, _LP, _A, _M, clip_low="0.2"), "clip_low"),  # was "1.0 - str" deep inside
+    (lambda: algos.policy_loss(_LP, _LP, _A, _M, clip_ratio_c="3"), "clip_ratio_c"),
+    (lambda: algos.policy_loss(_LP, _LP, _A, _M, agg="seq-mean-token-sum-norm",
+                                       loss_scale_factor=True), "loss_scale_factor"),
+    (lambda: algos.agg_loss(_LP, _M, "seq-mean-token-sum-norm", loss_scale_factor=True), "loss_scale_factor"),
+])
+def test_a_bool_or_string_hyperparameter_is_a_type_error_naming_it(call, name):
+    with pytest.raises(TypeError, match=f"^{name} must be a real number"):
+        call()
+
+
+def test_numbers_of_other_real_types_are_still_accepted():
+    import numpy as np
+
+    want = algos.group_advantages(_R, _G, eps=1e-6)
+    for eps in (np.float32(1e-6), torch.tensor(1e-6, dtype=torch.float64)):
+        assert torch.equal(algos.group_advantages(_R, _G, eps=eps), want)
+    assert torch.equal(algos.group_advantages(_R, _G, eps=0), algos.group_advantages(_R, _G, eps=0.0))
+    loss, _ = algos.policy_loss(_LP, _LP - 1, _A, _M, clip_low=np.float64(0.2), clip_high=1, clip_ratio_c=3)
+    assert loss.item() == pytest.approx(-2.0)  # ratio e clipped at 1 + 1

@@ -14,6 +14,7 @@ padding / prompt tokens.
 from __future__ import annotations
 
 import math
+import numbers
 from typing import Dict, Optional, Tuple
 
 import torch
@@ -180,7 +181,12 @@ def group_advantages(
             f"{tuple(rewards.shape)} and {tuple(group_ids.shape)}"
         )
 
-    if not (math.isfinite(float(eps)) and float(eps) >= 0.0):  # NaN gave all-NaN advantages; eps < 0 can cancel the std
+    eps = _real("eps", eps)
+    if std_all is not None and not isinstance(std_all, Tensor):
+        _real("std_all", std_all)
+    elif std_all is not None and std_all.dtype == torch.bool:
+        raise TypeError(f"std_all must be a real number, got a bool tensor {std_all!r}")
+    if not (math.isfinite(eps) and eps >= 0.0):  # NaN gave all-NaN advantages; eps < 0 can cancel the std
         raise ValueError(f"eps must be a finite number >= 0, got {eps!r}")
     if group_ids.is_floating_point() and not bool(torch.isfinite(group_ids).all()):
         raise ValueError("group_ids must be finite; a NaN id made its sample a group of its own (advantage 0)")
@@ -364,6 +370,16 @@ def _require_tensors(**args) -> None:
             raise TypeError(f"{name} must be a torch.Tensor, got {type(value).__name__}")
 
 
+def _real(name: str, value) -> float:
+    """``value`` as a float, else TypeError naming it: a bool read silently as 0 / 1 (``eps=True`` as 1.0,
+    ``clip_high=False`` as no clip), a string such as ``"0.2"`` passed one check and failed later as ``1.0 - str``."""
+    if isinstance(value, Tensor) and value.numel() == 1 and not (value.dtype == torch.bool or value.is_complex()):
+        return float(value)
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a real number, got {value!r} ({type(value).__name__})")
+    return float(value)
+
+
 def _masked_zero(x: Tensor, mask: Tensor) -> Tensor:
     """``x`` with 0 where ``mask`` is 0: ``0 * nan`` is nan, so multiplying by the mask alone is not enough."""
     return torch.where(mask.bool(), x, torch.zeros((), dtype=x.dtype, device=x.device))
@@ -428,7 +444,7 @@ def agg_loss(
         seq = _masked_zero(seq, n_tok > 0)  # a masked-out row adds 0 even if it holds NaN (verl)
         return seq.mean() if seq.numel() else seq.sum()  # no sequences: 0 like an empty token-mean, not 0/0 = NaN
     if agg == "seq-mean-token-sum-norm":
-        scale = float(mask.shape[-1]) if loss_scale_factor is None else float(loss_scale_factor)
+        scale = float(mask.shape[-1]) if loss_scale_factor is None else _real("loss_scale_factor", loss_scale_factor)
         if not (math.isfinite(scale) and scale > 0):  # 0 / inf / NaN would give a silent inf, 0 or NaN loss
             if loss_scale_factor is None:  # the default, T, is 0: "got None" named no cause
                 raise ValueError(f"seq-mean-token-sum-norm divides by loss_scale_factor, by default the mask's "
@@ -517,7 +533,11 @@ def policy_loss(
     """
     if agg not in AGG_MODES:
         raise ValueError(f"unknown loss agg mode {agg!r}; valid choices: {', '.join(AGG_MODES)}")
-    if clip_ratio_c is not None and not float(clip_ratio_c) > 1.0:
+    clip_low, clip_high = _real("clip_low", clip_low), _real("clip_high", clip_high)
+    clip_ratio_c = None if clip_ratio_c is None else _real("clip_ratio_c", clip_ratio_c)
+    if loss_scale_factor is not None:
+        _real("loss_scale_factor", loss_scale_factor)
+    if clip_ratio_c is not None and not clip_ratio_c > 1.0:
         raise ValueError(f"clip_ratio_c must be > 1.0 (or None to disable the dual clip), got {clip_ratio_c!r}")
     for name, eps in (("clip_low", clip_low), ("clip_high", clip_high)):
         if not float(eps) >= 0.0:  # NaN gave a silent NaN loss, a negative value an inverted (meaningless) clip range
