@@ -742,11 +742,12 @@ def load_items(fmt: str, source: str | Path, split: str | None = None, *, image_
             item = convert(ref.row, r, extra)
             if (bad := _non_unicode(ref.row)) is not None:  # else the tokenizer or the records file fails far later
                 raise r.err(bad, "text with a lone surrogate (\\ud800-\\udfff), not Unicode", "invalid_text")
-            for fld, text in (("problem", item.problem), ("answer", item.answer), *(
+            for fld, text in (("problem", item.problem), ("answer", item.answer), ("solution", item.solution), *(
                     (f"choices[{k}]", c) for k, c in enumerate(item.choices))):
                 if isinstance(text, str) and (m := CONTROL_TOKEN.search(text)):
                     # the tokenizer reads it as the token itself: a fake chat turn in the prompt, or an image
-                    # placeholder with no pixels (a bare StopIteration inside the processor)
+                    # placeholder with no pixels (a bare StopIteration inside the processor); in a solution (the
+                    # SFT target) an <|im_end|> ends the turn inside the target the model is taught to write
                     raise r.err(fld, f"holds the chat / vision control token {m.group()!r}", "invalid_text")
             item.file, item.index, item.line, item.row_id = ref.label, ref.index, ref.line, r.id
         except DataError as e:
