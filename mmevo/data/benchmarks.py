@@ -256,8 +256,10 @@ class _Row:
         return v
 
     def choices(self, row: dict, key: str, required: bool = True) -> list | None:
-        """A list field of strings or numbers (choices, options), elements unconverted; None if optional."""
+        """A list field of at most 26 strings or numbers (choices, options), elements unconverted; None if optional."""
         v = self.get(row, key, (list,), required)
+        if v is not None and len(v) > len(_LETTERS):  # the prompts letter them (A-Z): a 27th has no letter
+            raise self.err(key, f"{len(v)} choices; at most {len(_LETTERS)} can be lettered A-Z", "bad_value")
         for c in v or []:
             if isinstance(c, bool) or not isinstance(c, (str, int, float)):
                 raise self.err(key, f"choice of type {type(c).__name__}", "bad_type")
