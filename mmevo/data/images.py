@@ -105,6 +105,11 @@ def fit_pixels(image: Image.Image, min_pixels: int = 0, max_pixels: int = 0) -> 
 
     Qwen2.5-VL spends one token per 28x28 pixels, so the bound caps a prompt's visual tokens (4,194,304 pixels is about
     5,350 tokens). Images already inside the bounds are returned unchanged (same object).
+
+    Both sides are scaled and floored as EasyR1 does (so an upscaled image may end a few pixels short of
+    ``min_pixels``), then the longer side is shortened where needed so that the aspect ratio never grows: flooring
+    the short side loses it a larger share, and an image just inside Qwen2-VL's 200:1 (``MAX_ASPECT_RATIO``) came out
+    past it (20000x100 at 1,000,000 pixels was 14142x70, 202:1), refused by the processor at the step that encoded it.
     """
     area = image.width * image.height
     if max_pixels and area > max_pixels:
@@ -113,5 +118,14 @@ def fit_pixels(image: Image.Image, min_pixels: int = 0, max_pixels: int = 0) -> 
         factor = math.sqrt(min_pixels / area)
     else:
         return image
-    size = (max(1, int(image.width * factor)), max(1, int(image.height * factor)))
-    return image.resize(size, Image.BICUBIC)
+    return image.resize(_scaled_size(image.width, image.height, factor), Image.BICUBIC)
+
+
+def _scaled_size(width: int, height: int, factor: float) -> tuple[int, int]:
+    """(width, height) times ``factor``, floored (at least 1), with an aspect ratio of at most ``width / height``'s."""
+    w, h = max(1, int(width * factor)), max(1, int(height * factor))
+    if width >= height:
+        w = max(1, min(w, width * h // height))
+    else:
+        h = max(1, min(h, height * w // width))
+    return w, h
