@@ -28,7 +28,7 @@ def test_an_accepted_aspect_ratio_stays_accepted_after_fitting(size, min_pixels,
     smart_resize(out.height, out.width)  # the processor's own check: raised "absolute aspect ratio" before
 
 
-def test_fitting_never_raises_the_aspect_ratio_and_keeps_the_bounds():
+def test_fitting_keeps_easyr1_sizes_within_the_bound_and_never_passes_it():
     # the size rule fit_pixels resizes to, over many shapes up to 200:1 (resizing each would take minutes)
     rng = random.Random(7)
     for _ in range(20000):
@@ -38,7 +38,12 @@ def test_fitting_never_raises_the_aspect_ratio_and_keeps_the_bounds():
         target = rng.choice([262144, 1_000_000, 4194304, 50_000, 3136])
         factor = math.sqrt(target / (w * h))
         out = _scaled_size(w, h, factor)
-        assert max(out) / min(out) <= max(w, h) / min(w, h) + 1e-12, ((w, h), target, out)
+        floored = (max(1, int(w * factor)), max(1, int(h * factor)))  # EasyR1's rule
+        if max(floored) <= MAX_ASPECT_RATIO * min(floored):
+            assert out == floored, ((w, h), target, out)  # within the bound: EasyR1's size, pixel for pixel
+        else:  # past it: shortened to the original ratio, never above it
+            assert max(out) / min(out) <= max(w, h) / min(w, h) + 1e-12, ((w, h), target, out)
+        assert max(out) <= MAX_ASPECT_RATIO * min(out), ((w, h), target, out)
         assert out[0] * out[1] <= max(target, 1) or factor >= 1 and min(out) == 1, ((w, h), target, out)
         if min(out) > 1:  # close to the target: flooring costs each side at most a pixel, the cap the long side one
             # short-side pixel's worth, so at most about three rows of the short side in all

@@ -107,9 +107,9 @@ def fit_pixels(image: Image.Image, min_pixels: int = 0, max_pixels: int = 0) -> 
     5,350 tokens). Images already inside the bounds are returned unchanged (same object).
 
     Both sides are scaled and floored as EasyR1 does (so an upscaled image may end a few pixels short of
-    ``min_pixels``), then the longer side is shortened where needed so that the aspect ratio never grows: flooring
-    the short side loses it a larger share, and an image just inside Qwen2-VL's 200:1 (``MAX_ASPECT_RATIO``) came out
-    past it (20000x100 at 1,000,000 pixels was 14142x70, 202:1), refused by the processor at the step that encoded it.
+    ``min_pixels``). Flooring the short side loses it a larger share, so an image just inside Qwen2-VL's 200:1
+    (``MAX_ASPECT_RATIO``) could come out past it (20000x100 at 1,000,000 pixels was 14142x70, 202:1), refused by the
+    processor at the step that encoded it: there, and only there, the longer side is shortened to the original ratio.
     """
     area = image.width * image.height
     if max_pixels and area > max_pixels:
@@ -122,8 +122,11 @@ def fit_pixels(image: Image.Image, min_pixels: int = 0, max_pixels: int = 0) -> 
 
 
 def _scaled_size(width: int, height: int, factor: float) -> tuple[int, int]:
-    """(width, height) times ``factor``, floored (at least 1), with an aspect ratio of at most ``width / height``'s."""
+    """(width, height) times ``factor``, floored (at least 1) as EasyR1 does; only where that comes out past
+    ``MAX_ASPECT_RATIO`` is the longer side shortened to the original aspect ratio (which the loader kept within it)."""
     w, h = max(1, int(width * factor)), max(1, int(height * factor))
+    if max(w, h) <= MAX_ASPECT_RATIO * min(w, h):
+        return w, h
     if width >= height:
         w = max(1, min(w, width * h // height))
     else:
