@@ -870,12 +870,33 @@ def _guarded_solve(f, *symbols, **flags):
 _MV = None
 
 
+class _DropNoTimeoutWarning:
+    """Drops math-verify's "Timeout is disabled ... to prevent code getting stuck" warning. mmevo calls it with no
+    timeout on purpose (its signal timer only works in the main thread) and bounds the cost itself (`_mv_safe`,
+    `_mv_bounded`, the solve guard), so the warning told every user of `train` / `evolve` of a risk that is handled."""
+
+    @staticmethod
+    def filter(record) -> bool:
+        return not str(record.msg).startswith("Timeout is disabled")
+
+
+def _quiet_no_timeout_warning() -> None:
+    import logging
+
+    for name in ("math_verify.parser", "math_verify.grader"):
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, _DropNoTimeoutWarning) for f in logger.filters):
+            logger.addFilter(_DropNoTimeoutWarning())
+
+
 def _mv():
     global _MV, _SYMPY_SOLVE
     if _MV is None:
         import math_verify
         import math_verify.grader as grader
         import sympy
+
+        _quiet_no_timeout_warning()
 
         # only our own calls (the flag set in _mv_equal) are guarded; other users of math-verify see sympy's solve
         if getattr(grader, "solve", None) is sympy.solve:
