@@ -12,7 +12,7 @@ USAGE = """mmevo <command> [CONFIG.yaml] [section.key=value ...]
 
 commands:
   demo        tiny model, SFT warm-up, label-free CSRS beside majority vote (--method grpo: verifiable reward),
-              pass@1 / maj@8 before and after with intervals, report (CPU: ~13 min on 2 idle cores, more if shared)
+              pass@1 / maj@8 before and after with intervals, report (CPU: ~6 min on 2 idle cores, more if shared)
   train       GRPO training (resumes from the newest checkpoint in trainer.output_dir)
   sft         supervised warm-up on worked solutions
   eval        benchmark a model:  mmevo eval --model DIR --benchmark mathvision_testmini [--data PATH] [--out DIR]
