@@ -292,7 +292,8 @@ def _run_grpo(cfg: Config, evaluate_before_after: bool) -> dict:
     summary: dict = {"config": to_dict(cfg), "data": train_stats, "data_heldout": heldout_stats if heldout else None}
     resumed = latest_checkpoint_exists(out) and cfg.trainer.resume
     before_file = out / EVAL_BEFORE_FILE  # kept for the summary of a resumed (or rerun) run
-    if evaluate_before_after and heldout and not resumed:
+    measured_before = evaluate_before_after and bool(heldout) and not resumed
+    if measured_before:
         summary["eval_before"] = _strip(trainer.evaluate())
         if main:
             print(f"[mmevo] held-out accuracy before GRPO: {_accuracy_text(summary['eval_before'], cfg)}")
@@ -314,7 +315,10 @@ def _run_grpo(cfg: Config, evaluate_before_after: bool) -> dict:
         summary["resumed_with_changes"] = trainer.settings_changes
     summary["final_model"] = str(trainer.export(out / "final"))
     if evaluate_before_after and heldout:
-        summary["eval_after"] = _strip(trainer.heldout_eval_now())
+        if measured_before and trainer.step_idx == 0:  # trainer.steps=0: the weights just evaluated, not a 2nd pass
+            summary["eval_after"] = summary["eval_before"]
+        else:
+            summary["eval_after"] = _strip(trainer.heldout_eval_now())
         if main:
             print(f"[mmevo] held-out accuracy after GRPO: {_accuracy_text(summary['eval_after'], cfg)}")
     trainer.close()

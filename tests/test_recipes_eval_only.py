@@ -1,0 +1,46 @@
+"""`mmevo train ... trainer.steps=0` evaluates and exports model.path: one held-out pass, not two of the same weights."""
+import json
+
+from mmevo.config import load_config
+
+
+def _count_evaluations(monkeypatch) -> list:
+    from mmevo.grpo.trainer import GRPOTrainer
+
+    calls = []
+    real = GRPOTrainer.evaluate
+
+    def counting(self, *args, **kwargs):
+        calls.append(self.step_idx)
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(GRPOTrainer, "evaluate", counting)
+    return calls
+
+
+def _cfg(tiny_vl_path, out, steps):
+    return load_config(None, [f"model.path={tiny_vl_path}", "data.n_train=8", "data.n_heldout=6", "rollout.n=2",
+                              "rollout.max_tokens=4", f"trainer.steps={steps}", "trainer.prompts_per_step=2",
+                              "trainer.mini_batch_prompts=2", "trainer.save_every=0", "trainer.wandb_mode=disabled",
+                              f"trainer.output_dir={out}", "trainer.progress=false"])
+
+
+def test_steps_zero_evaluates_the_held_out_set_once(tiny_vl_path, tmp_path, monkeypatch):
+    from mmevo import recipes
+
+    calls = _count_evaluations(monkeypatch)
+    summary = recipes.run_grpo(_cfg(tiny_vl_path, tmp_path / "run", 0))
+    assert calls == [0]  # was [0, 0]: the "after" evaluation scored the unchanged weights again
+    assert summary["eval_after"] == summary["eval_before"] and summary["eval_after"]["n"] == 6
+    written = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert written["eval_after"]["accuracy"] == written["eval_before"]["accuracy"]
+    assert (tmp_path / "run" / "final" / "config.json").exists()  # still exported
+
+
+def test_a_run_that_trains_evaluates_before_and_after(tiny_vl_path, tmp_path, monkeypatch):
+    from mmevo import recipes
+
+    calls = _count_evaluations(monkeypatch)
+    summary = recipes.run_grpo(_cfg(tiny_vl_path, tmp_path / "run", 1))
+    assert calls == [0, 1]
+    assert summary["eval_after"]["n"] == summary["eval_before"]["n"] == 6
