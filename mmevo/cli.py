@@ -111,9 +111,11 @@ def main(argv: list[str] | None = None) -> int:
             from mmevo.models.tiny import build_tiny_qwen2, build_tiny_qwen2_5_vl
 
             dirs = [a for a in rest if a != "--text"]
-            if len(dirs) != 1 or dirs[0].startswith("-"):
+            options = [a for a in dirs if a.startswith("-") and a not in ("-h", "--help")]
+            if len(dirs) != 1 or dirs[0].startswith("-") or options:
+                # an unknown option (--wide, --txt) is named, not only answered with the usage line
                 return _usage("mmevo build-tiny DIR [--text]  (the tiny Qwen2.5-VL, or with --text the tiny Qwen2)",
-                              rest)
+                              options[:1] or rest, "option" if options else "", ["--text"])
             build = build_tiny_qwen2 if "--text" in rest else build_tiny_qwen2_5_vl
             if Path(dirs[0]).exists() and not Path(dirs[0]).is_dir():  # else found only at the rename, after the build
                 raise ConfigError(f"{dirs[0]}: cannot build the tiny model there (a file, not a directory)")
