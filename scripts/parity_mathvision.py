@@ -671,6 +671,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.worker:
         worker_main(args.worker, args.start, args.item_timeout, args.math_namespace)
         return 0
+    if not args.data.is_file():  # a fresh clone has no ../shared/data: say where the file comes from
+        raise SystemExit(f"--data {args.data}: no such file; give MATH-V's test.jsonl or testmini.jsonl "
+                         "(the mathllm/MATH-V repository's; default: the copy in shared/data beside this checkout)")
     report = run_parity(args.data, args.rows, args.per_row, min(args.jobs, 2), args.item_timeout,
                         include_slow=not args.no_slow, row_stride=args.row_stride)
     text = json.dumps(report, indent=1, ensure_ascii=False)

@@ -719,6 +719,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.worker:
         worker_main(*args.worker)
         return 0
+    if not args.data.is_file():  # a fresh clone has no ../shared/data: say where the file comes from
+        raise SystemExit(f"--data {args.data}: no such file; give MathVista's testmini.json "
+                         "(the lupantech/MathVista repository's; default: the copy in shared/data beside this "
+                         "checkout)")
     report = run_parity(args.data, args.row_stride, args.rows, args.per_row, args.responses_per_row)
     # lone surrogates (a garbage shape) are written as JSON escapes
     text = json.dumps(report, indent=1, ensure_ascii=False).encode("utf-8", "backslashreplace").decode("utf-8")
