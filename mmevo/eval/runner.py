@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import sys
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -268,6 +269,9 @@ def write_report(out: Path, summary: dict, records: dict[str, dict], items: list
              f"Responses that hit the token budget: {summary['truncated']}; prompts over "
              f"eval.max_prompt_length or the context window (scored wrong): {summary['prompt_too_long']}; rows skipped while loading: "
              f"{skipped}.", ""]
+    if summary.get("images_not_shown"):
+        lines[3:3] = [f"Text-only model: the {summary['images_not_shown']} image(s) of these items were not shown to "
+                      "it (a text-only baseline)."]
     all_rows = summary.get("all_rows")  # absent from a summary built by summarize() alone
     left_out = all_rows["n"] - summary["n"] if all_rows else 0
     if left_out:
@@ -401,6 +405,10 @@ def _run_benchmark(cfg: Config, name: str, out: Path, policy=None, engine=None) 
         cfg.rollout.max_tokens = cfg.trainer.eval_max_tokens = max_tokens  # these size vLLM's max_model_len
         cfg.data.max_prompt_length = prompt_limit
         engine = engine or build_engine(cfg, policy)
+        unseen = sum(len(it.images) for it in pending) if not policy.is_vl else 0
+        if unseen:  # a text model on a visual benchmark answers blind: say so, not only in the (low) accuracy
+            print(f"[mmevo] {model_path} is a text-only model: the {unseen} image(s) of these items are left out of "
+                  "its prompts (a text-only baseline; images_not_shown in scores.json)", file=sys.stderr)
         params = SamplingParams(temperature=cfg.rollout.eval_temperature, top_p=1.0, max_tokens=max_tokens,
                                 seed=cfg.trainer.seed)
         bar = tqdm(total=len(items), initial=resumed, desc=name, unit="item", disable=not cfg.trainer.progress)
@@ -431,7 +439,8 @@ def _run_benchmark(cfg: Config, name: str, out: Path, policy=None, engine=None) 
                 for (it, p), (c,) in zip(prompts, outs, strict=True):
                     text = decode(policy.tokenizer, c.full_ids)
                     fresh.append({**_record(it, text, *score(text, it), len(c.token_ids), c.finish_reason),
-                                  "prompt_tokens": len(p.input_ids)})
+                                  "prompt_tokens": len(p.input_ids),
+                                  **({} if policy.is_vl or not it.images else {"images_not_shown": len(it.images)})})
                 records.update((r["id"], r) for r in fresh)
                 generated.update(r["id"] for r in fresh)
                 fh.write("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in fresh))
@@ -464,6 +473,8 @@ def _run_benchmark(cfg: Config, name: str, out: Path, policy=None, engine=None) 
     rows = stats["rows"]
     scores["all_rows"] = {"n": rows, "correct": scores["correct"],
                           "accuracy": scores["correct"] / rows if rows else 0.0}
+    # images a text-only model never saw, kept per record so that a resumed evaluation counts them too
+    scores["images_not_shown"] = sum(records[it.id].get("images_not_shown", 0) for it in done)
     summary = {**identity, **scores, "data": stats,
                "resumed_items": resumed, "generated_items": len(items) - resumed, "dropped_corrupt_lines": dropped,
                "seconds": time.time() - t0, "out_dir": str(out)}
