@@ -171,6 +171,22 @@ def load_examples(cfg: Config, which: str) -> tuple[list[Example], dict]:
     return rows, stats
 
 
+def note_unseen_images(policy: LoadedModel, sets: dict[str, list]) -> dict[str, int]:
+    """A text-only model gets no images (``encode_prompt`` drops them): say how many examples of each set it will
+    see without theirs, on stderr, as a default ``data.train=synthetic`` with ``model.path=tiny-text`` trained
+    blind without a word. Returns the counts (0s for a vision model)."""
+    import sys
+
+    from mmevo.grpo.distributed import is_main
+
+    unseen = {name: 0 if policy.is_vl else sum(1 for ex in rows if ex.images) for name, rows in sets.items()}
+    if any(unseen.values()) and is_main():  # every rank loads the same sets: one line
+        counts = ", ".join(f"{n} of the {len(sets[name])} {name}" for name, n in unseen.items() if n)
+        print(f"[mmevo] {policy.path} is a text-only model: the images of {counts} examples are left out of its "
+              "prompts", file=sys.stderr)
+    return unseen
+
+
 def _need_train_rows(cfg: Config, train: list) -> None:
     """A training run without training examples fails before the model loads (the trainer found it only at its first
     step, as "no prompts", naming no setting)."""
@@ -238,6 +254,7 @@ def _run_sft(cfg: Config) -> dict:
     train, stats = load_examples(cfg, "train")  # before the model: a bad data path fails in seconds, not minutes
     _need_train_rows(cfg, train)
     policy = load_policy(cfg)
+    note_unseen_images(policy, {"SFT": train})
     if cfg.sft.teacher_noise > 0:
         from mmevo.data.synthetic import with_teacher_noise
 
@@ -283,6 +300,7 @@ def _run_grpo(cfg: Config, evaluate_before_after: bool) -> dict:
     heldout, heldout_stats = load_examples(cfg, "heldout")
     check_engine(cfg)
     policy = load_policy(cfg)
+    note_unseen_images(policy, {"train": train if cfg.trainer.steps > 0 else [], "held-out": heldout or []})
     trainer = build_trainer(cfg, policy, train, heldout)
     from mmevo.grpo.distributed import is_main
 
