@@ -171,6 +171,7 @@ def main(argv: list[str] | None = None) -> int:
                                   + (" (that path is a file)" if args.out.strip() else ""))
 
             cfg = demo_config(args.overrides, args.out, args.config)
+            _check_no_loop_settings(cfg, "demo")  # a loop's config: minutes of SFT, then runs without its settings
             _check_demo_runs(cfg, args.out, args.method)
             run_demo(cfg, args.out, args.method)
             return 0
