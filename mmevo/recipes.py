@@ -316,7 +316,7 @@ def _run_grpo(cfg: Config, evaluate_before_after: bool) -> dict:
         if main:
             print(f"[mmevo] held-out accuracy before GRPO: {_accuracy_text(summary['eval_before'], cfg)}")
             out.mkdir(parents=True, exist_ok=True)
-            before_file.write_text(json.dumps(summary["eval_before"], indent=2, default=str))
+            write_json_atomic(before_file, summary["eval_before"])  # read back by every resume: whole or absent
     elif evaluate_before_after and heldout and main and before_file.exists():
         summary["eval_before"] = json.loads(before_file.read_text())  # measured when this run started
     t0 = time.time()
@@ -347,7 +347,9 @@ def _run_grpo(cfg: Config, evaluate_before_after: bool) -> dict:
     plot_curves(out / "metrics.jsonl", out / "curves.png",
                 ["reward/total/mean", "frac_reward_zero_std", "actor/entropy", "actor/kl", "response/length_mean",
                  "time/step"], "GRPO")
-    (out / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
+    # whole or not at all: a rerun of a finished run writes it again, and a torn one (a kill, a full disk) still
+    # marked the run finished for the demo, which then failed decoding it
+    write_json_atomic(out / "summary.json", summary)
     return summary
 
 

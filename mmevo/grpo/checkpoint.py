@@ -181,8 +181,10 @@ def export_atomically(target: str | Path, write) -> Path:
 
     The loops take a directory with ``config.json`` for a finished export, and ``save_model`` writes that file
     first: exported in place, a kill mid-export left a model without weights or tokenizer for a rerun to reuse. A
-    leftover ``.partial`` of such a kill is written again."""
+    leftover ``.partial`` of such a kill is written again. ``target`` is replaced whole, so it must be absent, empty
+    or an earlier export (``config.json``): any other directory (a run's output_dir) is refused, not deleted."""
     target = Path(target)
+    _check_replaceable_export(target)
     partial = target.with_name(f"{target.name}.partial")
     shutil.rmtree(partial, ignore_errors=True)
     partial.mkdir(parents=True)
@@ -190,6 +192,14 @@ def export_atomically(target: str | Path, write) -> Path:
     shutil.rmtree(target, ignore_errors=True)
     os.replace(partial, target)
     return target
+
+
+def _check_replaceable_export(target: Path) -> None:
+    if target.is_symlink() or (target.exists() and not target.is_dir()):
+        raise ValueError(f"cannot export the model to {target}: it is a file or a link, not a directory")
+    if target.is_dir() and any(target.iterdir()) and not (target / "config.json").is_file():
+        raise ValueError(f"cannot export the model to {target}: that directory holds other files than an earlier "
+                         "export (no config.json), which replacing it would delete; export to a new directory")
 
 
 def load_trainer_state(ckpt: str | Path) -> dict:

@@ -29,9 +29,9 @@ from mmevo.data.schema import Example
 from mmevo.grpo import algos
 from mmevo.grpo.distributed import is_max_metric
 from mmevo.grpo.checkpoint import (DamagedCheckpointError, abandon_checkpoints, checkpoint_name, checkpoint_root,
-                                   commit_checkpoint, latest_checkpoint, load_model_weights, load_state_file, load_trainer_state,
-                                   remove_partial_checkpoints, rng_state, save_checkpoint, save_model, set_rng_state,
-                                   write_checkpoint_files)
+                                   commit_checkpoint, export_atomically, latest_checkpoint, load_model_weights,
+                                   load_state_file, load_trainer_state, remove_partial_checkpoints, rng_state,
+                                   save_checkpoint, save_model, set_rng_state, write_checkpoint_files)
 from mmevo.metrics import RunLogger, StageTimer, peak_memory_mb
 from mmevo.models.attention import supports_packing
 from mmevo.models.inputs import (EncodedPrompt, collate, collate_for_training, distinct_prompts, encode_prompt, pack,
@@ -1352,16 +1352,18 @@ class GRPOTrainer:
         return [m for step, m in rows if first <= step <= last]
 
     def export(self, path: str | Path) -> Path:
-        """Final model in HF format (under DeepSpeed: gathered on every rank, written by rank 0)."""
+        """Final model in HF format (under DeepSpeed: gathered on every rank, written by rank 0), written whole or
+        not at all (``export_atomically``): a rerun of a finished run exports again over its ``final/``, and a kill
+        mid-write left torn weights beside the summary that marks the run finished (and reused as it is)."""
         if self.ds_engine is None:
-            return save_model(path, self.model, self.policy.processor)
+            return export_atomically(path, lambda d: save_model(d, self.model, self.policy.processor))
         from mmevo.grpo.distributed import is_main
         from mmevo.models.weights import full_state_items
 
         gathered = full_state_items(self.model, device="cpu")  # collective: every rank takes part, rank 0 keeps it
         weights = dict(gathered) if is_main() else collections.deque(gathered, maxlen=0)
         if is_main():
-            save_model(path, self.model, self.policy.processor, weights)
+            export_atomically(path, lambda d: save_model(d, self.model, self.policy.processor, weights))
         return Path(path)
 
     def close(self) -> None:

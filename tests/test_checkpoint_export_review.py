@@ -1,0 +1,108 @@
+"""Checkpoint / export review: an export (``final/``) and a run's ``summary.json`` / ``eval_before.json`` are written
+whole or not at all, so a kill while a finished run is rerun (it exports and summarises again) leaves the earlier
+ones readable; an export never replaces a directory that is not an earlier export; the export loads with plain
+transformers and gives the trainer's logits."""
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from mmevo import recipes
+from test_csrs12_review12 import _cfg as _run_cfg  # the tiny CSRS run (sfr head, m = 1) the earlier reviews used
+from test_trainer import _cfg, _trainer, data  # noqa: F401 (data: the fixture)
+
+
+def _kill_weights_write(monkeypatch):
+    """transformers' safetensors write dies after its first bytes reached the disk (a kill -9 or a full disk)."""
+    from transformers import modeling_utils
+
+    def killed(tensors, filename, *a, **k):
+        Path(filename).write_bytes(b"\x00" * 5)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(modeling_utils, "safe_save_file", killed)
+
+
+def test_a_kill_mid_export_leaves_the_earlier_export_whole(tiny_vl_path, tmp_path, data, monkeypatch):
+    from transformers import AutoModelForImageTextToText
+
+    tr = _trainer(_cfg(tmp_path / "run", **{"algo.kl_coef": 0, "trainer.steps": 2}), tiny_vl_path, data)
+    tr.train(steps=1)
+    final = tr.export(tmp_path / "final")
+    first = load_file(final / "model.safetensors")
+    # the export loads with plain transformers and gives the trainer's logits
+    plain = AutoModelForImageTextToText.from_pretrained(str(final)).eval()
+    ids = torch.tensor([[1, 5, 9, 33, 70, 2, 11]])
+    tr.model.eval()
+    with torch.no_grad():
+        assert torch.equal(plain(input_ids=ids).logits, tr.model(input_ids=ids).logits)
+    tr.train(steps=1)
+    with monkeypatch.context() as m:
+        _kill_weights_write(m)
+        with pytest.raises(KeyboardInterrupt):
+            tr.export(tmp_path / "final")
+    # it used to write over final/ in place: a 5-byte model.safetensors beside the new config.json
+    kept = load_file(final / "model.safetensors")
+    assert kept.keys() == first.keys() and all(torch.equal(kept[k], first[k]) for k in first)
+    tr.export(tmp_path / "final")  # the next export replaces it, and the leftover of the killed one
+    now = {k: v for k, v in tr.model.state_dict().items()}
+    again = load_file(final / "model.safetensors")
+    assert any(not torch.equal(again[k], first[k]) for k in first)
+    assert all(torch.equal(again[k], now[k]) for k in again if k in now)
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("final")) == ["final"]
+
+
+def test_an_export_never_replaces_a_directory_that_is_not_an_export(tiny_vl_path, tmp_path, data):
+    out = tmp_path / "run"
+    tr = _trainer(_cfg(out, **{"algo.kl_coef": 0, "trainer.steps": 1}), tiny_vl_path, data)
+    tr.train()
+    with pytest.raises(ValueError, match=rf"cannot export the model to {out}: .*no config\.json"):
+        tr.export(out)  # the run's own directory: replacing it whole would delete its checkpoints and curve
+    assert (out / "metrics.jsonl").is_file() and (out / "checkpoints" / "step_000001").is_dir()
+    (tmp_path / "a_file").write_text("x")
+    with pytest.raises(ValueError, match="a file or a link"):
+        tr.export(tmp_path / "a_file")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert (tr.export(empty) / "model.safetensors").is_file()  # an empty directory is fine
+
+
+def _kill_json_write(monkeypatch, name: str):
+    real = Path.write_text
+
+    def killed(self, text, *a, **k):
+        if self.name.startswith(name):
+            real(self, text[:5], *a, **k)
+            raise KeyboardInterrupt
+        return real(self, text, *a, **k)
+
+    monkeypatch.setattr(Path, "write_text", killed)
+
+
+def test_a_kill_while_a_finished_run_rewrites_its_summary_keeps_the_summary_whole(tiny_vl_path, tmp_path,
+                                                                                    monkeypatch):
+    out = tmp_path / "run"
+    recipes.run_grpo(_run_cfg(tiny_vl_path, out, "trainer.steps=1"))
+    summary = (out / "summary.json").read_text()
+    with monkeypatch.context() as m:  # a rerun of the finished run exports, evaluates and summarises it again
+        _kill_json_write(m, "summary.json")
+        with pytest.raises(KeyboardInterrupt):
+            recipes.run_grpo(_run_cfg(tiny_vl_path, out, "trainer.steps=1"))
+    # it used to be written in place: 5 bytes, which the demo takes for a finished run and fails decoding
+    assert (out / "summary.json").read_text() == summary
+
+
+def test_a_kill_mid_eval_before_write_leaves_the_resumed_run_readable(tiny_vl_path, tmp_path, monkeypatch):
+    out = tmp_path / "run"
+    recipes.run_grpo(_run_cfg(tiny_vl_path, out, "trainer.steps=1"))
+    before = json.loads((out / "eval_before.json").read_text())
+    with monkeypatch.context() as m:  # a fresh start over it, killed as it records its accuracy before training
+        _kill_json_write(m, "eval_before.json")
+        with pytest.raises(KeyboardInterrupt):
+            recipes.run_grpo(_run_cfg(tiny_vl_path, out, "trainer.steps=1", "trainer.resume=false"))
+    # the rerun resumes the checkpoint still there and reads the file back: it used to fail on the torn one
+    again = recipes.run_grpo(_run_cfg(tiny_vl_path, out, "trainer.steps=1"))
+    assert again["eval_before"] == before
