@@ -106,3 +106,37 @@ def test_a_kill_mid_eval_before_write_leaves_the_resumed_run_readable(tiny_vl_pa
     # the rerun resumes the checkpoint still there and reads the file back: it used to fail on the torn one
     again = recipes.run_grpo(_run_cfg(tiny_vl_path, out, "trainer.steps=1"))
     assert again["eval_before"] == before
+
+
+def test_a_kill_while_a_step_is_saved_again_keeps_its_checkpoint(tiny_vl_path, tmp_path, data, monkeypatch):
+    """A loop's rerun saves the step it resumed again (HONEST's block ends with trainer.save_every=0): the old
+    checkpoint is moved aside and the new one renamed into place; a kill between the two renames left no step_2, and
+    the next resume deleted the one moved aside: with trainer.keep_checkpoints=1 the run started again from step 0."""
+    import os
+
+    from mmevo.grpo import checkpoint
+    from mmevo.grpo.checkpoint import list_checkpoints
+
+    out = tmp_path / "run"
+    over = {"algo.kl_coef": 0, "trainer.steps": 2, "trainer.keep_checkpoints": 1}
+    _trainer(_cfg(out, **over), tiny_vl_path, data).train()
+    rerun = _trainer(_cfg(out, **over), tiny_vl_path, data)
+    rerun.train(steps=0)
+    real_replace = os.replace
+
+    def killed_at_commit(src, dst):
+        if Path(src).name.startswith(".step_000002.tmp") and Path(dst).name == "step_000002":
+            raise KeyboardInterrupt  # after the old step_000002 was moved aside, before the new one took its name
+        return real_replace(src, dst)
+
+    with monkeypatch.context() as m:
+        m.setattr(checkpoint.os, "replace", killed_at_commit)
+        with pytest.raises(KeyboardInterrupt):
+            rerun.save()
+    assert list_checkpoints(out) == []  # until the next start puts it back
+    resumed = _trainer(_cfg(out, **over), tiny_vl_path, data)
+    resumed.train(steps=0)
+    assert resumed.step_idx == 2
+    assert sorted(p.name for p in (out / "checkpoints").iterdir()) == ["step_000002"]
+    resumed.save()  # saving the step again still replaces it, leaving no temp dir
+    assert sorted(p.name for p in (out / "checkpoints").iterdir()) == ["step_000002"]

@@ -114,7 +114,9 @@ def commit_checkpoint(tmp: Path, output_dir: str | Path, step: int, keep: int) -
     removed, so neither pruning nor a later resume can prefer them to this run's own.
     """
     final = checkpoint_root(output_dir) / checkpoint_name(step)
-    replaced = _move_aside(final) if final.exists() else None
+    # a step saved again (a loop's rerun saves the step it resumed): the old one is moved aside, where a kill before
+    # the next rename leaves it for ``remove_partial_checkpoints`` to put back, not to delete
+    replaced = _move_aside(final, _REPLACED) if final.exists() else None
     os.replace(tmp, final)
     ckpts = list_checkpoints(output_dir)
     stale = [c for c in ckpts if _step_of(c) > step]
@@ -141,10 +143,13 @@ def _remove_checkpoints(ckpts: list[Path], moved: list[Path] = ()) -> None:
         shutil.rmtree(gone, ignore_errors=True)
 
 
-def _move_aside(ckpt: Path) -> Path:
+_REPLACED = "replaced"  # the temp-name tag of a checkpoint moved aside for a new save of its step
+
+
+def _move_aside(ckpt: Path, why: str = "deleted") -> Path:
     """Rename (atomic) a checkpoint dir to a temp name that resume ignores and ``remove_partial_checkpoints`` clears;
     returns the dir to delete."""
-    gone = Path(tempfile.mkdtemp(prefix=f".{ckpt.name}.tmp.deleted", dir=ckpt.parent))
+    gone = Path(tempfile.mkdtemp(prefix=f".{ckpt.name}.tmp.{why}", dir=ckpt.parent))
     os.replace(ckpt, gone / ckpt.name)
     return gone
 
@@ -154,10 +159,21 @@ def _step_of(ckpt: Path) -> int:
 
 
 def remove_partial_checkpoints(output_dir: str | Path) -> None:
-    """Temp dirs of saves that never completed (a crash mid-save); they can hold a whole optimizer state."""
+    """Temp dirs of saves that never completed (a crash mid-save); they can hold a whole optimizer state. A complete
+    checkpoint moved aside for a new save of its step, whose rename into place never came, is put back first: it was
+    the run's newest (with ``trainer.keep_checkpoints=1`` its only) checkpoint."""
     root = Path(output_dir) / "checkpoints"
     for tmp in root.glob(".step_*.tmp*") if root.exists() else []:
+        if f".tmp.{_REPLACED}" in tmp.name:
+            _put_back(tmp)
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _put_back(aside: Path) -> None:
+    for ckpt in aside.iterdir():
+        final = aside.parent / ckpt.name
+        if _STEP_RE.match(ckpt.name) and not final.exists() and _is_complete(ckpt):
+            os.replace(ckpt, final)
 
 
 def save_model(path: str | Path, model, processor, state_dict: dict | None = None) -> Path:
