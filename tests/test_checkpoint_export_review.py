@@ -140,3 +140,26 @@ def test_a_kill_while_a_step_is_saved_again_keeps_its_checkpoint(tiny_vl_path, t
     assert sorted(p.name for p in (out / "checkpoints").iterdir()) == ["step_000002"]
     resumed.save()  # saving the step again still replaces it, leaving no temp dir
     assert sorted(p.name for p in (out / "checkpoints").iterdir()) == ["step_000002"]
+
+
+@pytest.mark.parametrize("edit, why", [
+    (lambda s: s.pop("step"), "it lacks 'step'"),
+    (lambda s: (s.pop("rng"), s.pop("rewards")), "it lacks 'rng', 'rewards'"),
+    (lambda s: s.update(step="2"), "its step is '2', not a step count"),
+    (lambda s: s.update(step=True), "its step is True, not a step count"),
+    (lambda s: s.update(step=5), "it holds step 5, not the step 2 its directory names"),
+])
+def test_a_trainer_state_without_what_a_save_writes_is_refused_naming_it(tiny_vl_path, tmp_path, data, edit, why):
+    from mmevo.grpo.checkpoint import DamagedCheckpointError
+
+    out = tmp_path / "run"
+    over = {"algo.kl_coef": 0, "trainer.steps": 2}
+    _trainer(_cfg(out, **over), tiny_vl_path, data).train()
+    path = out / "checkpoints" / "step_000002" / "trainer_state.pt"
+    state = torch.load(path, weights_only=False)
+    edit(state)
+    torch.save(state, path)
+    with pytest.raises(DamagedCheckpointError) as e:  # was a bare KeyError: 'step', or a resume at step 5 / 1
+        _trainer(_cfg(out, **over), tiny_vl_path, data).train(steps=0)
+    msg = str(e.value)
+    assert f"checkpoint file {path} cannot be read ({why})" in msg and "delete" in msg and "step_000001" in msg

@@ -219,7 +219,22 @@ def _check_replaceable_export(target: Path) -> None:
 
 
 def load_trainer_state(ckpt: str | Path) -> dict:
-    return load_state_file(Path(ckpt) / "trainer_state.pt")
+    """``ckpt``'s trainer state, checked for what every save writes (the step, the RNG, the reward heads' state): a
+    state from another tool or a hand edit failed resume with a bare ``KeyError: 'step'``, and one copied from
+    another step dir resumed that step under this dir's name."""
+    path = Path(ckpt) / "trainer_state.pt"
+    state = load_state_file(path)
+    missing = [k for k in ("step", "rng", "rewards") if k not in state]
+    if missing:
+        raise DamagedCheckpointError(_damaged_message(path, f"it lacks {', '.join(map(repr, missing))}"))
+    step = state["step"]
+    if not isinstance(step, int) or isinstance(step, bool) or step < 0:
+        raise DamagedCheckpointError(_damaged_message(path, f"its step is {step!r}, not a step count"))
+    named = _STEP_RE.match(path.parent.name)
+    if named and int(named.group(1)) != step:
+        raise DamagedCheckpointError(_damaged_message(path, f"it holds step {step}, not the step "
+                                                            f"{int(named.group(1))} its directory names"))
+    return state
 
 
 class DamagedCheckpointError(ValueError):
