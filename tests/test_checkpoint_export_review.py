@@ -163,3 +163,19 @@ def test_a_trainer_state_without_what_a_save_writes_is_refused_naming_it(tiny_vl
         _trainer(_cfg(out, **over), tiny_vl_path, data).train(steps=0)
     msg = str(e.value)
     assert f"checkpoint file {path} cannot be read ({why})" in msg and "delete" in msg and "step_000001" in msg
+
+
+def test_an_sft_state_without_what_a_save_writes_is_refused_naming_it(tiny_vl_path, tmp_path):
+    from mmevo.config import load_config
+    from mmevo.data.synthetic import split_train_heldout
+    from mmevo.grpo.checkpoint import DamagedCheckpointError
+    from mmevo.grpo.sft import STATE_FILE, run_sft
+    from mmevo.models.loader import load_model
+
+    cfg = load_config(None, ["data.prompt_template=none", "sft.epochs=1", "sft.batch_size=4", "sft.save_every=1",
+                             f"sft.output_dir={tmp_path}", "trainer.progress=false"])
+    train, _ = split_train_heldout(8, 0, seed=1)
+    torch.save({"model": {}, "step": 1}, tmp_path / STATE_FILE)  # another tool's file under the SFT's name
+    with pytest.raises(DamagedCheckpointError, match=rf"SFT state {tmp_path / STATE_FILE} lacks 'optimizer', "
+                                                     r"'scheduler', .*'n_steps', 'n_examples'.*delete it"):
+        run_sft(cfg, load_model(tiny_vl_path), train)  # was a bare KeyError: 'n_steps'

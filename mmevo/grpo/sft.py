@@ -16,7 +16,7 @@ import torch
 from mmevo.config import Config, recorded_config_changes, to_dict
 from mmevo.data.schema import SFT_SYSTEM_PROMPT, Example
 from mmevo.grpo.algos import masked_mean
-from mmevo.grpo.checkpoint import load_state_file, rng_state, set_rng_state
+from mmevo.grpo.checkpoint import DamagedCheckpointError, load_state_file, rng_state, set_rng_state
 from mmevo.grpo.trainer import PromptCache, configure_training, make_optimizer, make_scheduler, sequence_logprobs
 from mmevo.metrics import RunLogger
 from mmevo.models.loader import LoadedModel
@@ -78,7 +78,7 @@ def run_sft(cfg: Config, policy: LoadedModel, examples: list[Example], log: bool
     history: list[dict] = []
     state_path = Path(s.output_dir) / STATE_FILE
     if s.save_every > 0 and state_path.exists():  # an interrupted run: continue where its last state left off
-        state = load_state_file(state_path)
+        state = load_sft_state(state_path)
         if state["n_steps"] != n_steps or state["n_examples"] != len(examples):
             raise ValueError(f"{state_path} is from another SFT run ({state['n_steps']} steps over "
                              f"{state['n_examples']} examples, this one: {n_steps} over {len(examples)}); delete it "
@@ -140,6 +140,19 @@ def run_sft(cfg: Config, policy: LoadedModel, examples: list[Example], log: bool
 
 
 STATE_FILE = "sft_state.pt"
+_STATE_KEYS = ("model", "optimizer", "scheduler", "generator", "order", "pos", "step", "history", "n_steps",
+               "n_examples")  # what every ``_save_state`` writes (``rng`` and ``config`` came later: optional)
+
+
+def load_sft_state(path: Path) -> dict:
+    """An interrupted SFT's state; one lacking what every save writes (another tool's file, a hand edit) is a
+    ``DamagedCheckpointError`` naming the file and the keys, not a bare ``KeyError`` from the middle of the resume."""
+    state = load_state_file(path)
+    missing = [k for k in _STATE_KEYS if k not in state]
+    if missing:
+        raise DamagedCheckpointError(f"SFT state {path} lacks {', '.join(map(repr, missing))}: it was not written by "
+                                     "an mmevo SFT; delete it to start that SFT afresh")
+    return state
 
 # what the SFT reads (the sft / data / model sections, the seed; model.path is the model it starts from), less where
 # it writes, how often it saves its state, and what only RL (model.trainable) or the held-out evaluations read
