@@ -179,3 +179,27 @@ def test_an_sft_state_without_what_a_save_writes_is_refused_naming_it(tiny_vl_pa
     with pytest.raises(DamagedCheckpointError, match=rf"SFT state {tmp_path / STATE_FILE} lacks 'optimizer', "
                                                      r"'scheduler', .*'n_steps', 'n_examples'.*delete it"):
         run_sft(cfg, load_model(tiny_vl_path), train)  # was a bare KeyError: 'n_steps'
+
+
+def test_a_checkpoint_of_another_model_is_refused_naming_both(tiny_vl_path, tiny_text_path, tmp_path, data):
+    """The run's model.path unchanged (so no setting differs) but another model behind it (rebuilt, re-downloaded):
+    the resume failed with transformers' "Unrecognized configuration class ... AutoModelForCausalLM" or torch's size
+    mismatches, naming neither the checkpoint nor the cause."""
+    from mmevo.models.tiny import TinyVLSpec, build_tiny_qwen2_5_vl
+
+    out = tmp_path / "run"
+    over = {"algo.kl_coef": 0, "trainer.steps": 2}
+    _trainer(_cfg(out, **over), tiny_vl_path, data).train(steps=1)
+    ckpt = out / "checkpoints" / "step_000001"
+    with pytest.raises(ValueError, match=rf"cannot resume {ckpt}: its weights are another model's than this run's "
+                                         r"\(checkpoint: qwen2_5_vl, 4 layers, hidden 128; this run: qwen2, .*"
+                                         r"Unrecognized configuration class.*resume with the model.path it was "
+                                         r"trained from.*trainer.resume=false"):
+        _trainer(_cfg(out, **over), tiny_text_path, data, seed_weights=False).train(steps=0)
+    shallow = build_tiny_qwen2_5_vl(tmp_path / "shallow", TinyVLSpec(num_hidden_layers=2))
+    with pytest.raises(ValueError, match=r"checkpoint: qwen2_5_vl, 4 layers, hidden 128; this run: qwen2_5_vl, 2 "
+                                         r"layers, hidden 128; RuntimeError: Error\(s\) in loading state_dict"):
+        _trainer(_cfg(out, **over), shallow, data, seed_weights=False).train(steps=0)
+    resumed = _trainer(_cfg(out, **over), tiny_vl_path, data)  # its own model still resumes
+    resumed.train(steps=0)
+    assert resumed.step_idx == 1

@@ -277,5 +277,34 @@ def load_model_weights(model, ckpt_model_dir: str | Path) -> None:
         loaded = auto.from_pretrained(str(ckpt_model_dir), dtype=next(base.parameters()).dtype)
     except (SafetensorError, json.JSONDecodeError) as e:  # a truncated / zeroed weights or index file: name it
         raise DamagedCheckpointError(_damaged_message(Path(ckpt_model_dir), f"{type(e).__name__}: {e}")) from None
-    base.load_state_dict(loaded.state_dict(), strict=True)
+    except ValueError as e:  # transformers' "Unrecognized configuration class ... for AutoModelForCausalLM"
+        raise _other_model_error(Path(ckpt_model_dir), base, e) from None
+    try:
+        base.load_state_dict(loaded.state_dict(), strict=True)
+    except RuntimeError as e:  # torch's missing / unexpected keys and size mismatches
+        raise _other_model_error(Path(ckpt_model_dir), base, e) from None
     del loaded
+
+
+def _other_model_error(ckpt_model_dir: Path, base, error: Exception) -> ValueError:
+    """The checkpoint's weights are another model's than the one this run loaded (``model.path`` now names another
+    model, or the same path holds a rebuilt one): say so and name both, not transformers' or torch's message alone."""
+    try:
+        saved = json.loads((ckpt_model_dir / "config.json").read_text())
+    except (OSError, ValueError):
+        saved = {}
+    first = str(error).strip().splitlines()[0] if str(error).strip() else ""
+    return ValueError(f"cannot resume {ckpt_model_dir.parent}: its weights are another model's than this run's "
+                      f"(checkpoint: {_model_kind(saved)}; this run: {_model_kind(base.config.to_dict())}; "
+                      f"{type(error).__name__}: {first[:300]}): resume with the model.path it was trained from, or "
+                      "start afresh with trainer.resume=false or another trainer.output_dir")
+
+
+def _model_kind(config) -> str:
+    """``qwen2_5_vl, 4 layers, hidden 128`` from an HF config dict (what tells two models apart in a message)."""
+    if not isinstance(config, dict):
+        return "unknown"
+    text = config.get("text_config") if isinstance(config.get("text_config"), dict) else config
+    layers, hidden = text.get("num_hidden_layers", config.get("num_hidden_layers")), \
+        text.get("hidden_size", config.get("hidden_size"))
+    return f"{config.get('model_type')}, {layers} layers, hidden {hidden}"
