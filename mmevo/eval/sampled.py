@@ -9,6 +9,7 @@ equivalence classes as the majority-vote reward.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from numbers import Integral
 
 import numpy as np
 
@@ -27,14 +28,16 @@ def sampled_records(engine, prompts, examples: Sequence[Example], tokenizer, n: 
     """One record per example: ``correct`` (n values in {0, 1}), ``pass1`` (their mean), ``maj`` (1 when the modal
     answer of the n samples equals the gold answer; ties go to the answer sampled first), ``modal_share``. A problem
     without a gold answer, or an engine returning other than n samples per problem, is an error."""
-    if n < 1:
-        raise ValueError(f"n must be >= 1, got {n}")
+    if isinstance(n, bool) or not isinstance(n, Integral) or n < 1:  # True ran as n=1; 2.5 failed in the engine
+        raise ValueError(f"n must be an integer >= 1, got {n!r}")
     if not examples:
         return []
     for ex in examples:  # a missing gold would score every sample 0 and silently pull pass@1 / maj@n down
         if ex.answer is None or not str(ex.answer).strip():
             raise ValueError(f"example {ex.id!r}: field 'answer' holds no gold answer ({ex.answer!r}); sampled "
                              "evaluation needs one for every problem (label-hidden copies cannot be scored)")
+    from mmevo.grpo.trainer import eval_kind  # the held-out evaluation's kinds: one key per kind, sortable
+
     params = SamplingParams(temperature=temperature, top_p=1.0, max_tokens=max_tokens, seed=seed)
     outs = engine.generate([RolloutRequest(prompts(ex), n=n) for ex in examples], params)
     if len(outs) != len(examples):  # zip would silently drop problems
@@ -48,7 +51,7 @@ def sampled_records(engine, prompts, examples: Sequence[Example], tokenizer, n: 
         correct = accuracy_rewards(texts, [ex.answer] * len(texts), choices).tolist()
         _, info = majority_vote_rewards(texts, [0] * len(texts), choices)
         mode = info["pseudo_labels"][0]
-        records.append({"id": ex.id, "kind": ex.meta.get("kind", "all"), "gold": ex.answer,
+        records.append({"id": ex.id, "kind": eval_kind(ex), "gold": ex.answer,
                         "correct": [int(c) for c in correct], "pass1": sum(correct) / len(correct),
                         "maj": int(mode is not None and answers_equivalent(mode, ex.answer, ex.choices or None)),
                         "modal_share": info["modal_share"], "sample": texts[0]})
@@ -57,8 +60,9 @@ def sampled_records(engine, prompts, examples: Sequence[Example], tokenizer, n: 
 
 def bootstrap_ci(values: Sequence[float], n_boot: int = 2000, seed: int = 0, level: float = 0.95) -> list[float]:
     """Percentile bootstrap interval of the mean of ``values`` (problems resampled with replacement)."""
-    if n_boot < 1 or not 0 < level < 1:
-        raise ValueError(f"bootstrap_ci needs n_boot >= 1 and 0 < level < 1, got n_boot={n_boot}, level={level}")
+    if isinstance(n_boot, bool) or not isinstance(n_boot, Integral) or n_boot < 1 or not 0 < level < 1:
+        raise ValueError(f"bootstrap_ci needs an integer n_boot >= 1 and 0 < level < 1, got n_boot={n_boot!r}, "
+                         f"level={level!r}")
     x = np.asarray(values, dtype=np.float64)
     if x.size == 0:
         return [float("nan"), float("nan")]
