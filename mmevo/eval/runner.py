@@ -189,21 +189,38 @@ def make_eval_out_dir(out: Path) -> None:
             from None
 
 
+def _read_run_identity(run_file: Path) -> dict:
+    """The identity an earlier run recorded beside its responses. Without it (deleted, or unreadable) the responses
+    are of an unknown model and settings: reused, they were scored as this run's (a JSON error named no file)."""
+    fix = "use another eval.out_dir or eval.overwrite=true"
+    if not run_file.is_file():
+        raise ValueError(f"{run_file.parent} holds responses.jsonl but no run.json: which model and settings produced "
+                         f"those responses is unknown; {fix}")
+    try:
+        before = json.loads(run_file.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ValueError(f"{run_file}: not readable as the earlier run's identity ({e}); {fix}") from None
+    if not isinstance(before, dict):
+        raise ValueError(f"{run_file}: expected a JSON object (the earlier run's identity), got "
+                         f"{type(before).__name__}; {fix}")
+    return before
+
+
 def _prepare_out_dir(out: Path, identity: dict, overwrite: bool) -> tuple[dict[str, dict], int]:
     """Check the run identity against an earlier run in ``out``; return its finished records."""
     make_eval_out_dir(out)
     run_file, resp_file = out / "run.json", out / "responses.jsonl"
     if overwrite:
         resp_file.unlink(missing_ok=True)
-    elif run_file.exists() and resp_file.exists():
-        before = json.loads(run_file.read_text())
+    elif resp_file.exists() and resp_file.read_text(encoding="utf-8", errors="replace").strip():
+        before = _read_run_identity(run_file)
         # a key the earlier run.json lacks (written before it was part of the identity) is not a difference
         diff = sorted(k for k in identity if before.get(k, identity[k]) != identity[k])
         if diff:
             changes = ", ".join(f"{k}: {before.get(k)!r} -> {identity[k]!r}" for k in diff)
             raise ValueError(f"{out} holds responses of a different run ({changes}); "
                              "use another eval.out_dir or eval.overwrite=true")
-    run_file.write_text(json.dumps(identity, indent=2))
+    write_text_atomic(run_file, json.dumps(identity, indent=2))  # a kill mid-write left a run.json no resume reads
     records, bad, superseded = _read_records(resp_file)
     if bad or superseded:  # one line per item again, and appends start on a clean line
         _write_records(resp_file, records)

@@ -1,0 +1,56 @@
+"""``mmevo eval --benchmark`` resume: responses whose run.json is gone or unreadable are not reused."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+from datapaths import FIXTURES
+from mmevo.config import load_config
+from mmevo.eval.runner import run_benchmark
+
+MATHV = FIXTURES / "mathvision"
+
+
+def _cfg(model, out, **over):
+    args = [f"model.path={model}", "eval.benchmark=mathvision_testmini", f"eval.data={MATHV}", f"eval.out_dir={out}",
+            "eval.max_tokens=4", "eval.limit=3", "trainer.progress=false"]
+    return load_config(None, args + [f"{k}={v}" for k, v in over.items()])
+
+
+def test_responses_without_a_readable_run_json_are_refused(tiny_vl_path, tmp_path):
+    other = tmp_path / "other-model"
+    shutil.copytree(tiny_vl_path, other)
+    out = tmp_path / "ev"
+    run_benchmark(_cfg(tiny_vl_path, out))
+    run_file = out / "run.json"
+    identity = run_file.read_text()
+
+    # deleted: another model's evaluation took the 3 responses as its own (resumed_items 3, nothing generated)
+    run_file.unlink()
+    with pytest.raises(ValueError, match=r"responses.jsonl but no run.json.*eval.overwrite=true"):
+        run_benchmark(_cfg(other, out))
+    # cut short (a kill while it was written): a bare JSONDecodeError that named no file
+    run_file.write_text(identity[:20])
+    with pytest.raises(ValueError, match=r"run.json: not readable as the earlier run's identity"):
+        run_benchmark(_cfg(other, out))
+    run_file.write_text("[1, 2]")
+    with pytest.raises(ValueError, match=r"run.json: expected a JSON object"):
+        run_benchmark(_cfg(other, out))
+
+    s = run_benchmark(_cfg(other, out, **{"eval.overwrite": "true"}))
+    assert (s["generated_items"], s["resumed_items"]) == (3, 0)
+    assert json.loads(run_file.read_text())["model"] == str(other)
+    assert not (out / "run.json.tmp").exists()
+    # the same run again resumes as before
+    assert run_benchmark(_cfg(other, out))["resumed_items"] == 3
+
+
+def test_an_empty_responses_file_needs_no_run_json(tiny_vl_path, tmp_path):
+    out = tmp_path / "ev"
+    out.mkdir()
+    (out / "responses.jsonl").write_text("\n")
+    s = run_benchmark(_cfg(tiny_vl_path, out))
+    assert (s["generated_items"], s["resumed_items"]) == (3, 0)
