@@ -54,3 +54,14 @@ def test_an_empty_responses_file_needs_no_run_json(tiny_vl_path, tmp_path):
     (out / "responses.jsonl").write_text("\n")
     s = run_benchmark(_cfg(tiny_vl_path, out))
     assert (s["generated_items"], s["resumed_items"]) == (3, 0)
+
+
+def test_the_callers_config_keeps_its_budgets(tiny_vl_path, tmp_path):
+    """run_benchmark(cfg, policy, engine) is for a process that goes on with its model: the evaluation set the
+    caller's rollout.max_tokens and trainer.eval_max_tokens to eval.max_tokens (1536 -> 4) and raised
+    data.max_prompt_length to the eval limit (1024 -> 2044), so a run trained after it with 4-token responses."""
+    cfg = _cfg(tiny_vl_path, tmp_path / "ev", **{"rollout.max_tokens": 1536, "data.max_prompt_length": 1024})
+    before = (cfg.rollout.max_tokens, cfg.trainer.eval_max_tokens, cfg.data.max_prompt_length)
+    s = run_benchmark(cfg)
+    assert s["max_tokens"] == 4 and s["generated_items"] == 3
+    assert (cfg.rollout.max_tokens, cfg.trainer.eval_max_tokens, cfg.data.max_prompt_length) == before == (1536, 0, 1024)

@@ -14,6 +14,7 @@ Files in ``eval.out_dir``:
 from __future__ import annotations
 
 import contextlib
+import copy
 import json
 import os
 import sys
@@ -419,6 +420,7 @@ def _run_benchmark(cfg: Config, name: str, out: Path, policy=None, engine=None) 
     if pending:
         policy = policy or load_policy(cfg, str(model_path))
         prompt_limit = _prompt_limit(policy.model, e.max_prompt_length, max_tokens)
+        cfg = copy.deepcopy(cfg)  # the caller's config (a run that goes on to train) keeps its own budgets
         cfg.rollout.max_tokens = cfg.trainer.eval_max_tokens = max_tokens  # these size vLLM's max_model_len
         cfg.data.max_prompt_length = prompt_limit
         engine = engine or build_engine(cfg, policy)
