@@ -65,3 +65,21 @@ def test_the_callers_config_keeps_its_budgets(tiny_vl_path, tmp_path):
     s = run_benchmark(cfg)
     assert s["max_tokens"] == 4 and s["generated_items"] == 3
     assert (cfg.rollout.max_tokens, cfg.trainer.eval_max_tokens, cfg.data.max_prompt_length) == before == (1536, 0, 1024)
+
+
+def _ids(out):
+    return [json.loads(x)["id"] for x in (out / "responses.jsonl").read_text().splitlines()]
+
+
+def test_responses_jsonl_keeps_the_benchmarks_order(tiny_vl_path, tmp_path):
+    """Items left out of a batch's generation (a prompt over eval.max_prompt_length) were written before the
+    batch's answers ("6", "8", "10", "11", then "4", ...)."""
+    out = tmp_path / "ev"
+    order = ["4", "5", "6", "7", "8", "10", "11", "16"]
+    short = {"eval.limit": 8, "eval.batch_size": 8, "eval.max_prompt_length": 200}
+    s = run_benchmark(_cfg(tiny_vl_path, out, **short))
+    assert s["prompt_too_long"] == 4 and _ids(out) == order
+    # a larger limit regenerates the four too long prompts (appended), then rewrites the file, still in order
+    s = run_benchmark(_cfg(tiny_vl_path, out, **{**short, "eval.max_prompt_length": 400}))
+    assert (s["prompt_too_long"], s["generated_items"], s["resumed_items"]) == (0, 4, 4)
+    assert _ids(out) == order

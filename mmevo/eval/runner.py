@@ -460,6 +460,8 @@ def _run_benchmark(cfg: Config, name: str, out: Path, policy=None, engine=None) 
                     fresh.append({**_record(it, text, *score(text, it), len(c.token_ids), c.finish_reason),
                                   "prompt_tokens": len(p.input_ids),
                                   **({} if policy.is_vl or not it.images else {"images_not_shown": len(it.images)})})
+                position = {it.id: k for k, it in enumerate(batch)}  # the benchmark's order, skipped items included
+                fresh.sort(key=lambda r: position[r["id"]])
                 records.update((r["id"], r) for r in fresh)
                 generated.update(r["id"] for r in fresh)
                 fh.write("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in fresh))
