@@ -83,3 +83,16 @@ def test_responses_jsonl_keeps_the_benchmarks_order(tiny_vl_path, tmp_path):
     s = run_benchmark(_cfg(tiny_vl_path, out, **{**short, "eval.max_prompt_length": 400}))
     assert (s["prompt_too_long"], s["generated_items"], s["resumed_items"]) == (0, 4, 4)
     assert _ids(out) == order
+
+
+def test_a_too_long_prompt_records_its_length_and_stays_done(tiny_vl_path, tmp_path):
+    """responses.jsonl holds every item's prompt tokens: a too long prompt's were missing."""
+    out = tmp_path / "ev"
+    short = {"eval.limit": 8, "eval.batch_size": 8, "eval.max_prompt_length": 200}
+    run_benchmark(_cfg(tiny_vl_path, out, **short))
+    lines = [json.loads(x) for x in (out / "responses.jsonl").read_text().splitlines()]
+    too_long = [r for r in lines if r["finish_reason"] == "prompt_too_long"]
+    assert len(too_long) == 4 and all(r["prompt_tokens"] > 200 and r["max_prompt_length"] == 200 for r in too_long)
+    assert all(0 < r["prompt_tokens"] <= 200 for r in lines if r not in too_long)
+    s = run_benchmark(_cfg(tiny_vl_path, out, **short))  # the same limit: nothing is generated again
+    assert (s["resumed_items"], s["generated_items"], s["prompt_too_long"]) == (8, 0, 4)

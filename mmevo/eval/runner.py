@@ -403,11 +403,13 @@ def _run_benchmark(cfg: Config, name: str, out: Path, policy=None, engine=None) 
         skipped: then the image's error is raised)."""
         if rec is None or rec.get("gold") != it.answer:
             return False
+        if rec["finish_reason"] == "prompt_too_long":
+            return rec.get("max_prompt_length") == e.max_prompt_length
         if e.max_prompt_length and rec.get("prompt_tokens", 0) > e.max_prompt_length:
             return False  # answered under a larger limit: scored as a fresh run with this limit would score it
         if rec["finish_reason"] in IMAGE_SKIPS:
             return cfg.data.skip_bad_rows and not _decodes(it)
-        return rec["finish_reason"] != "prompt_too_long" or rec.get("max_prompt_length") == e.max_prompt_length
+        return True
 
     pending = [it for it in items if not final(records.get(it.id), it)]
     resumed = len(items) - len(pending)
@@ -451,7 +453,7 @@ def _run_benchmark(cfg: Config, name: str, out: Path, policy=None, engine=None) 
                                       it.problem), images, cfg.data.system_prompt or None)
                     if len(p.input_ids) > prompt_limit:
                         fresh.append({**_record(it, "", None, False, 0, "prompt_too_long"),
-                                      "max_prompt_length": e.max_prompt_length})
+                                      "prompt_tokens": len(p.input_ids), "max_prompt_length": e.max_prompt_length})
                     else:
                         prompts.append((it, p))
                 outs = engine.generate([RolloutRequest(p, n=1) for _, p in prompts], params) if prompts else []
