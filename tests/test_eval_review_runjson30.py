@@ -96,3 +96,24 @@ def test_a_too_long_prompt_records_its_length_and_stays_done(tiny_vl_path, tmp_p
     assert all(0 < r["prompt_tokens"] <= 200 for r in lines if r not in too_long)
     s = run_benchmark(_cfg(tiny_vl_path, out, **short))  # the same limit: nothing is generated again
     assert (s["resumed_items"], s["generated_items"], s["prompt_too_long"]) == (8, 0, 4)
+
+
+def test_sampled_answers_of_separate_batches_are_drawn_independently(tiny_vl_path, tmp_path):
+    """At eval temperature > 0 every batch was sampled with trainer.seed itself: the k-th item of each batch drew the
+    same uniforms, so four copies of one problem, one per batch, were answered identically, token for token."""
+    row = json.loads((MATHV / "testmini.jsonl").read_text().splitlines()[0])
+    data = tmp_path / "copies"
+    (data / "images").mkdir(parents=True)
+    shutil.copy(MATHV / row["image"], data / row["image"])
+    (data / "testmini.jsonl").write_text("".join(json.dumps({**row, "id": f"copy{k}"}) + "\n" for k in range(4)))
+
+    def responses(batch_size, out):
+        cfg = _cfg(tiny_vl_path, out, **{"eval.data": data, "eval.batch_size": batch_size, "eval.max_tokens": 6,
+                                         "eval.limit": 4, "rollout.eval_temperature": 1.0})
+        run_benchmark(cfg)
+        return [json.loads(x)["response"] for x in (out / "responses.jsonl").read_text().splitlines()]
+
+    one_per_batch = responses(1, tmp_path / "b1")
+    assert len(one_per_batch) == 4 and len(set(one_per_batch)) == 4
+    assert len(set(responses(2, tmp_path / "b2"))) == 4
+    assert responses(1, tmp_path / "again") == one_per_batch  # still reproducible from the seed

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import dataclasses
 import json
 import os
 import sys
@@ -378,6 +379,7 @@ def _run_benchmark(cfg: Config, name: str, out: Path, policy=None, engine=None) 
     from mmevo.recipes import load_policy, resolve_model_path
     from mmevo.rollout.base import RolloutRequest, SamplingParams
     from mmevo.rollout.factory import build_engine
+    from mmevo.rollout.strategy import step_seed
 
     e = cfg.eval
     fmt, split, source, categories = resolve(cfg)
@@ -432,6 +434,7 @@ def _run_benchmark(cfg: Config, name: str, out: Path, policy=None, engine=None) 
                   "its prompts (a text-only baseline; images_not_shown in scores.json)", file=sys.stderr)
         params = SamplingParams(temperature=cfg.rollout.eval_temperature, top_p=1.0, max_tokens=max_tokens,
                                 seed=cfg.trainer.seed)
+        place = {it.id: k for k, it in enumerate(items)}
         bar = tqdm(total=len(items), initial=resumed, desc=name, unit="item", disable=not cfg.trainer.progress)
         with open(out / "responses.jsonl", "a", encoding="utf-8") as fh:
             for start in range(0, len(pending), e.batch_size):
@@ -456,14 +459,17 @@ def _run_benchmark(cfg: Config, name: str, out: Path, policy=None, engine=None) 
                                       "prompt_tokens": len(p.input_ids), "max_prompt_length": e.max_prompt_length})
                     else:
                         prompts.append((it, p))
-                outs = engine.generate([RolloutRequest(p, n=1) for _, p in prompts], params) if prompts else []
+                # a seed per batch (from its first item's place in the benchmark): with one seed for every call, the
+                # k-th item of each batch drew the same uniforms, so sampled answers of different items were coupled
+                # (copies of one problem in separate batches answered alike, token for token)
+                batch_params = dataclasses.replace(params, seed=step_seed(cfg.trainer.seed, place[batch[0].id]))
+                outs = engine.generate([RolloutRequest(p, n=1) for _, p in prompts], batch_params) if prompts else []
                 for (it, p), (c,) in zip(prompts, outs, strict=True):
                     text = decode(policy.tokenizer, c.full_ids)
                     fresh.append({**_record(it, text, *score(text, it), len(c.token_ids), c.finish_reason),
                                   "prompt_tokens": len(p.input_ids),
                                   **({} if policy.is_vl or not it.images else {"images_not_shown": len(it.images)})})
-                position = {it.id: k for k, it in enumerate(batch)}  # the benchmark's order, skipped items included
-                fresh.sort(key=lambda r: position[r["id"]])
+                fresh.sort(key=lambda r: place[r["id"]])  # the benchmark's order, skipped items included
                 records.update((r["id"], r) for r in fresh)
                 generated.update(r["id"] for r in fresh)
                 fh.write("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in fresh))
