@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from mmevo.data.schema import Example
-from mmevo.eval.sampled import bootstrap_ci, sampled_records, summarize_sampled
+from mmevo.eval.sampled import bootstrap_ci, paired_diff_ci, sampled_records, summarize_sampled
 
 
 class _ScriptedEngine:
@@ -56,3 +56,13 @@ def test_sample_and_bootstrap_counts_must_be_integers(tiny_vl_path):
     assert bootstrap_ci([1.0, 0.0, 1.0], n_boot=np.int64(50)) == bootstrap_ci([1.0, 0.0, 1.0], n_boot=50)
     # one problem: the percentile interval is the point itself
     assert bootstrap_ci([0.25]) == [0.25, 0.25]
+
+
+def test_bootstrap_needs_one_value_per_problem():
+    """A per-sample table (problems x samples) or a bare number failed as an IndexError that named nothing."""
+    for bad in ([[1.0, 1.0], [1.0, 1.0], [0.0, 0.0]], 0.5):
+        with pytest.raises(ValueError, match="one value per problem"):
+            bootstrap_ci(bad)
+    with pytest.raises(ValueError, match="one value per problem"):
+        paired_diff_ci([[1.0], [0.0]], [[0.0], [0.0]])
+    assert paired_diff_ci([1.0, 0.0], [0.0, 0.0], n_boot=10)["mean"] == 0.5

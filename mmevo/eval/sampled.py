@@ -64,6 +64,8 @@ def bootstrap_ci(values: Sequence[float], n_boot: int = 2000, seed: int = 0, lev
         raise ValueError(f"bootstrap_ci needs an integer n_boot >= 1 and 0 < level < 1, got n_boot={n_boot!r}, "
                          f"level={level!r}")
     x = np.asarray(values, dtype=np.float64)
+    if x.ndim != 1:  # a scalar or a table (samples per problem) failed as an IndexError naming nothing
+        raise ValueError(f"bootstrap_ci needs one value per problem (a flat list), got an array of shape {x.shape}")
     if x.size == 0:
         return [float("nan"), float("nan")]
     rng = np.random.default_rng(seed)
