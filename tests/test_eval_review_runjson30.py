@@ -64,7 +64,8 @@ def test_the_callers_config_keeps_its_budgets(tiny_vl_path, tmp_path):
     before = (cfg.rollout.max_tokens, cfg.trainer.eval_max_tokens, cfg.data.max_prompt_length)
     s = run_benchmark(cfg)
     assert s["max_tokens"] == 4 and s["generated_items"] == 3
-    assert (cfg.rollout.max_tokens, cfg.trainer.eval_max_tokens, cfg.data.max_prompt_length) == before == (1536, 0, 1024)
+    after = (cfg.rollout.max_tokens, cfg.trainer.eval_max_tokens, cfg.data.max_prompt_length)
+    assert after == before == (1536, 0, 1024)
 
 
 def _ids(out):
