@@ -36,7 +36,8 @@ import torch
 
 from mmevo import torchvision_shim
 from mmevo.models.inputs import EncodedPrompt, unwrap
-from mmevo.rollout.base import Completion, RolloutRequest, SamplingParams, check_request_batch
+from mmevo.rollout.base import Completion, RolloutRequest, SamplingParams, check_request_batch, check_token_ids
+from mmevo.rollout.hf import split_rows
 
 _EXTRA_KEY = "mmevo_policy"  # SamplingParams.extra_args key read by our logits processor
 _SEED_BITS = 62  # a call's seed base: + the call's sample count stays inside torch.Generator's 64-bit seeds
@@ -169,6 +170,13 @@ def check_vllm_version(dist: str | None = None, version: str | None = None) -> N
         "(CPU: pip install '.[cpu]'; GPU: pip install '.[gpu]'), or use rollout.engine=hf. Its logits processor, "
         "weight reload and sleep calls depend on vLLM internals that change between releases; to try another version, "
         "add it to SUPPORTED_VLLM in mmevo/rollout/vllm_engine.py and run tests/test_vllm_engine.py.")
+
+
+def _vllm_max_n() -> int:
+    """The most samples vLLM takes in one request (``VLLM_MAX_N_SEQUENCES``, 16384 by default)."""
+    from vllm import envs
+
+    return max(1, int(getattr(envs, "VLLM_MAX_N_SEQUENCES", 16384)))
 
 
 # -- image size -------------------------------------------------------------------------------------------------------
@@ -415,6 +423,11 @@ class VLLMEngine:
         _prepare_vllm()
         from vllm import LLM
 
+        for name, ids in (("banned_ids", banned_ids), ("stop_ids", stop_ids)):
+            check_token_ids(f"VLLMEngine {name}", ids)  # as HFEngine: int() read 5.5 as 5 and True as 1
+            bad = [t for t in ids if not 0 <= t]  # a banned -1 banned the vocabulary's last token, silently
+            if bad:
+                raise ValueError(f"VLLMEngine {name} must be token ids >= 0, got {bad[0]!r}")
         # LongTensors, like HFEngine's (callers read engine.stop_ids)
         self.stop_ids = torch.tensor(sorted(set(int(t) for t in stop_ids)), dtype=torch.long)
         self.banned_ids = torch.tensor(sorted(set(int(t) for t in banned_ids)), dtype=torch.long)
@@ -487,6 +500,15 @@ class VLLMEngine:
         if config is not None:
             self.model_runner = "v2" if getattr(config, "use_v2_model_runner", False) else "v1"
             self.max_model_len = getattr(getattr(config, "model_config", None), "max_model_len", None)
+            self._refuse_banned_ids_outside(getattr(config, "model_config", None))
+
+    def _refuse_banned_ids_outside(self, model_config) -> None:
+        """A banned id past the logits failed inside vLLM's worker at the first sampled token (HFEngine refuses it)."""
+        vocab = model_config.get_vocab_size() if hasattr(model_config, "get_vocab_size") else None
+        if vocab is not None and self.banned_ids.numel() and int(self.banned_ids.max()) >= vocab:
+            bad = int(self.banned_ids.max())
+            self.close()
+            raise ValueError(f"VLLMEngine banned_ids: token {bad} is outside the model's vocabulary of {vocab}")
 
     # -- protocol -------------------------------------------------------------------------------------------------
     def generate(self, requests: Sequence[RolloutRequest], params: SamplingParams) -> list[list[Completion]]:
@@ -508,27 +530,19 @@ class VLLMEngine:
                 results[i] = [Completion([], [], "length", prefix_ids=list(req.prefix_ids)) for _ in range(req.n)]
                 continue
             self._check_context(i, req, budget)
-            prompts.append(self._prompt(req))
-            seed = None
-            if params.seed is not None:
-                seed = seed_base + seed_offset  # vLLM gives sample k of a request seed + k: keep them disjoint
-                seed_offset += req.n
-            sps.append(VSamplingParams(
-                n=1 if greedy else req.n,  # vLLM refuses greedy n > 1: decode once, then copy
-                # vLLM's T_v; the processor samples and reports at the call's T (extra_args), also where vLLM's
-                # range [0, 2] does not hold it (HF takes any finite T >= 0)
-                temperature=min(max(float(params.temperature), 0.0), _VLLM_MAX_TEMPERATURE),
-                top_p=float(params.top_p) if params.temperature > 0 else 1.0,
-                max_tokens=int(budget),
-                seed=seed,
-                logprobs=0,
-                stop_token_ids=stops,
-                ignore_eos=True,  # stops are exactly stop_ids (the model's EOS ids are among them)
-                detokenize=False,
-                skip_special_tokens=False,
-                extra_args={_EXTRA_KEY: {"banned": banned, "temperature": max(float(params.temperature), 0.0)}},
-            ))
-            slots.append(i)
+            prompt = self._prompt(i, req)
+            # vLLM takes a Python int n of at most VLLM_MAX_N_SEQUENCES (a numpy count was refused, a larger n
+            # failed naming only vLLM's variable); greedy decodes once, then copies (vLLM refuses greedy n > 1)
+            for n in ([1] if greedy else split_rows(int(req.n), _vllm_max_n())):
+                seed = None
+                if params.seed is not None:
+                    # vLLM gives sample k of a request seed + k: consecutive ranges keep them disjoint, and a request
+                    # split in pieces draws what it would draw whole
+                    seed = seed_base + seed_offset
+                    seed_offset += n
+                prompts.append(prompt)
+                sps.append(self._vllm_params(VSamplingParams, params, n, budget, seed, stops, banned))
+                slots.append(i)
         if not prompts:
             return results
         if self._weights_stale and not self._sleeping_tags:
@@ -560,6 +574,26 @@ class VLLMEngine:
                 results[i] = [Completion(list(one.token_ids), list(one.logprobs), one.finish_reason,
                                          prefix_ids=list(req.prefix_ids)) for _ in range(req.n)]
         return results
+
+    @staticmethod
+    def _vllm_params(cls, params: SamplingParams, n: int, budget: int, seed: int | None, stops: list[int],
+                     banned: list[int]):
+        """vLLM's ``SamplingParams`` (``cls``) for ``n`` samples of one request under the call's ``params``."""
+        return cls(
+            n=n,
+            # vLLM's T_v; the processor samples and reports at the call's T (extra_args), also where vLLM's
+            # range [0, 2] does not hold it (HF takes any finite T >= 0)
+            temperature=min(max(float(params.temperature), 0.0), _VLLM_MAX_TEMPERATURE),
+            top_p=float(params.top_p) if params.temperature > 0 else 1.0,
+            max_tokens=int(budget),
+            seed=seed,
+            logprobs=0,
+            stop_token_ids=stops,
+            ignore_eos=True,  # stops are exactly stop_ids (the model's EOS ids are among them)
+            detokenize=False,
+            skip_special_tokens=False,
+            extra_args={_EXTRA_KEY: {"banned": banned, "temperature": max(float(params.temperature), 0.0)}},
+        )
 
     def sync_weights(self, model: torch.nn.Module) -> None:
         """Stream ``model``'s weights into the engine (vLLM names, engine dtype), then drop caches made with the old.
@@ -721,11 +755,17 @@ class VLLMEngine:
             raise RuntimeError("this VLLMEngine is closed (close() was called); build a new engine to sample")
         return self.llm
 
-    def _prompt(self, req: RolloutRequest) -> dict:
+    def _prompt(self, i: int, req: RolloutRequest) -> dict:
         enc: EncodedPrompt = req.image_override or req.prompt
         ids = list(enc.input_ids)
         if self.image_token_id is not None and enc.images:
             ids = collapse_image_runs(ids, self.image_token_id)
+            if self.image_token_id in req.prefix_ids:
+                # vLLM expands only the prompt's placeholders and reads these as text: it sampled on where the HF
+                # engine (transformers) refuses, image features and placeholders not matching
+                raise ValueError(f"RolloutRequest {i}: prefix_ids holds the image placeholder token "
+                                 f"{self.image_token_id} in a prompt with images (a response never contains it: "
+                                 "vision tokens are banned from sampling)")
         prompt: dict = {"prompt_token_ids": ids + [int(t) for t in req.prefix_ids]}
         if enc.images:
             if len(enc.images) > self.max_images:  # vLLM's own refusal would name no setting
