@@ -530,7 +530,7 @@ class VLLMEngine:
                 results[i] = [Completion([], [], "length", prefix_ids=list(req.prefix_ids)) for _ in range(req.n)]
                 continue
             self._check_context(i, req, budget)
-            prompt = self._prompt(i, req)
+            prompt = self._prompt(req, i)
             # vLLM takes a Python int n of at most VLLM_MAX_N_SEQUENCES (a numpy count was refused, a larger n
             # failed naming only vLLM's variable); greedy decodes once, then copies (vLLM refuses greedy n > 1)
             for n in ([1] if greedy else split_rows(int(req.n), _vllm_max_n())):
@@ -755,7 +755,7 @@ class VLLMEngine:
             raise RuntimeError("this VLLMEngine is closed (close() was called); build a new engine to sample")
         return self.llm
 
-    def _prompt(self, i: int, req: RolloutRequest) -> dict:
+    def _prompt(self, req: RolloutRequest, i: int = 0) -> dict:
         enc: EncodedPrompt = req.image_override or req.prompt
         ids = list(enc.input_ids)
         if self.image_token_id is not None and enc.images:
