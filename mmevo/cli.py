@@ -639,7 +639,7 @@ def _render(argv: list[str]) -> int:
     """Sandboxed rendering of one file (".svg" is SVG, anything else matplotlib Python); 1 when it is refused."""
     ap = argparse.ArgumentParser(prog="mmevo render")
     ap.add_argument("file", help="Python (matplotlib) source or an .svg file")
-    ap.add_argument("-o", "--out", required=True, help="PNG to write")
+    ap.add_argument("-o", "--out", required=True, help="PNG to write (a .png path)")
     ap.add_argument("--timeout", type=float, default=10.0, help="wall-clock limit in seconds")
     args = ap.parse_args(argv)
     from pathlib import Path
@@ -649,6 +649,8 @@ def _render(argv: list[str]) -> int:
 
     if not 0 < args.timeout <= MAX_TIMEOUT_S:  # before starting a pool; NaN fails too
         ap.error(f"--timeout must be in (0, {MAX_TIMEOUT_S:g}] seconds, got {args.timeout}")
+    if Path(args.out).suffix.lower() != ".png":  # the sandbox returns PNG bytes: out.jpg held a PNG under a JPEG name
+        ap.error(f"-o {args.out}: the render is a PNG image; give a path ending in .png")
 
     src = Path(args.file)
     if not src.is_file():
