@@ -135,6 +135,7 @@ def main(argv: list[str] | None = None) -> int:
                     f"  {loop:7} {DESCRIPTIONS['evolve ' + loop]}" for loop in loops), rest, "loop", loops)
             args = _parse(rest[1:], f"evolve {rest[0]}")
             cfg = load_config(args.config, args.overrides)
+            _check_overrides_for_this_loop(args.overrides, f"evolve {rest[0]}")
             _check_loop(rest[0], cfg)
             if rest[0] == "honest":
                 from mmevo.honest.loop import run_honest
@@ -274,6 +275,47 @@ def set_loop_keys(cfg, section: str) -> list[str]:
     given, default = getattr(cfg, section), type(getattr(cfg, section))()
     names = keys or [f.name for f in dataclasses.fields(given)]
     return [f"{section}.{k}" for k in names if getattr(given, k) != getattr(default, k)]
+
+
+def other_loop_overrides(overrides: list[str], command: str) -> list[tuple[str, str]]:
+    """``(key, section)`` for each command-line override that sets a loop-only key of a loop ``command`` does not run.
+    A config file may hold several loops' sections (one file for all of them), but an override typed for this run
+    that names another loop's section (``mmevo evolve mmzero CONFIG prism.roles.solver=...``) is ignored by it."""
+    import yaml
+
+    found = []
+    for item in overrides:
+        key, _, value = item.partition("=")
+        parts = key.strip().split(".")
+        entry = LOOP_ONLY_KEYS.get(parts[0])
+        if entry is None or command in entry[1]:
+            continue
+        keys = entry[0]
+        if len(parts) > 1:
+            named = [parts[1]]
+        else:  # the whole section as a mapping (``prism='{solver_steps: 2}'``): its keys
+            try:
+                mapping = yaml.safe_load(value) if value.strip() else {}
+            except yaml.YAMLError:  # load_config has refused it already; nothing to name here
+                mapping = {}
+            named = list(mapping) if isinstance(mapping, dict) else []
+        if keys is None or any(k in keys for k in named):
+            found.append((key.strip(), parts[0]))
+    return found
+
+
+def _check_overrides_for_this_loop(overrides: list[str], command: str) -> None:
+    """A command-line override of another loop's section: refused, naming the key and the loop it belongs to."""
+    from mmevo.config import ConfigError
+
+    found = other_loop_overrides(overrides, command)
+    if found:
+        key, section = found[0]
+        readers = LOOP_ONLY_KEYS[section][1]
+        more = f" (and {', '.join(k for k, _ in found[1:])})" if len(found) > 1 else ""
+        raise ConfigError(f"{key}{more}: set on the command line, but it belongs to the {section} loop: only "
+                          f"`mmevo {' / mmevo '.join(readers)}` reads it, and `mmevo {command}` would ignore it: "
+                          f"remove it, or run `mmevo {readers[0]} CONFIG {key}=...`")
 
 
 def _check_no_loop_settings(cfg, command: str) -> None:
@@ -569,6 +611,7 @@ def _prism(argv: list[str]) -> int:
 
     args = _parse(argv[1:], "prism build-clusters")
     cfg = load_config(args.config, args.overrides)
+    _check_overrides_for_this_loop(args.overrides, "prism build-clusters")
     _check_no_loop_settings(cfg, "prism build-clusters")
     from mmevo.prism.clusters import build_clusters
     from mmevo.recipes import check_device

@@ -93,13 +93,14 @@ def test_override_before_the_config_file_says_where_the_file_goes():
 def test_evolve_loops_refuse_a_group_of_one(no_runs, capsys, tmp_path):
     from mmevo.cli import main
 
-    out = [f"mmzero.output_dir={tmp_path / 'mz'}", f"honest.output_dir={tmp_path / 'ho'}"]
+    # each loop's own output dir: another loop's key on the command line is refused (it would be ignored)
+    out, honest_out = [f"mmzero.output_dir={tmp_path / 'mz'}"], [f"honest.output_dir={tmp_path / 'ho'}"]
     assert main(["evolve", "mmzero", *out, "rollout.n=1"]) == 2  # every role trained on advantage 0, silently
     assert "mmzero.roles.proposer: the proposer phase's config: rollout.n=1: GRPO needs a group of >= 2" in \
         capsys.readouterr().err
     assert main(["evolve", "mmzero", *out, "mmzero.roles.coder={rollout.n: 1}"]) == 2
     assert "mmzero.roles.coder: " in capsys.readouterr().err
-    assert main(["evolve", "honest", *out, "honest.gss_mode=trainable", "honest.gss_generator_samples=1"]) == 2
+    assert main(["evolve", "honest", *honest_out, "honest.gss_mode=trainable", "honest.gss_generator_samples=1"]) == 2
     assert "honest.roles.generator: the generator phase's config: rollout.n=1" in capsys.readouterr().err
     assert no_runs == []
     assert main(["evolve", "mmzero", *out, "rollout.n=1", "mmzero.phase_steps=0"]) == 0  # no GRPO step at all
