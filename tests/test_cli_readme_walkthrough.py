@@ -64,3 +64,72 @@ def test_evolve_keeps_its_own_and_shared_keys_on_the_command_line(tmp_path, caps
         assert main([*argv, f"{argv[1]}.output_dir={blocker}"]) == 2
         err = capsys.readouterr().err
         assert "belongs to the" not in err and f"{argv[1]}.output_dir={blocker}: cannot be" in err, err
+
+
+# -- a one-slash model.path typo (`runs/nope`) looks like a hub id ---------------------------------------------------
+def _hub_cache_with(repo_id: str, model_dir, cache) -> None:
+    """The hub cache's layout for ``repo_id`` at one commit, holding the files of ``model_dir``."""
+    import shutil
+
+    repo = cache / f"models--{repo_id.replace('/', '--')}"
+    commit = "0" * 40
+    (repo / "refs").mkdir(parents=True)
+    (repo / "refs" / "main").write_text(commit)
+    shutil.copytree(model_dir, repo / "snapshots" / commit)
+
+
+@pytest.mark.parametrize("offline", [("HF_HUB_OFFLINE", "1"), ("HF_HUB_OFFLINE", "true"), ("HF_HUB_OFFLINE", "YES"),
+                                     ("TRANSFORMERS_OFFLINE", "1")])
+def test_an_offline_hub_fails_a_one_slash_typo_at_once(tmp_path, monkeypatch, capsys, offline):
+    # HF_HUB_OFFLINE=true (huggingface_hub's spelling too) or TRANSFORMERS_OFFLINE: the hub client was asked anyway,
+    # ~30 s of retries without a network
+    import transformers
+
+    from mmevo.models.loader import load_model
+
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.setenv(*offline)
+    monkeypatch.chdir(tmp_path)
+
+    def asked(*args, **kwargs):
+        raise AssertionError("the hub was asked")
+    monkeypatch.setattr(transformers.AutoConfig, "from_pretrained", asked)
+    with pytest.raises(FileNotFoundError, match=rf"model 'runs/nope' is not a local directory, nor in the hub cache, "
+                                                rf"and {offline[0]}={offline[1]} forbids the hub"):
+        load_model("runs/nope")
+    assert main(["train", "model.path=runs/nope", f"trainer.output_dir={tmp_path / 'out'}"]) == 2
+    assert "mmevo train: error: model.path=runs/nope: model 'runs/nope' is not a local directory" in \
+        capsys.readouterr().err
+
+
+def test_a_cached_hub_model_loads_offline(tmp_path, monkeypatch, tiny_text_path):
+    # HF_HUB_OFFLINE=1 is how a cached hub model is used without a network: it was refused before transformers looked
+    import huggingface_hub.constants
+
+    from mmevo.models.loader import load_model
+
+    _hub_cache_with("someone/tiny-text", tiny_text_path, tmp_path / "hub")
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    loaded = load_model("someone/tiny-text")
+    assert loaded.path == "someone/tiny-text" and not loaded.is_vl
+
+
+def test_an_online_fetch_of_an_uncached_id_is_said_before_the_hub_is_asked(tmp_path, monkeypatch, capsys):
+    import transformers
+
+    from mmevo.models.loader import load_model
+
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.delenv("TRANSFORMERS_OFFLINE", raising=False)
+    monkeypatch.chdir(tmp_path)
+    said = []
+
+    def hub(name, *args, **kwargs):  # what stderr held when the hub client started (and would retry)
+        said.append(capsys.readouterr().err)
+        raise OSError("We couldn't connect to 'https://huggingface.co' to load the files.")
+    monkeypatch.setattr(transformers.AutoConfig, "from_pretrained", hub)
+    with pytest.raises(OSError, match="model 'runs/nope' is not a local directory, and loading it from the hub failed"):
+        load_model("runs/nope")
+    assert said == ["[mmevo] model 'runs/nope': no local directory of that name; fetching it from the hub as a "
+                    "repository id (set HF_HUB_OFFLINE=1 to fail at once instead)\n"]

@@ -54,11 +54,46 @@ def _check_source(name_or_path: str) -> None:
     looks_like_path = name_or_path.startswith((".", "/", "~")) or name_or_path.count("/") != 1
     if looks_like_path:
         raise FileNotFoundError(f"model path {name_or_path!r} does not exist")
-    if os.environ.get("HF_HUB_OFFLINE") == "1":
+    offline = hub_offline_setting()
+    if offline and not in_hub_cache(name_or_path):  # a cached hub model loads offline: only the uncached one fails
         raise FileNotFoundError(
-            f"model {name_or_path!r} is not a local directory and HF_HUB_OFFLINE=1 forbids the hub; "
+            f"model {name_or_path!r} is not a local directory, nor in the hub cache, and {offline} forbids the hub; "
             "pass a local path (e.g. the tiny model built by `mmevo demo`)"
         )
+
+
+# huggingface_hub's reading of a boolean environment variable (constants._is_true)
+_TRUE_WORDS = ("1", "ON", "YES", "TRUE")
+
+
+def hub_offline_setting() -> str:
+    """``HF_HUB_OFFLINE=1`` (or ``TRANSFORMERS_OFFLINE``, either in any of huggingface_hub's true spellings) as
+    set, or "" when the hub may be asked. Read now, not at import: huggingface_hub's own flag is fixed at import."""
+    for var in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"):
+        value = os.environ.get(var, "")
+        if value.strip().upper() in _TRUE_WORDS:
+            return f"{var}={value}"
+    return ""
+
+
+def in_hub_cache(repo_id: str) -> bool:
+    """Whether the hub cache holds ``repo_id``'s config.json: transformers then loads it without the network."""
+    try:
+        from huggingface_hub import try_to_load_from_cache
+
+        return isinstance(try_to_load_from_cache(repo_id, "config.json"), str)
+    except Exception:  # an id the hub would refuse (HFValidationError), an unreadable cache: not cached
+        return False
+
+
+def note_hub_fetch(name: str) -> None:
+    """Said on stderr before a hub fetch of an uncached id: a one-slash typo of a local path (``runs/nope``) looks
+    like a hub id, and without a network the hub client retries for ~30 s before its error."""
+    import sys
+
+    if not Path(name).exists() and not in_hub_cache(name):
+        print(f"[mmevo] model {name!r}: no local directory of that name; fetching it from the hub as a repository id "
+              "(set HF_HUB_OFFLINE=1 to fail at once instead)", file=sys.stderr)
 
 
 def load_model(name_or_path: str | Path, dtype: str = "float32", device: str = "cpu", attn_implementation: str | None = None,
@@ -74,6 +109,7 @@ def load_model(name_or_path: str | Path, dtype: str = "float32", device: str = "
     # every loader (trainer, frozen MM-Zero roles, demo / calibration evaluations) checks before reading the checkpoint
     check_device("model.device", device)
     _check_source(name)
+    note_hub_fetch(name)
     try:
         config = AutoConfig.from_pretrained(name)
     except OSError as e:  # transformers' offline / unknown-repo text names a URL, not the model or the setting
