@@ -19,9 +19,10 @@ from mmevo.models.loader import LoadedModel, _check_source, check_device, load_m
 def check_start_model(cfg: Config) -> None:
     """A local ``model.path`` is a checkpoint directory: else a ConfigError naming the key (the loader's message names
     none), checked by ``load_policy`` and by the evolve loops before they make their output dir. Tiny aliases are built
-    later; a hub id (``owner/name``, no such directory) is the loader's to fetch, refused here only where the hub is
-    off (``HF_HUB_OFFLINE=1``) and the hub cache does not hold it."""
-    if cfg.model.path in TINY_ALIASES:
+    later; a hub id (``owner/name``, no such directory) is the loader's to fetch or refuse."""
+    p = cfg.model.path
+    hub_id = not Path(p).exists() and p.count("/") == 1 and not p.startswith((".", "/", "~"))
+    if p in TINY_ALIASES or hub_id:
         return
     try:
         _check_source(cfg.model.path)

@@ -98,7 +98,7 @@ def test_an_offline_hub_fails_a_one_slash_typo_at_once(tmp_path, monkeypatch, ca
                                                 rf"and {offline[0]}={offline[1]} forbids the hub"):
         load_model("runs/nope")
     assert main(["train", "model.path=runs/nope", f"trainer.output_dir={tmp_path / 'out'}"]) == 2
-    assert "mmevo train: error: model.path=runs/nope: model 'runs/nope' is not a local directory" in \
+    assert "mmevo train: error: model 'runs/nope' is not a local directory, nor in the hub cache" in \
         capsys.readouterr().err
 
 
