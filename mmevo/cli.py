@@ -104,6 +104,34 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     if cmd in MODEL_COMMANDS:
         _deepspeed_logs_to_stderr()
+    import warnings
+
+    with warnings.catch_warnings():  # the library's own warnings keep the standard form outside the CLI
+        warnings.showwarning = _one_line_warnings(cmd, warnings.showwarning)
+        return _run_command(cmd, rest)
+
+
+def _warning_issuer(frame) -> str:
+    """The module that called ``warnings.warn``: the first frame above ``frame`` outside the warnings machinery."""
+    while frame is not None and frame.f_globals.get("__name__") in ("warnings", __name__):
+        frame = frame.f_back
+    return frame.f_globals.get("__name__", "") if frame is not None else ""
+
+
+def _one_line_warnings(cmd: str, standard):
+    """A ``showwarning`` that prints mmevo's (and render's) own warnings as ``mmevo CMD: warning: MESSAGE`` on one
+    line: the standard form added Python's file:line and the source line of the ``warnings.warn`` call (the resume
+    warning showed ``warnings.warn(f"resuming ...`` below its text). Other packages' warnings keep ``standard``."""
+    def show(message, category, filename, lineno, file=None, line=None):
+        if _warning_issuer(sys._getframe(1)).partition(".")[0] not in ("mmevo", "render"):
+            return standard(message, category, filename, lineno, file, line)
+        text = " ".join(str(message).split())
+        kind = "warning" if category is UserWarning else f"warning ({category.__name__})"
+        print(f"mmevo {cmd}: {kind}: {text}", file=sys.stderr if file is None else file)
+    return show
+
+
+def _run_command(cmd: str, rest: list[str]) -> int:
     from mmevo.config import ConfigError, load_config
 
     try:

@@ -133,3 +133,47 @@ def test_an_online_fetch_of_an_uncached_id_is_said_before_the_hub_is_asked(tmp_p
         load_model("runs/nope")
     assert said == ["[mmevo] model 'runs/nope': no local directory of that name; fetching it from the hub as a "
                     "repository id (set HF_HUB_OFFLINE=1 to fail at once instead)\n"]
+
+
+# -- the CLI prints mmevo's warnings on one line ---------------------------------------------------------------------
+def _tiny_train(tiny_text_path, out, *extra):
+    return ["train", f"model.path={tiny_text_path}", f"trainer.output_dir={out}", "trainer.steps=1",
+            "trainer.save_every=1", "trainer.prompts_per_step=1", "trainer.mini_batch_prompts=1", "rollout.n=2", "rollout.max_tokens=4",
+            "data.n_train=4", "data.heldout=", "trainer.eval_every=0", *extra]
+
+
+def test_the_resume_warning_is_one_clean_line_in_the_cli(tiny_text_path, tmp_path, capsys):
+    # the standard form showed `file.py:1226: UserWarning: ...` and then the source line `warnings.warn(f"resuming ...`
+    out = tmp_path / "run"
+    assert main(_tiny_train(tiny_text_path, out)) == 0
+    capsys.readouterr()
+    assert main(_tiny_train(tiny_text_path, out, "trainer.steps=2", "rollout.max_tokens=5")) == 0
+    err = capsys.readouterr().err.splitlines()
+    said = [ln for ln in err if "resuming" in ln and "settings other than" in ln]
+    assert len(said) == 1 and said[0].startswith(f"mmevo train: warning: resuming {out}"), err
+    assert "rollout.max_tokens 4 -> 5" in said[0]
+    assert not any("warnings.warn(" in ln or "UserWarning" in ln for ln in err), err
+
+
+def test_a_library_user_keeps_the_warning(tmp_path):
+    # the one-line form is the CLI's only: after it, mmevo's warnings are standard warnings (pytest.warns, filters)
+    import warnings
+
+    from mmevo.config import load_config
+
+    before = warnings.showwarning
+    hindsight = ["honest.hindsight_mode=refined", "honest.hindsight_prob=0.5"]
+    assert main(["train", *hindsight, f"trainer.deepspeed={tmp_path / 'no.json'}"]) == 2
+    assert warnings.showwarning is before
+    with pytest.warns(UserWarning, match=r"honest\.hindsight_prob=0\.5 is ignored"):
+        load_config(None, hindsight)
+
+
+def test_a_warning_at_config_load_is_one_line_too(capsys, tmp_path):
+    missing = tmp_path / "no_ds.json"  # stops the command at a later check, before anything loads
+    assert main(["train", "honest.hindsight_mode=refined", "honest.hindsight_prob=0.5",
+                 f"trainer.deepspeed={missing}", f"trainer.output_dir={tmp_path / 'o'}"]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert err[0] == ("mmevo train: warning: honest.hindsight_prob=0.5 is ignored in honest.hindsight_mode=refined: "
+                      "CASR's <critique> and <refined_confidence> are taught on every step (only the legacy "
+                      "<hindsight> slot is offered per step)"), err
