@@ -97,6 +97,18 @@ def drawn_pixels(png: bytes) -> int:
     return sum(png_image(png).convert("RGBA").getchannel("A").histogram()[1:])
 
 
+def ink_box(png: bytes):
+    """The bounding box (left, top, right, bottom) of a rendered PNG's non-transparent pixels, None for a blank one."""
+    return png_image(png).convert("RGBA").getchannel("A").getbbox()
+
+
+def render_svg(pool, svg: str, timeout_s: float = 20.0):
+    """``svg`` rendered by ``pool`` (a ``RenderResult``)."""
+    from render import RenderJob
+
+    return pool.render(RenderJob(svg, "svg"), timeout_s=timeout_s)
+
+
 def decode_vl_requests(lm):
     """Two image prompts of the tiny VL model, 5 and 3 samples each (the decode-step tests' VL requests)."""
     from mmevo.models.inputs import encode_prompt

@@ -10,7 +10,6 @@
 """
 
 import base64
-import io
 import struct
 import sys
 import zlib
@@ -19,19 +18,10 @@ import pytest
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="render sandbox is Linux-only")
 
-from render import RenderJob  # noqa: E402
+from conftest import ink_box, render_svg  # noqa: E402
 
 HEAD = '<svg xmlns="http://www.w3.org/2000/svg" width="60" height="60"'
 
-
-def _ink_box(png):
-    from PIL import Image
-
-    return Image.open(io.BytesIO(png)).convert("RGBA").getchannel("A").getbbox()
-
-
-def _render(pool, svg, timeout_s=20.0):
-    return pool.render(RenderJob(svg, "svg"), timeout_s=timeout_s)
 
 
 # -- 1. arcs past cairo's range ---------------------------------------------------------------------------------------
@@ -44,20 +34,21 @@ def _render(pool, svg, timeout_s=20.0):
     ('<path d="M0 0 A1e150 1e150 0 0 1 0 1e140" stroke="red"/>', "1e+150"),
 ])
 def test_an_arc_past_cairos_range_is_too_large_at_once(render_pool, body, radius):
-    r = _render(render_pool, f"{HEAD}>{body}</svg>")
+    r = render_svg(render_pool, f"{HEAD}>{body}</svg>")
     assert r.error_kind == "too_large", (r.error_kind, r.message)
     assert r.message == f"job: SVG arc of radius {radius} px on the canvas exceeds the 8.38861e+06 px cairo draws"
     assert r.elapsed_s < 5
 
 
 def test_a_flat_arc_past_cairos_range_is_its_chord(render_pool):
-    r = _render(render_pool, f'{HEAD}><path d="M0 30 A1e150 1e150 0 0 1 60 30" stroke="red" stroke-width="2"/></svg>')
-    assert r.ok and _ink_box(r.png) == (0, 29, 60, 31), (r.error_kind, r.message)
+    path = '<path d="M0 30 A1e150 1e150 0 0 1 60 30" stroke="red" stroke-width="2"/>'
+    r = render_svg(render_pool, f"{HEAD}>{path}</svg>")
+    assert r.ok and ink_box(r.png) == (0, 29, 60, 31), (r.error_kind, r.message)
 
 
 def test_an_arc_within_cairos_range_is_drawn(render_pool):
-    r = _render(render_pool, f'{HEAD}><circle cx="30" cy="30" r="1e6" fill="red"/></svg>')
-    assert r.ok and _ink_box(r.png) == (0, 0, 60, 60), (r.error_kind, r.message)
+    r = render_svg(render_pool, f'{HEAD}><circle cx="30" cy="30" r="1e6" fill="red"/></svg>')
+    assert r.ok and ink_box(r.png) == (0, 0, 60, 60), (r.error_kind, r.message)
 
 
 # -- 2. data: rasters that do not decode -------------------------------------------------------------------------------
@@ -88,13 +79,13 @@ def _image(data, mime="image/png"):
     (b"\xff\xd8\xff\xe0" + bytes(30), "image/jpeg", "job: SVG image is in no format PIL reads"),
 ])
 def test_a_data_raster_that_does_not_decode_is_syntax(render_pool, data, mime, message):
-    r = _render(render_pool, _image(data, mime))
+    r = render_svg(render_pool, _image(data, mime))
     assert (r.error_kind, r.message) == ("syntax", message)
 
 
 def test_a_well_formed_data_png_is_still_drawn(render_pool):
-    r = _render(render_pool, _image(_IHDR + _chunk(b"IDAT", zlib.compress(_ROWS)) + _chunk(b"IEND", b"")))
-    assert r.ok and _ink_box(r.png) == (0, 0, 10, 10), (r.error_kind, r.message)
+    r = render_svg(render_pool, _image(_IHDR + _chunk(b"IDAT", zlib.compress(_ROWS)) + _chunk(b"IEND", b"")))
+    assert r.ok and ink_box(r.png) == (0, 0, 10, 10), (r.error_kind, r.message)
 
 
 # -- 3. rem is the root's font size -----------------------------------------------------------------------------------
@@ -108,11 +99,11 @@ def test_a_well_formed_data_png_is_still_drawn(render_pool):
     ('>', '<rect width="2rem" height="2rem"/>', (0, 0, 32, 32)),  # no root font size: CSS's initial 16 px
 ])
 def test_rem_is_the_root_font_size(render_pool, root, body, box):
-    r = _render(render_pool, f"{HEAD}{root}{body}</svg>")
-    assert r.ok and _ink_box(r.png) == box, (r.error_kind, r.message)
+    r = render_svg(render_pool, f"{HEAD}{root}{body}</svg>")
+    assert r.ok and ink_box(r.png) == box, (r.error_kind, r.message)
 
 
 def test_a_root_size_in_rem_follows_the_root_font_size(render_pool):
-    r = _render(render_pool, '<svg xmlns="http://www.w3.org/2000/svg" font-size="10px" width="5rem" height="3rem">'
+    r = render_svg(render_pool, '<svg xmlns="http://www.w3.org/2000/svg" font-size="10px" width="5rem" height="3rem">'
                              '<rect width="100%" height="100%"/></svg>')
     assert r.ok and (r.width, r.height) == (50, 30), (r.error_kind, r.message)

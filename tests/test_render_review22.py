@@ -17,20 +17,11 @@ import pytest
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="render sandbox is Linux-only")
 
-from render import RenderJob  # noqa: E402
+from conftest import ink_box, render_svg  # noqa: E402
 from render.css_calc import CALC_MAX_CHARS, CALC_MAX_DEPTH, calc_terms  # noqa: E402
 
 HEAD = '<svg xmlns="http://www.w3.org/2000/svg" width="60" height="60"'
 
-
-def _ink_box(png):
-    from PIL import Image
-
-    return Image.open(io.BytesIO(png)).convert("RGBA").getchannel("A").getbbox()
-
-
-def _render(pool, svg, timeout_s=20.0):
-    return pool.render(RenderJob(svg, "svg"), timeout_s=timeout_s)
 
 
 # -- 1. calc() ----------------------------------------------------------------------------------------------------
@@ -84,28 +75,28 @@ def test_calc_of_numbers_where_a_number_is_wanted():
     ("calc(10px - 30px)", None),  # clamped to 0: not drawn
 ])
 def test_calc_lengths_inside_the_document(render_pool, width, box):
-    r = _render(render_pool, f'{HEAD}><rect width="{width}" height="10" fill="red"/></svg>')
-    assert r.ok and _ink_box(r.png) == box, (r.error_kind, r.message)
+    r = render_svg(render_pool, f'{HEAD}><rect width="{width}" height="10" fill="red"/></svg>')
+    assert r.ok and ink_box(r.png) == box, (r.error_kind, r.message)
 
 
 def test_calc_em_is_the_elements_font_size(render_pool):
-    r = _render(render_pool, f'{HEAD}><g font-size="20"><rect width="calc(1em + 4px)" height="10"/></g></svg>')
-    assert r.ok and _ink_box(r.png) == (0, 0, 24, 10), (r.error_kind, r.message)
+    r = render_svg(render_pool, f'{HEAD}><g font-size="20"><rect width="calc(1em + 4px)" height="10"/></g></svg>')
+    assert r.ok and ink_box(r.png) == (0, 0, 24, 10), (r.error_kind, r.message)
 
 
 def test_an_invalid_calc_stroke_width_inherits(render_pool):
     body = ('<g stroke-width="6"><line x1="0" y1="30" x2="60" y2="30" stroke="red" stroke-width="calc(2px * 2px)"/>'
             '</g><line x1="0" y1="50" x2="60" y2="50" stroke="red" stroke-width="calc(1px * 2)"/>')
-    r = _render(render_pool, f"{HEAD}>{body}</svg>")
-    assert r.ok and _ink_box(r.png) == (0, 27, 60, 51), (r.error_kind, r.message)
+    r = render_svg(render_pool, f"{HEAD}>{body}</svg>")
+    assert r.ok and ink_box(r.png) == (0, 27, 60, 51), (r.error_kind, r.message)
 
 
 def test_calc_in_a_dasharray_and_an_opacity(render_pool):
     body = ('<line x1="0" y1="5" x2="60" y2="5" stroke="red" stroke-width="2" '
             'stroke-dasharray="calc(5px + 5px), calc(50% - 50%)"/>'  # 10 on, 0 off: solid
             '<rect y="20" width="10" height="10" opacity="calc(0.25 * 2)"/>')
-    r = _render(render_pool, f"{HEAD}>{body}</svg>")
-    assert r.ok and _ink_box(r.png) == (0, 4, 60, 30), (r.error_kind, r.message)
+    r = render_svg(render_pool, f"{HEAD}>{body}</svg>")
+    assert r.ok and ink_box(r.png) == (0, 4, 60, 30), (r.error_kind, r.message)
     from PIL import Image
 
     assert Image.open(io.BytesIO(r.png)).convert("RGBA").getpixel((5, 25))[3] == 128
@@ -117,7 +108,7 @@ def test_calc_in_a_dasharray_and_an_opacity(render_pool):
     ("calc(50% + 10px)", (160, 20)),  # % of the default viewport's 300 px, as width="50%" is
 ])
 def test_calc_root_sizes(render_pool, width, size):
-    r = _render(render_pool, f'<svg xmlns="http://www.w3.org/2000/svg" font-size="10" width="{width}" height="20">'
+    r = render_svg(render_pool, f'<svg xmlns="http://www.w3.org/2000/svg" font-size="10" width="{width}" height="20">'
                              '<rect width="10" height="10"/></svg>')
     assert r.ok and (r.width, r.height) == size, (r.error_kind, r.message)
 
@@ -127,7 +118,7 @@ def test_calc_root_sizes(render_pool, width, size):
     ("calc(10px - 30px)", "job: The SVG size is undefined: 0x20 px"),  # clamped to 0
 ])
 def test_invalid_or_negative_calc_root_sizes(render_pool, width, message):
-    r = _render(render_pool, f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="20"/>')
+    r = render_svg(render_pool, f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="20"/>')
     assert (r.error_kind, r.message) == ("invalid_size", message)
 
 
@@ -144,7 +135,7 @@ def _dashed_circle(radius, dash, side=100):
      + '" stroke="red" stroke-dasharray="0.2"/></svg>', "3.54e+06"),
 ])
 def test_an_absurd_dash_count_is_too_large_at_once(render_pool, svg, periods):
-    r = _render(render_pool, svg)
+    r = render_svg(render_pool, svg)
     assert r.error_kind == "too_large", (r.error_kind, r.message)
     assert r.message.startswith(f"job: SVG dashes: {periods} dash periods to stroke"), r.message
     assert r.message.endswith("exceed the 2e+06 cairo draws in a document")
@@ -154,16 +145,16 @@ def test_an_absurd_dash_count_is_too_large_at_once(render_pool, svg, periods):
 def test_the_dash_count_adds_up_over_the_document(render_pool):
     # each circle alone is within the bound (1.57e6 periods), the two together are not
     circle = '<circle cx="50" cy="50" r="1e5" fill="none" stroke="red" stroke-dasharray="0.2"/>'
-    r = _render(render_pool, f'<svg xmlns="http://www.w3.org/2000/svg" width="100" height="100">{circle}</svg>')
+    r = render_svg(render_pool, f'<svg xmlns="http://www.w3.org/2000/svg" width="100" height="100">{circle}</svg>')
     assert r.ok, (r.error_kind, r.message)
-    r = _render(render_pool, f'<svg xmlns="http://www.w3.org/2000/svg" width="100" height="100">{circle * 2}</svg>')
+    r = render_svg(render_pool, f'<svg xmlns="http://www.w3.org/2000/svg" width="100" height="100">{circle * 2}</svg>')
     assert r.error_kind == "too_large" and r.message.startswith("job: SVG dashes: 3.14e+06"), r.message
 
 
 def test_ordinary_dashes_are_drawn(render_pool):
-    r = _render(render_pool, '<svg xmlns="http://www.w3.org/2000/svg" width="100" height="100"><line x1="0" y1="50" '
+    r = render_svg(render_pool, '<svg xmlns="http://www.w3.org/2000/svg" width="100" height="100"><line x1="0" y1="50" '
                              'x2="100" y2="50" stroke="red" stroke-dasharray="5 5"/></svg>')
-    assert r.ok and _ink_box(r.png) == (0, 49, 95, 51), (r.error_kind, r.message)
+    assert r.ok and ink_box(r.png) == (0, 49, 95, 51), (r.error_kind, r.message)
 
 
 # -- 3. a root size in em ---------------------------------------------------------------------------------------------
@@ -174,7 +165,7 @@ def test_ordinary_dashes_are_drawn(render_pool):
     ('width="2em" height="1em"', (32, 16)),  # no font size: CSS's initial 16 px
 ])
 def test_a_root_size_in_em_follows_the_root_font_size(render_pool, root, size):
-    r = _render(render_pool, f'<svg xmlns="http://www.w3.org/2000/svg" {root}><rect width="5" height="5"/></svg>')
+    r = render_svg(render_pool, f'<svg xmlns="http://www.w3.org/2000/svg" {root}><rect width="5" height="5"/></svg>')
     assert r.ok and (r.width, r.height) == size, (r.error_kind, r.message)
 
 
@@ -189,7 +180,7 @@ def _fan_out(depth, attr="href"):
 @pytest.mark.parametrize("svg", [_fan_out(8), _fan_out(8, "xlink:href"), _fan_out(5)])
 def test_a_use_fan_out_past_cairosvgs_bound_is_too_large_at_once(render_pool, svg):
     # before: a timeout (10 ** 8), or cairosvg's own refusal after drawing 100000 uses (~20 s), a crash
-    r = _render(render_pool, svg)
+    r = render_svg(render_pool, svg)
     assert (r.error_kind, r.message) == (
         "too_large", "job: SVG <use> elements fan out to more than 100000 drawn (cairosvg's bound)")
     assert r.elapsed_s < 5
@@ -210,7 +201,7 @@ def _in_marker_or_pattern(how):
 @pytest.mark.parametrize("how", ["marker", "pattern"])
 def test_uses_repeated_by_markers_and_patterns_count_too(render_pool, how):
     # before: cairosvg drew 100000 uses (~18 s) and refused the rest, a crash ("Abort rendering: ...")
-    r = _render(render_pool, _in_marker_or_pattern(how), timeout_s=60)
+    r = render_svg(render_pool, _in_marker_or_pattern(how), timeout_s=60)
     assert (r.error_kind, r.message) == (
         "too_large", "job: SVG <use> elements fan out to more than 100000 drawn (cairosvg's bound)")
     assert r.elapsed_s < 5
@@ -221,8 +212,8 @@ def test_a_marker_on_every_vertex_is_still_drawn(render_pool):
            'markerHeight="4" markerUnits="userSpaceOnUse"><use href="#dot"/></marker><rect id="dot" width="2" '
            'height="2" fill="red"/></defs><path d="M10 10' + " L90 90 L10 10" * 200 + '" marker-mid="url(#m)" '
            'stroke="none" fill="none"/></svg>')
-    r = _render(render_pool, svg)
-    assert r.ok and _ink_box(r.png) == (10, 10, 94, 94), (r.error_kind, r.message)  # cairosvg scales it to 4 px
+    r = render_svg(render_pool, svg)
+    assert r.ok and ink_box(r.png) == (10, 10, 94, 94), (r.error_kind, r.message)  # cairosvg scales it to 4 px
 
 
 def test_use_draws_counted_by_hand():
@@ -243,11 +234,11 @@ def test_use_draws_counted_by_hand():
 
 
 def test_a_use_fan_out_within_the_bound_is_drawn(render_pool):
-    r = _render(render_pool, _fan_out(2))
-    assert r.ok and _ink_box(r.png) == (0, 0, 1, 1), (r.error_kind, r.message)
+    r = render_svg(render_pool, _fan_out(2))
+    assert r.ok and ink_box(r.png) == (0, 0, 1, 1), (r.error_kind, r.message)
 
 
-# -- 5. text past FreeType's size ---------------------------------------------------------------------------------------
+# -- 5. text past FreeType's size --------------------------------------------------------------------------------------
 @pytest.mark.parametrize("huge", [
     '<text y="50" font-size="1e5">W</text>',  # before: crash, cairo's FREETYPE_ERROR
     '<g transform="scale(100)"><text y="0.5" font-size="1000">W</text></g>',  # 1e5 px on the canvas
@@ -255,11 +246,11 @@ def test_a_use_fan_out_within_the_bound_is_drawn(render_pool):
 ])
 def test_text_past_freetypes_size_is_not_drawn_and_the_rest_is(render_pool, huge):
     svg = f'{HEAD.replace("60", "100")}>{huge}<rect x="80" y="80" width="10" height="10"/></svg>'
-    r = _render(render_pool, svg)
-    assert r.ok and _ink_box(r.png) == (80, 80, 90, 90), (r.error_kind, r.message)
+    r = render_svg(render_pool, svg)
+    assert r.ok and ink_box(r.png) == (80, 80, 90, 90), (r.error_kind, r.message)
     # FreeType's error stayed with the font face: later text failed too; it is drawn now
-    r = _render(render_pool, f'{HEAD.replace("60", "100")}>{huge}<text y="90" font-size="20">ok</text></svg>')
-    assert r.ok and _ink_box(r.png) is not None and _ink_box(r.png)[1] >= 70, (r.error_kind, r.message)
+    r = render_svg(render_pool, f'{HEAD.replace("60", "100")}>{huge}<text y="90" font-size="20">ok</text></svg>')
+    assert r.ok and ink_box(r.png) is not None and ink_box(r.png)[1] >= 70, (r.error_kind, r.message)
 
 
 def test_freetypes_size_is_the_larger_axis_on_the_canvas():
