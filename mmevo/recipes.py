@@ -309,6 +309,10 @@ def _run_grpo(cfg: Config, evaluate_before_after: bool) -> dict:
     # the held-out rows skipped at load time (data.skip_bad_rows) show beside the accuracies measured without them
     summary: dict = {"config": to_dict(cfg), "data": train_stats, "data_heldout": heldout_stats if heldout else None}
     resumed = latest_checkpoint_exists(out) and cfg.trainer.resume
+    if not resumed and main:
+        # a fresh run over a finished one: its summary.json and final/ would mark this run finished (to the demo and
+        # reruns) until it finishes, and a kill in between left them naming the earlier run's weights as this one's
+        remove_finished_markers(out)
     before_file = out / EVAL_BEFORE_FILE  # kept for the summary of a resumed (or rerun) run
     measured_before = evaluate_before_after and bool(heldout) and not resumed
     if measured_before:
@@ -397,6 +401,16 @@ def run_eval(cfg: Config) -> dict:
     if overlong:
         result["skipped_overlong_prompts"] = overlong
     return {**_strip(result), "data": stats}
+
+
+def remove_finished_markers(out: Path) -> None:
+    """Remove a finished run's ``summary.json`` (first: the marker the demo reads) and its export ``final/``."""
+    import shutil
+
+    (out / "summary.json").unlink(missing_ok=True)
+    final = out / "final"
+    if final.is_dir() and not final.is_symlink():  # a file or link there is not an export: the export refuses it
+        shutil.rmtree(final)
 
 
 def latest_checkpoint_exists(out: Path) -> bool:

@@ -1,0 +1,47 @@
+"""Reviewed defects: a fresh run over a finished one leaves no finished marker while it runs; SFT seeds the global
+RNG (LoRA dropout) from trainer.seed; each rank of a split held-out evaluation samples its own random stream."""
+
+import json
+
+import pytest
+
+from mmevo import recipes
+from mmevo.grpo.trainer import GRPOTrainer
+from test_csrs12_review12 import _cfg as _run_cfg  # the tiny CSRS run (sfr head, m = 1) the earlier reviews used
+
+
+def _killed_after_first_step(monkeypatch):
+    """The run dies (a kill) right after its first step."""
+    real = GRPOTrainer.step
+
+    def step_then_die(self, *a, **k):
+        real(self, *a, **k)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(GRPOTrainer, "step", step_then_die)
+
+
+def test_a_fresh_run_killed_over_a_finished_run_leaves_no_finished_marker(tiny_vl_path, tmp_path, monkeypatch):
+    out = tmp_path / "run"
+    recipes.run_grpo(_run_cfg(tiny_vl_path, out, "trainer.steps=1"))
+    assert (out / "summary.json").is_file() and (out / "final" / "config.json").is_file()
+    with monkeypatch.context() as m:
+        _killed_after_first_step(m)
+        with pytest.raises(KeyboardInterrupt):
+            recipes.run_grpo(_run_cfg(tiny_vl_path, out, "trainer.steps=2", "trainer.resume=false"))
+    # they used to stay until the new run finished: the demo took the killed run for the earlier, finished one
+    assert not (out / "summary.json").exists() and not (out / "final").exists()
+    summary = recipes.run_grpo(_run_cfg(tiny_vl_path, out, "trainer.steps=2", "trainer.resume=false"))
+    assert json.loads((out / "summary.json").read_text())["config"]["trainer"]["steps"] == 2
+    assert (out / "final" / "config.json").is_file() and summary["final_model"] == str(out / "final")
+
+
+def test_a_resumed_finished_run_keeps_its_markers_until_it_rewrites_them(tiny_vl_path, tmp_path, monkeypatch):
+    out = tmp_path / "run"
+    recipes.run_grpo(_run_cfg(tiny_vl_path, out, "trainer.steps=1"))
+    summary = (out / "summary.json").read_text()
+    with monkeypatch.context() as m:  # a resume that continues to step 2, killed there: step 1's run stays finished
+        _killed_after_first_step(m)
+        with pytest.raises(KeyboardInterrupt):
+            recipes.run_grpo(_run_cfg(tiny_vl_path, out, "trainer.steps=2"))
+    assert (out / "summary.json").read_text() == summary and (out / "final" / "config.json").is_file()
