@@ -160,7 +160,7 @@ class TrainerConfig:
     warmup_steps: int = 0  # linear warm-up optimizer steps
     lr_schedule: str = "constant"  # constant | cosine (after warm-up)
     max_grad_norm: float = 1.0  # gradient clipping
-    seed: int = 1  # seeds data order, sampling and init
+    seed: int = 1  # seeds data order, sampling, init and dropout (GRPO and SFT)
     output_dir: str = "runs/grpo"  # metrics, checkpoints, plots, final model
     save_every: int = 20  # checkpoint period in steps (CSRS: 20); 0 = no resumable checkpoints (final/ still exported)
     keep_checkpoints: int = 2  # newest checkpoints kept; 0 = keep all

@@ -45,3 +45,24 @@ def test_a_resumed_finished_run_keeps_its_markers_until_it_rewrites_them(tiny_vl
         with pytest.raises(KeyboardInterrupt):
             recipes.run_grpo(_run_cfg(tiny_vl_path, out, "trainer.steps=2"))
     assert (out / "summary.json").read_text() == summary and (out / "final" / "config.json").is_file()
+
+
+def test_sft_dropout_draws_from_the_runs_seed_not_what_the_process_drew_before(tiny_text_path, tmp_path):
+    import torch
+
+    from mmevo.data.schema import Example
+    from mmevo.data.text_questions import generate_text_questions
+    from mmevo.grpo.sft import run_sft
+    from mmevo.models.loader import load_model
+    from test_sft_model_settings import _cfg
+
+    qs = generate_text_questions(8, seed=3)
+    ex = [Example(f"q{i}", q.question, q.answer, [], [], solution=f"\\boxed{{{q.answer}}}") for i, q in enumerate(qs)]
+    over = {"model.lora.rank": 4, "model.lora.alpha": 8, "model.lora.dropout": 0.5}
+    losses = []
+    for before in (1, 2):  # the process drew other numbers before each SFT
+        torch.manual_seed(before)
+        hist = run_sft(_cfg(tiny_text_path, tmp_path / f"sft{before}", **over), load_model(tiny_text_path), ex,
+                       log=False)
+        losses.append([h["sft/loss"] for h in hist])
+    assert losses[0] == losses[1]  # the same LoRA-dropout masks: they used to follow the global generator's state

@@ -17,7 +17,8 @@ from mmevo.config import Config, recorded_config_changes, to_dict
 from mmevo.data.schema import SFT_SYSTEM_PROMPT, Example
 from mmevo.grpo.algos import masked_mean
 from mmevo.grpo.checkpoint import DamagedCheckpointError, load_state_file, rng_state, set_rng_state
-from mmevo.grpo.trainer import PromptCache, configure_training, make_optimizer, make_scheduler, sequence_logprobs
+from mmevo.grpo.trainer import (PromptCache, configure_training, make_optimizer, make_scheduler, seed_everything,
+                                sequence_logprobs)
 from mmevo.metrics import RunLogger
 from mmevo.models.loader import LoadedModel
 
@@ -64,6 +65,9 @@ def run_sft(cfg: Config, policy: LoadedModel, examples: list[Example], log: bool
     model = policy.model
     device = torch.device(cfg.model.device)
     configure_training(model, cfg.model, cfg.trainer.seed, subset=False)
+    # dropout (LoRA's, e.g.) draws from the global generators: seeded by the run's seed, as GRPO's fresh start does,
+    # else the masks depended on what the process drew before; a resume restores the saved state over this
+    seed_everything(cfg.trainer.seed)
     prompts = PromptCache(policy.processor, policy.is_vl, cfg.data.prompt_template, cfg.data.system_prompt,
                           cfg.data.prompt_cache_mb)
     encode = _prompt_encoder(prompts, examples)
