@@ -1393,10 +1393,11 @@ class GRPOTrainer:
             self.engine.sync_weights(self.model)
         split = self.ds_engine is not None and world_size() > 1
         local = examples[rank()::world_size()] if split else examples
+        seed = heldout_eval_seed(self.cfg.trainer.seed, rank() if split else 0)  # each share its own random stream
         with self._sampling_weights():
             records = eval_records(self.engine, self.prompts, local, self.policy.tokenizer,
                                    max_tokens or self.cfg.trainer.eval_max_tokens or self.cfg.rollout.max_tokens,
-                                   self.cfg.rollout.eval_temperature, seed=self.cfg.trainer.seed)
+                                   self.cfg.rollout.eval_temperature, seed=seed)
         if split:  # back in the examples' order: rank r holds positions r, r + W, ...
             parts = all_gather_objects(records)
             records = [parts[i % len(parts)][i // len(parts)] for i in range(len(examples))]
@@ -1523,6 +1524,18 @@ def evaluate(engine, prompts: PromptCache, examples: list[Example], tokenizer, m
              seed: int = 0) -> dict:
     """Held-out accuracy (and format rate) with the given engine; per-kind breakdown when examples carry meta.kind."""
     return summarize_eval(eval_records(engine, prompts, examples, tokenizer, max_tokens, temperature, seed))
+
+
+def heldout_eval_seed(seed: int, rank: int) -> int:
+    """The sampling seed of a rank's share of a split held-out evaluation: ``seed`` on rank 0 (one process evaluates
+    as before), a hash of (seed, rank) elsewhere. With one seed on every rank, item k of each rank's share drew the
+    same random numbers (vLLM seeds a call's k-th request alike, the HF sampler's rows share one seeded stream), so at
+    eval_temperature > 0 ranks given the same prompt sampled the same response: correlated, not independent, samples.
+    Like the rollouts' seeds (``step_seed``), the samples then depend on the world size."""
+    if rank == 0:
+        return seed
+    state = np.random.SeedSequence([int(seed) % 2**64, int(rank)]).generate_state(1, dtype=np.uint64)[0]
+    return int(state) >> 1  # below 2**63: any torch generator / vLLM seed
 
 
 def eval_records(engine, prompts: PromptCache, examples: list[Example], tokenizer, max_tokens: int,
