@@ -21,17 +21,20 @@ def _killed_after_first_step(monkeypatch):
     monkeypatch.setattr(GRPOTrainer, "step", step_then_die)
 
 
-def test_a_fresh_run_killed_over_a_finished_run_leaves_no_finished_marker(tiny_vl_path, tmp_path, monkeypatch):
+@pytest.mark.parametrize("fresh", [["trainer.resume=false"], ["trainer.save_every=0"]],
+                         ids=["resume-false", "no-checkpoint"])
+def test_a_fresh_run_killed_over_a_finished_run_leaves_no_finished_marker(tiny_vl_path, tmp_path, monkeypatch,
+                                                                           fresh):
     out = tmp_path / "run"
-    recipes.run_grpo(_run_cfg(tiny_vl_path, out, "trainer.steps=1"))
+    recipes.run_grpo(_run_cfg(tiny_vl_path, out, "trainer.steps=1", *fresh))
     assert (out / "summary.json").is_file() and (out / "final" / "config.json").is_file()
-    with monkeypatch.context() as m:
+    with monkeypatch.context() as m:  # a start afresh: asked for, or nothing to resume
         _killed_after_first_step(m)
         with pytest.raises(KeyboardInterrupt):
-            recipes.run_grpo(_run_cfg(tiny_vl_path, out, "trainer.steps=2", "trainer.resume=false"))
+            recipes.run_grpo(_run_cfg(tiny_vl_path, out, "trainer.steps=2", *fresh))
     # they used to stay until the new run finished: the demo took the killed run for the earlier, finished one
     assert not (out / "summary.json").exists() and not (out / "final").exists()
-    summary = recipes.run_grpo(_run_cfg(tiny_vl_path, out, "trainer.steps=2", "trainer.resume=false"))
+    summary = recipes.run_grpo(_run_cfg(tiny_vl_path, out, "trainer.steps=2", *fresh))
     assert json.loads((out / "summary.json").read_text())["config"]["trainer"]["steps"] == 2
     assert (out / "final" / "config.json").is_file() and summary["final_model"] == str(out / "final")
 
