@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numbers
 import operator
+import unicodedata
 
 
 def is_real_number(x) -> bool:
@@ -33,3 +34,9 @@ def as_index(x) -> int:
     if is_bool(x):
         raise TypeError(f"a boolean is not an integer here, got {x!r}")
     return operator.index(x)
+
+
+def is_blank_text(text: str) -> bool:
+    """``text`` shows nothing: only whitespace and Unicode format characters (category Cf: zero-width space / joiners,
+    word joiner, BOM, soft hyphen, bidi marks), which ``str.strip`` keeps, so a question of U+200B alone read as one."""
+    return all(ch.isspace() or unicodedata.category(ch) == "Cf" for ch in text)

@@ -31,6 +31,7 @@ import torch
 
 from mmevo.config import PrismConfig
 from mmevo.models.embedder import DEFAULT_EMBEDDER, TextEmbedder
+from mmevo.validation import is_blank_text
 
 DEFAULT_CENTROIDS = PrismConfig.centroids  # the config's default path (runs/prism/clusters/centroids.npy)
 BUILD_HINT = "run `mmevo prism build-clusters CONFIG` (it writes prism.centroids and its .json sidecar)"
@@ -380,7 +381,7 @@ def read_corpus(source: str | Path, fields: dict | None = None, limit: int = 0) 
         else:
             key = q_key or next((k for k in ("problem", "question") if k in row), "problem")
             v = row.get(key)
-            text = v.strip() if isinstance(v, str) and v.strip() else None
+            text = v.strip() if isinstance(v, str) and not is_blank_text(v) else None  # zero-width only: no text
             if text is None:
                 reason = "missing_text"
             elif text in seen:

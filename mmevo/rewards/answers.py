@@ -17,6 +17,8 @@ import re
 import threading
 from collections.abc import Hashable, Sequence
 
+from mmevo.validation import is_blank_text
+
 __all__ = [
     "extract_boxed",
     "extract_answer",
@@ -1462,7 +1464,7 @@ def single_tag(text: str, tag: str, max_chars: int) -> tuple[str | None, str]:
     if len(found) > 1:
         return None, "several"
     content = " ".join(found[0].split())
-    if not content:
+    if is_blank_text(content):  # zero-width / format characters only: nothing to read, as an empty tag
         return None, "empty"
     if len(content) > max_chars:
         return None, "too_long"

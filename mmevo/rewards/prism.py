@@ -22,7 +22,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from mmevo.validation import is_integer_number, is_real_number
+from mmevo.validation import is_blank_text, is_integer_number, is_real_number
 
 ZPD_LOW, ZPD_HIGH = 0.5, 0.9  # the band where zpd is non-zero (seed: p(q) in [0.5, 0.9])
 ZPD_CENTER, ZPD_WIDTH = 0.75, 0.4  # peak of zpd and the distance at which it would reach 0
@@ -188,8 +188,8 @@ def diversity_stats(clusters: Sequence[int] | Tensor, k: int) -> dict:
     active_clusters: clusters holding >= 1 question;  normalized_entropy: -sum_j p_j log p_j / log k over all k
     (0 when N = 0 or k = 1);  gini: sum_i sum_j |x_i - x_j| / (2 k sum x) over all k counts x (0 when N = 0);
     top10_share: share of the questions in the ceil(k / 10) largest clusters;  questions: N."""
-    # NaN / inf / text failed in int() with a message naming no k
-    if not is_real_number(k) or not math.isfinite(k) or int(k) != k or k < 1:
+    # an int (numpy ints too), not a float: 4.0 passed as a cluster count; NaN / inf / text named no k in int()
+    if not is_integer_number(k) or k < 1:
         raise ValueError(f"k must be an integer >= 1, got {k!r}")
     k = int(k)
     c = _as_ids(clusters if torch.is_tensor(clusters) else list(clusters)).reshape(-1)
@@ -366,7 +366,7 @@ class PrismCoverageHead:
         aux = [s.aux or {} for s in samples]
         questions = [a.get("question") for a in aux]
         # aux["valid"] = np.False_ / tensor(False) marks a sample invalid too (``is not False`` let it through)
-        valid = [not (_is_flag(a.get("valid")) and not bool(a["valid"])) and isinstance(q, str) and bool(q.strip())
+        valid = [not (_is_flag(a.get("valid")) and not bool(a["valid"])) and isinstance(q, str) and not is_blank_text(q)
                  for a, q in zip(aux, questions)]
         p = torch.zeros(B, dtype=torch.float64)
         clusters = torch.full((B,), -1, dtype=torch.long)
