@@ -35,7 +35,7 @@ from pathlib import Path
 import torch
 
 from mmevo.atomic import write_json_atomic
-from mmevo.validation import is_real_number
+from mmevo.validation import is_blank_text, is_real_number
 
 __all__ = ["score_response", "answer_has_gold_form", "calibration_report", "reliability_bins", "plot_reliability",
            "generate_records", "evaluate_calibration", "report_identity", "earlier_report", "write_report",
@@ -108,6 +108,8 @@ def _checked(records: Sequence[dict]) -> list[dict]:
             raise ValueError(f"{where}: field 'response' must be a string, got {r.get('response')!r}")
         if r.get("gold") is None:
             raise ValueError(f"{where}: field 'gold' is missing (a calibration report needs gold answers)")
+        if isinstance(r["gold"], str) and is_blank_text(r["gold"]):  # every answer would be graded wrong
+            raise ValueError(f"{where}: field 'gold' is empty (a calibration report needs gold answers)")
         out.append(r)
     return out
 

@@ -6,7 +6,8 @@ The aux contract (every sample of a ``HonestStrategy`` rollout; heads see it as 
     correct      bool | None   the strictly parsed answer (``protocol.parse_strict``) is equivalent to the example's
                                gold (``rewards.answers.answers_equivalent``); False when there is gold but no such
                                answer (wrong, abstained, rejected, no answer); None when there is no gold to grade
-                               against (label-free: ``data.hide_labels``, or an example without an answer)
+                               against (label-free: ``data.hide_labels``, or an example without an answer or with a
+                               blank one: "", whitespace, zero-width characters)
     confidence   float | None  the stated <confidence> of a graded response (a real answer with a valid
                                probability), else None
     abstain      bool          the response abstained
@@ -59,9 +60,10 @@ def honest_aux(text: str, example: Example, use_gold: bool = True) -> dict:
     """The aux dict of one response to ``example`` (see the module docstring)."""
     from mmevo.honest.protocol import parse_strict
     from mmevo.rewards.answers import answers_equivalent
+    from mmevo.rewards.honest import has_gold_answer
 
     p = parse_strict(text if isinstance(text, str) else "")
-    gold = example.answer if use_gold else None
+    gold = example.answer if use_gold and has_gold_answer(example.answer) else None  # "" is no gold either
     correct = None if gold is None else bool(p.answered and answers_equivalent(p.answer, gold, example.choices))
     return {"correct": correct, "confidence": p.confidence if p.graded else None, "abstain": p.abstain,
             "well_formed": p.well_formed}

@@ -46,9 +46,9 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from mmevo.validation import is_real_number
+from mmevo.validation import is_blank_text, is_real_number
 
-__all__ = ["brier_reward", "hindsight_reward", "casr_reward", "copied_refinement", "expected_calibration_error",
+__all__ = ["has_gold_answer", "brier_reward", "hindsight_reward", "casr_reward", "copied_refinement", "expected_calibration_error",
            "replay_priorities", "CRITIQUE_MIN_CHARS", "HonestBrierHead", "HonestHindsightHead",
            "HonestFormatHead"]
 
@@ -277,11 +277,17 @@ def _parse_all(samples) -> list:
     return [parse_strict(s.response if isinstance(s.response, str) else "") for s in samples]
 
 
+def has_gold_answer(gold) -> bool:
+    """A gold answer to grade against: not None and not blank ("", whitespace, zero-width characters), which no
+    answer ever equals (every sample graded wrong); a blank gold is no gold, skipped and counted as None is."""
+    return gold is not None and not (isinstance(gold, str) and is_blank_text(gold))
+
+
 def _grade(samples, parsed, head: str) -> tuple[list[bool], list[bool]]:
     """(has_gold, correct) per sample; correct uses the core's answer equivalence. No gold at all is an error."""
     from mmevo.rewards.answers import answers_equivalent
 
-    has_gold = [s.gold is not None for s in samples]
+    has_gold = [has_gold_answer(s.gold) for s in samples]
     if samples and not any(has_gold):
         raise ValueError(f"reward head {head!r} needs gold answers to grade confidence, but this batch has none "
                          "(label-free run?)")
