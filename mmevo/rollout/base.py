@@ -71,6 +71,45 @@ def check_request_batch(requests, params: SamplingParams) -> None:
         raise ValueError(f"RolloutRequest {bad[0]}: prompt + prefix_ids has no tokens (empty prompt.input_ids)")
 
 
+def image_placeholder_count(input_ids: Sequence[int], image_token_id: int | None) -> int:
+    """How many images ``input_ids`` has slots for: runs of ``image_token_id`` (a prompt's placeholders are expanded
+    to one run per image); 0 for a model without an image token."""
+    if image_token_id is None:
+        return 0
+    runs, inside = 0, False
+    for t in input_ids:
+        is_slot = t == image_token_id
+        runs += is_slot and not inside
+        inside = is_slot
+    return runs
+
+
+def check_image_placeholders(requests, image_token_id: int | None, pixels: bool = False) -> None:
+    """Refuse a request whose prompt (or image_override) holds another number of images than of image placeholders
+    in its ``input_ids`` (``encode_prompt`` keeps the two in step; a hand-built prompt may not): vLLM failed with a
+    bare AssertionError and the HF engine sampled on, ignoring the images or reading the placeholders as text.
+    ``pixels``: the engine reads ``pixel_values`` / ``image_grid_thw`` (HF), so they must hold one grid per image.
+    A text prompt without images and placeholders passes; placeholders in prefix_ids are not counted here."""
+    for i, r in enumerate(requests):
+        for name, enc in (("prompt", r.prompt), ("image_override", r.image_override)):
+            if enc is None:
+                continue
+            n_images = len(enc.images or ())
+            n_slots = image_placeholder_count(enc.input_ids, image_token_id)
+            if n_images != n_slots:
+                model = "" if image_token_id is not None else " (this model has no image token)"
+                raise ValueError(f"RolloutRequest {i}: {name} holds {n_images} image(s) but {n_slots} image "
+                                 f"placeholder(s) in its input_ids{model}; encode prompts with "
+                                 "mmevo.models.inputs.encode_prompt")
+            if pixels:
+                grids = enc.image_grid_thw
+                n_grids = 0 if enc.pixel_values is None or grids is None else int(grids.shape[0])
+                if n_grids != n_images:
+                    raise ValueError(f"RolloutRequest {i}: {name} holds {n_images} image(s) but pixel values for "
+                                     f"{n_grids} (pixel_values / image_grid_thw); encode prompts with "
+                                     "mmevo.models.inputs.encode_prompt")
+
+
 def _check_int(name: str, v) -> None:
     if not is_integer_number(v):
         raise ValueError(f"{name} must be an integer, got {v!r}")

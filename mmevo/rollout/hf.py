@@ -18,7 +18,8 @@ from mmevo.models.inputs import EncodedPrompt, collate, unwrap
 from mmevo.rollout.kv_cache import DecodeCache, SharedPrefixCache
 from mmevo.rollout.fused_decode import FusedDecodeStep
 from mmevo.rollout.lean_step import LeanDecodeStep
-from mmevo.rollout.base import Completion, RolloutRequest, SamplingParams, check_request_batch, check_token_ids
+from mmevo.rollout.base import (Completion, RolloutRequest, SamplingParams, check_image_placeholders,
+                                check_request_batch, check_token_ids)
 
 
 # below this ban-excluded mass a row's allowed probabilities (exp(scaled - lse), float32) may be subnormal or 0: the
@@ -233,6 +234,7 @@ class HFEngine:
         self._require_open()
         self._refuse_hooked_zero3()
         check_request_batch(requests, params)
+        check_image_placeholders(requests, getattr(unwrap(self.model).config, "image_token_id", None), pixels=True)
         self._check_vocab(requests)
         generator = None
         if params.seed is not None:

@@ -36,7 +36,8 @@ import torch
 
 from mmevo import torchvision_shim
 from mmevo.models.inputs import EncodedPrompt, unwrap
-from mmevo.rollout.base import Completion, RolloutRequest, SamplingParams, check_request_batch, check_token_ids
+from mmevo.rollout.base import (Completion, RolloutRequest, SamplingParams, check_image_placeholders,
+                                check_request_batch, check_token_ids)
 from mmevo.rollout.hf import split_rows
 
 _EXTRA_KEY = "mmevo_policy"  # SamplingParams.extra_args key read by our logits processor
@@ -515,6 +516,7 @@ class VLLMEngine:
         from vllm import SamplingParams as VSamplingParams
 
         check_request_batch(requests, params)  # refuses top_p = 0 when sampling, as vLLM does
+        check_image_placeholders(requests, self.image_token_id)  # vLLM: a bare AssertionError
         self._open_llm()
         stops, banned = self.stop_ids.tolist(), self.banned_ids.tolist()
         greedy = params.temperature <= 0
