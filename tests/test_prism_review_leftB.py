@@ -51,3 +51,10 @@ def test_read_corpus_skips_an_invisible_only_question_as_missing_text(tmp_path):
     c = read_corpus(f)
     assert c.questions == ["What is 1+1?"]
     assert c.stats["skipped_by_reason"] == {"missing_text": 1}
+
+
+@pytest.mark.parametrize("k", [4.5, 4.0, True, "4", -1])
+def test_coverage_head_refuses_a_non_integer_k(k):
+    with pytest.raises(ValueError, match="prism_coverage: k must be an integer"):
+        PrismCoverageHead(centroids="", k=k)
+    assert PrismCoverageHead(centroids="", k=np.int64(4)).k == 4

@@ -325,6 +325,8 @@ class PrismCoverageHead:
         if not 0.0 <= gamma <= 1.0 or not 0 <= lam < math.inf or not 0 < init_count < math.inf:
             raise ValueError(f"prism_coverage: need 0 <= gamma <= 1, finite lam >= 0, finite init_count > 0; got "
                              f"gamma={gamma}, lam={lam}, init_count={init_count}")
+        if not is_integer_number(k) or k < 0:  # int() read 4.5 as 4 clusters and True as 1
+            raise ValueError(f"prism_coverage: k must be an integer >= 0 (0: the centroids file's), got {k!r}")
         self.lam, self.gamma, self.ema_mode, self.visit = float(lam), float(gamma), ema_mode, visit
         self.embedder_name = embedder
         self.centroids_path = DEFAULT_CENTROIDS if centroids is None else str(centroids)
