@@ -234,7 +234,8 @@ class HFEngine:
         self._require_open()
         self._refuse_hooked_zero3()
         check_request_batch(requests, params)
-        check_image_placeholders(requests, getattr(unwrap(self.model).config, "image_token_id", None), pixels=True)
+        image_token_id = getattr(getattr(unwrap(self.model), "config", None), "image_token_id", None)
+        check_image_placeholders(requests, image_token_id, pixels=True)
         self._check_vocab(requests)
         generator = None
         if params.seed is not None:
