@@ -193,6 +193,7 @@ def test_resume_drops_records_lacking_a_field_it_reads(tmp_path):
             "finish_reason": "stop", "categories": {}}
     lines = [full, {"id": "5", "gold": "61"}, {**full, "id": "6", "response": None}, [1, 2], "text"]
     (tmp_path / "responses.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines) + '{"id": "7", "resp')
+    (tmp_path / "run.json").write_text(json.dumps({"benchmark": "b"}))  # the same run's identity (else refused)
     records, dropped = _prepare_out_dir(tmp_path, {"benchmark": "b"}, overwrite=False)
     assert list(records) == ["4"] and dropped == 5
     assert (tmp_path / "responses.jsonl").read_text() == json.dumps(full) + "\n"
