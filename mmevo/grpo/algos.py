@@ -307,8 +307,6 @@ def _kl_estimate(logp: Tensor, ref_logp: Tensor, kind: str) -> Tensor:
     if kind in ("k2", "mse"):
         diff = logp - ref_logp
         finite = torch.isfinite(diff)
-        if bool(finite.all()):
-            return 0.5 * diff.square()
         # a square's backward at an inf difference is 0 * inf = NaN even where the loss masks the token out (a -inf
         # log-prob at padding): such tokens keep their value (inf, NaN) and get gradient 0, as in the "+" kinds
         safe = torch.where(finite, diff, torch.zeros((), dtype=diff.dtype, device=diff.device))

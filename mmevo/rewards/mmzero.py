@@ -31,7 +31,7 @@ DIVERSITY_WEIGHTS = (0.45, 0.20, 0.35)  # caption / easy question / hard questio
 _TIE_TOL = 1e-9  # float rounding at a threshold; shares of solver samples are k/m with m far below 1e9
 
 
-def _as_float(x) -> float:
+def _float_or_inf(x) -> float:
     """A real number as a float; an integer past float64's range (10**400) as +-inf, where float() and math.isfinite
     raise OverflowError: the range checks below then name the argument instead."""
     try:
@@ -49,10 +49,10 @@ def diversity_adjustment(shares: Tensor, valid_count: int, strength: float = .5)
     if torch.is_tensor(valid_count) and valid_count.numel() == 1 and valid_count.dtype != torch.bool:
         valid_count = valid_count.item()  # a one-element count tensor: its number
     # NaN, inf and None used to escape as "cannot convert float NaN to integer" / OverflowError / TypeError from int()
-    if not is_real_number(valid_count) or not math.isfinite(_as_float(valid_count)) \
+    if not is_real_number(valid_count) or not math.isfinite(_float_or_inf(valid_count)) \
             or int(valid_count) != valid_count or valid_count < 1:
         raise ValueError(f"valid_count must be an integer >= 1 (within float64 range), got {valid_count!r}")
-    if not is_real_number(strength) or not 0 <= _as_float(strength) < math.inf:  # inf: a balanced row gives 0 * inf = NaN (seed: finite inputs)
+    if not is_real_number(strength) or not 0 <= _float_or_inf(strength) < math.inf:  # inf: a balanced row gives 0 * inf = NaN (seed: finite inputs)
         raise ValueError(f"strength must be finite and >= 0, got {strength!r}")
     M, strength = float(valid_count), float(strength)
     s = shares.detach().to(torch.float64)  # evaluated in float64, rounded once to the shares' dtype at the end
@@ -125,14 +125,14 @@ def proposal_rewards(executed: Tensor, easy_accuracy: Tensor, consistency: Tenso
 def _share(name: str, x) -> float:
     """``x`` as a float in [0, 1] (a solver share), else a ValueError naming it: a NaN used to fall through every
     comparison and score as no penalty, a 1.5 to score min(c, 1 - c) = -0.5, a True to read as 1."""
-    if not is_real_number(x) or not 0.0 <= _as_float(x) <= 1.0:  # NaN fails too
+    if not is_real_number(x) or not 0.0 <= _float_or_inf(x) <= 1.0:  # NaN fails too
         raise ValueError(f"{name} must be a number in [0, 1], got {x!r}")
     return float(x)
 
 
 def _finite(name: str, x, lowest: float = -math.inf) -> float:
     """``x`` as a finite float >= ``lowest``, else a ValueError naming it (a NaN weight made every reward NaN)."""
-    if not is_real_number(x) or not (math.isfinite(_as_float(x)) and x >= lowest):
+    if not is_real_number(x) or not (math.isfinite(_float_or_inf(x)) and x >= lowest):
         raise ValueError(f"{name} must be a finite number{f' >= {lowest:g}' if lowest > -math.inf else ''}, got {x!r}")
     return float(x)
 

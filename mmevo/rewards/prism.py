@@ -22,7 +22,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from mmevo.validation import is_blank_text, is_integer_number, is_real_number
+from mmevo.validation import is_blank_text, is_bool, is_integer_number, is_real_number
 
 ZPD_LOW, ZPD_HIGH = 0.5, 0.9  # the band where zpd is non-zero (seed: p(q) in [0.5, 0.9])
 ZPD_CENTER, ZPD_WIDTH = 0.75, 0.4  # peak of zpd and the distance at which it would reach 0
@@ -35,13 +35,13 @@ __all__ = ["EMA_MODES", "PrismCoverageHead", "coverage_rewards", "diversity_stat
 def _holds_bool(x) -> bool:
     """A bool anywhere in ``x`` that is no tensor (Python's or numpy's, a bool array, one inside a list / tuple):
     torch and numpy read True / False as 1 / 0, so [True, False] of p or counts scored silently as numbers."""
-    if isinstance(x, (bool, np.bool_)):
-        return True
-    if isinstance(x, np.ndarray):
-        return x.dtype == np.bool_ or (x.dtype == object and any(_holds_bool(v) for v in x.flat))
+    if torch.is_tensor(x):
+        return False
+    if isinstance(x, np.ndarray) and x.dtype == object:
+        return any(_holds_bool(v) for v in x.flat)
     if isinstance(x, (list, tuple)):
-        return any(torch.is_tensor(v) and v.dtype == torch.bool or _holds_bool(v) for v in x)
-    return False
+        return any(is_bool(v) or _holds_bool(v) for v in x)
+    return is_bool(x)  # Python's, numpy's, a bool array
 
 
 def _as_float(x, name: str) -> Tensor:

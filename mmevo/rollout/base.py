@@ -115,6 +115,23 @@ def _check_int(name: str, v) -> None:
         raise ValueError(f"{name} must be an integer, got {v!r}")
 
 
+def split_rows(n: int, cap: int) -> list[int]:
+    """Row counts of the pieces a request of ``n`` samples is decoded in: as many ``cap`` as fit, then the rest
+    (``[n]`` when ``n <= cap``, also for ``n = 0``)."""
+    full, rest = divmod(n, cap)
+    return [cap] * full + ([rest] if rest or not full else [])
+
+
+def check_engine_token_ids(engine: str, banned_ids, stop_ids) -> None:
+    """An engine's banned / stop ids: integers (``check_token_ids``) and >= 0 (a banned -1 was read as the last token
+    of the vocabulary, silently)."""
+    for name, ids in (("banned_ids", banned_ids), ("stop_ids", stop_ids)):
+        check_token_ids(f"{engine} {name}", ids)
+        bad = [t for t in ids if not 0 <= t]
+        if bad:
+            raise ValueError(f"{engine} {name} must be token ids >= 0, got {bad[0]!r}")
+
+
 def check_token_ids(name: str, ids) -> None:
     """Token ids must be integers (Python / numpy ints, integer 0-d tensors): a float 5.5 was read as token 5 and
     True as token 1 (torch.tensor / int() truncate), silently."""

@@ -18,8 +18,8 @@ from mmevo.models.inputs import EncodedPrompt, collate, unwrap
 from mmevo.rollout.kv_cache import DecodeCache, SharedPrefixCache
 from mmevo.rollout.fused_decode import FusedDecodeStep
 from mmevo.rollout.lean_step import LeanDecodeStep
-from mmevo.rollout.base import (Completion, RolloutRequest, SamplingParams, check_image_placeholders,
-                                check_request_batch, check_token_ids)
+from mmevo.rollout.base import (Completion, RolloutRequest, SamplingParams, check_engine_token_ids,
+                                check_image_placeholders, check_request_batch, split_rows)
 
 
 # below this ban-excluded mass a row's allowed probabilities (exp(scaled - lse), float32) may be subnormal or 0: the
@@ -96,13 +96,6 @@ def sample_next(logits: torch.Tensor, params: SamplingParams, generator: torch.G
     return tok, scaled.gather(-1, tok[:, None]).squeeze(-1) - lse
 
 
-def split_rows(n: int, cap: int) -> list[int]:
-    """Row counts of the pieces a request of ``n`` samples is decoded in: as many ``cap`` as fit, then the rest
-    (``[n]`` when ``n <= cap``, also for ``n = 0``)."""
-    full, rest = divmod(n, cap)
-    return [cap] * full + ([rest] if rest or not full else [])
-
-
 def sample_categorical(weights: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
     """One draw per row from the unnormalised non-negative ``weights`` [B, V] -> token ids [B].
 
@@ -170,11 +163,7 @@ class HFEngine:
         # False: no ``FusedDecodeStep`` (float32 CPU Qwen2 models: fused oneDNN projections, logits equal to float32
         # rounding, not bit for bit); the lean step (or the forward) instead
         self.fused_decode = fused_decode
-        for name, ids in (("banned_ids", banned_ids), ("stop_ids", stop_ids)):
-            check_token_ids(f"HFEngine {name}", ids)
-            bad = [t for t in ids if not 0 <= t]  # index_fill reads a banned -1 as the last token of the vocabulary
-            if bad:
-                raise ValueError(f"HFEngine {name} must be token ids >= 0, got {bad[0]!r}")
+        check_engine_token_ids("HFEngine", banned_ids, stop_ids)  # index_fill read a banned -1 as the last token
         self.banned_ids = torch.tensor(sorted(set(banned_ids)), dtype=torch.long)
         self.pad_id = pad_id
         self.stop_ids = torch.tensor(sorted(set(stop_ids)), dtype=torch.long)

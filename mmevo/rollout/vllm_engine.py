@@ -36,9 +36,8 @@ import torch
 
 from mmevo import torchvision_shim
 from mmevo.models.inputs import EncodedPrompt, unwrap
-from mmevo.rollout.base import (Completion, RolloutRequest, SamplingParams, check_image_placeholders,
-                                check_request_batch, check_token_ids)
-from mmevo.rollout.hf import split_rows
+from mmevo.rollout.base import (Completion, RolloutRequest, SamplingParams, check_engine_token_ids,
+                                check_image_placeholders, check_request_batch, split_rows)
 
 _EXTRA_KEY = "mmevo_policy"  # SamplingParams.extra_args key read by our logits processor
 _SEED_BITS = 62  # a call's seed base: + the call's sample count stays inside torch.Generator's 64-bit seeds
@@ -424,11 +423,7 @@ class VLLMEngine:
         _prepare_vllm()
         from vllm import LLM
 
-        for name, ids in (("banned_ids", banned_ids), ("stop_ids", stop_ids)):
-            check_token_ids(f"VLLMEngine {name}", ids)  # as HFEngine: int() read 5.5 as 5 and True as 1
-            bad = [t for t in ids if not 0 <= t]  # a banned -1 banned the vocabulary's last token, silently
-            if bad:
-                raise ValueError(f"VLLMEngine {name} must be token ids >= 0, got {bad[0]!r}")
+        check_engine_token_ids("VLLMEngine", banned_ids, stop_ids)  # as HFEngine: int() read 5.5 as 5 and True as 1
         # LongTensors, like HFEngine's (callers read engine.stop_ids)
         self.stop_ids = torch.tensor(sorted(set(int(t) for t in stop_ids)), dtype=torch.long)
         self.banned_ids = torch.tensor(sorted(set(int(t) for t in banned_ids)), dtype=torch.long)
@@ -524,6 +519,7 @@ class VLLMEngine:
         results: list[list[Completion]] = [[] for _ in requests]
         seed_base = call_seed_base(params.seed)
         seed_offset = 0
+        max_n = _vllm_max_n()
         for i, req in enumerate(requests):
             budget = params.max_tokens if req.max_tokens is None else req.max_tokens
             if req.n <= 0:
@@ -535,7 +531,7 @@ class VLLMEngine:
             prompt = self._prompt(req, i)
             # vLLM takes a Python int n of at most VLLM_MAX_N_SEQUENCES (a numpy count was refused, a larger n
             # failed naming only vLLM's variable); greedy decodes once, then copies (vLLM refuses greedy n > 1)
-            for n in ([1] if greedy else split_rows(int(req.n), _vllm_max_n())):
+            for n in ([1] if greedy else split_rows(int(req.n), max_n)):
                 seed = None
                 if params.seed is not None:
                     # vLLM gives sample k of a request seed + k: consecutive ranges keep them disjoint, and a request
