@@ -260,9 +260,12 @@ def _run_sft(cfg: Config) -> dict:
 
         train = with_teacher_noise(train, cfg.sft.teacher_noise, cfg.data.seed)
         stats["teacher_wrong"] = sum(bool(ex.meta.get("teacher_wrong")) for ex in train)
+    # every SFT run trains (a finished one left no state to resume): an earlier run's summary.json and model/ would
+    # mark this one finished (to the demo, which reuses it) until it ends, and a kill in between left them as its own
+    remove_finished_markers(Path(cfg.sft.output_dir), export=SFT_EXPORT)
     t0 = time.time()
     history = sft_loop(cfg, policy, train)
-    out = save_model(Path(cfg.sft.output_dir) / "model", policy.model, policy.processor)
+    out = save_model(Path(cfg.sft.output_dir) / SFT_EXPORT, policy.model, policy.processor)
     summary = {"model": str(out), "steps": len(history), "final_loss": history[-1]["sft/loss"] if history else None,
                "seconds": time.time() - t0, "data": stats, "config": to_dict(cfg)}  # config: what a reuse compares
     write_json_atomic(Path(cfg.sft.output_dir) / "summary.json", summary)
@@ -403,12 +406,15 @@ def run_eval(cfg: Config) -> dict:
     return {**_strip(result), "data": stats}
 
 
-def remove_finished_markers(out: Path) -> None:
-    """Remove a finished run's ``summary.json`` (first: the marker the demo reads) and its export ``final/``."""
+SFT_EXPORT = "model"  # the SFT's export in sft.output_dir (a GRPO run's is final/)
+
+
+def remove_finished_markers(out: Path, export: str = "final") -> None:
+    """Remove a finished run's ``summary.json`` (first: the marker the demo reads) and its export ``export/``."""
     import shutil
 
     (out / "summary.json").unlink(missing_ok=True)
-    final = out / "final"
+    final = out / export
     if final.is_dir() and not final.is_symlink():  # a file or link there is not an export: the export refuses it
         shutil.rmtree(final)
 
