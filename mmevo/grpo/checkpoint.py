@@ -278,26 +278,67 @@ def load_model_weights(model, ckpt_model_dir: str | Path) -> None:
     except (SafetensorError, json.JSONDecodeError) as e:  # a truncated / zeroed weights or index file: name it
         raise DamagedCheckpointError(_damaged_message(Path(ckpt_model_dir), f"{type(e).__name__}: {e}")) from None
     except ValueError as e:  # transformers' "Unrecognized configuration class ... for AutoModelForCausalLM"
-        raise _other_model_error(Path(ckpt_model_dir), base, e) from None
+        raise _other_model_error(Path(ckpt_model_dir), base, _first_line(e)) from None
     try:
         base.load_state_dict(loaded.state_dict(), strict=True)
     except RuntimeError as e:  # torch's missing / unexpected keys and size mismatches
-        raise _other_model_error(Path(ckpt_model_dir), base, e) from None
+        raise _other_model_error(Path(ckpt_model_dir), base, _first_line(e)) from None
     del loaded
 
 
-def _other_model_error(ckpt_model_dir: Path, base, error: Exception) -> ValueError:
-    """The checkpoint's weights are another model's than the one this run loaded (``model.path`` now names another
-    model, or the same path holds a rebuilt one): say so and name both, not transformers' or torch's message alone."""
+# config keys that fix a model's parameter names and shapes (top level, text_config, vision_config)
+_SHAPE_KEYS = ("model_type", "vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers",
+               "num_attention_heads", "num_key_value_heads", "head_dim", "tie_word_embeddings", "depth", "num_heads",
+               "embed_dim", "out_hidden_size", "patch_size", "temporal_patch_size", "spatial_merge_size", "in_chans",
+               "in_channels")
+
+
+def shape_config_differences(saved: dict, current: dict) -> list[str]:
+    """``key saved -> current`` for each ``_SHAPE_KEYS`` entry that both HF config dicts hold with other values
+    (at the top level, in ``text_config`` or in ``vision_config``); [] for the same architecture."""
+    found = []
+    for section in (None, "text_config", "vision_config"):
+        a = saved.get(section) if section else saved
+        b = current.get(section) if section else current
+        if not isinstance(a, dict) or not isinstance(b, dict):
+            continue
+        for key in _SHAPE_KEYS:
+            if key in a and key in b and a[key] != b[key]:
+                found.append(f"{section + '.' if section else ''}{key} {a[key]!r} -> {b[key]!r}")
+    return found
+
+
+def check_same_model(ckpt_model_dir: str | Path, model) -> None:
+    """Refuse, naming the checkpoint and both models, a checkpoint whose saved ``config.json`` is another
+    architecture than ``model``'s: the LoRA and DeepSpeed resumes load adapters / ZeRO partitions, never the HF
+    weights, and failed with PEFT's, torch's or DeepSpeed's own message (or copied a broadcastable tensor)."""
+    ckpt_model_dir = Path(ckpt_model_dir)
+    base = unwrap(model)
+    differ = shape_config_differences(_saved_config(ckpt_model_dir), base.config.to_dict())
+    if differ:
+        raise _other_model_error(ckpt_model_dir, base, "config " + ", ".join(differ))
+
+
+def _saved_config(ckpt_model_dir: Path) -> dict:
     try:
         saved = json.loads((ckpt_model_dir / "config.json").read_text())
     except (OSError, ValueError):
-        saved = {}
+        return {}
+    return saved if isinstance(saved, dict) else {}
+
+
+def _first_line(error: Exception) -> str:
     first = str(error).strip().splitlines()[0] if str(error).strip() else ""
+    return f"{type(error).__name__}: {first[:300]}"
+
+
+def _other_model_error(ckpt_model_dir: Path, base, why: str) -> ValueError:
+    """The checkpoint's weights are another model's than the one this run loaded (``model.path`` now names another
+    model, or the same path holds a rebuilt one): say so and name both, not transformers' or torch's message alone."""
     return ValueError(f"cannot resume {ckpt_model_dir.parent}: its weights are another model's than this run's "
-                      f"(checkpoint: {_model_kind(saved)}; this run: {_model_kind(base.config.to_dict())}; "
-                      f"{type(error).__name__}: {first[:300]}): resume with the model.path it was trained from, or "
-                      "start afresh with trainer.resume=false or another trainer.output_dir")
+                      f"(checkpoint: {_model_kind(_saved_config(ckpt_model_dir))}; this run: "
+                      f"{_model_kind(base.config.to_dict())}; {why}): resume with the model.path it was trained "
+                      "from, or start afresh with trainer.resume=false or another trainer.output_dir")
 
 
 def _model_kind(config) -> str:

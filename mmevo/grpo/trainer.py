@@ -29,7 +29,8 @@ from mmevo.data.schema import Example
 from mmevo.grpo import algos
 from mmevo.grpo.distributed import is_max_metric
 from mmevo.grpo.checkpoint import (DamagedCheckpointError, abandon_checkpoints, checkpoint_name, checkpoint_root,
-                                   commit_checkpoint, export_atomically, latest_checkpoint, load_model_weights,
+                                   check_same_model, commit_checkpoint, export_atomically, latest_checkpoint,
+                                   load_model_weights,
                                    load_state_file, load_trainer_state, remove_partial_checkpoints, rng_state,
                                    save_checkpoint, save_model, set_rng_state, write_checkpoint_files)
 from mmevo.metrics import RunLogger, StageTimer, peak_memory_mb
@@ -1249,6 +1250,7 @@ class GRPOTrainer:
 
                 if "lora" not in state:
                     raise ValueError(f"{ckpt} has no LoRA adapters: it was written with model.lora.rank=0")
+                check_same_model(ckpt / "model", self.model)  # the adapters of another model: PEFT's / torch's error
                 load_lora_state_dict(self.model, state["lora"])
             else:
                 load_model_weights(self.model, ckpt / "model")
@@ -1266,6 +1268,7 @@ class GRPOTrainer:
                 raise ValueError(f"{ckpt} was written by {state.get('world_size')} ranks and this run has "
                                  f"{D.world_size()}: ZeRO optimizer partitions are per rank; resume with as many "
                                  f"ranks, or start from model.path={ckpt / 'model'} trainer.resume=false")
+            check_same_model(ckpt / "model", self.model)  # another model's partitions: DeepSpeed's own error
             # weights, optimizer partitions and scheduler (DeepSpeed owns the one it was given)
             self.ds_engine.load_checkpoint(str(ckpt / "deepspeed"), tag="zero", load_optimizer_states=True,
                                            load_lr_scheduler_states=True)

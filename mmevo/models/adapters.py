@@ -159,6 +159,12 @@ def load_lora_state_dict(model: torch.nn.Module, state: dict[str, torch.Tensor])
         missing, extra = sorted(params.keys() - state.keys())[:3], sorted(state.keys() - params.keys())[:3]
         raise ValueError(f"LoRA checkpoint does not match this model's adapters (missing {missing}, extra {extra}): "
                          "resume with the same model.lora settings")
+    # copy_ broadcasts: rank-1 adapters (1 x in, out x 1) were spread over rank-4 ones without a word
+    shapes = [f"{n} {tuple(state[n].shape)} -> {tuple(p.shape)}" for n, p in params.items()
+              if tuple(state[n].shape) != tuple(p.shape)]
+    if shapes:
+        raise ValueError(f"LoRA checkpoint's adapters have other shapes than this model's ({', '.join(shapes[:3])}): "
+                         "resume with the same model.lora settings")
     with torch.no_grad():
         for n, p in params.items():
             p.copy_(state[n])
