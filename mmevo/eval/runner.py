@@ -7,7 +7,9 @@ Files in ``eval.out_dir``:
 * ``run.json`` — what produced the responses (model, benchmark, prompt template, budget, decoding); a resume with a
   different model or prompt is refused unless ``eval.overwrite=true``.
 * ``responses.jsonl`` — one line per item: id, response, extracted answer, correct, gold, tokens, finish reason,
-  categories; appended after every batch, so an interrupted run loses at most one batch.
+  categories, question; appended after every batch, so an interrupted run loses at most one batch. A resume keeps a
+  record whose id, question and gold are the item's; a sampled one regenerates every batch that lost one, so that it
+  draws what the uninterrupted run would.
 * ``scores.json`` — overall accuracy and per-category breakdowns; ``report.md`` + ``report.png``.
 """
 
@@ -130,20 +132,19 @@ _RECORD_KEYS = ("id", "response", "extracted", "correct", "gold", "finish_reason
 IMAGE_SKIPS = ("image_corrupt", "image_aspect")
 
 
-def _read_records(path: Path) -> tuple[dict[str, dict], int, int]:
-    """(finished records by id, lines dropped, lines superseded). Unparsable lines (a run killed mid-write) and
-    records lacking a field a resume reads are dropped (so generated again) and counted; of several lines of one id
-    (a regenerated item is appended, the file rewritten only at the end of its run) the last stands."""
+def _parse_records(data: bytes) -> tuple[dict[str, dict], int, int]:
+    """(finished records by id, lines dropped, lines superseded) of ``responses.jsonl``'s bytes. Lines that do not
+    parse (a run killed mid-write, bytes that are not UTF-8) and records lacking a field a resume reads are dropped
+    (so generated again) and counted; of several lines of one id (a regenerated item is appended, the file rewritten
+    only at the end of its run) the last stands."""
     records: dict[str, dict] = {}
     bad = superseded = 0
-    if not path.exists():
-        return records, 0, 0
-    for line in path.read_text(encoding="utf-8").splitlines():
+    for line in data.split(b"\n"):
         if not line.strip():
             continue
         try:
-            rec = json.loads(line)
-        except json.JSONDecodeError:
+            rec = json.loads(line.decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError):
             rec = None
         if isinstance(rec, dict) and all(k in rec for k in _RECORD_KEYS) and isinstance(rec["response"], str):
             superseded += str(rec["id"]) in records
@@ -214,7 +215,8 @@ def _prepare_out_dir(out: Path, identity: dict, overwrite: bool) -> tuple[dict[s
     run_file, resp_file = out / "run.json", out / "responses.jsonl"
     if overwrite:
         resp_file.unlink(missing_ok=True)
-    elif resp_file.exists() and resp_file.read_text(encoding="utf-8", errors="replace").strip():
+    data = resp_file.read_bytes() if resp_file.exists() else b""  # read once: checked, then parsed
+    if data.strip():
         before = _read_run_identity(run_file)
         # a key the earlier run.json lacks (written before it was part of the identity) is not a difference
         diff = sorted(k for k in identity if before.get(k, identity[k]) != identity[k])
@@ -223,7 +225,7 @@ def _prepare_out_dir(out: Path, identity: dict, overwrite: bool) -> tuple[dict[s
             raise ValueError(f"{out} holds responses of a different run ({changes}); "
                              "use another eval.out_dir or eval.overwrite=true")
     write_text_atomic(run_file, json.dumps(identity, indent=2))  # a kill mid-write left a run.json no resume reads
-    records, bad, superseded = _read_records(resp_file)
+    records, bad, superseded = _parse_records(data)
     if bad or superseded:  # one line per item again, and appends start on a clean line
         _write_records(resp_file, records)
     return records, bad
@@ -396,15 +398,16 @@ def _run_benchmark(cfg: Config, name: str, out: Path, policy=None, engine=None) 
                 "pixels": [cfg.data.min_pixels, cfg.data.max_pixels], "source": str(source),
                 "image_root": e.image_root or None, "dtype": cfg.model.dtype,
                 "weights": weights_fingerprint(model_path)}
-    if cfg.rollout.eval_temperature > 0:  # sampled answers depend on the seed; greedy ones do not
+    if cfg.rollout.eval_temperature > 0:  # sampled answers depend on the seed and the batches; greedy ones do not
         identity["seed"] = cfg.trainer.seed
+        identity["batch_size"] = e.batch_size
     records, dropped = _prepare_out_dir(out, identity, e.overwrite)
     def final(rec: dict | None, it: BenchmarkItem) -> bool:
-        """A record stands unless its gold changed, its prompt was too long under another limit or is now longer
+        """A record stands unless its gold or question changed, its prompt was too long under another limit or is now longer
         than ``eval.max_prompt_length``, or its image did not decode and now does (or bad rows are no longer
         skipped: then the image's error is raised)."""
-        if rec is None or rec.get("gold") != it.answer:
-            return False
+        if rec is None or rec.get("gold") != it.answer or rec.get("question") != it.problem:
+            return False  # the record of another item under this id (a reordered file, ids by row), or older
         if rec["finish_reason"] == "prompt_too_long":
             return rec.get("max_prompt_length") == e.max_prompt_length
         if e.max_prompt_length and rec.get("prompt_tokens", 0) > e.max_prompt_length:
@@ -413,7 +416,8 @@ def _run_benchmark(cfg: Config, name: str, out: Path, policy=None, engine=None) 
             return cfg.data.skip_bad_rows and not _decodes(it)
         return True
 
-    pending = [it for it in items if not final(records.get(it.id), it)]
+    pending = pending_items(items, [final(records.get(it.id), it) for it in items], e.batch_size,
+                            sampled=cfg.rollout.eval_temperature > 0)
     resumed = len(items) - len(pending)
     score = scorer_for(fmt)
     print(f"[mmevo] {name}: {len(items)} items from {source} ({stats['skipped']} rows skipped), "
@@ -512,6 +516,18 @@ def _run_benchmark(cfg: Config, name: str, out: Path, policy=None, engine=None) 
     return summary
 
 
+def pending_items(items: list, done: list[bool], batch_size: int, sampled: bool) -> list:
+    """The items to generate: those not ``done``. Sampled: every item of each batch (``batch_size`` items of the
+    benchmark, in order, as an uninterrupted run forms them) that holds one, so that a resumed run draws the samples
+    the uninterrupted one would (a batch's seed and each row's draws depend on its place in the batch: batches formed
+    from the pending items alone, after a kill mid-write, drew other samples for every item after it)."""
+    if not sampled:
+        return [it for it, d in zip(items, done, strict=True) if not d]
+    grid = [items[k:k + batch_size] for k in range(0, len(items), batch_size)]
+    marks = [done[k:k + batch_size] for k in range(0, len(items), batch_size)]
+    return [it for batch, m in zip(grid, marks) if not all(m) for it in batch]
+
+
 def _decodes(it: BenchmarkItem) -> bool:
     try:
         it.load_images()
@@ -542,4 +558,4 @@ def _record(it: BenchmarkItem, text: str, extracted, correct: bool, n_tokens: in
     # categories: with the finish reason (IMAGE_SKIPS are left out) enough to recompute scores.json from this file
     return {"id": it.id, "response": text, "extracted": None if extracted is None else str(extracted),
             "correct": bool(correct), "gold": it.answer, "n_tokens": n_tokens, "finish_reason": finish,
-            "categories": it.categories}
+            "categories": it.categories, "question": it.problem}  # question: with the id, which item it answers
