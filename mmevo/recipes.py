@@ -171,10 +171,10 @@ def load_examples(cfg: Config, which: str) -> tuple[list[Example], dict]:
     return rows, stats
 
 
-def note_unseen_images(policy: LoadedModel, sets: dict[str, list]) -> dict[str, int]:
-    """A text-only model gets no images (``encode_prompt`` drops them): say how many examples of each set it will
-    see without theirs, on stderr, as a default ``data.train=synthetic`` with ``model.path=tiny-text`` trained
-    blind without a word. Returns the counts (0s for a vision model)."""
+def note_unseen_images(policy: LoadedModel, sets: dict[str, list], why: str = "") -> dict[str, int]:
+    """A text-only model gets no images (``encode_prompt`` drops them): say how many examples (items) of each set it
+    will see without theirs, on stderr, as a default ``data.train=synthetic`` with ``model.path=tiny-text`` trained
+    blind without a word; ``why`` ends the line. Returns the counts (0s for a vision model)."""
     import sys
 
     from mmevo.grpo.distributed import is_main
@@ -183,7 +183,7 @@ def note_unseen_images(policy: LoadedModel, sets: dict[str, list]) -> dict[str, 
     if any(unseen.values()) and is_main():  # every rank loads the same sets: one line
         counts = ", ".join(f"{n} of the {len(sets[name])} {name}" for name, n in unseen.items() if n)
         print(f"[mmevo] {policy.path} is a text-only model: the images of {counts} examples are left out of its "
-              "prompts", file=sys.stderr)
+              f"prompts{why}", file=sys.stderr)
     return unseen
 
 
@@ -319,7 +319,7 @@ def _run_grpo(cfg: Config, evaluate_before_after: bool) -> dict:
     before_file = out / EVAL_BEFORE_FILE  # kept for the summary of a resumed (or rerun) run
     measured_before = evaluate_before_after and bool(heldout) and not resumed
     if measured_before:
-        summary["eval_before"] = _strip(trainer.evaluate())
+        summary["eval_before"] = _strip(trainer.heldout_eval_now())  # trainer.steps=0: also the "after" one
         if main:
             print(f"[mmevo] held-out accuracy before GRPO: {_accuracy_text(summary['eval_before'], cfg)}")
             out.mkdir(parents=True, exist_ok=True)
@@ -340,10 +340,7 @@ def _run_grpo(cfg: Config, evaluate_before_after: bool) -> dict:
         summary["resumed_with_changes"] = trainer.settings_changes
     summary["final_model"] = str(trainer.export(out / "final"))
     if evaluate_before_after and heldout:
-        if measured_before and trainer.step_idx == 0:  # trainer.steps=0: the weights just evaluated, not a 2nd pass
-            summary["eval_after"] = summary["eval_before"]
-        else:
-            summary["eval_after"] = _strip(trainer.heldout_eval_now())
+        summary["eval_after"] = _strip(trainer.heldout_eval_now())
         if main:
             print(f"[mmevo] held-out accuracy after GRPO: {_accuracy_text(summary['eval_after'], cfg)}")
     trainer.close()

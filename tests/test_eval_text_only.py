@@ -17,7 +17,9 @@ def test_text_model_counts_the_images_it_was_not_shown_across_a_resume(tiny_text
     out = tmp_path / "ev"
     first = _eval(tiny_text_path, out, 2)
     assert first["images_not_shown"] == 2 and first["n"] == 2
-    assert "is a text-only model: the 2 image(s) of these items are left out" in capsys.readouterr().err
+    # worded as train / sft word it (one helper), counted in items as they count examples
+    assert f"{tiny_text_path} is a text-only model: the images of 2 of the 2 pending benchmark examples are left out " \
+        "of its prompts (a text-only baseline; images_not_shown in scores.json)" in capsys.readouterr().err
     assert "Text-only model: the 2 image(s) of these items were not shown to it" in (out / "report.md").read_text()
     resumed = _eval(tiny_text_path, out, 3)  # two kept from the first run, one generated
     assert resumed["resumed_items"] == 2 and resumed["images_not_shown"] == 3

@@ -44,3 +44,21 @@ def test_a_run_that_trains_evaluates_before_and_after(tiny_vl_path, tmp_path, mo
     summary = recipes.run_grpo(_cfg(tiny_vl_path, tmp_path / "run", 1))
     assert calls == [0, 1]
     assert summary["eval_after"]["n"] == summary["eval_before"]["n"] == 6
+
+
+def test_the_held_out_evaluation_of_a_step_is_made_once(tiny_vl_path, tmp_path, monkeypatch):
+    """heldout_eval_now() keeps its result for the step (as train()'s periodic evaluation does): the recipe's
+    before / after of trainer.steps=0 is that one pass, not a special case beside the trainer's own reuse."""
+    from mmevo import recipes
+
+    cfg = _cfg(tiny_vl_path, tmp_path / "run", 1)
+    train, _ = recipes.load_examples(cfg, "train")
+    heldout, _ = recipes.load_examples(cfg, "heldout")
+    trainer = recipes.build_trainer(cfg, recipes.load_policy(cfg), train, heldout)
+    calls = _count_evaluations(monkeypatch)
+    first = trainer.heldout_eval_now()
+    assert trainer.heldout_eval_now() == first and calls == [0]  # was [0, 0]
+    trainer.train()
+    after = trainer.heldout_eval_now()
+    assert calls == [0, 1] and trainer.heldout_eval_now() is after
+    trainer.close()

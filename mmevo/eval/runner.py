@@ -20,7 +20,6 @@ import copy
 import dataclasses
 import json
 import os
-import sys
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -378,7 +377,7 @@ def _run_benchmark(cfg: Config, name: str, out: Path, policy=None, engine=None) 
 
     from mmevo.grpo.trainer import decode
     from mmevo.models.inputs import encode_prompt
-    from mmevo.recipes import load_policy, resolve_model_path
+    from mmevo.recipes import load_policy, note_unseen_images, resolve_model_path
     from mmevo.rollout.base import RolloutRequest, SamplingParams
     from mmevo.rollout.factory import build_engine
     from mmevo.rollout.strategy import step_seed
@@ -432,10 +431,9 @@ def _run_benchmark(cfg: Config, name: str, out: Path, policy=None, engine=None) 
         cfg.rollout.max_tokens = cfg.trainer.eval_max_tokens = max_tokens  # these size vLLM's max_model_len
         cfg.data.max_prompt_length = prompt_limit
         engine = engine or build_engine(cfg, policy)
-        unseen = sum(len(it.images) for it in pending) if not policy.is_vl else 0
-        if unseen:  # a text model on a visual benchmark answers blind: say so, not only in the (low) accuracy
-            print(f"[mmevo] {model_path} is a text-only model: the {unseen} image(s) of these items are left out of "
-                  "its prompts (a text-only baseline; images_not_shown in scores.json)", file=sys.stderr)
+        # a text model on a visual benchmark answers blind: say so, not only in the (low) accuracy
+        note_unseen_images(policy, {"pending benchmark": pending},
+                           " (a text-only baseline; images_not_shown in scores.json)")
         params = SamplingParams(temperature=cfg.rollout.eval_temperature, top_p=1.0, max_tokens=max_tokens,
                                 seed=cfg.trainer.seed)
         place = {it.id: k for k, it in enumerate(items)}

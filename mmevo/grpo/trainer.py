@@ -1378,12 +1378,15 @@ class GRPOTrainer:
             close()
 
     def heldout_eval_now(self) -> dict:
-        """``evaluate()`` of the held-out set at the current weights, reused from train()'s periodic evaluation when
-        it ran at this step (``trainer.eval_every`` dividing the steps: the run's final evaluation would score the same
-        weights again, a whole held-out pass). Every rank gets the same answer (a collective where it evaluates)."""
+        """``evaluate()`` of the held-out set at the current weights, reused from train()'s periodic evaluation or an
+        earlier call when one ran at this step (``trainer.eval_every`` dividing the steps, or ``trainer.steps=0``'s
+        before and after: the same weights scored again, a whole held-out pass). Every rank gets the same answer (a
+        collective where it evaluates)."""
         if self._last_heldout_eval is not None and self._last_heldout_eval[0] == self.step_idx:
             return self._last_heldout_eval[1]
-        return self.evaluate()
+        result = self.evaluate()
+        self._last_heldout_eval = (self.step_idx, result)
+        return result
 
     def evaluate(self, examples: Sequence[Example] | None = None, max_tokens: int | None = None) -> dict:
         """Held-out accuracy; under DeepSpeed every rank evaluates every world_size-th example and the records are
