@@ -68,3 +68,20 @@ def test_responses_are_read_once_at_the_start(tiny_vl_path, tmp_path, monkeypatc
     records, dropped = runner._prepare_out_dir(out, json.loads((out / "run.json").read_text()), overwrite=False)
     assert sorted(records) == ["4", "5"] and dropped == 0
     assert reads == ["responses.jsonl"]  # it was read twice: checked for content, then parsed
+
+
+def test_undecodable_and_line_separator_records_at_the_start(tmp_path):
+    """Bytes that are not UTF-8 (a disk error, another tool) failed the start with a UnicodeDecodeError naming no file;
+    a response holding U+2028 (written raw: ensure_ascii=False) was split there, dropped as two bad lines and
+    regenerated on every resume."""
+    out = tmp_path / "ev"
+    out.mkdir()
+    identity = {"benchmark": "b", "model": "m"}
+    (out / "run.json").write_text(json.dumps(identity))
+    rec = {"id": "1", "response": "a\u2028b", "extracted": None, "correct": False, "gold": "3", "finish_reason": "stop"}
+    (out / "responses.jsonl").write_bytes(json.dumps(rec, ensure_ascii=False).encode() + b"\n"
+                                          + b'{"id": "2", "response": "\xff\xfe"}\n')
+    records, dropped = runner._prepare_out_dir(out, identity, overwrite=False)
+    assert records == {"1": rec} and dropped == 1
+    lines = (out / "responses.jsonl").read_bytes().split(b"\n")
+    assert [json.loads(x) for x in lines if x] == [rec]  # rewritten to the records that stand
