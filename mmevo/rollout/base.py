@@ -6,6 +6,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Protocol, Sequence
 
+import numpy as np
 import torch
 
 from mmevo.models.inputs import EncodedPrompt
@@ -20,6 +21,7 @@ class SamplingParams:
     top_p: float = 1.0
     max_tokens: int = 256  # new tokens per completion (after any prefix)
     seed: int | None = None  # seeds the sampler: the same samples for the same requests and engine batching
+    # (requests with their own RolloutRequest.seed draw from their own streams instead)
 
 
 def check_request_batch(requests, params: SamplingParams) -> None:
@@ -38,6 +40,8 @@ def check_request_batch(requests, params: SamplingParams) -> None:
             raise ValueError(f"SamplingParams.seed must be in [-2**63, 2**64), got {params.seed}")
     for i, r in enumerate(requests):
         _check_int(f"RolloutRequest {i}: RolloutRequest.n", r.n)
+        if r.seed is not None:
+            check_request_seed(f"RolloutRequest {i}: RolloutRequest.seed", r.seed, r.n)
         if r.max_tokens is not None:
             _check_int(f"RolloutRequest {i}: RolloutRequest.max_tokens", r.max_tokens)
         check_token_ids(f"RolloutRequest {i}: prefix_ids", r.prefix_ids)
@@ -110,6 +114,40 @@ def check_image_placeholders(requests, image_token_id: int | None, pixels: bool 
                                      "mmevo.models.inputs.encode_prompt")
 
 
+# a request's sample k draws from the stream seeded seed + k: the last must stay below 2**63 (torch's and vLLM's
+# generators take it; vLLM reads a seed of -1 as none, so negative seeds are refused rather than run unseeded)
+REQUEST_SEED_LIMIT = 2**63
+_ITEM_SEED_BITS = 62  # item_seed's range: + a request's sample count stays below REQUEST_SEED_LIMIT
+
+
+def check_request_seed(name: str, seed, n) -> None:
+    """A request's own seed: an integer with ``seed + n - 1`` in [0, 2**63) (its samples take seed, seed + 1, ...)."""
+    _check_int(name, seed)
+    if not 0 <= seed or seed + max(int(n), 1) - 1 >= REQUEST_SEED_LIMIT:
+        raise ValueError(f"{name} must be in [0, 2**63 - n] for its n = {n} samples (sample k is seeded "
+                         f"seed + k), got {seed}")
+
+
+def item_seed(seed: int, index: int) -> int:
+    """The request seed of the item at global ``index`` of an evaluation seeded ``seed``: a 62-bit hash of the pair,
+    so the item samples alike whatever else is in its call, batch or rank, and the items' ranges seed, seed + 1, ...
+    (one per sample) do not meet as consecutive seeds' would."""
+    _check_int("item_seed seed", seed)
+    _check_int("item_seed index", index)
+    if index < 0:
+        raise ValueError(f"item_seed index must be >= 0, got {index}")
+    state = np.random.SeedSequence([int(seed) % 2**64, int(index)]).generate_state(1, dtype=np.uint64)[0]
+    return int(state) >> (64 - _ITEM_SEED_BITS)
+
+
+def item_seeds(seed: int, indices: Sequence[int], temperature: float) -> list[int | None]:
+    """The request seeds of a sampled evaluation's items at ``indices`` (``item_seed``); None for each when greedy
+    (``temperature`` <= 0: no randomness, the requests are left as they were)."""
+    if not temperature > 0:
+        return [None] * len(indices)
+    return [item_seed(seed, i) for i in indices]
+
+
 def _check_int(name: str, v) -> None:
     if not is_integer_number(v):
         raise ValueError(f"{name} must be an integer, got {v!r}")
@@ -161,6 +199,10 @@ class RolloutRequest:
     # engines with supports_kv_reuse: continue from this completion's kept KV cache instead of prefilling prompt +
     # prefix_ids again; prefix_ids must be a prefix of its full_ids and the image unchanged (no override)
     continue_from: Completion | None = None
+    # this request's own sampling seed: sample k draws from a stream seeded ``seed + k`` (vLLM's convention), so its
+    # samples do not depend on the other requests of the call, their order or the engine's batching (up to the
+    # floating-point differences of batched compute); None: the call's SamplingParams.seed stream, shared by the rows
+    seed: int | None = None
 
 
 @dataclass

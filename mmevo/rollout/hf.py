@@ -29,7 +29,8 @@ _LOW_ALLOWED_MASS = 2.0**-100
 
 
 def sample_next(logits: torch.Tensor, params: SamplingParams, generator: torch.Generator | None,
-                banned_ids: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+                banned_ids: torch.Tensor | None = None,
+                row_generators: Sequence[torch.Generator | None] | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """Pick the next token per row. logits [B, V] -> (tokens [B], logprobs [B] under softmax(logits / T)).
 
     ``banned_ids`` (vision placeholders) are never sampled: one in a response would desynchronise image features and
@@ -37,6 +38,7 @@ def sample_next(logits: torch.Tensor, params: SamplingParams, generator: torch.G
     the trainer computes), not of the renormalised sampling distribution. ``top_p``: the smallest set of the likeliest
     allowed tokens whose renormalised mass reaches ``top_p`` (HF's / vLLM's nucleus, applied after the bans); 0 takes
     the likeliest allowed token (the engines refuse it when sampling, see ``check_request_batch``). A row whose every token is banned or has probability 0 raises ValueError.
+    ``row_generators``: see ``sample_categorical``.
     """
     logits = logits.float()
     # as Python floats: a Fraction (a numbers.Real, accepted by check_request_batch) failed inside torch's division
@@ -89,14 +91,15 @@ def sample_next(logits: torch.Tensor, params: SamplingParams, generator: torch.G
             drop = sorted_logits.softmax(-1).cumsum(-1) <= 1 - top_p
             drop[:, -1] = False
             probs = probs.masked_fill(torch.zeros_like(drop).scatter(-1, idx, drop), 0.0)  # back to token order
-        tok = sample_categorical(probs, generator)
+        tok = sample_categorical(probs, generator, row_generators)
         empty = tok < 0
         if bool(empty.any()):  # top_p <= 0 keeps nothing: the likeliest allowed token
             tok[empty] = allowed(scaled[empty]).argmax(-1)
     return tok, scaled.gather(-1, tok[:, None]).squeeze(-1) - lse
 
 
-def sample_categorical(weights: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
+def sample_categorical(weights: torch.Tensor, generator: torch.Generator | None,
+                       row_generators: Sequence[torch.Generator | None] | None = None) -> torch.Tensor:
     """One draw per row from the unnormalised non-negative ``weights`` [B, V] -> token ids [B].
 
     Inverse-CDF: one uniform per row and a binary search in the running sum. ``torch.multinomial`` draws one
@@ -107,6 +110,9 @@ def sample_categorical(weights: torch.Tensor, generator: torch.Generator | None)
     or negative weight in such a row raises ValueError. Resolution: float32 running sums and a 24-bit uniform, so a
     token's chance is exact only to about 2^-24 of its row's total. ``generator`` may live on another device than
     ``weights`` (generate's seeded CPU generator with a model on CUDA): the uniforms are drawn on its device.
+    ``row_generators`` (one entry per row, or None): a row with a generator there draws its uniform from it alone
+    (a seeded request's row: its draws do not depend on the other rows); the other rows draw theirs together from
+    ``generator``, as without ``row_generators``.
     """
     cdf = weights.cumsum(-1)  # [B, V]
     total = cdf[:, -1:]
@@ -122,10 +128,41 @@ def sample_categorical(weights: torch.Tensor, generator: torch.Generator | None)
     # the uniforms come from the generator's own device (torch.rand refuses a generator of another device: generate's
     # seeded CPU generator with a model on CUDA raised at the first draw), then move to the weights'
     at = generator.device if generator is not None else cdf.device
-    u = torch.rand(total.shape, generator=generator, dtype=cdf.dtype, device=at).to(cdf.device) * total
+    if row_generators is None or all(g is None for g in row_generators):
+        u = torch.rand(total.shape, generator=generator, dtype=cdf.dtype, device=at).to(cdf.device)
+    else:
+        u = _row_uniforms(row_generators, generator, at, cdf.dtype).to(cdf.device)[:, None]
+    u = u * total
     u = torch.minimum(u, torch.nextafter(total, torch.zeros_like(total)))  # u * total may round up to total
     tok = torch.searchsorted(cdf, u, right=True).squeeze(-1)
     return tok.masked_fill(total.squeeze(-1) <= 0, -1)
+
+
+def _row_uniforms(row_generators: Sequence[torch.Generator | None], generator: torch.Generator | None,
+                  shared_device: torch.device, dtype: torch.dtype) -> torch.Tensor:
+    """One uniform per row [B] on the CPU: rows with their own generator draw from it, the rest from ``generator``
+    (on ``shared_device``) in one draw, in row order."""
+    u = torch.empty(len(row_generators), dtype=dtype)
+    shared = [j for j, g in enumerate(row_generators) if g is None]
+    if shared:
+        u[shared] = torch.rand(len(shared), generator=generator, dtype=dtype, device=shared_device).cpu()
+    for j, g in enumerate(row_generators):
+        if g is not None:
+            u[j] = torch.rand((), generator=g, dtype=dtype, device=g.device).cpu()
+    return u
+
+
+def _row_generators(reqs: Sequence[RolloutRequest], row_of: torch.Tensor) -> list[torch.Generator | None] | None:
+    """Each decoded row's own generator: row k of a request with a seed is seeded ``seed + k``; None for rows of
+    requests without one (they share the call's generator), and None in all when no request has a seed."""
+    if all(r.seed is None for r in reqs):
+        return None
+    gens: list[torch.Generator | None] = []
+    for r in reqs:
+        for k in range(int(r.n)):
+            gens.append(None if r.seed is None else torch.Generator(device="cpu").manual_seed(int(r.seed) + k))
+    assert len(gens) == row_of.numel()
+    return gens
 
 
 def _reuses_kv(req: RolloutRequest) -> bool:
@@ -219,6 +256,10 @@ class HFEngine:
         ``params.seed``: each decode step takes one uniform per live row. So a seed reproduces the same samples for
         the same requests and ``max_batch_seqs``, but another ``max_batch_seqs`` (another chunking), other requests
         in the call, another order or other stop tokens give other samples (from the same distribution).
+
+        A request with its own ``seed`` instead draws sample k's uniforms from a generator seeded ``seed + k``
+        (a split request's pieces continue the count): its samples are the same whatever the other requests, their
+        order and ``max_batch_seqs``, up to the floating-point differences of batched compute (padding, batch size).
         """
         self._require_open()
         self._refuse_hooked_zero3()
@@ -234,9 +275,12 @@ class HFEngine:
         # decoded whole, 8 rows at rollout.n=8 under max_batch_seqs=2, past the cap the memory plan counts on
         pieces, out_lists = [], []
         for req, out in zip(requests, results):
+            first = 0  # the piece's first sample index in its request: a seeded piece starts at seed + first
             for n in split_rows(int(req.n), self.max_batch_seqs):
-                pieces.append(req if n == req.n else dataclasses.replace(req, n=n))
+                seed = None if req.seed is None else int(req.seed) + first
+                pieces.append(req if n == req.n else dataclasses.replace(req, n=n, seed=seed))
                 out_lists.append(out)  # the pieces of a request append to its list, in order
+                first += n
         reuse = [_reuses_kv(r) for r in pieces]
         # pack the pieces into chunks of at most max_batch_seqs decoded rows; a chunk either prefills or continues
         # from kept KV caches
@@ -381,6 +425,7 @@ class HFEngine:
         attn = attn[row_of]
         next_pos = next_pos[row_of]
         N = row_of.numel()
+        row_gens = _row_generators(reqs, row_of)  # None: every row draws from the call's generator (as before)
         tokens: list[list[int]] = [[] for _ in range(N)]
         logps: list[list[float]] = [[] for _ in range(N)]
         finish = ["length"] * N
@@ -402,8 +447,10 @@ class HFEngine:
             cache.batch_select_indices(live)
             logits, attn, next_pos, active, budget = logits[live], attn[live], next_pos[live], active[live], budget[live]
         for step in range(int(budget.max())):
-            tok, lp = sample_next(logits, params, generator, banned)
-            tok_l, lp_l, act_l = tok.tolist(), lp.tolist(), active.tolist()
+            act_l = active.tolist()
+            gens = None if row_gens is None else [row_gens[r] for r in act_l]
+            tok, lp = sample_next(logits, params, generator, banned, gens)
+            tok_l, lp_l = tok.tolist(), lp.tolist()
             for j, r in enumerate(act_l):
                 tokens[r].append(tok_l[j])
                 logps[r].append(lp_l[j])

@@ -531,13 +531,19 @@ class VLLMEngine:
             prompt = self._prompt(req, i)
             # vLLM takes a Python int n of at most VLLM_MAX_N_SEQUENCES (a numpy count was refused, a larger n
             # failed naming only vLLM's variable); greedy decodes once, then copies (vLLM refuses greedy n > 1)
+            first = 0  # the piece's first sample index in its request
             for n in ([1] if greedy else split_rows(int(req.n), max_n)):
                 seed = None
-                if params.seed is not None:
+                if req.seed is not None:
+                    # the request's own seed: sample k is seeded seed + k (vLLM's parallel sampling, and the HF
+                    # engine's per-row streams), whatever the request's place in the call or the call's other requests
+                    seed = int(req.seed) + first
+                elif params.seed is not None:
                     # vLLM gives sample k of a request seed + k: consecutive ranges keep them disjoint, and a request
                     # split in pieces draws what it would draw whole
                     seed = seed_base + seed_offset
                     seed_offset += n
+                first += n
                 prompts.append(prompt)
                 sps.append(self._vllm_params(VSamplingParams, params, n, budget, seed, stops, banned))
                 slots.append(i)
