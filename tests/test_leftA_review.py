@@ -1,5 +1,5 @@
 """Reviewed defects: a fresh run over a finished one leaves no finished marker while it runs; SFT seeds the global
-RNG (LoRA dropout) from trainer.seed; each rank of a split held-out evaluation samples its own random stream."""
+RNG (LoRA dropout) from trainer.seed. (A split held-out evaluation's seeds: tests/test_eval_item_seeds.py.)"""
 
 import json
 
@@ -69,12 +69,3 @@ def test_sft_dropout_draws_from_the_runs_seed_not_what_the_process_drew_before(t
                        log=False)
         losses.append([h["sft/loss"] for h in hist])
     assert losses[0] == losses[1]  # the same LoRA-dropout masks: they used to follow the global generator's state
-
-
-def test_heldout_eval_seed_keeps_rank_0_and_gives_other_ranks_their_own():
-    from mmevo.grpo.trainer import heldout_eval_seed
-
-    assert heldout_eval_seed(1, 0) == 1 and heldout_eval_seed(-3, 0) == -3  # one process: the run's seed, as before
-    seeds = [heldout_eval_seed(s, r) for s in (-2, 0, 1, 2**64 - 1) for r in range(1, 9)]
-    assert len(set(seeds)) == len(seeds) and all(0 <= s < 2**63 for s in seeds)
-    assert heldout_eval_seed(1, 1) == heldout_eval_seed(1, 1)  # reproducible

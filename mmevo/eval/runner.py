@@ -8,8 +8,8 @@ Files in ``eval.out_dir``:
   different model or prompt is refused unless ``eval.overwrite=true``.
 * ``responses.jsonl`` — one line per item: id, response, extracted answer, correct, gold, tokens, finish reason,
   categories, question; appended after every batch, so an interrupted run loses at most one batch. A resume keeps a
-  record whose id, question and gold are the item's; a sampled one regenerates every batch that lost one, so that it
-  draws what the uninterrupted run would.
+  record whose id, question and gold are the item's; a sampled item draws from its own seed (its place in the
+  benchmark), so a resume draws what the uninterrupted run would.
 * ``scores.json`` — overall accuracy and per-category breakdowns; ``report.md`` + ``report.png``.
 """
 
@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import dataclasses
 import json
 import os
 import time
@@ -378,9 +377,8 @@ def _run_benchmark(cfg: Config, name: str, out: Path, policy=None, engine=None) 
     from mmevo.grpo.trainer import decode
     from mmevo.models.inputs import encode_prompt
     from mmevo.recipes import load_policy, note_unseen_images, resolve_model_path
-    from mmevo.rollout.base import RolloutRequest, SamplingParams
+    from mmevo.rollout.base import RolloutRequest, SamplingParams, item_seeds
     from mmevo.rollout.factory import build_engine
-    from mmevo.rollout.strategy import step_seed
 
     e = cfg.eval
     fmt, split, source, categories = resolve(cfg)
@@ -399,7 +397,6 @@ def _run_benchmark(cfg: Config, name: str, out: Path, policy=None, engine=None) 
                 "weights": weights_fingerprint(model_path)}
     if cfg.rollout.eval_temperature > 0:  # sampled answers depend on the seed and the batches; greedy ones do not
         identity["seed"] = cfg.trainer.seed
-        identity["batch_size"] = e.batch_size
     records, dropped = _prepare_out_dir(out, identity, e.overwrite)
     def final(rec: dict | None, it: BenchmarkItem) -> bool:
         """A record stands unless its gold or question changed, its prompt was too long under another limit or is now longer
@@ -415,8 +412,7 @@ def _run_benchmark(cfg: Config, name: str, out: Path, policy=None, engine=None) 
             return cfg.data.skip_bad_rows and not _decodes(it)
         return True
 
-    pending = pending_items(items, [final(records.get(it.id), it) for it in items], e.batch_size,
-                            sampled=cfg.rollout.eval_temperature > 0)
+    pending = [it for it in items if not final(records.get(it.id), it)]
     resumed = len(items) - len(pending)
     score = scorer_for(fmt)
     print(f"[mmevo] {name}: {len(items)} items from {source} ({stats['skipped']} rows skipped), "
@@ -461,11 +457,12 @@ def _run_benchmark(cfg: Config, name: str, out: Path, policy=None, engine=None) 
                                       "prompt_tokens": len(p.input_ids), "max_prompt_length": e.max_prompt_length})
                     else:
                         prompts.append((it, p))
-                # a seed per batch (from its first item's place in the benchmark): with one seed for every call, the
-                # k-th item of each batch drew the same uniforms, so sampled answers of different items were coupled
-                # (copies of one problem in separate batches answered alike, token for token)
-                batch_params = dataclasses.replace(params, seed=step_seed(cfg.trainer.seed, place[batch[0].id]))
-                outs = engine.generate([RolloutRequest(p, n=1) for _, p in prompts], batch_params) if prompts else []
+                # sampled: a seed per item from its place in the benchmark, so its answer does not depend on
+                # eval.batch_size, on the other items of its batch or on which items a resume still had pending
+                seeds = item_seeds(cfg.trainer.seed, [place[it.id] for it, _ in prompts],
+                                   cfg.rollout.eval_temperature)
+                outs = engine.generate([RolloutRequest(p, n=1, seed=s) for (_, p), s in zip(prompts, seeds)],
+                                       params) if prompts else []
                 for (it, p), (c,) in zip(prompts, outs, strict=True):
                     text = decode(policy.tokenizer, c.full_ids)
                     fresh.append({**_record(it, text, *score(text, it), len(c.token_ids), c.finish_reason),
@@ -512,18 +509,6 @@ def _run_benchmark(cfg: Config, name: str, out: Path, policy=None, engine=None) 
     (out / "scores.json").write_text(json.dumps(summary, indent=2))
     write_report(out, summary, records, done)
     return summary
-
-
-def pending_items(items: list, done: list[bool], batch_size: int, sampled: bool) -> list:
-    """The items to generate: those not ``done``. Sampled: every item of each batch (``batch_size`` items of the
-    benchmark, in order, as an uninterrupted run forms them) that holds one, so that a resumed run draws the samples
-    the uninterrupted one would (a batch's seed and each row's draws depend on its place in the batch: batches formed
-    from the pending items alone, after a kill mid-write, drew other samples for every item after it)."""
-    if not sampled:
-        return [it for it, d in zip(items, done, strict=True) if not d]
-    grid = [items[k:k + batch_size] for k in range(0, len(items), batch_size)]
-    marks = [done[k:k + batch_size] for k in range(0, len(items), batch_size)]
-    return [it for batch, m in zip(grid, marks) if not all(m) for it in batch]
 
 
 def _decodes(it: BenchmarkItem) -> bool:

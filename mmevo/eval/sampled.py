@@ -17,7 +17,7 @@ from mmevo.data.schema import Example
 from mmevo.rewards.accuracy import accuracy_rewards
 from mmevo.rewards.answers import answers_equivalent
 from mmevo.rewards.majority import majority_vote_rewards
-from mmevo.rollout.base import RolloutRequest, SamplingParams
+from mmevo.rollout.base import RolloutRequest, SamplingParams, item_seeds
 from mmevo.rollout.strategy import decode
 
 __all__ = ["sampled_records", "summarize_sampled", "bootstrap_ci", "paired_diff_ci"]
@@ -27,7 +27,8 @@ def sampled_records(engine, prompts, examples: Sequence[Example], tokenizer, n: 
                     temperature: float = 1.0, seed: int = 0) -> list[dict]:
     """One record per example: ``correct`` (n values in {0, 1}), ``pass1`` (their mean), ``maj`` (1 when the modal
     answer of the n samples equals the gold answer; ties go to the answer sampled first), ``modal_share``. A problem
-    without a gold answer, or an engine returning other than n samples per problem, is an error."""
+    without a gold answer, or an engine returning other than n samples per problem, is an error. Sampled, problem i's
+    request is seeded ``item_seed(seed, i)``: its samples are the same whatever the engine's batching."""
     if isinstance(n, bool) or not isinstance(n, Integral) or n < 1:  # True ran as n=1; 2.5 failed in the engine
         raise ValueError(f"n must be an integer >= 1, got {n!r}")
     if not examples:
@@ -39,7 +40,9 @@ def sampled_records(engine, prompts, examples: Sequence[Example], tokenizer, n: 
     from mmevo.grpo.trainer import eval_kind  # the held-out evaluation's kinds: one key per kind, sortable
 
     params = SamplingParams(temperature=temperature, top_p=1.0, max_tokens=max_tokens, seed=seed)
-    outs = engine.generate([RolloutRequest(prompts(ex), n=n) for ex in examples], params)
+    # each problem seeded by (seed, its place in examples): its n samples do not depend on the engine's batching
+    seeds = item_seeds(seed, range(len(examples)), temperature)
+    outs = engine.generate([RolloutRequest(prompts(ex), n=n, seed=s) for ex, s in zip(examples, seeds)], params)
     if len(outs) != len(examples):  # zip would silently drop problems
         raise ValueError(f"the engine returned {len(outs)} groups for {len(examples)} problems")
     records = []

@@ -40,7 +40,7 @@ from mmevo.models.inputs import (EncodedPrompt, collate, collate_for_training, d
 from mmevo.models.loader import LoadedModel
 from mmevo.rewards.answers import canonical_answer, extract_answer
 from mmevo.rewards.heads import RewardMixer, ScoredSample
-from mmevo.rollout.base import RolloutRequest, SamplingParams
+from mmevo.rollout.base import RolloutRequest, SamplingParams, item_seeds
 from mmevo.rollout.strategy import PlainGroups, Rollout, RolloutContext, RolloutStrategy, decode, step_seed
 
 
@@ -1398,12 +1398,13 @@ class GRPOTrainer:
         if self._weights_stale_on_any_rank():  # vLLM slept at level 2, or holds another role's, since the last sync
             self.engine.sync_weights(self.model)
         split = self.ds_engine is not None and world_size() > 1
-        local = examples[rank()::world_size()] if split else examples
-        seed = heldout_eval_seed(self.cfg.trainer.seed, rank() if split else 0)  # each share its own random stream
-        with self._sampling_weights():
+        r, W = (rank(), world_size()) if split else (0, 1)
+        local = examples[r::W]
+        with self._sampling_weights():  # sampled: each item seeded by its place in the whole set, on any rank
             records = eval_records(self.engine, self.prompts, local, self.policy.tokenizer,
                                    max_tokens or self.cfg.trainer.eval_max_tokens or self.cfg.rollout.max_tokens,
-                                   self.cfg.rollout.eval_temperature, seed=seed)
+                                   self.cfg.rollout.eval_temperature, seed=self.cfg.trainer.seed,
+                                   indices=range(r, len(examples), W))
         if split:  # back in the examples' order: rank r holds positions r, r + W, ...
             parts = all_gather_objects(records)
             records = [parts[i % len(parts)][i // len(parts)] for i in range(len(examples))]
@@ -1532,28 +1533,24 @@ def evaluate(engine, prompts: PromptCache, examples: list[Example], tokenizer, m
     return summarize_eval(eval_records(engine, prompts, examples, tokenizer, max_tokens, temperature, seed))
 
 
-def heldout_eval_seed(seed: int, rank: int) -> int:
-    """The sampling seed of a rank's share of a split held-out evaluation: ``seed`` on rank 0 (one process evaluates
-    as before), a hash of (seed, rank) elsewhere. With one seed on every rank, item k of each rank's share drew the
-    same random numbers (vLLM seeds a call's k-th request alike, the HF sampler's rows share one seeded stream), so at
-    eval_temperature > 0 ranks given the same prompt sampled the same response: correlated, not independent, samples.
-    Like the rollouts' seeds (``step_seed``), the samples then depend on the world size."""
-    if rank == 0:
-        return seed
-    state = np.random.SeedSequence([int(seed) % 2**64, int(rank)]).generate_state(1, dtype=np.uint64)[0]
-    return int(state) >> 1  # below 2**63: any torch generator / vLLM seed
-
-
 def eval_records(engine, prompts: PromptCache, examples: list[Example], tokenizer, max_tokens: int,
-                 temperature: float = 0.0, seed: int = 0) -> list[dict]:
-    """One record per example: id, kind, response, gold, correct (0/1), format (0/1)."""
+                 temperature: float = 0.0, seed: int = 0, indices: Sequence[int] | None = None) -> list[dict]:
+    """One record per example: id, kind, response, gold, correct (0/1), format (0/1).
+
+    Sampled (``temperature`` > 0), each example's request is seeded ``item_seed(seed, index)`` by its ``indices``
+    entry, its place in the whole evaluated set (default: its place in ``examples``), so an example's response does
+    not depend on the batching, the world size or the other examples of the call. Greedy requests carry no seed."""
     from mmevo.rewards.accuracy import accuracy_rewards
     from mmevo.rewards.format import format_rewards
 
+    indices = range(len(examples)) if indices is None else list(indices)
+    if len(indices) != len(examples):
+        raise ValueError(f"eval_records: {len(indices)} indices for {len(examples)} examples")
     if not examples:
         return []
     params = SamplingParams(temperature=temperature, top_p=1.0, max_tokens=max_tokens, seed=seed)
-    outs = engine.generate([RolloutRequest(prompts(ex), n=1) for ex in examples], params)
+    seeds = item_seeds(seed, indices, temperature)
+    outs = engine.generate([RolloutRequest(prompts(ex), n=1, seed=s) for ex, s in zip(examples, seeds)], params)
     texts = [decode(tokenizer, o[0].full_ids) for o in outs]
     acc = accuracy_rewards(texts, [ex.answer for ex in examples], [ex.choices for ex in examples]).tolist()
     fmt = format_rewards(texts).tolist()

@@ -282,7 +282,7 @@ def generate_records(cfg, model_path, examples, samples: int = 1, max_tokens: in
     given, 0 = greedy), one scored record per response."""
     from mmevo.grpo.trainer import PromptCache
     from mmevo.models.loader import load_model
-    from mmevo.rollout.base import RolloutRequest, SamplingParams
+    from mmevo.rollout.base import RolloutRequest, SamplingParams, item_seeds
     from mmevo.rollout.factory import build_engine
     from mmevo.rollout.strategy import decode
 
@@ -300,9 +300,12 @@ def generate_records(cfg, model_path, examples, samples: int = 1, max_tokens: in
     max_tokens = max_tokens or c.eval.max_tokens or c.trainer.eval_max_tokens or c.rollout.max_tokens
     temperature = c.rollout.eval_temperature if temperature is None else temperature
     params = SamplingParams(temperature=temperature, top_p=1.0, max_tokens=max_tokens, seed=c.trainer.seed)
+    # sampled: task i's samples seeded by (trainer.seed, i), whatever the engine's batching
+    seeds = item_seeds(c.trainer.seed, range(len(examples)), temperature)
     records = []
     with torch.no_grad():
-        outs = engine.generate([RolloutRequest(prompts(ex), n=samples) for ex in examples], params)
+        outs = engine.generate([RolloutRequest(prompts(ex), n=samples, seed=s) for ex, s in zip(examples, seeds)],
+                               params)
     for ex, group in zip(examples, outs, strict=True):
         for k, comp in enumerate(group):
             text = decode(policy.tokenizer, comp.full_ids)
@@ -426,8 +429,7 @@ def run_calibration_eval(cfg) -> dict:
 
     Runs as one process, as ``mmevo eval --benchmark`` does: under a launcher (torchrun / deepspeed) every rank
     generated every task and wrote the report, rank 1 without holding ``eval.out_dir`` (only rank 0 locks it). No split
-    across ranks is offered: sampled responses (``rollout.eval_temperature`` > 0) all draw from one generator seeded
-    with ``trainer.seed``, so a share per rank would give other samples under the same report ``identity``."""
+    across ranks is offered."""
     from mmevo.grpo.distributed import world_size
     from mmevo.recipes import hold_output_dir, resolve_model_path
     from mmevo.runlock import output_dir_lock

@@ -35,11 +35,11 @@ def main():
     tr = GRPOTrainer(cfg, lm, build_engine(cfg, lm), ex, [], log=False)
     same = [ex[0]] * 4  # rank 0 evaluates positions 0 and 2, rank 1 positions 1 and 3: the same prompt everywhere
     split = [s["response"] for s in tr.evaluate(same, max_tokens=6)["samples"]]
-    with tr._sampling_weights():  # rank 0's share evaluated in one process, with the run's seed
-        alone = [r["response"] for r in eval_records(tr.engine, tr.prompts, same[:2], lm.tokenizer, 6, 1.0,
+    with tr._sampling_weights():  # the whole set evaluated in one process, with the run's seed
+        alone = [r["response"] for r in eval_records(tr.engine, tr.prompts, same, lm.tokenizer, 6, 1.0,
                                                      seed=cfg.trainer.seed)]
     if D.rank() == 0:
-        Path(out_json).write_text(json.dumps({"world_size": D.world_size(), "split": split, "rank0_alone": alone}))
+        Path(out_json).write_text(json.dumps({"world_size": D.world_size(), "split": split, "one_process": alone}))
     D.barrier()
     torch.distributed.destroy_process_group()
 
