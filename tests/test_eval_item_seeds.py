@@ -8,6 +8,7 @@ max_batch_seqs, a resume and the number of ranks."""
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 from PIL import Image
 
@@ -64,7 +65,8 @@ def test_hf_seeded_request_ignores_the_call_seed_and_unseeded_rows_keep_it(vl, p
     assert c == _tokens(vl, [RolloutRequest(prompts[0], n=2)], 64, SamplingParams(max_tokens=8, seed=1))
 
 
-@pytest.mark.parametrize("seed, n", [(-1, 1), (True, 1), (2.0, 1), ("3", 1), (2**63, 1), (2**63 - 2, 3)])
+@pytest.mark.parametrize("seed, n", [(-1, 1), (True, 1), (2.0, 1), ("3", 1), (2**63, 1), (2**63 - 2, 3),
+                                     (np.int64(2**63 - 1), 3), (np.uint64(2**63), 1)])
 def test_bad_request_seed_is_refused_naming_the_request(vl, prompts, seed, n):
     """-1 would be read by vLLM as no seed (unseeded, silently); seed + n - 1 must fit a 63-bit generator seed."""
     reqs = [RolloutRequest(prompts[0]), RolloutRequest(prompts[1], n=n, seed=seed)]
@@ -72,9 +74,12 @@ def test_bad_request_seed_is_refused_naming_the_request(vl, prompts, seed, n):
         hf_engine(vl).generate(reqs, SamplingParams(max_tokens=2))
 
 
-def test_largest_request_seed_samples(vl, prompts):
+def test_largest_request_seed_samples_and_numpy_seeds_sample_as_python_ints(vl, prompts):
     out = hf_engine(vl).generate([RolloutRequest(prompts[0], n=3, seed=2**63 - 3)], SamplingParams(max_tokens=2))
     assert [len(c.token_ids) for c in out[0]] == [2, 2, 2]
+    params = SamplingParams(max_tokens=4)
+    assert _tokens(vl, [RolloutRequest(prompts[0], n=2, seed=np.int64(7))], 64, params) == \
+        _tokens(vl, [RolloutRequest(prompts[0], n=2, seed=7)], 64, params)
 
 
 def test_item_seed_is_reproducible_distinct_and_leaves_room_for_the_samples():
@@ -188,3 +193,24 @@ def test_calibration_samples_do_not_depend_on_the_engine_batching(tiny_text_path
     whole = responses(64)
     assert len({r for _, _, r in whole}) > 1
     assert responses(2) == whole  # 9 rows in one chunk vs 2-row chunks
+
+
+def test_sample_categorical_row_generators():
+    import torch
+
+    from mmevo.rollout.hf import sample_categorical
+
+    w = torch.tensor([[1.0, 1.0, 1.0, 1.0]] * 3)
+    # a row's draw comes from its own generator alone: the same token with or without neighbours
+    alone = sample_categorical(w[:1], None, [torch.Generator().manual_seed(4)])
+    mixed = sample_categorical(w, torch.Generator().manual_seed(0),
+                               [None, torch.Generator().manual_seed(4), None])
+    assert mixed[1] == alone[0]
+    # its uniform is the generator's first: u = 0.X -> token floor(4 u)
+    u = torch.rand((), generator=torch.Generator().manual_seed(4)).item()
+    assert int(alone[0]) == int(4 * u)
+    # the unseeded rows draw together from the call's generator, in row order
+    shared = torch.rand(2, generator=torch.Generator().manual_seed(0))
+    assert [int(mixed[0]), int(mixed[2])] == [int(4 * v) for v in shared.tolist()]
+    with pytest.raises(ValueError, match="1 row_generators for 3 rows"):
+        sample_categorical(w, None, [torch.Generator().manual_seed(4)])

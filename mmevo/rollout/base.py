@@ -123,7 +123,7 @@ _ITEM_SEED_BITS = 62  # item_seed's range: + a request's sample count stays belo
 def check_request_seed(name: str, seed, n) -> None:
     """A request's own seed: an integer with ``seed + n - 1`` in [0, 2**63) (its samples take seed, seed + 1, ...)."""
     _check_int(name, seed)
-    if not 0 <= seed or seed + max(int(n), 1) - 1 >= REQUEST_SEED_LIMIT:
+    if not 0 <= int(seed) or int(seed) + max(int(n), 1) - 1 >= REQUEST_SEED_LIMIT:  # int: numpy's would wrap
         raise ValueError(f"{name} must be in [0, 2**63 - n] for its n = {n} samples (sample k is seeded "
                          f"seed + k), got {seed}")
 

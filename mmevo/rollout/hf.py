@@ -131,6 +131,8 @@ def sample_categorical(weights: torch.Tensor, generator: torch.Generator | None,
     if row_generators is None or all(g is None for g in row_generators):
         u = torch.rand(total.shape, generator=generator, dtype=cdf.dtype, device=at).to(cdf.device)
     else:
+        if len(row_generators) != cdf.shape[0]:  # one entry would broadcast over every row
+            raise ValueError(f"sample_categorical: {len(row_generators)} row_generators for {cdf.shape[0]} rows")
         u = _row_uniforms(row_generators, generator, at, cdf.dtype).to(cdf.device)[:, None]
     u = u * total
     u = torch.minimum(u, torch.nextafter(total, torch.zeros_like(total)))  # u * total may round up to total
