@@ -91,7 +91,9 @@ def sample_next(logits: torch.Tensor, params: SamplingParams, generator: torch.G
             drop = sorted_logits.softmax(-1).cumsum(-1) <= 1 - top_p
             drop[:, -1] = False
             probs = probs.masked_fill(torch.zeros_like(drop).scatter(-1, idx, drop), 0.0)  # back to token order
-        tok = sample_categorical(probs, generator, row_generators)
+        # without row generators the call of before (tests that watch the weights replace it with a 2-argument one)
+        tok = (sample_categorical(probs, generator) if row_generators is None
+               else sample_categorical(probs, generator, row_generators))
         empty = tok < 0
         if bool(empty.any()):  # top_p <= 0 keeps nothing: the likeliest allowed token
             tok[empty] = allowed(scaled[empty]).argmax(-1)
