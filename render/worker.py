@@ -1342,7 +1342,76 @@ _SVG_TEXT_TAGS = frozenset(("text", "tspan", "tref", "textPath", "a"))
 # attributes holding one number (a percentage allowed: CSS Color 4's opacities) that cairosvg reads with float()
 _SVG_NUMBER_ATTRS = frozenset(("opacity", "fill-opacity", "stroke-opacity", "stop-opacity", "flood-opacity",
                                "stroke-miterlimit"))
-_SVG_CHECKED_ATTRS = _SVG_LENGTH_ATTRS | _SVG_NUMBER_ATTRS | {"viewBox", "stroke-dasharray", "preserveAspectRatio"}
+_SVG_CHECKED_ATTRS = _SVG_LENGTH_ATTRS | _SVG_NUMBER_ATTRS | {"viewBox", "stroke-dasharray", "preserveAspectRatio",
+                                                               "d"}
+
+# browsers (Blink, Gecko) read path data as 32-bit floats: a number past their range is a path error (the path is
+# drawn up to it), one below their smallest is 0
+_FLOAT32_MAX = 3.4028234663852886e38
+_PATH_LETTERS = "achlmqstvzACHLMQSTVZ"
+_PATH_SEGMENT = re.compile(f"([{_PATH_LETTERS}])([^{_PATH_LETTERS}]*)")
+# one arc's seven arguments as cairosvg reads them from its normalised text (a flag is one character, spaces optional)
+_PATH_ARC_ARGS = re.compile(r"(\S+) (\S+) (\S+) ([01]) ?([01]) ?(\S+) (\S+)(?: |$)")
+
+
+def _as_float32(value: float) -> float | None:
+    """``value`` as a browser holds a path number (a 32-bit float), None where it is none (NaN, past the range)."""
+    if not abs(value) <= _FLOAT32_MAX:
+        return None
+    return struct.unpack("f", struct.pack("f", value))[0]
+
+
+def _path_arc_args(args: str) -> tuple[list[str], str | None]:
+    """The arcs of one ``A`` / ``a`` segment's normalised ``args`` as SVG's arc rules read them, each as the text of
+    its seven arguments, or (for a zero radius) the two of a line marked ``"L"``; and the text left unread, None where
+    the path errs there (a number NaN, infinite or past a 32-bit float: the path is drawn up to it)."""
+    arcs = []
+    while args:
+        m = _PATH_ARC_ARGS.match(args)
+        if m is None:
+            return arcs, args  # left to cairosvg as written (its own error handling)
+        try:
+            rx, ry, rotation, x, y = (float(m.group(i)) for i in (1, 2, 3, 6, 7))
+        except ValueError:  # a unit or no number: left to cairosvg
+            return arcs, args
+        read = [_as_float32(v) for v in (rx, ry, rotation, x, y)]
+        if any(v is None for v in read):
+            return arcs, None
+        rx, ry, rotation, x, y = read
+        if rx == 0 or ry == 0:  # a zero radius is a straight line to the end point (SVG's arc rules)
+            arcs.append(f"L {m.group(6)} {m.group(7)}")
+        else:  # radii are absolute values; a rotation is one modulo a turn (1e30 degrees lost cairosvg's precision)
+            arcs.append(f"{abs(rx)!r} {abs(ry)!r} {math.fmod(rotation, 360.0)!r} {m.group(4)} {m.group(5)} "
+                        f"{m.group(6)} {m.group(7)}")
+        args = args[m.end():].strip()
+    return arcs, ""
+
+
+def _svg_path_data(d: str) -> str:
+    """Path data ``d`` with its arcs as a browser reads them: cairosvg squared radii of 1e308 (an ``OverflowError``),
+    divided by an infinite one and by a radius under 1e-300 (``ZeroDivisionError``): a ``crash``. A radius that is 0
+    as a 32-bit float draws a line, a number past that range (or NaN / infinity) ends the path before its arc. Data
+    without arcs is returned as it is."""
+    if "a" not in d.lower():
+        return d
+    import cairosvg.helpers
+
+    text = d
+    for letter in _PATH_LETTERS:  # as cairosvg's path() splits it
+        text = text.replace(letter, f" {letter} ")
+    out = []
+    for letter, args in _PATH_SEGMENT.findall(cairosvg.helpers.normalize(text)):
+        if letter not in "aA":
+            out.append(f"{letter} {args.strip()}")
+            continue
+        arcs, rest = _path_arc_args(args.strip())
+        out.extend(f"{'l' if letter == 'a' else 'L'}{arc[1:]}" if arc.startswith("L") else f"{letter} {arc}"
+                   for arc in arcs)
+        if rest is None:
+            break
+        if rest:
+            out.append(f"{letter} {rest}")
+    return " ".join(out)
 
 
 def _css_length(text: str, rem_px: float | None = None, non_negative: bool = False) -> str | None:
@@ -1462,6 +1531,8 @@ def _read_svg_value(node, name: str, value) -> str | None:
         return _css_number(value)
     if name == "stroke-dasharray":
         return _css_dasharray(value, _root_rem_px(node))
+    if name == "d":
+        return _svg_path_data(value)
     if name == "preserveAspectRatio":  # an empty one was cairosvg's IndexError (its align is the first word)
         return value if value.split() else None
     if name in _SVG_LENGTH_ATTRS and not (name in _SVG_TEXT_LISTS and node.tag in _SVG_TEXT_TAGS):

@@ -1,0 +1,72 @@
+"""render/: review 23, path arcs of extreme numbers, patterns of many device tiles, inherited calc() font sizes.
+
+1. A path arc whose radii or rotation cairosvg's arithmetic cannot hold (``A 1e308 1e308``, ``inf``, a radius of
+   1e-300 beside one of 8e6) was a ``crash`` (OverflowError / ZeroDivisionError). Path numbers are read as browsers
+   read them, as 32-bit floats: a radius that is 0 so is a straight line (SVG's arc rules), a number past that range
+   ends the path before its arc (drawn up to the error).
+"""
+
+import sys
+
+import pytest
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="render sandbox is Linux-only")
+
+from conftest import ink_box, render_svg, start_render_pool  # noqa: E402
+
+HEAD = '<svg xmlns="http://www.w3.org/2000/svg" width="60" height="60">'
+
+
+@pytest.fixture(scope="module")
+def pool():
+    p = start_render_pool(workers=1)
+    yield p
+    p.close()
+
+
+def _path(d: str) -> str:
+    return HEAD + f'<path d="{d}" stroke="black" fill="none" stroke-width="2"/></svg>'
+
+
+def _ok_box(pool, svg):
+    r = render_svg(pool, svg)
+    assert r.ok, (r.error_kind, r.message)
+    return ink_box(r.png)
+
+
+# -- 1. path arcs -------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("d", [
+    "M0 0 A 8000000 1e-300 0 0 1 50 50",  # a radius that is 0 as a 32-bit float: a line
+    "M0 0 A 1e-300 8000000 0 0 1 50 50",
+    "M0 0 A 1e-320 1e-320 0 0 1 50 50",  # denormals
+    "M0 0 a 1e-320 5 0 0 1 50 50",
+    "M0 0 A 0 10 0 0 1 50 50",
+])
+def test_arc_with_a_zero_radius_is_a_line(pool, d):
+    line = _ok_box(pool, _path("M0 0 L 50 50"))
+    assert _ok_box(pool, _path(d)) == line
+
+
+@pytest.mark.parametrize("arc", [
+    "A 1e308 1e308 0 0 1 50 50", "A inf 10 0 0 1 50 50", "A 1e308 1e-308 45 0 1 50 50", "A 10 10 1e300 0 1 50 50",
+    "A 10 10 0 0 1 1e39 50", "A 1e39 5 0 0 1 50 50", "A -1e39 5 0 0 1 50 50",
+])
+def test_arc_with_a_number_past_a_float32_ends_the_path(pool, arc):
+    # drawn up to the error: the line before the arc, nothing of it or after it
+    before = _ok_box(pool, _path("M0 0 L 10 10"))
+    assert _ok_box(pool, _path(f"M0 0 L 10 10 {arc} L 0 50")) == before
+
+
+def test_arcs_within_range_draw_as_before(pool):
+    # a semicircle over the diagonal: radii too small are scaled up (the same picture for 1e-30 as for 1)
+    small = _ok_box(pool, _path("M10 10 A 1e-30 1e-30 0 0 1 50 50"))
+    assert small == _ok_box(pool, _path("M10 10 A 1 1 0 0 1 50 50"))
+    assert small[2] > 55  # the arc bulges past the chord's end
+    # negative radii are their absolute values; flags written together; a rotation of whole turns is none
+    assert _ok_box(pool, _path("M10 10 A -1 -1 0 0150 50")) == small
+    assert _ok_box(pool, _path("M10 30 A 20 10 720 0 1 50 30")) == _ok_box(pool, _path("M10 30 A 20 10 0 0 1 50 30"))
+    # several arcs in one segment, relative ones, and a zero-radius one among them
+    two = _ok_box(pool, _path("M5 30 a 10 10 0 0 1 20 0 10 10 0 0 1 20 0"))
+    assert two == _ok_box(pool, _path("M5 30 a 10 10 0 0 1 20 0 a 10 10 0 0 1 20 0"))
+    assert (_ok_box(pool, _path("M5 30 a 0 10 0 0 1 20 0 a 10 10 0 0 1 20 0"))
+            == _ok_box(pool, _path("M5 30 l 20 0 a 10 10 0 0 1 20 0")))
