@@ -1203,6 +1203,17 @@ def _side_checked_png_surface(max_side: int):
     return SideCheckedPNGSurface
 
 
+# the address of each pattern / mask cairo surface of this job -> its size (cairocffi's SVGSurface has no getter)
+_TILE_SIZES: dict[int, tuple[float, float]] = {}
+
+
+def _surface_key(surface) -> int:
+    """The address of a cairocffi ``surface``'s cairo surface (cairocffi wraps one in a new object at each getter)."""
+    import cairocffi
+
+    return int(cairocffi.ffi.cast("uintptr_t", surface._pointer))
+
+
 def _check_tile_sizes() -> None:
     """cairosvg draws a pattern tile or a mask on a ``SVGSurface`` of the size the document gives it, and refuses only
     a zero one: a negative size reached cairo, whose ``NO_MEMORY`` made ``<pattern width="-5">`` in a 20 px SVG a
@@ -1214,7 +1225,9 @@ def _check_tile_sizes() -> None:
         def _create_surface(self, width, height):
             if width < 0 or height < 0:
                 raise ValueError(f"The SVG pattern / mask size is negative: {width:g}x{height:g}")
-            return super()._create_surface(width, height)
+            made = super()._create_surface(width, height)
+            _TILE_SIZES[_surface_key(made[0])] = (made[1], made[2])  # cairo's SVG surface tells no size: read for pattern tiles
+            return made
 
     cairosvg.surface.SVGSurface = SizeCheckedSVGSurface
 
@@ -1914,6 +1927,66 @@ def _svg_arcs_past_cairo_range_refused() -> None:
     context_class._arcs_in_range = True
 
 
+# pattern tiles cairo paints for one painted shape where a tile is scaled down to under 2x2 px on the canvas: cairo
+# replays such a tile's drawing per tile (~7 us each at 1 px, more the more it is scaled down; a 5 px pattern at patternTransform
+# scale(0.1) on a 400 px square, 640k tiles, took 5.6 s, at scale(0.03) it ran to the timeout, at scale(1e-6) cairo ran
+# out of memory). Tiles of 2 px and more, or drawn at their own size, are drawn once and repeated: 640k of them took
+# 0.24 s
+SVG_MAX_SMALL_PATTERN_TILES = 100_000
+SVG_SMALL_TILE_PX2 = 4.0
+
+
+def _device_area(context, x1: float, y1: float, x2: float, y2: float) -> float:
+    """The area on the canvas of the bounding box of user-space rectangle (x1, y1)-(x2, y2) under ``context``."""
+    corners = [context.user_to_device(x, y) for x in (x1, x2) for y in (y1, y2)]
+    xs, ys = [c[0] for c in corners], [c[1] for c in corners]
+    return (max(xs) - min(xs)) * (max(ys) - min(ys))
+
+
+def _pattern_tiles(context) -> tuple[float, float, float]:
+    """(tiles, px2, surface_px2): how many tiles of ``context``'s pattern source cover its path's box within the
+    clip, one tile's area on the canvas and its surface's own. The pattern matrix maps user space to the tile's
+    surface, the CTM user space to the canvas: a tile's canvas area is its surface area over the one's determinant
+    and times the other's."""
+    source = context.get_source()
+    width, height = _TILE_SIZES.get(_surface_key(source.get_surface()), (0.0, 0.0))
+    xx, yx, xy, yy, _, _ = source.get_matrix().as_tuple()
+    cxx, cyx, cxy, cyy, _, _ = context.get_matrix().as_tuple()
+    surface_px2 = abs(width * height)
+    px2 = surface_px2 * abs(cxx * cyy - cyx * cxy) / abs(xx * yy - yx * xy)
+    half = context.get_line_width() / 2
+    x1, y1, x2, y2 = context.path_extents()
+    cx1, cy1, cx2, cy2 = context.clip_extents()
+    box = (max(x1 - half, cx1), max(y1 - half, cy1), min(x2 + half, cx2), min(y2 + half, cy2))
+    if box[2] <= box[0] or box[3] <= box[1]:
+        return 0.0, px2, surface_px2
+    return _device_area(context, *box) / px2, px2, surface_px2
+
+
+def _svg_pattern_tiles_bounded() -> None:
+    """cairosvg's patterns refused where cairo would paint more than ``SVG_MAX_SMALL_PATTERN_TILES`` tiles scaled
+    down to under ``SVG_SMALL_TILE_PX2`` px2 for one shape (job child only, once): ``too_large`` at once, as an arc past cairo's
+    range is. A 5 px pattern under patternTransform="scale(1e-6)" was ``memory``, at scale(0.03) a ``timeout``."""
+    import cairosvg.defs
+
+    draw_pattern = cairosvg.defs.draw_pattern
+    if getattr(draw_pattern, "_tiles_bounded", False):
+        return
+
+    def bounded(surface, node, name, opacity):
+        drawn = draw_pattern(surface, node, name, opacity)
+        if drawn:
+            tiles, px2, surface_px2 = _pattern_tiles(surface.context)
+            shrunk = not px2 >= min(SVG_SMALL_TILE_PX2, surface_px2)  # a tile drawn at its size is drawn once
+            if shrunk and not tiles <= SVG_MAX_SMALL_PATTERN_TILES:
+                raise _SvgTooLarge(f"SVG pattern: {tiles:.3g} tiles of {px2:.3g} px2 on the canvas exceed the "
+                                   f"{SVG_MAX_SMALL_PATTERN_TILES:g} cairo draws in time")
+        return drawn
+
+    bounded._tiles_bounded = True
+    cairosvg.defs.draw_pattern = bounded
+
+
 # dash periods cairo strokes for one document, all its strokes together: each costs cairo ~35 ns off the canvas and
 # 0.4-1.7 us on it (wider lines cost more), so 2e6 is a few seconds at worst; a chart's dashed grid holds ~1e4. A
 # circle of radius 8e6 px dashed every 0.6 px holds 8e7 (it ran to the timeout)
@@ -2243,6 +2316,7 @@ def _run_svg(text: str, limits: RenderLimits) -> tuple[str, str]:
     _svg_markers_that_cannot_render_not_drawn()
     _svg_arcs_past_cairo_range_refused()
     _svg_dash_counts_bounded()
+    _svg_pattern_tiles_bounded()
     _svg_unreadable_images_refused()
 
     try:

@@ -4,6 +4,9 @@
    1e-300 beside one of 8e6) was a ``crash`` (OverflowError / ZeroDivisionError). Path numbers are read as browsers
    read them, as 32-bit floats: a radius that is 0 so is a straight line (SVG's arc rules), a number past that range
    ends the path before its arc (drawn up to the error).
+2. A 5 px pattern at ``patternTransform="scale(1e-6)"`` was ``memory``, at scale(0.03) a ``timeout``: cairo replays a
+   tile scaled down under 2x2 px once per tile. More than ``SVG_MAX_SMALL_PATTERN_TILES`` such tiles for one shape
+   are ``too_large`` at once.
 """
 
 import sys
@@ -70,3 +73,36 @@ def test_arcs_within_range_draw_as_before(pool):
     assert two == _ok_box(pool, _path("M5 30 a 10 10 0 0 1 20 0 a 10 10 0 0 1 20 0"))
     assert (_ok_box(pool, _path("M5 30 a 0 10 0 0 1 20 0 a 10 10 0 0 1 20 0"))
             == _ok_box(pool, _path("M5 30 l 20 0 a 10 10 0 0 1 20 0")))
+
+
+# -- 2. pattern tiles scaled down on the canvas -------------------------------------------------------------------
+def _pattern(transform: str = "", tile: float = 5, size: int = 400, g: str = "") -> str:
+    return (f'<svg xmlns="http://www.w3.org/2000/svg" width="{size}" height="{size}"><defs><pattern id="p" '
+            f'width="{tile}" height="{tile}" patternUnits="userSpaceOnUse" {transform}><rect width="{tile / 2}" '
+            f'height="{tile / 2}"/></pattern></defs><g {g}><rect width="{size}" height="{size}" fill="url(#p)"/>'
+            '</g></svg>')
+
+
+@pytest.mark.parametrize("svg", [
+    _pattern('patternTransform="scale(1e-6)"'),  # cairo ran out of memory: `memory`
+    _pattern('patternTransform="scale(1, 1e-6)"'),
+    _pattern('patternTransform="scale(0.03)"'),  # ran to the timeout
+    _pattern('patternTransform="scale(0.1)"'),  # 640k tiles of 0.25 px2: 5.6 s
+    _pattern(g='transform="scale(1e-6)"').replace('width="400" height="400" fill', 'width="4e8" height="4e8" fill'),
+])
+def test_pattern_of_many_shrunk_tiles_is_too_large_at_once(pool, svg):
+    r = render_svg(pool, svg, timeout_s=10.0)
+    assert r.error_kind == "too_large" and "SVG pattern:" in r.message, (r.error_kind, r.message)
+    assert r.elapsed_s < 2.0
+
+
+@pytest.mark.parametrize("svg", [
+    _pattern(), _pattern('patternTransform="scale(0.5)"'), _pattern('patternTransform="rotate(30)"'),
+    _pattern(tile=0.1),  # tiles drawn at their own size: drawn once, repeated
+    _pattern('patternTransform="scale(0.5)"', size=2000),
+    _pattern('patternTransform="scale(0.01)"', size=4),  # 6400 tiles of a shrunk pattern on a small shape
+])
+def test_ordinary_patterns_still_draw(pool, svg):
+    r = render_svg(pool, svg)
+    assert r.ok, (r.error_kind, r.message)
+    assert ink_box(r.png) is not None
