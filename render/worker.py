@@ -1281,19 +1281,33 @@ def _svg_root_length(value: str, rem_px: float = 16.0, side: str = "width") -> s
 _FONT_RELATIVE_UNITS = {"em": 1.0, "rem": 1.0, "ex": 0.5, "ch": 0.5}
 
 
-def _root_calc_px(terms, rem_px: float, side: str) -> float:
-    """A root width / height ``calc()`` (``css_calc.calc_terms``) in px: em / rem of the root's font size, ``%`` of the
-    default viewport's side (what a percentage side of the root is drawn in), absolute and viewport units as cairosvg
-    reads them."""
+def _terms_px(terms, font_px: float, rem_px: float, percent_px: float) -> float:
+    """CSS length terms (``(unit, coefficient)``, as ``css_calc.calc_terms`` gives them) summed in px: em / ex / ch of
+    ``font_px`` (cairosvg's 1ex = 1ch = 0.5em), rem of ``rem_px``, % of ``percent_px``, absolute and viewport units as
+    cairosvg reads them."""
     import types
 
     import cairosvg.helpers
 
     size = getattr(cairosvg.helpers.size, "__wrapped__", cairosvg.helpers.size)  # cairosvg's, not the lenient one
-    stand_in = types.SimpleNamespace(font_size=rem_px, dpi=96, context_width=SVG_DEFAULT_VIEWPORT[0],
-                                     context_height=SVG_DEFAULT_VIEWPORT[1])
-    return sum(size(stand_in, _css_length(f"{coef!r}{unit}", rem_px) or "0", "x" if side == "width" else "y")
-               for unit, coef in terms)
+    stand_in = types.SimpleNamespace(font_size=font_px, dpi=96, context_width=0, context_height=0)
+    total = 0.0
+    for unit, coef in terms:
+        if unit == "%":
+            total += coef * percent_px / 100
+        elif unit == "rem":
+            total += coef * rem_px
+        elif unit in _FONT_RELATIVE_UNITS:
+            total += coef * font_px * _FONT_RELATIVE_UNITS[unit]
+        else:
+            total += size(stand_in, _css_length(f"{coef!r}{unit}", rem_px) or "0", "x")
+    return total
+
+
+def _root_calc_px(terms, rem_px: float, side: str) -> float:
+    """A root width / height ``calc()`` (``css_calc.calc_terms``) in px: em / rem of the root's font size, ``%`` of the
+    default viewport's side (what a percentage side of the root is drawn in)."""
+    return _terms_px(terms, rem_px, rem_px, SVG_DEFAULT_VIEWPORT[0 if side == "width" else 1])
 
 
 # units a length may carry as cairosvg reads them (helpers.UNITS, em / ex / ch, %), with those rewritten above
@@ -1304,30 +1318,22 @@ _CSS_REM_PX = 16.0
 _SVG_REM_PX = [_CSS_REM_PX]
 
 
-def _font_size_px(value) -> float:
-    """A root's ``font-size`` in px as CSS computes it: a length, its ``em`` / ``rem`` / ``%`` of the initial 16 px;
-    16 px where it is none (missing, a keyword, not positive)."""
-    import types
-
-    import cairosvg.helpers
-
+def _font_size_px(value, parent_px: float = _CSS_REM_PX, rem_px: float = _CSS_REM_PX) -> float | None:
+    """A ``font-size`` in px as CSS computes it: a length or ``calc()``, its em / ex / ch / ``%`` of the parent's font
+    size ``parent_px``, rem of ``rem_px`` (both the initial 16 px at the root); a calc() below 0 is 0, as CSS clamps
+    it. None where it is no length (missing, a keyword, negative, past a float)."""
     text = str(value or "").strip()
-    if is_calc(text):  # its em / rem / % are of the initial 16 px too
-        terms = calc_terms(text) or ()
-        px = _CSS_REM_PX * sum(c for u, c in terms if u == "%") / 100 + _root_calc_px(
-            [(u, c) for u, c in terms if u != "%"], _CSS_REM_PX, "width")
-        return px if math.isfinite(px) and px > 0 else _CSS_REM_PX
-    m = _SVG_LENGTH.fullmatch(text)
-    if m is None or not math.isfinite(float(m.group(1))) or m.group(2).lower() not in _SVG_KNOWN_UNITS:
-        return _CSS_REM_PX
-    number, unit = float(m.group(1)), m.group(2).lower()
-    if unit in ("em", "rem", "%"):
-        px = number * _CSS_REM_PX / (100 if unit == "%" else 1)
+    if is_calc(text):
+        terms = calc_terms(text)
+        if terms is None:
+            return None
+        px = max(_terms_px(terms, parent_px, rem_px, parent_px), 0.0)
     else:
-        size = getattr(cairosvg.helpers.size, "__wrapped__", cairosvg.helpers.size)
-        stand_in = types.SimpleNamespace(font_size=_CSS_REM_PX, dpi=96, context_width=0, context_height=0)
-        px = size(stand_in, _css_length(text, _CSS_REM_PX), "xy")
-    return px if math.isfinite(px) and px > 0 else _CSS_REM_PX
+        m = _SVG_LENGTH.fullmatch(text)
+        if m is None or not math.isfinite(float(m.group(1))) or m.group(2).lower() not in _SVG_KNOWN_UNITS:
+            return None
+        px = _terms_px(((m.group(2).lower(), float(m.group(1))),), parent_px, rem_px, parent_px)
+    return px if math.isfinite(px) and px >= 0 else None
 
 
 def _root_rem_px(node) -> float:
@@ -1338,7 +1344,8 @@ def _root_rem_px(node) -> float:
         root = root.parent
     rem = getattr(root, "_rem_px", None)
     if rem is None:
-        rem = root._rem_px = _font_size_px(root.get("font-size"))
+        rem = _font_size_px(root.get("font-size"))
+        rem = root._rem_px = rem if rem else _CSS_REM_PX  # none, or 0: the initial 16 px
     return rem
 
 # attributes holding one length (or `auto`) on every element where cairosvg reads them with its ``size``; x / y / dx / dy
@@ -1358,53 +1365,68 @@ _SVG_NUMBER_ATTRS = frozenset(("opacity", "fill-opacity", "stroke-opacity", "sto
 _SVG_CHECKED_ATTRS = _SVG_LENGTH_ATTRS | _SVG_NUMBER_ATTRS | {"viewBox", "stroke-dasharray", "preserveAspectRatio",
                                                                "d"}
 
-# browsers (Blink, Gecko) read path data as 32-bit floats: a number past their range is a path error (the path is
-# drawn up to it), one below their smallest is 0
-_FLOAT32_MAX = 3.4028234663852886e38
+# the smallest radius browsers (Blink, Gecko) read from path data, which they hold as 32-bit floats: one below it is
+# 0 there, a straight line
+_PATH_MIN_RADIUS = 2.0 ** -149
+# radii past these are scaled down together to them: cairosvg squares them (1e308 was an OverflowError). The short way
+# round (large-arc flag 0) of a radius past 1e13 (or 1e10 times its end point's largest coordinate) between points
+# within a million units of each other bulges by less than 0.01 of a unit, and the angles cairosvg gives cairo at a
+# larger radius place its ends no better than its 1e-16th (1e150 drew a chord from (0, 0) to (50, 50) along the
+# canvas's top edge); the long way round is past cairo's range either way (``too_large``)
+SVG_MAX_SHORT_ARC_RADIUS = 1e13
+SVG_MAX_PATH_ARC_RADIUS = 1e150
 _PATH_LETTERS = "achlmqstvzACHLMQSTVZ"
 _PATH_SEGMENT = re.compile(f"([{_PATH_LETTERS}])([^{_PATH_LETTERS}]*)")
 # one arc's seven arguments as cairosvg reads them from its normalised text (a flag is one character, spaces optional)
 _PATH_ARC_ARGS = re.compile(r"(\S+) (\S+) (\S+) ([01]) ?([01]) ?(\S+) (\S+)(?: |$)")
 
 
-def _as_float32(value: float) -> float | None:
-    """``value`` as a browser holds a path number (a 32-bit float), None where it is none (NaN, past the range)."""
-    if not abs(value) <= _FLOAT32_MAX:
-        return None
-    return struct.unpack("f", struct.pack("f", value))[0]
+def _arc_radii(rx: float, ry: float, large: bool, end: float) -> tuple[float, float] | None:
+    """An arc's radii as cairosvg can draw them: absolute values (SVG's arc rules), both scaled down together to
+    ``SVG_MAX_PATH_ARC_RADIUS``, or for the short way round to ``SVG_MAX_SHORT_ARC_RADIUS`` or 1e10 times ``end`` (its
+    end point's largest coordinate), where one is past it; None where one is then under ``_PATH_MIN_RADIUS`` (a
+    line)."""
+    rx, ry = abs(rx), abs(ry)
+    cap = SVG_MAX_PATH_ARC_RADIUS
+    if not large:
+        cap = min(cap, max(SVG_MAX_SHORT_ARC_RADIUS, 1e10 * end))
+    if max(rx, ry) > cap:
+        shrink = cap / max(rx, ry)
+        rx, ry = rx * shrink, ry * shrink
+    return None if min(rx, ry) < _PATH_MIN_RADIUS else (rx, ry)
 
 
 def _path_arc_args(args: str) -> tuple[list[str], str | None]:
     """The arcs of one ``A`` / ``a`` segment's normalised ``args`` as SVG's arc rules read them, each as the text of
     its seven arguments, or (for a zero radius) the two of a line marked ``"L"``; and the text left unread, None where
-    the path errs there (a number NaN, infinite or past a 32-bit float: the path is drawn up to it)."""
+    the path errs there (not seven numbers, one NaN or infinite, ``1e400``: the path is drawn up to it, as SVG draws
+    a path in error)."""
     arcs = []
     while args:
         m = _PATH_ARC_ARGS.match(args)
-        if m is None:
-            return arcs, args  # left to cairosvg as written (its own error handling)
+        if m is None:  # not seven arguments (`-Infinity`, split at its path letters, left cairosvg a ValueError)
+            return arcs, None
         try:
             rx, ry, rotation, x, y = (float(m.group(i)) for i in (1, 2, 3, 6, 7))
-        except ValueError:  # a unit or no number: left to cairosvg
-            return arcs, args
-        read = [_as_float32(v) for v in (rx, ry, rotation, x, y)]
-        if any(v is None for v in read):
+        except ValueError:  # a unit or no number
             return arcs, None
-        rx, ry, rotation, x, y = read
-        if rx == 0 or ry == 0:  # a zero radius is a straight line to the end point (SVG's arc rules)
+        if not all(math.isfinite(v) for v in (rx, ry, rotation, x, y)):
+            return arcs, None
+        radii = _arc_radii(rx, ry, m.group(4) == "1", max(abs(x), abs(y)))
+        if radii is None:  # a zero radius is a straight line to the end point (SVG's arc rules)
             arcs.append(f"L {m.group(6)} {m.group(7)}")
-        else:  # radii are absolute values; a rotation is one modulo a turn (1e30 degrees lost cairosvg's precision)
-            arcs.append(f"{abs(rx)!r} {abs(ry)!r} {math.fmod(rotation, 360.0)!r} {m.group(4)} {m.group(5)} "
+        else:  # a rotation is one modulo a turn (cairosvg's radians of 1e300 degrees lost all precision)
+            arcs.append(f"{radii[0]!r} {radii[1]!r} {math.fmod(rotation, 360.0)!r} {m.group(4)} {m.group(5)} "
                         f"{m.group(6)} {m.group(7)}")
         args = args[m.end():].strip()
     return arcs, ""
 
 
 def _svg_path_data(d: str) -> str:
-    """Path data ``d`` with its arcs as a browser reads them: cairosvg squared radii of 1e308 (an ``OverflowError``),
-    divided by an infinite one and by a radius under 1e-300 (``ZeroDivisionError``): a ``crash``. A radius that is 0
-    as a 32-bit float draws a line, a number past that range (or NaN / infinity) ends the path before its arc. Data
-    without arcs is returned as it is."""
+    """Path data ``d`` with its arcs as SVG's arc rules read them: cairosvg squared radii of 1e308 (an
+    ``OverflowError``), divided by an infinite one and by a radius under 1e-300 (``ZeroDivisionError``): a ``crash``.
+    A radius that browsers read as 0 draws a line, radii past ``SVG_MAX_PATH_ARC_RADIUS`` are scaled down to it, a
+    NaN or infinite number ends the path before its arc. Data without arcs is returned as it is."""
     if "a" not in d.lower():
         return d
     import cairosvg.helpers
@@ -1619,6 +1641,50 @@ def _lenient_length_reader(size):
     return lenient_size
 
 
+def _declares_font_size(node, element) -> bool:
+    """Whether ``element`` declares its own ``font-size`` other than ``inherit`` (an attribute, its style attribute,
+    a style sheet rule), where its cairosvg ``node`` holds its parent's very value (one declaration of a rule
+    matching both is one string object)."""
+    import cairosvg.css
+
+    own = element.etree_element
+    declared = [("font-size", own.get("font-size"))] if own.get("font-size") is not None else []
+    if own.get("style"):
+        for declarations in cairosvg.css.parse_declarations(own.get("style")):
+            declared += declarations
+    for matcher in node.style:
+        for rule in matcher.match(element):
+            declared += rule[-1]
+    return any(name == "font-size" and str(value).strip() != "inherit" for name, value in declared)
+
+
+def _svg_font_sizes_computed() -> None:
+    """cairosvg's ``Surface.draw`` with each element's ``font-size`` computed as CSS computes it (job child only,
+    once): em / ex / ch / ``%`` / calc() of the parent's computed size, an inherited one the parent's computed size in
+    px. cairosvg re-read an inherited ``2em`` against the parent's own size (twice as large at each level below a
+    ``<g font-size="2em">``) and read ``%`` against the viewport (``font-size="200%"`` drew 150 px letters)."""
+    import cairosvg.surface
+
+    surface_class = cairosvg.surface.Surface
+    if getattr(surface_class, "_font_sizes_computed", False):
+        return
+    draw = surface_class.draw
+
+    def draw_with_computed_font_size(self, node):
+        if isinstance(node, dict) and "font-size" in node:
+            parent_px = getattr(self, "font_size", _CSS_REM_PX)  # the parent's computed size while it draws
+            if getattr(node, "_font_size_inherited", False):
+                node["font-size"] = f"{parent_px!r}px"
+            else:
+                px = _font_size_px(node["font-size"], parent_px, _SVG_REM_PX[0])
+                if px is not None:
+                    node["font-size"] = f"{px!r}px"
+        return draw(self, node)
+
+    surface_class.draw = draw_with_computed_font_size
+    surface_class._font_sizes_computed = True
+
+
 def _svg_values_read_as_css() -> None:
     """cairosvg's nodes with each length, number and viewBox read as SVG 2 reads them (job child only, once).
 
@@ -1652,6 +1718,8 @@ def _svg_values_read_as_css() -> None:
             init(self, element, style, url_fetcher, parent, *args, **kwargs)
         finally:
             _SVG_ELEMENTS_BUILDING.discard(key)
+        if parent is not None and "font-size" in self and self["font-size"] is parent.get("font-size"):
+            self._font_size_inherited = not _declares_font_size(self, element)
         canvas = parent is None  # the document's root: its width / height / viewBox are read by _normalise_root_size
         for name in [n for n in self if n in _SVG_CHECKED_ATTRS]:
             if canvas and name in ("width", "height", "viewBox"):
@@ -2311,6 +2379,7 @@ def _run_svg(text: str, limits: RenderLimits) -> tuple[str, str]:
     _check_tile_sizes()
     _svg_values_read_as_css()
     _svg_circular_references_not_drawn()
+    _svg_font_sizes_computed()
     _svg_transforms_of_no_size_not_drawn()
     _svg_bounding_boxes_never_missing()
     _svg_markers_that_cannot_render_not_drawn()

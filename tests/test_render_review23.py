@@ -1,12 +1,14 @@
 """render/: review 23, path arcs of extreme numbers, patterns of many device tiles, inherited calc() font sizes.
 
-1. A path arc whose radii or rotation cairosvg's arithmetic cannot hold (``A 1e308 1e308``, ``inf``, a radius of
-   1e-300 beside one of 8e6) was a ``crash`` (OverflowError / ZeroDivisionError). Path numbers are read as browsers
-   read them, as 32-bit floats: a radius that is 0 so is a straight line (SVG's arc rules), a number past that range
-   ends the path before its arc (drawn up to the error).
+1. A path arc whose radii cairosvg's arithmetic cannot hold (``A 1e308 1e308``, ``inf``, a radius of 1e-300 beside
+   one of 8e6) was a ``crash`` (OverflowError / ZeroDivisionError). A radius under 2**-149 (0 where browsers read path
+   numbers, as 32-bit floats) is a straight line (SVG's arc rules), radii past 1e150 are scaled down together to it,
+   a NaN or infinite number ends the path before its arc (drawn up to the error).
 2. A 5 px pattern at ``patternTransform="scale(1e-6)"`` was ``memory``, at scale(0.03) a ``timeout``: cairo replays a
    tile scaled down under 2x2 px once per tile. More than ``SVG_MAX_SMALL_PATTERN_TILES`` such tiles for one shape
    are ``too_large`` at once.
+3. An inherited relative font size (``2em``, ``%``, a ``calc()`` of them) was re-read in each child against its
+   parent's size, and ``%`` against the viewport; CSS computes it where it is declared and the child inherits px.
 """
 
 import sys
@@ -51,13 +53,35 @@ def test_arc_with_a_zero_radius_is_a_line(pool, d):
 
 
 @pytest.mark.parametrize("arc", [
-    "A 1e308 1e308 0 0 1 50 50", "A inf 10 0 0 1 50 50", "A 1e308 1e-308 45 0 1 50 50", "A 10 10 1e300 0 1 50 50",
-    "A 10 10 0 0 1 1e39 50", "A 1e39 5 0 0 1 50 50", "A -1e39 5 0 0 1 50 50",
+    "A inf 10 0 0 1 50 50", "A 1e400 5 0 0 1 50 50", "A -inf 5 0 0 1 50 50", "A 10 10 1e400 0 1 50 50",
+    "A 10 10 0 0 1 1e400 50", "A nan 10 0 0 1 50 50", "A 10 NaN 0 0 1 50 50", "A 10 10 -Infinity 0 1 50 50",
 ])
-def test_arc_with_a_number_past_a_float32_ends_the_path(pool, arc):
+def test_arc_with_a_number_of_no_value_ends_the_path(pool, arc):
     # drawn up to the error: the line before the arc, nothing of it or after it
     before = _ok_box(pool, _path("M0 0 L 10 10"))
     assert _ok_box(pool, _path(f"M0 0 L 10 10 {arc} L 0 50")) == before
+
+
+@pytest.mark.parametrize("arc", [
+    "A 1e308 1e308 0 0 1 50 50", "A 1e200 1e300 0 0 1 50 50", "A 1.7e308 1.7e308 45 0 0 50 50",
+])
+def test_arc_of_huge_radii_between_near_points_is_its_chord(pool, arc):
+    assert _ok_box(pool, _path(f"M0 0 {arc}")) == _ok_box(pool, _path("M0 0 L 50 50"))
+
+
+@pytest.mark.parametrize("arc", ["A 1e308 1e308 0 1 1 50 50", "A 1e308 1e-308 45 0 1 50 50"])
+def test_arc_of_huge_radii_never_crashes(pool, arc):
+    # the long way round a circle of radius 1e150 is past cairo's range; a radius 1e308 beside 1e-308 is a line
+    r = render_svg(pool, _path(f"M0 0 {arc}"))
+    assert r.ok or r.error_kind == "too_large", (r.error_kind, r.message)
+
+
+def test_arc_rotation_of_1e300_degrees_is_one_modulo_a_turn(pool):
+    import math
+
+    turned = math.fmod(1e300, 360.0)
+    assert (_ok_box(pool, _path("M10 30 A 20 10 1e300 0 1 50 30"))
+            == _ok_box(pool, _path(f"M10 30 A 20 10 {turned!r} 0 1 50 30")))
 
 
 def test_arcs_within_range_draw_as_before(pool):
@@ -106,3 +130,36 @@ def test_ordinary_patterns_still_draw(pool, svg):
     r = render_svg(pool, svg)
     assert r.ok, (r.error_kind, r.message)
     assert ink_box(r.png) is not None
+
+
+# -- 3. font sizes computed where they are declared ---------------------------------------------------------------
+def _text(group: str, text_attrs: str = "", style: str = "", root: str = "") -> str:
+    return (f'<svg xmlns="http://www.w3.org/2000/svg" width="200" height="200" {root}>{style}<g {group}><g>'
+            f'<text x="10" y="150" {text_attrs}>H</text></g></g></svg>')
+
+
+def _text_box(pool, svg):
+    box = _ok_box(pool, svg)
+    assert box is not None
+    return box
+
+
+@pytest.mark.parametrize("group", [
+    'font-size="2em"', 'font-size="200%"', 'font-size="calc(2em)"', 'font-size="calc(1em + 16px)"',
+    'font-size="calc(100% + 1em)"', 'font-size="calc(50% + 1.5em)"', 'style="font-size: calc(2em)"',
+])
+def test_inherited_relative_font_size_is_the_parents_computed_px(pool, group):
+    # 2em of the initial 16 px is 32 px, inherited as 32 px (cairosvg re-read "2em" at each level: 64, then 128 px;
+    # and read % against the viewport)
+    assert _text_box(pool, _text(group)) == _text_box(pool, _text('font-size="32px"'))
+
+
+def test_declared_relative_font_sizes_below_an_inherited_one(pool):
+    px16 = _text_box(pool, _text('font-size="16px"'))
+    assert _text_box(pool, _text('font-size="2em"', 'font-size="0.5em"')) == px16
+    assert _text_box(pool, _text('font-size="calc(2em)"', 'font-size="50%"')) == px16
+    assert _text_box(pool, _text('font-size="2em"', 'font-size="inherit"')) == _text_box(pool, _text('font-size="32px"'))
+    # rem is the root's size wherever it is read; one style rule matching the group and the text applies to each
+    assert _text_box(pool, _text('font-size="3em"', 'font-size="1rem"', root='font-size="16px"')) == px16
+    sheet = "<style>g, text { font-size: 2em }</style>"
+    assert _text_box(pool, _text("", style=sheet)) == _text_box(pool, _text('font-size="128px"'))  # 32, 64, 128 px
