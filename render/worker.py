@@ -1368,11 +1368,11 @@ _SVG_CHECKED_ATTRS = _SVG_LENGTH_ATTRS | _SVG_NUMBER_ATTRS | {"viewBox", "stroke
 # the smallest radius browsers (Blink, Gecko) read from path data, which they hold as 32-bit floats: one below it is
 # 0 there, a straight line
 _PATH_MIN_RADIUS = 2.0 ** -149
-# radii past these are scaled down together to them: cairosvg squares them (1e308 was an OverflowError). The short way
-# round (large-arc flag 0) of a radius past 1e13 (or 1e10 times its end point's largest coordinate) between points
-# within a million units of each other bulges by less than 0.01 of a unit, and the angles cairosvg gives cairo at a
-# larger radius place its ends no better than its 1e-16th (1e150 drew a chord from (0, 0) to (50, 50) along the
-# canvas's top edge); the long way round is past cairo's range either way (``too_large``)
+# radii past these are scaled down together to them: cairosvg squares them (1e308 was an OverflowError), and the angles
+# it gives cairo place an arc's ends no better than a 1e-16th of its radius (a radius of 1e150 drew a chord from (0, 0)
+# to (50, 50) along the canvas's top edge, and the long way round as that chord). Past 1e13, or 1e10 times the end
+# point's largest coordinate, the short way round bulges by under 0.01 of a unit between points a million units apart,
+# and the long way round is past cairo's range (``too_large``) at either radius
 SVG_MAX_SHORT_ARC_RADIUS = 1e13
 SVG_MAX_PATH_ARC_RADIUS = 1e150
 _PATH_LETTERS = "achlmqstvzACHLMQSTVZ"
@@ -1381,15 +1381,12 @@ _PATH_SEGMENT = re.compile(f"([{_PATH_LETTERS}])([^{_PATH_LETTERS}]*)")
 _PATH_ARC_ARGS = re.compile(r"(\S+) (\S+) (\S+) ([01]) ?([01]) ?(\S+) (\S+)(?: |$)")
 
 
-def _arc_radii(rx: float, ry: float, large: bool, end: float) -> tuple[float, float] | None:
+def _arc_radii(rx: float, ry: float, end: float) -> tuple[float, float] | None:
     """An arc's radii as cairosvg can draw them: absolute values (SVG's arc rules), both scaled down together to
-    ``SVG_MAX_PATH_ARC_RADIUS``, or for the short way round to ``SVG_MAX_SHORT_ARC_RADIUS`` or 1e10 times ``end`` (its
-    end point's largest coordinate), where one is past it; None where one is then under ``_PATH_MIN_RADIUS`` (a
-    line)."""
+    ``SVG_MAX_SHORT_ARC_RADIUS`` or 1e10 times ``end`` (its end point's largest coordinate), at most
+    ``SVG_MAX_PATH_ARC_RADIUS``, where one is past it; None where one is then under ``_PATH_MIN_RADIUS`` (a line)."""
     rx, ry = abs(rx), abs(ry)
-    cap = SVG_MAX_PATH_ARC_RADIUS
-    if not large:
-        cap = min(cap, max(SVG_MAX_SHORT_ARC_RADIUS, 1e10 * end))
+    cap = min(SVG_MAX_PATH_ARC_RADIUS, max(SVG_MAX_SHORT_ARC_RADIUS, 1e10 * end))
     if max(rx, ry) > cap:
         shrink = cap / max(rx, ry)
         rx, ry = rx * shrink, ry * shrink
@@ -1412,7 +1409,7 @@ def _path_arc_args(args: str) -> tuple[list[str], str | None]:
             return arcs, None
         if not all(math.isfinite(v) for v in (rx, ry, rotation, x, y)):
             return arcs, None
-        radii = _arc_radii(rx, ry, m.group(4) == "1", max(abs(x), abs(y)))
+        radii = _arc_radii(rx, ry, max(abs(x), abs(y)))
         if radii is None:  # a zero radius is a straight line to the end point (SVG's arc rules)
             arcs.append(f"L {m.group(6)} {m.group(7)}")
         else:  # a rotation is one modulo a turn (cairosvg's radians of 1e300 degrees lost all precision)
