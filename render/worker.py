@@ -2052,6 +2052,119 @@ def _svg_pattern_tiles_bounded() -> None:
     cairosvg.defs.draw_pattern = bounded
 
 
+# ancestor paths cssselect2 may walk for one document's style sheets: its compiled selector tries every ancestor for
+# each descendant combinator, so `h g g ... g rect` (13 combinators) against a rect 24 deep walked C(24, 13) = 2.5M
+# paths, 3.1 s (1.2 us each); 16 combinators 32 deep ran to the timeout
+SVG_MAX_SELECTOR_PATHS = 2_000_000
+# elements of the document whose style sheets are being compiled, by local name (None: all), then by depth (set
+# while cairosvg parses them)
+_SVG_DEPTH_COUNTS: list[dict] = [{}]
+
+
+def _depth_counts(root) -> dict:
+    """How many elements of the XML tree ``root`` lie at each depth (the root at 0), by local name and (under None)
+    all together, walked without recursion."""
+    counts: dict = {None: {}}
+    stack = [(root, 0)]
+    while stack:
+        element, depth = stack.pop()
+        name = element.tag.rpartition("}")[2] if isinstance(element.tag, str) else ""
+        for key in (None, name):
+            by_depth = counts.setdefault(key, {})
+            by_depth[depth] = by_depth.get(depth, 0) + 1
+        stack.extend((child, depth + 1) for child in element)
+    return counts
+
+
+def _subject_name(parsed_tree) -> str | None:
+    """The element name a parsed selector's subject (its right-most compound) requires, None where it names none."""
+    compound = getattr(parsed_tree, "right", parsed_tree)
+    for simple in getattr(compound, "simple_selectors", ()):
+        if hasattr(simple, "local_name"):
+            return simple.local_name
+    return None
+
+
+# combinators in one selector past which cssselect2's compiled test nests past Python's parser (99 raised its
+# SyntaxError, after ~0.7 s of RecursionErrors for 2000)
+_SELECTOR_MAX_COMBINATORS = 90
+
+
+def _most_combinator_tokens(prelude) -> int:
+    """The most whitespace and combinator tokens in one comma-separated part of a selector list (a string or tinycss2
+    tokens): at least the combinators of its selector, counted before cssselect2 parses it recursively."""
+    import tinycss2
+
+    tokens = tinycss2.parse_component_value_list(prelude) if isinstance(prelude, str) else prelude
+    most = count = 0
+    for token in tokens:
+        if token.type == "literal" and token.value == ",":
+            count = 0
+        elif token.type == "whitespace" or (token.type == "literal" and token.value in (">", "+", "~")):
+            count += 1
+            most = max(most, count)
+    return most
+
+
+def _ancestor_combinators(parsed_tree, kinds=(" ", "~")) -> int:
+    """The combinators of ``kinds`` along a parsed selector's chain: a descendant (`` ``) or following-sibling
+    (``~``) one is an ``any()`` over every ancestor (or earlier sibling) in cssselect2's compiled test."""
+    count, node = 0, parsed_tree
+    while hasattr(node, "combinator"):
+        count += node.combinator in kinds
+        node = node.left
+    return count
+
+
+def _selector_paths(combinators: int, depth_counts: dict[int, int]) -> int:
+    """The most ancestor paths a selector of ``combinators`` descendant combinators walks over the elements its
+    subject may match, ``depth_counts`` of them by depth (each at depth d: the ways to pick that many of its d
+    ancestors)."""
+    if not combinators:
+        return 0
+    return sum(n * math.comb(depth, combinators) for depth, n in depth_counts.items())
+
+
+def _svg_selectors_bounded() -> None:
+    """cssselect2's selectors as cairosvg compiles them, bounded (job child only, once). A selector whose matching
+    may walk more than ``SVG_MAX_SELECTOR_PATHS`` ancestor paths in this document is ``too_large`` at once (a 200-byte
+    SVG ran to the timeout); one cssselect2 cannot compile (100 compound selectors nest its generated test past
+    Python's parser: a ``SyntaxError``, a ``crash``) is dropped, as an invalid rule is."""
+    import cairosvg.css
+    import cssselect2
+
+    if getattr(cairosvg.css.parse_stylesheets, "_bounded", False):
+        return
+    parse_stylesheets, compile_list = cairosvg.css.parse_stylesheets, cssselect2.compile_selector_list
+
+    def compile_bounded(input, namespaces=None):
+        if _most_combinator_tokens(input) > _SELECTOR_MAX_COMBINATORS:
+            return []  # parsed, let alone compiled, it nests past Python's recursion (2 s of RecursionErrors)
+        try:
+            parsed = list(cssselect2.parser.parse(input, namespaces))
+            if any(_ancestor_combinators(p.parsed_tree, (" ", ">", "+", "~")) > _SELECTOR_MAX_COMBINATORS
+                   for p in parsed):
+                return []  # its compiled test would nest past Python's parser
+            counts = _SVG_DEPTH_COUNTS[0]
+            paths = max((_selector_paths(_ancestor_combinators(p.parsed_tree),
+                                         counts.get(_subject_name(p.parsed_tree), {}))
+                         for p in parsed), default=0)
+            if paths > SVG_MAX_SELECTOR_PATHS:
+                raise _SvgTooLarge(f"SVG <style>: a selector walks up to {paths:.3g} ancestor paths in this document, "
+                                   f"past the {SVG_MAX_SELECTOR_PATHS:g} matched in time")
+            return compile_list(input, namespaces)
+        except (SyntaxError, RecursionError, MemoryError):
+            return []  # cssselect2 could not compile it: dropped
+
+    def bounded(tree, url):
+        _SVG_DEPTH_COUNTS[0] = _depth_counts(tree.xml_tree)
+        return parse_stylesheets(tree, url)
+
+    bounded._bounded = True
+    cairosvg.css.parse_stylesheets = bounded
+    cssselect2.compile_selector_list = compile_bounded
+
+
 # dash periods cairo strokes for one document, all its strokes together: each costs cairo ~35 ns off the canvas and
 # 0.4-1.7 us on it (wider lines cost more), so 2e6 is a few seconds at worst; a chart's dashed grid holds ~1e4. A
 # circle of radius 8e6 px dashed every 0.6 px holds 8e7 (it ran to the timeout)
@@ -2383,6 +2496,7 @@ def _run_svg(text: str, limits: RenderLimits) -> tuple[str, str]:
     _svg_arcs_past_cairo_range_refused()
     _svg_dash_counts_bounded()
     _svg_pattern_tiles_bounded()
+    _svg_selectors_bounded()
     _svg_unreadable_images_refused()
 
     try:

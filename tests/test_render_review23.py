@@ -10,6 +10,11 @@
    are ``too_large`` at once.
 3. An inherited relative font size (``2em``, ``%``, a ``calc()`` of them) was re-read in each child against its
    parent's size, and ``%`` against the viewport; CSS computes it where it is declared and the child inherits px.
+4. A 200-byte style sheet (``h g g ... g rect``) made cssselect2 walk every ancestor path: a timeout; one of 100
+   compound selectors was its SyntaxError (a ``crash``). The first is ``too_large`` at once, the second dropped.
+5. A breadth corpus of hostile documents (filters of huge parameters, clip / mask / pattern cycles, nested SVG
+   ``data:`` images, external entities, XInclude, ``@import``, text spacing of 1e308, ``<use>`` fan-out) and programs
+   (usetex, deep mathtext, fork, sockets, subprocess, 50 GB arrays), each pinned to its kind.
 """
 
 import sys
@@ -166,3 +171,113 @@ def test_declared_relative_font_sizes_below_an_inherited_one(pool):
     assert _text_box(pool, _text('font-size="3em"', 'font-size="1rem"', root='font-size="16px"')) == px16
     sheet = "<style>g, text { font-size: 2em }</style>"
     assert _text_box(pool, _text("", style=sheet)) == _text_box(pool, _text('font-size="128px"'))  # 32, 64, 128 px
+
+
+# -- 4. style sheet selectors ------------------------------------------------------------------------------------
+def _styled(sheet: str, depth: int) -> str:
+    return (HEAD + f"<style>{sheet}</style>" + "<g>" * depth + '<rect width="50" height="50"/>' + "</g>" * depth
+            + "</svg>")
+
+
+@pytest.mark.parametrize("k, depth", [(12, 24), (16, 32), (48, 60)])
+def test_a_selector_of_exponential_matching_is_too_large_at_once(pool, k, depth):
+    # `h g g ... g rect`: cssselect2 tries every ancestor for each descendant combinator and h never matches (k=12:
+    # 3.1 s; k=16: a timeout)
+    r = render_svg(pool, _styled("h " + " g" * k + " rect { fill: red }", depth), timeout_s=10.0)
+    assert r.error_kind == "too_large" and "ancestor paths" in r.message, (r.error_kind, r.message)
+    assert r.elapsed_s < 2.0
+
+
+@pytest.mark.parametrize("sheet", [
+    " ".join(["g"] * 100) + " rect { fill: red }",  # 100 compounds: cssselect2's SyntaxError, a crash
+    " ".join(["g"] * 2000) + " rect { fill: red }",  # its RecursionError, a crash after 4 s
+])
+def test_a_selector_cssselect2_cannot_compile_is_dropped(pool, sheet):
+    plain = _ok_box(pool, _styled("", 10))
+    r = render_svg(pool, _styled(sheet, 200))
+    assert r.ok and ink_box(r.png) == plain, (r.error_kind, r.message)
+    assert r.elapsed_s < 2.0
+
+
+def test_ordinary_selectors_still_apply(pool):
+    from conftest import png_pixel
+
+    # a selector whose subject matches nothing walks no paths; a deep chain that matches is applied
+    for sheet in ("g g g g g g g g g g x { fill: blue } rect { fill: red }", "g g g rect { fill: red }",
+                  "g > g > g rect, h g rect { fill: red }"):
+        r = render_svg(pool, _styled(sheet, 30))
+        assert r.ok and png_pixel(r.png, (10, 10)) == (255, 0, 0), (sheet, r.error_kind, r.message)
+
+
+# -- 5. a breadth corpus of hostile documents and programs, each with the kind it gets -----------------------------
+def _doc(body: str) -> str:
+    return ('<svg xmlns="http://www.w3.org/2000/svg" xmlns:xlink="http://www.w3.org/1999/xlink" width="100" '
+            f'height="100">{body}</svg>')
+
+
+_FILTERED = '<rect width="50" height="50" filter="url(#f)"/>'
+SVG_CORPUS = [
+    (_doc(f'<filter id="f"><feGaussianBlur stdDeviation="1e9"/></filter>{_FILTERED}'), None),
+    (_doc(f'<filter id="f"><feTurbulence baseFrequency="0.05" numOctaves="1000000"/></filter>{_FILTERED}'), None),
+    (_doc(f'<filter id="f"><feMorphology radius="1e9"/></filter>{_FILTERED}'), None),
+    (_doc(f'<filter id="f"><feConvolveMatrix order="1000" kernelMatrix="1"/></filter>{_FILTERED}'), None),
+    (_doc(f'<filter id="f"><feOffset dx="1e308" dy="nan"/></filter>{_FILTERED}'), None),
+    (_doc('<clipPath id="c" clip-path="url(#c)"><rect width="50" height="50"/></clipPath>'
+          '<rect width="50" height="50" clip-path="url(#c)"/>'), None),
+    (_doc('<clipPath id="a" clip-path="url(#b)"><rect width="5" height="5"/></clipPath><clipPath id="b" '
+          'clip-path="url(#a)"><rect width="5" height="5"/></clipPath><rect width="50" height="50" '
+          'clip-path="url(#a)"/>'), None),
+    (_doc('<mask id="m"><rect width="50" height="50" fill="white" mask="url(#m)"/></mask>'
+          '<rect width="50" height="50" mask="url(#m)"/>'), None),
+    (_doc('<mask id="a"><rect width="50" height="50" fill="white" clip-path="url(#b)"/></mask><clipPath id="b">'
+          '<rect width="50" height="50" mask="url(#a)"/></clipPath><rect width="50" height="50" mask="url(#a)"/>'),
+     None),
+    (_doc('<pattern id="p" width="10" height="10" patternUnits="userSpaceOnUse"><rect width="5" height="5" '
+          'fill="url(#p)"/></pattern><rect width="50" height="50" fill="url(#p)"/>'), None),
+    (_doc('<image width="50" height="50" href="data:image/svg+xml;base64,'
+          'PHN2ZyB4bWxucz0iaHR0cDovL3d3dy53My5vcmcvMjAwMC9zdmciLz4="/>'), "forbidden"),
+    ('<!DOCTYPE svg [<!ENTITY x SYSTEM "file:///etc/passwd">]>' + _doc('<text y="20">&x;</text>'), "forbidden"),
+    (_doc('<xi:include xmlns:xi="http://www.w3.org/2001/XInclude" href="file:///etc/passwd" parse="text"/>'),
+     "forbidden"),
+    (_doc('<style>@import url("file:///etc/passwd");</style><rect width="5" height="5"/>'), "forbidden"),
+    (_doc('<style>@\\69mport "x.css";</style><rect width="5" height="5"/>'), "forbidden"),
+    (_doc('<text y="20" textLength="1e9" lengthAdjust="spacingAndGlyphs">Hello</text>'), None),
+    (_doc('<text y="20" letter-spacing="1e308" word-spacing="-1e308">Hello world</text>'), None),
+    (_doc('<path id="p" d="M0 50 L 100 50"/><text><textPath href="#p" startOffset="1e308">Hi</textPath></text>'),
+     None),
+    (_doc('<g font-size="1e300em"><g font-size="1e300em"><text y="20">H</text></g></g>'), None),
+    (_doc('<radialGradient id="g" r="1e308" fr="1e308" fx="nan"><stop offset="0" stop-color="red"/>'
+          '</radialGradient><rect width="50" height="50" fill="url(#g)"/>'), None),
+    (_doc('<rect id="a0" width="1" height="1"/>' + "".join(
+        f'<g id="a{i}"><use href="#a{i - 1}"/><use href="#a{i - 1}"/></g>' for i in range(1, 30))), "too_large"),
+]
+
+
+@pytest.mark.parametrize("svg, kind", SVG_CORPUS)
+def test_hostile_svg_corpus(pool, svg, kind):
+    r = render_svg(pool, svg, timeout_s=10.0)
+    assert r.error_kind == kind, (r.error_kind, r.message)
+    assert r.elapsed_s < 3.0
+
+
+_PLT = "import matplotlib\nmatplotlib.use('Agg')\nimport matplotlib.pyplot as plt\n"
+PY_CORPUS = [
+    ("plt.rcParams['text.usetex'] = True\nplt.plot([1, 2]); plt.title('$x^2$')\nplt.savefig('out.png')",
+     "forbidden"),  # LaTeX runs through subprocess: its fork is refused
+    ("plt.title('$' + '{' * 10000 + 'x' + '}' * 10000 + '$')\nplt.savefig('out.png')", "crash"),  # RecursionError
+    ("import ctypes\nctypes.CDLL(None).fork()", "forbidden"),
+    ("import os\nos.fork()", "forbidden"),
+    ("import socket\nsocket.socket().connect(('192.0.2.1', 80))", "forbidden"),
+    ("import subprocess\nsubprocess.run(['ls', '/'])", "forbidden"),
+    ("import numpy as np\na = np.ones(50 * 2**30 // 8)", "memory"),
+    ("import numpy as np\na = np.empty(50 * 2**30, dtype=np.uint8)\na[::4096] = 1", "memory"),
+]
+
+
+@pytest.mark.parametrize("code, kind", PY_CORPUS)
+def test_hostile_python_corpus(pool, code, kind):
+    from render import RenderJob
+
+    r = pool.render(RenderJob(_PLT + code, "python"), timeout_s=10.0)
+    assert r.error_kind == kind, (r.error_kind, r.message)
+    assert r.elapsed_s < 3.0
