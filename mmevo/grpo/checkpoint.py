@@ -319,6 +319,21 @@ def check_same_model(ckpt_model_dir: str | Path, model) -> None:
         raise _other_model_error(ckpt_model_dir, base, "config " + ", ".join(differ))
 
 
+def check_same_base(ckpt_model_dir: str | Path, model, saved_fingerprint) -> None:
+    """Refuse, as ``check_same_model`` does, a LoRA checkpoint whose adapters were trained on other frozen base weights
+    than ``model``'s (``saved_fingerprint``: ``adapters.base_fingerprint`` at the save): the shapes match, so the
+    adapters loaded and the run went on from another model without a word. A checkpoint saved before fingerprints
+    were kept (None) is not checked."""
+    from mmevo.models.adapters import base_fingerprint, base_fingerprint_differences
+
+    if not isinstance(saved_fingerprint, dict) or not saved_fingerprint:
+        return
+    differ = base_fingerprint_differences(saved_fingerprint, base_fingerprint(model))
+    if differ:
+        raise _other_model_error(Path(ckpt_model_dir), unwrap(model), "its LoRA adapters were trained on other base "
+                                 f"weights: {', '.join(differ[:3])}{' ...' if len(differ) > 3 else ''} differ")
+
+
 def _saved_config(ckpt_model_dir: Path) -> dict:
     try:
         saved = json.loads((ckpt_model_dir / "config.json").read_text())

@@ -29,8 +29,8 @@ from mmevo.data.schema import Example
 from mmevo.grpo import algos
 from mmevo.grpo.distributed import is_max_metric
 from mmevo.grpo.checkpoint import (DamagedCheckpointError, abandon_checkpoints, checkpoint_name, checkpoint_root,
-                                   check_same_model, commit_checkpoint, export_atomically, latest_checkpoint,
-                                   load_model_weights,
+                                   check_same_base, check_same_model, commit_checkpoint, export_atomically,
+                                   latest_checkpoint, load_model_weights,
                                    load_state_file, load_trainer_state, remove_partial_checkpoints, rng_state,
                                    save_checkpoint, save_model, set_rng_state, write_checkpoint_files)
 from mmevo.metrics import RunLogger, StageTimer, peak_memory_mb
@@ -1120,9 +1120,10 @@ class GRPOTrainer:
         state = {**self.plugin_state(), "config": to_dict(self.cfg), "wandb_run_id": self.logger.wandb_run_id,
                  "settings_changes": list(self.settings_changes)}
         if self.cfg.model.lora.rank > 0 and self.ds_engine is None:  # model/ holds merged weights: keep the adapters
-            from mmevo.models.adapters import lora_state_dict
+            from mmevo.models.adapters import base_fingerprint, lora_state_dict
 
             state["lora"] = lora_state_dict(self.model)
+            state["lora_base"] = base_fingerprint(self.model)  # what a resume checks its base weights against
         if with_optimizer:
             state.update(optimizer=self.optimizer.state_dict(), scheduler=self.scheduler.state_dict(),
                          optimizer_params=optimizer_param_names(self.model, self.optimizer))
@@ -1251,6 +1252,7 @@ class GRPOTrainer:
                 if "lora" not in state:
                     raise ValueError(f"{ckpt} has no LoRA adapters: it was written with model.lora.rank=0")
                 check_same_model(ckpt / "model", self.model)  # the adapters of another model: PEFT's / torch's error
+                check_same_base(ckpt / "model", self.model, state.get("lora_base"))  # same shapes, other weights
                 load_lora_state_dict(self.model, state["lora"])
             else:
                 load_model_weights(self.model, ckpt / "model")

@@ -168,3 +168,64 @@ def load_lora_state_dict(model: torch.nn.Module, state: dict[str, torch.Tensor])
     with torch.no_grad():
         for n, p in params.items():
             p.copy_(state[n])
+
+
+_FINGERPRINT_TENSORS, _FINGERPRINT_SAMPLES = 8, 4096
+
+
+def base_fingerprint(model: torch.nn.Module) -> dict[str, dict] | None:
+    """A cheap record of the frozen base a LoRA run trains on: ``{plain name: {"dtype", "values"}}`` for 8 frozen
+    tensors spread over the model (sorted by name), each with 4096 evenly spaced elements as float32 on the CPU.
+
+    A LoRA checkpoint keeps only the adapters, so a resume onto other base weights of the same shapes (a rebuilt model
+    at the same ``model.path``) would go on silently; this lets it notice. Names are the plain model's (PEFT's
+    ``.base_layer`` dropped); evenly spaced elements catch a fine-tune, which moves weights throughout a tensor.
+    None where the weights are not in memory (meta tensors, ZeRO-3 partitions)."""
+    frozen = sorted((_plain_name(n), p) for n, p in unwrap(model).named_parameters() if "lora_" not in n)
+    if not frozen or any(p.is_meta or p.numel() == 0 for _, p in frozen):
+        return None
+    step = max(1, len(frozen) - 1) / max(1, _FINGERPRINT_TENSORS - 1)
+    chosen = sorted({round(k * step) for k in range(_FINGERPRINT_TENSORS)} & set(range(len(frozen))))
+    out = {}
+    for i in chosen:
+        name, p = frozen[i]
+        flat = p.detach().reshape(-1)
+        idx = torch.linspace(0, flat.numel() - 1, min(_FINGERPRINT_SAMPLES, flat.numel())).round().long()
+        out[name] = {"dtype": str(p.dtype).removeprefix("torch."), "values": flat[idx.to(flat.device)].float().cpu()}
+    return out
+
+
+def _plain_name(name: str) -> str:
+    return name.replace(".base_layer.", ".")
+
+
+def base_fingerprint_differences(saved: dict, current: dict | None) -> list[str]:
+    """The tensors of fingerprint ``saved`` whose sampled values ``current`` (this model's) lacks or holds otherwise;
+    [] for the same base. Equal where both were taken in one dtype; across dtypes (a resume with another
+    ``model.dtype``) within the coarser one's rounding, so a cast of the same weights is not taken for others."""
+    if current is None:
+        return []  # nothing to compare with (weights not in memory)
+    differ = []
+    for name, rec in saved.items():
+        now = current.get(name)
+        if now is None:
+            differ.append(f"{name} absent")
+        elif not _same_samples(rec, now):
+            differ.append(name)
+    return differ
+
+
+def _same_samples(a: dict, b: dict) -> bool:
+    x, y = a["values"].float(), b["values"].float()
+    if x.shape != y.shape:
+        return False
+    if a["dtype"] == b["dtype"]:
+        return bool(torch.allclose(x, y, rtol=0, atol=0, equal_nan=True))
+    # each side is the same weight rounded to its dtype: they differ by at most the coarser dtype's rounding
+    info = max((torch.finfo(_float_dtype(d)) for d in (a["dtype"], b["dtype"])), key=lambda f: f.eps)
+    return bool(torch.allclose(x, y, rtol=2 * info.eps, atol=info.tiny, equal_nan=True))
+
+
+def _float_dtype(name) -> torch.dtype:
+    dtype = getattr(torch, name, None) if isinstance(name, str) else None
+    return dtype if isinstance(dtype, torch.dtype) and dtype.is_floating_point else torch.float32

@@ -1,0 +1,59 @@
+"""Reviewed defects: a LoRA resume onto other base weights of the same shapes is refused naming both models; the SFT
+export is written whole or not at all; an unreachable hub fails fast."""
+
+import pytest
+import torch
+
+from test_trainer import _cfg, _trainer, data  # noqa: F401 (data: the fixture)
+
+_LORA = {"algo.kl_coef": 0, "trainer.steps": 2, "model.lora.rank": 4, "model.lora.alpha": 8}
+
+
+def test_a_lora_resume_onto_other_base_weights_of_the_same_shapes_is_refused(tiny_vl_path, tmp_path, data):
+    """The run trained on randomised weights; the resume loads the model.path's own (a rebuilt model there): every
+    shape and config key matches, and the adapters went onto the other base without a word."""
+    out = tmp_path / "run"
+    _trainer(_cfg(out, **_LORA), tiny_vl_path, data).train(steps=1)
+    ckpt = out / "checkpoints" / "step_000001"
+    with pytest.raises(ValueError, match=rf"cannot resume {ckpt}: its weights are another model's than this run's "
+                                         r"\(checkpoint: qwen2_5_vl, 4 layers, hidden 128; this run: qwen2_5_vl, 4 "
+                                         r"layers, hidden 128; its LoRA adapters were trained on other base weights: "
+                                         r".*differ\): resume with the model.path it was trained from"):
+        _trainer(_cfg(out, **_LORA), tiny_vl_path, data, seed_weights=False).train(steps=0)
+    resumed = _trainer(_cfg(out, **_LORA), tiny_vl_path, data)  # its own base still resumes
+    resumed.train(steps=0)
+    assert resumed.step_idx == 1
+
+
+def test_a_lora_checkpoint_without_a_base_fingerprint_still_resumes(tiny_vl_path, tmp_path, data):
+    """Checkpoints written before the fingerprint was kept hold none: nothing to check, the resume goes on."""
+    out = tmp_path / "run"
+    _trainer(_cfg(out, **_LORA), tiny_vl_path, data).train(steps=1)
+    path = out / "checkpoints" / "step_000001" / "trainer_state.pt"
+    state = torch.load(path, weights_only=False)
+    assert set(state["lora_base"]) and all(r["values"].dtype == torch.float32 for r in state["lora_base"].values())
+    del state["lora_base"]
+    torch.save(state, path)
+    resumed = _trainer(_cfg(out, **_LORA), tiny_vl_path, data, seed_weights=False)
+    resumed.train(steps=0)
+    assert resumed.step_idx == 1
+
+
+def test_the_base_fingerprint_names_plain_weights_and_tolerates_a_cast_not_a_change(tiny_vl_path):
+    from mmevo.models.adapters import apply_lora, base_fingerprint, base_fingerprint_differences
+    from mmevo.models.loader import load_model
+
+    plain = base_fingerprint(load_model(tiny_vl_path).model)
+    adapted = base_fingerprint(apply_lora(load_model(tiny_vl_path).model, 4, 8, 0.0, ["q_proj", "v_proj"]))
+    assert len(plain) == 8 and plain.keys() == adapted.keys()  # PEFT's .base_layer names map to the plain ones
+    assert not any(".base_layer." in n for n in adapted)
+    assert base_fingerprint_differences(plain, adapted) == []
+    bf16 = base_fingerprint(load_model(tiny_vl_path, "bfloat16").model)  # model.dtype changed on resume: a cast
+    assert {r["dtype"] for r in bf16.values()} == {"bfloat16"}
+    assert base_fingerprint_differences(plain, bf16) == [] and base_fingerprint_differences(bf16, plain) == []
+    other = load_model(tiny_vl_path).model
+    name = sorted(plain)[3]
+    with torch.no_grad():  # one weight nudged by 1e-3 of itself, less than bfloat16's rounding but a real change
+        dict(other.named_parameters())[name].mul_(1.001)
+    assert base_fingerprint_differences(plain, base_fingerprint(other)) == [name]
+    assert base_fingerprint_differences(plain, None) == []
