@@ -246,7 +246,7 @@ def run_sft(cfg: Config) -> dict:
 
 
 def _run_sft(cfg: Config) -> dict:
-    from mmevo.grpo.checkpoint import save_model
+    from mmevo.grpo.checkpoint import export_atomically, save_model
     from mmevo.grpo.sft import run_sft as sft_loop
 
     if cfg.sft.teacher_noise > 0 and cfg.data.train != "synthetic":
@@ -265,7 +265,10 @@ def _run_sft(cfg: Config) -> dict:
     remove_finished_markers(Path(cfg.sft.output_dir), export=SFT_EXPORT)
     t0 = time.time()
     history = sft_loop(cfg, policy, train)
-    out = save_model(Path(cfg.sft.output_dir) / SFT_EXPORT, policy.model, policy.processor)
+    # whole or not at all: a kill mid-export left a model/ with its config.json but not all its weights or tokenizer,
+    # which a GRPO run (model.path) or the demo took for the finished SFT's model
+    out = export_atomically(Path(cfg.sft.output_dir) / SFT_EXPORT, lambda d: save_model(d, policy.model,
+                                                                                          policy.processor))
     summary = {"model": str(out), "steps": len(history), "final_loss": history[-1]["sft/loss"] if history else None,
                "seconds": time.time() - t0, "data": stats, "config": to_dict(cfg)}  # config: what a reuse compares
     write_json_atomic(Path(cfg.sft.output_dir) / "summary.json", summary)

@@ -57,3 +57,27 @@ def test_the_base_fingerprint_names_plain_weights_and_tolerates_a_cast_not_a_cha
         dict(other.named_parameters())[name].mul_(1.001)
     assert base_fingerprint_differences(plain, base_fingerprint(other)) == [name]
     assert base_fingerprint_differences(plain, None) == []
+
+
+def test_a_kill_mid_sft_export_leaves_no_model_to_be_taken_for_the_finished_one(tiny_text_path, tmp_path,
+                                                                                 monkeypatch):
+    """The SFT wrote ``model/`` in place (config.json first): a kill while its weights were written left a model/
+    that a GRPO run with model.path at it, or the demo, took for the finished SFT's model."""
+    from mmevo import recipes
+    from mmevo.config import ConfigError, load_config
+    from test_checkpoint_export_review import _kill_weights_write
+    from test_ckpt3_review import _sft_cfg
+
+    out = tmp_path / "sft"
+    with monkeypatch.context() as m:
+        _kill_weights_write(m)
+        with pytest.raises(KeyboardInterrupt):
+            recipes.run_sft(_sft_cfg(tiny_text_path, out))
+    assert not (out / "model").exists() and not (out / "summary.json").exists()
+    grpo = load_config(None, [f"model.path={out / 'model'}"])
+    with pytest.raises(ConfigError, match=rf"model.path={out / 'model'}: .*does not exist"):
+        recipes.check_start_model(grpo)
+    summary = recipes.run_sft(_sft_cfg(tiny_text_path, out))  # the rerun exports whole, the killed one's leftover gone
+    assert summary["model"] == str(out / "model") and (out / "model" / "model.safetensors").stat().st_size > 1000
+    assert sorted(p.name for p in out.iterdir() if p.name.startswith("model")) == ["model"]
+    recipes.check_start_model(grpo)
