@@ -81,3 +81,57 @@ def test_a_kill_mid_sft_export_leaves_no_model_to_be_taken_for_the_finished_one(
     assert summary["model"] == str(out / "model") and (out / "model" / "model.safetensors").stat().st_size > 1000
     assert sorted(p.name for p in out.iterdir() if p.name.startswith("model")) == ["model"]
     recipes.check_start_model(grpo)
+
+
+def _load_in_a_fresh_process(tmp_path, endpoint: str, model: str):
+    """``load_model(model)`` in a new interpreter whose hub is ``endpoint`` (huggingface_hub reads HF_ENDPOINT at
+    import), online, with an empty hub cache; returns (what it printed, its stderr)."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    env = {k: v for k, v in os.environ.items() if k not in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")}
+    env.update(HF_ENDPOINT=endpoint, HF_HOME=str(tmp_path / "hf"), PYTHONPATH=str(root), OMP_NUM_THREADS="1")
+    code = ("from mmevo.models.loader import load_model\n"
+            f"try:\n    load_model({model!r})\n"
+            "except OSError as e:\n    print('ERROR', e)\n")
+    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300,
+                          cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc.stdout, proc.stderr
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_an_uncached_hub_id_with_the_hub_unreachable_fails_without_retries(tmp_path):
+    """``model.path=Qwen/Qwen2.5-VL-7B-Instruc`` (a typo) without HF_HUB_OFFLINE on a machine without internet: the hub
+    client asked once, then 6 times more with backoff ("Retrying in 1s ... 8s", ~30 s) before transformers' error,
+    which named neither the endpoint nor the cause. Now one request, and the error says the hub cannot be reached."""
+    endpoint = f"http://127.0.0.1:{_free_port()}"  # nothing listens there: every connection is refused
+    out, err = _load_in_a_fresh_process(tmp_path, endpoint, "Qwen/Qwen2.5-VL-7B-Instruc")
+    assert out.startswith(f"ERROR model 'Qwen/Qwen2.5-VL-7B-Instruc' is not a local directory, and loading it from "
+                          f"the hub failed (the hub at {endpoint} cannot be reached: ConnectError: "), out
+    assert out.rstrip().endswith("pass a local checkpoint directory (a one-slash name is taken for a hub repository "
+                                 "id)"), out
+    assert "Retrying in" not in err and "thrown while requesting" not in err, err[-2000:]
+
+
+def test_a_reachable_hub_is_still_asked_for_the_model(tmp_path):
+    """The check lets any answer through: a hub that answers (here 404, a repository it does not have) gets the
+    fetch, and the error is the fetch's own, not "cannot be reached"."""
+    from local_hub import hub_without_the_repo
+
+    with hub_without_the_repo() as (url, asked):
+        out, _ = _load_in_a_fresh_process(tmp_path, url, "someone/no-such-model")
+    assert out.startswith("ERROR model 'someone/no-such-model' is not a local directory, and loading it from the hub "
+                          "failed (") and "cannot be reached" not in out, out
+    heads = [a for a in asked if a == "HEAD /someone/no-such-model/resolve/main/config.json"]
+    assert len(heads) >= 2, asked  # mmevo's check, then transformers' fetch

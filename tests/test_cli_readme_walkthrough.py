@@ -118,6 +118,7 @@ def test_a_cached_hub_model_loads_offline(tmp_path, monkeypatch, tiny_text_path)
 def test_an_online_fetch_of_an_uncached_id_is_said_before_the_hub_is_asked(tmp_path, monkeypatch, capsys):
     import transformers
 
+    from local_hub import reachable_hub
     from mmevo.models.loader import load_model
 
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
@@ -129,8 +130,10 @@ def test_an_online_fetch_of_an_uncached_id_is_said_before_the_hub_is_asked(tmp_p
         said.append(capsys.readouterr().err)
         raise OSError("We couldn't connect to 'https://huggingface.co' to load the files.")
     monkeypatch.setattr(transformers.AutoConfig, "from_pretrained", hub)
-    with pytest.raises(OSError, match="model 'runs/nope' is not a local directory, and loading it from the hub failed"):
+    with reachable_hub(monkeypatch) as asked, \
+            pytest.raises(OSError, match="model 'runs/nope' is not a local directory, and loading it from the hub failed"):
         load_model("runs/nope")
+    assert asked == ["HEAD /runs/nope/resolve/main/config.json"]  # mmevo's one-request check that the hub answers
     assert said == ["[mmevo] model 'runs/nope': no local directory of that name; fetching it from the hub as a "
                     "repository id (set HF_HUB_OFFLINE=1 to fail at once instead)\n"]
 

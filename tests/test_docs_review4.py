@@ -63,6 +63,7 @@ def test_the_cli_under_a_launcher_fails_with_the_setting_named(launched_rank, mo
 def test_an_unreachable_hub_model_is_named_in_the_error(monkeypatch, tmp_path, capsys):
     import transformers
 
+    from local_hub import reachable_hub
     from mmevo.models.loader import load_model
 
     def offline(name, *args, **kwargs):  # transformers' own text when the hub cannot be reached: a URL, no model
@@ -71,9 +72,11 @@ def test_an_unreachable_hub_model_is_named_in_the_error(monkeypatch, tmp_path, c
                       "mode at 'https://huggingface.co/docs/transformers/installation#offline-mode'.")
     monkeypatch.setattr(transformers.AutoConfig, "from_pretrained", offline)
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
-    with pytest.raises(OSError, match=r"model 'Qwen/Qwen2\.5-VL-7B-Instruct' is not a local directory, and loading it "
-                                      r"from the hub failed \(We couldn't connect .*cached files\.\); pass a local"):
-        load_model("Qwen/Qwen2.5-VL-7B-Instruct")
+    with reachable_hub(monkeypatch), \
+            pytest.raises(OSError, match=r"model 'Qwen/Qwen2\.5-VL-7B-Instruct' is not a local directory, and loading "
+                                         r"it from the hub failed \(We couldn't connect .*cached files\.\); pass a "
+                                         r"local"):
+        load_model("Qwen/Qwen2.5-VL-7B-Instruct")  # the hub answered mmevo's check; transformers' fetch then failed
     # through the CLI: one line naming the model, after the benchmark's rows loaded
     data = ROOT / "data" / "fixtures"
     mathv = next((p for p in data.rglob("testmini.jsonl")), None)

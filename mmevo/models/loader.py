@@ -62,6 +62,25 @@ def _check_source(name_or_path: str) -> None:
         )
 
 
+def check_hub_reachable(repo_id: str) -> None:
+    """One request, with no retries, for ``repo_id``'s config.json on the hub (the request a fetch starts with), made
+    before an uncached hub id is fetched: an unreachable hub (no network, a wrong ``HF_ENDPOINT``) is an OSError at
+    once. The hub client retries a failed connection five times with backoff, so a mistyped one-slash id on a machine
+    without internet failed only after ~30 s (more where connections time out). Any answer (the file, a redirect, a
+    404 for a typo) means the hub is reachable: the fetch goes on and reports it."""
+    from huggingface_hub import constants, get_session, hf_hub_url
+    from huggingface_hub.utils import build_hf_headers
+
+    url = hf_hub_url(repo_id, "config.json")
+    try:
+        get_session().head(url, headers=build_hf_headers(), timeout=constants.HF_HUB_ETAG_TIMEOUT,
+                           follow_redirects=False)
+    except Exception as e:  # the client's connect / timeout / protocol errors: no answer from the hub
+        raise OSError(f"model {repo_id!r} is not a local directory, and loading it from the hub failed (the hub at "
+                      f"{constants.ENDPOINT} cannot be reached: {type(e).__name__}: {e}); pass a local checkpoint "
+                      "directory (a one-slash name is taken for a hub repository id)") from None
+
+
 # huggingface_hub's reading of a boolean environment variable (constants._is_true)
 _TRUE_WORDS = ("1", "ON", "YES", "TRUE")
 
@@ -86,14 +105,16 @@ def in_hub_cache(repo_id: str) -> bool:
         return False
 
 
-def note_hub_fetch(name: str) -> None:
-    """Said on stderr before a hub fetch of an uncached id: a one-slash typo of a local path (``runs/nope``) looks
-    like a hub id, and without a network the hub client retries for ~30 s before its error."""
+def note_hub_fetch(name: str) -> bool:
+    """Said on stderr before a hub fetch of an uncached id (a one-slash typo of a local path, ``runs/nope``, looks
+    like a hub id); returns whether the hub is to be asked."""
     import sys
 
-    if not Path(name).exists() and not in_hub_cache(name):
-        print(f"[mmevo] model {name!r}: no local directory of that name; fetching it from the hub as a repository id "
-              "(set HF_HUB_OFFLINE=1 to fail at once instead)", file=sys.stderr)
+    if Path(name).exists() or in_hub_cache(name):
+        return False
+    print(f"[mmevo] model {name!r}: no local directory of that name; fetching it from the hub as a repository id "
+          "(set HF_HUB_OFFLINE=1 to fail at once instead)", file=sys.stderr)
+    return True
 
 
 def load_model(name_or_path: str | Path, dtype: str = "float32", device: str = "cpu", attn_implementation: str | None = None,
@@ -109,7 +130,8 @@ def load_model(name_or_path: str | Path, dtype: str = "float32", device: str = "
     # every loader (trainer, frozen MM-Zero roles, demo / calibration evaluations) checks before reading the checkpoint
     check_device("model.device", device)
     _check_source(name)
-    note_hub_fetch(name)
+    if note_hub_fetch(name):
+        check_hub_reachable(name)
     try:
         config = AutoConfig.from_pretrained(name)
     except OSError as e:  # transformers' offline / unknown-repo text names a URL, not the model or the setting
