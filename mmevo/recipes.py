@@ -246,13 +246,14 @@ def run_sft(cfg: Config) -> dict:
 
 
 def _run_sft(cfg: Config) -> dict:
-    from mmevo.grpo.checkpoint import export_atomically, save_model
+    from mmevo.grpo.checkpoint import check_replaceable_export, export_atomically, save_model
     from mmevo.grpo.sft import run_sft as sft_loop
 
     if cfg.sft.teacher_noise > 0 and cfg.data.train != "synthetic":
         raise ValueError("sft.teacher_noise only applies to data.train=synthetic")
     train, stats = load_examples(cfg, "train")  # before the model: a bad data path fails in seconds, not minutes
     _need_train_rows(cfg, train)
+    check_replaceable_export(Path(cfg.sft.output_dir) / SFT_EXPORT)  # a file or link there: refused before training
     policy = load_policy(cfg)
     note_unseen_images(policy, {"SFT": train})
     if cfg.sft.teacher_noise > 0:

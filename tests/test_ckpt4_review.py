@@ -135,3 +135,23 @@ def test_a_reachable_hub_is_still_asked_for_the_model(tmp_path):
                           "failed (") and "cannot be reached" not in out, out
     heads = [a for a in asked if a == "HEAD /someone/no-such-model/resolve/main/config.json"]
     assert len(heads) >= 2, asked  # mmevo's check, then transformers' fetch
+
+
+@pytest.mark.parametrize("kind", ["file", "link"])
+def test_an_sft_export_over_a_file_or_link_is_refused_before_training(tiny_text_path, tmp_path, kind):
+    """The export is replaced whole, so a file or a link at ``model/`` is refused (a link was written through, a file
+    failed with the bare FileExistsError), and before the SFT trains, not after."""
+    from mmevo import recipes
+    from test_ckpt3_review import _sft_cfg
+
+    out = tmp_path / "sft"
+    out.mkdir()
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    if kind == "file":
+        (out / "model").write_text("mine")
+    else:
+        (out / "model").symlink_to(elsewhere, target_is_directory=True)
+    with pytest.raises(ValueError, match=rf"cannot export the model to {out / 'model'}: it is a file or a link"):
+        recipes.run_sft(_sft_cfg(tiny_text_path, out))
+    assert not (out / "sft_metrics.jsonl").exists() and not any(elsewhere.iterdir())

@@ -200,7 +200,7 @@ def export_atomically(target: str | Path, write) -> Path:
     leftover ``.partial`` of such a kill is written again. ``target`` is replaced whole, so it must be absent, empty
     or an earlier export (``config.json``): any other directory (a run's output_dir) is refused, not deleted."""
     target = Path(target)
-    _check_replaceable_export(target)
+    check_replaceable_export(target)
     partial = target.with_name(f"{target.name}.partial")
     shutil.rmtree(partial, ignore_errors=True)
     partial.mkdir(parents=True)
@@ -210,7 +210,8 @@ def export_atomically(target: str | Path, write) -> Path:
     return target
 
 
-def _check_replaceable_export(target: Path) -> None:
+def check_replaceable_export(target: Path) -> None:
+    """``export_atomically`` may replace ``target``: absent, an empty directory or an earlier export."""
     if target.is_symlink() or (target.exists() and not target.is_dir()):
         raise ValueError(f"cannot export the model to {target}: it is a file or a link, not a directory")
     if target.is_dir() and any(target.iterdir()) and not (target / "config.json").is_file():

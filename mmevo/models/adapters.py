@@ -181,7 +181,8 @@ def base_fingerprint(model: torch.nn.Module) -> dict[str, dict] | None:
     at the same ``model.path``) would go on silently; this lets it notice. Names are the plain model's (PEFT's
     ``.base_layer`` dropped); evenly spaced elements catch a fine-tune, which moves weights throughout a tensor.
     None where the weights are not in memory (meta tensors, ZeRO-3 partitions)."""
-    frozen = sorted((_plain_name(n), p) for n, p in unwrap(model).named_parameters() if "lora_" not in n)
+    frozen = sorted(((_plain_name(n), p) for n, p in unwrap(model).named_parameters() if "lora_" not in n),
+                    key=lambda item: item[0])
     if not frozen or any(p.is_meta or p.numel() == 0 for _, p in frozen):
         return None
     step = max(1, len(frozen) - 1) / max(1, _FINGERPRINT_TENSORS - 1)
