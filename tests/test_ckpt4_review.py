@@ -18,7 +18,8 @@ def test_a_lora_resume_onto_other_base_weights_of_the_same_shapes_is_refused(tin
     with pytest.raises(ValueError, match=rf"cannot resume {ckpt}: its weights are another model's than this run's "
                                          r"\(checkpoint: qwen2_5_vl, 4 layers, hidden 128; this run: qwen2_5_vl, 4 "
                                          r"layers, hidden 128; its LoRA adapters were trained on other base weights: "
-                                         r".*differ\): resume with the model.path it was trained from"):
+                                         r"the sampled values of model\.language_model\.embed_tokens\.weight, .*"
+                                         r"differ\): resume with the model.path it was trained from"):
         _trainer(_cfg(out, **_LORA), tiny_vl_path, data, seed_weights=False).train(steps=0)
     resumed = _trainer(_cfg(out, **_LORA), tiny_vl_path, data)  # its own base still resumes
     resumed.train(steps=0)
@@ -37,6 +38,21 @@ def test_a_lora_checkpoint_without_a_base_fingerprint_still_resumes(tiny_vl_path
     resumed = _trainer(_cfg(out, **_LORA), tiny_vl_path, data, seed_weights=False)
     resumed.train(steps=0)
     assert resumed.step_idx == 1
+
+
+@pytest.mark.parametrize("edit", [{"x": 3}, {}, [1, 2], {"w": {"dtype": "float32", "values": [1.0]}}],
+                         ids=["not-a-record", "empty", "a-list", "values-not-a-tensor"])
+def test_a_lora_checkpoint_with_a_damaged_base_fingerprint_is_refused_naming_it(tiny_vl_path, tmp_path, data, edit):
+    """A fingerprint that is not one (a hand edit) was a KeyError / TypeError mid-resume, or skipped the check."""
+    from mmevo.grpo.checkpoint import DamagedCheckpointError
+
+    out = tmp_path / "run"
+    _trainer(_cfg(out, **_LORA), tiny_vl_path, data).train(steps=1)
+    path = out / "checkpoints" / "step_000001" / "trainer_state.pt"
+    torch.save({**torch.load(path, weights_only=False), "lora_base": edit}, path)
+    with pytest.raises(DamagedCheckpointError, match=rf"checkpoint file {path} cannot be read \(its 'lora_base' is "
+                                                     r"not a base-weights fingerprint\)"):
+        _trainer(_cfg(out, **_LORA), tiny_vl_path, data).train(steps=0)
 
 
 def test_the_base_fingerprint_names_plain_weights_and_tolerates_a_cast_not_a_change(tiny_vl_path):

@@ -327,12 +327,22 @@ def check_same_base(ckpt_model_dir: str | Path, model, saved_fingerprint) -> Non
     were kept (None) is not checked."""
     from mmevo.models.adapters import base_fingerprint, base_fingerprint_differences
 
-    if not isinstance(saved_fingerprint, dict) or not saved_fingerprint:
+    if saved_fingerprint is None:
         return
+    if not _is_fingerprint(saved_fingerprint):  # a hand edit or another tool: not taken for "no record", unchecked
+        raise DamagedCheckpointError(_damaged_message(Path(ckpt_model_dir).parent / "trainer_state.pt",
+                                                      "its 'lora_base' is not a base-weights fingerprint"))
     differ = base_fingerprint_differences(saved_fingerprint, base_fingerprint(model))
     if differ:
         raise _other_model_error(Path(ckpt_model_dir), unwrap(model), "its LoRA adapters were trained on other base "
-                                 f"weights: {', '.join(differ[:3])}{' ...' if len(differ) > 3 else ''} differ")
+                                 f"weights: the sampled values of {', '.join(differ[:3])}"
+                                 f"{f' and {len(differ) - 3} more' if len(differ) > 3 else ''} differ")
+
+
+def _is_fingerprint(saved) -> bool:
+    return isinstance(saved, dict) and bool(saved) and all(
+        isinstance(name, str) and isinstance(rec, dict) and isinstance(rec.get("dtype"), str)
+        and isinstance(rec.get("values"), torch.Tensor) and rec["values"].dim() == 1 for name, rec in saved.items())
 
 
 def _saved_config(ckpt_model_dir: Path) -> dict:

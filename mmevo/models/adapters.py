@@ -210,7 +210,7 @@ def base_fingerprint_differences(saved: dict, current: dict | None) -> list[str]
     for name, rec in saved.items():
         now = current.get(name)
         if now is None:
-            differ.append(f"{name} absent")
+            differ.append(f"{name} (not in this model)")
         elif not _same_samples(rec, now):
             differ.append(name)
     return differ
