@@ -75,7 +75,9 @@ def check_hub_reachable(repo_id: str) -> None:
     try:
         get_session().head(url, headers=build_hf_headers(), timeout=constants.HF_HUB_ETAG_TIMEOUT,
                            follow_redirects=False)
-    except Exception as e:  # the client's connect / timeout / protocol errors: no answer from the hub
+    except (TypeError, AttributeError):  # a call this client does not take: our error, not the hub's
+        raise
+    except Exception as e:  # the client's connect / timeout / protocol errors (its own httpx build's): no answer
         raise OSError(f"model {repo_id!r} is not a local directory, and loading it from the hub failed (the hub at "
                       f"{constants.ENDPOINT} cannot be reached: {type(e).__name__}: {e}); pass a local checkpoint "
                       "directory (a one-slash name is taken for a hub repository id)") from None
