@@ -62,3 +62,33 @@ def test_the_held_out_evaluation_of_a_step_is_made_once(tiny_vl_path, tmp_path, 
     after = trainer.heldout_eval_now()
     assert calls == [0, 1] and trainer.heldout_eval_now() is after
     trainer.close()
+
+
+def test_a_resume_at_the_cached_step_evaluates_the_loaded_weights(tiny_vl_path, tmp_path, monkeypatch):
+    """heldout_eval_now()'s result is of the weights it scored: a resume loading another step-0 checkpoint's weights
+    (other weights at the same step_idx) evaluates them, not the cached result of the weights it replaced."""
+    import torch
+
+    from conftest import randomize
+    from mmevo import recipes
+
+    cfg = _cfg(tiny_vl_path, tmp_path / "run", 0)
+    train, _ = recipes.load_examples(cfg, "train")
+    heldout, _ = recipes.load_examples(cfg, "heldout")
+    writer = recipes.build_trainer(cfg, recipes.load_policy(cfg), train, heldout)
+    randomize(writer.model, std=0.5, seed=7)  # the checkpoint holds other weights than model.path's
+    writer.save()  # step_000000
+    saved = {k: v.clone() for k, v in writer.model.state_dict().items()}
+    writer.close()
+
+    trainer = recipes.build_trainer(cfg, recipes.load_policy(cfg), train, heldout)
+    calls = _count_evaluations(monkeypatch)
+    first = trainer.heldout_eval_now()  # model.path's weights at step 0
+    trainer.train(steps=0)  # resumes step_000000: the same step_idx, the checkpoint's weights
+    assert trainer.step_idx == 0
+    assert all(torch.equal(v, saved[k]) for k, v in trainer.model.state_dict().items())
+    after = trainer.heldout_eval_now()
+    assert calls == [0, 0]  # was [0]: the first weights' result returned for the loaded ones
+    assert after == trainer.evaluate()
+    assert [s["response"] for s in after["samples"]] != [s["response"] for s in first["samples"]]
+    trainer.close()

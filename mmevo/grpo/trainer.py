@@ -1231,6 +1231,8 @@ class GRPOTrainer:
                           + "; ".join(f"{d['key']} {d['was']!r} -> {d['now']!r}" for d in diff), stacklevel=2)
         _reapply_schedule(self.scheduler)
         self.step_idx = int(state["step"])
+        # other weights, maybe at the step_idx a held-out result was kept for (a step-0 checkpoint): score them anew
+        self._last_heldout_eval = None
         self.engine.sync_weights(self.model)
         self.logger.begin(self.step_idx, state.get("wandb_run_id"))  # the curve and wandb run go on after it
         if D.is_main():
@@ -1383,7 +1385,7 @@ class GRPOTrainer:
         """``evaluate()`` of the held-out set at the current weights, reused from train()'s periodic evaluation or an
         earlier call when one ran at this step (``trainer.eval_every`` dividing the steps, or ``trainer.steps=0``'s
         before and after: the same weights scored again, a whole held-out pass). Every rank gets the same answer (a
-        collective where it evaluates)."""
+        collective where it evaluates). A resume drops the kept result: it may load other weights at the same step."""
         if self._last_heldout_eval is not None and self._last_heldout_eval[0] == self.step_idx:
             return self._last_heldout_eval[1]
         result = self.evaluate()
