@@ -395,7 +395,7 @@ def _run_benchmark(cfg: Config, name: str, out: Path, policy=None, engine=None) 
                 "pixels": [cfg.data.min_pixels, cfg.data.max_pixels], "source": str(source),
                 "image_root": e.image_root or None, "dtype": cfg.model.dtype,
                 "weights": weights_fingerprint(model_path)}
-    if cfg.rollout.eval_temperature > 0:  # sampled answers depend on the seed and the batches; greedy ones do not
+    if cfg.rollout.eval_temperature > 0:  # sampled answers depend on the seed (not the batches); greedy ones do not
         identity["seed"] = cfg.trainer.seed
     records, dropped = _prepare_out_dir(out, identity, e.overwrite)
     def final(rec: dict | None, it: BenchmarkItem) -> bool:
