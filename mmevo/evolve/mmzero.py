@@ -39,7 +39,7 @@ from mmevo.config import Config, set_dotted, to_dict, validate
 from mmevo.data.images import aspect_problem, fit_pixels, to_rgb
 from mmevo.data.prompts import EpochSampler
 from mmevo.data.schema import Example
-from mmevo.evolve.rerun import (check_finished_steps, check_rerun_config, finished_phase,
+from mmevo.evolve.rerun import (check_finished_steps, check_iterations_not_fewer, check_rerun_config, finished_phase,
                                  finished_steps_mismatches)
 from mmevo.rewards.answers import canonical_answer, extract_answer, group_answer_keys
 from mmevo.rewards.mmzero import CONTENT_TYPES, easy_accuracy, modal_share, proposal_penalties
@@ -702,6 +702,7 @@ def run_mmzero(cfg: Config) -> dict:
     check_rerun_config(out, cfg, "mmzero", _RERUN_FREE_KEYS, write=is_main())
     planned = [(f"iter_{t}/{role}", "mmzero.phase_steps", m.phase_steps) for t in range(m.iterations) for role in ROLES]
     check_finished_steps(out, planned, "mmzero", say=is_main())
+    check_iterations_not_fewer(out, m.iterations, 0, "mmzero")
     paths = {role: base for role in ROLES}
     if m.warmup_demos > 0:
         paths = warm_up(cfg, paths, out / "warmup")

@@ -30,7 +30,7 @@ from mmevo.config import Config, set_dotted, to_dict, validate
 from mmevo.data.prompts import EpochSampler
 from mmevo.data.schema import Example
 from mmevo.evolve.mmzero import FrozenRole, Recorder, content_id, step_means, substantive
-from mmevo.evolve.rerun import (check_finished_steps, check_rerun_config, finished_phase,
+from mmevo.evolve.rerun import (check_finished_steps, check_iterations_not_fewer, check_rerun_config, finished_phase,
                                  finished_steps_mismatches)
 from mmevo.rewards.answers import extract_answer, group_answer_keys, single_tag
 from mmevo.rewards.mmzero import modal_share
@@ -357,6 +357,7 @@ def run_prism(cfg: Config) -> dict:
     planned = [(f"iter_{t}/{phase}", f"prism.{phase}_steps", getattr(p, f"{phase}_steps"))
                for t in range(1, p.iterations + 1) for phase in ("questioner", "solver")]
     check_finished_steps(out, planned, "prism", say=is_main())
+    check_iterations_not_fewer(out, p.iterations, 1, "prism")
     if p.warmup_questions > 0:
         solver_path = warm_up(cfg, solver_path, out / "warmup")
         barrier()  # the main rank exports the warm-up (sft_and_export): in place before any rank loads it

@@ -105,6 +105,25 @@ def check_finished_steps(out: Path, planned: list[tuple[str, str, int]], section
     return mismatches
 
 
+def check_iterations_not_fewer(out: Path, iterations: int, first: int, section: str) -> None:
+    """Refuse a rerun with fewer ``<section>.iterations`` than ``out`` holds finished phases of (``iter_<t>/<phase>/
+    done.json``, t counted from ``first``). The loop summarises only the iterations it plans, so such a rerun rewrote
+    ``summary.json`` (and Prism's report) without the finished rounds past them, in silence, while their exports stayed
+    on disk. An iteration that finished no phase (killed in its first phase) is not a round yet and may be dropped."""
+    import re
+
+    finished = [int(d.name[len("iter_"):]) for d in out.glob("iter_*")
+                if re.fullmatch(r"iter_[0-9]+", d.name) and d.is_dir()
+                and any((phase / "done.json").is_file() for phase in d.iterdir() if phase.is_dir())]
+    beyond = [t for t in finished if t >= first + iterations]
+    if beyond:
+        needed = max(beyond) - first + 1
+        raise ConfigError(f"{section}.iterations={iterations}: {section}.output_dir={out} holds finished phases of "
+                          f"{needed} iterations (up to iter_{max(beyond)}); with fewer, its summary.json would leave "
+                          f"finished rounds out: rerun with {section}.iterations>={needed}, or use another "
+                          f"{section}.output_dir")
+
+
 def _done(phase_dir: Path) -> dict | None:
     """A finished phase's ``done.json``, else None."""
     try:
