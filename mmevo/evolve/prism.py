@@ -521,14 +521,23 @@ def balance_pool(rows: list[dict], band: Sequence[float], max_per_cluster: int) 
 
 
 def read_pool(path: Path) -> list[Example]:
-    """The solver's examples from a pool file (label-free: the silver answer stays in ``meta`` for diagnostics)."""
+    """The solver's examples from a pool file (label-free: the silver answer stays in ``meta`` for diagnostics). A
+    damaged line (hand-edited, or torn by a crash before the pool's done.json was written) is an error naming the file
+    and line: it raised a bare JSON / key error, naming neither."""
     exs = []
     if not path.exists():
         return exs
-    for line in path.read_text().splitlines():
-        r = json.loads(line)
-        ex = question_example(r["question"])
-        ex.meta = {"kind": f"cluster_{r['cluster']}", "cluster": r["cluster"], "p": r["p"], "silver": r["silver"]}
+    for n, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
+        try:
+            r = json.loads(line)
+            if not isinstance(r, dict) or not isinstance(r.get("question"), str):
+                raise TypeError("no question text")
+            ex = question_example(r["question"])
+            ex.meta = {"kind": f"cluster_{r['cluster']}", "cluster": r["cluster"], "p": r["p"], "silver": r["silver"]}
+        except (json.JSONDecodeError, KeyError, TypeError) as e:
+            why = f"no field {e}" if isinstance(e, KeyError) else f"not a pool row ({e})"
+            raise ValueError(f"{path}:{n}: {why}; the pool is damaged: restore it, or delete its done.json "
+                             f"({path.parent / 'done.json'}) to build the pool again") from None
         exs.append(ex)
     return exs
 
