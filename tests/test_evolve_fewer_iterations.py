@@ -83,3 +83,41 @@ def test_as_many_or_more_iterations_pass(tmp_path):
     check_iterations_not_fewer(tmp_path, 3, 0, "mmzero")
     with pytest.raises(ConfigError, match=r"mmzero\.iterations=2: .* 3 iterations \(up to iter_2\)"):
         check_iterations_not_fewer(tmp_path, 2, 0, "mmzero")
+
+
+def test_a_rerun_names_the_finished_phases_it_reuses(tiny_text_path, tmp_path, capsys):
+    # a finished run's rerun took seconds and said nothing: it read as a run that had trained
+    from mmevo.evolve.prism import run_prism
+
+    out = tmp_path / "run"
+    _finished_prism_iteration(out, 1)
+    capsys.readouterr()
+    run_prism(_prism_cfg(tiny_text_path, out, 1))
+    err = capsys.readouterr().err
+    assert (f"prism.output_dir={out}: 3 of 3 phases finished before and are reused, not trained again "
+            "(iter_1/questioner, iter_1/pool, iter_1/solver)") in err
+
+
+def test_a_first_run_names_no_reused_phase(tmp_path, capsys):
+    from mmevo.evolve.rerun import say_reused_phases
+
+    _done(tmp_path / "iter_0" / "proposer", {"steps": 2})
+    assert say_reused_phases(tmp_path, ["iter_0/proposer", "iter_0/coder"], "mmzero") == ["iter_0/proposer"]
+    assert "1 of 2 phases finished before" in capsys.readouterr().err
+    assert say_reused_phases(tmp_path / "fresh", ["iter_0/proposer"], "mmzero") == []
+    assert capsys.readouterr().err == ""
+
+
+def test_an_mmzero_rerun_names_the_finished_phases_it_reuses(tiny_vl_path, tmp_path, capsys):
+    from mmevo.evolve.mmzero import ROLES, run_mmzero
+
+    out = tmp_path / "run"
+    for role in ROLES:
+        _done(out / "iter_0" / role, {"skipped": "no data", "model": None})
+    cfg = load_config("configs/mmzero_tiny.yaml", [
+        f"model.path={tiny_vl_path}", f"mmzero.output_dir={out}", "mmzero.warmup_demos=0", "mmzero.iterations=1",
+        "trainer.progress=false"])
+    capsys.readouterr()
+    run_mmzero(cfg)
+    assert ("3 of 3 phases finished before and are reused, not trained again (iter_0/proposer, iter_0/coder, "
+            "iter_0/solver)") in capsys.readouterr().err

@@ -40,7 +40,7 @@ from mmevo.data.images import aspect_problem, fit_pixels, to_rgb
 from mmevo.data.prompts import EpochSampler
 from mmevo.data.schema import Example
 from mmevo.evolve.rerun import (check_finished_steps, check_iterations_not_fewer, check_rerun_config, finished_phase,
-                                 finished_steps_mismatches)
+                                 finished_steps_mismatches, say_reused_phases)
 from mmevo.rewards.answers import canonical_answer, extract_answer, group_answer_keys
 from mmevo.rewards.mmzero import CONTENT_TYPES, easy_accuracy, modal_share, proposal_penalties
 from mmevo.rollout import shared_vllm
@@ -703,6 +703,8 @@ def run_mmzero(cfg: Config) -> dict:
     planned = [(f"iter_{t}/{role}", "mmzero.phase_steps", m.phase_steps) for t in range(m.iterations) for role in ROLES]
     check_finished_steps(out, planned, "mmzero", say=is_main())
     check_iterations_not_fewer(out, m.iterations, 0, "mmzero")
+    if is_main():
+        say_reused_phases(out, [phase for phase, _, _ in planned], "mmzero")
     paths = {role: base for role in ROLES}
     if m.warmup_demos > 0:
         paths = warm_up(cfg, paths, out / "warmup")

@@ -31,7 +31,7 @@ from mmevo.data.prompts import EpochSampler
 from mmevo.data.schema import Example
 from mmevo.evolve.mmzero import FrozenRole, Recorder, content_id, step_means, substantive
 from mmevo.evolve.rerun import (check_finished_steps, check_iterations_not_fewer, check_rerun_config, finished_phase,
-                                 finished_steps_mismatches)
+                                 finished_steps_mismatches, say_reused_phases)
 from mmevo.rewards.answers import extract_answer, group_answer_keys, single_tag
 from mmevo.rewards.mmzero import modal_share
 from mmevo.rollout.shared_vllm import for_roles
@@ -358,6 +358,9 @@ def run_prism(cfg: Config) -> dict:
                for t in range(1, p.iterations + 1) for phase in ("questioner", "solver")]
     check_finished_steps(out, planned, "prism", say=is_main())
     check_iterations_not_fewer(out, p.iterations, 1, "prism")
+    if is_main():
+        phase_dirs = [f"iter_{t}/{phase}" for t in range(1, p.iterations + 1) for phase in PHASES]
+        say_reused_phases(out, phase_dirs, "prism")
     if p.warmup_questions > 0:
         solver_path = warm_up(cfg, solver_path, out / "warmup")
         barrier()  # the main rank exports the warm-up (sft_and_export): in place before any rank loads it

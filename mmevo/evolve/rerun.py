@@ -124,6 +124,19 @@ def check_iterations_not_fewer(out: Path, iterations: int, first: int, section: 
                           f"{section}.output_dir")
 
 
+def say_reused_phases(out: Path, phases: list[str], section: str) -> list[str]:
+    """The phases among ``phases`` (dirs under ``out``) finished before (``done.json``), named on stderr: a rerun skips
+    them and reuses their exports and records, and said nothing of it (a finished run's rerun, taking seconds, read
+    as a run that trained). Returns them."""
+    import sys
+
+    reused = [phase for phase in phases if (out / phase / "done.json").is_file()]
+    if reused:
+        print(f"[mmevo] {section}.output_dir={out}: {len(reused)} of {len(phases)} phases finished before and are "
+              f"reused, not trained again ({', '.join(reused)})", file=sys.stderr)
+    return reused
+
+
 def _done(phase_dir: Path) -> dict | None:
     """A finished phase's ``done.json``, else None."""
     try:
