@@ -482,7 +482,13 @@ def _apply(obj: Any, data: dict, prefix: str, from_file: bool = False) -> None:
                 raise ConfigError(f"{where}: expected a mapping of fields (a section), got {_fmt(value)}")
             _apply(current, value, where + ".", from_file)
         else:
+            if isinstance(value, bool) and where in CHOICES and _BOOL_WORD[value] in CHOICES[where]:
+                value = _BOOL_WORD[value]  # YAML 1.1 read the documented `off` (`gss_mode: off`) as false
             setattr(obj, key, _coerce(value, hints[key], where))
+
+
+# the word a switch whose choices include it means where YAML 1.1 read an unquoted on / off as a boolean
+_BOOL_WORD = {False: "off", True: "on"}
 
 
 # mappings of names to single values whose names may hold dots (a head's import path): an override's key below one
