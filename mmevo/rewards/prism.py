@@ -224,36 +224,36 @@ def load_init_counts(path: str, k: int) -> Tensor:
 
     f = Path(path)
     if not f.is_file():
-        raise ValueError(f"prism init_counts: {path} is not a file (a .npy / .json of {k} cluster counts)")
+        raise ValueError(f"prism.init_counts: {path} is not a file (a .npy / .json of {k} cluster counts)")
     try:
         if f.suffix == ".npy":
             raw = np.load(f, allow_pickle=False)
             if raw.dtype.kind not in "iuf":  # a bool mask or text was read as counts (True = 1, "2" = 2), silently
-                raise ValueError(f"prism init_counts: {path} holds a {raw.dtype} array, not numbers")
+                raise ValueError(f"prism.init_counts: {path} holds a {raw.dtype} array, not numbers")
         elif f.suffix == ".json":
             raw = json.loads(f.read_text())
             raw = raw.get("counts") if isinstance(raw, dict) else raw
             if not isinstance(raw, list):
-                raise ValueError(f"prism init_counts: {path} holds no list of {k} counts (nor {{\"counts\": [...]}})")
+                raise ValueError(f"prism.init_counts: {path} holds no list of {k} counts (nor {{\"counts\": [...]}})")
             i = next((j for j, v in enumerate(raw) if not is_real_number(v)), None)
             if i is not None:  # true / "2" were read as counts 1 / 2, silently; null as NaN
-                raise ValueError(f"prism init_counts: {path}: count {i} is {raw[i]!r}, not a number")
+                raise ValueError(f"prism.init_counts: {path}: count {i} is {raw[i]!r}, not a number")
         else:
-            raise ValueError(f"prism init_counts: {path} must be a .npy or .json file")
+            raise ValueError(f"prism.init_counts: {path} must be a .npy or .json file")
         arr = np.asarray(raw, dtype=np.float64)
     except ValueError as e:
-        if str(e).startswith("prism init_counts"):
+        if str(e).startswith("prism.init_counts"):
             raise
-        raise ValueError(f"prism init_counts: {path} holds no array of numbers ({e})") from None
+        raise ValueError(f"prism.init_counts: {path} holds no array of numbers ({e})") from None
     except (OSError, UnicodeDecodeError, TypeError) as e:
-        raise ValueError(f"prism init_counts: {path} cannot be read ({e})") from None
+        raise ValueError(f"prism.init_counts: {path} cannot be read ({e})") from None
     if arr.ndim != 1 or arr.shape[0] != k:
-        raise ValueError(f"prism init_counts: {path} holds an array of shape {tuple(arr.shape)}, not the {k} counts "
+        raise ValueError(f"prism.init_counts: {path} holds an array of shape {tuple(arr.shape)}, not the {k} counts "
                          f"of this partition's clusters")
     bad = ~(np.isfinite(arr) & (arr >= 0))
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
-        raise ValueError(f"prism init_counts: {path}: count {i} is {float(arr[i])!r}; every count must be finite and "
+        raise ValueError(f"prism.init_counts: {path}: count {i} is {float(arr[i])!r}; every count must be finite and "
                          ">= 0")
     return torch.from_numpy(arr.copy())
 
