@@ -195,16 +195,23 @@ def test_calibration_samples_do_not_depend_on_the_engine_batching(tiny_text_path
     assert responses(2) == whole  # 9 rows in one chunk vs 2-row chunks
 
 
-def test_sample_categorical_row_generators():
+def test_sample_categorical_row_uniforms():
     import torch
 
-    from mmevo.rollout.hf import sample_categorical
+    from mmevo.rollout.hf import row_uniform_table, sample_categorical
+    from mmevo.rollout.base import RolloutRequest
 
     w = torch.tensor([[1.0, 1.0, 1.0, 1.0]] * 3)
-    # a row's draw comes from its own generator alone: the same token with or without neighbours
-    alone = sample_categorical(w[:1], None, [torch.Generator().manual_seed(4)])
-    mixed = sample_categorical(w, torch.Generator().manual_seed(0),
-                               [None, torch.Generator().manual_seed(4), None])
+    # a seeded row's uniforms are its own generator's stream, drawn once for all steps
+    table = row_uniform_table([RolloutRequest(None, n=1), RolloutRequest(None, n=1, seed=4),
+                               RolloutRequest(None, n=1)], steps=3)
+    assert torch.isnan(table[0]).all() and torch.isnan(table[2]).all()
+    assert table[1].tolist() == [torch.rand((), generator=g).item()
+                                 for g in [torch.Generator().manual_seed(4)] for _ in range(3)]
+    assert row_uniform_table([RolloutRequest(None, n=2)], steps=3) is None
+    # a row's draw comes from its own stream alone: the same token with or without neighbours
+    alone = sample_categorical(w[:1], None, table[1:2, 0])
+    mixed = sample_categorical(w, torch.Generator().manual_seed(0), table[:, 0])
     assert mixed[1] == alone[0]
     # its uniform is the generator's first: u = 0.X -> token floor(4 u)
     u = torch.rand((), generator=torch.Generator().manual_seed(4)).item()
@@ -212,5 +219,5 @@ def test_sample_categorical_row_generators():
     # the unseeded rows draw together from the call's generator, in row order
     shared = torch.rand(2, generator=torch.Generator().manual_seed(0))
     assert [int(mixed[0]), int(mixed[2])] == [int(4 * v) for v in shared.tolist()]
-    with pytest.raises(ValueError, match="1 row_generators for 3 rows"):
-        sample_categorical(w, None, [torch.Generator().manual_seed(4)])
+    with pytest.raises(ValueError, match=r"row_uniforms of shape \(1,\) for 3 rows"):
+        sample_categorical(w, None, table[1:2, 0])

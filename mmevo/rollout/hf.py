@@ -30,7 +30,7 @@ _LOW_ALLOWED_MASS = 2.0**-100
 
 def sample_next(logits: torch.Tensor, params: SamplingParams, generator: torch.Generator | None,
                 banned_ids: torch.Tensor | None = None,
-                row_generators: Sequence[torch.Generator | None] | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+                row_uniforms: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """Pick the next token per row. logits [B, V] -> (tokens [B], logprobs [B] under softmax(logits / T)).
 
     ``banned_ids`` (vision placeholders) are never sampled: one in a response would desynchronise image features and
@@ -38,7 +38,7 @@ def sample_next(logits: torch.Tensor, params: SamplingParams, generator: torch.G
     the trainer computes), not of the renormalised sampling distribution. ``top_p``: the smallest set of the likeliest
     allowed tokens whose renormalised mass reaches ``top_p`` (HF's / vLLM's nucleus, applied after the bans); 0 takes
     the likeliest allowed token (the engines refuse it when sampling, see ``check_request_batch``). A row whose every token is banned or has probability 0 raises ValueError.
-    ``row_generators``: see ``sample_categorical``.
+    ``row_uniforms``: see ``sample_categorical``.
     """
     logits = logits.float()
     # as Python floats: a Fraction (a numbers.Real, accepted by check_request_batch) failed inside torch's division
@@ -91,9 +91,9 @@ def sample_next(logits: torch.Tensor, params: SamplingParams, generator: torch.G
             drop = sorted_logits.softmax(-1).cumsum(-1) <= 1 - top_p
             drop[:, -1] = False
             probs = probs.masked_fill(torch.zeros_like(drop).scatter(-1, idx, drop), 0.0)  # back to token order
-        # without row generators the call of before (tests that watch the weights replace it with a 2-argument one)
-        tok = (sample_categorical(probs, generator) if row_generators is None
-               else sample_categorical(probs, generator, row_generators))
+        # without row uniforms the call of before (tests that watch the weights replace it with a 2-argument one)
+        tok = (sample_categorical(probs, generator) if row_uniforms is None
+               else sample_categorical(probs, generator, row_uniforms))
         empty = tok < 0
         if bool(empty.any()):  # top_p <= 0 keeps nothing: the likeliest allowed token
             tok[empty] = allowed(scaled[empty]).argmax(-1)
@@ -101,7 +101,7 @@ def sample_next(logits: torch.Tensor, params: SamplingParams, generator: torch.G
 
 
 def sample_categorical(weights: torch.Tensor, generator: torch.Generator | None,
-                       row_generators: Sequence[torch.Generator | None] | None = None) -> torch.Tensor:
+                       row_uniforms: torch.Tensor | None = None) -> torch.Tensor:
     """One draw per row from the unnormalised non-negative ``weights`` [B, V] -> token ids [B].
 
     Inverse-CDF: one uniform per row and a binary search in the running sum. ``torch.multinomial`` draws one
@@ -112,9 +112,9 @@ def sample_categorical(weights: torch.Tensor, generator: torch.Generator | None,
     or negative weight in such a row raises ValueError. Resolution: float32 running sums and a 24-bit uniform, so a
     token's chance is exact only to about 2^-24 of its row's total. ``generator`` may live on another device than
     ``weights`` (generate's seeded CPU generator with a model on CUDA): the uniforms are drawn on its device.
-    ``row_generators`` (one entry per row, or None): a row with a generator there draws its uniform from it alone
-    (a seeded request's row: its draws do not depend on the other rows); the other rows draw theirs together from
-    ``generator``, as without ``row_generators``.
+    ``row_uniforms`` ([B] or None): a row's uniform drawn beforehand from its own stream (a seeded request's row:
+    its draws do not depend on the other rows), NaN where the row has none; those rows draw theirs together from
+    ``generator``, as without ``row_uniforms``.
     """
     cdf = weights.cumsum(-1)  # [B, V]
     total = cdf[:, -1:]
@@ -130,43 +130,43 @@ def sample_categorical(weights: torch.Tensor, generator: torch.Generator | None,
     # the uniforms come from the generator's own device (torch.rand refuses a generator of another device: generate's
     # seeded CPU generator with a model on CUDA raised at the first draw), then move to the weights'
     at = generator.device if generator is not None else cdf.device
-    if row_generators is None or all(g is None for g in row_generators):
+    if row_uniforms is None:
         u = torch.rand(total.shape, generator=generator, dtype=cdf.dtype, device=at).to(cdf.device)
     else:
-        if len(row_generators) != cdf.shape[0]:  # one entry would broadcast over every row
-            raise ValueError(f"sample_categorical: {len(row_generators)} row_generators for {cdf.shape[0]} rows")
-        u = _row_uniforms(row_generators, generator, at, cdf.dtype).to(cdf.device)[:, None]
+        if tuple(row_uniforms.shape) != (cdf.shape[0],):  # one entry would broadcast over every row
+            raise ValueError(f"sample_categorical: row_uniforms of shape {tuple(row_uniforms.shape)} for "
+                             f"{cdf.shape[0]} rows")
+        u = _with_shared_draws(row_uniforms, generator, at, cdf.dtype).to(cdf.device)[:, None]
     u = u * total
     u = torch.minimum(u, torch.nextafter(total, torch.zeros_like(total)))  # u * total may round up to total
     tok = torch.searchsorted(cdf, u, right=True).squeeze(-1)
     return tok.masked_fill(total.squeeze(-1) <= 0, -1)
 
 
-def _row_uniforms(row_generators: Sequence[torch.Generator | None], generator: torch.Generator | None,
-                  shared_device: torch.device, dtype: torch.dtype) -> torch.Tensor:
-    """One uniform per row [B] on the CPU: rows with their own generator draw from it, the rest from ``generator``
-    (on ``shared_device``) in one draw, in row order."""
-    u = torch.empty(len(row_generators), dtype=dtype)
-    shared = [j for j, g in enumerate(row_generators) if g is None]
-    if shared:
-        u[shared] = torch.rand(len(shared), generator=generator, dtype=dtype, device=shared_device).cpu()
-    for j, g in enumerate(row_generators):
-        if g is not None:
-            u[j] = torch.rand((), generator=g, dtype=dtype, device=g.device).cpu()
+def _with_shared_draws(row_uniforms: torch.Tensor, generator: torch.Generator | None, shared_device: torch.device,
+                       dtype: torch.dtype) -> torch.Tensor:
+    """``row_uniforms`` [B] with each NaN (a row without its own stream) replaced by a draw from ``generator`` (on
+    ``shared_device``): one draw for those rows together, in row order."""
+    u = row_uniforms.to("cpu", dtype).clone()
+    shared = torch.isnan(u)
+    if bool(shared.any()):
+        u[shared] = torch.rand(int(shared.sum()), generator=generator, dtype=dtype, device=shared_device).cpu()
     return u
 
 
-def _row_generators(reqs: Sequence[RolloutRequest], row_of: torch.Tensor) -> list[torch.Generator | None] | None:
-    """Each decoded row's own generator: row k of a request with a seed is seeded ``seed + k``; None for rows of
-    requests without one (they share the call's generator), and None in all when no request has a seed."""
+def row_uniform_table(reqs: Sequence[RolloutRequest], steps: int) -> torch.Tensor | None:
+    """The uniforms of each decoded row's steps [rows, steps] (rows as the requests' samples in order), drawn once
+    before decoding: row k of a request with a seed draws from a CPU generator seeded ``seed + k``, one uniform per
+    step; NaN rows for requests without one (they share the call's generator); None when no request has a seed.
+    Drawn whole, not per step: a generator call per row and step cost ~0.8 ms a step at 256 rows."""
     if all(r.seed is None for r in reqs):
         return None
-    gens: list[torch.Generator | None] = []
+    rows = []
     for r in reqs:
         for k in range(int(r.n)):
-            gens.append(None if r.seed is None else torch.Generator(device="cpu").manual_seed(int(r.seed) + k))
-    assert len(gens) == row_of.numel()
-    return gens
+            rows.append(torch.full((steps,), float("nan")) if r.seed is None else
+                        torch.rand(steps, generator=torch.Generator(device="cpu").manual_seed(int(r.seed) + k)))
+    return torch.stack(rows) if rows else torch.empty(0, steps)
 
 
 def _reuses_kv(req: RolloutRequest) -> bool:
@@ -429,7 +429,6 @@ class HFEngine:
         attn = attn[row_of]
         next_pos = next_pos[row_of]
         N = row_of.numel()
-        row_gens = _row_generators(reqs, row_of)  # None: every row draws from the call's generator (as before)
         tokens: list[list[int]] = [[] for _ in range(N)]
         logps: list[list[float]] = [[] for _ in range(N)]
         finish = ["length"] * N
@@ -450,10 +449,11 @@ class HFEngine:
                 return
             cache.batch_select_indices(live)
             logits, attn, next_pos, active, budget = logits[live], attn[live], next_pos[live], active[live], budget[live]
+        row_u = row_uniform_table(reqs, int(budget.max()))  # None: every row draws from the call's generator
+        assert row_u is None or row_u.shape[0] == N
         for step in range(int(budget.max())):
             act_l = active.tolist()
-            gens = None if row_gens is None else [row_gens[r] for r in act_l]
-            tok, lp = sample_next(logits, params, generator, banned, gens)
+            tok, lp = sample_next(logits, params, generator, banned, None if row_u is None else row_u[act_l, step])
             tok_l, lp_l = tok.tolist(), lp.tolist()
             for j, r in enumerate(act_l):
                 tokens[r].append(tok_l[j])
