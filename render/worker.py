@@ -1638,6 +1638,16 @@ def _lenient_length_reader(size):
     return lenient_size
 
 
+def _relative_font_size(value) -> bool:
+    """Whether a ``font-size`` computes from the parent's size (em / ex / ch / ``%`` / calc()): only such a value
+    differs inherited (the parent's computed px) from declared again (of the parent's px)."""
+    text = str(value).strip()
+    if is_calc(text):
+        return True
+    m = _SVG_LENGTH.fullmatch(text)
+    return m is not None and m.group(2).lower() in ("em", "ex", "ch", "%")
+
+
 def _declares_font_size(node, element) -> bool:
     """Whether ``element`` declares its own ``font-size`` other than ``inherit`` (an attribute, its style attribute,
     a style sheet rule), where its cairosvg ``node`` holds its parent's very value (one declaration of a rule
@@ -1715,7 +1725,8 @@ def _svg_values_read_as_css() -> None:
             init(self, element, style, url_fetcher, parent, *args, **kwargs)
         finally:
             _SVG_ELEMENTS_BUILDING.discard(key)
-        if parent is not None and "font-size" in self and self["font-size"] is parent.get("font-size"):
+        if (parent is not None and "font-size" in self and self["font-size"] is parent.get("font-size")
+                and _relative_font_size(self["font-size"])):  # an absolute size is the same inherited or declared
             self._font_size_inherited = not _declares_font_size(self, element)
         canvas = parent is None  # the document's root: its width / height / viewBox are read by _normalise_root_size
         for name in [n for n in self if n in _SVG_CHECKED_ATTRS]:
@@ -2135,7 +2146,7 @@ def _svg_selectors_bounded() -> None:
 
     if getattr(cairosvg.css.parse_stylesheets, "_bounded", False):
         return
-    parse_stylesheets, compile_list = cairosvg.css.parse_stylesheets, cssselect2.compile_selector_list
+    parse_stylesheets = cairosvg.css.parse_stylesheets
 
     def compile_bounded(input, namespaces=None):
         if _most_combinator_tokens(input) > _SELECTOR_MAX_COMBINATORS:
@@ -2152,7 +2163,7 @@ def _svg_selectors_bounded() -> None:
             if paths > SVG_MAX_SELECTOR_PATHS:
                 raise _SvgTooLarge(f"SVG <style>: a selector walks up to {paths:.3g} ancestor paths in this document, "
                                    f"past the {SVG_MAX_SELECTOR_PATHS:g} matched in time")
-            return compile_list(input, namespaces)
+            return [cssselect2.compiler.CompiledSelector(p) for p in parsed]  # compile_selector_list without a 2nd parse
         except (SyntaxError, RecursionError, MemoryError):
             return []  # cssselect2 could not compile it: dropped
 
