@@ -114,7 +114,7 @@ def check_iterations_not_fewer(out: Path, iterations: int, first: int, section: 
 
     finished = [int(d.name[len("iter_"):]) for d in out.glob("iter_*")
                 if re.fullmatch(r"iter_[0-9]+", d.name) and d.is_dir()
-                and any((phase / "done.json").is_file() for phase in d.iterdir() if phase.is_dir())]
+                and any(_done(phase) is not None for phase in d.iterdir() if phase.is_dir())]
     beyond = [t for t in finished if t >= first + iterations]
     if beyond:
         needed = max(beyond) - first + 1
@@ -130,7 +130,7 @@ def say_reused_phases(out: Path, phases: list[str], section: str) -> list[str]:
     as a run that trained). Returns them."""
     import sys
 
-    reused = [phase for phase in phases if (out / phase / "done.json").is_file()]
+    reused = [phase for phase in phases if _done(out / phase) is not None]  # a damaged record: refused, naming it
     if reused:
         print(f"[mmevo] {section}.output_dir={out}: {len(reused)} of {len(phases)} phases finished before and are "
               f"reused, not trained again ({', '.join(reused)})", file=sys.stderr)
