@@ -421,6 +421,8 @@ def _coerce(value: Any, typ: Any, where: str) -> Any:
         raise ConfigError(f"{where}: expected {typ.__name__}, got boolean {_fmt(value)}")
     if typ in (int, float) and getattr(value, "ndim", 0):  # int(np.array([3])) is 3: a list where a number goes
         raise ConfigError(f"{where}: expected {typ.__name__}, got {_fmt(value)}")
+    if typ is str and isinstance(value, bool) and _BOOL_WORD[value] in CHOICES.get(where, ()):
+        return _BOOL_WORD[value]  # YAML 1.1 read the documented `off` (`gss_mode: off`) as false
     if typ is str and (_is_bool(value) or not isinstance(value, (str, numbers.Number))):  # !!binary, !!set:
         # str() would make the path / name "b'hi'" or "{'a'}" unseen
         hint = " (YAML reads unquoted yes/no/on/off/true/false as booleans: quote the text)" \
@@ -482,8 +484,6 @@ def _apply(obj: Any, data: dict, prefix: str, from_file: bool = False) -> None:
                 raise ConfigError(f"{where}: expected a mapping of fields (a section), got {_fmt(value)}")
             _apply(current, value, where + ".", from_file)
         else:
-            if isinstance(value, bool) and where in CHOICES and _BOOL_WORD[value] in CHOICES[where]:
-                value = _BOOL_WORD[value]  # YAML 1.1 read the documented `off` (`gss_mode: off`) as false
             setattr(obj, key, _coerce(value, hints[key], where))
 
 
