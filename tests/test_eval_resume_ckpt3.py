@@ -76,3 +76,23 @@ def test_undecodable_and_line_separator_records_at_the_start(tmp_path):
     assert records == {"1": rec} and dropped == 1
     lines = (out / "responses.jsonl").read_bytes().split(b"\n")
     assert [json.loads(x) for x in lines if x] == [rec]  # rewritten to the records that stand
+
+
+def test_a_sampled_eval_written_before_per_item_seeds_is_not_resumed(tiny_vl_path, tmp_path):
+    """Sampled responses from before per-item seeds (their run.json has no `sample_seeds`) were drawn under batch
+    seeds: a resume mixed them with per-item draws without a word. Now refused like any other change of run."""
+    import pytest
+
+    over = {"eval.limit": 2, "rollout.eval_temperature": 1.0, "eval.max_tokens": 4}
+    out = tmp_path / "ev"
+    run_benchmark(_cfg(tiny_vl_path, out, **over))
+    run = json.loads((out / "run.json").read_text())
+    assert run["sample_seeds"] == "per item"
+    del run["sample_seeds"]
+    (out / "run.json").write_text(json.dumps(run))
+    with pytest.raises(ValueError, match=r"different run \(sample_seeds: None -> 'per item'\)"):
+        run_benchmark(_cfg(tiny_vl_path, out, **{**over, "eval.limit": 3}))
+    greedy = tmp_path / "greedy"  # greedy runs carry no such key: an older one still resumes
+    run_benchmark(_cfg(tiny_vl_path, greedy, **{"eval.limit": 2}))
+    assert "sample_seeds" not in json.loads((greedy / "run.json").read_text())
+    assert run_benchmark(_cfg(tiny_vl_path, greedy, **{"eval.limit": 2}))["resumed_items"] == 2

@@ -207,6 +207,11 @@ def _read_run_identity(run_file: Path) -> dict:
     return before
 
 
+# identity keys whose absence from an earlier run.json is a difference: sampled responses written before per-item
+# seeds (each item seeded by its place in the benchmark) were drawn under batch seeds; a resume mixed the two
+_IDENTITY_KEYS_SINCE_CHANGE = frozenset({"sample_seeds"})
+
+
 def _prepare_out_dir(out: Path, identity: dict, overwrite: bool) -> tuple[dict[str, dict], int]:
     """Check the run identity against an earlier run in ``out``; return its finished records."""
     make_eval_out_dir(out)
@@ -216,8 +221,10 @@ def _prepare_out_dir(out: Path, identity: dict, overwrite: bool) -> tuple[dict[s
     data = resp_file.read_bytes() if resp_file.exists() else b""  # read once: checked, then parsed
     if data.strip():
         before = _read_run_identity(run_file)
-        # a key the earlier run.json lacks (written before it was part of the identity) is not a difference
-        diff = sorted(k for k in identity if before.get(k, identity[k]) != identity[k])
+        # a key the earlier run.json lacks (written before it was part of the identity) is not a difference, but for
+        # _IDENTITY_KEYS_SINCE_CHANGE: a run before it drew its samples otherwise
+        diff = sorted(k for k in identity
+                      if before.get(k, None if k in _IDENTITY_KEYS_SINCE_CHANGE else identity[k]) != identity[k])
         if diff:
             changes = ", ".join(f"{k}: {before.get(k)!r} -> {identity[k]!r}" for k in diff)
             raise ValueError(f"{out} holds responses of a different run ({changes}); "
@@ -397,6 +404,7 @@ def _run_benchmark(cfg: Config, name: str, out: Path, policy=None, engine=None) 
                 "weights": weights_fingerprint(model_path)}
     if cfg.rollout.eval_temperature > 0:  # sampled answers depend on the seed (not the batches); greedy ones do not
         identity["seed"] = cfg.trainer.seed
+        identity["sample_seeds"] = "per item"  # item_seeds: (seed, the item's place in the benchmark)
     records, dropped = _prepare_out_dir(out, identity, e.overwrite)
     def final(rec: dict | None, it: BenchmarkItem) -> bool:
         """A record stands unless its gold or question changed, its prompt was too long under another limit or is now longer
