@@ -1108,6 +1108,18 @@ def _values_apart(gold: str, pred: str) -> bool:
     return all(abs(a - b) > _VALUE_ABS_TOL + _VALUE_REL_TOL * max(abs(a), abs(b)) for a in vg for b in vp)
 
 
+def _is_interval_set(x) -> bool:
+    """Whether a parsed gold is unmistakably a set of reals: a union, or an interval with a closed or infinite end.
+    A finite open "(1, 2)" is not: it is also how a point is written, and "1 < x < 2" is no answer for a point."""
+    from sympy import Interval, Union
+
+    if isinstance(x, Union):
+        return all(isinstance(a, Interval) for a in x.args)
+    if isinstance(x, Interval):
+        return not (x.left_open and x.right_open and x.start.is_finite and x.end.is_finite)
+    return False
+
+
 def _mv_equal(pred: str, gold: str) -> bool:
     if not (_mv_safe(pred) and _mv_safe(gold)):
         return False
@@ -1117,9 +1129,13 @@ def _mv_equal(pred: str, gold: str) -> bool:
         return False
     if _values_apart(gold, pred):
         return False
+    # math-verify reads a predicted inequality as its solution set only for a gold inequality: the gold "x > 3"
+    # accepted "(3, \\infty)" but the gold "[2, 5)" refused "2 \\le x < 5" (and scored it 0); allowed here for a gold
+    # that is unmistakably an interval or a union of them
+    as_set = any(_is_interval_set(x) for x in g)
     _SOLVE_GUARD.on = True
     try:
-        return bool(_mv().verify(list(g), list(p), timeout_seconds=None))
+        return bool(_mv().verify(list(g), list(p), timeout_seconds=None, allow_set_relation_comp=as_set))
     except Exception:
         return False
     finally:
