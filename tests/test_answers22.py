@@ -39,3 +39,69 @@ def test_inequality_naming_another_set_stays_apart(pred, gold):
 def test_accuracy_reward_of_an_inequality_against_a_gold_interval():
     rewards = accuracy_rewards(["so \\boxed{2 \\le x < 5}", "\\boxed{2 < x < 5}"], ["[2, 5)", "[2, 5)"])
     assert rewards.tolist() == [1.0, 0.0]
+
+
+# a gold angle with a degree mark takes the same angle as a multiple of pi (30° is pi/6); a bare number against a
+# multiple of pi stays apart (without the mark the unit is unknown, and a false match rewards a wrong answer), and so
+# does a predicted degree against a gold in radians (review 20's "45°" against pi/4): the gold decides the unit
+@pytest.mark.parametrize("pred, gold", [
+    ("\\frac{\\pi}{6}", "30^\\circ"),
+    ("\\pi/6", "30°"),
+    ("\\frac{\\pi}{6}", "30 degrees"),
+    ("2\\pi", "360^{\\circ}"),
+    ("-\\frac{\\pi}{2}", "-90^\\circ"),
+    ("\\frac{5\\pi}{6}", "150°"),
+    ("\\frac{\\pi}{4} \\text{ rad}", "45^\\circ"),
+])
+def test_gold_degrees_match_the_same_angle_in_radians(pred, gold):
+    assert answers_equivalent(pred, gold)
+    assert not answers_equivalent(gold, pred)  # a predicted degree against a gold in radians
+
+
+@pytest.mark.parametrize("pred, gold", [
+    ("30", "\\frac{\\pi}{6}"),
+    ("\\frac{\\pi}{6}", "30"),
+    ("\\pi/6", "60^\\circ"),
+    ("\\pi^2", "30^\\circ"),
+    ("\\pi x", "30^\\circ"),
+    ("\\frac{\\pi}{6}^\\circ", "30^\\circ"),
+])
+def test_degrees_and_radians_stay_apart_without_a_mark_or_at_another_angle(pred, gold):
+    assert not answers_equivalent(pred, gold)
+
+
+def test_vote_counts_an_angle_in_degrees_and_in_radians_as_one_answer():
+    keys = group_answer_keys(["30^\\circ", "\\frac{\\pi}{6}", "\\frac{\\pi}{3}"])
+    assert keys[0] == keys[1] != keys[2]
+
+
+def test_an_angle_in_radians_names_the_option_in_degrees():
+    options = ["30°", "45°", "60°", "90°"]
+    assert answers_equivalent("\\frac{\\pi}{3}", "C", options)
+    assert not answers_equivalent("\\frac{\\pi}{3}", "A", options)
+    assert accuracy_rewards(["\\boxed{\\frac{\\pi}{6}}"], ["30^\\circ"]).tolist() == [1.0]
+
+
+# two answers naming different length units are different answers, and a vote keeps them apart; a bare number meets
+# either; no conversion ("5 m" is not "500 cm"); a squared unit is the same unit (an area written "cm")
+@pytest.mark.parametrize("pred, gold, same", [
+    ("5 m", "5 cm", False),
+    ("5\\text{ mm}", "5 \\mathrm{cm}", False),
+    ("5 m", "500 cm", False),
+    ("5 cm", "5", True),
+    ("5 \\mathrm{cm}^2", "5 cm", True),
+    ("5 meters", "5 m", True),
+    ("5 inches", "5 in", True),
+    ("5 feet", "5 ft", True),
+    ("5 units", "5 cm", True),
+])
+def test_answers_naming_different_units_differ(pred, gold, same):
+    assert answers_equivalent(pred, gold) is same
+    assert answers_equivalent(gold, pred) is same
+
+
+def test_vote_keeps_answers_in_different_units_apart():
+    keys = group_answer_keys(["5 m", "5 m", "5 cm", "5 \\text{ cm}", "5 cm"])
+    assert keys[0] == keys[1] and keys[2] == keys[3] == keys[4] and keys[0] != keys[2]
+    keys = group_answer_keys(["5", "5 cm", "5 \\text{ cm}^2", "5 units"])
+    assert len(set(keys)) == 1

@@ -420,7 +420,7 @@ _PLACEHOLDER_RE = re.compile(r"(?:\?|\\?_)+")
 # math-verify already reads "5 cm" as 5 but not "5 cm^2", which split area answers from their bare numbers. The number
 # may end in a digit, a brace (\\sqrt{3}, \\frac{1}{2}) or pi ("12\\pi cm^2"); a sentence period may follow the unit
 _UNIT_TAIL_RE = re.compile(
-    r"(?:(?<=[\d}π])|(?<=\\pi))\s*(?:sq\.?\s*|square\s+|cubic\s+)?(?:[kcm]?m|in|ft|yd|inch(?:es)?|feet|foot|units?|"
+    r"(?:(?<=[\d}π])|(?<=\\pi))\s*(?:sq\.?\s*|square\s+|cubic\s+)?(?P<unit>[kcm]?m|in|ft|yd|inch(?:es)?|feet|foot|units?|"
     r"(?:centi|milli|kilo)?met(?:er|re)s?)\s*(?:\^\s*\{?\s*[23]\s*\}?|[²³])?\s*\.?\s*$", re.IGNORECASE)
 
 
@@ -518,7 +518,35 @@ def _unicode_math(s: str) -> str:
 
 
 def _unwrap(s: str) -> str:
-    """Drop presentation-only markup (text wrappers, spacing, degree marks) but keep spaces."""
+    """Drop presentation-only markup (text wrappers, spacing, degree marks, a unit after a number) but keep spaces."""
+    return _UNIT_TAIL_RE.sub("", _unwrap_keeping_unit(s)).strip()
+
+
+# each spelling of a length unit `_UNIT_TAIL_RE` drops, by its one name; "unit(s)" names none
+_UNIT_NAMES = {"centimeter": "cm", "centimetre": "cm", "millimeter": "mm", "millimetre": "mm", "kilometer": "km",
+               "kilometre": "km", "meter": "m", "metre": "m", "inch": "in", "inche": "in", "feet": "ft", "foot": "ft"}
+
+
+@functools.lru_cache(maxsize=65536)
+def _unit_of(s: str) -> str | None:
+    """The length unit named after the number ``s`` ends with ("5 cm", "5\\text{ meters}^2" are cm and m), else None;
+    squared or cubed alike (an area written "cm" is a sloppy spelling of the same answer)."""
+    m = _UNIT_TAIL_RE.search(_unwrap_keeping_unit(s))
+    if m is None:
+        return None
+    name = m.group("unit").casefold()
+    name = name[:-1] if name.endswith("s") and len(name) > 2 else name
+    return None if name == "unit" else _UNIT_NAMES.get(name, name)
+
+
+def _units_differ(pred: str, gold: str) -> bool:
+    """Both answers name a length unit and not the same one: "5 m" is not "5 cm" (nor, converted, "500 cm": answers
+    are compared as spelled, without unit conversion)."""
+    up, ug = _unit_of(pred), _unit_of(gold)
+    return up is not None and ug is not None and up != ug
+
+
+def _unwrap_keeping_unit(s: str) -> str:
     s = _clean(s) or ""
     if not s.isascii():
         s = _unicode_math(s)
@@ -541,7 +569,6 @@ def _unwrap(s: str) -> str:
     s = _ABOUT_LEAD_RE.sub("", s, count=1)
     s = _DEGREE_RE.sub("", s)
     s = _WS_RUN_RE.sub(" ", s)  # one space per run keeps the unit pattern's \s* runs linear on long blank runs
-    s = _UNIT_TAIL_RE.sub("", s)
     return s.strip()
 
 
@@ -1292,10 +1319,42 @@ def _approximates(va, vb, a: str, b: str) -> bool:
     return abs(va - vb) <= 1e-4 * max(abs(va), abs(vb))
 
 
+# an angle in radians may name its unit: "\\frac{\\pi}{6} \\text{ rad}", "\\pi/6 radians"
+_RADIAN_TAIL_RE = re.compile(r"\s*\b(?:rad|radians?)\s*\.?\s*$", re.IGNORECASE)
+
+
+def _degrees_stated(raw: str, unwrapped: str) -> float | None:
+    """The number of degrees an answer states with a degree mark ("30^\\circ", "30°", "30 degrees"), else None."""
+    if not _DEGREE_RE.search(raw):
+        return None
+    return _to_number(_light(unwrapped))
+
+
+def _radians_of_pi(raw: str, unwrapped: str) -> float | None:
+    """The angle in radians of an answer spelled with pi and no degree mark ("\\frac{\\pi}{6}", "2\\pi/3 rad"),
+    else None."""
+    if "\\pi" not in unwrapped or _DEGREE_RE.search(raw):
+        return None
+    values = _mv_values(_RADIAN_TAIL_RE.sub("", unwrapped)) if _mv_safe(unwrapped) else None
+    if values is None or len(values) != 1 or values[0].imag:
+        return None
+    return float(values[0].real)
+
+
+def _degrees_equal_radians(pred: str, gold: str, up: str, ug: str) -> bool:
+    """A gold angle with a degree mark and a predicted multiple of pi are one angle when they agree (the gold 30° takes
+    pi/6). Only where the gold states degrees: a bare 30 against pi/6 stays apart (the unit is not known here, and a
+    false match rewards a wrong answer), as does a predicted 45° against the gold pi/4, whose question may ask for
+    radians or for no angle at all. A vote compares both ways, so there "30°" and "pi/6" are one answer."""
+    degrees = _degrees_stated(gold, ug)
+    radians = None if degrees is None else _radians_of_pi(pred, up)
+    return radians is not None and math.isclose(degrees, math.degrees(radians), rel_tol=1e-9, abs_tol=1e-9)
+
+
 @functools.lru_cache(maxsize=65536)
 def _equivalent(pred: str, gold: str) -> bool:
     lp, lg = _light(pred), _light(gold)
-    if not lp or not lg:
+    if not lp or not lg or _units_differ(pred, gold):
         return False
     if lp == lg:
         return True
@@ -1313,7 +1372,7 @@ def _equivalent(pred: str, gold: str) -> bool:
                    for g in (sides_g if sides_g is not None else (gold,)))
     if _wordlike(up) or _wordlike(ug):
         return False
-    return _mv_equal(up, ug)
+    return _mv_equal(up, ug) or _degrees_equal_radians(pred, gold, up, ug)
 
 
 def _cheaply_equivalent(pred: str, gold: str) -> bool:
@@ -1411,14 +1470,17 @@ def canonical_answer(ans: str | None, choices: Sequence[str] | None = None) -> H
     ans = _answer_text(ans, "answer")
     refuse_text_for_choices("choices", choices)
     try:
-        light = _light(normalize_choice(ans, choices))
+        text = normalize_choice(ans, choices)
+        light = _light(text)
         if not light:
             return None
+        # a named unit keeps its own key ("5 m" and "5 cm" are not one answer; each meets a bare "5" when compared)
+        unit = () if (named := _unit_of(text)) is None else (named,)
         num = _to_number(light)
         if num is not None:  # 12 significant digits: spellings of one value meet, 1e-7 and 0 stay apart;
             exact = _exact_integer(light)  # integers by their exact value, as `_numbers_close` compares them
-            return ("num", exact if exact is not None else float(f"{num:.12g}") + 0.0)
-        return ("str", light)
+            return ("num", exact if exact is not None else float(f"{num:.12g}") + 0.0, *unit)
+        return ("str", light, *unit)
     except Exception:
         return ("str", str(ans))
 
