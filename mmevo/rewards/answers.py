@@ -541,7 +541,8 @@ def _unit_of(s: str) -> str | None:
 
 def _units_differ(pred: str, gold: str) -> bool:
     """Both answers name a length unit and not the same one: "5 m" is not "5 cm" (nor, converted, "500 cm": answers
-    are compared as spelled, without unit conversion)."""
+    are compared as spelled, without unit conversion). A vote's cheap key (`canonical_answer`) reads a number with its
+    unit as the number, so a vote still counts "5 m" and "5 cm" as one answer."""
     up, ug = _unit_of(pred), _unit_of(gold)
     return up is not None and ug is not None and up != ug
 
@@ -1323,11 +1324,11 @@ def _approximates(va, vb, a: str, b: str) -> bool:
 _RADIAN_TAIL_RE = re.compile(r"\s*\b(?:rad|radians?)\s*\.?\s*$", re.IGNORECASE)
 
 
-def _degrees_stated(raw: str, unwrapped: str) -> float | None:
+def _degrees_stated(raw: str) -> float | None:
     """The number of degrees an answer states with a degree mark ("30^\\circ", "30°", "30 degrees"), else None."""
     if not _DEGREE_RE.search(raw):
         return None
-    return _to_number(_light(unwrapped))
+    return _to_number(_light(raw))  # cached, unlike a light spelling of ``unwrapped``
 
 
 def _radians_of_pi(raw: str, unwrapped: str) -> float | None:
@@ -1346,7 +1347,7 @@ def _degrees_equal_radians(pred: str, gold: str, up: str, ug: str) -> bool:
     pi/6). Only where the gold states degrees: a bare 30 against pi/6 stays apart (the unit is not known here, and a
     false match rewards a wrong answer), as does a predicted 45° against the gold pi/4, whose question may ask for
     radians or for no angle at all. A vote compares both ways, so there "30°" and "pi/6" are one answer."""
-    degrees = _degrees_stated(gold, ug)
+    degrees = _degrees_stated(gold)
     radians = None if degrees is None else _radians_of_pi(pred, up)
     return radians is not None and math.isclose(degrees, math.degrees(radians), rel_tol=1e-9, abs_tol=1e-9)
 
@@ -1470,17 +1471,14 @@ def canonical_answer(ans: str | None, choices: Sequence[str] | None = None) -> H
     ans = _answer_text(ans, "answer")
     refuse_text_for_choices("choices", choices)
     try:
-        text = normalize_choice(ans, choices)
-        light = _light(text)
+        light = _light(normalize_choice(ans, choices))
         if not light:
             return None
-        # a named unit keeps its own key ("5 m" and "5 cm" are not one answer; each meets a bare "5" when compared)
-        unit = () if (named := _unit_of(text)) is None else (named,)
         num = _to_number(light)
         if num is not None:  # 12 significant digits: spellings of one value meet, 1e-7 and 0 stay apart;
             exact = _exact_integer(light)  # integers by their exact value, as `_numbers_close` compares them
-            return ("num", exact if exact is not None else float(f"{num:.12g}") + 0.0, *unit)
-        return ("str", light, *unit)
+            return ("num", exact if exact is not None else float(f"{num:.12g}") + 0.0)
+        return ("str", light)
     except Exception:
         return ("str", str(ans))
 
