@@ -36,6 +36,30 @@ def test_inequality_naming_another_set_stays_apart(pred, gold):
     assert not answers_equivalent(pred, gold)
 
 
+# inequalities joined by "or" are the union of their sets (math-verify kept them a list of relations, equal to no
+# interval); not a comma list (maybe a system), not equations ("x = 1 or x = 2" lists values), not two variables
+@pytest.mark.parametrize("pred, gold", [
+    ("x<1 \\text{ or } x>2", "(-\\infty,1)\\cup(2,\\infty)"),
+    ("x<1 \\lor x>2", "(-\\infty,1)\\cup(2,\\infty)"),
+    ("x < 1 or x \\ge 2", "(-\\infty,1)\\cup[2,\\infty)"),
+    ("x<-1 or 1<x<3", "(-\\infty,-1)\\cup(1,3)"),
+])
+def test_inequalities_joined_by_or_match_the_union(pred, gold):
+    assert answers_equivalent(pred, gold)
+    assert answers_equivalent(gold, pred)
+
+
+@pytest.mark.parametrize("pred, gold", [
+    ("x<1 or x>2", "(-\\infty,1]\\cup(2,\\infty)"),
+    ("x<1, x>2", "(-\\infty,1)\\cup(2,\\infty)"),
+    ("x<1 or y>2", "(-\\infty,1)\\cup(2,\\infty)"),
+    ("x<1 or x>2", "x<2 or x>1"),
+])
+def test_inequalities_joined_by_or_naming_another_set_stay_apart(pred, gold):
+    assert not answers_equivalent(pred, gold)
+    assert answers_equivalent("x=1 or x=2", "\\{1,2\\}")  # a list of values, as before
+
+
 def test_accuracy_reward_of_an_inequality_against_a_gold_interval():
     rewards = accuracy_rewards(["so \\boxed{2 \\le x < 5}", "\\boxed{2 < x < 5}"], ["[2, 5)", "[2, 5)"])
     assert rewards.tolist() == [1.0, 0.0]

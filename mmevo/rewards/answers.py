@@ -1148,11 +1148,39 @@ def _is_interval_set(x) -> bool:
     return False
 
 
+_OR_WORD_RE = re.compile(r"\bor\b", re.IGNORECASE)
+
+
+def _or_inequalities_as_set(text: str, parsed: tuple) -> tuple:
+    """``parsed`` with inequalities in one variable joined by "or" ("x < 1 or x > 2", `_unwrap`'s spelling of
+    "\\lor" / "\\text{ or }") read as the union of their solution sets, which math-verify left a list of relations that
+    matched no interval. Not with a comma (a comma list may be a system, whose set is the intersection), nor with an
+    equation among them ("x = 1 or x = 2" lists values, as math-verify compares them)."""
+    from sympy import And, FiniteSet, Union
+    from sympy.core.relational import Equality, Relational
+
+    if not parsed or "," in text or not _OR_WORD_RE.search(text) or not isinstance(parsed[0], FiniteSet):
+        return parsed
+    parts = list(parsed[0].args)
+
+    def inequality(r) -> bool:
+        return isinstance(r, Relational) and not isinstance(r, Equality) or (
+            isinstance(r, And) and all(inequality(a) for a in r.args))
+
+    symbols = set().union(*(getattr(r, "free_symbols", set()) for r in parts))
+    if len(parts) < 2 or len(symbols) != 1 or not all(inequality(r) for r in parts):
+        return parsed
+    try:
+        return (Union(*(r.as_set() for r in parts)),) + parsed[1:]
+    except Exception:
+        return parsed
+
+
 def _mv_equal(pred: str, gold: str) -> bool:
     if not (_mv_safe(pred) and _mv_safe(gold)):
         return False
-    g = _mv_parse(gold)
-    p = _mv_parse(pred)
+    g = _or_inequalities_as_set(gold, _mv_parse(gold))
+    p = _or_inequalities_as_set(pred, _mv_parse(pred))
     if not g or not p:
         return False
     if _values_apart(gold, pred):
