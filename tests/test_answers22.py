@@ -4,7 +4,7 @@ radians, differing units."""
 import pytest
 
 from mmevo.rewards.accuracy import accuracy_rewards
-from mmevo.rewards.answers import answers_equivalent, group_answer_keys
+from mmevo.rewards.answers import _cheap_as_set, _mv_parse, answers_equivalent, group_answer_keys
 
 
 # a gold interval (or union) accepts the inequality naming the same set: math-verify did this only for a gold
@@ -58,6 +58,18 @@ def test_inequalities_joined_by_or_match_the_union(pred, gold):
 def test_inequalities_joined_by_or_naming_another_set_stay_apart(pred, gold):
     assert not answers_equivalent(pred, gold)
     assert answers_equivalent("x=1 or x=2", "\\{1,2\\}")  # a list of values, as before
+
+
+# sympy takes an inequality's set by solving it: a degree-8 polynomial or |x^8 - ...| took 1-2 s per comparison, so
+# only low degrees are read as sets
+@pytest.mark.parametrize("text, cheap", [
+    ("x^2 \\le 4", True), ("x^3 - x > 0", True), ("|x - 1| \\le 2", True), ("1 < x < 2", True),
+    ("x^8 - 3x^5 + 2x - 7 < 0", False), ("|x^8 - 3x^5 + 2| < 1", False), ("\\sin(x) > 0", False),
+    ("x + y > 1", False),
+])
+def test_only_low_degree_inequalities_are_read_as_sets(text, cheap):
+    (parsed,) = [x for x in _mv_parse(text) if not isinstance(x, str)]
+    assert _cheap_as_set(parsed) is cheap
 
 
 def test_accuracy_reward_of_an_inequality_against_a_gold_interval():

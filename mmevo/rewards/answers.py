@@ -1149,6 +1149,38 @@ def _is_interval_set(x) -> bool:
 
 
 _OR_WORD_RE = re.compile(r"\bor\b", re.IGNORECASE)
+# sympy's as_set of an inequality solves it: a degree-8 polynomial or |x^8 - ...| took 1-2 s per comparison
+_MV_MAX_SET_DEGREE = 4
+
+
+def _is_inequality(x) -> bool:
+    """An inequality or a chain of them ("1 < x < 2" is an And), what math-verify may read as its solution set."""
+    from sympy import And
+    from sympy.core.relational import Equality, Relational
+
+    if isinstance(x, And):
+        return all(_is_inequality(a) for a in x.args)
+    return isinstance(x, Relational) and not isinstance(x, Equality)
+
+
+def _cheap_as_set(rel) -> bool:
+    """Whether the solution set of an inequality (or a chain of them) in one variable is cheap to take: polynomial
+    sides up to `_MV_MAX_SET_DEGREE`, or the absolute value of a polynomial up to degree 2."""
+    from sympy import Abs, And
+
+    if isinstance(rel, And):
+        return all(_cheap_as_set(r) for r in rel.args)
+    symbols = getattr(rel, "free_symbols", set())
+    if len(symbols) != 1 or not hasattr(rel, "lhs"):
+        return False
+    (x,) = symbols
+    for side in (rel.lhs, rel.rhs):
+        degree, _, _, funcs = _solve_degree(side, x)
+        if degree > _MV_MAX_SET_DEGREE or not all(
+                isinstance(f, Abs) and _solve_degree(f.args[0], x)[0] <= 2 and not _solve_degree(f.args[0], x)[3]
+                for f in funcs):
+            return False
+    return True
 
 
 def _or_inequalities_as_set(text: str, parsed: tuple) -> tuple:
@@ -1156,19 +1188,13 @@ def _or_inequalities_as_set(text: str, parsed: tuple) -> tuple:
     "\\lor" / "\\text{ or }") read as the union of their solution sets, which math-verify left a list of relations that
     matched no interval. Not with a comma (a comma list may be a system, whose set is the intersection), nor with an
     equation among them ("x = 1 or x = 2" lists values, as math-verify compares them)."""
-    from sympy import And, FiniteSet, Union
-    from sympy.core.relational import Equality, Relational
+    from sympy import FiniteSet, Union
 
     if not parsed or "," in text or not _OR_WORD_RE.search(text) or not isinstance(parsed[0], FiniteSet):
         return parsed
     parts = list(parsed[0].args)
-
-    def inequality(r) -> bool:
-        return isinstance(r, Relational) and not isinstance(r, Equality) or (
-            isinstance(r, And) and all(inequality(a) for a in r.args))
-
     symbols = set().union(*(getattr(r, "free_symbols", set()) for r in parts))
-    if len(parts) < 2 or len(symbols) != 1 or not all(inequality(r) for r in parts):
+    if len(parts) < 2 or len(symbols) != 1 or not all(_is_inequality(r) and _cheap_as_set(r) for r in parts):
         return parsed
     try:
         return (Union(*(r.as_set() for r in parts)),) + parsed[1:]
@@ -1188,7 +1214,7 @@ def _mv_equal(pred: str, gold: str) -> bool:
     # math-verify reads a predicted inequality as its solution set only for a gold inequality: the gold "x > 3"
     # accepted "(3, \\infty)" but the gold "[2, 5)" refused "2 \\le x < 5" (and scored it 0); allowed here for a gold
     # that is unmistakably an interval or a union of them
-    as_set = any(_is_interval_set(x) for x in g)
+    as_set = any(_is_interval_set(x) for x in g) and all(_cheap_as_set(x) for x in p if _is_inequality(x))
     _SOLVE_GUARD.on = True
     try:
         return bool(_mv().verify(list(g), list(p), timeout_seconds=None, allow_set_relation_comp=as_set))
