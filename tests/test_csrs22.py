@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from mmevo.config import load_config
+from mmevo.rewards.heads import RewardMixer, ScoredSample, SFRHead
 
 ROOT = Path(__file__).resolve().parent.parent
 GEOMETRY3K_TRAIN, BATCH, EPOCHS = 2101, 256, 15
@@ -24,3 +25,30 @@ def test_the_7b_configs_train_the_papers_120_steps(path):
     # 123 (15 x 2101 / 256, rounded down) trained 3 updates past the reported checkpoint
     assert cfg.trainer.steps == EPOCHS * (GEOMETRY3K_TRAIN // BATCH) == 120
     assert cfg.trainer.steps % cfg.trainer.save_every == 0  # Table 6 saves every 20 steps: the last one is step 120
+
+
+# -- a sample's role decides whether SFR rewards it or counts it in f_r ----------------------------------------------
+def _group(second_role):
+    return [ScoredSample("\\boxed{1}", 0, None, None), ScoredSample("\\boxed{2}", 0, None, None, role=second_role),
+            ScoredSample("\\boxed{2}", 0, None, None, role="reinference", parent=0)]
+
+
+@pytest.mark.parametrize("role", ["Maternal", "reinferences", "", None, 1, True])
+def test_sfr_and_the_mixer_refuse_a_role_they_do_not_know(role):
+    # "Maternal" was read as a re-inference: the maternal \boxed{2} scored 0 and \boxed{1} 0.2667, the damped share of
+    # an answer that is 1 of 3 in A_all and absent from A_m = [2, 2] (test below: 0.2667 / 0.7982 with the role right)
+    with pytest.raises(ValueError, match=r"samples\[1\]\.role"):
+        SFRHead().score(_group(role))
+    with pytest.raises(ValueError, match=r"samples\[1\]\.role"):
+        RewardMixer({"majority": 1.0})(_group(role))
+
+
+def test_known_roles_score_by_eq_7_8():
+    # maternal [1, 2], A_m [2]: Eq. 7 R_base(1) = 1/3, R_base(2) = 2/3; Eq. 8 f_r(1) = 0, f_r(2) = 1
+    #   R(1) = (1 + 0.2 tanh(5 (0 / (1/3 + 1e-6) - 1))) / 3 = (1 - 0.2 * 0.999909204262595) / 3 = 0.266672719715827
+    #   R(2) = (1 + 0.2 tanh(5 (1 / (2/3 + 1e-6) - 1))) * 2/3: 1 / 0.666667666667 = 1.49999775, 5 * 0.49999775
+    #        = 2.49998875, tanh = 0.986614000 -> (1 + 0.197322800) * 2/3 = 0.798215200
+    r, _ = SFRHead().score(_group("maternal"))
+    assert r.tolist() == pytest.approx([0.266672719715827, 0.798215200, 0.0], abs=1e-6)
+    total, metrics = RewardMixer({"sfr": 1.0})(_group("maternal"))
+    assert metrics["reward/sfr/mean"] == pytest.approx((0.266672719715827 + 0.798215200) / 2, abs=1e-6)

@@ -43,6 +43,17 @@ def group_of(sample: ScoredSample, i: int) -> int:
         raise ValueError(f"samples[{i}].group_id must be an integer, got {sample.group_id!r}") from None
 
 
+SAMPLE_ROLES = ("maternal", "reinference")
+
+
+def is_maternal(sample: ScoredSample, i: int) -> bool:
+    """Whether the sample is trained on; a role other than the two the trainer writes is a ValueError naming it (a
+    misspelt "Maternal" was silently a re-inference: SFR gave it 0 and counted its answer in f_r)."""
+    if not (isinstance(sample.role, str) and sample.role in SAMPLE_ROLES):
+        raise ValueError(f"samples[{i}].role must be one of {SAMPLE_ROLES}, got {sample.role!r:.60}")
+    return sample.role == "maternal"
+
+
 class RewardHead:
     """Base class: ``score`` returns rewards [B] and metrics; ``state_dict`` / ``load_state_dict`` for resume."""
 
@@ -134,8 +145,8 @@ class SFRHead(RewardHead):
             choices = samples[idx[0]].choices
             answers = [extract_answer(samples[i].response, choices) for i in idx]
             keys = dict(zip(idx, group_answer_keys(answers, choices)))
-            mat = [i for i in idx if samples[i].role == "maternal"]
-            rein = [i for i in idx if samples[i].role != "maternal"]
+            mat = [i for i in idx if is_maternal(samples[i], i)]
+            rein = [i for i in idx if not is_maternal(samples[i], i)]
             r = softened_frequency_rewards([keys[i] for i in mat], [keys[i] for i in rein], self.gamma, self.beta)
             rewards[mat] = r.float()
             mkeys = [keys[i] for i in mat if keys[i] is not None]
@@ -251,7 +262,7 @@ class RewardMixer:
         """Weighted total [B]; metrics are over maternal samples (the ones trained on)."""
         total = torch.zeros(len(samples), dtype=torch.float32)
         metrics: dict[str, float] = {}
-        mat = torch.tensor([s.role == "maternal" for s in samples], dtype=torch.bool)
+        mat = torch.tensor([is_maternal(s, i) for i, s in enumerate(samples)], dtype=torch.bool)
         for name, head in self.heads.items():
             try:
                 out = head.score(samples)
