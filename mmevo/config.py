@@ -190,7 +190,7 @@ class SFTConfig:
 class CSRSConfig:
     enabled: bool = False  # sample with CSRS: n maternal responses + m re-inferences per maternal anchor
     m: int = 5  # re-inferences per maternal response (paper: 5)
-    omega: float = 0.7  # retracing rate in (0, 1]: anchor floor(omega * own length) per maternal response (paper: 0.7)
+    omega: float = 0.7  # retracing rate in (0, 1) (Eq. 6): anchor floor(omega * own length) per maternal response (paper: 0.7)
     random_anchor: bool = False  # Appendix A.5 variant: omega ~ U(0, 1) drawn per maternal response
     retrace: bool = True  # RRM: re-infer from the anchor; false = re-infer from scratch (anchor 0)
     perturb: bool = True  # VSP: re-inferences see a Gaussian-noised image (one per maternal response)
@@ -917,14 +917,17 @@ def validate(cfg: Config) -> None:
     c = cfg.csrs
     # checked whether or not csrs.enabled: a run may switch CSRS on later (the demo's CSRS run, a loop role), past
     # this check; gamma / beta < 0 would fail only at the first SFR reward (mmevo.rewards.sfr)
-    for key, ok, need in (("m", c.m >= 1, ">= 1"), ("omega", 0.0 <= c.omega <= 1.0, "in (0, 1]"),
+    for key, ok, need in (("m", c.m >= 1, ">= 1"), ("omega", 0.0 <= c.omega <= 1.0, "in (0, 1)"),
                           ("sigma", c.sigma >= 0, ">= 0"), ("gamma", 0 <= c.gamma <= 1, "in [0, 1]"),
                           ("beta", c.beta >= 0, ">= 0")):
         if not ok:
             raise ConfigError(f"csrs.{key}={_fmt(getattr(c, key))} must be {need}"
                               + (f" ({SFR_GAMMA_ABOVE_ONE})" if key == "gamma" and c.gamma > 1 else ""))
+    if c.omega == 1:  # Eq. 6 takes omega in (0, 1): an anchor at the end continues a finished response
+        raise ConfigError(f"csrs.omega={_fmt(c.omega)} must be in (0, 1) (Eq. 6): an anchor at the end keeps the whole response, "
+                          "answer included, so a re-inference only continues a finished response")
     if c.omega == 0:  # Eq. 6 takes omega in (0, 1): an anchor at 0 is the ablation switch's, under a second name
-        raise ConfigError("csrs.omega=0 must be in (0, 1]: an anchor at 0 re-infers from scratch, which is "
+        raise ConfigError("csrs.omega=0 must be in (0, 1): an anchor at 0 re-infers from scratch, which is "
                           "csrs.retrace=false (Table 5's runs without RRM); set that instead")
     if c.enabled:
         if r.n < 2:

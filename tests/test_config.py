@@ -121,10 +121,10 @@ def test_loop_roles_are_checked_at_load_time(tmp_path):
 def test_csrs_combinations_name_the_field():
     with pytest.raises(ConfigError, match=r"csrs\.enabled needs rollout\.n >= 2.*rollout\.n=1"):
         load_config(None, ["csrs.enabled=true", "rollout.n=1"])
-    with pytest.raises(ConfigError, match=r"csrs\.omega=1\.5 must be in \(0, 1\]"):
+    with pytest.raises(ConfigError, match=r"csrs\.omega=1\.5 must be in \(0, 1\)"):
         load_config(None, ["csrs.enabled=true", "csrs.omega=1.5"])
     # anchor 0 re-infers from scratch: that is csrs.retrace=false, one name for one thing (Eq. 6: omega in (0, 1))
-    with pytest.raises(ConfigError, match=r"csrs\.omega=0 must be in \(0, 1\].*csrs\.retrace=false"):
+    with pytest.raises(ConfigError, match=r"csrs\.omega=0 must be in \(0, 1\).*csrs\.retrace=false"):
         load_config(None, ["csrs.enabled=true", "csrs.omega=0"])
 
 

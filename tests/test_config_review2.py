@@ -68,8 +68,8 @@ def test_the_csrs_7b_config_evaluates_every_5_steps():
 
 # -- CSRS ranges are checked whether or not csrs.enabled -------------------------------------------------------------
 @pytest.mark.parametrize("override, message", [
-    ("csrs.m=0", r"csrs\.m=0 must be >= 1"), ("csrs.omega=1.5", r"csrs\.omega=1\.5 must be in \(0, 1\]"),
-    ("csrs.omega=-0.1", r"csrs\.omega=-0\.1 must be in \(0, 1\]"), ("csrs.sigma=-1", r"csrs\.sigma=-1\.0 must be >= 0"),
+    ("csrs.m=0", r"csrs\.m=0 must be >= 1"), ("csrs.omega=1.5", r"csrs\.omega=1\.5 must be in \(0, 1\)"),
+    ("csrs.omega=-0.1", r"csrs\.omega=-0\.1 must be in \(0, 1\)"), ("csrs.sigma=-1", r"csrs\.sigma=-1\.0 must be >= 0"),
     ("csrs.gamma=-0.2", r"csrs\.gamma=-0\.2 must be in \[0, 1\]"), ("csrs.beta=-5", r"csrs\.beta=-5\.0 must be >= 0"),
 ])
 def test_csrs_ranges_are_checked_even_while_csrs_is_off(override, message):
@@ -86,9 +86,9 @@ def test_csrs_ranges_are_checked_even_while_csrs_is_off(override, message):
 
 
 def test_csrs_bounds_themselves_are_accepted():
-    cfg = load_config(None, ["csrs.enabled=true", "reward.heads={sfr: 1.0}", "csrs.m=1", "csrs.omega=1",
+    cfg = load_config(None, ["csrs.enabled=true", "reward.heads={sfr: 1.0}", "csrs.m=1", "csrs.omega=0.999",
                              "csrs.sigma=0", "csrs.gamma=0", "csrs.beta=0"])
-    assert (cfg.csrs.m, cfg.csrs.omega, cfg.csrs.sigma, cfg.csrs.gamma, cfg.csrs.beta) == (1, 1.0, 0.0, 0.0, 0.0)
+    assert (cfg.csrs.m, cfg.csrs.omega, cfg.csrs.sigma, cfg.csrs.gamma, cfg.csrs.beta) == (1, 0.999, 0.0, 0.0, 0.0)
     assert load_config(None, ["csrs.gamma=0.35", "csrs.beta=8"]).csrs.gamma == 0.35  # Table 2's largest values
 
 

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from mmevo.config import load_config
+from mmevo.config import ConfigError, CSRSConfig, load_config
+from mmevo.csrs.strategy import CSRSStrategy
 from mmevo.rewards.heads import RewardMixer, ScoredSample, SFRHead
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -52,3 +53,26 @@ def test_known_roles_score_by_eq_7_8():
     assert r.tolist() == pytest.approx([0.266672719715827, 0.798215200, 0.0], abs=1e-6)
     total, metrics = RewardMixer({"sfr": 1.0})(_group("maternal"))
     assert metrics["reward/sfr/mean"] == pytest.approx((0.266672719715827 + 0.798215200) / 2, abs=1e-6)
+
+
+# -- Eq. 6: "omega in (0, 1) denotes the retracing rate" -------------------------------------------------------------
+def test_a_retracing_rate_of_1_is_refused_naming_eq_6():
+    # omega = 1 was accepted: the anchor kept the whole response, answer included, and each re-inference continued a
+    # finished response (its answer the maternal one unless it boxed again): RRM's local exploration did not happen
+    with pytest.raises(ConfigError, match=r"csrs\.omega=1\.0 must be in \(0, 1\) \(Eq\. 6\)"):
+        load_config(ROOT / "configs/csrs_tiny.yaml", ["csrs.omega=1"])
+    for w in (0.1, 0.7, 0.9, 0.999):  # Table 4's rates, and one just below the bound
+        assert load_config(ROOT / "configs/csrs_tiny.yaml", [f"csrs.omega={w}"]).csrs.omega == w
+
+
+@pytest.mark.parametrize("omega", [1, 1.0, 0, 1.5, float("nan"), True, "0.7"])
+def test_the_strategy_built_directly_refuses_a_rate_outside_the_open_interval(omega):
+    with pytest.raises(ValueError, match=r"csrs\.omega must be in \(0, 1\)"):
+        CSRSStrategy(CSRSConfig(enabled=True, omega=omega))
+
+
+def test_the_strategy_ignores_the_rate_where_it_cuts_no_fixed_anchor():
+    # csrs.retrace=false re-infers from scratch; random anchors draw their own rate from U(0, 1)
+    CSRSStrategy(CSRSConfig(enabled=True, omega=1, retrace=False))
+    CSRSStrategy(CSRSConfig(enabled=True, omega=1, random_anchor=True))
+    assert CSRSStrategy(CSRSConfig(enabled=True, omega=0.7)).c.omega == 0.7

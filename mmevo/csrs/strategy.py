@@ -63,6 +63,13 @@ class CSRSStrategy(RolloutStrategy):
     def __init__(self, csrs: CSRSConfig):
         if not is_integer_number(csrs.m) or csrs.m < 1:  # m = 0 ran without re-inferences, reporting none of it
             raise ValueError(f"csrs.m must be an integer >= 1 (re-inferences per maternal response), got {csrs.m!r}")
+        if csrs.retrace and not csrs.random_anchor:  # Eq. 6: omega in (0, 1); omega = 1 re-infers after the answer
+            try:
+                (omega,) = sample_omegas(1, csrs.omega, False, random.Random(0))  # the rate as the anchors read it
+            except ValueError:  # no number (a bool, a text, NaN) or outside [0, 1]
+                omega = None
+            if omega is None or not 0 < omega < 1:
+                raise ValueError(f"csrs.omega must be in (0, 1) (Eq. 6), got {csrs.omega!r}")
         self.c = csrs
 
     def rollout(self, ctx: RolloutContext, examples: list[Example]) -> Rollout:
