@@ -8,7 +8,9 @@ step-120 row is, digit for digit, Table 1's CSRS / Geometry3K result.
 
 from pathlib import Path
 
+import numpy as np
 import pytest
+import torch
 
 from mmevo.config import ConfigError, CSRSConfig, load_config
 from mmevo.csrs.strategy import CSRSStrategy
@@ -76,3 +78,17 @@ def test_the_strategy_ignores_the_rate_where_it_cuts_no_fixed_anchor():
     CSRSStrategy(CSRSConfig(enabled=True, omega=1, retrace=False))
     CSRSStrategy(CSRSConfig(enabled=True, omega=1, random_anchor=True))
     assert CSRSStrategy(CSRSConfig(enabled=True, omega=0.7)).c.omega == 0.7
+
+
+# -- a head's weight is a number, not a flag or a text ---------------------------------------------------------------
+@pytest.mark.parametrize("weight", [True, False, np.True_, torch.tensor(True), "0.5", b"1"])
+def test_the_mixer_refuses_a_weight_that_is_a_bool_or_a_text(weight):
+    # float() read True as a weight of 1 and "0.5" as 0.5 (load_config refuses both for reward.heads; a mixer built
+    # directly, by a loop or a plug-in, took them)
+    with pytest.raises(ValueError, match=r"reward head 'sfr': weight must be a finite number"):
+        RewardMixer({"sfr": weight})
+
+
+def test_the_mixer_keeps_numeric_weights_of_every_kind():
+    for w in (1, 0.5, -0.25, np.float32(0.5), np.int64(2), torch.tensor(0.5)):
+        assert RewardMixer({"sfr": w}).weights == {"sfr": float(w)}

@@ -16,7 +16,7 @@ from mmevo.rewards.honest import HonestBrierHead, HonestFormatHead, HonestHindsi
 from mmevo.rewards.majority import majority_vote_rewards
 from mmevo.rewards.mmzero import CoderHead, ProposerHead
 from mmevo.rewards.prism import PrismCoverageHead
-from mmevo.validation import as_index
+from mmevo.validation import as_index, is_bool
 
 
 @dataclass
@@ -238,8 +238,8 @@ class RewardMixer:
             raise ValueError("reward heads are empty: give at least one head and its weight, e.g. {'accuracy': 1.0}")
         self.weights, self.heads, self.labels = {}, {}, {}
         for name, w in weights.items():
-            try:
-                w = float(w)
+            try:  # float() reads True as 1 and "0.5" as 0.5: a flag or a text in the wrong place became a weight
+                w = math.nan if is_bool(w) or isinstance(w, (str, bytes)) else float(w)
             except (TypeError, ValueError):
                 w = math.nan
             if not math.isfinite(w):  # a NaN / inf weight makes every total reward non-finite
