@@ -11,8 +11,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from PIL import Image
 
 from mmevo.config import ConfigError, CSRSConfig, load_config
+from mmevo.csrs.perturb import perturb_image, perturb_images
 from mmevo.csrs.strategy import CSRSStrategy
 from mmevo.rewards.heads import RewardMixer, ScoredSample, SFRHead
 
@@ -92,3 +94,27 @@ def test_the_mixer_refuses_a_weight_that_is_a_bool_or_a_text(weight):
 def test_the_mixer_keeps_numeric_weights_of_every_kind():
     for w in (1, 0.5, -0.25, np.float32(0.5), np.int64(2), torch.tensor(0.5)):
         assert RewardMixer({"sfr": w}).weights == {"sfr": float(w)}
+
+
+# -- VSP names what it cannot perturb --------------------------------------------------------------------------------
+@pytest.mark.parametrize("bad", [np.zeros((4, 4, 3), np.uint8), None, "figure.png"])
+def test_vsp_names_an_image_that_is_no_pil_image(bad):
+    # each failed on img.convert with an AttributeError naming neither the argument nor what it should be
+    with pytest.raises(ValueError, match=r"img must be a PIL image, got " + type(bad).__name__):
+        perturb_image(bad, 20.0, 0)
+    with pytest.raises(ValueError, match=r"images\[1\] must be a PIL image"):
+        perturb_images([Image.new("RGB", (2, 2)), bad], 20.0, 0)
+
+
+@pytest.mark.parametrize("bad", [None, Image.new("RGB", (2, 2))])
+def test_vsp_names_an_image_list_that_is_no_list(bad):
+    # None: "'NoneType' object is not iterable"; one image: "'Image' object is not iterable"
+    with pytest.raises(ValueError, match=r"images must be a list of PIL images"):
+        perturb_images(bad, 20.0, 0)
+
+
+def test_vsp_of_a_grey_image_keeps_sigma_in_pixel_units():
+    # Eq. 9 on 0-255 values: mid-grey 128 plus N(0, 20^2) noise, rounded; far from 0 and 255 clipping never bites
+    out = np.asarray(perturb_image(Image.new("RGB", (200, 200), (128, 128, 128)), 20.0, 7), dtype=np.float64)
+    assert abs(out.mean() - 128) < 0.3 and abs(out.std() - 20) < 0.3
+    assert perturb_images((Image.new("L", (2, 2), 9),), 0.0, 0)[0].getpixel((0, 0)) == (9, 9, 9)  # a tuple is a list

@@ -53,6 +53,8 @@ def perturb_image(img: Image.Image, sigma: float, seed: int) -> Image.Image:
     Deterministic given ``seed``; ``sigma == 0`` returns an identical RGB copy. The input is
     converted to RGB first and is never modified.
     """
+    if not isinstance(img, Image.Image):  # an array or a path failed on .convert, naming neither argument nor type
+        raise ValueError(f"img must be a PIL image, got {type(img).__name__}")
     sigma = _check_sigma(sigma)
     seed = _check_seed(seed)
     rgb = img.convert("RGB")  # a new image even when already RGB
@@ -66,4 +68,9 @@ def perturb_image(img: Image.Image, sigma: float, seed: int) -> Image.Image:
 
 def perturb_images(images: Sequence[Image.Image], sigma: float = DEFAULT_VSP_SIGMA, seed: int = 0) -> list[Image.Image]:
     """Perturb each image with its own seed ``derive_seed(seed, i)``."""
+    if isinstance(images, Image.Image) or not isinstance(images, Sequence):  # one image is no list of them
+        raise ValueError(f"images must be a list of PIL images, got {type(images).__name__}")
+    bad = next((i for i, im in enumerate(images) if not isinstance(im, Image.Image)), None)
+    if bad is not None:
+        raise ValueError(f"images[{bad}] must be a PIL image, got {type(images[bad]).__name__}")
     return [perturb_image(im, sigma, derive_seed(seed, i)) for i, im in enumerate(images)]
