@@ -798,6 +798,7 @@ def _run_python(code: str, limits: RenderLimits) -> tuple[str, str]:
     sys.modules["__main__"] = main
     _JOB_CWD[0] = _JOBDIR  # where it starts (_child_sandbox)
     sys.addaudithook(_note_png_write)  # the order of its PNG writes: a tie of timestamps is no order (_last_png_written)
+    _record_png_saves()
     try:
         exec(compiled, main.__dict__)
     except SystemExit:
@@ -863,6 +864,10 @@ def _run_python(code: str, limits: RenderLimits) -> tuple[str, str]:
         if not blank or undrawn:
             drew = "the current figure is empty, and the code" if blank else "the code drew no figure and"
             return "no_output", f"{drew} wrote no out.png{undrawn}"
+    saved = _png_save_of_unchanged_figure(plt.gcf(), limits)
+    if saved is not None:
+        os.rename(saved, out)  # the supervisor checks it as any out.png
+        return "ok", f"{os.path.relpath(saved, _JOBDIR)!r} saved by the code from the current figure, unchanged since"
     fig = plt.gcf()
     invalid = _invalid_figure_size(plt)
     if invalid is not None:
@@ -875,6 +880,104 @@ def _run_python(code: str, limits: RenderLimits) -> tuple[str, str]:
     with plt.rc_context({"savefig.bbox": "standard"}):
         fig.savefig(out, format="png", dpi=fig.dpi)
     return "ok", "current figure"
+
+
+# The code's last savefig to a PNG file: (the figure, its absolute path, _FIGURE_CHANGES[0] after the save), and how
+# often a Figure was marked stale (an artist of it changed) since the job began. Its commonest ending is
+# `plt.savefig("chart.png", dpi=..., bbox_inches="tight")` with the figure left open (or `plt.show()`, which Agg
+# ignores): the worker re-saved that figure at its own dpi, without the code's options, and a legend or label placed
+# outside the axes, which the tight box was there to keep, was cut off the image.
+_LAST_PNG_SAVE: list = [None]
+_FIGURE_CHANGES = [0]
+_FIGURE_DRAWING = [0]  # how many Figure.draw / savefig calls are running
+
+
+def _record_png_saves() -> None:
+    """In the job child: note each ``Figure.savefig`` to a PNG file and each change of a figure after it."""
+    import functools
+    import weakref
+
+    from matplotlib.artist import Artist
+    from matplotlib.figure import Figure
+
+    stale = Artist.stale
+
+    def set_stale(fig, value):
+        stale.fset(fig, value)
+        # any artist's change reaches its figure as stale = True; a save or draw (pyplot's draw_idle after a save, a
+        # layout engine's) marks some itself, and changes nothing the code asked for
+        if value and not _FIGURE_DRAWING[0]:
+            _FIGURE_CHANGES[0] += 1
+
+    draw = Figure.draw
+
+    @functools.wraps(draw)
+    def counted_draw(fig, *args, **kwargs):
+        _FIGURE_DRAWING[0] += 1
+        try:
+            return draw(fig, *args, **kwargs)
+        finally:
+            _FIGURE_DRAWING[0] -= 1
+
+    savefig = Figure.savefig
+
+    @functools.wraps(savefig)
+    def recorded_savefig(fig, fname, *args, **kwargs):
+        _FIGURE_DRAWING[0] += 1  # a save sets and restores the figure's dpi, colours, layout: no change of the code's
+        try:
+            result = savefig(fig, fname, *args, **kwargs)
+        except BaseException:
+            _LAST_PNG_SAVE[0] = None  # a file it may have left half written
+            raise
+        finally:
+            _FIGURE_DRAWING[0] -= 1
+        try:
+            path = _png_path_saved(fig, fname, kwargs.get("format"))
+        except Exception:  # noqa: BLE001 - a name it cannot resolve: the figure is saved by the worker, as before
+            path = None
+        if path is not None:
+            _LAST_PNG_SAVE[0] = (weakref.ref(fig), path, _FIGURE_CHANGES[0])
+        return result
+
+    Figure.stale = property(stale.fget, set_stale, doc=stale.__doc__)
+    Figure.savefig, Figure.draw = recorded_savefig, counted_draw
+
+
+def _png_path_saved(fig, fname, fmt) -> str | None:
+    """The absolute path a ``savefig(fname, format=fmt)`` just wrote a PNG to, as matplotlib names it (a name
+    without a suffix gets the default format's), or None: a file object, another format."""
+    if not isinstance(fname, (str, os.PathLike)):
+        return None
+    path = os.fsdecode(os.fspath(fname))
+    if fmt is None:
+        fmt = os.path.splitext(path)[1][1:] or fig.canvas.get_default_filetype()
+        if not os.path.splitext(path)[1][1:]:
+            path = path.rstrip(".") + "." + fmt
+    return os.path.abspath(path) if str(fmt).lower() == "png" else None
+
+
+def _png_save_of_unchanged_figure(fig, limits: RenderLimits) -> str | None:
+    """The PNG the code's last ``savefig`` wrote of ``fig`` (the current figure) when nothing of any figure changed
+    since and it is still a regular file in the job dir within ``max_side`` / ``max_png_bytes`` by its header, or
+    None: the worker saves ``fig`` at its own dpi, as before (a save past the limits stays no refusal)."""
+    record = _LAST_PNG_SAVE[0]
+    if record is None or record[0]() is not fig or record[2] != _FIGURE_CHANGES[0] or _outside_jobdir(record[1]):
+        return None
+    fd = _open_chosen_file(record[1])
+    if fd is None:
+        return None
+    try:
+        head, st = _read_exact(fd, 24), os.fstat(fd)
+    finally:
+        os.close(fd)
+    # a second name (a hard link) makes out.png invalid_image; the figure saved afresh has none
+    if head is None or head[:8] != _PNG_SIG or head[12:16] != b"IHDR" or st.st_size > limits.max_png_bytes \
+            or st.st_nlink != 1:
+        return None
+    w, h = struct.unpack(">II", head[16:24])
+    if not limits.min_side <= min(w, h) <= max(w, h) <= limits.max_side or max(w, h) > limits.max_aspect * min(w, h):
+        return None
+    return record[1]
 
 
 def _drew_nothing(fig) -> bool:
