@@ -3544,8 +3544,15 @@ class Supervisor:
         code, language = job["code"], job["language"]
         if language not in LANGUAGES:
             return _result(kind="crash", msg=f"unknown language {language!r}", t0=t0)
-        if not isinstance(code, str) or len(code) > limits.max_code_chars:
-            return _result(kind="too_large", msg="source missing or too long", t0=t0)
+        if not isinstance(code, str):
+            return _result(kind="too_large", msg="source missing", t0=t0)
+        # an SVG is bounded by max_svg_bytes (its UTF-8 size, checked in the sandbox): max_code_chars (200,000) refused
+        # an SVG of 5000 small shapes (~350 KB, within the documented 1 MiB) as "source missing or too long"
+        field, cap = ("max_code_chars", limits.max_code_chars) if language == "python" else \
+            ("max_svg_bytes", limits.max_svg_bytes)
+        if len(code) > cap:
+            return _result(kind="too_large", msg=f"the {language} source of {len(code)} characters exceeds "
+                                                 f"{field} ({cap})", t0=t0)
         timeout_s = float(job["timeout_s"])
         strict = job.get("strict", True)
         payload = json.dumps({"code": code, "language": language, "limits": dataclasses.asdict(limits)}).encode()

@@ -574,3 +574,28 @@ def test_a_legitimate_program_renders_the_right_picture(rendered, name):
     if size is not None:
         assert (r.width, r.height) == size
     check(rgb(r.png))
+
+
+# -- source sizes: an SVG job is bounded by max_svg_bytes, as documented, not by the python code's character cap ------
+MANY_SHAPES = ('<svg xmlns="http://www.w3.org/2000/svg" width="800" height="400"><rect width="800" height="400" '
+               'fill="white"/>' + "".join(f'<circle cx="{4 + 8 * (i % 100)}" cy="{4 + 8 * (i // 100)}" r="3" '
+                                          'fill="red" stroke="none"/>' for i in range(5000)) + "</svg>")
+
+
+def test_an_svg_past_the_code_char_cap_but_within_max_svg_bytes_renders():
+    from render.types import RenderLimits
+
+    limits = RenderLimits()
+    assert limits.max_code_chars < len(MANY_SHAPES) < limits.max_svg_bytes  # ~330,000 characters
+    pool = start_render_pool(workers=1)
+    try:
+        r = pool.render(RenderJob(MANY_SHAPES, "svg"), timeout_s=30.0)
+        past_svg = pool.render(RenderJob(MANY_SHAPES[:-6] + " " * limits.max_svg_bytes + "</svg>", "svg"), timeout_s=30)
+        past_code = pool.render(RenderJob("x = 1\n" * (limits.max_code_chars // 6 + 1)), timeout_s=30.0)
+    finally:
+        pool.close()
+    assert r.ok and (r.width, r.height) == (800, 400), (r.error_kind, r.message)
+    px = rgb(r.png)
+    assert count(px, RED) > 5000 * 20 and near(px, RED)[4, 4] and near(px, RED)[396, 796]  # 5000 dots, the last too
+    assert (past_svg.error_kind, past_code.error_kind) == ("too_large", "too_large")
+    assert "max_svg_bytes (1048576)" in past_svg.message and "max_code_chars (200000)" in past_code.message
