@@ -37,6 +37,7 @@ sandbox, then rasterised.
 
 from __future__ import annotations
 
+import colorsys
 import dataclasses
 import errno
 import itertools
@@ -1795,6 +1796,75 @@ def _svg_font_sizes_computed() -> None:
     surface_class._font_sizes_computed = True
 
 
+# CSS Color 4 forms cairosvg (2.9) misreads: hsl() / hsla() (drawn black: every `fill="hsl(210, 70%, 50%)"` of a chart),
+# rgb() / rgba() with spaces, a slash or four arguments (`rgb(255 0 0)`: a `crash`), #rrggbbaa / #rgba (alpha dropped)
+_CSS_COLOUR_FUNCTION = re.compile(r"(rgba?|hsla?)\(([^()]*)\)")
+_CSS_NUMBER = re.compile(r"([+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:e[+-]?\d+)?)(%|deg|grad|rad|turn)?")  # unambiguous: linear
+_HUE_TURNS = {None: 1 / 360, "deg": 1 / 360, "grad": 1 / 400, "rad": 1 / (2 * math.pi), "turn": 1.0}
+
+
+def _css_colour_rgba(string: str) -> tuple[float, float, float, float] | None:
+    """(r, g, b, alpha), each in [0, 1], of a CSS colour in one of the forms cairosvg misreads, else None (its own
+    reading stands). Linear: one anchored match without nested repetition, then a split of its arguments."""
+    text = string.strip().lower()
+    if text.startswith("#") and len(text) in (5, 9) and all(c in "0123456789abcdef" for c in text[1:]):
+        digits = [text[i] * 2 for i in range(1, 5)] if len(text) == 5 else [text[i:i + 2] for i in range(1, 9, 2)]
+        return tuple(int(d, 16) / 255 for d in digits)
+    m = _CSS_COLOUR_FUNCTION.fullmatch(text)
+    if m is None:
+        return None
+    main, slash, alpha = m.group(2).partition("/")
+    args = [a.strip() for a in main.split(",")] if "," in main else main.split()
+    if slash:
+        if "," in main:
+            return None  # the slash belongs to the space-separated syntax only
+        args.append(alpha.strip())
+    if len(args) not in (3, 4):
+        return None
+    parsed = [_CSS_NUMBER.fullmatch(a) for a in args]
+    if None in parsed:
+        return None
+    values = [(float(p.group(1)), p.group(2)) for p in parsed]
+    if not all(math.isfinite(v) for v, _ in values):
+        return None
+    a = 1.0
+    if len(values) == 4:
+        v, unit = values[3]
+        a = v / 100 if unit == "%" else v if unit is None else None
+        if a is None:
+            return None
+    if m.group(1).startswith("hsl"):
+        (h, h_unit), (sat, s_unit), (light, l_unit) = values[:3]
+        if h_unit == "%" or s_unit not in (None, "%") or l_unit not in (None, "%"):  # CSS 4: `hsl(0 100 50)` too
+            return None
+        rgb = colorsys.hls_to_rgb((h * _HUE_TURNS[h_unit]) % 1.0, min(max(light / 100, 0.0), 1.0),
+                                  min(max(sat / 100, 0.0), 1.0))
+    else:
+        if any(unit not in (None, "%") for _, unit in values[:3]):
+            return None
+        rgb = tuple(v / 100 if unit == "%" else v / 255 for v, unit in values[:3])
+    return tuple(min(max(c, 0.0), 1.0) for c in (*rgb, a))
+
+
+def _svg_colours_read_as_css() -> None:
+    """cairosvg's colour reader (``surface.color``, behind every fill, stroke, stop and flood colour) taking the CSS
+    Color 4 forms it misread (``_css_colour_rgba``) first (job child only, once)."""
+    import cairosvg.surface
+
+    read = cairosvg.surface.color
+    if getattr(read, "_css_forms", False):
+        return
+
+    def color(string, opacity=1):
+        rgba = _css_colour_rgba(string) if isinstance(string, str) else None
+        if rgba is None:
+            return read(string, opacity)
+        return (*rgba[:3], rgba[3] * opacity)
+
+    color._css_forms = True
+    cairosvg.surface.color = color
+
+
 def _svg_values_read_as_css() -> None:
     """cairosvg's nodes with each length, number and viewBox read as SVG 2 reads them (job child only, once).
 
@@ -2612,6 +2682,7 @@ def _run_svg(text: str, limits: RenderLimits) -> tuple[str, str]:
     _svg_pattern_tiles_bounded()
     _svg_selectors_bounded()
     _svg_unreadable_images_refused()
+    _svg_colours_read_as_css()
 
     try:
         # as surface.convert does, with the root's size read right between parsing and sizing

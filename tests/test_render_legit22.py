@@ -447,6 +447,14 @@ def _colours(px):
         assert tuple(px[10, x]) == c, (x, tuple(px[10, x]), c)
 
 
+def _css4_colours(px):
+    # what a browser draws on white: hsl() was black, rgb() with spaces a crash, #rrggbbaa / #rgba opaque
+    want = ((255, 0, 0), (0, 128, 0), (0, 0, 255), (127, 127, 255), (255, 127, 127), (255, 119, 119), (0, 255, 255),
+            (38, 128, 217))
+    got = [tuple(int(v) for v in px[10, 10 + 20 * i]) for i in range(len(want))]
+    assert all(abs(g - w) <= 2 for gc, wc in zip(got, want) for g, w in zip(gc, wc)), got
+
+
 def _current_color(px):
     close_box(box(near(px, RED)), (10, 10, 49, 49), 1)
 
@@ -518,6 +526,10 @@ LEGIT_SVG = {  # name: (text, (width, height), check)
                         'fill="rgb(0,128,0)"/><rect x="40" width="20" height="20" style="fill: blue"/>'
                         '<rect x="60" width="20" height="20" fill="#ffaa00"/><rect x="80" width="20" height="20" '
                         'fill="purple"/></svg>', (200, 100), _colours),
+    "css4_colour_forms": (SV + 'width="200" height="100">' + "".join(
+        f'<rect x="{20 * i}" width="20" height="20" fill="{c}"/>' for i, c in enumerate((
+            "hsl(0, 100%, 50%)", "hsl(120deg 100% 25%)", "rgb(0 0 255)", "hsla(240, 100%, 50%, 0.5)", "#ff000080",
+            "#f008", "hsl(0.5turn 100 50)", "hsl(210, 70%, 50%)"))) + "</svg>", (200, 100), _css4_colours),
     "current_color": (S100 + '<g color="red"><rect x="10" y="10" width="40" height="40" fill="currentColor"/></g>'
                       '</svg>', (200, 100), _current_color),
     "units_pt_in": (SV + 'width="1in" height="72pt"><rect width="36pt" height="0.5in" fill="blue"/></svg>', (96, 96),
