@@ -611,3 +611,30 @@ def test_an_svg_past_the_code_char_cap_but_within_max_svg_bytes_renders():
     assert count(px, RED) > 5000 * 20 and near(px, RED)[4, 4] and near(px, RED)[396, 796]  # 5000 dots, the last too
     assert (past_svg.error_kind, past_code.error_kind) == ("too_large", "too_large")
     assert "max_svg_bytes (1048576)" in past_svg.message and "max_code_chars (200000)" in past_code.message
+
+
+# -- hostile programs against the code's-own-save path: each falls back to the figure saved by the worker ------------
+SAVE = PLT + "import os\nfig = plt.figure(figsize=(3, 2))\nplt.plot([0, 1], color='red')\nplt.savefig('c.png', dpi=50)\n"
+HOSTILE_SAVES = {  # name: code; each must end ok, the figure at its own dpi (300 x 200), not the file the code left
+    "swapped_for_a_link_to_a_tree_file": SAVE + "os.remove('c.png')\nos.symlink('/etc/hostname', 'c.png')\n",
+    "swapped_for_a_fifo": SAVE + "os.remove('c.png')\nos.mkfifo('c.png')\n",
+    "given_a_second_name": SAVE + "os.link('c.png', 'd.png')\n",
+    "header_past_max_side": SAVE + "import struct, zlib\nihdr = struct.pack('>IIBBBBB', 100000, 100000, 8, 6, 0, 0, 0)\n"
+                                   "open('c.png', 'wb').write(b'\\x89PNG\\r\\n\\x1a\\n' + struct.pack('>I', 13) + b'IHDR' + "
+                                   "ihdr + struct.pack('>I', zlib.crc32(b'IHDR' + ihdr)))\n",
+    "truncated_to_nothing": SAVE + "open('c.png', 'wb').close()\n",
+    "removed": SAVE + "os.remove('c.png')\n",
+    "replaced_by_a_directory": SAVE + "os.remove('c.png')\nos.mkdir('c.png')\n",
+    "saved_then_figure_resized": SAVE + "fig.set_size_inches(3, 2)\nfig.set_dpi(100)\n",
+}
+
+
+def test_a_file_the_code_swapped_after_its_save_is_not_the_image():
+    pool = start_render_pool(workers=1)
+    try:
+        rs = pool.render_many([RenderJob(c) for c in HOSTILE_SAVES.values()], timeout_s=30.0)
+    finally:
+        pool.close()
+    got = {n: (r.ok, r.width, r.height, r.error_kind, r.message) for n, r in zip(HOSTILE_SAVES, rs)}
+    assert all(g[:3] == (True, 300, 200) for g in got.values()), got
+    assert all(count(rgb(r.png), RED) > 100 for r in rs)
