@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from mmevo.honest.strategy import OFFERED_METRIC
+from mmevo.validation import is_integer_number, is_real_number
 
 __all__ = ["LOG2", "REWARD_STD_MIN", "REPLAY_COOLDOWN_STEPS", "MIN_DISTINCT_SHARE", "MUTATION_RETRIES",
            "Detection", "reward_collapse", "priority_entropy", "replay_entropy_low", "unverifiable_mutations",
@@ -65,12 +66,20 @@ class Detection:
 
 
 # ---------------------------------------------------------------------------------------------------- detectors
+def _measured(name: str, x) -> float:
+    """A detector input as a finite float, else a ValueError naming it: a NaN std / entropy / count failed every
+    comparison and never fired, silently; True was read as 1 and the text "0" as 0 by float()."""
+    if not is_real_number(x) or not math.isfinite(x):
+        raise ValueError(f"{name} must be a finite number, got {x!r}")
+    return float(x)
+
+
 def reward_collapse(stds: Sequence[float], threshold: float = REWARD_STD_MIN, window: int = COLLAPSE_WINDOW,
                     name: str = "reward") -> Detection:
     """Fires when the last ``window`` reward stds are all below ``threshold``; value = the latest std."""
-    if window < 1:
-        raise ValueError(f"window must be >= 1, got {window}")
-    recent = [float(s) for s in list(stds)[-window:]]
+    if not is_integer_number(window) or window < 1:
+        raise ValueError(f"window must be an integer >= 1, got {window!r}")
+    recent = [_measured(f"{name} std", s) for s in list(stds)[-window:]]
     if not recent:
         return Detection(False, None)
     fired = len(recent) == window and all(s < threshold for s in recent)
@@ -81,8 +90,8 @@ def reward_collapse(stds: Sequence[float], threshold: float = REWARD_STD_MIN, wi
 
 def priority_entropy(priorities: Iterable[float]) -> float:
     """Shannon entropy (nats) of the sampling distribution p_i = priority_i / sum; 0 for one or no entry."""
-    p = [float(x) for x in priorities]
-    if any(not math.isfinite(x) or x < 0 for x in p):
+    p = [_measured(f"priorities[{i}]", x) for i, x in enumerate(priorities)]
+    if any(x < 0 for x in p):
         raise ValueError("priorities must be finite and >= 0")
     total = sum(p)
     if total <= 0:
@@ -96,7 +105,7 @@ def replay_entropy_low(entropy: float | None, threshold: float = LOG2,
     prompts carry the sampling mass). None (no buffer, or not logged this step) never fires."""
     if entropy is None:
         return Detection(False, None)
-    entropy = float(entropy)
+    entropy = _measured("replay priority entropy", entropy)
     fired = entropy < threshold
     event = (f"replay collapse: priority entropy {entropy:.3g} < {threshold:.3g} nats; guardrail: replay mix off "
              f"for {cooldown} steps") if fired else None
@@ -105,9 +114,12 @@ def replay_entropy_low(entropy: float | None, threshold: float = LOG2,
 
 def unverifiable_mutations(n_unverifiable: float | None, n_mutations: float | None) -> Detection:
     """Fires when any mutated problem failed its own verifier this step; value = the unverifiable share."""
-    if not n_mutations:
+    if n_mutations is None:
         return Detection(False, None)
-    bad, total = float(n_unverifiable or 0), float(n_mutations)
+    total = _measured("n_mutations", n_mutations)
+    if not total:
+        return Detection(False, None)
+    bad = 0.0 if n_unverifiable is None else _measured("n_unverifiable", n_unverifiable)
     if bad < 0 or bad > total:
         raise ValueError(f"unverifiable mutations {bad:g} not in [0, {total:g}]")
     rate = bad / total
@@ -240,7 +252,7 @@ class HealthMonitor:
             if unoffered and key.startswith(HINDSIGHT_REWARD_PREFIX):
                 continue  # no slot offered this step: the head's 0 rewards say nothing about collapse
             if key in m and m[key] is not None:
-                self.std_history[key].append(float(m[key]))
+                self.std_history[key].append(_measured(key, m[key]))  # float() read True as 1
             d = reward_collapse(self.std_history[key], self.reward_std_min, self.collapse_window, key)
             if d.fired and not self.collapsed[key]:
                 self.counts["reward_collapse"] += 1

@@ -61,9 +61,13 @@ class CalibrationPrioritizedReplay:
                      meta={"domain": domain, "difficulty": difficulty})
         self.buffer.add(ex, conf, correct)
 
-    def sample(self, n: int, alpha: float = 0.6, eps: float = 1e-3) -> list[dict]:
+    def sample(self, n: int, alpha: float | None = None, eps: float | None = None) -> list[dict]:
         """``n`` entries drawn with replacement, each with probability proportional to (|conf - correct| + eps)^alpha:
-        dicts with the fields ``add`` took and the entry's ``priority``."""
+        dicts with the fields ``add`` took and the entry's ``priority``. alpha / eps default to the buffer's (the
+        seed's 0.6 / 1e-3 unless built with others): fixed defaults of 0.6 / 1e-3 here ignored a buffer built with
+        alpha=1, which then sampled at 0.6 while ``entropy_of_priorities`` and ``snapshot`` reported at 1."""
+        alpha = self.buffer.alpha if alpha is None else alpha
+        eps = self.buffer.eps if eps is None else eps
         out = []
         for e in self.buffer.sample(n, alpha, eps, self.rng):
             out.append({"prompt": e.example.problem, "gt": e.example.answer, "domain": e.example.meta["domain"],

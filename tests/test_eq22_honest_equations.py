@@ -1,0 +1,150 @@
+"""Equation vectors, round 22: HONEST's section 9 detectors and section 3 / 5 numbers, against plain-Python references
+written from the seed (not from mmevo's code), on seeded random cases plus hand-picked boundaries and hostile input."""
+
+import math
+import random
+
+import pytest
+import torch
+
+from mmevo.honest.health import (generator_collapse, priority_entropy, replay_entropy_low, reward_collapse,
+                                 unverifiable_mutations, HealthMonitor)
+from mmevo.honest.selfplay import generator_reward
+from mmevo.honest.seed_api import CalibrationPrioritizedReplay
+
+
+# -- references (seed section 9 table, section 3.1 and section 5.1) ------------------------------------------------
+def ref_collapse(std: float) -> bool:
+    return std < 1e-4  # "Falls back to brier-only when reward_std<1e-4"
+
+
+def ref_entropy(priorities: list[float]) -> float:
+    total = sum(priorities)
+    if total == 0:
+        return 0.0
+    return -sum(p / total * math.log(p / total) for p in priorities if p > 0)
+
+
+def ref_replay_collapse(entropy: float) -> bool:
+    return entropy < math.log(2)  # "buffer.entropy_of_priorities() < log(2)"
+
+
+def ref_generator_collapse(ids: list) -> bool:
+    return len(set(ids)) / len(ids) < 0.1  # "len(set(generated_pids)) / n_steps < 0.1"
+
+
+def ref_priority(c: float, y: bool, alpha: float, eps: float) -> float:
+    return (abs(c - float(y)) + eps) ** alpha  # section 3.1
+
+
+def test_detectors_match_the_seed_thresholds_on_400_random_cases():
+    rng = random.Random(22)
+    for case in range(400):
+        std = rng.choice([0.0, 1e-4, 9.999e-5, 1.0001e-4, rng.random() * 2e-4, rng.random()])
+        assert reward_collapse([std]).fired == ref_collapse(std), (case, std)
+        prios = [rng.choice([0.0, rng.random(), rng.random() * 1e-3]) for _ in range(rng.randint(1, 12))]
+        h = priority_entropy(prios)
+        assert h == pytest.approx(ref_entropy(prios), abs=1e-12), case
+        assert replay_entropy_low(h).fired == ref_replay_collapse(h), case
+        ids = [rng.randint(0, rng.choice([0, 1, 3, 50])) for _ in range(rng.randint(10, 60))]
+        assert generator_collapse(ids).fired == ref_generator_collapse(ids), (case, ids)
+
+
+def test_detector_boundaries_are_strict():
+    assert not reward_collapse([1e-4]).fired and reward_collapse([math.nextafter(1e-4, 0)]).fired
+    assert not replay_entropy_low(math.log(2)).fired and replay_entropy_low(math.nextafter(math.log(2), 0)).fired
+    assert priority_entropy([1.0, 1.0]) == pytest.approx(math.log(2), abs=1e-15)  # two equal prompts: exactly log 2
+    assert not generator_collapse([0] * 9 + [1] * 1 + [0] * 10).fired  # 2 distinct of 20 = 0.1: not below
+    assert generator_collapse([7] * 11).fired  # 1 / 11 < 0.1
+    d = unverifiable_mutations(0, 5)
+    assert not d.fired and d.value == 0.0
+    d = unverifiable_mutations(2, 5)
+    assert d.fired and d.value == pytest.approx(0.4, abs=1e-15)
+
+
+@pytest.mark.parametrize("call, name", [
+    (lambda bad: reward_collapse([0.5, bad]), "reward std"),
+    (lambda bad: priority_entropy([1.0, bad]), r"priorities\[1\]"),
+    (lambda bad: replay_entropy_low(bad), "replay priority entropy"),
+    (lambda bad: unverifiable_mutations(bad, 4), "n_unverifiable"),
+    (lambda bad: unverifiable_mutations(1, bad), "n_mutations"),
+])
+@pytest.mark.parametrize("bad", [float("nan"), True, "0", float("inf")])
+def test_a_detector_input_that_is_no_finite_number_is_named(call, name, bad):
+    # a NaN failed every comparison and never fired, silently; True read as 1 and the text "0" as 0 by float()
+    with pytest.raises(ValueError, match=name):
+        call(bad)
+
+
+def test_reward_collapse_window_must_be_an_integer():
+    with pytest.raises(ValueError, match="window"):
+        reward_collapse([0.0], window=True)
+    with pytest.raises(ValueError, match="window"):
+        reward_collapse([0.0], window=1.5)
+
+
+def test_monitor_names_a_reward_std_metric_that_is_no_number():
+    mon = HealthMonitor()
+    assert mon.update({"reward/honest_hindsight/std": 0.0})["health/brier_only"] == 1.0
+    with pytest.raises(ValueError, match="reward/honest_hindsight/std"):
+        HealthMonitor().update({"reward/honest_hindsight/std": float("nan")})
+    with pytest.raises(ValueError, match="reward/honest_hindsight/std"):
+        HealthMonitor().update({"reward/honest_hindsight/std": True})
+
+
+def test_generator_reward_matches_the_reference_on_400_random_groups():
+    # R_G(p) = |c_S(p) - y(p)| (section 5.1), averaged over the solver samples that stated a confidence
+    rng = random.Random(7)
+    for case in range(400):
+        n = rng.randint(0, 9)
+        conf = [rng.choice([None, 0.0, 1.0, 0.5, round(rng.random(), 2), rng.random()]) for _ in range(n)]
+        y = [rng.random() < 0.5 for _ in range(n)]
+        errs = [abs(c - float(t)) for c, t in zip(conf, y) if c is not None]
+        got, count = generator_reward(conf, y)
+        assert count == len(errs), case
+        assert got == pytest.approx(sum(errs) / len(errs) if errs else 0.0, abs=1e-12), case
+
+
+def test_seed_replay_sample_priorities_and_entropy_match_the_reference_on_300_buffers():
+    rng = random.Random(3)
+    for case in range(300):
+        alpha, eps = rng.choice([0.6, 0.0, 1.0, rng.uniform(0, 3)]), rng.choice([1e-3, 0.0, rng.uniform(0, 0.1)])
+        buf = CalibrationPrioritizedReplay(seed=case, alpha=alpha, eps=eps)
+        rows = {}
+        for i in range(rng.randint(1, 10)):
+            c, y = rng.choice([0.0, 1.0, 0.5, rng.random()]), rng.random() < 0.5
+            prompt = f"p{rng.randint(0, 6)}"
+            buf.add(prompt, "1", "math", 2, c, y)
+            rows[prompt] = (c, y)  # the same prompt written again is updated in place
+        prios = [ref_priority(c, y, alpha, eps) for c, y in rows.values()]
+        if sum(prios) == 0:
+            continue  # eps = 0 and every prompt calibrated: uniform by convention, checked elsewhere
+        assert buf.entropy_of_priorities() == pytest.approx(ref_entropy(prios), abs=1e-9), case
+        for d in buf.sample(5):
+            assert d["priority"] == pytest.approx(ref_priority(d["conf"], d["correct"], alpha, eps), abs=1e-12)
+            assert (d["conf"], d["correct"]) == rows[d["prompt"]]
+            assert ref_priority(d["conf"], d["correct"], alpha, eps) > 0  # a zero-priority prompt is never drawn
+
+
+def test_seed_replay_hand_numbers():
+    buf = CalibrationPrioritizedReplay(seed=0)  # alpha 0.6, eps 1e-3 (section 3.3 defaults)
+    buf.add("right", "1", "math", 1, 1.0, True)  # |c - y| = 0: weight eps^alpha
+    buf.add("wrong", "2", "math", 1, 1.0, False)  # |c - y| = 1: full weight
+    p_right, p_wrong = 1e-3 ** 0.6, 1.001 ** 0.6
+    want = -sum(q * math.log(q) for q in (p_right / (p_right + p_wrong), p_wrong / (p_right + p_wrong)))
+    assert buf.entropy_of_priorities() == pytest.approx(want, abs=1e-12)
+    assert buf.entropy_of_priorities() < math.log(2)  # the section 9 detector would fire on this buffer
+    assert torch.tensor(0.0).item() == 0.0
+
+
+def test_seed_replay_samples_at_the_alpha_and_eps_it_was_built_with():
+    # sample()'s fixed defaults 0.6 / 1e-3 ignored a buffer built with alpha=1, eps=0: a perfectly calibrated prompt
+    # (weight 0 there) was still drawn, and the priorities disagreed with entropy_of_priorities()
+    buf = CalibrationPrioritizedReplay(alpha=1.0, eps=0.0, seed=1)
+    buf.add("calibrated", "1", "math", 1, 1.0, True)
+    buf.add("off", "2", "math", 1, 0.75, False)
+    draws = buf.sample(400)
+    assert {d["prompt"] for d in draws} == {"off"}
+    assert {d["priority"] for d in draws} == {0.75}
+    assert buf.entropy_of_priorities() == 0.0
+    assert buf.sample(1, alpha=0.6, eps=1e-3)[0]["priority"] in (1e-3 ** 0.6, 0.751 ** 0.6)  # explicit values win
