@@ -148,3 +148,17 @@ def test_seed_replay_samples_at_the_alpha_and_eps_it_was_built_with():
     assert {d["priority"] for d in draws} == {0.75}
     assert buf.entropy_of_priorities() == 0.0
     assert buf.sample(1, alpha=0.6, eps=1e-3)[0]["priority"] in (1e-3 ** 0.6, 0.751 ** 0.6)  # explicit values win
+
+
+@pytest.mark.parametrize("kwargs, name", [
+    ({"reward_std_min": float("nan")}, "reward_std_min"), ({"replay_entropy_min": True}, "replay_entropy_min"),
+    ({"min_distinct_share": "0.1"}, "min_distinct_share"), ({"collapse_window": 2.5}, "collapse_window"),
+    ({"replay_cooldown": True}, "replay_cooldown"), ({"generator_window": 0}, "generator_window"),
+    ({"generator_min_count": -1}, "generator_min_count"), ({"reward_std_min": -1e-4}, "reward_std_min"),
+])
+def test_monitor_names_a_threshold_or_window_that_is_no_valid_number(kwargs, name):
+    # a NaN threshold never fired its detector; 2.5 was cut to a window of 2 and True read as 1
+    with pytest.raises(ValueError, match=name):
+        HealthMonitor(**kwargs)
+    HealthMonitor(reward_std_min=0, replay_entropy_min=0.5, min_distinct_share=1, collapse_window=3,
+                  replay_cooldown=0, generator_window=1, generator_min_count=0)  # boundaries are accepted

@@ -186,8 +186,17 @@ class HealthMonitor:
                  min_distinct_share: float = MIN_DISTINCT_SHARE, generator_window: int = GENERATOR_WINDOW,
                  generator_min_count: int = GENERATOR_MIN_COUNT, events_path: str | Path | None = None,
                  max_events: int = 1000, offered_key: str = OFFERED_KEY):
-        if collapse_window < 1 or replay_cooldown < 0 or generator_window < 1:
-            raise ValueError("collapse_window and generator_window must be >= 1, replay_cooldown >= 0")
+        # a NaN threshold failed every comparison (its detector never fired), int() cut a window of 2.5 to 2 and
+        # float() / int() read True as 1: each is named (the config checks its own keys; this is the direct API)
+        for name, v, lowest in (("collapse_window", collapse_window, 1), ("replay_cooldown", replay_cooldown, 0),
+                                ("generator_window", generator_window, 1), ("generator_min_count", generator_min_count, 0),
+                                ("max_events", max_events, 0)):
+            if not is_integer_number(v) or v < lowest:
+                raise ValueError(f"health monitor: {name} must be an integer >= {lowest}, got {v!r}")
+        for name, v in (("reward_std_min", reward_std_min), ("replay_entropy_min", replay_entropy_min),
+                        ("min_distinct_share", min_distinct_share)):
+            if not is_real_number(v) or not 0 <= v < math.inf:
+                raise ValueError(f"health monitor: {name} must be a finite number >= 0, got {v!r}")
         self.reward_std_keys = list(reward_std_keys)
         self.reward_std_min, self.collapse_window = float(reward_std_min), int(collapse_window)
         self.replay_entropy_key, self.replay_entropy_min = replay_entropy_key, float(replay_entropy_min)
