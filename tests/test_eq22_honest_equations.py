@@ -162,3 +162,19 @@ def test_monitor_names_a_threshold_or_window_that_is_no_valid_number(kwargs, nam
         HealthMonitor(**kwargs)
     HealthMonitor(reward_std_min=0, replay_entropy_min=0.5, min_distinct_share=1, collapse_window=3,
                   replay_cooldown=0, generator_window=1, generator_min_count=0)  # boundaries are accepted
+
+
+@pytest.mark.parametrize("call", [
+    lambda bad: reward_collapse([0.0], threshold=bad),
+    lambda bad: replay_entropy_low(0.1, threshold=bad),
+    lambda bad: generator_collapse([1] * 20, threshold=bad),
+])
+@pytest.mark.parametrize("bad", [float("nan"), True, "0.1"])
+def test_a_detector_threshold_that_is_no_finite_number_is_named(call, bad):
+    with pytest.raises(ValueError, match="threshold"):
+        call(bad)
+
+
+def test_generator_collapse_min_count_must_be_an_integer():
+    with pytest.raises(ValueError, match="min_count"):
+        generator_collapse([1] * 20, min_count=2.5)

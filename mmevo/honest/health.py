@@ -79,6 +79,7 @@ def reward_collapse(stds: Sequence[float], threshold: float = REWARD_STD_MIN, wi
     """Fires when the last ``window`` reward stds are all below ``threshold``; value = the latest std."""
     if not is_integer_number(window) or window < 1:
         raise ValueError(f"window must be an integer >= 1, got {window!r}")
+    threshold = _measured("threshold", threshold)  # NaN: never fired
     recent = [_measured(f"{name} std", s) for s in list(stds)[-window:]]
     if not recent:
         return Detection(False, None)
@@ -105,7 +106,7 @@ def replay_entropy_low(entropy: float | None, threshold: float = LOG2,
     prompts carry the sampling mass). None (no buffer, or not logged this step) never fires."""
     if entropy is None:
         return Detection(False, None)
-    entropy = _measured("replay priority entropy", entropy)
+    entropy, threshold = _measured("replay priority entropy", entropy), _measured("threshold", threshold)
     fired = entropy < threshold
     event = (f"replay collapse: priority entropy {entropy:.3g} < {threshold:.3g} nats; guardrail: replay mix off "
              f"for {cooldown} steps") if fired else None
@@ -132,6 +133,9 @@ def unverifiable_mutations(n_unverifiable: float | None, n_mutations: float | No
 def generator_collapse(generated_ids: Sequence, threshold: float = MIN_DISTINCT_SHARE,
                        min_count: int = GENERATOR_MIN_COUNT) -> Detection:
     """Fires when distinct ids / generated ids < ``threshold`` over at least ``min_count`` generated problems."""
+    threshold = _measured("threshold", threshold)  # NaN: never fired
+    if not is_integer_number(min_count) or min_count < 0:
+        raise ValueError(f"min_count must be an integer >= 0, got {min_count!r}")
     ids = list(generated_ids)
     if not ids:
         return Detection(False, None)
