@@ -149,3 +149,53 @@ def test_easy_hard_penalty_tie_at_the_threshold_is_not_penalised():
     assert easy_hard_penalty([0.1, 0.2]) == 0.0  # mean 0.15
     assert easy_hard_penalty([0.8], threshold=0.2) == 0.0
     assert easy_hard_penalty([0.14]) == -0.3 and easy_hard_penalty([1.0, 0.0]) == -0.3
+
+
+def ref_head(rows):
+    """The proposer reward of each row from the seed's equation with the supplied pieces computed by hand: M = the
+    valid rows, shares = copies of the same text / M per column (clusters of identical texts), type penalty
+    -0.15 max(0, f - 0.5) / 0.5 (0 when one type), easy-hard penalty -0.3 when mean min(c, 1 - c) of the executed
+    renders is below 0.15, base = mean over the row's own attempts."""
+    valid = [r for r in rows if r["valid"]]
+    M = len(valid)
+    out = []
+    for r in rows:
+        if not r["valid"]:
+            out.append(-1.0)
+            continue
+        shares = [sum(v[k] == r[k] for v in valid) / M for k in ("caption", "easy_question", "hard_question")]
+        types = [v["content_type"] for v in valid]
+        f = types.count(r["content_type"]) / M
+        type_pen = 0.0 if len(set(types)) == 1 else -0.15 * max(0.0, f - 0.5) / 0.5
+        cs = [c for c, e in zip(r["consistency"], r["executed"]) if e]
+        eh = -0.3 if cs and sum(min(c, 1 - c) for c in cs) / len(cs) < 0.15 - 1e-9 else 0.0
+        n = max(1, len(r["executed"]))
+        base = sum(min(s, 0.5) + min(c, 1 - c) for e, s, c in zip(r["executed"], r["easy"], r["consistency"]) if e) / n
+        out.append(base + eh + type_pen + ref_diversity(shares, M))
+    return out
+
+
+def test_proposer_head_matches_the_seed_equation_over_320_random_proposals():
+    from mmevo.rewards.heads import ScoredSample
+    from mmevo.rewards.mmzero import ProposerHead
+
+    rng = random.Random(223)
+    head = ProposerHead(cluster_threshold=1.0)  # only identical texts share a cluster: shares countable by hand
+    captions = ["A bar chart of rainfall by month.", "A map of three towns and a river.", "A right triangle ABC."]
+    easy_q = ["How many bars are there?", "What colour is the river?", "What is the length of AB?"]
+    hard_q = ["Which month had the most rain?", "How far is town B from town C?", "What is angle C?"]
+    total = 0
+    while total < 320:
+        rows = []
+        for _ in range(rng.randint(1, 10)):
+            n = rng.randint(0, 4)
+            rows.append({"valid": rng.random() < 0.85, "content_type": rng.choice(["data_chart", "map", "geometry"]),
+                         "caption": rng.choice(captions), "easy_question": rng.choice(easy_q),
+                         "hard_question": rng.choice(hard_q), "executed": [rng.random() < 0.7 for _ in range(n)],
+                         "easy": [rng.randint(0, 4) / 4 for _ in range(n)],
+                         "consistency": [rng.randint(1, 8) / 8 for _ in range(n)]})
+        samples = [ScoredSample("", 0, None, [], aux=dict(r)) for r in rows]
+        got, metrics = head.score(samples)
+        assert got.tolist() == pytest.approx(ref_head(rows), abs=1e-6), rows
+        assert metrics["population"] == sum(r["valid"] for r in rows)
+        total += len(rows)
