@@ -178,3 +178,54 @@ def test_a_detector_threshold_that_is_no_finite_number_is_named(call, bad):
 def test_generator_collapse_min_count_must_be_an_integer():
     with pytest.raises(ValueError, match="min_count"):
         generator_collapse([1] * 20, min_count=2.5)
+
+
+# -- SMC numeric mutator (section 4.2.1): every literal times one prime s in {7, 11, ..., 97}, answer re-evaluated ----
+SEED_PRIMES = [p for p in range(7, 98) if all(p % q for q in range(2, p))]
+
+
+def literals(expression):
+    """Integer literals of a Python expression, in order, with their role: exponents (right of ** and pow's e)
+    apart; a negative literal -3 counts as one literal."""
+    import ast
+
+    out = []
+
+    def walk(node, exponent=False):
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub) and isinstance(node.operand, ast.Constant) \
+                and type(node.operand.value) is int:
+            out.append((-node.operand.value, exponent))
+        elif isinstance(node, ast.Constant):
+            if type(node.value) is int:
+                out.append((node.value, exponent))
+        elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.Pow):
+            walk(node.left)
+            walk(node.right, True)
+        elif isinstance(node, ast.Call):
+            walk(node.args[0]), walk(node.args[1], True), walk(node.args[2])
+        else:
+            for child in ast.iter_child_nodes(node):
+                walk(child, exponent)
+
+    walk(ast.parse(expression, mode="eval").body)
+    return out
+
+
+def test_numeric_mutator_scales_every_literal_by_one_seed_prime_on_300_tasks():
+    from mmevo.honest.mutators import PRIMES, numeric_mutator
+    from mmevo.honest.tasks import DOMAINS, format_answer, generate_task
+
+    assert list(PRIMES) == SEED_PRIMES
+    rng = random.Random(4)
+    for case in range(300):
+        task = generate_task(rng.choice(DOMAINS), rng.randint(1, 5), seed=case, index=case)
+        m = numeric_mutator(task, random.Random(case))
+        before, after = literals(task.expression), literals(m.expression)
+        assert len(before) == len(after), case
+        scales = {a // b for (b, e), (a, _) in zip(before, after) if not e and b != 0}
+        assert len(scales) <= 1 and scales <= set(SEED_PRIMES), (case, task.expression, m.expression)
+        for (b, e), (a, _) in zip(before, after):
+            assert (a == b) if e else (a == b * next(iter(scales), 1)), (case, task.expression, m.expression)
+        value = eval(m.expression, {"__builtins__": {}, "pow": pow})  # the gold is re-evaluated, never copied
+        assert m.answer == format_answer(value), case
+        assert m.difficulty == task.difficulty + 1

@@ -3,7 +3,8 @@ answer is still exact and verifiable.
 
 - ``numeric_mutator`` (4.2.1): every integer literal times one per-problem prime s in {7, 11, ..., 97}; exponents
   (the right operand of ``**``, the ``e`` of ``pow(a, e, m)``) are kept, since scaling them leaves the verifier's
-  bounds (exponent <= 64) at once. Comparisons keep their truth value, sums and products change.
+  bounds (exponent <= 64) at once. The answer is re-evaluated: a comparison of sums keeps its truth value, one with
+  a product on a side may not (2 * 5 <= 30 - 7 at s = 53 is 28090 <= 1219).
 - ``compositional_mutator`` (4.2.2): chains two same-domain tasks of the same difficulty: "Let X = <P1>. <P2 with one
   of its numbers (arithmetic, modular) or comparisons (logic) replaced by X>". Never substitutes an exponent or a
   modulus (a 0 there would be an invalid problem).
