@@ -229,3 +229,40 @@ def test_numeric_mutator_scales_every_literal_by_one_seed_prime_on_300_tasks():
         value = eval(m.expression, {"__builtins__": {}, "pow": pow})  # the gold is re-evaluated, never copied
         assert m.answer == format_answer(value), case
         assert m.difficulty == task.difficulty + 1
+
+
+def _smc():
+    from mmevo.honest.curriculum import DifficultyController
+    from mmevo.honest.seed_api import SelfMutatingCurriculum
+
+    return SelfMutatingCurriculum(DifficultyController(["arithmetic"]))  # seed 4.3 defaults: cap 8, 0.75, 20, 0.20
+
+
+def _feed(smc, difficulty, hits, n=20):
+    for i in range(n):
+        smc.record_outcome("arithmetic", difficulty, i < hits)
+        smc.maybe_promote("arithmetic")
+
+
+def test_smc_seed_adapter_ceiling_rises_to_the_cap_and_demotes_only_strictly_below_0_2():
+    smc = _smc()
+    assert smc.ceiling("arithmetic") == 5
+    for want in (6, 7, 8, 8):  # 20 of 20 at the ceiling promotes once per window, never past 8
+        _feed(smc, smc.ceiling("arithmetic"), 20)
+        assert smc.ceiling("arithmetic") == want
+    _feed(smc, 8, 4)  # 4 / 20 = 0.20: not below the threshold
+    assert smc.ceiling("arithmetic") == 8
+    smc = _smc()
+    _feed(smc, 5, 20)
+    _feed(smc, 6, 3)  # 3 / 20 = 0.15 < 0.20 at a mutated tier: back to 5
+    assert smc.ceiling("arithmetic") == 5
+    _feed(smc, 5, 0)  # never below the base ceiling 5
+    assert smc.ceiling("arithmetic") == 5
+
+
+def test_smc_needs_min_episodes_at_the_ceiling():
+    smc = _smc()
+    _feed(smc, 5, 19, n=19)  # 19 / 19 correct but fewer than min_episodes_at_max = 20
+    assert smc.ceiling("arithmetic") == 5
+    _feed(smc, 5, 1, n=1)
+    assert smc.ceiling("arithmetic") == 6
