@@ -199,3 +199,39 @@ def test_proposer_head_matches_the_seed_equation_over_320_random_proposals():
         assert got.tolist() == pytest.approx(ref_head(rows), abs=1e-6), rows
         assert metrics["population"] == sum(r["valid"] for r in rows)
         total += len(rows)
+
+
+def _proposal(**changes):
+    from mmevo.rewards.heads import ScoredSample
+
+    aux = {"valid": True, "content_type": "map", "caption": "A map.", "easy_question": "Colour of the river?",
+           "hard_question": "Distance from A to B?", "executed": [True, False], "easy": [1.0, 0.0],
+           "consistency": [0.5, 0.0]}
+    aux.update(changes)
+    return ScoredSample("", 0, None, [], aux=aux)
+
+
+@pytest.mark.parametrize("changes, field", [
+    ({"executed": [2, False]}, r"aux\['executed'\]\[0\]"), ({"executed": [1.0, 0.0]}, r"aux\['executed'\]\[0\]"),
+    ({"easy": [True, 0.0]}, r"aux\['easy'\]\[0\]"), ({"easy": [None, 0.0]}, r"aux\['easy'\]\[0\]"),
+    ({"consistency": [0.5, "0"]}, r"aux\['consistency'\]\[1\]"), ({"executed": True}, r"aux\['executed'\]"),
+    ({"valid": "no"}, r"aux\['valid'\]"), ({"valid": 1}, r"aux\['valid'\]"),
+    ({"caption": None}, r"aux\['caption'\]"), ({"content_type": 3}, r"aux\['content_type'\]"),
+])
+def test_proposer_head_names_a_sample_field_that_is_no_valid_value(changes, field):
+    # executed [2] / [1.0] read as rendered, easy [True] as 1.0 and valid "no" as valid, silently; a None easy or
+    # caption failed with a TypeError / the tokenizer's message naming neither sample nor field
+    from mmevo.rewards.mmzero import ProposerHead
+
+    with pytest.raises(ValueError, match=r"proposer sample 1: " + field):
+        ProposerHead(cluster_threshold=1.0).score([_proposal(), _proposal(**changes)])
+
+
+def test_proposer_head_reads_a_sample_without_a_valid_flag_as_invalid():
+    from mmevo.rewards.mmzero import ProposerHead
+
+    bare = _proposal()
+    del bare.aux["valid"]
+    r, m = ProposerHead(cluster_threshold=1.0).score([_proposal(), bare])
+    assert r.tolist()[1] == -1.0 and m["population"] == 1
+    assert r.tolist()[0] == pytest.approx(0.5)  # (0.5 + 0.5 + 0) / 2 attempts; alone: no penalty or adjustment

@@ -262,9 +262,39 @@ def gather_population(local: list) -> tuple[list, int]:
     return [x for part in parts for x in part], sum(len(part) for part in parts[:dist.get_rank()])
 
 
+def _is_valid_flag(aux: dict, row: int) -> bool:
+    """A proposer sample's ``aux["valid"]`` (absent: invalid); anything but a bool is a ValueError naming the sample:
+    the text "no" read as a valid proposal and 1 / 0 passed as flags."""
+    v = aux.get("valid", False)
+    if not isinstance(v, (bool, np.bool_)):
+        raise ValueError(f"proposer sample {row}: aux['valid'] must be True or False, got {v!r}")
+    return bool(v)
+
+
+def _check_proposal_aux(aux: dict, row: int) -> None:
+    """A valid proposal's texts and per-attempt lists, each named on error: executed [2] / [1.0] read as a rendered
+    attempt and easy [True] as 1.0, silently; a None easy, a bool ``executed`` or a None caption failed with a
+    TypeError (or the tokenizer's message) naming neither sample nor field."""
+    for key in _POPULATION_KEYS:
+        if not isinstance(aux.get(key), str):
+            raise ValueError(f"proposer sample {row}: aux[{key!r}] must be a text, got {aux.get(key)!r:.80}")
+    for key in ("executed", "easy", "consistency"):
+        if not isinstance(aux.get(key), (list, tuple)):
+            raise ValueError(f"proposer sample {row}: aux[{key!r}] must be a list (one entry per render attempt), "
+                             f"got {aux.get(key)!r:.80}")
+    for j, e in enumerate(aux["executed"]):
+        if not isinstance(e, (bool, np.bool_)):
+            raise ValueError(f"proposer sample {row}: aux['executed'][{j}] must be True or False, got {e!r}")
+    for key in ("easy", "consistency"):
+        for j, x in enumerate(aux[key]):
+            if not is_real_number(x) or isinstance(x, np.bool_):
+                raise ValueError(f"proposer sample {row}: aux[{key!r}][{j}] must be a number, got {x!r}")
+
+
 def _attempts(aux: dict, row: int) -> int:
     """A valid proposal's number of render attempts (its executed / easy / consistency lists must agree); one failed
     attempt when it had none, as the released code counts a proposal that got no code."""
+    _check_proposal_aux(aux, row)
     n = len(aux["executed"])
     if len(aux["easy"]) != n or len(aux["consistency"]) != n:
         raise ValueError(f"proposer sample {row}: executed / easy / consistency give {n} / {len(aux['easy'])} / "
@@ -296,14 +326,15 @@ class ProposerHead:
 
         B = len(samples)
         aux = [s.aux for s in samples]
-        valid_idx = [i for i, a in enumerate(aux) if a.get("valid")]
+        valid_idx = [i for i, a in enumerate(aux) if _is_valid_flag(a, i)]
         population, start = gather_population([tuple(aux[i][k] for k in _POPULATION_KEYS) for i in valid_idx])
         M = len(population)
         if B == 0:  # a rank without samples: it took part in the gather, nothing to score
             return torch.zeros(0), {"valid": 0, "population": M}
         # each proposal's own number of render attempts (the released code divides by the codes each one got):
         # padding a shorter proposal to the longest would count attempts it never had as failures
-        n_of = [_attempts(a, i) if a.get("valid") else 1 for i, a in enumerate(aux)]
+        mine = set(valid_idx)
+        n_of = [_attempts(a, i) if i in mine else 1 for i, a in enumerate(aux)]
         N = max(n_of)
         executed = torch.zeros(B, N, dtype=torch.bool)
         easy = torch.zeros(B, N, dtype=torch.float64)
