@@ -266,3 +266,14 @@ def test_smc_needs_min_episodes_at_the_ceiling():
     assert smc.ceiling("arithmetic") == 5
     _feed(smc, 5, 1, n=1)
     assert smc.ceiling("arithmetic") == 6
+
+
+@pytest.mark.parametrize("domain, difficulty, name", [("math", True, "difficulty"), ("math", 2.5, "difficulty"),
+                                                      ("math", 0, "difficulty"), (None, 2, "domain"),
+                                                      ("  ", 2, "domain")])
+def test_seed_replay_add_names_a_domain_or_difficulty_that_is_no_valid_value(domain, difficulty, name):
+    # True was stored as the entry's difficulty (its id "math-dTrue") and a None domain as the text "None"
+    buf = CalibrationPrioritizedReplay(seed=0)
+    with pytest.raises(ValueError, match=f"replay {name}"):
+        buf.add("q", "1", domain, difficulty, 0.5, True)
+    assert len(buf) == 0

@@ -29,6 +29,7 @@ from mmevo.honest.curriculum import CurriculumSource, DifficultyController
 from mmevo.honest.protocol import parse_lenient, parse_strict
 from mmevo.honest.replay import ReplayBuffer
 from mmevo.honest.tasks import HonestTask
+from mmevo.validation import is_blank_text, is_integer_number
 
 __all__ = ["parse_hindsight", "CalibrationPrioritizedReplay", "SelfMutatingCurriculum"]
 
@@ -57,6 +58,11 @@ class CalibrationPrioritizedReplay:
         """One prompt group's mean confidence ``conf`` and (majority) correctness ``correct``."""
         if not isinstance(prompt, str):
             raise ValueError(f"replay prompt must be a string, got {type(prompt).__name__}")
+        # True was stored as the difficulty (id "math-dTrue") and a None domain as "None"
+        if not isinstance(domain, str) or is_blank_text(domain):
+            raise ValueError(f"replay domain must be a domain name, got {domain!r}")
+        if not is_integer_number(difficulty) or difficulty < 1:
+            raise ValueError(f"replay difficulty must be an integer >= 1, got {difficulty!r}")
         ex = Example(id=f"{domain}-d{difficulty}", problem=prompt, answer=str(gt), choices=[], images=[],
                      meta={"domain": domain, "difficulty": difficulty})
         self.buffer.add(ex, conf, correct)
