@@ -6,6 +6,7 @@ import math
 import random
 from types import SimpleNamespace
 
+import numpy as np
 import pytest
 import torch
 
@@ -120,3 +121,23 @@ def test_diversity_stats_match_the_seed_table_definitions_on_300_sets():
         assert got["normalized_entropy"] == pytest.approx(want["ent"], abs=1e-12), case
         assert got["gini"] == pytest.approx(want["gini"], abs=1e-12), case
         assert got["top10_share"] == pytest.approx(want["top"], abs=1e-12), case
+
+
+@pytest.mark.parametrize("flag", [0, 1, "no", 0.0])
+def test_head_names_a_valid_flag_that_is_no_bool(flag):
+    # only a bool False marked a sample invalid: valid=0 or "no" scored the question as a valid one, silently
+    head = PrismCoverageHead(centroids="", k=3)
+    s = sample(True, 0.75, 1, True)
+    s.aux["valid"] = flag
+    with pytest.raises(ValueError, match=r"sample 0: aux\['valid'\]"):
+        head.score([s])
+    assert head.counts.tolist() == [1.0, 1.0, 1.0] and head.steps == 0  # nothing updated
+
+
+def test_head_takes_bool_flags_of_every_kind():
+    head = PrismCoverageHead(centroids="", k=3)
+    rows = [sample(True, 0.75, 1, True) for _ in range(4)]
+    for s, flag in zip(rows, (False, torch.tensor(False), np.False_, None)):
+        s.aux["valid"] = flag
+    r, _ = head.score(rows)
+    assert r.tolist()[:3] == [-1.0, -1.0, -1.0] and r.tolist()[3] > 0

@@ -367,7 +367,11 @@ class PrismCoverageHead:
         B = len(samples)
         aux = [s.aux or {} for s in samples]
         questions = [a.get("question") for a in aux]
-        # aux["valid"] = np.False_ / tensor(False) marks a sample invalid too (``is not False`` let it through)
+        # aux["valid"] = np.False_ / tensor(False) marks a sample invalid too (``is not False`` let it through); a
+        # flag that is no bool (0, "no") is named: only False marked a sample invalid, so valid=0 scored it as valid
+        for i, a in enumerate(aux):
+            if a.get("valid") is not None and not _is_flag(a["valid"]):
+                raise ValueError(f"prism_coverage: sample {i}: aux['valid']={a['valid']!r:.80} is not True / False")
         valid = [not (_is_flag(a.get("valid")) and not bool(a["valid"])) and isinstance(q, str) and not is_blank_text(q)
                  for a, q in zip(aux, questions)]
         p = torch.zeros(B, dtype=torch.float64)
