@@ -1865,6 +1865,210 @@ def _svg_colours_read_as_css() -> None:
     cairosvg.surface.color = color
 
 
+# CSS custom properties (`--name: value`, css-variables-1) and var(): cairosvg dropped the declarations and drew each
+# `fill="var(--c)"` black. A substitution whose result passes this many characters is invalid at computed-value time,
+# as css-variables-1 section 3 lets a UA bound it (`--b: var(--a) var(--a)` doubled per level: 30 levels are 2^30)
+CSS_VAR_MAX_CHARS = 65_536
+_CSS_VAR_OPEN = re.compile(r"(?<![\w-])var\(", re.IGNORECASE)
+_CSS_IDENT_CHARS = re.compile(r"\s*(--[\w-]*)\s*([,)]?)")
+# id() of a property value -> (that value, whether it holds a var()): a value one style rule gives every element is one
+# object, scanned once (a 1 MB custom property on `*` was otherwise read again at each element)
+_CSS_VAR_SCANS: dict[int, tuple[str, bool]] = {}
+
+
+def _holds_var(value: str) -> bool:
+    known = _CSS_VAR_SCANS.get(id(value))
+    if known is None or known[0] is not value:
+        known = _CSS_VAR_SCANS[id(value)] = (value, _CSS_VAR_OPEN.search(value) is not None)
+    return known[1]
+
+
+def _closing_parens(text: str) -> dict[int, int]:
+    """Index of each ``(`` -> index of its ``)`` (``len(text)`` where the value ends first: CSS closes open blocks
+    there). One pass; quoted strings are not told apart (a ``)`` inside quotes in a var() fallback is misread)."""
+    closes, opened = {}, []
+    for i, c in enumerate(text):
+        if c == "(":
+            opened.append(i)
+        elif c == ")" and opened:
+            closes[opened.pop()] = i
+    for i in opened:
+        closes[i] = len(text)
+    return closes
+
+
+def _substitute_vars(text: str, lookup) -> str | None:
+    """``text`` with each ``var(--name)`` / ``var(--name, fallback)`` replaced by ``lookup(name)`` (a str, or None for
+    a property with no value), else by its fallback, itself substituted; None where a var() names nothing and has no
+    fallback, is not ``var(<custom property name> ...)`` or the result passes ``CSS_VAR_MAX_CHARS``: the declaration
+    is then invalid at computed-value time. Iterative and linear in ``text``: 10,000 nested fallbacks cost one pass."""
+    if len(text) > CSS_VAR_MAX_CHARS:
+        return None
+    closes = _closing_parens(text)
+    out, size, todo = [], 0, [(0, len(text))]
+    while todo:
+        pos, end = todo.pop()
+        m = _CSS_VAR_OPEN.search(text, pos, end)
+        piece = text[pos:end] if m is None else text[pos:m.start()]
+        out.append(piece)
+        size += len(piece)
+        if m is None:
+            continue
+        close = min(closes[m.end() - 1], end)
+        todo.append((close + 1, end))  # what follows this var(), after its value or fallback
+        name = _CSS_IDENT_CHARS.match(text, m.end(), close + 1 if close < len(text) else close)
+        if name is None or len(name.group(1)) < 3 or (name.end() < close and not name.group(2)):
+            return None  # not a custom property's name (`--` alone is reserved), or junk after it
+        value = lookup(name.group(1))
+        if value is not None:
+            out.append(value)
+            size += len(value)
+        elif name.group(2) == ",":
+            todo.append((name.end(), close))  # the fallback: everything up to the var()'s `)`
+        else:
+            return None
+        if size > CSS_VAR_MAX_CHARS:
+            return None
+    return "".join(out).strip()
+
+
+def _resolve_custom_properties(node, parent) -> None:
+    """``node``'s own custom properties (those not its parent's very value) with their var()s substituted, each
+    against the element's other custom properties (in a cycle, every member is invalid) and the inherited ones.
+    An invalid one takes the guaranteed-invalid value, CSS's initial value: it is removed, and its children inherit
+    none."""
+    own = {n for n in node if n.startswith("--") and (parent is None or node[n] is not parent.get(n))
+           and _holds_var(node[n])}
+    state: dict[str, str | None] = {}  # name -> its value resolved (None: invalid); _RESOLVING while on the stack
+    cyclic = set()
+
+    def lookup(ref):
+        return state.get(ref) if ref in own else node.get(ref)
+
+    for start in own:
+        if start in state:
+            continue
+        state[start] = _RESOLVING
+        stack = [(start, iter(_var_refs(node[start])))]
+        while stack:  # depth first without recursion: a chain of 10,000 custom properties on one element
+            name, refs = stack[-1]
+            ref = next((r for r in refs if r in own and (r not in state or state[r] is _RESOLVING)), None)
+            if ref is not None and ref in state:  # back up the stack: each name on it since then is in a cycle
+                names = [n for n, _ in stack]
+                cyclic.update(names[names.index(ref):])
+                continue
+            if ref is not None:
+                state[ref] = _RESOLVING
+                stack.append((ref, iter(_var_refs(node[ref]))))
+                continue
+            stack.pop()
+            state[name] = None if name in cyclic else _substitute_vars(node[name], lookup)
+    for name in own:
+        if state[name] is None:
+            del node[name]
+        else:
+            node[name] = state[name]
+
+
+def _var_refs(value: str) -> list[str]:
+    """The custom property names ``value``'s var()s name; none for a value too long to substitute (it is invalid)."""
+    return [] if len(value) > CSS_VAR_MAX_CHARS else _CSS_VAR_REFS.findall(value)
+
+
+_RESOLVING = object()
+_CSS_VAR_REFS = re.compile(r"(?i:var)\(\s*(--[\w-]*)")
+
+
+def _current_colour(node, parent, name: str) -> str:
+    """What ``currentcolor`` is on ``node``: its ``color`` (itself ``currentcolor``: the parent's), black initially."""
+    colour = node.get("color", "black")
+    if colour.strip().lower() == "currentcolor":
+        colour = parent.get("color", "black") if parent is not None else "black"
+    return colour
+
+
+def _compute_properties(node, parent) -> None:
+    """``node``'s properties computed as CSS computes them, where cairosvg left them as declared (job child only;
+    called once per node, before its children are built, as they copy what they inherit from it):
+    custom properties and var() substituted (an invalid result: the property as if not declared, its inherited value
+    for an inherited property, else none), ``currentcolor`` in any case read as ``color`` (cairosvg knew only
+    ``currentColor``), and inherited as the keyword, as CSS Color 4 does: a child's own ``color`` recolours it."""
+    import cairosvg.parser
+
+    _resolve_custom_properties(node, parent)
+    for name in [n for n in node if not n.startswith("--")]:
+        value = node[name]
+        if not isinstance(value, str) or (parent is not None and value is parent.get(name)) or not _holds_var(value):
+            continue
+        value = _substitute_vars(value, node.get)
+        if value is not None and value.lower() == "inherit":
+            value = parent.get(name) if parent is not None else None
+        if value is not None:
+            node[name] = value
+        elif parent is not None and name in parent and name not in cairosvg.parser.NOT_INHERITED_ATTRIBUTES:
+            node[name] = parent[name]  # invalid at computed-value time: unset, an inherited property's parent value
+        else:
+            del node[name]
+    keyword = set()
+    for name in _CSS_COLOUR_PROPERTIES:
+        value = node.get(name)
+        inherited_keyword = (parent is not None and name in getattr(parent, "_current_colour", ())
+                             and value is parent.get(name))
+        if isinstance(value, str) and (inherited_keyword or value.strip().lower() == "currentcolor"):
+            node[name] = _current_colour(node, parent, name)
+            keyword.add(name)
+    if node.get("color", "").strip().lower() == "currentcolor":  # `color: currentcolor` is `inherit`
+        node["color"] = _current_colour(node, parent, "color")
+    node._current_colour = frozenset(keyword)
+    node._computed = True
+
+
+_CSS_COLOUR_PROPERTIES = ("fill", "stroke", "stop-color", "flood-color", "lighting-color")
+
+
+def _custom_property_declarations(parse):
+    """cairosvg's ``css.parse_declarations`` keeping custom property declarations (cairosvg dropped each name
+    starting with ``-``), under their case-sensitive names, as CSS keeps them."""
+    import tinycss2
+
+    def parse_declarations(input):
+        normal, important = parse(input)
+        for declaration in tinycss2.parse_declaration_list(input):
+            if declaration.type == "declaration" and declaration.name.startswith("--"):
+                value = tinycss2.serialize(declaration.value).strip()
+                (important if declaration.important else normal).append((declaration.name, value))
+        return normal, important
+
+    parse_declarations._custom = True
+    return parse_declarations
+
+
+def _svg_properties_computed_as_css() -> None:
+    """cairosvg's nodes with custom properties, var() and ``currentcolor`` computed as CSS does (``_compute_properties``;
+    job child only, once). Runs inside ``_svg_values_read_as_css``'s reading of each node, so a length from a var()
+    is read as any length is."""
+    import cairosvg.css
+    import cairosvg.parser
+
+    node_class = cairosvg.parser.Node
+    if getattr(node_class, "_computes_properties", False):
+        return
+    cairosvg.css.parse_declarations = _custom_property_declarations(cairosvg.css.parse_declarations)
+    cairosvg.parser.COLOR_ATTRIBUTES = frozenset()  # currentColor: computed here, in any case, inherited as a keyword
+    init = node_class.__init__
+
+    def __init__(self, element, style, url_fetcher, parent=None, *args, **kwargs):
+        if parent is not None and not getattr(parent, "_computed", True):
+            _compute_properties(parent, getattr(parent, "parent", None))  # its first child: it is complete now
+        self._computed = False
+        init(self, element, style, url_fetcher, parent, *args, **kwargs)
+        if not self._computed:
+            _compute_properties(self, parent)
+
+    node_class.__init__ = __init__
+    node_class._computes_properties = True
+
+
 def _svg_values_read_as_css() -> None:
     """cairosvg's nodes with each length, number and viewBox read as SVG 2 reads them (job child only, once).
 
@@ -2671,6 +2875,7 @@ def _run_svg(text: str, limits: RenderLimits) -> tuple[str, str]:
         return refused
     surface = _side_checked_png_surface(limits.max_side)  # svg2png does not pass a url_fetcher on
     _check_tile_sizes()
+    _svg_properties_computed_as_css()  # first: wrapped by the next, so a var()'s result is read as any value is
     _svg_values_read_as_css()
     _svg_circular_references_not_drawn()
     _svg_font_sizes_computed()
