@@ -1796,6 +1796,182 @@ def _svg_font_sizes_computed() -> None:
     surface_class._font_sizes_computed = True
 
 
+def _select_text_font(context, node, font_px: float) -> None:
+    """The font cairosvg's ``text`` selects for ``node`` (its first family, slant, weight), at ``font_px``."""
+    from cairosvg.surface import cairo  # cairocffi, as cairosvg imports it
+
+    family = (node.get("font-family") or "sans-serif").split(",")[0].strip("\"' ")
+    slant = getattr(cairo, f'font_slant_{node.get("font-style")}'.upper(), cairo.FONT_SLANT_NORMAL)
+    weight = node.get("font-weight")
+    if weight and weight.isdigit() and int(weight) >= 550:
+        weight = "bold"
+    context.select_font_face(family, slant, getattr(cairo, f"font_weight_{weight}".upper(), cairo.FONT_WEIGHT_NORMAL))
+    context.set_font_size(font_px)
+
+
+def _text_font_px(surface, node, parent_px: float) -> float:
+    """``node``'s font size in px as ``Surface.draw`` computes it once ``_svg_font_sizes_computed`` has run (a text
+    node's children are laid out before they are drawn)."""
+    import cairosvg.text
+
+    if getattr(node, "_font_size_inherited", False):
+        return parent_px
+    value = node.get("font-size", "12pt")
+    px = _font_size_px(value, parent_px, _SVG_REM_PX[0])
+    if px is None:
+        saved, surface.font_size = surface.font_size, parent_px
+        try:
+            px = cairosvg.text.size(surface, value)
+        finally:
+            surface.font_size = saved
+    return px
+
+
+def _text_lists(surface, node) -> tuple[list, list, list]:
+    """``node``'s x / y / dx lists read as cairosvg's ``text`` reads them (with ``surface.font_size`` its own)."""
+    import cairosvg.helpers
+    import cairosvg.text
+
+    def read(name, reference):
+        if name not in node:
+            return []
+        return [cairosvg.text.size(surface, v, reference)
+                for v in cairosvg.helpers.normalize(node[name]).strip().split(" ")]
+
+    return read("x", "x"), read("y", "y"), read("dx", "x")
+
+
+def _text_letters(surface, root) -> list[tuple]:
+    """Each letter of the ``<text>`` ``root`` as cairosvg lays it out with every anchor ``start``, in drawing order:
+    (node, index in its text, x drawn at, advance, starts a chunk). A chunk (SVG 2 text.html#TextAnchoringProperties)
+    starts at the first letter and at each letter with an absolute x or y (the letter's own, or of a text-less
+    element just before it)."""
+    import cairosvg.text
+
+    letters, cursor, shift, origin = [], 0.0, 0.0, True
+    todo = [(root, surface.font_size)]
+    context, font_px = surface.context, surface.font_size
+    while todo:
+        node, parent_px = todo.pop()
+        px = font_px if node is root else _text_font_px(surface, node, parent_px)
+        context.save()
+        saved, surface.font_size = surface.font_size, px
+        try:
+            _select_text_font(context, node, px)
+            spacing = cairosvg.text.size(surface, node.get("letter-spacing"))
+            xs, ys, dxs = _text_lists(surface, node)
+            if node.text:
+                for i, letter in enumerate(node.text):
+                    x, y, dx = (lst.pop(0) if lst else None for lst in (xs, ys, dxs))
+                    if x:  # cairosvg's own test: an absolute x of 0 keeps the dx before it
+                        shift = 0.0
+                    shift += dx or 0
+                    at = (cursor if x is None else x) + (spacing if i else 0)
+                    advance = context.text_extents(letter)[4]
+                    letters.append((node, i, at + shift, advance, origin or x is not None or y is not None))
+                    origin, cursor = False, at + advance
+            else:
+                cursor = (xs[0] if xs else cursor) + (dxs[0] if dxs else 0)
+                origin = origin or bool(xs) or bool(ys)
+        finally:
+            surface.font_size = saved
+            context.restore()
+        if node.get("display", "inline") != "none":  # cairosvg draws no child of an undisplayed element
+            todo.extend((child, px) for child in reversed(node.children) if child.tag in _SVG_TEXT_TAGS)
+    return letters
+
+
+def _chunk_shifts(letters: list[tuple]) -> dict[int, list[float]]:
+    """id() of each text node -> the shift along x of each of its letters that anchors its chunk as SVG 2 does: the
+    chunk's ink advance from its leftmost to its rightmost edge centred on (``middle``) or ending at (``end``) its
+    first letter's position, by the ``text-anchor`` of the element holding that letter."""
+    shifts: dict[int, list[float]] = {}
+    starts = [k for k, letter in enumerate(letters) if letter[4]] + [len(letters)]
+    for a, b in zip(starts, starts[1:]):
+        chunk = letters[a:b]
+        anchor = str(chunk[0][0].get("text-anchor", "start")).strip().lower()
+        edges = [e for _, _, at, advance, _ in chunk for e in (at, at + advance)]
+        move = {"middle": chunk[0][2] - (min(edges) + max(edges)) / 2, "end": chunk[0][2] - max(edges)}.get(anchor, 0.0)
+        for node, i, *_ in chunk:
+            shifts.setdefault(id(node), [0.0] * len(node.text))[i] = move
+    return shifts
+
+
+class _ShiftedMoves:
+    """A cairo context whose n-th ``move_to`` lands ``shifts[n]`` further along x (cairosvg's ``text`` moves to each
+    letter's position once); all else is the context's own."""
+
+    def __init__(self, context, shifts: list[float]):
+        self._context, self._shifts, self._moves = context, shifts, 0
+
+    def move_to(self, x, y):
+        shift = self._shifts[self._moves] if self._moves < len(self._shifts) else 0.0
+        self._moves += 1
+        return self._context.move_to(x + shift, y)
+
+    def __getattr__(self, name):
+        return getattr(self._context, name)
+
+
+def _has_text_path(node) -> bool:
+    todo = [node]
+    while todo:
+        node = todo.pop()
+        if node.tag == "textPath":
+            return True
+        todo.extend(node.children)
+    return False
+
+
+# id() of each text node being drawn -> its letters' anchoring shifts, set when its <text> is laid out
+_TEXT_SHIFTS: dict[int, list[float]] = {}
+
+
+def _svg_text_chunks_anchored() -> None:
+    """cairosvg's ``text`` anchoring each text chunk as a whole, as SVG 2 and browsers do (job child only, once).
+
+    cairosvg anchored each element's own text by its own width: ``<text x="100" text-anchor="middle">x<tspan>2
+    </tspan><tspan> + y</tspan></text>`` centred "x" on 100, then drew "2" and " + y" each pulled back by half its
+    width (ink 82-167 px); ``end`` likewise. Now each ``<text>`` (without a ``<textPath>``: cairosvg's own) is laid
+    out first (``_text_letters``), every element's letters are drawn with anchor ``start`` and each shifted by its
+    chunk's anchoring (``_chunk_shifts``): tspans with their own x / dx / font size / anchor, nested ones, x lists."""
+    import cairosvg.surface
+    import cairosvg.text
+
+    text = cairosvg.text.text
+    if getattr(text, "_chunks_anchored", False):
+        return
+
+    def anchored_text(surface, node, draw_as_text=False):
+        if node.tag == "text":
+            _TEXT_SHIFTS.clear()
+            if not _has_text_path(node):
+                _TEXT_SHIFTS.update(_chunk_shifts(_text_letters(surface, node)))
+        shifts = _TEXT_SHIFTS.get(id(node))
+        if shifts is None:
+            return text(surface, node, draw_as_text)
+        anchor, context = node.get("text-anchor"), surface.context
+        node["text-anchor"], surface.context = "start", _ShiftedMoves(context, shifts)
+        try:
+            return text(surface, node, draw_as_text)
+        finally:
+            surface.context = context
+            if anchor is None:
+                node.pop("text-anchor", None)
+            else:
+                node["text-anchor"] = anchor
+            box = node.get("text_bounding_box")
+            if box is not None and shifts:
+                node["text_bounding_box"] = (box[0] + min(shifts), box[1], box[2] + max(shifts) - min(shifts), box[3])
+
+    anchored_text._chunks_anchored = True
+    cairosvg.text.text = anchored_text
+    cairosvg.surface.text = anchored_text  # Surface.draw tests `TAGS[node.tag] == text` against this name
+    for tag, drawer in list(cairosvg.surface.TAGS.items()):
+        if drawer is text:
+            cairosvg.surface.TAGS[tag] = anchored_text
+
+
 # CSS Color 4 forms cairosvg (2.9) misreads: hsl() / hsla() (drawn black: every `fill="hsl(210, 70%, 50%)"` of a chart),
 # rgb() / rgba() with spaces, a slash or four arguments (`rgb(255 0 0)`: a `crash`), #rrggbbaa / #rgba (alpha dropped)
 _CSS_COLOUR_FUNCTION = re.compile(r"(rgba?|hsla?)\(([^()]*)\)")
@@ -2879,6 +3055,7 @@ def _run_svg(text: str, limits: RenderLimits) -> tuple[str, str]:
     _svg_values_read_as_css()
     _svg_circular_references_not_drawn()
     _svg_font_sizes_computed()
+    _svg_text_chunks_anchored()
     _svg_transforms_of_no_size_not_drawn()
     _svg_bounding_boxes_never_missing()
     _svg_markers_that_cannot_render_not_drawn()

@@ -12,15 +12,92 @@ import pytest
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="render sandbox is Linux-only")
 
 from conftest import render_svg  # noqa: E402
-from test_render_legit22 import BLUE, GREEN, RED, box, near, rgb  # noqa: E402
+from test_render_legit22 import BLUE, GREEN, RED, box, dark, near, rgb  # noqa: E402
 
 SV = '<svg xmlns="http://www.w3.org/2000/svg" xmlns:xlink="http://www.w3.org/1999/xlink" '
+TEXT = SV + 'width="200" height="120"><rect width="200" height="120" fill="white"/>'
 
 
 def picture(pool, svg):
     r = render_svg(pool, svg)
     assert r.ok, (r.error_kind, r.message)
     return rgb(r.png)
+
+
+def ink(pool, body):
+    return box(dark(picture(pool, TEXT + body + "</svg>")))
+
+
+# -- 1. text-anchor anchors each text chunk (from each absolute x) as a whole ----------------------------------------
+PLAIN = '<text x="100" y="40" font-size="20" text-anchor="{}">abc def</text>'
+SPLIT = {  # the same characters, laid out the same way, split into tspans as a chart's labels are
+    "tspans": '<text x="100" y="40" font-size="20" text-anchor="{}">ab<tspan>c</tspan><tspan> def</tspan></text>',
+    "nested": '<text x="100" y="40" font-size="20" text-anchor="{}">a<tspan>b<tspan>c</tspan> d</tspan>ef</text>',
+    "only_tspans": '<text x="100" y="40" font-size="20" text-anchor="{}"><tspan>abc</tspan><tspan> def</tspan></text>',
+    "anchor_on_tspan": '<text y="40" font-size="20"><tspan x="100" text-anchor="{}">abc</tspan> def</text>',
+    "x_on_tspan": '<text x="7" y="40" font-size="20" text-anchor="{}"><tspan x="100">abc def</tspan></text>',
+}
+
+
+@pytest.mark.parametrize("anchor", ["middle", "end"])
+@pytest.mark.parametrize("name", list(SPLIT))
+def test_a_text_split_by_tspans_is_anchored_as_the_plain_text(render_pool, name, anchor):
+    plain = ink(render_pool, PLAIN.format(anchor))
+    want_centre = 100 if anchor == "middle" else None
+    assert plain is not None and plain[2] - plain[0] > 60
+    if want_centre:
+        assert abs((plain[0] + plain[2]) / 2 - 100) <= 3, plain
+    else:
+        assert 95 <= plain[2] <= 100, plain
+    got = ink(render_pool, SPLIT[name].format(anchor))
+    assert got is not None and all(abs(g - p) <= 2 for g, p in zip(got, plain)), (got, plain)
+
+
+def test_the_reported_formula_is_centred_on_its_anchor(render_pool):
+    # before: centred "x" at 100, then "2" and " + y" each pulled back by half their own width (ink 82-167 px at
+    # font-size 30; here at 20 the ink ran right of centre by ~18 px)
+    got = ink(render_pool, '<text x="100" y="40" font-size="20" text-anchor="middle">x<tspan>2</tspan>'
+                           '<tspan> + y</tspan></text>')
+    assert got is not None and abs((got[0] + got[2]) / 2 - 100) <= 3 and got[2] - got[0] > 40, got
+
+
+def test_each_line_of_tspans_with_their_own_x_is_its_own_chunk(render_pool):
+    px = picture(render_pool, TEXT + '<text x="100" y="40" font-size="20" text-anchor="middle">'
+                 '<tspan x="100">abc def</tspan><tspan x="100" dy="30">ab</tspan></text></svg>')
+    top, bottom = box(dark(px[:45])), box(dark(px[45:]))
+    assert abs((top[0] + top[2]) / 2 - 100) <= 3 and top[2] - top[0] > 60, top
+    assert abs((bottom[0] + bottom[2]) / 2 - 100) <= 3 and bottom[2] - bottom[0] < 30, bottom
+
+
+def test_an_x_list_anchors_each_letter_on_its_own_x(render_pool):
+    px = picture(render_pool, TEXT + '<text x="50 150" y="40" font-size="20" text-anchor="middle">ab</text></svg>')
+    left, right = box(dark(px[:, :100])), box(dark(px[:, 100:]))
+    assert abs((left[0] + left[2]) / 2 - 50) <= 3, left
+    assert abs((right[0] + right[2]) / 2 + 100 - 150) <= 3, right
+
+
+@pytest.mark.parametrize("size", ['font-size="40"', 'font-size="2em"', 'style="font-size: 200%"'])
+def test_a_chunk_of_two_font_sizes_is_centred_as_a_whole(render_pool, size):
+    got = ink(render_pool, f'<text x="100" y="60" font-size="20" text-anchor="middle">abc<tspan {size}>d</tspan>'
+                           '</text>')
+    big = ink(render_pool, '<text x="100" y="60" font-size="40" text-anchor="middle">d</text>')
+    assert got is not None and abs((got[0] + got[2]) / 2 - 100) <= 3, got
+    assert got[1] <= big[1] + 1  # the tspan is drawn twice as large: as tall as "d" at 40 px
+
+
+def test_dx_inside_an_end_anchored_chunk_counts_in_its_advance(render_pool):
+    got = ink(render_pool, '<text x="190" y="40" font-size="20" text-anchor="end">abc<tspan dx="10">def</tspan></text>')
+    plain = ink(render_pool, '<text x="190" y="40" font-size="20" text-anchor="end">abcdef</text>')
+    assert 185 <= got[2] <= 190 and abs(got[0] - (plain[0] - 10)) <= 2, (got, plain)
+
+
+def test_start_anchored_and_text_path_text_are_unchanged(render_pool):
+    got = ink(render_pool, '<text x="20" y="40" font-size="20">ab<tspan>c</tspan><tspan> def</tspan></text>')
+    assert 20 <= got[0] <= 23, got
+    path = ('<path id="p" d="M10 40 H190"/><text font-size="20" text-anchor="middle">'
+            '<textPath xlink:href="#p" startOffset="50%">abc</textPath></text>')
+    got = ink(render_pool, path)
+    assert got is not None and abs((got[0] + got[2]) / 2 - 100) <= 4, got
 
 
 # -- 2. CSS custom properties and var() ------------------------------------------------------------------------------
@@ -138,3 +215,10 @@ def test_currentcolor_on_a_gradient_stop(render_pool):
             '<stop offset="1" stop-color="currentcolor" color="blue"/></linearGradient></defs>'
             '<rect width="50" height="50" fill="url(#g)"/>')
     assert colour_at(render_pool, body) == BLUE
+
+
+def test_odd_text_content_still_draws(render_pool):
+    # a shape inside <text>, an empty tspan with an x, a display:none tspan, an x list longer than the text
+    body = ('<text x="100" y="40" font-size="20" text-anchor="middle"><rect width="5" height="5"/>ab'
+            '<tspan x="100" y="80"></tspan>cd<tspan display="none">zz</tspan><tspan x="1 2 3 4 5 6">e</tspan></text>')
+    assert ink(render_pool, body) is not None
