@@ -1861,13 +1861,16 @@ def _text_letters(surface, root) -> list[tuple]:
             spacing = cairosvg.text.size(surface, node.get("letter-spacing"))
             xs, ys, dxs = _text_lists(surface, node)
             if node.text:
+                advances = {}  # one font per node: each distinct letter measured once (a cairo call costs ~10 us)
                 for i, letter in enumerate(node.text):
                     x, y, dx = (lst.pop(0) if lst else None for lst in (xs, ys, dxs))
                     if x:  # cairosvg's own test: an absolute x of 0 keeps the dx before it
                         shift = 0.0
                     shift += dx or 0
                     at = (cursor if x is None else x) + (spacing if i else 0)
-                    advance = context.text_extents(letter)[4]
+                    advance = advances.get(letter)
+                    if advance is None:
+                        advance = advances[letter] = context.text_extents(letter)[4]
                     letters.append((node, i, at + shift, advance, origin or x is not None or y is not None))
                     origin, cursor = False, at + advance
             else:
@@ -1893,7 +1896,9 @@ def _chunk_shifts(letters: list[tuple]) -> dict[int, list[float]]:
         edges = [e for _, _, at, advance, _ in chunk for e in (at, at + advance)]
         move = {"middle": chunk[0][2] - (min(edges) + max(edges)) / 2, "end": chunk[0][2] - max(edges)}.get(anchor, 0.0)
         for node, i, *_ in chunk:
-            shifts.setdefault(id(node), [0.0] * len(node.text))[i] = move
+            if id(node) not in shifts:
+                shifts[id(node)] = [0.0] * len(node.text)
+            shifts[id(node)][i] = move
     return shifts
 
 
@@ -1910,7 +1915,9 @@ class _ShiftedMoves:
         return self._context.move_to(x + shift, y)
 
     def __getattr__(self, name):
-        return getattr(self._context, name)
+        value = getattr(self._context, name)
+        setattr(self, name, value)  # looked up once: text() calls ~10 of them per letter
+        return value
 
 
 def _has_text_path(node) -> bool:
@@ -1925,6 +1932,7 @@ def _has_text_path(node) -> bool:
 
 # id() of each text node being drawn -> its letters' anchoring shifts, set when its <text> is laid out
 _TEXT_SHIFTS: dict[int, list[float]] = {}
+_TEXT_ROOT = [0]  # id() of the <text> node they belong to
 
 
 def _svg_text_chunks_anchored() -> None:
@@ -1943,8 +1951,10 @@ def _svg_text_chunks_anchored() -> None:
         return
 
     def anchored_text(surface, node, draw_as_text=False):
-        if node.tag == "text":
+        if node.tag == "text" and (not draw_as_text or _TEXT_ROOT[0] != id(node)):
+            # laid out at its first call in Surface.draw (its path); its fill, right after, reuses that layout
             _TEXT_SHIFTS.clear()
+            _TEXT_ROOT[0] = id(node)
             if not _has_text_path(node):
                 _TEXT_SHIFTS.update(_chunk_shifts(_text_letters(surface, node)))
         shifts = _TEXT_SHIFTS.get(id(node))
@@ -2220,29 +2230,17 @@ def _custom_property_declarations(parse):
 
 
 def _svg_properties_computed_as_css() -> None:
-    """cairosvg's nodes with custom properties, var() and ``currentcolor`` computed as CSS does (``_compute_properties``;
-    job child only, once). Runs inside ``_svg_values_read_as_css``'s reading of each node, so a length from a var()
-    is read as any length is."""
+    """cairosvg's nodes with custom properties, var() and ``currentcolor`` computed as CSS does (``_compute_properties``,
+    which ``_svg_values_read_as_css``'s reading of each node calls, in the frame it already adds per level of nesting,
+    so a length from a var() is read as any length is; job child only, once): here custom property declarations are
+    kept and cairosvg's own ``currentColor`` replacement is left to it."""
     import cairosvg.css
     import cairosvg.parser
 
-    node_class = cairosvg.parser.Node
-    if getattr(node_class, "_computes_properties", False):
+    if getattr(cairosvg.css.parse_declarations, "_custom", False):
         return
     cairosvg.css.parse_declarations = _custom_property_declarations(cairosvg.css.parse_declarations)
-    cairosvg.parser.COLOR_ATTRIBUTES = frozenset()  # currentColor: computed here, in any case, inherited as a keyword
-    init = node_class.__init__
-
-    def __init__(self, element, style, url_fetcher, parent=None, *args, **kwargs):
-        if parent is not None and not getattr(parent, "_computed", True):
-            _compute_properties(parent, getattr(parent, "parent", None))  # its first child: it is complete now
-        self._computed = False
-        init(self, element, style, url_fetcher, parent, *args, **kwargs)
-        if not self._computed:
-            _compute_properties(self, parent)
-
-    node_class.__init__ = __init__
-    node_class._computes_properties = True
+    cairosvg.parser.COLOR_ATTRIBUTES = frozenset()  # currentColor: computed there, in any case, inherited as a keyword
 
 
 def _svg_values_read_as_css() -> None:
@@ -2274,10 +2272,15 @@ def _svg_values_read_as_css() -> None:
         if key in _SVG_ELEMENTS_BUILDING or (used and key in _SVG_ELEMENTS_DRAWING):
             raise _SvgCircularReference
         _SVG_ELEMENTS_BUILDING.add(key)
+        if parent is not None and not getattr(parent, "_computed", True):
+            _compute_properties(parent, getattr(parent, "parent", None))  # its first child: it is complete now
+        self._computed = False
         try:
             init(self, element, style, url_fetcher, parent, *args, **kwargs)
         finally:
             _SVG_ELEMENTS_BUILDING.discard(key)
+        if not self._computed:
+            _compute_properties(self, parent)  # before its values are read below: a var() may give a length
         if (parent is not None and "font-size" in self and self["font-size"] is parent.get("font-size")
                 and _relative_font_size(self["font-size"])):  # an absolute size is the same inherited or declared
             self._font_size_inherited = not _declares_font_size(self, element)
@@ -3051,7 +3054,7 @@ def _run_svg(text: str, limits: RenderLimits) -> tuple[str, str]:
         return refused
     surface = _side_checked_png_surface(limits.max_side)  # svg2png does not pass a url_fetcher on
     _check_tile_sizes()
-    _svg_properties_computed_as_css()  # first: wrapped by the next, so a var()'s result is read as any value is
+    _svg_properties_computed_as_css()
     _svg_values_read_as_css()
     _svg_circular_references_not_drawn()
     _svg_font_sizes_computed()
