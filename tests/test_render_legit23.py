@@ -128,6 +128,8 @@ VARS = {  # name: (body, the colour a browser draws at (10, 10))
                     'stroke="var(--s)" stroke-width="8"/></g>', RED),
     "important_rule": ('<style>g { --c: red !important }</style><g style="--c: blue">' + RECT + 'fill="var(--c)"/>'
                        '</g>', RED),
+    "through_use": ('<defs><rect id="s" width="50" height="50" fill="var(--c)"/></defs><use href="#s" '
+                    'style="--c: green"/>', GREEN),
     # invalid at computed-value time: as unset, fill's inherited value (black at the root)
     "missing_no_fallback_inherits": ('<g fill="blue">' + RECT + 'fill="var(--nope)"/></g>', BLUE),
     "missing_no_fallback_root": (RECT + 'fill="var(--nope)"/>', BLACK),
@@ -199,6 +201,8 @@ CURRENT = {
     "from_a_var": ('<g style="--c: currentcolor" color="green">' + RECT + 'fill="var(--c)"/></g>', GREEN),
     "stroke": ('<g color="red"><rect x="10" y="10" width="30" height="30" fill="none" stroke="currentcolor" '
                'stroke-width="8"/></g>', RED),
+    "icon_through_use": ('<defs><symbol id="s"><rect width="50" height="50" fill="currentcolor"/></symbol></defs>'
+                         '<use xlink:href="#s" style="color: blue"/>', BLUE),
     "no_color_is_black": (RECT + 'fill="currentcolor"/>', BLACK),
 }
 
