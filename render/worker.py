@@ -1816,7 +1816,7 @@ def _text_font_px(surface, node, parent_px: float) -> float:
 
     if getattr(node, "_font_size_inherited", False):
         return parent_px
-    value = node.get("font-size", "12pt")
+    value = _with_font_shorthand(node).get("font-size", "12pt")
     px = _font_size_px(value, parent_px, _SVG_REM_PX[0])
     if px is None:
         saved, surface.font_size = surface.font_size, parent_px
@@ -1825,6 +1825,16 @@ def _text_font_px(surface, node, parent_px: float) -> float:
         finally:
             surface.font_size = saved
     return px
+
+
+def _with_font_shorthand(node):
+    """``node``'s properties with its ``font`` shorthand's parts it lacks, as ``Surface.draw`` adds them when it draws
+    the node (a text's children are laid out before that)."""
+    if "font" not in node:
+        return node
+    import cairosvg.surface
+
+    return {**cairosvg.surface.parse_font(node["font"]), **node}
 
 
 def _text_lists(surface, node) -> tuple[list, list, list]:
@@ -1857,7 +1867,7 @@ def _text_letters(surface, root) -> list[tuple]:
         context.save()
         saved, surface.font_size = surface.font_size, px
         try:
-            _select_text_font(context, node, px)
+            _select_text_font(context, _with_font_shorthand(node), px)
             spacing = cairosvg.text.size(surface, node.get("letter-spacing"))
             xs, ys, dxs = _text_lists(surface, node)
             if node.text:

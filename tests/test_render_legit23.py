@@ -85,6 +85,14 @@ def test_a_chunk_of_two_font_sizes_is_centred_as_a_whole(render_pool, size):
     assert got[1] <= big[1] + 1  # the tspan is drawn twice as large: as tall as "d" at 40 px
 
 
+def test_a_font_shorthand_sizes_the_tspans_of_a_chunk(render_pool):
+    # the tspan takes its size from the inherited `font` shorthand only when drawn: it was laid out at 12pt first
+    split = ink(render_pool, '<text x="100" y="60" style="font: 30px sans-serif" text-anchor="middle">ab<tspan>cd'
+                             '</tspan></text>')
+    plain = ink(render_pool, '<text x="100" y="60" style="font: 30px sans-serif" text-anchor="middle">abcd</text>')
+    assert split is not None and all(abs(g - p) <= 2 for g, p in zip(split, plain)), (split, plain)
+
+
 def test_dx_inside_an_end_anchored_chunk_counts_in_its_advance(render_pool):
     got = ink(render_pool, '<text x="190" y="40" font-size="20" text-anchor="end">abc<tspan dx="10">def</tspan></text>')
     plain = ink(render_pool, '<text x="190" y="40" font-size="20" text-anchor="end">abcdef</text>')
