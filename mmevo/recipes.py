@@ -249,6 +249,7 @@ def _run_sft(cfg: Config) -> dict:
     from mmevo.grpo.checkpoint import check_replaceable_export, export_atomically, save_model
     from mmevo.grpo.sft import run_sft as sft_loop
 
+    refuse_start_model_in_export(cfg, "sft.output_dir", cfg.sft.output_dir, SFT_EXPORT)
     if cfg.sft.teacher_noise > 0 and cfg.data.train != "synthetic":
         raise ValueError("sft.teacher_noise only applies to data.train=synthetic")
     train, stats = load_examples(cfg, "train")  # before the model: a bad data path fails in seconds, not minutes
@@ -301,6 +302,7 @@ EVAL_BEFORE_FILE = "eval_before.json"  # the held-out accuracy before training, 
 
 
 def _run_grpo(cfg: Config, evaluate_before_after: bool) -> dict:
+    refuse_start_model_in_export(cfg, "trainer.output_dir", cfg.trainer.output_dir, "final")
     train, train_stats = load_examples(cfg, "train")  # before the model: a bad data path fails in seconds
     if cfg.trainer.steps > 0:
         _need_train_rows(cfg, train)
@@ -408,6 +410,23 @@ def run_eval(cfg: Config) -> dict:
 
 
 SFT_EXPORT = "model"  # the SFT's export in sft.output_dir (a GRPO run's is final/)
+
+
+def refuse_start_model_in_export(cfg: Config, out_key: str, out: str | Path, export: str) -> None:
+    """A ``model.path`` that is (or lies inside) the export this run writes, ``<out>/<export>``, is refused before
+    anything is loaded: a run that starts afresh removes that export first (``remove_finished_markers``), so a kill
+    or an error before the run's own export lost the only copy of its start model, and every run writes its result
+    there at the end, after which ``model.path`` in its config names the trained weights, not the ones it started
+    from. (``mmevo sft model.path=runs/sft/model`` for a second SFT round deleted ``runs/sft/model`` as it began.)"""
+    start = Path(cfg.model.path).expanduser()
+    if cfg.model.path in TINY_ALIASES or not start.exists():  # an alias or a hub id: no directory of this run's
+        return
+    target = (Path(out).expanduser() / export).resolve()
+    start = start.resolve()
+    if start == target or target in start.parents:
+        raise ValueError(f"model.path={cfg.model.path} is {out_key}/{export} ({target}), the export this run removes "
+                         f"as it starts and writes its own result to: copy the model elsewhere and point model.path "
+                         f"there, or use another {out_key}")
 
 
 def remove_finished_markers(out: Path, export: str = "final") -> None:

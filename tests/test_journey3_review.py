@@ -1,0 +1,50 @@
+"""A new user's walk through README's main job and evaluation (review "journey3")."""
+
+import json
+import shutil
+
+import pytest
+
+from mmevo import recipes
+from mmevo.config import load_config
+from test_csrs12_review12 import _cfg as _run_cfg  # the tiny CSRS run (sfr head, m = 1) the earlier reviews used
+
+
+def _sft_cfg(model, out):
+    return load_config(None, [f"model.path={model}", "data.train=synthetic", "data.n_train=4", "data.n_heldout=2",
+                              "data.prompt_template=none", "sft.epochs=1", "sft.batch_size=4", "sft.save_every=0",
+                              f"sft.output_dir={out}", "trainer.progress=false"])
+
+
+def test_a_second_sft_round_from_its_own_export_is_refused_and_keeps_the_model(tiny_vl_path, tmp_path):
+    # `mmevo sft model.path=runs/sft/model` (sft.output_dir=runs/sft): the fresh SFT removed runs/sft/model as it
+    # began, so a kill or an error before its export lost the only copy of the model it trains from
+    out = tmp_path / "sft"
+    shutil.copytree(tiny_vl_path, out / "model")
+    weights = sorted(p.name for p in (out / "model").iterdir())
+    for path in (out / "model", f"{out}/./model/"):
+        with pytest.raises(ValueError, match=r"model\.path=.* is sft\.output_dir/model .*another sft\.output_dir"):
+            recipes.run_sft(_sft_cfg(path, out))
+    assert sorted(p.name for p in (out / "model").iterdir()) == weights
+    assert not (out / "summary.json").exists()
+
+
+def test_a_grpo_run_from_its_own_final_export_is_refused_and_keeps_the_model(tiny_vl_path, tmp_path):
+    # a fresh run (no checkpoint in trainer.output_dir) removed final/ before training: model.path=<out>/final was gone
+    out = tmp_path / "run"
+    shutil.copytree(tiny_vl_path, out / "final")
+    config = json.loads((out / "final" / "config.json").read_text())
+    with pytest.raises(ValueError, match=r"model\.path=.* is trainer\.output_dir/final .*another trainer\.output_dir"):
+        recipes.run_grpo(_run_cfg(out / "final", out, "trainer.steps=1"))
+    assert json.loads((out / "final" / "config.json").read_text()) == config
+    assert not (out / "checkpoints").exists() and not (out / "metrics.jsonl").exists()
+
+
+def test_a_start_model_beside_the_export_is_not_refused(tiny_vl_path, tmp_path):
+    # the README's own chain: the SFT's export (another output dir) starts the GRPO run; a sibling named like the
+    # export ("final2") is no part of it
+    out = tmp_path / "run"
+    shutil.copytree(tiny_vl_path, out / "final2")
+    cfg = _run_cfg(out / "final2", out, "trainer.steps=1")
+    recipes.refuse_start_model_in_export(cfg, "trainer.output_dir", out, "final")
+    recipes.refuse_start_model_in_export(_run_cfg("tiny", out), "trainer.output_dir", out, "final")
