@@ -48,3 +48,25 @@ def test_a_start_model_beside_the_export_is_not_refused(tiny_vl_path, tmp_path):
     cfg = _run_cfg(out / "final2", out, "trainer.steps=1")
     recipes.refuse_start_model_in_export(cfg, "trainer.output_dir", out, "final")
     recipes.refuse_start_model_in_export(_run_cfg("tiny", out), "trainer.output_dir", out, "final")
+
+
+def test_a_limited_benchmark_run_says_so_in_scores_and_report(tiny_vl_path, tmp_path):
+    # `mmevo eval --benchmark mathvision_testmini --limit 3` wrote "Accuracy x% (k/3)" and a scores.json whose
+    # n, all_rows and data.rows were all 3: nothing said that 301 of the 304 testmini items were never asked
+    from datapaths import FIXTURES
+    from mmevo.eval.runner import run_benchmark
+
+    def run(limit):
+        return run_benchmark(load_config(None, [
+            f"model.path={tiny_vl_path}", "eval.benchmark=mathvision_testmini", f"eval.data={FIXTURES / 'mathvision'}",
+            f"eval.out_dir={tmp_path / 'ev'}", "eval.max_tokens=2", "trainer.progress=false", f"eval.limit={limit}"]))
+
+    s = run(3)
+    assert (s["n"], s["limit"]) == (3, 3)
+    assert json.loads((tmp_path / "ev" / "scores.json").read_text())["limit"] == 3
+    report = (tmp_path / "ev" / "report.md").read_text()
+    assert "Only the benchmark's first 3 items (eval.limit / --limit)" in report
+    n_all = len((FIXTURES / "mathvision" / "testmini.jsonl").read_text().splitlines())
+    s = run(n_all + 5)  # a limit over the set's size cuts nothing: the whole set's score
+    assert (s["n"], s["limit"]) == (n_all, 0)
+    assert "eval.limit" not in (tmp_path / "ev" / "report.md").read_text()

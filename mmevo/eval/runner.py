@@ -298,6 +298,9 @@ def write_report(out: Path, summary: dict, records: dict[str, dict], items: list
     if summary.get("images_not_shown"):
         lines[3:3] = [f"Text-only model: the {summary['images_not_shown']} image(s) of these items were not shown to "
                       "it (a text-only baseline)."]
+    if summary.get("limit"):
+        lines[3:3] = [f"Only the benchmark's first {summary['limit']} items (eval.limit / --limit): not its score "
+                      "over the whole set."]
     all_rows = summary.get("all_rows")  # absent from a summary built by summarize() alone
     left_out = all_rows["n"] - summary["n"] if all_rows else 0
     if left_out:
@@ -511,7 +514,10 @@ def _run_benchmark(cfg: Config, name: str, out: Path, policy=None, engine=None) 
                           "accuracy": scores["correct"] / rows if rows else 0.0}
     # images a text-only model never saw, kept per record so that a resumed evaluation counts them too
     scores["images_not_shown"] = sum(records[it.id].get("images_not_shown", 0) for it in done)
-    summary = {**identity, **scores, "data": stats,
+    # a --limit run scores the benchmark's first items only: said beside the accuracy, which is no benchmark score
+    # (0: every item, also where the limit is over the set's size)
+    limit = e.limit if e.limit and len(items) >= e.limit else 0
+    summary = {**identity, **scores, "limit": limit, "data": stats,
                "resumed_items": resumed, "generated_items": len(items) - resumed, "dropped_corrupt_lines": dropped,
                "seconds": time.time() - t0, "out_dir": str(out)}
     (out / "scores.json").write_text(json.dumps(summary, indent=2))
