@@ -132,9 +132,10 @@ def test_an_eval_out_dir_that_cannot_be_made_names_the_key(tmp_path):
 
     afile = tmp_path / "f"
     afile.write_text("x")
-    empty_model = tmp_path / "model"  # never loaded: the out dir is made first (a config.json passes the up-front
-    empty_model.mkdir()  # model.path check, which refuses a directory without one)
+    empty_model = tmp_path / "model"  # never loaded: the out dir is made first (a config.json and a weights file
+    empty_model.mkdir()  # pass the up-front model.path check, which refuses a directory without either)
     (empty_model / "config.json").write_text("{}")
+    (empty_model / "model.safetensors").write_bytes(b"")
     for path, why in ((afile, "File exists"), (afile / "sub", "Not a directory")):
         cfg = load_config(None, [f"model.path={empty_model}", "eval.benchmark=mathvision_testmini",
                                  f"eval.data={ROOT / 'data/fixtures/mathvision'}", "eval.limit=1",

@@ -70,3 +70,23 @@ def test_a_limited_benchmark_run_says_so_in_scores_and_report(tiny_vl_path, tmp_
     s = run(n_all + 5)  # a limit over the set's size cuts nothing: the whole set's score
     assert (s["n"], s["limit"]) == (n_all, 0)
     assert "eval.limit" not in (tmp_path / "ev" / "report.md").read_text()
+
+
+def test_a_model_dir_without_weights_is_refused_naming_model_path_before_anything_is_written(tiny_vl_path, tmp_path):
+    # a config.json without weights (an interrupted copy): transformers' "no file named model.safetensors" came only
+    # after the benchmark was read and run.json written, and named no setting
+    from datapaths import FIXTURES
+    from mmevo.eval.runner import run_benchmark
+
+    model = tmp_path / "model"
+    shutil.copytree(tiny_vl_path, model, ignore=shutil.ignore_patterns("*.safetensors"))
+    cfg = load_config(None, [f"model.path={model}", "eval.benchmark=mathvision_testmini",
+                             f"eval.data={FIXTURES / 'mathvision'}", f"eval.out_dir={tmp_path / 'ev'}", "eval.limit=1"])
+    with pytest.raises(ValueError, match=rf"model\.path={model}: .* has a config\.json but no weight files"):
+        run_benchmark(cfg)
+    assert not (tmp_path / "ev").exists()
+    with pytest.raises(ValueError, match=rf"model\.path={model}: .* no weight files"):
+        recipes.run_sft(_sft_cfg(model, tmp_path / "sft"))
+    assert not (tmp_path / "sft").exists()
+    (model / "model.safetensors.index.json").write_text("{}")  # a sharded checkpoint's index passes the check
+    recipes.check_start_model(cfg)

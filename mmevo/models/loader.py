@@ -44,12 +44,24 @@ def check_device(key: str, device: str) -> None:
         raise ValueError(f"{key}={device}: MPS is not available on this machine; use {key}=cpu")
 
 
+def _has_weight_files(model_dir: Path) -> bool:
+    """Whether a checkpoint directory holds weights transformers can read (safetensors or PyTorch .bin, whole or
+    sharded with an index), or is a PEFT adapter (``adapter_config.json``), which names its base model."""
+    if (model_dir / "adapter_config.json").is_file():
+        return True
+    return any(f.suffix in (".safetensors", ".bin") or f.name.endswith(".index.json") for f in model_dir.iterdir())
+
+
 def _check_source(name_or_path: str) -> None:
     """Fail early with a clear message when neither a local model dir nor a reachable hub id was given."""
     p = Path(name_or_path)
     if p.exists():
         if not (p / "config.json").exists():
             raise FileNotFoundError(f"model path {p} exists but has no config.json: not a transformers checkpoint")
+        if not _has_weight_files(p):  # else transformers' "no file named ..." came after the data was read, or a
+            # vLLM engine (which reads the weights itself) found out only once it started
+            raise FileNotFoundError(f"model path {p} has a config.json but no weight files (model.safetensors, "
+                                    "pytorch_model.bin or a sharded *.index.json with its shards): an incomplete copy?")
         return
     looks_like_path = name_or_path.startswith((".", "/", "~")) or name_or_path.count("/") != 1
     if looks_like_path:
