@@ -727,6 +727,10 @@ def _render(argv: list[str]) -> int:
     if not src.is_file():
         print(f"mmevo render: error: {src} {'is not a file' if src.exists() else 'not found'}", file=sys.stderr)
         return 2
+    out = Path(args.out)
+    if out.is_dir() or any(p.exists() and not p.is_dir() for p in out.parents):  # before the render, not after it
+        # with a bare "[Errno 17] File exists" / "Is a directory" that named no option
+        ap.error(f"-o {args.out}: " + ("is a directory" if out.is_dir() else "lies below a file, not a directory"))
     language = "svg" if src.suffix.lower() == ".svg" else "python"
     try:
         code = _source_text(src.read_bytes(), language)
@@ -738,7 +742,6 @@ def _render(argv: list[str]) -> int:
     if not result.ok:
         print(f"mmevo render: {src}: {result.error_kind}: {result.message}", file=sys.stderr)
         return 1
-    out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)  # as every command makes its output directory (runs/...)
     out.write_bytes(result.png)
     print(f"{args.out} {result.width}x{result.height} ({result.elapsed_s * 1000:.0f} ms)")

@@ -90,3 +90,21 @@ def test_a_model_dir_without_weights_is_refused_naming_model_path_before_anythin
     assert not (tmp_path / "sft").exists()
     (model / "model.safetensors.index.json").write_text("{}")  # a sharded checkpoint's index passes the check
     recipes.check_start_model(cfg)
+
+
+def test_render_to_a_path_below_a_file_or_onto_a_directory_names_the_option(tmp_path, capsys):
+    # was "mmevo render: error: [Errno 17] File exists: '.../f'" after the render had run, naming no option
+    from mmevo.cli import main
+
+    src = tmp_path / "plot.py"
+    src.write_text("import matplotlib.pyplot as plt\nplt.plot([0, 1], [0, 1])\n")
+    (tmp_path / "f").write_text("x")
+    (tmp_path / "d.png").mkdir()
+    for out, why in ((tmp_path / "f" / "x.png", "lies below a file, not a directory"), (tmp_path / "d.png",
+                                                                                         "is a directory")):
+        with pytest.raises(SystemExit) as e:
+            main(["render", str(src), "-o", str(out)])
+        assert e.value.code == 2
+        assert f"mmevo render: error: -o {out}: {why}" in capsys.readouterr().err
+    assert (tmp_path / "f").read_text() == "x" and not any((tmp_path / "d.png").iterdir())
+    assert main(["render", str(src), "-o", str(tmp_path / "new" / "sub" / "x.png")]) == 0  # missing parents: made
