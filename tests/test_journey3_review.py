@@ -108,3 +108,18 @@ def test_render_to_a_path_below_a_file_or_onto_a_directory_names_the_option(tmp_
         assert f"mmevo render: error: -o {out}: {why}" in capsys.readouterr().err
     assert (tmp_path / "f").read_text() == "x" and not any((tmp_path / "d.png").iterdir())
     assert main(["render", str(src), "-o", str(tmp_path / "new" / "sub" / "x.png")]) == 0  # missing parents: made
+
+
+def test_build_tiny_into_a_users_own_directory_does_not_advise_deleting_it(tmp_path, capsys):
+    # `mmevo build-tiny data/` (a directory of one's own files) said "the cached tiny model data is incomplete ...
+    # Delete that directory and run again": followed, that advice deleted the user's files
+    from mmevo.cli import main
+
+    own = tmp_path / "data"
+    own.mkdir()
+    (own / "train.jsonl").write_text("{}\n")
+    assert main(["build-tiny", str(own)]) == 2
+    err = capsys.readouterr().err
+    assert f"{own} is not a tiny model directory: it holds other files (train.jsonl) and none of a build's" in err
+    assert "Delete" not in err
+    assert [p.name for p in own.iterdir()] == ["train.jsonl"]

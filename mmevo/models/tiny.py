@@ -235,6 +235,13 @@ def _atomic_save_dir(build, out_dir: Path) -> Path:
 
 def _checked(out_dir: Path) -> Path:
     missing = missing_parts(out_dir)
+    build_files = ("config.json", "tokenizer_config.json", SPEC_FILE, *_WEIGHT_FILES)
+    if not any((out_dir / f).exists() for f in build_files):  # no part of a build at all: someone's own directory
+        # (`mmevo build-tiny data/`), which the advice below to delete it would have cost its files
+        held = sorted(f.name for f in out_dir.iterdir())
+        raise IncompleteModelDir(
+            f"{out_dir} is not a tiny model directory: it holds other files ({', '.join(held[:5])}"
+            f"{', ...' if len(held) > 5 else ''}) and none of a build's; give a new or empty directory")
     if missing:
         raise IncompleteModelDir(
             f"the cached tiny model {out_dir} is incomplete (no {', '.join(missing)}): a build that was interrupted, "
