@@ -123,3 +123,20 @@ def test_build_tiny_into_a_users_own_directory_does_not_advise_deleting_it(tmp_p
     assert f"{own} is not a tiny model directory: it holds other files (train.jsonl) and none of a build's" in err
     assert "Delete" not in err
     assert [p.name for p in own.iterdir()] == ["train.jsonl"]
+
+
+def test_a_benchmark_file_read_with_the_default_layout_points_at_data_format(tmp_path):
+    # MATH-V's testmini.jsonl as data.train without data.format: "field 'problem': missing" named no way out
+    from datapaths import FIXTURES
+    from mmevo.data.benchmarks import load_items
+    from mmevo.data.schema import DataError
+
+    src = FIXTURES / "mathvision" / "testmini.jsonl"
+    with pytest.raises(DataError, match=r"testmini\.jsonl:1 \(row 0, id '\w+'\): field 'problem': the row has no such "
+                                        r"field, but has 'question': .*data\.fields\.problem=question.*data\.format="
+                                        r"mathvision"):
+        load_items("generic", src)
+    items, stats = load_items("generic", src, skip_bad=True)  # counted under the reason it had
+    assert not items and stats["skipped_by_reason"] == {"missing_problem": stats["rows"]}
+    items, _ = load_items("generic", src, fields={"problem": "question", "image": "image", "choices": "options"})
+    assert items  # the mapping the message names reads it

@@ -563,6 +563,11 @@ def _generic(row: dict, r: _Row, extra: dict) -> BenchmarkItem:
     r.id = str(rid) if isinstance(rid, (str, int)) and not isinstance(rid, bool) and str(rid) else None
     if r.id is None and rid is not None and rid != "" and not _is_nan(rid):  # an id that is there but unusable
         raise r.err(f["id"], f"expected a string or an integer, got {rid!r:.80}", "bad_type")
+    if f["problem"] not in row and "question" in row:  # a MATH-V / MathVista / R1-V row read with the default layout
+        # was "field 'problem': missing", which sent one looking for a typo in the file, not at data.format
+        raise r.err(f["problem"], "the row has no such field, but has 'question': name the problem field "
+                    "(data.fields.problem=question), or read the benchmark's layout (data.format=mathvision | "
+                    "mathvista | geoqa)", "missing_problem")
     problem = r.text(row, f["problem"])
     answer = r.text(row, f["answer"], required=not isinstance(row.get("solution"), str))
     answer_field = f["answer"]
