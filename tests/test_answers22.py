@@ -134,3 +134,17 @@ def test_an_angle_in_radians_names_the_option_in_degrees():
 def test_answers_naming_different_units_differ(pred, gold, same):
     assert answers_equivalent(pred, gold) is same
     assert answers_equivalent(gold, pred) is same
+
+
+# an inequality with radicals is solved with them cleared (x^{1/3} + x^{1/5} + x^{1/7} at degree 1/3 * lcm(3, 5, 7) =
+# 35), as _solve_ok counts it: read as cheap by its bare degree (1/3), the comparison against an interval took ~8 s
+@pytest.mark.parametrize("relation", [r"x^{1/3}+x^{1/5}+x^{1/7} > 1", r"x^{1/3} > x^{1/5}", r"x^{1/5} + x > 2"])
+def test_an_inequality_with_radicals_is_not_taken_as_a_cheap_set(relation):
+    (rel,) = [x for x in _mv_parse(relation) if hasattr(x, "lhs")]
+    assert not _cheap_as_set(rel)
+
+
+def test_a_square_root_inequality_stays_cheap():
+    # x^{1/2} > 1 is degree 1/2 * 2 = 1 once the radical is cleared
+    (rel,) = [x for x in _mv_parse(r"\sqrt{x} > 1") if hasattr(x, "lhs")]
+    assert _cheap_as_set(rel)

@@ -1165,7 +1165,8 @@ def _is_inequality(x) -> bool:
 
 def _cheap_as_set(rel) -> bool:
     """Whether the solution set of an inequality (or a chain of them) in one variable is cheap to take: polynomial
-    sides up to `_MV_MAX_SET_DEGREE`, or the absolute value of a polynomial up to degree 2."""
+    sides up to `_MV_MAX_SET_DEGREE` (radicals counted as `_solve_ok` counts them: the degree once they are cleared),
+    or the absolute value of a polynomial up to degree 2."""
     from sympy import Abs, And
 
     if isinstance(rel, And):
@@ -1174,13 +1175,15 @@ def _cheap_as_set(rel) -> bool:
     if len(symbols) != 1 or not hasattr(rel, "lhs"):
         return False
     (x,) = symbols
-    for side in (rel.lhs, rel.rhs):
-        degree, _, _, funcs = _solve_degree(side, x)
-        if degree > _MV_MAX_SET_DEGREE or not all(
-                isinstance(f, Abs) and _solve_degree(f.args[0], x)[0] <= 2 and not _solve_degree(f.args[0], x)[3]
-                for f in funcs):
-            return False
-    return True
+
+    def degree_of(e) -> float:  # as _solve_ok counts it: x^{1/3} + x^{1/5} is solved at degree 1/3 * lcm(3, 5) = 5
+        degree, index, _, funcs = _solve_degree(e, x)
+        return math.inf if funcs else degree * index
+
+    sides = [_solve_degree(side, x) for side in (rel.lhs, rel.rhs)]
+    degree = max(p[0] for p in sides) * math.lcm(*(p[1] for p in sides))  # radicals of both sides cleared together
+    funcs = frozenset().union(*(p[3] for p in sides))
+    return degree <= _MV_MAX_SET_DEGREE and all(isinstance(f, Abs) and degree_of(f.args[0]) <= 2 for f in funcs)
 
 
 def _or_inequalities_as_set(text: str, parsed: tuple) -> tuple:
