@@ -57,7 +57,7 @@ def test_mathvision_testmini_every_row(root, n_rows, n_choice):
     rows = _jsonl(root / "testmini.jsonl")
     items, stats = load_items("mathvision", root, "testmini")
     assert stats == {"rows": n_rows, "loaded": n_rows, "skipped": 0, "skipped_by_reason": {},
-                     "files": [str(root / "testmini.jsonl")]}
+                     "files": [str(root / "testmini.jsonl")], "cut_by_limit": False}
     assert [it.id for it in items] == [str(r["id"]) for r in rows]
     assert sum(bool(it.choices) for it in items) == n_choice
     assert Counter(it.categories["subject"][0] for it in items) == Counter(r["subject"] for r in rows)

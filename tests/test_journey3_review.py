@@ -67,9 +67,10 @@ def test_a_limited_benchmark_run_says_so_in_scores_and_report(tiny_vl_path, tmp_
     report = (tmp_path / "ev" / "report.md").read_text()
     assert "Only the benchmark's first 3 items (eval.limit / --limit)" in report
     n_all = len((FIXTURES / "mathvision" / "testmini.jsonl").read_text().splitlines())
-    s = run(n_all + 5)  # a limit over the set's size cuts nothing: the whole set's score
-    assert (s["n"], s["limit"]) == (n_all, 0)
-    assert "eval.limit" not in (tmp_path / "ev" / "report.md").read_text()
+    for limit in (n_all + 5, n_all):  # a limit over or at the set's size cuts nothing: the whole set's score
+        s = run(limit)
+        assert (s["n"], s["limit"]) == (n_all, 0)
+        assert "eval.limit" not in (tmp_path / "ev" / "report.md").read_text()
 
 
 def test_a_model_dir_without_weights_is_refused_naming_model_path_before_anything_is_written(tiny_vl_path, tmp_path):
@@ -88,6 +89,13 @@ def test_a_model_dir_without_weights_is_refused_naming_model_path_before_anythin
     with pytest.raises(ValueError, match=rf"model\.path={model}: .* no weight files"):
         recipes.run_sft(_sft_cfg(model, tmp_path / "sft"))
     assert not (tmp_path / "sft").exists()
+    for other in ("training_args.bin", "optimizer.bin"):  # a Trainer's files beside the config are no weights
+        (model / other).write_bytes(b"\0" * 8)
+        with pytest.raises(ValueError, match="no weight files"):
+            recipes.check_start_model(cfg)
+    (model / "pytorch_model.bin").write_bytes(b"\0" * 8)  # PyTorch weights pass the check
+    recipes.check_start_model(cfg)
+    (model / "pytorch_model.bin").unlink()
     (model / "model.safetensors.index.json").write_text("{}")  # a sharded checkpoint's index passes the check
     recipes.check_start_model(cfg)
 

@@ -702,7 +702,8 @@ def items_to_examples(items: list[BenchmarkItem], stats: dict, skip_bad: bool = 
 def load_items(fmt: str, source: str | Path, split: str | None = None, *, image_root: str | Path | None = None,
                fields: dict | None = None, skip_bad: bool = False,
                limit: int | None = None) -> tuple[list[BenchmarkItem], dict]:
-    """Items of ``source`` in format ``fmt`` and ``stats = {rows, loaded, skipped, skipped_by_reason, files}``.
+    """Items of ``source`` in format ``fmt`` and ``stats = {rows, loaded, skipped, skipped_by_reason, files,
+    cut_by_limit}`` (``cut_by_limit``: ``limit`` left rows of the source unread).
 
     A directory with a ``<split>/`` sub-directory (and no ``<split>.*`` file) is read from there.  Without
     ``skip_bad`` the first bad row raises :class:`DataError`; duplicate ids always raise (prompts and results are keyed
@@ -736,8 +737,10 @@ def load_items(fmt: str, source: str | Path, split: str | None = None, *, image_
     seen: dict[str, str] = {}
     reasons: Counter[str] = Counter()
     n_rows = 0
+    cut = False  # the limit left rows unread (a row beyond it exists), not merely reached at the set's end
     for ref in rows:
         if limit is not None and len(items) >= limit:
+            cut = True
             break
         n_rows += 1
         r = _Row(ref, root)
@@ -770,5 +773,5 @@ def load_items(fmt: str, source: str | Path, split: str | None = None, *, image_
     if fmt == "intergps":
         files = sorted({it.file for it in items})
     stats = {"rows": n_rows, "loaded": len(items), "skipped": sum(reasons.values()),
-             "skipped_by_reason": dict(sorted(reasons.items())), "files": files}
+             "skipped_by_reason": dict(sorted(reasons.items())), "files": files, "cut_by_limit": cut}
     return items, stats

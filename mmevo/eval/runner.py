@@ -515,8 +515,8 @@ def _run_benchmark(cfg: Config, name: str, out: Path, policy=None, engine=None) 
     # images a text-only model never saw, kept per record so that a resumed evaluation counts them too
     scores["images_not_shown"] = sum(records[it.id].get("images_not_shown", 0) for it in done)
     # a --limit run scores the benchmark's first items only: said beside the accuracy, which is no benchmark score
-    # (0: every item, also where the limit is over the set's size)
-    limit = e.limit if e.limit and len(items) >= e.limit else 0
+    # (0: every item, also where the limit is the set's size or over it)
+    limit = e.limit if stats.get("cut_by_limit") else 0
     summary = {**identity, **scores, "limit": limit, "data": stats,
                "resumed_items": resumed, "generated_items": len(items) - resumed, "dropped_corrupt_lines": dropped,
                "seconds": time.time() - t0, "out_dir": str(out)}

@@ -49,7 +49,9 @@ def _has_weight_files(model_dir: Path) -> bool:
     sharded with an index), or is a PEFT adapter (``adapter_config.json``), which names its base model."""
     if (model_dir / "adapter_config.json").is_file():
         return True
-    return any(f.suffix in (".safetensors", ".bin") or f.name.endswith(".index.json") for f in model_dir.iterdir())
+    # not any *.bin: a Trainer's training_args.bin or an optimizer.bin beside a config.json is no weights
+    return any(f.suffix == ".safetensors" or (f.name.startswith("pytorch_model") and f.suffix == ".bin")
+               or f.name.endswith(".index.json") for f in model_dir.iterdir())
 
 
 def _check_source(name_or_path: str) -> None:
