@@ -301,12 +301,47 @@ def run_grpo(cfg: Config, evaluate_before_after: bool = True) -> dict:
 EVAL_BEFORE_FILE = "eval_before.json"  # the held-out accuracy before training, in trainer.output_dir
 
 
+GENERATED_OR_TASK_SETS = GENERATED_SETS + ("honest_sft",)  # split apart by their generators, never one file
+
+
+def refuse_train_as_heldout(cfg: Config) -> None:
+    """Training on the held-out file makes its accuracy measure memorised items: refused, naming both settings."""
+    train, heldout = cfg.data.train, cfg.data.heldout
+    if not train or not heldout or train in GENERATED_OR_TASK_SETS or heldout in GENERATED_OR_TASK_SETS:
+        return
+    from mmevo.data.overlap import same_data_source
+
+    if same_data_source(source_split(train), source_split(heldout)):
+        raise ValueError(f"data.train={train} and data.heldout={heldout} are the same data: the held-out accuracy "
+                         "would score items trained on; give the held-out split (DIR@test) or another file, or "
+                         "data.heldout='' to train without evaluation")
+
+
+def note_heldout_overlap(train: list, heldout: list) -> int:
+    """Held-out items whose problem and images also occur in the train set, counted and said on stderr."""
+    import sys
+
+    from mmevo.data.overlap import count_heldout_overlap
+    from mmevo.grpo.distributed import is_main
+
+    n = count_heldout_overlap(train, heldout)
+    if n and is_main():  # every rank loads the same sets: one line
+        print(f"[mmevo] warning: {n} of the {len(heldout)} data.heldout items also occur in data.train (same problem "
+              "text and images): the held-out accuracy partly scores trained items (summary.json: "
+              "data_heldout.train_overlap)", file=sys.stderr)
+    return n
+
+
 def _run_grpo(cfg: Config, evaluate_before_after: bool) -> dict:
     refuse_start_model_in_export(cfg, "trainer.output_dir", cfg.trainer.output_dir, "final")
+    if cfg.trainer.steps > 0:
+        refuse_train_as_heldout(cfg)
     train, train_stats = load_examples(cfg, "train")  # before the model: a bad data path fails in seconds
     if cfg.trainer.steps > 0:
         _need_train_rows(cfg, train)
     heldout, heldout_stats = load_examples(cfg, "heldout")
+    if heldout and cfg.trainer.steps > 0:
+        heldout_stats = {**heldout_stats, "train_overlap": note_heldout_overlap(train, heldout)}
     check_engine(cfg)
     policy = load_policy(cfg)
     note_unseen_images(policy, {"train": train if cfg.trainer.steps > 0 else [], "held-out": heldout or []})
