@@ -542,7 +542,7 @@ def _unit_of(s: str) -> str | None:
 def _units_differ(pred: str, gold: str) -> bool:
     """Both answers name a length unit and not the same one: "5 m" is not "5 cm" (nor, converted, "500 cm": answers
     are compared as spelled, without unit conversion). A vote's cheap key (`canonical_answer`) reads a number with its
-    unit as the number, so a vote still counts "5 m" and "5 cm" as one answer."""
+    unit as the number; `group_answer_keys` splits it by unit, so a vote counts "5 m" and "5 cm" apart too."""
     up, ug = _unit_of(pred), _unit_of(gold)
     return up is not None and ug is not None and up != ug
 
@@ -1556,7 +1556,10 @@ def group_answer_keys(answers: Sequence[str | None], choices: Sequence[str] | No
     spelled several ways is compared through its most frequent spelling (ties by text), whatever the order."""
     refuse_text_for_list("answers", answers)
     refuse_text_for_choices("choices", choices)
-    keys = [canonical_answer(a, choices) for a in answers]
+    base = [canonical_answer(a, choices) for a in answers]
+    # the cheap key reads "5 m" and "5 cm" as 5, which `answers_equivalent` tells apart: a named length unit splits
+    # a key (a bare "5" then joins a class by the match below, as equivalence lets it join either)
+    keys = [k if k is None else _with_unit(k, _answer_text(a, "answer"), choices) for a, k in zip(answers, base)]
     spellings: dict[Hashable, dict[str, int]] = {}  # each cheap key's spellings and their counts, keys as they appear
     for a, k in zip(answers, keys):
         if k is not None:
@@ -1570,15 +1573,52 @@ def group_answer_keys(answers: Sequence[str | None], choices: Sequence[str] | No
     counts = {k: sum(texts.values()) for k, texts in spellings.items()}
     heads: list[Hashable] = []  # first cheap key of each class, in the order above
     head_of: dict[Hashable, Hashable] = {}
+    units: dict[Hashable, set[str]] = {}  # the named units of each class: a bare "5" heading one took "5 m", "5 cm"
     for k in sorted(reps, key=lambda k: (-counts[k], repr(k))):
-        head_of[k] = next((h for h in heads if answers_equivalent(reps[k], reps[h], choices)
-                           or answers_equivalent(reps[h], reps[k], choices)), k)
+        unit = _unit_part(k)
+        head_of[k] = next((h for h in heads if (not unit or units[h] <= {unit})
+                           and (answers_equivalent(reps[k], reps[h], choices)
+                                or answers_equivalent(reps[h], reps[k], choices))), k)
         if head_of[k] == k:
             heads.append(k)
-    label: dict[Hashable, Hashable] = {}  # a class is named by its member seen first (reps keeps appearance order)
+            units[k] = set()
+        units[head_of[k]] |= {unit} - {""}
+    members: dict[Hashable, list[Hashable]] = {}  # each class's keys, in order of appearance
     for k in reps:
-        label.setdefault(head_of[k], k)
+        members.setdefault(head_of[k], []).append(k)
+    # a class is named by the cheap key of its member seen first, as without units; a second class under the same
+    # cheap key ("5 m" beside "5 cm") by that key and its units, which no other class holds
+    label: dict[Hashable, Hashable] = {}
+    for head, ks in members.items():
+        name = _without_unit(ks[0])
+        if name in label.values():
+            name = ("units", name, tuple(sorted(_unit_part(k) for k in ks)))
+        label[head] = name
     return [None if k is None else label[head_of[k]] for k in keys]
+
+
+def _with_unit(key: Hashable, text: str, choices: Sequence[str] | None) -> Hashable:
+    """``key`` with the length unit ``text`` names (through the option a letter names), if any."""
+    try:
+        unit = _unit_of(normalize_choice(text, choices))
+    except Exception:  # as canonical_answer: text it cannot read keeps its key
+        unit = None
+    return key if unit is None else _UnitKey(key, unit)
+
+
+class _UnitKey(tuple):
+    """A cheap key with the length unit its answer names (a class of its own, never a public key)."""
+
+    def __new__(cls, key: Hashable, unit: str):
+        return super().__new__(cls, (key, unit))
+
+
+def _without_unit(key: Hashable) -> Hashable:
+    return key[0] if isinstance(key, _UnitKey) else key
+
+
+def _unit_part(key: Hashable) -> str:
+    return key[1] if isinstance(key, _UnitKey) else ""
 
 
 def single_tag(text: str, tag: str, max_chars: int) -> tuple[str | None, str]:
