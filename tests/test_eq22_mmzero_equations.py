@@ -14,20 +14,8 @@ import torch
 from mmevo.rewards.mmzero import (diversity_adjustment, easy_hard_penalty, modal_share, proposal_rewards,
                                   type_penalties)
 
-W = (0.45, 0.20, 0.35)
-
-
-def ref_diversity(row, M, strength=0.5):
-    x = sum((s - 1 / M) * w for s, w in zip(row, W)) * M * strength
-    return -min(max(x, -strength), strength)
-
-
-def ref_proposal(executed, easy, cons, adj, valid):
-    if not valid:
-        return -1.0
-    N = len(executed)
-    base = sum((min(s, 0.5) + min(c, 1 - c)) if e else 0.0 for e, s, c in zip(executed, easy, cons)) / N
-    return base + sum(adj)
+# the seed's reference equations, written once in round 20's file (plain Python, independent of mmevo)
+from test_eq20_mmzero_equations import ref_diversity, ref_proposal  # noqa: E402
 
 
 def test_signatures_follow_the_seed():
@@ -171,7 +159,7 @@ def ref_head(rows):
         eh = -0.3 if cs and sum(min(c, 1 - c) for c in cs) / len(cs) < 0.15 - 1e-9 else 0.0
         n = max(1, len(r["executed"]))
         base = sum(min(s, 0.5) + min(c, 1 - c) for e, s, c in zip(r["executed"], r["easy"], r["consistency"]) if e) / n
-        out.append(base + eh + type_pen + ref_diversity(shares, M))
+        out.append(base + eh + type_pen + ref_diversity(shares, M, 0.5))
     return out
 
 
