@@ -64,9 +64,10 @@ def test_calibration_eval_refuses_a_report_that_records_no_identity(tmp_path, ca
     out = tmp_path / "cal"
     out.mkdir()
     (out / "calibration.json").write_text(json.dumps({"n": 6, "ece": 0.1}))  # an older mmevo's report
-    model = tmp_path / "model"  # never loaded: the earlier report is checked first (a config.json passes the
-    model.mkdir()  # up-front model.path check, which refuses a directory without one)
+    model = tmp_path / "model"  # never loaded: the earlier report is checked first (a config.json and a weight
+    model.mkdir()  # file pass the up-front model.path check, which refuses a directory without them)
     (model / "config.json").write_text("{}")
+    (model / "model.safetensors").write_bytes(b"")
     assert main(_calibration(model, out, "--limit", "1")) == 2
     err = capsys.readouterr().err
     assert "it records no identity" in err and "eval.overwrite=true" in err
@@ -77,9 +78,10 @@ def test_calibration_eval_holds_its_out_dir(tmp_path, capsys):
     from mmevo.runlock import RunLock
 
     out = tmp_path / "cal"
-    model = tmp_path / "model"  # never loaded (a config.json passes the up-front model.path check)
+    model = tmp_path / "model"  # never loaded (a config.json and a weight file pass the up-front model.path check)
     model.mkdir()
     (model / "config.json").write_text("{}")
+    (model / "model.safetensors").write_bytes(b"")
     with RunLock(out):  # a live evaluation into it
         assert main(_calibration(model, out, "--limit", "1")) == 2
     err = capsys.readouterr().err
