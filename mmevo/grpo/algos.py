@@ -57,7 +57,10 @@ def reward_std(rewards: Tensor) -> Tensor:
     :math:`\sigma_{all}`. Equal rewards give exactly 0, and the std of rewards near the ends of the float64 range is
     finite and correct (see ``_group_spread``). -> scalar float64 tensor."""
     _require_tensors(rewards=rewards)
-    std_scaled, exponent = _scaled_std(rewards.detach().to(torch.float64).flatten())
+    _require_real_dtype(rewards=rewards)
+    r = rewards.detach().to(torch.float64).flatten()
+    _require_finite_rewards(r)
+    std_scaled, exponent = _scaled_std(r)
     return _ldexp(std_scaled, exponent)
 
 
@@ -175,6 +178,7 @@ def group_advantages(
             f"unknown advantage scale {scale!r}; valid choices: {', '.join(ADV_SCALES)}"
         )
     _require_tensors(rewards=rewards, group_ids=group_ids)
+    _require_real_dtype(rewards=rewards, group_ids=group_ids)
     if rewards.dim() != 1 or group_ids.dim() != 1 or rewards.shape != group_ids.shape:
         raise ValueError(
             "rewards and group_ids must be 1-D tensors of the same shape, got "
@@ -192,9 +196,7 @@ def group_advantages(
         raise ValueError("group_ids must be finite; a NaN id made its sample a group of its own (advantage 0)")
 
     r = rewards.detach().to(torch.float64)  # [B]
-    bad = (~torch.isfinite(r)).nonzero().flatten()
-    if bad.numel():  # one NaN / inf would turn every advantage of its group (of the batch for "batch") into NaN
-        raise ValueError(f"rewards must be finite; non-finite at indices {bad[:8].tolist()}")
+    _require_finite_rewards(r)
     if r.numel() == 0:
         return torch.zeros(0, dtype=torch.float32, device=rewards.device)
 
@@ -274,6 +276,7 @@ def kl_penalty(logp: Tensor, ref_logp: Tensor, kind: str) -> Tensor:
         ``-inf`` log-probs, whose difference is undefined).
     """
     _require_tensors(logp=logp, ref_logp=ref_logp)
+    _require_real_dtype(logp=logp, ref_logp=ref_logp)
     if ref_logp.shape != logp.shape:  # a [B, 1] or [T] ref_logp would broadcast silently over the tokens
         raise ValueError(f"ref_logp must have the shape of logp, got {tuple(ref_logp.shape)} and {tuple(logp.shape)}")
     if kind not in KL_KINDS:
@@ -328,7 +331,7 @@ def masked_mean(x: Tensor, mask: Tensor, dim: Optional[int] = None) -> Tensor:
 
     Args:
         x: ``[...]`` values.
-        mask: same shape as ``x`` (0/1).
+        mask: same shape as ``x``, entries 0 / 1 only (bool, integer or float; else ``ValueError``).
         dim: reduce over this dimension; ``None`` reduces over all elements.
 
     Returns:
@@ -341,6 +344,11 @@ def masked_mean(x: Tensor, mask: Tensor, dim: Optional[int] = None) -> Tensor:
     """
     _require_tensors(x=x, mask=mask)
     _check_mask_shape(x, mask, "x")
+    return _masked_mean(x, mask, dim)
+
+
+def _masked_mean(x: Tensor, mask: Tensor, dim: Optional[int] = None) -> Tensor:
+    """:func:`masked_mean` of a mask already checked (``policy_loss``'s metrics: one check, not one per metric)."""
     x = _masked_zero(x, mask)
     x = x.to(_acc_dtype(x.dtype))
     mask = mask.to(x.dtype)
@@ -355,9 +363,41 @@ def _acc_dtype(dtype: torch.dtype) -> torch.dtype:
 
 
 def _check_mask_shape(x: Tensor, mask: Tensor, name: str) -> None:
-    """A mask of another shape would broadcast silently and count the tokens wrongly (e.g. a [T] mask over [B, T])."""
+    """A mask of another shape would broadcast silently and count the tokens wrongly (e.g. a [T] mask over [B, T]);
+    one with an entry other than 0 / 1 weighted its tokens silently: -1 flipped the loss's sign, 2 doubled a
+    token-sum, NaN made the loss NaN."""
     if mask.shape != x.shape:
         raise ValueError(f"mask must have the shape of {name}, got {tuple(mask.shape)} and {tuple(x.shape)}")
+    if mask.dtype == torch.bool:
+        return
+    if mask.is_complex():
+        raise TensorArgumentError(f"mask must hold 0 / 1, got a {mask.dtype} tensor")
+    bad = ((mask != 0) & (mask != 1)).nonzero()  # [k, ndim]; NaN is neither
+    if bad.shape[0]:
+        at = tuple(bad[0].tolist())
+        raise ValueError(f"mask must hold only 0 and 1, got {mask[at].item()!r} at index {list(at)} "
+                         f"({bad.shape[0]} such entries)")
+
+
+class TensorArgumentError(TypeError, ValueError):
+    """A tensor argument holding the wrong kind of numbers (a bool or complex dtype): both a TypeError (its kind)
+    and a ValueError (as this module's other input checks), so that a caller catching either sees it."""
+
+
+def _require_real_dtype(**args: Tensor) -> None:
+    """``TensorArgumentError`` naming the tensor whose dtype is bool or complex: a bool was read silently as 0 / 1
+    (``rewards=[True, False]`` as rewards 1 / 0, bool log-probs as a KL of 0), a complex one lost its imaginary part."""
+    for name, value in args.items():
+        if value.dtype == torch.bool or value.is_complex():
+            raise TensorArgumentError(f"{name} must hold real numbers, got a {value.dtype} tensor")
+
+
+def _require_finite_rewards(r: Tensor) -> None:
+    """ValueError naming the rewards that are NaN / inf: one would make every advantage of its group (of the batch
+    for "batch") NaN, and the std of the batch NaN."""
+    bad = (~torch.isfinite(r)).nonzero().flatten()
+    if bad.numel():
+        raise ValueError(f"rewards must be finite; non-finite at indices {bad[:8].tolist()}")
 
 
 def _require_tensors(**args) -> None:
@@ -420,7 +460,7 @@ def agg_loss(
 
     Args:
         loss_mat: ``[B, T]`` per-token loss.
-        mask: ``[B, T]`` 0/1 mask (the same shape, else ``ValueError``).
+        mask: ``[B, T]`` 0/1 mask (the same shape and only 0 / 1 entries, else ``ValueError``).
         agg: aggregation mode, one of :data:`AGG_MODES`.
         loss_scale_factor: normaliser for ``"seq-mean-token-sum-norm"``, finite and > 0.
 
@@ -543,6 +583,7 @@ def policy_loss(
     _require_tensors(logp=logp, old_logp=old_logp, advantages=advantages, mask=mask)
     if old_logp.shape != logp.shape:
         raise ValueError(f"old_logp must have the shape of logp, got {tuple(old_logp.shape)} and {tuple(logp.shape)}")
+    _require_real_dtype(logp=logp, old_logp=old_logp, advantages=advantages)
     _check_mask_shape(logp, mask, "logp")
     if advantages.shape not in (logp.shape[:-1], logp.shape[:-1] + (1,), logp.shape):
         raise ValueError(f"advantages must have shape [B], [B, 1] or [B, T] for logp {tuple(logp.shape)}, "
@@ -552,6 +593,11 @@ def policy_loss(
     if adv.dim() == logp.dim() - 1:
         adv = adv.unsqueeze(-1)  # [B, 1]
     mask_f = mask.to(logp.dtype)  # [B, T]
+    bad = (~torch.isfinite(adv) & mask.bool()).nonzero()  # a NaN / inf advantage of a live token: a NaN / inf loss
+    if bad.shape[0]:
+        b, t = bad[0].tolist()
+        raise ValueError(f"advantages must be finite on the masked tokens; sequence {b} (token {t}) has "
+                         f"{adv[b, min(t, adv.shape[1] - 1)].item()!r}")
 
     log_ratio = torch.clamp(logp - old_logp, min=-_LOG_RATIO_CLAMP, max=_LOG_RATIO_CLAMP)
     if log_ratio.dtype == torch.float16:  # fp16 tops out at 65504 < e^20: an inf ratio made A = 0 tokens 0 * inf = NaN
@@ -579,15 +625,15 @@ def policy_loss(
         # clipped where the clipped term is the larger loss, as verl's pg_clipfrac: comparing the ratio with the bounds
         # instead counts tokens whose products -A*r and -A*clip(r) round to the same float (tiny A, r next to a bound)
         clipped = (pg_clipped > pg_unclipped).detach()  # [B, T]
-        clip_frac = masked_mean(clipped.to(mdt), mask_m).item()
-        clip_frac_low = masked_mean((clipped & (a < 0)).to(mdt), mask_m).item()
-        clip_frac_high = masked_mean((clipped & (a > 0)).to(mdt), mask_m).item()
+        clip_frac = _masked_mean(clipped.to(mdt), mask_m).item()
+        clip_frac_low = _masked_mean((clipped & (a < 0)).to(mdt), mask_m).item()
+        clip_frac_high = _masked_mean((clipped & (a > 0)).to(mdt), mask_m).item()
         if clip_ratio_c is not None:
-            clip_frac_dual = masked_mean(dual_active.to(mdt), mask_m).item()
+            clip_frac_dual = _masked_mean(dual_active.to(mdt), mask_m).item()
         else:
             clip_frac_dual = 0.0
-        approx_kl = masked_mean(-log_ratio.detach().to(mdt), mask_m).item()
-        ratio_mean = masked_mean(r.to(mdt), mask_m).item()
+        approx_kl = _masked_mean(-log_ratio.detach().to(mdt), mask_m).item()
+        ratio_mean = _masked_mean(r.to(mdt), mask_m).item()
         ratio_max = r[m].max().item() if bool(m.any()) else 0.0
 
     metrics = {
@@ -620,7 +666,7 @@ def entropy_from_logits(logits: Tensor) -> Tensor:
         An empty vocabulary (``V = 0``) is a ``ValueError``: there is no distribution (its entropy came out -inf).
     """
     _check_vocab(logits)
-    z = logits.float() if logits.dtype in (torch.float16, torch.bfloat16) else logits
+    z = logits.to(_acc_dtype(logits.dtype))  # integer logits as float32, as logprobs_from_logits reads them
     lse = torch.logsumexp(z, dim=-1)  # [...]
     p = torch.softmax(z, dim=-1)  # [..., V]
     # a -inf logit (masked-out token) has p = 0 and adds p*z = 0 (lim p log p = 0), not 0 * -inf = NaN; zeroing z
@@ -634,6 +680,7 @@ def entropy_from_logits(logits: Tensor) -> Tensor:
 def _check_vocab(logits: Tensor) -> None:
     """Logits need a last (vocabulary) dimension with at least one entry: over none, logsumexp is -inf."""
     _require_tensors(logits=logits)
+    _require_real_dtype(logits=logits)
     if logits.dim() == 0 or logits.shape[-1] == 0:
         raise ValueError(f"logits must have a non-empty last (vocabulary) dimension, got shape {tuple(logits.shape)}")
 
@@ -701,6 +748,13 @@ def _check_labels(logits: Tensor, labels: Tensor) -> None:
     if labels.shape != logits.shape[:-1]:  # gather accepts a smaller index: [B, 1] labels broadcast to a wrong [B, T]
         raise ValueError(f"labels must have shape {tuple(logits.shape[:-1])} for logits {tuple(logits.shape)}, "
                          f"got {tuple(labels.shape)}")
+    vocab = logits.shape[-1]
+    # gather's own error named no argument (and on a GPU an out-of-range index is a device-side assert)
+    outside = ((labels < 0) | (labels >= vocab)).nonzero()
+    if outside.shape[0]:
+        at = tuple(outside[0].tolist())
+        raise ValueError(f"labels must be token ids in [0, {vocab}) (the vocabulary of logits), got "
+                         f"{labels[at].item()} at index {list(at)} ({outside.shape[0]} such labels)")
 
 
 def logprobs_from_logits(logits: Tensor, labels: Tensor) -> Tensor:
