@@ -82,7 +82,8 @@ def softened_frequency_rewards(
         eps: stabiliser in ``f_r / (f_base + eps)``.
 
     Raises:
-        ValueError: a NaN key (it equals nothing, not even itself, so Eq. 7's Count is undefined for it).
+        ValueError: a NaN key (it equals nothing, not even itself, so Eq. 7's Count is undefined for it), or a bool
+            key (``True == 1``: it was counted as the answer 1).
 
     Returns:
         float64 tensor of shape ``[len(maternal)]``. ``R = R_base`` when ``reinference`` is empty
@@ -106,6 +107,9 @@ def softened_frequency_rewards(
         for i, k in enumerate(keys):
             # Count(a, A) needs a key equal to itself: NaN never is, so its count depended on object identity (the
             # same NaN object twice counted 2, two NaNs from a tensor 1 each)
+            if isinstance(k, (bool, np.bool_)):  # True == 1 == 1.0 in a Counter: a bool joined the class of answer 1
+                raise ValueError(f"{name}[{i}] is the bool {k!r}: an answer key must be an answer (it was counted as "
+                                 f"the number {int(k)})")
             if k is not None and k != k:
                 raise ValueError(f"{name}[{i}] is NaN: an answer key must equal itself to be counted (Eq. 7)")
             try:
