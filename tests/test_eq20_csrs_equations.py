@@ -88,7 +88,7 @@ def test_sfr_matches_the_reference_on_600_random_groups():
     ([None, None], [None] * 4),  # nothing parsable
     (["x", None], [None, None]),  # one answer, unparsable re-inferences still in the denominator
     (["x", "y", "z"], ["w"] * 6),  # re-inference never agrees with any maternal answer: f_r = 0
-    ([1, 1.0, True], [2, 2, 2]),  # Python's equality: 1 == 1.0 == True is one answer
+    ([1, 1.0, Fraction(1)], [2, 2, 2]),  # Python's equality: 1 == 1.0 == Fraction(1) is one answer (a bool key is refused)
 ])
 def test_sfr_edge_cases_match_the_reference(mat, re):
     got = softened_frequency_rewards(mat, re).tolist()
