@@ -135,15 +135,16 @@ def test_group_advantages_hand_vectors():
     assert reward_std(torch.tensor(r)).item() == pytest.approx(s, rel=1e-12)
 
 
-def test_group_advantages_refuse_booleans_and_complex_rewards():
-    with pytest.raises(ValueError, match="rewards"):
-        group_advantages(torch.tensor([True, False, True]), torch.tensor([0, 0, 0]))
+def test_group_advantages_refuse_complex_rewards_and_boolean_group_ids():
+    # bool rewards are binary correctness, read as 1 / 0 (tests/test_seed_vectors_edge.py pins it too)
+    got = group_advantages(torch.tensor([True, False, True]), torch.tensor([0, 0, 0]))
+    assert torch.equal(got, group_advantages(torch.tensor([1.0, 0.0, 1.0]), torch.tensor([0, 0, 0])))
     with pytest.raises(TypeError, match="rewards"):
         group_advantages(torch.tensor([1 + 0j, 0j]), torch.tensor([0, 0]))
     with pytest.raises(ValueError, match="group_ids"):
         group_advantages(torch.tensor([1.0, 0.0]), torch.tensor([True, True]))
     with pytest.raises(ValueError, match="rewards"):
-        reward_std(torch.tensor([True, False]))
+        reward_std(torch.tensor([1j, 0j]))
 
 
 @pytest.mark.parametrize("bad", [float("nan"), float("inf"), -float("inf")])

@@ -57,7 +57,7 @@ def reward_std(rewards: Tensor) -> Tensor:
     :math:`\sigma_{all}`. Equal rewards give exactly 0, and the std of rewards near the ends of the float64 range is
     finite and correct (see ``_group_spread``). -> scalar float64 tensor."""
     _require_tensors(rewards=rewards)
-    _require_real_dtype(rewards=rewards)
+    _require_real_dtype(rewards=rewards, allow_bool=True)
     r = rewards.detach().to(torch.float64).flatten()
     _require_finite_rewards(r)
     std_scaled, exponent = _scaled_std(r)
@@ -178,7 +178,8 @@ def group_advantages(
             f"unknown advantage scale {scale!r}; valid choices: {', '.join(ADV_SCALES)}"
         )
     _require_tensors(rewards=rewards, group_ids=group_ids)
-    _require_real_dtype(rewards=rewards, group_ids=group_ids)
+    _require_real_dtype(rewards=rewards, allow_bool=True)  # bool rewards: correct / wrong as 1 / 0
+    _require_real_dtype(group_ids=group_ids)  # a bool tensor here is a mask passed as ids, not two groups
     if rewards.dim() != 1 or group_ids.dim() != 1 or rewards.shape != group_ids.shape:
         raise ValueError(
             "rewards and group_ids must be 1-D tensors of the same shape, got "
@@ -384,11 +385,11 @@ class TensorArgumentError(TypeError, ValueError):
     and a ValueError (as this module's other input checks), so that a caller catching either sees it."""
 
 
-def _require_real_dtype(**args: Tensor) -> None:
-    """``TensorArgumentError`` naming the tensor whose dtype is bool or complex: a bool was read silently as 0 / 1
-    (``rewards=[True, False]`` as rewards 1 / 0, bool log-probs as a KL of 0), a complex one lost its imaginary part."""
+def _require_real_dtype(allow_bool: bool = False, **args: Tensor) -> None:
+    """``TensorArgumentError`` naming the tensor whose dtype is complex (its imaginary part was dropped silently) or,
+    unless ``allow_bool``, bool (read silently as 0 / 1: bool log-probs gave a KL of 0, a bool advantage 1 / 0)."""
     for name, value in args.items():
-        if value.dtype == torch.bool or value.is_complex():
+        if (value.dtype == torch.bool and not allow_bool) or value.is_complex():
             raise TensorArgumentError(f"{name} must hold real numbers, got a {value.dtype} tensor")
 
 
