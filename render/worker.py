@@ -682,6 +682,10 @@ def _fonts_in_tree(root: str) -> int:
 
 def _child_main(fds, env: dict, pidns_err: str | None) -> None:
     global _JOBDIR
+    # bound before job code runs, which may replace ``os._exit`` / ``posix._exit`` (a no-op, one that raises): this
+    # process then ran on past its report into the zygote's loop, a blocked system call (``forbidden``) or a non-zero
+    # exit (``crash``) in place of its own result, and the interpreter's shutdown ran its atexit hooks
+    exit_now = os._exit
     _place_fds(fds)
     os.environ.clear()
     layers, errors, jobdir = _child_sandbox(env, pidns_err)
@@ -724,7 +728,7 @@ def _child_main(fds, env: dict, pidns_err: str | None) -> None:
         _write_all(STATUS_FD, (kind + "\n" + str(msg)[:MESSAGE_MAX]).encode("utf-8", "replace"))
     except Exception:  # noqa: BLE001
         pass
-    os._exit(0)
+    exit_now(0)
 
 
 def _validator_main(data: bytes, limits: RenderLimits, faults=()) -> None:
@@ -3151,10 +3155,11 @@ def _zygote_main(sock: socket.socket, env: dict, parent: int) -> None:
         except OSError as e:
             pid, fork_err = -1, e
         if pid == 0:  # pragma: no cover - the job child
+            exit_now = os._exit  # a local: job code that replaces os._exit cannot reach it (see _child_main)
             try:
                 _child_main(fds, env, pidns_err)
             finally:
-                os._exit(SETUP_FAILED_EXIT + 1)
+                exit_now(SETUP_FAILED_EXIT + 1)
         if pidns_err is None:
             try:  # back to our own pid namespace for the next child
                 sb.setns(own_pidns, sb.CLONE_NEWPID)
