@@ -11,6 +11,7 @@ import dataclasses
 import json
 import math
 import numbers
+import os
 import re
 import types
 import typing
@@ -556,25 +557,41 @@ def set_dotted(cfg: Config, dotted: str, value: Any) -> None:
 
 
 class _StrictLoader(yaml.SafeLoader):
-    """Safe YAML that refuses a key given twice in one mapping (PyYAML keeps the last one, silently)."""
+    """Safe YAML that refuses a key given twice in one mapping (PyYAML keeps the last one, silently), naming its dotted
+    path from the top (``trainer.steps``: a bare ``steps`` left the section to find)."""
 
-    def construct_mapping(self, node, deep=False):
-        if isinstance(node, yaml.MappingNode):
-            seen: dict = {}
-            for key_node, _ in node.value:
-                if key_node.tag == "tag:yaml.org,2002:merge":
-                    continue
-                key = self.construct_object(key_node, deep=True)
-                try:
-                    hash(key)
-                except TypeError:
-                    continue  # the base class reports an unhashable key
-                if key in seen:
-                    raise yaml.constructor.ConstructorError(
-                        None, None, f"duplicate key {key!r} (first on line {seen[key] + 1}; the later one would "
-                        "silently win)", key_node.start_mark)
-                seen[key] = key_node.start_mark.line
-        return super().construct_mapping(node, deep)
+    def construct_document(self, node):
+        _refuse_duplicate_keys(self, node, "", set())
+        return super().construct_document(node)
+
+
+def _refuse_duplicate_keys(loader: yaml.SafeLoader, node: yaml.Node, prefix: str, seen_nodes: set) -> None:
+    """ConstructorError at the second of two equal keys in any mapping below ``node``, naming ``prefix.key``."""
+    if id(node) in seen_nodes:  # an alias of a node already walked (or a recursive anchor)
+        return
+    seen_nodes.add(id(node))
+    if isinstance(node, yaml.SequenceNode):
+        for i, item in enumerate(node.value):
+            _refuse_duplicate_keys(loader, item, f"{prefix}[{i}]", seen_nodes)
+        return
+    if not isinstance(node, yaml.MappingNode):
+        return
+    seen: dict = {}
+    for key_node, value_node in node.value:
+        if key_node.tag == "tag:yaml.org,2002:merge":
+            continue
+        key = loader.construct_object(key_node, deep=True)
+        try:
+            hash(key)
+        except TypeError:
+            continue  # the base class reports an unhashable key
+        path = f"{prefix}.{key}" if prefix else str(key)
+        if key in seen:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"duplicate key {path!r} (first on line {seen[key] + 1}; the later one would "
+                "silently win)", key_node.start_mark)
+        seen[key] = key_node.start_mark.line
+        _refuse_duplicate_keys(loader, value_node, path, seen_nodes)
 
 
 class _IntText(int):
@@ -692,13 +709,15 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
         try:
             parsed = yaml.load(value, Loader=_StrictLoader) if value.strip() else ""
         except yaml.YAMLError as e:
-            raise ConfigError(f"override {item!r}: not a YAML value ({str(e).splitlines()[0]}); "
-                              "quote it, e.g. key='\"text: with colon\"'") from None
+            first = str(e).splitlines()[0]
+            hint = "" if first.startswith("duplicate key") else "; quote it, e.g. key='\"text: with colon\"'"
+            raise ConfigError(f"override {item!r}: not a YAML value ({first}){hint}") from None
         except _YAML_LIMITS as e:
             raise ConfigError(f"override {key.strip()!r}: not a usable YAML value ({type(e).__name__}: {e})") from None
         set_dotted(cfg, key.strip(), parsed)
     from mmevo.honest import resolve_honest_config
 
+    check_fields(cfg)  # before the honest section is read: its checks span several keys
     resolve_honest_config(cfg)  # the honest section's system prompt and head arguments
     validate(cfg)
     return cfg
@@ -792,7 +811,73 @@ BOUNDS = {
     "honest.health_collapse_window": (1, None, True, True),
     "honest.health_replay_cooldown": (0, None, True, True),
     "honest.health_min_distinct_share": (0, 1, True, True),
+    # settings only one loop, reward or SFT reads: their own checks (prism.clusters.check_prism_config, the loops'
+    # check_loop_config, mmevo.honest.sft) ran only in that command, some after a model was loaded, and some named
+    # no field ("honest: k, casr_clip and copy_tol must be >= 0"); a negative count there was read silently (a
+    # prism.k of -1 in plain training, an sft_max_difficulty of -1 as min_difficulty)
+    "model.lora.alpha": (0, None, False, True),  # the LoRA scale alpha / rank: 0 trains nothing, < 0 flips it
+    "algo.entropy_coef": (0, None, True, True),  # a bonus: negative would push entropy down
+    "mmzero.easy_hard_threshold": (0, 1, True, True),  # compared with a mean of min(c, 1 - c)
+    "prism.embed_batch": (1, None, True, True),
+    "prism.k": (2, None, True, True),
+    "prism.lam": (0, None, True, True),
+    "prism.gamma": (0, 1, True, True),
+    "prism.init_count": (0, None, False, True),
+    "prism.kmeans_n_init": (1, None, True, True),
+    "prism.questioner_steps": (1, None, True, True),
+    "prism.solver_samples": (1, None, True, True),
+    "prism.max_per_cluster": (1, None, True, True),
+    "prism.iterations": (1, None, True, True),
+    "prism.questioner_prompts": (1, None, True, True),
+    "prism.pool_prompts": (1, None, True, True),
+    "honest.k": (0, None, True, True),
+    "honest.hindsight_prob": (0, 1, True, True),
+    "honest.casr_alpha": (0, None, True, True),
+    "honest.casr_beta": (0, None, True, True),
+    "honest.casr_gamma": (0, None, True, True),
+    "honest.casr_delta": (0, None, True, True),
+    "honest.casr_clip": (0, None, True, True),
+    "honest.copy_tol": (0, None, True, True),
+    "honest.min_difficulty": (1, 5, True, True),  # mmevo.honest.tasks MIN_DIFFICULTY / MAX_DIFFICULTY
+    "honest.max_difficulty": (1, 5, True, True),
+    "honest.replay_capacity": (1, None, True, True),
+    "honest.replay_share": (0, 1, True, True),
+    "honest.replay_warmup_steps": (0, None, True, True),
+    "honest.replay_alpha": (0, None, True, True),
+    "honest.replay_eps": (0, None, True, True),
+    "honest.smc_window": (1, None, True, True),
+    "honest.smc_promote": (0, 1, True, True),
+    "honest.smc_min_episodes": (1, None, True, True),
+    "honest.smc_demote": (0, 1, True, True),
+    "honest.smc_cap": (1, None, True, True),
+    "honest.smc_cooldown": (0, None, True, True),
+    "honest.smc_ceiling_share": (0, 1, True, True),
+    "honest.sft_n": (0, None, True, True),  # 0 = the tier's
+    "honest.sft_max_difficulty": (0, 5, True, True),  # 0 = the tier's
+    "honest.sft_hindsight_frac": (None, 1, True, True),  # negative = the tier's
+    "honest.sft_perturbed_frac": (0, 1, True, True),
+    "honest.health_mutation_retries": (0, None, True, True),
+    "honest.format_weight": (0, None, True, True),
+    "honest.gss_blocks": (1, None, True, True),
+    "honest.gss_block_steps": (1, None, True, True),
+    "honest.gss_generator_steps": (0, None, True, True),
+    "honest.gss_share": (0, 1, True, True),
+    "honest.gss_generator_samples": (0, None, True, True),
+    "honest.gss_solver_samples": (1, None, True, True),
+    "honest.gss_pool_size": (1, None, True, True),
+    "honest.gss_stub_mutate_share": (0, 1, True, True),
+    "honest.gss_warmup_problems": (0, None, True, True),
 }
+
+# settings that name a file or directory (or a hub id / a word such as "synthetic" in the same place): a NUL byte or
+# a name longer than the file system takes failed at the first open, as "embedded null byte" / "[Errno 36] File name
+# too long", naming no key
+PATH_KEYS = ("model.path", "model.cache_dir", "data.train", "data.heldout", "trainer.output_dir", "trainer.deepspeed",
+             "sft.output_dir", "eval.data", "eval.image_root", "eval.out_dir", "mmzero.output_dir", "mmzero.embedder",
+             "prism.embedder", "prism.init_counts", "prism.centroids", "prism.corpus", "prism.output_dir",
+             "honest.output_dir")
+NAME_MAX_BYTES = 255  # longest file or directory name (Linux ext4 / xfs / btrfs, macOS APFS)
+PATH_MAX_BYTES = 4095  # longest path Linux opens (PATH_MAX 4096, its NUL included)
 
 FIELD_NAMES = ("id", "image", "problem", "answer", "choices")  # data.fields / eval.fields (mmevo.data.benchmarks)
 MAX_RENDER_TIMEOUT_S = 86400.0  # render.pool.MAX_TIMEOUT_S (the sandbox's bound on one render job)
@@ -823,7 +908,52 @@ def _get(cfg: Config, dotted: str) -> Any:
 def _range_text(lo, hi, lo_in, hi_in) -> str:
     if hi is None:
         return f"{'>=' if lo_in else '>'} {lo}"
+    if lo is None:
+        return f"{'<=' if hi_in else '<'} {hi}"
     return f"in {'[' if lo_in else '('}{lo}, {hi}{']' if hi_in else ')'}"
+
+
+def _in_bounds(value, lo, hi, lo_in, hi_in) -> bool:
+    above = lo is None or (value >= lo if lo_in else value > lo)
+    return above and (hi is None or (value <= hi if hi_in else value < hi))
+
+
+def check_fields(cfg: Config) -> None:
+    """Each switch's value among its ``CHOICES`` and each number within its ``BOUNDS``, the error naming the key; run
+    before any cross-field check, whose message may name several keys at once."""
+    for key, allowed in CHOICES.items():
+        value = _get(cfg, key)
+        if value not in allowed or isinstance(value, bool):
+            raise ConfigError(f"{key}={_fmt(value)} not in {list(allowed)}")
+    for key, (lo, hi, lo_in, hi_in) in BOUNDS.items():
+        value = _get(cfg, key)
+        if not _in_bounds(value, lo, hi, lo_in, hi_in):
+            raise ConfigError(f"{key}={_fmt(value)} must be {_range_text(lo, hi, lo_in, hi_in)}")
+    for key in PATH_KEYS:
+        why = path_problem(_get(cfg, key))
+        if why:
+            raise ConfigError(f"{key}={_fmt(_short(_get(cfg, key)))}: {why}")
+
+
+def path_problem(text: str) -> str:
+    """Why no file system opens the path ``text`` (a NUL byte, a name or the whole path too long), else ""."""
+    if "\0" in text:
+        return "a path cannot hold a NUL byte (\\0)"
+    try:
+        size = len(os.fsencode(text))
+    except UnicodeEncodeError:  # a lone surrogate (a YAML "\ud800" escape) has no bytes on disk
+        return "a path cannot hold a lone surrogate code point"
+    if size > PATH_MAX_BYTES:
+        return f"the path is {size} bytes long; a file system takes at most {PATH_MAX_BYTES}"
+    longest = max((len(os.fsencode(part)) for part in re.split(r"[/\\]", text)), default=0)
+    if longest > NAME_MAX_BYTES:
+        return f"a file or directory name in it is {longest} bytes long; a file system takes at most {NAME_MAX_BYTES}"
+    return ""
+
+
+def _short(text: str, keep: int = 60) -> str:
+    """``text`` cut to its first ``keep`` characters for a message (a 5000-character value would fill the screen)."""
+    return text if len(text) <= keep else f"{text[:keep]}... ({len(text)} characters)"
 
 
 def _check_roles(cfg: Config) -> None:
@@ -844,11 +974,17 @@ def _check_roles(cfg: Config) -> None:
             for key in LOOP_SET_KEYS[loop]:  # marked, to see whether an override sets them (even to the same value)
                 section, _, name = key.rpartition(".")
                 setattr(_get(trial, section), name, unset)
+            ranged = copy.deepcopy(cfg)  # without the markers, for the choices / ranges / paths of the role's values
             for key, value in overrides.items():
                 try:
                     set_dotted(trial, str(key), value)
+                    set_dotted(ranged, str(key), value)
                 except ConfigError as e:
                     raise ConfigError(f"{loop}.roles.{role}: {e}") from None
+            try:  # else a role's trainer.steps=-1 was refused only by the CLI's phase check, or not by a direct call
+                check_fields(ranged)
+            except ConfigError as e:
+                raise ConfigError(f"{loop}.roles.{role}: {e}") from None
             if isinstance(trial.data.prompt_template, str):  # else only when the role's phase starts
                 try:
                     render_prompt(trial.data.prompt_template, "")
@@ -862,15 +998,7 @@ def _check_roles(cfg: Config) -> None:
 
 def validate(cfg: Config) -> None:
     """Cross-field checks with messages that say what to change."""
-    for key, allowed in CHOICES.items():
-        value = _get(cfg, key)
-        if value not in allowed or isinstance(value, bool):
-            raise ConfigError(f"{key}={_fmt(value)} not in {list(allowed)}")
-    for key, (lo, hi, lo_in, hi_in) in BOUNDS.items():
-        value = _get(cfg, key)
-        ok = (value >= lo if lo_in else value > lo) and (hi is None or (value <= hi if hi_in else value < hi))
-        if not ok:
-            raise ConfigError(f"{key}={_fmt(value)} must be {_range_text(lo, hi, lo_in, hi_in)}")
+    check_fields(cfg)
     t, r = cfg.trainer, cfg.rollout
     if t.prompts_per_step % t.mini_batch_prompts:
         raise ConfigError(f"trainer.prompts_per_step={t.prompts_per_step} must be a multiple of "
@@ -937,7 +1065,7 @@ def validate(cfg: Config) -> None:
         raise ConfigError("reward head 'sfr' needs csrs.enabled=true (it scores maternal answers by re-inferences)")
     formats = ("geometry3k", "intergps", "geoqa", "mathvision", "mathvista", "generic")
     for key, value in (("data.format", cfg.data.format), ("eval.format", cfg.eval.format)):
-        if value and value not in formats:
+        if (value or key == "data.format") and value not in formats:  # "" is eval.format's "the benchmark's"
             raise ConfigError(f"{key}={value!r} not in {list(formats)}")
     for key, mapping in (("data.fields", cfg.data.fields), ("eval.fields", cfg.eval.fields)):
         for name, column in mapping.items():  # a misspelt name was ignored: the default column was read instead
@@ -961,6 +1089,8 @@ def validate(cfg: Config) -> None:
     for key in ("trainer.output_dir", "sft.output_dir", "mmzero.output_dir", "prism.output_dir", "honest.output_dir"):
         if not _get(cfg, key).strip():  # Path("") is the current directory: checkpoints and the lock would land there
             raise ConfigError(f"{key} is empty: give the run's output directory")
+    if not cfg.model.cache_dir.strip():  # Path("") is the current directory: tiny models were built wherever it ran
+        raise ConfigError("model.cache_dir is empty: give the directory the embedded tiny models are built in")
     if not cfg.model.path.strip():  # Path("") is the current directory: "model path . exists but has no config.json"
         raise ConfigError("model.path is empty: give a checkpoint directory, a hub id or 'tiny' / 'tiny-wide' / "
                           "'tiny-text'")

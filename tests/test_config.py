@@ -84,7 +84,7 @@ def test_lists_and_pairs_are_not_split_into_letters():
 def test_yaml_file_problems_name_the_file_and_line(tmp_path):
     p = tmp_path / "dup.yaml"
     p.write_text("trainer:\n  lr: 1.0e-6\n  steps: 3\n  lr: 2.0e-6\n")  # PyYAML keeps the last lr silently
-    with pytest.raises(ConfigError, match=rf"duplicate key 'lr' \(first on line 2.*\n.*\"{p}\", line 4"):
+    with pytest.raises(ConfigError, match=rf"duplicate key 'trainer\.lr' \(first on line 2.*\n.*\"{p}\", line 4"):
         load_config(p)
     p.write_text("trainer:\n  lr: 1.0e-6\n  steps: [1\nrollout:\n  n: 2\n")
     with pytest.raises(ConfigError, match=rf"invalid YAML(.|\n)*in \"{p}\", line 3"):

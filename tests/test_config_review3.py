@@ -97,7 +97,7 @@ def test_an_empty_output_dir_is_refused(key):
     ("honest.health_min_distinct_share=1.5", r"honest\.health_min_distinct_share=1\.5 must be in \[0, 1\]"),
     ("honest.replay_share=2", r"honest\.replay_share=2\.0 must be in \[0, 1\]"),
     ("honest.smc_mutators=[numerik]", r"honest\.smc_mutators=\['numerik'\]: give one or more of"),
-    ("honest.smc_demote=0.9", r"need 0 <= smc_demote < smc_promote <= 1, got 0\.9, 0\.75"),
+    ("honest.smc_demote=0.9", r"honest\.smc_demote=0\.9 and honest\.smc_promote=0\.75: need 0 <= smc_demote < smc_promote <= 1"),
     ("honest.smc_mutators=[[numeric]]", r"honest\.smc_mutators=\[\['numeric'\]\]: each entry is a mutator's name"),
 ])
 def test_loop_settings_are_checked_at_load(override, message):

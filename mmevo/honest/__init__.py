@@ -76,10 +76,17 @@ def resolve_honest_config(cfg) -> None:
     if not h.domains or unknown:
         raise ConfigError(f"honest.domains={list(h.domains)!r}: give one or more of {list(DOMAINS)}")
     if not MIN_DIFFICULTY <= h.min_difficulty <= h.max_difficulty <= MAX_DIFFICULTY:
-        raise ConfigError(f"honest: need {MIN_DIFFICULTY} <= min_difficulty <= max_difficulty <= {MAX_DIFFICULTY}, "
-                          f"got {h.min_difficulty}, {h.max_difficulty}")
-    if not (h.k >= 0 and h.casr_clip >= 0 and h.copy_tol >= 0):
-        raise ConfigError(f"honest: k, casr_clip and copy_tol must be >= 0, got {h.k}, {h.casr_clip}, {h.copy_tol}")
+        raise ConfigError(f"honest.min_difficulty={h.min_difficulty} and honest.max_difficulty={h.max_difficulty}: "
+                          f"need {MIN_DIFFICULTY} <= min_difficulty <= max_difficulty <= {MAX_DIFFICULTY}")
+    for key in ("k", "casr_clip", "copy_tol"):
+        if not getattr(h, key) >= 0:
+            raise ConfigError(f"honest.{key}={getattr(h, key)} must be >= 0")
+    from mmevo.honest.sft import preset_for
+
+    try:  # read only when calibration SFT starts (a loop's warm-up, after its role configs were built)
+        preset_for(h.sft_tier)
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
     if not 0.0 <= h.hindsight_prob <= 1.0:  # NaN fails too
         raise ConfigError(f"honest.hindsight_prob={h.hindsight_prob} must be in [0, 1]: the share of GRPO steps whose "
                           "prompt offers the <hindsight> slot")

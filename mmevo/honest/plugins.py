@@ -57,22 +57,26 @@ def check_plugin_config(h) -> None:
     from mmevo.honest.mutators import MUTATORS
 
     if h.replay_capacity < 1 or h.replay_warmup_steps < 0:
-        raise ConfigError(f"honest: need replay_capacity >= 1 and replay_warmup_steps >= 0, got "
-                          f"{h.replay_capacity}, {h.replay_warmup_steps}")
+        raise ConfigError(f"need honest.replay_capacity >= 1 and honest.replay_warmup_steps >= 0, got "
+                          f"honest.replay_capacity={h.replay_capacity}, honest.replay_warmup_steps="
+                          f"{h.replay_warmup_steps}")
     if not 0.0 <= h.replay_share <= 1.0:
         raise ConfigError(f"honest.replay_share={h.replay_share} must be in [0, 1]")
     if not (h.replay_alpha >= 0 and h.replay_eps >= 0):
-        raise ConfigError(f"honest: replay_alpha and replay_eps must be >= 0, got {h.replay_alpha}, {h.replay_eps}")
+        raise ConfigError(f"honest.replay_alpha and honest.replay_eps must be >= 0, got honest.replay_alpha="
+                          f"{h.replay_alpha}, honest.replay_eps={h.replay_eps}")
     if not 1 <= h.smc_min_episodes <= h.smc_window:
-        raise ConfigError(f"honest: need 1 <= smc_min_episodes <= smc_window, got {h.smc_min_episodes}, "
-                          f"{h.smc_window}")
+        raise ConfigError(f"honest.smc_min_episodes={h.smc_min_episodes} and honest.smc_window={h.smc_window}: "
+                          "need 1 <= smc_min_episodes <= smc_window")
     if not 0.0 <= h.smc_demote < h.smc_promote <= 1.0:
-        raise ConfigError(f"honest: need 0 <= smc_demote < smc_promote <= 1, got {h.smc_demote}, {h.smc_promote}")
+        raise ConfigError(f"honest.smc_demote={h.smc_demote} and honest.smc_promote={h.smc_promote}: "
+                          "need 0 <= smc_demote < smc_promote <= 1")
     if h.smc_cap < h.max_difficulty:
         raise ConfigError(f"honest.smc_cap={h.smc_cap} is below the start ceiling honest.max_difficulty="
                           f"{h.max_difficulty}")
     if h.smc_cooldown < 0 or h.health_mutation_retries < 0:
-        raise ConfigError(f"honest: smc_cooldown and health_mutation_retries must be >= 0, got {h.smc_cooldown}, "
+        raise ConfigError(f"honest.smc_cooldown and honest.health_mutation_retries must be >= 0, got "
+                          f"honest.smc_cooldown={h.smc_cooldown}, honest.health_mutation_retries="
                           f"{h.health_mutation_retries}")
     if not 0.0 <= h.smc_ceiling_share <= 1.0:
         raise ConfigError(f"honest.smc_ceiling_share={h.smc_ceiling_share} must be in [0, 1]")

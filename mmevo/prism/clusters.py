@@ -419,16 +419,18 @@ def check_prism_config(cfg) -> None:
         raise ConfigError(f"prism.k={p.k} must be >= 2")
     if p.ema_mode not in EMA_MODES:
         raise ConfigError(f"prism.ema_mode={p.ema_mode!r} not in {list(EMA_MODES)}")
-    if not 0.0 <= p.gamma <= 1.0 or not 0 <= p.lam < float("inf") or not 0 < p.init_count < float("inf"):
-        raise ConfigError(f"prism: need 0 <= gamma <= 1, finite lam >= 0, finite init_count > 0 (got gamma={p.gamma}, "
-                          f"lam={p.lam}, init_count={p.init_count})")
+    for key, ok, need in (("gamma", 0.0 <= p.gamma <= 1.0, "in [0, 1]"), ("lam", 0 <= p.lam < float("inf"),
+                          "finite and >= 0"), ("init_count", 0 < p.init_count < float("inf"), "finite and > 0")):
+        if not ok:
+            raise ConfigError(f"prism.{key}={getattr(p, key)} must be {need}")
     if not p.centroids.endswith(".npy"):
         raise ConfigError(f"prism.centroids={p.centroids!r} must be a .npy path")
     if p.corpus not in ("", "default") and cfg.data.format not in ("generic", "geometry3k"):
         raise ConfigError(f"prism.corpus is a file, read with data.format=generic; data.format={cfg.data.format!r} "
                           "is an image-benchmark layout")
-    if p.kmeans_n_init < 1 or p.embed_batch < 1:
-        raise ConfigError("prism.kmeans_n_init and prism.embed_batch must be >= 1")
+    for key in ("kmeans_n_init", "embed_batch"):
+        if getattr(p, key) < 1:
+            raise ConfigError(f"prism.{key}={getattr(p, key)} must be >= 1")
 
 
 def check_corpus_embeddings(x: np.ndarray, questions: Sequence[str], k: int, source: str, embedder: str) -> None:
