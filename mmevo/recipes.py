@@ -148,26 +148,25 @@ def load_examples(cfg: Config, which: str) -> tuple[list[Example], dict]:
         from mmevo.honest.sft import load_calibration_sft
 
         return load_calibration_sft(cfg, which)
-    from mmevo.data.images import fit_pixels
-
     source, split = source_split(source)
     _check_split(f"data.{which}", source, split, which)
     if cfg.data.format == "geometry3k" and not cfg.data.fields:
         from mmevo.data.geometry3k import load_geometry3k
 
-        rows, stats = load_geometry3k(source, split, skip_bad=cfg.data.skip_bad_rows)
+        # EasyR1's pixel bounds, applied to each image as it is decoded (memory holds no full-size set)
+        rows, stats = load_geometry3k(source, split, skip_bad=cfg.data.skip_bad_rows, min_pixels=cfg.data.min_pixels,
+                                      max_pixels=cfg.data.max_pixels)
     else:
         from mmevo.data.benchmarks import items_to_examples, load_items
 
         items, stats = load_items(cfg.data.format, source, split, fields=cfg.data.fields,
                                   skip_bad=cfg.data.skip_bad_rows)
-        rows, stats = items_to_examples(items, stats, cfg.data.skip_bad_rows)  # an undecodable image: counted too
+        # an undecodable image: counted too
+        rows, stats = items_to_examples(items, stats, cfg.data.skip_bad_rows, cfg.data.min_pixels, cfg.data.max_pixels)
     if not rows:  # else the first step fails far from here ("the training set is empty"), naming no file
         skipped = stats.get("skipped_by_reason") or {}
         raise ValueError(f"data.{which}={cfg.data.train if which == 'train' else cfg.data.heldout}: no usable rows "
                          f"({stats.get('rows', 0)} read" + (f", skipped {skipped}" if skipped else "") + ")")
-    for ex in rows:  # EasyR1's pixel bounds, applied once at load time
-        ex.images = [fit_pixels(im, cfg.data.min_pixels, cfg.data.max_pixels) for im in ex.images]
     return rows, stats
 
 

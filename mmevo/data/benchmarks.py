@@ -42,7 +42,7 @@ from PIL import Image
 
 from mmevo.config import CONTROL_TOKEN
 
-from .images import RASTER_FORMATS, aspect_problem, to_rgb
+from .images import RASTER_FORMATS, aspect_problem, fit_pixels, to_rgb
 from .schema import IMAGE_PLACEHOLDER, DataError, Example
 from .sources import RowRef, _unique_keys, iter_rows
 
@@ -83,8 +83,9 @@ class BenchmarkItem:
     def source(self) -> str:
         return _where(self.file, self.index, self.line, self.row_id)
 
-    def load_images(self) -> list[Image.Image]:
-        """Decode the images (RGB); a missing or corrupt file raises a DataError naming this item."""
+    def load_images(self, min_pixels: int = 0, max_pixels: int = 0) -> list[Image.Image]:
+        """Decode the images (RGB), each scaled into ``min_pixels..max_pixels`` (:func:`fit_pixels`) as soon as it is
+        decoded; a missing or corrupt file raises a DataError naming this item."""
         out = []
         for k, ref in enumerate(self.images):
             what = f" of file {ref}" if isinstance(ref, Path) else ""
@@ -102,10 +103,12 @@ class BenchmarkItem:
                 raise DataError(f"{self.source}: field {self.image_field!r}: image {k}{what}: {problem}",
                                 file=self.file, row=self.index, field=self.image_field, reason="image_aspect",
                                 row_id=self.row_id)
+            out[-1] = fit_pixels(out[-1], min_pixels, max_pixels)
         return out
 
-    def to_example(self) -> Example:
-        """The trainer's Example (images decoded; a gold letter mapped to the choice text)."""
+    def to_example(self, min_pixels: int = 0, max_pixels: int = 0) -> Example:
+        """The trainer's Example (images decoded and fitted, :meth:`load_images`; a gold letter mapped to the choice
+        text)."""
         answer = self.answer
         if self.choices and answer not in self.choices and re.fullmatch(r"[A-Z]", answer):
             j = ord(answer) - ord("A")
@@ -115,7 +118,7 @@ class BenchmarkItem:
         if self.categories:
             meta.setdefault("categories", self.categories)
         return Example(id=self.id, problem=self.problem, answer=answer, choices=list(self.choices),
-                       images=self.load_images(), solution=self.solution, meta=meta)
+                       images=self.load_images(min_pixels, max_pixels), solution=self.solution, meta=meta)
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -682,14 +685,19 @@ def _mathvista_queries(qfile: Path) -> dict[str, str]:
     return queries
 
 
-def items_to_examples(items: list[BenchmarkItem], stats: dict, skip_bad: bool = False) -> tuple[list[Example], dict]:
+def items_to_examples(items: list[BenchmarkItem], stats: dict, skip_bad: bool = False, min_pixels: int = 0,
+                      max_pixels: int = 0) -> tuple[list[Example], dict]:
     """The trainer's Examples of ``items`` (images decoded) and ``stats`` updated: an image that does not decode
-    raises its :class:`DataError`, or with ``skip_bad`` its item is skipped and counted under its reason."""
+    raises its :class:`DataError`, or with ``skip_bad`` its item is skipped and counted under its reason.
+
+    Each image is scaled into ``min_pixels..max_pixels`` as it is decoded: fitted only after the whole set was
+    decoded, a set of large images sat in memory at full size (a thousand 4000x4000 scans, ~48 GB) before any was
+    scaled down."""
     examples: list[Example] = []
     reasons: Counter[str] = Counter(stats.get("skipped_by_reason", {}))
     for item in items:
         try:
-            examples.append(item.to_example())
+            examples.append(item.to_example(min_pixels, max_pixels))
         except DataError as e:
             if not skip_bad:
                 raise

@@ -32,12 +32,15 @@ def load_geometry3k(
     problem_key: str = "problem",
     answer_key: str = "answer",
     choices_key: str = "choices",
+    min_pixels: int = 0,
+    max_pixels: int = 0,
 ) -> tuple[list[Example], dict[str, Any]]:
     """Geometry3K-schema rows as Examples, and ``stats = {"rows", "loaded", "skipped", "skipped_by_reason",
-    "files"}``.  Without ``skip_bad`` the first bad row (or undecodable image) raises :class:`DataError`."""
+    "files"}``.  Without ``skip_bad`` the first bad row (or undecodable image) raises :class:`DataError`.  Each image
+    is scaled into ``min_pixels..max_pixels`` (0: no bound) as it is decoded."""
     src = Path(source)
     if not src.exists():
         raise FileNotFoundError(f"{src}: no such file or directory")
     fields = {"image": image_key, "problem": problem_key, "answer": answer_key, "choices": choices_key}
     items, stats = load_items("geometry3k", src, split, fields=fields, skip_bad=skip_bad)
-    return items_to_examples(items, stats, skip_bad)
+    return items_to_examples(items, stats, skip_bad, min_pixels, max_pixels)

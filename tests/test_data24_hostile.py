@@ -1,0 +1,47 @@
+"""Data loading under hostile files (data24): each bad input is a clear DataError naming the file, the row and the
+field (or a counted skip), and loading a set keeps memory bounded."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from PIL import Image
+
+from mmevo.data.geometry3k import load_geometry3k
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _rows(path: Path, rows: list[dict]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def test_training_images_are_fitted_as_they_decode_so_memory_holds_no_full_size_set(tmp_path):
+    # 24 PNGs of 2500x2500 decode to ~450 MB of RGB at full size; max_pixels=65536 keeps each under 200 kB. Fitted
+    # only after the whole set was decoded, peak memory grew by the full-size set.
+    for k in range(24):
+        Image.new("RGB", (2500, 2500), (k, 0, 0)).save(tmp_path / f"{k}.png")
+    _rows(tmp_path / "train.jsonl", [{"id": k, "problem": "<image>How many?", "answer": "3", "images": [f"{k}.png"]}
+                                     for k in range(24)])
+    script = textwrap.dedent(f"""
+        import json, resource
+        from mmevo.config import load_config
+        from mmevo.recipes import load_examples
+        cfg = load_config(None, ["data.train={tmp_path / 'train.jsonl'}", "data.max_pixels=65536"])
+        before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        rows, _ = load_examples(cfg, "train")
+        grown = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
+        print(json.dumps([len(rows), sorted({{im.size for ex in rows for im in ex.images}}), grown // 1024]))
+    """)
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=REPO,
+                         env={"PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1", "PATH": "/usr/bin:/bin"}, timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    n, sizes, grown_mib = json.loads(out.stdout.splitlines()[-1])
+    assert n == 24 and sizes == [[256, 256]]
+    assert grown_mib < 150, f"peak memory grew by {grown_mib} MiB while loading (full-size set ~450 MiB)"
