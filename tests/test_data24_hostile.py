@@ -13,6 +13,7 @@ import pytest
 from PIL import Image
 
 from mmevo.data.geometry3k import load_geometry3k
+from mmevo.data.schema import DataError
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -45,3 +46,33 @@ def test_training_images_are_fitted_as_they_decode_so_memory_holds_no_full_size_
     n, sizes, grown_mib = json.loads(out.stdout.splitlines()[-1])
     assert n == 24 and sizes == [[256, 256]]
     assert grown_mib < 150, f"peak memory grew by {grown_mib} MiB while loading (full-size set ~450 MiB)"
+
+
+@pytest.mark.parametrize("suffix", [".jsonl", ".json"])
+def test_a_gzip_file_under_a_json_name_is_named_as_gzip_even_when_skipping_bad_rows(tmp_path, suffix):
+    # before: jsonl read the compressed bytes as lines ("invalid UTF-8" at line 1; under skip_bad one counted
+    # invalid_json skip per stretch between newline bytes), json said "'utf-8' codec can't decode byte 0x8b"
+    import gzip
+
+    row = {"id": 1, "problem": "q", "answer": "3"}
+    path = tmp_path / f"train{suffix}"
+    path.write_bytes(gzip.compress(json.dumps(row if suffix == ".jsonl" else [row]).encode() * 50))
+    for skip in (False, True):
+        with pytest.raises(DataError, match=rf"train{suffix}: the file is gzip-compressed, not JSON text") as e:
+            load_geometry3k(path, skip_bad=skip)
+        assert e.value.file == str(path) and e.value.reason == "unsupported_file"
+
+
+@pytest.mark.parametrize("content, cause", [(b"", r"empty \(0 bytes\)"),
+                                            (b"%!PS-Adobe-3.0 EPSF-3.0\n", r"not an image in a format read here "
+                                             r"\(PNG, JPEG, .*\); it starts with b'%!PS-Adobe")])
+def test_an_empty_or_unknown_image_file_says_what_it_is(tmp_path, content, cause):
+    # before: "cannot identify image file <_io.BytesIO object at 0x7f...>" for both, a memory address, no cause
+    (tmp_path / "fig.png").write_bytes(content)
+    _rows(tmp_path / "d.jsonl", [{"id": "a", "problem": "<image>q", "answer": "3", "images": ["fig.png"]}])
+    with pytest.raises(DataError, match=r"d\.jsonl:1 \(row 0, id 'a'\): field 'images': image 0: cannot decode image "
+                       rf"bytes of file .*fig\.png: {cause}") as e:
+        load_geometry3k(tmp_path / "d.jsonl")
+    assert "BytesIO" not in str(e.value) and e.value.reason == "image_corrupt"
+    exs, stats = load_geometry3k(tmp_path / "d.jsonl", skip_bad=True)
+    assert exs == [] and stats["skipped_by_reason"] == {"image_corrupt": 1}

@@ -80,6 +80,20 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict:
     return obj
 
 
+# leading bytes of binary files that are no JSON text: a compressed export keeping its .jsonl / .json name was read as
+# text, one undecodable "row" per stretch between newline bytes (each a counted invalid_json skip under skip_bad_rows)
+_BINARY_MAGIC = ((b"\x1f\x8b", "gzip-compressed"), (b"(\xb5/\xfd", "zstd-compressed"), (b"BZh", "bzip2-compressed"),
+                 (b"\xfd7zXZ\x00", "xz-compressed"), (b"PK\x03\x04", "a zip archive"), (b"PAR1", "a parquet file"))
+
+
+def _refuse_binary(head: bytes, label: str) -> None:
+    """A DataError naming what ``label`` is when its first bytes are a compressed / binary format's, not JSON."""
+    what = next((name for magic, name in _BINARY_MAGIC if head.startswith(magic)), None)
+    if what is not None:
+        fix = "name it .parquet" if what == "a parquet file" else "decompress it"
+        raise DataError(f"{label}: the file is {what}, not JSON text; {fix}", file=label, reason="unsupported_file")
+
+
 def _read_jsonl(path: Path, label: str) -> Iterator[_Row]:
     try:
         fh = open(path, "rb")
@@ -87,6 +101,8 @@ def _read_jsonl(path: Path, label: str) -> Iterator[_Row]:
         raise DataError(f"{label}: cannot open: {e}", file=label, reason="unreadable_file") from e
     idx = 0
     with fh:
+        _refuse_binary(fh.read(8), label)
+        fh.seek(0)
         for lineno, raw in enumerate(fh, start=1):
             if not raw.strip():
                 continue
@@ -115,9 +131,14 @@ def _read_json(path: Path, label: str, split: str | None, id_key: str | None) ->
     """A JSON list of rows, ``{split: [rows]}`` / ``{"data": [rows]}``, or (with ``id_key``) a mapping
     ``id -> row`` whose key becomes the row's ``id_key`` (MathVista's testmini.json)."""
     try:
+        raw = path.read_bytes()
+    except OSError as e:
+        raise DataError(f"{label}: cannot read: {e}", file=label, reason="unreadable_file") from e
+    _refuse_binary(raw[:8], label)
+    try:
         # a leading BOM is allowed (RFC 8259, section 8.1)
-        data = json.loads(path.read_text(encoding="utf-8-sig"), object_pairs_hook=_unique_keys)
-    except (OSError, UnicodeDecodeError) as e:
+        data = json.loads(raw.decode("utf-8-sig"), object_pairs_hook=_unique_keys)
+    except UnicodeDecodeError as e:
         raise DataError(f"{label}: cannot read: {e}", file=label, reason="unreadable_file") from e
     except json.JSONDecodeError as e:
         raise DataError(f"{label}:{e.lineno}: invalid JSON: {e.msg} at column {e.colno}", file=label,
