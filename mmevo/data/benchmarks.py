@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from PIL import Image
+from PIL import Image, UnidentifiedImageError
 
 from mmevo.config import CONTROL_TOKEN
 
@@ -91,7 +91,14 @@ class BenchmarkItem:
             what = f" of file {ref}" if isinstance(ref, Path) else ""
             try:
                 data = ref.read_bytes() if isinstance(ref, Path) else ref
-                with Image.open(io.BytesIO(data), formats=RASTER_FORMATS) as im:
+                if not data:  # Pillow's "cannot identify image file <_io.BytesIO object at 0x...>" named no cause
+                    raise ValueError("empty (0 bytes)")
+                try:
+                    im = Image.open(io.BytesIO(data), formats=RASTER_FORMATS)
+                except UnidentifiedImageError:  # its message shows a memory address, not what the bytes are
+                    raise ValueError(f"not an image in a format read here ({', '.join(RASTER_FORMATS)}); it starts "
+                                     f"with {data[:16]!r}") from None
+                with im:
                     im.load()
                     out.append(to_rgb(im))  # transparency on white, 16-bit / 32-bit / float grey scaled
             except (OSError, SyntaxError, ValueError, Image.DecompressionBombError) as e:
