@@ -76,3 +76,46 @@ def test_an_empty_or_unknown_image_file_says_what_it_is(tmp_path, content, cause
     assert "BytesIO" not in str(e.value) and e.value.reason == "image_corrupt"
     exs, stats = load_geometry3k(tmp_path / "d.jsonl", skip_bad=True)
     assert exs == [] and stats["skipped_by_reason"] == {"image_corrupt": 1}
+
+
+def _mathvision_dir(tmp_path: Path, **change) -> Path:
+    (tmp_path / "images").mkdir()
+    Image.new("RGB", (8, 8)).save(tmp_path / "images" / "1.jpg")
+    row = {"id": "1", "question": "<image1> Which?", "options": ["a", "b"], "answer": "A", "image": "images/1.jpg",
+           "subject": "algebra", "level": 1, **change}
+    return _rows(tmp_path / "testmini.jsonl", [row]).parent
+
+
+def _mathvista_dir(tmp_path: Path, **change) -> Path:
+    row = {"question": "How many?", "image": "1.jpg", "choices": None, "unit": None, "precision": None,
+           "answer": "3", "question_type": "free_form", "answer_type": "integer", "metadata": {}, **change}
+    Image.new("RGB", (8, 8)).save(tmp_path / "1.jpg")
+    (tmp_path / "testmini.json").write_text(json.dumps({"1": row}))
+    return tmp_path
+
+
+@pytest.mark.parametrize("make, fmt, where", [(_mathvision_dir, "mathvision", r"testmini\.jsonl:1 \(row 0, id '1'\)"),
+                                              (_mathvista_dir, "mathvista", r"testmini\.json row 0 \(id '1'\)")])
+@pytest.mark.parametrize("question", ["", "   "])
+def test_an_empty_benchmark_question_is_an_error_or_a_counted_skip(tmp_path, make, fmt, where, question):
+    # before: loaded; MATH-V asked about the image and its options alone, MathVista asked "Question: " of the model
+    from mmevo.data.benchmarks import load_items
+
+    src = make(tmp_path, question=question)
+    with pytest.raises(DataError, match=rf"{where}: field 'question': empty") as e:
+        load_items(fmt, src, "testmini")
+    assert e.value.field == "question" and e.value.row_id == "1"
+    items, stats = load_items(fmt, src, "testmini", skip_bad=True)
+    assert items == [] and stats["skipped_by_reason"] == {"missing_question": 1}
+
+
+@pytest.mark.parametrize("unit", [["cm"], {"u": "cm"}, True])
+def test_a_mathvista_unit_that_is_no_text_is_an_error(tmp_path, unit):
+    # before: the prompt read "Question: How many? (Unit: ['cm'])"
+    from mmevo.data.benchmarks import load_items
+
+    with pytest.raises(DataError, match=r"testmini\.json row 0 \(id '1'\): field 'unit': expected a string, got"):
+        load_items("mathvista", _mathvista_dir(tmp_path, unit=unit), "testmini")
+    (tmp_path / "ok").mkdir()
+    items, _ = load_items("mathvista", _mathvista_dir(tmp_path / "ok", unit=2), "testmini")  # a number is a unit
+    assert "Question: How many? (Unit: 2)" in items[0].problem

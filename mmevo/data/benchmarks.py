@@ -419,7 +419,7 @@ def _clean_row(row: dict) -> dict:
 
 def _mathvision(row: dict, r: _Row, extra: dict) -> BenchmarkItem:
     r.id = str(r.get(row, "id"))
-    r.get(row, "question")
+    r.text(row, "question")  # an empty question asked the model about the image and the options alone
     answer = r.text(row, "answer")
     options = r.choices(row, "options", required=False) or []
     if options and not (len(answer) == 1 and 0 <= ord(answer) - 65 < len(options)):
@@ -459,8 +459,10 @@ def _check_mathvista_gold(r: _Row, answer: str, answer_type: str, precision: Any
 
 def _mathvista(row: dict, r: _Row, extra: dict) -> BenchmarkItem:
     r.id = str(r.get(row, "pid"))
-    for key in ("question", "question_type", "answer_type"):
+    r.text(row, "question")  # an empty question asked "Question: " of the model
+    for key in ("question_type", "answer_type"):
         r.get(row, key)
+    r.get(row, "unit", required=False)  # the prompt writes it as "(Unit: ...)": a list or object would show its repr
     # the prompt's hint and the official scorer branch on these: an unknown value would score every answer wrong
     for key, known in (("question_type", _MATHVISTA_QTYPES), ("answer_type", _MATHVISTA_ATYPES)):
         if row[key] not in known:
