@@ -119,3 +119,28 @@ def test_a_mathvista_unit_that_is_no_text_is_an_error(tmp_path, unit):
     (tmp_path / "ok").mkdir()
     items, _ = load_items("mathvista", _mathvista_dir(tmp_path / "ok", unit=2), "testmini")  # a number is a unit
     assert "Question: How many? (Unit: 2)" in items[0].problem
+
+
+def test_a_huge_file_named_as_an_image_is_refused_without_reading_it_whole(tmp_path):
+    # a 1 GiB sparse file (no disk used) holding a PNG signature: before, the loader read all of it into memory
+    # before Pillow looked at its header (peak memory +1 GiB); decoded from the file handle, only the header is read
+    with open(tmp_path / "fig.png", "wb") as fh:
+        fh.write(b"\x89PNG\r\n\x1a\n")
+        fh.truncate(1 << 30)
+    _rows(tmp_path / "d.jsonl", [{"id": "a", "problem": "<image>q", "answer": "3", "images": ["fig.png"]}])
+    script = textwrap.dedent(f"""
+        import json, resource
+        from mmevo.data.geometry3k import load_geometry3k
+        before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        try:
+            load_geometry3k({str(tmp_path / 'd.jsonl')!r})
+        except ValueError as e:
+            err = str(e)
+        print(json.dumps([err, (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) // 1024]))
+    """)
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=REPO,
+                         env={"PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1", "PATH": "/usr/bin:/bin"}, timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    err, grown_mib = json.loads(out.stdout.splitlines()[-1])
+    assert "d.jsonl:1 (row 0, id 'a'): field 'images': image 0: cannot decode image bytes of file" in err
+    assert grown_mib < 100, f"peak memory grew by {grown_mib} MiB refusing a 1 GiB non-image"

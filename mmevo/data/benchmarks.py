@@ -90,17 +90,21 @@ class BenchmarkItem:
         for k, ref in enumerate(self.images):
             what = f" of file {ref}" if isinstance(ref, Path) else ""
             try:
-                data = ref.read_bytes() if isinstance(ref, Path) else ref
-                if not data:  # Pillow's "cannot identify image file <_io.BytesIO object at 0x...>" named no cause
-                    raise ValueError("empty (0 bytes)")
-                try:
-                    im = Image.open(io.BytesIO(data), formats=RASTER_FORMATS)
-                except UnidentifiedImageError:  # its message shows a memory address, not what the bytes are
-                    raise ValueError(f"not an image in a format read here ({', '.join(RASTER_FORMATS)}); it starts "
-                                     f"with {data[:16]!r}") from None
-                with im:
-                    im.load()
-                    out.append(to_rgb(im))  # transparency on white, 16-bit / 32-bit / float grey scaled
+                # a file is decoded from its handle, not read whole first: Pillow reads the header and what the
+                # pixels need, so a 10 GB file (or /proc/kcore) named as an image is refused, not held in memory
+                with ref.open("rb") if isinstance(ref, Path) else io.BytesIO(ref) as fh:
+                    head = fh.read(16)
+                    fh.seek(0)
+                    if not head:  # Pillow's "cannot identify image file <_io.BytesIO object at 0x...>" named no cause
+                        raise ValueError("empty (0 bytes)")
+                    try:
+                        im = Image.open(fh, formats=RASTER_FORMATS)
+                    except UnidentifiedImageError:  # its message shows a memory address, not what the bytes are
+                        raise ValueError(f"not an image in a format read here ({', '.join(RASTER_FORMATS)}); it "
+                                         f"starts with {head!r}") from None
+                    with im:
+                        im.load()
+                        out.append(to_rgb(im))  # transparency on white, 16-bit / 32-bit / float grey scaled
             except (OSError, SyntaxError, ValueError, Image.DecompressionBombError) as e:
                 raise DataError(f"{self.source}: field {self.image_field!r}: image {k}: cannot decode image "
                                 f"bytes{what}: {e}", file=self.file, row=self.index, field=self.image_field,
