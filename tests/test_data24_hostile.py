@@ -144,3 +144,17 @@ def test_a_huge_file_named_as_an_image_is_refused_without_reading_it_whole(tmp_p
     err, grown_mib = json.loads(out.stdout.splitlines()[-1])
     assert "d.jsonl:1 (row 0, id 'a'): field 'images': image 0: cannot decode image bytes of file" in err
     assert grown_mib < 100, f"peak memory grew by {grown_mib} MiB refusing a 1 GiB non-image"
+
+
+@pytest.mark.parametrize("problem", [5, 2.5])
+def test_a_problem_that_is_a_number_is_an_error_naming_the_field(tmp_path, problem):
+    # before: loaded as the problem text "5" (numbers are accepted where a gold is read, not where a question is)
+    from mmevo.data.benchmarks import load_items
+
+    _rows(tmp_path / "d.jsonl", [{"id": "a", "problem": problem, "answer": "3"}])
+    with pytest.raises(DataError, match=r"d\.jsonl:1 \(row 0, id 'a'\): field 'problem': expected a string, got"):
+        load_geometry3k(tmp_path / "d.jsonl")
+    assert load_geometry3k(tmp_path / "d.jsonl", skip_bad=True)[1]["skipped_by_reason"] == {"bad_type": 1}
+    (tmp_path / "mv").mkdir()
+    with pytest.raises(DataError, match=r"field 'question': expected a string, got"):
+        load_items("mathvision", _mathvision_dir(tmp_path / "mv", question=problem), "testmini")

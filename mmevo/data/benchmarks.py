@@ -253,8 +253,9 @@ class _Row:
         return DataError(f"{self.where}: field {fld!r}: {detail}", file=self.ref.label, row=self.ref.index,
                          field=fld, reason=reason, row_id=self.id)
 
-    def get(self, row: dict, key: str, types: tuple = (str,), required: bool = True) -> Any:
-        """``row[key]`` of one of ``types`` (numbers become strings where a string is wanted); None if optional."""
+    def get(self, row: dict, key: str, types: tuple = (str,), required: bool = True, numbers: bool = True) -> Any:
+        """``row[key]`` of one of ``types`` (with ``numbers``, numbers become strings where a string is wanted); None
+        if optional."""
         if key not in row or row[key] is None or _is_nan(row[key]):  # NaN: a missing value in pandas exports
             if required:
                 raise self.err(key, "missing", f"missing_{key}")
@@ -262,7 +263,7 @@ class _Row:
         v = row[key]
         if isinstance(v, float) and math.isinf(v):
             raise self.err(key, f"expected a finite number, got {v}", "bad_type")
-        if str in types and isinstance(v, (int, float)) and not isinstance(v, bool):
+        if numbers and str in types and isinstance(v, (int, float)) and not isinstance(v, bool):
             v = str(int(v)) if isinstance(v, float) and v.is_integer() else str(v)
         if not isinstance(v, types):
             expected = " or ".join(_TYPE_NAMES.get(t, t.__name__) for t in types)
@@ -289,9 +290,9 @@ class _Row:
             raise self.err(fld, f"expected a list of labels, got {value!r:.80}", "bad_type")
         return [str(g) for g in value]
 
-    def text(self, row: dict, key: str, required: bool = True) -> str | None:
-        """A non-empty stripped string field (numbers accepted)."""
-        v = self.get(row, key, (str,), required)
+    def text(self, row: dict, key: str, required: bool = True, numbers: bool = True) -> str | None:
+        """A non-empty stripped string field (numbers accepted with ``numbers``: a gold 3, not a problem 3)."""
+        v = self.get(row, key, (str,), required, numbers)
         if v is None:
             return None
         v = v.strip()
@@ -423,7 +424,8 @@ def _clean_row(row: dict) -> dict:
 
 def _mathvision(row: dict, r: _Row, extra: dict) -> BenchmarkItem:
     r.id = str(r.get(row, "id"))
-    r.text(row, "question")  # an empty question asked the model about the image and the options alone
+    # an empty question asked the model about the image and the options alone; a number is another column's value
+    r.text(row, "question", numbers=False)
     answer = r.text(row, "answer")
     options = r.choices(row, "options", required=False) or []
     if options and not (len(answer) == 1 and 0 <= ord(answer) - 65 < len(options)):
@@ -463,7 +465,7 @@ def _check_mathvista_gold(r: _Row, answer: str, answer_type: str, precision: Any
 
 def _mathvista(row: dict, r: _Row, extra: dict) -> BenchmarkItem:
     r.id = str(r.get(row, "pid"))
-    r.text(row, "question")  # an empty question asked "Question: " of the model
+    r.text(row, "question", numbers=False)  # an empty question asked "Question: " of the model
     for key in ("question_type", "answer_type"):
         r.get(row, key)
     r.get(row, "unit", required=False)  # the prompt writes it as "(Unit: ...)": a list or object would show its repr
@@ -529,7 +531,7 @@ def intergps_official_types(graph: list[str], goal: list[str]) -> tuple[list[str
 
 def _intergps(row: dict, r: _Row, extra: dict) -> BenchmarkItem:
     r.id = str(r.get(row, "id"))
-    text = r.text(row, "problem_text")
+    text = r.text(row, "problem_text", numbers=False)
     choices = _choice_texts(r, r.choices(row, "choices"), "choices")
     if not choices:
         raise r.err("choices", "empty (the answer is a letter among them)", "bad_value")
@@ -584,7 +586,8 @@ def _generic(row: dict, r: _Row, extra: dict) -> BenchmarkItem:
         raise r.err(f["problem"], "the row has no such field, but has 'question': name the problem field "
                     "(data.fields.problem=question), or read the benchmark's layout (data.format=mathvision | "
                     "mathvista | geoqa)", "missing_problem")
-    problem = r.text(row, f["problem"])
+    # a problem that is a number (5) is a shifted or misnamed column, not a question: it was asked as the text "5"
+    problem = r.text(row, f["problem"], numbers=False)
     answer = r.text(row, f["answer"], required=not isinstance(row.get("solution"), str))
     answer_field = f["answer"]
     if answer is None:  # R1-V: solution = "<answer>...</answer>"
