@@ -454,14 +454,26 @@ def gradient_bytes(n_trainable: int, dtype_bytes: int, zero: ZeroSettings, world
     return math.ceil(n_trainable * acc / world) + buckets
 
 
-def gradient_resident_bytes(n_trainable: int, dtype_bytes: int, zero: ZeroSettings, world: int) -> int:
-    """Gradient memory held in every phase, by ZeRO-3 only (allocated at start-up, kept for the run):
-    - the flat partition buffer, P_train * acc / W (in host memory with ``offload_optimizer``);
-    - with ``contiguous_gradients`` (DeepSpeed's default), the reduce bucket that gradients are copied into,
+def uses_bf16_optimizer(zero: ZeroSettings, model_dtype: str) -> bool:
+    """DeepSpeed runs ZeRO-1 with a bf16 model and fp32 gradient accumulation, optimizer not offloaded to the CPU,
+    through its ``BF16_Optimizer`` (``DeepSpeedEngine._do_optimizer_sanity_check``), not the ZeRO optimizer."""
+    return (zero.enabled and zero.stage == 1 and model_dtype in ("bfloat16", "bf16")
+            and grad_accum_bytes(2, zero) == 4 and zero.offload_optimizer != "cpu")
+
+
+def gradient_resident_bytes(n_trainable: int, dtype_bytes: int, zero: ZeroSettings, world: int,
+                            model_dtype: str = "bfloat16") -> int:
+    """Gradient memory held in every phase (allocated at start-up, kept for the run):
+    - ZeRO-3: the flat partition buffer, P_train * acc / W (in host memory with ``offload_optimizer``), and with
+      ``contiguous_gradients`` (DeepSpeed's default) the reduce bucket that gradients are copied into,
       ``reduce_bucket_size`` * b, on the GPU even with ``offload_optimizer`` (stage 3's ``ipg_buckets`` buffer; ZeRO-2
       frees its buckets after every step).
+    - ZeRO-1 through ``BF16_Optimizer`` (``uses_bf16_optimizer``): its fp32 gradient buffer of the WHOLE model,
+      4 * P_train (``fp32_groups_gradients_flat``, allocated in its constructor and only zeroed after each step).
     Everything else is freed after each optimizer step. At most ``gradient_bytes``: the update phase's gradients
-    include both."""
+    include these."""
+    if uses_bf16_optimizer(zero, model_dtype):
+        return 4 * n_trainable
     if not (zero.enabled and zero.stage == 3):
         return 0
     bucket = zero.reduce_bucket_size * dtype_bytes if zero.contiguous_gradients else 0
@@ -824,7 +836,7 @@ def item_bytes(cfg, m: ModelDims, zero: ZeroSettings, world: int, gpu_mem_bytes:
         "master_weights_fp32": master_weight_bytes(n_train, b, zero, world),
         "adam_moments": adam_moment_bytes(n_train, b, zero, world),
         "gradients": gradient_bytes(n_train, b, zero, world),
-        "gradients_resident": gradient_resident_bytes(n_train, b, zero, world),
+        "gradients_resident": gradient_resident_bytes(n_train, b, zero, world, cfg.model.dtype),
         "zero3_gathered_params": zero3_gathered_bytes(m, b, zero),
         "reference": reference_bytes(total_params(m), b, cfg.algo.kl_coef),
         "activations": lm_activation_bytes(m, tokens, b, ckpt),
