@@ -320,13 +320,14 @@ def trainable_params(m: ModelDims, lora_rank: int = 0, lora_targets=(), freeze_v
 
 def largest_param_numel(m: ModelDims) -> int:
     """Elements of the largest single parameter tensor: the embedding / lm_head [V, h], an MLP or attention
-    projection, or a vision-tower matrix (fused qkv [3vh, vh], MLP [vi, vh], merger [vh*m^2, vh*m^2] and
-    [out, vh*m^2])."""
+    projection, or a vision-tower matrix (patch embedding [vh, c*tp*p*p], fused qkv [3vh, vh], MLP [vi, vh], merger
+    [vh*m^2, vh*m^2] and [out, vh*m^2])."""
     sizes = [m.vocab * m.hidden, m.hidden * m.intermediate, m.hidden * max(m.q_dim, m.hidden)]
     v = m.vision
     if v is not None:
         wide = v.hidden * v.merge ** 2
-        sizes += [3 * v.hidden * v.hidden, v.hidden * v.intermediate, wide * wide, wide * v.out_hidden]
+        sizes += [v.hidden * v.in_channels * v.temporal_patch * v.patch ** 2, 3 * v.hidden * v.hidden,
+                  v.hidden * v.intermediate, wide * wide, wide * v.out_hidden]
     return max(sizes)
 
 
