@@ -357,23 +357,59 @@ class ZeroSettings:
     force_ds_cpu_optimizer: bool = True  # DeepSpeed's default: a torch optimizer + CPU offload raises
 
 
+_DS_DTYPES = {"fp32": "fp32", "float32": "fp32", "float": "fp32", "fp16": "fp16", "float16": "fp16", "half": "fp16",
+              "bf16": "bf16", "bfloat16": "bf16", "bfloat": "bf16"}  # DeepSpeed's DtypeEnum names (a torch. prefix too)
+
+
 def read_deepspeed(path: str | Path) -> ZeroSettings:
-    """The memory-relevant keys of a DeepSpeed JSON config. "auto" / missing numbers keep DeepSpeed's defaults."""
-    cfg = json.loads(Path(path).read_text())
-    z = cfg.get("zero_optimization") or {}
+    """The memory-relevant keys of a DeepSpeed JSON config. "auto" / missing numbers keep DeepSpeed's defaults. A
+    file that is not a JSON object, a ZeRO stage other than 0-3 (a bool or fraction included), a section that is not
+    an object, a size that is not a number >= 0 or an unknown ``grad_accum_dtype`` is a ValueError naming the file and
+    the key (they were planned as something else, or raised without naming them)."""
+    try:
+        cfg = json.loads(Path(path).read_text())
+    except json.JSONDecodeError as e:
+        raise ValueError(f"trainer.deepspeed={path}: not valid JSON ({e})") from None
+
+    def section(parent: Any, key: str, where: str) -> dict:
+        value = parent.get(key) or {}
+        if not isinstance(value, dict):
+            raise ValueError(f"trainer.deepspeed={path}: {where}{key}={value!r} must be an object")
+        return value
+
+    if not isinstance(cfg, dict):
+        raise ValueError(f"trainer.deepspeed={path}: not a DeepSpeed config (a JSON object)")
+    z = section(cfg, "zero_optimization", "")
 
     def num(key: str, default: int) -> int:
         value = z.get(key, default)
-        return int(float(value)) if isinstance(value, (int, float, str)) and str(value) != "auto" else default
+        if value == "auto" or value is None:
+            return default
+        try:
+            number = float(value) if not isinstance(value, bool) else math.nan
+        except (TypeError, ValueError):
+            number = math.nan
+        if not 0 <= number < math.inf:
+            raise ValueError(f"trainer.deepspeed={path}: zero_optimization.{key}={value!r} must be a number >= 0")
+        return int(number)
 
     def device(key: str) -> str:
-        return str((z.get(key) or {}).get("device") or "none").lower()
+        return str(section(z, key, "zero_optimization.").get("device") or "none").lower()
 
-    stage = int(z.get("stage", 0))
+    stage = z.get("stage", 0)
+    if isinstance(stage, str) and stage.strip().isdigit():
+        stage = int(stage)
+    if isinstance(stage, bool) or not isinstance(stage, (int, float)) or stage not in (0, 1, 2, 3):
+        raise ValueError(f"trainer.deepspeed={path}: zero_optimization.stage={stage!r} must be 0, 1, 2 or 3")
+    stage = int(stage)
+    accum = str(section(cfg, "data_types", "").get("grad_accum_dtype") or "")
+    if accum and accum.lower().removeprefix("torch.") not in _DS_DTYPES:
+        raise ValueError(f"trainer.deepspeed={path}: data_types.grad_accum_dtype={accum!r} is not one of "
+                         f"{', '.join(_DS_DTYPES)}")
     return ZeroSettings(
         enabled=True, stage=stage, offload_optimizer=device("offload_optimizer"),
         offload_param=device("offload_param") if stage == 3 else "none",
-        grad_accum_dtype=str((cfg.get("data_types") or {}).get("grad_accum_dtype") or ""),
+        grad_accum_dtype=_DS_DTYPES[accum.lower().removeprefix("torch.")] if accum else "",
         overlap_comm=bool(z.get("overlap_comm", stage == 3)),  # DeepSpeed turns it on by default for ZeRO-3 only
         contiguous_gradients=bool(z.get("contiguous_gradients", True)),
         reduce_bucket_size=num("reduce_bucket_size", 500_000_000),

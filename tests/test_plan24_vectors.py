@@ -264,3 +264,35 @@ def test_cli_huge_gpu_and_one_gpu_give_json_only_on_stdout(capsys):
 def test_unknown_model_path_is_a_clear_error():
     with pytest.raises(ValueError, match="model.path='nobody/no-such-model'"):
         mp.plan(load_config(CSRS_7B, ["model.path=nobody/no-such-model"]), 8, 80)
+
+
+@pytest.mark.parametrize("text, message", [
+    ('{"zero_optimization": {"stage": 4}}', "zero_optimization.stage=4 must be 0, 1, 2 or 3"),
+    ('{"zero_optimization": {"stage": true}}', "zero_optimization.stage=True must be"),  # was planned as ZeRO-1
+    ('{"zero_optimization": {"stage": 2.5}}', "zero_optimization.stage=2.5 must be"),  # was planned as ZeRO-2
+    ('{"zero_optimization": {"stage": "auto"}}', "zero_optimization.stage='auto' must be"),
+    ('{not json', "not valid JSON"), ('[]', "not a DeepSpeed config"),
+    ('{"zero_optimization": {"stage": 3, "offload_optimizer": "cpu"}}', "zero_optimization.offload_optimizer='cpu'"),
+    ('{"zero_optimization": {"stage": 3, "reduce_bucket_size": "x"}}', "zero_optimization.reduce_bucket_size='x'"),
+    ('{"zero_optimization": {"stage": 3, "sub_group_size": -1}}', "zero_optimization.sub_group_size=-1"),
+    ('{"zero_optimization": {"stage": 3}, "data_types": {"grad_accum_dtype": "fp8"}}',
+     "data_types.grad_accum_dtype='fp8'"),
+])
+def test_bad_deepspeed_config_is_a_clear_error_naming_file_and_key(tmp_path, text, message):
+    path = tmp_path / "ds.json"
+    path.write_text(text)
+    with pytest.raises(ValueError, match="trainer.deepspeed=.*ds.json") as e:
+        mp.read_deepspeed(path)
+    assert message in str(e.value)
+
+
+def test_deepspeed_dtype_names_and_numeric_strings_are_read_as_deepspeed_reads_them(tmp_path):
+    """"torch.float32" is DeepSpeed's fp32 accumulation: it was planned as the model's bf16 (1.93 GiB less on 8 GPUs
+    for 7B); a stage written "3" or 3.0 is ZeRO-3."""
+    path = tmp_path / "ds.json"
+    path.write_text('{"zero_optimization": {"stage": "3"}, "data_types": {"grad_accum_dtype": "torch.float32"}}')
+    z = mp.read_deepspeed(path)
+    assert z.stage == 3 and mp.grad_accum_bytes(2, z) == 4
+    path.write_text('{"zero_optimization": {"stage": 3.0, "reduce_bucket_size": "5e8"}}')
+    z = mp.read_deepspeed(path)
+    assert z.stage == 3 and z.reduce_bucket_size == 500_000_000 and mp.grad_accum_bytes(2, z) == 2
