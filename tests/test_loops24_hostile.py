@@ -9,6 +9,7 @@ from mmevo.evolve.prism import agreement, parse_question
 from mmevo.honest.protocol import parse_lenient, parse_strict
 from mmevo.honest.selfplay import parse_generated
 from mmevo.rewards.answers import extract_answer
+from mmevo.rewards.format import format_reward
 
 MB = 1_000_000
 GOOD_PROPOSAL = ("<content_type>diagram</content_type><caption>c</caption><easy_question>e</easy_question>"
@@ -53,6 +54,21 @@ def test_control_token_question_would_open_an_image_slot_in_the_solver_prompt():
 ])
 def test_prism_questioner_hostile_outputs_are_counted_reasons(text, why):
     assert parse_question(text) == (None, why)
+
+
+# -- the format head agrees with the answer extractor on an empty box -------------------------------------------------
+@pytest.mark.parametrize("box", [r"\boxed{\ }", r"\boxed{\(\)}", r"\boxed{\[ \]}", r"\boxed{ $ $ }", r"\boxed{}"])
+def test_format_reward_gives_no_credit_for_a_box_the_extractor_reads_as_no_answer(box):
+    text = f"<think>work</think> {box}"
+    assert extract_answer(text) is None
+    assert format_reward(text) == 0.0
+
+
+@pytest.mark.parametrize("box, answer", [(r"\boxed{5}", "5"), (r"\boxed{\(5\)}", "5"), (r"\boxed{\{1\}}", r"\{1\}")])
+def test_format_reward_still_credits_a_real_boxed_answer(box, answer):
+    text = f"<think>work</think> {box}"
+    assert extract_answer(text) == answer
+    assert format_reward(text) == 1.0
 
 
 # -- answer extraction: which box wins, unclosed and nested braces, big inputs ----------------------------------------

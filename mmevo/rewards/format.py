@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 import torch
 
-from .answers import _extract_boxed_strict
+from .answers import _clean, _extract_boxed_strict
 
 __all__ = ["format_reward", "format_rewards"]
 
@@ -28,8 +28,9 @@ def format_reward(text: str) -> float:
     m = _LAYOUT_RE.fullmatch(text)
     if m is None:
         return 0.0
-    boxed = _extract_boxed_strict(m.group(2))
-    if boxed is None or not boxed.strip().strip("$").strip():
+    # empty as the answer extractor reads it: a box holding only math delimiters or a LaTeX space ("\boxed{\ }",
+    # "\boxed{\(\)}") is no answer to any accuracy or vote head, so no format credit either
+    if _clean(_extract_boxed_strict(m.group(2))) is None:
         return 0.0
     return 1.0
 
