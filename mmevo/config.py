@@ -1089,8 +1089,11 @@ def validate(cfg: Config) -> None:
     for key in ("trainer.output_dir", "sft.output_dir", "mmzero.output_dir", "prism.output_dir", "honest.output_dir"):
         if not _get(cfg, key).strip():  # Path("") is the current directory: checkpoints and the lock would land there
             raise ConfigError(f"{key} is empty: give the run's output directory")
-    if not cfg.model.cache_dir.strip():  # Path("") is the current directory: tiny models were built wherever it ran
-        raise ConfigError("model.cache_dir is empty: give the directory the embedded tiny models are built in")
+    # Path("") is the current directory: tiny models were built wherever it ran (only they read the cache dir: a
+    # checkpoint or hub id with an empty one, as a saved run_config.json may hold, still loads and resumes)
+    if cfg.model.path.strip() in TINY_ALIASES and not cfg.model.cache_dir.strip():
+        raise ConfigError(f"model.cache_dir is empty: give the directory the embedded model "
+                          f"{cfg.model.path.strip()!r} is built in")
     if not cfg.model.path.strip():  # Path("") is the current directory: "model path . exists but has no config.json"
         raise ConfigError("model.path is empty: give a checkpoint directory, a hub id or 'tiny' / 'tiny-wide' / "
                           "'tiny-text'")

@@ -357,8 +357,12 @@ class ZeroSettings:
     force_ds_cpu_optimizer: bool = True  # DeepSpeed's default: a torch optimizer + CPU offload raises
 
 
-_DS_DTYPES = {"fp32": "fp32", "float32": "fp32", "float": "fp32", "fp16": "fp16", "float16": "fp16", "half": "fp16",
-              "bf16": "bf16", "bfloat16": "bf16", "bfloat": "bf16"}  # DeepSpeed's DtypeEnum names (a torch. prefix too)
+# DeepSpeed's DtypeEnum names (deepspeed.runtime.config, 0.19: case-sensitive) of the gradient accumulation dtypes
+# the planner costs, each to its canonical name; DeepSpeed's int8 is not a gradient accumulation dtype
+_DS_DTYPES = {name: canonical for canonical, names in (
+    ("fp16", ("torch.float16", "fp16", "float16", "half")),
+    ("fp32", ("torch.float32", "fp32", "float32", "float")),
+    ("bf16", ("torch.bfloat16", "bf16", "bfloat16"))) for name in names}
 
 
 def read_deepspeed(path: str | Path) -> ZeroSettings:
@@ -403,13 +407,13 @@ def read_deepspeed(path: str | Path) -> ZeroSettings:
         raise ValueError(f"trainer.deepspeed={path}: zero_optimization.stage={stage!r} must be 0, 1, 2 or 3")
     stage = int(stage)
     accum = str(section(cfg, "data_types", "").get("grad_accum_dtype") or "")
-    if accum and accum.lower().removeprefix("torch.") not in _DS_DTYPES:
+    if accum and accum not in _DS_DTYPES:
         raise ValueError(f"trainer.deepspeed={path}: data_types.grad_accum_dtype={accum!r} is not one of "
                          f"{', '.join(_DS_DTYPES)}")
     return ZeroSettings(
         enabled=True, stage=stage, offload_optimizer=device("offload_optimizer"),
         offload_param=device("offload_param") if stage == 3 else "none",
-        grad_accum_dtype=_DS_DTYPES[accum.lower().removeprefix("torch.")] if accum else "",
+        grad_accum_dtype=_DS_DTYPES[accum] if accum else "",
         overlap_comm=bool(z.get("overlap_comm", stage == 3)),  # DeepSpeed turns it on by default for ZeRO-3 only
         contiguous_gradients=bool(z.get("contiguous_gradients", True)),
         reduce_bucket_size=num("reduce_bucket_size", 500_000_000),

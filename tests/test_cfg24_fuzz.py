@@ -237,3 +237,11 @@ def test_an_empty_value_that_means_nothing_is_refused(override, message):
 
 def test_eval_format_may_stay_empty():
     assert load_config(None, ["eval.format=''"]).eval.format == ""
+
+
+def test_an_empty_cache_dir_is_fine_beside_a_checkpoint_or_hub_id(tmp_path):
+    # only the embedded tiny models read model.cache_dir: a real checkpoint with an empty one loaded (and a saved
+    # run_config.json holding it resumed) before the empty-value check, and still must
+    for path in (str(tmp_path), "Qwen/Qwen2.5-VL-7B-Instruct"):
+        assert load_config(None, [f"model.path={path}", "model.cache_dir=''"]).model.cache_dir == ""
+    assert "model.cache_dir is empty" in refused(["model.path=tiny-text", "model.cache_dir=''"])

@@ -333,3 +333,37 @@ def test_boolean_logits_and_out_of_range_labels_are_named():
 
 def test_the_dtype_error_is_both_a_type_and_a_value_error():
     assert issubclass(algos.TensorArgumentError, TypeError) and issubclass(algos.TensorArgumentError, ValueError)
+
+
+def test_policy_loss_names_a_non_finite_advantage_for_one_sequence_and_for_three_dim_log_probs():
+    # logp [T] (one sequence, a scalar advantage) and [B, T, 1]: the message names the token, not an unpacking error
+    lp = torch.zeros(3)
+    with pytest.raises(ValueError, match=r"advantages must be finite.*token 0 has nan \(3 such tokens\)"):
+        policy_loss(lp, lp, torch.tensor(float("nan")), torch.ones(3))
+    lp3 = torch.zeros(2, 3, 1)
+    with pytest.raises(ValueError, match=r"advantages must be finite.*sequence 1 \(token 0, 0\) has inf"):
+        policy_loss(lp3, lp3, torch.tensor([[1.0, 1, 1], [float("inf"), 1, 1]]), torch.ones(2, 3, 1))
+
+
+def test_token_logprobs_checks_the_labels_once_not_per_chunk_and_recompute(monkeypatch):
+    # each check waits for the device on a GPU: the trainer checks a micro-batch's labels once, before its chunks
+    from mmevo.grpo import algos
+    from mmevo.grpo.trainer import token_logprobs
+
+    calls = []
+    real = algos.check_label_range
+    monkeypatch.setattr(algos, "check_label_range", lambda labels, vocab: (calls.append(labels.numel()),
+                                                                           real(labels, vocab)))
+    torch.manual_seed(0)
+    head = torch.nn.Linear(8, 11, bias=False)
+    hidden = torch.randn(2, 5, 8, requires_grad=True)
+    labels = torch.randint(0, 11, (2, 5))
+    mask = torch.ones(2, 5)
+    logp, _ = token_logprobs(head, hidden, labels, mask, 1.0, chunk=3, with_entropy=True)
+    logp.sum().backward()  # each of the 4 chunks is recomputed in backward
+    assert calls == [10]
+    chunked = logp.detach()
+    whole, _ = token_logprobs(head, hidden.detach(), labels, mask, 1.0)
+    assert torch.allclose(chunked, whole, atol=1e-6)
+    with pytest.raises(ValueError, match=r"labels must be token ids in \[0, 11\).*got 11"):
+        token_logprobs(head, hidden, torch.full((2, 5), 11), mask, 1.0, chunk=3)

@@ -5,6 +5,7 @@ against transformers' classes built on the meta device, and the CLI's edge input
 import itertools
 import json
 import math
+import re
 from pathlib import Path
 
 import pytest
@@ -296,3 +297,21 @@ def test_deepspeed_dtype_names_and_numeric_strings_are_read_as_deepspeed_reads_t
     path.write_text('{"zero_optimization": {"stage": 3.0, "reduce_bucket_size": "5e8"}}')
     z = mp.read_deepspeed(path)
     assert z.stage == 3 and z.reduce_bucket_size == 500_000_000 and mp.grad_accum_bytes(2, z) == 2
+
+
+@pytest.mark.parametrize("name, nbytes", [("half", 2), ("float", 4), ("torch.bfloat16", 2), ("torch.float16", 2),
+                                          ("fp32", 4), ("bfloat16", 2)])
+def test_grad_accum_dtype_takes_deepspeeds_own_names(tmp_path, name, nbytes):
+    path = tmp_path / "ds.json"
+    path.write_text(json.dumps({"zero_optimization": {"stage": 3}, "data_types": {"grad_accum_dtype": name}}))
+    assert mp.grad_accum_bytes(2, mp.read_deepspeed(path)) == nbytes
+
+
+@pytest.mark.parametrize("name", ["bfloat", "FP32", "Float32", "torch.fp32", "torch.half", "int8", "torch.int8"])
+def test_grad_accum_dtype_refuses_what_deepspeed_refuses_or_cannot_accumulate_in(tmp_path, name):
+    # DeepSpeed's DtypeEnum is case-sensitive and knows no "bfloat" / "torch.fp32" / "torch.half"; its int8 is no
+    # gradient accumulation dtype: each was planned (as bf16 / fp32 / fp16) or would have been
+    path = tmp_path / "ds.json"
+    path.write_text(json.dumps({"zero_optimization": {"stage": 3}, "data_types": {"grad_accum_dtype": name}}))
+    with pytest.raises(ValueError, match=rf"data_types.grad_accum_dtype='{re.escape(name)}' is not one of"):
+        mp.read_deepspeed(path)

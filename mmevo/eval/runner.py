@@ -28,7 +28,6 @@ from pathlib import Path
 from mmevo.atomic import write_text_atomic
 from mmevo.config import Config, render_prompt
 from mmevo.data.benchmarks import BenchmarkItem, load_items
-from mmevo.data.images import fit_pixels
 from mmevo.data.schema import DataError
 
 
@@ -451,8 +450,8 @@ def _run_benchmark(cfg: Config, name: str, out: Path, policy=None, engine=None) 
                 prompts, fresh = [], []
                 for it in batch:
                     try:
-                        images = [fit_pixels(im, cfg.data.min_pixels, cfg.data.max_pixels)
-                                  for im in it.load_images()] if policy.is_vl else []
+                        # each image fitted as it is decoded (not a whole batch at full size first)
+                        images = it.load_images(cfg.data.min_pixels, cfg.data.max_pixels) if policy.is_vl else []
                     except DataError as err:
                         if not cfg.data.skip_bad_rows:
                             raise

@@ -83,7 +83,8 @@ class Proposal:
 # a chat-template special token spelled out in plain text ("<|image_pad|>", "<|im_end|>"): the fields are re-encoded
 # into the coder's and the solver's prompts, where the tokenizer reads it as the special token (an image slot without
 # an image fails the whole step's prompt encoding; an end of turn ends the user's message)
-_TAG_LIKE = re.compile(r"</?[A-Za-z_]+>|<\|[^<>|\s]*\|>")
+SPECIAL_TOKEN = re.compile(r"<\|[^<>|\s]*\|>")  # "<|im_end|>": a chat / vision control token spelled out
+_TAG_LIKE = re.compile(r"</?[A-Za-z_]+>|" + SPECIAL_TOKEN.pattern)
 # control characters (NUL, terminal escapes) and lone surrogates (undecodable bytes kept by "surrogateescape") are no
 # part of a proposal, and a surrogate cannot even be encoded for the coder's tokenizer or a record
 _UNPRINTABLE = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff]")

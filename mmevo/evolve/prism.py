@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import copy
 import json
-import re
 import time
 from pathlib import Path
 from typing import Sequence
@@ -30,7 +29,7 @@ from mmevo.atomic import write_json_atomic
 from mmevo.config import Config, set_dotted, to_dict, validate
 from mmevo.data.prompts import EpochSampler
 from mmevo.data.schema import Example
-from mmevo.evolve.mmzero import _UNPRINTABLE, FrozenRole, Recorder, content_id, step_means, substantive
+from mmevo.evolve.mmzero import _UNPRINTABLE, SPECIAL_TOKEN, FrozenRole, Recorder, content_id, step_means, substantive
 from mmevo.evolve.rerun import (check_finished_steps, check_iterations_not_fewer, check_rerun_config, finished_phase,
                                  finished_steps_mismatches, say_reused_phases)
 from mmevo.rewards.answers import extract_answer, group_answer_keys, single_tag
@@ -46,11 +45,6 @@ MAX_QUESTION_CHARS = 1000
 
 
 # -- parsing --------------------------------------------------------------------------------------------------------
-# a chat / vision control token spelled out in plain text ("<|image_pad|>", "<|im_end|>"), as MM-Zero refuses in a
-# proposal: the question is re-encoded into the frozen solver's prompt, where the tokenizer reads it as that token (an
-# image slot without an image: the engine refuses the whole request batch, ending the step; an end of turn ends the
-# user's message)
-_SPECIAL_TOKEN = re.compile(r"<\|[^<>|\s]*\|>")
 
 
 def parse_question(text: str) -> tuple[str | None, str]:
@@ -61,7 +55,10 @@ def parse_question(text: str) -> tuple[str | None, str]:
     question, why = single_tag(text, "question", MAX_QUESTION_CHARS)
     if question is None:
         return None, why
-    if _SPECIAL_TOKEN.search(question):
+    # a control token spelled out ("<|image_pad|>", "<|im_end|>"), as MM-Zero refuses in a proposal: the question is
+    # re-encoded into the frozen solver's prompt, where the tokenizer reads it as that token (an image slot without an
+    # image: the engine refuses the whole request batch, ending the step; an end of turn ends the user's message)
+    if SPECIAL_TOKEN.search(question):
         return None, "special_token"
     if _UNPRINTABLE.search(question):
         return None, "unprintable"

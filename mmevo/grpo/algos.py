@@ -594,11 +594,14 @@ def policy_loss(
     if adv.dim() == logp.dim() - 1:
         adv = adv.unsqueeze(-1)  # [B, 1]
     mask_f = mask.to(logp.dtype)  # [B, T]
-    bad = (~torch.isfinite(adv) & mask.bool()).nonzero()  # a NaN / inf advantage of a live token: a NaN / inf loss
+    live_bad = ~torch.isfinite(adv) & mask.bool()  # a NaN / inf advantage of a live token: a NaN / inf loss
+    bad = live_bad.nonzero()  # [k, logp.dim()]: logp may be [T], [B, T] or more
     if bad.shape[0]:
-        b, t = bad[0].tolist()
-        raise ValueError(f"advantages must be finite on the masked tokens; sequence {b} (token {t}) has "
-                         f"{adv[b, min(t, adv.shape[1] - 1)].item()!r}")
+        at = tuple(bad[0].tolist())
+        value = torch.broadcast_to(adv, live_bad.shape)[at].item()
+        where = f"token {at[0]}" if len(at) == 1 else f"sequence {at[0]} (token {', '.join(map(str, at[1:]))})"
+        raise ValueError(f"advantages must be finite on the tokens the mask keeps (entries 1); {where} has "
+                         f"{value!r} ({bad.shape[0]} such tokens)")
 
     log_ratio = torch.clamp(logp - old_logp, min=-_LOG_RATIO_CLAMP, max=_LOG_RATIO_CLAMP)
     if log_ratio.dtype == torch.float16:  # fp16 tops out at 65504 < e^20: an inf ratio made A = 0 tokens 0 * inf = NaN
@@ -686,7 +689,8 @@ def _check_vocab(logits: Tensor) -> None:
         raise ValueError(f"logits must have a non-empty last (vocabulary) dimension, got shape {tuple(logits.shape)}")
 
 
-def logprobs_and_entropy(logits: Tensor, labels: Tensor, entropy: str = "none") -> tuple[Tensor, Tensor | None]:
+def logprobs_and_entropy(logits: Tensor, labels: Tensor, entropy: str = "none", *,
+                         labels_in_range: bool = False) -> tuple[Tensor, Tensor | None]:
     r"""``logprobs_from_logits(logits, labels)`` and, if asked, ``entropy_from_logits(logits)`` from one
     ``log_softmax`` pass (the trainer's hot path: one fused kernel forward and one backward over ``[..., V]``
     instead of logsumexp's max / subtract / exp / sum passes, again in backward, and softmax again for the entropy).
@@ -695,6 +699,9 @@ def logprobs_and_entropy(logits: Tensor, labels: Tensor, entropy: str = "none") 
         logits: ``[..., V]``.
         labels: ``[...]`` integer token ids.
         entropy: ``"none"`` (returns None), ``"grad"`` (differentiable) or ``"nograd"`` (a metric: detached).
+        labels_in_range: the caller has checked every label against the vocabulary (``check_label_range``): the
+            check is skipped here (on a GPU it waits for the device, once per call: the trainer checks a micro-batch's
+            labels once, not once per logits chunk and again in each chunk's recompute).
 
     Returns:
         (log-probs, entropy), equal to the two reference functions up to float rounding, with their conventions: at
@@ -703,7 +710,7 @@ def logprobs_and_entropy(logits: Tensor, labels: Tensor, entropy: str = "none") 
     """
     if entropy not in ("none", "grad", "nograd"):
         raise ValueError(f"entropy must be 'none', 'grad' or 'nograd', got {entropy!r}")
-    _check_labels(logits, labels)
+    _check_labels(logits, labels, in_range=not labels_in_range)
     log_p = torch.log_softmax(logits.to(_acc_dtype(logits.dtype)), dim=-1)  # [..., V]
     # log_softmax keeps its output, not its input, for backward: a caller that passed its logits without keeping
     # them (the trainer) frees them here, one [..., V] fewer while the entropy is formed
@@ -740,7 +747,7 @@ def _row_dot(a: Tensor, b: Tensor) -> Tensor:
     return torch.bmm(a.reshape(-1, 1, V), b.reshape(-1, V, 1)).view(a.shape[:-1])
 
 
-def _check_labels(logits: Tensor, labels: Tensor) -> None:
+def _check_labels(logits: Tensor, labels: Tensor, in_range: bool = True) -> None:
     _check_vocab(logits)
     _require_tensors(labels=labels)
     if labels.is_floating_point() or labels.is_complex() or labels.dtype == torch.bool:
@@ -749,8 +756,13 @@ def _check_labels(logits: Tensor, labels: Tensor) -> None:
     if labels.shape != logits.shape[:-1]:  # gather accepts a smaller index: [B, 1] labels broadcast to a wrong [B, T]
         raise ValueError(f"labels must have shape {tuple(logits.shape[:-1])} for logits {tuple(logits.shape)}, "
                          f"got {tuple(labels.shape)}")
-    vocab = logits.shape[-1]
-    # gather's own error named no argument (and on a GPU an out-of-range index is a device-side assert)
+    if in_range:
+        check_label_range(labels, logits.shape[-1])
+
+
+def check_label_range(labels: Tensor, vocab: int) -> None:
+    """ValueError naming the first label outside ``[0, vocab)``: gather's own error named no argument, and on a GPU
+    an out-of-range index is a device-side assert."""
     outside = ((labels < 0) | (labels >= vocab)).nonzero()
     if outside.shape[0]:
         at = tuple(outside[0].tolist())

@@ -411,6 +411,9 @@ def token_logprobs(head, hidden, labels, mask, temperature: float, chunk: int = 
 
     T = temperature if temperature and temperature > 0 else 1.0
     mode = "none" if not with_entropy else "grad" if entropy_grad else "nograd"
+    vocab = getattr(head, "out_features", None)  # an nn.Linear's, also under ZeRO-3 (whose weight is then empty)
+    if vocab is not None:  # every label checked once here, not in each chunk and again in its recompute
+        algos.check_label_range(y, vocab)
 
     def logits_of(hc):
         logits = head(hc).to(dtype)  # [n_c, V]
@@ -418,7 +421,7 @@ def token_logprobs(head, hidden, labels, mask, temperature: float, chunk: int = 
 
     def scored(hc, yc):
         # the logits go straight into the call (no name holds them here): it frees them once their log-softmax exists
-        lp, ent = algos.logprobs_and_entropy(logits_of(hc), yc, mode)
+        lp, ent = algos.logprobs_and_entropy(logits_of(hc), yc, mode, labels_in_range=vocab is not None)
         return lp, (lp.new_zeros(()) if ent is None else ent)
 
     lps, ents = [], []
