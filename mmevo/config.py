@@ -21,6 +21,8 @@ from typing import Any, Optional
 
 import yaml
 
+from mmevo.honest.tasks import MAX_DIFFICULTY, MIN_DIFFICULTY
+
 # The EasyR1 / MM-UPT reasoning instruction appended to each problem.
 R1V_SUFFIX = (
     " You FIRST think about the reasoning process as an internal monologue and then provide the final answer. "
@@ -838,8 +840,8 @@ BOUNDS = {
     "honest.casr_delta": (0, None, True, True),
     "honest.casr_clip": (0, None, True, True),
     "honest.copy_tol": (0, None, True, True),
-    "honest.min_difficulty": (1, 5, True, True),  # mmevo.honest.tasks MIN_DIFFICULTY / MAX_DIFFICULTY
-    "honest.max_difficulty": (1, 5, True, True),
+    "honest.min_difficulty": (MIN_DIFFICULTY, MAX_DIFFICULTY, True, True),  # the task generators' range
+    "honest.max_difficulty": (MIN_DIFFICULTY, MAX_DIFFICULTY, True, True),
     "honest.replay_capacity": (1, None, True, True),
     "honest.replay_share": (0, 1, True, True),
     "honest.replay_warmup_steps": (0, None, True, True),
@@ -853,7 +855,7 @@ BOUNDS = {
     "honest.smc_cooldown": (0, None, True, True),
     "honest.smc_ceiling_share": (0, 1, True, True),
     "honest.sft_n": (0, None, True, True),  # 0 = the tier's
-    "honest.sft_max_difficulty": (0, 5, True, True),  # 0 = the tier's
+    "honest.sft_max_difficulty": (0, MAX_DIFFICULTY, True, True),  # 0 = the tier's
     "honest.sft_hindsight_frac": (None, 1, True, True),  # negative = the tier's
     "honest.sft_perturbed_frac": (0, 1, True, True),
     "honest.health_mutation_retries": (0, None, True, True),
