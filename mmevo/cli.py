@@ -164,6 +164,8 @@ def _run_command(cmd: str, rest: list[str]) -> int:
             args = _parse(rest[1:], f"evolve {rest[0]}")
             cfg = load_config(args.config, args.overrides)
             _check_overrides_for_this_loop(args.overrides, f"evolve {rest[0]}")
+            _check_no_loop_settings(cfg, f"evolve {rest[0]}")  # a file of another loop, none of this one's set
+            _check_config_file_for_this_loop(args.config, rest[0])  # ... or only set by an override
             _check_loop(rest[0], cfg)
             if rest[0] == "honest":
                 from mmevo.honest.loop import run_honest
@@ -330,6 +332,33 @@ def other_loop_overrides(overrides: list[str], command: str) -> list[tuple[str, 
         if keys is None or any(k in keys for k in named):
             found.append((key.strip(), parts[0]))
     return found
+
+
+def config_file_loop_sections(path) -> list[str]:
+    """The self-evolution loop sections (``mmzero:``, ``prism:``, ``honest:``) a config file holds at its top level.
+    Called after ``load_config`` read the file, so it is readable YAML here."""
+    import yaml
+
+    if not path:
+        return []
+    with open(path) as f:
+        data = yaml.safe_load(f)
+    return [k for k in LOOP_ONLY_KEYS if isinstance(data, dict) and k in data]
+
+
+def _check_config_file_for_this_loop(path, loop: str) -> None:
+    """A config file of another loop (``mmevo evolve mmzero configs/honest_tiny.yaml``): refused. Without a section
+    of its own the command would run its loop on all defaults (MM-Zero: 3 iterations of 10 steps on whatever model the
+    file names) and ignore the file's loop section, finishing with a summary of a run nobody asked for. The check on
+    the merged config misses it where an override sets one key of this loop (``mmzero.output_dir=...``)."""
+    from mmevo.config import ConfigError
+
+    sections = config_file_loop_sections(path)
+    if sections and loop not in sections:
+        others = " / ".join(f"`{s}:`" for s in sections)
+        raise ConfigError(f"{path}: a config of `mmevo evolve {sections[0]}` ({others} section, no `{loop}:` "
+                          f"section): `mmevo evolve {loop}` would ignore it and run on its own defaults: run "
+                          f"`mmevo evolve {sections[0]} {path}`, or add a `{loop}:` section")
 
 
 def _check_overrides_for_this_loop(overrides: list[str], command: str) -> None:

@@ -1,0 +1,39 @@
+"""A new user's mistakes with the self-evolution loop commands (journey 4): each refused before any model loads."""
+
+from pathlib import Path
+
+import pytest
+
+from mmevo.cli import main
+
+CONFIGS = Path(__file__).resolve().parent.parent / "configs"
+
+
+@pytest.mark.parametrize("loop, config, section", [
+    ("mmzero", "honest_tiny.yaml", "honest"),
+    ("prism", "mmzero_tiny.yaml", "mmzero"),
+    ("honest", "prism_tiny.yaml", "prism"),
+    ("mmzero", "prism_tiny.yaml", "prism"),
+])
+def test_another_loops_config_with_an_output_dir_override_is_refused(loop, config, section, no_runs, tmp_path,
+                                                                      capsys):
+    # the override set this loop's own section, so the check on the merged config let it through: the run went on
+    # all defaults (MM-Zero: 3 iterations of 10 steps of the text model, every phase skipped) and summarised it
+    out = tmp_path / "run"
+    assert main(["evolve", loop, str(CONFIGS / config), f"{loop}.output_dir={out}"]) == 2
+    err = capsys.readouterr().err
+    assert err == (f"mmevo evolve: error: {CONFIGS / config}: a config of `mmevo evolve {section}` (`{section}:` "
+                   f"section, no `{loop}:` section): `mmevo evolve {loop}` would ignore it and run on its own "
+                   f"defaults: run `mmevo evolve {section} {CONFIGS / config}`, or add a `{loop}:` section\n")
+    assert no_runs == [] and not out.exists()
+
+
+def test_a_file_with_this_loops_section_or_none_still_runs(no_runs, tmp_path):
+    both = tmp_path / "both.yaml"  # one file may hold several loops' sections
+    both.write_text((CONFIGS / "honest_tiny.yaml").read_text() + "mmzero:\n  iterations: 1\n")
+    assert main(["evolve", "mmzero", str(both), f"mmzero.output_dir={tmp_path / 'a'}"]) == 0
+    plain = tmp_path / "plain.yaml"
+    plain.write_text("model:\n  path: tiny\n")
+    assert main(["evolve", "mmzero", str(plain), f"mmzero.output_dir={tmp_path / 'b'}"]) == 0
+    assert main(["evolve", "mmzero", str(CONFIGS / "mmzero_tiny.yaml"), f"mmzero.output_dir={tmp_path / 'c'}"]) == 0
+    assert no_runs == ["mmzero"] * 3
