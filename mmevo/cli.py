@@ -628,8 +628,12 @@ def _check_loop(loop: str, cfg) -> None:
         raise ConfigError(f"`mmevo evolve {loop}` sets these for each of its phases and would ignore them: "
                           + "; ".join(owned))
     if loop == "mmzero":
-        from mmevo.evolve.mmzero import ROLES as roles, role_config
+        from mmevo.evolve.mmzero import ROLES as roles, role_config, text_only_model
         out = cfg.mmzero.output_dir
+        if text_only_model(cfg.model.path):  # it loaded, and the solver answered every image question blind
+            raise ConfigError(f"model.path={cfg.model.path}: a text-only model, but MM-Zero's solver answers "
+                              f"questions about the rendered images, which a text model never sees: give a "
+                              f"vision-language model (`tiny`, a Qwen2.5-VL checkpoint)")
     elif loop == "prism":
         from mmevo.evolve.prism import check_loop_config, role_config
         check_loop_config(cfg)  # the loop's own keys first: their messages name them

@@ -662,6 +662,20 @@ def solver_train_set(phase_dirs: Sequence[Path], lo: float, hi: float, min_pixel
 
 
 # -- the loop -----------------------------------------------------------------------------------------------------------
+def text_only_model(path: str) -> bool:
+    """``model.path`` names a model that takes no images: a text tiny alias, or a local checkpoint whose config.json has
+    no ``vision_config`` (the loader's test). A hub id, or a directory whose config cannot be read, is the loader's."""
+    from mmevo.config import TINY_ALIASES
+
+    if path in TINY_ALIASES:
+        return "-vl" not in TINY_ALIASES[path]
+    try:
+        config = json.loads((Path(path) / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(config, dict) and "vision_config" not in config
+
+
 def role_config(cfg: Config, role: str, phase_dir: Path, model_path: str) -> Config:
     """The base config with the role's defaults and ``mmzero.roles.<role>`` overrides (dotted keys) applied."""
     rc = copy.deepcopy(cfg)

@@ -61,6 +61,9 @@ def check_loop_config(cfg: Config) -> None:
     stray = [r for r in h.roles if r not in ROLES]
     if stray:
         raise ConfigError(f"honest.roles has {stray}: the roles are {list(ROLES)}")
+    if h.roles.get("generator") and h.gss_mode != "trainable":  # no generator trainer is built: it was ignored
+        raise ConfigError(f"honest.roles.generator: the generator is a role only with honest.gss_mode=trainable "
+                          f"(here {h.gss_mode!r}): set that, or remove the override")
     if not h.output_dir:
         raise ConfigError("honest.output_dir is empty: give the loop's output directory")
 
