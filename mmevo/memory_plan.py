@@ -355,6 +355,9 @@ class ZeroSettings:
     prefetch_bucket_size: int = 50_000_000  # DeepSpeed's default (ZeRO-3)
     sub_group_size: int = 1_000_000_000  # DeepSpeed's default (ZeRO-3: the optimizer steps one sub-group at a time)
     force_ds_cpu_optimizer: bool = True  # DeepSpeed's default: a torch optimizer + CPU offload raises
+    # DeepSpeed's mixed precision as the file sets it: "auto" (bf16 "auto": mmevo fills it from the model dtype),
+    # "bf16" / "fp16" (enabled: true), "fp32" (neither enabled, or the section missing)
+    precision: str = "auto"
 
 
 # DeepSpeed's DtypeEnum names (deepspeed.runtime.config, 0.19: case-sensitive) of the gradient accumulation dtypes
@@ -410,8 +413,10 @@ def read_deepspeed(path: str | Path) -> ZeroSettings:
     if accum and accum not in _DS_DTYPES:
         raise ValueError(f"trainer.deepspeed={path}: data_types.grad_accum_dtype={accum!r} is not one of "
                          f"{', '.join(_DS_DTYPES)}")
+    bf16_on, fp16_on = (section(cfg, key, "").get("enabled", False) for key in ("bf16", "fp16"))
+    precision = "fp16" if fp16_on is True else "auto" if bf16_on == "auto" else "bf16" if bf16_on is True else "fp32"
     return ZeroSettings(
-        enabled=True, stage=stage, offload_optimizer=device("offload_optimizer"),
+        precision=precision, enabled=True, stage=stage, offload_optimizer=device("offload_optimizer"),
         offload_param=device("offload_param") if stage == 3 else "none",
         grad_accum_dtype=_DS_DTYPES[accum] if accum else "",
         overlap_comm=bool(z.get("overlap_comm", stage == 3)),  # DeepSpeed turns it on by default for ZeRO-3 only
@@ -424,6 +429,47 @@ def read_deepspeed(path: str | Path) -> ZeroSettings:
 
 def _offloaded(device: str) -> bool:
     return device in ("cpu", "nvme")
+
+
+def deepspeed_dtype(zero: ZeroSettings, model_dtype: str) -> str:
+    """The dtype DeepSpeed's engine takes the model to be in (``get_data_types``): fp16 / bf16 when the file enables
+    it ("auto" follows ``model.dtype``, as ``load_ds_config`` fills it), else fp32, even for bf16 weights."""
+    if zero.precision == "auto":
+        return "bf16" if model_dtype in ("bfloat16", "bf16") else "fp32"
+    return zero.precision
+
+
+def resolve_deepspeed(zero: ZeroSettings, model_dtype: str, where: str) -> tuple[ZeroSettings, list[str]]:
+    """``zero`` as DeepSpeed runs it with a ``model_dtype`` model, and what the plan should warn about:
+
+    - the gradient accumulation dtype made explicit (DeepSpeed's default is its model dtype, ``deepspeed_dtype``);
+    - without ZeRO (stage 0) DeepSpeed supports only an accumulation dtype equal to that model dtype
+      (``_do_optimizer_sanity_check`` raises NotImplementedError for another): a ValueError naming ``where``;
+    - ZeRO-1 with bf16 and fp32 accumulation runs ``BF16_Optimizer`` unless the optimizer is offloaded to the CPU
+      (``zero_cpu_offload`` is CPU only); that optimizer offloads nothing, so ``offload_optimizer: nvme`` leaves the
+      fp32 master weights, the Adam moments and the step on the GPU: planned as not offloaded."""
+    if not zero.enabled:
+        return zero, []
+    notes = []
+    ds_dtype = deepspeed_dtype(zero, model_dtype)
+    accum = zero.grad_accum_dtype or ds_dtype
+    model_short = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}.get(model_dtype, model_dtype)
+    if ds_dtype != model_short:
+        notes.append(f"{where}: DeepSpeed runs this {model_dtype} model as {ds_dtype} (its bf16 / fp16 sections"
+                     + (f"; the weights are cast to {ds_dtype}" if ds_dtype != "fp32" else
+                        ", not enabled: no mixed precision, fp32 master weights only in the ZeRO optimizer")
+                     + "); planned with model.dtype's weights. \"bf16\": {\"enabled\": \"auto\"} follows model.dtype")
+    if zero.stage == 0 and accum != ds_dtype:
+        raise ValueError(f"{where}: zero_optimization.stage=0 with data_types.grad_accum_dtype={accum} and a "
+                         f"{ds_dtype} model: DeepSpeed supports no such mix without ZeRO (deepspeed.initialize "
+                         "raises NotImplementedError); use ZeRO stage 1-3 or drop grad_accum_dtype")
+    zero = replace(zero, grad_accum_dtype=accum, precision=ds_dtype)
+    if uses_bf16_optimizer(zero, model_dtype) and zero.offload_optimizer == "nvme":
+        notes.append(f"{where}: ZeRO-1 with bf16 and fp32 gradient accumulation runs DeepSpeed's BF16_Optimizer, "
+                     "which ignores offload_optimizer.device=nvme: the optimizer state is planned on the GPU (use "
+                     "ZeRO-2/3 to offload it, or device cpu)")
+        zero = replace(zero, offload_optimizer="none")
+    return zero, notes
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -498,7 +544,7 @@ def gradient_bytes(n_trainable: int, dtype_bytes: int, zero: ZeroSettings, world
 def uses_bf16_optimizer(zero: ZeroSettings, model_dtype: str) -> bool:
     """DeepSpeed runs ZeRO-1 with a bf16 model and fp32 gradient accumulation, optimizer not offloaded to the CPU,
     through its ``BF16_Optimizer`` (``DeepSpeedEngine._do_optimizer_sanity_check``), not the ZeRO optimizer."""
-    return (zero.enabled and zero.stage == 1 and model_dtype in ("bfloat16", "bf16")
+    return (zero.enabled and zero.stage == 1 and deepspeed_dtype(zero, model_dtype) == "bf16"
             and grad_accum_bytes(2, zero) == 4 and zero.offload_optimizer != "cpu")
 
 
@@ -930,6 +976,9 @@ def plan(cfg, gpus: int = 1, gpu_mem_gib: float = 80.0, config_path: str | Path 
     if zero.enabled and _offloaded(zero.offload_optimizer) and zero.force_ds_cpu_optimizer:
         warnings.append("offload_optimizer with mmevo's torch AdamW needs \"zero_force_ds_cpu_optimizer\": false in "
                         "the DeepSpeed config, else deepspeed.initialize raises")
+    if zero.enabled:
+        zero, notes = resolve_deepspeed(zero, cfg.model.dtype, f"trainer.deepspeed={cfg.trainer.deepspeed}")
+        warnings += notes
     if zero.enabled and r.engine == "vllm" and r.tensor_parallel_size != 1:
         warnings.append(f"rollout.tensor_parallel_size={r.tensor_parallel_size} with trainer.deepspeed: the vLLM "
                         "engine refuses to start (under DeepSpeed every rank runs its own engine on its own GPU, "
