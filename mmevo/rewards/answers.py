@@ -112,14 +112,25 @@ def _clean(s: str | None) -> str | None:
     return s or None
 
 
+# any case: "<ANSWER>4</ANSWER>" marks the answer as "<answer>" does (the eval scorer and the HONEST protocol read tags
+# in any case too; nothing asks for one case)
+_ANSWER_OPEN_RE = re.compile(r"<answer>", re.IGNORECASE)
+_ANSWER_CLOSE_RE = re.compile(r"</answer>", re.IGNORECASE)
+
+
 def _answer_tag(text: str) -> str | None:
-    end = text.rfind("</answer>")
-    if end < 0:
+    """The text between the last ``</answer>`` and the last ``<answer>`` before it (tags in any case), or None."""
+    close = None
+    for close in _ANSWER_CLOSE_RE.finditer(text):
+        pass
+    if close is None:
         return None
-    start = text.rfind("<answer>", 0, end)
-    if start < 0:
+    start = None
+    for start in _ANSWER_OPEN_RE.finditer(text, 0, close.start()):
+        pass
+    if start is None:
         return None
-    return text[start + len("<answer>"):end]
+    return text[start.end():close.start()]
 
 
 # "answer is (B)", "Answer: C", "the answer is option B" ... letter must be uppercase so
