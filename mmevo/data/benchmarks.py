@@ -44,7 +44,7 @@ from mmevo.config import CONTROL_TOKEN
 
 from .images import RASTER_FORMATS, aspect_problem, fit_pixels, to_rgb
 from .schema import IMAGE_PLACEHOLDER, DataError, Example
-from .sources import RowRef, _unique_keys, iter_rows
+from .sources import RowRef, _unique_keys, iter_rows, open_regular, read_json_bytes, special_file_kind
 
 __all__ = ["BenchmarkItem", "FORMATS", "load_items", "mathvista_query", "mathvision_problem", "choices_text"]
 
@@ -92,7 +92,8 @@ class BenchmarkItem:
             try:
                 # a file is decoded from its handle, not read whole first: Pillow reads the header and what the
                 # pixels need, so a 10 GB file (or /proc/kcore) named as an image is refused, not held in memory
-                with ref.open("rb") if isinstance(ref, Path) else io.BytesIO(ref) as fh:
+                # (a FIFO put at the path since loading is refused, not waited on)
+                with open_regular(ref, str(ref)) if isinstance(ref, Path) else io.BytesIO(ref) as fh:
                     head = fh.read(16)
                     fh.seek(0)
                     if not head:  # Pillow's "cannot identify image file <_io.BytesIO object at 0x...>" named no cause
@@ -332,6 +333,8 @@ class _Row:
                 raise self.err(fld, f"image file {shown}: {e.strerror}", "image_missing") from e
             if found:
                 return c
+            if (kind := special_file_kind(c)) is not None:  # reading it would block (a FIFO) or never end (a device)
+                raise self.err(fld, f"image file {shown} is {kind} ({c}), not a regular file", "image_missing")
         if (data := _base64_raster(value)) is not None:  # no such file, but the text is an encoded image
             return data
         folder = next((c for c in candidates if c.is_dir()), None)
@@ -674,7 +677,10 @@ def _intergps_rows(src: Path) -> Iterator[RowRef]:
     for i, d in enumerate(folders):
         label = str(d / "data.json")
         try:
-            row = json.loads((d / "data.json").read_text(encoding="utf-8-sig"), object_pairs_hook=_unique_keys)
+            raw = read_json_bytes(d / "data.json", label)
+            row = json.loads(raw.decode("utf-8-sig"), object_pairs_hook=_unique_keys)
+        except DataError as e:  # over the size cap, or no regular file: says so itself
+            row = e
         except (OSError, ValueError, RecursionError) as e:  # bad UTF-8 / JSON, huge integer, repeated key
             row = DataError(f"{label}: invalid JSON: {e}", file=label, row=0, reason="invalid_json")
         yield RowRef(label, d, 0, None, row)  # one row per file
@@ -685,7 +691,9 @@ def _mathvista_queries(qfile: Path) -> dict[str, str]:
     label = str(qfile)
     try:
         # a BOM is allowed as in the annotations; a repeated pid would keep one of two prompts silently
-        queries = json.loads(qfile.read_text(encoding="utf-8-sig"), object_pairs_hook=_unique_keys)
+        queries = json.loads(read_json_bytes(qfile, label).decode("utf-8-sig"), object_pairs_hook=_unique_keys)
+    except DataError:  # over the size cap, or no regular file: says so itself
+        raise
     except (OSError, ValueError, RecursionError) as e:  # ValueError: bad UTF-8, bad JSON, a repeated pid
         raise DataError(f"{label}: cannot read: {e}", file=label, reason="invalid_json") from e
     if not isinstance(queries, dict):

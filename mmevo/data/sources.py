@@ -10,6 +10,8 @@ resolved against.  Local paths always work; a name that is not a local path is l
 from __future__ import annotations
 
 import json
+import os
+import stat
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,7 +19,74 @@ from typing import Any
 
 from .schema import DataError
 
-__all__ = ["RowRef", "iter_rows", "is_saved_dataset", "looks_like_hub_name"]
+__all__ = ["RowRef", "iter_rows", "is_saved_dataset", "looks_like_hub_name", "open_regular", "read_json_bytes",
+           "special_file_kind", "MAX_JSONL_LINE_BYTES", "MAX_JSON_FILE_BYTES"]
+
+# A jsonl line is one row: 64 MiB holds a row with several base64-encoded images. A longer "line" is no row (a
+# file without newlines, a binary dump) and was read whole into memory before any error (2.3 GB for a 1 GiB line).
+MAX_JSONL_LINE_BYTES = 64 << 20
+# A .json file is parsed whole (json reads all of it): larger data belongs in .jsonl or .parquet, read row by row.
+MAX_JSON_FILE_BYTES = 512 << 20
+_SKIP_CHUNK_BYTES = 1 << 20  # the rest of an over-long line is read past in chunks of this size, never held
+
+
+# --------------------------------------------------------------------------
+# Files that are not regular files
+# --------------------------------------------------------------------------
+
+_SPECIAL_KINDS = ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a character device"),
+                  (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+
+
+def _kind_of_mode(mode: int) -> str | None:
+    return next((name for test, name in _SPECIAL_KINDS if test(mode)), None)
+
+
+def special_file_kind(path: Path) -> str | None:
+    """What ``path`` is when it exists and is neither a regular file nor a directory ("a FIFO (named pipe)", "a
+    character device", ...), else None: reading a FIFO blocks until some writer appears, a device never ends."""
+    try:
+        mode = os.stat(path).st_mode
+    except (OSError, ValueError):
+        return None
+    return _kind_of_mode(mode)
+
+
+def open_regular(path: Path, label: str):
+    """``path`` opened for binary reading, refused (a DataError naming ``label``) unless it is a regular file.
+
+    Opened without blocking and checked on the open handle: a FIFO put at the path after any earlier check would
+    otherwise block the open (and the read) until a writer came."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    except OSError as e:
+        raise DataError(f"{label}: cannot open: {e}", file=label, reason="unreadable_file") from e
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        what = "a directory" if stat.S_ISDIR(mode) else _kind_of_mode(mode) or "not a regular file"
+        raise DataError(f"{label}: is {what}, not a regular file", file=label, reason="not_a_file")
+    return os.fdopen(fd, "rb")
+
+
+def read_json_bytes(path: Path, label: str) -> bytes:
+    """The bytes of the .json file ``path``, refused above ``MAX_JSON_FILE_BYTES`` before they are read."""
+    def too_large(size: int) -> DataError:
+        return DataError(f"{label}: {size} bytes, over the {MAX_JSON_FILE_BYTES >> 20} MiB a .json file may have (it "
+                         "is parsed whole); write the rows as .jsonl (one a line) or .parquet", file=label,
+                         reason="file_too_large")
+
+    with open_regular(path, label) as fh:
+        size = os.fstat(fh.fileno()).st_size
+        if size > MAX_JSON_FILE_BYTES:
+            raise too_large(size)
+        try:
+            raw = fh.read(MAX_JSON_FILE_BYTES + 1)  # bounded even if the file grew since its size was read
+        except OSError as e:
+            raise DataError(f"{label}: cannot read: {e}", file=label, reason="unreadable_file") from e
+    if len(raw) > MAX_JSON_FILE_BYTES:
+        raise too_large(len(raw))
+    return raw
 
 
 # --------------------------------------------------------------------------
@@ -41,6 +110,8 @@ def _resolve_files(src: Path, split: str | None) -> list[Path]:
             p = src / name
             if p.is_file():
                 return [p]
+            if (kind := special_file_kind(p)) is not None:  # "not found" sent one looking for a file that is there
+                raise DataError(f"{p}: is {kind}, not a regular data file", file=str(p), reason="not_a_file")
         return []
 
     if split is not None:
@@ -94,16 +165,32 @@ def _refuse_binary(head: bytes, label: str) -> None:
         raise DataError(f"{label}: the file is {what}, not JSON text; {fix}", file=label, reason="unsupported_file")
 
 
+def _bounded_lines(fh) -> Iterator[bytes | None]:
+    """The lines of ``fh``, each None when longer than ``MAX_JSONL_LINE_BYTES`` (its rest is read past in chunks):
+    memory stays bounded by the cap, whatever the file holds."""
+    cap = MAX_JSONL_LINE_BYTES
+    while raw := fh.readline(cap + 1):
+        if len(raw) <= cap or raw.endswith(b"\n"):  # cap bytes and their newline is a line within the cap
+            yield raw
+            continue
+        while raw and not raw.endswith(b"\n"):
+            raw = fh.readline(_SKIP_CHUNK_BYTES)
+        yield None
+
+
 def _read_jsonl(path: Path, label: str) -> Iterator[_Row]:
-    try:
-        fh = open(path, "rb")
-    except OSError as e:
-        raise DataError(f"{label}: cannot open: {e}", file=label, reason="unreadable_file") from e
+    fh = open_regular(path, label)
     idx = 0
     with fh:
         _refuse_binary(fh.read(8), label)
         fh.seek(0)
-        for lineno, raw in enumerate(fh, start=1):
+        for lineno, raw in enumerate(_bounded_lines(fh), start=1):
+            if raw is None:  # a row of its own: counted under skip_bad_rows as an unparsable line is
+                yield idx, lineno, DataError(
+                    f"{label}:{lineno} (row {idx}): line longer than {MAX_JSONL_LINE_BYTES >> 20} MiB: not one row "
+                    "(a file without newlines?)", file=label, row=idx, reason="line_too_long")
+                idx += 1
+                continue
             if not raw.strip():
                 continue
             row: Any
@@ -130,10 +217,7 @@ def _read_jsonl(path: Path, label: str) -> Iterator[_Row]:
 def _read_json(path: Path, label: str, split: str | None, id_key: str | None) -> Iterator[_Row]:
     """A JSON list of rows, ``{split: [rows]}`` / ``{"data": [rows]}``, or (with ``id_key``) a mapping
     ``id -> row`` whose key becomes the row's ``id_key`` (MathVista's testmini.json)."""
-    try:
-        raw = path.read_bytes()
-    except OSError as e:
-        raise DataError(f"{label}: cannot read: {e}", file=label, reason="unreadable_file") from e
+    raw = read_json_bytes(path, label)
     _refuse_binary(raw[:8], label)
     try:
         # a leading BOM is allowed (RFC 8259, section 8.1)
@@ -344,6 +428,8 @@ def iter_rows(source: str | Path, split: str | None = None, names: tuple[str, ..
         sources.append((it, label, Path(".")))
     elif src.is_file():
         sources.append((_file_rows(src, split, id_key), str(src), src.parent))
+    elif (kind := special_file_kind(src)) is not None:  # was read as a directory: "no data file found (tried ...)"
+        raise DataError(f"{src}: is {kind}, not a data file or directory", file=str(src), reason="not_a_file")
     elif is_saved_dataset(src):
         it, label = _read_saved_dataset(src, str(src), split)
         sources.append((it, label, src))
