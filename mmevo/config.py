@@ -800,7 +800,7 @@ BOUNDS = {
     "eval.max_tokens": (0, None, True, True),
     "eval.max_prompt_length": (1, None, True, True),
     # loop settings their code reads only mid-run (after a model is loaded) or not at all (-1 ran nothing, exit 0)
-    "mmzero.iterations": (1, None, True, True),  # 0 ran no phase and wrote a summary of nothing (prism: >= 1)
+    "mmzero.iterations": (1, None, True, True),  # 0 ran no phase, only a summary of nothing (as prism's)
     "mmzero.phase_steps": (0, None, True, True),
     "mmzero.proposer_prompts": (1, None, True, True),
     "mmzero.warmup_demos": (0, None, True, True),

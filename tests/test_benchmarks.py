@@ -49,15 +49,15 @@ def _png_bytes(color=(10, 200, 30), size=(20, 12)):
 # ------------------------------------------------------------------------------------------------ MATH-Vision
 
 
-@pytest.mark.parametrize("root, n_rows, n_choice", [
-    pytest.param(MATHV, 17, 4, id="fixture"),
-    pytest.param(SHARED / "mathvision", 304, 190, id="full", marks=FULL_MATHV_MINI),
+@pytest.mark.parametrize("root, n_rows, n_choice, n_repeated", [
+    pytest.param(MATHV, 17, 4, 0, id="fixture"),
+    pytest.param(SHARED / "mathvision", 304, 190, 1, id="full", marks=FULL_MATHV_MINI),  # 1893: "C" twice
 ])
-def test_mathvision_testmini_every_row(root, n_rows, n_choice):
+def test_mathvision_testmini_every_row(root, n_rows, n_choice, n_repeated):
     rows = _jsonl(root / "testmini.jsonl")
     items, stats = load_items("mathvision", root, "testmini")
     assert stats == {"rows": n_rows, "loaded": n_rows, "skipped": 0, "skipped_by_reason": {},
-                     "files": [str(root / "testmini.jsonl")], "cut_by_limit": False}
+                     "files": [str(root / "testmini.jsonl")], "cut_by_limit": False, "repeated_choices": n_repeated}
     assert [it.id for it in items] == [str(r["id"]) for r in rows]
     assert sum(bool(it.choices) for it in items) == n_choice
     assert Counter(it.categories["subject"][0] for it in items) == Counter(r["subject"] for r in rows)

@@ -560,7 +560,7 @@ _IMAGE_FIELD_NAMES = ("images", "image", "image_path", "image_paths", "img", "im
 
 
 def _same_number_choice(answer: str, choices: list[str]) -> str | None:
-    """The one choice holding the same finite number as ``answer`` ("30.0" and "30"), else None."""
+    """The one choice text holding the same finite number as ``answer`` ("30.0" and "30"), else None."""
     def number(text: str) -> float | None:
         try:
             x = float(text.strip().replace(",", ""))
@@ -569,8 +569,8 @@ def _same_number_choice(answer: str, choices: list[str]) -> str | None:
         return x if math.isfinite(x) else None
 
     gold = number(answer)
-    same = [c for c in choices if gold is not None and number(c) == gold]
-    return same[0] if len(same) == 1 else None
+    same = {c for c in choices if gold is not None and number(c) == gold}  # a repeated option ("3", "3") is one text
+    return same.pop() if len(same) == 1 else None
 
 
 def _generic(row: dict, r: _Row, extra: dict) -> BenchmarkItem:
@@ -735,7 +735,8 @@ def load_items(fmt: str, source: str | Path, split: str | None = None, *, image_
                fields: dict | None = None, skip_bad: bool = False,
                limit: int | None = None) -> tuple[list[BenchmarkItem], dict]:
     """Items of ``source`` in format ``fmt`` and ``stats = {rows, loaded, skipped, skipped_by_reason, files,
-    cut_by_limit}`` (``cut_by_limit``: ``limit`` left rows of the source unread).
+    cut_by_limit, repeated_choices}`` (``cut_by_limit``: ``limit`` left rows of the source unread;
+    ``repeated_choices``: loaded items whose options repeat a text).
 
     A directory with a ``<split>/`` sub-directory (and no ``<split>.*`` file) is read from there.  Without
     ``skip_bad`` the first bad row raises :class:`DataError`; duplicate ids always raise (prompts and results are keyed
@@ -769,6 +770,9 @@ def load_items(fmt: str, source: str | Path, split: str | None = None, *, image_
     seen: dict[str, str] = {}
     reasons: Counter[str] = Counter()
     n_rows = 0
+    # rows whose options repeat a text (MathVista 587 / 740 / 781 and MATH-V 1843 / 1893 do): loaded, as the scorer
+    # and the vote read a repeated text as one option (both letters right, one vote), and counted in the stats
+    repeated_choices = 0
     cut = False  # the limit left rows unread (a row beyond it exists), not merely reached at the set's end
     for ref in rows:
         if limit is not None and len(items) >= limit:
@@ -802,8 +806,10 @@ def load_items(fmt: str, source: str | Path, split: str | None = None, *, image_
                             field="id", reason="duplicate_id", row_id=item.id)
         seen[item.id] = r.where
         items.append(item)
+        repeated_choices += len(set(item.choices)) < len(item.choices)
     if fmt == "intergps":
         files = sorted({it.file for it in items})
     stats = {"rows": n_rows, "loaded": len(items), "skipped": sum(reasons.values()),
-             "skipped_by_reason": dict(sorted(reasons.items())), "files": files, "cut_by_limit": cut}
+             "skipped_by_reason": dict(sorted(reasons.items())), "files": files, "cut_by_limit": cut,
+             "repeated_choices": repeated_choices}
     return items, stats
