@@ -402,6 +402,25 @@ def _canvas_sized_at_failure(e: BaseException) -> tuple | None:
     return figure, float(dpi)
 
 
+def _canvas_oversized_at_failure(e: BaseException, limits: RenderLimits) -> str | None:
+    """Why the Agg canvas that ``e`` came through while sizing its renderer (``get_renderer``: the figure's box at the
+    dpi of the save under way, a tight box included) is past ``max_side`` pixels a side, or None: within the limit, or
+    the traceback never passed there."""
+    import numbers
+
+    tb, size = e.__traceback__, None
+    while tb is not None:
+        frame, tb = tb.tb_frame, tb.tb_next
+        module = str(frame.f_globals.get("__name__", ""))
+        if frame.f_code.co_name == "get_renderer" and module.startswith("matplotlib.backends."):
+            w, h = frame.f_locals.get("w"), frame.f_locals.get("h")
+            if all(isinstance(v, numbers.Real) and not isinstance(v, bool) for v in (w, h)):
+                size = float(w), float(h)
+    if size is None or not (size[0] > limits.max_side or size[1] > limits.max_side):
+        return None
+    return f"image of {_px(size[0])}x{_px(size[1])} px exceeds {limits.max_side} px"
+
+
 # where matplotlib reads a figure's size or dpi as a float, and the names it holds the given values under
 _FIGURE_SIZE_READERS = {("matplotlib.figure", "__init__"): ("figsize", "dpi"),
                         ("matplotlib.figure", "_set_dpi"): ("dpi",),
@@ -811,7 +830,9 @@ def _run_python(code: str, limits: RenderLimits) -> tuple[str, str]:
     except MemoryError as e:
         # a layout or draw of the current figure (tight_layout, canvas.draw) asks Agg for a canvas of its full size:
         # past max_side it fails there (std::bad_alloc) before the check below; the figure is too large all the same
-        oversized = _oversized_figure(plt, limits)
+        # so does the code's own save at a dpi or tight box past max_side (`savefig("c.png", dpi=10000)`: Agg's
+        # canvas of 64000x48000 px, std::bad_alloc), whatever the figure's own size: it was `memory`
+        oversized = _oversized_figure(plt, limits) or _canvas_oversized_at_failure(e, limits)
         if oversized is None:
             raise
         return "too_large", f"{oversized} (out of memory drawing it: {_exc_text(e)})"
