@@ -118,6 +118,31 @@ def _release_uids(uids) -> None:
                 os.close(fd)
 
 
+# RenderLimits' integer fields and the least each may be: a bad one failed every job of the pool, each in its own way
+# (max_side NaN: "exceeds nan px"; max_code_chars "10": the worker's TypeError, a crash; memory_bytes -1 or 2**70,
+# nofile under 8, which the job child's own setup needs: "sandbox setup failed"). disk_bytes 0 would mount a tmpfs
+# of no size limit at all.
+LIMIT_FLOORS = {"memory_bytes": 1, "max_file_bytes": 1, "disk_bytes": 1, "max_png_bytes": 1, "max_side": 1,
+                "min_side": 1, "max_code_chars": 1, "max_svg_bytes": 1, "nofile": 8, "nproc": 1}
+LIMIT_INT_MAX = 1 << 62  # below what setrlimit takes once the worker's own address space is added to memory_bytes
+
+
+def check_limits(limits) -> RenderLimits:
+    """``limits`` where every field is one a job can run under, else a ``ValueError`` naming the field."""
+    if not isinstance(limits, RenderLimits):
+        raise ValueError(f"limits must be a RenderLimits, got {type(limits).__name__}")
+    for name, floor in LIMIT_FLOORS.items():
+        v = getattr(limits, name)
+        if not isinstance(v, int) or isinstance(v, bool) or not floor <= v <= LIMIT_INT_MAX:
+            raise ValueError(f"limits.{name} must be an int in [{floor}, 2**62], got {v!r}")
+    if limits.min_side > limits.max_side:
+        raise ValueError(f"limits.min_side ({limits.min_side}) must not exceed limits.max_side ({limits.max_side})")
+    a = limits.max_aspect
+    if isinstance(a, (bool, str, bytes)) or not isinstance(a, (int, float)) or not 1.0 <= a < math.inf:
+        raise ValueError(f"limits.max_aspect must be a finite number >= 1, got {a!r}")
+    return limits
+
+
 class RenderPoolError(RuntimeError):
     pass
 
@@ -257,15 +282,13 @@ class RenderPool:
     def __init__(self, workers: int = 2, *, limits: RenderLimits | None = None,
                  allow_reduced_isolation: bool = False, start_timeout_s: float = 120.0,
                  reply_grace_s: float = 10.0, _skip_layers: tuple = ()) -> None:
-        if workers < 1:
-            raise ValueError("workers must be >= 1")
+        if not isinstance(workers, int) or isinstance(workers, bool) or workers < 1:  # 2.5 failed in range()
+            raise ValueError(f"workers must be an int >= 1, got {workers!r}")
         # NaN or a negative grace failed every reply wait after the job was sent (each job a crash, its worker replaced)
         for name, v, low in (("reply_grace_s", reply_grace_s, 0.0), ("start_timeout_s", start_timeout_s, 1e-9)):
             if isinstance(v, (str, bytes)) or not low <= float(v) <= MAX_TIMEOUT_S:
                 raise ValueError(f"{name} must be in [{low:g}, {MAX_TIMEOUT_S:g}] seconds, got {v!r}")
-        self.limits = limits or RenderLimits()
-        if not self.limits.disk_bytes > 0:  # a tmpfs mounted with size=0 has no size limit at all
-            raise ValueError(f"limits.disk_bytes must be > 0 bytes, got {self.limits.disk_bytes!r}")
+        self.limits = check_limits(RenderLimits() if limits is None else limits)
         self.allow_reduced_isolation = allow_reduced_isolation
         self.start_timeout_s = start_timeout_s
         self.reply_grace_s = reply_grace_s  # extra wait for a worker's answer beyond the job timeout and its validator
