@@ -36,6 +36,8 @@ HUGE_SAVES = {
                                                 "image of 200087x200051 px exceeds 4096 px"),
     "rcparams_tight_padding": (DRAW + "plt.rcParams['savefig.bbox'] = 'tight'\nplt.rcParams['savefig.pad_inches'] = "
                                "2000\nplt.savefig('c.png')\n", "image of 200087x200051 px exceeds 4096 px"),
+    "a_figure_not_current_drawn": (PLT + "big = plt.figure(figsize=(1000, 1000))\n" + DRAW + "big.canvas.draw()\n",
+                                   "image of 100000x100000 px exceeds 4096 px"),
 }
 
 
