@@ -14,6 +14,8 @@ from typing import Sequence
 import torch
 from PIL import Image
 
+from mmevo.data.images import _EXIF_ORIENTATION, to_rgb
+
 
 @dataclass
 class EncodedPrompt:
@@ -52,8 +54,12 @@ def chat_messages(problem: str, system_prompt: str | None, n_images: int) -> lis
 
 def encode_prompt(processor, is_vl: bool, problem: str, images: Sequence[Image.Image],
                   system_prompt: str | None = None) -> EncodedPrompt:
-    """Apply the chat template and tokenise one prompt (images expanded to their placeholder tokens)."""
-    images = list(images) if is_vl else []
+    """Apply the chat template and tokenise one prompt (images expanded to their placeholder tokens).
+
+    Images are made plain RGB first (``plain_rgb``): the trainer's processor and vLLM convert other modes differently
+    (RGBA / LA: transformers drops the alpha, vLLM composites on white; an EXIF orientation: only vLLM applies it), so
+    the vLLM engine sampled from another image than the one the trainer scores."""
+    images = [plain_rgb(im) for im in images] if is_vl else []
     messages = chat_messages(problem, system_prompt, len(images))
     tok = processor.tokenizer if is_vl else processor
     text = tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
@@ -65,6 +71,30 @@ def encode_prompt(processor, is_vl: bool, problem: str, images: Sequence[Image.I
         return EncodedPrompt(text, images, ids, types, enc["pixel_values"], enc["image_grid_thw"])
     ids = tok(text, add_special_tokens=False)["input_ids"]
     return EncodedPrompt(text, [], ids, [0] * len(ids))
+
+
+def plain_rgb(image: Image.Image) -> Image.Image:
+    """``image`` itself when both processors read it alike (``needs_rgb_conversion``), else ``to_rgb``'s RGB copy
+    (transparency on white, wide grey scaled, EXIF orientation applied), as the data pipeline loads images."""
+    return image if needs_rgb_conversion(image) is None else to_rgb(image)
+
+
+def needs_rgb_conversion(image) -> str | None:
+    """Why the trainer's processor and vLLM would read ``image`` differently: its mode is not RGB, or it carries an
+    EXIF orientation (vLLM applies it, transformers does not); None for an RGB image without one."""
+    mode = getattr(image, "mode", None)
+    if mode != "RGB":
+        return f"its mode is {mode!r}, not 'RGB'"
+    if "transparency" in image.info:  # a PNG tRNS colour: vLLM composites it on white, transformers keeps it
+        return "it has a transparent colour"
+    if image.info:  # an orientation lives in the metadata: an image without any has none
+        try:
+            turn = image.getexif().get(_EXIF_ORIENTATION, 1)
+        except Exception:  # noqa: BLE001 - a malformed EXIF block: vLLM (exif_transpose) leaves the image as stored
+            turn = 1
+        if turn not in (1, None):
+            return f"it carries EXIF orientation {turn}"
+    return None
 
 
 @dataclass

@@ -9,7 +9,7 @@ from typing import Protocol, Sequence
 import numpy as np
 import torch
 
-from mmevo.models.inputs import EncodedPrompt
+from mmevo.models.inputs import EncodedPrompt, needs_rgb_conversion
 from mmevo.validation import is_integer_number, is_real_number
 
 
@@ -93,7 +93,8 @@ def check_image_placeholders(requests, image_token_id: int | None, pixels: bool 
     in its ``input_ids`` (``encode_prompt`` keeps the two in step; a hand-built prompt may not): vLLM failed with a
     bare AssertionError and the HF engine sampled on, ignoring the images or reading the placeholders as text.
     ``pixels``: the engine reads ``pixel_values`` / ``image_grid_thw`` (HF), so they must hold one grid per image.
-    A text prompt without images and placeholders passes; placeholders in prefix_ids are not counted here."""
+    A text prompt without images and placeholders passes; placeholders in prefix_ids are not counted here. An image
+    that is not plain RGB (``needs_rgb_conversion``) is refused too."""
     for i, r in enumerate(requests):
         for name, enc in (("prompt", r.prompt), ("image_override", r.image_override)):
             if enc is None:
@@ -105,6 +106,13 @@ def check_image_placeholders(requests, image_token_id: int | None, pixels: bool 
                 raise ValueError(f"RolloutRequest {i}: {name} holds {n_images} image(s) but {n_slots} image "
                                  f"placeholder(s) in its input_ids{model}; encode prompts with "
                                  "mmevo.models.inputs.encode_prompt")
+            for k, im in enumerate(enc.images or ()):
+                # the HF engine reads the prompt's pixel values, vLLM the image itself, through its own conversion
+                why = needs_rgb_conversion(im)
+                if why is not None:
+                    raise ValueError(f"RolloutRequest {i}: {name} image {k} is not a plain RGB image ({why}): the "
+                                     "trainer's processor and vLLM would read it differently; encode prompts with "
+                                     "mmevo.models.inputs.encode_prompt (which converts it)")
             if pixels:
                 grids = enc.image_grid_thw
                 n_grids = 0 if enc.pixel_values is None or grids is None else int(grids.shape[0])
