@@ -121,3 +121,20 @@ def test_vision_tokens_are_never_sampled_at_temperature_10(policy, engines):
         assert sum(t in banned for t in tokens) == 0
         # near uniform: the draws cover most of the allowed vocabulary
         assert len(set(tokens)) > 0.8 * (vocab - len(banned))
+
+
+def test_only_images_the_processors_would_read_differently_are_converted():
+    """A plain RGB image (harmless metadata such as dpi included) is used as is, not copied; an array passes through
+    for the processors to read; an RGB image with a transparent colour (vLLM: on white) is converted."""
+    from mmevo.models.inputs import needs_rgb_conversion, plain_rgb
+
+    plain = noise_image(4)
+    plain.info["dpi"] = (72, 72)
+    assert plain_rgb(plain) is plain and needs_rgb_conversion(plain) is None
+    array = np.zeros((56, 56, 3), np.uint8)
+    assert plain_rgb(array) is array
+    keyed = noise_image(5)
+    keyed.info["transparency"] = tuple(int(v) for v in np.array(keyed)[0, 0])
+    assert needs_rgb_conversion(keyed) == "it has a transparent colour"
+    out = plain_rgb(keyed)
+    assert out.mode == "RGB" and out.getpixel((0, 0)) == (255, 255, 255) and not out.info

@@ -81,10 +81,12 @@ def plain_rgb(image: Image.Image) -> Image.Image:
 
 def needs_rgb_conversion(image) -> str | None:
     """Why the trainer's processor and vLLM would read ``image`` differently: its mode is not RGB, or it carries an
-    EXIF orientation (vLLM applies it, transformers does not); None for an RGB image without one."""
-    mode = getattr(image, "mode", None)
-    if mode != "RGB":
-        return f"its mode is {mode!r}, not 'RGB'"
+    EXIF orientation (vLLM applies it, transformers does not); None for an RGB image without one, and for what is not
+    a PIL image (an array: both processors read its channels as given)."""
+    if not isinstance(image, Image.Image):
+        return None
+    if image.mode != "RGB":
+        return f"its mode is {image.mode!r}, not 'RGB'"
     if "transparency" in image.info:  # a PNG tRNS colour: vLLM composites it on white, transformers keeps it
         return "it has a transparent colour"
     if image.info:  # an orientation lives in the metadata: an image without any has none
