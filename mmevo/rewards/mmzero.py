@@ -61,8 +61,10 @@ def diversity_adjustment(shares: Tensor, valid_count: int, strength: float = .5)
     if not bool(torch.isfinite(s).all()):
         raise ValueError(f"shares must be finite, got {s[~torch.isfinite(s)][0].item()}")
     w = torch.tensor(DIVERSITY_WEIGHTS, dtype=s.dtype, device=s.device)  # [3]
-    excess = ((s - 1.0 / M) * w).sum(dim=1) * M * strength  # [B]: > 0 for crowded clusters
-    return (-excess.clamp(-strength, strength)).to(shares.dtype)
+    crowding = ((s - 1.0 / M) * w).sum(dim=1) * M  # [B]: > 0 for crowded clusters
+    # -clip(x * strength, -strength, strength) written as -strength * clip(x, -1, 1): the same number for every finite
+    # x * strength, and no NaN where x overflows to inf with strength 0 (inf * 0; the seed's value is 0 there)
+    return (-(crowding.clamp(-1.0, 1.0) * strength)).to(shares.dtype)
 
 
 def proposal_rewards(executed: Tensor, easy_accuracy: Tensor, consistency: Tensor, adjustments: Tensor,
@@ -118,7 +120,15 @@ def proposal_rewards(executed: Tensor, easy_accuracy: Tensor, consistency: Tenso
     # placeholder there would turn 0 * NaN into a NaN reward
     per_attempt = torch.where(executed, s.clamp(max=0.5) + torch.minimum(c, 1.0 - c), s.new_zeros(()))
     reward = per_attempt.sum(dim=1) / N + a.sum(dim=1)  # [B]
-    return torch.where(valid, reward, torch.full_like(reward, -1.0)).to(dtype)
+    out = torch.where(valid, reward, torch.full_like(reward, -1.0)).to(dtype)
+    # finite adjustments whose sum passes the dtype's range (1e308 + 1e308 in float64, 3e38 + 3e38 rounded to float32)
+    # used to come out as an inf reward, silently: GRPO's advantages of that group were then NaN
+    over = valid & ~torch.isfinite(out)
+    if over.any():
+        i = int(over.nonzero()[0])
+        raise ValueError(f"proposal_rewards: row {i}'s reward overflows {dtype} (adjustments[{i}] = "
+                         f"{a[i].tolist()} sum past its range)")
+    return out
 
 
 # -- pieces supplied upstream (MM-Zero's released code) ------------------------------------------------------------
