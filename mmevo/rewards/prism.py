@@ -70,9 +70,18 @@ def _is_flag(x) -> bool:
     return isinstance(x, np.ndarray) and x.dtype == np.bool_ and x.size == 1
 
 
-def _as_ids(x) -> Tensor:
-    """Cluster ids as a tensor (lists, tuples, numpy arrays too); an empty input has no dtype to check: long."""
-    t = x if torch.is_tensor(x) else torch.as_tensor(x)
+def _as_ids(x, name: str) -> Tensor:
+    """Cluster ids as a tensor (lists, tuples, numpy arrays too); an empty input has no dtype to check: long.
+    Anything torch cannot read as numbers (a generator, None, text) is a ValueError naming ``name``: torch's "Could not
+    infer dtype of generator" / "too many dimensions 'str'" named no argument."""
+    if torch.is_tensor(x):
+        t = x
+    else:
+        try:
+            t = torch.as_tensor(x)
+        except (TypeError, ValueError, RuntimeError):
+            raise ValueError(f"{name} must be integer cluster ids (a tensor, list, tuple or array), "
+                             f"got {x!r:.200}") from None
     return t.long() if t.numel() == 0 else t
 
 
@@ -101,7 +110,7 @@ def coverage_rewards(p: Tensor, clusters: Tensor, counts: Tensor, lam: float = 5
     valid is False (there the cluster may be anything, e.g. -1). All counts 0 (possible with gamma = 0) make every
     cluster rare: zpd(p) · (1 + lam). ``counts`` are read as given (the state before this batch's update); no input
     is mutated."""
-    p, clusters, counts = _as_float(p, "p"), _as_ids(clusters), _as_float(counts, "counts")
+    p, clusters, counts = _as_float(p, "p"), _as_ids(clusters, "clusters"), _as_float(counts, "counts")
     if counts.dtype == torch.bool:  # a visit mask is no count: True read as 1
         raise ValueError("counts must be a float [K] tensor of EMA visit counts, got a bool tensor")
     if valid is not None and not torch.is_tensor(valid):  # a list of 0 / 1 (or 2) was cast to bool, silently
@@ -169,7 +178,7 @@ def ema_counts(counts: Tensor, visited: Tensor, gamma: float = 0.99, mode: str =
     if not bool((torch.isfinite(counts) & (counts >= 0)).all()):  # would poison every later reward
         raise ValueError(f"counts must be finite and >= 0, got min {float(counts.min())} max {float(counts.max())}")
     K = counts.shape[0]
-    v = _as_ids(visited).reshape(-1)  # no visits ([], np.array([])): M = 0, every count decays
+    v = _as_ids(visited, "visited").reshape(-1)  # no visits ([], np.array([])): M = 0, every count decays
     if v.is_floating_point() or v.dtype == torch.bool:
         raise ValueError(f"visited must hold integer cluster ids, got {v.dtype}")
     v = v.long().to(counts.device)
@@ -192,7 +201,7 @@ def diversity_stats(clusters: Sequence[int] | Tensor, k: int) -> dict:
     if not is_integer_number(k) or k < 1:
         raise ValueError(f"k must be an integer >= 1, got {k!r}")
     k = int(k)
-    c = _as_ids(clusters if torch.is_tensor(clusters) else list(clusters)).reshape(-1)
+    c = _as_ids(clusters if torch.is_tensor(clusters) else list(clusters), "clusters").reshape(-1)
     if c.is_floating_point() or c.dtype == torch.bool:  # a cast to long would truncate 1.7 to cluster 1
         raise ValueError(f"cluster ids must be integers, got {c.dtype}")
     c = c.long()
