@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import math
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -148,11 +149,21 @@ def generator_reward(confidences: Sequence[float | None], correct: Sequence[bool
             continue
         # a NaN or out-of-range c, or a y of 0.5, would be a reward no calibration error can give (NaN poisons GRPO)
         if isinstance(c, (bool, str, bytes)) or getattr(c, "dtype", None) in (bool, torch.bool) \
-                or not 0.0 <= c <= 1.0 or not is_outcome(y):  # numpy / torch booleans are no confidence either
+                or not _in_unit_interval(c) or not is_outcome(y):  # numpy / torch booleans are no confidence either
             raise ValueError(f"solver sample {i}: confidence must be a number in [0, 1] and correct True / False, "
                              f"got {c!r}, {y!r}")
         errors.append(abs(float(c) - float(y)))
-    return (sum(errors) / len(errors) if errors else 0.0), len(errors)
+    # fsum: the correctly rounded mean (a plain sum of 10,000 errors of 0.7 drifted to 0.6999999999998807)
+    return (math.fsum(errors) / len(errors) if errors else 0.0), len(errors)
+
+
+def _in_unit_interval(c) -> bool:
+    """0 <= c <= 1 for a real number; False for NaN and for what cannot be ordered (a complex 0.3+0j raised
+    TypeError from the comparison, naming no sample)."""
+    try:
+        return bool(0.0 <= c <= 1.0)
+    except (TypeError, ValueError, RuntimeError):
+        return False
 
 
 # -- generators --------------------------------------------------------------------------------------------------
