@@ -164,3 +164,30 @@ def test_seed_replay_of_10000_prompts_matches_the_reference_and_is_deterministic
         again.add(e.example.problem, e.example.answer, "arithmetic", e.example.meta["difficulty"], e.confidence,
                   e.correct)
     assert [d["prompt"] for d in again.sample(50)] == [d["prompt"] for d in draws]
+
+
+@pytest.mark.parametrize("invisible", ["\u200b" * 20, "\u200d\ufeff" * 10, " \u2060 " * 8])
+def test_casr_head_pays_no_format_bonus_for_an_invisible_critique(invisible):
+    # seed 2.5: beta is for "a non-trivial critique present (>= 16 chars)". 16 zero-width spaces (or joiners, BOMs,
+    # word joiners) show nothing: they used to count as a 16+ char critique and earn beta (the reward of a full,
+    # well-refined response); now they are no critique, so the refined confidence alone is partial (-delta)
+    from types import SimpleNamespace
+
+    from mmevo.honest.protocol import format_response, parse_lenient, parse_strict
+    from mmevo.rewards.honest import HonestHindsightHead
+
+    text = format_response("2 + 2 = 4", "4", 0.6, critique=invisible, refined_confidence=0.9)
+    for parse in (parse_strict, parse_lenient):
+        p = parse(text)
+        assert p.critique == "" and p.critique_chars == 0 and "partial_refinement" in p.malformed
+    sample = SimpleNamespace(response=text, gold="4", choices=[], aux={})
+    rewards, m = HonestHindsightHead(mode="refined").score([sample])
+    assert rewards.tolist() == pytest.approx([-0.05], abs=1e-7) and m["critique_ok"] == 0 and m["partial"] == 1
+    # visible text padded with invisible characters counts only its visible characters
+    padded = format_response("2 + 2 = 4", "4", 0.6, critique="ok" + "\u200b" * 14, refined_confidence=0.9)
+    assert parse_strict(padded).critique_chars == 2
+    visible = format_response("2 + 2 = 4", "4", 0.6, critique="re-checked 2 + 2", refined_confidence=0.9)
+    rewards, m = HonestHindsightHead(mode="refined").score([SimpleNamespace(response=visible, gold="4", choices=[],
+                                                                            aux={})])
+    assert m["critique_ok"] == 1  # 16 visible characters: the bonus
+    assert rewards.tolist() == pytest.approx([0.16 - 0.01 + 0.05], abs=1e-7)  # (0.6-1)^2 - (0.9-1)^2 + beta

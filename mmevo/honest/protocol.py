@@ -31,7 +31,10 @@ from __future__ import annotations
 import functools
 import math
 import re
+import unicodedata
 from dataclasses import dataclass
+
+from mmevo.validation import is_blank_text
 
 __all__ = ["MODES", "TAGS", "ParsedResponse", "system_prompt", "LEGACY_SYSTEM_PROMPT", "CORE_SYSTEM_PROMPT",
            "parse_strict", "parse_lenient", "parse_response", "format_response", "CORE_REASONS", "HINDSIGHT_REASONS",
@@ -89,8 +92,10 @@ class ParsedResponse:
 
     @property
     def critique_chars(self) -> int:
-        """Characters of critique text (0 when absent or empty); CASR's format bonus needs >= 16."""
-        return len(self.critique) if self.critique else 0
+        """Characters of critique text (0 when absent or empty); CASR's format bonus needs >= 16. Unicode format
+        characters (zero-width space / joiners, BOM, bidi marks) show nothing and are not counted: 16 zero-width
+        spaces earned the bonus for "a non-trivial critique"."""
+        return sum(unicodedata.category(ch) != "Cf" for ch in self.critique) if self.critique else 0
 
 
 # ------------------------------------------------------------------------------------------------------ prompts
@@ -269,6 +274,8 @@ def _fill(slots: dict[str, str], lenient: bool, reasons: list[str], abstain: boo
         reasons += [why] if why else []
     if "critique" in slots:
         critique = slots["critique"].strip()
+        if is_blank_text(critique):  # only whitespace and invisible format characters: an empty critique
+            critique = ""
     if "refined_confidence" in slots:
         refined, why = _probability(slots["refined_confidence"], lenient, NON_NUMERIC_REFINED, REFINED_OUT_OF_RANGE)
         reasons += [why] if why else []
