@@ -368,6 +368,28 @@ _DS_DTYPES = {name: canonical for canonical, names in (
     ("bf16", ("torch.bfloat16", "bf16", "bfloat16"))) for name in names}
 
 
+# pydantic's lax bool, which DeepSpeed's precision sections are read with ("enabled": "true" or 1 turns bf16 on)
+_DS_TRUE = {"true", "1", "yes", "on", "t", "y"}
+_DS_FALSE = {"false", "0", "no", "off", "f", "n"}
+
+
+def deepspeed_bf16_key(cfg: dict) -> str:
+    """The key of the bf16 section DeepSpeed reads: "bf16", else the legacy "bfloat16" (``get_bfloat16_config``)."""
+    return "bfloat16" if cfg.get("bf16") is None and "bfloat16" in cfg else "bf16"
+
+
+def ds_enabled(value: Any, where: str) -> bool | str:
+    """A precision section's ``enabled`` as DeepSpeed reads it (True / False), or mmevo's own "auto"; a value
+    DeepSpeed refuses (2, "maybe", null) is a ValueError naming ``where``."""
+    if value == "auto" or isinstance(value, bool):
+        return value
+    if isinstance(value, (int, float)) and value in (0, 1):
+        return bool(value)
+    if isinstance(value, str) and value.lower() in _DS_TRUE | _DS_FALSE:  # no strip: " true" is refused there
+        return value.lower() in _DS_TRUE
+    raise ValueError(f"{where}.enabled={value!r} must be true, false or \"auto\"")
+
+
 def read_deepspeed(path: str | Path) -> ZeroSettings:
     """The memory-relevant keys of a DeepSpeed JSON config. "auto" / missing numbers keep DeepSpeed's defaults. A
     file that is not a JSON object, a ZeRO stage other than 0-3 (a bool or fraction included), a section that is not
@@ -413,7 +435,9 @@ def read_deepspeed(path: str | Path) -> ZeroSettings:
     if accum and accum not in _DS_DTYPES:
         raise ValueError(f"trainer.deepspeed={path}: data_types.grad_accum_dtype={accum!r} is not one of "
                          f"{', '.join(_DS_DTYPES)}")
-    bf16_on, fp16_on = (section(cfg, key, "").get("enabled", False) for key in ("bf16", "fp16"))
+    bf16_key = deepspeed_bf16_key(cfg)
+    bf16_on, fp16_on = (ds_enabled(section(cfg, key, "").get("enabled", False), f"trainer.deepspeed={path}: {key}")
+                        for key in (bf16_key, "fp16"))
     precision = "fp16" if fp16_on is True else "auto" if bf16_on == "auto" else "bf16" if bf16_on is True else "fp32"
     return ZeroSettings(
         precision=precision, enabled=True, stage=stage, offload_optimizer=device("offload_optimizer"),

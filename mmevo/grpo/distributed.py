@@ -127,15 +127,16 @@ def load_ds_config(path: str | Path, model: torch.nn.Module, max_grad_norm: floa
     p = Path(path)
     if not p.exists():
         raise FileNotFoundError(f"trainer.deepspeed={path}: file not found")
-    from mmevo.memory_plan import read_deepspeed, resolve_deepspeed
+    from mmevo.memory_plan import deepspeed_bf16_key, read_deepspeed, resolve_deepspeed
 
     param_dtype = str(next(unwrap(model).parameters()).dtype).removeprefix("torch.")
     # the planner's reading of the file: a stage it cannot be, or a dtype mix DeepSpeed refuses, named up front
     for note in resolve_deepspeed(read_deepspeed(p), param_dtype, f"trainer.deepspeed={path}")[1]:
         warnings.warn(note, stacklevel=2)
     cfg = json.loads(p.read_text())
-    bf16 = cfg.setdefault("bf16", {})
-    if bf16.get("enabled") == "auto":
+    # the section DeepSpeed reads (a legacy "bfloat16" one too): an empty "bf16" added beside it would turn bf16 off
+    bf16 = cfg.get(deepspeed_bf16_key(cfg))
+    if isinstance(bf16, dict) and bf16.get("enabled") == "auto":
         bf16["enabled"] = param_dtype == "bfloat16"
     cfg["gradient_clipping"] = max_grad_norm
     # mmevo does its own micro-batching and marks accumulation boundaries itself
