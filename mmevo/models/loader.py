@@ -140,7 +140,7 @@ def load_model(name_or_path: str | Path, dtype: str = "float32", device: str = "
     ``weights=False``: the model is built on the meta device (no memory, no weights read) with the checkpoint's
     generation config: what a rollout engine that loads the weights itself (vLLM) needs from a policy it only samples.
     """
-    from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForImageTextToText, AutoTokenizer
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForImageTextToText
 
     name = str(name_or_path)
     # every loader (trainer, frozen MM-Zero roles, demo / calibration evaluations) checks before reading the checkpoint
@@ -161,6 +161,8 @@ def load_model(name_or_path: str | Path, dtype: str = "float32", device: str = "
     if attn_implementation:
         kwargs["attn_implementation"] = attn_implementation
     auto = AutoModelForImageTextToText if is_vl else AutoModelForCausalLM
+    # the processor first: a checkpoint without it fails in a moment, not after its weights were read
+    processor, tokenizer = _load_processor(name, config, is_vl)
     if weights:
         model = _read_weights(auto, name, kwargs)
     else:
@@ -172,12 +174,6 @@ def load_model(name_or_path: str | Path, dtype: str = "float32", device: str = "
             model.generation_config = GenerationConfig.from_pretrained(name)
         except OSError:  # no generation_config.json: the one from_config derived from config.json
             pass
-    if is_vl:
-        processor = load_vl_processor(name, config.model_type)
-        tokenizer = processor.tokenizer
-    else:
-        tokenizer = AutoTokenizer.from_pretrained(name, padding_side="left")
-        processor = tokenizer
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
     if attn_implementation is None and model.config._attn_implementation == "sdpa":
@@ -187,6 +183,33 @@ def load_model(name_or_path: str | Path, dtype: str = "float32", device: str = "
     if weights:
         model.to(device)
     return LoadedModel(model=model, processor=processor, tokenizer=tokenizer, is_vl=is_vl, path=name)
+
+
+def _load_processor(name: str, config, is_vl: bool):
+    """The checkpoint's (processor, tokenizer). A local directory without tokenizer files is an error naming it:
+    transformers then built an empty tokenizer (one token, every text encoded as no ids) from the processor's config
+    alone, and the run failed at its first prompt with an image-token count mismatch naming neither."""
+    from transformers import AutoTokenizer
+
+    try:
+        if is_vl:
+            processor = load_vl_processor(name, config.model_type)
+            tokenizer = processor.tokenizer
+        else:
+            tokenizer = AutoTokenizer.from_pretrained(name, padding_side="left")
+            processor = tokenizer
+    except OSError as e:
+        if not Path(name).exists():
+            raise
+        reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise OSError(f"model {name}: its {'processor' if is_vl else 'tokenizer'} cannot be loaded ({reason}); a "
+                      f"checkpoint directory holds the tokenizer{' and image processor' if is_vl else ''} files "
+                      "beside its weights: copy them from the model it was trained from") from None
+    if Path(name).exists() and not tokenizer("0 a", add_special_tokens=False)["input_ids"]:
+        raise OSError(f"model {name}: its tokenizer is empty ({len(tokenizer)} token(s); no tokenizer.json, "
+                      "tokenizer.model or vocab.json + merges.txt in the directory?): copy the tokenizer files from "
+                      "the model it was trained from")
+    return processor, tokenizer
 
 
 def _read_weights(auto, name: str, kwargs: dict):
