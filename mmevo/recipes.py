@@ -194,6 +194,17 @@ def _need_train_rows(cfg: Config, train: list) -> None:
         raise ValueError(f"data.train={cfg.data.train!r}{size} gives no training examples")
 
 
+def _need_solutions(cfg: Config, train: list) -> None:
+    """SFT data whose examples lack a worked solution fails before the model loads, naming data.train and how many
+    lack one (the SFT loop found the first only after the model was read, naming no data file)."""
+    missing = [ex for ex in train if not ex.solution]
+    if missing:
+        raise ValueError(f"data.train={cfg.data.train!r}: {len(missing)} of {len(train)} examples have no 'solution' "
+                         f"field (the first: id {missing[0].id!r}); SFT trains on worked solutions in the trainer's "
+                         "format (\"<think>...</think> \\boxed{answer}\"): give the rows one, or train with "
+                         "`mmevo train` (GRPO needs only the answers)")
+
+
 GENERATED_SETS = ("synthetic", "figures", "honest_tasks")  # data.train values sized by data.n_train
 
 
@@ -253,6 +264,7 @@ def _run_sft(cfg: Config) -> dict:
         raise ValueError("sft.teacher_noise only applies to data.train=synthetic")
     train, stats = load_examples(cfg, "train")  # before the model: a bad data path fails in seconds, not minutes
     _need_train_rows(cfg, train)
+    _need_solutions(cfg, train)
     check_replaceable_export(Path(cfg.sft.output_dir) / SFT_EXPORT)  # a file or link there: refused before training
     policy = load_policy(cfg)
     note_unseen_images(policy, {"SFT": train})
