@@ -130,7 +130,14 @@ def _resolve_files(src: Path, split: str | None) -> list[Path]:
         # A flat data.* file without split information; only accept it when
         # the caller asked for no particular split.
         tried.append("(data.* ignored because split was given)")
-    raise FileNotFoundError(f"{src}: no data file found for split {split!r} (tried: {', '.join(tried)})")
+    # what the directory does hold: a data file under another name is named, so is a folder of images alone
+    here = sorted(p.name for p in src.iterdir() if p.suffix.lower() in (".jsonl", ".json", ".parquet"))
+    hint = (f"; it holds {', '.join(here[:6])}{' ...' if len(here) > 6 else ''}: name the file, or DIR@SPLIT for "
+            "SPLIT.jsonl / .parquet / .json" if here else
+            "; it holds no .jsonl / .json / .parquet file (a folder of images alone is no data: list each image "
+            "with its problem and answer in a .jsonl)")
+    what = f" for split {split!r}" if split is not None else ""  # not "for split None"
+    raise FileNotFoundError(f"{src}: no data file found{what} (tried: {', '.join(tried)}){hint}")
 
 
 # --------------------------------------------------------------------------
