@@ -407,6 +407,8 @@ def _run_benchmark(cfg: Config, name: str, out: Path, policy=None, engine=None) 
     if cfg.rollout.eval_temperature > 0:  # sampled answers depend on the seed (not the batches); greedy ones do not
         identity["seed"] = cfg.trainer.seed
         identity["sample_seeds"] = "per item"  # item_seeds: (seed, the item's place in the benchmark)
+        # HF and vLLM draw other samples from the same seed: a resume on the other engine mixed the two
+        identity["engine"] = cfg.rollout.engine
     records, dropped = _prepare_out_dir(out, identity, e.overwrite)
     def final(rec: dict | None, it: BenchmarkItem) -> bool:
         """A record stands unless its gold or question changed, its prompt was too long under another limit or is now longer
