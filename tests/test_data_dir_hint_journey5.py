@@ -19,8 +19,16 @@ def test_a_folder_with_data_under_other_names_names_them(tmp_path):
 
 def test_a_folder_of_images_alone_says_so(tmp_path):
     Image.new("RGB", (8, 8)).save(tmp_path / "0.png")
-    with pytest.raises(FileNotFoundError, match=r"no data file found \(tried: .*\); it holds no \.jsonl / \.json / "
-                                                r"\.parquet file \(a folder of images alone"):
+    with pytest.raises(FileNotFoundError, match=r"no data file found \(tried: .*\); it holds images but no \.jsonl / "
+                                                r"\.json / \.parquet file \(a folder of images alone"):
+        list(iter_rows(tmp_path))
+
+
+def test_an_intergps_folder_names_its_format(tmp_path):
+    (tmp_path / "11").mkdir()
+    (tmp_path / "11" / "data.json").write_text("{}")
+    with pytest.raises(FileNotFoundError, match=r"its sub-folders hold data\.json: Geometry3K's InterGPS layout is "
+                                                r"read with data\.format=intergps"):
         list(iter_rows(tmp_path))
 
 

@@ -131,11 +131,18 @@ def _resolve_files(src: Path, split: str | None) -> list[Path]:
         # the caller asked for no particular split.
         tried.append("(data.* ignored because split was given)")
     # what the directory does hold: a data file under another name is named, so is a folder of images alone
-    here = sorted(p.name for p in src.iterdir() if p.suffix.lower() in (".jsonl", ".json", ".parquet"))
-    hint = (f"; it holds {', '.join(here[:6])}{' ...' if len(here) > 6 else ''}: name the file, or DIR@SPLIT for "
-            "SPLIT.jsonl / .parquet / .json" if here else
-            "; it holds no .jsonl / .json / .parquet file (a folder of images alone is no data: list each image "
-            "with its problem and answer in a .jsonl)")
+    entries = list(src.iterdir())
+    here = sorted(p.name for p in entries if p.suffix.lower() in (".jsonl", ".json", ".parquet"))
+    if here:
+        hint = (f"; it holds {', '.join(here[:6])}{' ...' if len(here) > 6 else ''}: name the file, or DIR@SPLIT "
+                "for SPLIT.jsonl / .parquet / .json")
+    elif any((p / "data.json").is_file() for p in entries if p.is_dir()):
+        hint = "; its sub-folders hold data.json: Geometry3K's InterGPS layout is read with data.format=intergps"
+    elif any(p.suffix.lower() in (".png", ".jpg", ".jpeg", ".gif", ".bmp", ".webp") for p in entries):
+        hint = ("; it holds images but no .jsonl / .json / .parquet file (a folder of images alone is no data: "
+                "list each image with its problem and answer in a .jsonl)")
+    else:
+        hint = "; it holds no .jsonl / .json / .parquet file"
     what = f" for split {split!r}" if split is not None else ""  # not "for split None"
     raise FileNotFoundError(f"{src}: no data file found{what} (tried: {', '.join(tried)}){hint}")
 
