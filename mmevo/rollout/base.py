@@ -75,6 +75,45 @@ def check_request_batch(requests, params: SamplingParams) -> None:
         raise ValueError(f"RolloutRequest {bad[0]}: prompt + prefix_ids has no tokens (empty prompt.input_ids)")
 
 
+def model_context_length(model) -> int | None:
+    """A model's context window: its text config's ``max_position_embeddings`` (what vLLM takes as ``max_model_len``
+    when none is given); None where the config names none."""
+    config = getattr(model, "config", None)
+    text = config.get_text_config() if hasattr(config, "get_text_config") else config
+    limit = getattr(text, "max_position_embeddings", None)
+    return int(limit) if is_integer_number(limit) and limit > 0 else None
+
+
+# what an engine's message names as the source of an explicit max_model_len
+FACTORY_CONTEXT = ("max_model_len; rollout's build_engine sets data.max_prompt_length + the larger of "
+                   "rollout.max_tokens and trainer.eval_max_tokens")
+MODEL_CONTEXT = "the model's own context window (max_position_embeddings)"
+
+
+def check_max_model_len(engine: str, value) -> None:
+    """An engine's ``max_model_len`` argument: None (the model's own) or an integer >= 1."""
+    if value is not None and not (is_integer_number(value) and value >= 1):
+        raise ValueError(f"{engine} max_model_len must be None or an integer >= 1, got {value!r}")
+
+
+def check_context(engine: str, requests, params: SamplingParams, limit: int | None, source: str) -> None:
+    """Refuse the call when a request's prompt + prefix_ids + new-token budget is above the engine's context length
+    ``limit`` (``source``: the setting it comes from), naming the first such request. vLLM itself refuses a prompt
+    longer than its ``max_model_len`` but silently stops a completion at it (fewer than max_tokens new tokens,
+    finish_reason "length"); both engines refuse either before sampling anything. A request with nothing to sample
+    (n = 0 or budget 0) is not checked: both engines return its empty completions."""
+    if limit is None:
+        return
+    for i, r in enumerate(requests):
+        budget = int(params.max_tokens if r.max_tokens is None else r.max_tokens)
+        if r.n <= 0 or budget <= 0:
+            continue
+        used = len(r.prompt.input_ids) + len(r.prefix_ids)  # image runs expanded (an override has the same ids)
+        if used + budget > limit:
+            raise ValueError(f"RolloutRequest {i}: prompt + prefix_ids ({used} tokens) + max_tokens ({budget}) is "
+                             f"above the {engine} engine's context length ({limit}, {source})")
+
+
 def image_placeholder_count(input_ids: Sequence[int], image_token_id: int | None) -> int:
     """How many images ``input_ids`` has slots for: runs of ``image_token_id`` (a prompt's placeholders are expanded
     to one run per image); 0 for a model without an image token."""

@@ -29,7 +29,9 @@ def build_engine(cfg: Config, policy: LoadedModel, **vllm_kwargs):
                         max_batch_seqs=cfg.rollout.max_batch_seqs, device=cfg.model.device,
                         banned_ids=vision_token_ids(policy.tokenizer),
                         # the fused step's projections run on oneDNN: model.cpu_linear=torch keeps F.linear there too
-                        fused_decode=cfg.model.cpu_linear != "torch")
+                        fused_decode=cfg.model.cpu_linear != "torch",
+                        # the vLLM engine's context length: both engines refuse the same overlong requests
+                        max_model_len=max_model_len(cfg))
     if name == "vllm":
         from mmevo.rollout import shared_vllm
         from mmevo.rollout.vllm_engine import VLLMEngine, image_processor_kwargs

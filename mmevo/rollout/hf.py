@@ -18,8 +18,9 @@ from mmevo.models.inputs import EncodedPrompt, collate, unwrap
 from mmevo.rollout.kv_cache import DecodeCache, SharedPrefixCache
 from mmevo.rollout.fused_decode import FusedDecodeStep
 from mmevo.rollout.lean_step import LeanDecodeStep
-from mmevo.rollout.base import (Completion, RolloutRequest, SamplingParams, check_engine_token_ids,
-                                check_image_placeholders, check_request_batch, split_rows)
+from mmevo.rollout.base import (FACTORY_CONTEXT, MODEL_CONTEXT, Completion, RolloutRequest, SamplingParams,
+                                check_context, check_engine_token_ids, check_image_placeholders, check_max_model_len,
+                                check_request_batch, model_context_length, split_rows)
 
 
 # below this ban-excluded mass a row's allowed probabilities (exp(scaled - lse), float32) may be subnormal or 0: the
@@ -197,7 +198,7 @@ class HFEngine:
 
     def __init__(self, model: torch.nn.Module, pad_id: int, stop_ids: Sequence[int], max_batch_seqs: int = 64,
                  device: str | torch.device = "cpu", banned_ids: Sequence[int] = (), lean_decode: bool = True,
-                 fused_decode: bool = True):
+                 fused_decode: bool = True, max_model_len: int | None = None):
         self.model = model
         # False: every decode step runs the model's forward, not ``LeanDecodeStep`` (same logits; for comparisons)
         self.lean_decode = lean_decode
@@ -212,6 +213,11 @@ class HFEngine:
             raise ValueError(f"HFEngine max_batch_seqs must be an integer >= 1, got {max_batch_seqs!r}")
         self.max_batch_seqs = max_batch_seqs  # the most sequences decoded together (prompts × n, split if larger)
         self.device = torch.device(device)
+        # the context length (prompt + prefix_ids + new tokens) a request may use, as vLLM's max_model_len: the
+        # factory gives the same value to both engines; None takes the model's max_position_embeddings (vLLM's default)
+        check_max_model_len("HFEngine", max_model_len)
+        self.max_model_len = int(max_model_len) if max_model_len is not None else model_context_length(unwrap(model))
+        self._context_source = FACTORY_CONTEXT if max_model_len is not None else MODEL_CONTEXT
         self.stats = {"prefill_tokens": 0, "generated_tokens": 0, "prefill_s": 0.0}  # prefill_s: wall time in prefills
 
     # -- protocol -------------------------------------------------------------------------------------------------
@@ -268,6 +274,7 @@ class HFEngine:
         self._require_open()
         self._refuse_hooked_zero3()
         check_request_batch(requests, params)
+        check_context("HF", requests, params, self.max_model_len, self._context_source)
         image_token_id = getattr(getattr(unwrap(self.model), "config", None), "image_token_id", None)
         check_image_placeholders(requests, image_token_id, pixels=True)
         self._check_vocab(requests)

@@ -36,8 +36,9 @@ import torch
 
 from mmevo import torchvision_shim
 from mmevo.models.inputs import EncodedPrompt, unwrap
-from mmevo.rollout.base import (Completion, RolloutRequest, SamplingParams, check_engine_token_ids,
-                                check_image_placeholders, check_request_batch, split_rows)
+from mmevo.rollout.base import (FACTORY_CONTEXT, MODEL_CONTEXT, Completion, RolloutRequest, SamplingParams,
+                                check_context, check_engine_token_ids, check_image_placeholders, check_request_batch,
+                                split_rows)
 
 _EXTRA_KEY = "mmevo_policy"  # SamplingParams.extra_args key read by our logits processor
 _SEED_BITS = 62  # a call's seed base: + the call's sample count stays inside torch.Generator's 64-bit seeds
@@ -493,6 +494,7 @@ class VLLMEngine:
             _np_restore(rng[2])
         config = getattr(getattr(self.llm, "llm_engine", None), "vllm_config", None)
         self.max_model_len = None  # vLLM's context length (prompt + prefix + new tokens), once started
+        self._context_source = FACTORY_CONTEXT if max_model_len is not None else MODEL_CONTEXT
         if config is not None:
             self.model_runner = "v2" if getattr(config, "use_v2_model_runner", False) else "v1"
             self.max_model_len = getattr(getattr(config, "model_config", None), "max_model_len", None)
@@ -512,6 +514,9 @@ class VLLMEngine:
 
         check_request_batch(requests, params)  # refuses top_p = 0 when sampling, as vLLM does
         check_image_placeholders(requests, self.image_token_id)  # vLLM: a bare AssertionError
+        # vLLM would stop a completion at max_model_len with fewer than its budget of new tokens (the HF engine
+        # refuses the same requests)
+        check_context("vLLM", requests, params, self.max_model_len, self._context_source)
         self._open_llm()
         stops, banned = self.stop_ids.tolist(), self.banned_ids.tolist()
         greedy = params.temperature <= 0
@@ -527,7 +532,6 @@ class VLLMEngine:
             if budget <= 0:  # nothing to generate: empty completions, like the HF engine
                 results[i] = [Completion([], [], "length", prefix_ids=list(req.prefix_ids)) for _ in range(req.n)]
                 continue
-            self._check_context(i, req, budget)
             prompt = self._prompt(req, i)
             # vLLM takes a Python int n of at most VLLM_MAX_N_SEQUENCES (a numpy count was refused, a larger n
             # failed naming only vLLM's variable); greedy decodes once, then copies (vLLM refuses greedy n > 1)
@@ -778,15 +782,6 @@ class VLLMEngine:
             self._check_image_sizes(enc.images)
             prompt["multi_modal_data"] = {"image": list(enc.images)}
         return prompt
-
-    def _check_context(self, i: int, req: RolloutRequest, budget: int) -> None:
-        """Refuse a request that does not fit vLLM's context: vLLM would stop it at ``max_model_len`` with fewer than
-        ``budget`` new tokens and finish_reason "length" (the HF engine samples the whole budget)."""
-        used = len(req.prompt.input_ids) + len(req.prefix_ids)  # image runs expanded (an override has the same ids)
-        if self.max_model_len is not None and used + budget > self.max_model_len:
-            raise ValueError(f"RolloutRequest {i}: prompt + prefix_ids ({used} tokens) + max_tokens ({budget}) is "
-                             f"above the vLLM engine's context length ({self.max_model_len}, data.max_prompt_length "
-                             "+ the larger of rollout.max_tokens and trainer.eval_max_tokens)")
 
     def _check_image_sizes(self, images) -> None:
         """Refuse an image that vLLM, with the ``max_pixels`` it was given, would scale down while the trainer's

