@@ -28,6 +28,11 @@ def check_request_batch(requests, params: SamplingParams) -> None:
     """Refuse what an engine would silently read as something else (NaN temperature as 1, a top_p above 1 or NaN as
     1, a negative temperature as greedy, a negative n or budget as nothing to sample); transformers and vLLM refuse
     such values too. Every engine checks its ``generate`` call with this, so they agree on what is valid."""
+    if not isinstance(requests, Sequence):  # a generator was used up by these checks: the engine then sampled none
+        raise ValueError(f"requests must be a sequence (list / tuple) of RolloutRequest, got {type(requests).__name__}")
+    for i, r in enumerate(requests):  # a bare EncodedPrompt failed on a missing attribute deep in the engine
+        if not isinstance(r, RolloutRequest):
+            raise ValueError(f"RolloutRequest {i}: expected a RolloutRequest, got {type(r).__name__}")
     for name, v in (("temperature", params.temperature), ("top_p", params.top_p)):
         if not is_real_number(v):  # "1" / None failed deep in the sampler
             raise ValueError(f"SamplingParams.{name} must be a number, got {v!r}")
@@ -46,7 +51,8 @@ def check_request_batch(requests, params: SamplingParams) -> None:
             _check_int(f"RolloutRequest {i}: RolloutRequest.max_tokens", r.max_tokens)
         check_token_ids(f"RolloutRequest {i}: prefix_ids", r.prefix_ids)
         ov = r.image_override
-        if ov is not None and r.prompt is not None and list(ov.input_ids) != list(r.prompt.input_ids):
+        if (isinstance(ov, EncodedPrompt) and isinstance(r.prompt, EncodedPrompt)
+                and list(ov.input_ids) != list(r.prompt.input_ids)):
             # an override only swaps pixels: other tokens (another image size / prompt) would be sampled as a
             # continuation of another prompt, and a kept KV cache would no longer match the request's prompt
             raise ValueError(f"RolloutRequest {i}: image_override has other token ids than prompt (an override "
@@ -70,7 +76,7 @@ def check_request_batch(requests, params: SamplingParams) -> None:
     # the first token is predicted by the last context token: an empty context would sample from a padding slot's
     # logits (HF; alone in its chunk it crashed inside the model), or be refused by vLLM without naming the request
     bad = [i for i, r in enumerate(requests)
-           if r.prompt is not None and not len(r.prompt.input_ids) + len(r.prefix_ids)]
+           if isinstance(r.prompt, EncodedPrompt) and not len(r.prompt.input_ids) + len(r.prefix_ids)]
     if bad:
         raise ValueError(f"RolloutRequest {bad[0]}: prompt + prefix_ids has no tokens (empty prompt.input_ids)")
 
@@ -112,6 +118,31 @@ def check_context(engine: str, requests, params: SamplingParams, limit: int | No
         if used + budget > limit:
             raise ValueError(f"RolloutRequest {i}: prompt + prefix_ids ({used} tokens) + max_tokens ({budget}) is "
                              f"above the {engine} engine's context length ({limit}, {source})")
+
+
+def check_request_prompts(requests) -> None:
+    """Each request's prompt (and image_override, if any) is an EncodedPrompt: None failed with an AttributeError
+    inside either engine. Engines call it after ``check_request_batch`` (which checks the counts and parameters
+    alone)."""
+    for i, r in enumerate(requests):
+        for name, enc in (("prompt", r.prompt), ("image_override", r.image_override)):
+            if not (isinstance(enc, EncodedPrompt) or (name == "image_override" and enc is None)):
+                raise ValueError(f"RolloutRequest {i}: {name} must be an EncodedPrompt (see "
+                                 f"mmevo.models.inputs.encode_prompt), got {type(enc).__name__}")
+
+
+def check_vocab(requests, vocab_size: int | None) -> None:
+    """Refuse a request whose prompt or prefix_ids holds a token id outside [0, vocab_size), naming the request and
+    the field: the HF engine failed inside the model (IndexError on CPU, a device-side assert on CUDA), vLLM with a
+    message naming neither. None (size unknown): nothing is checked."""
+    if vocab_size is None:
+        return
+    for i, r in enumerate(requests):
+        for name, ids in (("prompt.input_ids", r.prompt.input_ids), ("prefix_ids", r.prefix_ids)):
+            bad = [t for t in ids if not 0 <= t < vocab_size]
+            if bad:
+                raise ValueError(f"RolloutRequest {i}: {name} holds token {bad[0]!r}, outside the model's "
+                                 f"vocabulary of {vocab_size}")
 
 
 def image_placeholder_count(input_ids: Sequence[int], image_token_id: int | None) -> int:

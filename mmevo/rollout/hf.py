@@ -20,7 +20,8 @@ from mmevo.rollout.fused_decode import FusedDecodeStep
 from mmevo.rollout.lean_step import LeanDecodeStep
 from mmevo.rollout.base import (FACTORY_CONTEXT, MODEL_CONTEXT, Completion, RolloutRequest, SamplingParams,
                                 check_context, check_engine_token_ids, check_image_placeholders, check_max_model_len,
-                                check_request_batch, model_context_length, split_rows)
+                                check_request_batch, check_request_prompts, check_vocab, model_context_length,
+                                split_rows)
 
 
 # below this ban-excluded mass a row's allowed probabilities (exp(scaled - lse), float32) may be subnormal or 0: the
@@ -274,6 +275,7 @@ class HFEngine:
         self._require_open()
         self._refuse_hooked_zero3()
         check_request_batch(requests, params)
+        check_request_prompts(requests)
         check_context("HF", requests, params, self.max_model_len, self._context_source)
         image_token_id = getattr(getattr(unwrap(self.model), "config", None), "image_token_id", None)
         check_image_placeholders(requests, image_token_id, pixels=True)
@@ -318,12 +320,7 @@ class HFEngine:
         if self.banned_ids.numel() and int(self.banned_ids.max()) >= V:
             raise ValueError(f"HFEngine banned_ids: token {int(self.banned_ids.max())} is outside the model's "
                              f"vocabulary of {V}")
-        for i, r in enumerate(requests):
-            for name, ids in (("prompt.input_ids", r.prompt.input_ids), ("prefix_ids", r.prefix_ids)):
-                bad = [t for t in ids if not 0 <= t < V]
-                if bad:
-                    raise ValueError(f"RolloutRequest {i}: {name} holds token {bad[0]!r}, outside the model's "
-                                     f"vocabulary of {V}")
+        check_vocab(requests, V)
 
     def _refuse_hooked_zero3(self) -> None:
         """Under ZeRO-3 with several ranks the model's weights must be gathered (hooks off) while it samples: with

@@ -38,7 +38,7 @@ from mmevo import torchvision_shim
 from mmevo.models.inputs import EncodedPrompt, unwrap
 from mmevo.rollout.base import (FACTORY_CONTEXT, MODEL_CONTEXT, Completion, RolloutRequest, SamplingParams,
                                 check_context, check_engine_token_ids, check_image_placeholders, check_request_batch,
-                                split_rows)
+                                check_request_prompts, check_vocab, split_rows)
 
 _EXTRA_KEY = "mmevo_policy"  # SamplingParams.extra_args key read by our logits processor
 _SEED_BITS = 62  # a call's seed base: + the call's sample count stays inside torch.Generator's 64-bit seeds
@@ -494,6 +494,7 @@ class VLLMEngine:
             _np_restore(rng[2])
         config = getattr(getattr(self.llm, "llm_engine", None), "vllm_config", None)
         self.max_model_len = None  # vLLM's context length (prompt + prefix + new tokens), once started
+        self.vocab_size = None  # the model's vocabulary (logits / embedding rows), once started
         self._context_source = FACTORY_CONTEXT if max_model_len is not None else MODEL_CONTEXT
         if config is not None:
             self.model_runner = "v2" if getattr(config, "use_v2_model_runner", False) else "v1"
@@ -503,6 +504,7 @@ class VLLMEngine:
     def _refuse_banned_ids_outside(self, model_config) -> None:
         """A banned id past the logits failed inside vLLM's worker at the first sampled token (HFEngine refuses it)."""
         vocab = model_config.get_vocab_size() if hasattr(model_config, "get_vocab_size") else None
+        self.vocab_size = vocab  # prompt / prefix ids are checked against it, as in the HF engine
         if vocab is not None and self.banned_ids.numel() and int(self.banned_ids.max()) >= vocab:
             bad = int(self.banned_ids.max())
             self.close()
@@ -513,7 +515,9 @@ class VLLMEngine:
         from vllm import SamplingParams as VSamplingParams
 
         check_request_batch(requests, params)  # refuses top_p = 0 when sampling, as vLLM does
+        check_request_prompts(requests)
         check_image_placeholders(requests, self.image_token_id)  # vLLM: a bare AssertionError
+        check_vocab(requests, getattr(self, "vocab_size", None))  # vLLM's refusal named no request
         # vLLM would stop a completion at max_model_len with fewer than its budget of new tokens (the HF engine
         # refuses the same requests)
         check_context("vLLM", requests, params, self.max_model_len, self._context_source)
@@ -525,12 +529,14 @@ class VLLMEngine:
         seed_base = call_seed_base(params.seed)
         seed_offset = 0
         max_n = _vllm_max_n()
+        # Completion.prefix_ids as Python ints, as the HF engine returns them (numpy ints / 0-d tensors were copied)
+        prefixes = [[int(t) for t in r.prefix_ids] for r in requests]
         for i, req in enumerate(requests):
             budget = params.max_tokens if req.max_tokens is None else req.max_tokens
             if req.n <= 0:
                 continue
             if budget <= 0:  # nothing to generate: empty completions, like the HF engine
-                results[i] = [Completion([], [], "length", prefix_ids=list(req.prefix_ids)) for _ in range(req.n)]
+                results[i] = [Completion([], [], "length", prefix_ids=list(prefixes[i])) for _ in range(req.n)]
                 continue
             prompt = self._prompt(req, i)
             # vLLM takes a Python int n of at most VLLM_MAX_N_SEQUENCES (a numpy count was refused, a larger n
@@ -564,7 +570,7 @@ class VLLMEngine:
             self.wake()
         outputs = self.llm.generate(prompts, sps, use_tqdm=False)
         for i, out in zip(slots, outputs):
-            req = requests[i]
+            req, prefix = requests[i], prefixes[i]
             self.stats["prefill_tokens"] += len(out.prompt_token_ids or [])
             for comp in sorted(out.outputs, key=lambda c: c.index):
                 ids = [int(t) for t in comp.token_ids]
@@ -576,11 +582,11 @@ class VLLMEngine:
                                              "the policy produced non-finite logits (NaN/inf weights?)")
                 finish = "stop" if ids and ids[-1] in stops else "length"
                 self.stats["generated_tokens"] += len(ids)
-                results[i].append(Completion(ids, lps, finish, prefix_ids=list(req.prefix_ids)))
+                results[i].append(Completion(ids, lps, finish, prefix_ids=list(prefix)))
             if greedy and req.n > 1:
                 one = results[i][0]
                 results[i] = [Completion(list(one.token_ids), list(one.logprobs), one.finish_reason,
-                                         prefix_ids=list(req.prefix_ids)) for _ in range(req.n)]
+                                         prefix_ids=list(prefix)) for _ in range(req.n)]
         return results
 
     @staticmethod

