@@ -292,12 +292,14 @@ def generate_records(cfg, model_path, examples, samples: int = 1, max_tokens: in
     if not examples:
         return []
     c = _protocol_config(cfg)
+    max_tokens = max_tokens or c.eval.max_tokens or c.trainer.eval_max_tokens or c.rollout.max_tokens
+    # the engine's context (data.max_prompt_length + the larger response budget) must hold this call's budget
+    c.trainer.eval_max_tokens = max(c.trainer.eval_max_tokens, max_tokens)
     policy = load_model(str(model_path), c.model.dtype, c.model.device)
     policy.model.eval()
     engine = build_engine(c, policy)
     prompts = PromptCache(policy.processor, policy.is_vl, c.data.prompt_template, c.data.system_prompt,
                           c.data.prompt_cache_mb)
-    max_tokens = max_tokens or c.eval.max_tokens or c.trainer.eval_max_tokens or c.rollout.max_tokens
     temperature = c.rollout.eval_temperature if temperature is None else temperature
     params = SamplingParams(temperature=temperature, top_p=1.0, max_tokens=max_tokens, seed=c.trainer.seed)
     # sampled: task i's samples seeded by (trainer.seed, i), whatever the engine's batching
