@@ -205,19 +205,21 @@ def sampled_eval(cfg: Config, model_path: Path, examples, controls: bool = False
     from mmevo.eval.sampled import sampled_records, summarize_sampled
     from mmevo.grpo.trainer import PromptCache
     from mmevo.models.loader import load_model
-    from mmevo.rollout.factory import build_engine
+    from mmevo.rollout.factory import build_engine, fit_context_to_prompts
 
     c = copy.deepcopy(cfg)
     c.rollout.engine = "hf"
     policy = load_model(str(model_path), c.model.dtype, c.model.device)
     policy.model.eval()
-    engine = build_engine(c, policy)
     prompts = PromptCache(policy.processor, policy.is_vl, c.data.prompt_template, c.data.system_prompt,
                           c.data.prompt_cache_mb)
     max_tokens = c.trainer.eval_max_tokens or c.rollout.max_tokens
     sets = {"real": list(examples)}
     if controls:
         sets.update(blank=blank_images(examples), shuffled=shuffled_images(examples, seed=c.data.seed))
+    # every problem is sampled (no training filter before it): the engine's context holds the longest prompt
+    fit_context_to_prompts(c, [len(prompts(ex).input_ids) for exs in sets.values() for ex in exs])
+    engine = build_engine(c, policy)
     res = {}
     for name, exs in sets.items():
         recs = sampled_records(engine, prompts, exs, policy.tokenizer, EVAL_SAMPLES, max_tokens,

@@ -283,7 +283,7 @@ def generate_records(cfg, model_path, examples, samples: int = 1, max_tokens: in
     from mmevo.grpo.trainer import PromptCache
     from mmevo.models.loader import load_model
     from mmevo.rollout.base import RolloutRequest, SamplingParams, item_seeds
-    from mmevo.rollout.factory import build_engine
+    from mmevo.rollout.factory import build_engine, fit_context_to_prompts
     from mmevo.rollout.strategy import decode
 
     if samples < 1:
@@ -297,17 +297,20 @@ def generate_records(cfg, model_path, examples, samples: int = 1, max_tokens: in
     c.trainer.eval_max_tokens = max(c.trainer.eval_max_tokens, max_tokens)
     policy = load_model(str(model_path), c.model.dtype, c.model.device)
     policy.model.eval()
-    engine = build_engine(c, policy)
     prompts = PromptCache(policy.processor, policy.is_vl, c.data.prompt_template, c.data.system_prompt,
                           c.data.prompt_cache_mb)
+    encoded = [prompts(ex) for ex in examples]
+    # every task is answered: the protocol's system prompt alone can pass data.max_prompt_length (392 tokens of a
+    # 256-token training limit), and the engine's context must hold them all
+    fit_context_to_prompts(c, [len(e.input_ids) for e in encoded])
+    engine = build_engine(c, policy)
     temperature = c.rollout.eval_temperature if temperature is None else temperature
     params = SamplingParams(temperature=temperature, top_p=1.0, max_tokens=max_tokens, seed=c.trainer.seed)
     # sampled: task i's samples seeded by (trainer.seed, i), whatever the engine's batching
     seeds = item_seeds(c.trainer.seed, range(len(examples)), temperature)
     records = []
     with torch.no_grad():
-        outs = engine.generate([RolloutRequest(prompts(ex), n=samples, seed=s) for ex, s in zip(examples, seeds)],
-                               params)
+        outs = engine.generate([RolloutRequest(enc, n=samples, seed=s) for enc, s in zip(encoded, seeds)], params)
     for ex, group in zip(examples, outs, strict=True):
         for k, comp in enumerate(group):
             text = decode(policy.tokenizer, comp.full_ids)

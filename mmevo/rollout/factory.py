@@ -13,6 +13,13 @@ def max_model_len(cfg: Config) -> int:
     return cfg.data.max_prompt_length + max(cfg.rollout.max_tokens, cfg.trainer.eval_max_tokens)
 
 
+def fit_context_to_prompts(cfg: Config, prompt_lengths) -> None:
+    """Raise ``cfg.data.max_prompt_length`` (in place, on a caller's copy) to the longest of ``prompt_lengths``: an
+    evaluation that samples every prompt it is given, with no training filter before it (HONEST's calibration records
+    under the long protocol prompt, the demo's sampled evaluation), sizes its engine's context to them."""
+    cfg.data.max_prompt_length = max([cfg.data.max_prompt_length, *prompt_lengths])
+
+
 def build_engine(cfg: Config, policy: LoadedModel, **vllm_kwargs):
     """``rollout.engine``: "hf" samples from the trained module itself; "vllm" runs a vLLM engine beside it.
 
