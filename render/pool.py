@@ -8,6 +8,7 @@ gets ``error_kind="crash"``. ``close()`` (or leaving the ``with`` block) ends ev
 
 from __future__ import annotations
 
+import dataclasses
 import fcntl
 import logging
 import math
@@ -288,7 +289,8 @@ class RenderPool:
         for name, v, low in (("reply_grace_s", reply_grace_s, 0.0), ("start_timeout_s", start_timeout_s, 1e-9)):
             if isinstance(v, (str, bytes)) or not low <= float(v) <= MAX_TIMEOUT_S:
                 raise ValueError(f"{name} must be in [{low:g}, {MAX_TIMEOUT_S:g}] seconds, got {v!r}")
-        self.limits = check_limits(RenderLimits() if limits is None else limits)
+        # a copy: a caller changing its RenderLimits object later would skip the check
+        self.limits = dataclasses.replace(check_limits(RenderLimits() if limits is None else limits))
         self.allow_reduced_isolation = allow_reduced_isolation
         self.start_timeout_s = start_timeout_s
         self.reply_grace_s = reply_grace_s  # extra wait for a worker's answer beyond the job timeout and its validator

@@ -669,8 +669,11 @@ FORMATS: dict[str, Callable[[dict, _Row, dict], BenchmarkItem]] = {
 
 def _intergps_rows(src: Path) -> Iterator[RowRef]:
     """InterGPS raw layout: ``src/<id>/data.json`` (or a single problem folder)."""
-    folders = [src] if (src / "data.json").is_file() else sorted(
-        (d for d in src.iterdir() if (d / "data.json").is_file()),
+    def has_data(d: Path) -> bool:  # a FIFO / device data.json is a problem folder too: refused by name when read
+        return (d / "data.json").is_file() or special_file_kind(d / "data.json") is not None
+
+    folders = [src] if has_data(src) else sorted(
+        (d for d in src.iterdir() if has_data(d)),
         key=lambda d: (0, int(d.name)) if d.name.isdecimal() else (1, d.name))  # "²".isdigit(), but int() fails
     if not folders:
         raise FileNotFoundError(f"{src}: no <problem>/data.json folders (InterGPS Geometry3K layout)")
@@ -679,8 +682,8 @@ def _intergps_rows(src: Path) -> Iterator[RowRef]:
         try:
             raw = read_json_bytes(d / "data.json", label)
             row = json.loads(raw.decode("utf-8-sig"), object_pairs_hook=_unique_keys)
-        except DataError as e:  # over the size cap, or no regular file: says so itself
-            row = e
+        except DataError as e:  # over the size cap, or no regular file: says so itself (row 0, as below)
+            e.row, row = 0, e
         except (OSError, ValueError, RecursionError) as e:  # bad UTF-8 / JSON, huge integer, repeated key
             row = DataError(f"{label}: invalid JSON: {e}", file=label, row=0, reason="invalid_json")
         yield RowRef(label, d, 0, None, row)  # one row per file
