@@ -438,7 +438,13 @@ def _run_benchmark(cfg: Config, name: str, out: Path, policy=None, engine=None) 
         cfg = copy.deepcopy(cfg)  # the caller's config (a run that goes on to train) keeps its own budgets
         cfg.rollout.max_tokens = cfg.trainer.eval_max_tokens = max_tokens  # these size vLLM's max_model_len
         cfg.data.max_prompt_length = prompt_limit
-        engine = engine or build_engine(cfg, policy)
+        if engine is None:
+            engine = build_engine(cfg, policy)
+        else:  # the caller's engine keeps its own context: prompts it cannot hold are left out, not the whole batch
+            prompt_limit = engine_prompt_limit(engine, prompt_limit, max_tokens)
+        # a prompt_too_long record names the limit it was refused under: e.max_prompt_length, unless the caller's
+        # engine set a smaller one (a resume without that engine answers it then)
+        refused_under = e.max_prompt_length if prompt_limit == cfg.data.max_prompt_length else prompt_limit
         # a text model on a visual benchmark answers blind: say so, not only in the (low) accuracy
         note_unseen_images(policy, {"pending benchmark": pending},
                            " (a text-only baseline; images_not_shown in scores.json)")
@@ -466,7 +472,7 @@ def _run_benchmark(cfg: Config, name: str, out: Path, policy=None, engine=None) 
                                       it.problem), images, cfg.data.system_prompt or None)
                     if len(p.input_ids) > prompt_limit:
                         fresh.append({**_record(it, "", None, False, 0, "prompt_too_long"),
-                                      "prompt_tokens": len(p.input_ids), "max_prompt_length": e.max_prompt_length})
+                                      "prompt_tokens": len(p.input_ids), "max_prompt_length": refused_under})
                     else:
                         prompts.append((it, p))
                 # sampled: a seed per item from its place in the benchmark, so its answer does not depend on
@@ -532,6 +538,21 @@ def _decodes(it: BenchmarkItem) -> bool:
     except DataError:
         return False
     return True
+
+
+def engine_prompt_limit(engine, prompt_limit: int, max_tokens: int) -> int:
+    """``prompt_limit`` lowered so that prompt + ``max_tokens`` fits a given engine's context length
+    (``max_model_len``; None or absent: unbounded). Both engines refuse a whole generate call when one request is
+    above it, so a benchmark run on a caller's engine (a training run's: data.max_prompt_length + its response budget)
+    scores the prompts it cannot hold as prompt_too_long instead of failing every batch that holds one."""
+    context = getattr(engine, "max_model_len", None)
+    if context is None:
+        return prompt_limit
+    if max_tokens >= context:
+        raise ValueError(f"eval.max_tokens={max_tokens} leaves no room for a prompt in the given engine's context "
+                         f"length of {context} tokens (its max_model_len): raise that engine's context or lower "
+                         "eval.max_tokens")
+    return min(prompt_limit, context - max_tokens)
 
 
 def _prompt_limit(model, max_prompt_length: int, max_tokens: int) -> int:
