@@ -15,6 +15,7 @@ import math
 import numbers
 import re
 import threading
+import unicodedata
 from collections.abc import Hashable, Sequence
 
 from mmevo.validation import is_blank_text
@@ -211,7 +212,10 @@ def _choice_text_key(s: str) -> str:
 
 
 def _option_spelling(text: str) -> str:
-    """An answer or option without math delimiters, text wrappers and LaTeX spacing, one space per blank run."""
+    """An answer or option without math delimiters, text wrappers and LaTeX spacing, one space per blank run; in
+    NFKC (`_compatibility_form`): the full-width "Ｂ" and "（B）" name option B."""
+    if not text.isascii():
+        text = _compatibility_form(text)
     s = _drop_text_wrappers(text.strip().strip("$").strip()).strip()  # \text{B} is the letter B
     s = _SPACING_RE.sub(" ", s).strip()  # "(B)\ 40^\circ": LaTeX spacing separates a letter from its text too
     return _WS_RUN_RE.sub(" ", s)  # linear matching below (see _letter_answer)
@@ -515,17 +519,45 @@ _SHORT_FRAC_RE = re.compile(r"\\frac\s*(\d)\s*(\d)(?!\d)")
 _ABOUT_LEAD_RE = re.compile(r"^(?:about|approximately|approx\.?|around|roughly)\s*(?=[-\d.\\])", re.IGNORECASE)
 
 
-# superscript digits and signs ("x²", "10⁻³", "2⁺"): an exponent, or a charge's sign
-_SUPERSCRIPTS = str.maketrans("⁰¹²³⁴⁵⁶⁷⁸⁹⁺⁻", "0123456789+-")
-_SUPERSCRIPT_RUN_RE = re.compile(r"[⁰¹²³⁴⁵⁶⁷⁸⁹⁺⁻]+")
 # an en or em dash before a number where a sign belongs ("–5", "x = —5"), not between two numbers ("2–3", a range)
 _DASH_SIGN_RE = re.compile(r"(?:^|(?<=[(\[{=,:;]))\s*[–—](?=\s*\d)")
+# hyphens NFKC keeps apart from "-" (U+2010 hyphen, U+2011 non-breaking hyphen, U+2012 figure dash), as ASCII's "-"
+# serves both as hyphen and minus; and the degree look-alikes "º" (ordinal) and "˚" (ring above), which NFKC turns into
+# "o" and a combining ring
+_HYPHENS_AND_DEGREES = str.maketrans({"\u2010": "-", "\u2011": "-", "\u2012": "-", "º": "°", "˚": "°"})
+
+
+@functools.lru_cache(maxsize=4096)
+def _compatibility_spelling(c: str) -> tuple[str, str]:
+    """(script, text) of one character: its compatibility decomposition (NFKD) with a superscript / subscript form
+    ("²", "ⁿ", "₁") marked as script "^" / "_" instead of flattened, so that "x²" stays x^{2} and never meets "x2";
+    format characters (zero-width space, soft hyphen, BOM, bidi marks) are invisible and spell nothing."""
+    if unicodedata.category(c) == "Cf":
+        return "", ""
+    parts = unicodedata.decomposition(c).split()
+    if not parts:
+        return "", c
+    tag = parts[0] if parts[0].startswith("<") else ""
+    text = "".join(_compatibility_spelling(chr(int(h, 16)))[1] for h in parts[1 if tag else 0:])
+    return {"<super>": "^", "<sub>": "_"}.get(tag, ""), text
+
+
+def _compatibility_form(s: str) -> str:
+    """``s`` in NFKC, except that each run of superscript / subscript characters becomes a LaTeX script ("10⁻³" is
+    "10^{-3}", "x₁₂" "x_{12}"): NFKC alone reads "x²" as "x2". Compatibility characters then read as what they stand
+    for: "①" is 1, "Ⅳ" is IV, "﹣5" is -5, "5㎝" is 5 cm, "ﬁ" is fi; a decomposed accent meets its composed letter."""
+    out = []
+    for script, run in itertools.groupby(map(_compatibility_spelling, s), key=lambda p: p[0]):
+        text = "".join(t for _, t in run)
+        out.append(f"{script}{{{text}}}" if script else text)
+    return unicodedata.normalize("NFC", "".join(out))
 
 
 def _unicode_math(s: str) -> str:
-    """``s`` with the Unicode math above spelt as LaTeX / ASCII."""
-    s = _SUPERSCRIPT_RUN_RE.sub(lambda m: "^{" + m.group().translate(_SUPERSCRIPTS) + "}", s)
-    return _DASH_SIGN_RE.sub("-", s).translate(_UNICODE_MATH)
+    """``s`` with the Unicode math above spelt as LaTeX / ASCII, and other compatibility characters as NFKC spells
+    them (`_compatibility_form`). The symbols are spelt first: NFKC reads "3½" as "31⁄2"."""
+    s = _DASH_SIGN_RE.sub("-", s).translate(_HYPHENS_AND_DEGREES).translate(_UNICODE_MATH)
+    return s if s.isascii() else _compatibility_form(s).translate(_UNICODE_MATH)
 
 
 def _unwrap(s: str) -> str:
