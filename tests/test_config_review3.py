@@ -89,7 +89,7 @@ def test_an_empty_output_dir_is_refused(key):
 
 
 @pytest.mark.parametrize("override, message", [
-    ("mmzero.iterations=-1", r"mmzero\.iterations=-1 must be >= 0"),  # ran nothing and exited 0
+    ("mmzero.iterations=-1", r"mmzero\.iterations=-1 must be >= 1"),  # ran nothing and exited 0 (0 as well)
     ("mmzero.proposer_prompts=0", r"mmzero\.proposer_prompts=0 must be >= 1"),  # 'no prompts' after loading
     ("mmzero.warmup_demos=-3", r"mmzero\.warmup_demos=-3 must be >= 0"),
     ("prism.corpus_size=0", r"prism\.corpus_size=0 must be >= 1"),

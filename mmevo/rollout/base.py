@@ -81,19 +81,10 @@ def check_request_batch(requests, params: SamplingParams) -> None:
         raise ValueError(f"RolloutRequest {bad[0]}: prompt + prefix_ids has no tokens (empty prompt.input_ids)")
 
 
-def model_context_length(model) -> int | None:
-    """A model's context window: its text config's ``max_position_embeddings`` (what vLLM takes as ``max_model_len``
-    when none is given); None where the config names none."""
-    config = getattr(model, "config", None)
-    text = config.get_text_config() if hasattr(config, "get_text_config") else config
-    limit = getattr(text, "max_position_embeddings", None)
-    return int(limit) if is_integer_number(limit) and limit > 0 else None
-
-
 # what an engine's message names as the source of an explicit max_model_len
 FACTORY_CONTEXT = ("max_model_len; rollout's build_engine sets data.max_prompt_length + the larger of "
                    "rollout.max_tokens and trainer.eval_max_tokens")
-MODEL_CONTEXT = "the model's own context window (max_position_embeddings)"
+MODEL_CONTEXT = "the length vLLM derived from the model (no max_model_len given)"
 
 
 def check_max_model_len(engine: str, value) -> None:

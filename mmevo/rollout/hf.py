@@ -18,9 +18,9 @@ from mmevo.models.inputs import EncodedPrompt, collate, unwrap
 from mmevo.rollout.kv_cache import DecodeCache, SharedPrefixCache
 from mmevo.rollout.fused_decode import FusedDecodeStep
 from mmevo.rollout.lean_step import LeanDecodeStep
-from mmevo.rollout.base import (FACTORY_CONTEXT, MODEL_CONTEXT, Completion, RolloutRequest, SamplingParams,
+from mmevo.rollout.base import (FACTORY_CONTEXT, Completion, RolloutRequest, SamplingParams,
                                 check_context, check_engine_token_ids, check_image_placeholders, check_max_model_len,
-                                check_request_batch, check_request_prompts, check_vocab, model_context_length,
+                                check_request_batch, check_request_prompts, check_vocab,
                                 split_rows)
 
 
@@ -215,10 +215,11 @@ class HFEngine:
         self.max_batch_seqs = max_batch_seqs  # the most sequences decoded together (prompts × n, split if larger)
         self.device = torch.device(device)
         # the context length (prompt + prefix_ids + new tokens) a request may use, as vLLM's max_model_len: the
-        # factory gives the same value to both engines; None takes the model's max_position_embeddings (vLLM's default)
+        # factory gives the same value to both engines; None: no limit of the engine's own (max_position_embeddings is
+        # no bound for a model whose rope extrapolates past it: dynamic NTK, yarn)
         check_max_model_len("HFEngine", max_model_len)
-        self.max_model_len = int(max_model_len) if max_model_len is not None else model_context_length(unwrap(model))
-        self._context_source = FACTORY_CONTEXT if max_model_len is not None else MODEL_CONTEXT
+        self.max_model_len = int(max_model_len) if max_model_len is not None else None
+        self._context_source = FACTORY_CONTEXT
         self.stats = {"prefill_tokens": 0, "generated_tokens": 0, "prefill_s": 0.0}  # prefill_s: wall time in prefills
 
     # -- protocol -------------------------------------------------------------------------------------------------
