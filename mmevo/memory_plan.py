@@ -401,13 +401,17 @@ def read_deepspeed(path: str | Path) -> ZeroSettings:
         raise ValueError(f"trainer.deepspeed={path}: not valid JSON ({e})") from None
 
     def section(parent: Any, key: str, where: str) -> dict:
-        value = parent.get(key) or {}
+        # only a missing / null section is DeepSpeed's empty default: `"bf16": false` or `[]` is a TypeError there
+        value = parent.get(key)
+        value = {} if value is None else value
         if not isinstance(value, dict):
             raise ValueError(f"trainer.deepspeed={path}: {where}{key}={value!r} must be an object")
         return value
 
     if not isinstance(cfg, dict):
         raise ValueError(f"trainer.deepspeed={path}: not a DeepSpeed config (a JSON object)")
+    if isinstance(cfg.get("zero_optimization"), bool):  # the deprecated form DeepSpeed still reads: true is stage 1
+        cfg["zero_optimization"] = {"stage": int(cfg["zero_optimization"])}
     z = section(cfg, "zero_optimization", "")
 
     def num(key: str, default: int) -> int:
