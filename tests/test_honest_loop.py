@@ -270,3 +270,24 @@ def test_tiny_run_with_the_trainable_generator(tiny_text_path, tmp_path):
     assert (out / "blocks" / "block_1" / "solver" / "config.json").exists()
     assert (out / "generator" / "final" / "config.json").exists()
     assert summary["calibration_before"] is None
+
+
+def test_generator_strategy_counts_problems_the_frozen_solver_did_not_sample(monkeypatch):
+    """A valid problem whose prompt is over the frozen solver's data.max_prompt_length gets no solver sample
+    (``FrozenRole.sample`` returns [] for it): reward 0, and ``gss/unsampled`` says how many (it was only in the
+    head's ``no_graded``, mixed with problems whose samples had no readable confidence)."""
+    import mmevo.honest.selfplay as sp
+
+    texts = ["<expression>2 + 3</expression>", "<expression>4 * 5</expression>", "garbage"]
+    monkeypatch.setattr(sp, "sample_groups", lambda ctx, examples: _FakeRollout(texts))
+
+    class _SkipsLong(_FakeSolver):
+        def sample(self, examples, n, seed):
+            return [[] if i == 1 else self.responses[:n] for i, _ in enumerate(examples)]
+
+    strat = GeneratorStrategy(_SkipsLong([format_response("r", "5", 0.9)]), 1)
+    ro = strat.rollout(type("Ctx", (), {"seed": 3})(), [])
+    assert ro.extra_metrics["gss/unsampled"] == 1.0
+    assert ro.aux[1]["solver_confidence"] == [] and ro.aux[0]["solver_confidence"] == [0.9]
+    rewards, m = HonestGeneratorHead().score([ScoredSample(t, 0, None, [], aux=a) for t, a in zip(texts, ro.aux)])
+    assert rewards.tolist()[1] == 0.0 and m["no_graded"] == 1

@@ -424,7 +424,10 @@ class GeneratorStrategy(RolloutStrategy):
                 self._accepted.append((i, ex))
         n = max(1, len(ro))
         ro.extra_metrics.update({"gss/valid_frac": len(valid) / n,
-                                 "gss/distinct_problems": float(len({ex.id for ex in problems}))})
+                                 "gss/distinct_problems": float(len({ex.id for ex in problems})),
+                                 # valid problems the frozen solver sampled nothing for (its prompt over
+                                 # data.max_prompt_length): reward 0 like an ungraded one, counted apart from those
+                                 "gss/unsampled": float(sum(not texts for texts in answers))})
         return ro
 
     def after_rewards(self, rollout, rewards):
