@@ -325,8 +325,23 @@ def _tree_sources() -> tuple[list[str], list[str], list[str]]:
 _JOBDIR = JOB_DIR
 
 
+# sub-exceptions of an exception group that classification and the message look at (a TaskGroup's failures)
+GROUP_MEMBERS_READ = 4
+
+
+def _group_members(e: BaseException) -> list[BaseException]:
+    """The first sub-exceptions of an exception group (errors the code gathered, what ``except*`` re-raises), else
+    none: a traceback shows them, as it shows a cause."""
+    members = e.exceptions if isinstance(e, BaseExceptionGroup) else ()
+    return [x for x in tuple(members)[:GROUP_MEMBERS_READ] if isinstance(x, BaseException)]
+
+
 def _exc_text(e: BaseException) -> str:
-    return f"{type(e).__name__}: {e}"[:2000]
+    text = f"{type(e).__name__}: {e}"
+    members = _group_members(e)
+    if members:  # "ExceptionGroup: g (2 sub-exceptions)" named none of the failures
+        text += " [" + "; ".join(f"{type(x).__name__}: {x}"[:500] for x in members) + "]"
+    return text[:2000]
 
 
 def _outside_jobdir(filename) -> bool:
@@ -341,8 +356,9 @@ def _outside_jobdir(filename) -> bool:
 
 def _classify_exception(e: BaseException) -> str:
     """The kind of the first exception that is more than a crash, from ``e`` along its chain as a traceback
-    shows it (``__cause__``, else an unsuppressed ``__context__``) and the exceptions among its first args:
-    network libraries (urllib, requests, httpx) wrap the sandbox's refusal in their own errors."""
+    shows it (``__cause__``, else an unsuppressed ``__context__``), the exceptions among its first args and the
+    first sub-exceptions of an exception group: network libraries (urllib, requests, httpx) wrap the sandbox's
+    refusal in their own errors, and a group its members' (a refused read among gathered errors was a ``crash``)."""
     todo, seen = [e], set()
     while todo and len(seen) < 32:
         e = todo.pop(0)
@@ -353,7 +369,7 @@ def _classify_exception(e: BaseException) -> str:
         if kind != "crash":
             return kind
         chained = e.__cause__ if e.__cause__ is not None or e.__suppress_context__ else e.__context__
-        todo += [x for x in (chained, *e.args[:4]) if isinstance(x, BaseException)]
+        todo += [x for x in (chained, *e.args[:4]) if isinstance(x, BaseException)] + _group_members(e)
     return "crash"
 
 
