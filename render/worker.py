@@ -979,10 +979,40 @@ def _record_png_saves() -> None:
             path = None
         if path is not None:
             _LAST_PNG_SAVE[0] = (weakref.ref(fig), path, _FIGURE_CHANGES[0])
+        _note_saved_format(fname, kwargs.get("format"))
         return result
 
     Figure.stale = property(stale.fget, set_stale, doc=stale.__doc__)
     Figure.savefig, Figure.draw = recorded_savefig, counted_draw
+
+
+# absolute path -> the suffix of the format a ``savefig(fname, format=...)`` wrote there, where the name says none
+# (``savefig("chart", format="png")``): the file is then chosen as one of that suffix (``_named_as``)
+_SAVED_FORMATS: dict[str, str] = {}
+
+
+def _note_saved_format(fname, fmt) -> None:
+    """Note the format a ``savefig`` to a path was told to write, where its name ends with no suffix the worker reads
+    (``chart``, ``chart.out``); nothing for a file object or a name that says a format."""
+    if not isinstance(fname, (str, os.PathLike)) or not isinstance(fmt, str) or not fmt:
+        return
+    try:
+        path = os.path.normpath(os.path.abspath(os.fsdecode(os.fspath(fname))))
+    except (OSError, ValueError):  # a name it cannot resolve: its suffix alone counts, as before
+        return
+    suffix = "." + fmt.lower()
+    if path.lower().endswith(_NOTED_SUFFIXES):  # a name that says a format is read by it (a PNG named 'a.pdf' stays
+        _SAVED_FORMATS.pop(path, None)          # a document, tests/test_render_hostile33.py)
+    else:
+        _SAVED_FORMATS[path] = suffix
+        _PNG_WRITE_ORDER[path] = next(_PNG_WRITE_COUNTER)  # the audit hook notes only names of those suffixes
+
+
+def _named_as(path: str, suffixes: tuple) -> bool:
+    """True where a file of the job dir is read as one of ``suffixes``: the format the code's ``savefig`` wrote it
+    in, else what its name ends with."""
+    saved = _SAVED_FORMATS.get(os.path.normpath(path))
+    return saved in suffixes if saved is not None else os.path.basename(path).lower().endswith(suffixes)
 
 
 def _png_path_saved(fig, fname, fmt) -> str | None:
@@ -1190,7 +1220,7 @@ def _svg_file_to_png(path: str, limits: RenderLimits) -> tuple[str, str]:
     open file's, so a thread of the job that swaps it after it was chosen changes nothing of these bounds. The
     job's code ran in this interpreter before and may have patched any of it: it could call cairosvg itself all the
     same, with the same rights."""
-    gzipped = path.lower().endswith(".svgz")
+    gzipped = _named_as(path, (".svgz",))
     cap = limits.max_svg_bytes + (SVGZ_SLACK_BYTES if gzipped else 0)
     fd = _open_chosen_file(path)
     if fd is None:
@@ -1264,7 +1294,7 @@ def _last_png_written(max_entries: int = 4096, suffixes: tuple = (".png",)) -> s
             seen += 1
             if e.is_dir(follow_symlinks=False):
                 stack.append(e.path)
-            elif e.name.lower().endswith(suffixes) and e.is_file(follow_symlinks=False):
+            elif _named_as(e.path, suffixes) and e.is_file(follow_symlinks=False):
                 key = (e.stat(follow_symlinks=False).st_mtime_ns, _PNG_WRITE_ORDER.get(os.path.normpath(e.path), -1), e.path)
                 best = max(best, key) if best else key
     return best[2] if best else None

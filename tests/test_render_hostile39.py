@@ -8,6 +8,11 @@ Found and fixed in this pass:
    a refused read of a host file or socket (a ``PermissionError`` inside the group) or a ``MemoryError`` was a
    ``crash``, and the message (``ExceptionGroup: g (2 sub-exceptions)``) named none of them. The first
    ``worker.GROUP_MEMBERS_READ`` members are read as a cause is, and named in the message.
+2. A chart saved with ``format=`` under a name without that format's suffix (``plt.savefig("chart", format="png");
+   plt.close()``: matplotlib appends no suffix when a format is given; ``"chart.out"``, ``format="jpg"`` /
+   ``"svg"`` / ``"svgz"``) was ``no_output``, "the code drew no figure", as only names were looked at. A save's
+   format is now noted by path and the file chosen as one of that format (a PDF so is named as one), where its
+   name ends with no suffix the worker reads (a PNG saved as ``a.pdf`` stays a document: hostile33).
 """
 
 import sys
@@ -68,3 +73,48 @@ def test_a_group_with_hostile_members_is_still_reported(render_pool):
                    "raise G('g', [ValueError('v')])\n")
     r = render_pool.render(RenderJob(code), timeout_s=10.0)
     assert r.error_kind == "crash" and r.message == "job: exception that cannot be described", r
+
+
+# -- 2. a savefig told its format, under a name without that suffix -----------------------------------------------
+FORMAT_SAVES = {
+    "png_no_suffix": ("plt.savefig('chart', format='png', dpi=40)\nplt.close()\n", (80, 40), "'chart' written"),
+    "png_other_suffix": ("plt.savefig('chart.out', format='png', dpi=40)\nplt.close()\n", (80, 40), "'chart.out'"),
+    "png_in_a_subdir": ("import os\nos.mkdir('figs')\nplt.savefig('figs/c', format='PNG', dpi=40)\nplt.close()\n",
+                        (80, 40), "'figs/c' written"),
+    "jpg_no_suffix": ("plt.savefig('chart', format='jpg', dpi=40)\nplt.close()\n", (80, 40), "as PNG"),
+    "svg_no_suffix": ("plt.savefig('chart', format='svg')\nplt.close()\n", (192, 96), "drawn as SVG"),
+    "svgz_no_suffix": ("plt.savefig('chart', format='svgz')\nplt.close()\n", (192, 96), "drawn as SVG"),
+    # the last save counts, whichever way each was named
+    "named_png_after_format_save": ("plt.savefig('chart', format='png')\nplt.savefig('b.png', dpi=20)\nplt.close()\n",
+                                    (40, 20), "'b.png' written"),
+    "format_save_after_named_png": ("plt.savefig('b.png', dpi=20)\nplt.savefig('chart', format='png', dpi=40)\n"
+                                    "plt.close()\n", (80, 40), "'chart' written"),
+}
+
+
+@pytest.mark.parametrize("name", list(FORMAT_SAVES))
+def test_a_save_in_a_named_format_is_the_image(render_pool, name):
+    code, size, needle = FORMAT_SAVES[name]
+    r = render_pool.render(RenderJob(DRAW + code), timeout_s=10.0)
+    assert r.ok and (r.width, r.height) == size and needle in r.message, r
+
+
+FORMAT_REFUSALS = {
+    "pdf_no_suffix": ("plt.savefig('chart', format='pdf')\nplt.close()\n", "no_output", "'chart', a PDF / PostScript"),
+    "png_under_a_document_name": ("plt.savefig('a.pdf', format='png')\nplt.close()\n", "no_output", "'a.pdf', a PDF"),
+    # the format noted is the save's word only: what the file holds then is checked as any
+    "png_save_overwritten_with_text": ("plt.savefig('chart', format='png')\nplt.close()\n"
+                                       "open('chart', 'w').write('not a png')\n", "invalid_image", "not a PNG"),
+    "png_save_swapped_for_a_link": ("import os\nplt.savefig('chart', format='png')\nplt.close()\nos.remove('chart')\n"
+                                    "os.symlink('/etc/ld.so.cache', 'chart')\n", "no_output", "drew no figure"),
+    "svg_save_overwritten_with_an_entity": ("plt.savefig('chart', format='svg')\nplt.close()\nopen('chart', 'w').write("
+                                            "'<!DOCTYPE svg [<!ENTITY x SYSTEM \"file:///etc/ld.so.cache\">]><svg>&x;</svg>')\n",
+                                            "forbidden", ""),
+}
+
+
+@pytest.mark.parametrize("name", list(FORMAT_REFUSALS))
+def test_a_save_in_a_named_format_is_checked_as_any(render_pool, name):
+    code, kind, needle = FORMAT_REFUSALS[name]
+    r = render_pool.render(RenderJob(DRAW + code), timeout_s=10.0)
+    assert r.error_kind == kind and needle in r.message, r
