@@ -1573,9 +1573,9 @@ def _path_arc_args(args: str) -> tuple[list[str], str | None]:
     its seven arguments, or (for a zero radius) the two of a line marked ``"L"``; and the text left unread, None where
     the path errs there (not seven numbers, one NaN or infinite, ``1e400``: the path is drawn up to it, as SVG draws
     a path in error)."""
-    arcs = []
-    while args:
-        m = _PATH_ARC_ARGS.match(args)
+    arcs, pos = [], 0
+    while pos < len(args):  # matched in place: slicing off each arc made a long path of arcs quadratic
+        m = _PATH_ARC_ARGS.match(args, pos)
         if m is None:  # not seven arguments (`-Infinity`, split at its path letters, left cairosvg a ValueError)
             return arcs, None
         try:
@@ -1590,7 +1590,9 @@ def _path_arc_args(args: str) -> tuple[list[str], str | None]:
         else:  # a rotation is one modulo a turn (cairosvg's radians of 1e300 degrees lost all precision)
             arcs.append(f"{radii[0]!r} {radii[1]!r} {math.fmod(rotation, 360.0)!r} {m.group(4)} {m.group(5)} "
                         f"{m.group(6)} {m.group(7)}")
-        args = args[m.end():].strip()
+        pos = m.end()
+        while pos < len(args) and args[pos].isspace():
+            pos += 1
     return arcs, ""
 
 
