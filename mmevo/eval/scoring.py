@@ -1783,17 +1783,45 @@ def _show(value: float) -> str:
     return str(int(value)) if value.is_integer() and abs(value) < 1e15 else repr(value)
 
 
+def _coefficient(text: str) -> float:
+    """The number written before a root or pi ("5" in "5\\sqrt{3}", "-" in "-\\pi" stays a sign: 1.0 here)."""
+    text = text.strip()
+    return float(text) if text else 1.0
+
+
+def _root(radicand: float, index: int) -> float:
+    """The real ``index``-th root; NaN for an even root of a negative number or a zero index (no number in digits,
+    so that "\\sqrt{-4}" is never read as its radicand -4)."""
+    if index <= 0 or (radicand < 0 and index % 2 == 0):
+        return math.nan
+    if index == 2:
+        return math.sqrt(radicand)
+    value = math.copysign(abs(radicand) ** (1.0 / index), radicand)
+    # a perfect power's root is that whole number ("\\sqrt[3]{64}" is 4, not 3.9999999999999996, which int() truncates)
+    whole = round(value)
+    return float(whole) if whole ** index == radicand else value
+
+
 def _latex_numbers_as_decimals(text: str, integer: bool = False) -> str:
     """Writes a LaTeX number as a decimal ("\\frac{6}{5}" -> "1.2", "1\\frac{1}{5}" -> "1.2", "10^{3}" -> "1000",
     "1.2 \\times 10^{3}" -> "1200") and drops the exponents left, of units and symbols
     ("1000 cm^2" -> "1000 cm"), so that no exponent or denominator is read as the answer. For an ``integer``
     answer a slash fraction is a number only when it is a whole one ("14/2"; "7/10" reads as 7 out of 10)."""
 
-    def power(base: str, exp: str, factor: str = "1") -> float:
-        if abs(int(exp)) > 300:
+    def power(base: str, m: re.Match, factor: str = "1") -> float:
+        # the exponent: braced, a decimal or a fraction too ("2^{1/2}", "2^{0.5}" are 1.414..., not 2^1 or 2^0); else
+        # one whole number ("10^3")
+        num, _, den = re.sub(r"\s", "", m.group("braced") or m.group("bare")).partition("/")
+        exponent = Fraction(num) / Fraction(den or 1)
+        if abs(exponent) > 300:
             raise OverflowError
-        # In decimal: "20.06 \\times 10^{2}" is 2006, not 2005.9999999999998 (which an integer answer truncates).
-        value = float(Decimal(factor) * (Decimal(base) ** int(exp) if int(exp) else 1))  # 0^0 = 1, as in Python
+        if exponent.denominator != 1:
+            value = float(factor) * float(base) ** float(exponent)
+            if isinstance(value, complex):
+                raise ValueError("no real power")
+        else:
+            # In decimal: "20.06 \\times 10^{2}" is 2006, not 2005.9999999999998 (which an integer answer truncates).
+            value = float(Decimal(factor) * (Decimal(base) ** int(exponent) if exponent else 1))  # 0^0 = 1, as Python
         if math.isinf(value):
             raise OverflowError
         return value
@@ -1810,12 +1838,23 @@ def _latex_numbers_as_decimals(text: str, integer: bool = False) -> str:
     text = _plain_digits(text)
     # Superscript digits are an exponent: "1.2 × 10³" -> "1.2 × 10^{3}", "5 cm²" -> "5 cm^{2}".
     text = re.sub("\\^?([⁻⁺]?[⁰¹²³⁴⁵⁶⁷⁸⁹]+)", lambda m: "^{%s}" % m.group(1).translate(_SUPERSCRIPTS), text)
-    exp = r"\^\s*\{?\s*([-+]?\d+)\s*\}?"
+    exp = (rf"\^\s*(?:\{{\s*(?P<braced>[-+]?\s*{_PLAIN_NUM.replace('[-+]?', '', 1)}(?:\s*/\s*\d+(?:\.\d+)?)?)\s*\}}"
+           r"|(?P<bare>[-+]?\d+))")
     # (Each pattern starts only where a number starts: a long run of digits is scanned once, not once per digit.)
     # (a mantissa in e-notation keeps its exponent: "1.5e3 \\times 10^2" is 150000, not its "3" read as the mantissa,
     # 1.5e300; nor is the exponent's sign the mantissa's: "1e+06 \\cdot 10^{2}" is 1e8)
     text = sub(rf"(?<![\d.])(?<![\d.][eE])(?<![\d.][eE][-+])({_PLAIN_NUM}(?:[eE][-+]?\d+)?)\s*(?:\\times|\\cdot|×|\*)\s*10\s*{exp}",
-               lambda m: power("10", m.group(2), m.group(1)), text)
+               lambda m: power("10", m, m.group(1)), text)
+    # Roots and pi are their values, with a coefficient before them: "\\sqrt{2}" is 1.414..., "5\\sqrt{3}" 8.66...,
+    # "4\\pi" 12.566... (first, so that "\\frac{\\sqrt{2}}{2}" is a fraction of numbers). Neither is a number in digits
+    # the official normaliser reads, so a stated "\\sqrt{2}" is never the answer 2 (its radicand): the GPT extraction,
+    # asked for an integer or a decimal, returns the value or the LaTeX (which no int() / float() reads).
+    coef = rf"(?:(?<![\w.]){_PLAIN_NUM}\s*)?"
+    radicand = rf"(?:\{{\s*({_PLAIN_NUM})\s*\}}|\(\s*({_PLAIN_NUM})\s*\)|(\d+(?:\.\d+)?))"
+    text = sub(rf"({coef})(?:\\sqrt\s*(?:\[\s*(\d+)\s*\])?|√)\s*{radicand}",
+               lambda m: _coefficient(m.group(1)) * _root(float(m.group(3) or m.group(4) or m.group(5)),
+                                                          int(m.group(2) or 2)), text, pad=" ")
+    text = sub(rf"({coef})(?:\\pi(?![a-zA-Z])|π)", lambda m: _coefficient(m.group(1)) * math.pi, text, pad=" ")
     # A digit argument may go without braces ("\\frac65"); a whole number before it makes a mixed number
     # ("1\\frac{1}{5}" -> 1.2, not "10.2"); spaces keep the decimal apart from what is next to it ("\\frac{1}{2}3").
     arg = rf"(?:\{{\s*({_PLAIN_NUM})\s*\}}|(\d))"
@@ -1842,7 +1881,7 @@ def _latex_numbers_as_decimals(text: str, integer: bool = False) -> str:
     text = sub(rf"(?<![\w.,/]){frac}", quotient, text, pad=" ")
     text = sub(r"(?:(?<![\w.,/])(\d+)[ \t]?)?([½⅓⅔¼¾⅕⅖⅗⅘⅙⅚⅛⅜⅝⅞])",
                lambda m: int(m.group(1) or 0) + unicodedata.numeric(m.group(2)), text, pad=" ")
-    text = sub(rf"(?<![\w.])(\d+(?:\.\d+)?)\s*{exp}", lambda m: power(m.group(1), m.group(2)), text)
+    text = sub(rf"(?<![\w.])(\d+(?:\.\d+)?)\s*{exp}", lambda m: power(m.group(1), m), text)
     return re.sub(r"\^\s*(?:\{[^{}]*\}|[-+]?\d+)", "", text)
 
 
