@@ -89,3 +89,15 @@ def test_fractional_powers_and_roots_on_a_synthetic_precision_three_row():
     # an even root of a negative number stays unread; a cube root of one is real
     cube = {**item, "answer": "-3.0"}
     assert score_mathvista("The answer is \\sqrt[3]{-27}", cube)
+
+
+@pytest.mark.parametrize("minus", ["\u2010", "\u2011", "\u2012", "\ufe63"])
+def test_a_hyphen_before_a_number_is_its_minus_sign(minus):
+    # a non-breaking / figure hyphen is the sign, as U+2212 and U+2013 were (the value was read without it: "3")
+    item = {"pid": "n1", "question_type": "free_form", "answer_type": "integer", "precision": None, "answer": "-3",
+            "choices": None, "unit": None}
+    assert score_mathvista(f"The value is {minus}3.", item)
+    assert score_mathvista(f"The answer is {minus}3", item)
+    assert not score_mathvista(f"The answer is {minus}3", {**item, "answer": "3"})
+    floating = {**item, "answer_type": "float", "precision": 1, "answer": "-4.3"}
+    assert score_mathvista(f"The answer is {minus}4.3", floating)

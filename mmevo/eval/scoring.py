@@ -1766,9 +1766,9 @@ def _sign_words_as_minus(text: str) -> str:
 
 def _numbers(text: str) -> list[str]:
     text = _sign_words_as_minus(_plain_digits(text))
-    # A minus written U+2212 / U+2013 / U+FF0D, or "- 4.3" where it cannot be a binary minus
-    # (not after a digit or a closer), is the sign of the number.
-    text = re.sub("[\u2212\u2013\uff0d]", "-", text)
+    # A minus written U+2212 / U+2013 / U+FF0D or as a hyphen (U+2010-2012, U+FE63: "‑3"), or "- 4.3" where it cannot be
+    # a binary minus (not after a digit or a closer), is the sign of the number.
+    text = re.sub("[\u2010\u2011\u2012\u2212\u2013\ufe63\uff0d]", "-", text)
     text = re.sub(r"(^|[^\d)}\]\s])(\s*)-\s+(?=\.?\d)", r"\1\2-", text)
     text = _SPACED_THOUSANDS.sub(lambda m: re.sub(r"\D", "", m.group(0)), text)
     # Thousands separated by points, as in German: "100.000.000" (two or more groups: no decimal; "1.200" stays 1.2)
@@ -2175,7 +2175,7 @@ def _number_and_unit(text: str) -> float | None:
     t = _sign_words_as_minus(re.sub(r"\s*\([^()]*[A-Za-z]{2}[^()]*\)$", "", t))
     # a minus written U+2212 / U+2013 / U+FF0D and full-width digits, as _numbers reads them ("−2", "－２" are
     # the choice "-2"; they were "2", the other sign's choice)
-    t = re.sub(r"[\u2212\u2013\uff0d]\s*(?=\.?\d)", "-", _plain_digits(t))
+    t = re.sub(r"[\u2010\u2011\u2012\u2212\u2013\ufe63\uff0d]\s*(?=\.?\d)", "-", _plain_digits(t))
     m = re.fullmatch(rf"({_PLAIN_NUM})\s*{_UNIT}?", t)
     return float(m.group(1)) if m else None
 
