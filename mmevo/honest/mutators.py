@@ -81,6 +81,8 @@ def expression_tree(expression: str, names: frozenset | set = frozenset()):
         root = ast.parse(expression.strip(), mode="eval").body
     except SyntaxError as e:
         raise ValueError(f"expression {expression!r} is not valid syntax: {e.msg}") from None
+    except RecursionError:  # "-" * 3999 + "1": the parser itself gives up building the tree
+        raise ValueError(f"expression {expression[:40]!r}... is nested too deeply to parse") from None
 
     def conv(node):
         if isinstance(node, ast.Constant) and isinstance(node.value, (int, bool)):

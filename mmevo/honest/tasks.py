@@ -292,8 +292,8 @@ def evaluate_expression(expression: str) -> int | bool:
     """Value of a task expression, parsed with ``ast`` and evaluated over a whitelist; never runs arbitrary code.
 
     Allowed: integer / True / False literals, unary ``-``, ``+ - * % **`` on integers, ``pow(a, e, m)``, one
-    comparison per node (no chains), ``and`` / ``or`` / ``not`` on booleans; a modulus (``%``, ``pow``) is >= 1.
-    Anything else raises ValueError.
+    comparison per node (no chains), ``and`` / ``or`` / ``not`` on booleans; a modulus (``%``, ``pow``) is >= 1;
+    every integer, literal or computed, at most ``MAX_MAGNITUDE`` in size. Anything else raises ValueError.
     """
     if not isinstance(expression, str) or not expression.strip():
         raise ValueError(f"expression must be a non-empty string, got {expression!r}")
@@ -313,9 +313,13 @@ def _eval(node: ast.AST, src: str) -> int | bool:
         raise ValueError(f"expression {src!r}: {why}")
 
     if isinstance(node, ast.Constant):
-        if isinstance(node.value, bool) or _is_int(node.value):
+        if isinstance(node.value, bool):
             return node.value
-        fail(f"literal {node.value!r} is not an integer or True/False")
+        if _is_int(node.value):  # a literal is an integer like any other: "9" * 3999 or a 0x... literal gave an
+            if abs(node.value) > MAX_MAGNITUDE:  # answer of thousands of digits (past 4300, one str() cannot write)
+                fail(f"literal of {node.value.bit_length()} bits: larger than the limit of intermediate values")
+            return node.value
+        fail(f"literal {node.value!r:.60} is not an integer or True/False")
     if isinstance(node, ast.UnaryOp):
         v = _eval(node.operand, src)
         if isinstance(node.op, ast.USub) and _is_int(v):
