@@ -14,6 +14,7 @@ import itertools
 import math
 import numbers
 import re
+import signal
 import threading
 import unicodedata
 from collections.abc import Hashable, Sequence
@@ -869,10 +870,46 @@ def _relations_ok(x) -> bool:
                    for r in rels for p in r.atoms(Pow))
 
 
+# sympy's simplify (math-verify's symbolic check) rewrites powers of trigonometric and hyperbolic functions of a
+# symbol term by term, in time that grows steeply with their degree: "\\sec(k)^{99}" against "2" took over 12 s,
+# "\\sinh(k)^{99}" 6 s, "(\\sin(k)+\\cos(k))^{99}" 10 s, "\\sin(k)^{40}\\cos(k)^{40}" 3 s, "(k+\\sin(k))^{32}" 1 s (degree 32: 0.2 s)
+_MV_MAX_TRIG_DEGREE = 32
+
+
+def _trig_degree(x) -> float:
+    """Degree of ``x`` in the trigonometric / hyperbolic functions of its symbols: a product adds its factors'
+    degrees, a power multiplies its base's by the exponent's size (and, raising a sum, by the number of terms it
+    multiplies out to), a sum or any other node takes its largest."""
+    from sympy.functions.elementary.hyperbolic import HyperbolicFunction
+    from sympy.functions.elementary.trigonometric import TrigonometricFunction
+
+    if not getattr(x, "free_symbols", None):
+        return 0.0
+    if isinstance(x, (TrigonometricFunction, HyperbolicFunction)):
+        return max(1.0, _trig_degree(x.args[0]))
+    args = getattr(x, "args", ())
+    if getattr(x, "is_Pow", False):
+        base = _trig_degree(args[0])
+        if not base:
+            return 0.0
+        e = args[1]
+        if not e.is_Number:  # sin(k)^k: no bound on the degree
+            return math.inf
+        n = abs(float(e))
+        if getattr(args[0], "is_Add", False) and n > 1:  # a power of a sum multiplies out: degree times its terms
+            n *= math.comb(int(n) + len(args[0].args) - 1, int(n)) if n <= _MV_MAX_TRIG_DEGREE else math.inf
+        return base * n
+    degrees = [_trig_degree(a) for a in args if not isinstance(a, str)]
+    if not degrees:
+        return 0.0
+    return sum(degrees) if getattr(x, "is_Mul", False) else max(degrees)
+
+
 def _mv_bounded(exprs: tuple) -> bool:
     try:
         return all(isinstance(x, str) or (_nesting_ok(x) and _log10_bound(x) <= _MV_MAX_DIGITS
-                                          and _terms_bound(x) <= _MV_MAX_TERMS and _relations_ok(x)) for x in exprs)
+                                          and _terms_bound(x) <= _MV_MAX_TERMS and _relations_ok(x)
+                                          and _trig_degree(x) <= _MV_MAX_TRIG_DEGREE) for x in exprs)
     except Exception:
         return False
 
@@ -940,6 +977,53 @@ def _guarded_solve(f, *symbols, **flags):
     return _SYMPY_SOLVE(f, *symbols, **flags)
 
 
+# The static limits above catch the shapes known to make sympy slow, not every one: a fuzz of short answers still found
+# comparisons of 12-20 s ("\\binom{99}{x}" vs "\\theta/3+7/99", "\\int_0^1 99\\cdot\\frac{e}{y}dx" vs itself with dy,
+# "{\\sinh(-1-i)}^{9}" vs "\\pi-1"). So every math-verify call also runs under a wall-clock deadline, where a timer
+# can interrupt it: in the main thread (where rewards are computed), with no other interval timer running. An answer
+# that runs past it is not equal (and a parse that does, no parse). Off the main thread only the static limits hold.
+_MV_DEADLINE_S = 1.0
+
+
+class _MvOverrun(BaseException):
+    """Raised by the deadline's timer inside sympy; a BaseException, so that the ``except Exception`` blocks in
+    math-verify and sympy (which try the next rule) do not swallow it."""
+
+
+_DEADLINE = threading.local()  # .armed: a deadline is running in this thread (nested calls keep the outer one)
+
+
+def _on_overrun(signum, frame):
+    raise _MvOverrun()
+
+
+class _mv_deadline:
+    """Context manager: raise ``_MvOverrun`` in the block after ``_MV_DEADLINE_S`` seconds, where a timer can."""
+
+    def __enter__(self):
+        self.armed = False
+        if getattr(_DEADLINE, "armed", False) or threading.current_thread() is not threading.main_thread():
+            return self
+        try:
+            if signal.getitimer(signal.ITIMER_REAL)[0] > 0:  # someone else's timer: leave it alone
+                return self
+            self.previous = signal.signal(signal.SIGALRM, _on_overrun)
+        except (ValueError, OSError, AttributeError):  # no SIGALRM (Windows), or not settable here
+            return self
+        self.armed = _DEADLINE.armed = True
+        signal.setitimer(signal.ITIMER_REAL, _MV_DEADLINE_S)
+        return self
+
+    def __exit__(self, *exc):
+        if self.armed:
+            try:  # the timer may still fire before it is stopped: its _MvOverrun leaves through here, restored
+                signal.setitimer(signal.ITIMER_REAL, 0)
+            finally:
+                signal.signal(signal.SIGALRM, self.previous)
+                _DEADLINE.armed = False
+        return False
+
+
 _MV = None
 
 
@@ -975,6 +1059,10 @@ def _mv():
         if getattr(grader, "solve", None) is sympy.solve:
             _SYMPY_SOLVE = sympy.solve
             grader.solve = _guarded_solve
+        # a first parse and comparison import and build what they need (the LaTeX grammar, sympy's simplify): seconds
+        # that must not count against the first answer's deadline
+        math_verify.verify(math_verify.parse("$\\frac{x^2}{2}$", parsing_timeout=None),
+                           math_verify.parse("$x^2/2$", parsing_timeout=None), timeout_seconds=None)
         _MV = math_verify
     return _MV
 
@@ -1118,6 +1206,14 @@ def _mv_parse(s: str) -> tuple:
     mv = _mv()
     s = _scientific_as_latex(s)
     try:
+        with _mv_deadline():
+            return _mv_parse_within_deadline(mv, s)
+    except _MvOverrun:
+        return ()
+
+
+def _mv_parse_within_deadline(mv, s: str) -> tuple:
+    try:
         lead = _stated_lead(s)
         # a value then its aside in words: the words, unwrapped from their \\text, parse as a product of symbols
         # ("4 (n is a positive integer)" was 4·a·e·g·i·...), so the value is read alone
@@ -1160,8 +1256,9 @@ def _mv_values(s: str) -> tuple | None:
         if not isinstance(x, Expr) or isinstance(x, MatrixExpr) or x.free_symbols or x.has(UnevaluatedExpr):
             return None
         try:
-            v = mpmath.mpc(*(mpmath.mpf(Float(part, 20)._mpf_) for part in x.evalf(20).as_real_imag()))
-        except Exception:
+            with _mv_deadline():
+                v = mpmath.mpc(*(mpmath.mpf(Float(part, 20)._mpf_) for part in x.evalf(20).as_real_imag()))
+        except (Exception, _MvOverrun):
             return None
         if not mpmath.isfinite(v):
             return None
@@ -1263,8 +1360,9 @@ def _mv_equal(pred: str, gold: str) -> bool:
     as_set = any(_is_interval_set(x) for x in g) and all(_cheap_as_set(x) for x in p if _is_inequality(x))
     _SOLVE_GUARD.on = True
     try:
-        return bool(_mv().verify(list(g), list(p), timeout_seconds=None, allow_set_relation_comp=as_set))
-    except Exception:
+        with _mv_deadline():
+            return bool(_mv().verify(list(g), list(p), timeout_seconds=None, allow_set_relation_comp=as_set))
+    except (Exception, _MvOverrun):
         return False
     finally:
         _SOLVE_GUARD.on = False
