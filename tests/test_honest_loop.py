@@ -291,3 +291,14 @@ def test_generator_strategy_counts_problems_the_frozen_solver_did_not_sample(mon
     assert ro.aux[1]["solver_confidence"] == [] and ro.aux[0]["solver_confidence"] == [0.9]
     rewards, m = HonestGeneratorHead().score([ScoredSample(t, 0, None, [], aux=a) for t, a in zip(texts, ro.aux)])
     assert rewards.tolist()[1] == 0.0 and m["no_graded"] == 1
+
+
+@pytest.mark.parametrize("spelling", ["2+3", "(2 + 3)", "2 + 3  # the same again", "((2)) + (3)", "2 +\n 3"])
+def test_spellings_of_one_generated_problem_share_its_id(spelling):
+    """The id is the problem the solver is shown: re-spacing, redundant brackets or a comment inside <expression>
+    gave the same question a new id, so a generator repeating one problem counted as proposing distinct ones."""
+    base, _ = parse_generated("<expression>2 + 3</expression>")
+    other, why = parse_generated(f"<expression>{spelling}</expression>")
+    assert why == "" and other.question == base.question and other.id == base.id
+    different, _ = parse_generated("<expression>2 + 4</expression>")
+    assert different.id != base.id

@@ -80,7 +80,9 @@ class GeneratedProblem:
 
     @property
     def id(self) -> str:
-        return "gss-" + hashlib.sha1(self.expression.encode()).hexdigest()[:16]
+        # the problem the solver is shown: "2+3", "(2 + 3)" and "2 + 3  # again" are one problem, not three (the
+        # expression's text made the generator's copies count as distinct problems)
+        return "gss-" + hashlib.sha1(self.question.encode()).hexdigest()[:16]
 
     def to_example(self, source: str) -> Example:
         """The solver's example; ``source``: stub | trainable (``meta["gss"]``)."""
