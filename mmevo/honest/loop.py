@@ -354,6 +354,21 @@ def _curriculum_of(source):
     return _source_in_chain(source, CurriculumSource)
 
 
+def check_solver_data(cfg: Config, base: str, out: Path) -> None:
+    """A task file of the solver's (``honest.roles.solver.data.train``) that is missing or has no usable row is refused
+    before the calibration SFT and the calibration report are run: it was read only when the solver was built, after
+    minutes of warm-up, and the error named no key. Generated sets (``honest_tasks``, the default) cannot fail so."""
+    from mmevo.recipes import GENERATED_SETS, load_examples
+
+    rc = role_config(cfg, "solver", out / "solver", base)
+    if rc.data.train in (*GENERATED_SETS, "honest_sft"):
+        return
+    try:
+        load_examples(rc, "train")
+    except (OSError, ValueError) as e:  # DataError is a ValueError: a torn row names its file and line
+        raise ConfigError(f"honest.roles.solver.data.train={rc.data.train}: {e}") from None
+
+
 def build_solver(cfg: Config, start: str, out: Path, data_stats: dict | None = None):
     """(solver trainer, SolverStrategy, GSS source or None) with CPR / SMC / GSS / health per the config;
     ``data_stats`` receives the train set's load counts (``solver_sources``)."""
@@ -423,6 +438,7 @@ def run_honest(cfg: Config) -> dict:
     check_rerun_config(out, cfg, "honest", _RERUN_FREE_KEYS)
     t0 = time.time()
     base = resolve_model_path(cfg)
+    check_solver_data(cfg, base, out)
     start = warm_up_solver(cfg, base, out / "warmup" / "solver") if h.warmup_sft else base
     summary: dict = {"config": to_dict(cfg), "base_model": base, "start_model": start,
                      "pillars": {"hcr": h.hcr_enabled, "cpr": h.replay_enabled, "smc": h.smc_enabled,
