@@ -603,6 +603,19 @@ LOOP_OWNED_KEYS = {
 }
 
 
+def _check_role_data_read(loop: str, phases: dict) -> None:
+    """``<loop>.roles.<role>`` with a ``data.train`` that the role's phase never reads (MM-Zero's phases make their own
+    data, Prism's questioner trains on its instruction prompt and its solver on the pool): refused, as the same key at
+    the top level is, rather than accepted and ignored. Only HONEST's solver reads one (its task file)."""
+    from mmevo.config import Config, ConfigError
+
+    default = Config().data.train  # the top level's data.train is refused when it differs (loop_owned_settings)
+    for role, rc in phases.items():
+        if rc.data.train != default and not (loop == "honest" and role == "solver"):
+            raise ConfigError(f"{loop}.roles.{role} sets data.train={rc.data.train!r}, which the {role} phase never "
+                              f"reads (it would be ignored): {LOOP_OWNED_KEYS[loop]['data.train']}")
+
+
 def loop_owned_settings(loop: str, cfg) -> list[str]:
     """``key=value (set instead: ...)`` for each base-config key the loop overwrites in every phase and that ``cfg``
     changes from the default."""
@@ -652,6 +665,7 @@ def _check_loop(loop: str, cfg) -> None:
         except ValueError as e:  # ConfigError too
             raise ConfigError(f"{loop}.roles.{role}: the {role} phase's config: {e}") from None
     _check_settings_take_effect(phases, f"the {loop} loop's", "role")
+    _check_role_data_read(loop, phases)
     if loop == "mmzero" and cfg.mmzero.embedder:  # read by the proposer's reward, mid-phase after models loaded
         from mmevo.models.embedder import DEFAULT_EMBEDDER
 

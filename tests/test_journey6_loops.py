@@ -40,3 +40,35 @@ def test_honest_solver_task_file_that_loads_runs_past_the_check(tiny_text_path, 
     cfg = load_config(CONFIGS / "honest_tiny.yaml", [f"honest.output_dir={tmp_path / 'run'}",
                                                      f"honest.roles.solver={{data.train: {path}}}"])
     check_solver_data(cfg, str(tiny_text_path), tmp_path / "run")  # no error: a usable file
+
+
+@pytest.mark.parametrize("loop, config, role", [
+    ("prism", "prism_tiny.yaml", "solver"),
+    ("prism", "prism_tiny.yaml", "questioner"),
+    ("mmzero", "mmzero_tiny.yaml", "solver"),
+    ("mmzero", "mmzero_tiny.yaml", "proposer"),
+    ("honest", "honest_tiny.yaml", "generator"),
+])
+def test_a_role_data_train_no_phase_reads_is_refused(loop, config, role, no_runs, tmp_path, capsys):
+    # refused at the top level, but in <loop>.roles.<role> it was accepted and the run trained on what it always does
+    # (Prism's solver on the pool), as if the user's file were in use
+    data = tmp_path / "mine.jsonl"
+    data.write_text('{"problem": "What is 2 + 2?", "answer": "4"}\n')
+    extra = ["honest.gss_mode=trainable"] if role == "generator" else []
+    assert main(["evolve", loop, str(CONFIGS / config), f"{loop}.output_dir={tmp_path / 'run'}", *extra,
+                 f"{loop}.roles.{role}={{data.train: {data}}}"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"mmevo evolve: error: {loop}.roles.{role} sets data.train='{data}', which the {role} phase "
+                          "never reads (it would be ignored): ")
+    assert no_runs == [] and not (tmp_path / "run").exists()
+
+
+def test_the_honest_solvers_task_file_in_its_role_is_still_taken(no_runs, tmp_path):
+    data = tmp_path / "tasks.jsonl"
+    data.write_text('{"id": "t1", "problem": "What is 2 + 3?", "answer": "5"}\n')
+    assert main(["evolve", "honest", str(CONFIGS / "honest_tiny.yaml"), f"honest.output_dir={tmp_path / 'run'}",
+                 f"honest.roles.solver={{data.train: {data}}}"]) == 0
+    for loop, config in (("mmzero", "mmzero_tiny.yaml"), ("prism", "prism_tiny.yaml"),
+                         ("mmzero", "mmzero_tiny_csrs_solver.yaml")):  # the shipped configs still run
+        assert main(["evolve", loop, str(CONFIGS / config), f"{loop}.output_dir={tmp_path / loop}"]) == 0
+    assert no_runs == ["honest", "mmzero", "prism", "mmzero"]
