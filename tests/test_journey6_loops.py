@@ -72,3 +72,22 @@ def test_the_honest_solvers_task_file_in_its_role_is_still_taken(no_runs, tmp_pa
                          ("mmzero", "mmzero_tiny_csrs_solver.yaml")):  # the shipped configs still run
         assert main(["evolve", loop, str(CONFIGS / config), f"{loop}.output_dir={tmp_path / loop}"]) == 0
     assert no_runs == ["honest", "mmzero", "prism", "mmzero"]
+
+
+def test_the_loops_calibration_report_says_how_many_held_out_tasks_the_sft_set_took(tiny_text_path, tmp_path):
+    # data.n_heldout=40 evaluated 38 tasks (2 were calibration SFT targets): calibration.json and summary.json said
+    # n=38 and nothing of the other 2
+    import json
+
+    from mmevo.config import load_config
+    from mmevo.honest.loop import _report_summary, calibration_eval
+
+    cfg = load_config(CONFIGS / "honest_tiny.yaml", [f"honest.output_dir={tmp_path / 'run'}", "eval.max_tokens=2"])
+    assert cfg.data.n_heldout == 40
+    report = calibration_eval(cfg, str(tiny_text_path), tmp_path / "eval_before", "before RL")
+    saved = json.loads((tmp_path / "eval_before" / "calibration.json").read_text())
+    dropped = saved["data"]["dropped_in_sft_set"]
+    assert dropped > 0 and saved["examples"] + dropped == 40 == saved["data"]["rows"]
+    assert saved["data"]["evaluated"] == saved["examples"]
+    brief = _report_summary(report)
+    assert brief["dropped_in_sft_set"] == dropped and brief["n"] == saved["examples"]

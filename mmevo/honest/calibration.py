@@ -462,7 +462,7 @@ def run_calibration_eval(cfg) -> dict:
             print(f"[mmevo] {out / REPORT_FILE}: the same evaluation (weights, tasks, prompt, decoding) finished "
                   "before: its report is reused (eval.overwrite=true evaluates again)", file=sys.stderr)
         else:
-            report = evaluate_calibration(cfg, model_path, held, out, max_tokens=max_tokens)
+            report = evaluate_calibration(cfg, model_path, held, out, max_tokens=max_tokens, extra={"data": stats})
     return {**{k: v for k, v in report.items() if k not in ("bins", "by")}, "data": stats, "reused": reused,
             "files": [str(out / f) for f in (REPORT_FILE, "reliability.png", "responses.jsonl")]}
 

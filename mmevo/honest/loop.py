@@ -165,19 +165,21 @@ def calibration_eval(cfg: Config, model_path: str, out: Path, title: str) -> dic
     rc.data.heldout = "honest_tasks"
     if cfg.honest.warmup_sft:
         rc.data.train = "honest_sft"  # held-out questions that were SFT targets are left out
-    held, _ = calibration_heldout(rc)
+    # the held-out counts (tasks left out as calibration SFT targets) go into the report: without them its n fell
+    # short of data.n_heldout with no word why
+    held, held_stats = calibration_heldout(rc)
     if not held:
         return None
     return evaluate_calibration(rc, model_path, held, out, max_tokens=rc.eval.max_tokens or None, title=title,
-                                extra={"weights": weights, "eval_settings": settings})
+                                extra={"weights": weights, "eval_settings": settings, "data": held_stats})
 
 
 def _report_summary(report: dict | None) -> dict | None:
     if report is None:
         return None
-    keys = ("accuracy", "abstain_rate", "malformed_rate", "strict_well_formed_rate", "ece", "brier",
+    keys = ("n", "accuracy", "abstain_rate", "malformed_rate", "strict_well_formed_rate", "ece", "brier",
             "mean_confidence", "graded")
-    return {k: report.get(k) for k in keys}
+    return {**{k: report.get(k) for k in keys}, "dropped_in_sft_set": (report.get("data") or {}).get("dropped_in_sft_set")}
 
 
 # -- the generator pool -------------------------------------------------------------------------------------------
