@@ -8,6 +8,7 @@ and only rank 0 writes logs, checkpoints and the final model.
 from __future__ import annotations
 
 import json
+import math
 import numbers
 import os
 import time
@@ -214,17 +215,41 @@ def numeric_metrics(metrics: dict) -> dict[str, float]:
     return {k: float(v) for k, v in metrics.items() if isinstance(v, numbers.Real) and not isinstance(v, bool)}
 
 
-def all_reduce_mean(metrics: dict, sum_keys: tuple[str, ...] = ()) -> dict:
+def pooled_mean_std(counts: list[float], means: list[float], stds: list[float]) -> tuple[float, float]:
+    """Mean and population std of the union of the ranks' samples, from each rank's (count, mean, population std):
+    the mean of the ranks' stds is not the std of their samples (two ranks with rewards all 0 and all 1 have std 0
+    each, and 0.5 together). Without any count: the plain means of the ranks' values."""
+    total = sum(counts)
+    if total <= 0:
+        return sum(means) / len(means), sum(stds) / len(stds)
+    mean = sum(n * m for n, m in zip(counts, means)) / total
+    var = sum(n * (s * s + (m - mean) ** 2) for n, m, s in zip(counts, means, stds)) / total
+    return mean, math.sqrt(max(var, 0.0))
+
+
+def all_reduce_mean(metrics: dict, sum_keys: tuple[str, ...] = (), pooled: tuple[str, ...] = (),
+                    count: int | None = None) -> dict:
     """Numeric metrics averaged over the ranks that logged them (``sum_keys``: summed, e.g. per-rank counts; a
     metric named as a maximum or minimum, e.g. ``actor/ratio_max``, ``memory/peak_rss_mb``: the ranks' extreme).
+
+    ``pooled``: key prefixes of per-sample statistics ``<x>/mean`` and ``<x>/std`` (population std) over ``count``
+    samples of this rank: they become the mean and std over all ranks' samples (``pooled_mean_std``), what one process
+    over the global batch logs, not the mean of the ranks' values.
 
     Ranks may log different keys (a rank whose prompts were all dropped has no reward metrics): each key is reduced
     over the ranks that have it, and every rank returns the same dict.
     """
     if world_size() == 1 or not dist.is_initialized():
         return metrics
-    gathered = all_gather_objects(numeric_metrics(metrics))
+    gathered = all_gather_objects((numeric_metrics(metrics), count))
     out = dict(metrics)
-    for k in sorted(set().union(*gathered)):
-        out[k] = _reduce([g[k] for g in gathered if k in g], k, sum_keys)
+    for k in sorted(set().union(*(g for g, _ in gathered))):
+        out[k] = _reduce([g[k] for g, _ in gathered if k in g], k, sum_keys)
+    for k in sorted(out):
+        stem = k[:-len("/mean")]
+        if not (k.endswith("/mean") and k.startswith(pooled)):
+            continue
+        ranks = [(n, g[k], g[stem + "/std"]) for g, n in gathered if k in g and stem + "/std" in g and n is not None]
+        if ranks and len(ranks) == sum(k in g for g, _ in gathered):  # every rank that logged the mean gave its std
+            out[k], out[stem + "/std"] = pooled_mean_std(*map(list, zip(*ranks)))
     return out

@@ -656,6 +656,7 @@ class GRPOTrainer:
         # the role trainer's resume neither warns of them nor records them as a change of its settings
         self.resume_free_keys: frozenset[str] = frozenset()
         self._output_dir_key: Path | None = None  # see _take_output_dir
+        self._trained_samples = 0  # trained samples of the last step (see step)
 
     # -- the algorithm ------------------------------------------------------------------------------------------
     def step(self, examples: Sequence[Example] | None = None) -> dict:
@@ -698,6 +699,7 @@ class GRPOTrainer:
             self._advantages(torch.zeros(0), torch.zeros(0, dtype=torch.long))  # and so does the batch std
         # refused before the update: a step that raises must not have moved the weights
         self._refuse_metric_clash(strategy_metrics, metrics, reserved=True)
+        self._trained_samples = len(idx)  # the reward metrics' sample count (pooled over ranks in train)
         groups = rollout.group_ids[idx]
         prompts = [rollout.prompts[i] for i in idx]
         responses = [rollout.completions[i].full_ids for i in idx]
@@ -757,6 +759,15 @@ class GRPOTrainer:
         self._refuse_metric_clash(strategy_metrics, metrics)  # a name outside the namespaces known up front
         metrics.update(strategy_metrics)
         return metrics
+
+    def reduce_over_ranks(self, metrics: dict) -> dict:
+        """A step's metrics as ``train`` logs them: under DeepSpeed reduced over the ranks (a collective), the reward
+        means / stds over every rank's trained samples, as one process over the global batch logs them."""
+        if self.ds_engine is None:
+            return metrics
+        from mmevo.grpo.distributed import all_reduce_mean
+
+        return all_reduce_mean(metrics, sum_keys=SUMMED_STEP_METRICS, pooled=("reward/",), count=self._trained_samples)
 
     def _refuse_metric_clash(self, strategy_metrics: dict, metrics: dict, reserved: bool = False) -> None:
         """ValueError for a strategy metric named as one of ``metrics`` (the reward heads' so far) or, with
@@ -1317,11 +1328,7 @@ class GRPOTrainer:
         try:
             while self.step_idx < target:
                 try:
-                    metrics = self.step()
-                    if self.ds_engine is not None:
-                        from mmevo.grpo.distributed import all_reduce_mean
-
-                        metrics = all_reduce_mean(metrics, sum_keys=SUMMED_STEP_METRICS)
+                    metrics = self.reduce_over_ranks(self.step())
                 except FloatingPointError as e:
                     raise TrainingDiverged(f"{e} at step {self.step_idx}: stopping; the last good checkpoint in "
                                            f"{self.out / 'checkpoints'} is kept") from e
