@@ -3,7 +3,8 @@ cost of an update, never its mathematics (tests/test_invar27_*.py).
 
 The rollout is replayed by a strategy, so every trainer trains on the same completions: four prompts x four responses
 with unequal lengths, responses ended by EOS next to ones cut at ``rollout.max_tokens``, one group whose responses all
-earn the same reward (zero advantage), and one response with no token at all. The optimizer is swapped for plain SGD:
+earn the same reward (zero advantage), one response with no token at all, and one prompt with three responses, not
+four (as a filter leaves it; two data-parallel ranks then hold 8 and 7 samples). The optimizer is swapped for plain SGD:
 AdamW's first update is about lr x sign(g), so a gradient entry of 1e-12 whose sign differs in the last bit moves a
 weight by the whole lr and would hide real agreement; SGD keeps the post-step weights as exact as the gradients.
 """
@@ -30,8 +31,7 @@ SPEC = [
     [("<think>8 * 6</think> \\boxed{48}", "stop"), ("\\boxed{47}", "stop"),
      ("the area is forty eight square units and so on", "length"), ("\\boxed{48}", "stop")],
     [("\\boxed{3}", "stop")] * N,  # all equal: zero advantage
-    [("\\boxed{80}", "stop"), ("", "empty"), ("I do not know the answer to this one at all", "length"),
-     ("<think>180</think>", "stop")],
+    [("\\boxed{80}", "stop"), ("", "empty"), ("I do not know the answer to this one at all", "length")],  # 3 only
     [("\\boxed{75}", "stop"), ("\\boxed{75} yes", "stop"), ("x", "stop"),
      ("one two three four five six seven eight nine ten eleven", "length")],
 ]
@@ -157,6 +157,7 @@ def assert_same_step(a: dict, b: dict, rtol: float = 1e-5, what: str = "", weigh
     assert diff <= rtol * norm + weights_atol * math.sqrt(n_entries), (what, "weights", diff, norm)
     ma, mb = math_metrics(a["metrics"]), math_metrics(b["metrics"])
     assert set(ma) == set(mb), (what, sorted(set(ma) ^ set(mb)))
-    bad = {k: (ma[k], mb[k]) for k in ma
-           if not math.isclose(ma[k], mb[k], rel_tol=rtol, abs_tol=rtol * 1e-2)}
+    # absolutely to 2e-6 too: approx_kl is a mean of log-prob differences near 0, where fp32 log-probs' own ~1e-6
+    # noise is all there is (-0.0377170 vs -0.0377181 after two chained updates)
+    bad = {k: (ma[k], mb[k]) for k in ma if not math.isclose(ma[k], mb[k], rel_tol=rtol, abs_tol=2e-6)}
     assert not bad, (what, bad)

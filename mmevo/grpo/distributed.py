@@ -228,28 +228,34 @@ def pooled_mean_std(counts: list[float], means: list[float], stds: list[float]) 
 
 
 def all_reduce_mean(metrics: dict, sum_keys: tuple[str, ...] = (), pooled: tuple[str, ...] = (),
-                    count: int | None = None) -> dict:
+                    count: int | None = None, weights: dict[str, float] | None = None) -> dict:
     """Numeric metrics averaged over the ranks that logged them (``sum_keys``: summed, e.g. per-rank counts; a
     metric named as a maximum or minimum, e.g. ``actor/ratio_max``, ``memory/peak_rss_mb``: the ranks' extreme).
 
     ``pooled``: key prefixes of per-sample statistics ``<x>/mean`` and ``<x>/std`` (population std) over ``count``
     samples of this rank: they become the mean and std over all ranks' samples (``pooled_mean_std``), what one process
-    over the global batch logs, not the mean of the ranks' values.
+    over the global batch logs, not the mean of the ranks' values. ``weights``: key -> how many items (samples,
+    groups) this rank's value averages: the mean over the ranks weighs each by it (a rank that lost prompts counts
+    less), again what one process logs.
 
     Ranks may log different keys (a rank whose prompts were all dropped has no reward metrics): each key is reduced
     over the ranks that have it, and every rank returns the same dict.
     """
     if world_size() == 1 or not dist.is_initialized():
         return metrics
-    gathered = all_gather_objects((numeric_metrics(metrics), count))
+    gathered = all_gather_objects((numeric_metrics(metrics), count, dict(weights or {})))
     out = dict(metrics)
-    for k in sorted(set().union(*(g for g, _ in gathered))):
-        out[k] = _reduce([g[k] for g, _ in gathered if k in g], k, sum_keys)
+    for k in sorted(set().union(*(g for g, _, _ in gathered))):
+        out[k] = _reduce([g[k] for g, _, _ in gathered if k in g], k, sum_keys)
+        ranks = [(w[k], g[k]) for g, _, w in gathered if k in g and k in w]
+        if ranks and len(ranks) == sum(k in g for g, _, _ in gathered) and sum(n for n, _ in ranks) > 0:
+            out[k] = sum(n * v for n, v in ranks) / sum(n for n, _ in ranks)
     for k in sorted(out):
         stem = k[:-len("/mean")]
         if not (k.endswith("/mean") and k.startswith(pooled)):
             continue
-        ranks = [(n, g[k], g[stem + "/std"]) for g, n in gathered if k in g and stem + "/std" in g and n is not None]
-        if ranks and len(ranks) == sum(k in g for g, _ in gathered):  # every rank that logged the mean gave its std
+        ranks = [(n, g[k], g[stem + "/std"]) for g, n, _ in gathered
+                 if k in g and stem + "/std" in g and n is not None]
+        if ranks and len(ranks) == sum(k in g for g, _, _ in gathered):  # every rank that logged the mean gave its std
             out[k], out[stem + "/std"] = pooled_mean_std(*map(list, zip(*ranks)))
     return out

@@ -261,6 +261,9 @@ _RESUME_FREE_KEYS = frozenset({"trainer.output_dir", "trainer.steps", "trainer.r
 # step metrics that are counts over the step's global batch: each rank counts its own share, so they are summed over
 # ranks (the rest are averaged); averaged, a 2-process run logged half the re-inference tokens of one process
 SUMMED_STEP_METRICS = ("data/skipped_overlong_prompts", "data/samples", "csrs/reinference_tokens")
+# means over a step's trained samples (``_response_metrics``, the reward mixer's empty share): over ranks, weighted
+PER_SAMPLE_STEP_METRICS = ("response/length_mean", "response/truncated_frac", "response/no_answer_frac",
+                           "response/empty_frac", "advantage/mean", "advantage/abs_mean")
 
 
 # what a resumed optimizer / scheduler state brings with it (as in verl and TRL): this run's values do not apply
@@ -656,7 +659,7 @@ class GRPOTrainer:
         # the role trainer's resume neither warns of them nor records them as a change of its settings
         self.resume_free_keys: frozenset[str] = frozenset()
         self._output_dir_key: Path | None = None  # see _take_output_dir
-        self._trained_samples = 0  # trained samples of the last step (see step)
+        self._trained_samples = self._trained_groups = 0  # of the last step (see step)
 
     # -- the algorithm ------------------------------------------------------------------------------------------
     def step(self, examples: Sequence[Example] | None = None) -> dict:
@@ -699,8 +702,9 @@ class GRPOTrainer:
             self._advantages(torch.zeros(0), torch.zeros(0, dtype=torch.long))  # and so does the batch std
         # refused before the update: a step that raises must not have moved the weights
         self._refuse_metric_clash(strategy_metrics, metrics, reserved=True)
-        self._trained_samples = len(idx)  # the reward metrics' sample count (pooled over ranks in train)
         groups = rollout.group_ids[idx]
+        # what this step's per-sample / per-group metrics average over (weights of the rank reduction in train)
+        self._trained_samples, self._trained_groups = len(idx), len(torch.unique(groups))
         prompts = [rollout.prompts[i] for i in idx]
         responses = [rollout.completions[i].full_ids for i in idx]
         if idx:
@@ -762,12 +766,15 @@ class GRPOTrainer:
 
     def reduce_over_ranks(self, metrics: dict) -> dict:
         """A step's metrics as ``train`` logs them: under DeepSpeed reduced over the ranks (a collective), the reward
-        means / stds over every rank's trained samples, as one process over the global batch logs them."""
+        means / stds over every rank's trained samples, the per-sample (per-group) shares weighted by each rank's trained
+        samples (groups): as one process over the global batch logs them."""
         if self.ds_engine is None:
             return metrics
         from mmevo.grpo.distributed import all_reduce_mean
 
-        return all_reduce_mean(metrics, sum_keys=SUMMED_STEP_METRICS, pooled=("reward/",), count=self._trained_samples)
+        n, groups = self._trained_samples, self._trained_groups
+        weights = {**dict.fromkeys(PER_SAMPLE_STEP_METRICS, n), "frac_reward_zero_std": groups}
+        return all_reduce_mean(metrics, sum_keys=SUMMED_STEP_METRICS, pooled=("reward/",), count=n, weights=weights)
 
     def _refuse_metric_clash(self, strategy_metrics: dict, metrics: dict, reserved: bool = False) -> None:
         """ValueError for a strategy metric named as one of ``metrics`` (the reward heads' so far) or, with
