@@ -1,8 +1,9 @@
 """Data-parallel GRPO with DeepSpeed ZeRO: process group, engine wrapping, gathered weights, metric reduction.
 
 Launch with any launcher that sets RANK / WORLD_SIZE (``deepspeed``, ``torchrun``, ``accelerate launch``). Each rank
-samples its own whole prompt groups, so group statistics never need other ranks; metrics are averaged across ranks
-and only rank 0 writes logs, checkpoints and the final model.
+samples its own whole prompt groups, so group statistics never need other ranks; metrics are reduced across ranks
+(``all_reduce_mean``: averaged, summed, extremes, or pooled over the ranks' samples) and only rank 0 writes logs,
+checkpoints and the final model.
 """
 
 from __future__ import annotations
