@@ -16,6 +16,7 @@ import numbers
 import re
 import signal
 import threading
+import time
 import unicodedata
 from collections.abc import Hashable, Sequence
 
@@ -1715,11 +1716,10 @@ def group_answer_keys(answers: Sequence[str | None], choices: Sequence[str] | No
     heads: list[Hashable] = []  # first cheap key of each class, in the order above
     head_of: dict[Hashable, Hashable] = {}
     units: dict[Hashable, set[str]] = {}  # the named units of each class: a bare "5" heading one took "5 m", "5 cm"
+    match = _GroupMatcher(reps, choices)
     for k in sorted(reps, key=lambda k: (-counts[k], repr(k))):
         unit = _unit_part(k)
-        head_of[k] = next((h for h in heads if (not unit or units[h] <= {unit})
-                           and (answers_equivalent(reps[k], reps[h], choices)
-                                or answers_equivalent(reps[h], reps[k], choices))), k)
+        head_of[k] = next((h for h in heads if (not unit or units[h] <= {unit}) and match(k, h)), k)
         if head_of[k] == k:
             heads.append(k)
             units[k] = set()
@@ -1736,6 +1736,51 @@ def group_answer_keys(answers: Sequence[str | None], choices: Sequence[str] | No
             name = ("units", name, tuple(sorted(_unit_part(k) for k in ks)))
         label[head] = name
     return [None if k is None else label[head_of[k]] for k in keys]
+
+
+# A group compares each distinct answer with every class before it, both ways, and one comparison may take up to the
+# math-verify deadline: 48 distinct answers such as "\\binom{99}{x}", "\\binom{98}{x}", ... (CSRS's 8 maternal and 40
+# re-inference answers of one group) took 0.3-1 s a pair, about 15 minutes for the group. So a group's comparisons are
+# bounded: an answer in `_COSTLY_STRIKES` slow comparisons (`_SLOW_COMPARISON_S` or more: a slow one may be its
+# partner's fault, so one alone does not mark it) is compared only cheaply from then on, and once the group has spent
+# `_GROUP_BUDGET_S` comparing, every answer is. Ordinary answers compare in well under 0.2 s: a group of them is
+# compared exactly as before unless it has spent that long (a few hundred distinct symbolic answers).
+_SLOW_COMPARISON_S = 0.5
+_COSTLY_STRIKES = 2
+_GROUP_BUDGET_S = 10.0
+
+
+class _GroupMatcher:
+    """`group_answer_keys`'s test of whether two cheap keys are one answer (either way round), bounded as above."""
+
+    def __init__(self, reps: dict, choices: Sequence[str] | None):
+        self.reps, self.choices = reps, choices
+        self.strikes: dict[Hashable, int] = {}
+        self.spent = 0.0
+
+    def __call__(self, k: Hashable, h: Hashable) -> bool:
+        a, b = self.reps[k], self.reps[h]
+        if (self.spent >= _GROUP_BUDGET_S
+                or max(self.strikes.get(k, 0), self.strikes.get(h, 0)) >= _COSTLY_STRIKES):
+            return self._cheaply(a, b)
+        for pred, gold in ((a, b), (b, a)):
+            start = time.monotonic()
+            equal = answers_equivalent(pred, gold, self.choices)
+            took = time.monotonic() - start
+            self.spent += took
+            if equal:
+                return True
+            if took >= _SLOW_COMPARISON_S:  # the other way round is as slow: not tried
+                for key in (k, h):
+                    self.strikes[key] = self.strikes.get(key, 0) + 1
+                return False
+        return False
+
+    def _cheaply(self, a: str, b: str) -> bool:
+        try:  # as canonical_answer reads them (a letter as its option's text), without math-verify
+            return _cheaply_equivalent(normalize_choice(a, self.choices), normalize_choice(b, self.choices))
+        except Exception:
+            return False
 
 
 def _with_unit(key: Hashable, text: str, choices: Sequence[str] | None) -> Hashable:
