@@ -376,8 +376,9 @@ def _letter_with_text(idx: int, text: str, choices: Sequence[str], letter_decide
     # (unless the text is the option's own: "(D) E" where D's text is the letter "E", MATH-V 742)
     if _option_text_key(text) != _option_key(choices[idx]) and _mentions_other_letter(idx, text, choices):
         return NAMES_TWO_OPTIONS
-    same = _cheaply_equivalent if cheap else _equivalent
-    named = [j for j, c in enumerate(choices) if same(text, str(c))]
+    pairs = [(text, str(c)) for c in choices]
+    named = [j for j, same in enumerate(map(_cheaply_equivalent, *zip(*pairs)) if cheap else _each_equivalent(pairs))
+             if same]
     if any(_same_option(idx, j, choices) for j in named):
         return idx
     if named or _lists_other_value(idx, text, choices):
@@ -1575,6 +1576,21 @@ def _equivalent(pred: str, gold: str) -> bool:
     return _mv_equal(up, ug) or _degrees_equal_radians(pred, gold, up, ug)
 
 
+def _each_equivalent(pairs: Sequence[tuple[str, str]]):
+    """`_equivalent` of each (pred, gold) pair in turn, lazily; once one took `_SLOW_COMPARISON_S` or more, the rest
+    are compared cheaply. One answer against each option: a costly text ("(A) \\binom{99}{x}") is as slow against
+    the next option, and 5 options made one comparison take 5 s."""
+    slow = False
+    for pred, gold in pairs:
+        if slow:
+            yield _cheaply_equivalent(pred, gold)
+            continue
+        start = time.monotonic()
+        equal = _equivalent(pred, gold)
+        slow = time.monotonic() - start >= _SLOW_COMPARISON_S
+        yield equal
+
+
 def _cheaply_equivalent(pred: str, gold: str) -> bool:
     """`_equivalent`'s steps before math-verify: equal light spellings or equal numbers."""
     return _value_keys_equal(_value_key(pred), _value_key(gold))
@@ -1654,8 +1670,8 @@ def answers_equivalent(pred: str | None, gold: str | None, choices: Sequence[str
         # one side names an option, the other is a value: that value must single the option out. "0-0.2" equals
         # the range "0.0 - 0.2" by value, and "0.2 - 0.4", "0.6 - 0.8" too (MathVista 288): it names no one option
         named = pi if pi is not None else gi
-        return not any(_equivalent(p, str(c)) if pi is None else _equivalent(str(c), g)
-                       for j, c in enumerate(choices) if not _same_option(j, named, choices))
+        return not any(_each_equivalent([(p, str(c)) if pi is None else (str(c), g)
+                                         for j, c in enumerate(choices) if not _same_option(j, named, choices)]))
     except Exception:
         return False
 
