@@ -44,3 +44,17 @@ def test_ordinary_answers_keep_their_classes_beside_slow_ones():
         ordinary = [keys[group.index(a)] for a in ORDINARY]
         assert [ordinary.index(k) for k in ordinary] == [alone.index(k) for k in alone], group
         assert not set(ordinary) & {keys[group.index(a)] for a in slow}
+
+
+def test_the_reward_mixer_counts_the_comparisons_it_cut_short():
+    """A step whose vote was bounded says so (``reward/comparisons_cut_short``); one of ordinary answers logs 0."""
+    from mmevo.rewards.heads import RewardMixer, ScoredSample
+
+    def samples(answers):
+        return [ScoredSample("\\boxed{%s}" % a, 0, None, None) for a in answers]
+
+    _, ordinary = RewardMixer({"majority": 1.0})(samples(ORDINARY + ["0.5"]))
+    assert ordinary["reward/comparisons_cut_short"] == 0.0
+    slow = ["{\\sinh(-1 - %di)}^{9}" % (i + 1) for i in range(12)] + ["5"] * 3
+    _, bounded = RewardMixer({"majority": 1.0})(samples(slow))
+    assert bounded["reward/comparisons_cut_short"] > 0

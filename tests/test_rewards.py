@@ -364,6 +364,9 @@ def test_distinct_closed_form_answers_skip_most_sympy_comparisons(monkeypatch):
     truth = None
     with monkeypatch.context() as m:
         m.setattr(answers, "_values_apart", lambda gold, pred: False)
+        # the reference compares ~900 pairs in sympy (~9 s, longer on a loaded machine): no time bound may cut it
+        m.setattr(answers, "_GROUP_BUDGET_S", float("inf"))
+        m.setattr(answers, "_SLOW_COMPARISON_S", float("inf"))
         answers._equivalent.cache_clear()
         truth = group_answer_keys(group)
     answers._equivalent.cache_clear()

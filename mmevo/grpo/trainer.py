@@ -260,7 +260,8 @@ _RESUME_FREE_KEYS = frozenset({"trainer.output_dir", "trainer.steps", "trainer.r
 
 # step metrics that are counts over the step's global batch: each rank counts its own share, so they are summed over
 # ranks (the rest are averaged); averaged, a 2-process run logged half the re-inference tokens of one process
-SUMMED_STEP_METRICS = ("data/skipped_overlong_prompts", "data/samples", "csrs/reinference_tokens")
+SUMMED_STEP_METRICS = ("data/skipped_overlong_prompts", "data/samples", "csrs/reinference_tokens",
+                       "reward/comparisons_cut_short")
 # means over a step's trained samples (``_response_metrics``, the reward mixer's empty share): over ranks, weighted
 PER_SAMPLE_STEP_METRICS = ("response/length_mean", "response/truncated_frac", "response/no_answer_frac",
                            "response/empty_frac", "advantage/mean", "advantage/abs_mean")

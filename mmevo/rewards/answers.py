@@ -995,7 +995,18 @@ class _MvOverrun(BaseException):
 _DEADLINE = threading.local()  # .armed: a deadline is running in this thread (nested calls keep the outer one)
 
 
+# math-verify calls the deadline stopped and comparisons made only cheaply (`_GroupMatcher`, `_each_equivalent`):
+# verdicts that may differ from a full comparison's, so the reward mixer logs how many each step had
+_CUT_SHORT = [0]
+
+
+def comparisons_cut_short() -> int:
+    """How many answer comparisons / parses in this process so far were cut short (deadline) or made cheaply."""
+    return _CUT_SHORT[0]
+
+
 def _on_overrun(signum, frame):
+    _CUT_SHORT[0] += 1
     raise _MvOverrun()
 
 
@@ -1583,6 +1594,7 @@ def _each_equivalent(pairs: Sequence[tuple[str, str]]):
     slow = False
     for pred, gold in pairs:
         if slow:
+            _CUT_SHORT[0] += 1
             yield _cheaply_equivalent(pred, gold)
             continue
         start = time.monotonic()
@@ -1793,6 +1805,7 @@ class _GroupMatcher:
         return False
 
     def _cheaply(self, a: str, b: str) -> bool:
+        _CUT_SHORT[0] += 1
         try:  # as canonical_answer reads them (a letter as its option's text), without math-verify
             return _cheaply_equivalent(normalize_choice(a, self.choices), normalize_choice(b, self.choices))
         except Exception:

@@ -11,6 +11,7 @@ from typing import Any, Callable, Sequence
 import torch
 
 from mmevo.rewards.accuracy import accuracy_rewards
+from mmevo.rewards.answers import comparisons_cut_short
 from mmevo.rewards.format import format_rewards
 from mmevo.rewards.honest import HonestBrierHead, HonestFormatHead, HonestHindsightHead
 from mmevo.rewards.majority import majority_vote_rewards
@@ -262,6 +263,7 @@ class RewardMixer:
         """Weighted total [B]; metrics are over maternal samples (the ones trained on)."""
         total = torch.zeros(len(samples), dtype=torch.float32)
         metrics: dict[str, float] = {}
+        cut_short = comparisons_cut_short()
         mat = torch.tensor([is_maternal(s, i) for i, s in enumerate(samples)], dtype=torch.bool)
         for name, head in self.heads.items():
             try:
@@ -285,6 +287,9 @@ class RewardMixer:
         # prefix, so counting it diluted the share of empty maternal responses by a factor m + 1
         trained = [s for s, keep in zip(samples, mat.tolist()) if keep]
         metrics["response/empty_frac"] = sum(not s.response.strip() for s in trained) / max(1, len(trained))
+        # answer comparisons the heads' calls cut short (math-verify's deadline) or made only cheaply (a group's or
+        # an option list's time bound): their verdicts may differ from a full comparison's
+        metrics["reward/comparisons_cut_short"] = float(comparisons_cut_short() - cut_short)
         return total, metrics
 
     def empty_step(self) -> None:
