@@ -1005,9 +1005,49 @@ def comparisons_cut_short() -> int:
     return _CUT_SHORT[0]
 
 
+_MV_OVERRUNS = 0  # deadlines run out so far: a result computed while one ran out is load-dependent, not cached
+
+
 def _on_overrun(signum, frame):
-    _CUT_SHORT[0] += 1
-    raise _MvOverrun()
+    # a SIGALRM already on its way when the block ends (the timer ran out as it was stopped) is handled after the
+    # block, at the latest when signal.signal restores the previous handler: there it must do nothing
+    if getattr(_DEADLINE, "armed", False):
+        global _MV_OVERRUNS
+        _MV_OVERRUNS += 1
+        _CUT_SHORT[0] += 1
+        raise _MvOverrun()
+
+
+class _Uncached(BaseException):
+    def __init__(self, result):
+        self.result = result
+
+
+def _cached_unless_overrun(maxsize: int):
+    """``functools.lru_cache`` that keeps no result computed while a math-verify deadline ran out (in the call or a
+    call it made): how far sympy gets in 1 s depends on the machine's load, so an answer that once ran out on a busy
+    machine would otherwise read as unparsable, or unequal to its gold, for the rest of the process."""
+
+    def wrap(f):
+        @functools.lru_cache(maxsize=maxsize)
+        def cached(*args):
+            before = _MV_OVERRUNS
+            result = f(*args)
+            if _MV_OVERRUNS != before:
+                raise _Uncached(result)  # lru_cache keeps no exception
+            return result
+
+        @functools.wraps(f)
+        def call(*args):
+            try:
+                return cached(*args)
+            except _Uncached as e:
+                return e.result
+
+        call.cache_clear, call.cache_info = cached.cache_clear, cached.cache_info
+        return call
+
+    return wrap
 
 
 class _mv_deadline:
@@ -1024,16 +1064,18 @@ class _mv_deadline:
         except (ValueError, OSError, AttributeError):  # no SIGALRM (Windows), or not settable here
             return self
         self.armed = _DEADLINE.armed = True
-        signal.setitimer(signal.ITIMER_REAL, _MV_DEADLINE_S)
+        try:
+            signal.setitimer(signal.ITIMER_REAL, _MV_DEADLINE_S)
+        except _MvOverrun:  # ran out before the block began, where no __exit__ would restore the handler
+            self.__exit__(None, None, None)
+            raise
         return self
 
     def __exit__(self, *exc):
         if self.armed:
-            try:  # the timer may still fire before it is stopped: its _MvOverrun leaves through here, restored
-                signal.setitimer(signal.ITIMER_REAL, 0)
-            finally:
-                signal.signal(signal.SIGALRM, self.previous)
-                _DEADLINE.armed = False
+            _DEADLINE.armed = False  # first: from here the handler does nothing (see _on_overrun)
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, self.previous)
         return False
 
 
@@ -1205,7 +1247,7 @@ def _scientific_as_latex(s: str) -> str:
     return _SCIENTIFIC_RE.sub(lambda m: f"{m.group(1)}\\times10^{{{int(m.group(2))}}}", s) if "e" in s.lower() else s
 
 
-@functools.lru_cache(maxsize=65536)
+@_cached_unless_overrun(maxsize=65536)
 def _mv_parse(s: str) -> tuple:
     """math-verify parse of ``$s$``; wrapping in ``$`` is what makes it parse reliably. Empty when it fails or
     its value is too big to evaluate (`_MV_MAX_DIGITS`).
@@ -1251,7 +1293,7 @@ _VALUE_ABS_TOL = 1e-5
 _VALUE_REL_TOL = 1e-9
 
 
-@functools.lru_cache(maxsize=65536)
+@_cached_unless_overrun(maxsize=65536)
 def _mv_values(s: str) -> tuple | None:
     """The numeric value (an mpmath complex) of each sympy object in math-verify's parse of ``s``, when every one is
     a closed-form number; None when any is of another kind (free symbols, relations, sets, tuples, matrices,
@@ -1563,7 +1605,7 @@ def _degrees_equal_radians(pred: str, gold: str, up: str, ug: str) -> bool:
     return radians is not None and math.isclose(degrees, math.degrees(radians), rel_tol=1e-9, abs_tol=1e-9)
 
 
-@functools.lru_cache(maxsize=65536)
+@_cached_unless_overrun(maxsize=65536)
 def _equivalent(pred: str, gold: str) -> bool:
     lp, lg = _light(pred), _light(gold)
     if not lp or not lg or _units_differ(pred, gold):
