@@ -1058,7 +1058,8 @@ class _mv_deadline:
         if getattr(_DEADLINE, "armed", False) or threading.current_thread() is not threading.main_thread():
             return self
         try:
-            if signal.getitimer(signal.ITIMER_REAL)[0] > 0:  # someone else's timer: leave it alone
+            # someone else's timer, or a handler installed outside Python (getsignal None: it could not be put back)
+            if signal.getitimer(signal.ITIMER_REAL)[0] > 0 or signal.getsignal(signal.SIGALRM) is None:
                 return self
             self.previous = signal.signal(signal.SIGALRM, _on_overrun)
         except (ValueError, OSError, AttributeError):  # no SIGALRM (Windows), or not settable here
