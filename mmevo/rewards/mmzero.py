@@ -40,14 +40,25 @@ def _float_or_inf(x) -> float:
         return math.inf if x > 0 else -math.inf
 
 
+def _scalar(x):
+    """A one-element, non-bool torch tensor or numpy array as its Python number; anything else unchanged (the range
+    checks then name it). A bool stays a bool, which those checks refuse."""
+    if torch.is_tensor(x) and x.numel() == 1 and x.dtype != torch.bool:
+        return x.item()
+    if isinstance(x, np.ndarray) and x.size == 1 and x.dtype != np.bool_:
+        return x.item()
+    return x
+
+
 def diversity_adjustment(shares: Tensor, valid_count: int, strength: float = .5) -> Tensor:
     """Float [B,3] caption/easy/hard cluster shares, valid_count>=1, strength>=0.
     Return detached [B]: -clip(dot(shares-1/M,[.45,.20,.35])*M*strength,
     -strength,+strength). M=valid_count is supplied, not necessarily B."""
     if not torch.is_tensor(shares) or not shares.is_floating_point() or shares.dim() != 2 or shares.shape[1] != 3:
         raise ValueError(f"shares must be a float [B, 3] tensor, got {getattr(shares, 'shape', type(shares))}")
-    if torch.is_tensor(valid_count) and valid_count.numel() == 1 and valid_count.dtype != torch.bool:
-        valid_count = valid_count.item()  # a one-element count tensor: its number
+    # a one-element tensor / array is its number, for the count and the strength alike: a tensor strength of 0.5 was
+    # refused as "must be finite and >= 0", while a tensor count was taken
+    valid_count, strength = _scalar(valid_count), _scalar(strength)
     # NaN, inf and None used to escape as "cannot convert float NaN to integer" / OverflowError / TypeError from int()
     if not is_real_number(valid_count) or not math.isfinite(_float_or_inf(valid_count)) \
             or int(valid_count) != valid_count or valid_count < 1:
