@@ -185,7 +185,7 @@ def _report_summary(report: dict | None) -> dict | None:
 # -- the generator pool -------------------------------------------------------------------------------------------
 def read_pool(path: Path, limit: int, last_step: int | None = None, skipped: dict | None = None) -> list:
     """The latest ``limit`` distinct accepted problems of ``pool.jsonl`` as solver examples; each is re-verified
-    (its answer recomputed from the expression), never trusted from the file. A line that is no JSON row with an
+    (its answer and id recomputed from the expression), never trusted from the file. A line that is no JSON row with an
     id (torn by a run killed mid-write; the next append continues it) is dropped like an unverifiable row.
     ``last_step``: only the rows of generator steps up to it (the pool as it was after that step).
 
@@ -216,18 +216,29 @@ def read_pool(path: Path, limit: int, last_step: int | None = None, skipped: dic
             continue
         latest.pop(key, None)
         latest[key] = row
-    out = []
-    for row in list(latest.values())[-limit:]:
+    # newest first, each problem once by its recomputed id: a row's stored id is not trusted either (a pool an older
+    # mmevo wrote named a problem by its expression's text, so "2+3" and "(2 + 3)" were two ids of one problem)
+    out: dict[str, object] = {}
+    taken = 0  # rows that fill one of the ``limit`` places: a distinct problem, or a dropped row as before
+    for row in reversed(list(latest.values())):
+        if taken >= limit:
+            break
         meta = row.get("meta")
         expression = meta.get("expression") if isinstance(meta, dict) else None
         if not isinstance(expression, str):
             skip("no_expression")
+            taken += 1
             continue
         try:
-            out.append(problem_from_expression(expression).to_example("trainable"))
+            ex = problem_from_expression(expression).to_example("trainable")
         except (ValueError, TypeError):
             skip("unverifiable")
-    return out
+            taken += 1
+            continue
+        if ex.id not in out:
+            out[ex.id] = ex
+            taken += 1
+    return list(reversed(out.values()))
 
 
 def load_pool(generator, path: Path, limit: int) -> None:
