@@ -201,9 +201,22 @@ class ReplayBuffer:
                 ex = s.get("example") if isinstance(s, dict) else None
                 dropped.append(f"slot {i}" + (f" (id {ex.id!r})" if isinstance(ex, Example) else "") + f": {why}")
             slots.append(None if s is None or why is not None else
-                         ReplayEntry(s["example"], float(s["confidence"]), bool(s["correct"]), int(s["writes"])))
-        self.slots = slots
-        self.index = {_key(e.example): i for i, e in enumerate(self.slots) if e is not None}
+                         ReplayEntry(_current_id(s["example"]), float(s["confidence"]), bool(s["correct"]),
+                                     int(s["writes"])))
+        # one slot per prompt: generated problems an older mmevo keyed by their expression's spelling may now share a
+        # key; the later slot stays (a shared key left in two slots made ``add`` drop the survivor's index entry, and
+        # then a KeyError when the ring came round to it)
+        index: dict[tuple[str, str], int] = {}
+        for i, e in enumerate(slots):
+            if e is None:
+                continue
+            earlier = index.get(_key(e.example))
+            if earlier is not None:
+                dropped.append(f"slot {earlier} (id {slots[earlier].example.id!r}): the same generated problem as "
+                               f"slot {i}")
+                slots[earlier] = None
+            index[_key(e.example)] = i
+        self.slots, self.index = slots, index
         self.next_slot = int(state["next_slot"])
         self.added, self.updated = int(state["added"]), int(state["updated"])
         self.overwritten = int(state["overwritten"])
@@ -212,6 +225,21 @@ class ReplayBuffer:
             print(f"[mmevo] resume: dropped {len(dropped)} of the checkpoint's replay entries that this run cannot "
                   f"use (they will not be replayed, so the resume is not exact; counted as replay/resume_dropped): "
                   f"{'; '.join(dropped[:3])}{' ...' if len(dropped) > 3 else ''}", file=sys.stderr)
+
+
+def _current_id(ex: Example) -> Example:
+    """``ex`` with the id this mmevo gives it: a GSS-generated problem is named by its question
+    (``generated_problem_id``); an older mmevo named it by its expression's text, so the same problem drawn again
+    after a resume took a second slot instead of updating its entry."""
+    from mmevo.honest.tasks import generated_problem_id
+
+    meta = ex.meta if isinstance(ex.meta, dict) else {}
+    if meta.get("domain") == "gss" and isinstance(ex.id, str) and ex.id.startswith("gss-") \
+            and "expression" in meta:
+        new_id = generated_problem_id(ex.problem)
+        if new_id != ex.id:
+            return dataclasses.replace(ex, id=new_id)
+    return ex
 
 
 def entry_problem(slot) -> str | None:

@@ -29,7 +29,6 @@ switches the replay mix off, a collapsed stub generator is re-seeded.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import math
 import random
 from collections.abc import Callable, Sequence
@@ -49,6 +48,7 @@ from mmevo.honest.tasks import (
     evaluate_expression,
     format_answer,
     generate_task,
+    generated_problem_id,
 )
 from mmevo.rewards.answers import single_tag
 from mmevo.rewards.honest import is_outcome
@@ -82,7 +82,7 @@ class GeneratedProblem:
     def id(self) -> str:
         # the problem the solver is shown: "2+3", "(2 + 3)" and "2 + 3  # again" are one problem, not three (the
         # expression's text made the generator's copies count as distinct problems)
-        return "gss-" + hashlib.sha1(self.question.encode()).hexdigest()[:16]
+        return generated_problem_id(self.question)
 
     def to_example(self, source: str) -> Example:
         """The solver's example; ``source``: stub | trainable (``meta["gss"]``)."""

@@ -18,13 +18,14 @@ Answers are integers (``"-17"``) or ``"True"`` / ``"False"``.
 from __future__ import annotations
 
 import ast
+import hashlib
 import random
 from dataclasses import dataclass
 from collections.abc import Callable, Sequence
 
 from mmevo.validation import is_integer_number
 
-__all__ = ["DOMAINS", "MIN_DIFFICULTY", "MAX_DIFFICULTY", "HonestTask", "generate_task", "generate_tasks",
+__all__ = ["generated_problem_id", "DOMAINS", "MIN_DIFFICULTY", "MAX_DIFFICULTY", "HonestTask", "generate_task", "generate_tasks",
            "split_honest_tasks", "evaluate_expression", "format_answer", "recompute_answer", "verify_task"]
 
 DOMAINS = ("arithmetic", "modular", "logic")
@@ -388,3 +389,9 @@ def verify_task(task: HonestTask) -> bool:
         return recompute_answer(task.meta) == task.answer
     except ValueError:
         return False
+
+
+def generated_problem_id(question: str) -> str:
+    """The id of a GSS-generated problem: its question, as the solver sees it ("2+3" and "(2 + 3)" are one problem;
+    an older mmevo hashed the expression's text, so replay slots it checkpointed are re-keyed on resume)."""
+    return "gss-" + hashlib.sha1(question.encode()).hexdigest()[:16]
