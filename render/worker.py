@@ -333,7 +333,8 @@ def _group_members(e: BaseException) -> list[BaseException]:
     """The first sub-exceptions of an exception group (errors the code gathered, what ``except*`` re-raises), else
     none: a traceback shows them, as it shows a cause."""
     members = e.exceptions if isinstance(e, BaseExceptionGroup) else ()
-    return [x for x in tuple(members)[:GROUP_MEMBERS_READ] if isinstance(x, BaseException)]
+    # only the first are read: a group class of the job's may make ``exceptions`` an endless iterator
+    return [x for x in itertools.islice(members, GROUP_MEMBERS_READ) if isinstance(x, BaseException)]
 
 
 def _exc_text(e: BaseException) -> str:

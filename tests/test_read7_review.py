@@ -78,3 +78,22 @@ def test_replay_resume_rekeys_an_older_runs_generated_problems():
     again = ReplayBuffer(capacity=2)
     again.load_state_dict(copy.deepcopy(plain.state_dict()))
     assert [e.example.id for e in again.entries()] == ["gss-kept"]
+
+
+# -- 3. an exception group's members are read only as far as needed -----------------------------------------------------
+def test_exception_group_members_read_no_further_than_the_first_few():
+    from render import worker
+
+    class EndlessGroup(ExceptionGroup):  # a job's class: its members an endless iterator
+        @property
+        def exceptions(self):
+            def members():
+                yield PermissionError(13, "refused", "passwd")
+                yield from (ValueError("again") for _ in range(worker.GROUP_MEMBERS_READ - 1))
+                raise AssertionError("read past the first members")  # stands in for an endless stream
+            return members()
+
+    g = EndlessGroup("g", [ValueError("x")])
+    assert len(worker._group_members(g)) == worker.GROUP_MEMBERS_READ
+    assert worker._classify_exception(g) == "forbidden"
+    assert "PermissionError" in worker._exc_text(g)
