@@ -83,7 +83,7 @@ class ModelConfig:
     freeze_vision_tower: bool = False  # the vision encoder (ViT and its merger) stays fixed in RL and SFT
     lora: LoRAConfig = field(default_factory=LoRAConfig)  # LoRA adapters instead of full fine-tuning (RL and SFT)
     trainable: list = field(default_factory=list)  # RL: train only parameters matching one of these regexes (SFT: all)
-    cpu_linear: str = "auto"  # RL/SFT float32 CPU linears over >= 256 rows: onednn | torch (F.linear) | auto (onednn if available)
+    cpu_linear: str = "auto"  # RL/SFT float32 CPU linears over >= 256 rows and HF sampling's: onednn | torch (F.linear) | auto (onednn if available, F.linear on Intel CPUs)
     cpu_malloc: str = "auto"  # RL/SFT on CPU: keep (freed memory stays in the heap: no page faults, RSS stays near peak) | system | auto (keep on glibc)
 
 

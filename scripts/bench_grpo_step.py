@@ -24,7 +24,8 @@ pads little). A time ratio of 0.33 therefore needs mmevo to run its FLOPs ~1.42x
 F.linear's kernels (``--cpu-linear torch``) both ran at about the same rate; mmevo's default ``model.cpu_linear``
 puts its training passes' matmuls on oneDNN (MKL's sgemm takes its AVX2 path on AMD CPUs), its HF engine's fused
 decode step puts sampling's there too: ~1.3-1.4x TRL's rate on the AMD EPYC this was measured on (README,
-Benchmarks).
+Benchmarks). On Intel CPUs MKL runs both sides' matmuls at full speed (its default ``auto`` is F.linear there), so the
+ratio is about the FLOP ratio there (0.41-0.49 on a Xeon).
 
 Timing: one warm-up step, then ``--steps`` timed steps; medians are reported. mmevo's step is timed around
 ``GRPOTrainer.step()``; TRL's from ``on_step_begin`` to ``on_step_end`` of a ``TrainerCallback`` (that span covers
@@ -79,8 +80,8 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="CPU threads for both halves: sets OMP_NUM_THREADS/MKL_NUM_THREADS and torch.set_num_threads "
                         "(default 1, for a comparable, low-noise measurement on a shared machine)")
     p.add_argument("--cpu-linear", default="auto", choices=["auto", "onednn", "torch"],
-                   help="mmevo's model.cpu_linear (default auto: its training passes' float32 linears on oneDNN where "
-                        "available; torch: F.linear, the BLAS TRL's model runs on)")
+                   help="mmevo's model.cpu_linear (default auto: its training passes' and sampling's float32 linears "
+                        "on oneDNN where available, F.linear on Intel CPUs; torch: F.linear, the BLAS TRL's model runs on)")
     p.add_argument("--only", choices=["mmevo", "trl"], help="run one half in this process and print its JSON")
     p.add_argument("--cache-dir", default=".cache/mmevo", help="where the tiny model is built once (default .cache/mmevo)")
     p.add_argument("--seed", type=int, default=0, help="data / sampling seed (default 0)")
@@ -196,7 +197,7 @@ def run_mmevo(a: argparse.Namespace) -> dict:
         lm = load_model(path)
         ref = load_model(path).model.eval() if a.kl > 0 else None
         engine = HFEngine(lm.model, lm.tokenizer.pad_token_id, stop_ids=[], max_batch_seqs=P * G,
-                          banned_ids=vision_token_ids(lm.tokenizer))
+                          banned_ids=vision_token_ids(lm.tokenizer), decode_linear=a.cpu_linear)
         tr = GRPOTrainer(cfg, lm, engine, examples, [], ref_model=ref, log=False)
         prompt_lens = [len(tr.prompts(ex).input_ids) for ex in examples]
         log(f"mmevo: P={P} G={G} T={T} M={M} prompt lengths {prompt_lens}")

@@ -82,7 +82,8 @@ class MyLinear(torch.nn.Linear):
     pass
 
 
-def test_use_cpu_linear_swaps_and_restores_plain_linears_only():
+def test_use_cpu_linear_swaps_and_restores_plain_linears_only(monkeypatch):
+    monkeypatch.setattr(cl, "cpu_vendor", lambda: "AuthenticAMD")  # where auto is oneDNN
     model = torch.nn.Sequential(_layers(), MyLinear(4, 4))
     state = {k: v.clone() for k, v in model.state_dict().items()}
     assert cl.use_cpu_linear(model, "onednn") == 2
@@ -187,3 +188,23 @@ def test_reference_model_takes_the_policys_kernel(tiny_vl_path, tmp_path):
     assert sum(len(r) for r in responses) >= cl.MIN_ROWS
     assert all(torch.equal(p, r) for p, r in zip(policy, reference))
     tr.close()
+
+
+@pytest.mark.parametrize("vendor, available, want", [
+    ("AuthenticAMD", True, "onednn"), ("", True, "onednn"), ("HygonGenuine", True, "onednn"),
+    ("GenuineIntel", True, "torch"), ("AuthenticAMD", False, "torch"), ("GenuineIntel", False, "torch")])
+def test_auto_is_onednn_except_on_intel_cpus_or_without_the_kernel(monkeypatch, vendor, available, want):
+    """MKL's sgemm takes its AVX2 path on AMD CPUs (oneDNN ~2x faster there) and its AVX-512 path on Intel's, where
+    F.linear was as fast on the training shapes and faster on the decode step's: auto follows the vendor."""
+    monkeypatch.setattr(cl, "cpu_vendor", lambda: vendor)
+    monkeypatch.setattr(cl, "onednn_linear_available", lambda: available)
+    assert cl.resolve_cpu_linear("auto") == want
+    assert cl.resolve_cpu_linear("torch") == "torch" and cl.resolve_cpu_linear("onednn") == "onednn"
+    assert cl.use_cpu_linear(_layers(), "auto") == (2 if want == "onednn" else 0)
+    with pytest.raises(ValueError, match="model.cpu_linear='fast' not in"):
+        cl.resolve_cpu_linear("fast")
+
+
+def test_cpu_vendor_reads_this_machine():
+    vendor = cl.cpu_vendor()
+    assert isinstance(vendor, str) and vendor == vendor.strip()

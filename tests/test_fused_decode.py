@@ -31,7 +31,7 @@ def _varied(lm, seed=3):
 
 
 @torch.no_grad()
-def _compare_steps(lm, requests, steps=16, drop_at=6):
+def _compare_steps(lm, requests, steps=16, drop_at=6, kernel="onednn"):
     """Drive the lean and the fused step from one prefill with the same tokens (the lean step's argmax); at
     ``drop_at`` rows 0 and 3 leave the batch. Returns the largest |logit difference| over the logits' scale."""
     model = lm.model.eval()
@@ -40,7 +40,7 @@ def _compare_steps(lm, requests, steps=16, drop_at=6):
     row_of = torch.repeat_interleave(torch.arange(len(requests)), torch.tensor([r.n for r in requests]))
     lean_cache = SharedPrefixCache(cache, attn, row_of)
     fused_cache = copy.deepcopy(lean_cache)
-    lean, fused = LeanDecodeStep.build(model), FusedDecodeStep.build(model, rows=row_of.numel())
+    lean, fused = LeanDecodeStep.build(model), FusedDecodeStep.build(model, rows=row_of.numel(), kernel=kernel)
     assert lean is not None and fused is not None
     tok, pos = last[row_of].argmax(-1), next_pos[row_of]
     worst = 0.0
@@ -69,6 +69,26 @@ def test_vl_logits_equal_the_lean_steps(tiny_vl_path):
 def test_text_qwen2_logits_equal_the_lean_steps(tiny_text_path):
     lm = _varied(randomized_model(tiny_text_path))
     assert _compare_steps(lm, decode_text_requests(lm)) < 1e-5
+
+
+@pytest.mark.parametrize("path", ["tiny_vl_path", "tiny_text_path"])
+def test_the_f_linear_kernel_gives_the_lean_steps_logits_without_onednn(path, request, monkeypatch):
+    """kernel="torch" (model.cpu_linear resolved to F.linear, the default on Intel CPUs): the same fused step with
+    plain weights and F.linear matmuls; no oneDNN linear runs, and a build without oneDNN still gets it."""
+    lm = _varied(randomized_model(request.getfixturevalue(path)))
+    requests = decode_vl_requests(lm) if path == "tiny_vl_path" else decode_text_requests(lm)
+
+    def no_onednn(*a, **k):
+        raise AssertionError("a oneDNN linear ran under kernel='torch'")
+
+    monkeypatch.setitem(fused_decode._KERNELS, "onednn", no_onednn)
+    monkeypatch.setattr(fused_decode, "_onednn_linear", no_onednn)
+    monkeypatch.setattr(fused_decode, "onednn_linear_available", lambda: False)
+    assert FusedDecodeStep.build(lm.model, kernel="onednn") is None
+    step = FusedDecodeStep.build(lm.model, rows=8, kernel="torch")
+    assert step is not None and step.kernel == "torch"
+    assert torch.equal(step.head, lm.model.lm_head.weight)  # plain, not oneDNN's blocked layout
+    assert _compare_steps(lm, requests, kernel="torch") < 1e-5
 
 
 def test_onednn_linear_layers_qualify(tiny_vl_path):
@@ -174,14 +194,19 @@ def test_transformers_output_capturing_hooks_keep_the_fused_step(tiny_vl_path):
         [[(c.token_ids, c.logprobs) for c in g] for g in before]
 
 
-@pytest.mark.parametrize("choice, fused", [("auto", True), ("torch", False)])
-def test_model_cpu_linear_torch_turns_the_fused_step_off_in_the_configured_engine(tiny_text_path, choice, fused):
-    """The fused step's projections are oneDNN matmuls: a run that asked for F.linear (model.cpu_linear=torch)
-    must not get them in its rollouts either."""
+@pytest.mark.parametrize("vendor, choice, kernel", [("AuthenticAMD", "auto", "onednn"), ("GenuineIntel", "auto", "torch"),
+                                                    ("AuthenticAMD", "torch", "torch"),
+                                                    ("GenuineIntel", "onednn", "onednn")])
+def test_model_cpu_linear_sets_the_fused_steps_kernel_in_the_configured_engine(tiny_text_path, monkeypatch, vendor,
+                                                                              choice, kernel):
+    """The fused step's projections take the kernel model.cpu_linear resolves to: a run that asked for F.linear
+    (model.cpu_linear=torch) gets no oneDNN matmuls in its rollouts either; auto is F.linear on Intel CPUs."""
     from mmevo.config import load_config
+    from mmevo.models import cpu_linear
     from mmevo.models.loader import load_model
     from mmevo.rollout.factory import build_engine
 
+    monkeypatch.setattr(cpu_linear, "cpu_vendor", lambda: vendor)
     cfg = load_config(None, ["rollout.engine=hf", f"model.cpu_linear={choice}"])
     engine = build_engine(cfg, load_model(tiny_text_path))
-    assert engine.fused_decode is fused
+    assert engine.fused_decode is True and engine.decode_linear == kernel

@@ -35,8 +35,9 @@ def build_engine(cfg: Config, policy: LoadedModel, **vllm_kwargs):
         return HFEngine(policy.model, policy.tokenizer.pad_token_id, stop_token_ids(policy.tokenizer, policy.model),
                         max_batch_seqs=cfg.rollout.max_batch_seqs, device=cfg.model.device,
                         banned_ids=vision_token_ids(policy.tokenizer),
-                        # the fused step's projections run on oneDNN: model.cpu_linear=torch keeps F.linear there too
-                        fused_decode=cfg.model.cpu_linear != "torch",
+                        # the fused step's projections take the training passes' kernel (model.cpu_linear=torch:
+                        # F.linear there too, no oneDNN)
+                        decode_linear=cfg.model.cpu_linear,
                         # the vLLM engine's context length: both engines refuse the same overlong requests
                         max_model_len=max_model_len(cfg))
     if name == "vllm":

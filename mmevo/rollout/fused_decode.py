@@ -6,7 +6,9 @@ about forty small tensor ops. ``FusedDecodeStep`` computes the same layer from t
 
 - q / k / v as one matmul and gate / up as one (weights concatenated once per sampling call),
 - every matmul, the LM head's included, through oneDNN with weights reordered once per sampling call into its
-  blocked layout (``mkldnn._reorder_linear_weight``, what torch.compile's CPU backend does for frozen weights),
+  blocked layout (``mkldnn._reorder_linear_weight``, what torch.compile's CPU backend does for frozen weights), or
+  through F.linear (``kernel="torch"``: ``model.cpu_linear`` resolved, see ``resolve_cpu_linear``; on Intel CPUs
+  MKL's sgemm is the faster of the two),
 - RMSNorm as ``F.rms_norm`` and the rotary embedding of q and k in one pass (``roll`` with a signed sine),
 
 and the same KV cache and shared-prefix attention. It samples from the same distribution up to float32 rounding, not
@@ -51,13 +53,18 @@ def _plain_module(m, names: set[str]) -> bool:
     return type(m).__name__ in names and not is_hooked(m)
 
 
-def _packed(weight: torch.Tensor, rows: int) -> torch.Tensor:
-    """``weight`` [n, k] in oneDNN's blocked layout for ~``rows``-row inputs (a hint: other row counts are exact)."""
-    return torch.ops.mkldnn._reorder_linear_weight(weight.detach().contiguous(), rows)
+def _packed(weight: torch.Tensor, rows: int, kernel: str = "onednn") -> torch.Tensor:
+    """``weight`` [n, k] for ``kernel``: oneDNN's blocked layout for ~``rows``-row inputs (a hint: other row counts
+    are exact), or a plain contiguous copy for F.linear ("torch")."""
+    weight = weight.detach().contiguous()
+    return torch.ops.mkldnn._reorder_linear_weight(weight, rows) if kernel == "onednn" else weight
 
 
-def _linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+def _onednn_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
     return torch.ops.mkldnn._linear_pointwise(x, weight, bias, "none", [], "")
+
+
+_KERNELS = {"onednn": _onednn_linear, "torch": F.linear}
 
 
 @dataclass
@@ -76,8 +83,12 @@ class _Layer:
 class FusedDecodeStep(LeanDecodeStep):
     """``step(tokens [N], positions [N], cache) -> logits [N, V]``, as ``LeanDecodeStep`` (a ``SharedPrefixCache``)."""
 
-    def __init__(self, model, decoder, multimodal: bool, rows: int):
+    def __init__(self, model, decoder, multimodal: bool, rows: int, kernel: str = "onednn"):
         super().__init__(model, decoder, multimodal)
+        if kernel not in _KERNELS:
+            raise ValueError(f"fused decode kernel {kernel!r} not in {sorted(_KERNELS)}")
+        # the projections' matmuls: oneDNN (on AMD CPUs ~2x MKL's AVX2 sgemm), or F.linear (as fast on Intel's)
+        self.kernel, self.linear = kernel, _KERNELS[kernel]
         attn = decoder.layers[0].self_attn
         self.heads = model.config.get_text_config().num_attention_heads if hasattr(model.config, "get_text_config") \
             else model.config.num_attention_heads
@@ -94,39 +105,41 @@ class FusedDecodeStep(LeanDecodeStep):
                     qkv_bias = torch.cat([b.detach() if b is not None else torch.zeros(p.out_features)
                                           for b, p in zip(biases, (a.q_proj, a.k_proj, a.v_proj))])
                 self.layers.append(_Layer(
-                    qkv=_packed(torch.cat([a.q_proj.weight, a.k_proj.weight, a.v_proj.weight]), rows),
+                    qkv=_packed(torch.cat([a.q_proj.weight, a.k_proj.weight, a.v_proj.weight]), rows, kernel),
                     qkv_bias=qkv_bias,
-                    o=_packed(a.o_proj.weight, rows),
-                    gate_up=_packed(torch.cat([mlp.gate_proj.weight, mlp.up_proj.weight]), rows),
-                    down=_packed(mlp.down_proj.weight, rows),
+                    o=_packed(a.o_proj.weight, rows, kernel),
+                    gate_up=_packed(torch.cat([mlp.gate_proj.weight, mlp.up_proj.weight]), rows, kernel),
+                    down=_packed(mlp.down_proj.weight, rows, kernel),
                     ln1=layer.input_layernorm.weight.detach(), ln1_eps=layer.input_layernorm.variance_epsilon,
                     ln2=layer.post_attention_layernorm.weight.detach(),
                     ln2_eps=layer.post_attention_layernorm.variance_epsilon))
             self.intermediate = decoder.layers[0].mlp.gate_proj.out_features
             self.norm, self.norm_eps = decoder.norm.weight.detach(), decoder.norm.variance_epsilon
             head = model.lm_head
-            self.head = _packed(head.weight, rows)
+            self.head = _packed(head.weight, rows, kernel)
             self.head_bias = None if head.bias is None else head.bias.detach()
 
     @classmethod
-    def build(cls, model: torch.nn.Module, rows: int = 64) -> "FusedDecodeStep | None":
-        """The fused step for ``model`` (``rows``: the decode batch, a hint for the weights' layout) when the lean step
-        applies and every layer qualifies (see the module doc), else None."""
-        return cls.from_lean(LeanDecodeStep.build(model), rows)
+    def build(cls, model: torch.nn.Module, rows: int = 64, kernel: str = "onednn") -> "FusedDecodeStep | None":
+        """The fused step for ``model`` (``rows``: the decode batch, a hint for the weights' layout; ``kernel``: the
+        projections' matmuls, "onednn" or "torch") when the lean step applies and every layer qualifies (see the
+        module doc), else None."""
+        return cls.from_lean(LeanDecodeStep.build(model), rows, kernel)
 
     @classmethod
-    def from_lean(cls, lean: LeanDecodeStep | None, rows: int = 64) -> "FusedDecodeStep | None":
+    def from_lean(cls, lean: LeanDecodeStep | None, rows: int = 64,
+                  kernel: str = "onednn") -> "FusedDecodeStep | None":
         """The fused form of an already built lean step, or None where its model does not qualify."""
-        if lean is None or not cls.eligible(lean.model, lean.decoder):
+        if lean is None or not cls.eligible(lean.model, lean.decoder, kernel):
             return None
-        return cls(lean.model, lean.decoder, lean.multimodal, max(1, int(rows)))
+        return cls(lean.model, lean.decoder, lean.multimodal, max(1, int(rows)), kernel)
 
     @staticmethod
-    def eligible(model, decoder) -> bool:
+    def eligible(model, decoder, kernel: str = "onednn") -> bool:
         params = list(model.parameters())
         if not params or any(p.device.type != "cpu" or p.dtype != torch.float32 for p in params):
             return False
-        if not onednn_linear_available() or not _plain_linear(model.lm_head):
+        if (kernel == "onednn" and not onednn_linear_available()) or not _plain_linear(model.lm_head):
             return False
         copied = model.lm_head.weight.numel() + sum(m.weight.numel() for layer in decoder.layers
                                                     for m in layer.modules() if isinstance(m, torch.nn.Linear))
@@ -161,9 +174,10 @@ class FusedDecodeStep(LeanDecodeStep):
         half = D // 2
         # rotate_half(x) * sin == roll(x, D/2) * (sin with its first half negated): q and k in one pass
         signed_sin = torch.cat([-sin[..., :half], sin[..., half:]], -1)
+        linear = self.linear
         for li, L in enumerate(self.layers):
             x = F.rms_norm(hidden, hidden.shape[-1:], L.ln1, L.ln1_eps)
-            qkv = _linear(x, L.qkv, L.qkv_bias)  # [N, (H + 2 KV) * D]
+            qkv = linear(x, L.qkv, L.qkv_bias)  # [N, (H + 2 KV) * D]
             qk = qkv[:, :(H + KV) * D].view(N, H + KV, D)
             qk = qk * cos + qk.roll(half, -1) * signed_sin
             q = qk[:, :H, None]  # [N, H, 1, D]
@@ -171,9 +185,9 @@ class FusedDecodeStep(LeanDecodeStep):
             v = qkv[:, (H + KV) * D:].view(N, KV, 1, D)
             keys, values = cache.update(k, v, li)
             attn = attention.shared_prefix_attention(q, keys, values, cache, li, self.scaling)  # [N, 1, H, D]
-            hidden = hidden + _linear(attn.reshape(N, H * D), L.o)
+            hidden = hidden + linear(attn.reshape(N, H * D), L.o)
             x = F.rms_norm(hidden, hidden.shape[-1:], L.ln2, L.ln2_eps)
-            gate_up = _linear(x, L.gate_up)  # [N, 2 I]
-            hidden = hidden + _linear(F.silu(gate_up[:, :I]) * gate_up[:, I:], L.down)
+            gate_up = linear(x, L.gate_up)  # [N, 2 I]
+            hidden = hidden + linear(F.silu(gate_up[:, :I]) * gate_up[:, I:], L.down)
         x = F.rms_norm(hidden, hidden.shape[-1:], self.norm, self.norm_eps)
-        return _linear(x, self.head, self.head_bias)
+        return linear(x, self.head, self.head_bias)

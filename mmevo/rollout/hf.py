@@ -199,13 +199,17 @@ class HFEngine:
 
     def __init__(self, model: torch.nn.Module, pad_id: int, stop_ids: Sequence[int], max_batch_seqs: int = 64,
                  device: str | torch.device = "cpu", banned_ids: Sequence[int] = (), lean_decode: bool = True,
-                 fused_decode: bool = True, max_model_len: int | None = None):
+                 fused_decode: bool = True, max_model_len: int | None = None, decode_linear: str = "auto"):
+        from mmevo.models.cpu_linear import resolve_cpu_linear
+
         self.model = model
         # False: every decode step runs the model's forward, not ``LeanDecodeStep`` (same logits; for comparisons)
         self.lean_decode = lean_decode
-        # False: no ``FusedDecodeStep`` (float32 CPU Qwen2 models: fused oneDNN projections, logits equal to float32
+        # False: no ``FusedDecodeStep`` (float32 CPU Qwen2 models: fused projections, logits equal to float32
         # rounding, not bit for bit); the lean step (or the forward) instead
         self.fused_decode = fused_decode
+        # the fused step's matmul kernel, ``model.cpu_linear`` resolved: "onednn" or "torch" (F.linear)
+        self.decode_linear = resolve_cpu_linear(decode_linear)
         check_engine_token_ids("HFEngine", banned_ids, stop_ids)  # index_fill read a banned -1 as the last token
         self.banned_ids = torch.tensor(sorted(set(banned_ids)), dtype=torch.long)
         self.pad_id = pad_id
@@ -427,7 +431,7 @@ class HFEngine:
             if self.lean_decode:
                 lean = LeanDecodeStep.build(model)
                 if self.fused_decode:
-                    lean = FusedDecodeStep.from_lean(lean, rows=len(row_of)) or lean
+                    lean = FusedDecodeStep.from_lean(lean, rows=len(row_of), kernel=self.decode_linear) or lean
         elif bool((reps != 1).any()):
             cache.batch_select_indices(row_of)
         logits = last_logits[row_of]
