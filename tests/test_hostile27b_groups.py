@@ -27,7 +27,9 @@ def test_a_majority_vote_over_slow_answers_ends():
     responses = ["\\boxed{{\\sinh(-1 - %di)}^{9}}" % (i + 1) for i in range(12)] + ["\\boxed{5}"] * 3
     t = time.monotonic()
     rewards, info = majority_vote_rewards(responses, [0] * len(responses))
-    assert time.monotonic() - t < 25.0
+    # ~10 s here (the group budget), also beside 9 busy processes; one CI run beside the demo took 167 s, before an
+    # input that kept running out of its deadline was cached after two tries (unbounded it took minutes)
+    assert time.monotonic() - t < 60.0
     assert rewards.tolist() == [0.0] * 12 + [1.0] * 3 and info["pseudo_labels"][0] == "5"
 
 

@@ -76,3 +76,16 @@ def test_a_deadline_that_runs_out_as_it_is_armed_leaves_nothing_behind(monkeypat
     monkeypatch.setattr(A, "_MV_DEADLINE_S", 1.0)
     with A._mv_deadline() as d:
         assert d.armed and signal.getitimer(signal.ITIMER_REAL)[0] > 0
+
+
+def test_an_answer_that_keeps_running_out_is_cached_after_the_retries(monkeypatch):
+    """One overrun is retried (a busy second), but an input that runs out _OVERRUN_RETRIES times keeps that verdict:
+    re-parsing it at 1 s a call made one vote of 15 slow answers take 167 s on a loaded machine."""
+    text = "\\frac{w^2-841}{w-29}"
+    monkeypatch.setattr(A, "_MV_DEADLINE_S", 1e-6)
+    for _ in range(A._OVERRUN_RETRIES):
+        assert A._mv_parse(text) == ()
+    monkeypatch.setattr(A, "_MV_DEADLINE_S", 1.0)
+    hits = A._mv_parse.cache_info().hits
+    assert A._mv_parse(text) == ()  # the kept verdict, not a new parse
+    assert A._mv_parse.cache_info().hits == hits + 1

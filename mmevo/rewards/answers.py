@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import decimal
 import fractions
+import collections
 import functools
 import itertools
 import math
@@ -1023,18 +1024,32 @@ class _Uncached(BaseException):
         self.result = result
 
 
+# how many times one input may run out of its deadline before that result is cached after all: a retry for a busy
+# second, but no 1 s per call for ever (a vote calls the parse of one answer many times; a CI run under load took
+# 167 s for one group of 15 slow answers when no overrun was ever cached)
+_OVERRUN_RETRIES = 2
+
+
 def _cached_unless_overrun(maxsize: int):
     """``functools.lru_cache`` that keeps no result computed while a math-verify deadline ran out (in the call or a
-    call it made): how far sympy gets in 1 s depends on the machine's load, so an answer that once ran out on a busy
-    machine would otherwise read as unparsable, or unequal to its gold, for the rest of the process."""
+    call it made), until the same input has run out ``_OVERRUN_RETRIES`` times: how far sympy gets in 1 s depends on
+    the machine's load, so an answer that once ran out on a busy machine would otherwise read as unparsable, or
+    unequal to its gold, for the rest of the process; one that keeps running out is as costly as it looks."""
 
     def wrap(f):
+        overran: collections.OrderedDict = collections.OrderedDict()  # args -> overruns so far (bounded, oldest out)
+
         @functools.lru_cache(maxsize=maxsize)
         def cached(*args):
             before = _MV_OVERRUNS
             result = f(*args)
             if _MV_OVERRUNS != before:
-                raise _Uncached(result)  # lru_cache keeps no exception
+                count = overran.pop(args, 0) + 1
+                if count < _OVERRUN_RETRIES:
+                    overran[args] = count
+                    if len(overran) > maxsize:
+                        overran.popitem(last=False)
+                    raise _Uncached(result)  # lru_cache keeps no exception
             return result
 
         @functools.wraps(f)
